@@ -1,0 +1,7 @@
+// Mocha runs the TypeScript sources through ts-node; test/support/stack.ts starts the real servers once.
+module.exports = {
+  require: ['ts-node/register', 'test/support/stack.ts'],
+  spec: ['test/**/*.test.ts'],
+  timeout: 60000,
+  exit: true,
+};

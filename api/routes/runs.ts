@@ -1,0 +1,100 @@
+// The runs routes: the engine surface that drives outcomes. Every route is team-scoped through the caller.
+import Router from '@koa/router';
+import { publicRun } from '../../domain/run';
+import type { RunEngine } from '../../engine/runEngine';
+import type { EpisodeView } from '../episodesView';
+import type { AuthState } from '../auth';
+import {
+  answerBody,
+  completeBody,
+  createRunBody,
+  eventBody,
+  failBody,
+  idParam,
+  parkBody,
+  pauseBody,
+} from '../schemas';
+
+export function runsRouter(deps: { engine: RunEngine; episodes: EpisodeView }) {
+  const { engine } = deps;
+  const router = new Router<AuthState>({ prefix: '/api/v1/runs' });
+
+  router.param('id', async (value, ctx, next) => {
+    idParam.parse(value);
+    return next();
+  });
+
+  router.post('/', async (ctx) => {
+    const body = createRunBody.parse(ctx.request.body ?? {});
+    const run = await engine.create(ctx.state.caller, body);
+    ctx.status = 201;
+    ctx.body = {
+      ...publicRun(run),
+      // The secret is shown this once, when the caller did not bring its own.
+      ...(run.callback && !body.callback?.secret
+        ? { callback: { url: run.callback.url, secret: run.callback.secret } }
+        : {}),
+    };
+  });
+
+  router.get('/', async (ctx) => {
+    ctx.body = { runs: (await engine.list(ctx.state.caller)).map(publicRun) };
+  });
+
+  router.get('/:id', async (ctx) => {
+    ctx.body = publicRun(await engine.get(ctx.state.caller, ctx.params.id));
+  });
+
+  router.get('/:id/episodes', async (ctx) => {
+    await engine.get(ctx.state.caller, ctx.params.id);
+    ctx.body = { episodes: await deps.episodes.listForRun(ctx.state.caller.teamId, ctx.params.id) };
+  });
+
+  router.post('/:id/events', async (ctx) => {
+    const { type, ...data } = eventBody.parse(ctx.request.body ?? {});
+    const event = await engine.recordEvent(ctx.state.caller, ctx.params.id, type, data);
+    ctx.status = 201;
+    ctx.body = { id: event._id, type: event.type, at: event.at };
+  });
+
+  router.post('/:id/pause', async (ctx) => {
+    const { prompt } = pauseBody.parse(ctx.request.body ?? {});
+    const { run, interactionId } = await engine.pause(ctx.state.caller, ctx.params.id, prompt);
+    ctx.body = { interactionId, run: publicRun(run) };
+  });
+
+  router.post('/:id/interactions/:iid/answer', async (ctx) => {
+    idParam.parse(ctx.params.iid);
+    const { answer } = answerBody.parse(ctx.request.body ?? {});
+    ctx.body = publicRun(await engine.answer(ctx.state.caller, ctx.params.id, ctx.params.iid, answer));
+  });
+
+  router.post('/:id/park', async (ctx) => {
+    const { wall } = parkBody.parse(ctx.request.body ?? {});
+    ctx.body = publicRun(await engine.park(ctx.state.caller, ctx.params.id, wall));
+  });
+
+  router.post('/:id/soft-pause', async (ctx) => {
+    ctx.body = publicRun(await engine.softPause(ctx.state.caller, ctx.params.id));
+  });
+
+  router.post('/:id/resume', async (ctx) => {
+    ctx.body = publicRun(await engine.resume(ctx.state.caller, ctx.params.id));
+  });
+
+  router.post('/:id/complete', async (ctx) => {
+    const { finalAnswer } = completeBody.parse(ctx.request.body ?? {});
+    ctx.body = publicRun(await engine.complete(ctx.state.caller, ctx.params.id, finalAnswer));
+  });
+
+  router.post('/:id/fail', async (ctx) => {
+    const { error } = failBody.parse(ctx.request.body ?? {});
+    ctx.body = publicRun(await engine.fail(ctx.state.caller, ctx.params.id, error));
+  });
+
+  router.post('/:id/cancel', async (ctx) => {
+    ctx.body = publicRun(await engine.cancel(ctx.state.caller, ctx.params.id));
+  });
+
+  return router;
+}

@@ -1,0 +1,33 @@
+// Assistant watches: an assistant standing by on a run (the standby veto reads them).
+import Router from '@koa/router';
+import { NotFoundError } from '../../domain/errors';
+import type { RunStore } from '../../store/runs';
+import type { WatchStore } from '../../store/watches';
+import type { AuthState } from '../auth';
+import { idParam } from '../schemas';
+
+export function watchesRouter(deps: { runs: RunStore; watches: WatchStore; now: () => Date }) {
+  const router = new Router<AuthState>({ prefix: '/api/v1/assistants/:assistantId/watches' });
+
+  router.put('/:runId', async (ctx) => {
+    const { assistantId, runId } = ctx.params;
+    idParam.parse(assistantId);
+    idParam.parse(runId);
+    const { teamId } = ctx.state.caller;
+    if (!(await deps.runs.getForTeam(teamId, runId))) throw new NotFoundError('run not found');
+    await deps.watches.activate(teamId, assistantId, runId, deps.now());
+    ctx.body = { assistantId, runId, active: true };
+  });
+
+  router.delete('/:runId', async (ctx) => {
+    const { assistantId, runId } = ctx.params;
+    idParam.parse(assistantId);
+    idParam.parse(runId);
+    if (!(await deps.watches.remove(ctx.state.caller.teamId, assistantId, runId))) {
+      throw new NotFoundError('watch not found');
+    }
+    ctx.status = 204;
+  });
+
+  return router;
+}

@@ -1,0 +1,84 @@
+// The API's composition root: config → Mongo, Temporal client → stores, engine → Koa.
+import type { Server } from 'node:http';
+import { Client, Connection } from '@temporalio/client';
+import { loadConfigOrExit, type Config } from '../config';
+import { createOutcomeEmitter } from '../client/emitter';
+import { createRunEngine } from '../engine/runEngine';
+import { connectMongo, ensureIndexes, pingMongo, type Mongo } from '../store/mongo';
+import { createStores } from '../store';
+import { createApp } from './app';
+import { createEpisodeView } from './episodesView';
+
+export interface ApiHandle {
+  server: Server;
+  url: string;
+  close(): Promise<void>;
+}
+
+/** Builds every dependency from config and listens. Tests call this with their own config. */
+export async function startApi(
+  config: Config,
+  log: (line: string) => void = console.error,
+): Promise<ApiHandle> {
+  const mongo: Mongo = await connectMongo(config.mongoUrl, config.mongoDb);
+  await ensureIndexes(mongo.db);
+  const connection = await Connection.connect({ address: config.temporalAddress });
+  const client = new Client({ connection, namespace: config.temporalNamespace });
+  const stores = createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds });
+  const emitter = createOutcomeEmitter({ client, taskQueue: config.temporalTaskQueue, runs: stores.runs });
+  const engine = createRunEngine({
+    ...stores,
+    emitter,
+    onEmitError: (runId, err) =>
+      log(`outcome emit for ${runId} failed, the sweep will replay it: ${String(err)}`),
+  });
+  const app = createApp({
+    authJwtSecret: config.authJwtSecret,
+    engine,
+    runs: stores.runs,
+    watches: stores.watches,
+    episodes: createEpisodeView(stores),
+    probes: {
+      temporal: async () => void (await connection.workflowService.getSystemInfo({})),
+      mongo: () => pingMongo(mongo.db),
+    },
+    log,
+  });
+  const server = await new Promise<Server>((resolve, reject) => {
+    const s = app.listen(config.port, config.host, () => resolve(s));
+    s.once('error', reject);
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  return {
+    server,
+    url: `http://${config.host}:${port}`,
+    async close() {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      await connection.close();
+      await mongo.client.close();
+    },
+  };
+}
+
+async function main(): Promise<void> {
+  const config = loadConfigOrExit();
+  const api = await startApi(config);
+  console.log(`flow-notify api: listening on ${api.url}`);
+  const stop = (): void => {
+    api.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
+if (require.main === module) {
+  main().catch((err) => {
+    console.error(`flow-notify api: ${err instanceof Error ? err.message : String(err)}`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,61 @@
+// The outcome emitter: re-reads the persisted run, builds its outcome, and starts the episode workflow.
+// Used by the API process and by the runner CLI; the workflow id is the episode id, so however many
+// emitters fire for one episode, Temporal runs it once.
+import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import { buildRunOutcome, type RunOutcome } from '../domain/outcome';
+import type { RunError } from '../domain/run';
+import type { RunStore } from '../store/runs';
+import { episodeWorkflowId, searchAttributes } from '../workflows/ids';
+import { TypedSearchAttributes } from '@temporalio/common';
+
+export interface EmitResult {
+  episodeId: string;
+  /** False when the episode workflow already existed: this emit was a no-op. */
+  started: boolean;
+}
+
+/**
+ * Starts the episode workflow for an outcome. Emitters refuse a duplicate even of a closed workflow
+ * (REJECT_DUPLICATE); the sweep passes ALLOW_DUPLICATE to replay an episode whose claims were released.
+ */
+export async function startEpisode(
+  client: Client,
+  taskQueue: string,
+  outcome: RunOutcome,
+  reuse: 'REJECT_DUPLICATE' | 'ALLOW_DUPLICATE' = 'REJECT_DUPLICATE',
+): Promise<boolean> {
+  try {
+    await client.workflow.start('episodeWorkflow', {
+      workflowId: episodeWorkflowId(outcome.episodeId),
+      taskQueue,
+      args: [outcome],
+      workflowIdReusePolicy: reuse,
+      workflowIdConflictPolicy: 'FAIL',
+      typedSearchAttributes: new TypedSearchAttributes([
+        { key: searchAttributes.runId, value: outcome.runId },
+        { key: searchAttributes.teamId, value: outcome.teamId },
+        { key: searchAttributes.outcomeKind, value: outcome.kind },
+      ]),
+    });
+    return true;
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) return false;
+    throw err;
+  }
+}
+
+export type OutcomeEmitter = ReturnType<typeof createOutcomeEmitter>;
+
+export function createOutcomeEmitter(deps: { client: Client; taskQueue: string; runs: RunStore }) {
+  return {
+    /** Emits the run's current outcome, if it owes one (a running run owes none). */
+    async emitRunOutcome(runId: string, bodyError?: RunError): Promise<EmitResult | undefined> {
+      const run = await deps.runs.getById(runId);
+      if (!run) return undefined;
+      const outcome = buildRunOutcome(run, bodyError);
+      if (!outcome) return undefined;
+      const started = await startEpisode(deps.client, deps.taskQueue, outcome);
+      return { episodeId: outcome.episodeId, started };
+    },
+  };
+}

@@ -1,0 +1,177 @@
+// The one place that reads the environment. Every variable of the contract, typed, read once;
+// a bad value throws a ConfigError whose message is one line naming the variable.
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export interface VapidConfig {
+  publicKey: string;
+  privateKey: string;
+  subject: string;
+}
+
+export interface Config {
+  host: string;
+  port: number;
+  mongoUrl: string;
+  mongoDb: string;
+  temporalAddress: string;
+  temporalNamespace: string;
+  temporalTaskQueue: string;
+  authJwtSecret: string;
+  /** undefined: web push is off. */
+  vapid?: VapidConfig;
+  studioUrl: string;
+  callbackAllowPrivate: boolean;
+  pushAllowPrivate: boolean;
+  /** Host suffixes a push endpoint must match; empty = any public https host. */
+  pushEndpointAllowlist: string[];
+  /** undefined: the operator family is off. */
+  opsAlertWebhookUrl?: string;
+  sweepIntervalSeconds: number;
+  claimGraceSeconds: number;
+  stallAfterSeconds: number;
+}
+
+type Env = Record<string, string | undefined>;
+
+function read(env: Env, name: string): string | undefined {
+  const value = env[name]?.trim();
+  return value === '' ? undefined : value;
+}
+
+function required(env: Env, name: string): string {
+  const value = read(env, name);
+  if (value === undefined) throw new ConfigError(`${name} is required`);
+  return value;
+}
+
+function positiveInt(env: Env, name: string, fallback: number): number {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^\d+$/.test(raw) || Number(raw) <= 0) {
+    throw new ConfigError(`${name} must be a positive whole number of seconds, got "${raw}"`);
+  }
+  return Number(raw);
+}
+
+function flag(env: Env, name: string): boolean {
+  const raw = read(env, name) ?? '0';
+  if (raw !== '0' && raw !== '1') throw new ConfigError(`${name} must be 0 or 1, got "${raw}"`);
+  return raw === '1';
+}
+
+function url(env: Env, name: string, protocols: string[], fallback?: string): string {
+  const raw = read(env, name) ?? fallback;
+  if (raw === undefined) throw new ConfigError(`${name} is required`);
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} is not a valid URL: "${raw}"`);
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(`${name} must use ${protocols.join(' or ')}, got "${parsed.protocol}"`);
+  }
+  return raw;
+}
+
+const BASE64URL = /^[A-Za-z0-9_-]+$/;
+
+function vapid(env: Env): VapidConfig | undefined {
+  const publicKey = read(env, 'VAPID_PUBLIC_KEY');
+  const privateKey = read(env, 'VAPID_PRIVATE_KEY');
+  if (publicKey === undefined && privateKey === undefined) return undefined;
+  if (publicKey === undefined)
+    throw new ConfigError('VAPID_PUBLIC_KEY is missing while VAPID_PRIVATE_KEY is set');
+  if (privateKey === undefined)
+    throw new ConfigError('VAPID_PRIVATE_KEY is missing while VAPID_PUBLIC_KEY is set');
+  if (!BASE64URL.test(publicKey) || Buffer.from(publicKey, 'base64url').length !== 65) {
+    throw new ConfigError('VAPID_PUBLIC_KEY must be a base64url uncompressed P-256 point (65 bytes)');
+  }
+  if (!BASE64URL.test(privateKey) || Buffer.from(privateKey, 'base64url').length !== 32) {
+    throw new ConfigError('VAPID_PRIVATE_KEY must be a base64url P-256 private key (32 bytes)');
+  }
+  const subject = read(env, 'VAPID_SUBJECT') ?? 'mailto:flow-notify@localhost';
+  if (!/^(mailto:|https:\/\/)/.test(subject)) {
+    throw new ConfigError(`VAPID_SUBJECT must start with mailto: or https://, got "${subject}"`);
+  }
+  return { publicKey, privateKey, subject };
+}
+
+function hostPort(env: Env, name: string, fallback: string): string {
+  const raw = read(env, name) ?? fallback;
+  if (!/^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/.test(raw)) {
+    throw new ConfigError(`${name} must be host:port, got "${raw}"`);
+  }
+  return raw;
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const host = read(env, 'HOST') ?? '127.0.0.1';
+  const portRaw = read(env, 'PORT') ?? '8080';
+  if (!/^\d+$/.test(portRaw) || Number(portRaw) > 65535) {
+    throw new ConfigError(`PORT must be a TCP port number, got "${portRaw}"`);
+  }
+  const port = Number(portRaw);
+  const opsAlertWebhookUrl = read(env, 'OPS_ALERT_WEBHOOK_URL');
+  return {
+    host,
+    port,
+    mongoUrl: url(env, 'MONGO_URL', ['mongodb:', 'mongodb+srv:']),
+    mongoDb: read(env, 'MONGO_DB') ?? 'flow',
+    temporalAddress: hostPort(env, 'TEMPORAL_ADDRESS', '127.0.0.1:7233'),
+    temporalNamespace: read(env, 'TEMPORAL_NAMESPACE') ?? 'default',
+    temporalTaskQueue: read(env, 'TEMPORAL_TASK_QUEUE') ?? 'flow-notify',
+    authJwtSecret: required(env, 'AUTH_JWT_SECRET'),
+    vapid: vapid(env),
+    studioUrl: url(env, 'STUDIO_URL', ['http:', 'https:'], `http://${host}:${port}`).replace(/\/+$/, ''),
+    callbackAllowPrivate: flag(env, 'CALLBACK_ALLOW_PRIVATE'),
+    pushAllowPrivate: flag(env, 'PUSH_ALLOW_PRIVATE'),
+    pushEndpointAllowlist: (read(env, 'PUSH_ENDPOINT_ALLOWLIST') ?? '')
+      .split(',')
+      .map((s) => s.trim().toLowerCase())
+      .filter(Boolean),
+    opsAlertWebhookUrl:
+      opsAlertWebhookUrl === undefined ? undefined : url(env, 'OPS_ALERT_WEBHOOK_URL', ['http:', 'https:']),
+    sweepIntervalSeconds: positiveInt(env, 'SWEEP_INTERVAL_SECONDS', 120),
+    claimGraceSeconds: positiveInt(env, 'CLAIM_GRACE_SECONDS', 300),
+    stallAfterSeconds: positiveInt(env, 'STALL_AFTER_SECONDS', 900),
+  };
+}
+
+/** What the launcher (npm start) and the test stack need before a full config exists. */
+export function launcherEnv(env: Env = process.env) {
+  return {
+    mongoUrl: read(env, 'MONGO_URL'),
+    temporalAddress: read(env, 'TEMPORAL_ADDRESS'),
+    temporalNamespace: read(env, 'TEMPORAL_NAMESPACE') ?? 'default',
+    authJwtSecret: read(env, 'AUTH_JWT_SECRET'),
+    vapidPublicKey: read(env, 'VAPID_PUBLIC_KEY'),
+    vapidPrivateKey: read(env, 'VAPID_PRIVATE_KEY'),
+    host: read(env, 'HOST') ?? '127.0.0.1',
+    port: read(env, 'PORT') ?? '8080',
+  };
+}
+
+/** The environment for a child process: this one's, plus what the launcher filled in. */
+export function childEnv(
+  extra: Record<string, string>,
+  env: Env = process.env,
+): Record<string, string | undefined> {
+  return { ...env, ...extra };
+}
+
+/** Entry points call this: a bad config prints one line and exits non-zero, never starts half-working. */
+export function loadConfigOrExit(env: Env = process.env): Config {
+  try {
+    return loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`flow-notify: configuration error: ${err.message}\n`);
+      process.exit(78); // EX_CONFIG
+    }
+    throw err;
+  }
+}

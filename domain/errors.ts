@@ -1,0 +1,13 @@
+// Errors the domain raises; the API's error middleware maps each to its status code.
+export class NotFoundError extends Error {
+  override name = 'NotFoundError';
+}
+
+/** A request that conflicts with the current state (an illegal transition, an already answered interaction). */
+export class ConflictError extends Error {
+  override name = 'ConflictError';
+}
+
+export class ValidationError extends Error {
+  override name = 'ValidationError';
+}

@@ -1,0 +1,105 @@
+// The outcome spine: one pure function over the persisted run, called by every emitter (the API process and
+// the runner CLI), so the same run always yields the same outcome and the same per-episode id.
+import type { Run, RunError } from './run';
+import type { PauseReason, RunStatus } from './runStatus';
+
+export type OutcomeKind = 'run_paused' | 'run_finished' | 'run_failed' | 'run_cancelled';
+
+export interface RunOutcome {
+  version: 1;
+  /** The per-episode id: the episode workflow's id and the push family's claim key. */
+  episodeId: string;
+  kind: OutcomeKind;
+  runId: string;
+  teamId: string;
+  ownerId: string;
+  title: string;
+  status: RunStatus;
+  pause?: {
+    reason: PauseReason;
+    seq: number;
+    /** '' for an operator soft-pause or a usage park: no human is asked anything. */
+    interactionId: string;
+    wall?: string;
+  };
+  finalAnswer?: string;
+  error?: RunError;
+  /** ISO time of the pause or the end. */
+  occurredAt: string;
+}
+
+/**
+ * The per-episode id. Each pause is its own episode, keyed by what it waits on; the terminal outcome is one
+ * episode per run whatever its status:
+ *   <runId>:input:<interactionId>        a pause for a human
+ *   <runId>:park:<wall>:<pauseSeq>       a usage park (the sequence tells two parks at one wall apart)
+ *   <runId>:soft-pause:<pauseSeq>        an operator soft-pause
+ *   <runId>:end                          finished, failed or cancelled
+ * Returns undefined for a running run: it owes no outcome.
+ */
+export function runOutcomeEventId(run: Run): string | undefined {
+  switch (run.status) {
+    case 'running':
+      return undefined;
+    case 'paused': {
+      const pause = run.pause;
+      if (!pause) return undefined;
+      if (pause.reason === 'human_input') return `${run._id}:input:${pause.interactionId ?? ''}`;
+      if (pause.reason === 'usage_park') return `${run._id}:park:${pause.wall ?? ''}:${pause.seq}`;
+      return `${run._id}:soft-pause:${pause.seq}`;
+    }
+    default:
+      return `${run._id}:end`;
+  }
+}
+
+const KIND_BY_STATUS: Record<RunStatus, OutcomeKind | undefined> = {
+  running: undefined,
+  paused: 'run_paused',
+  finished: 'run_finished',
+  failed: 'run_failed',
+  cancelled: 'run_cancelled',
+};
+
+/**
+ * Builds the outcome from the run as persisted. A caller's body error would suggest "failed", but the persisted
+ * status always decides the kind: a run that resumed owes nothing, a run whose body carried an error but that
+ * was cancelled or finished meanwhile is cancelled or finished. The body error only fills in a failed run's
+ * missing error.
+ */
+export function buildRunOutcome(run: Run, bodyError?: RunError): RunOutcome | undefined {
+  const kind = KIND_BY_STATUS[run.status];
+  const episodeId = runOutcomeEventId(run);
+  if (!kind || !episodeId) return undefined;
+  const pause =
+    run.status === 'paused' && run.pause
+      ? {
+          reason: run.pause.reason,
+          seq: run.pause.seq,
+          interactionId: run.pause.interactionId ?? '',
+          ...(run.pause.wall !== undefined ? { wall: run.pause.wall } : {}),
+        }
+      : undefined;
+  const occurredAt = (run.status === 'paused' ? run.pause?.at : run.endedAt) ?? run.updatedAt;
+  return {
+    version: 1,
+    episodeId,
+    kind,
+    runId: run._id,
+    teamId: run.teamId,
+    ownerId: run.ownerId,
+    title: run.title,
+    status: run.status,
+    ...(pause ? { pause } : {}),
+    ...(run.status === 'finished' && run.finalAnswer !== undefined ? { finalAnswer: run.finalAnswer } : {}),
+    ...(run.status === 'failed' ? { error: run.error ?? bodyError } : {}),
+    occurredAt: new Date(occurredAt).toISOString(),
+  };
+}
+
+/** Claim keys: the push family claims the episode id itself; the others prefix it so they never collide. */
+export const claimKeys = {
+  push: (episodeId: string) => episodeId,
+  callback: (episodeId: string) => `cb|${episodeId}`,
+  ops: (episodeId: string) => `ops|${episodeId}`,
+};

@@ -1,0 +1,50 @@
+// The persisted run, as every part of the system reads it.
+import type { PauseReason, RunStatus } from './runStatus';
+
+export interface RunPause {
+  reason: PauseReason;
+  /** 1 for the run's first pause, 2 for the second, ...: tells two parks at the same wall apart. */
+  seq: number;
+  /** The interaction a human must answer; absent for a usage park or an operator soft-pause. */
+  interactionId?: string;
+  /** The usage cap that parked the run. */
+  wall?: string;
+  at: Date;
+}
+
+export interface RunError {
+  code: string;
+  message: string;
+}
+
+export interface Run {
+  _id: string;
+  teamId: string;
+  ownerId: string;
+  title: string;
+  status: RunStatus;
+  /** The current pause while status is paused; kept after resume as the last pause (for history). */
+  pause?: RunPause;
+  pauseCount: number;
+  callback?: { url: string; secret: string };
+  budget?: { limit: number };
+  watchedIssueIds: string[];
+  finalAnswer?: string;
+  error?: RunError;
+  /** The engine checkpoint, saved together with the status it belongs to. */
+  checkpoint?: { status: RunStatus; at: Date; node?: string };
+  createdAt: Date;
+  updatedAt: Date;
+  endedAt?: Date;
+}
+
+/** The run as the API shows it: never the callback secret. */
+export function publicRun(run: Run): Record<string, unknown> {
+  const { _id, callback, pause, ...rest } = run;
+  return {
+    id: _id,
+    ...rest,
+    pause: run.status === 'paused' ? pause : undefined,
+    callback: callback ? { url: callback.url } : undefined,
+  };
+}

@@ -1,0 +1,240 @@
+// The engine operations behind the runs routes. Each one reads the run, asks the status machine whether the
+// operation is legal, writes conditionally on the status it read (a concurrent operation makes it a 409), and,
+// when the run paused or ended, emits the outcome.
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { OutcomeEmitter } from '../client/emitter';
+import { NotFoundError } from '../domain/errors';
+import type { Run, RunError } from '../domain/run';
+import {
+  IllegalTransitionError,
+  isTerminal,
+  nextStatus,
+  pauseReasonFor,
+  type RunOperation,
+} from '../domain/runStatus';
+import type { EventStore } from '../store/events';
+import type { InteractionStore } from '../store/interactions';
+import type { RunStore } from '../store/runs';
+
+export interface Caller {
+  userId: string;
+  teamId: string;
+}
+
+export interface NewRun {
+  title?: string;
+  callback?: { url: string; secret?: string };
+  budget?: { limit: number };
+  watchedIssueIds?: string[];
+}
+
+export interface EngineDeps {
+  runs: RunStore;
+  events: EventStore;
+  interactions: InteractionStore;
+  emitter: OutcomeEmitter;
+  now?: () => Date;
+  /** Where an emit that failed is reported; the sweep replays it later, so the operation still succeeds. */
+  onEmitError?: (runId: string, err: unknown) => void;
+}
+
+/** Event types the engine writes itself; a progress report may not forge them. */
+export const ENGINE_EVENT_TYPES = new Set([
+  'human_input_requested',
+  'run_paused',
+  'run_resumed',
+  'run_finished',
+  'run_failed',
+  'run_cancelled',
+]);
+
+export function newCallbackSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64')}`;
+}
+
+const newId = (prefix: string): string => `${prefix}_${randomUUID().replace(/-/g, '')}`;
+
+export type RunEngine = ReturnType<typeof createRunEngine>;
+
+export function createRunEngine(deps: EngineDeps) {
+  const now = deps.now ?? (() => new Date());
+  const { runs, events, interactions } = deps;
+
+  async function load(caller: Caller, runId: string): Promise<Run> {
+    const run = await runs.getForTeam(caller.teamId, runId);
+    if (!run) throw new NotFoundError('run not found');
+    return run;
+  }
+
+  /** Writes the transition on the status we read; a run that moved meanwhile makes this a conflict. */
+  async function apply(
+    run: Run,
+    op: RunOperation,
+    set: Partial<Run>,
+    unset: (keyof Run)[] = [],
+  ): Promise<Run> {
+    const status = nextStatus(run.status, run.pause?.reason, op);
+    const at = now();
+    const updated = await runs.transition(run._id, run.status, { ...set, status, updatedAt: at }, unset);
+    if (!updated)
+      throw new IllegalTransitionError(`the run changed while ${op.replace('_', '-')} was applied`);
+    return updated;
+  }
+
+  async function emit(run: Run, bodyError?: RunError): Promise<void> {
+    try {
+      await deps.emitter.emitRunOutcome(run._id, bodyError);
+    } catch (err) {
+      deps.onEmitError?.(run._id, err);
+    }
+  }
+
+  async function pauseWithoutHuman(caller: Caller, runId: string, op: 'park' | 'soft_pause', wall?: string) {
+    const run = await load(caller, runId);
+    nextStatus(run.status, run.pause?.reason, op);
+    const at = now();
+    const seq = run.pauseCount + 1;
+    const reason = pauseReasonFor(op);
+    await events.append(run, [{ type: 'run_paused', data: { reason, interaction_id: '', wall, seq } }], at);
+    const updated = await apply(run, op, {
+      pause: { reason, seq, at, ...(wall !== undefined ? { wall } : {}) },
+      pauseCount: seq,
+      checkpoint: { status: 'paused', at },
+    });
+    await emit(updated);
+    return updated;
+  }
+
+  async function end(caller: Caller, runId: string, op: 'complete' | 'fail' | 'cancel', set: Partial<Run>) {
+    const run = await load(caller, runId);
+    const status = nextStatus(run.status, run.pause?.reason, op);
+    const at = now();
+    await events.append(run, [{ type: `run_${status}`, data: { ...set } }], at);
+    const updated = await apply(run, op, { ...set, endedAt: at, checkpoint: { status, at } });
+    await emit(updated, set.error);
+    return updated;
+  }
+
+  return {
+    get: load,
+
+    async list(caller: Caller): Promise<Run[]> {
+      return runs.listForTeam(caller.teamId);
+    },
+
+    /** Launches a run; returns it with the callback secret, which the caller sees this once. */
+    async create(caller: Caller, input: NewRun): Promise<Run> {
+      const at = now();
+      const run: Run = {
+        _id: newId('run'),
+        teamId: caller.teamId,
+        ownerId: caller.userId,
+        title: input.title ?? 'Untitled run',
+        status: 'running',
+        pauseCount: 0,
+        watchedIssueIds: input.watchedIssueIds ?? [],
+        ...(input.callback
+          ? { callback: { url: input.callback.url, secret: input.callback.secret ?? newCallbackSecret() } }
+          : {}),
+        ...(input.budget ? { budget: input.budget } : {}),
+        checkpoint: { status: 'running', at },
+        createdAt: at,
+        updatedAt: at,
+      };
+      await runs.insert(run);
+      await events.append(run, [{ type: 'run_started' }], at);
+      return run;
+    },
+
+    /**
+     * doPause: writes the interaction, appends human_input_requested then run_paused, and saves the checkpoint
+     * together with the paused status in one write.
+     */
+    async pause(caller: Caller, runId: string, prompt: string): Promise<{ run: Run; interactionId: string }> {
+      const run = await load(caller, runId);
+      nextStatus(run.status, run.pause?.reason, 'pause'); // refuse before writing anything
+      const at = now();
+      const interactionId = newId('int');
+      const seq = run.pauseCount + 1;
+      await interactions.insert({
+        _id: interactionId,
+        runId,
+        teamId: run.teamId,
+        prompt,
+        status: 'pending',
+        createdAt: at,
+      });
+      await events.append(
+        run,
+        [
+          { type: 'human_input_requested', data: { interaction_id: interactionId, prompt } },
+          { type: 'run_paused', data: { reason: 'human_input', interaction_id: interactionId, seq } },
+        ],
+        at,
+      );
+      let updated: Run;
+      try {
+        updated = await apply(run, 'pause', {
+          pause: { reason: 'human_input', seq, interactionId, at },
+          pauseCount: seq,
+          checkpoint: { status: 'paused', at },
+        });
+      } catch (err) {
+        await interactions.abandon(interactionId);
+        throw err;
+      }
+      await emit(updated);
+      return { run: updated, interactionId };
+    },
+
+    async answer(caller: Caller, runId: string, interactionId: string, answer: string): Promise<Run> {
+      const run = await load(caller, runId);
+      const interaction = await interactions.get(runId, interactionId);
+      if (!interaction) throw new NotFoundError('interaction not found');
+      if (run.status !== 'paused' || run.pause?.interactionId !== interactionId) {
+        throw new IllegalTransitionError('the run is not waiting on this interaction');
+      }
+      if (!(await interactions.recordAnswer(interactionId, answer, now()))) {
+        throw new IllegalTransitionError('the interaction was already answered');
+      }
+      await events.append(run, [{ type: 'run_resumed', data: { interaction_id: interactionId } }], now());
+      return apply(run, 'answer', { checkpoint: { status: 'running', at: now() } });
+    },
+
+    park(caller: Caller, runId: string, wall: string): Promise<Run> {
+      return pauseWithoutHuman(caller, runId, 'park', wall);
+    },
+
+    softPause(caller: Caller, runId: string): Promise<Run> {
+      return pauseWithoutHuman(caller, runId, 'soft_pause');
+    },
+
+    async resume(caller: Caller, runId: string): Promise<Run> {
+      const run = await load(caller, runId);
+      nextStatus(run.status, run.pause?.reason, 'resume');
+      await events.append(run, [{ type: 'run_resumed', data: { reason: run.pause?.reason } }], now());
+      return apply(run, 'resume', { checkpoint: { status: 'running', at: now() } });
+    },
+
+    complete(caller: Caller, runId: string, finalAnswer: string): Promise<Run> {
+      return end(caller, runId, 'complete', { finalAnswer });
+    },
+
+    fail(caller: Caller, runId: string, error: RunError): Promise<Run> {
+      return end(caller, runId, 'fail', { error });
+    },
+
+    cancel(caller: Caller, runId: string): Promise<Run> {
+      return end(caller, runId, 'cancel', {});
+    },
+
+    /** A progress event from the engine (node_started, usage, run_workspace_checkpoint, ...). */
+    async recordEvent(caller: Caller, runId: string, type: string, data: Record<string, unknown>) {
+      const run = await load(caller, runId);
+      if (isTerminal(run.status))
+        throw new IllegalTransitionError(`cannot record events on a ${run.status} run`);
+      const [event] = await events.append(run, [{ type, data }], now());
+      return event;
+    },
+  };
+}

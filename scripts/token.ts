@@ -1,0 +1,33 @@
+// npm run token -- --user U --team T [--expires 30d]: prints a bearer token for the local AUTH_JWT_SECRET
+// (the environment's, else the one the embedded default generated under .data/).
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { mintToken } from '../api/auth';
+import { launcherEnv } from '../config';
+import { PROJECT_ROOT } from '../stack/embedded';
+
+const { values } = parseArgs({
+  options: {
+    user: { type: 'string' },
+    team: { type: 'string' },
+    expires: { type: 'string', default: '30d' },
+  },
+});
+if (!values.user || !values.team) {
+  console.error('usage: npm run token -- --user <user id> --team <team id> [--expires 30d]');
+  process.exit(2);
+}
+const secretsFile = path.join(PROJECT_ROOT, '.data', 'secrets.json');
+const secret =
+  launcherEnv().authJwtSecret ??
+  (existsSync(secretsFile)
+    ? (JSON.parse(readFileSync(secretsFile, 'utf8')) as { authJwtSecret: string }).authJwtSecret
+    : undefined);
+if (!secret) {
+  console.error(
+    'no AUTH_JWT_SECRET set and no .data/secrets.json yet: run npm start once, or set AUTH_JWT_SECRET',
+  );
+  process.exit(1);
+}
+console.log(mintToken(secret, values.user, values.team, values.expires as never));

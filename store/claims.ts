@@ -1,0 +1,128 @@
+// sent_notifications: the episode claim, the one authority every family and every replica share.
+//
+//   absent     no row: never claimed, released (unmark), or expired
+//   pending    delivered:false — a live fan-out holds it; it shields the episode for the claim grace
+//   delivered  delivered:true — settled, never retried
+//
+// Exclusivity never depends on an atomic compare-and-swap (FerretDB v1 has none): a claim is won by inserting
+// the unique _id, and a stale claim is taken over by first inserting a takeover marker unique to that stale
+// generation, so exactly one contender may replace it. Keys: the episode id (push), cb|… (callback),
+// ops|… (operator). No tenant field: the key is global.
+import type { Db } from 'mongodb';
+import { isDuplicateKey, type IndexSpec } from './mongo';
+
+export const CLAIM_RETENTION_SECONDS = 30 * 24 * 3600;
+
+export interface ClaimRow {
+  _id: string;
+  holder: string;
+  delivered: boolean;
+  /** Claim time while pending, settle time once delivered; the 30-day expiry counts from here. */
+  sent_at: Date;
+}
+
+export type ClaimState = 'absent' | 'pending' | 'delivered';
+
+export const claimIndexes: IndexSpec[] = [
+  {
+    collection: 'sent_notifications',
+    key: { sent_at: 1 },
+    options: { name: 'sent_at_ttl', expireAfterSeconds: CLAIM_RETENTION_SECONDS },
+  },
+];
+
+export interface ClaimStoreOptions {
+  graceSeconds: number;
+  now?: () => Date;
+}
+
+export type ClaimStore = ReturnType<typeof createClaimStore>;
+
+export function createClaimStore(db: Db, { graceSeconds, now = () => new Date() }: ClaimStoreOptions) {
+  const claims = db.collection<ClaimRow>('sent_notifications');
+  const graceMs = graceSeconds * 1000;
+  const isShielding = (row: ClaimRow, at: Date): boolean =>
+    row.delivered || row.sent_at.getTime() + graceMs > at.getTime();
+
+  const store = {
+    /**
+     * Claims the episode for holder. Wins when the key is absent, when holder already holds it pending (an
+     * activity that runs twice re-enters), or when the pending claim outlived the grace (stale takeover).
+     * Loses to a delivered claim and to another holder's pending claim inside the grace.
+     */
+    async tryMark(key: string, holder: string): Promise<boolean> {
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const at = now();
+        try {
+          await claims.insertOne({ _id: key, holder, delivered: false, sent_at: at });
+          return true;
+        } catch (err) {
+          if (!isDuplicateKey(err)) throw err;
+        }
+        const row = await claims.findOne({ _id: key });
+        if (!row) continue; // released between our insert and read: try again
+        if (row.delivered) return false;
+        if (row.holder === holder) return true;
+        if (isShielding(row, at)) return false;
+        // Stale: one contender per stale generation wins the right to replace it.
+        const generation = `takeover|${key}|${row.holder}|${row.sent_at.getTime()}`;
+        try {
+          await claims.insertOne({ _id: generation, holder, delivered: true, sent_at: at });
+        } catch (err) {
+          if (isDuplicateKey(err)) return false;
+          throw err;
+        }
+        await claims.deleteOne({ _id: key, holder: row.holder, delivered: false });
+      }
+      return false;
+    },
+
+    /** Settles the episode. False when holder no longer holds it (its claim went stale and was taken over). */
+    async markDelivered(key: string, holder: string): Promise<boolean> {
+      const result = await claims.updateOne(
+        { _id: key, holder },
+        { $set: { delivered: true, sent_at: now() } },
+      );
+      return result.matchedCount === 1;
+    },
+
+    /** Releases a pending claim so the sweep (or another replica) may try again. Never undoes a delivery. */
+    async unmark(key: string, holder: string): Promise<void> {
+      await claims.deleteOne({ _id: key, holder, delivered: false });
+    },
+
+    /** True for a delivered claim and for a pending one inside the grace: "someone has this in hand". */
+    async isMarked(key: string): Promise<boolean> {
+      const row = await claims.findOne({ _id: key });
+      return row !== null && isShielding(row, now());
+    },
+
+    /** Strictly narrower than isMarked: only a settled delivery. Certify side-state off this, never isMarked. */
+    async wasDelivered(key: string): Promise<boolean> {
+      return (await claims.countDocuments({ _id: key, delivered: true }, { limit: 1 })) > 0;
+    },
+
+    async state(key: string): Promise<ClaimState> {
+      const row = await claims.findOne({ _id: key });
+      return row === null ? 'absent' : row.delivered ? 'delivered' : 'pending';
+    },
+
+    /** The sweep's batched pre-check: of these keys, the ones someone has in hand (one round trip). */
+    async markedAmong(keys: string[]): Promise<Set<string>> {
+      if (!keys.length) return new Set();
+      const at = now();
+      const rows = await claims
+        .find({ _id: { $in: keys } }, { projection: { _id: 1, delivered: 1, sent_at: 1, holder: 1 } })
+        .toArray();
+      return new Set(rows.filter((row) => isShielding(row, at)).map((row) => row._id));
+    },
+
+    /** Where the server has no TTL index, the sweep calls this: drops rows past the 30-day retention. */
+    async reapExpired(): Promise<number> {
+      const cutoff = new Date(now().getTime() - CLAIM_RETENTION_SECONDS * 1000);
+      const result = await claims.deleteMany({ sent_at: { $lt: cutoff } });
+      return result.deletedCount;
+    },
+  };
+  return store;
+}

@@ -1,0 +1,45 @@
+// episodes: one row per outcome episode, written by the episode workflow, read by GET /runs/:id/episodes.
+import type { Db } from 'mongodb';
+import type { RunOutcome } from '../domain/outcome';
+import type { IndexSpec } from './mongo';
+
+export interface EpisodeRow {
+  _id: string;
+  runId: string;
+  teamId: string;
+  kind: RunOutcome['kind'];
+  outcome: RunOutcome;
+  recordedAt: Date;
+}
+
+export const episodeIndexes: IndexSpec[] = [
+  { collection: 'episodes', key: { runId: 1, recordedAt: 1 }, options: { name: 'run_episodes' } },
+];
+
+export type EpisodeStore = ReturnType<typeof createEpisodeStore>;
+
+export function createEpisodeStore(db: Db) {
+  const episodes = db.collection<EpisodeRow>('episodes');
+  return {
+    /** Idempotent: a replayed or re-run episode keeps its first record. */
+    async record(outcome: RunOutcome, now: Date): Promise<void> {
+      await episodes.updateOne(
+        { _id: outcome.episodeId },
+        {
+          $setOnInsert: {
+            runId: outcome.runId,
+            teamId: outcome.teamId,
+            kind: outcome.kind,
+            outcome,
+            recordedAt: now,
+          },
+        },
+        { upsert: true },
+      );
+    },
+
+    async listForRun(teamId: string, runId: string): Promise<EpisodeRow[]> {
+      return episodes.find({ runId, teamId }).sort({ recordedAt: 1 }).toArray();
+    },
+  };
+}

@@ -1,0 +1,46 @@
+// events: the run's event stream (pause, failure and progress events), appended in order.
+import { randomUUID } from 'node:crypto';
+import type { Db } from 'mongodb';
+import type { IndexSpec } from './mongo';
+
+export interface RunEvent {
+  _id: string;
+  runId: string;
+  teamId: string;
+  type: string;
+  data: Record<string, unknown>;
+  at: Date;
+}
+
+export const eventIndexes: IndexSpec[] = [
+  { collection: 'events', key: { runId: 1, at: 1 }, options: { name: 'run_timeline' } },
+];
+
+export type EventStore = ReturnType<typeof createEventStore>;
+
+export function createEventStore(db: Db) {
+  const events = db.collection<RunEvent>('events');
+  return {
+    /** Appends in the given order; each event gets its own id and a strictly increasing time. */
+    async append(
+      run: { _id: string; teamId: string },
+      items: { type: string; data?: Record<string, unknown> }[],
+      now: Date,
+    ): Promise<RunEvent[]> {
+      const docs = items.map((item, i) => ({
+        _id: `evt_${randomUUID().replace(/-/g, '')}`,
+        runId: run._id,
+        teamId: run.teamId,
+        type: item.type,
+        data: item.data ?? {},
+        at: new Date(now.getTime() + i),
+      }));
+      if (docs.length) await events.insertMany(docs, { ordered: true });
+      return docs;
+    },
+
+    async listForRun(runId: string): Promise<RunEvent[]> {
+      return events.find({ runId }).sort({ at: 1 }).toArray();
+    },
+  };
+}

@@ -1,0 +1,50 @@
+// interactions: what a paused run asks a human, and the answer that resumes it.
+import type { Db } from 'mongodb';
+import type { IndexSpec } from './mongo';
+
+export interface Interaction {
+  _id: string;
+  runId: string;
+  teamId: string;
+  prompt: string;
+  status: 'pending' | 'answered' | 'abandoned';
+  answer?: string;
+  createdAt: Date;
+  answeredAt?: Date;
+}
+
+export const interactionIndexes: IndexSpec[] = [
+  { collection: 'interactions', key: { runId: 1, createdAt: 1 }, options: { name: 'run_interactions' } },
+];
+
+export type InteractionStore = ReturnType<typeof createInteractionStore>;
+
+export function createInteractionStore(db: Db) {
+  const interactions = db.collection<Interaction>('interactions');
+  return {
+    async insert(interaction: Interaction): Promise<void> {
+      await interactions.insertOne(interaction);
+    },
+
+    async get(runId: string, interactionId: string): Promise<Interaction | null> {
+      return interactions.findOne({ _id: interactionId, runId });
+    },
+
+    /** Records the answer once: false when the interaction was already answered or abandoned. */
+    async recordAnswer(interactionId: string, answer: string, now: Date): Promise<boolean> {
+      const result = await interactions.updateOne(
+        { _id: interactionId, status: 'pending' },
+        { $set: { status: 'answered', answer, answeredAt: now } },
+      );
+      return result.modifiedCount === 1;
+    },
+
+    /** A pause whose run moved on before it was saved leaves no pending question behind. */
+    async abandon(interactionId: string): Promise<void> {
+      await interactions.updateOne(
+        { _id: interactionId, status: 'pending' },
+        { $set: { status: 'abandoned' } },
+      );
+    },
+  };
+}

@@ -1,0 +1,126 @@
+// The foundation: the harness really starts both servers; /healthz; configuration refusals at start-up.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { launchMongo, PROJECT_ROOT, readStackSpec } from '../stack/embedded';
+import { buildRunOutcome } from '../domain/outcome';
+import type { Run } from '../domain/run';
+import { openStores, startTestApi, startTestWorker, temporalClient } from './support/harness';
+import { testConfig, testStack } from './support/stack';
+
+describe('foundation', () => {
+  it('writes and reads a document through the real MongoDB-wire server', async () => {
+    const config = testConfig();
+    const { mongo } = await openStores(config);
+    try {
+      await mongo.db.collection('probe').insertOne({ _id: 'p1' as never, hello: 'world' });
+      const doc = await mongo.db.collection('probe').findOne({ _id: 'p1' as never });
+      assert.equal(doc?.hello, 'world');
+    } finally {
+      await mongo.client.close();
+    }
+  });
+
+  it('runs a workflow with one activity through a real worker on the real Temporal server', async () => {
+    const config = testConfig();
+    const { mongo, stores } = await openStores(config);
+    const worker = await startTestWorker(config, stores);
+    const { client, close } = await temporalClient(config);
+    try {
+      const at = new Date();
+      const run: Run = {
+        _id: 'run_foundation',
+        teamId: 'team1',
+        ownerId: 'u1',
+        title: 't',
+        status: 'finished',
+        pauseCount: 0,
+        watchedIssueIds: [],
+        finalAnswer: '42',
+        createdAt: at,
+        updatedAt: at,
+        endedAt: at,
+      };
+      const outcome = buildRunOutcome(run)!;
+      const result = await client.workflow.execute('episodeWorkflow', {
+        workflowId: `foundation-${Date.now()}`,
+        taskQueue: config.temporalTaskQueue,
+        args: [outcome],
+      });
+      assert.deepEqual(result, { episodeId: 'run_foundation:end' });
+      const recorded = await stores.episodes.listForRun('team1', 'run_foundation');
+      assert.equal(recorded.length, 1);
+      assert.equal(recorded[0].kind, 'run_finished');
+    } finally {
+      await close();
+      await worker.stop();
+      await mongo.client.close();
+    }
+  });
+});
+
+describe('GET /healthz', () => {
+  it('answers 200 with both servers up and 503 naming mongo once the Mongo server is stopped', async () => {
+    // Its own FerretDB, so stopping it leaves the shared test stack alone.
+    const dataRoot = mkdtempSync(path.join(tmpdir(), 'flow-notify-health-'));
+    const mongo = await launchMongo(readStackSpec(), { dataRoot, freePorts: true, test: true });
+    const { api, client } = await startTestApi(testConfig({ MONGO_URL: mongo.url }));
+    try {
+      const up = await client.get('/healthz');
+      assert.equal(up.status, 200);
+      assert.deepEqual(up.body, { temporal: 'ok', mongo: 'ok' });
+
+      await mongo.server.stop();
+      const down = await client.get('/healthz');
+      assert.equal(down.status, 503);
+      assert.equal(down.body.temporal, 'ok');
+      assert.match(down.body.mongo, /^down/);
+    } finally {
+      await api.close();
+      await mongo.server.stop();
+      rmSync(dataRoot, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('configuration refusals at start-up', () => {
+  const base = () => ({
+    PATH: process.env.PATH ?? '',
+    MONGO_URL: testStack().mongoUrl,
+    TEMPORAL_ADDRESS: testStack().temporalAddress,
+    AUTH_JWT_SECRET: 'x',
+  });
+
+  function start(entry: string, env: Record<string, string>) {
+    return spawnSync(process.execPath, ['-r', 'ts-node/register', entry], {
+      cwd: PROJECT_ROOT,
+      env,
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+  }
+
+  const cases: [string, Record<string, string>, RegExp][] = [
+    ['a bad MONGO_URL', { MONGO_URL: 'postgres://nope' }, /MONGO_URL must use mongodb: or mongodb\+srv:/],
+    ['half a VAPID pair', { VAPID_PUBLIC_KEY: 'B'.repeat(87) }, /VAPID_PRIVATE_KEY is missing/],
+    [
+      'a non-numeric interval',
+      { SWEEP_INTERVAL_SECONDS: 'soon' },
+      /SWEEP_INTERVAL_SECONDS must be a positive whole number/,
+    ],
+  ];
+
+  for (const entry of ['worker.ts', 'api/server.ts']) {
+    for (const [what, env, message] of cases) {
+      it(`${entry}: ${what} stops start-up with one line naming it`, () => {
+        const result = start(entry, { ...base(), ...env });
+        assert.equal(result.status, 78, result.stderr);
+        const lines = result.stderr.trim().split('\n');
+        assert.equal(lines.length, 1, result.stderr);
+        assert.match(lines[0], message);
+      });
+    }
+  }
+});

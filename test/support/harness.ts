@@ -1,0 +1,96 @@
+// Builds real workers, API servers and clients for one suite, against the shared test stack.
+import { Client, Connection } from '@temporalio/client';
+import type { Worker } from '@temporalio/worker';
+import type { Config } from '../../config';
+import { startApi, type ApiHandle } from '../../api/server';
+import { mintToken } from '../../api/auth';
+import { connectMongo, ensureIndexes, type Mongo } from '../../store/mongo';
+import { createStores, type Stores } from '../../store';
+import { createWorker } from '../../worker';
+import { nativeConnection, TEST_JWT_SECRET, workflowBundle } from './stack';
+
+export interface RunningWorker {
+  worker: Worker;
+  stop(): Promise<void>;
+}
+
+export async function startTestWorker(config: Config, stores: Stores): Promise<RunningWorker> {
+  const connection = await nativeConnection();
+  const worker = await createWorker({ config, connection, stores, workflowBundle: await workflowBundle() });
+  const running = worker.run();
+  return {
+    worker,
+    async stop() {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running;
+      await connection.close();
+    },
+  };
+}
+
+export async function openStores(
+  config: Config,
+  now?: () => Date,
+): Promise<{ mongo: Mongo; stores: Stores }> {
+  const mongo = await connectMongo(config.mongoUrl, config.mongoDb);
+  await ensureIndexes(mongo.db);
+  return { mongo, stores: createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds, now }) };
+}
+
+export async function temporalClient(config: Config): Promise<{ client: Client; close(): Promise<void> }> {
+  const connection = await Connection.connect({ address: config.temporalAddress });
+  return {
+    client: new Client({ connection, namespace: config.temporalNamespace }),
+    close: () => connection.close(),
+  };
+}
+
+/** A small JSON client for the API, as a user with a token would call it. */
+export class ApiClient {
+  constructor(
+    readonly baseUrl: string,
+    readonly token?: string,
+  ) {}
+
+  as(userId: string, teamId: string): ApiClient {
+    return new ApiClient(this.baseUrl, mintToken(TEST_JWT_SECRET, userId, teamId));
+  }
+
+  async request(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+    const res = await fetch(this.baseUrl + path, {
+      method,
+      headers: {
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        ...(this.token ? { authorization: `Bearer ${this.token}` } : {}),
+        ...headers,
+      },
+      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    });
+    const text = await res.text();
+    let json: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+    try {
+      json = text ? JSON.parse(text) : undefined;
+    } catch {
+      json = undefined;
+    }
+    return { status: res.status, body: json, text, headers: res.headers };
+  }
+
+  get(path: string) {
+    return this.request('GET', path);
+  }
+  post(path: string, body: unknown = {}) {
+    return this.request('POST', path, body);
+  }
+  put(path: string, body: unknown = {}) {
+    return this.request('PUT', path, body);
+  }
+  delete(path: string, body?: unknown) {
+    return this.request('DELETE', path, body);
+  }
+}
+
+export async function startTestApi(config: Config): Promise<{ api: ApiHandle; client: ApiClient }> {
+  const api = await startApi(config, () => undefined);
+  return { api, client: new ApiClient(api.url) };
+}

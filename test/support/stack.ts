@@ -1,0 +1,92 @@
+// The test stack: mocha's global fixture starts a real Temporal dev server and a real FerretDB on free ports
+// with throwaway data (or uses MONGO_URL / TEMPORAL_ADDRESS when set), and stops them after the last suite.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { bundleWorkflowCode, NativeConnection, Runtime, type WorkflowBundle } from '@temporalio/worker';
+import { launcherEnv, loadConfig, type Config } from '../../config';
+import { launchMongo, launchTemporal, readStackSpec, type ServerProcess } from '../../stack/embedded';
+import { WORKFLOWS_PATH } from '../../worker';
+
+interface TestStack {
+  mongoUrl: string;
+  temporalAddress: string;
+  /** Present when this run started the server itself (tests that stop and restart it need it). */
+  mongoServer?: ServerProcess;
+  temporalServer?: ServerProcess;
+  dataRoot: string;
+}
+
+let stack: TestStack | undefined;
+let bundle: Promise<WorkflowBundle> | undefined;
+
+export function testStack(): TestStack {
+  if (!stack) throw new Error('the test stack is not started (run tests through npm test / mocha)');
+  return stack;
+}
+
+export const TEST_JWT_SECRET = 'test-secret-for-flow-notify';
+
+const unique = (prefix: string): string => `${prefix}_${randomBytes(4).toString('hex')}`;
+
+/** A config for one suite: its own database and task queue on the shared servers, plus any overrides. */
+export function testConfig(overrides: Record<string, string> = {}): Config {
+  const s = testStack();
+  return loadConfig({
+    MONGO_URL: s.mongoUrl,
+    MONGO_DB: unique('t'),
+    TEMPORAL_ADDRESS: s.temporalAddress,
+    TEMPORAL_TASK_QUEUE: unique('flow-notify-test'),
+    AUTH_JWT_SECRET: TEST_JWT_SECRET,
+    PORT: '0',
+    ...overrides,
+  });
+}
+
+/** The workflows, bundled once per test run and shared by every test worker. */
+export function workflowBundle(): Promise<WorkflowBundle> {
+  bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger });
+  return bundle;
+}
+
+const quietLogger = {
+  log: () => undefined,
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: (message: string) => console.error(message),
+};
+
+export async function nativeConnection(): Promise<NativeConnection> {
+  return NativeConnection.connect({ address: testStack().temporalAddress });
+}
+
+export async function mochaGlobalSetup(): Promise<void> {
+  Runtime.install({ logger: quietLogger });
+  const dataRoot = mkdtempSync(path.join(tmpdir(), 'flow-notify-test-'));
+  const external = launcherEnv();
+  const spec = readStackSpec();
+  const started = Date.now();
+  const [mongo, temporal] = await Promise.all([
+    external.mongoUrl ? undefined : launchMongo(spec, { dataRoot, freePorts: true, test: true }),
+    external.temporalAddress ? undefined : launchTemporal(spec, { dataRoot, freePorts: true, test: true }),
+  ]);
+  stack = {
+    mongoUrl: external.mongoUrl ?? mongo!.url,
+    temporalAddress: external.temporalAddress ?? temporal!.address,
+    mongoServer: mongo?.server,
+    temporalServer: temporal?.server,
+    dataRoot,
+  };
+  console.log(
+    `test stack: mongo ${stack.mongoUrl} temporal ${stack.temporalAddress} (ready in ${Date.now() - started} ms)`,
+  );
+}
+
+export async function mochaGlobalTeardown(): Promise<void> {
+  if (!stack) return;
+  await Promise.all([stack.mongoServer?.stop(), stack.temporalServer?.stop()]);
+  rmSync(stack.dataRoot, { recursive: true, force: true });
+}

@@ -1,0 +1,68 @@
+// Command ferretdb runs FerretDB v1 (SQLite backend) embedded, for Flow Notify's local stack.
+//
+// Plain `go install github.com/FerretDB/FerretDB/cmd/ferretdb` panics on a missing version file,
+// so the project owns this tiny main around the embeddable package instead.
+// It prints one line "ready mongodb://HOST:PORT/" on stdout once it accepts connections.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/FerretDB/FerretDB/ferretdb"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:27017", "TCP address to listen on (port 0 picks a free one)")
+	data := flag.String("data", ".data/ferretdb", "folder holding the SQLite files")
+	logLevel := flag.String("log-level", "warn", "debug, info, warn or error")
+	flag.Parse()
+
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fatal("bad -log-level: %s", err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	dir, err := filepath.Abs(*data)
+	if err != nil {
+		fatal("bad -data: %s", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fatal("cannot create data folder: %s", err)
+	}
+
+	f, err := ferretdb.New(&ferretdb.Config{
+		Listener:  ferretdb.ListenerConfig{TCP: *listen},
+		Logger:    logger,
+		Handler:   "sqlite",
+		SQLiteURL: "file:" + dir + "/",
+	})
+	if err != nil {
+		fatal("%s", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = f.Run(ctx)
+	}()
+
+	// MongoDBURI waits for the listener to be bound.
+	fmt.Printf("ready %s\n", f.MongoDBURI())
+	<-done
+}
+
+func fatal(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "ferretdb: "+format+"\n", args...)
+	os.Exit(1)
+}

@@ -1,0 +1,12 @@
+// Names shared by workflows, the worker and every client that starts or queries them.
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+
+/** Search attributes on every episode workflow, registered by the embedded stack (temporal-dev.yml). */
+export const searchAttributes = {
+  runId: defineSearchAttributeKey('FlowRunId', SearchAttributeType.KEYWORD),
+  teamId: defineSearchAttributeKey('FlowTeamId', SearchAttributeType.KEYWORD),
+  outcomeKind: defineSearchAttributeKey('FlowOutcomeKind', SearchAttributeType.KEYWORD),
+};
+
+/** The episode workflow's id is the episode id itself, so a second start of one episode is refused. */
+export const episodeWorkflowId = (episodeId: string): string => episodeId;

@@ -1,0 +1,2 @@
+// The worker's only workflowsPath: every workflow type is exported from here.
+export { episodeWorkflow } from './episode';
