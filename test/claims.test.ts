@@ -1,0 +1,162 @@
+// The episode claim store on the real MongoDB-wire server: the three states, the grace, takeover, re-entry,
+// the reaper, and exclusivity under 20 concurrent contenders on separate connections.
+import assert from 'node:assert/strict';
+import { MongoClient } from 'mongodb';
+import { claimKeys } from '../domain/outcome';
+import { createClaimStore, CLAIM_RETENTION_SECONDS, type ClaimRow } from '../store/claims';
+import { connectMongo, ensureIndexes, type Mongo } from '../store/mongo';
+import { testConfig } from './support/stack';
+import type { Config } from '../config';
+
+describe('episode claims (sent_notifications)', () => {
+  let config: Config;
+  let mongo: Mongo;
+  let clock: Date;
+  const now = () => clock;
+  const advance = (seconds: number) => {
+    clock = new Date(clock.getTime() + seconds * 1000);
+  };
+  const store = () => createClaimStore(mongo.db, { graceSeconds: 300, now });
+
+  before(async () => {
+    config = testConfig();
+    mongo = await connectMongo(config.mongoUrl, config.mongoDb);
+    await ensureIndexes(mongo.db);
+  });
+  beforeEach(() => {
+    clock = new Date('2026-11-30T10:00:00Z');
+  });
+  after(() => mongo.client.close());
+
+  it('absent → pending → delivered, and a delivered claim is never claimed again', async () => {
+    const claims = store();
+    assert.equal(await claims.state('ep-1'), 'absent');
+    assert.equal(await claims.tryMark('ep-1', 'holder-a'), true);
+    assert.equal(await claims.state('ep-1'), 'pending');
+    assert.equal(await claims.markDelivered('ep-1', 'holder-a'), true);
+    assert.equal(await claims.state('ep-1'), 'delivered');
+    assert.equal(await claims.tryMark('ep-1', 'holder-b'), false);
+    advance(10 * 24 * 3600);
+    assert.equal(await claims.tryMark('ep-1', 'holder-b'), false, 'delivered is settled, grace or not');
+    assert.equal(
+      await claims.tryMark('ep-1', 'holder-a'),
+      false,
+      'not even its own holder re-enters a delivery',
+    );
+  });
+
+  it('a pending claim inside the grace refuses another holder; after the grace a new holder takes over', async () => {
+    const claims = store();
+    assert.equal(await claims.tryMark('ep-2', 'holder-a'), true);
+    advance(299);
+    assert.equal(await claims.tryMark('ep-2', 'holder-b'), false);
+    advance(2);
+    assert.equal(await claims.tryMark('ep-2', 'holder-b'), true, 'stale claim taken over');
+    assert.equal(await claims.markDelivered('ep-2', 'holder-a'), false, 'the stale holder lost its claim');
+    assert.equal(await claims.markDelivered('ep-2', 'holder-b'), true);
+  });
+
+  it('the same holder re-enters its own pending claim (an activity may run twice)', async () => {
+    const claims = store();
+    assert.equal(await claims.tryMark('ep-3', 'holder-a'), true);
+    assert.equal(await claims.tryMark('ep-3', 'holder-a'), true);
+  });
+
+  it('isMarked is true for a pending claim inside the grace; wasDelivered is not', async () => {
+    const claims = store();
+    await claims.tryMark('ep-4', 'holder-a');
+    assert.equal(await claims.isMarked('ep-4'), true);
+    assert.equal(await claims.wasDelivered('ep-4'), false);
+    advance(301);
+    assert.equal(await claims.isMarked('ep-4'), false, 'a stale pending claim shields nothing');
+    await claims.markDelivered('ep-4', 'holder-a');
+    assert.equal(await claims.isMarked('ep-4'), true);
+    assert.equal(await claims.wasDelivered('ep-4'), true);
+  });
+
+  it('unmark releases a pending claim, and never undoes a delivery', async () => {
+    const claims = store();
+    await claims.tryMark('ep-5', 'holder-a');
+    await claims.unmark('ep-5', 'holder-b');
+    assert.equal(await claims.state('ep-5'), 'pending', 'another holder cannot release it');
+    await claims.unmark('ep-5', 'holder-a');
+    assert.equal(await claims.state('ep-5'), 'absent');
+    assert.equal(await claims.tryMark('ep-5', 'holder-b'), true);
+    await claims.markDelivered('ep-5', 'holder-b');
+    await claims.unmark('ep-5', 'holder-b');
+    assert.equal(await claims.state('ep-5'), 'delivered');
+  });
+
+  it('ops| and cb| keys never collide with the push key of the same episode', async () => {
+    const claims = store();
+    const episode = 'run_x:end';
+    assert.equal(await claims.tryMark(claimKeys.push(episode), 'push'), true);
+    assert.equal(await claims.tryMark(claimKeys.ops(episode), 'ops'), true);
+    assert.equal(await claims.tryMark(claimKeys.callback(episode), 'cb'), true);
+    await claims.markDelivered(claimKeys.ops(episode), 'ops');
+    assert.equal(await claims.state(claimKeys.push(episode)), 'pending');
+    assert.equal(await claims.state(claimKeys.ops(episode)), 'delivered');
+  });
+
+  it('markedAmong pre-checks many keys in one query', async () => {
+    const claims = store();
+    await claims.tryMark('batch-1', 'h');
+    await claims.tryMark('batch-2', 'h');
+    await claims.markDelivered('batch-2', 'h');
+    const marked = await claims.markedAmong(['batch-1', 'batch-2', 'batch-3']);
+    assert.deepEqual([...marked].sort(), ['batch-1', 'batch-2']);
+  });
+
+  it('the reaper removes claims older than 30 days and nothing younger', async () => {
+    // Its own database, so the other tests' claims do not count.
+    const claims = createClaimStore(mongo.client.db(`${config.mongoDb}_reaper`), { graceSeconds: 300, now });
+    await claims.tryMark('old', 'h');
+    await claims.markDelivered('old', 'h');
+    advance(CLAIM_RETENTION_SECONDS - 60);
+    await claims.tryMark('young', 'h');
+    advance(120); // "old" is now 30 days + 60 s old, "young" 2 minutes
+    const reaped = await claims.reapExpired();
+    assert.equal(reaped, 1);
+    assert.equal(await claims.state('old'), 'absent');
+    assert.equal(await claims.state('young'), 'pending');
+  });
+
+  it('20 concurrent tryMark calls for one key from separate connections: exactly one wins', async () => {
+    const clients = await Promise.all(
+      Array.from({ length: 20 }, () => new MongoClient(config.mongoUrl, { maxPoolSize: 1 }).connect()),
+    );
+    try {
+      const results = await Promise.all(
+        clients.map((client, i) =>
+          createClaimStore(client.db(config.mongoDb), { graceSeconds: 300, now }).tryMark(
+            'contended',
+            `h${i}`,
+          ),
+        ),
+      );
+      assert.equal(results.filter(Boolean).length, 1);
+    } finally {
+      await Promise.all(clients.map((c) => c.close()));
+    }
+  });
+
+  it('20 concurrent takeovers of one stale claim: exactly one wins', async () => {
+    await store().tryMark('stale', 'crashed-holder');
+    advance(400);
+    const clients = await Promise.all(
+      Array.from({ length: 20 }, () => new MongoClient(config.mongoUrl, { maxPoolSize: 1 }).connect()),
+    );
+    try {
+      const results = await Promise.all(
+        clients.map((client, i) =>
+          createClaimStore(client.db(config.mongoDb), { graceSeconds: 300, now }).tryMark('stale', `h${i}`),
+        ),
+      );
+      assert.equal(results.filter(Boolean).length, 1);
+      const row = await mongo.db.collection<ClaimRow>('sent_notifications').findOne({ _id: 'stale' });
+      assert.equal(row?.holder, `h${results.indexOf(true)}`);
+    } finally {
+      await Promise.all(clients.map((c) => c.close()));
+    }
+  });
+});

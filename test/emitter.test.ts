@@ -1,0 +1,88 @@
+// The emitter: the same outcome emitted many times starts one episode workflow, named by the episode id and
+// findable by run, team and kind.
+import assert from 'node:assert/strict';
+import type { Client } from '@temporalio/client';
+import { createOutcomeEmitter } from '../client/emitter';
+import type { Config } from '../config';
+import { createRunEngine } from '../engine/runEngine';
+import type { Stores } from '../store';
+import type { Mongo } from '../store/mongo';
+import { openStores, startTestWorker, temporalClient, type RunningWorker } from './support/harness';
+import { testConfig } from './support/stack';
+import { searchAttributes } from '../workflows/ids';
+
+describe('outcome emitter', () => {
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  let worker: RunningWorker;
+
+  before(async () => {
+    config = testConfig();
+    ({ mongo, stores } = await openStores(config));
+    ({ client, close: closeClient } = await temporalClient(config));
+    worker = await startTestWorker(config, stores);
+  });
+  after(async () => {
+    await worker?.stop();
+    await closeClient?.();
+    await mongo?.client.close();
+  });
+
+  const caller = { userId: 'alice', teamId: 'acme' };
+  const emitterAndEngine = () => {
+    const emitter = createOutcomeEmitter({ client, taskQueue: config.temporalTaskQueue, runs: stores.runs });
+    return { emitter, engine: createRunEngine({ ...stores, emitter }) };
+  };
+
+  it('five concurrent emits of one outcome start one workflow, and a later emit after it closed starts none', async () => {
+    const { emitter, engine } = emitterAndEngine();
+    const run = await engine.create(caller, { title: 'five emits' });
+    await engine.complete(caller, run._id, 'answer'); // the engine's own emit is the first
+    const results = await Promise.all(Array.from({ length: 5 }, () => emitter.emitRunOutcome(run._id)));
+    assert.ok(results.every((r) => r?.episodeId === `${run._id}:end`));
+    assert.equal(results.filter((r) => r?.started).length, 0, 'the engine already started it');
+
+    const handle = client.workflow.getHandle(`${run._id}:end`);
+    await handle.result();
+    const again = await emitter.emitRunOutcome(run._id);
+    assert.equal(again?.started, false, 'a closed episode is not started again by an emitter');
+
+    const executions = [];
+    for await (const execution of client.workflow.list({ query: `WorkflowId = '${run._id}:end'` })) {
+      executions.push(execution);
+    }
+    assert.equal(executions.length, 1);
+  });
+
+  it('of five concurrent first emits exactly one starts the workflow', async () => {
+    const { emitter } = emitterAndEngine();
+    // An engine whose own emit goes nowhere, so the five below race for the first start.
+    const silent = createRunEngine({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
+    const run = await silent.create(caller, { title: 'race' });
+    await silent.cancel(caller, run._id);
+    const results = await Promise.all(Array.from({ length: 5 }, () => emitter.emitRunOutcome(run._id)));
+    assert.equal(results.filter((r) => r?.started).length, 1);
+  });
+
+  it('the episode workflow carries run, team and kind search attributes', async () => {
+    const { engine } = emitterAndEngine();
+    const run = await engine.create(caller, { title: 'searchable' });
+    await engine.fail(caller, run._id, { code: 'tool_crashed', message: 'boom' });
+    const description = await client.workflow.getHandle(`${run._id}:end`).describe();
+    assert.equal(description.typedSearchAttributes.get(searchAttributes.runId), run._id);
+    assert.equal(description.typedSearchAttributes.get(searchAttributes.teamId), 'acme');
+    assert.equal(description.typedSearchAttributes.get(searchAttributes.outcomeKind), 'run_failed');
+  });
+
+  it('a running run emits nothing; an operator soft-pause is its own episode', async () => {
+    const { emitter, engine } = emitterAndEngine();
+    const run = await engine.create(caller, { title: 'soft' });
+    assert.equal(await emitter.emitRunOutcome(run._id), undefined);
+    await engine.softPause(caller, run._id);
+    const result = await emitter.emitRunOutcome(run._id);
+    assert.equal(result?.episodeId, `${run._id}:soft-pause:1`);
+  });
+});

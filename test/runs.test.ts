@@ -1,0 +1,232 @@
+// Runs through the API: every legal and illegal transition, the one-write pause, auth and team scoping.
+import assert from 'node:assert/strict';
+import jwt from 'jsonwebtoken';
+import type { ApiHandle } from '../api/server';
+import { ApiClient, openStores, startTestApi } from './support/harness';
+import { TEST_JWT_SECRET, testConfig } from './support/stack';
+import type { Stores } from '../store';
+import type { MongoClient } from 'mongodb';
+
+type State =
+  | 'running'
+  | 'paused:human_input'
+  | 'paused:usage_park'
+  | 'paused:operator'
+  | 'finished'
+  | 'failed'
+  | 'cancelled';
+type Op = 'pause' | 'park' | 'soft-pause' | 'answer' | 'resume' | 'complete' | 'fail' | 'cancel';
+
+const STATES: State[] = [
+  'running',
+  'paused:human_input',
+  'paused:usage_park',
+  'paused:operator',
+  'finished',
+  'failed',
+  'cancelled',
+];
+const OPS: Op[] = ['pause', 'park', 'soft-pause', 'answer', 'resume', 'complete', 'fail', 'cancel'];
+
+/** The status machine as the contract states it: the status each legal (state, op) leads to. */
+const LEGAL: Partial<Record<State, Partial<Record<Op, string>>>> = {
+  running: {
+    pause: 'paused',
+    park: 'paused',
+    'soft-pause': 'paused',
+    complete: 'finished',
+    fail: 'failed',
+    cancel: 'cancelled',
+  },
+  'paused:human_input': { answer: 'running', fail: 'failed', cancel: 'cancelled' },
+  'paused:usage_park': { resume: 'running', fail: 'failed', cancel: 'cancelled' },
+  'paused:operator': { resume: 'running', fail: 'failed', cancel: 'cancelled' },
+};
+
+describe('runs API', function () {
+  let api: ApiHandle;
+  let alice: ApiClient;
+  let mongo: MongoClient;
+  let stores: Stores;
+
+  before(async () => {
+    const config = testConfig();
+    const started = await startTestApi(config);
+    api = started.api;
+    alice = started.client.as('alice', 'acme');
+    ({
+      mongo: { client: mongo },
+      stores,
+    } = await openStores(config));
+  });
+
+  after(async () => {
+    await api?.close();
+    await mongo?.close();
+  });
+
+  const bodyFor = (op: Op): unknown =>
+    ({
+      pause: { prompt: 'Approve the deploy?' },
+      park: { wall: 'daily_tokens' },
+      complete: { finalAnswer: 'done' },
+      fail: { error: { code: 'tool_crashed', message: 'boom' } },
+    })[op as string] ?? {};
+
+  async function runIn(state: State): Promise<{ id: string; interactionId: string }> {
+    const created = await alice.post('/api/v1/runs', { title: `in ${state}` });
+    assert.equal(created.status, 201, created.text);
+    const id = created.body.id as string;
+    // Every run first pauses for a human once, so "answer" always has a real interaction to name.
+    const paused = await alice.post(`/api/v1/runs/${id}/pause`, bodyFor('pause'));
+    assert.equal(paused.status, 200, paused.text);
+    const interactionId = paused.body.interactionId as string;
+    if (state === 'paused:human_input') return { id, interactionId };
+    const answered = await alice.post(`/api/v1/runs/${id}/interactions/${interactionId}/answer`, {
+      answer: 'yes',
+    });
+    assert.equal(answered.status, 200, answered.text);
+    const setup: Partial<Record<State, Op>> = {
+      'paused:usage_park': 'park',
+      'paused:operator': 'soft-pause',
+      finished: 'complete',
+      failed: 'fail',
+      cancelled: 'cancel',
+    };
+    const op = setup[state];
+    if (op) {
+      const res = await alice.post(`/api/v1/runs/${id}/${op}`, bodyFor(op));
+      assert.equal(res.status, 200, res.text);
+    }
+    return { id, interactionId };
+  }
+
+  for (const state of STATES) {
+    for (const op of OPS) {
+      const expected = LEGAL[state]?.[op];
+      it(`${state} + ${op} → ${expected ?? '409'}`, async () => {
+        const { id, interactionId } = await runIn(state);
+        const path =
+          op === 'answer'
+            ? `/api/v1/runs/${id}/interactions/${interactionId}/answer`
+            : `/api/v1/runs/${id}/${op}`;
+        const res = await alice.post(path, op === 'answer' ? { answer: 'ok' } : bodyFor(op));
+        const after = await alice.get(`/api/v1/runs/${id}`);
+        if (expected) {
+          assert.equal(res.status, 200, res.text);
+          assert.equal(after.body.status, expected);
+        } else {
+          assert.equal(res.status, 409, res.text);
+          assert.match(res.body.error, /cannot|not waiting|already/);
+          assert.equal(after.body.status, state.split(':')[0], 'an illegal transition changes nothing');
+        }
+      });
+    }
+  }
+
+  it('pause writes the interaction, human_input_requested then run_paused, and the paused checkpoint', async () => {
+    const created = await alice.post('/api/v1/runs', { title: 'one write' });
+    const id = created.body.id as string;
+    const res = await alice.post(`/api/v1/runs/${id}/pause`, { prompt: 'Ship it?' });
+    const interactionId = res.body.interactionId as string;
+
+    const interaction = await stores.interactions.get(id, interactionId);
+    assert.equal(interaction?.status, 'pending');
+    assert.equal(interaction?.prompt, 'Ship it?');
+
+    const types = (await stores.events.listForRun(id)).map((e) => e.type);
+    assert.deepEqual(types.slice(-2), ['human_input_requested', 'run_paused']);
+
+    const run = await stores.runs.getById(id);
+    assert.equal(run?.status, 'paused');
+    assert.equal(run?.checkpoint?.status, 'paused');
+    assert.equal(run?.pause?.interactionId, interactionId);
+    assert.equal(run?.pause?.reason, 'human_input');
+  });
+
+  it('launch returns a generated whsec_ callback secret once and never shows it again', async () => {
+    const created = await alice.post('/api/v1/runs', { callback: { url: 'https://hooks.example.com/flow' } });
+    assert.equal(created.status, 201);
+    assert.match(created.body.callback.secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
+    const fetched = await alice.get(`/api/v1/runs/${created.body.id}`);
+    assert.deepEqual(fetched.body.callback, { url: 'https://hooks.example.com/flow' });
+    assert.doesNotMatch(fetched.text, /whsec_/);
+  });
+
+  it('refuses bad bodies with 400 and a clear message, and stores nothing', async () => {
+    const before = (await alice.get('/api/v1/runs')).body.runs.length;
+    for (const body of [
+      { callback: { url: 'ftp://example.com/x' } },
+      { callback: { url: 'https://user:pw@example.com/x' } },
+      { budget: { limit: -1 } },
+      { title: 42 },
+      { unknown: true },
+    ]) {
+      const res = await alice.post('/api/v1/runs', body);
+      assert.equal(res.status, 400, JSON.stringify(body));
+      assert.match(res.body.error, /^invalid request/);
+    }
+    const bad = await alice.request('POST', '/api/v1/runs', '{"title":', {
+      'content-type': 'application/json',
+    });
+    assert.equal(bad.status, 400);
+    assert.equal((await alice.get('/api/v1/runs')).body.runs.length, before);
+  });
+
+  it('progress events: accepted, engine event types refused, usage needs spent', async () => {
+    const { id } = await runIn('running');
+    assert.equal(
+      (await alice.post(`/api/v1/runs/${id}/events`, { type: 'node_started', node: 'plan' })).status,
+      201,
+    );
+    assert.equal((await alice.post(`/api/v1/runs/${id}/events`, { type: 'usage', spent: 3.5 })).status, 201);
+    assert.equal((await alice.post(`/api/v1/runs/${id}/events`, { type: 'usage' })).status, 400);
+    assert.equal((await alice.post(`/api/v1/runs/${id}/events`, { type: 'run_finished' })).status, 400);
+  });
+
+  it('assistant watches: PUT then DELETE; unknown run is 404', async () => {
+    const { id } = await runIn('running');
+    assert.equal((await alice.put(`/api/v1/assistants/asst_1/watches/${id}`)).status, 200);
+    assert.equal(await stores.watches.hasActiveWatch(id), true);
+    assert.equal((await alice.delete(`/api/v1/assistants/asst_1/watches/${id}`)).status, 204);
+    assert.equal(await stores.watches.hasActiveWatch(id), false);
+    assert.equal((await alice.put('/api/v1/assistants/asst_1/watches/run_nope')).status, 404);
+  });
+
+  describe('auth', () => {
+    it('no token, a bad signature and an expired token are each 401', async () => {
+      const anonymous = new ApiClient(api.url);
+      const noToken = await anonymous.get('/api/v1/runs');
+      assert.equal(noToken.status, 401);
+      assert.equal(noToken.body.error, 'missing bearer token');
+
+      const forged = jwt.sign({ team: 'acme' }, 'not-the-secret', { subject: 'alice' });
+      const badSig = await new ApiClient(api.url, forged).get('/api/v1/runs');
+      assert.equal(badSig.status, 401);
+      assert.equal(badSig.body.error, 'invalid token');
+
+      const expired = jwt.sign({ team: 'acme', exp: Math.floor(Date.now() / 1000) - 60 }, TEST_JWT_SECRET, {
+        subject: 'alice',
+      });
+      const old = await new ApiClient(api.url, expired).get('/api/v1/runs');
+      assert.equal(old.status, 401);
+      assert.equal(old.body.error, 'token expired');
+
+      const noTeam = jwt.sign({}, TEST_JWT_SECRET, { subject: 'alice' });
+      assert.equal((await new ApiClient(api.url, noTeam).get('/api/v1/runs')).status, 401);
+    });
+
+    it("another team's run is 404 for reads and every operation", async () => {
+      const { id } = await runIn('running');
+      const mallory = alice.as('mallory', 'other-team');
+      assert.equal((await mallory.get(`/api/v1/runs/${id}`)).status, 404);
+      assert.equal((await mallory.post(`/api/v1/runs/${id}/cancel`)).status, 404);
+      assert.equal((await mallory.get(`/api/v1/runs/${id}/episodes`)).status, 404);
+      assert.equal((await alice.get(`/api/v1/runs/${id}`)).body.status, 'running');
+    });
+
+    it('an unknown run is 404', async () => {
+      assert.equal((await alice.get('/api/v1/runs/run_does_not_exist')).status, 404);
+    });
+  });
+});
