@@ -1,0 +1,314 @@
+// The outbound-URL guard shared by callbacks and web push endpoints. The outbound callback has no role gate, so
+// this is its whole authorization decision:
+//
+//   1. http or https only, no credentials in the URL;
+//   2. exactly one resolution of the host (IP literals are not resolved), failing closed on error or no answer;
+//   3. every answer must be public unicast (or, with allowPrivate, at least not a never-allowed address);
+//   4. the first validated address is pinned into a per-delivery agent, so the connection cannot be re-resolved
+//      to somewhere else (DNS rebinding), while Host, SNI and the certificate check keep the original name;
+//   5. redirects are never followed, so no 3xx hop re-opens the rebinding window.
+import dns from 'node:dns';
+import http from 'node:http';
+import https from 'node:https';
+import net from 'node:net';
+
+export class TargetRefusedError extends Error {
+  override name = 'TargetRefusedError';
+  // The URL itself is not kept: a refused one may carry credentials, and errors end up in logs.
+  constructor(
+    /** A short human sentence saying why, safe to show to the run's owner. */
+    readonly reason: string,
+  ) {
+    super(`outbound target refused: ${reason}`);
+  }
+}
+
+export interface ResolvedAddress {
+  address: string;
+  family: number;
+}
+
+export type HostLookup = (hostname: string) => Promise<ResolvedAddress[]>;
+
+export interface CheckOptions {
+  /** CALLBACK_ALLOW_PRIVATE / PUSH_ALLOW_PRIVATE: let loopback and private receivers through. */
+  allowPrivate?: boolean;
+  /** Injected for tests; the default asks the system resolver once for every address. */
+  lookup?: HostLookup;
+}
+
+export interface CheckedTarget {
+  url: URL;
+  /** The validated address every connection of this delivery goes to. */
+  address: string;
+  family: 4 | 6;
+}
+
+const systemLookup: HostLookup = (hostname) => dns.promises.lookup(hostname, { all: true, verbatim: true });
+
+type Verdict = 'public' | 'internal' | 'never';
+
+// One list per family: a BlockList checks IPv4 addresses against IPv6 rules through their IPv4-mapped form, so a
+// ::ffff:0:0/96 rule in a shared list would match every IPv4 address.
+function blockList(family: 'ipv4' | 'ipv6', subnets: string[]): net.BlockList {
+  const list = new net.BlockList();
+  for (const subnet of subnets) {
+    const [prefix, bits] = subnet.split('/');
+    list.addSubnet(prefix, Number(bits), family);
+  }
+  return list;
+}
+
+// Loopback comes first: ::1 sits inside the IPv4-compatible ::/96 that is otherwise never allowed.
+const LOOPBACK_V4 = blockList('ipv4', ['127.0.0.0/8']);
+const LOOPBACK_V6 = blockList('ipv6', ['::1/128']);
+
+// Refused even with allowPrivate: there is no legitimate receiver behind these. Unspecified and broadcast and
+// multicast addresses are not a single host; link-local holds the cloud metadata service (169.254.169.254);
+// the IPv6 forms that embed or tunnel to an IPv4 address (mapped, compatible, NAT64, 6to4, Teredo) would reach an
+// IPv4 host this check never classified.
+const NEVER_V4 = blockList('ipv4', [
+  '0.0.0.0/8',
+  '169.254.0.0/16',
+  '224.0.0.0/4',
+  '240.0.0.0/4', // reserved, includes 255.255.255.255 broadcast
+]);
+const NEVER_V6 = blockList('ipv6', [
+  '::/96', // unspecified ::/128 and IPv4-compatible (::1 was let through above as loopback)
+  '::ffff:0:0/96',
+  '64:ff9b::/96',
+  '64:ff9b:1::/48',
+  '100::/64', // discard-only
+  '2001::/32', // Teredo
+  '2002::/16', // 6to4
+  'fe80::/10',
+  'ff00::/8',
+]);
+
+// Not public, but a deliberate private receiver may live here (allowPrivate).
+const INTERNAL_V4 = blockList('ipv4', [
+  '10.0.0.0/8',
+  '100.64.0.0/10', // CGNAT
+  '172.16.0.0/12',
+  '192.0.0.0/24', // IETF protocol assignments
+  '192.0.2.0/24', // TEST-NET-1
+  '192.88.99.0/24', // 6to4 relay anycast
+  '192.168.0.0/16',
+  '198.18.0.0/15', // benchmarking
+  '198.51.100.0/24', // TEST-NET-2
+  '203.0.113.0/24', // TEST-NET-3
+]);
+const INTERNAL_V6 = blockList('ipv6', [
+  'fc00::/7', // unique-local
+  'fec0::/10', // deprecated site-local
+  '2001:2::/48', // benchmarking
+  '2001:10::/28', // ORCHID
+  '2001:20::/28', // ORCHIDv2
+  '2001:db8::/32', // documentation
+  '3fff::/20', // documentation (RFC 9637)
+]);
+
+// Global unicast is allocated only from 2000::/3; anything else that got this far is unassigned.
+const GLOBAL_UNICAST_V6 = blockList('ipv6', ['2000::/3']);
+
+function classify(address: string, family: 4 | 6): Verdict {
+  if (family === 4) {
+    if (LOOPBACK_V4.check(address, 'ipv4')) return 'internal';
+    if (NEVER_V4.check(address, 'ipv4')) return 'never';
+    if (INTERNAL_V4.check(address, 'ipv4')) return 'internal';
+    return 'public';
+  }
+  if (LOOPBACK_V6.check(address, 'ipv6')) return 'internal';
+  if (NEVER_V6.check(address, 'ipv6')) return 'never';
+  if (INTERNAL_V6.check(address, 'ipv6')) return 'internal';
+  if (!GLOBAL_UNICAST_V6.check(address, 'ipv6')) return 'never';
+  return 'public';
+}
+
+/** The reason an address is refused, or undefined when it may be connected to. */
+function refusal(address: string, allowPrivate: boolean, verb: string): string | undefined {
+  // A zone id (fe80::1%eth0) names an interface, not a host; BlockList would not match it either.
+  const family = address.includes('%') ? 0 : net.isIP(address);
+  if (family !== 4 && family !== 6) return `host ${verb} something that is not an IP address (${address})`;
+  const verdict = classify(address, family);
+  if (verdict === 'public') return undefined;
+  if (verdict === 'internal' && allowPrivate) return undefined;
+  if (verdict === 'never' && allowPrivate) {
+    return `host ${verb} an unspecified, multicast, link-local or IPv4-embedding address (${address})`;
+  }
+  return `host ${verb} a private or reserved address (${address})`;
+}
+
+/** URL.hostname keeps the brackets of an IPv6 literal; connect() and BlockList want them off. */
+function bareHost(url: URL): string {
+  return url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+}
+
+/**
+ * Validates an outbound URL and picks the one address to connect to. Rejects with TargetRefusedError.
+ * Resolves the host at most once; the returned address is what pinnedAgent/postPinned connect to.
+ */
+export async function checkCallbackTarget(url: string, opts: CheckOptions = {}): Promise<CheckedTarget> {
+  const allowPrivate = opts.allowPrivate ?? false;
+  const lookup = opts.lookup ?? systemLookup;
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new TargetRefusedError('not a valid URL');
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    throw new TargetRefusedError('scheme must be http or https');
+  }
+  // Credentials would be sent to whoever answers, and user@host is a classic way to disguise the real host.
+  if (parsed.username !== '' || parsed.password !== '') {
+    throw new TargetRefusedError('URL carries credentials');
+  }
+  const host = bareHost(parsed);
+  if (host === '') throw new TargetRefusedError('URL has no host');
+
+  // WHATWG URL has already normalised 2130706433, 0x7f000001, 127.1 and [::ffff:127.0.0.1] to canonical form.
+  const literal = net.isIP(host);
+  if (literal === 4 || literal === 6) {
+    const reason = refusal(host, allowPrivate, 'is');
+    if (reason !== undefined) throw new TargetRefusedError(reason);
+    return { url: parsed, address: host, family: literal };
+  }
+
+  let answers: ResolvedAddress[];
+  try {
+    answers = await lookup(host);
+  } catch {
+    throw new TargetRefusedError('host did not resolve');
+  }
+  if (!Array.isArray(answers) || answers.length === 0) {
+    throw new TargetRefusedError('host did not resolve');
+  }
+  // Every answer, not just the first: the client library might pick any of them, and an attacker controls the order.
+  for (const { address } of answers) {
+    const reason = refusal(address, allowPrivate, 'resolves to');
+    if (reason !== undefined) throw new TargetRefusedError(reason);
+  }
+  const address = answers[0].address;
+  return { url: parsed, address, family: net.isIP(address) === 6 ? 6 : 4 };
+}
+
+/** A socket lookup that answers every question with the validated address: the pin itself. */
+export function pinnedLookup({ address, family }: CheckedTarget): net.LookupFunction {
+  return (_hostname, options, callback) => {
+    // With autoSelectFamily (the Node 20 default) net asks for all addresses and expects an array back.
+    if (options.all === true) callback(null, [{ address, family }]);
+    else callback(null, address, family);
+  };
+}
+
+export type PinnedAgentOptions = Omit<https.AgentOptions, 'lookup' | 'keepAlive'>;
+
+/**
+ * An agent whose every DNS question is answered with the validated address. The request still names the
+ * original host, so the Host header, SNI and certificate verification use it; only the TCP dial is pinned.
+ */
+export function pinnedAgent(target: CheckedTarget, opts: PinnedAgentOptions = {}): http.Agent | https.Agent {
+  // keepAlive off: the agent lives for one delivery, and a pooled socket must not outlive the check.
+  const options = { ...opts, lookup: pinnedLookup(target), keepAlive: false };
+  return target.url.protocol === 'https:' ? new https.Agent(options) : new http.Agent(options);
+}
+
+export interface PostOptions {
+  headers?: http.OutgoingHttpHeaders;
+  body: string | Buffer;
+  /** Whole exchange, connect to last body byte. Default 10 s. */
+  timeoutMs?: number;
+  /** The response body is cut here and the connection dropped. Default 64 KiB. */
+  maxResponseBytes?: number;
+  /** Extra agent options (e.g. a test CA). */
+  agent?: PinnedAgentOptions;
+}
+
+export interface PinnedResponse {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+  /** The receiver sent more than maxResponseBytes. */
+  truncated: boolean;
+}
+
+export const DEFAULT_TIMEOUT_MS = 10_000;
+export const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024;
+
+class TimeoutError extends Error {
+  override name = 'TimeoutError';
+  readonly code = 'ETIMEDOUT';
+}
+
+/**
+ * One POST to a checked target through its pinned agent. A 3xx is returned as is (http.request never follows
+ * redirects; the caller treats it as a failure). Rejects on network error or once timeoutMs has passed.
+ */
+export function postPinned(target: CheckedTarget, opts: PostOptions): Promise<PinnedResponse> {
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const maxBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+  const body = typeof opts.body === 'string' ? Buffer.from(opts.body) : opts.body;
+  const agent = pinnedAgent(target, opts.agent);
+  const send = target.url.protocol === 'https:' ? https.request : http.request;
+
+  return new Promise<PinnedResponse>((resolve, reject) => {
+    let settled = false;
+    const settle = (outcome: () => void): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      outcome();
+      agent.destroy();
+    };
+
+    const req = send({
+      agent,
+      method: 'POST',
+      hostname: bareHost(target.url),
+      port: target.url.port === '' ? undefined : Number(target.url.port),
+      path: `${target.url.pathname}${target.url.search}`,
+      headers: { ...opts.headers, 'content-length': body.length },
+    });
+
+    // Declared after settle, but settle only runs from the handlers attached below it.
+    const timer = setTimeout(() => {
+      const err = new TimeoutError(`no complete answer within ${timeoutMs} ms`);
+      settle(() => reject(err));
+      req.destroy(err);
+    }, timeoutMs);
+
+    req.on('error', (err) => settle(() => reject(err)));
+    req.on('response', (res) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      const done = (truncated: boolean): void =>
+        settle(() =>
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body: Buffer.concat(chunks).toString('utf8'),
+            truncated,
+          }),
+        );
+      res.on('data', (chunk: Buffer) => {
+        if (settled) return;
+        const room = maxBytes - size;
+        if (chunk.length <= room) {
+          chunks.push(chunk);
+          size += chunk.length;
+          return;
+        }
+        // Over the cap: keep what fits and stop reading, so a hostile receiver cannot stream at us forever.
+        chunks.push(chunk.subarray(0, room));
+        size += room;
+        done(true);
+        res.destroy();
+        req.destroy();
+      });
+      res.on('end', () => done(false));
+      res.on('error', (err) => settle(() => reject(err)));
+    });
+    req.end(body);
+  });
+}
