@@ -1,42 +1,63 @@
-// The worker's composition root: config → Mongo → createActivities → Worker.
+// The worker's composition root: config → Mongo, Temporal → push sink → createActivities → Worker.
+import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
-import { loadConfigOrExit, type Config } from './config';
 import { createActivities } from './activities';
-import { connectMongo, ensureIndexes } from './store/mongo';
-import { createStores, type Stores } from './store';
+import { ensureSweepSchedule } from './client/schedules';
+import { loadConfigOrExit, type Config } from './config';
+import { pushSenderFor, type PushSender } from './net/pushSender';
+import { createStores, ensureAllIndexes, type Stores } from './store';
+import { connectMongo } from './store/mongo';
 
 export interface WorkerDeps {
   config: Config;
   connection: NativeConnection;
+  client: Client;
   stores: Stores;
+  pushSender?: PushSender;
   /** Tests and benchmarks bundle the workflows once and share the bundle between workers. */
   workflowBundle?: WorkflowBundle;
+  log?: (line: string) => void;
 }
 
 export const WORKFLOWS_PATH = require.resolve('./workflows');
 
 export async function createWorker(deps: WorkerDeps): Promise<Worker> {
   const { config } = deps;
+  await ensureSweepSchedule(deps.client, config.temporalTaskQueue, config.sweepIntervalSeconds);
   return Worker.create({
     connection: deps.connection,
     namespace: config.temporalNamespace,
     taskQueue: config.temporalTaskQueue,
     ...(deps.workflowBundle ? { workflowBundle: deps.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
-    activities: createActivities({ episodes: deps.stores.episodes }),
+    activities: createActivities({
+      config,
+      stores: deps.stores,
+      client: deps.client,
+      pushSender: deps.pushSender,
+      log: deps.log,
+    }),
   });
 }
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const mongo = await connectMongo(config.mongoUrl, config.mongoDb);
-  await ensureIndexes(mongo.db);
+  await ensureAllIndexes(mongo.db);
   const stores = createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds });
   const connection = await NativeConnection.connect({ address: config.temporalAddress });
-  const worker = await createWorker({ config, connection, stores });
-  console.log(`flow-notify worker: task queue ${config.temporalTaskQueue} on ${config.temporalAddress}`);
+  const clientConnection = await Connection.connect({ address: config.temporalAddress });
+  const client = new Client({ connection: clientConnection, namespace: config.temporalNamespace });
+  const pushSender = pushSenderFor(config);
+  const worker = await createWorker({ config, connection, client, stores, pushSender });
+  console.log(
+    `flow-notify worker: task queue ${config.temporalTaskQueue} on ${config.temporalAddress}; ` +
+      `web push ${pushSender ? 'on' : 'off (no VAPID keys)'}; sweep every ${config.sweepIntervalSeconds}s`,
+  );
   try {
     await worker.run(); // returns after SIGINT/SIGTERM once in-flight tasks are done
   } finally {
+    pushSender?.close();
+    await clientConnection.close();
     await connection.close();
     await mongo.client.close();
   }

@@ -1,16 +1,54 @@
 // createActivities(deps): every activity the worker registers, built from passed-in dependencies.
-import type { EpisodeStore } from '../store/episodes';
+import type { Client } from '@temporalio/client';
+import type { Config } from '../config';
+import type { PushSender } from '../net/pushSender';
+import type { Stores } from '../store';
+import { createClaimActivities } from './claims';
 import { createEpisodeActivities } from './episodes';
+import { createPushActivities } from './push';
+import { createSweepActivities } from './sweep';
 
 export interface ActivityDeps {
-  episodes: EpisodeStore;
+  config: Config;
+  stores: Stores;
+  /** For the sweep, which starts episode workflows. */
+  client: Client;
+  /** The Web Push sink; undefined when web push is off. */
+  pushSender?: PushSender;
   now?: () => Date;
+  log?: (line: string) => void;
 }
+
+export const PUSH_FAN_OUT_WIDTH = 16;
+export const SWEEP_LOOKBACK_SECONDS = 24 * 3600;
+export const SWEEP_PAGE_SIZE = 1000;
 
 export function createActivities(deps: ActivityDeps) {
   const now = deps.now ?? (() => new Date());
+  const log = deps.log ?? ((line: string) => console.error(line));
+  const { stores, config } = deps;
   return {
-    ...createEpisodeActivities({ episodes: deps.episodes, now }),
+    ...createEpisodeActivities({ episodes: stores.episodes, now }),
+    ...createClaimActivities({ claims: stores.claims }),
+    ...createPushActivities({
+      ...stores,
+      sender: deps.pushSender,
+      studioUrl: config.studioUrl,
+      fanOutWidth: PUSH_FAN_OUT_WIDTH,
+      now,
+      log,
+    }),
+    ...createSweepActivities({
+      runs: stores.runs,
+      claims: stores.claims,
+      pushDeliveries: stores.pushDeliveries,
+      client: deps.client,
+      taskQueue: config.temporalTaskQueue,
+      families: { callbacks: false, ops: false },
+      lookbackSeconds: SWEEP_LOOKBACK_SECONDS,
+      pageSize: SWEEP_PAGE_SIZE,
+      now,
+    }),
   };
 }
 

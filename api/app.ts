@@ -6,9 +6,11 @@ import type { RunStore } from '../store/runs';
 import type { WatchStore } from '../store/watches';
 import { requireAuth, type AuthState } from './auth';
 import type { EpisodeView } from './episodesView';
-import { errorMiddleware, HttpError } from './errors';
+import { errorMiddleware } from './errors';
 import { healthRouter, type Probe } from './routes/health';
+import { notificationsRouter, type NotificationRouteDeps } from './routes/notifications';
 import { runsRouter } from './routes/runs';
+import { catchAllRouter, serveStudio } from './studio';
 import { watchesRouter } from './routes/watches';
 
 export interface AppDeps {
@@ -18,6 +20,9 @@ export interface AppDeps {
   watches: WatchStore;
   episodes: EpisodeView;
   probes: { temporal: Probe; mongo: Probe };
+  /** Present only when web push is enabled (webPushEnabled): otherwise the notification routes do not exist. */
+  notifications?: NotificationRouteDeps;
+  studioDir?: string;
   now?: () => Date;
   log?: (line: string) => void;
 }
@@ -26,22 +31,34 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
   const now = deps.now ?? (() => new Date());
   const app = new Koa<AuthState>();
   app.use(errorMiddleware(deps.log ?? ((line) => console.error(line))));
-  app.use(bodyParser({ enableTypes: ['json'], jsonLimit: '1mb', encoding: 'utf-8' }));
+  app.use(
+    bodyParser({
+      enableTypes: ['json'],
+      jsonLimit: '1mb',
+      encoding: 'utf-8',
+      parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'],
+      // Not thrown here: each route answers a body it cannot read with its own message (see jsonBody).
+      onError: (err, ctx) => {
+        if ((err as { status?: number }).status === 413) throw err;
+        ctx.state.bodyError = err.message;
+      },
+    }),
+  );
 
-  const health = healthRouter(deps.probes);
-  app.use(health.routes());
+  app.use(healthRouter(deps.probes).routes());
+  app.use(serveStudio(deps.studioDir));
 
   // Everything below needs a caller.
   app.use(requireAuth(deps.authJwtSecret));
-  for (const router of [
+  const routers = [
     runsRouter({ engine: deps.engine, episodes: deps.episodes }),
     watchesRouter({ runs: deps.runs, watches: deps.watches, now }),
-  ]) {
+    ...(deps.notifications ? [notificationsRouter(deps.notifications)] : []),
+    catchAllRouter(),
+  ];
+  for (const router of routers) {
     app.use(router.routes());
-    app.use(router.allowedMethods());
+    app.use(router.allowedMethods({ throw: true }));
   }
-  app.use(() => {
-    throw new HttpError(404, 'not found');
-  });
   return app;
 }

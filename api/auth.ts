@@ -6,6 +6,8 @@ import { HttpError } from './errors';
 
 export interface AuthState {
   caller: Caller;
+  /** Set by the body parser when the body was not valid JSON. */
+  bodyError?: string;
 }
 
 export function requireAuth(secret: string): Middleware<AuthState> {

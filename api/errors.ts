@@ -29,7 +29,6 @@ function messageOf(err: unknown, status: number): string {
   }
   if (status >= 500) return 'internal error';
   const type = (err as { type?: unknown })?.type;
-  if (type === 'entity.parse.failed') return 'invalid JSON body';
   if (type === 'entity.too.large') return 'request body too large';
   return err instanceof Error && err.message ? err.message : 'request failed';
 }
@@ -46,4 +45,10 @@ export function errorMiddleware(log: (line: string) => void): Middleware {
         log(`${ctx.method} ${ctx.path} failed: ${err instanceof Error ? err.stack : String(err)}`);
     }
   };
+}
+
+/** The parsed JSON body, or a 400 when it was not JSON (the body parser leaves that to the route). */
+export function jsonBody(ctx: { state: { bodyError?: string }; request: { body?: unknown } }): unknown {
+  if (ctx.state.bodyError !== undefined) throw new HttpError(400, 'invalid JSON body');
+  return ctx.request.body ?? {};
 }

@@ -4,8 +4,9 @@ import { Client, Connection } from '@temporalio/client';
 import { loadConfigOrExit, type Config } from '../config';
 import { createOutcomeEmitter } from '../client/emitter';
 import { createRunEngine } from '../engine/runEngine';
-import { connectMongo, ensureIndexes, pingMongo, type Mongo } from '../store/mongo';
-import { createStores } from '../store';
+import { pushSenderFor, type PushSender } from '../net/pushSender';
+import { connectMongo, pingMongo, type Mongo } from '../store/mongo';
+import { createStores, ensureAllIndexes } from '../store';
 import { createApp } from './app';
 import { createEpisodeView } from './episodesView';
 
@@ -15,13 +16,18 @@ export interface ApiHandle {
   close(): Promise<void>;
 }
 
+export interface ApiOptions {
+  log?: (line: string) => void;
+  /** The push sink for the test route; by default the one the config asks for. */
+  pushSender?: PushSender;
+}
+
 /** Builds every dependency from config and listens. Tests call this with their own config. */
-export async function startApi(
-  config: Config,
-  log: (line: string) => void = console.error,
-): Promise<ApiHandle> {
+export async function startApi(config: Config, options: ApiOptions = {}): Promise<ApiHandle> {
+  const log = options.log ?? ((line: string) => console.error(line));
+  const pushSender = options.pushSender ?? pushSenderFor(config);
   const mongo: Mongo = await connectMongo(config.mongoUrl, config.mongoDb);
-  await ensureIndexes(mongo.db);
+  await ensureAllIndexes(mongo.db);
   const connection = await Connection.connect({ address: config.temporalAddress });
   const client = new Client({ connection, namespace: config.temporalNamespace });
   const stores = createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds });
@@ -42,6 +48,18 @@ export async function startApi(
       temporal: async () => void (await connection.workflowService.getSystemInfo({})),
       mongo: () => pingMongo(mongo.db),
     },
+    notifications: config.vapid
+      ? {
+          vapidPublicKey: config.vapid.publicKey,
+          subscriptions: stores.pushSubscriptions,
+          prefs: stores.notificationPrefs,
+          sender: pushSender,
+          endpointRules: { allowInsecure: config.pushAllowPrivate, allowlist: config.pushEndpointAllowlist },
+          studioUrl: config.studioUrl,
+          now: () => new Date(),
+          log,
+        }
+      : undefined,
     log,
   });
   const server = await new Promise<Server>((resolve, reject) => {
@@ -56,6 +74,7 @@ export async function startApi(
     async close() {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
+      pushSender?.close();
       await connection.close();
       await mongo.client.close();
     },

@@ -111,7 +111,8 @@ export class ServerProcess {
     child.once('exit', (code, signal) => {
       live.delete(child);
       // Ctrl-C reaches the whole process group, so a clean exit while we stop is expected; report the rest.
-      if (this.child === child && !this.stopping && code !== 0) this.log(`${this.name} exited (${signal ?? code})`);
+      if (this.child === child && !this.stopping && code !== 0)
+        this.log(`${this.name} exited (${signal ?? code})`);
     });
     const exited = new Promise<never>((_, reject) =>
       child.once('exit', (code, signal) =>

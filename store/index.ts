@@ -1,11 +1,32 @@
 // Every store over one database, for the composition roots (worker.ts, api/server.ts) and tests.
 import type { Db } from 'mongodb';
-import { createClaimStore } from './claims';
-import { createEpisodeStore } from './episodes';
-import { createEventStore } from './events';
-import { createInteractionStore } from './interactions';
-import { createRunStore } from './runs';
-import { createWatchStore } from './watches';
+import { claimIndexes, createClaimStore } from './claims';
+import { createEpisodeStore, episodeIndexes } from './episodes';
+import { createEventStore, eventIndexes } from './events';
+import { createInteractionStore, interactionIndexes } from './interactions';
+import { createNotificationPrefStore, notificationPrefIndexes } from './notificationPrefs';
+import { createPushDeliveryStore, pushDeliveryIndexes } from './pushDeliveries';
+import { createPushSubscriptionStore, pushSubscriptionIndexes } from './pushSubscriptions';
+import { createRunStore, runIndexes } from './runs';
+import { createWatchStore, watchIndexes } from './watches';
+import { ensureIndexes, type IndexReport } from './mongo';
+
+/** Every collection's indexes, declared by the store module whose queries need them. */
+export const ALL_INDEXES = [
+  ...runIndexes,
+  ...eventIndexes,
+  ...interactionIndexes,
+  ...watchIndexes,
+  ...claimIndexes,
+  ...episodeIndexes,
+  ...pushSubscriptionIndexes,
+  ...notificationPrefIndexes,
+  ...pushDeliveryIndexes,
+];
+
+export function ensureAllIndexes(db: Db): Promise<IndexReport> {
+  return ensureIndexes(db, ALL_INDEXES);
+}
 
 export interface StoreOptions {
   claimGraceSeconds: number;
@@ -20,6 +41,9 @@ export function createStores(db: Db, options: StoreOptions) {
     watches: createWatchStore(db),
     claims: createClaimStore(db, { graceSeconds: options.claimGraceSeconds, now: options.now }),
     episodes: createEpisodeStore(db),
+    pushSubscriptions: createPushSubscriptionStore(db),
+    notificationPrefs: createNotificationPrefStore(db),
+    pushDeliveries: createPushDeliveryStore(db),
   };
 }
 

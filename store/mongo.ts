@@ -1,27 +1,11 @@
-// Connection and indexes. Each store module declares the indexes its own queries need; this file only
-// applies them. Everything here must work on real MongoDB and on FerretDB v1 (no TTL, no transactions).
+// Connection and indexes. Each store module declares the indexes its own queries need (store/index.ts
+// gathers them); this file only applies them. Everything here must work on real MongoDB and on FerretDB v1 (no TTL, no transactions).
 import { CreateIndexesOptions, Db, IndexSpecification, MongoClient, MongoServerError } from 'mongodb';
-import { claimIndexes } from './claims';
-import { episodeIndexes } from './episodes';
-import { eventIndexes } from './events';
-import { interactionIndexes } from './interactions';
-import { runIndexes } from './runs';
-import { watchIndexes } from './watches';
-
 export interface IndexSpec {
   collection: string;
   key: IndexSpecification;
   options: CreateIndexesOptions & { name: string };
 }
-
-export const ALL_INDEXES: IndexSpec[] = [
-  ...runIndexes,
-  ...eventIndexes,
-  ...interactionIndexes,
-  ...watchIndexes,
-  ...claimIndexes,
-  ...episodeIndexes,
-];
 
 export interface Mongo {
   client: MongoClient;
@@ -47,7 +31,7 @@ export interface IndexReport {
   ttl: boolean;
 }
 
-export async function ensureIndexes(db: Db, specs: IndexSpec[] = ALL_INDEXES): Promise<IndexReport> {
+export async function ensureIndexes(db: Db, specs: IndexSpec[]): Promise<IndexReport> {
   let ttl = true;
   for (const spec of specs) {
     const collection = db.collection(spec.collection);

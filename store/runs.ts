@@ -7,9 +7,16 @@ import type { IndexSpec } from './mongo';
 
 export const runIndexes: IndexSpec[] = [
   { collection: 'runs', key: { teamId: 1, createdAt: -1 }, options: { name: 'team_recent' } },
-  // listNotifiableRuns: runs that changed inside the sweep's lookback window.
-  { collection: 'runs', key: { updatedAt: 1 }, options: { name: 'updated_at' } },
+  // listNotifiableRefs: runs that changed inside the sweep's lookback window, paged by (updatedAt, _id).
+  { collection: 'runs', key: { updatedAt: 1, _id: 1 }, options: { name: 'updated_at' } },
 ];
+
+/** What the sweep needs to name a run's episode and the families it owes, without its large fields. */
+export type RunRef = Omit<Run, 'finalAnswer' | 'error' | 'checkpoint' | 'callback'> & {
+  callback?: { url: string };
+};
+
+const NOTIFIABLE: RunStatus[] = ['paused', 'finished', 'failed', 'cancelled'];
 
 export type RunStore = ReturnType<typeof createRunStore>;
 
@@ -28,6 +35,35 @@ export function createRunStore(db: Db) {
     /** The system's view (outcome emitters, sweep, delivery): no tenant filter. */
     async getById(runId: string): Promise<Run | null> {
       return runs.findOne({ _id: runId });
+    },
+
+    /**
+     * Paused or ended runs changed since `since`, oldest first, in pages of `pageSize`: a cursor, so each page
+     * after the first is one getMore round trip.
+     */
+    async *listNotifiableRefs(since: Date, pageSize: number): AsyncGenerator<RunRef[]> {
+      const cursor = runs
+        .find(
+          { updatedAt: { $gte: since }, status: { $in: NOTIFIABLE } },
+          {
+            projection: { finalAnswer: 0, error: 0, checkpoint: 0, 'callback.secret': 0 },
+            batchSize: pageSize,
+          },
+        )
+        .sort({ updatedAt: 1, _id: 1 });
+      let page: RunRef[] = [];
+      for await (const ref of cursor) {
+        page.push(ref as RunRef);
+        if (page.length === pageSize) {
+          yield page;
+          page = [];
+        }
+      }
+      if (page.length) yield page;
+    },
+
+    async getManyById(ids: string[]): Promise<Run[]> {
+      return ids.length ? runs.find({ _id: { $in: ids } }).toArray() : [];
     },
 
     async listForTeam(teamId: string, limit = 100): Promise<Run[]> {

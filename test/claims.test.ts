@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import { MongoClient } from 'mongodb';
 import { claimKeys } from '../domain/outcome';
 import { createClaimStore, CLAIM_RETENTION_SECONDS, type ClaimRow } from '../store/claims';
-import { connectMongo, ensureIndexes, type Mongo } from '../store/mongo';
+import { connectMongo, type Mongo } from '../store/mongo';
+import { ensureAllIndexes } from '../store';
 import { testConfig } from './support/stack';
 import type { Config } from '../config';
 
@@ -21,7 +22,7 @@ describe('episode claims (sent_notifications)', () => {
   before(async () => {
     config = testConfig();
     mongo = await connectMongo(config.mongoUrl, config.mongoDb);
-    await ensureIndexes(mongo.db);
+    await ensureAllIndexes(mongo.db);
   });
   beforeEach(() => {
     clock = new Date('2026-11-30T10:00:00Z');

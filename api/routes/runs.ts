@@ -4,6 +4,7 @@ import { publicRun } from '../../domain/run';
 import type { RunEngine } from '../../engine/runEngine';
 import type { EpisodeView } from '../episodesView';
 import type { AuthState } from '../auth';
+import { jsonBody } from '../errors';
 import {
   answerBody,
   completeBody,
@@ -25,7 +26,7 @@ export function runsRouter(deps: { engine: RunEngine; episodes: EpisodeView }) {
   });
 
   router.post('/', async (ctx) => {
-    const body = createRunBody.parse(ctx.request.body ?? {});
+    const body = createRunBody.parse(jsonBody(ctx));
     const run = await engine.create(ctx.state.caller, body);
     ctx.status = 201;
     ctx.body = {
@@ -51,26 +52,26 @@ export function runsRouter(deps: { engine: RunEngine; episodes: EpisodeView }) {
   });
 
   router.post('/:id/events', async (ctx) => {
-    const { type, ...data } = eventBody.parse(ctx.request.body ?? {});
+    const { type, ...data } = eventBody.parse(jsonBody(ctx));
     const event = await engine.recordEvent(ctx.state.caller, ctx.params.id, type, data);
     ctx.status = 201;
     ctx.body = { id: event._id, type: event.type, at: event.at };
   });
 
   router.post('/:id/pause', async (ctx) => {
-    const { prompt } = pauseBody.parse(ctx.request.body ?? {});
+    const { prompt } = pauseBody.parse(jsonBody(ctx));
     const { run, interactionId } = await engine.pause(ctx.state.caller, ctx.params.id, prompt);
     ctx.body = { interactionId, run: publicRun(run) };
   });
 
   router.post('/:id/interactions/:iid/answer', async (ctx) => {
     idParam.parse(ctx.params.iid);
-    const { answer } = answerBody.parse(ctx.request.body ?? {});
+    const { answer } = answerBody.parse(jsonBody(ctx));
     ctx.body = publicRun(await engine.answer(ctx.state.caller, ctx.params.id, ctx.params.iid, answer));
   });
 
   router.post('/:id/park', async (ctx) => {
-    const { wall } = parkBody.parse(ctx.request.body ?? {});
+    const { wall } = parkBody.parse(jsonBody(ctx));
     ctx.body = publicRun(await engine.park(ctx.state.caller, ctx.params.id, wall));
   });
 
@@ -83,12 +84,12 @@ export function runsRouter(deps: { engine: RunEngine; episodes: EpisodeView }) {
   });
 
   router.post('/:id/complete', async (ctx) => {
-    const { finalAnswer } = completeBody.parse(ctx.request.body ?? {});
+    const { finalAnswer } = completeBody.parse(jsonBody(ctx));
     ctx.body = publicRun(await engine.complete(ctx.state.caller, ctx.params.id, finalAnswer));
   });
 
   router.post('/:id/fail', async (ctx) => {
-    const { error } = failBody.parse(ctx.request.body ?? {});
+    const { error } = failBody.parse(jsonBody(ctx));
     ctx.body = publicRun(await engine.fail(ctx.state.caller, ctx.params.id, error));
   });
 

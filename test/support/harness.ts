@@ -2,11 +2,11 @@
 import { Client, Connection } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import type { Config } from '../../config';
-import { startApi, type ApiHandle } from '../../api/server';
+import { startApi, type ApiHandle, type ApiOptions } from '../../api/server';
 import { mintToken } from '../../api/auth';
-import { connectMongo, ensureIndexes, type Mongo } from '../../store/mongo';
-import { createStores, type Stores } from '../../store';
-import { createWorker } from '../../worker';
+import { connectMongo, type Mongo } from '../../store/mongo';
+import { createStores, ensureAllIndexes, type Stores } from '../../store';
+import { createWorker, type WorkerDeps } from '../../worker';
 import { nativeConnection, TEST_JWT_SECRET, workflowBundle } from './stack';
 
 export interface RunningWorker {
@@ -14,15 +14,30 @@ export interface RunningWorker {
   stop(): Promise<void>;
 }
 
-export async function startTestWorker(config: Config, stores: Stores): Promise<RunningWorker> {
+export async function startTestWorker(
+  config: Config,
+  stores: Stores,
+  extra: Pick<WorkerDeps, 'pushSender' | 'log'> = {},
+): Promise<RunningWorker> {
   const connection = await nativeConnection();
-  const worker = await createWorker({ config, connection, stores, workflowBundle: await workflowBundle() });
+  const { client, close } = await temporalClient(config);
+  const worker = await createWorker({
+    config,
+    connection,
+    client,
+    stores,
+    workflowBundle: await workflowBundle(),
+    log: () => undefined,
+    ...extra,
+  });
   const running = worker.run();
   return {
     worker,
     async stop() {
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running;
+      extra.pushSender?.close();
+      await close();
       await connection.close();
     },
   };
@@ -33,7 +48,7 @@ export async function openStores(
   now?: () => Date,
 ): Promise<{ mongo: Mongo; stores: Stores }> {
   const mongo = await connectMongo(config.mongoUrl, config.mongoDb);
-  await ensureIndexes(mongo.db);
+  await ensureAllIndexes(mongo.db);
   return { mongo, stores: createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds, now }) };
 }
 
@@ -90,7 +105,10 @@ export class ApiClient {
   }
 }
 
-export async function startTestApi(config: Config): Promise<{ api: ApiHandle; client: ApiClient }> {
-  const api = await startApi(config, () => undefined);
+export async function startTestApi(
+  config: Config,
+  options: ApiOptions = {},
+): Promise<{ api: ApiHandle; client: ApiClient }> {
+  const api = await startApi(config, { log: () => undefined, ...options });
   return { api, client: new ApiClient(api.url) };
 }

@@ -515,7 +515,13 @@ export class PushService {
     try {
       const presented = parseAuthorization(req);
       this.jwts.add(presented.jwt);
-      vapid = verifyVapid(presented.jwt, presented.publicKey, this.origin, Math.floor(at.getTime() / 1000));
+      // The audience is the origin the sender addressed: https plus the Host it named (127.0.0.1 or localhost).
+      vapid = verifyVapid(
+        presented.jwt,
+        presented.publicKey,
+        `https://${req.headers.host ?? ''}`,
+        Math.floor(at.getTime() / 1000),
+      );
       if (registration.applicationServerKey && registration.applicationServerKey !== vapid.publicKey) {
         throw new Rejection(403, 'k is not the applicationServerKey this subscription was made with');
       }

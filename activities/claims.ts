@@ -1,0 +1,11 @@
+// The episode claim as activities: the workflow is the holder, the claim outlives Temporal's retention.
+import type { ClaimStore } from '../store/claims';
+
+export function createClaimActivities(deps: { claims: ClaimStore }) {
+  return {
+    tryMark: (key: string, holder: string) => deps.claims.tryMark(key, holder),
+    markDelivered: (key: string, holder: string) => deps.claims.markDelivered(key, holder),
+    unmark: (key: string, holder: string) => deps.claims.unmark(key, holder),
+    wasDelivered: (key: string) => deps.claims.wasDelivered(key),
+  };
+}

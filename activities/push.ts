@@ -1,0 +1,189 @@
+// The push family's I/O: the standby veto, recipients, rendering and the bounded-parallel fan-out.
+import { createHash } from 'node:crypto';
+import { Context } from '@temporalio/activity';
+import type { RunOutcome } from '../domain/outcome';
+import { kindFor, renderPush, type PushKind, type PushPayload } from '../domain/push';
+import type { PushSender, SendOutcome } from '../net/pushSender';
+import type { NotificationPrefStore } from '../store/notificationPrefs';
+import type { PushDeliveryStore } from '../store/pushDeliveries';
+import type { PushSubscriptionRow, PushSubscriptionStore } from '../store/pushSubscriptions';
+import type { InteractionStore } from '../store/interactions';
+import type { RunStore } from '../store/runs';
+import type { WatchStore } from '../store/watches';
+
+export interface FanOutResult {
+  attempted: number;
+  delivered: number;
+  /** Skipped because an earlier attempt of the same episode already reached them. */
+  alreadyDelivered: number;
+  pruned: number;
+  failed: number;
+}
+
+export interface FanOutDeps {
+  subscriptions: PushSubscriptionStore;
+  sender: PushSender;
+  /** How many sends are in flight at once. */
+  width: number;
+  now: () => Date;
+  log: (line: string) => void;
+}
+
+const HUMAN_INPUT_TTL_S = 24 * 3600;
+const OUTCOME_TTL_S = 4 * 24 * 3600;
+
+/** Web Push Topic: at most 32 base64url characters, one per episode, so a queued older copy is replaced. */
+export function topicFor(episodeId: string): string {
+  return createHash('sha256').update(episodeId).digest('base64url').slice(0, 32);
+}
+
+export function pushOptionsFor(payload: PushPayload) {
+  return {
+    ttlSeconds: payload.kind === 'human_input_requested' ? HUMAN_INPUT_TTL_S : OUTCOME_TTL_S,
+    urgency: payload.kind === 'human_input_requested' ? ('high' as const) : ('normal' as const),
+    topic: topicFor(payload.episodeId),
+  };
+}
+
+/**
+ * Sends one payload to many subscriptions, at most `width` at a time. Dead endpoints (404/410, or refused by
+ * the outbound guard) are pruned; successes are touched. onDelivered runs right after each accepted send, so
+ * a crash repeats at most the sends in flight.
+ */
+export async function fanOut(
+  deps: FanOutDeps,
+  subs: PushSubscriptionRow[],
+  payload: PushPayload,
+  onDelivered: (sub: PushSubscriptionRow) => Promise<void> = async () => undefined,
+): Promise<Omit<FanOutResult, 'alreadyDelivered'>> {
+  const options = pushOptionsFor(payload);
+  const result = { attempted: subs.length, delivered: 0, pruned: 0, failed: 0 };
+  const reached: string[] = [];
+  let next = 0;
+  const handle = async (sub: PushSubscriptionRow, outcome: SendOutcome): Promise<void> => {
+    switch (outcome.result) {
+      case 'delivered':
+        result.delivered++;
+        reached.push(sub._id);
+        await onDelivered(sub);
+        return;
+      case 'gone':
+      case 'refused':
+        result.pruned++;
+        await deps.subscriptions.prune(sub._id);
+        deps.log(
+          `push: pruned subscription ${sub._id} of ${sub.userId} (${outcome.status ?? outcome.detail})`,
+        );
+        return;
+      case 'config_fault':
+        result.failed++;
+        deps.log(
+          `push: OPERATOR ACTION NEEDED: ${new URL(sub.endpoint).origin} answered ${outcome.status} to our VAPID ` +
+            'identity; check VAPID_PUBLIC_KEY / VAPID_PRIVATE_KEY / VAPID_SUBJECT (subscription kept)',
+        );
+        return;
+      default:
+        result.failed++;
+    }
+  };
+  const lane = async (): Promise<void> => {
+    while (next < subs.length) {
+      const sub = subs[next++];
+      await handle(sub, await deps.sender.send(sub, payload, options));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(deps.width, subs.length) }, lane));
+  await deps.subscriptions.touch(reached, deps.now());
+  return result;
+}
+
+export interface PushActivityDeps {
+  runs: RunStore;
+  watches: WatchStore;
+  interactions: InteractionStore;
+  notificationPrefs: NotificationPrefStore;
+  pushSubscriptions: PushSubscriptionStore;
+  pushDeliveries: PushDeliveryStore;
+  /** Undefined when web push is off: nothing is addressable, and the claim is confirmed. */
+  sender?: PushSender;
+  studioUrl: string;
+  fanOutWidth: number;
+  now: () => Date;
+  log: (line: string) => void;
+}
+
+export type PushDeliveryResult =
+  | { addressable: false; reason: 'no sink' | 'no recipient' | 'no subscription' | 'no kind' }
+  | ({ addressable: true } & FanOutResult);
+
+export function createPushActivities(deps: PushActivityDeps) {
+  return {
+    /** The standby veto: a run holding watched issue ids, or an active assistant watch, gets no pause push. */
+    async isStandbyVetoed(runId: string): Promise<boolean> {
+      const run = await deps.runs.getById(runId);
+      if (run && run.watchedIssueIds.length > 0) return true;
+      return deps.watches.hasActiveWatch(runId);
+    },
+
+    /**
+     * Renders the outcome and pushes it to every subscription of the owner and of the team members who chose
+     * team-wide scope. Safe to run twice: endpoints already reached for this episode are skipped.
+     */
+    async deliverPush(outcome: RunOutcome): Promise<PushDeliveryResult> {
+      const kind = kindFor(outcome);
+      if (!kind) return { addressable: false, reason: 'no kind' };
+      if (!deps.sender) return { addressable: false, reason: 'no sink' };
+      const recipients = new Set([
+        outcome.ownerId,
+        ...(await deps.notificationPrefs.listTeamWide(outcome.teamId)),
+      ]);
+      recipients.delete('');
+      if (!recipients.size) return { addressable: false, reason: 'no recipient' };
+      const subs = await deps.pushSubscriptions.listForUsers([...recipients]);
+      if (!subs.length) return { addressable: false, reason: 'no subscription' };
+
+      const payload = await render(outcome, kind as Exclude<PushKind, 'test'>);
+      const reached = await deps.pushDeliveries.deliveredSubscriptions(outcome.episodeId);
+      const pending = subs.filter((sub) => !reached.has(sub._id));
+      const context = activityContext();
+      const beat = setInterval(() => context?.heartbeat(), 2000);
+      try {
+        const result = await fanOut(
+          {
+            subscriptions: deps.pushSubscriptions,
+            sender: deps.sender,
+            width: deps.fanOutWidth,
+            now: deps.now,
+            log: deps.log,
+          },
+          pending,
+          payload,
+          async (sub) => {
+            await deps.pushDeliveries.record(outcome.episodeId, sub._id, sub.userId, deps.now());
+            context?.heartbeat();
+          },
+        );
+        return { addressable: true, ...result, alreadyDelivered: subs.length - pending.length };
+      } finally {
+        clearInterval(beat);
+      }
+    },
+  };
+
+  async function render(outcome: RunOutcome, kind: Exclude<PushKind, 'test'>): Promise<PushPayload> {
+    let prompt: string | undefined;
+    if (kind === 'human_input_requested' && outcome.pause?.interactionId) {
+      prompt = (await deps.interactions.get(outcome.runId, outcome.pause.interactionId))?.prompt;
+    }
+    return renderPush(outcome, kind, deps.studioUrl, prompt);
+  }
+}
+
+/** The activity context when running as an activity; undefined when called directly (API test route, bench). */
+function activityContext(): Context | undefined {
+  try {
+    return Context.current();
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,41 @@
+// What the reconciliation sweep owes an episode: the claim keys of the families that should have acted on it.
+// Pure, so the sweep can pre-check claims for a whole page of runs before loading any of them.
+import { buildRunOutcome, claimKeys } from './outcome';
+import { kindFor } from './push';
+import type { Run } from './run';
+
+export interface SweepFamilies {
+  /** Runs with a callback URL get a completion callback (terminal outcomes only). */
+  callbacks: boolean;
+  /** Failed runs get an operator alert when the operator family is on. */
+  ops: boolean;
+}
+
+export interface OwedEpisode {
+  runId: string;
+  episodeId: string;
+  keys: string[];
+}
+
+type SweepRef = Pick<Run, '_id' | 'teamId' | 'ownerId' | 'status' | 'pause' | 'updatedAt'> &
+  Partial<Pick<Run, 'title' | 'pauseCount' | 'watchedIssueIds' | 'createdAt' | 'endedAt'>> & {
+    callback?: { url: string };
+  };
+
+export function owedEpisode(ref: SweepRef, families: SweepFamilies): OwedEpisode | undefined {
+  const outcome = buildRunOutcome({
+    title: '',
+    pauseCount: 0,
+    watchedIssueIds: [],
+    createdAt: ref.updatedAt,
+    ...ref,
+    callback: undefined,
+  });
+  if (!outcome) return undefined;
+  const keys: string[] = [];
+  if (kindFor(outcome)) keys.push(claimKeys.push(outcome.episodeId));
+  const terminal = outcome.kind !== 'run_paused';
+  if (families.callbacks && terminal && ref.callback?.url) keys.push(claimKeys.callback(outcome.episodeId));
+  if (families.ops && outcome.kind === 'run_failed') keys.push(claimKeys.ops(outcome.episodeId));
+  return keys.length ? { runId: ref._id, episodeId: outcome.episodeId, keys } : undefined;
+}

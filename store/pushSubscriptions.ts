@@ -1,0 +1,74 @@
+// push_subscriptions: one row per browser endpoint, upserted on the endpoint with the caller's team as
+// provenance, listed by user with no tenant filter, pruned when the push service says the endpoint is gone.
+import { createHash } from 'node:crypto';
+import type { Db } from 'mongodb';
+import type { IndexSpec } from './mongo';
+
+export interface PushSubscriptionRow {
+  /** sha256 of the endpoint: upserting on _id keeps "one row per endpoint" without a compare-and-swap. */
+  _id: string;
+  endpoint: string;
+  keys: { p256dh: string; auth: string };
+  userId: string;
+  teamId: string;
+  createdAt: Date;
+  updatedAt: Date;
+  lastSuccessAt?: Date;
+}
+
+export const pushSubscriptionIndexes: IndexSpec[] = [
+  { collection: 'push_subscriptions', key: { userId: 1 }, options: { name: 'user' } },
+];
+
+export const subscriptionId = (endpoint: string): string =>
+  createHash('sha256').update(endpoint).digest('hex');
+
+export type PushSubscriptionStore = ReturnType<typeof createPushSubscriptionStore>;
+
+export function createPushSubscriptionStore(db: Db) {
+  const subs = db.collection<PushSubscriptionRow>('push_subscriptions');
+  return {
+    /** True when the endpoint is new, false when an existing row was updated. */
+    async upsert(
+      owner: { userId: string; teamId: string },
+      subscription: { endpoint: string; keys: { p256dh: string; auth: string } },
+      now: Date,
+    ): Promise<boolean> {
+      const result = await subs.updateOne(
+        { _id: subscriptionId(subscription.endpoint) },
+        {
+          $set: {
+            endpoint: subscription.endpoint,
+            keys: subscription.keys,
+            userId: owner.userId,
+            teamId: owner.teamId,
+            updatedAt: now,
+          },
+          $setOnInsert: { createdAt: now },
+        },
+        { upsert: true },
+      );
+      return result.upsertedCount === 1;
+    },
+
+    /** Deletes only the caller's own row: one user cannot remove another's endpoint. */
+    async deleteByEndpoint(userId: string, endpoint: string): Promise<boolean> {
+      const result = await subs.deleteOne({ _id: subscriptionId(endpoint), userId });
+      return result.deletedCount === 1;
+    },
+
+    /** Every subscription of these users, in one query. */
+    async listForUsers(userIds: string[]): Promise<PushSubscriptionRow[]> {
+      if (!userIds.length) return [];
+      return subs.find({ userId: { $in: userIds } }).toArray();
+    },
+
+    async prune(id: string): Promise<void> {
+      await subs.deleteOne({ _id: id });
+    },
+
+    async touch(ids: string[], now: Date): Promise<void> {
+      if (ids.length) await subs.updateMany({ _id: { $in: ids } }, { $set: { lastSuccessAt: now } });
+    },
+  };
+}

@@ -1,0 +1,407 @@
+// The push family end to end: real API, real worker, real Temporal and FerretDB, and the loopback push service
+// that verifies VAPID and decrypts what it receives.
+import assert from 'node:assert/strict';
+import type { Client } from '@temporalio/client';
+import webpush from 'web-push';
+import type { ApiHandle } from '../api/server';
+import type { Config } from '../config';
+import type { PushPayload } from '../domain/push';
+import type { EpisodeResult } from '../workflows/episode';
+import type { SweepReport } from '../activities/sweep';
+import { pushSenderFor } from '../net/pushSender';
+import type { Stores } from '../store';
+import type { Mongo } from '../store/mongo';
+import {
+  ApiClient,
+  openStores,
+  startTestApi,
+  startTestWorker,
+  temporalClient,
+  type RunningWorker,
+} from './support/harness';
+import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
+import { testConfig } from './support/stack';
+
+const STUDIO = 'https://studio.flow.test';
+
+describe('push family', function () {
+  let push: PushService;
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let api: ApiHandle;
+  let worker: RunningWorker;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  let anonymous: ApiClient;
+  let alice: ApiClient; // owner of the runs below, team acme
+  let bob: ApiClient; // acme, chose team-wide scope
+  let carol: ApiClient; // acme, default scope (own runs only)
+  let mallory: ApiClient; // another team, team-wide scope
+  const subs: Record<string, SubscriptionJSON[]> = {};
+
+  before(async () => {
+    push = await startPushService();
+    const vapid = webpush.generateVAPIDKeys();
+    config = testConfig({
+      VAPID_PUBLIC_KEY: vapid.publicKey,
+      VAPID_PRIVATE_KEY: vapid.privateKey,
+      VAPID_SUBJECT: 'mailto:ops@flow.test',
+      PUSH_ALLOW_PRIVATE: '1',
+      STUDIO_URL: STUDIO,
+      SWEEP_INTERVAL_SECONDS: '3600',
+    });
+    ({ mongo, stores } = await openStores(config));
+    const sender = () => pushSenderFor(config, { ca: push.ca });
+    worker = await startTestWorker(config, stores, { pushSender: sender() });
+    const started = await startTestApi(config, { pushSender: sender() });
+    api = started.api;
+    anonymous = started.client;
+    ({ client, close: closeClient } = await temporalClient(config));
+    alice = anonymous.as('alice', 'acme');
+    bob = anonymous.as('bob', 'acme');
+    carol = anonymous.as('carol', 'acme');
+    mallory = anonymous.as('mallory', 'evil');
+
+    for (const [name, user, count] of [
+      ['alice', alice, 2],
+      ['bob', bob, 1],
+      ['carol', carol, 1],
+      ['mallory', mallory, 1],
+    ] as const) {
+      subs[name] = [];
+      for (let i = 0; i < count; i++) {
+        const subscription = push.endpoint(`${name}${i}`);
+        const res = await user.post('/api/v1/notifications/push/subscriptions', subscription);
+        assert.equal(res.status, 201, res.text);
+        subs[name].push(subscription);
+      }
+    }
+    assert.equal((await bob.put('/api/v1/notifications/prefs', { scope: 'team' })).status, 200);
+    assert.equal((await mallory.put('/api/v1/notifications/prefs', { scope: 'team' })).status, 200);
+  });
+
+  after(async () => {
+    await api?.close();
+    await worker?.stop();
+    await closeClient?.();
+    await mongo?.client.close();
+    await push?.close();
+  });
+
+  beforeEach(() => push.reset());
+
+  const episodeResult = (episodeId: string) =>
+    client.workflow.getHandle(episodeId).result() as Promise<EpisodeResult>;
+  const payloadsFor = (sub: SubscriptionJSON) => push.received(sub).map((r) => r.payload as PushPayload);
+  const sweep = () =>
+    client.workflow.execute('sweepWorkflow', {
+      taskQueue: config.temporalTaskQueue,
+      workflowId: `sweep-test-${Date.now()}-${Math.random()}`,
+    }) as Promise<SweepReport>;
+
+  async function newRun(owner = alice, body: Record<string, unknown> = {}): Promise<string> {
+    const res = await owner.post('/api/v1/runs', { title: 'Quarterly report', ...body });
+    assert.equal(res.status, 201, res.text);
+    return res.body.id as string;
+  }
+
+  it('a paused run pushes once to every endpoint of the owner and of team-wide teammates, and to no one else', async () => {
+    const runId = await newRun();
+    const paused = await alice.post(`/api/v1/runs/${runId}/pause`, {
+      prompt: 'Approve the budget of $1,200?',
+    });
+    const episodeId = `${runId}:input:${paused.body.interactionId}`;
+    assert.deepEqual(await episodeResult(episodeId), { episodeId, push: 'delivered' });
+
+    for (const sub of [...subs.alice, ...subs.bob]) {
+      const payloads = payloadsFor(sub);
+      assert.equal(payloads.length, 1, `one push for ${sub.endpoint}`);
+      assert.deepEqual(payloads[0], {
+        v: 1,
+        kind: 'human_input_requested',
+        title: 'Quarterly report needs your input',
+        body: 'Approve the budget of $1,200?',
+        url: `${STUDIO}/runs/${runId}`,
+        tag: episodeId,
+        runId,
+        episodeId,
+      });
+      const [received] = push.received(sub);
+      assert.equal(received.headers.urgency, 'high');
+      assert.ok(received.headers.topic && received.headers.topic.length <= 32);
+    }
+    for (const sub of [...subs.carol, ...subs.mallory]) assert.equal(payloadsFor(sub).length, 0);
+    assert.equal(await stores.claims.state(episodeId), 'delivered');
+    assert.equal(await stores.pushDeliveries.countForEpisode(episodeId), 3);
+  });
+
+  it('the VAPID JWT is signed once per push service, not per message', async () => {
+    const runId = await newRun();
+    await alice.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'Revenue grew 12%.' });
+    await episodeResult(`${runId}:end`);
+    assert.equal(push.received().length, 3);
+    assert.equal(push.distinctJwtCount, 1);
+  });
+
+  it('terminal kinds: finished carries the final answer, failed the error, cancelled its own title', async () => {
+    const finished = await newRun();
+    await alice.post(`/api/v1/runs/${finished}/complete`, { finalAnswer: 'Revenue grew 12%.' });
+    const failed = await newRun();
+    await alice.post(`/api/v1/runs/${failed}/fail`, {
+      error: { code: 'tool_crashed', message: 'The SQL tool crashed.' },
+    });
+    const cancelled = await newRun();
+    await alice.post(`/api/v1/runs/${cancelled}/cancel`);
+    await Promise.all([finished, failed, cancelled].map((id) => episodeResult(`${id}:end`)));
+    const byRun = new Map(payloadsFor(subs.alice[0]).map((p) => [p.runId, p]));
+    assert.equal(byRun.get(finished)?.kind, 'run_finished');
+    assert.equal(byRun.get(finished)?.body, 'Revenue grew 12%.');
+    assert.equal(byRun.get(failed)?.kind, 'run_failed');
+    assert.equal(byRun.get(failed)?.body, 'The SQL tool crashed.');
+    assert.equal(byRun.get(cancelled)?.title, 'Quarterly report was cancelled');
+    assert.equal(push.received(subs.alice[0])[0].headers.urgency, 'normal');
+  });
+
+  it('a usage park has its own kind carrying the wall; an operator soft-pause pushes nothing', async () => {
+    const parked = await newRun();
+    await alice.post(`/api/v1/runs/${parked}/park`, { wall: 'monthly_usd' });
+    assert.equal((await episodeResult(`${parked}:park:monthly_usd:1`)).push, 'delivered');
+    const [payload] = payloadsFor(subs.alice[0]);
+    assert.equal(payload.kind, 'usage_parked');
+    assert.match(payload.body, /monthly_usd/);
+
+    push.reset();
+    const soft = await newRun();
+    await alice.post(`/api/v1/runs/${soft}/soft-pause`);
+    assert.equal((await episodeResult(`${soft}:soft-pause:1`)).push, 'not_owed');
+    assert.equal(push.received().length, 0);
+    assert.equal(await stores.claims.state(`${soft}:soft-pause:1`), 'absent');
+  });
+
+  it('the standby veto blocks the pause push of a watched run, leaves it replayable, and not its terminal push', async () => {
+    const watched = await newRun(alice, { watchedIssueIds: ['ISSUE-7'] });
+    const paused = await alice.post(`/api/v1/runs/${watched}/pause`, { prompt: 'Which issue first?' });
+    const pauseEpisode = `${watched}:input:${paused.body.interactionId}`;
+    assert.equal((await episodeResult(pauseEpisode)).push, 'vetoed');
+    assert.equal(await stores.claims.state(pauseEpisode), 'absent', 'no claim: the episode stays replayable');
+
+    const assisted = await newRun();
+    assert.equal((await alice.put(`/api/v1/assistants/asst_1/watches/${assisted}`)).status, 200);
+    const pausedToo = await alice.post(`/api/v1/runs/${assisted}/pause`, { prompt: 'Proceed?' });
+    assert.equal((await episodeResult(`${assisted}:input:${pausedToo.body.interactionId}`)).push, 'vetoed');
+    assert.equal(push.received().length, 0);
+
+    await alice.post(`/api/v1/runs/${assisted}/interactions/${pausedToo.body.interactionId}/answer`, {
+      answer: 'yes',
+    });
+    await alice.post(`/api/v1/runs/${assisted}/complete`, { finalAnswer: 'ok' });
+    assert.equal((await episodeResult(`${assisted}:end`)).push, 'delivered');
+    assert.equal(payloadsFor(subs.alice[0]).length, 1);
+  });
+
+  it('five concurrent emits of one outcome plus a sweep pass push once per endpoint', async () => {
+    const runId = await newRun();
+    await alice.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'done' });
+    const { createOutcomeEmitter } = await import('../client/emitter');
+    const emitter = createOutcomeEmitter({ client, taskQueue: config.temporalTaskQueue, runs: stores.runs });
+    await Promise.all(Array.from({ length: 5 }, () => emitter.emitRunOutcome(runId)));
+    await episodeResult(`${runId}:end`);
+    const report = await sweep();
+    assert.ok(report.scanned >= 1);
+    await episodeResult(`${runId}:end`);
+    for (const sub of [...subs.alice, ...subs.bob]) {
+      assert.equal(payloadsFor(sub).filter((p) => p.runId === runId).length, 1, sub.endpoint);
+    }
+  });
+
+  it('404 and 410 prune the subscription; the rest of the fan-out still delivers', async () => {
+    const owner = anonymous.as('erin', 'erin-team');
+    const gone = push.endpoint('erin-gone');
+    const expired = push.endpoint('erin-expired');
+    const fine = push.endpoint('erin-fine');
+    for (const s of [gone, expired, fine]) {
+      assert.equal((await owner.post('/api/v1/notifications/push/subscriptions', s)).status, 201);
+    }
+    push.failAlways(gone, 404);
+    push.failAlways(expired, 410);
+    const runId = await newRun(owner);
+    await owner.post(`/api/v1/runs/${runId}/cancel`);
+    assert.equal((await episodeResult(`${runId}:end`)).push, 'delivered');
+    assert.equal(push.received(fine).length, 1);
+    const left = await stores.pushSubscriptions.listForUsers(['erin']);
+    assert.deepEqual(
+      left.map((s) => s.endpoint),
+      [fine.endpoint],
+    );
+  });
+
+  it('every endpoint failing releases the claim; once the sink recovers the next sweep delivers', async () => {
+    const owner = anonymous.as('frank', 'frank-team');
+    const flaky = push.endpoint('frank');
+    await owner.post('/api/v1/notifications/push/subscriptions', flaky);
+    push.failAlways(flaky, 500);
+    const runId = await newRun(owner);
+    await owner.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'x' });
+    assert.equal((await episodeResult(`${runId}:end`)).push, 'released');
+    assert.equal(await stores.claims.state(`${runId}:end`), 'absent');
+    assert.equal(push.received(flaky).length, 0);
+    assert.equal((await stores.pushSubscriptions.listForUsers(['frank'])).length, 1, '5xx never prunes');
+
+    push.recover(flaky);
+    const report = await sweep();
+    assert.ok(report.started >= 1, JSON.stringify(report));
+    assert.equal((await episodeResult(`${runId}:end`)).push, 'delivered');
+    assert.equal(push.received(flaky).length, 1);
+    assert.equal(await stores.claims.state(`${runId}:end`), 'delivered');
+  });
+
+  it('no recipient subscription confirms the claim, and the sweep never retries it', async () => {
+    const nobody = anonymous.as('grace', 'lonely-team');
+    const runId = await newRun(nobody);
+    await nobody.post(`/api/v1/runs/${runId}/cancel`);
+    assert.equal((await episodeResult(`${runId}:end`)).push, 'not_addressable');
+    assert.equal(await stores.claims.state(`${runId}:end`), 'delivered');
+    const before = await client.workflow.getHandle(`${runId}:end`).describe();
+    await sweep();
+    const after = await client.workflow.getHandle(`${runId}:end`).describe();
+    assert.equal(after.runId, before.runId, 'no new run of the episode');
+  });
+
+  it('a 429 with Retry-After is retried after the wait and delivered once', async () => {
+    const owner = anonymous.as('heidi', 'heidi-team');
+    const busy = push.endpoint('heidi');
+    await owner.post('/api/v1/notifications/push/subscriptions', busy);
+    push.failNext(busy, [429], { 'Retry-After': '1' });
+    const runId = await newRun(owner);
+    await owner.post(`/api/v1/runs/${runId}/cancel`);
+    assert.equal((await episodeResult(`${runId}:end`)).push, 'delivered');
+    const attempts = push.attempts(busy).map((a) => a.status);
+    assert.deepEqual(attempts, [429, 201]);
+    const [first, second] = push.attempts(busy);
+    assert.ok(second.at.getTime() - first.at.getTime() >= 900, 'waited for Retry-After');
+  });
+
+  it('413 is never retried as is, and does not prune', async () => {
+    const owner = anonymous.as('ivan', 'ivan-team');
+    const small = push.endpoint('ivan');
+    await owner.post('/api/v1/notifications/push/subscriptions', small);
+    push.failAlways(small, 413);
+    const runId = await newRun(owner);
+    await owner.post(`/api/v1/runs/${runId}/cancel`);
+    assert.equal((await episodeResult(`${runId}:end`)).push, 'released');
+    assert.deepEqual(
+      push.attempts(small).map((a) => a.status),
+      [413],
+    );
+    assert.equal((await stores.pushSubscriptions.listForUsers(['ivan'])).length, 1);
+  });
+
+  describe('routes', () => {
+    it('GET vapid-public-key answers the configured key', async () => {
+      const res = await alice.get('/api/v1/notifications/push/vapid-public-key');
+      assert.equal(res.status, 200);
+      assert.equal(res.body.publicKey, config.vapid?.publicKey);
+    });
+
+    it('subscribe: 201 new, 200 updated; missing fields and bad bodies are 400 with the seed messages', async () => {
+      const s = push.endpoint('judy');
+      const judy = anonymous.as('judy', 'acme');
+      assert.equal((await judy.post('/api/v1/notifications/push/subscriptions', s)).status, 201);
+      assert.equal((await judy.post('/api/v1/notifications/push/subscriptions', s)).status, 200);
+      for (const body of [
+        {},
+        { endpoint: s.endpoint },
+        { endpoint: s.endpoint, keys: { p256dh: s.keys.p256dh } },
+      ]) {
+        const res = await judy.post('/api/v1/notifications/push/subscriptions', body);
+        assert.equal(res.status, 400);
+        assert.equal(res.body.error, 'subscription requires endpoint, keys.p256dh and keys.auth');
+      }
+      for (const body of [
+        '[1,2]',
+        '"text"',
+        JSON.stringify({ endpoint: 42, keys: { p256dh: 1, auth: 2 } }),
+      ]) {
+        const res = await judy.request('POST', '/api/v1/notifications/push/subscriptions', body);
+        assert.equal(res.status, 400);
+        assert.equal(res.body.error, 'invalid subscription payload');
+      }
+    });
+
+    it('unsubscribe deletes only the caller’s own row', async () => {
+      const s = push.endpoint('kim');
+      const kim = anonymous.as('kim', 'acme');
+      await kim.post('/api/v1/notifications/push/subscriptions', s);
+      const other = await mallory.delete('/api/v1/notifications/push/subscriptions', {
+        endpoint: s.endpoint,
+      });
+      assert.equal(other.status, 204);
+      assert.equal((await stores.pushSubscriptions.listForUsers(['kim'])).length, 1, 'still there');
+      assert.equal(
+        (await kim.delete('/api/v1/notifications/push/subscriptions', { endpoint: s.endpoint })).status,
+        204,
+      );
+      assert.equal((await stores.pushSubscriptions.listForUsers(['kim'])).length, 0);
+    });
+
+    it('prefs: own by default, team stored as a row, own removes it; a bad scope is 400', async () => {
+      const leo = anonymous.as('leo', 'acme');
+      assert.deepEqual((await leo.get('/api/v1/notifications/prefs')).body, { scope: 'own' });
+      assert.equal((await leo.put('/api/v1/notifications/prefs', { scope: 'team' })).status, 200);
+      assert.deepEqual((await leo.get('/api/v1/notifications/prefs')).body, { scope: 'team' });
+      assert.equal(
+        await mongo.db.collection('notification_prefs').countDocuments({ _id: 'leo' as never }),
+        1,
+      );
+      await leo.put('/api/v1/notifications/prefs', { scope: 'own' });
+      assert.equal(
+        await mongo.db.collection('notification_prefs').countDocuments({ _id: 'leo' as never }),
+        0,
+      );
+      const bad = await leo.put('/api/v1/notifications/prefs', { scope: 'everyone' });
+      assert.equal(bad.status, 400);
+      assert.equal(bad.body.error, 'scope must be own or team');
+    });
+
+    it('push test: 202 with the number of the caller’s endpoints reached', async () => {
+      const res = await alice.post('/api/v1/notifications/push/test');
+      assert.equal(res.status, 202);
+      assert.deepEqual(res.body, { sent: 2 });
+      const payload = payloadsFor(subs.alice[0])[0];
+      assert.equal(payload.kind, 'test');
+    });
+
+    it('every notification route needs a token', async () => {
+      assert.equal((await anonymous.get('/api/v1/notifications/prefs')).status, 401);
+      assert.equal((await anonymous.post('/api/v1/notifications/push/subscriptions', {})).status, 401);
+    });
+  });
+});
+
+describe('push routes when web push is off', () => {
+  let api: ApiHandle;
+  let user: ApiClient;
+  before(async () => {
+    const started = await startTestApi(testConfig());
+    api = started.api;
+    user = started.client.as('alice', 'acme');
+  });
+  after(() => api?.close());
+
+  it('GET prefs reaches the JSON 404; the mutating routes answer 405', async () => {
+    const get = await user.get('/api/v1/notifications/prefs');
+    assert.equal(get.status, 404);
+    assert.deepEqual(get.body, { error: 'not found' });
+    assert.equal((await user.get('/api/v1/notifications/push/vapid-public-key')).status, 404);
+    for (const [method, path] of [
+      ['PUT', '/api/v1/notifications/prefs'],
+      ['POST', '/api/v1/notifications/push/subscriptions'],
+      ['DELETE', '/api/v1/notifications/push/subscriptions'],
+      ['POST', '/api/v1/notifications/push/test'],
+    ]) {
+      const res = await user.request(method, path, {});
+      assert.equal(res.status, 405, `${method} ${path}`);
+    }
+  });
+});
