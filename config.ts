@@ -29,6 +29,10 @@ export interface Config {
   pushEndpointAllowlist: string[];
   /** undefined: the operator family is off. */
   opsAlertWebhookUrl?: string;
+  /** Waits between callback attempts: n waits → n + 1 attempts. */
+  callbackRetrySeconds: number[];
+  /** One callback attempt's whole exchange, connect to last body byte. */
+  callbackTimeoutSeconds: number;
   sweepIntervalSeconds: number;
   claimGraceSeconds: number;
   stallAfterSeconds: number;
@@ -54,6 +58,18 @@ function positiveInt(env: Env, name: string, fallback: number): number {
     throw new ConfigError(`${name} must be a positive whole number of seconds, got "${raw}"`);
   }
   return Number(raw);
+}
+
+function secondsList(env: Env, name: string, fallback: number[]): number[] {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  const parts = raw.split(',').map((p) => p.trim());
+  if (!parts.every((p) => /^\d+$/.test(p) && Number(p) > 0) || parts.length > 10) {
+    throw new ConfigError(
+      `${name} must be up to 10 comma-separated positive whole numbers of seconds, got "${raw}"`,
+    );
+  }
+  return parts.map(Number);
 }
 
 function flag(env: Env, name: string): boolean {
@@ -119,11 +135,7 @@ export function loadConfig(env: Env = process.env): Config {
   return {
     host,
     port,
-    mongoUrl: url(env, 'MONGO_URL', ['mongodb:', 'mongodb+srv:']),
-    mongoDb: read(env, 'MONGO_DB') ?? 'flow',
-    temporalAddress: hostPort(env, 'TEMPORAL_ADDRESS', '127.0.0.1:7233'),
-    temporalNamespace: read(env, 'TEMPORAL_NAMESPACE') ?? 'default',
-    temporalTaskQueue: read(env, 'TEMPORAL_TASK_QUEUE') ?? 'flow-notify',
+    ...loadEmitterConfig(env),
     authJwtSecret: required(env, 'AUTH_JWT_SECRET'),
     vapid: vapid(env),
     studioUrl: url(env, 'STUDIO_URL', ['http:', 'https:'], `http://${host}:${port}`).replace(/\/+$/, ''),
@@ -135,9 +147,27 @@ export function loadConfig(env: Env = process.env): Config {
       .filter(Boolean),
     opsAlertWebhookUrl:
       opsAlertWebhookUrl === undefined ? undefined : url(env, 'OPS_ALERT_WEBHOOK_URL', ['http:', 'https:']),
+    callbackTimeoutSeconds: positiveInt(env, 'CALLBACK_TIMEOUT_SECONDS', 10),
     sweepIntervalSeconds: positiveInt(env, 'SWEEP_INTERVAL_SECONDS', 120),
     claimGraceSeconds: positiveInt(env, 'CLAIM_GRACE_SECONDS', 300),
     stallAfterSeconds: positiveInt(env, 'STALL_AFTER_SECONDS', 900),
+  };
+}
+
+/** What a runner pod's emitter needs (flow-notify emit): the servers, never the API's secrets. */
+export type EmitterConfig = Pick<
+  Config,
+  'mongoUrl' | 'mongoDb' | 'temporalAddress' | 'temporalNamespace' | 'temporalTaskQueue' | 'callbackRetrySeconds'
+>;
+
+export function loadEmitterConfig(env: Env = process.env): EmitterConfig {
+  return {
+    mongoUrl: url(env, 'MONGO_URL', ['mongodb:', 'mongodb+srv:']),
+    mongoDb: read(env, 'MONGO_DB') ?? 'flow',
+    temporalAddress: hostPort(env, 'TEMPORAL_ADDRESS', '127.0.0.1:7233'),
+    temporalNamespace: read(env, 'TEMPORAL_NAMESPACE') ?? 'default',
+    temporalTaskQueue: read(env, 'TEMPORAL_TASK_QUEUE') ?? 'flow-notify',
+    callbackRetrySeconds: secondsList(env, 'CALLBACK_RETRY_SECONDS', [20, 60, 180, 540]),
   };
 }
 

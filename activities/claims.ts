@@ -4,7 +4,8 @@ import type { ClaimStore } from '../store/claims';
 export function createClaimActivities(deps: { claims: ClaimStore }) {
   return {
     tryMark: (key: string, holder: string) => deps.claims.tryMark(key, holder),
-    markDelivered: (key: string, holder: string) => deps.claims.markDelivered(key, holder),
+    markDelivered: (key: string, holder: string, result?: string) =>
+      deps.claims.markDelivered(key, holder, result),
     unmark: (key: string, holder: string) => deps.claims.unmark(key, holder),
     wasDelivered: (key: string) => deps.claims.wasDelivered(key),
   };

@@ -3,6 +3,8 @@ import type { Client } from '@temporalio/client';
 import type { Config } from '../config';
 import type { PushSender } from '../net/pushSender';
 import type { Stores } from '../store';
+import { episodeOptions } from '../client/emitter';
+import { createCallbackActivities } from './callback';
 import { createClaimActivities } from './claims';
 import { createEpisodeActivities } from './episodes';
 import { createPushActivities } from './push';
@@ -38,13 +40,20 @@ export function createActivities(deps: ActivityDeps) {
       now,
       log,
     }),
+    ...createCallbackActivities({
+      runs: stores.runs,
+      allowPrivate: config.callbackAllowPrivate,
+      timeoutMs: config.callbackTimeoutSeconds * 1000,
+      now,
+    }),
     ...createSweepActivities({
       runs: stores.runs,
       claims: stores.claims,
       pushDeliveries: stores.pushDeliveries,
       client: deps.client,
       taskQueue: config.temporalTaskQueue,
-      families: { callbacks: false, ops: false },
+      episodeOptions: episodeOptions(config),
+      families: { ops: false },
       lookbackSeconds: SWEEP_LOOKBACK_SECONDS,
       pageSize: SWEEP_PAGE_SIZE,
       now,

@@ -8,6 +8,7 @@ import { owedEpisode, type SweepFamilies } from '../domain/sweep';
 import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
 import type { RunStore } from '../store/runs';
+import type { EpisodeOptions } from '../workflows/episode';
 
 export interface SweepDeps {
   runs: RunStore;
@@ -15,6 +16,7 @@ export interface SweepDeps {
   pushDeliveries: PushDeliveryStore;
   client: Client;
   taskQueue: string;
+  episodeOptions: EpisodeOptions;
   families: SweepFamilies;
   lookbackSeconds: number;
   pageSize: number;
@@ -43,7 +45,11 @@ export function createSweepActivities(deps: SweepDeps) {
           const outcome = buildRunOutcome(run);
           // The run may have moved on since the page was read; its new episode is the emitter's to start.
           if (!outcome || !unsettled.some((episode) => episode.episodeId === outcome.episodeId)) continue;
-          if (await startEpisode(deps.client, deps.taskQueue, outcome, 'ALLOW_DUPLICATE')) report.started++;
+          if (
+            await startEpisode(deps.client, deps.taskQueue, outcome, deps.episodeOptions, 'ALLOW_DUPLICATE')
+          ) {
+            report.started++;
+          }
         }
       }
       // TTL indexes do this where the server has them (not FerretDB v1); harmless where they do.

@@ -2,7 +2,7 @@
 import type { Server } from 'node:http';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfigOrExit, type Config } from '../config';
-import { createOutcomeEmitter } from '../client/emitter';
+import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
 import { createRunEngine } from '../engine/runEngine';
 import { pushSenderFor, type PushSender } from '../net/pushSender';
 import { connectMongo, pingMongo, type Mongo } from '../store/mongo';
@@ -31,7 +31,12 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
   const connection = await Connection.connect({ address: config.temporalAddress });
   const client = new Client({ connection, namespace: config.temporalNamespace });
   const stores = createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds });
-  const emitter = createOutcomeEmitter({ client, taskQueue: config.temporalTaskQueue, runs: stores.runs });
+  const emitter = createOutcomeEmitter({
+    client,
+    taskQueue: config.temporalTaskQueue,
+    runs: stores.runs,
+    options: episodeOptions(config),
+  });
   const engine = createRunEngine({
     ...stores,
     emitter,

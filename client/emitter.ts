@@ -5,6 +5,8 @@ import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client
 import { buildRunOutcome, type RunOutcome } from '../domain/outcome';
 import type { RunError } from '../domain/run';
 import type { RunStore } from '../store/runs';
+import type { Config } from '../config';
+import { DEFAULT_EPISODE_OPTIONS, type EpisodeOptions } from '../workflows/episode';
 import { episodeWorkflowId, searchAttributes } from '../workflows/ids';
 import { TypedSearchAttributes } from '@temporalio/common';
 
@@ -22,13 +24,14 @@ export async function startEpisode(
   client: Client,
   taskQueue: string,
   outcome: RunOutcome,
+  options: EpisodeOptions,
   reuse: 'REJECT_DUPLICATE' | 'ALLOW_DUPLICATE' = 'REJECT_DUPLICATE',
 ): Promise<boolean> {
   try {
     await client.workflow.start('episodeWorkflow', {
       workflowId: episodeWorkflowId(outcome.episodeId),
       taskQueue,
-      args: [outcome],
+      args: [outcome, options],
       workflowIdReusePolicy: reuse,
       workflowIdConflictPolicy: 'FAIL',
       typedSearchAttributes: new TypedSearchAttributes([
@@ -46,15 +49,29 @@ export async function startEpisode(
 
 export type OutcomeEmitter = ReturnType<typeof createOutcomeEmitter>;
 
-export function createOutcomeEmitter(deps: { client: Client; taskQueue: string; runs: RunStore }) {
+/** The episode options a config asks for; every emitter and the sweep pass the same. */
+export function episodeOptions(config: Pick<Config, 'callbackRetrySeconds'>): EpisodeOptions {
+  return { callbackRetrySeconds: config.callbackRetrySeconds };
+}
+
+export function createOutcomeEmitter(deps: {
+  client: Client;
+  taskQueue: string;
+  runs: RunStore;
+  options?: EpisodeOptions;
+}) {
+  const options = deps.options ?? DEFAULT_EPISODE_OPTIONS;
   return {
-    /** Emits the run's current outcome, if it owes one (a running run owes none). */
-    async emitRunOutcome(runId: string, bodyError?: RunError): Promise<EmitResult | undefined> {
-      const run = await deps.runs.getById(runId);
+    /**
+     * Emits the run's current outcome, if it owes one (a running run owes none). With teamId the run is read
+     * under that tenant's identity (a runner acting for a queue message), otherwise as the system.
+     */
+    async emitRunOutcome(runId: string, bodyError?: RunError, teamId?: string): Promise<EmitResult | undefined> {
+      const run = teamId === undefined ? await deps.runs.getById(runId) : await deps.runs.getForTeam(teamId, runId);
       if (!run) return undefined;
       const outcome = buildRunOutcome(run, bodyError);
       if (!outcome) return undefined;
-      const started = await startEpisode(deps.client, deps.taskQueue, outcome);
+      const started = await startEpisode(deps.client, deps.taskQueue, outcome, options);
       return { episodeId: outcome.episodeId, started };
     },
   };

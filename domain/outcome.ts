@@ -24,6 +24,8 @@ export interface RunOutcome {
   };
   finalAnswer?: string;
   error?: RunError;
+  /** The launcher asked for a completion callback (its URL and secret stay in the run, out of history). */
+  callbackRequested: boolean;
   /** ISO time of the pause or the end. */
   occurredAt: string;
 }
@@ -93,6 +95,7 @@ export function buildRunOutcome(run: Run, bodyError?: RunError): RunOutcome | un
     ...(pause ? { pause } : {}),
     ...(run.status === 'finished' && run.finalAnswer !== undefined ? { finalAnswer: run.finalAnswer } : {}),
     ...(run.status === 'failed' ? { error: run.error ?? bodyError } : {}),
+    callbackRequested: run.callback !== undefined,
     occurredAt: new Date(occurredAt).toISOString(),
   };
 }

@@ -1,12 +1,11 @@
 // What the reconciliation sweep owes an episode: the claim keys of the families that should have acted on it.
 // Pure, so the sweep can pre-check claims for a whole page of runs before loading any of them.
+import { shouldNotify } from './callback';
 import { buildRunOutcome, claimKeys } from './outcome';
 import { kindFor } from './push';
 import type { Run } from './run';
 
 export interface SweepFamilies {
-  /** Runs with a callback URL get a completion callback (terminal outcomes only). */
-  callbacks: boolean;
   /** Failed runs get an operator alert when the operator family is on. */
   ops: boolean;
 }
@@ -17,7 +16,8 @@ export interface OwedEpisode {
   keys: string[];
 }
 
-type SweepRef = Pick<Run, '_id' | 'teamId' | 'ownerId' | 'status' | 'pause' | 'updatedAt'> &
+/** A run as the sweep lists it: without its large fields, and with the callback's URL but never its secret. */
+export type SweepRef = Pick<Run, '_id' | 'teamId' | 'ownerId' | 'status' | 'pause' | 'updatedAt'> &
   Partial<Pick<Run, 'title' | 'pauseCount' | 'watchedIssueIds' | 'createdAt' | 'endedAt'>> & {
     callback?: { url: string };
   };
@@ -29,13 +29,12 @@ export function owedEpisode(ref: SweepRef, families: SweepFamilies): OwedEpisode
     watchedIssueIds: [],
     createdAt: ref.updatedAt,
     ...ref,
-    callback: undefined,
+    callback: ref.callback ? { url: ref.callback.url, secret: '' } : undefined,
   });
   if (!outcome) return undefined;
   const keys: string[] = [];
   if (kindFor(outcome)) keys.push(claimKeys.push(outcome.episodeId));
-  const terminal = outcome.kind !== 'run_paused';
-  if (families.callbacks && terminal && ref.callback?.url) keys.push(claimKeys.callback(outcome.episodeId));
+  if (shouldNotify(outcome)) keys.push(claimKeys.callback(outcome.episodeId));
   if (families.ops && outcome.kind === 'run_failed') keys.push(claimKeys.ops(outcome.episodeId));
   return keys.length ? { runId: ref._id, episodeId: outcome.episodeId, keys } : undefined;
 }

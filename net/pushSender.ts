@@ -7,6 +7,7 @@
 //   - every endpoint goes through the same outbound guard as callbacks (checkCallbackTarget): resolved once,
 //     classified, and the validated address pinned into the agent; a refused endpoint is a dead sink.
 import http from 'node:http';
+import { retryAfterMs } from './retryAfter';
 import https from 'node:https';
 import webpush from 'web-push';
 import type { Config, VapidConfig } from '../config';
@@ -67,15 +68,6 @@ export function hostAllowed(hostname: string, allowlist: string[]): boolean {
   if (!allowlist.length) return true;
   const host = hostname.toLowerCase();
   return allowlist.some((suffix) => host === suffix || host.endsWith(`.${suffix}`));
-}
-
-/** Retry-After is seconds or an HTTP date. */
-export function retryAfterMs(header: string | string[] | undefined, nowMs: number): number | undefined {
-  const value = Array.isArray(header) ? header[0] : header;
-  if (!value) return undefined;
-  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
-  const at = Date.parse(value);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - nowMs);
 }
 
 export type PushSender = ReturnType<typeof createPushSender>;

@@ -19,6 +19,8 @@ export interface ClaimRow {
   delivered: boolean;
   /** Claim time while pending, settle time once delivered; the 30-day expiry counts from here. */
   sent_at: Date;
+  /** How a settled episode ended, when not simply delivered (e.g. a callback that gave up after its retries). */
+  result?: string;
 }
 
 export type ClaimState = 'absent' | 'pending' | 'delivered';
@@ -77,13 +79,16 @@ export function createClaimStore(db: Db, { graceSeconds, now = () => new Date() 
       return false;
     },
 
-    /** Settles the episode. False when holder no longer holds it (its claim went stale and was taken over). */
-    async markDelivered(key: string, holder: string): Promise<boolean> {
-      const result = await claims.updateOne(
+    /**
+     * Settles the episode: never retried again. `result` notes how it ended when that was not a delivery.
+     * False when holder no longer holds it (its claim went stale and was taken over).
+     */
+    async markDelivered(key: string, holder: string, result = 'delivered'): Promise<boolean> {
+      const update = await claims.updateOne(
         { _id: key, holder },
-        { $set: { delivered: true, sent_at: now() } },
+        { $set: { delivered: true, sent_at: now(), result } },
       );
-      return result.matchedCount === 1;
+      return update.matchedCount === 1;
     },
 
     /** Releases a pending claim so the sweep (or another replica) may try again. Never undoes a delivery. */
@@ -103,8 +108,14 @@ export function createClaimStore(db: Db, { graceSeconds, now = () => new Date() 
     },
 
     async state(key: string): Promise<ClaimState> {
+      return (await store.describe(key)).state;
+    },
+
+    /** The state and, once settled, how it ended. */
+    async describe(key: string): Promise<{ state: ClaimState; result?: string }> {
       const row = await claims.findOne({ _id: key });
-      return row === null ? 'absent' : row.delivered ? 'delivered' : 'pending';
+      if (row === null) return { state: 'absent' };
+      return row.delivered ? { state: 'delivered', result: row.result ?? 'delivered' } : { state: 'pending' };
     },
 
     /** The sweep's batched pre-check: of these keys, the ones someone has in hand (one round trip). */

@@ -2,6 +2,7 @@
 // without a tenant filter (they act for the system, not for a caller).
 import type { Collection, Db } from 'mongodb';
 import type { Run } from '../domain/run';
+import type { SweepRef } from '../domain/sweep';
 import type { RunStatus } from '../domain/runStatus';
 import type { IndexSpec } from './mongo';
 
@@ -41,7 +42,7 @@ export function createRunStore(db: Db) {
      * Paused or ended runs changed since `since`, oldest first, in pages of `pageSize`: a cursor, so each page
      * after the first is one getMore round trip.
      */
-    async *listNotifiableRefs(since: Date, pageSize: number): AsyncGenerator<RunRef[]> {
+    async *listNotifiableRefs(since: Date, pageSize: number): AsyncGenerator<SweepRef[]> {
       const cursor = runs
         .find(
           { updatedAt: { $gte: since }, status: { $in: NOTIFIABLE } },
@@ -51,9 +52,9 @@ export function createRunStore(db: Db) {
           },
         )
         .sort({ updatedAt: 1, _id: 1 });
-      let page: RunRef[] = [];
+      let page: SweepRef[] = [];
       for await (const ref of cursor) {
-        page.push(ref as RunRef);
+        page.push(ref as SweepRef);
         if (page.length === pageSize) {
           yield page;
           page = [];

@@ -1,7 +1,8 @@
 // One outcome episode: a run paused or ended. Each outbound family is an independent branch with its own
 // claim key; one failing never holds up the others. The workflow only decides; activities do the I/O.
-import { proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { shouldNotify } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
 import { kindFor } from '../domain/push';
 
@@ -28,12 +29,30 @@ const fanOut = proxyActivities<Activities>({
   },
 });
 
+// One HTTP attempt per call; the schedule between attempts is the workflow's (durable timers). Temporal's own
+// retries here only cover a worker lost mid-attempt.
+const callbackAttempt = proxyActivities<Activities>({
+  startToCloseTimeout: '1 minute',
+  retry: { initialInterval: '5 seconds', maximumAttempts: 3 },
+});
+
+export interface EpisodeOptions {
+  /** Waits between callback attempts (CALLBACK_RETRY_SECONDS): n waits → n + 1 attempts. */
+  callbackRetrySeconds: number[];
+}
+
+export const DEFAULT_EPISODE_OPTIONS: EpisodeOptions = { callbackRetrySeconds: [20, 60, 180, 540] };
+
+/** A receiver's Retry-After is honoured, up to this. */
+const MAX_CALLBACK_WAIT_SECONDS = 3600;
+
 export type BranchResult =
-  'delivered' | 'not_addressable' | 'released' | 'claimed_elsewhere' | 'vetoed' | 'not_owed';
+  'delivered' | 'not_addressable' | 'released' | 'claimed_elsewhere' | 'vetoed' | 'not_owed' | 'gave_up';
 
 export interface EpisodeResult {
   episodeId: string;
   push: BranchResult;
+  callback: BranchResult;
 }
 
 /** The holder of this execution's claims: a re-run of the same episode is another holder. */
@@ -60,12 +79,47 @@ async function pushBranch(outcome: RunOutcome): Promise<BranchResult> {
     settled = 'released';
   }
   if (settled === 'released') await quick.unmark(key, me);
-  else await quick.markDelivered(key, me);
+  else await quick.markDelivered(key, me, settled);
   return settled;
 }
 
-export async function episodeWorkflow(outcome: RunOutcome): Promise<EpisodeResult> {
+/**
+ * The completion callback: its own claim, then up to n + 1 signed attempts with the same webhook-id. A refusal
+ * (SSRF guard, a 4xx other than 408/429) or an exhausted schedule settles it too: bounded, best effort.
+ */
+async function callbackBranch(outcome: RunOutcome, options: EpisodeOptions): Promise<BranchResult> {
+  if (!shouldNotify(outcome)) return 'not_owed';
+  const key = claimKeys.callback(outcome.episodeId);
+  const me = holder();
+  if (!(await quick.tryMark(key, me))) return 'claimed_elsewhere';
+  const waits = options.callbackRetrySeconds;
+  for (let attempt = 0; ; attempt++) {
+    const result = await callbackAttempt.sendCallback(outcome.episodeId, outcome.runId);
+    if (result.result === 'delivered') {
+      await quick.markDelivered(key, me);
+      return 'delivered';
+    }
+    if (result.result === 'stop' || attempt >= waits.length) {
+      await quick.markDelivered(key, me, `gave_up: ${result.detail}`);
+      return 'gave_up';
+    }
+    const wait = Math.min(Math.max(waits[attempt], result.retryAfterSeconds ?? 0), MAX_CALLBACK_WAIT_SECONDS);
+    await sleep(wait * 1000);
+  }
+}
+
+/** A branch that throws settles as released: the others carry on, and the sweep replays what was missed. */
+const contained = (branch: Promise<BranchResult>): Promise<BranchResult> =>
+  branch.catch(() => 'released' as const);
+
+export async function episodeWorkflow(
+  outcome: RunOutcome,
+  options: EpisodeOptions = DEFAULT_EPISODE_OPTIONS,
+): Promise<EpisodeResult> {
   await quick.recordEpisode(outcome);
-  const [push] = await Promise.all([pushBranch(outcome)]);
-  return { episodeId: outcome.episodeId, push };
+  const [push, callback] = await Promise.all([
+    contained(pushBranch(outcome)),
+    contained(callbackBranch(outcome, options)),
+  ]);
+  return { episodeId: outcome.episodeId, push, callback };
 }

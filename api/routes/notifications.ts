@@ -44,7 +44,10 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
 
   router.post('/push/subscriptions', async (ctx) => {
     const store = subscriptions();
-    const subscription = parseSubscribeBody(ctx.state.bodyError === undefined ? ctx.request.body : undefined, deps.endpointRules);
+    const subscription = parseSubscribeBody(
+      ctx.state.bodyError === undefined ? ctx.request.body : undefined,
+      deps.endpointRules,
+    );
     const created = await store.upsert(ctx.state.caller, subscription, deps.now());
     ctx.status = created ? 201 : 200;
     ctx.body = { endpoint: subscription.endpoint, created };

@@ -1,0 +1,79 @@
+// The callback family's I/O: one signed POST to the run's callback URL per call, behind the outbound guard.
+// The workflow owns the retry schedule (durable timers); this reports how one attempt went.
+import { callbackBody } from '../domain/callback';
+import { signWebhook } from '../net/webhookSignature';
+import { checkCallbackTarget, postPinned, TargetRefusedError, type HostLookup } from '../net/ssrfGuard';
+import { retryAfterMs } from '../net/retryAfter';
+import type { RunStore } from '../store/runs';
+
+export type CallbackAttempt =
+  | { result: 'delivered'; status: number }
+  | { result: 'retry'; status?: number; retryAfterSeconds?: number; detail: string }
+  | { result: 'stop'; status?: number; detail: string };
+
+export interface CallbackDeps {
+  runs: RunStore;
+  allowPrivate: boolean;
+  timeoutMs: number;
+  lookup?: HostLookup;
+  now: () => Date;
+}
+
+const MAX_RESPONSE_BYTES = 16 * 1024;
+
+const secondsOf = (ms: number | undefined): number | undefined =>
+  ms === undefined ? undefined : Math.ceil(ms / 1000);
+
+/** 2xx is success; 408, 429, 5xx, 3xx (redirects are never followed) and network errors are worth another try. */
+export function classifyCallbackStatus(status: number): CallbackAttempt['result'] {
+  if (status >= 200 && status < 300) return 'delivered';
+  if (status === 408 || status === 429 || status >= 500 || (status >= 300 && status < 400)) return 'retry';
+  return 'stop';
+}
+
+export function createCallbackActivities(deps: CallbackDeps) {
+  return {
+    async sendCallback(episodeId: string, runId: string): Promise<CallbackAttempt> {
+      const run = await deps.runs.getById(runId);
+      if (!run?.callback) return { result: 'stop', detail: 'the run has no callback' };
+      const body = callbackBody(run, episodeId);
+      if (!body) return { result: 'stop', detail: `a ${run.status} run gets no callback` };
+      let target;
+      try {
+        target = await checkCallbackTarget(run.callback.url, {
+          allowPrivate: deps.allowPrivate,
+          lookup: deps.lookup,
+        });
+      } catch (err) {
+        if (err instanceof TargetRefusedError) return { result: 'stop', detail: err.reason };
+        throw err;
+      }
+      const json = JSON.stringify(body);
+      const timestamp = Math.floor(deps.now().getTime() / 1000);
+      try {
+        const res = await postPinned(target, {
+          body: json,
+          headers: {
+            'content-type': 'application/json',
+            'user-agent': 'flow-notify-callbacks/1',
+            ...signWebhook(run.callback.secret, episodeId, timestamp, json),
+          },
+          timeoutMs: deps.timeoutMs,
+          maxResponseBytes: MAX_RESPONSE_BYTES,
+        });
+        const result = classifyCallbackStatus(res.status);
+        if (result === 'delivered') return { result, status: res.status };
+        const detail = `receiver answered ${res.status}`;
+        if (result === 'stop') return { result, status: res.status, detail };
+        return {
+          result,
+          status: res.status,
+          detail,
+          retryAfterSeconds: secondsOf(retryAfterMs(res.headers['retry-after'], deps.now().getTime())),
+        };
+      } catch (err) {
+        return { result: 'retry', detail: err instanceof Error ? err.message : String(err) };
+      }
+    },
+  };
+}

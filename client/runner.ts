@@ -1,0 +1,33 @@
+// The runner pods' emitter: a runner reports a queue message's delivery disposition; only a final one emits the
+// run's outcome, read under the message's tenant identity and built by the same buildRunOutcome as the API,
+// so the API and a runner reporting one episode start one workflow.
+import type { EmitResult, OutcomeEmitter } from './emitter';
+
+/** The message will not be delivered again: the run's outcome is settled. */
+export const FINAL_DISPOSITIONS = ['ack', 'dead_letter', 'cancelled'] as const;
+/** The message goes back to the queue: another delivery may still change the run's outcome. */
+export const NON_FINAL_DISPOSITIONS = ['nack', 'retry', 'requeue', 'deferred'] as const;
+
+export type Disposition = (typeof FINAL_DISPOSITIONS)[number] | (typeof NON_FINAL_DISPOSITIONS)[number];
+
+export function isDisposition(value: string): value is Disposition {
+  return (FINAL_DISPOSITIONS as readonly string[]).concat(NON_FINAL_DISPOSITIONS).includes(value);
+}
+
+export function isFinal(disposition: Disposition): boolean {
+  return (FINAL_DISPOSITIONS as readonly string[]).includes(disposition);
+}
+
+export type RunnerEmitResult =
+  | { emitted: false; reason: string }
+  | ({ emitted: true } & EmitResult);
+
+export async function emitFromRunner(
+  emitter: OutcomeEmitter,
+  message: { runId: string; teamId: string; disposition: Disposition },
+): Promise<RunnerEmitResult> {
+  if (!isFinal(message.disposition)) return { emitted: false, reason: `disposition ${message.disposition} is not final` };
+  const result = await emitter.emitRunOutcome(message.runId, undefined, message.teamId);
+  if (!result) return { emitted: false, reason: 'the run owes no outcome (unknown to this team, or running)' };
+  return { emitted: true, ...result };
+}

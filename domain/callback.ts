@@ -1,0 +1,44 @@
+// The run-completion callback: when it is owed and its versioned body. Pure, no Node builtins (the episode
+// workflow imports shouldNotify).
+import type { RunOutcome } from './outcome';
+import type { Run } from './run';
+
+export interface CallbackBody {
+  version: '1';
+  type: 'run.finished' | 'run.failed' | 'run.cancelled';
+  episodeId: string;
+  run: {
+    id: string;
+    status: Run['status'];
+    finalAnswer: string | null;
+    error: { code: string; message: string } | null;
+    createdAt: string;
+    endedAt: string | null;
+  };
+}
+
+/** shouldNotify: paused runs get no callback (they are waiting; the resume that ends them fires it then). */
+export function shouldNotify(outcome: RunOutcome): boolean {
+  return outcome.callbackRequested && outcome.kind !== 'run_paused';
+}
+
+/** The body, from the persisted run (resolveFinalAnswer: the final answer as the run stored it). */
+export function callbackBody(run: Run, episodeId: string): CallbackBody | undefined {
+  const type = ({ finished: 'run.finished', failed: 'run.failed', cancelled: 'run.cancelled' } as const)[
+    run.status as 'finished' | 'failed' | 'cancelled'
+  ];
+  if (!type) return undefined;
+  return {
+    version: '1',
+    type,
+    episodeId,
+    run: {
+      id: run._id,
+      status: run.status,
+      finalAnswer: run.finalAnswer ?? null,
+      error: run.error ?? null,
+      createdAt: run.createdAt.toISOString(),
+      endedAt: run.endedAt ? run.endedAt.toISOString() : null,
+    },
+  };
+}

@@ -1,0 +1,308 @@
+// The callback family end to end: real API, worker, Temporal and FerretDB; a loopback receiver that checks the
+// signature with the npm standardwebhooks library, as a launcher's endpoint would.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import { Webhook } from 'standardwebhooks';
+import type { ApiHandle } from '../api/server';
+import { createOutcomeEmitter } from '../client/emitter';
+import { emitFromRunner } from '../client/runner';
+import type { Config } from '../config';
+import { signWebhook } from '../net/webhookSignature';
+import { PROJECT_ROOT } from '../stack/embedded';
+import type { Stores } from '../store';
+import type { Mongo } from '../store/mongo';
+import type { EpisodeResult } from '../workflows/episode';
+import { CallbackReceiver } from './support/callbackReceiver';
+import {
+  ApiClient,
+  openStores,
+  startTestApi,
+  startTestWorker,
+  temporalClient,
+  type RunningWorker,
+} from './support/harness';
+import { testConfig, testStack } from './support/stack';
+
+describe('Standard Webhooks signing', () => {
+  it('signs the specification’s vector to its expected signature', () => {
+    const vector = JSON.parse(
+      readFileSync(path.resolve(PROJECT_ROOT, '../shared/vectors/standard-webhooks.json'), 'utf8'),
+    ) as { secret: string; id: string; timestamp: number; body: string; signature: string };
+    const headers = signWebhook(vector.secret, vector.id, vector.timestamp, vector.body);
+    assert.equal(headers['webhook-signature'], vector.signature);
+    assert.equal(headers['webhook-id'], vector.id);
+    assert.equal(headers['webhook-timestamp'], String(vector.timestamp));
+  });
+});
+
+async function family(overrides: Record<string, string>) {
+  const config = testConfig({
+    CALLBACK_RETRY_SECONDS: '1,1,1,1',
+    SWEEP_INTERVAL_SECONDS: '3600',
+    ...overrides,
+  });
+  const { mongo, stores } = await openStores(config);
+  const worker = await startTestWorker(config, stores);
+  const { api, client: anonymous } = await startTestApi(config);
+  const temporal = await temporalClient(config);
+  return { config, mongo, stores, worker, api, alice: anonymous.as('alice', 'acme'), temporal };
+}
+
+describe('callback family', function () {
+  let receiver: CallbackReceiver;
+  let other: CallbackReceiver;
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let worker: RunningWorker;
+  let api: ApiHandle;
+  let alice: ApiClient;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+
+  before(async () => {
+    receiver = await CallbackReceiver.start();
+    other = await CallbackReceiver.start();
+    const f = await family({ CALLBACK_ALLOW_PRIVATE: '1', CALLBACK_TIMEOUT_SECONDS: '1' });
+    ({ config, mongo, stores, worker, api, alice } = f);
+    ({ client, close: closeClient } = f.temporal);
+  });
+  after(async () => {
+    await api?.close();
+    await worker?.stop();
+    await closeClient?.();
+    await mongo?.client.close();
+    await receiver?.close();
+    await other?.close();
+  });
+  beforeEach(() => {
+    receiver.received.length = 0;
+    other.received.length = 0;
+    receiver.answerAlways({ status: 204 });
+  });
+
+  const episodeResult = (id: string) => client.workflow.getHandle(id).result() as Promise<EpisodeResult>;
+
+  async function launch(url = receiver.url): Promise<{ id: string; secret: string }> {
+    const res = await alice.post('/api/v1/runs', { title: 'Nightly import', callback: { url } });
+    assert.equal(res.status, 201, res.text);
+    return { id: res.body.id, secret: res.body.callback.secret };
+  }
+
+  function verify(secret: string, received: { headers: Record<string, unknown>; body: string }) {
+    return new Webhook(secret).verify(received.body, received.headers as Record<string, string>);
+  }
+
+  it('a finished run calls back once, signed so a standard receiver verifies it, with the contract body', async () => {
+    const { id, secret } = await launch();
+    await alice.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'Imported 1,204 rows.' });
+    assert.equal((await episodeResult(`${id}:end`)).callback, 'delivered');
+    assert.equal(receiver.received.length, 1);
+    const [call] = receiver.received;
+    const body = verify(secret, call) as Record<string, unknown>;
+    const run = (await stores.runs.getById(id))!;
+    assert.deepEqual(body, {
+      version: '1',
+      type: 'run.finished',
+      episodeId: `${id}:end`,
+      run: {
+        id,
+        status: 'finished',
+        finalAnswer: 'Imported 1,204 rows.',
+        error: null,
+        createdAt: run.createdAt.toISOString(),
+        endedAt: run.endedAt!.toISOString(),
+      },
+    });
+    assert.equal(call.headers['webhook-id'], `${id}:end`);
+    assert.equal(call.headers['content-type'], 'application/json');
+    assert.equal(await stores.claims.state(`cb|${id}:end`), 'delivered');
+    // A replayed episode does not call back twice.
+    const emitter = createOutcomeEmitter({ client, taskQueue: config.temporalTaskQueue, runs: stores.runs });
+    const { startEpisode } = await import('../client/emitter');
+    const { buildRunOutcome } = await import('../domain/outcome');
+    await startEpisode(
+      client,
+      config.temporalTaskQueue,
+      buildRunOutcome(run)!,
+      { callbackRetrySeconds: [1] },
+      'ALLOW_DUPLICATE',
+    );
+    assert.equal((await episodeResult(`${id}:end`)).callback, 'claimed_elsewhere');
+    await emitter.emitRunOutcome(id);
+    assert.equal(receiver.received.length, 1);
+  });
+
+  it('paused runs get no callback; the resume that finishes it does', async () => {
+    const { id } = await launch();
+    const paused = await alice.post(`/api/v1/runs/${id}/pause`, { prompt: 'ok?' });
+    const pauseEpisode = `${id}:input:${paused.body.interactionId}`;
+    assert.equal((await episodeResult(pauseEpisode)).callback, 'not_owed');
+    await alice.post(`/api/v1/runs/${id}/interactions/${paused.body.interactionId}/answer`, {
+      answer: 'yes',
+    });
+    await alice.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'done' });
+    assert.equal((await episodeResult(`${id}:end`)).callback, 'delivered');
+    assert.equal(receiver.received.length, 1);
+    assert.equal(JSON.parse(receiver.received[0].body).type, 'run.finished');
+  });
+
+  it('failed and cancelled runs get theirs', async () => {
+    const failed = await launch();
+    await alice.post(`/api/v1/runs/${failed.id}/fail`, { error: { code: 'oom', message: 'Out of memory' } });
+    const cancelled = await launch();
+    await alice.post(`/api/v1/runs/${cancelled.id}/cancel`);
+    await episodeResult(`${failed.id}:end`);
+    await episodeResult(`${cancelled.id}:end`);
+    const bodies = receiver.received.map((r) => JSON.parse(r.body));
+    const byRun = new Map(bodies.map((b) => [b.run.id, b]));
+    assert.equal(byRun.get(failed.id).type, 'run.failed');
+    assert.deepEqual(byRun.get(failed.id).run.error, { code: 'oom', message: 'Out of memory' });
+    assert.equal(byRun.get(cancelled.id).type, 'run.cancelled');
+  });
+
+  it('500 twice then 200: one success, the same webhook-id on all three attempts, each signed for its own time', async () => {
+    receiver.answer({ status: 500 }, { status: 503, headers: { 'retry-after': '1' } });
+    const { id, secret } = await launch();
+    await alice.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'x' });
+    assert.equal((await episodeResult(`${id}:end`)).callback, 'delivered');
+    assert.equal(receiver.received.length, 3);
+    assert.deepEqual(
+      receiver.received.map((r) => r.headers['webhook-id']),
+      [`${id}:end`, `${id}:end`, `${id}:end`],
+    );
+    const stamps = receiver.received.map((r) => Number(r.headers['webhook-timestamp']));
+    assert.ok(stamps[0] < stamps[2], 'fresh timestamp per attempt');
+    for (const call of receiver.received) verify(secret, call); // throws if any signature is wrong
+  });
+
+  it('a slow receiver hits the timeout and is retried', async () => {
+    receiver.answer({ status: 200, delayMs: 3000 });
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    assert.equal((await episodeResult(`${id}:end`)).callback, 'delivered');
+    assert.equal(receiver.received.length, 2);
+  });
+
+  it('a 307 to another loopback receiver is not followed', async () => {
+    receiver.answerAlways({ status: 307, headers: { location: other.url } });
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    assert.equal((await episodeResult(`${id}:end`)).callback, 'gave_up');
+    assert.equal(other.received.length, 0);
+    assert.equal(receiver.received.length, 5, 'a 3xx is a failed attempt: five attempts, then it gives up');
+    const claim = await stores.claims.describe(`cb|${id}:end`);
+    assert.equal(claim.state, 'delivered');
+    assert.match(claim.result ?? '', /^gave_up: receiver answered 307/);
+  });
+
+  it('a 4xx other than 408/429 stops at once', async () => {
+    receiver.answerAlways({ status: 410 });
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    assert.equal((await episodeResult(`${id}:end`)).callback, 'gave_up');
+    assert.equal(receiver.received.length, 1);
+  });
+
+  it('launch refuses a malformed callback URL with the reason', async () => {
+    const res = await alice.post('/api/v1/runs', { callback: { url: 'gopher://example.com/x' } });
+    assert.equal(res.status, 400);
+    assert.match(res.body.error, /callback url must be an absolute http\(s\) URL/);
+  });
+
+  describe('the runner emitter', () => {
+    it('a non-final disposition emits nothing; a final one starts the workflow the API would', async () => {
+      const emitter = createOutcomeEmitter({
+        client,
+        taskQueue: config.temporalTaskQueue,
+        runs: stores.runs,
+      });
+      // A run the API never emits for: its outcome is the runner's to report.
+      const { createRunEngine } = await import('../engine/runEngine');
+      const silent = createRunEngine({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
+      const run = await silent.create(
+        { userId: 'alice', teamId: 'acme' },
+        { callback: { url: receiver.url } },
+      );
+      await silent.complete({ userId: 'alice', teamId: 'acme' }, run._id, 'from a runner pod');
+
+      assert.deepEqual(
+        await emitFromRunner(emitter, { runId: run._id, teamId: 'acme', disposition: 'retry' }),
+        {
+          emitted: false,
+          reason: 'disposition retry is not final',
+        },
+      );
+      const wrongTenant = await emitFromRunner(emitter, {
+        runId: run._id,
+        teamId: 'evil',
+        disposition: 'ack',
+      });
+      assert.equal(wrongTenant.emitted, false);
+
+      const env = {
+        PATH: process.env.PATH ?? '',
+        MONGO_URL: config.mongoUrl,
+        MONGO_DB: config.mongoDb,
+        TEMPORAL_ADDRESS: testStack().temporalAddress,
+        TEMPORAL_TASK_QUEUE: config.temporalTaskQueue,
+      };
+      const cli = (disposition: string) =>
+        spawnSync(
+          path.join(PROJECT_ROOT, 'bin/flow-notify'),
+          ['emit', '--run', run._id, '--team', 'acme', '--disposition', disposition],
+          {
+            env,
+            encoding: 'utf8',
+            timeout: 30_000,
+          },
+        );
+      const notFinal = cli('requeue');
+      assert.equal(notFinal.status, 0, notFinal.stderr);
+      assert.equal(JSON.parse(notFinal.stdout).emitted, false);
+
+      const final = cli('ack');
+      assert.equal(final.status, 0, final.stderr);
+      assert.deepEqual(JSON.parse(final.stdout), {
+        emitted: true,
+        episodeId: `${run._id}:end`,
+        started: true,
+      });
+      assert.equal((await episodeResult(`${run._id}:end`)).callback, 'delivered');
+
+      // The API process emitting the same episode now is a no-op: one workflow.
+      assert.deepEqual(await emitter.emitRunOutcome(run._id), {
+        episodeId: `${run._id}:end`,
+        started: false,
+      });
+      assert.equal(cli('bogus').status, 2);
+    });
+  });
+});
+
+describe('callback family in strict mode', () => {
+  it('refuses the same loopback receiver: nothing is sent, and the episode settles as refused', async () => {
+    const receiver = await CallbackReceiver.start();
+    const f = await family({});
+    try {
+      const res = await f.alice.post('/api/v1/runs', { callback: { url: receiver.url } });
+      await f.alice.post(`/api/v1/runs/${res.body.id}/cancel`);
+      const result = (await f.temporal.client.workflow
+        .getHandle(`${res.body.id}:end`)
+        .result()) as EpisodeResult;
+      assert.equal(result.callback, 'gave_up');
+      assert.equal(receiver.received.length, 0);
+      const claim = await f.stores.claims.describe(`cb|${res.body.id}:end`);
+      assert.match(claim.result ?? '', /private or reserved address/);
+    } finally {
+      await f.api.close();
+      await f.worker.stop();
+      await f.temporal.close();
+      await f.mongo.client.close();
+      await receiver.close();
+    }
+  });
+});

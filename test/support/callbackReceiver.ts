@@ -1,0 +1,79 @@
+// A loopback callback receiver: records every request it gets and answers from a script, so tests can check
+// what a launcher's endpoint would see. Signatures are verified by the tests with the npm standardwebhooks library.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface ReceivedCallback {
+  headers: http.IncomingHttpHeaders;
+  body: string;
+  at: Date;
+}
+
+export interface ScriptedAnswer {
+  status: number;
+  headers?: Record<string, string>;
+  /** Hold the answer this long (a slow receiver). */
+  delayMs?: number;
+}
+
+export class CallbackReceiver {
+  readonly received: ReceivedCallback[] = [];
+  private script: ScriptedAnswer[] = [];
+  private fallback: ScriptedAnswer = { status: 204 };
+  private readonly sockets = new Set<import('node:net').Socket>();
+
+  private constructor(private readonly server: http.Server) {}
+
+  static async start(): Promise<CallbackReceiver> {
+    let receiver: CallbackReceiver | undefined = undefined;
+    const server = http.createServer((req, res) => receiver!.handle(req, res));
+    receiver = new CallbackReceiver(server);
+    server.on('connection', (socket) => {
+      receiver!.sockets.add(socket);
+      socket.on('close', () => receiver!.sockets.delete(socket));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return receiver;
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hooks/flow`;
+  }
+
+  /** Answers the next requests with these, in order, then with the fallback (204 unless set). */
+  answer(...answers: ScriptedAnswer[]): void {
+    this.script.push(...answers);
+  }
+
+  answerAlways(answer: ScriptedAnswer): void {
+    this.fallback = answer;
+  }
+
+  async waitFor(count: number, timeoutMs = 15_000): Promise<ReceivedCallback[]> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.received.length < count) {
+      if (Date.now() > deadline) throw new Error(`expected ${count} callbacks, got ${this.received.length}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return this.received;
+  }
+
+  private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      this.received.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: new Date() });
+      const answer = this.script.shift() ?? this.fallback;
+      const send = (): void => {
+        if (!res.destroyed) res.writeHead(answer.status, answer.headers).end();
+      };
+      if (answer.delayMs) setTimeout(send, answer.delayMs);
+      else send();
+    });
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.sockets) socket.destroy();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
