@@ -4,6 +4,7 @@
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { createOutcomeEmitter, episodeOptions } from './client/emitter';
+import { createHealthSignaler, healthOptions } from './client/health';
 import { emitFromRunner, FINAL_DISPOSITIONS, isDisposition, NON_FINAL_DISPOSITIONS } from './client/runner';
 import { ConfigError, loadEmitterConfig } from './config';
 import { createRunStore } from './store/runs';
@@ -38,17 +39,20 @@ async function main(argv: string[]): Promise<void> {
   const mongo = await connectMongo(config.mongoUrl, config.mongoDb);
   const connection = await Connection.connect({ address: config.temporalAddress });
   try {
+    const client = new Client({ connection, namespace: config.temporalNamespace });
     const emitter = createOutcomeEmitter({
-      client: new Client({ connection, namespace: config.temporalNamespace }),
+      client,
       taskQueue: config.temporalTaskQueue,
       runs: createRunStore(mongo.db),
       options: episodeOptions(config),
     });
-    const result = await emitFromRunner(emitter, {
-      runId: values.run,
-      teamId: values.team,
-      disposition: values.disposition,
+    const health = createHealthSignaler({
+      client,
+      taskQueue: config.temporalTaskQueue,
+      options: healthOptions(config),
     });
+    const message = { runId: values.run, teamId: values.team, disposition: values.disposition };
+    const result = await emitFromRunner(emitter, message, health);
     process.stdout.write(`${JSON.stringify(result)}\n`);
   } finally {
     await connection.close();

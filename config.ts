@@ -36,6 +36,8 @@ export interface Config {
   sweepIntervalSeconds: number;
   claimGraceSeconds: number;
   stallAfterSeconds: number;
+  /** How long a terminal run's health state is kept before it is reaped. */
+  healthReapSeconds: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -93,6 +95,10 @@ function url(env: Env, name: string, protocols: string[], fallback?: string): st
   return raw;
 }
 
+function optionalUrl(env: Env, name: string): string | undefined {
+  return read(env, name) === undefined ? undefined : url(env, name, ['http:', 'https:']);
+}
+
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
 
 function vapid(env: Env): VapidConfig | undefined {
@@ -131,7 +137,6 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError(`PORT must be a TCP port number, got "${portRaw}"`);
   }
   const port = Number(portRaw);
-  const opsAlertWebhookUrl = read(env, 'OPS_ALERT_WEBHOOK_URL');
   return {
     host,
     port,
@@ -145,19 +150,24 @@ export function loadConfig(env: Env = process.env): Config {
       .split(',')
       .map((s) => s.trim().toLowerCase())
       .filter(Boolean),
-    opsAlertWebhookUrl:
-      opsAlertWebhookUrl === undefined ? undefined : url(env, 'OPS_ALERT_WEBHOOK_URL', ['http:', 'https:']),
     callbackTimeoutSeconds: positiveInt(env, 'CALLBACK_TIMEOUT_SECONDS', 10),
     sweepIntervalSeconds: positiveInt(env, 'SWEEP_INTERVAL_SECONDS', 120),
     claimGraceSeconds: positiveInt(env, 'CLAIM_GRACE_SECONDS', 300),
-    stallAfterSeconds: positiveInt(env, 'STALL_AFTER_SECONDS', 900),
   };
 }
 
 /** What a runner pod's emitter needs (flow-notify emit): the servers, never the API's secrets. */
 export type EmitterConfig = Pick<
   Config,
-  'mongoUrl' | 'mongoDb' | 'temporalAddress' | 'temporalNamespace' | 'temporalTaskQueue' | 'callbackRetrySeconds'
+  | 'mongoUrl'
+  | 'mongoDb'
+  | 'temporalAddress'
+  | 'temporalNamespace'
+  | 'temporalTaskQueue'
+  | 'callbackRetrySeconds'
+  | 'stallAfterSeconds'
+  | 'healthReapSeconds'
+  | 'opsAlertWebhookUrl'
 >;
 
 export function loadEmitterConfig(env: Env = process.env): EmitterConfig {
@@ -168,6 +178,9 @@ export function loadEmitterConfig(env: Env = process.env): EmitterConfig {
     temporalNamespace: read(env, 'TEMPORAL_NAMESPACE') ?? 'default',
     temporalTaskQueue: read(env, 'TEMPORAL_TASK_QUEUE') ?? 'flow-notify',
     callbackRetrySeconds: secondsList(env, 'CALLBACK_RETRY_SECONDS', [20, 60, 180, 540]),
+    stallAfterSeconds: positiveInt(env, 'STALL_AFTER_SECONDS', 900),
+    healthReapSeconds: positiveInt(env, 'HEALTH_REAP_SECONDS', 1800),
+    opsAlertWebhookUrl: optionalUrl(env, 'OPS_ALERT_WEBHOOK_URL'),
   };
 }
 

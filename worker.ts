@@ -2,8 +2,9 @@
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import { createActivities } from './activities';
+import { assertOperatorAlertsWired } from './activities/ops';
 import { ensureSweepSchedule } from './client/schedules';
-import { loadConfigOrExit, type Config } from './config';
+import { ConfigError, loadConfigOrExit, type Config } from './config';
 import { pushSenderFor, type PushSender } from './net/pushSender';
 import { createStores, ensureAllIndexes, type Stores } from './store';
 import { connectMongo } from './store/mongo';
@@ -23,6 +24,7 @@ export const WORKFLOWS_PATH = require.resolve('./workflows');
 
 export async function createWorker(deps: WorkerDeps): Promise<Worker> {
   const { config } = deps;
+  assertOperatorAlertsWired(config, deps.stores.claims);
   await ensureSweepSchedule(deps.client, config.temporalTaskQueue, config.sweepIntervalSeconds);
   return Worker.create({
     connection: deps.connection,
@@ -65,6 +67,10 @@ async function main(): Promise<void> {
 
 if (require.main === module) {
   main().catch((err) => {
+    if (err instanceof ConfigError) {
+      console.error(`flow-notify: configuration error: ${err.message}`);
+      process.exit(78);
+    }
     console.error(`flow-notify worker: ${err instanceof Error ? err.message : String(err)}`);
     process.exit(1);
   });

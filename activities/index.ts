@@ -6,6 +6,7 @@ import type { Stores } from '../store';
 import { episodeOptions } from '../client/emitter';
 import { createCallbackActivities } from './callback';
 import { createClaimActivities } from './claims';
+import { createOpsActivities } from './ops';
 import { createEpisodeActivities } from './episodes';
 import { createPushActivities } from './push';
 import { createSweepActivities } from './sweep';
@@ -24,6 +25,7 @@ export interface ActivityDeps {
 export const PUSH_FAN_OUT_WIDTH = 16;
 export const SWEEP_LOOKBACK_SECONDS = 24 * 3600;
 export const SWEEP_PAGE_SIZE = 1000;
+export const OPS_WEBHOOK_TIMEOUT_MS = 10_000;
 
 export function createActivities(deps: ActivityDeps) {
   const now = deps.now ?? (() => new Date());
@@ -46,6 +48,14 @@ export function createActivities(deps: ActivityDeps) {
       timeoutMs: config.callbackTimeoutSeconds * 1000,
       now,
     }),
+    ...createOpsActivities({
+      runs: stores.runs,
+      claims: stores.claims,
+      runHealth: stores.runHealth,
+      webhookUrl: config.opsAlertWebhookUrl,
+      timeoutMs: OPS_WEBHOOK_TIMEOUT_MS,
+      now,
+    }),
     ...createSweepActivities({
       runs: stores.runs,
       claims: stores.claims,
@@ -53,7 +63,7 @@ export function createActivities(deps: ActivityDeps) {
       client: deps.client,
       taskQueue: config.temporalTaskQueue,
       episodeOptions: episodeOptions(config),
-      families: { ops: false },
+      families: { ops: config.opsAlertWebhookUrl !== undefined },
       lookbackSeconds: SWEEP_LOOKBACK_SECONDS,
       pageSize: SWEEP_PAGE_SIZE,
       now,

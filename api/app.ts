@@ -9,7 +9,7 @@ import type { EpisodeView } from './episodesView';
 import { errorMiddleware } from './errors';
 import { healthRouter, type Probe } from './routes/health';
 import { notificationsRouter, type NotificationRouteDeps } from './routes/notifications';
-import { runsRouter } from './routes/runs';
+import { runsRouter, type RunsRouterDeps } from './routes/runs';
 import { catchAllRouter, serveStudio } from './studio';
 import { watchesRouter } from './routes/watches';
 
@@ -19,6 +19,8 @@ export interface AppDeps {
   runs: RunStore;
   watches: WatchStore;
   episodes: EpisodeView;
+  runHealth: RunsRouterDeps['runHealth'];
+  notifyOperator: RunsRouterDeps['notifyOperator'];
   probes: { temporal: Probe; mongo: Probe };
   /** Present only when web push is enabled (webPushEnabled): otherwise the notification routes do not exist. */
   notifications?: NotificationRouteDeps;
@@ -51,7 +53,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
   // Everything below needs a caller.
   app.use(requireAuth(deps.authJwtSecret));
   const routers = [
-    runsRouter({ engine: deps.engine, episodes: deps.episodes }),
+    runsRouter(deps),
     watchesRouter({ runs: deps.runs, watches: deps.watches, now }),
     ...(deps.notifications ? [notificationsRouter(deps.notifications)] : []),
     catchAllRouter(),

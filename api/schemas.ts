@@ -69,3 +69,8 @@ export const eventBody = z
   .refine((body) => JSON.stringify(body).length <= 64_000, 'event too large');
 
 export const idParam = id;
+
+export const routeDecisionErrorBody = z.strictObject({
+  decisionId: id,
+  error: z.strictObject({ code: text(128).min(1), message: text(10_000) }),
+});

@@ -3,6 +3,8 @@ import type { Server } from 'node:http';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfigOrExit, type Config } from '../config';
 import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
+import { createHealthSignaler, healthOptions } from '../client/health';
+import { notifyOperator } from '../client/operator';
 import { createRunEngine } from '../engine/runEngine';
 import { pushSenderFor, type PushSender } from '../net/pushSender';
 import { connectMongo, pingMongo, type Mongo } from '../store/mongo';
@@ -40,6 +42,11 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
   const engine = createRunEngine({
     ...stores,
     emitter,
+    health: createHealthSignaler({
+      client,
+      taskQueue: config.temporalTaskQueue,
+      options: healthOptions(config),
+    }),
     onEmitError: (runId, err) =>
       log(`outcome emit for ${runId} failed, the sweep will replay it: ${String(err)}`),
   });
@@ -49,6 +56,8 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     runs: stores.runs,
     watches: stores.watches,
     episodes: createEpisodeView(stores),
+    runHealth: stores.runHealth,
+    notifyOperator: (report) => notifyOperator(client, config.temporalTaskQueue, report, new Date()),
     probes: {
       temporal: async () => void (await connection.workflowService.getSystemInfo({})),
       mongo: () => pingMongo(mongo.db),

@@ -12,6 +12,7 @@ import { TypedSearchAttributes } from '@temporalio/common';
 
 export interface EmitResult {
   episodeId: string;
+  kind: RunOutcome['kind'];
   /** False when the episode workflow already existed: this emit was a no-op. */
   started: boolean;
 }
@@ -66,13 +67,18 @@ export function createOutcomeEmitter(deps: {
      * Emits the run's current outcome, if it owes one (a running run owes none). With teamId the run is read
      * under that tenant's identity (a runner acting for a queue message), otherwise as the system.
      */
-    async emitRunOutcome(runId: string, bodyError?: RunError, teamId?: string): Promise<EmitResult | undefined> {
-      const run = teamId === undefined ? await deps.runs.getById(runId) : await deps.runs.getForTeam(teamId, runId);
+    async emitRunOutcome(
+      runId: string,
+      bodyError?: RunError,
+      teamId?: string,
+    ): Promise<EmitResult | undefined> {
+      const run =
+        teamId === undefined ? await deps.runs.getById(runId) : await deps.runs.getForTeam(teamId, runId);
       if (!run) return undefined;
       const outcome = buildRunOutcome(run, bodyError);
       if (!outcome) return undefined;
       const started = await startEpisode(deps.client, deps.taskQueue, outcome, options);
-      return { episodeId: outcome.episodeId, started };
+      return { episodeId: outcome.episodeId, kind: outcome.kind, started };
     },
   };
 }

@@ -2,6 +2,7 @@
 // run's outcome, read under the message's tenant identity and built by the same buildRunOutcome as the API,
 // so the API and a runner reporting one episode start one workflow.
 import type { EmitResult, OutcomeEmitter } from './emitter';
+import type { HealthSignaler } from './health';
 
 /** The message will not be delivered again: the run's outcome is settled. */
 export const FINAL_DISPOSITIONS = ['ack', 'dead_letter', 'cancelled'] as const;
@@ -18,16 +19,25 @@ export function isFinal(disposition: Disposition): boolean {
   return (FINAL_DISPOSITIONS as readonly string[]).includes(disposition);
 }
 
-export type RunnerEmitResult =
-  | { emitted: false; reason: string }
-  | ({ emitted: true } & EmitResult);
+export type RunnerEmitResult = { emitted: false; reason: string } | ({ emitted: true } & EmitResult);
 
+/**
+ * Emits the run's outcome for a final disposition. With a health signaler, the runner's view of the run's end
+ * reaches its health workflow too (the API never saw it when the run ended on a runner pod).
+ */
 export async function emitFromRunner(
   emitter: OutcomeEmitter,
   message: { runId: string; teamId: string; disposition: Disposition },
+  health?: HealthSignaler,
 ): Promise<RunnerEmitResult> {
-  if (!isFinal(message.disposition)) return { emitted: false, reason: `disposition ${message.disposition} is not final` };
+  if (!isFinal(message.disposition)) {
+    return { emitted: false, reason: `disposition ${message.disposition} is not final` };
+  }
   const result = await emitter.emitRunOutcome(message.runId, undefined, message.teamId);
-  if (!result) return { emitted: false, reason: 'the run owes no outcome (unknown to this team, or running)' };
+  if (!result)
+    return { emitted: false, reason: 'the run owes no outcome (unknown to this team, or running)' };
+  if (health && result.kind !== 'run_paused') {
+    await health.observe({ _id: message.runId, teamId: message.teamId }, [{ type: result.kind }]);
+  }
   return { emitted: true, ...result };
 }

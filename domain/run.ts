@@ -33,6 +33,9 @@ export interface Run {
   error?: RunError;
   /** The engine checkpoint, saved together with the status it belongs to. */
   checkpoint?: { status: RunStatus; at: Date; node?: string };
+  /** Episode keys of the operator alerts confirmed for this run (stamped only off a delivered claim). */
+  opsAlerted?: string[];
+  opsAlertedAt?: Date;
   createdAt: Date;
   updatedAt: Date;
   endedAt?: Date;

@@ -3,6 +3,7 @@
 // when the run paused or ended, emits the outcome.
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { OutcomeEmitter } from '../client/emitter';
+import type { HealthSignaler } from '../client/health';
 import { NotFoundError } from '../domain/errors';
 import type { Run, RunError } from '../domain/run';
 import {
@@ -33,8 +34,10 @@ export interface EngineDeps {
   events: EventStore;
   interactions: InteractionStore;
   emitter: OutcomeEmitter;
+  /** Run health sees every event the engine writes; undefined where no one watches (some tests). */
+  health?: HealthSignaler;
   now?: () => Date;
-  /** Where an emit that failed is reported; the sweep replays it later, so the operation still succeeds. */
+  /** Where an emit or a health signal that failed is reported; the operation itself still succeeds. */
   onEmitError?: (runId: string, err: unknown) => void;
 }
 
@@ -81,6 +84,17 @@ export function createRunEngine(deps: EngineDeps) {
     return updated;
   }
 
+  /** Appends the run's events, then lets its health workflow observe them. */
+  async function record(run: Run, items: { type: string; data?: Record<string, unknown> }[], at: Date) {
+    const written = await events.append(run, items, at);
+    try {
+      await deps.health?.observe(run, items);
+    } catch (err) {
+      deps.onEmitError?.(run._id, err);
+    }
+    return written;
+  }
+
   async function emit(run: Run, bodyError?: RunError): Promise<void> {
     try {
       await deps.emitter.emitRunOutcome(run._id, bodyError);
@@ -95,7 +109,7 @@ export function createRunEngine(deps: EngineDeps) {
     const at = now();
     const seq = run.pauseCount + 1;
     const reason = pauseReasonFor(op);
-    await events.append(run, [{ type: 'run_paused', data: { reason, interaction_id: '', wall, seq } }], at);
+    await record(run, [{ type: 'run_paused', data: { reason, interaction_id: '', wall, seq } }], at);
     const updated = await apply(run, op, {
       pause: { reason, seq, at, ...(wall !== undefined ? { wall } : {}) },
       pauseCount: seq,
@@ -109,7 +123,7 @@ export function createRunEngine(deps: EngineDeps) {
     const run = await load(caller, runId);
     const status = nextStatus(run.status, run.pause?.reason, op);
     const at = now();
-    await events.append(run, [{ type: `run_${status}`, data: { ...set } }], at);
+    await record(run, [{ type: `run_${status}`, data: { ...set } }], at);
     const updated = await apply(run, op, { ...set, endedAt: at, checkpoint: { status, at } });
     await emit(updated, set.error);
     return updated;
@@ -142,7 +156,7 @@ export function createRunEngine(deps: EngineDeps) {
         updatedAt: at,
       };
       await runs.insert(run);
-      await events.append(run, [{ type: 'run_started' }], at);
+      await record(run, [{ type: 'run_started' }], at);
       return run;
     },
 
@@ -164,7 +178,7 @@ export function createRunEngine(deps: EngineDeps) {
         status: 'pending',
         createdAt: at,
       });
-      await events.append(
+      await record(
         run,
         [
           { type: 'human_input_requested', data: { interaction_id: interactionId, prompt } },
@@ -197,7 +211,7 @@ export function createRunEngine(deps: EngineDeps) {
       if (!(await interactions.recordAnswer(interactionId, answer, now()))) {
         throw new IllegalTransitionError('the interaction was already answered');
       }
-      await events.append(run, [{ type: 'run_resumed', data: { interaction_id: interactionId } }], now());
+      await record(run, [{ type: 'run_resumed', data: { interaction_id: interactionId } }], now());
       return apply(run, 'answer', { checkpoint: { status: 'running', at: now() } });
     },
 
@@ -212,7 +226,7 @@ export function createRunEngine(deps: EngineDeps) {
     async resume(caller: Caller, runId: string): Promise<Run> {
       const run = await load(caller, runId);
       nextStatus(run.status, run.pause?.reason, 'resume');
-      await events.append(run, [{ type: 'run_resumed', data: { reason: run.pause?.reason } }], now());
+      await record(run, [{ type: 'run_resumed', data: { reason: run.pause?.reason } }], now());
       return apply(run, 'resume', { checkpoint: { status: 'running', at: now() } });
     },
 
@@ -233,7 +247,7 @@ export function createRunEngine(deps: EngineDeps) {
       const run = await load(caller, runId);
       if (isTerminal(run.status))
         throw new IllegalTransitionError(`cannot record events on a ${run.status} run`);
-      const [event] = await events.append(run, [{ type, data }], now());
+      const [event] = await record(run, [{ type, data }], now());
       return event;
     },
   };

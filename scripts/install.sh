@@ -28,3 +28,11 @@ if [ ! -x tools/bin/ferretdb ] || [ tools/ferretdb/main.go -nt tools/bin/ferretd
   mkdir -p tools/bin
   (cd tools/ferretdb && go build -trimpath -o ../bin/ferretdb .)
 fi
+
+# The studio's browser tests drive Debian's Chromium through playwright-core (`npx playwright install` cannot
+# download its own browser here). apt needs root, which the project's machines run as.
+if [ ! -x /usr/bin/chromium ]; then
+  step "Chromium (Debian package chromium, for the studio's browser tests)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi

@@ -7,6 +7,7 @@ import { createInteractionStore, interactionIndexes } from './interactions';
 import { createNotificationPrefStore, notificationPrefIndexes } from './notificationPrefs';
 import { createPushDeliveryStore, pushDeliveryIndexes } from './pushDeliveries';
 import { createPushSubscriptionStore, pushSubscriptionIndexes } from './pushSubscriptions';
+import { createRunHealthStore, runHealthIndexes } from './runHealth';
 import { createRunStore, runIndexes } from './runs';
 import { createWatchStore, watchIndexes } from './watches';
 import { ensureIndexes, type IndexReport } from './mongo';
@@ -22,6 +23,7 @@ export const ALL_INDEXES = [
   ...pushSubscriptionIndexes,
   ...notificationPrefIndexes,
   ...pushDeliveryIndexes,
+  ...runHealthIndexes,
 ];
 
 export function ensureAllIndexes(db: Db): Promise<IndexReport> {
@@ -44,6 +46,7 @@ export function createStores(db: Db, options: StoreOptions) {
     pushSubscriptions: createPushSubscriptionStore(db),
     notificationPrefs: createNotificationPrefStore(db),
     pushDeliveries: createPushDeliveryStore(db),
+    runHealth: createRunHealthStore(db),
   };
 }
 

@@ -67,6 +67,14 @@ export function createRunStore(db: Db) {
       return ids.length ? runs.find({ _id: { $in: ids } }).toArray() : [];
     },
 
+    /** The operator transition marker: which confirmed operator alerts this run has had. */
+    async stampOpsMarker(runId: string, episodeKey: string, at: Date): Promise<void> {
+      await runs.updateOne(
+        { _id: runId },
+        { $addToSet: { opsAlerted: episodeKey }, $set: { opsAlertedAt: at } },
+      );
+    },
+
     async listForTeam(teamId: string, limit = 100): Promise<Run[]> {
       return runs.find({ teamId }).sort({ createdAt: -1 }).limit(limit).toArray();
     },

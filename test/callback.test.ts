@@ -269,13 +269,18 @@ describe('callback family', function () {
       assert.deepEqual(JSON.parse(final.stdout), {
         emitted: true,
         episodeId: `${run._id}:end`,
+        kind: 'run_finished',
         started: true,
       });
+      // The runner's view of the end reached the run's health workflow too.
+      const health = await client.workflow.getHandle(`health:${run._id}`).describe();
+      assert.ok(health.runId);
       assert.equal((await episodeResult(`${run._id}:end`)).callback, 'delivered');
 
       // The API process emitting the same episode now is a no-op: one workflow.
       assert.deepEqual(await emitter.emitRunOutcome(run._id), {
         episodeId: `${run._id}:end`,
+        kind: 'run_finished',
         started: false,
       });
       assert.equal(cli('bogus').status, 2);

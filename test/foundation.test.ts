@@ -49,7 +49,12 @@ describe('foundation', () => {
         taskQueue: config.temporalTaskQueue,
         args: [outcome],
       });
-      assert.deepEqual(result, { episodeId: 'run_foundation:end', push: 'not_addressable', callback: 'not_owed' });
+      assert.deepEqual(result, {
+        episodeId: 'run_foundation:end',
+        push: 'not_addressable',
+        callback: 'not_owed',
+        ops: 'not_owed',
+      });
       const recorded = await stores.episodes.listForRun('team1', 'run_foundation');
       assert.equal(recorded.length, 1);
       assert.equal(recorded[0].kind, 'run_finished');

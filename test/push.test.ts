@@ -112,7 +112,12 @@ describe('push family', function () {
       prompt: 'Approve the budget of $1,200?',
     });
     const episodeId = `${runId}:input:${paused.body.interactionId}`;
-    assert.deepEqual(await episodeResult(episodeId), { episodeId, push: 'delivered', callback: 'not_owed' });
+    assert.deepEqual(await episodeResult(episodeId), {
+      episodeId,
+      push: 'delivered',
+      callback: 'not_owed',
+      ops: 'not_owed',
+    });
 
     for (const sub of [...subs.alice, ...subs.bob]) {
       const payloads = payloadsFor(sub);

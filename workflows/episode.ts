@@ -1,20 +1,14 @@
 // One outcome episode: a run paused or ended. Each outbound family is an independent branch with its own
 // claim key; one failing never holds up the others. The workflow only decides; activities do the I/O.
-import { proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
+import { proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { shouldNotify } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
 import { kindFor } from '../domain/push';
+import { holder, quick, type BranchResult } from './common';
 
-const quick = proxyActivities<Activities>({
-  startToCloseTimeout: '30 seconds',
-  retry: {
-    initialInterval: '1 second',
-    backoffCoefficient: 2,
-    maximumInterval: '1 minute',
-    maximumAttempts: 20,
-  },
-});
+export type { BranchResult };
+import { dispatchOperatorAlert } from './operatorAlert';
 
 // A fan-out heartbeats after every accepted send; a worker that dies mid fan-out is noticed within the
 // heartbeat timeout and the retry skips the endpoints already reached.
@@ -46,19 +40,11 @@ export const DEFAULT_EPISODE_OPTIONS: EpisodeOptions = { callbackRetrySeconds: [
 /** A receiver's Retry-After is honoured, up to this. */
 const MAX_CALLBACK_WAIT_SECONDS = 3600;
 
-export type BranchResult =
-  'delivered' | 'not_addressable' | 'released' | 'claimed_elsewhere' | 'vetoed' | 'not_owed' | 'gave_up';
-
 export interface EpisodeResult {
   episodeId: string;
   push: BranchResult;
   callback: BranchResult;
-}
-
-/** The holder of this execution's claims: a re-run of the same episode is another holder. */
-function holder(): string {
-  const info = workflowInfo();
-  return `${info.workflowId}/${info.runId}`;
+  ops: BranchResult;
 }
 
 async function pushBranch(outcome: RunOutcome): Promise<BranchResult> {
@@ -108,6 +94,14 @@ async function callbackBranch(outcome: RunOutcome, options: EpisodeOptions): Pro
   }
 }
 
+/** The operator alert for a failed run (classify reads the run as persisted now). */
+async function opsBranch(outcome: RunOutcome): Promise<BranchResult> {
+  if (outcome.kind !== 'run_failed') return 'not_owed';
+  const alert = await quick.classifyFailedRun(outcome);
+  if (!alert) return 'not_owed';
+  return dispatchOperatorAlert(alert);
+}
+
 /** A branch that throws settles as released: the others carry on, and the sweep replays what was missed. */
 const contained = (branch: Promise<BranchResult>): Promise<BranchResult> =>
   branch.catch(() => 'released' as const);
@@ -117,9 +111,10 @@ export async function episodeWorkflow(
   options: EpisodeOptions = DEFAULT_EPISODE_OPTIONS,
 ): Promise<EpisodeResult> {
   await quick.recordEpisode(outcome);
-  const [push, callback] = await Promise.all([
+  const [push, callback, ops] = await Promise.all([
     contained(pushBranch(outcome)),
     contained(callbackBranch(outcome, options)),
+    contained(opsBranch(outcome)),
   ]);
-  return { episodeId: outcome.episodeId, push, callback };
+  return { episodeId: outcome.episodeId, push, callback, ops };
 }

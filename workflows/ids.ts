@@ -10,3 +10,10 @@ export const searchAttributes = {
 
 /** The episode workflow's id is the episode id itself, so a second start of one episode is refused. */
 export const episodeWorkflowId = (episodeId: string): string => episodeId;
+
+/** One run-health workflow per run. */
+export const healthWorkflowId = (runId: string): string => `health:${runId}`;
+export const HEALTH_OBSERVE_SIGNAL = 'observe';
+
+/** A router decision error's dispatch: the alert's claim key, so repeated reports meet the same workflow. */
+export const operatorAlertWorkflowId = (episodeKey: string): string => `ops|${episodeKey}`;

@@ -1,3 +1,5 @@
 // The worker's only workflowsPath: every workflow type is exported from here.
 export { episodeWorkflow } from './episode';
+export { runHealthWorkflow } from './health';
+export { operatorAlertWorkflow } from './operatorAlert';
 export { sweepWorkflow } from './sweep';

@@ -14,9 +14,21 @@ import {
   idParam,
   parkBody,
   pauseBody,
+  routeDecisionErrorBody,
 } from '../schemas';
+import { NotFoundError } from '../../domain/errors';
+import type { RouteDecisionError } from '../../domain/ops';
+import type { RunHealthStore } from '../../store/runHealth';
 
-export function runsRouter(deps: { engine: RunEngine; episodes: EpisodeView }) {
+export interface RunsRouterDeps {
+  engine: RunEngine;
+  episodes: EpisodeView;
+  runHealth: RunHealthStore;
+  /** Escalates a router decision error to the operator (notifyOperator). */
+  notifyOperator: (report: RouteDecisionError) => Promise<{ episodeKey: string; started: boolean }>;
+}
+
+export function runsRouter(deps: RunsRouterDeps) {
   const { engine } = deps;
   const router = new Router<AuthState>({ prefix: '/api/v1/runs' });
 
@@ -49,6 +61,22 @@ export function runsRouter(deps: { engine: RunEngine; episodes: EpisodeView }) {
   router.get('/:id/episodes', async (ctx) => {
     await engine.get(ctx.state.caller, ctx.params.id);
     ctx.body = { episodes: await deps.episodes.listForRun(ctx.state.caller.teamId, ctx.params.id) };
+  });
+
+  router.get('/:id/health', async (ctx) => {
+    await engine.get(ctx.state.caller, ctx.params.id);
+    const health = await deps.runHealth.getForTeam(ctx.state.caller.teamId, ctx.params.id);
+    if (!health)
+      throw new NotFoundError('no health recorded for this run (not started yet, or reaped after it ended)');
+    const { _id: _runId, ...rest } = health;
+    ctx.body = rest;
+  });
+
+  router.post('/:id/route-decision-errors', async (ctx) => {
+    const { decisionId, error } = routeDecisionErrorBody.parse(jsonBody(ctx));
+    const run = await engine.get(ctx.state.caller, ctx.params.id);
+    ctx.status = 202;
+    ctx.body = await deps.notifyOperator({ runId: run._id, teamId: run.teamId, decisionId, error });
   });
 
   router.post('/:id/events', async (ctx) => {

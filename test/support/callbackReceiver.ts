@@ -62,7 +62,11 @@ export class CallbackReceiver {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
-      this.received.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: new Date() });
+      this.received.push({
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString('utf8'),
+        at: new Date(),
+      });
       const answer = this.script.shift() ?? this.fallback;
       const send = (): void => {
         if (!res.destroyed) res.writeHead(answer.status, answer.headers).end();

@@ -1,0 +1,53 @@
+// Feeds run-health workflows: every process that observes a run's events signals them here, starting the
+// run's health workflow on its first event.
+import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import type { Config } from '../config';
+import type { ObservedEvent } from '../domain/health';
+import type { HealthInput, HealthOptions } from '../workflows/health';
+import { HEALTH_OBSERVE_SIGNAL, healthWorkflowId } from '../workflows/ids';
+
+export function healthOptions(
+  config: Pick<Config, 'stallAfterSeconds' | 'healthReapSeconds' | 'opsAlertWebhookUrl'>,
+): HealthOptions {
+  return {
+    stallAfterSeconds: config.stallAfterSeconds,
+    reapAfterSeconds: config.healthReapSeconds,
+    opsAlerts: config.opsAlertWebhookUrl !== undefined,
+  };
+}
+
+function pick(data: Record<string, unknown> | undefined, keys: string[]): Record<string, unknown> {
+  return Object.fromEntries(keys.filter((k) => data?.[k] !== undefined).map((k) => [k, data![k]]));
+}
+
+export type HealthSignaler = ReturnType<typeof createHealthSignaler>;
+
+export function createHealthSignaler(deps: { client: Client; taskQueue: string; options: HealthOptions }) {
+  return {
+    async observe(run: { _id: string; teamId: string; budget?: { limit: number } }, events: ObservedEvent[]) {
+      const input: HealthInput = {
+        runId: run._id,
+        teamId: run.teamId,
+        ...(run.budget ? { budgetLimit: run.budget.limit } : {}),
+        options: deps.options,
+      };
+      for (const { type, data } of events) {
+        // Health reads only these; the rest (a final answer, a prompt) stays out of its history.
+        const event: ObservedEvent = { type, data: pick(data, ['node', 'spent']) };
+        try {
+          await deps.client.workflow.signalWithStart('runHealthWorkflow', {
+            workflowId: healthWorkflowId(run._id),
+            taskQueue: deps.taskQueue,
+            args: [input],
+            signal: HEALTH_OBSERVE_SIGNAL,
+            signalArgs: [event],
+            // A run whose health was reaped after it ended does not get a new one from a late event.
+            workflowIdReusePolicy: 'REJECT_DUPLICATE',
+          });
+        } catch (err) {
+          if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+        }
+      }
+    },
+  };
+}

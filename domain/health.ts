@@ -1,0 +1,171 @@
+// Run health as a pure state machine, driven by the run's observed events and the clock. The run-health
+// workflow feeds it; nothing here does I/O, so the same code is deterministic under replay.
+//
+//   active    liveness advancing, current node recorded          fires budget_warning, budget_exceeded
+//   paused    an intentional wait: no stall; only node_started,   fires nothing
+//             run_resumed or a terminal event moves it
+//   stalled   no liveness for stallAfter: stall once per episode; fires stall, then stall_recovered
+//             the next observed event of any kind clears it
+//   terminal  the run ended; reaped after a delay                (the run_failed alert is the episode's)
+
+export type HealthPhase = 'active' | 'paused' | 'stalled' | 'terminal';
+
+export interface ObservedEvent {
+  type: string;
+  data?: Record<string, unknown>;
+}
+
+export interface HealthState {
+  runId: string;
+  teamId: string;
+  phase: HealthPhase;
+  currentNode?: string;
+  /** Workflow time (ms) of the last event that counts as progress. */
+  lastLivenessAt: number;
+  /** Cumulative spend, as the latest usage event reported it. */
+  spent: number;
+  budgetLimit?: number;
+  budgetWarned: boolean;
+  budgetExceeded: boolean;
+  /** Stall episodes so far: each gets its own stall (and stall_recovered) alert key. */
+  stallSeq: number;
+  terminalAt?: number;
+  terminalStatus?: 'finished' | 'failed' | 'cancelled';
+}
+
+export type HealthAlertKind = 'stall' | 'stall_recovered' | 'budget_warning' | 'budget_exceeded';
+
+export interface HealthAlert {
+  kind: HealthAlertKind;
+  /** The alert's own episode key; its claim is ops|<key>, so each alert goes out once. */
+  episodeKey: string;
+  severity: 'warning' | 'error';
+  summary: string;
+  detail: Record<string, unknown>;
+}
+
+/** Never progress: the manager's own twin, and a workspace ticker that would make a hung run look alive. */
+export const NOT_PROGRESS = new Set(['run_health', 'run_workspace_checkpoint']);
+
+const PAUSING = new Set(['human_input_requested', 'run_paused']);
+const TERMINAL: Record<string, HealthState['terminalStatus']> = {
+  run_finished: 'finished',
+  run_failed: 'failed',
+  run_cancelled: 'cancelled',
+};
+
+export const BUDGET_WARNING_RATIO = 0.8;
+
+export function initialHealth(
+  init: { runId: string; teamId: string; budgetLimit?: number },
+  now: number,
+): HealthState {
+  return {
+    runId: init.runId,
+    teamId: init.teamId,
+    phase: 'active',
+    lastLivenessAt: now,
+    spent: 0,
+    ...(init.budgetLimit !== undefined ? { budgetLimit: init.budgetLimit } : {}),
+    budgetWarned: false,
+    budgetExceeded: false,
+    stallSeq: 0,
+  };
+}
+
+function budgetAlerts(state: HealthState): { state: HealthState; alerts: HealthAlert[] } {
+  const alerts: HealthAlert[] = [];
+  const limit = state.budgetLimit;
+  if (limit === undefined || limit <= 0) return { state, alerts };
+  let next = state;
+  const detail = { spent: state.spent, limit };
+  if (!next.budgetWarned && next.spent >= BUDGET_WARNING_RATIO * limit) {
+    next = { ...next, budgetWarned: true };
+    alerts.push({
+      kind: 'budget_warning',
+      episodeKey: `health:${state.runId}:budget_warning`,
+      severity: 'warning',
+      summary: `Run ${state.runId} has spent ${Math.round((state.spent / limit) * 100)}% of its budget`,
+      detail,
+    });
+  }
+  if (!next.budgetExceeded && next.spent >= limit) {
+    next = { ...next, budgetExceeded: true };
+    alerts.push({
+      kind: 'budget_exceeded',
+      episodeKey: `health:${state.runId}:budget_exceeded`,
+      severity: 'error',
+      summary: `Run ${state.runId} exceeded its budget (${state.spent} of ${limit})`,
+      detail,
+    });
+  }
+  return { state: next, alerts };
+}
+
+/** Applies one observed event at workflow time `now`. */
+export function observe(
+  state: HealthState,
+  event: ObservedEvent,
+  now: number,
+): { state: HealthState; alerts: HealthAlert[] } {
+  if (state.phase === 'terminal' || NOT_PROGRESS.has(event.type)) return { state, alerts: [] };
+  const alerts: HealthAlert[] = [];
+  let next: HealthState = state;
+  if (state.phase === 'stalled') {
+    alerts.push({
+      kind: 'stall_recovered',
+      episodeKey: `health:${state.runId}:stall_recovered:${state.stallSeq}`,
+      severity: 'warning',
+      summary: `Run ${state.runId} shows progress again (${event.type})`,
+      detail: { event: event.type, silentForMs: now - state.lastLivenessAt },
+    });
+    next = { ...next, phase: 'active' };
+  }
+
+  const terminal = TERMINAL[event.type];
+  if (terminal)
+    return { state: { ...next, phase: 'terminal', terminalAt: now, terminalStatus: terminal }, alerts };
+
+  if (next.phase === 'paused') {
+    // Only these end an intentional wait; anything else leaves the paused state untouched.
+    if (event.type === 'node_started' || event.type === 'run_resumed') next = { ...next, phase: 'active' };
+    else if (event.type !== 'usage') return { state: next, alerts };
+  } else if (PAUSING.has(event.type)) {
+    return { state: { ...next, phase: 'paused', lastLivenessAt: now }, alerts };
+  }
+
+  next = { ...next, lastLivenessAt: now };
+  if (event.type === 'node_started' && typeof event.data?.node === 'string')
+    next = { ...next, currentNode: event.data.node };
+  if (event.type === 'usage' && typeof event.data?.spent === 'number') {
+    const budget = budgetAlerts({ ...next, spent: event.data.spent });
+    next = budget.state;
+    alerts.push(...budget.alerts);
+  }
+  return { state: next, alerts };
+}
+
+/** When an active run stalls if nothing arrives: undefined in every other phase. */
+export function stallDueAt(state: HealthState, stallAfterMs: number): number | undefined {
+  return state.phase === 'active' ? state.lastLivenessAt + stallAfterMs : undefined;
+}
+
+/** The stall timer fired with the run still active: one stall alert for this stall episode. */
+export function fireStall(state: HealthState, now: number): { state: HealthState; alerts: HealthAlert[] } {
+  const stallSeq = state.stallSeq + 1;
+  return {
+    state: { ...state, phase: 'stalled', stallSeq },
+    alerts: [
+      {
+        kind: 'stall',
+        episodeKey: `health:${state.runId}:stall:${stallSeq}`,
+        severity: 'error',
+        summary: `Run ${state.runId} has shown no progress for ${Math.round((now - state.lastLivenessAt) / 1000)}s`,
+        detail: {
+          currentNode: state.currentNode ?? null,
+          lastProgressAt: new Date(state.lastLivenessAt).toISOString(),
+        },
+      },
+    ],
+  };
+}

@@ -1,0 +1,215 @@
+// Flow Studio's service worker. app.js registers it only when the user clicks "Enable notifications" (never at
+// page load). It renders the server's Web Push payload as an OS notification, opens the run when the
+// notification is clicked, and re-registers a subscription the browser rotates.
+//
+// Payload (the contract): {"v": 1, "kind", "title", "body", "url", "tag", "runId", "episodeId"}; `tag` is the
+// episode id, so a repeated delivery of one episode replaces its notification instead of stacking.
+'use strict';
+
+importScripts('/kv.js');
+
+const API = '/api/v1';
+const TOKEN_KEY = 'token'; // flowKv key; app.js keeps it in step with the signed-in user while push is on
+
+// No caching and nothing to migrate: a new version may take over at once, and claiming the open studio tabs
+// lets a notification click navigate them (Client.navigate only works on a client this worker controls).
+self.addEventListener('install', () => {
+  self.skipWaiting();
+});
+self.addEventListener('activate', (event) => {
+  event.waitUntil(self.clients.claim());
+});
+
+// ---- push: show the notification ------------------------------------------------------------------------
+
+self.addEventListener('push', (event) => {
+  event.waitUntil(showPush(event.data));
+});
+
+/** The payload as JSON, or a generic notification when a push carries something else (it never should). */
+function readPayload(data) {
+  if (!data) return { title: 'Flow', body: 'Something happened in one of your runs.' };
+  try {
+    const payload = data.json();
+    if (payload && typeof payload === 'object') return payload;
+  } catch {
+    // not JSON: show the text as is
+  }
+  return { title: 'Flow', body: data.text() };
+}
+
+/** Only an http(s) link is opened; anything else falls back to the run's page, or the studio's home. */
+function linkFor(payload) {
+  try {
+    const url = new URL(String(payload.url), self.location.origin);
+    if (url.protocol === 'https:' || url.protocol === 'http:') return url.href;
+  } catch {
+    // no usable url
+  }
+  const home = new URL('/', self.location.origin);
+  return payload.runId ? new URL(`/runs/${encodeURIComponent(payload.runId)}`, home).href : home.href;
+}
+
+function notificationFor(payload) {
+  const tag = String(payload.tag || payload.episodeId || '');
+  return {
+    title: String(payload.title || 'Flow'),
+    options: {
+      body: String(payload.body || ''),
+      // Same tag → the new notification replaces the old one; renotify false keeps a repeat silent.
+      tag: tag || undefined,
+      renotify: false,
+      // A run waiting for a person stays on screen until it is acted on.
+      requireInteraction: payload.kind === 'human_input_requested',
+      icon: '/icon.svg',
+      timestamp: Date.now(),
+      data: {
+        url: linkFor(payload),
+        kind: payload.kind || '',
+        runId: payload.runId || '',
+        episodeId: payload.episodeId || '',
+      },
+    },
+  };
+}
+
+async function showPush(data) {
+  const payload = readPayload(data);
+  const { title, options } = notificationFor(payload);
+  await self.registration.showNotification(title, options);
+  // Open studio tabs refresh what they show (the run's status changed).
+  const windows = await self.clients.matchAll({ type: 'window', includeUncontrolled: true });
+  for (const client of windows) client.postMessage({ type: 'flow:push', payload });
+}
+
+// ---- notificationclick: focus or open the run ------------------------------------------------------------
+
+self.addEventListener('notificationclick', (event) => {
+  event.waitUntil(handleNotificationClick(event.notification));
+});
+
+/** The whole click: close the notification, then bring up its URL. Both click paths below run this. */
+async function handleNotificationClick(notification) {
+  notification.close();
+  const url = (notification.data && notification.data.url) || self.location.origin + '/';
+  return openStudioAt(url);
+}
+
+/**
+ * Focuses a studio tab already at `url`; else navigates an open studio tab there and focuses it; else opens a
+ * window. Returns which of the three it did.
+ */
+async function openStudioAt(url) {
+  const target = new URL(url, self.location.origin);
+  const windows = await self.clients.matchAll({ type: 'window', includeUncontrolled: true });
+
+  const already = windows.find((client) => client.url === target.href);
+  if (already) {
+    await focusQuietly(already);
+    return 'focused';
+  }
+
+  const studio = target.origin === self.location.origin ? pickStudioTab(windows) : undefined;
+  if (studio) {
+    const navigated = await navigateTab(studio, target.href);
+    if (navigated) {
+      await focusQuietly(navigated);
+      return 'navigated';
+    }
+  }
+
+  await self.clients.openWindow(target.href);
+  return 'opened';
+}
+
+/** The focused studio tab if there is one, else the most recently focused (matchAll lists it first). */
+function pickStudioTab(windows) {
+  const mine = windows.filter((client) => new URL(client.url).origin === self.location.origin);
+  return mine.find((client) => client.focused) || mine[0];
+}
+
+async function navigateTab(client, href) {
+  try {
+    // Works on a tab this worker controls (clients.claim() above makes every open studio tab one).
+    const navigated = await client.navigate(href);
+    if (navigated) return navigated;
+  } catch {
+    // An uncontrolled tab (e.g. opened with a hard reload): ask the page to navigate itself (app.js listens).
+    client.postMessage({ type: 'flow:navigate', url: href });
+    return client;
+  }
+  return undefined;
+}
+
+/** focus() is allowed only while a click is being handled; anywhere else it is refused, and that is fine. */
+async function focusQuietly(client) {
+  try {
+    return await client.focus();
+  } catch {
+    return client;
+  }
+}
+
+// Headless browsers (the studio's browser tests) have no notification UI to click, so a studio page may ask
+// the worker to click one of the notifications this worker showed, by tag. It runs handleNotificationClick,
+// the same code the real event runs, and it can do nothing a click could not: close a notification this
+// worker showed and open the URL the server put in it. (Without a real click the browser refuses focus(),
+// which handleNotificationClick tolerates.)
+self.addEventListener('message', (event) => {
+  const message = event.data;
+  if (!message || message.type !== 'flow:notification-click') return;
+  if (!event.source || event.source.type !== 'window') return;
+  event.waitUntil(
+    self.registration.getNotifications({ tag: String(message.tag) }).then((found) => {
+      if (found.length > 0) return handleNotificationClick(found[0]);
+      return undefined;
+    }),
+  );
+});
+
+// ---- pushsubscriptionchange: re-subscribe and tell the server ---------------------------------------------
+
+self.addEventListener('pushsubscriptionchange', (event) => {
+  event.waitUntil(resubscribe(event.oldSubscription, event.newSubscription));
+});
+
+/**
+ * The browser rotated (or dropped) the subscription, usually with no studio tab open. The worker has no
+ * localStorage, so the page keeps a copy of the token in IndexedDB (kv.js) while notifications are on; with
+ * it the worker subscribes again under the same server key, POSTs the new subscription and deletes the old
+ * endpoint. Without a token (signed out, or disabled) it does nothing: the next enable starts afresh.
+ */
+async function resubscribe(oldSubscription, newSubscription) {
+  const token = await self.flowKv.get(TOKEN_KEY).catch(() => undefined);
+  if (!token) return;
+  const call = (method, path, body) =>
+    fetch(API + path, {
+      method,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+
+  let subscription = newSubscription;
+  if (!subscription) {
+    let key = oldSubscription && oldSubscription.options && oldSubscription.options.applicationServerKey;
+    if (!key) {
+      const res = await call('GET', '/notifications/push/vapid-public-key');
+      if (!res.ok) return; // web push is off on the server now
+      key = base64UrlToBytes((await res.json()).publicKey);
+    }
+    subscription = await self.registration.pushManager.subscribe({
+      userVisibleOnly: true,
+      applicationServerKey: key,
+    });
+  }
+  await call('POST', '/notifications/push/subscriptions', subscription.toJSON());
+  if (oldSubscription && oldSubscription.endpoint !== subscription.endpoint) {
+    await call('DELETE', '/notifications/push/subscriptions', { endpoint: oldSubscription.endpoint });
+  }
+}
+
+function base64UrlToBytes(text) {
+  const base64 = (text + '='.repeat((4 - (text.length % 4)) % 4)).replace(/-/g, '+').replace(/_/g, '/');
+  const raw = atob(base64);
+  return Uint8Array.from(raw, (c) => c.charCodeAt(0));
+}

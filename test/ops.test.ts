@@ -1,0 +1,333 @@
+// The operator family and run health on the real servers: failed-run and router alerts exactly once, stalls,
+// budgets, reaping, a worker restart, and a replay of a recorded health history.
+import assert from 'node:assert/strict';
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import { spawnSync } from 'node:child_process';
+import { PROJECT_ROOT } from '../stack/embedded';
+import { Worker } from '@temporalio/worker';
+import { assertOperatorAlertsWired } from '../activities/ops';
+import type { ApiHandle } from '../api/server';
+import { createOutcomeEmitter, startEpisode } from '../client/emitter';
+import type { Config } from '../config';
+import { ConfigError } from '../config';
+import type { OperatorAlert } from '../domain/ops';
+import { buildRunOutcome } from '../domain/outcome';
+import { createRunEngine, type Caller } from '../engine/runEngine';
+import type { Stores } from '../store';
+import type { Mongo } from '../store/mongo';
+import type { EpisodeResult } from '../workflows/episode';
+import { WORKFLOWS_PATH } from '../worker';
+import { CallbackReceiver } from './support/callbackReceiver';
+import {
+  ApiClient,
+  openStores,
+  startTestApi,
+  startTestWorker,
+  temporalClient,
+  type RunningWorker,
+} from './support/harness';
+import { testConfig } from './support/stack';
+
+const FIXTURE = path.resolve(__dirname, 'fixtures/run-health-history.json');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('operator family and run health', function () {
+  let webhook: CallbackReceiver;
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let worker: RunningWorker;
+  let api: ApiHandle;
+  let alice: ApiClient;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  const caller: Caller = { userId: 'alice', teamId: 'acme' };
+
+  before(async () => {
+    webhook = await CallbackReceiver.start();
+    config = testConfig({
+      OPS_ALERT_WEBHOOK_URL: webhook.url,
+      STALL_AFTER_SECONDS: '2',
+      HEALTH_REAP_SECONDS: '3',
+      SWEEP_INTERVAL_SECONDS: '3600',
+    });
+    ({ mongo, stores } = await openStores(config));
+    worker = await startTestWorker(config, stores);
+    const started = await startTestApi(config);
+    api = started.api;
+    alice = started.client.as('alice', 'acme');
+    ({ client, close: closeClient } = await temporalClient(config));
+  });
+  after(async () => {
+    await api?.close();
+    await worker?.stop();
+    await closeClient?.();
+    await mongo?.client.close();
+    await webhook?.close();
+  });
+  beforeEach(() => {
+    webhook.received.length = 0;
+  });
+
+  const alerts = (runId?: string): OperatorAlert[] =>
+    webhook.received
+      .map((r) => JSON.parse(r.body) as OperatorAlert)
+      .filter((a) => !runId || a.runId === runId);
+  const alertsOf = (runId: string, kind: string) => alerts(runId).filter((a) => a.kind === kind);
+  const episodeResult = (id: string) => client.workflow.getHandle(id).result() as Promise<EpisodeResult>;
+
+  async function until(what: string, check: () => boolean, timeoutMs = 15_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!check()) {
+      if (Date.now() > deadline)
+        throw new Error(`timed out waiting for ${what}; alerts: ${JSON.stringify(alerts())}`);
+      await sleep(100);
+    }
+  }
+
+  describe('failed runs and router decisions', () => {
+    it('a failed run alerts the operator once, with the classified code; replays and duplicate emits add nothing', async () => {
+      const created = await alice.post('/api/v1/runs', { title: 'Billing sync' });
+      const id = created.body.id as string;
+      await alice.post(`/api/v1/runs/${id}/fail`, {
+        error: { code: 'database', message: 'connection reset' },
+      });
+      assert.equal((await episodeResult(`${id}:end`)).ops, 'delivered');
+      const [alert] = alertsOf(id, 'run_failed');
+      assert.deepEqual(
+        { ...alert, at: undefined },
+        {
+          version: '1',
+          kind: 'run_failed',
+          severity: 'critical',
+          runId: id,
+          teamId: 'acme',
+          episodeKey: `${id}:end`,
+          summary: `Run ${id} (Billing sync) failed: database`,
+          detail: { code: 'database', message: 'connection reset', ownerId: 'alice' },
+          at: undefined,
+        },
+      );
+      assert.ok(!Number.isNaN(Date.parse(alert.at)));
+
+      const emitter = createOutcomeEmitter({
+        client,
+        taskQueue: config.temporalTaskQueue,
+        runs: stores.runs,
+      });
+      await Promise.all([emitter.emitRunOutcome(id), emitter.emitRunOutcome(id)]);
+      const run = (await stores.runs.getById(id))!;
+      await startEpisode(
+        client,
+        config.temporalTaskQueue,
+        buildRunOutcome(run)!,
+        { callbackRetrySeconds: [1] },
+        'ALLOW_DUPLICATE',
+      );
+      assert.equal((await episodeResult(`${id}:end`)).ops, 'claimed_elsewhere');
+      assert.equal(alertsOf(id, 'run_failed').length, 1);
+      assert.deepEqual(
+        run.opsAlerted,
+        [`${id}:end`],
+        'the transition marker, stamped off the confirmed claim',
+      );
+    });
+
+    it('a run that is no longer failed when the alert is built owes nothing', async () => {
+      const silent = createRunEngine({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
+      const run = await silent.create(caller, { title: 'flaky' });
+      await silent.fail(caller, run._id, { code: 'oom', message: 'killed' });
+      const outcome = buildRunOutcome((await stores.runs.getById(run._id))!)!;
+      // Between the publish and the load, the run's record moved on (e.g. an operator marked it finished).
+      await mongo.db
+        .collection('runs')
+        .updateOne({ _id: run._id as never }, { $set: { status: 'finished' } });
+      await startEpisode(client, config.temporalTaskQueue, outcome, { callbackRetrySeconds: [1] });
+      assert.equal((await episodeResult(`${run._id}:end`)).ops, 'not_owed');
+      assert.equal(alerts(run._id).length, 0);
+      assert.equal(await stores.claims.state(`ops|${run._id}:end`), 'absent');
+    });
+
+    it('a router decision error alerts once however often it is reported', async () => {
+      const created = await alice.post('/api/v1/runs', { title: 'Routing' });
+      const id = created.body.id as string;
+      const report = { decisionId: 'dec_42', error: { code: 'no_route', message: 'no model matched' } };
+      const answers = await Promise.all(
+        [1, 2, 3].map(() => alice.post(`/api/v1/runs/${id}/route-decision-errors`, report)),
+      );
+      for (const a of answers) {
+        assert.equal(a.status, 202);
+        assert.equal(a.body.episodeKey, `route:${id}:dec_42`);
+      }
+      await client.workflow.getHandle(`ops|route:${id}:dec_42`).result();
+      await alice.post(`/api/v1/runs/${id}/route-decision-errors`, report);
+      await client.workflow.getHandle(`ops|route:${id}:dec_42`).result();
+      assert.equal(alertsOf(id, 'route_decision_error').length, 1);
+      assert.equal(alertsOf(id, 'route_decision_error')[0].detail.code, 'no_route');
+      const other = await alice.post(`/api/v1/runs/${id}/route-decision-errors`, {
+        ...report,
+        decisionId: 'dec_43',
+      });
+      await client.workflow.getHandle(`ops|${other.body.episodeKey}`).result();
+      assert.equal(alertsOf(id, 'route_decision_error').length, 2, 'another decision is another alert');
+    });
+
+    it('a webhook that fails releases the claim; the sweep replays the failed run once the webhook recovers', async () => {
+      webhook.answerAlways({ status: 503 });
+      try {
+        const created = await alice.post('/api/v1/runs', { title: 'Down webhook' });
+        const id = created.body.id as string;
+        await alice.post(`/api/v1/runs/${id}/fail`, { error: { code: 'oom', message: 'x' } });
+        assert.equal((await episodeResult(`${id}:end`)).ops, 'released');
+        assert.equal(await stores.claims.state(`ops|${id}:end`), 'absent');
+        webhook.answerAlways({ status: 204 });
+        webhook.received.length = 0;
+        await client.workflow.execute('sweepWorkflow', {
+          taskQueue: config.temporalTaskQueue,
+          workflowId: `sweep-ops-${Date.now()}`,
+        });
+        assert.equal((await episodeResult(`${id}:end`)).ops, 'delivered');
+        assert.equal(alertsOf(id, 'run_failed').length, 1);
+      } finally {
+        webhook.answerAlways({ status: 204 });
+      }
+    }).timeout(60_000);
+
+    it('start-up refuses a webhook with no claim store, in one line naming the variable', () => {
+      assert.throws(
+        () => assertOperatorAlertsWired({ opsAlertWebhookUrl: 'https://ops.example.com/hook' }, undefined),
+        (err: unknown) =>
+          err instanceof ConfigError &&
+          /^OPS_ALERT_WEBHOOK_URL is set but no claim store is wired/.test(err.message),
+      );
+      assert.doesNotThrow(() => assertOperatorAlertsWired({}, undefined));
+      assert.doesNotThrow(() =>
+        assertOperatorAlertsWired({ opsAlertWebhookUrl: 'https://x' }, stores.claims),
+      );
+    });
+  });
+
+  describe('run health', () => {
+    async function newRun(body: Record<string, unknown> = {}): Promise<string> {
+      const created = await alice.post('/api/v1/runs', { title: 'Health', ...body });
+      assert.equal(created.status, 201);
+      return created.body.id as string;
+    }
+    const event = (id: string, body: Record<string, unknown>) =>
+      alice.post(`/api/v1/runs/${id}/events`, body);
+
+    it('a silent run stalls once; the next event clears it with stall_recovered', async () => {
+      const id = await newRun();
+      await event(id, { type: 'node_started', node: 'plan' });
+      await until('stall', () => alertsOf(id, 'stall').length === 1);
+      await sleep(2500);
+      assert.equal(alertsOf(id, 'stall').length, 1, 'once per stall episode');
+      assert.equal(alertsOf(id, 'stall')[0].detail.currentNode, 'plan');
+      const health = await alice.get(`/api/v1/runs/${id}/health`);
+      assert.equal(health.body.phase, 'stalled');
+      await event(id, { type: 'node_started', node: 'write' });
+      await until('stall_recovered', () => alertsOf(id, 'stall_recovered').length === 1);
+      assert.equal((await alice.get(`/api/v1/runs/${id}/health`)).body.phase, 'active');
+      assert.equal((await alice.get(`/api/v1/runs/${id}/health`)).body.currentNode, 'write');
+    });
+
+    it('a paused run never stalls', async () => {
+      const id = await newRun();
+      await alice.post(`/api/v1/runs/${id}/pause`, { prompt: 'wait for me' });
+      await sleep(4500);
+      assert.equal(alerts(id).length, 0);
+      assert.equal((await alice.get(`/api/v1/runs/${id}/health`)).body.phase, 'paused');
+    });
+
+    it('workspace checkpoints and run_health events do not count as progress', async () => {
+      const id = await newRun();
+      const started = Date.now();
+      while (Date.now() - started < 3500 && alertsOf(id, 'stall').length === 0) {
+        await event(id, { type: 'run_workspace_checkpoint' });
+        await event(id, { type: 'run_health' });
+        await sleep(300);
+      }
+      await until('stall despite checkpoints', () => alertsOf(id, 'stall').length === 1);
+    });
+
+    it('a blocking human wait found in flight cancels a stall about to fire', async () => {
+      const id = await newRun();
+      // The pause reaches the store but not the health workflow (a lost signal).
+      const deaf = createRunEngine({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
+      await deaf.pause(caller, id, 'Are you there?');
+      await sleep(4000);
+      assert.equal(alertsOf(id, 'stall').length, 0);
+      assert.equal((await alice.get(`/api/v1/runs/${id}/health`)).body.phase, 'paused');
+    });
+
+    it('budget: a warning at 80 % and an exceeded alert at 100 %, each once', async () => {
+      const id = await newRun({ budget: { limit: 10 } });
+      for (const spent of [5, 8, 9, 12, 15]) await event(id, { type: 'usage', spent });
+      await until('budget alerts', () => alertsOf(id, 'budget_exceeded').length === 1);
+      await sleep(500);
+      assert.equal(alertsOf(id, 'budget_warning').length, 1);
+      assert.equal(alertsOf(id, 'budget_exceeded').length, 1);
+      assert.deepEqual(alertsOf(id, 'budget_warning')[0].detail, { spent: 8, limit: 10 });
+      assert.deepEqual(alertsOf(id, 'budget_exceeded')[0].detail, { spent: 12, limit: 10 });
+    });
+
+    it('terminal state is reaped after its delay', async () => {
+      const id = await newRun();
+      await alice.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'ok' });
+      let phase: string | undefined;
+      for (let i = 0; i < 20 && phase !== 'terminal'; i++) {
+        phase = (await alice.get(`/api/v1/runs/${id}/health`)).body?.phase;
+        await sleep(100);
+      }
+      assert.equal(phase, 'terminal');
+      const state = await client.workflow.getHandle(`health:${id}`).result();
+      assert.equal(state.phase, 'terminal');
+      assert.equal((await alice.get(`/api/v1/runs/${id}/health`)).status, 404, 'reaped');
+      assert.equal(alerts(id).length, 0);
+    });
+
+    it('the health workflow survives a worker restart and still fires on time', async () => {
+      await worker.stop();
+      const id = await newRun();
+      const createdAt = Date.now();
+      await sleep(1000);
+      worker = await startTestWorker(config, stores);
+      await until('stall after restart', () => alertsOf(id, 'stall').length === 1);
+      const firedAfter = Date.parse(webhook.received.at(-1)!.at.toISOString()) - createdAt;
+      assert.ok(firedAfter >= 2000 && firedAfter < 6000, `fired ${firedAfter} ms after the run started`);
+    });
+
+    it('replays a recorded health history with the current workflow code', async () => {
+      if (process.env.RECORD_HEALTH_HISTORY === '1') {
+        // Refresh the fixture: a run that stalls, recovers, spends past its budget and finishes.
+        const id = await newRun({ budget: { limit: 10 } });
+        await event(id, { type: 'node_started', node: 'plan' });
+        await until('stall', () => alertsOf(id, 'stall').length === 1);
+        await event(id, { type: 'usage', spent: 11 });
+        await alice.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'done' });
+        await client.workflow.getHandle(`health:${id}`).result();
+        // The same export an operator makes: temporal workflow show --output json.
+        const cli = spawnSync(
+          path.join(PROJECT_ROOT, 'tools/venv/bin/temporal'),
+          [
+            'workflow',
+            'show',
+            '--workflow-id',
+            `health:${id}`,
+            '--address',
+            config.temporalAddress,
+            '--output',
+            'json',
+          ],
+          { encoding: 'utf8' },
+        );
+        assert.equal(cli.status, 0, cli.stderr);
+        writeFileSync(FIXTURE, cli.stdout);
+      }
+      const history: unknown = JSON.parse(readFileSync(FIXTURE, 'utf8'));
+      await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, history);
+    });
+  });
+});

@@ -1,0 +1,490 @@
+// The studio in a real browser: Debian's Chromium driven by playwright-core, against the real API (serving the
+// studio), a real worker, Temporal, FerretDB and the loopback push service. The browser has no reachable push
+// service here, so the page's PushManager hands out a subscription the loopback service holds the keys of, and
+// pushes reach the service worker through CDP ServiceWorker.deliverPushMessage, carrying exactly what the
+// server sent (as the loopback service decrypted it).
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { chromium, type BrowserContext, type CDPSession, type Page } from 'playwright-core';
+import webpush from 'web-push';
+import type { ApiHandle } from '../api/server';
+import type { Config } from '../config';
+import type { PushPayload } from '../domain/push';
+import { pushSenderFor } from '../net/pushSender';
+import { freePort, PROJECT_ROOT } from '../stack/embedded';
+import type { Stores } from '../store';
+import type { Mongo } from '../store/mongo';
+import { ApiClient, openStores, startTestApi, startTestWorker, type RunningWorker } from './support/harness';
+import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
+import { testConfig } from './support/stack';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+// playwright-core adds --headless and --user-data-dir itself; the rest keeps Chromium off this machine's
+// closed network (every background connection would be refused) and out of first-run UI.
+const CHROMIUM_FLAGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+const RESULTS = path.join(PROJECT_ROOT, 'test-results');
+const TOKEN_KEY = 'flow.studio.token';
+const FAKE_SUBSCRIPTION_KEY = '__flowTestSubscription';
+
+interface ShownNotification {
+  title: string;
+  body: string;
+  tag: string;
+  url: string;
+  timestamp: number;
+}
+
+describe('studio (Chromium)', function () {
+  let push: PushService;
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let api: ApiHandle;
+  let worker: RunningWorker;
+  let origin: string; // the API serves the studio; 127.0.0.1 is a secure context for service workers
+  let alice: ApiClient; // the studio user, team acme
+  let dave: ApiClient; // a teammate who owns some runs and never enables push
+  let studioSub: SubscriptionJSON; // what the page's PushManager hands out
+  const browsers: { context: BrowserContext; dir: string }[] = [];
+  const browserLog: string[] = []; // console errors of the page and the worker, shown when a wait fails
+
+  // Shared by the tests that follow one another in alice's browser.
+  let context: BrowserContext;
+  let page: Page;
+  let runId: string;
+  let episodeId: string;
+  let rawPayload: string;
+
+  before(async function () {
+    push = await startPushService();
+    const port = await freePort();
+    origin = `http://127.0.0.1:${port}`;
+    const vapid = webpush.generateVAPIDKeys();
+    config = testConfig({
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      STUDIO_URL: origin, // deep links point back at this very studio
+      VAPID_PUBLIC_KEY: vapid.publicKey,
+      VAPID_PRIVATE_KEY: vapid.privateKey,
+      VAPID_SUBJECT: 'mailto:ops@flow.test',
+      PUSH_ALLOW_PRIVATE: '1',
+      SWEEP_INTERVAL_SECONDS: '3600',
+    });
+    ({ mongo, stores } = await openStores(config));
+    worker = await startTestWorker(config, stores, { pushSender: pushSenderFor(config, { ca: push.ca }) });
+    const started = await startTestApi(config, { pushSender: pushSenderFor(config, { ca: push.ca }) });
+    api = started.api;
+    assert.equal(api.url, origin);
+    alice = started.client.as('alice', 'acme');
+    dave = started.client.as('dave', 'acme');
+    studioSub = push.endpoint('studio', { applicationServerKey: vapid.publicKey });
+
+    // A few team runs for the list (dave's: alice keeps the default scope, so none of them pushes to her).
+    const finished = await dave.post('/api/v1/runs', { title: 'Nightly data sync' });
+    await dave.post(`/api/v1/runs/${finished.body.id}/complete`, { finalAnswer: '1,204 rows synced.' });
+    const failed = await dave.post('/api/v1/runs', { title: 'Churn analysis' });
+    await dave.post(`/api/v1/runs/${failed.body.id}/fail`, {
+      error: { code: 'tool_crashed', message: 'The SQL tool crashed.' },
+    });
+    await dave.post('/api/v1/runs', { title: 'Weekly digest' });
+
+    ({ context, page } = await launchBrowser());
+    context.on('serviceworker', (w) =>
+      w.on('console', (m) => browserLog.push(`worker ${m.type()}: ${m.text()}`)),
+    );
+    page.on('console', (m) => {
+      if (m.type() === 'error') browserLog.push(`page error: ${m.text()}`);
+    });
+    page.on('pageerror', (e) => browserLog.push(`page exception: ${e.message}`));
+    await installPushManagerStandIn(context, studioSub);
+    await context.grantPermissions(['notifications'], { origin });
+  });
+
+  after(async () => {
+    for (const { context: c, dir } of browsers) {
+      await c.close().catch(() => undefined);
+      rmSync(dir, { recursive: true, force: true });
+    }
+    await api?.close();
+    await worker?.stop();
+    await mongo?.client.close();
+    await push?.close();
+  });
+
+  /** A fresh Chromium profile (a persistent context: a real profile, not an incognito one). */
+  async function launchBrowser(): Promise<{ context: BrowserContext; page: Page }> {
+    const dir = mkdtempSync(path.join(tmpdir(), 'flow-studio-chromium-'));
+    const launched = await chromium.launchPersistentContext(dir, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: CHROMIUM_FLAGS,
+      viewport: { width: 1280, height: 860 },
+    });
+    browsers.push({ context: launched, dir });
+    return { context: launched, page: launched.pages()[0] ?? (await launched.newPage()) };
+  }
+
+  /**
+   * Stands in PushManager.subscribe/getSubscription in every page of the context: subscribe() records its
+   * options and returns a subscription whose toJSON() is `fake` (an endpoint of the loopback push service, whose
+   * keys it holds); getSubscription() returns it until unsubscribe().
+   */
+  async function installPushManagerStandIn(target: BrowserContext, fake: SubscriptionJSON): Promise<void> {
+    await target.addInitScript(
+      ({ json, storageKey }) => {
+        const make = (key: number[]) => ({
+          endpoint: json.endpoint,
+          expirationTime: null,
+          options: { userVisibleOnly: true, applicationServerKey: new Uint8Array(key).buffer },
+          toJSON: () => json,
+          getKey: () => null,
+          unsubscribe: async () => {
+            localStorage.removeItem(storageKey);
+            return true;
+          },
+        });
+        const proto = PushManager.prototype as unknown as Record<string, unknown>;
+        proto.subscribe = async function (options: PushSubscriptionOptionsInit) {
+          const key = Array.from(new Uint8Array(options.applicationServerKey as ArrayBuffer));
+          localStorage.setItem(
+            storageKey,
+            JSON.stringify({ userVisibleOnly: options.userVisibleOnly, key, calls: 1 }),
+          );
+          return make(key);
+        };
+        proto.getSubscription = async function () {
+          const saved = localStorage.getItem(storageKey);
+          return saved ? make((JSON.parse(saved) as { key: number[] }).key) : null;
+        };
+      },
+      { json: fake, storageKey: FAKE_SUBSCRIPTION_KEY },
+    );
+  }
+
+  /** The first push the loopback service accepted for the studio's subscription that matches. */
+  async function pushReceived(match: (payload: PushPayload) => boolean) {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const found = push.received(studioSub).find((r) => match(r.payload as PushPayload));
+      if (found) return found;
+      if (Date.now() > deadline) {
+        const seen = push.received(studioSub).map((r) => r.rawText);
+        throw new Error(`no matching push reached the studio's endpoint; got ${JSON.stringify(seen)}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+
+  /** Every POST/DELETE the page sends to the subscriptions route, with its body. */
+  function recordSubscriptionCalls(target: Page): { method: string; body: unknown }[] {
+    const calls: { method: string; body: unknown }[] = [];
+    target.on('request', (request) => {
+      if (!request.url().endsWith('/api/v1/notifications/push/subscriptions')) return;
+      if (request.method() === 'GET') return;
+      calls.push({ method: request.method(), body: request.postDataJSON() as unknown });
+    });
+    return calls;
+  }
+
+  async function signIn(target: Page, client: ApiClient): Promise<void> {
+    await target.goto(`${origin}/`);
+    await target.getByLabel('Access token').fill(client.token ?? '');
+    await target.getByRole('button', { name: 'Sign in' }).click();
+    await target.getByRole('heading', { level: 1, name: 'Runs' }).waitFor();
+  }
+
+  const registrations = (target: Page) =>
+    target.evaluate(() =>
+      navigator.serviceWorker.getRegistrations().then((list) => list.map((r) => r.scope)),
+    );
+
+  const notifications = (target: Page): Promise<ShownNotification[]> =>
+    target.evaluate(() =>
+      navigator.serviceWorker.ready
+        .then((r) => r.getNotifications())
+        .then((list) =>
+          list.map((n) => ({
+            title: n.title,
+            body: n.body,
+            tag: n.tag,
+            url: (n.data as { url: string }).url,
+            timestamp: (n as Notification & { timestamp: number }).timestamp, // not in TS's DOM lib
+          })),
+        ),
+    );
+
+  async function waitForNotifications(
+    target: Page,
+    done: (list: ShownNotification[]) => boolean,
+    what: string,
+  ): Promise<ShownNotification[]> {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const list = await notifications(target);
+      if (done(list)) return list;
+      if (Date.now() > deadline) {
+        const log = browserLog.slice(-10).join('\n  ') || '(nothing)';
+        throw new Error(`${what}; notifications: ${JSON.stringify(list)}; browser log:\n  ${log}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  /** The studio's registration id, from the ServiceWorker domain's registration events. */
+  function registrationIdFor(cdp: CDPSession, scopeURL: string): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`no service worker registration for ${scopeURL}`)),
+        10_000,
+      );
+      cdp.on('ServiceWorker.workerRegistrationUpdated', ({ registrations: list }) => {
+        const found = list.find((r) => r.scopeURL === scopeURL && !r.isDeleted);
+        if (!found) return;
+        clearTimeout(timer);
+        resolve(found.registrationId);
+      });
+      cdp.on('ServiceWorker.workerErrorReported', ({ errorMessage: e }) =>
+        browserLog.push(`worker exception: ${e.errorMessage} (${e.sourceURL}:${e.lineNumber})`),
+      );
+      cdp.send('ServiceWorker.enable').catch(reject);
+    });
+  }
+
+  /**
+   * Delivers `data` to the studio's worker as a push (CDP ServiceWorker.deliverPushMessage) and resolves once
+   * the worker has shown it: sw.js messages the open studio tabs after showNotification() resolves. Reading
+   * getNotifications() earlier races Chromium, which drops a notification it has stored but not yet
+   * displayed when getNotifications() reconciles the two (seen here as a notification that never appears).
+   */
+  async function deliverPush(target: Page, data: string): Promise<void> {
+    type Counted = { __flowPushes?: number };
+    const before = await target.evaluate(() => {
+      const w = window as unknown as Counted;
+      if (w.__flowPushes === undefined) {
+        w.__flowPushes = 0;
+        navigator.serviceWorker.addEventListener('message', (event) => {
+          if ((event.data as { type?: string } | null)?.type === 'flow:push') w.__flowPushes! += 1;
+        });
+      }
+      return w.__flowPushes;
+    });
+    const cdp = await target.context().newCDPSession(target);
+    try {
+      const registrationId = await registrationIdFor(cdp, `${origin}/`);
+      await cdp.send('ServiceWorker.deliverPushMessage', { origin, registrationId, data });
+      await target.waitForFunction((n) => (window as unknown as Counted).__flowPushes! > n, before, {
+        timeout: 10_000,
+      });
+    } finally {
+      await cdp.detach();
+    }
+  }
+
+  /** Runs the service worker's notification-click path on the notification with this tag (see sw.js). */
+  const clickNotification = (target: Page, tag: string) =>
+    target.evaluate(
+      (t) =>
+        navigator.serviceWorker.ready.then((r) =>
+          r.active?.postMessage({ type: 'flow:notification-click', tag: t }),
+        ),
+      tag,
+    );
+
+  it('loading the page registers no service worker; "Enable notifications" registers it and POSTs the subscription', async () => {
+    const calls = recordSubscriptionCalls(page);
+    await signIn(page, alice);
+    const enable = page.getByRole('button', { name: 'Enable notifications' });
+    await enable.waitFor();
+    assert.deepEqual(await registrations(page), [], 'signed in, the page registered nothing');
+    await page.reload();
+    await enable.waitFor();
+    assert.deepEqual(await registrations(page), [], 'nor after a reload');
+    assert.deepEqual(calls, []);
+
+    await enable.click();
+    await page.getByText('Notifications are on.').waitFor();
+    assert.deepEqual(await registrations(page), [`${origin}/`]);
+    assert.deepEqual(calls, [{ method: 'POST', body: studioSub }]);
+
+    const subscribed = await page.evaluate((k) => localStorage.getItem(k), FAKE_SUBSCRIPTION_KEY);
+    const options = JSON.parse(subscribed ?? '{}') as { userVisibleOnly: boolean; key: number[] };
+    assert.equal(options.userVisibleOnly, true);
+    assert.equal(Buffer.from(options.key).toString('base64url'), config.vapid?.publicKey);
+
+    const rows = await stores.pushSubscriptions.listForUsers(['alice']);
+    assert.equal(rows.length, 1);
+    assert.equal(rows[0].endpoint, studioSub.endpoint);
+    assert.deepEqual(rows[0].keys, studioSub.keys);
+    assert.equal(rows[0].teamId, 'acme');
+    assert.ok(await page.getByRole('button', { name: 'Send a test notification' }).isVisible());
+  });
+
+  it('the scope choice is saved, and "Send a test notification" reaches the subscription', async () => {
+    await page.getByLabel(/All of my team/).check();
+    await page.getByText('You will be notified about every run in your team.').waitFor();
+    assert.equal((await alice.get('/api/v1/notifications/prefs')).body.scope, 'team');
+    await page.getByLabel(/My runs/).check();
+    await page.getByText('You will be notified about your own runs.').waitFor();
+    assert.equal((await alice.get('/api/v1/notifications/prefs')).body.scope, 'own');
+
+    await page.getByRole('button', { name: 'Send a test notification' }).click();
+    await page.getByText('Test notification sent to 1 device.').waitFor();
+    mkdirSync(RESULTS, { recursive: true });
+    await page.screenshot({ path: path.join(RESULTS, 'studio-enabled.png'), fullPage: true });
+    await pushReceived((p) => p.kind === 'test');
+  });
+
+  it('a push the server sent for a real episode, delivered through CDP, shows a notification; a repeat replaces it', async () => {
+    const created = await alice.post('/api/v1/runs', { title: 'Quarterly report' });
+    assert.equal(created.status, 201, created.text);
+    runId = created.body.id as string;
+    const paused = await alice.post(`/api/v1/runs/${runId}/pause`, {
+      prompt: 'Approve the budget of $1,200?',
+    });
+    assert.equal(paused.status, 200, paused.text);
+    episodeId = `${runId}:input:${paused.body.interactionId}`;
+
+    const received = await pushReceived((p) => p.runId === runId);
+    rawPayload = received.rawText;
+    const payload = JSON.parse(rawPayload) as PushPayload;
+    assert.equal(payload.tag, episodeId);
+    assert.equal(payload.url, `${origin}/runs/${runId}`);
+
+    await deliverPush(page, rawPayload);
+    const [shown] = await waitForNotifications(
+      page,
+      (l) => l.length === 1,
+      'the push shows one notification',
+    );
+    assert.deepEqual(
+      { ...shown, timestamp: undefined },
+      {
+        title: 'Quarterly report needs your input',
+        body: 'Approve the budget of $1,200?',
+        tag: episodeId,
+        url: `${origin}/runs/${runId}`,
+        timestamp: undefined,
+      },
+    );
+
+    // The same episode again (a repeated delivery): the newer notification replaces the first.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await deliverPush(page, rawPayload);
+    const after = await waitForNotifications(
+      page,
+      (l) => l.some((n) => n.timestamp > shown.timestamp),
+      'the repeat is shown',
+    );
+    assert.equal(after.length, 1, 'replaced, not stacked');
+    assert.equal(after[0].tag, episodeId);
+  });
+
+  it('clicking the notification navigates the open studio tab to the run, or focuses it when already there', async () => {
+    assert.equal(page.url(), `${origin}/`);
+    await clickNotification(page, episodeId);
+    await page.waitForURL(`${origin}/runs/${runId}`);
+    await page.getByRole('heading', { level: 1, name: 'Quarterly report' }).waitFor();
+    await page.locator(`tr[data-episode-id="${episodeId}"]`).getByText('Delivered').first().waitFor();
+    assert.equal(await page.locator('.run-head .badge').textContent(), 'Paused');
+    assert.deepEqual(await notifications(page), [], 'the click closed it');
+    mkdirSync(RESULTS, { recursive: true });
+    await page.screenshot({ path: path.join(RESULTS, 'studio-run.png'), fullPage: true });
+
+    // The tab is already at the run: a click on a new delivery focuses it and does not navigate.
+    await deliverPush(page, rawPayload);
+    await waitForNotifications(page, (l) => l.length === 1, 'shown again');
+    let navigations = 0;
+    page.on('framenavigated', (frame) => {
+      if (frame === page.mainFrame()) navigations++;
+    });
+    await clickNotification(page, episodeId);
+    await waitForNotifications(page, (l) => l.length === 0, 'closed by the click');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(navigations, 0);
+    assert.equal(page.url(), `${origin}/runs/${runId}`);
+  });
+
+  it('"Disable" deletes the subscription and unregisters the worker', async () => {
+    const calls = recordSubscriptionCalls(page);
+    await page.getByRole('link', { name: '← All runs' }).click();
+    await page.getByRole('button', { name: 'Disable' }).click();
+    await page.getByText('Notifications are off for this browser.').waitFor();
+    // (Loading the page re-POSTs the existing subscription, an idempotent upsert; then the one DELETE.)
+    assert.deepEqual(
+      calls.filter((c) => c.method === 'DELETE'),
+      [{ method: 'DELETE', body: { endpoint: studioSub.endpoint } }],
+    );
+    assert.equal(calls.at(-1)?.method, 'DELETE');
+    assert.deepEqual(await stores.pushSubscriptions.listForUsers(['alice']), []);
+    assert.deepEqual(await registrations(page), []);
+    assert.ok(await page.getByRole('button', { name: 'Enable notifications' }).isVisible());
+  });
+
+  it('denied permission shows the message and POSTs nothing (and the page is screenshotted)', async () => {
+    const denied = await launchBrowser();
+    await installPushManagerStandIn(denied.context, push.endpoint('denied'));
+    const cdp = await denied.context.newCDPSession(denied.page);
+    await cdp.send('Browser.setPermission', {
+      permission: { name: 'notifications' },
+      setting: 'denied',
+      origin,
+    });
+    const calls = recordSubscriptionCalls(denied.page);
+    await signIn(denied.page, dave);
+    await denied.page.getByRole('button', { name: 'Enable notifications' }).click();
+    const alert = denied.page.getByRole('alert');
+    await alert.waitFor();
+    assert.match((await alert.textContent()) ?? '', /Notifications are blocked for this site/);
+
+    assert.deepEqual(calls, []);
+    assert.deepEqual(await registrations(denied.page), [], 'no worker registered without permission');
+    assert.equal(
+      await denied.page.evaluate((k) => localStorage.getItem(k), FAKE_SUBSCRIPTION_KEY),
+      null,
+      'never subscribed',
+    );
+    assert.deepEqual(await stores.pushSubscriptions.listForUsers(['dave']), []);
+    assert.ok(await denied.page.evaluate((k) => localStorage.getItem(k), TOKEN_KEY));
+
+    mkdirSync(RESULTS, { recursive: true });
+    await denied.page.screenshot({ path: path.join(RESULTS, 'studio.png'), fullPage: true });
+    await denied.page.setViewportSize({ width: 390, height: 844 });
+    await denied.page.screenshot({ path: path.join(RESULTS, 'studio-narrow.png'), fullPage: true });
+  });
+
+  it('a server with web push off, and a browser without push, each say so and offer no "Enable"', async () => {
+    // The same database and Temporal, but no VAPID keys: the notification routes do not exist.
+    const off = await startTestApi(testConfig({ MONGO_DB: config.mongoDb }));
+    try {
+      const { context: browser } = browsers[browsers.length - 1];
+      const offPage = await browser.newPage();
+      await offPage.goto(`${off.api.url}/`);
+      await offPage.getByLabel('Access token').fill(alice.token ?? '');
+      await offPage.getByRole('button', { name: 'Sign in' }).click();
+      await offPage.getByText('Web push is turned off on this Flow server.').waitFor();
+      assert.equal(await offPage.getByRole('button', { name: 'Enable notifications' }).count(), 0);
+      await offPage.close();
+    } finally {
+      await off.api.close();
+    }
+
+    const bare = await context.newPage();
+    await bare.addInitScript(() => {
+      delete (window as unknown as { PushManager?: unknown }).PushManager;
+    });
+    await bare.goto(`${origin}/`);
+    await bare.getByText('This browser cannot receive push notifications').waitFor();
+    assert.equal(await bare.getByRole('button', { name: 'Enable notifications' }).count(), 0);
+    await bare.close();
+  });
+});

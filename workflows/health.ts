@@ -1,0 +1,98 @@
+// One run's health, fed by 'observe' signals from every process that sees the run's events (the API's event
+// route and engine operations, the runner CLI). Durable timers raise stalls even across worker restarts; each
+// alert goes through the operator dispatcher under its own claim; continue-as-new keeps the history bounded.
+import { condition, continueAsNew, defineSignal, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  fireStall,
+  initialHealth,
+  observe,
+  stallDueAt,
+  type HealthState,
+  type ObservedEvent,
+} from '../domain/health';
+import { healthAlert } from '../domain/ops';
+import { quick } from './common';
+import { dispatchOperatorAlert } from './operatorAlert';
+
+export const observeSignal = defineSignal<[ObservedEvent]>('observe');
+
+export interface HealthOptions {
+  stallAfterSeconds: number;
+  /** How long terminal state is kept before it is reaped. */
+  reapAfterSeconds: number;
+  /** Whether alerts go out at all (OPS_ALERT_WEBHOOK_URL set). */
+  opsAlerts: boolean;
+}
+
+export interface HealthInput {
+  runId: string;
+  teamId: string;
+  budgetLimit?: number;
+  options: HealthOptions;
+  /** Carried over by continue-as-new. */
+  state?: HealthState;
+}
+
+/** Signals handled before the history is handed to a fresh run. */
+const SIGNALS_PER_RUN = 500;
+
+export async function runHealthWorkflow(input: HealthInput): Promise<HealthState> {
+  const { options } = input;
+  let state = input.state ?? initialHealth(input, Date.now());
+  const inbox: ObservedEvent[] = [];
+  setHandler(observeSignal, (event) => void inbox.push(event));
+  let handled = 0;
+
+  for (;;) {
+    if (state.phase === 'terminal') {
+      const reapAt = (state.terminalAt ?? Date.now()) + options.reapAfterSeconds * 1000;
+      await condition(() => false, Math.max(1, reapAt - Date.now()));
+      await quick.reapHealth(state.runId);
+      return state;
+    }
+
+    const due = stallDueAt(state, options.stallAfterSeconds * 1000);
+    const arrived =
+      due === undefined
+        ? (await condition(() => inbox.length > 0), true)
+        : await condition(() => inbox.length > 0, Math.max(1, due - Date.now()));
+
+    const alerts = [];
+    if (arrived) {
+      while (inbox.length) {
+        const result = observe(state, inbox.shift()!, Date.now());
+        state = result.state;
+        alerts.push(...result.alerts);
+        handled++;
+      }
+    } else {
+      // A stall is about to fire. A blocking wait found in flight (the pause signal was lost or is late)
+      // cancels it: the run is waiting on purpose.
+      const persisted = await quick.persistedRunStatus(state.runId);
+      if (persisted === 'paused') state = { ...state, phase: 'paused' };
+      else if (persisted && persisted !== 'running') {
+        state = { ...state, phase: 'terminal', terminalAt: Date.now(), terminalStatus: persisted };
+      } else if (inbox.length === 0) {
+        const result = fireStall(state, Date.now());
+        state = result.state;
+        alerts.push(...result.alerts);
+      }
+    }
+
+    // The twin first, so the API shows what the alerts are about as soon as they arrive.
+    await quick.saveHealth(state);
+    if (options.opsAlerts) {
+      const at = new Date(Date.now()).toISOString();
+      for (const alert of alerts)
+        await dispatchOperatorAlert(healthAlert(alert, state.runId, state.teamId, at));
+    }
+
+    if (
+      inbox.length === 0 &&
+      state.phase !== 'terminal' &&
+      (handled >= SIGNALS_PER_RUN || workflowInfo().continueAsNewSuggested)
+    ) {
+      await continueAsNew<typeof runHealthWorkflow>({ ...input, state });
+    }
+  }
+}
