@@ -235,3 +235,36 @@ export async function launchTemporal(
   const headless = args.includes('--headless');
   return { server, address, uiUrl: headless ? undefined : `http://${spec.temporal.host}:${uiPort}` };
 }
+
+export interface RunningStack {
+  mongoUrl: string;
+  temporalAddress: string;
+  /** Present when this process started the server (tests and drills that stop and restart it need it). */
+  mongoServer?: ServerProcess;
+  temporalServer?: ServerProcess;
+  stop(): Promise<void>;
+}
+
+/**
+ * A throwaway stack on free ports under dataRoot (tests, benchmarks, drills), or the servers the environment
+ * names (MONGO_URL / TEMPORAL_ADDRESS) when it does.
+ */
+export async function startThrowawayStack(
+  dataRoot: string,
+  external: { mongoUrl?: string; temporalAddress?: string },
+): Promise<RunningStack> {
+  const spec = readStackSpec();
+  const [mongo, temporal] = await Promise.all([
+    external.mongoUrl ? undefined : launchMongo(spec, { dataRoot, freePorts: true, test: true }),
+    external.temporalAddress ? undefined : launchTemporal(spec, { dataRoot, freePorts: true, test: true }),
+  ]);
+  return {
+    mongoUrl: external.mongoUrl ?? mongo!.url,
+    temporalAddress: external.temporalAddress ?? temporal!.address,
+    mongoServer: mongo?.server,
+    temporalServer: temporal?.server,
+    async stop() {
+      await Promise.all([mongo?.server.stop(), temporal?.server.stop()]);
+    },
+  };
+}

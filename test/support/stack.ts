@@ -6,15 +6,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { bundleWorkflowCode, NativeConnection, Runtime, type WorkflowBundle } from '@temporalio/worker';
 import { launcherEnv, loadConfig, type Config } from '../../config';
-import { launchMongo, launchTemporal, readStackSpec, type ServerProcess } from '../../stack/embedded';
+import { startThrowawayStack, type RunningStack } from '../../stack/embedded';
 import { WORKFLOWS_PATH } from '../../worker';
 
-interface TestStack {
-  mongoUrl: string;
-  temporalAddress: string;
-  /** Present when this run started the server itself (tests that stop and restart it need it). */
-  mongoServer?: ServerProcess;
-  temporalServer?: ServerProcess;
+interface TestStack extends RunningStack {
   dataRoot: string;
 }
 
@@ -66,20 +61,8 @@ export async function nativeConnection(): Promise<NativeConnection> {
 export async function mochaGlobalSetup(): Promise<void> {
   Runtime.install({ logger: quietLogger });
   const dataRoot = mkdtempSync(path.join(tmpdir(), 'flow-notify-test-'));
-  const external = launcherEnv();
-  const spec = readStackSpec();
   const started = Date.now();
-  const [mongo, temporal] = await Promise.all([
-    external.mongoUrl ? undefined : launchMongo(spec, { dataRoot, freePorts: true, test: true }),
-    external.temporalAddress ? undefined : launchTemporal(spec, { dataRoot, freePorts: true, test: true }),
-  ]);
-  stack = {
-    mongoUrl: external.mongoUrl ?? mongo!.url,
-    temporalAddress: external.temporalAddress ?? temporal!.address,
-    mongoServer: mongo?.server,
-    temporalServer: temporal?.server,
-    dataRoot,
-  };
+  stack = { ...(await startThrowawayStack(dataRoot, launcherEnv())), dataRoot };
   console.log(
     `test stack: mongo ${stack.mongoUrl} temporal ${stack.temporalAddress} (ready in ${Date.now() - started} ms)`,
   );
@@ -87,6 +70,6 @@ export async function mochaGlobalSetup(): Promise<void> {
 
 export async function mochaGlobalTeardown(): Promise<void> {
   if (!stack) return;
-  await Promise.all([stack.mongoServer?.stop(), stack.temporalServer?.stop()]);
+  await stack.stop();
   rmSync(stack.dataRoot, { recursive: true, force: true });
 }
