@@ -1,0 +1,22 @@
+// The package's main entry: what runners, operators' tools and other services import.
+export {
+  checkCallbackTarget,
+  TargetRefusedError,
+  type CheckedTarget,
+  type HostLookup,
+} from './net/ssrfGuard';
+export { signWebhook } from './net/webhookSignature';
+export { buildRunOutcome, runOutcomeEventId, claimKeys, type RunOutcome } from './domain/outcome';
+export { createOutcomeEmitter, startEpisode, episodeOptions } from './client/emitter';
+export {
+  emitFromRunner,
+  FINAL_DISPOSITIONS,
+  NON_FINAL_DISPOSITIONS,
+  type Disposition,
+} from './client/runner';
+export { notifyOperator } from './client/operator';
+export { createHealthSignaler, healthOptions } from './client/health';
+export { loadConfig, loadEmitterConfig, ConfigError, type Config } from './config';
+export { createApp } from './api/app';
+export { startApi } from './api/server';
+export { createWorker } from './worker';
