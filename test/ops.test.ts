@@ -1,11 +1,9 @@
 // The operator family and run health on the real servers: failed-run and router alerts exactly once, stalls,
 // budgets, reaping, a worker restart, and a replay of a recorded health history.
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
-import { spawnSync } from 'node:child_process';
-import { PROJECT_ROOT } from '../stack/embedded';
 import { Worker } from '@temporalio/worker';
 import { assertOperatorAlertsWired } from '../activities/ops';
 import type { ApiHandle } from '../api/server';
@@ -23,6 +21,7 @@ import { CallbackReceiver } from './support/callbackReceiver';
 import {
   ApiClient,
   openStores,
+  saveHistory,
   startTestApi,
   startTestWorker,
   temporalClient,
@@ -309,22 +308,7 @@ describe('operator family and run health', function () {
         await alice.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'done' });
         await client.workflow.getHandle(`health:${id}`).result();
         // The same export an operator makes: temporal workflow show --output json.
-        const cli = spawnSync(
-          path.join(PROJECT_ROOT, 'tools/venv/bin/temporal'),
-          [
-            'workflow',
-            'show',
-            '--workflow-id',
-            `health:${id}`,
-            '--address',
-            config.temporalAddress,
-            '--output',
-            'json',
-          ],
-          { encoding: 'utf8' },
-        );
-        assert.equal(cli.status, 0, cli.stderr);
-        writeFileSync(FIXTURE, cli.stdout);
+        saveHistory(config, `health:${id}`, FIXTURE);
       }
       const history: unknown = JSON.parse(readFileSync(FIXTURE, 'utf8'));
       await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, history);

@@ -2,16 +2,14 @@
 // must replay with the current workflow code, so a change that breaks running episodes fails here first.
 // RECORD_EPISODE_HISTORY=1 re-records the fixture (after an intended, versioned change).
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Worker } from '@temporalio/worker';
 import webpush from 'web-push';
 import { pushSenderFor } from '../net/pushSender';
-import { PROJECT_ROOT } from '../stack/embedded';
 import { WORKFLOWS_PATH } from '../worker';
 import { CallbackReceiver } from './support/callbackReceiver';
-import { openStores, startTestApi, startTestWorker, temporalClient } from './support/harness';
+import { openStores, saveHistory, startTestApi, startTestWorker, temporalClient } from './support/harness';
 import { startPushService } from './support/pushService';
 import { testConfig } from './support/stack';
 
@@ -45,22 +43,7 @@ async function recordEpisodeHistory(): Promise<void> {
       { push: result.push, callback: result.callback, ops: result.ops },
       { push: 'delivered', callback: 'delivered', ops: 'delivered' },
     );
-    const cli = spawnSync(
-      path.join(PROJECT_ROOT, 'tools/venv/bin/temporal'),
-      [
-        'workflow',
-        'show',
-        '--workflow-id',
-        episodeId,
-        '--address',
-        config.temporalAddress,
-        '--output',
-        'json',
-      ],
-      { encoding: 'utf8' },
-    );
-    assert.equal(cli.status, 0, cli.stderr);
-    writeFileSync(FIXTURE, cli.stdout);
+    saveHistory(config, episodeId, FIXTURE);
   } finally {
     await api.close();
     await worker.stop();

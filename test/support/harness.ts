@@ -1,4 +1,8 @@
 // Builds real workers, API servers and clients for one suite, against the shared test stack.
+import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { PROJECT_ROOT } from '../../stack/embedded';
 import { Client, Connection } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import type { Config } from '../../config';
@@ -111,4 +115,24 @@ export async function startTestApi(
 ): Promise<{ api: ApiHandle; client: ApiClient }> {
   const api = await startApi(config, { log: () => undefined, ...options });
   return { api, client: new ApiClient(api.url) };
+}
+
+/** Saves a workflow's history as an operator would export it (temporal workflow show --output json). */
+export function saveHistory(config: Config, workflowId: string, file: string): void {
+  const cli = spawnSync(
+    path.join(PROJECT_ROOT, 'tools/venv/bin/temporal'),
+    [
+      'workflow',
+      'show',
+      '--workflow-id',
+      workflowId,
+      '--address',
+      config.temporalAddress,
+      '--output',
+      'json',
+    ],
+    { encoding: 'utf8' },
+  );
+  if (cli.status !== 0) throw new Error(`temporal workflow show failed: ${cli.stderr}`);
+  writeFileSync(file, cli.stdout);
 }
