@@ -31,7 +31,8 @@ fi
 
 # The studio's browser tests drive Debian's Chromium through playwright-core (`npx playwright install` cannot
 # download its own browser here). apt needs root, which the project's machines run as.
-if [ ! -x /usr/bin/chromium ]; then
+# Only `npm test` asks for it (--with-browser): `npm start` needs no browser and no root.
+if [ "${1:-}" = "--with-browser" ] && [ ! -x /usr/bin/chromium ]; then
   step "Chromium (Debian package chromium, for the studio's browser tests)"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
