@@ -2,6 +2,7 @@
 module.exports = {
   require: ['ts-node/register', 'test/support/stack.ts'],
   spec: ['test/**/*.test.ts'],
+  reporter: 'test/support/reporter.js',
   timeout: 60000,
   exit: true,
 };

@@ -14,6 +14,7 @@ export default tseslint.config(
       'studio/**',
       'eslint.config.mjs',
       '.mocharc.js',
+      'test/support/reporter.js',
     ],
   },
   ...tseslint.configs.recommended,
