@@ -25,7 +25,13 @@ export function serveStudio(dir = STUDIO_DIR): Middleware {
   return async (ctx, next) => {
     if ((ctx.method !== 'GET' && ctx.method !== 'HEAD') || isApi(ctx.path) || ctx.path === '/healthz')
       return next();
-    const wanted = path.resolve(dir, `.${path.posix.normalize(decodeURIComponent(ctx.path))}`);
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(ctx.path);
+    } catch {
+      throw new HttpError(400, 'malformed URL');
+    }
+    const wanted = path.resolve(dir, `.${path.posix.normalize(decoded)}`);
     const inside = wanted.startsWith(dir + path.sep);
     const file =
       inside && existsSync(wanted) && statSync(wanted).isFile() ? wanted : path.join(dir, 'index.html');
