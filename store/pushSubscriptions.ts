@@ -1,5 +1,6 @@
 // push_subscriptions: one row per browser endpoint, upserted on the endpoint with the caller's team as
 // provenance, listed by user with no tenant filter, pruned when the push service says the endpoint is gone.
+// A subscription's last success is its newest push_deliveries row (insert-only, see activities/push.ts).
 import { createHash } from 'node:crypto';
 import type { Db } from 'mongodb';
 import type { IndexSpec } from './mongo';
@@ -13,7 +14,6 @@ export interface PushSubscriptionRow {
   teamId: string;
   createdAt: Date;
   updatedAt: Date;
-  lastSuccessAt?: Date;
 }
 
 export const pushSubscriptionIndexes: IndexSpec[] = [
@@ -65,10 +65,6 @@ export function createPushSubscriptionStore(db: Db) {
 
     async prune(id: string): Promise<void> {
       await subs.deleteOne({ _id: id });
-    },
-
-    async touch(ids: string[], now: Date): Promise<void> {
-      if (ids.length) await subs.updateMany({ _id: { $in: ids } }, { $set: { lastSuccessAt: now } });
     },
   };
 }

@@ -22,6 +22,9 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:27017", "TCP address to listen on (port 0 picks a free one)")
 	data := flag.String("data", ".data/ferretdb", "folder holding the SQLite files")
 	logLevel := flag.String("log-level", "warn", "debug, info, warn or error")
+	// WAL is FerretDB's default; FULL would fsync the WAL on every commit. NORMAL keeps every commit safe from
+	// a process crash (only an OS crash or power loss may lose the last ones), which is what a local stack needs.
+	synchronous := flag.String("synchronous", "full", "SQLite synchronous pragma: full or normal")
 	flag.Parse()
 
 	var level slog.Level
@@ -38,11 +41,15 @@ func main() {
 		fatal("cannot create data folder: %s", err)
 	}
 
+	if *synchronous != "full" && *synchronous != "normal" {
+		fatal("bad -synchronous: %q", *synchronous)
+	}
+
 	f, err := ferretdb.New(&ferretdb.Config{
 		Listener:  ferretdb.ListenerConfig{TCP: *listen},
 		Logger:    logger,
 		Handler:   "sqlite",
-		SQLiteURL: "file:" + dir + "/",
+		SQLiteURL: "file:" + dir + "/?_pragma=synchronous(" + *synchronous + ")",
 	})
 	if err != nil {
 		fatal("%s", err)
