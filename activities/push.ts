@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import type { RunOutcome } from '../domain/outcome';
-import { kindFor, renderPush, type PushKind, type PushPayload } from '../domain/push';
+import { FAN_OUT_ATTEMPTS, kindFor, renderPush, type PushKind, type PushPayload } from '../domain/push';
 import type { PushSender, SendOutcome } from '../net/pushSender';
 import type { NotificationPrefStore } from '../store/notificationPrefs';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
@@ -18,6 +18,8 @@ export interface FanOutResult {
   alreadyDelivered: number;
   pruned: number;
   failed: number;
+  /** Of the failed, those worth another try (5xx, 429, network). */
+  retryable: number;
 }
 
 export interface FanOutDeps {
@@ -59,7 +61,7 @@ export async function fanOut(
   onDelivered: (sub: PushSubscriptionRow) => Promise<void> = async () => undefined,
 ): Promise<Omit<FanOutResult, 'alreadyDelivered'>> {
   const options = pushOptionsFor(payload);
-  const result = { attempted: subs.length, delivered: 0, pruned: 0, failed: 0 };
+  const result = { attempted: subs.length, delivered: 0, pruned: 0, failed: 0, retryable: 0 };
   let next = 0;
   const handle = async (sub: PushSubscriptionRow, outcome: SendOutcome): Promise<void> => {
     switch (outcome.result) {
@@ -81,6 +83,10 @@ export async function fanOut(
           `push: OPERATOR ACTION NEEDED: ${new URL(sub.endpoint).origin} answered ${outcome.status} to our VAPID ` +
             'identity; check VAPID_PUBLIC_KEY / VAPID_PRIVATE_KEY / VAPID_SUBJECT (subscription kept)',
         );
+        return;
+      case 'failed':
+        result.failed++;
+        result.retryable++; // 5xx, 429 past its wait, network: worth another activity attempt
         return;
       default:
         result.failed++;
@@ -162,6 +168,14 @@ export function createPushActivities(deps: PushActivityDeps) {
             context?.heartbeat();
           },
         );
+        // Endpoints that failed only transiently get another activity attempt (which skips the ones reached);
+        // the last attempt reports instead, and the workflow settles on what was delivered.
+        const attempt = context?.info.attempt ?? FAN_OUT_ATTEMPTS;
+        if (result.retryable > 0 && attempt < FAN_OUT_ATTEMPTS) {
+          throw new Error(
+            `${result.retryable} of ${pending.length} endpoints failed transiently; retrying them`,
+          );
+        }
         return { addressable: true, ...result, alreadyDelivered: subs.length - pending.length };
       } finally {
         clearInterval(beat);

@@ -66,9 +66,18 @@ export const eventBody = z
     (body) => body.type !== 'usage' || body.spent !== undefined,
     'a usage event carries {"spent": number}',
   )
-  .refine((body) => JSON.stringify(body).length <= 64_000, 'event too large');
+  .refine((body) => JSON.stringify(body).length <= 64_000, 'event too large')
+  // FerretDB v1 cannot store an array directly inside an array; refuse it here rather than fail the insert.
+  .refine((body) => !hasNestedArray(body), 'nested arrays are not supported in event data');
 
 export const idParam = id;
+
+function hasNestedArray(value: unknown, insideArray = false): boolean {
+  if (Array.isArray(value)) return insideArray || value.some((item) => hasNestedArray(item, true));
+  if (value && typeof value === 'object')
+    return Object.values(value).some((item) => hasNestedArray(item, false));
+  return false;
+}
 
 export const routeDecisionErrorBody = z.strictObject({
   decisionId: id,

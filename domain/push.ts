@@ -2,6 +2,9 @@
 // No Node builtins: the episode workflow imports kindFor.
 import type { RunOutcome } from './outcome';
 
+/** The fan-out activity's attempts: the episode workflow's retry policy and the activity's last-attempt check. */
+export const FAN_OUT_ATTEMPTS = 5;
+
 export type PushKind =
   'human_input_requested' | 'usage_parked' | 'run_finished' | 'run_failed' | 'run_cancelled' | 'test';
 

@@ -4,7 +4,7 @@ import { proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { shouldNotify } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
-import { kindFor } from '../domain/push';
+import { FAN_OUT_ATTEMPTS, kindFor } from '../domain/push';
 import { holder, quick, type BranchResult } from './common';
 
 export type { BranchResult };
@@ -19,7 +19,7 @@ const fanOut = proxyActivities<Activities>({
     initialInterval: '2 seconds',
     backoffCoefficient: 2,
     maximumInterval: '1 minute',
-    maximumAttempts: 5,
+    maximumAttempts: FAN_OUT_ATTEMPTS,
   },
 });
 

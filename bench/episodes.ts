@@ -1,0 +1,542 @@
+// bench:episodes (issue 9): outcome episodes through the embedded dev server and one worker, against a bare
+// workflow of the same shape on the same server, in the same run.
+//
+//   ours   500 runs completed through the real engine (createRunEngine + the outcome emitter), each owing
+//          three pushes (the owner and two teammates who chose team-wide scope, one endpoint each, on the
+//          loopback push service) and a signed callback (loopback receiver). Episodes/s counts until every
+//          episode workflow returned (all three families settled); latency is outcome emitted (the emitter
+//          called) → first push received (the push service's own clock).
+//   bare   500 bareEpisodeWorkflow starts (bench/bareWorkflow.ts: one activity, then two branches of three,
+//          all doing nothing) on their own worker and task queue; latency is start → first activity.
+//
+// Both are driven the same way: LANES concurrent emitters (or starters), results awaited as they come. The
+// worker for ours is createWorker's, with its defaults, unless BENCH_WORKER_TUNING names a variant (see
+// tunings below), which then applies to the bare worker too.
+import { Client, Connection } from '@temporalio/client';
+import { bundleWorkflowCode, NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import webpush from 'web-push';
+import { createActivities } from '../activities';
+import { createOutcomeEmitter } from '../client/emitter';
+import { loadConfig, type Config } from '../config';
+import { createRunEngine, type Caller } from '../engine/runEngine';
+import { pushSenderFor } from '../net/pushSender';
+import { createStores, ensureAllIndexes } from '../store';
+import { connectMongo } from '../store/mongo';
+import { CallbackReceiver } from '../test/support/callbackReceiver';
+import { startPushService } from '../test/support/pushService';
+import type { PushPayload } from '../domain/push';
+import type { EpisodeResult } from '../workflows/episode';
+import { createWorker, WORKFLOWS_PATH } from '../worker';
+import type { BareActivities } from './bareWorkflow';
+import {
+  cdfPoints,
+  commandLine,
+  inLanes,
+  installQuietRuntime,
+  log,
+  machineInfo,
+  median,
+  nowMs,
+  percentile,
+  quietLogger,
+  round,
+  runMain,
+  sdkWarnings,
+  startBenchStack,
+  table,
+  uniqueName,
+  writeResults,
+  type BenchStack,
+  type Section,
+} from './support';
+
+const EPISODES = Number(process.env.BENCH_EPISODES ?? 500);
+const LANES = Number(process.env.BENCH_EPISODES_LANES ?? 50);
+const REPS = Number(process.env.BENCH_EPISODES_REPS ?? 1);
+const WARMUP = Math.min(30, EPISODES);
+const TEAMS = 20;
+const TARGET_THROUGHPUT = 0.8;
+const TARGET_P99 = 2;
+const BARE_QUEUE_SUFFIX = '-bare';
+
+/** Worker option variants to try (BENCH_WORKER_TUNING=name); "default" is createWorker as it is. */
+const TUNINGS: Record<string, Partial<WorkerOptions>> = {
+  default: {},
+  // createWorker's options through Worker.create, with every activity timed (diagnostics: what dominates).
+  timed: {},
+  // More pollers than the default min(10, slots), so a burst of tasks is picked up without waiting for a poll.
+  pollers: { maxConcurrentWorkflowTaskPolls: 20, maxConcurrentActivityTaskPolls: 20 },
+  // Fewer activity slots: on 2 cores 100 concurrent activities mostly queue on FerretDB.
+  narrow: { maxConcurrentActivityTaskExecutions: 20 },
+  narrower: { maxConcurrentActivityTaskExecutions: 8 },
+  wide: {
+    maxConcurrentWorkflowTaskExecutions: 100,
+    maxConcurrentActivityTaskExecutions: 200,
+    maxConcurrentWorkflowTaskPolls: 20,
+    maxConcurrentActivityTaskPolls: 20,
+  },
+};
+
+interface Phase {
+  episodes: number;
+  wallMs: number;
+  perSecond: number;
+  /** ours: outcome emitted → first push received; bare: start → first activity. */
+  latencyMs: number[];
+  /** ours: outcome emitted → workflow result; bare: start → workflow result. */
+  completionMs: number[];
+  /** bare only: start → step 2 (the activity at deliverPush's depth). */
+  atPushDepthMs?: number[];
+  /** Activity attempts that failed (and were retried by Temporal) during the phase, by type and error. */
+  failedAttempts: Record<string, number>;
+}
+
+/** Wraps every activity to note how long it ran (by name). */
+function timedActivities<T extends object>(activities: T, into: Map<string, number[]>): T {
+  const wrapped: Record<string, unknown> = {};
+  for (const [name, fn] of Object.entries(activities)) {
+    wrapped[name] = async (...args: unknown[]) => {
+      const start = nowMs();
+      let outcome = name;
+      try {
+        return await (fn as (...a: unknown[]) => Promise<unknown>)(...args);
+      } catch (err) {
+        outcome = `${name} (threw: ${String(err instanceof Error ? err.message : err).slice(-60)})`;
+        throw err;
+      } finally {
+        const list = into.get(outcome) ?? [];
+        list.push(nowMs() - start);
+        into.set(outcome, list);
+      }
+    };
+  }
+  return wrapped as T;
+}
+
+export interface EpisodesBenchResult {
+  throughputRatio: number;
+  p99Ratio: number;
+  met: { throughput: boolean; p99: boolean };
+}
+
+export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
+  installQuietRuntime();
+  const tuningName = process.env.BENCH_WORKER_TUNING ?? 'default';
+  const tuning = TUNINGS[tuningName];
+  if (!tuning) throw new Error(`BENCH_WORKER_TUNING must be one of ${Object.keys(TUNINGS).join(', ')}`);
+  const temporalArgs = (process.env.BENCH_TEMPORAL_ARGS ?? '').split(/\s+/).filter(Boolean);
+  const stack: BenchStack = await startBenchStack('episodes', { temporal: true, temporalArgs });
+  const cleanups: (() => Promise<unknown> | unknown)[] = [];
+  try {
+    const push = await startPushService();
+    cleanups.push(() => push.close());
+    const receiver = await CallbackReceiver.start();
+    cleanups.push(() => receiver.close());
+    const vapid = webpush.generateVAPIDKeys();
+    const config: Config = loadConfig({
+      MONGO_URL: stack.mongoUrl,
+      MONGO_DB: uniqueName('bench_episodes'),
+      TEMPORAL_ADDRESS: stack.temporalAddress,
+      TEMPORAL_TASK_QUEUE: uniqueName('flow-notify-bench'),
+      AUTH_JWT_SECRET: 'bench-secret',
+      VAPID_PUBLIC_KEY: vapid.publicKey,
+      VAPID_PRIVATE_KEY: vapid.privateKey,
+      VAPID_SUBJECT: 'mailto:bench@flow.test',
+      PUSH_ALLOW_PRIVATE: '1',
+      CALLBACK_ALLOW_PRIVATE: '1',
+      STUDIO_URL: 'https://studio.flow.bench',
+      SWEEP_INTERVAL_SECONDS: '86400',
+    });
+    const mongo = await connectMongo(config.mongoUrl, config.mongoDb);
+    cleanups.push(() => mongo.client.close());
+    await ensureAllIndexes(mongo.db);
+    const stores = createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds });
+
+    const connection = await NativeConnection.connect({ address: config.temporalAddress });
+    const clientConnection = await Connection.connect({ address: config.temporalAddress });
+    cleanups.push(() => clientConnection.close());
+    cleanups.push(() => connection.close());
+    const client = new Client({ connection: clientConnection, namespace: config.temporalNamespace });
+
+    // Bundle once per worker kind, as the test harness does.
+    const [bundle, bareBundle] = await Promise.all([
+      bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger }),
+      bundleWorkflowCode({ workflowsPath: require.resolve('./bareWorkflow'), logger: quietLogger }),
+    ]);
+    const pushSender = pushSenderFor(config, { ca: push.ca });
+    cleanups.push(() => pushSender?.close());
+    const activityMs = new Map<string, number[]>();
+    const worker =
+      tuningName === 'default'
+        ? await createWorker({
+            config,
+            connection,
+            client,
+            stores,
+            pushSender,
+            workflowBundle: bundle,
+            log: () => undefined,
+          })
+        : await Worker.create({
+            connection,
+            namespace: config.temporalNamespace,
+            taskQueue: config.temporalTaskQueue,
+            workflowBundle: bundle,
+            activities: timedActivities(
+              createActivities({ config, stores, client, pushSender, log: () => undefined }),
+              activityMs,
+            ),
+            ...tuning,
+          });
+    const firstActivityAt = new Map<string, number>();
+    const pushDepthAt = new Map<string, number>();
+    const bareActivities: BareActivities = {
+      async noop(workflowId, step) {
+        if (step === 0 && !firstActivityAt.has(workflowId)) firstActivityAt.set(workflowId, Date.now());
+        if (step === 2 && !pushDepthAt.has(workflowId)) pushDepthAt.set(workflowId, Date.now());
+      },
+    };
+    const bareQueue = config.temporalTaskQueue + BARE_QUEUE_SUFFIX;
+    const bareWorker = await Worker.create({
+      connection,
+      namespace: config.temporalNamespace,
+      taskQueue: bareQueue,
+      workflowBundle: bareBundle,
+      activities: bareActivities,
+      ...tuning,
+    });
+    const running = [worker.run(), bareWorker.run()];
+    cleanups.push(async () => {
+      for (const w of [worker, bareWorker]) if (w.getState() === 'RUNNING') w.shutdown();
+      await Promise.allSettled(running);
+    });
+
+    // Recipients: TEAMS teams, each an owner and two teammates with team-wide scope, one endpoint each.
+    const now = new Date();
+    const owners: Caller[] = [];
+    for (let t = 0; t < TEAMS; t++) {
+      const teamId = `team_${t}`;
+      for (let u = 0; u < 3; u++) {
+        const userId = `user_${t}_${u}`;
+        const endpoint = push.endpoint(userId);
+        await stores.pushSubscriptions.upsert({ userId, teamId }, endpoint, now);
+        if (u === 0) owners.push({ userId, teamId });
+        else await stores.notificationPrefs.setScope(userId, teamId, 'team', now);
+      }
+    }
+
+    const emittedAt = new Map<string, number>();
+    const emitter = createOutcomeEmitter({
+      client,
+      taskQueue: config.temporalTaskQueue,
+      runs: stores.runs,
+      options: { callbackRetrySeconds: config.callbackRetrySeconds },
+    });
+    // Runs are created and completed through the engine before the clock starts (their own writes are not the
+    // episode); the timed part starts at the emitter, as the engine would call it right after the transition.
+    const engine = createRunEngine({
+      runs: stores.runs,
+      events: stores.events,
+      interactions: stores.interactions,
+      emitter: { emitRunOutcome: async () => undefined },
+    });
+
+    let batch = 0;
+    const ours = async (n: number): Promise<Phase> => {
+      batch++;
+      const callers = Array.from({ length: n }, (_, i) => owners[i % owners.length]);
+      const runIds: string[] = [];
+      for (let i = 0; i < n; i++) {
+        const run = await engine.create(callers[i], {
+          title: `Bench run ${batch}.${i}`,
+          callback: { url: receiver.url },
+        });
+        await engine.complete(callers[i], run._id, `Answer ${i}: revenue grew 12% quarter over quarter.`);
+        runIds.push(run._id);
+      }
+      push.reset();
+      receiver.received.splice(0);
+      sdkWarnings.clear();
+      const doneAt: number[] = [];
+      const results: Promise<EpisodeResult>[] = [];
+      const start = Date.now();
+      await inLanes(n, LANES, async (i) => {
+        emittedAt.set(runIds[i], Date.now());
+        const emitted = await emitter.emitRunOutcome(runIds[i]);
+        if (!emitted?.started) throw new Error(`the outcome of ${runIds[i]} started no episode`);
+        results.push(
+          client.workflow
+            .getHandle(`${runIds[i]}:end`)
+            .result()
+            .then((r: EpisodeResult) => {
+              doneAt[i] = Date.now();
+              return r;
+            }),
+        );
+      });
+      const settled = await Promise.all(results);
+      const wallMs = Date.now() - start;
+      const bad = settled.filter((r) => r.push !== 'delivered' || r.callback !== 'delivered');
+      if (bad.length) throw new Error(`${bad.length} episodes did not deliver: ${JSON.stringify(bad[0])}`);
+      const received = push.received();
+      if (received.length !== 3 * n || receiver.received.length !== n) {
+        throw new Error(
+          `expected ${3 * n} pushes and ${n} callbacks, got ${received.length} and ${receiver.received.length}`,
+        );
+      }
+      const firstPush = new Map<string, number>();
+      for (const r of received) {
+        const runId = (r.payload as PushPayload).runId;
+        const at = r.at.getTime();
+        if (!firstPush.has(runId) || at < firstPush.get(runId)!) firstPush.set(runId, at);
+      }
+      return {
+        episodes: n,
+        wallMs,
+        perSecond: (n / wallMs) * 1000,
+        latencyMs: runIds.map((id) => firstPush.get(id)! - emittedAt.get(id)!),
+        completionMs: runIds.map((id, i) => doneAt[i] - emittedAt.get(id)!),
+        failedAttempts: Object.fromEntries(sdkWarnings),
+      };
+    };
+
+    const bare = async (n: number): Promise<Phase> => {
+      batch++;
+      const ids = Array.from({ length: n }, (_, i) => `bare-${batch}-${i}`);
+      const startedAt: number[] = [];
+      const doneAt: number[] = [];
+      const results: Promise<string>[] = [];
+      sdkWarnings.clear();
+      const start = Date.now();
+      await inLanes(n, LANES, async (i) => {
+        startedAt[i] = Date.now();
+        const handle = await client.workflow.start('bareEpisodeWorkflow', {
+          taskQueue: bareQueue,
+          workflowId: ids[i],
+          args: [ids[i]],
+        });
+        results.push(
+          handle.result().then((r: string) => {
+            doneAt[i] = Date.now();
+            return r;
+          }),
+        );
+      });
+      await Promise.all(results);
+      const wallMs = Date.now() - start;
+      return {
+        episodes: n,
+        wallMs,
+        perSecond: (n / wallMs) * 1000,
+        latencyMs: ids.map((id, i) => firstActivityAt.get(id)! - startedAt[i]),
+        completionMs: ids.map((_, i) => doneAt[i] - startedAt[i]),
+        atPushDepthMs: ids.map((id, i) => pushDepthAt.get(id)! - startedAt[i]),
+        failedAttempts: Object.fromEntries(sdkWarnings),
+      };
+    };
+
+    log(
+      `bench:episodes — ${EPISODES} episodes × ${REPS} reps per kind, ${LANES} concurrent emitters, worker ` +
+        `tuning "${tuningName}"${temporalArgs.length ? `, dev server ${temporalArgs.join(' ')}` : ''}; ` +
+        `mongo ${stack.origin.mongo}, temporal ${stack.origin.temporal}`,
+    );
+    await bare(WARMUP);
+    await ours(WARMUP);
+
+    const phases: { ours: Phase[]; bare: Phase[] } = { ours: [], bare: [] };
+    for (let rep = 0; rep < REPS; rep++) {
+      // Alternate which goes first, so neither always runs on the fresher server.
+      const order = rep % 2 ? (['ours', 'bare'] as const) : (['bare', 'ours'] as const);
+      for (const kind of order) {
+        const phase = kind === 'ours' ? await ours(EPISODES) : await bare(EPISODES);
+        phases[kind].push(phase);
+        log(
+          `  rep ${rep + 1} ${kind.padEnd(4)}: ${round(phase.perSecond, 1)}/s over ${round(phase.wallMs / 1000, 1)} s; ` +
+            `latency p50 ${percentile(phase.latencyMs, 50)} ms p99 ${percentile(phase.latencyMs, 99)} ms` +
+            (Object.keys(phase.failedAttempts).length
+              ? `; failed activity attempts (retried): ${Object.entries(phase.failedAttempts)
+                  .map(([k, v]) => `${v}× ${k}`)
+                  .join('; ')}`
+              : ''),
+        );
+      }
+    }
+
+    const all = (kind: 'ours' | 'bare', f: (p: Phase) => number[] | undefined): number[] =>
+      phases[kind].flatMap((p) => f(p) ?? []);
+    const oursPerSecond = round(median(phases.ours.map((p) => p.perSecond)), 1);
+    const barePerSecond = round(median(phases.bare.map((p) => p.perSecond)), 1);
+    const oursLatency = all('ours', (p) => p.latencyMs);
+    const bareLatency = all('bare', (p) => p.latencyMs);
+    const barePushDepth = all('bare', (p) => p.atPushDepthMs);
+    const stat = (values: number[]) => ({
+      p50: percentile(values, 50),
+      p90: percentile(values, 90),
+      p99: percentile(values, 99),
+      max: percentile(values, 100),
+    });
+    const latency = {
+      oursOutcomeToFirstPush: stat(oursLatency),
+      bareStartToFirstActivity: stat(bareLatency),
+      bareStartToPushDepthActivity: stat(barePushDepth),
+      oursOutcomeToSettled: stat(all('ours', (p) => p.completionMs)),
+      bareStartToResult: stat(all('bare', (p) => p.completionMs)),
+    };
+    const throughputRatio = round(oursPerSecond / barePerSecond, 2);
+    const p50Ratio = round(latency.oursOutcomeToFirstPush.p50 / latency.bareStartToFirstActivity.p50, 2);
+    const p99Ratio = round(latency.oursOutcomeToFirstPush.p99 / latency.bareStartToFirstActivity.p99, 2);
+    const p99RatioAtDepth = round(
+      latency.oursOutcomeToFirstPush.p99 / latency.bareStartToPushDepthActivity.p99,
+      2,
+    );
+    const met = { throughput: throughputRatio >= TARGET_THROUGHPUT, p99: p99Ratio <= TARGET_P99 };
+
+    log('');
+    log(
+      table([
+        ['', 'ours (episodes)', 'bare workflows', 'ratio'],
+        ['per second (median of reps)', oursPerSecond, barePerSecond, throughputRatio],
+        [
+          'p50 ms: outcome → first push | start → first activity',
+          latency.oursOutcomeToFirstPush.p50,
+          latency.bareStartToFirstActivity.p50,
+          p50Ratio,
+        ],
+        [
+          'p99 ms: outcome → first push | start → first activity',
+          latency.oursOutcomeToFirstPush.p99,
+          latency.bareStartToFirstActivity.p99,
+          p99Ratio,
+        ],
+        [
+          'p99 ms: … | start → 3rd activity (deliverPush depth)',
+          latency.oursOutcomeToFirstPush.p99,
+          latency.bareStartToPushDepthActivity.p99,
+          p99RatioAtDepth,
+        ],
+        [
+          'p50 / p99 ms to workflow result',
+          `${latency.oursOutcomeToSettled.p50} / ${latency.oursOutcomeToSettled.p99}`,
+          `${latency.bareStartToResult.p50} / ${latency.bareStartToResult.p99}`,
+          '',
+        ],
+      ]),
+    );
+    log(
+      `throughput ratio ${throughputRatio} (target ≥ ${TARGET_THROUGHPUT}: ${met.throughput ? 'met' : 'NOT met'}); ` +
+        `p99 latency ratio ${p99Ratio} (target ≤ ${TARGET_P99}: ${met.p99 ? 'met' : 'NOT met'})`,
+    );
+
+    const activityStats = Object.fromEntries(
+      [...activityMs].map(([name, values]) => [
+        name,
+        {
+          count: values.length,
+          p50: round(percentile(values, 50), 1),
+          p99: round(percentile(values, 99), 1),
+        },
+      ]),
+    );
+    if (activityMs.size) {
+      log('activity durations (ms, every phase incl. warm-up):');
+      log(
+        table([
+          ['activity', 'count', 'p50', 'p99'],
+          ...Object.entries(activityStats).map(([name, s]) => [name, s.count, s.p50, s.p99]),
+        ]),
+      );
+    }
+
+    const section: Section = {
+      title: `Episodes: ${EPISODES} outcome episodes vs bare workflows, one worker (issue 9)`,
+      command: commandLine('episodes.ts'),
+      machine: machineInfo(),
+      stack: stack.origin,
+      headline: [
+        {
+          figure: 'per second: episodes (3 pushes + callback, settled) vs bare 7-activity workflows',
+          ours: String(oursPerSecond),
+          baseline: String(barePerSecond),
+          ratio: throughputRatio,
+          target: `≥ ${TARGET_THROUGHPUT}`,
+          met: met.throughput,
+        },
+        {
+          figure: 'p50 ms: outcome → first push vs bare start → first activity',
+          ours: String(latency.oursOutcomeToFirstPush.p50),
+          baseline: String(latency.bareStartToFirstActivity.p50),
+          ratio: p50Ratio,
+          target: '(reference)',
+          met: p50Ratio <= TARGET_P99,
+        },
+        {
+          figure: 'p99 ms: outcome → first push vs bare start → first activity',
+          ours: String(latency.oursOutcomeToFirstPush.p99),
+          baseline: String(latency.bareStartToFirstActivity.p99),
+          ratio: p99Ratio,
+          target: `≤ ${TARGET_P99}`,
+          met: met.p99,
+        },
+        {
+          figure: 'p99 ms: outcome → first push vs bare start → 3rd activity (the depth of deliverPush)',
+          ours: String(latency.oursOutcomeToFirstPush.p99),
+          baseline: String(latency.bareStartToPushDepthActivity.p99),
+          ratio: p99RatioAtDepth,
+          target: '(reference)',
+          met: p99RatioAtDepth <= TARGET_P99,
+        },
+      ],
+      figures: {
+        episodes: EPISODES,
+        reps: REPS,
+        lanes: LANES,
+        warmup: WARMUP,
+        teams: TEAMS,
+        workerTuning: { name: tuningName, options: tuning },
+        temporalArgs,
+        perSecond: { ours: oursPerSecond, bare: barePerSecond },
+        perSecondByRep: {
+          ours: phases.ours.map((p) => round(p.perSecond, 1)),
+          bare: phases.bare.map((p) => round(p.perSecond, 1)),
+        },
+        latencyMs: latency,
+        ...(activityMs.size ? { activityMs: activityStats } : {}),
+        failedActivityAttempts: {
+          ours: phases.ours.map((p) => p.failedAttempts),
+          bare: phases.bare.map((p) => p.failedAttempts),
+        },
+        throughputRatio,
+        p50Ratio,
+        p99Ratio,
+        p99RatioAtDepth,
+        targets: { throughput: TARGET_THROUGHPUT, p99: TARGET_P99 },
+      },
+      cdf: [
+        { label: 'ours: outcome → first push', points: cdfPoints(oursLatency) },
+        { label: 'bare: start → first activity', points: cdfPoints(bareLatency) },
+        { label: 'bare: start → 3rd activity', points: cdfPoints(barePushDepth) },
+      ],
+      notes: [
+        `Each episode: a run completed through createRunEngine; the episode workflow records it, then pushes to 3 ` +
+          `endpoints and sends 1 signed callback (7 activities). Bare: bench/bareWorkflow.ts, 7 no-op activities in ` +
+          `the same shape, on its own worker and task queue on the same dev server.`,
+        `${LANES} concurrent emitters (bare: starters); latencies pooled over ${REPS} reps of ${EPISODES}; rates are the ` +
+          'median of the reps. "Outcome" is when the engine calls the emitter (before its run read and the start).',
+        'The push service, the callback receiver, both workers and the driver share one Node process.',
+      ],
+    };
+    writeResults('episodes', section);
+    return { throughputRatio, p99Ratio, met };
+  } finally {
+    for (const cleanup of cleanups.reverse()) {
+      try {
+        await cleanup();
+      } catch {
+        // keep stopping the rest
+      }
+    }
+    await stack.stop();
+  }
+}
+
+if (require.main === module) runMain(async () => void (await runEpisodesBench()));

@@ -1,0 +1,401 @@
+// bench:push (issue 4): one episode fanned out to 2,000 subscriptions on the loopback push service.
+//
+//   ours      the deliverPush activity function, called directly: what the worker runs for an episode. The
+//             recipients and subscriptions queries, the production sender (createPushSender: VAPID JWT cached
+//             per origin, keep-alive pinned agent), bounded-parallel fanOut of width W, and the per-delivery
+//             push_deliveries record (what lets a retried activity skip endpoints already reached).
+//   fanOut    the same sends through fanOut alone, with no delivery records: the network path by itself.
+//   plain     the baseline: W lanes, each awaiting web-push sendNotification(sub, payload, { vapidDetails, TTL,
+//             agent }) in turn: a fresh VAPID signature, key parsing and TLS connection per message.
+//
+// The headline measures deliverPush, because that is the unit the worker executes and it includes the Mongo
+// writes a delivery costs; fanOut alone shows how much of it is the network path. The loopback push service runs
+// in this process and does its full work for every message (TLS, VAPID verification, aes128gcm decryption), for
+// every path alike. Paths are warmed up, then run REPS times in a rotating order; medians are reported. Every run
+// must deliver all 2,000 (counted on the push service). Store calls are timed on the side (summed over lanes) so
+// the report can say which Mongo call dominates.
+import webpush from 'web-push';
+import { createPushActivities, fanOut, pushOptionsFor } from '../activities/push';
+import { renderPush, type PushPayload } from '../domain/push';
+import type { RunOutcome } from '../domain/outcome';
+import { createPushSender } from '../net/pushSender';
+import { createStores, ensureAllIndexes } from '../store';
+import { connectMongo } from '../store/mongo';
+import type { PushDeliveryRow } from '../store/pushDeliveries';
+import { subscriptionId, type PushSubscriptionRow } from '../store/pushSubscriptions';
+import { startPushService, type PushService, type SubscriptionJSON } from '../test/support/pushService';
+import { formatProfile, profiled, type ProfileSummary } from './profile';
+import {
+  commandLine,
+  inLanes,
+  log,
+  machineInfo,
+  median,
+  nowMs,
+  round,
+  runMain,
+  startBenchStack,
+  table,
+  uniqueName,
+  writeResults,
+  type BenchStack,
+  type Section,
+} from './support';
+
+const SUBSCRIPTIONS = Number(process.env.BENCH_PUSH_SUBSCRIPTIONS ?? 2000);
+const WIDTH = Number(process.env.BENCH_PUSH_WIDTH ?? 16);
+const REPS = Number(process.env.BENCH_PUSH_REPS ?? 3);
+const WARMUP = Math.min(300, SUBSCRIPTIONS);
+const USERS = 200; // the owner and 199 teammates who chose team-wide scope, SUBSCRIPTIONS / USERS endpoints each
+const TARGET = 2.5;
+const STUDIO = 'https://studio.flow.bench';
+
+type PathName = 'ours' | 'fanOut' | 'plain' | 'batched';
+
+interface PathRun {
+  ms: number;
+  /** ours: time inside each store method, summed over the lanes that called it concurrently. */
+  storeMs: Record<string, number>;
+}
+
+export interface PushBenchResult {
+  pushesPerSecond: Record<PathName, number>;
+  ratio: number;
+  ratioFanOut: number;
+  met: boolean;
+}
+
+/** The same store with every method timed into `into` (by "label.method"). */
+function timedStore<T extends object>(label: string, store: T, into: Map<string, number>): T {
+  const wrapped: Record<string, unknown> = {};
+  for (const [name, fn] of Object.entries(store)) {
+    if (typeof fn !== 'function') continue;
+    wrapped[name] = async (...args: unknown[]) => {
+      const start = nowMs();
+      try {
+        return await (fn as (...a: unknown[]) => Promise<unknown>).apply(store, args);
+      } finally {
+        const key = `${label}.${name}`;
+        into.set(key, (into.get(key) ?? 0) + nowMs() - start);
+      }
+    };
+  }
+  return wrapped as T;
+}
+
+export async function runPushBench(): Promise<PushBenchResult> {
+  const stack: BenchStack = await startBenchStack('push', { temporal: false });
+  let push: PushService | undefined;
+  let closeMongo: (() => Promise<void>) | undefined;
+  let closeSender: (() => void) | undefined;
+  try {
+    push = await startPushService();
+    const service = push;
+    const mongo = await connectMongo(stack.mongoUrl, uniqueName('bench_push'));
+    closeMongo = () => mongo.client.close();
+    await ensureAllIndexes(mongo.db);
+    const stores = createStores(mongo.db, { claimGraceSeconds: 300 });
+    const vapid = { ...webpush.generateVAPIDKeys(), subject: 'mailto:bench@flow.test' };
+
+    // 200 users in one team (the owner, and 199 who chose team-wide scope), SUBSCRIPTIONS / 200 endpoints each.
+    const teamId = 'team_bench';
+    const users = Array.from({ length: USERS }, (_, i) => `user_${String(i).padStart(3, '0')}`);
+    const subscriptions: SubscriptionJSON[] = [];
+    const rows: PushSubscriptionRow[] = [];
+    const at = new Date();
+    for (let i = 0; i < SUBSCRIPTIONS; i++) {
+      const subscription = service.endpoint(`s${i}`);
+      subscriptions.push(subscription);
+      rows.push({
+        _id: subscriptionId(subscription.endpoint),
+        endpoint: subscription.endpoint,
+        keys: subscription.keys,
+        userId: users[i % USERS],
+        teamId,
+        createdAt: at,
+        updatedAt: at,
+      });
+    }
+    await mongo.db.collection<PushSubscriptionRow>('push_subscriptions').insertMany(rows);
+    await mongo.db
+      .collection('notification_prefs')
+      .insertMany(
+        users.slice(1).map((userId) => ({ _id: userId, teamId, scope: 'team', updatedAt: at }) as never),
+      );
+
+    const sender = createPushSender({ vapid, allowPrivate: true, allowlist: [], ca: service.ca });
+    closeSender = () => sender.close();
+    const storeMs = new Map<string, number>();
+    const activities = createPushActivities({
+      ...stores,
+      pushSubscriptions: timedStore('pushSubscriptions', stores.pushSubscriptions, storeMs),
+      pushDeliveries: timedStore('pushDeliveries', stores.pushDeliveries, storeMs),
+      notificationPrefs: timedStore('notificationPrefs', stores.notificationPrefs, storeMs),
+      sender,
+      studioUrl: STUDIO,
+      fanOutWidth: WIDTH,
+      now: () => new Date(),
+      log: (line) => log(`  ${line}`),
+    });
+    const fanOutDeps = {
+      subscriptions: stores.pushSubscriptions,
+      sender,
+      width: WIDTH,
+      now: () => new Date(),
+      log: (line: string) => log(`  ${line}`),
+    };
+
+    let episode = 0;
+    const outcomeFor = (): RunOutcome => {
+      const runId = `run_bench_${++episode}`;
+      return {
+        version: 1,
+        episodeId: `${runId}:end`,
+        kind: 'run_finished',
+        runId,
+        teamId,
+        ownerId: users[0],
+        title: 'Quarterly report',
+        status: 'finished',
+        finalAnswer: 'Revenue grew 12% quarter over quarter; the detail is in the attached workbook.',
+        callbackRequested: false,
+        occurredAt: new Date().toISOString(),
+      };
+    };
+    const payloadOf = (outcome: RunOutcome): PushPayload => renderPush(outcome, 'run_finished', STUDIO);
+
+    /** One path over `count` subscriptions (all of them, or the warm-up slice). */
+    const paths: Record<PathName, (count: number) => Promise<{ ms: number; delivered: number }>> = {
+      async ours(count) {
+        const outcome = outcomeFor();
+        if (count < SUBSCRIPTIONS) {
+          // Warm-up: the same sends and delivery records over a slice (deliverPush always takes every
+          // recipient's subscriptions); it primes the JIT, the keep-alive pool and the cached VAPID JWT.
+          const subs = (await stores.pushSubscriptions.listForUsers(users)).slice(0, count);
+          const start = nowMs();
+          const r = await fanOut(fanOutDeps, subs, payloadOf(outcome), async (sub) =>
+            stores.pushDeliveries.record(outcome.episodeId, sub._id, sub.userId, new Date()),
+          );
+          return { ms: nowMs() - start, delivered: r.delivered };
+        }
+        const start = nowMs();
+        const result = await activities.deliverPush(outcome);
+        const ms = nowMs() - start;
+        if (!result.addressable) throw new Error(`deliverPush found nothing to deliver: ${result.reason}`);
+        return { ms, delivered: result.delivered };
+      },
+      async fanOut(count) {
+        const outcome = outcomeFor();
+        const subs = (await stores.pushSubscriptions.listForUsers(users)).slice(0, count);
+        const start = nowMs();
+        const r = await fanOut(fanOutDeps, subs, payloadOf(outcome));
+        return { ms: nowMs() - start, delivered: r.delivered };
+      },
+      // What-if (diagnostic, not the headline): deliverPush's queries and sends, with the delivery records
+      // buffered and written by one insertMany per WIDTH accepted sends instead of one insertOne each. A crash then
+      // repeats at most the sends in flight plus the unflushed buffer (≤ 2 × WIDTH instead of ≤ WIDTH).
+      async batched(count) {
+        const outcome = outcomeFor();
+        const start = nowMs();
+        const recipients = [outcome.ownerId, ...(await stores.notificationPrefs.listTeamWide(teamId))];
+        const subs = (await stores.pushSubscriptions.listForUsers(recipients)).slice(0, count);
+        const reached = await stores.pushDeliveries.deliveredSubscriptions(outcome.episodeId);
+        const pending = subs.filter((sub) => !reached.has(sub._id));
+        const deliveries = mongo.db.collection<PushDeliveryRow>('push_deliveries');
+        const buffer: PushDeliveryRow[] = [];
+        const flush = async (): Promise<void> => {
+          const rows = buffer.splice(0);
+          if (!rows.length) return;
+          try {
+            await deliveries.insertMany(rows, { ordered: false });
+          } catch (err) {
+            const codes = (err as { writeErrors?: { code: number }[] }).writeErrors?.map((e) => e.code) ?? [];
+            if (!codes.length || codes.some((code) => code !== 11000)) throw err; // duplicates: already recorded
+          }
+        };
+        const r = await fanOut(fanOutDeps, pending, payloadOf(outcome), async (sub) => {
+          const at = new Date();
+          buffer.push({
+            _id: `${outcome.episodeId}|${sub._id}`,
+            episodeId: outcome.episodeId,
+            subscriptionId: sub._id,
+            userId: sub.userId,
+            at,
+          });
+          if (buffer.length >= WIDTH) await flush();
+        });
+        await flush();
+        return { ms: nowMs() - start, delivered: r.delivered };
+      },
+      async plain(count) {
+        const outcome = outcomeFor();
+        const payload = payloadOf(outcome);
+        const options = pushOptionsFor(payload);
+        const body = JSON.stringify(payload);
+        let delivered = 0;
+        const start = nowMs();
+        await inLanes(count, WIDTH, async (i) => {
+          await webpush.sendNotification(subscriptions[i], body, {
+            vapidDetails: vapid,
+            TTL: options.ttlSeconds,
+            urgency: options.urgency,
+            topic: options.topic,
+            agent: service.agent,
+          });
+          delivered++;
+        });
+        return { ms: nowMs() - start, delivered };
+      },
+    };
+
+    /** Runs a path and checks it on the push service: every push received, none rejected. */
+    const runPath = async (name: PathName, count: number): Promise<PathRun> => {
+      service.reset();
+      storeMs.clear();
+      const { ms, delivered } = await paths[name](count);
+      const received = service.received().length;
+      const rejected = service.rejections().length;
+      if (delivered !== count || received !== count || rejected) {
+        throw new Error(
+          `${name}: asked for ${count} pushes, sender reported ${delivered}, push service received ${received} ` +
+            `(${rejected} rejected${rejected ? `: ${service.rejections()[0].reason}` : ''})`,
+        );
+      }
+      return { ms, storeMs: Object.fromEntries([...storeMs].map(([k, v]) => [k, round(v, 0)])) };
+    };
+    const rate = (ms: number): number => (SUBSCRIPTIONS / ms) * 1000;
+
+    log(
+      `bench:push — ${SUBSCRIPTIONS} subscriptions (${USERS} recipients), width ${WIDTH}, ${REPS} reps after a ` +
+        `${WARMUP}-push warm-up per path; mongo ${stack.origin.mongo}`,
+    );
+    const order: PathName[] = ['ours', 'fanOut', 'plain', 'batched'];
+    for (const name of order) await runPath(name, WARMUP);
+
+    const runs: Record<PathName, PathRun[]> = { ours: [], fanOut: [], plain: [], batched: [] };
+    for (let rep = 0; rep < REPS; rep++) {
+      const rotated = [...order.slice(rep % order.length), ...order.slice(0, rep % order.length)];
+      for (const name of rotated) runs[name].push(await runPath(name, SUBSCRIPTIONS));
+      const storeCalls = Object.entries(runs.ours[rep].storeMs)
+        .sort((a, b) => b[1] - a[1])
+        .map(([k, v]) => `${k} ${round(v / 1000, 1)} s`)
+        .join(', ');
+      log(
+        `  rep ${rep + 1}: ${rotated.map((name) => `${name} ${round(rate(runs[name][rep].ms), 0)}/s`).join(', ')}` +
+          ` (ours ${round(runs.ours[rep].ms / 1000, 1)} s; store calls summed over lanes: ${storeCalls})`,
+      );
+    }
+
+    const pps = {
+      ours: round(median(runs.ours.map((r) => rate(r.ms))), 0),
+      fanOut: round(median(runs.fanOut.map((r) => rate(r.ms))), 0),
+      plain: round(median(runs.plain.map((r) => rate(r.ms))), 0),
+      batched: round(median(runs.batched.map((r) => rate(r.ms))), 0),
+    };
+    const ratioBatched = round(pps.batched / pps.plain, 2);
+    // Paired per rep (the paths of one rep ran back to back): steadier than the ratio of medians on a busy machine.
+    const pairedRatios = runs.ours.map((r, i) => round(runs.plain[i].ms / r.ms, 2));
+    const ratio = round(pps.ours / pps.plain, 2);
+    const ratioFanOut = round(pps.fanOut / pps.plain, 2);
+    const met = ratio >= TARGET;
+    const storeKeys = [...new Set(runs.ours.flatMap((r) => Object.keys(r.storeMs)))];
+    const storeMedians = Object.fromEntries(
+      storeKeys.map((k) => [k, round(median(runs.ours.map((r) => r.storeMs[k] ?? 0)), 0)]),
+    );
+
+    let profiles: Record<string, ProfileSummary> | undefined;
+    if (process.env.BENCH_PROFILE === '1') {
+      profiles = {};
+      for (const name of order) {
+        const { summary } = await profiled(() => runPath(name, SUBSCRIPTIONS));
+        profiles[name] = summary;
+        log(formatProfile(name, summary));
+      }
+    }
+
+    const samples = (name: PathName): string => runs[name].map((r) => round(rate(r.ms), 0)).join(' ');
+    log('');
+    log(
+      table([
+        ['path', 'pushes/s (median)', 'runs'],
+        ['ours: deliverPush (as the worker runs it)', pps.ours, samples('ours')],
+        ['ours: fanOut alone (no delivery records)', pps.fanOut, samples('fanOut')],
+        ['plain web-push sendNotification loop', pps.plain, samples('plain')],
+        ['what-if: deliverPush with records batched per W', pps.batched, samples('batched')],
+      ]),
+    );
+    log(
+      `ratio ours/plain = ${ratio} (per rep: ${pairedRatios.join(', ')}); target ≥ ${TARGET}: ` +
+        `${met ? 'met' : 'NOT met'} (fanOut alone/plain = ` +
+        `${ratioFanOut}; what-if batched records/plain = ${ratioBatched})`,
+    );
+
+    const section: Section = {
+      title: `Push fan-out: ${SUBSCRIPTIONS} subscriptions, width ${WIDTH} (issue 4)`,
+      command: commandLine('push.ts'),
+      machine: machineInfo(),
+      stack: stack.origin,
+      headline: [
+        {
+          figure: 'pushes/s: deliverPush vs plain web-push loop',
+          ours: String(pps.ours),
+          baseline: String(pps.plain),
+          ratio,
+          target: `≥ ${TARGET}`,
+          met,
+        },
+        {
+          figure: 'pushes/s: fanOut alone (no delivery records) vs plain',
+          ours: String(pps.fanOut),
+          baseline: String(pps.plain),
+          ratio: ratioFanOut,
+          target: '(reference)',
+          met: ratioFanOut >= TARGET,
+        },
+        {
+          figure: `pushes/s: what-if deliverPush with delivery records batched per ${WIDTH} vs plain`,
+          ours: String(pps.batched),
+          baseline: String(pps.plain),
+          ratio: ratioBatched,
+          target: '(diagnostic)',
+          met: ratioBatched >= TARGET,
+        },
+      ],
+      figures: {
+        subscriptions: SUBSCRIPTIONS,
+        recipients: USERS,
+        width: WIDTH,
+        reps: REPS,
+        warmup: WARMUP,
+        pushesPerSecond: pps,
+        oursStoreMsSummedOverLanes: storeMedians,
+        runsMs: Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, v.map((r) => round(r.ms, 0))])),
+        ratio,
+        ratioFanOut,
+        ratioBatched,
+        pairedRatiosOursPlain: pairedRatios,
+        target: TARGET,
+        ...(profiles ? { profiles } : {}),
+      },
+      notes: [
+        'ours = the deliverPush activity function called directly (what the worker runs): recipients and subscription ' +
+          'queries, the production sender (VAPID JWT cached per origin, keep-alive pinned agent), fanOut of width W, ' +
+          'and the push_deliveries record of every accepted send.',
+        'fanOut alone = the same sender and lanes with no delivery records.',
+        `what-if = deliverPush's queries and sends with the delivery records written by one insertMany per ${WIDTH} ` +
+          'accepted sends (bench code, not the activity): the effect of batching the records.',
+        'plain = W lanes each awaiting web-push sendNotification with vapidDetails and an https.Agent without keep-alive.',
+        'The loopback push service runs in the same process and verifies VAPID and decrypts every message, for every path.',
+      ],
+    };
+    writeResults('push', section);
+    return { pushesPerSecond: pps, ratio, ratioFanOut, met };
+  } finally {
+    closeSender?.();
+    await closeMongo?.().catch(() => undefined);
+    await push?.close().catch(() => undefined);
+    await stack.stop();
+  }
+}
+
+if (require.main === module) runMain(async () => void (await runPushBench()));

@@ -1,0 +1,325 @@
+// What every benchmark shares: a throwaway stack (or the servers MONGO_URL / TEMPORAL_ADDRESS name), timing and
+// percentile helpers, and the results files (bench/results/latest.json, latest.md, latency.svg).
+//
+// Benchmarks are scripts, not tests (design habit 10): they print figures and a ratio against a baseline measured
+// in the same run, and never assert on time. They exit non-zero only when something broke (an error, or a path
+// that did not deliver everything it was asked to).
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { Runtime } from '@temporalio/worker';
+import { launcherEnv } from '../config';
+import {
+  launchMongo,
+  launchTemporal,
+  readStackSpec,
+  type ServerProcess,
+  type StackSpec,
+} from '../stack/embedded';
+import { renderLatencySvg, type CdfSeries } from './chart';
+
+export const BENCH_DIR = __dirname;
+export const RESULTS_DIR = path.join(BENCH_DIR, 'results');
+
+// ---------------------------------------------------------------------------------------------------------------
+// The stack
+
+export interface BenchStack {
+  mongoUrl: string;
+  /** Undefined when the benchmark asked for Mongo only. */
+  temporalAddress?: string;
+  /** Where the embedded servers came from: "embedded" (started here) or "external" (MONGO_URL / TEMPORAL_ADDRESS). */
+  origin: { mongo: 'embedded' | 'external'; temporal?: 'embedded' | 'external' };
+  stop(): Promise<void>;
+}
+
+export interface StackWants {
+  temporal: boolean;
+  /** Extra Temporal dev-server arguments (a bench may try dev-server pragmas without editing temporal-dev.yml). */
+  temporalArgs?: string[];
+}
+
+/**
+ * Starts FerretDB (and the Temporal dev server when asked) on free ports under a mkdtemp folder, unless the
+ * environment names external servers. stop() stops what was started and removes the folder.
+ */
+export async function startBenchStack(name: string, wants: StackWants): Promise<BenchStack> {
+  const env = launcherEnv();
+  const dataRoot = mkdtempSync(path.join(os.tmpdir(), `flow-notify-bench-${name}-`));
+  const spec: StackSpec = readStackSpec();
+  if (wants.temporalArgs?.length) spec.temporal.args = [...spec.temporal.args, ...wants.temporalArgs];
+  const started: ServerProcess[] = [];
+  const stop = async (): Promise<void> => {
+    await Promise.allSettled(started.map((server) => server.stop()));
+    rmSync(dataRoot, { recursive: true, force: true });
+  };
+  try {
+    // A server that dies mid-benchmark says so (with its exit code or signal) instead of leaving only ECONNREFUSED.
+    const serverLog = (line: string): void => console.error(`[bench stack] ${line}`);
+    const options = { dataRoot, freePorts: true, test: true, log: serverLog };
+    const [mongo, temporal] = await Promise.all([
+      env.mongoUrl ? undefined : launchMongo(spec, options),
+      !wants.temporal || env.temporalAddress ? undefined : launchTemporal(spec, options),
+    ]);
+    if (mongo) started.push(mongo.server);
+    if (temporal) started.push(temporal.server);
+    return {
+      mongoUrl: env.mongoUrl ?? mongo!.url,
+      temporalAddress: wants.temporal ? (env.temporalAddress ?? temporal!.address) : undefined,
+      origin: {
+        mongo: env.mongoUrl ? 'external' : 'embedded',
+        ...(wants.temporal ? { temporal: env.temporalAddress ? 'external' : 'embedded' } : {}),
+      },
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+let runtimeInstalled = false;
+
+/** Temporal's Rust core logs warnings to stderr by default; a benchmark wants its own output only. */
+export function installQuietRuntime(): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  Runtime.install({ logger: quietLogger });
+}
+
+/**
+ * SDK warnings, counted instead of printed: "Activity failed" per activity type and error (a failed attempt that
+ * Temporal will retry is invisible in the figures otherwise, except as a slow tail).
+ */
+export const sdkWarnings = new Map<string, number>();
+
+function countWarning(message: string, meta?: Record<string, unknown>): void {
+  const error = meta?.error;
+  const detail = error instanceof Error ? error.message : error === undefined ? '' : String(error);
+  const what = [message, meta?.activityType, detail.replace(/\s+/g, ' ').slice(-80)]
+    .filter(Boolean)
+    .join(' · ');
+  sdkWarnings.set(what, (sdkWarnings.get(what) ?? 0) + 1);
+}
+
+export const quietLogger = {
+  log: (level: string, message: string, meta?: Record<string, unknown>) => {
+    if (level === 'WARN') countWarning(message, meta);
+  },
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: countWarning,
+  error: (message: string) => console.error(message),
+};
+
+/** A database name no earlier benchmark on an external server used. */
+export function uniqueName(prefix: string): string {
+  return `${prefix}_${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Timing and statistics
+
+export const nowMs = (): number => performance.now();
+
+export async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }> {
+  const start = nowMs();
+  const value = await fn();
+  return { ms: nowMs() - start, value };
+}
+
+/** The p-th percentile (0..100) by nearest rank. */
+export function percentile(values: number[], p: number): number {
+  if (!values.length) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))];
+}
+
+export function median(values: number[]): number {
+  if (!values.length) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+/** 101 points (p0..p100) of a latency distribution: enough to draw its CDF without keeping every sample. */
+export function cdfPoints(values: number[]): number[] {
+  return Array.from({ length: 101 }, (_, p) => round(percentile(values, Math.max(p, 0.0001)), 2));
+}
+
+export function round(value: number, digits = 1): number {
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}
+
+/** Runs `count` jobs with at most `width` in flight, in order of index. */
+export async function inLanes(
+  count: number,
+  width: number,
+  job: (index: number) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < count) await job(next++);
+  };
+  await Promise.all(Array.from({ length: Math.min(width, count) }, lane));
+}
+
+export function log(line: string): void {
+  process.stdout.write(`${line}\n`);
+}
+
+/** A fixed-width table for the console. */
+export function table(rows: (string | number)[][]): string {
+  const cells = rows.map((row) => row.map(String));
+  const widths = cells[0].map((_, i) => Math.max(...cells.map((row) => (row[i] ?? '').length)));
+  return cells
+    .map((row) =>
+      row.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]) : cell.padStart(widths[i]))).join('  '),
+    )
+    .join('\n');
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Results
+
+export interface MachineInfo {
+  cpus: number;
+  cpuModel: string;
+  memoryGiB: number;
+  platform: string;
+  node: string;
+  date: string;
+  /** 1/5/15-minute load averages when the section finished: other work on the machine skews the figures. */
+  loadAverage: number[];
+  commit?: string;
+}
+
+export function machineInfo(): MachineInfo {
+  let commit: string | undefined;
+  try {
+    commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], {
+      cwd: BENCH_DIR,
+      encoding: 'utf8',
+    }).trim();
+  } catch {
+    commit = undefined;
+  }
+  return {
+    cpus: os.cpus().length,
+    cpuModel: os.cpus()[0]?.model ?? 'unknown',
+    memoryGiB: round(os.totalmem() / 2 ** 30, 1),
+    platform: `${os.platform()} ${os.release()} ${os.arch()}`,
+    node: process.version,
+    date: new Date().toISOString(),
+    loadAverage: os.loadavg().map((l) => round(l, 2)),
+    ...(commit ? { commit } : {}),
+  };
+}
+
+/** The command that produced a section: the npm script when run through npm, else the script itself. */
+export function commandLine(script: string): string {
+  const event = process.env.npm_lifecycle_event;
+  return event ? `npm run ${event}` : `node -r ts-node/register bench/${script}`;
+}
+
+/** One benchmark's section of latest.json. */
+export interface Section {
+  title: string;
+  command: string;
+  machine: MachineInfo;
+  stack: BenchStack['origin'];
+  /** Headline rows for the markdown table: what was measured, ours, baseline, ratio, target, met. */
+  headline: HeadlineRow[];
+  /** Everything else the benchmark measured. */
+  figures: Record<string, unknown>;
+  /** Latency distributions to draw (episodes). */
+  cdf?: CdfSeries[];
+  notes: string[];
+}
+
+export interface HeadlineRow {
+  figure: string;
+  ours: string;
+  baseline: string;
+  ratio: number;
+  target: string;
+  met: boolean;
+}
+
+const SECTION_ORDER = ['push', 'episodes', 'sweep'];
+
+/** Merges one section into latest.json and rewrites latest.md (and latency.svg when a section has CDFs). */
+export function writeResults(key: string, section: Section): void {
+  mkdirSync(RESULTS_DIR, { recursive: true });
+  const jsonFile = path.join(RESULTS_DIR, 'latest.json');
+  let all: { machine?: MachineInfo; sections: Record<string, Section> } = { sections: {} };
+  if (existsSync(jsonFile)) {
+    try {
+      all = JSON.parse(readFileSync(jsonFile, 'utf8')) as typeof all;
+      all.sections ??= {};
+    } catch {
+      all = { sections: {} };
+    }
+  }
+  all.machine = section.machine;
+  all.sections[key] = section;
+  const ordered = Object.fromEntries(
+    Object.entries(all.sections).sort(
+      ([a], [b]) => (SECTION_ORDER.indexOf(a) + 1 || 99) - (SECTION_ORDER.indexOf(b) + 1 || 99),
+    ),
+  );
+  all.sections = ordered;
+  writeFileSync(jsonFile, `${JSON.stringify(all, null, 2)}\n`);
+
+  const withCdf = Object.values(ordered).find((s) => s.cdf?.length);
+  if (withCdf?.cdf) {
+    writeFileSync(path.join(RESULTS_DIR, 'latency.svg'), renderLatencySvg(withCdf.cdf));
+  }
+  writeFileSync(path.join(RESULTS_DIR, 'latest.md'), renderMarkdown(all.machine, ordered));
+}
+
+function renderMarkdown(machine: MachineInfo, sections: Record<string, Section>): string {
+  const lines: string[] = [
+    '# Benchmark results',
+    '',
+    `Machine: ${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, ${machine.platform}, Node ${machine.node}` +
+      `${machine.commit ? `, commit ${machine.commit}` : ''}.`,
+    '',
+    'Every ratio is against a baseline measured in the same run, on the same servers (embedded Temporal dev server ' +
+      'and FerretDB unless MONGO_URL / TEMPORAL_ADDRESS were set). Figures are medians of the repetitions noted.',
+    '',
+  ];
+  for (const section of Object.values(sections)) {
+    lines.push(`## ${section.title}`, '');
+    lines.push(`\`${section.command}\` — ${section.machine.date}`, '');
+    lines.push('| figure | ours | baseline | ratio | target | met |', '|---|---:|---:|---:|---|---|');
+    for (const row of section.headline) {
+      lines.push(
+        `| ${row.figure} | ${row.ours} | ${row.baseline} | ${row.ratio} | ${row.target} | ${row.met ? 'yes' : '**no**'} |`,
+      );
+    }
+    lines.push('');
+    if (section.cdf?.length) {
+      lines.push('![latency distributions](latency.svg)', '');
+    }
+    for (const note of section.notes) lines.push(`- ${note}`);
+    if (section.notes.length) lines.push('');
+  }
+  return lines.join('\n');
+}
+
+/** Runs a benchmark script's main: prints the error and exits non-zero on failure; always exits when done. */
+export function runMain(main: () => Promise<void>): void {
+  main().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      console.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,198 @@
+// A worker killed mid fan-out (a real process kill): the push family's promise that a crash repeats at most the
+// sends in flight. The worker is a separate process (test/support/workerProcess.ts) so SIGKILL is a real crash;
+// the push service sits behind a loopback link that holds its answers back, so the fan-out of one episode to
+// 400 endpoints lasts a few seconds and the kill lands in the middle of it.
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import type { Client } from '@temporalio/client';
+import webpush from 'web-push';
+import { PUSH_FAN_OUT_WIDTH } from '../activities';
+import type { ApiHandle } from '../api/server';
+import { sweepScheduleId } from '../client/schedules';
+import { loadConfig, type Config } from '../config';
+import type { PushPayload } from '../domain/push';
+import type { Stores } from '../store';
+import type { Mongo } from '../store/mongo';
+import type { EpisodeResult } from '../workflows/episode';
+import { subscriptionId } from '../store/pushSubscriptions';
+import { openStores, startTestApi, temporalClient, type ApiClient } from './support/harness';
+import { startPushService, type PushService, type ReceivedPush } from './support/pushService';
+import { TEST_JWT_SECRET, testStack } from './support/stack';
+import { WorkerProcess } from './support/workerProcess';
+
+/**
+ * A TCP relay in front of the push service that delays every byte the service sends back by `delayMs`. TLS
+ * passes through untouched (the certificate names 127.0.0.1, and the VAPID audience is the relay's origin, which
+ * is the Host the push service sees), so the service still verifies and decrypts every message.
+ */
+async function slowLink(targetPort: number, delayMs: number) {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(targetPort, '127.0.0.1');
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      s.on('error', () => undefined);
+    }
+    client.on('data', (chunk) => upstream.write(chunk));
+    // Timers of equal duration fire in the order they were set, so the byte stream keeps its order.
+    upstream.on('data', (chunk) => setTimeout(() => client.writable && client.write(chunk), delayMs));
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => setTimeout(() => client.destroy(), delayMs));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    async close() {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const USERS = ['alice', 'bob', 'carol', 'dave'];
+const ENDPOINTS_PER_USER = 100;
+const TOTAL = USERS.length * ENDPOINTS_PER_USER;
+
+describe('a worker killed mid fan-out (a real process kill)', function () {
+  this.timeout(180_000);
+  let push: PushService;
+  let link: Awaited<ReturnType<typeof slowLink>>;
+  let vars: Record<string, string>;
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let api: ApiHandle;
+  let alice: ApiClient;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  let worker: WorkerProcess | undefined;
+  /** endpoint id (the push service's) of every subscription */
+  const endpointIds: string[] = [];
+  /** our subscription id → the push service's endpoint id */
+  const endpointOf = new Map<string, string>();
+
+  before(async () => {
+    push = await startPushService();
+    link = await slowLink(Number(new URL(push.origin).port), 120);
+    const vapid = webpush.generateVAPIDKeys();
+    const suffix = Math.random().toString(16).slice(2, 10);
+    const stack = testStack();
+    vars = {
+      MONGO_URL: stack.mongoUrl,
+      MONGO_DB: `t_kill_${suffix}`,
+      TEMPORAL_ADDRESS: stack.temporalAddress,
+      TEMPORAL_TASK_QUEUE: `flow-notify-kill-${suffix}`,
+      AUTH_JWT_SECRET: TEST_JWT_SECRET,
+      VAPID_PUBLIC_KEY: vapid.publicKey,
+      VAPID_PRIVATE_KEY: vapid.privateKey,
+      VAPID_SUBJECT: 'mailto:ops@flow.test',
+      PUSH_ALLOW_PRIVATE: '1',
+      STUDIO_URL: 'https://studio.flow.test',
+      SWEEP_INTERVAL_SECONDS: '3600',
+      PORT: '0',
+    };
+    config = loadConfig(vars);
+    ({ mongo, stores } = await openStores(config));
+    const started = await startTestApi(config);
+    api = started.api;
+    alice = started.client.as('alice', 'acme');
+    ({ client, close: closeClient } = await temporalClient(config));
+
+    // 400 subscriptions: the owner's and three teammates' who chose team-wide scope, all behind the slow link.
+    const now = new Date();
+    for (const user of USERS) {
+      if (user !== 'alice') await stores.notificationPrefs.setScope(user, 'acme', 'team', now);
+      const subs = Array.from({ length: ENDPOINTS_PER_USER }, (_, i) => push.endpoint(`${user}${i}`));
+      await Promise.all(
+        subs.map(async (sub) => {
+          endpointIds.push(push.idOf(sub));
+          const endpoint = sub.endpoint.replace(push.origin, `https://127.0.0.1:${link.port}`);
+          endpointOf.set(subscriptionId(endpoint), push.idOf(sub));
+          await stores.pushSubscriptions.upsert({ userId: user, teamId: 'acme' }, { ...sub, endpoint }, now);
+        }),
+      );
+    }
+    worker = await WorkerProcess.start({ vars, trustCa: push.ca });
+  });
+
+  after(async () => {
+    await worker?.stop();
+    await client?.schedule
+      .getHandle(sweepScheduleId(config.temporalTaskQueue))
+      .delete()
+      .catch(() => undefined);
+    await api?.close();
+    await closeClient?.();
+    await mongo?.client.close();
+    await link?.close();
+    await push?.close();
+  });
+
+  it('after a SIGKILL and a restart every endpoint has the push; only sends in flight at the kill repeat, with the same tag', async () => {
+    const created = await alice.post('/api/v1/runs', { title: 'Fleet rollout' });
+    assert.equal(created.status, 201, created.text);
+    const runId = created.body.id as string;
+    const episodeId = `${runId}:end`;
+    assert.equal(
+      (await alice.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'All 400 hosts patched.' })).status,
+      200,
+    );
+
+    // Kill once a quarter of the endpoints have the push.
+    const deadline = Date.now() + 60_000;
+    while (push.received().length < TOTAL / 4) {
+      assert.ok(Date.now() < deadline, `the fan-out never got going: ${push.received().length} received`);
+      await sleep(10);
+    }
+    await worker!.kill();
+    const killedAt = Date.now();
+    const receivedAtKill = push.received().length;
+    assert.ok(receivedAtKill < TOTAL, `the kill came after the fan-out ended (${receivedAtKill})`);
+    const recordedAtKill = await stores.pushDeliveries.deliveredSubscriptions(episodeId);
+
+    await worker!.start();
+    const result = (await client.workflow.getHandle(episodeId).result()) as EpisodeResult;
+    assert.equal(result.push, 'delivered');
+    assert.equal(await stores.claims.state(episodeId), 'delivered');
+    assert.equal(await stores.pushDeliveries.countForEpisode(episodeId), TOTAL);
+
+    // Every endpoint has the push, over TLS trusted through NODE_EXTRA_CA_CERTS, with the episode's tag.
+    const byEndpoint = new Map<string, ReceivedPush[]>(endpointIds.map((id) => [id, []]));
+    for (const received of push.received()) byEndpoint.get(received.endpointId)!.push(received);
+    const missing = [...byEndpoint].filter(([, got]) => got.length === 0).map(([id]) => id);
+    assert.deepEqual(missing, [], 'endpoints without the push');
+    for (const received of push.received()) {
+      assert.equal(received.tls, true);
+      assert.equal((received.payload as PushPayload).tag, episodeId);
+    }
+
+    // Repeats: only endpoints whose first copy was in flight at the kill (accepted, never recorded), at most one
+    // per lane, and every repeat is the same notification with the same tag.
+    const recorded = new Set([...recordedAtKill].map((id) => endpointOf.get(id)));
+    const repeated = [...byEndpoint].filter(([, got]) => got.length > 1);
+    assert.ok(
+      repeated.length <= PUSH_FAN_OUT_WIDTH,
+      `${repeated.length} endpoints got the push twice; at most ${PUSH_FAN_OUT_WIDTH} were in flight`,
+    );
+    for (const [id, got] of repeated) {
+      assert.equal(got.length, 2, `${id} got ${got.length} copies`);
+      assert.ok(got[0].at.getTime() <= killedAt + 1000, `${id}: its first copy was sent after the kill`);
+      assert.ok(got[1].at.getTime() > killedAt, `${id}: its repeat came before the kill`);
+      assert.ok(!recorded.has(id), `${id} was recorded as reached, yet sent again`);
+      assert.deepEqual(got[1].payload, got[0].payload);
+    }
+
+    // The retry was Temporal's: the heartbeat timeout noticed the dead worker and a second attempt finished.
+    const history = await client.workflow.getHandle(episodeId).fetchHistory();
+    const attempts = (history.events ?? [])
+      .map((e) => e.activityTaskStartedEventAttributes?.attempt)
+      .filter((a): a is number => typeof a === 'number');
+    assert.ok(Math.max(...attempts) >= 2, `no activity was retried: attempts ${attempts.join(',')}`);
+    console.log(
+      `      kill after ${receivedAtKill}/${TOTAL} received (${recordedAtKill.size} recorded); ` +
+        `${repeated.length} repeated; recovered ${((Date.now() - killedAt) / 1000).toFixed(1)} s after the kill`,
+    );
+  });
+});
