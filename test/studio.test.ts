@@ -461,30 +461,4 @@ describe('studio (Chromium)', function () {
     await denied.page.setViewportSize({ width: 390, height: 844 });
     await denied.page.screenshot({ path: path.join(RESULTS, 'studio-narrow.png'), fullPage: true });
   });
-
-  it('a server with web push off, and a browser without push, each say so and offer no "Enable"', async () => {
-    // The same database and Temporal, but no VAPID keys: the notification routes do not exist.
-    const off = await startTestApi(testConfig({ MONGO_DB: config.mongoDb }));
-    try {
-      const { context: browser } = browsers[browsers.length - 1];
-      const offPage = await browser.newPage();
-      await offPage.goto(`${off.api.url}/`);
-      await offPage.getByLabel('Access token').fill(alice.token ?? '');
-      await offPage.getByRole('button', { name: 'Sign in' }).click();
-      await offPage.getByText('Web push is turned off on this Flow server.').waitFor();
-      assert.equal(await offPage.getByRole('button', { name: 'Enable notifications' }).count(), 0);
-      await offPage.close();
-    } finally {
-      await off.api.close();
-    }
-
-    const bare = await context.newPage();
-    await bare.addInitScript(() => {
-      delete (window as unknown as { PushManager?: unknown }).PushManager;
-    });
-    await bare.goto(`${origin}/`);
-    await bare.getByText('This browser cannot receive push notifications').waitFor();
-    assert.equal(await bare.getByRole('button', { name: 'Enable notifications' }).count(), 0);
-    await bare.close();
-  });
 });
