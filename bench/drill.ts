@@ -20,6 +20,8 @@ async function main(): Promise<number> {
   const episodesPerRun = Number(values['episodes-per-run']);
   const dataRoot = mkdtempSync(path.join(tmpdir(), 'flow-notify-drill-'));
   const started = Date.now();
+  // Ctrl-C or a kill skips the finally below: the exit hooks kill the servers, this removes their data.
+  process.once('exit', () => rmSync(dataRoot, { recursive: true, force: true }));
   const stack = await startThrowawayStack(dataRoot, {});
   const log = (line: string) =>
     console.log(`[${((Date.now() - started) / 1000).toFixed(1).padStart(6)} s] ${line}`);

@@ -647,7 +647,7 @@ const storeHostile: fc.Arbitrary<Value> = fc.oneof(
 const value: fc.Arbitrary<Value> = fc.oneof(
   { withCrossShrink: true },
   { weight: 3, arbitrary: fc.constantFrom(...WRONG_TYPES).map((v) => ({ v })) },
-  { weight: 2, arbitrary: storeHostile },
+  { weight: 3, arbitrary: storeHostile },
   { weight: 3, arbitrary: jsonish.map((v) => ({ v })) },
   { weight: 2, arbitrary: fc.string({ unit: 'binary', maxLength: 64 }).map((v) => ({ v })) },
   { weight: 1, arbitrary: fc.string({ unit: 'grapheme', maxLength: 64 }).map((v) => ({ v })) },
@@ -686,7 +686,7 @@ const bodyOp: fc.Arbitrary<BodyOp> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ op: fc.constant('drop' as const), pick: fc.nat(20) }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('set' as const), pick: fc.nat(20), value }) },
   {
-    weight: 2,
+    weight: 3,
     arbitrary: fc.record({ op: fc.constant('extra' as const), pick: fc.nat(20), key: extraKey, value }),
   },
 );

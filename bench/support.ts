@@ -86,7 +86,12 @@ let runtimeInstalled = false;
 export function installQuietRuntime(): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
-  Runtime.install({ logger: quietLogger });
+  // Core's own (Rust) logs: errors only, forwarded to the same logger (a dying server otherwise floods stderr
+  // with connection-retry warnings).
+  Runtime.install({
+    logger: quietLogger,
+    telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' }, forward: {} } },
+  });
 }
 
 /**
@@ -248,7 +253,8 @@ export interface HeadlineRow {
   baseline: string;
   ratio: number;
   target: string;
-  met: boolean;
+  /** Undefined for reference and diagnostic rows, which have no target. */
+  met?: boolean;
 }
 
 const SECTION_ORDER = ['push', 'episodes', 'sweep'];
@@ -296,11 +302,17 @@ function renderMarkdown(machine: MachineInfo, sections: Record<string, Section>)
   ];
   for (const section of Object.values(sections)) {
     lines.push(`## ${section.title}`, '');
-    lines.push(`\`${section.command}\` — ${section.machine.date}`, '');
+    const load = section.machine.loadAverage?.join(' / ') ?? 'n/a';
+    lines.push(
+      `\`${section.command}\` — ${section.machine.date}; load average (1/5/15 min) at the end: ${load} ` +
+        `on ${section.machine.cpus} CPUs`,
+      '',
+    );
     lines.push('| figure | ours | baseline | ratio | target | met |', '|---|---:|---:|---:|---|---|');
     for (const row of section.headline) {
       lines.push(
-        `| ${row.figure} | ${row.ours} | ${row.baseline} | ${row.ratio} | ${row.target} | ${row.met ? 'yes' : '**no**'} |`,
+        `| ${row.figure} | ${row.ours} | ${row.baseline} | ${row.ratio} | ${row.target} | ` +
+          `${row.met === undefined ? '–' : row.met ? 'yes' : '**no**'} |`,
       );
     }
     lines.push('');
