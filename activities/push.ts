@@ -49,10 +49,10 @@ export function pushOptionsFor(payload: PushPayload) {
 
 /**
  * Sends one payload to many subscriptions, at most `width` at a time. Dead endpoints (404/410, or refused by
- * the outbound guard) are pruned. onDelivered runs right after each accepted send (the worker records the
- * delivery there, which is also the subscription's "last success": no update of the subscription row, since
- * FerretDB v1 updates cost ~15 ms each and an updateMany over 2,000 ids took 35 s), so
- * a crash repeats at most the sends in flight.
+ * the outbound guard) are pruned. onDelivered runs right after each accepted send and the lane waits for it
+ * (the worker records the delivery there, which is also the subscription's "last success": no update of the
+ * subscription row, since FerretDB v1 updates cost ~15 ms each and an updateMany over 2,000 ids took 35 s), so
+ * a crash repeats at most the `width` sends in flight.
  */
 export async function fanOut(
   deps: FanOutDeps,
@@ -151,6 +151,7 @@ export function createPushActivities(deps: PushActivityDeps) {
       const reached = await deps.pushDeliveries.deliveredSubscriptions(outcome.episodeId);
       const pending = subs.filter((sub) => !reached.has(sub._id));
       const context = activityContext();
+      const recordDelivery = groupCommit(deps.pushDeliveries.recordMany);
       const beat = setInterval(() => context?.heartbeat(), 2000);
       try {
         const result = await fanOut(
@@ -164,7 +165,12 @@ export function createPushActivities(deps: PushActivityDeps) {
           pending,
           payload,
           async (sub) => {
-            await deps.pushDeliveries.record(outcome.episodeId, sub._id, sub.userId, deps.now());
+            await recordDelivery({
+              episodeId: outcome.episodeId,
+              subscriptionId: sub._id,
+              userId: sub.userId,
+              at: deps.now(),
+            });
             context?.heartbeat();
           },
         );
@@ -199,4 +205,34 @@ function activityContext(): Context | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Group commit: each item joins the next batch write, and its promise settles when that write does. While one
+ * write is in flight the next batch gathers, so the store sees one write at a time instead of one per item, and
+ * a caller that awaits its item still knows it is durable before going on (the fan-out's crash window stays the
+ * sends in flight).
+ */
+export function groupCommit<T>(write: (items: T[]) => Promise<void>): (item: T) => Promise<void> {
+  let queue: { item: T; resolve: () => void; reject: (err: unknown) => void }[] = [];
+  let flushing = false;
+  const flush = async (): Promise<void> => {
+    flushing = true;
+    while (queue.length) {
+      const batch = queue;
+      queue = [];
+      try {
+        await write(batch.map((entry) => entry.item));
+        for (const entry of batch) entry.resolve();
+      } catch (err) {
+        for (const entry of batch) entry.reject(err);
+      }
+    }
+    flushing = false;
+  };
+  return (item) =>
+    new Promise<void>((resolve, reject) => {
+      queue.push({ item, resolve, reject });
+      if (!flushing) void flush();
+    });
 }

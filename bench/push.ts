@@ -2,8 +2,9 @@
 //
 //   ours      the deliverPush activity function, called directly: what the worker runs for an episode. The
 //             recipients and subscriptions queries, the production sender (createPushSender: VAPID JWT cached
-//             per origin, keep-alive pinned agent), bounded-parallel fanOut of width W, and the per-delivery
-//             push_deliveries record (what lets a retried activity skip endpoints already reached).
+//             per origin, keep-alive pinned agent), bounded-parallel fanOut of width W, and the push_deliveries
+//             record of every accepted send (what lets a retried activity skip endpoints already reached), group-
+//             committed: a lane waits for its record, and the records gathered meanwhile go in one insertMany.
 //   fanOut    the same sends through fanOut alone, with no delivery records: the network path by itself.
 //   plain     the baseline: W lanes, each awaiting web-push sendNotification(sub, payload, { vapidDetails, TTL,
 //             agent }) in turn: a fresh VAPID signature, key parsing and TLS connection per message.
@@ -15,13 +16,12 @@
 // must deliver all 2,000 (counted on the push service). Store calls are timed on the side (summed over lanes) so
 // the report can say which Mongo call dominates.
 import webpush from 'web-push';
-import { createPushActivities, fanOut, pushOptionsFor } from '../activities/push';
+import { createPushActivities, fanOut, groupCommit, pushOptionsFor } from '../activities/push';
 import { renderPush, type PushPayload } from '../domain/push';
 import type { RunOutcome } from '../domain/outcome';
 import { createPushSender } from '../net/pushSender';
 import { createStores, ensureAllIndexes } from '../store';
 import { connectMongo } from '../store/mongo';
-import type { PushDeliveryRow } from '../store/pushDeliveries';
 import { subscriptionId, type PushSubscriptionRow } from '../store/pushSubscriptions';
 import { startPushService, type PushService, type SubscriptionJSON } from '../test/support/pushService';
 import { formatProfile, profiled, type ProfileSummary } from './profile';
@@ -50,7 +50,7 @@ const USERS = 200; // the owner and 199 teammates who chose team-wide scope, SUB
 const TARGET = 2.5;
 const STUDIO = 'https://studio.flow.bench';
 
-type PathName = 'ours' | 'fanOut' | 'plain' | 'batched';
+type PathName = 'ours' | 'fanOut' | 'plain';
 
 interface PathRun {
   ms: number;
@@ -172,9 +172,15 @@ export async function runPushBench(): Promise<PushBenchResult> {
           // Warm-up: the same sends and delivery records over a slice (deliverPush always takes every
           // recipient's subscriptions); it primes the JIT, the keep-alive pool and the cached VAPID JWT.
           const subs = (await stores.pushSubscriptions.listForUsers(users)).slice(0, count);
+          const record = groupCommit(stores.pushDeliveries.recordMany);
           const start = nowMs();
           const r = await fanOut(fanOutDeps, subs, payloadOf(outcome), async (sub) =>
-            stores.pushDeliveries.record(outcome.episodeId, sub._id, sub.userId, new Date()),
+            record({
+              episodeId: outcome.episodeId,
+              subscriptionId: sub._id,
+              userId: sub.userId,
+              at: new Date(),
+            }),
           );
           return { ms: nowMs() - start, delivered: r.delivered };
         }
@@ -189,42 +195,6 @@ export async function runPushBench(): Promise<PushBenchResult> {
         const subs = (await stores.pushSubscriptions.listForUsers(users)).slice(0, count);
         const start = nowMs();
         const r = await fanOut(fanOutDeps, subs, payloadOf(outcome));
-        return { ms: nowMs() - start, delivered: r.delivered };
-      },
-      // What-if (diagnostic, not the headline): deliverPush's queries and sends, with the delivery records
-      // buffered and written by one insertMany per WIDTH accepted sends instead of one insertOne each. A crash then
-      // repeats at most the sends in flight plus the unflushed buffer (≤ 2 × WIDTH instead of ≤ WIDTH).
-      async batched(count) {
-        const outcome = outcomeFor();
-        const start = nowMs();
-        const recipients = [outcome.ownerId, ...(await stores.notificationPrefs.listTeamWide(teamId))];
-        const subs = (await stores.pushSubscriptions.listForUsers(recipients)).slice(0, count);
-        const reached = await stores.pushDeliveries.deliveredSubscriptions(outcome.episodeId);
-        const pending = subs.filter((sub) => !reached.has(sub._id));
-        const deliveries = mongo.db.collection<PushDeliveryRow>('push_deliveries');
-        const buffer: PushDeliveryRow[] = [];
-        const flush = async (): Promise<void> => {
-          const rows = buffer.splice(0);
-          if (!rows.length) return;
-          try {
-            await deliveries.insertMany(rows, { ordered: false });
-          } catch (err) {
-            const codes = (err as { writeErrors?: { code: number }[] }).writeErrors?.map((e) => e.code) ?? [];
-            if (!codes.length || codes.some((code) => code !== 11000)) throw err; // duplicates: already recorded
-          }
-        };
-        const r = await fanOut(fanOutDeps, pending, payloadOf(outcome), async (sub) => {
-          const at = new Date();
-          buffer.push({
-            _id: `${outcome.episodeId}|${sub._id}`,
-            episodeId: outcome.episodeId,
-            subscriptionId: sub._id,
-            userId: sub.userId,
-            at,
-          });
-          if (buffer.length >= WIDTH) await flush();
-        });
-        await flush();
         return { ms: nowMs() - start, delivered: r.delivered };
       },
       async plain(count) {
@@ -269,10 +239,10 @@ export async function runPushBench(): Promise<PushBenchResult> {
       `bench:push — ${SUBSCRIPTIONS} subscriptions (${USERS} recipients), width ${WIDTH}, ${REPS} reps after a ` +
         `${WARMUP}-push warm-up per path; mongo ${stack.origin.mongo}`,
     );
-    const order: PathName[] = ['ours', 'fanOut', 'plain', 'batched'];
+    const order: PathName[] = ['ours', 'fanOut', 'plain'];
     for (const name of order) await runPath(name, WARMUP);
 
-    const runs: Record<PathName, PathRun[]> = { ours: [], fanOut: [], plain: [], batched: [] };
+    const runs: Record<PathName, PathRun[]> = { ours: [], fanOut: [], plain: [] };
     for (let rep = 0; rep < REPS; rep++) {
       const rotated = [...order.slice(rep % order.length), ...order.slice(0, rep % order.length)];
       for (const name of rotated) runs[name].push(await runPath(name, SUBSCRIPTIONS));
@@ -290,9 +260,7 @@ export async function runPushBench(): Promise<PushBenchResult> {
       ours: round(median(runs.ours.map((r) => rate(r.ms))), 0),
       fanOut: round(median(runs.fanOut.map((r) => rate(r.ms))), 0),
       plain: round(median(runs.plain.map((r) => rate(r.ms))), 0),
-      batched: round(median(runs.batched.map((r) => rate(r.ms))), 0),
     };
-    const ratioBatched = round(pps.batched / pps.plain, 2);
     // Paired per rep (the paths of one rep ran back to back): steadier than the ratio of medians on a busy machine.
     const pairedRatios = runs.ours.map((r, i) => round(runs.plain[i].ms / r.ms, 2));
     const ratio = round(pps.ours / pps.plain, 2);
@@ -321,13 +289,12 @@ export async function runPushBench(): Promise<PushBenchResult> {
         ['ours: deliverPush (as the worker runs it)', pps.ours, samples('ours')],
         ['ours: fanOut alone (no delivery records)', pps.fanOut, samples('fanOut')],
         ['plain web-push sendNotification loop', pps.plain, samples('plain')],
-        ['what-if: deliverPush with records batched per W', pps.batched, samples('batched')],
       ]),
     );
     log(
       `ratio ours/plain = ${ratio} (per rep: ${pairedRatios.join(', ')}); target ≥ ${TARGET}: ` +
         `${met ? 'met' : 'NOT met'} (fanOut alone/plain = ` +
-        `${ratioFanOut}; what-if batched records/plain = ${ratioBatched})`,
+        `${ratioFanOut})`,
     );
 
     const section: Section = {
@@ -351,13 +318,6 @@ export async function runPushBench(): Promise<PushBenchResult> {
           ratio: ratioFanOut,
           target: '(reference)',
         },
-        {
-          figure: `pushes/s: what-if deliverPush with delivery records batched per ${WIDTH} vs plain`,
-          ours: String(pps.batched),
-          baseline: String(pps.plain),
-          ratio: ratioBatched,
-          target: '(diagnostic)',
-        },
       ],
       figures: {
         subscriptions: SUBSCRIPTIONS,
@@ -370,7 +330,6 @@ export async function runPushBench(): Promise<PushBenchResult> {
         runsMs: Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, v.map((r) => round(r.ms, 0))])),
         ratio,
         ratioFanOut,
-        ratioBatched,
         pairedRatiosOursPlain: pairedRatios,
         target: TARGET,
         ...(profiles ? { profiles } : {}),
@@ -378,10 +337,9 @@ export async function runPushBench(): Promise<PushBenchResult> {
       notes: [
         'ours = the deliverPush activity function called directly (what the worker runs): recipients and subscription ' +
           'queries, the production sender (VAPID JWT cached per origin, keep-alive pinned agent), fanOut of width W, ' +
-          'and the push_deliveries record of every accepted send.',
+          'and the push_deliveries record of every accepted send (group-committed: each lane awaits its record, ' +
+          'so a crash repeats at most W sends; the records that gathered during one write go in the next insertMany).',
         'fanOut alone = the same sender and lanes with no delivery records.',
-        `what-if = deliverPush's queries and sends with the delivery records written by one insertMany per ${WIDTH} ` +
-          'accepted sends (bench code, not the activity): the effect of batching the records.',
         'plain = W lanes each awaiting web-push sendNotification with vapidDetails and an https.Agent without keep-alive.',
         'The loopback push service runs in the same process and verifies VAPID and decrypts every message, for every path.',
       ],

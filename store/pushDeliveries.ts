@@ -1,8 +1,8 @@
 // push_deliveries: one row per (episode, subscription) that the push service accepted. A retried or resumed
 // fan-out reads it to skip endpoints already reached, and GET /runs/:id/episodes shows it.
-import type { Db } from 'mongodb';
+import { MongoBulkWriteError, type Db } from 'mongodb';
 import { CLAIM_RETENTION_SECONDS } from './claims';
-import { isDuplicateKey, type IndexSpec } from './mongo';
+import type { IndexSpec } from './mongo';
 
 export interface PushDeliveryRow {
   _id: string; // episodeId|subscriptionId
@@ -26,17 +26,18 @@ export type PushDeliveryStore = ReturnType<typeof createPushDeliveryStore>;
 export function createPushDeliveryStore(db: Db) {
   const deliveries = db.collection<PushDeliveryRow>('push_deliveries');
   return {
-    async record(episodeId: string, subscriptionId: string, userId: string, at: Date): Promise<void> {
+    /** Records many deliveries in one write; rows an earlier attempt already recorded are left as they are. */
+    async recordMany(rows: Omit<PushDeliveryRow, '_id'>[]): Promise<void> {
+      if (!rows.length) return;
       try {
-        await deliveries.insertOne({
-          _id: `${episodeId}|${subscriptionId}`,
-          episodeId,
-          subscriptionId,
-          userId,
-          at,
-        });
+        await deliveries.insertMany(
+          rows.map((row) => ({ _id: `${row.episodeId}|${row.subscriptionId}`, ...row })),
+          { ordered: false },
+        );
       } catch (err) {
-        if (!isDuplicateKey(err)) throw err; // already recorded by an earlier attempt
+        if (!(err instanceof MongoBulkWriteError)) throw err;
+        const codes = ([] as { code: number }[]).concat(err.writeErrors).map((e) => e.code);
+        if (!codes.length || codes.some((code) => code !== 11000)) throw err;
       }
     },
 

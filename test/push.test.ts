@@ -7,6 +7,7 @@ import type { ApiHandle } from '../api/server';
 import type { Config } from '../config';
 import type { PushPayload } from '../domain/push';
 import type { EpisodeResult } from '../workflows/episode';
+import { groupCommit } from '../activities/push';
 import type { SweepReport } from '../activities/sweep';
 import { pushSenderFor } from '../net/pushSender';
 import type { Stores } from '../store';
@@ -407,6 +408,58 @@ describe('push routes when web push is off', () => {
     ]) {
       const res = await user.request(method, path, {});
       assert.equal(res.status, 405, `${method} ${path}`);
+    }
+  });
+});
+
+describe('push delivery records', () => {
+  it('group commit: records arriving during a write go in the next one, and a failed write fails only its own', async () => {
+    const writes: number[][] = [];
+    let failNext = false;
+    let release: () => void = () => undefined;
+    const record = groupCommit<number>(async (items) => {
+      writes.push(items);
+      await new Promise<void>((resolve) => (release = resolve));
+      if (failNext) throw new Error('store down');
+    });
+    const first = record(1);
+    const waiting = [record(2), record(3), record(4)];
+    release();
+    await first;
+    failNext = true;
+    release();
+    const failed = await Promise.allSettled(waiting);
+    assert.deepEqual(writes, [[1], [2, 3, 4]]);
+    assert.deepEqual(
+      failed.map((r) => r.status),
+      ['rejected', 'rejected', 'rejected'],
+    );
+    failNext = false;
+    const later = record(5);
+    release();
+    await later;
+    assert.deepEqual(writes.at(-1), [5]);
+  });
+
+  it('recordMany keeps rows an earlier attempt recorded and adds the rest', async () => {
+    const { mongo, stores } = await openStores(testConfig());
+    try {
+      const at = new Date();
+      const row = (subscriptionId: string) => ({
+        episodeId: 'run_rec:end',
+        subscriptionId,
+        userId: 'alice',
+        at,
+      });
+      await stores.pushDeliveries.recordMany([row('s1'), row('s2')]);
+      await stores.pushDeliveries.recordMany([row('s2'), row('s3'), row('s1')]);
+      assert.deepEqual([...(await stores.pushDeliveries.deliveredSubscriptions('run_rec:end'))].sort(), [
+        's1',
+        's2',
+        's3',
+      ]);
+    } finally {
+      await mongo.client.close();
     }
   });
 });
