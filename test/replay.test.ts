@@ -1,6 +1,7 @@
-// Replay: a recorded episode history (a failed run whose push, callback and operator branches all delivered)
+// Replay: recorded episode histories (a failed run whose push, callback and operator branches all delivered)
 // must replay with the current workflow code, so a change that breaks running episodes fails here first.
-// RECORD_EPISODE_HISTORY=1 re-records the fixture (after an intended, versioned change).
+// One fixture per workflow version still in the wild: before and after the quick calls became local activities
+// (LOCAL_QUICK_PATCH). RECORD_EPISODE_HISTORY=1 re-records the current one (after an intended, versioned change).
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -13,7 +14,11 @@ import { openStores, saveHistory, startTestApi, startTestWorker, temporalClient 
 import { startPushService } from './support/pushService';
 import { testConfig } from './support/stack';
 
-const FIXTURE = path.resolve(__dirname, 'fixtures/episode-history.json');
+const FIXTURES = {
+  'scheduled quick calls (before LOCAL_QUICK_PATCH)': 'fixtures/episode-history.json',
+  'local quick calls (current)': 'fixtures/episode-history-local.json',
+};
+const CURRENT = path.resolve(__dirname, FIXTURES['local quick calls (current)']);
 
 async function recordEpisodeHistory(): Promise<void> {
   const push = await startPushService();
@@ -43,7 +48,7 @@ async function recordEpisodeHistory(): Promise<void> {
       { push: result.push, callback: result.callback, ops: result.ops },
       { push: 'delivered', callback: 'delivered', ops: 'delivered' },
     );
-    saveHistory(config, episodeId, FIXTURE);
+    saveHistory(config, episodeId, CURRENT);
   } finally {
     await api.close();
     await worker.stop();
@@ -55,9 +60,16 @@ async function recordEpisodeHistory(): Promise<void> {
 }
 
 describe('workflow replay', () => {
-  it('a recorded episode history (all three families delivered) replays with the current code', async () => {
-    if (process.env.RECORD_EPISODE_HISTORY === '1') await recordEpisodeHistory();
-    const history: unknown = JSON.parse(readFileSync(FIXTURE, 'utf8'));
-    await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, history);
+  before(async function () {
+    if (process.env.RECORD_EPISODE_HISTORY !== '1') return;
+    this.timeout(120_000);
+    await recordEpisodeHistory();
   });
+
+  for (const [version, fixture] of Object.entries(FIXTURES)) {
+    it(`a recorded episode history (all three families delivered, ${version}) replays with the current code`, async () => {
+      const history: unknown = JSON.parse(readFileSync(path.resolve(__dirname, fixture), 'utf8'));
+      await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, history);
+    });
+  }
 });

@@ -461,4 +461,44 @@ describe('studio (Chromium)', function () {
     await denied.page.setViewportSize({ width: 390, height: 844 });
     await denied.page.screenshot({ path: path.join(RESULTS, 'studio-narrow.png'), fullPage: true });
   });
+
+  /** Waits for `text` on the page; a timeout names what the page showed instead. */
+  async function waitForText(target: Page, text: string): Promise<void> {
+    try {
+      await target.getByText(text).waitFor({ timeout: 20_000 });
+    } catch (err) {
+      const shown = await target
+        .locator('body')
+        .innerText()
+        .catch(() => '(unreadable)');
+      throw new Error(
+        `"${text}" never appeared on ${target.url()}; the page showed:\n${shown}\n(${String(err)})`,
+      );
+    }
+  }
+
+  it('a server with web push off says so and offers no "Enable"', async () => {
+    // The same database and Temporal, but no VAPID keys: the notification routes do not exist.
+    const off = await startTestApi(testConfig({ HOST: '127.0.0.1', MONGO_DB: config.mongoDb }));
+    const fresh = await launchBrowser();
+    try {
+      await fresh.page.goto(`${off.api.url}/`);
+      await fresh.page.getByLabel('Access token').fill(alice.token ?? '');
+      await fresh.page.getByRole('button', { name: 'Sign in' }).click();
+      await waitForText(fresh.page, 'Web push is turned off on this Flow server.');
+      assert.equal(await fresh.page.getByRole('button', { name: 'Enable notifications' }).count(), 0);
+    } finally {
+      await off.api.close();
+    }
+  });
+
+  it('a browser without PushManager says it cannot receive push and offers no "Enable"', async () => {
+    const fresh = await launchBrowser();
+    await fresh.context.addInitScript(() => {
+      delete (window as unknown as { PushManager?: unknown }).PushManager;
+    });
+    await signIn(fresh.page, alice);
+    await waitForText(fresh.page, 'This browser cannot receive push notifications');
+    assert.equal(await fresh.page.getByRole('button', { name: 'Enable notifications' }).count(), 0);
+  });
 });
