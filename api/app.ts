@@ -6,7 +6,7 @@ import type { RunStore } from '../store/runs';
 import type { WatchStore } from '../store/watches';
 import { requireAuth, type AuthState } from './auth';
 import type { EpisodeView } from './episodesView';
-import { errorMiddleware } from './errors';
+import { errorMiddleware, onBodyError } from './errors';
 import { healthRouter, type Probe } from './routes/health';
 import { notificationsRouter, type NotificationRouteDeps } from './routes/notifications';
 import { runsRouter, type RunsRouterDeps } from './routes/runs';
@@ -39,11 +39,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
       jsonLimit: '1mb',
       encoding: 'utf-8',
       parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'],
-      // Not thrown here: each route answers a body it cannot read with its own message (see jsonBody).
-      onError: (err, ctx) => {
-        if ((err as { status?: number }).status === 413) throw err;
-        ctx.state.bodyError = err.message;
-      },
+      onError: onBodyError,
     }),
   );
 

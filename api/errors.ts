@@ -1,5 +1,6 @@
 // Error middleware: every error becomes {"error": "..."} with the right status, and is logged once here.
-import type { Middleware } from 'koa';
+import type { IncomingMessage } from 'node:http';
+import type { Context, Middleware } from 'koa';
 import { z } from 'zod';
 import { ConflictError, NotFoundError, ValidationError } from '../domain/errors';
 
@@ -51,4 +52,41 @@ export function errorMiddleware(log: (line: string) => void): Middleware {
 export function jsonBody(ctx: { state: { bodyError?: string }; request: { body?: unknown } }): unknown {
   if (ctx.state.bodyError !== undefined) throw new HttpError(400, 'invalid JSON body');
   return ctx.request.body ?? {};
+}
+
+/** How much of a refused body is read off (and thrown away) to keep its connection; past that it is dropped. */
+const DISCARD_LIMIT = 8 * 1024 * 1024;
+
+/**
+ * Reads off and discards the rest of a body the parser gave up on, as Node itself does for a body no one reads.
+ * The parser stops reading mid-body on an error (an undecodable gzip body, a chunked body over the limit) and
+ * leaves the request paused, so the answer went out with "keep-alive" on a connection the server never read again:
+ * the client's next request on it sat behind the unread bytes until the keep-alive timeout reset the socket.
+ */
+function discardRest(req: IncomingMessage): void {
+  if (req.readableEnded) return;
+  req.unpipe();
+  let left = DISCARD_LIMIT;
+  req.on('data', (chunk: Buffer) => {
+    left -= chunk.length;
+    if (left < 0) req.destroy();
+  });
+  req.resume();
+}
+
+/**
+ * The body parser's onError. A body that cannot be decoded at all is answered here: 413 past the limit, 415 for a
+ * content-encoding other than gzip, deflate or br, 400 when the compressed data is corrupt. A body that decodes but
+ * is not JSON is left to the route, which answers it with its own message (see jsonBody).
+ */
+export function onBodyError(err: Error, ctx: Context): void {
+  discardRest(ctx.req);
+  const status = (err as { status?: unknown }).status;
+  if (status === 413) throw err;
+  if (status === 415) throw new HttpError(415, 'unsupported content-encoding (use gzip, deflate or br)');
+  const encoding = ctx.get('content-encoding') || 'identity';
+  // zlib's own errors (Z_DATA_ERROR, Z_BUF_ERROR, brotli's) carry no HTTP status.
+  if (status === undefined && encoding !== 'identity')
+    throw new HttpError(400, `request body is not valid ${encoding} data`);
+  ctx.state.bodyError = err.message;
 }

@@ -66,17 +66,53 @@ export const eventBody = z
     (body) => body.type !== 'usage' || body.spent !== undefined,
     'a usage event carries {"spent": number}',
   )
-  .refine((body) => JSON.stringify(body).length <= 64_000, 'event too large')
-  // FerretDB v1 cannot store an array directly inside an array; refuse it here rather than fail the insert.
-  .refine((body) => !hasNestedArray(body), 'nested arrays are not supported in event data');
+  // In this order, each stopping the rest: the walks below recurse, so depth is bounded first (iteratively).
+  .superRefine((body, ctx) => {
+    const problem =
+      (deeperThan(body, MAX_EVENT_DEPTH) && `event data nests deeper than ${MAX_EVENT_DEPTH} levels`) ||
+      (JSON.stringify(body).length > 64_000 && 'event too large') ||
+      // What the store cannot hold is refused here rather than failing the insert with a 500.
+      unstorable(body);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem, abort: true });
+  });
 
 export const idParam = id;
 
-function hasNestedArray(value: unknown, insideArray = false): boolean {
-  if (Array.isArray(value)) return insideArray || value.some((item) => hasNestedArray(item, true));
-  if (value && typeof value === 'object')
-    return Object.values(value).some((item) => hasNestedArray(item, false));
+/** Well inside the 100 levels a MongoDB document may nest (the event's data sits one level down). */
+const MAX_EVENT_DEPTH = 32;
+
+function deeperThan(value: unknown, max: number): boolean {
+  let level: unknown[] = [value];
+  for (let depth = 0; level.length; depth++) {
+    if (depth > max) return true;
+    level = level.flatMap((v) => (v && typeof v === 'object' ? Object.values(v) : []));
+  }
   return false;
+}
+
+/**
+ * Why event data cannot be stored as is, if it cannot: FerretDB v1 refuses an array directly inside an array, an
+ * infinite number (JSON's 1e999) and a key that starts with "$" or holds "."; BSON refuses NUL in a key.
+ */
+function unstorable(value: unknown, insideArray = false): string | undefined {
+  if (typeof value === 'number')
+    return Number.isFinite(value) ? undefined : 'numbers in event data must be finite';
+  if (Array.isArray(value)) {
+    if (insideArray) return 'nested arrays are not supported in event data';
+    for (const item of value) {
+      const problem = unstorable(item, true);
+      if (problem) return problem;
+    }
+    return undefined;
+  }
+  if (!value || typeof value !== 'object') return undefined;
+  for (const [key, item] of Object.entries(value)) {
+    if (key.startsWith('$') || key.includes('.') || key.includes('\0'))
+      return `event data keys must not start with "$" or contain "." or NUL (got ${JSON.stringify(key.slice(0, 64))})`;
+    const problem = unstorable(item);
+    if (problem) return problem;
+  }
+  return undefined;
 }
 
 export const routeDecisionErrorBody = z.strictObject({
