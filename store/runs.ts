@@ -8,7 +8,7 @@ import type { IndexSpec } from './mongo';
 
 export const runIndexes: IndexSpec[] = [
   { collection: 'runs', key: { teamId: 1, createdAt: -1 }, options: { name: 'team_recent' } },
-  // listNotifiableRefs: runs that changed inside the sweep's lookback window, paged by (updatedAt, _id).
+  // listNotifiableRefs: runs that changed inside the sweep's lookback window.
   { collection: 'runs', key: { updatedAt: 1, _id: 1 }, options: { name: 'updated_at' } },
 ];
 
@@ -39,19 +39,21 @@ export function createRunStore(db: Db) {
     },
 
     /**
-     * Paused or ended runs changed since `since`, oldest first, in pages of `pageSize`: a cursor, so each page
-     * after the first is one getMore round trip.
+     * Paused or ended runs changed since `since`, in pages of `pageSize`, without their large fields: one cursor,
+     * so each page after the first costs one getMore round trip. Unordered on purpose: FerretDB v1 sorts in
+     * memory (the whole window is read and held before the first page), while an unsorted cursor streams; on
+     * MongoDB the `updated_at` index serves the range either way. The cursor's batches hold one run more than a
+     * page, so a listing whose last page is exactly full still ends in its last batch instead of an empty getMore:
+     * n runs cost at most max(1, ceil(n / pageSize)) round trips.
      */
     async *listNotifiableRefs(since: Date, pageSize: number): AsyncGenerator<SweepRef[]> {
-      const cursor = runs
-        .find(
-          { updatedAt: { $gte: since }, status: { $in: NOTIFIABLE } },
-          {
-            projection: { finalAnswer: 0, error: 0, checkpoint: 0, 'callback.secret': 0 },
-            batchSize: pageSize,
-          },
-        )
-        .sort({ updatedAt: 1, _id: 1 });
+      const cursor = runs.find(
+        { updatedAt: { $gte: since }, status: { $in: NOTIFIABLE } },
+        {
+          projection: { finalAnswer: 0, error: 0, checkpoint: 0, 'callback.secret': 0 },
+          batchSize: pageSize + 1,
+        },
+      );
       let page: SweepRef[] = [];
       for await (const ref of cursor) {
         page.push(ref as SweepRef);
@@ -64,7 +66,9 @@ export function createRunStore(db: Db) {
     },
 
     async getManyById(ids: string[]): Promise<Run[]> {
-      return ids.length ? runs.find({ _id: { $in: ids } }).toArray() : [];
+      // One batch for them all (up to the server's reply cap) instead of the server's default first batch of 101;
+      // one over, because a batch that comes back exactly full leaves the cursor open for an empty getMore.
+      return ids.length ? runs.find({ _id: { $in: ids } }, { batchSize: ids.length + 1 }).toArray() : [];
     },
 
     /** The operator transition marker: which confirmed operator alerts this run has had. */
