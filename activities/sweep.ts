@@ -1,14 +1,34 @@
 // The reconciliation sweep: replays the episodes whose start never happened (emitter crashed, Temporal was
-// unreachable) or whose family released its claim. Claims are pre-checked a page at a time before any run
-// is loaded; starts are idempotent by workflow id.
+// unreachable) or whose family released its claim. Starts are idempotent by workflow id, and the claim stays the
+// authority: an episode replayed needlessly loses its claim and delivers nothing, so the sweep is safe to run twice.
+//
+// One pass costs, in database round trips (the bench:sweep target is "pages + 1"):
+//   pages   the window's runs, listed without their large fields, one cursor batch per page;
+//   + 1     one claims pre-check for the whole window (a range read of the claims, see markedAmong);
+//   + k     the unsettled runs loaded whole, pageSize ids a query: k = ceil(unsettled / pageSize), 0 when every
+//           episode is settled (the steady state), 1 while under a page of episodes is owed.
+// Expired claims are reaped by a separate activity (sweepReapExpired): housekeeping, not reconciliation.
+import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { startEpisode } from '../client/emitter';
 import { buildRunOutcome } from '../domain/outcome';
-import { owedEpisode, type SweepFamilies } from '../domain/sweep';
+import { owedEpisode, type OwedEpisode, type SweepFamilies } from '../domain/sweep';
 import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
 import type { RunStore } from '../store/runs';
 import type { EpisodeOptions } from '../workflows/episode';
+
+/**
+ * How far before the lookback window the claims pre-check reads. A claim is written after its episode began (the
+ * run's updatedAt), but by another process's clock: this absorbs clock skew between API, runner and worker hosts.
+ */
+export const SWEEP_CLAIM_SLACK_SECONDS = 3600;
+
+/** Episode starts in flight at once. */
+const START_LANES = 8;
+
+/** While a pass waits on one long query, the activity still tells Temporal it is alive this often. */
+const KEEPALIVE_MS = 5000;
 
 export interface SweepDeps {
   runs: RunStore;
@@ -23,38 +43,118 @@ export interface SweepDeps {
   now: () => Date;
 }
 
-export interface SweepReport {
+export interface SweepPass {
   scanned: number;
   unsettled: number;
   started: number;
+}
+
+export interface SweepReport extends SweepPass {
   reaped: number;
+}
+
+/** What a pass reports in its heartbeats: where it is, for the Temporal UI and a post-mortem. */
+interface SweepProgress extends SweepPass {
+  phase: 'listing' | 'claims' | 'starting';
 }
 
 export function createSweepActivities(deps: SweepDeps) {
   return {
-    async sweepOnce(): Promise<SweepReport> {
-      const report: SweepReport = { scanned: 0, unsettled: 0, started: 0, reaped: 0 };
+    async sweepOnce(): Promise<SweepPass> {
+      const pass: SweepPass = { scanned: 0, unsettled: 0, started: 0 };
       const since = new Date(deps.now().getTime() - deps.lookbackSeconds * 1000);
-      for await (const page of deps.runs.listNotifiableRefs(since, deps.pageSize)) {
-        report.scanned += page.length;
-        const owed = page.flatMap((ref) => owedEpisode(ref, deps.families) ?? []);
-        const marked = await deps.claims.markedAmong(owed.flatMap((episode) => episode.keys));
-        const unsettled = owed.filter((episode) => episode.keys.some((key) => !marked.has(key)));
-        report.unsettled += unsettled.length;
-        for (const run of await deps.runs.getManyById(unsettled.map((episode) => episode.runId))) {
-          const outcome = buildRunOutcome(run);
-          // The run may have moved on since the page was read; its new episode is the emitter's to start.
-          if (!outcome || !unsettled.some((episode) => episode.episodeId === outcome.episodeId)) continue;
-          if (
-            await startEpisode(deps.client, deps.taskQueue, outcome, deps.episodeOptions, 'ALLOW_DUPLICATE')
-          ) {
-            report.started++;
+      const progress = heartbeats();
+      try {
+        // 1. The window, a page at a time: which episodes are owed, and the claim keys each owes.
+        const owed: OwedEpisode[] = [];
+        for await (const page of deps.runs.listNotifiableRefs(since, deps.pageSize)) {
+          pass.scanned += page.length;
+          for (const ref of page) {
+            const episode = owedEpisode(ref, deps.families);
+            if (episode) owed.push(episode);
           }
+          progress.beat({ phase: 'listing', ...pass });
         }
+
+        // 2. One claims pre-check for the whole window, before any run is loaded.
+        progress.beat({ phase: 'claims', ...pass });
+        const marked = await deps.claims.markedAmong(
+          owed.flatMap((episode) => episode.keys),
+          { claimedSince: new Date(since.getTime() - SWEEP_CLAIM_SLACK_SECONDS * 1000) },
+        );
+        const unsettled = owed.filter((episode) => episode.keys.some((key) => !marked.has(key)));
+        pass.unsettled = unsettled.length;
+
+        // 3. Load the unsettled runs whole (the outcome carries the final answer and error the listing leaves out)
+        //    and start their episodes.
+        for (let from = 0; from < unsettled.length; from += deps.pageSize) {
+          progress.beat({ phase: 'starting', ...pass });
+          const chunk = unsettled.slice(from, from + deps.pageSize);
+          const owedEpisodeOf = new Map(chunk.map((episode) => [episode.runId, episode.episodeId]));
+          const outcomes = (await deps.runs.getManyById([...owedEpisodeOf.keys()])).flatMap((run) => {
+            const outcome = buildRunOutcome(run);
+            // The run may have moved on since it was listed; its new episode is the emitter's to start.
+            return outcome && outcome.episodeId === owedEpisodeOf.get(run._id) ? [outcome] : [];
+          });
+          // A few starts in flight at once: each is one Temporal round trip, idempotent by workflow id.
+          await inLanes(outcomes, START_LANES, async (outcome) => {
+            if (
+              await startEpisode(deps.client, deps.taskQueue, outcome, deps.episodeOptions, 'ALLOW_DUPLICATE')
+            ) {
+              pass.started++;
+            }
+            progress.beat({ phase: 'starting', ...pass });
+          });
+        }
+        return pass;
+      } finally {
+        progress.stop();
       }
-      // TTL indexes do this where the server has them (not FerretDB v1); harmless where they do.
-      report.reaped = (await deps.claims.reapExpired()) + (await deps.pushDeliveries.reapExpired(deps.now()));
-      return report;
     },
+
+    /** TTL indexes do this where the server has them (not FerretDB v1); harmless where they do. */
+    async sweepReapExpired(): Promise<number> {
+      const progress = heartbeats();
+      try {
+        return (await deps.claims.reapExpired()) + (await deps.pushDeliveries.reapExpired(deps.now()));
+      } finally {
+        progress.stop();
+      }
+    },
+  };
+}
+
+/** Runs `each` over `items` with at most `lanes` in flight; the first failure fails the whole. */
+async function inLanes<T>(items: T[], lanes: number, each: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < items.length) await each(items[next++]);
+  };
+  await Promise.all(Array.from({ length: Math.min(lanes, items.length) }, lane));
+}
+
+/**
+ * Heartbeats for a sweep activity: one per page with the pass's progress, and a keep-alive while one query runs
+ * long, so a worker that dies mid-pass (SIGKILL, OOM, lost host) is noticed within the heartbeat timeout instead
+ * of the start-to-close timeout, and the schedule (overlap SKIP) is not held by a sweep nobody is running.
+ * A no-op when called outside an activity (the bench calls sweepOnce directly).
+ */
+function heartbeats(): { beat(progress: SweepProgress): void; stop(): void } {
+  let context: Context | undefined;
+  try {
+    context = Context.current();
+  } catch {
+    context = undefined;
+  }
+  if (!context) return { beat: () => undefined, stop: () => undefined };
+  const active = context;
+  let last: SweepProgress | undefined;
+  const keepalive = setInterval(() => active.heartbeat(last), KEEPALIVE_MS);
+  return {
+    beat(progress) {
+      last = progress;
+      active.heartbeat(progress);
+    },
+    stop: () => clearInterval(keepalive),
   };
 }

@@ -3,11 +3,18 @@ import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { SweepReport } from '../activities/sweep';
 
-const { sweepOnce } = proxyActivities<Activities>({
-  startToCloseTimeout: '10 minutes',
+// Both activities heartbeat (per page, and a keep-alive while one query runs long): a worker killed mid-pass is
+// noticed within the heartbeat timeout and the pass retried on a live worker, instead of holding the schedule
+// (overlap SKIP) for the whole start-to-close timeout, which can therefore stay generous enough for a large
+// window on a slow server. A retried pass starts over; it is safe to run twice.
+const { sweepOnce, sweepReapExpired } = proxyActivities<Activities>({
+  startToCloseTimeout: '30 minutes',
+  heartbeatTimeout: '30 seconds',
   retry: { initialInterval: '5 seconds', maximumInterval: '1 minute', maximumAttempts: 3 },
 });
 
 export async function sweepWorkflow(): Promise<SweepReport> {
-  return sweepOnce();
+  const pass = await sweepOnce();
+  const reaped = await sweepReapExpired();
+  return { ...pass, reaped };
 }
