@@ -1,0 +1,197 @@
+// The reconciliation sweep at scale (issue 9) on the real servers: what one pass costs in database round trips
+// (counted by the driver's command monitoring, never timed), what it starts, that a second pass is harmless, and
+// that the sweep workflow's activities heartbeat so a killed worker does not hold the schedule.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import type { Client } from '@temporalio/client';
+import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
+import { createSweepActivities } from '../activities/sweep';
+import type { Config } from '../config';
+import type { Run } from '../domain/run';
+import { owedEpisode, type SweepFamilies } from '../domain/sweep';
+import { ensureAllIndexes } from '../store';
+import { createClaimStore, type ClaimRow } from '../store/claims';
+import { createPushDeliveryStore } from '../store/pushDeliveries';
+import { createRunStore } from '../store/runs';
+import { DEFAULT_EPISODE_OPTIONS } from '../workflows/episode';
+import { openStores, startTestWorker, temporalClient } from './support/harness';
+import { testConfig } from './support/stack';
+
+const FAMILIES: SweepFamilies = { ops: false };
+const GRACE_SECONDS = 300;
+const PAGE_SIZE = 250;
+
+function run(i: number, now: Date): Run {
+  const updatedAt = new Date(now.getTime() - (i + 1) * 30_000);
+  const status = (['finished', 'failed', 'paused'] as const)[i % 3];
+  const base: Run = {
+    _id: `sweep_run_${String(i).padStart(5, '0')}`,
+    teamId: 'team',
+    ownerId: 'owner',
+    title: `Run ${i}`,
+    status,
+    pauseCount: status === 'paused' ? 1 : 0,
+    watchedIssueIds: [],
+    createdAt: new Date(updatedAt.getTime() - 60_000),
+    updatedAt,
+    ...(i % 2 === 0 ? { callback: { url: 'https://hooks.example.com/flow', secret: 'whsec_test' } } : {}),
+  };
+  if (status === 'paused') {
+    return { ...base, pause: { reason: 'human_input', seq: 1, interactionId: `int_${i}`, at: updatedAt } };
+  }
+  if (status === 'failed') return { ...base, endedAt: updatedAt, error: { code: 'x', message: 'boom' } };
+  return { ...base, endedAt: updatedAt, finalAnswer: `answer ${i}` };
+}
+
+describe('the reconciliation sweep at scale', function () {
+  this.timeout(180_000);
+  let config: Config;
+  let mongo: MongoClient;
+  let db: Db;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  let commands: string[] = [];
+  let counting = false;
+
+  before(async () => {
+    config = testConfig();
+    mongo = new MongoClient(config.mongoUrl, { monitorCommands: true });
+    await mongo.connect();
+    mongo.on('commandStarted', (event: CommandStartedEvent) => {
+      if (!counting) return;
+      const target =
+        event.commandName === 'getMore' ? event.command.collection : event.command[event.commandName];
+      commands.push(`${event.commandName} ${String(target)}`);
+    });
+    db = mongo.db(`${config.mongoDb}_scale`); // the workflow test's worker sweeps config.mongoDb, empty
+    await ensureAllIndexes(db);
+    ({ client, close: closeClient } = await temporalClient(config));
+  });
+  after(async () => {
+    await closeClient?.();
+    await mongo?.close();
+  });
+
+  async function counted<T>(fn: () => Promise<T>): Promise<{ value: T; commands: string[] }> {
+    commands = [];
+    counting = true;
+    try {
+      return { value: await fn(), commands };
+    } finally {
+      counting = false;
+    }
+  }
+
+  it('one pass lists a page a round trip, pre-checks every claim in one, loads the owed runs in one, and starts exactly those', async () => {
+    const now = new Date();
+    const runs = Array.from({ length: 1200 }, (_, i) => run(i, now));
+    await db.collection<Run>('runs').insertMany(runs);
+    const rows: ClaimRow[] = [];
+    const expected = new Set<string>();
+    runs.forEach((r, i) => {
+      const owed = owedEpisode(r, FAMILIES)!;
+      const settledAt = new Date(r.updatedAt.getTime() + 2_000);
+      if (i % 100 === 7) {
+        expected.add(owed.episodeId); // released or never claimed: no row
+      } else if (i === 11) {
+        expected.add(owed.episodeId); // a pending claim past the grace: its holder died
+        for (const key of owed.keys)
+          rows.push({ _id: key, holder: 'dead', delivered: false, sent_at: settledAt });
+      } else if (i === 0) {
+        // A pending claim inside the grace: someone has it in hand.
+        const at = new Date(now.getTime() - 10_000);
+        for (const key of owed.keys) rows.push({ _id: key, holder: 'live', delivered: false, sent_at: at });
+      } else if (i === 12) {
+        expected.add(owed.episodeId); // the push delivered, the callback never claimed
+        rows.push({ _id: owed.keys[0], holder: 'h', delivered: true, sent_at: settledAt });
+      } else {
+        for (const key of owed.keys)
+          rows.push({ _id: key, holder: 'h', delivered: true, sent_at: settledAt });
+      }
+    });
+    await db.collection<ClaimRow>('sent_notifications').insertMany(rows);
+
+    const taskQueue = `sweep-no-worker-${randomBytes(4).toString('hex')}`;
+    const sweep = createSweepActivities({
+      runs: createRunStore(db),
+      claims: createClaimStore(db, { graceSeconds: GRACE_SECONDS, now: () => now }),
+      pushDeliveries: createPushDeliveryStore(db),
+      client,
+      taskQueue,
+      episodeOptions: DEFAULT_EPISODE_OPTIONS,
+      families: FAMILIES,
+      lookbackSeconds: 24 * 3600,
+      pageSize: PAGE_SIZE,
+      now: () => now,
+    });
+
+    const first = await counted(() => sweep.sweepOnce());
+    assert.deepEqual(first.value, { scanned: 1200, unsettled: expected.size, started: expected.size });
+    const pages = Math.ceil(1200 / PAGE_SIZE);
+    const listing = first.commands.filter((c) => c === 'find runs' || c === 'getMore runs').length;
+    const claims = first.commands.filter((c) => c.endsWith(' sent_notifications')).length;
+    assert.equal(
+      listing,
+      pages + 1,
+      `${pages} pages plus the load of the owed runs: ${first.commands.join(', ')}`,
+    );
+    assert.equal(claims, 1, first.commands.join(', '));
+    assert.equal(first.commands.length, pages + 2, first.commands.join(', '));
+    for (const episodeId of expected) {
+      const description = await client.workflow.getHandle(episodeId).describe();
+      assert.equal(description.taskQueue, taskQueue);
+    }
+
+    // A second pass (a retried activity, an overlapping replica) finds the same episodes owed and starts none.
+    const second = await sweep.sweepOnce();
+    assert.deepEqual(second, { scanned: 1200, unsettled: expected.size, started: 0 });
+  });
+
+  it('the range pre-check agrees with the per-key one for claims written after the window began', async () => {
+    const now = new Date();
+    const claims = createClaimStore(db, { graceSeconds: GRACE_SECONDS, now: () => now });
+    const prefix = `range-${randomBytes(3).toString('hex')}`;
+    const at = (secondsAgo: number) => new Date(now.getTime() - secondsAgo * 1000);
+    await db.collection<ClaimRow>('sent_notifications').insertMany([
+      { _id: `${prefix}-delivered`, holder: 'h', delivered: true, sent_at: at(3600) },
+      { _id: `${prefix}-live`, holder: 'h', delivered: false, sent_at: at(60) },
+      { _id: `${prefix}-stale`, holder: 'h', delivered: false, sent_at: at(3600) },
+      { _id: `${prefix}-old`, holder: 'h', delivered: true, sent_at: at(3 * 24 * 3600) },
+    ]);
+    const keys = ['delivered', 'live', 'stale', 'old', 'absent'].map((k) => `${prefix}-${k}`);
+    const inRange = [`${prefix}-delivered`, `${prefix}-live`];
+    assert.deepEqual([...(await claims.markedAmong(keys))].sort(), [...inRange, `${prefix}-old`].sort());
+    assert.deepEqual(
+      [...(await claims.markedAmong(keys, { claimedSince: at(2 * 24 * 3600) }))].sort(),
+      inRange.sort(),
+      'a claim older than the range reads as not in hand (its replay then loses the claim)',
+    );
+  });
+
+  it('the sweep workflow runs both activities with a heartbeat timeout, so a dead worker is noticed in seconds', async () => {
+    const { mongo: storesMongo, stores } = await openStores(config);
+    const worker = await startTestWorker(config, stores);
+    try {
+      const workflowId = `sweep-heartbeat-${randomBytes(4).toString('hex')}`;
+      const report = await client.workflow.execute('sweepWorkflow', {
+        taskQueue: config.temporalTaskQueue,
+        workflowId,
+      });
+      assert.equal(typeof (report as { reaped: unknown }).reaped, 'number');
+      const history = await client.workflow.getHandle(workflowId).fetchHistory();
+      const scheduled = (history.events ?? [])
+        .map((event) => event.activityTaskScheduledEventAttributes)
+        .filter((attributes) => attributes != null);
+      assert.deepEqual(
+        scheduled.map((attributes) => attributes.activityType?.name),
+        ['sweepOnce', 'sweepReapExpired'],
+      );
+      for (const attributes of scheduled) {
+        assert.equal(String(attributes.heartbeatTimeout?.seconds), '30', attributes.activityType?.name ?? '');
+      }
+    } finally {
+      await worker.stop();
+      await storesMongo.client.close();
+    }
+  });
+});
