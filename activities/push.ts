@@ -138,17 +138,17 @@ export function createPushActivities(deps: PushActivityDeps) {
       const kind = kindFor(outcome);
       if (!kind) return { addressable: false, reason: 'no kind' };
       if (!deps.sender) return { addressable: false, reason: 'no sink' };
-      const recipients = new Set([
-        outcome.ownerId,
-        ...(await deps.notificationPrefs.listTeamWide(outcome.teamId)),
+      // The reads that do not depend on each other go out together: each is a round trip before the first push.
+      const [teamWide, payload, reached] = await Promise.all([
+        deps.notificationPrefs.listTeamWide(outcome.teamId),
+        render(outcome, kind as Exclude<PushKind, 'test'>),
+        deps.pushDeliveries.deliveredSubscriptions(outcome.episodeId),
       ]);
+      const recipients = new Set([outcome.ownerId, ...teamWide]);
       recipients.delete('');
       if (!recipients.size) return { addressable: false, reason: 'no recipient' };
       const subs = await deps.pushSubscriptions.listForUsers([...recipients]);
       if (!subs.length) return { addressable: false, reason: 'no subscription' };
-
-      const payload = await render(outcome, kind as Exclude<PushKind, 'test'>);
-      const reached = await deps.pushDeliveries.deliveredSubscriptions(outcome.episodeId);
       const pending = subs.filter((sub) => !reached.has(sub._id));
       const context = activityContext();
       const recordDelivery = groupCommit(deps.pushDeliveries.recordMany);

@@ -110,8 +110,10 @@ export async function episodeWorkflow(
   outcome: RunOutcome,
   options: EpisodeOptions = DEFAULT_EPISODE_OPTIONS,
 ): Promise<EpisodeResult> {
-  await quick.recordEpisode(outcome);
-  const [push, callback, ops] = await Promise.all([
+  // The episode's record (GET /runs/:id/episodes) is written beside the branches, not ahead of them: it gates
+  // nothing, and one write less before the first push is latency the user sees.
+  const [, push, callback, ops] = await Promise.all([
+    quick.recordEpisode(outcome),
     contained(pushBranch(outcome)),
     contained(callbackBranch(outcome, options)),
     contained(opsBranch(outcome)),
