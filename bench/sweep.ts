@@ -2,21 +2,26 @@
 // per-run claim check of the same window in the same run. Both count their database round trips with the MongoDB
 // driver's command monitoring (every commandStarted event: find, getMore, delete, ...).
 //
-//   ours       sweepOnce (createSweepActivities, as the worker registers it): listNotifiableRefs pages, one
-//              markedAmong per page, getManyById of the unsettled, startEpisode for each (task queue with no
-//              worker: the starts are what a sweep does; nothing runs them), then the claim reapers.
-//   baseline   the window's run ids from one cursor, then for each run getById and isMarked for each owed claim
-//              key, one by one, and the same startEpisode for the unsettled ones (these find their episode
+//   ours       sweepOnce (createSweepActivities, as the worker registers it): the window's runs listed without
+//              their large fields (one cursor batch per page), one claims pre-check for the whole window (a range
+//              read of sent_notifications), the unsettled runs loaded whole (a page of ids a query) and
+//              startEpisode for each (task queue with no worker: the starts are what a sweep does; nothing runs
+//              them). Then, counted apart, sweepReapExpired: the two reapers the sweep workflow runs after a pass.
+//   baseline   the same listing of the window's run ids, then for each run getById and isMarked for each owed
+//              claim key, one by one, and the same startEpisode for the unsettled ones (these find their episode
 //              already started by the sweep: the same Temporal round trip, answered AlreadyStarted).
 //
-// Sizes: BENCH_SWEEP_RUNS (a comma-separated list). The issue asks for 100,000, the default against an external
-// MONGO_URL. On the embedded FerretDB v1 (SQLite) both paths are quadratic (it pushes down only a filter that is
-// exactly {_id: <string>}, and even that is a table scan in SQLite, so every $in, every {_id, other} filter and
-// every update reads the whole collection): 100,000 runs would take hours there. The embedded default is therefore
-// a ladder of two sizes, measured, and projected to 100,000 with the growth exponent the two sizes show (the
-// report says "projected" wherever it does). BENCH_SWEEP_BASELINE_SAMPLE (default 2,000) caps how many runs the
-// per-run check visits per size; its per-run part is scaled linearly to the size (a fixed number of round trips
-// per run), its listing is measured as is.
+// Round trips are counted as the issue's target reads "pages + 1": pages = ceil(runs / page size) listing round
+// trips, + 1 the claims pre-check. Loading the unsettled runs whole adds ceil(unsettled / page size) (1 here, 0 in
+// a window with nothing owed), and the reapers 2 more; both are printed, never hidden.
+//
+// Sizes: BENCH_SWEEP_RUNS (a comma-separated list), default 100,000 as the issue asks. The per-run check is
+// quadratic on the embedded FerretDB v1 (SQLite): it pushes down only a filter that is exactly {_id: <string>},
+// and even that is a table scan in SQLite (its _id index is on another expression), so every lookup reads the
+// whole collection; at 100,000 runs the full check takes 18-40 min on a busy 2-core box. BENCH_SWEEP_BASELINE_SAMPLE (default 400)
+// caps how many runs it checks one by one: the listing is always measured whole, and the per-run part is scaled
+// linearly to the window (it costs the same round trips for every run); the report says "scaled" wherever it is.
+// A ladder of sizes below 100,000 also prints a projection to 100,000 from its two largest sizes.
 import { Client, Connection } from '@temporalio/client';
 import {
   MongoClient,
@@ -26,9 +31,8 @@ import {
   type Db,
 } from 'mongodb';
 import { SWEEP_LOOKBACK_SECONDS, SWEEP_PAGE_SIZE } from '../activities';
-import { createSweepActivities, type SweepReport } from '../activities/sweep';
+import { createSweepActivities, type SweepPass } from '../activities/sweep';
 import { startEpisode } from '../client/emitter';
-import { launcherEnv } from '../config';
 import { buildRunOutcome } from '../domain/outcome';
 import type { Run } from '../domain/run';
 import { owedEpisode, type SweepFamilies } from '../domain/sweep';
@@ -57,14 +61,14 @@ import {
 const ISSUE_RUNS = 100_000;
 const UNCLAIMED_EVERY = 100; // 1 %
 const BATCH = 5000;
-const BASELINE_SAMPLE = Number(process.env.BENCH_SWEEP_BASELINE_SAMPLE ?? 2000);
+const BASELINE_SAMPLE = Number(process.env.BENCH_SWEEP_BASELINE_SAMPLE ?? 400);
 const TARGET_SPEEDUP = 10;
 const FAMILIES: SweepFamilies = { ops: false }; // no OPS_ALERT_WEBHOOK_URL: push and callback claims are owed
 const NOTIFIABLE: Run['status'][] = ['paused', 'finished', 'failed', 'cancelled'];
 const GRACE_SECONDS = 300;
 
 function sizes(): number[] {
-  const raw = process.env.BENCH_SWEEP_RUNS ?? (launcherEnv().mongoUrl ? String(ISSUE_RUNS) : '2500,10000');
+  const raw = process.env.BENCH_SWEEP_RUNS ?? String(ISSUE_RUNS);
   const list = raw
     .split(',')
     .map((s) => Number(s.trim()))
@@ -89,7 +93,10 @@ class RoundTrips {
       this.total++;
       const target =
         event.commandName === 'getMore' ? event.command.collection : event.command[event.commandName];
-      const key = `${event.commandName} ${typeof target === 'string' ? target : ''}`.trim();
+      // A find by _id alone (the sweep's load of the unsettled runs, the per-run lookups) is told apart.
+      const filter = event.commandName === 'find' ? (event.command.filter as object | undefined) : undefined;
+      const byId = filter && Object.keys(filter).join() === '_id' ? ' by _id' : '';
+      const key = `${event.commandName} ${typeof target === 'string' ? target : ''}${byId}`.trim();
       this.byCommand.set(key, (this.byCommand.get(key) ?? 0) + 1);
       this.keys.set(event.requestId, key);
     });
@@ -210,15 +217,21 @@ interface SizeResult {
   sweep: {
     ms: number;
     roundTrips: number;
+    /** The pass's round trips by part: listing pages, the claims pre-check, loading the unsettled runs. */
+    parts: { listing: number; claims: number; unsettledLoad: number };
     byCommand: Record<string, number>;
     msByCommand: Record<string, number>;
   };
-  report: SweepReport;
+  reap: { ms: number; roundTrips: number; reaped: number };
+  report: SweepPass;
   baseline: {
     runsChecked: number;
     measuredMs: number;
     measuredRoundTrips: number;
     listingMs: number;
+    listingRoundTrips: number;
+    perRunMs: number;
+    perRunRoundTrips: number;
     byCommand: Record<string, number>;
     msByCommand: Record<string, number>;
     unsettledFound: number;
@@ -230,6 +243,8 @@ interface SizeResult {
   speedup: number;
   roundTripRatio: number;
 }
+
+const count = (byCommand: Record<string, number>, key: string): number => byCommand[key] ?? 0;
 
 async function measure(
   mongo: MongoClient,
@@ -265,7 +280,7 @@ async function measure(
     now: () => now,
   });
 
-  // Ours: one sweep pass.
+  // Ours: one sweep pass, then the reapers the sweep workflow runs after it.
   const ours = await trips.count(() => sweep.sweepOnce());
   const report = ours.value;
   if (
@@ -278,59 +293,86 @@ async function measure(
         'unsettled, all started',
     );
   }
+  const parts = {
+    listing: count(ours.byCommand, 'find runs') + count(ours.byCommand, 'getMore runs'),
+    claims:
+      count(ours.byCommand, 'find sent_notifications') + count(ours.byCommand, 'getMore sent_notifications'),
+    unsettledLoad: count(ours.byCommand, 'find runs by _id'),
+  };
   const oursDbMs = Object.values(ours.msByCommand).reduce((a, b) => a + b, 0);
   log(
-    `    sweepOnce: ${round(ours.ms / 1000, 2)} s, ${ours.total} round trips (${describe(ours.byCommand)}); ` +
-      `${report.started} episodes started`,
+    `    sweepOnce: ${round(ours.ms / 1000, 2)} s, ${ours.total} round trips = ${parts.listing} listing + ` +
+      `${parts.claims} claims pre-check + ${parts.unsettledLoad} loading the unsettled runs ` +
+      `(${describe(ours.byCommand)}); ${report.started} episodes started`,
   );
   log(
     `      waiting on the database ${round(oursDbMs / 1000, 2)} s (${describe(ours.msByCommand, ' ms')}); ` +
       `the other ${round((ours.ms - oursDbMs) / 1000, 2)} s: ${report.started} Temporal starts and CPU`,
   );
+  const reap = await trips.count(() => sweep.sweepReapExpired());
+  log(
+    `    sweepReapExpired: ${round(reap.ms / 1000, 2)} s, ${reap.total} round trips (${describe(reap.byCommand)}); ` +
+      `${reap.value} rows reaped`,
+  );
 
-  // Baseline: a per-run claim check of the same window.
+  // Baseline: a per-run claim check of the same window. The listing is measured whole; the per-run checks run
+  // for the first `sample` runs and are timed and counted apart, to be scaled when that is not every run.
   const since = new Date(now.getTime() - SWEEP_LOOKBACK_SECONDS * 1000);
   const sample = Math.min(BASELINE_SAMPLE, runs);
-  let listingMs = 0;
+  let perRunMs = 0;
+  let perRunTrips = 0;
   const baseline = await trips.count(async () => {
+    let listed = 0;
     let checked = 0;
     let unsettled = 0;
-    const listStart = nowMs();
     const cursor = db
       .collection<Run>('runs')
       .find(
         { updatedAt: { $gte: since }, status: { $in: NOTIFIABLE } },
-        { projection: { _id: 1 }, batchSize: SWEEP_PAGE_SIZE },
-      )
-      .sort({ updatedAt: 1, _id: 1 })
-      .limit(sample);
-    await cursor.hasNext(); // the listing query itself; what follows is per run
-    listingMs = nowMs() - listStart;
+        { projection: { _id: 1 }, batchSize: SWEEP_PAGE_SIZE + 1 },
+      );
     for await (const { _id } of cursor) {
+      listed++;
+      if (checked >= sample) continue;
       checked++;
+      const start = nowMs();
+      const tripsBefore = trips.total;
       const run = await runStore.getById(_id);
-      if (!run) continue;
-      const owed = owedEpisode(run, FAMILIES);
-      const outcome = buildRunOutcome(run);
-      if (!owed || !outcome) continue;
-      let missing = false;
-      for (const key of owed.keys) if (!(await claims.isMarked(key))) missing = true;
-      if (!missing) continue;
-      unsettled++;
-      await startEpisode(client, taskQueue, outcome, DEFAULT_EPISODE_OPTIONS, 'ALLOW_DUPLICATE');
+      const owed = run && owedEpisode(run, FAMILIES);
+      const outcome = run && buildRunOutcome(run);
+      if (owed && outcome) {
+        let missing = false;
+        for (const key of owed.keys) if (!(await claims.isMarked(key))) missing = true;
+        if (missing) {
+          unsettled++;
+          await startEpisode(client, taskQueue, outcome, DEFAULT_EPISODE_OPTIONS, 'ALLOW_DUPLICATE');
+        }
+      }
+      perRunMs += nowMs() - start;
+      perRunTrips += trips.total - tripsBefore;
     }
-    return { checked, unsettled };
+    return { listed, checked, unsettled };
   });
-  const { checked, unsettled } = baseline.value;
+  const { listed, checked, unsettled } = baseline.value;
+  if (listed !== runs) throw new Error(`per-run check listed ${listed} runs, expected ${runs}`);
   const sampled = checked < runs;
   const scale = runs / checked;
-  const baselineMs = listingMs + (baseline.ms - listingMs) * scale;
-  const baselineTrips = 1 + Math.round((baseline.total - 1) * scale);
+  const listingMs = baseline.ms - perRunMs;
+  const listingTrips = baseline.total - perRunTrips;
+  const baselineMs = listingMs + perRunMs * scale;
+  const baselineTrips = listingTrips + Math.round(perRunTrips * scale);
   log(
-    `    per-run check${sampled ? ` (first ${checked} runs; ×${round(scale, 2)} per run)` : ''}: ` +
-      `${round(baseline.ms / 1000, 2)} s, ${baseline.total} round trips (${describe(baseline.byCommand)}); ` +
+    `    per-run check${sampled ? ` (listing all ${runs} runs, checking the first ${checked} one by one, ×${round(scale, 2)})` : ''}: ` +
+      `${round(baseline.ms / 1000, 2)} s measured (listing ${round(listingMs / 1000, 2)} s, per-run ` +
+      `${round(perRunMs / checked, 1)} ms a run), ${baseline.total} round trips (${describe(baseline.byCommand)}); ` +
       `waiting on the database ${describe(baseline.msByCommand, ' ms')}; ${unsettled} unsettled found`,
   );
+  if (sampled) {
+    log(
+      `      scaled to ${runs} runs: ${round(baselineMs / 1000, 1)} s, ${baselineTrips} round trips ` +
+        `(NOT run in full: ${round((perRunMs * scale) / 60_000, 0)} min of one-by-one lookups on this server)`,
+    );
+  }
   if (!sampled && unsettled !== seeded.unclaimedEpisodes) {
     throw new Error(`per-run check found ${unsettled} unsettled, expected ${seeded.unclaimedEpisodes}`);
   }
@@ -342,15 +384,20 @@ async function measure(
     sweep: {
       ms: round(ours.ms, 0),
       roundTrips: ours.total,
+      parts,
       byCommand: ours.byCommand,
       msByCommand: ours.msByCommand,
     },
+    reap: { ms: round(reap.ms, 0), roundTrips: reap.total, reaped: reap.value },
     report,
     baseline: {
       runsChecked: checked,
       measuredMs: round(baseline.ms, 0),
       measuredRoundTrips: baseline.total,
       listingMs: round(listingMs, 0),
+      listingRoundTrips: listingTrips,
+      perRunMs: round(perRunMs, 0),
+      perRunRoundTrips: perRunTrips,
       byCommand: baseline.byCommand,
       msByCommand: baseline.msByCommand,
       unsettledFound: unsettled,
@@ -417,18 +464,33 @@ export async function runSweepBench(): Promise<SweepBenchResult> {
     const projection =
       top.runs < ISSUE_RUNS && results.length >= 2 ? project(results, ISSUE_RUNS) : undefined;
     const met = { speedup: top.speedup >= TARGET_SPEEDUP, roundTrips: top.sweep.roundTrips <= top.pages + 1 };
+    // The issue's "pages + 1": the listing's pages and the one claims pre-check. Loading the owed runs whole is
+    // shown beside it (it is 0 when nothing is owed), and the reapers after that.
+    const core = (r: SizeResult): number => r.sweep.parts.listing + r.sweep.parts.claims;
 
     log('');
     const rows: (string | number)[][] = [
-      ['runs', 'sweepOnce s', 'per-run s', 'speedup', 'sweep trips', 'per-run trips', 'pages + 1'],
+      [
+        'runs',
+        'sweepOnce s',
+        'reapers s',
+        'per-run s',
+        'speedup',
+        'sweep trips (list+claims+load)',
+        'reaper trips',
+        'per-run trips',
+        'pages + 1',
+      ],
     ];
     for (const r of results) {
       rows.push([
         r.runs,
         round(r.sweep.ms / 1000, 2),
+        round(r.reap.ms / 1000, 2),
         `${round(r.baseline.ms / 1000, 2)}${r.baseline.sampled ? '*' : ''}`,
         r.speedup,
-        r.sweep.roundTrips,
+        `${r.sweep.roundTrips} (${r.sweep.parts.listing}+${r.sweep.parts.claims}+${r.sweep.parts.unsettledLoad})`,
+        r.reap.roundTrips,
         `${r.baseline.roundTrips}${r.baseline.sampled ? '*' : ''}`,
         r.pages + 1,
       ]);
@@ -437,24 +499,33 @@ export async function runSweepBench(): Promise<SweepBenchResult> {
       rows.push([
         `${projection.runs} (projected)`,
         round(projection.sweep.ms / 1000, 0),
+        '',
         round(projection.baseline.ms / 1000, 0),
         projection.speedup,
         projection.sweep.roundTrips,
+        '',
         projection.baseline.roundTrips,
         projection.pages + 1,
       ]);
     }
     log(table(rows));
-    if (results.some((r) => r.baseline.sampled)) log('* per-run part scaled from the sampled runs');
+    if (results.some((r) => r.baseline.sampled)) {
+      log('* per-run check NOT run in full: its per-run part is scaled from the runs checked one by one');
+    }
     if (projection) {
       log(
         `growth exponents between ${results[results.length - 2].runs} and ${top.runs} runs: sweepOnce ` +
           `${projection.exponent.sweep}, per-run check ${projection.exponent.baseline} (1 = linear, 2 = quadratic)`,
       );
     }
+    const withReap = round(top.baseline.ms / (top.sweep.ms + top.reap.ms), 2);
     log(
-      `at ${top.runs} runs: speedup ${top.speedup}× (target ≥ ${TARGET_SPEEDUP}×: ${met.speedup ? 'met' : 'NOT met'}); ` +
-        `sweep round trips ${top.sweep.roundTrips} vs pages + 1 = ${top.pages + 1} (${met.roundTrips ? 'met' : 'NOT met'})`,
+      `at ${top.runs} runs: speedup ${top.speedup}× (target ≥ ${TARGET_SPEEDUP}×: ${met.speedup ? 'met' : 'NOT met'}; ` +
+        `${withReap}× counting the reapers too); sweep round trips ${top.sweep.roundTrips} = ` +
+        `${top.sweep.parts.listing} listing + ${top.sweep.parts.claims} claims pre-check + ` +
+        `${top.sweep.parts.unsettledLoad} loading the ${top.report.unsettled} unsettled runs, vs pages + 1 = ` +
+        `${top.pages + 1} (${met.roundTrips ? 'met' : 'NOT met'}; listing + claims = ${core(top)}: ` +
+        `${core(top) <= top.pages + 1 ? 'met' : 'NOT met'}); reapers ${top.reap.roundTrips} more`,
     );
 
     const headline: HeadlineRow[] = [
@@ -467,12 +538,27 @@ export async function runSweepBench(): Promise<SweepBenchResult> {
         met: met.speedup,
       },
       {
-        figure: `database round trips at ${top.runs.toLocaleString('en')} runs`,
-        ours: String(top.sweep.roundTrips),
+        figure: `database round trips at ${top.runs.toLocaleString('en')} runs (listing + claims + loading the unsettled)`,
+        ours: `${top.sweep.roundTrips} (${top.sweep.parts.listing} + ${top.sweep.parts.claims} + ${top.sweep.parts.unsettledLoad})`,
         baseline: `${top.baseline.roundTrips}${top.baseline.sampled ? ' (scaled)' : ''}`,
         ratio: top.roundTripRatio,
         target: `sweep ≤ pages + 1 = ${top.pages + 1}`,
         met: met.roundTrips,
+      },
+      {
+        figure: `database round trips at ${top.runs.toLocaleString('en')} runs: listing + claims pre-check`,
+        ours: String(core(top)),
+        baseline: `${top.baseline.roundTrips}${top.baseline.sampled ? ' (scaled)' : ''}`,
+        ratio: round(top.baseline.roundTrips / core(top), 1),
+        target: `≤ pages + 1 = ${top.pages + 1} (the issue's target as read here)`,
+        met: core(top) <= top.pages + 1,
+      },
+      {
+        figure: `reapers after the pass (sweepReapExpired), at ${top.runs.toLocaleString('en')} runs`,
+        ours: `${round(top.reap.ms / 1000, 2)} s, ${top.reap.roundTrips} round trips`,
+        baseline: '–',
+        ratio: withReap,
+        target: 'speedup counting them',
       },
     ];
     if (projection) {
@@ -514,12 +600,23 @@ export async function runSweepBench(): Promise<SweepBenchResult> {
           'runs has no claim rows.',
         'The sweep starts the missing episodes on a task queue with no worker; the per-run check attempts the same ' +
           'starts (answered AlreadyStarted). Temporal calls are not database round trips.',
-        'Round trips = commandStarted events of the MongoDB driver (command monitoring), seeding excluded.',
+        'Round trips = commandStarted events of the MongoDB driver (command monitoring), seeding excluded. ' +
+          '"pages + 1" is read as the listing\'s pages plus the one claims pre-check; loading the unsettled runs ' +
+          'whole (a page of ids a query, none when nothing is owed) and the reapers are counted and shown beside it.',
+        ...(top.baseline.sampled
+          ? [
+              `The per-run check was NOT run in full at ${top.runs.toLocaleString('en')} runs: on FerretDB v1 every ` +
+                `lookup by _id is a table scan, so its lookups alone would take ` +
+                `${round((top.baseline.perRunMs * (top.runs / top.baseline.runsChecked)) / 60_000, 0)} min here. ` +
+                'Its listing was measured whole; its ' +
+                `one-by-one checks ran for the first ${top.baseline.runsChecked} runs and were scaled linearly ` +
+                "(each run costs the same round trips; a lookup's time does not depend on which run it is).",
+            ]
+          : []),
         ...(projection
           ? [
-              `${ISSUE_RUNS.toLocaleString('en')} runs were not run on the embedded FerretDB (hours: both paths are ` +
-                'quadratic there); that row is projected from the two measured sizes (time by their growth exponent, ' +
-                'round trips linearly in pages).',
+              `${ISSUE_RUNS.toLocaleString('en')} runs were not run; that row is projected from the two largest ` +
+                'measured sizes (time by their growth exponent, round trips linearly in pages).',
             ]
           : []),
       ],
