@@ -12,7 +12,7 @@
 //   - a 4xx stores nothing and a GET writes nothing (no insert, update or findAndModify ran: the server's write
 //     command counters, or with countMode 'documents' every collection's count), and a 2xx of a create route
 //     writes exactly its whole record (e.g. POST /runs: the run and its run_started event);
-//   - no caller without a valid token gets a JSON 2xx from /api, and no caller gets a 2xx on another team's run;
+//   - no caller without a valid token gets a JSON or empty 2xx, and no caller gets a 2xx on another team's run;
 // and after each route /healthz answers 200 and the store still holds only whole records: every document has
 // its domain shape, every run its run_started event, one run_paused event per pause, its run_<status> event once
 // ended, the pending interaction of a human-input pause; no event, interaction or watch of a missing run.
@@ -207,6 +207,8 @@ interface RouteSpec {
   onSuccess?: (status: number) => Partial<Counts> | undefined;
   /** Exact insert commands a 2xx must show (countMode 'commands'): one per collection its record spans. */
   inserts?: number;
+  /** A 2xx on a run already in this state is an idempotent repeat (the same answer again): it writes nothing. */
+  repeatOf?: RunState;
   /** Set-up before the route's cases, as the route's caller. */
   before?: (fx: Fixtures) => Promise<void>;
 }
@@ -287,9 +289,11 @@ const ROUTES: RouteSpec[] = [
     name: 'POST /api/v1/runs/:id/interactions/:iid/answer',
     method: 'POST',
     template: '/api/v1/runs/:id/interactions/:iid/answer',
+    // The "answered" fixture was answered "yes": the valid body repeats that answer.
     valid: () => ({ answer: 'yes' }),
     preferred: ['paused_input'],
     movesTo: 'answered',
+    repeatOf: 'answered',
     onSuccess: () => ({ events: 1 }),
     inserts: 1,
   },
@@ -420,6 +424,14 @@ const ROUTES: RouteSpec[] = [
 ];
 
 export const FUZZED_ROUTES = ROUTES.map((r) => r.name);
+
+/** The routes a filter selects: an exact name selects that route only, other text every route containing it. */
+export function selectRoutes(only: string[] | undefined): string[] {
+  if (!only?.length) return FUZZED_ROUTES;
+  return FUZZED_ROUTES.filter((name) =>
+    only.some((o) => name === o || (!FUZZED_ROUTES.includes(o) && name.includes(o))),
+  );
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Generators
@@ -1117,6 +1129,8 @@ interface ResolvedRequest {
   runTeams: string[];
   /** The fixture runs named in the path (forgotten when a 2xx moves them). */
   runIds: string[];
+  /** The states of the caller's runs named in the path, as they were before the request. */
+  runStates: RunState[];
   /** Every param is a real resource (no raw segment): the route itself answers. */
   wellFormed: boolean;
 }
@@ -1303,6 +1317,7 @@ function bodyText(choice: BodyChoice, valid: () => Record<string, unknown>): str
 async function resolve(route: RouteSpec, c: FuzzCase, fx: Fixtures): Promise<ResolvedRequest> {
   const runTeams: string[] = [];
   const runIds: string[] = [];
+  const runStates: RunState[] = [];
   let wellFormed = true;
   let named: RunFixture | undefined;
   const segments: Record<string, string> = {};
@@ -1317,6 +1332,7 @@ async function resolve(route: RouteSpec, c: FuzzCase, fx: Fixtures): Promise<Res
       named = choice.k === 'own' ? await fx.run(choice.state) : await fx.otherTeamRun();
       runTeams.push(named.teamId);
       runIds.push(named.runId);
+      if (choice.k === 'own') runStates.push(choice.state);
       segments[name] = named.runId;
     } else if (choice.k === 'missing') {
       segments[name] =
@@ -1344,7 +1360,7 @@ async function resolve(route: RouteSpec, c: FuzzCase, fx: Fixtures): Promise<Res
     if (body !== undefined && c.contentType !== null) headers['content-type'] = c.contentType;
   }
   const callerTeam = c.auth.k === 'valid' ? 'fuzz-team' : c.auth.k === 'otherTeam' ? 'other-team' : undefined;
-  return { method: c.method, path, headers, body, callerTeam, runTeams, runIds, wellFormed };
+  return { method: c.method, path, headers, body, callerTeam, runTeams, runIds, runStates, wellFormed };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1484,13 +1500,15 @@ function check(
     problems.push(`a ${req.method} (${status}) wrote to the store: ${wrote}`);
   // The path as fetch sent it (a relative "//…" or "/\\…" would parse as a host, so keep the origin in front).
   const pathname = new URL(`http://x${req.path}`).pathname;
+  // Without a token only the studio's files (HTML, scripts, styles, images) and /healthz answer a 2xx: a JSON or
+  // empty 2xx (a 204, say) came from a route behind the gate.
   if (
     status < 300 &&
     req.callerTeam === undefined &&
-    /^application\/json/i.test(answer.contentType) &&
+    (/^application\/json/i.test(answer.contentType) || !answer.contentType) &&
     !/^\/healthz\/?$/i.test(pathname)
   ) {
-    problems.push(`answered ${status} (JSON) without a valid token`);
+    problems.push(`answered ${status} (${answer.contentType || 'no content type'}) without a valid token`);
   }
   if (
     status < 300 &&
@@ -1502,8 +1520,10 @@ function check(
   }
   // A create that succeeds writes its whole record: exactly these documents (or, by command, these inserts).
   if (status < 300 && req.method === route.method && req.wellFormed && route.template) {
-    const expected =
-      mode === 'documents'
+    const repeat = route.repeatOf !== undefined && req.runStates.includes(route.repeatOf);
+    const expected = repeat
+      ? {}
+      : mode === 'documents'
         ? route.onSuccess?.(status)
         : route.inserts === undefined
           ? undefined
@@ -1673,13 +1693,8 @@ export async function fuzzRoutes(options: FuzzOptions): Promise<FuzzReport> {
   const mode = commandsAvailable ? 'commands' : 'documents';
   const snapshot = async (): Promise<Snapshot> =>
     mode === 'commands' ? ((await commandSnapshot(options.db)) ?? {}) : documentSnapshot(options.db);
-  // A filter naming a route exactly selects that route only; otherwise it selects every route containing it.
-  const names = new Set(FUZZED_ROUTES);
-  const routes = ROUTES.filter(
-    (r) =>
-      !options.only?.length ||
-      options.only.some((o) => r.name === o || (!names.has(o) && r.name.includes(o))),
-  );
+  const selected = selectRoutes(options.only);
+  const routes = ROUTES.filter((r) => selected.includes(r.name));
   const report: FuzzReport = {
     seed,
     numRuns: options.numRuns,
