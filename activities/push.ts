@@ -1,9 +1,9 @@
 // The push family's I/O: the standby veto, recipients, rendering and the bounded-parallel fan-out.
 import { createHash } from 'node:crypto';
-import { Context } from '@temporalio/activity';
 import type { RunOutcome } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, kindFor, renderPush, type PushKind, type PushPayload } from '../domain/push';
 import type { PushSender, SendOutcome } from '../net/pushSender';
+import { activityContext } from './context';
 import type { NotificationPrefStore } from '../store/notificationPrefs';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
 import type { PushSubscriptionRow, PushSubscriptionStore } from '../store/pushSubscriptions';
@@ -195,15 +195,6 @@ export function createPushActivities(deps: PushActivityDeps) {
       prompt = (await deps.interactions.get(outcome.runId, outcome.pause.interactionId))?.prompt;
     }
     return renderPush(outcome, kind, deps.studioUrl, prompt);
-  }
-}
-
-/** The activity context when running as an activity; undefined when called directly (API test route, bench). */
-function activityContext(): Context | undefined {
-  try {
-    return Context.current();
-  } catch {
-    return undefined;
   }
 }
 

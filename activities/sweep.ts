@@ -8,9 +8,9 @@
 //   + k     the unsettled runs loaded whole, pageSize ids a query: k = ceil(unsettled / pageSize), 0 when every
 //           episode is settled (the steady state), 1 while under a page of episodes is owed.
 // Expired claims are reaped by a separate activity (sweepReapExpired): housekeeping, not reconciliation.
-import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { startEpisode } from '../client/emitter';
+import { activityContext } from './context';
 import { buildRunOutcome } from '../domain/outcome';
 import { owedEpisode, type OwedEpisode, type SweepFamilies } from '../domain/sweep';
 import type { ClaimStore } from '../store/claims';
@@ -140,12 +140,7 @@ async function inLanes<T>(items: T[], lanes: number, each: (item: T) => Promise<
  * A no-op when called outside an activity (the bench calls sweepOnce directly).
  */
 function heartbeats(): { beat(progress: SweepProgress): void; stop(): void } {
-  let context: Context | undefined;
-  try {
-    context = Context.current();
-  } catch {
-    context = undefined;
-  }
+  const context = activityContext();
   if (!context) return { beat: () => undefined, stop: () => undefined };
   const active = context;
   let last: SweepProgress | undefined;
