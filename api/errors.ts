@@ -28,6 +28,8 @@ function messageOf(err: unknown, status: number): string {
     const where = issue?.path.length ? `${issue.path.join('.')}: ` : '';
     return `invalid request: ${where}${issue?.message ?? 'bad input'}`;
   }
+  // The router's answer to a method it does not know (PROPFIND, say): the caller's doing, not a failure here.
+  if (status === 501) return 'method not implemented';
   if (status >= 500) return 'internal error';
   const type = (err as { type?: unknown })?.type;
   if (type === 'entity.too.large') return 'request body too large';
@@ -42,7 +44,7 @@ export function errorMiddleware(log: (line: string) => void): Middleware {
       const status = statusOf(err);
       ctx.status = status;
       ctx.body = { error: messageOf(err, status) };
-      if (status >= 500)
+      if (status >= 500 && status !== 501)
         log(`${ctx.method} ${ctx.path} failed: ${err instanceof Error ? err.stack : String(err)}`);
     }
   };
