@@ -19,9 +19,43 @@ export interface OpsDeps {
   webhookUrl?: string;
   timeoutMs: number;
   now: () => Date;
+  /** How long a send that went through is retried into the store (Mongo restarting) before giving up. */
+  settleWithinMs?: number;
 }
 
+/** The dispatcher's claim on the alert: postOperatorAlert settles it as soon as the receiver took the alert. */
+export interface AlertClaim {
+  key: string;
+  holder: string;
+}
+
+export type AlertSend = 'sent' | 'already_sent';
+
+/** The Idempotency-Key header: the alert's episode key, stable across attempts, replicas and sweeps. */
+export const alertIdempotencyKey = (alert: OperatorAlert): string => claimKeys.ops(alert.episodeKey);
+
+/** Inside the dispatcher's 30 s start-to-close, after the claim check and the webhook's own 10 s timeout. */
+const SETTLE_WITHIN_MS = 12_000;
+
 export function createOpsActivities(deps: OpsDeps) {
+  /**
+   * Records a send that went through. Mongo may be restarting: try for a while before giving up, because an
+   * activity that fails here is retried and sends the alert again (the Idempotency-Key is then all that is left).
+   */
+  async function settleAfterSend(claim: AlertClaim): Promise<void> {
+    const deadline = Date.now() + (deps.settleWithinMs ?? SETTLE_WITHIN_MS);
+    for (;;) {
+      try {
+        // False: our claim went stale and another holder took it over; it sends under its own claim.
+        await deps.claims.markDelivered(claim.key, claim.holder);
+        return;
+      } catch (err) {
+        if (Date.now() >= deadline) throw err;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+  }
+
   return {
     /** classify, from the run as persisted now: undefined when the run owes the operator nothing. */
     async classifyFailedRun(outcome: RunOutcome): Promise<OperatorAlert | undefined> {
@@ -30,19 +64,33 @@ export function createOpsActivities(deps: OpsDeps) {
       return run ? runFailedAlert(run, outcome.episodeId, outcome.occurredAt) : undefined;
     },
 
-    /** One POST of the alert; a non-2xx answer or a network error throws, so Temporal retries with backoff. */
-    async postOperatorAlert(alert: OperatorAlert): Promise<void> {
+    /**
+     * One POST of the alert; a non-2xx answer or a network error throws, so Temporal retries with backoff.
+     *
+     * With the dispatcher's claim, the send is settled in the store right after the 2xx, inside this activity,
+     * and a retry checks it first: a worker that dies between the receiver's 2xx and the activity's completion
+     * must not make the retry send the alert again. The sliver left (a death between the 2xx and that write) is
+     * covered by the Idempotency-Key header, the same on every attempt, so a receiver can dedupe it.
+     */
+    async postOperatorAlert(alert: OperatorAlert, claim?: AlertClaim): Promise<AlertSend> {
       if (!deps.webhookUrl)
         throw ApplicationFailure.nonRetryable('OPS_ALERT_WEBHOOK_URL is not set', 'OpsOff');
+      if (claim && (await deps.claims.wasDelivered(claim.key))) return 'already_sent';
       const res = await fetch(deps.webhookUrl, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'user-agent': 'flow-notify-ops/1' },
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': 'flow-notify-ops/1',
+          'idempotency-key': alertIdempotencyKey(alert),
+        },
         body: JSON.stringify(alert),
         redirect: 'error',
         signal: AbortSignal.timeout(deps.timeoutMs),
       });
       await res.body?.cancel();
       if (!res.ok) throw new Error(`operator webhook answered ${res.status}`);
+      if (claim) await settleAfterSend(claim);
+      return 'sent';
     },
 
     /** The transition marker, certified off the settled claim (wasDelivered), never off a pending one. */

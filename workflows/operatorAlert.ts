@@ -22,7 +22,9 @@ export async function dispatchOperatorAlert(alert: OperatorAlert): Promise<Branc
   const me = holder();
   if (!(await quick.tryMark(key, me))) return 'claimed_elsewhere';
   try {
-    await webhook.postOperatorAlert(alert);
+    // The activity settles the claim itself right after the receiver's 2xx, and a retry checks it before
+    // sending: a worker killed between the two must not make the alert go out twice.
+    await webhook.postOperatorAlert(alert, { key, holder: me });
   } catch {
     await quick.unmark(key, me); // released: the sweep (or the next report) tries again
     return 'released';
