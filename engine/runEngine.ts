@@ -103,6 +103,29 @@ export function createRunEngine(deps: EngineDeps) {
     }
   }
 
+  /**
+   * The second half of answer, idempotent: a retry (or a concurrent answerer) finishing the same transition
+   * writes no second run_resumed, and losing the status write to it is not a conflict.
+   */
+  async function resumeOnAnswer(run: Run, interactionId: string): Promise<Run> {
+    const at = now();
+    const item = { type: 'run_resumed', data: { interaction_id: interactionId } };
+    await events.appendOnce(run, { id: `evt_resumed_${interactionId}`, ...item }, at);
+    try {
+      await deps.health?.observe(run, [item]);
+    } catch (err) {
+      deps.onEmitError?.(run._id, err);
+    }
+    try {
+      return await apply(run, 'answer', { checkpoint: { status: 'running', at } });
+    } catch (err) {
+      if (!(err instanceof IllegalTransitionError)) throw err;
+      const current = await runs.getById(run._id);
+      if (current?.status === 'running' && current.pause?.interactionId === interactionId) return current;
+      throw err;
+    }
+  }
+
   async function pauseWithoutHuman(caller: Caller, runId: string, op: 'park' | 'soft_pause', wall?: string) {
     const run = await load(caller, runId);
     nextStatus(run.status, run.pause?.reason, op);
@@ -201,18 +224,42 @@ export function createRunEngine(deps: EngineDeps) {
       return { run: updated, interactionId };
     },
 
+    /**
+     * Answers the interaction the run waits on. Safe to retry: the answer is stored first, then the run resumes
+     * (its run_resumed event under an id derived from the interaction, then the status). When a store write
+     * after the answer failed (Mongo restarting), the client's retry finds the interaction answered and the run
+     * still paused on it, and finishes the transition instead of refusing, so the run cannot be left waiting
+     * forever on a question that was answered. A different answer is still refused (409) — after resuming the
+     * run on the answer that was stored first — and so is any answer once the run has moved on, except the
+     * repeat of the very answer that resumed it (a retry whose first try succeeded unseen): that returns the run.
+     */
     async answer(caller: Caller, runId: string, interactionId: string, answer: string): Promise<Run> {
       const run = await load(caller, runId);
       const interaction = await interactions.get(runId, interactionId);
       if (!interaction) throw new NotFoundError('interaction not found');
-      if (run.status !== 'paused' || run.pause?.interactionId !== interactionId) {
+      const waiting =
+        run.status === 'paused' &&
+        run.pause?.reason === 'human_input' &&
+        run.pause.interactionId === interactionId;
+      if (!waiting) {
+        const resumedByThisAnswer =
+          run.status === 'running' &&
+          run.pause?.interactionId === interactionId &&
+          interaction.status === 'answered' &&
+          interaction.answer === answer;
+        if (resumedByThisAnswer) return run;
         throw new IllegalTransitionError('the run is not waiting on this interaction');
       }
+      let stored = answer;
       if (!(await interactions.recordAnswer(interactionId, answer, now()))) {
-        throw new IllegalTransitionError('the interaction was already answered');
+        const current = await interactions.get(runId, interactionId);
+        if (current?.status !== 'answered' || current.answer === undefined)
+          throw new IllegalTransitionError('the interaction cannot be answered');
+        stored = current.answer;
       }
-      await record(run, [{ type: 'run_resumed', data: { interaction_id: interactionId } }], now());
-      return apply(run, 'answer', { checkpoint: { status: 'running', at: now() } });
+      const resumed = await resumeOnAnswer(run, interactionId);
+      if (stored !== answer) throw new IllegalTransitionError('the interaction was already answered');
+      return resumed;
     },
 
     park(caller: Caller, runId: string, wall: string): Promise<Run> {

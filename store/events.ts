@@ -1,7 +1,7 @@
 // events: the run's event stream (pause, failure and progress events), appended in order.
 import { randomUUID } from 'node:crypto';
 import type { Db } from 'mongodb';
-import type { IndexSpec } from './mongo';
+import { isDuplicateKey, type IndexSpec } from './mongo';
 
 export interface RunEvent {
   _id: string;
@@ -37,6 +37,31 @@ export function createEventStore(db: Db) {
       }));
       if (docs.length) await events.insertMany(docs, { ordered: true });
       return docs;
+    },
+
+    /**
+     * Appends one event under an id the caller derives from what it records (e.g. the answer that resumed a
+     * run), so an operation retried after a failure further on does not write it twice. False: already there.
+     */
+    async appendOnce(
+      run: { _id: string; teamId: string },
+      item: { id: string; type: string; data?: Record<string, unknown> },
+      now: Date,
+    ): Promise<boolean> {
+      try {
+        await events.insertOne({
+          _id: item.id,
+          runId: run._id,
+          teamId: run.teamId,
+          type: item.type,
+          data: item.data ?? {},
+          at: now,
+        });
+        return true;
+      } catch (err) {
+        if (isDuplicateKey(err)) return false;
+        throw err;
+      }
     },
 
     async listForRun(runId: string): Promise<RunEvent[]> {

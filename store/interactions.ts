@@ -30,10 +30,14 @@ export function createInteractionStore(db: Db) {
       return interactions.findOne({ _id: interactionId, runId });
     },
 
-    /** Records the answer once: false when the interaction was already answered or abandoned. */
+    /**
+     * Records the answer once: false when the interaction was already answered. The engine calls it only for
+     * the interaction its run is paused on, which may read "abandoned" when the pause's write landed but its
+     * acknowledgement was lost (the pause then abandons it): the run waits on it all the same, so it is taken.
+     */
     async recordAnswer(interactionId: string, answer: string, now: Date): Promise<boolean> {
       const result = await interactions.updateOne(
-        { _id: interactionId, status: 'pending' },
+        { _id: interactionId, status: { $in: ['pending', 'abandoned'] } },
         { $set: { status: 'answered', answer, answeredAt: now } },
       );
       return result.modifiedCount === 1;
