@@ -1,6 +1,14 @@
 // Connection and indexes. Each store module declares the indexes its own queries need (store/index.ts
 // gathers them); this file only applies them. Everything here must work on real MongoDB and on FerretDB v1 (no TTL, no transactions).
-import { CreateIndexesOptions, Db, IndexSpecification, MongoClient, MongoServerError } from 'mongodb';
+import {
+  CreateIndexesOptions,
+  Db,
+  IndexSpecification,
+  MongoClient,
+  MongoNetworkError,
+  MongoServerError,
+  type MongoClientOptions,
+} from 'mongodb';
 export interface IndexSpec {
   collection: string;
   key: IndexSpecification;
@@ -12,11 +20,78 @@ export interface Mongo {
   db: Db;
 }
 
+/**
+ * Every process's client options.
+ * - heartbeatFrequencyMS: the monitor re-checks the server every 2 s (not 10 s), so a restarted server is
+ *   selectable again soon after it is back;
+ * - serverMonitoringMode 'poll': one hello per heartbeat, never a streaming (awaitable) hello that can sit on a
+ *   connection the server dropped (FerretDB v1 sends no topologyVersion, so it polls anyway; a MongoDB replica
+ *   set would stream);
+ * - socketTimeoutMS: an operation on a server that hung without closing its sockets fails instead of waiting
+ *   forever. Generous on purpose: it bounds silence on the socket, not work, and every activity that talks to
+ *   Mongo has a start-to-close or heartbeat timeout well under it, so it only fires on a dead server. Long
+ *   legitimate operations (a bench's 5,000-document insertMany, the reaper's deleteMany) stay far below it.
+ */
+export const MONGO_CLIENT_OPTIONS: MongoClientOptions = {
+  serverSelectionTimeoutMS: 5000,
+  connectTimeoutMS: 5000,
+  heartbeatFrequencyMS: 2000,
+  serverMonitoringMode: 'poll',
+  socketTimeoutMS: 60_000,
+};
+
 export async function connectMongo(url: string, dbName: string): Promise<Mongo> {
-  const client = new MongoClient(url, { serverSelectionTimeoutMS: 5000, connectTimeoutMS: 5000 });
+  failWritesOnDeadSockets();
+  const client = new MongoClient(url, MONGO_CLIENT_OPTIONS);
   await client.connect();
   return { client, db: client.db(dbName) };
 }
+
+/**
+ * A workaround for a driver bug (mongodb 6.22, still in 7.9) that wedged clients for good after a FerretDB
+ * restart. When the server closes a connection, Node destroys the socket at once but emits 'close' a moment
+ * later; a command written in between finds the connection open, `socket.write` returns false on the destroyed
+ * socket, and the driver waits for a 'drain' that never comes (so does a large write whose server dies mid-way). On the
+ * monitor's connection that hung hello stops the heartbeats for good: the server stays Unknown and every later operation fails server selection. Here a
+ * write also ends when its socket closes, with the network error the driver would have raised, so the monitor
+ * (or the operation's retry) drops the connection and opens a new one. Applied once per process, to every
+ * client in it; a driver without this internal is left alone.
+ */
+export function failWritesOnDeadSockets(): void {
+  type WriteCommand = (this: DriverConnection, command: unknown, options: unknown) => Promise<void>;
+  interface DriverConnection {
+    id: unknown;
+    address: string;
+    socket?: { closed?: boolean; destroyed?: boolean } & NodeJS.EventEmitter;
+  }
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const internals = require('mongodb/lib/cmap/connection') as {
+    Connection?: { prototype: { writeCommand?: WriteCommand; [PATCHED]?: true } };
+  };
+  const proto = internals.Connection?.prototype;
+  if (!proto || typeof proto.writeCommand !== 'function' || proto[PATCHED]) return;
+  const write: WriteCommand = proto.writeCommand;
+  proto.writeCommand = function (this: DriverConnection, command, options) {
+    const written = write.call(this, command, options);
+    const socket = this.socket;
+    if (!socket) return written;
+    // A write waiting for 'drain' (a destroyed socket, or a big message to a server that then died) would wait
+    // forever: the socket's end settles it.
+    return new Promise<void>((resolve, reject) => {
+      const closed = () =>
+        reject(new MongoNetworkError(`connection ${String(this.id)} to ${this.address} closed`));
+      if (socket.closed) closed();
+      else socket.once('close', closed);
+      written.then(
+        () => (socket.off('close', closed), resolve()),
+        (err: unknown) => (socket.off('close', closed), reject(err)),
+      );
+    });
+  };
+  proto[PATCHED] = true;
+}
+
+const PATCHED = Symbol.for('flow-notify.failWritesOnDeadSockets');
 
 export async function pingMongo(db: Db): Promise<void> {
   await db.command({ ping: 1 });

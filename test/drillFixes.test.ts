@@ -1,0 +1,329 @@
+// Three faults the full drill found, each reproduced without the drill: an operator alert sent again by an
+// activity retried after its 2xx, an answer the client cannot retry once a write after it failed, and Mongo
+// clients that never came back after a server restart.
+import assert from 'node:assert/strict';
+import type { Client } from '@temporalio/client';
+import { Worker } from '@temporalio/worker';
+import { createActivities } from '../activities';
+import { createOpsActivities } from '../activities/ops';
+import type { ApiHandle } from '../api/server';
+import type { Config } from '../config';
+import { routeDecisionAlert, type OperatorAlert } from '../domain/ops';
+import { claimKeys } from '../domain/outcome';
+import { IllegalTransitionError } from '../domain/runStatus';
+import { createRunEngine, type Caller, type EngineDeps } from '../engine/runEngine';
+import type { Stores } from '../store';
+import { MONGO_CLIENT_OPTIONS, type Mongo } from '../store/mongo';
+import { operatorAlertWorkflowId } from '../workflows/ids';
+import { CallbackReceiver } from './support/callbackReceiver';
+import { openStores, startTestApi, startTestWorker, temporalClient, type ApiClient } from './support/harness';
+import { nativeConnection, testConfig, testStack, workflowBundle } from './support/stack';
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+describe('drill fixes', function () {
+  let webhook: CallbackReceiver;
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+
+  before(async () => {
+    webhook = await CallbackReceiver.start();
+    config = testConfig({ OPS_ALERT_WEBHOOK_URL: webhook.url, SWEEP_INTERVAL_SECONDS: '3600' });
+    ({ mongo, stores } = await openStores(config));
+    ({ client, close: closeClient } = await temporalClient(config));
+  });
+  after(async () => {
+    await closeClient?.();
+    await mongo?.client.close();
+    await webhook?.close();
+  });
+  beforeEach(() => {
+    webhook.received.length = 0;
+  });
+
+  const alertsFor = (episodeKey: string) =>
+    webhook.received.filter((r) => (JSON.parse(r.body) as OperatorAlert).episodeKey === episodeKey);
+
+  describe('an operator alert is sent once even when its activity is retried after the send', () => {
+    const alertFor = (decisionId: string): OperatorAlert =>
+      routeDecisionAlert(
+        {
+          runId: `run_${decisionId}`,
+          teamId: 'acme',
+          decisionId,
+          error: { code: 'no_route', message: 'no model matched' },
+        },
+        new Date().toISOString(),
+      );
+
+    it('the activity run twice (its first completion lost) POSTs once, with the alert key as Idempotency-Key', async () => {
+      const ops = createOpsActivities({
+        runs: stores.runs,
+        claims: stores.claims,
+        runHealth: stores.runHealth,
+        webhookUrl: webhook.url,
+        timeoutMs: 5000,
+        now: () => new Date(),
+      });
+      const alert = alertFor(`twice_${Date.now()}`);
+      const claim = { key: claimKeys.ops(alert.episodeKey), holder: 'wf/run-1' };
+      assert.ok(await stores.claims.tryMark(claim.key, claim.holder));
+      assert.equal(await ops.postOperatorAlert(alert, claim), 'sent');
+      // The worker died before reporting the completion: Temporal runs the activity again.
+      assert.equal(await ops.postOperatorAlert(alert, claim), 'already_sent');
+      const received = alertsFor(alert.episodeKey);
+      assert.equal(received.length, 1, 'one POST for the alert');
+      assert.equal(received[0].headers['idempotency-key'], `ops|${alert.episodeKey}`);
+      assert.equal(await stores.claims.state(claim.key), 'delivered', 'settled by the activity itself');
+    });
+
+    it('through the dispatcher: an attempt that dies after the 2xx is retried by Temporal without a second alert', async () => {
+      const activities = createActivities({ config, stores, client, log: () => undefined });
+      let attempts = 0;
+      const worker = await Worker.create({
+        connection: await nativeConnection(),
+        namespace: config.temporalNamespace,
+        taskQueue: config.temporalTaskQueue,
+        workflowBundle: await workflowBundle(),
+        activities: {
+          ...activities,
+          // The receiver answered 2xx, then the worker died before the activity completed.
+          async postOperatorAlert(...args: Parameters<typeof activities.postOperatorAlert>) {
+            attempts++;
+            const sent = await activities.postOperatorAlert(...args);
+            if (attempts === 1) throw new Error('worker lost after the 2xx');
+            return sent;
+          },
+        },
+      });
+      const running = worker.run();
+      try {
+        const alert = alertFor(`dies_${Date.now()}`);
+        const result = await client.workflow.execute('operatorAlertWorkflow', {
+          workflowId: operatorAlertWorkflowId(alert.episodeKey),
+          taskQueue: config.temporalTaskQueue,
+          args: [alert],
+        });
+        assert.equal(result, 'delivered');
+        assert.equal(attempts, 2, 'Temporal retried the activity');
+        assert.equal(alertsFor(alert.episodeKey).length, 1, 'the operator got the alert once');
+      } finally {
+        worker.shutdown();
+        await running;
+      }
+    });
+  });
+
+  describe('answering a human-input interaction is safe to retry', () => {
+    const caller: Caller = { userId: 'alice', teamId: 'acme' };
+    const silentEmitter = { emitRunOutcome: async () => undefined };
+
+    /** The engine over stores where the next write after a recorded answer fails once (or its ack is lost). */
+    function engineFailingOnceAfter(which: 'event' | 'status') {
+      let armed = false;
+      const interactions: EngineDeps['interactions'] = {
+        ...stores.interactions,
+        async recordAnswer(...args) {
+          const recorded = await stores.interactions.recordAnswer(...args);
+          armed = recorded;
+          return recorded;
+        },
+      };
+      const lost = () => {
+        armed = false;
+        return new Error('connection reset: Mongo is restarting');
+      };
+      const events: EngineDeps['events'] = {
+        ...stores.events,
+        async append(...args) {
+          if (armed && which === 'event') throw lost();
+          return stores.events.append(...args);
+        },
+        async appendOnce(...args) {
+          if (armed && which === 'event') throw lost();
+          return stores.events.appendOnce(...args);
+        },
+      };
+      const runs: EngineDeps['runs'] = {
+        ...stores.runs,
+        async transition(...args) {
+          const updated = await stores.runs.transition(...args);
+          if (armed && which === 'status') throw lost(); // written, but the acknowledgement was lost
+          return updated;
+        },
+      };
+      return createRunEngine({ ...stores, interactions, events, runs, emitter: silentEmitter });
+    }
+
+    async function pausedRun(engine: ReturnType<typeof createRunEngine>) {
+      const run = await engine.create(caller, { title: 'Approve the import' });
+      const { interactionId } = await engine.pause(caller, run._id, 'Import 1,204 rows?');
+      return { runId: run._id, interactionId };
+    }
+
+    const resumedEvents = async (runId: string) =>
+      (await stores.events.listForRun(runId)).filter((e) => e.type === 'run_resumed');
+
+    it('the write after the answer fails: the retry resumes the run, with one run_resumed event', async () => {
+      const engine = engineFailingOnceAfter('event');
+      const { runId, interactionId } = await pausedRun(engine);
+      await assert.rejects(engine.answer(caller, runId, interactionId, 'yes'), /Mongo is restarting/);
+      const retried = await engine.answer(caller, runId, interactionId, 'yes');
+      assert.equal(retried.status, 'running');
+      assert.equal((await stores.runs.getById(runId))?.status, 'running');
+      assert.equal((await resumedEvents(runId)).length, 1);
+    });
+
+    it('the status write landed but its acknowledgement was lost: the retry answers the resumed run', async () => {
+      const engine = engineFailingOnceAfter('status');
+      const { runId, interactionId } = await pausedRun(engine);
+      await assert.rejects(engine.answer(caller, runId, interactionId, 'yes'), /Mongo is restarting/);
+      const retried = await engine.answer(caller, runId, interactionId, 'yes');
+      assert.equal(retried.status, 'running');
+      assert.equal((await resumedEvents(runId)).length, 1);
+    });
+
+    it('a different answer is still refused, but no longer leaves the run stuck on the stored one', async () => {
+      const engine = engineFailingOnceAfter('event');
+      const { runId, interactionId } = await pausedRun(engine);
+      await assert.rejects(engine.answer(caller, runId, interactionId, 'yes'), /Mongo is restarting/);
+      await assert.rejects(
+        engine.answer(caller, runId, interactionId, 'no'),
+        (err: unknown) => err instanceof IllegalTransitionError && /already answered/.test(err.message),
+      );
+      assert.equal((await stores.runs.getById(runId))?.status, 'running', 'resumed on the first answer');
+      assert.equal((await stores.interactions.get(runId, interactionId))?.answer, 'yes');
+    });
+
+    it('once the run has moved on, answering again is a 409, whatever the answer', async () => {
+      const engine = createRunEngine({ ...stores, emitter: silentEmitter });
+      const { runId, interactionId } = await pausedRun(engine);
+      await engine.answer(caller, runId, interactionId, 'yes');
+      assert.equal((await engine.answer(caller, runId, interactionId, 'yes')).status, 'running');
+      await assert.rejects(engine.answer(caller, runId, interactionId, 'no'), IllegalTransitionError);
+      await engine.complete(caller, runId, 'done');
+      await assert.rejects(engine.answer(caller, runId, interactionId, 'yes'), IllegalTransitionError);
+      assert.equal((await resumedEvents(runId)).length, 1);
+    });
+  });
+
+  describe('Mongo clients come back after the server restarts', function () {
+    this.timeout(180_000);
+
+    it('a command written on a connection whose socket the server just closed fails instead of hanging', async () => {
+      // The race the drill hit: the socket is destroyed, its 'close' not yet emitted, and the heartbeat writes.
+      const probe = await openStores(config);
+      try {
+        await probe.mongo.db.command({ ping: 1 });
+        // The driver's internals: the one server's monitor and the connection it heartbeats on.
+        interface DriverConnection {
+          socket: { destroy(): void };
+          command(ns: unknown, cmd: object, options: object): Promise<unknown>;
+        }
+        type Internals = {
+          topology: { s: { servers: Map<string, { monitor: { connection?: DriverConnection } }> } };
+        };
+        const topology = (probe.mongo.client as unknown as Internals).topology;
+        const monitor = [...topology.s.servers.values()][0].monitor;
+        const deadline = Date.now() + 10_000;
+        while (!monitor.connection && Date.now() < deadline) await sleep(50);
+        const connection = monitor.connection;
+        assert.ok(connection, 'the monitor holds a connection');
+        connection.socket.destroy();
+        const { ns } = require('mongodb/lib/utils') as { ns: (s: string) => unknown }; // eslint-disable-line @typescript-eslint/no-require-imports
+        const hello = connection.command(ns('admin.$cmd'), { hello: 1 }, {});
+        const outcome = await Promise.race([
+          hello.then(
+            () => 'answered',
+            (err: Error) => `failed: ${err.name}`,
+          ),
+          sleep(3000).then(() => 'hung'),
+        ]);
+        assert.equal(outcome, 'failed: MongoNetworkError');
+        await probe.mongo.db.command({ ping: 1 }); // and the client carries on
+      } finally {
+        await probe.mongo.client.close();
+      }
+    });
+
+    it("the API's and the worker's clients work again within seconds of each of three restarts under load", async function () {
+      const server = testStack().mongoServer;
+      if (!server) this.skip(); // an external server: nothing to restart
+      assert.deepEqual(
+        {
+          poll: MONGO_CLIENT_OPTIONS.serverMonitoringMode,
+          heartbeat: MONGO_CLIENT_OPTIONS.heartbeatFrequencyMS,
+        },
+        { poll: 'poll', heartbeat: 2000 },
+      );
+      let api: ApiHandle | undefined;
+      const worker = await startTestWorker(config, stores);
+      let stopLoad = false;
+      try {
+        const started = await startTestApi(config);
+        api = started.api;
+        const alice: ApiClient = started.client.as('alice', 'acme');
+        // Load on both clients while the server goes away: the API's reads, the worker's claim writes.
+        const load = Array.from({ length: 8 }, async (_, i) => {
+          for (let n = 0; !stopLoad; n++) {
+            await alice.get('/api/v1/runs').catch(() => undefined);
+            await stores.claims.tryMark(`load|${i}|${n}`, 'load').catch(() => undefined);
+          }
+        });
+        for (let round = 1; round <= 3; round++) {
+          await sleep(1000 + Math.random() * 1000);
+          await server!.restart();
+          const back = Date.now();
+          // The API's client: a launch, which writes the run and its first event.
+          for (;;) {
+            const res = await alice.post('/api/v1/runs', { title: `after restart ${round}` });
+            if (res.status === 201) break;
+            assert.ok(
+              Date.now() - back < 30_000,
+              `the API's client is still failing: ${res.status} ${res.text}`,
+            );
+            await sleep(250);
+          }
+          // The worker's client (and this suite's): an alert dispatched through claims and the webhook.
+          for (;;) {
+            try {
+              await stores.claims.isMarked('ping');
+              break;
+            } catch (err) {
+              assert.ok(Date.now() - back < 30_000, `this suite's client is still failing: ${String(err)}`);
+              await sleep(250);
+            }
+          }
+          const alert = routeDecisionAlert(
+            {
+              runId: 'run_restart',
+              teamId: 'acme',
+              decisionId: `r${round}_${Date.now()}`,
+              error: { code: 'x', message: 'y' },
+            },
+            new Date().toISOString(),
+          );
+          const result = await Promise.race([
+            client.workflow.execute('operatorAlertWorkflow', {
+              workflowId: operatorAlertWorkflowId(alert.episodeKey),
+              taskQueue: config.temporalTaskQueue,
+              args: [alert],
+            }),
+            sleep(45_000).then(() => 'the worker did not finish the alert in 45 s'),
+          ]);
+          assert.equal(result, 'delivered', `round ${round}`);
+        }
+        stopLoad = true;
+        await Promise.all(load);
+      } finally {
+        stopLoad = true;
+        await api?.close();
+        await worker.stop();
+        if (!server!.running) await server!.start();
+      }
+    });
+  });
+});
