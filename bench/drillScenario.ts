@@ -557,9 +557,9 @@ export async function runDrill(options: DrillOptions): Promise<DrillCounts> {
               (r) => r.status === 'running',
             );
           } catch (err) {
-            // The run cannot be answered any more (seen after a Mongo restart: the answer was stored, the
-            // transition was not, and a retry is refused as "already answered"). Counted, and the run is
-            // cancelled so the drill goes on.
+            // The run cannot be answered any more (seen after a Mongo restart before the engine's answer became
+            // retry-safe: the answer was stored, the transition was not, and the retry was refused as "already
+            // answered"). Counted as a violation, and the run is cancelled so the drill goes on.
             const reason = err instanceof Error ? err.message : String(err);
             counts.stuckRuns.push(reason);
             log(`drill: STUCK RUN: ${reason}`);
@@ -1091,7 +1091,9 @@ export async function runDrill(options: DrillOptions): Promise<DrillCounts> {
 
 /**
  * A Mongo connection for the drill's own reads: a client that fails server selection is dropped and a new one is
- * made on the next use (see the report of the drill: after a Mongo-wire restart, a MongoClient can stay wedged).
+ * made on the next use, so a wedged client in the drill never passes for a fault of the system under test (after
+ * a Mongo-wire restart a MongoClient could stay wedged; store/mongo.ts failWritesOnDeadSockets fixes that for
+ * every client in the process, this one included, and the reconnect stays as a belt and braces).
  */
 function observingDb(url: string, dbName: string, log: (line: string) => void) {
   let pending: Promise<MongoClient> | undefined;
