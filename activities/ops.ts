@@ -19,8 +19,6 @@ export interface OpsDeps {
   webhookUrl?: string;
   timeoutMs: number;
   now: () => Date;
-  /** How long a send that went through is retried into the store (Mongo restarting) before giving up. */
-  settleWithinMs?: number;
 }
 
 /** The dispatcher's claim on the alert: postOperatorAlert settles it as soon as the receiver took the alert. */
@@ -34,8 +32,12 @@ export type AlertSend = 'sent' | 'already_sent';
 /** The Idempotency-Key header: the alert's episode key, stable across attempts, replicas and sweeps. */
 export const alertIdempotencyKey = (alert: OperatorAlert): string => claimKeys.ops(alert.episodeKey);
 
-/** Inside the dispatcher's 30 s start-to-close, after the claim check and the webhook's own 10 s timeout. */
-const SETTLE_WITHIN_MS = 12_000;
+/**
+ * How long a send that went through is retried into the store (Mongo restarting). The attempt must fit the
+ * dispatcher's 30 s start-to-close: claim check (≤ 5 s server selection) + webhook (10 s) + this + a last try
+ * started just before it (≤ 5 s) = 28 s.
+ */
+const SETTLE_WITHIN_MS = 8_000;
 
 export function createOpsActivities(deps: OpsDeps) {
   /**
@@ -43,7 +45,7 @@ export function createOpsActivities(deps: OpsDeps) {
    * activity that fails here is retried and sends the alert again (the Idempotency-Key is then all that is left).
    */
   async function settleAfterSend(claim: AlertClaim): Promise<void> {
-    const deadline = Date.now() + (deps.settleWithinMs ?? SETTLE_WITHIN_MS);
+    const deadline = Date.now() + SETTLE_WITHIN_MS;
     for (;;) {
       try {
         // False: our claim went stale and another holder took it over; it sends under its own claim.

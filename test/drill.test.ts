@@ -1,7 +1,7 @@
 // The fault drill, small: the invariants of `npm run drill` (bench/drillScenario.ts) on the shared test stack,
 // with 20 episodes across 5 runs through one worker SIGKILL, one Temporal restart, one Mongo restart, 30 % of
 // push requests answered 500 then 20 % answered 429, and failing receivers. It restarts the shared servers on
-// their ports and data; the drill leaves them running and the suites after it reconnect.
+// their ports and data and leaves them running; .mocharc.js runs it last.
 import assert from 'node:assert/strict';
 import { FULL_FAULTS, formatDrill, runDrill } from '../bench/drillScenario';
 import { testStack } from './support/stack';

@@ -16,6 +16,7 @@ import { testConfig } from './support/stack';
 
 const FIXTURES = {
   'scheduled quick calls (before LOCAL_QUICK_PATCH)': 'fixtures/episode-history.json',
+  'local quick calls, episode record written first': 'fixtures/episode-history-local-record-first.json',
   'local quick calls (current)': 'fixtures/episode-history-local.json',
 };
 const CURRENT = path.resolve(__dirname, FIXTURES['local quick calls (current)']);

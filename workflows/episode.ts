@@ -110,10 +110,10 @@ export async function episodeWorkflow(
   outcome: RunOutcome,
   options: EpisodeOptions = DEFAULT_EPISODE_OPTIONS,
 ): Promise<EpisodeResult> {
-  // The episode's record (GET /runs/:id/episodes) is written beside the branches, not ahead of them: it gates
-  // nothing, and one write less before the first push is latency the user sees.
+  // The episode's record (GET /runs/:id/episodes) is written beside the branches, not ahead of them: one write
+  // less before the first push. It is a view: if it finally fails, the branches still settle their claims.
   const [, push, callback, ops] = await Promise.all([
-    quick.recordEpisode(outcome),
+    quick.recordEpisode(outcome).catch(() => undefined),
     contained(pushBranch(outcome)),
     contained(callbackBranch(outcome, options)),
     contained(opsBranch(outcome)),
