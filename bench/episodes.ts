@@ -74,6 +74,9 @@ const TUNINGS: Record<string, Partial<WorkerOptions>> = {
   // Fewer activity slots: on 2 cores 100 concurrent activities mostly queue on FerretDB.
   narrow: { maxConcurrentActivityTaskExecutions: 20 },
   narrower: { maxConcurrentActivityTaskExecutions: 8 },
+  // Few store calls at once, local ones included: SQLite (under FerretDB) serializes writers, and a crowd of them
+  // spends its time in the busy handler's sleeps.
+  narrowLocal: { maxConcurrentActivityTaskExecutions: 16, maxConcurrentLocalActivityExecutions: 8 },
   wide: {
     maxConcurrentWorkflowTaskExecutions: 100,
     maxConcurrentActivityTaskExecutions: 200,

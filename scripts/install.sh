@@ -23,10 +23,24 @@ if [ ! -x tools/venv/bin/temporal ] && [ ! -x tools/bin/temporal ]; then
   fi
 fi
 
-if [ ! -x tools/bin/ferretdb ] || [ tools/ferretdb/main.go -nt tools/bin/ferretdb ] || [ tools/ferretdb/go.sum -nt tools/bin/ferretdb ]; then
+if [ ! -x tools/bin/ferretdb ] || [ tools/ferretdb/main.go -nt tools/bin/ferretdb ] ||
+  [ tools/ferretdb/go.sum -nt tools/bin/ferretdb ] || [ -n "$(find tools/ferretdb/patch -newer tools/bin/ferretdb)" ]; then
   step "FerretDB v1.24.2 (go build of tools/ferretdb; the first build takes about a minute)"
   mkdir -p tools/bin
-  (cd tools/ferretdb && go build -trimpath -o ../bin/ferretdb .)
+  (
+    cd tools/ferretdb
+    # The module, patched: a copy with the files of tools/ferretdb/patch over its own (lookups by _id use the _id
+    # index, and are pushed down whatever else the filter holds; see those files), built through a copy of go.mod
+    # that points at it.
+    go mod download github.com/FerretDB/FerretDB
+    upstream="$(go list -m -f '{{.Dir}}' github.com/FerretDB/FerretDB)"
+    rm -rf .patched && mkdir -p .patched && cp -R "$upstream" .patched/FerretDB && chmod -R u+w .patched
+    cp patch/metadata.go .patched/FerretDB/internal/backends/sqlite/metadata/metadata.go
+    cp patch/collection.go .patched/FerretDB/internal/backends/sqlite/collection.go
+    cp go.mod .patched/go.mod && cp go.sum .patched/go.sum
+    go mod edit -modfile=.patched/go.mod -replace github.com/FerretDB/FerretDB=./.patched/FerretDB
+    go build -trimpath -modfile=.patched/go.mod -o ../bin/ferretdb .
+  )
 fi
 
 # The studio's browser tests drive Debian's Chromium through playwright-core (`npx playwright install` cannot
