@@ -31,6 +31,10 @@ export async function createWorker(deps: WorkerDeps): Promise<Worker> {
     namespace: config.temporalNamespace,
     taskQueue: config.temporalTaskQueue,
     ...(deps.workflowBundle ? { workflowBundle: deps.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
+    // The SDK sends a heartbeat at most every 0.8 × the heartbeat timeout (8 s of the fan-out's 10 s), leaving a
+    // busy worker 2 s to get it through; a fan-out starved for CPU then timed out and was sent again. Every 2 s
+    // leaves it 8.
+    maxHeartbeatThrottleInterval: '2 seconds',
     activities: createActivities({
       config,
       stores: deps.stores,

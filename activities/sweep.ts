@@ -3,16 +3,15 @@
 // authority: an episode replayed needlessly loses its claim and delivers nothing, so the sweep is safe to run twice.
 //
 // One pass costs, in database round trips (the bench:sweep target is "pages + 1"):
-//   pages   the window's runs, listed without their large fields, one cursor batch per page;
-//   + 1     one claims pre-check for the whole window (a range read of the claims, see markedAmong);
-//   + k     the unsettled runs loaded whole, pageSize ids a query: k = ceil(unsettled / pageSize), 0 when every
-//           episode is settled (the steady state), 1 while under a page of episodes is owed.
+//   1       one claims pre-check for the whole window, before any run is listed (a range read, see markedSince);
+//   pages   the window's runs, listed with what buildRunOutcome reads, one cursor batch per page; the owed
+//           episodes of a page start from the listed run right away, so nothing is loaded twice and an outcome
+//           is at most a page old when its episode starts.
 // Expired claims are reaped by a separate activity (sweepReapExpired): housekeeping, not reconciliation.
 import type { Client } from '@temporalio/client';
 import { startEpisode } from '../client/emitter';
 import { activityContext } from './context';
-import { buildRunOutcome } from '../domain/outcome';
-import { owedEpisode, type OwedEpisode, type SweepFamilies } from '../domain/sweep';
+import { owedEpisode, type SweepFamilies } from '../domain/sweep';
 import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
 import type { RunStore } from '../store/runs';
@@ -65,39 +64,24 @@ export function createSweepActivities(deps: SweepDeps) {
       const since = new Date(deps.now().getTime() - deps.lookbackSeconds * 1000);
       const progress = heartbeats();
       try {
-        // 1. The window, a page at a time: which episodes are owed, and the claim keys each owes.
-        const owed: OwedEpisode[] = [];
+        // 1. One claims pre-check for the whole window, before any run is listed. A claim written after it reads
+        //    as missing: that episode's start is refused (already running) or its replay loses the claim.
+        progress.beat({ phase: 'claims', ...pass });
+        const marked = await deps.claims.markedSince(
+          new Date(since.getTime() - SWEEP_CLAIM_SLACK_SECONDS * 1000),
+        );
+
+        // 2. The window, a page at a time: each owed episode with a claim missing starts from the listed run.
         for await (const page of deps.runs.listNotifiableRefs(since, deps.pageSize)) {
           pass.scanned += page.length;
-          for (const ref of page) {
+          const unsettled = page.flatMap((ref) => {
             const episode = owedEpisode(ref, deps.families);
-            if (episode) owed.push(episode);
-          }
-          progress.beat({ phase: 'listing', ...pass });
-        }
-
-        // 2. One claims pre-check for the whole window, before any run is loaded.
-        progress.beat({ phase: 'claims', ...pass });
-        const marked = await deps.claims.markedAmong(
-          owed.flatMap((episode) => episode.keys),
-          { claimedSince: new Date(since.getTime() - SWEEP_CLAIM_SLACK_SECONDS * 1000) },
-        );
-        const unsettled = owed.filter((episode) => episode.keys.some((key) => !marked.has(key)));
-        pass.unsettled = unsettled.length;
-
-        // 3. Load the unsettled runs whole (the outcome carries the final answer and error the listing leaves out)
-        //    and start their episodes.
-        for (let from = 0; from < unsettled.length; from += deps.pageSize) {
-          progress.beat({ phase: 'starting', ...pass });
-          const chunk = unsettled.slice(from, from + deps.pageSize);
-          const owedEpisodeOf = new Map(chunk.map((episode) => [episode.runId, episode.episodeId]));
-          const outcomes = (await deps.runs.getManyById([...owedEpisodeOf.keys()])).flatMap((run) => {
-            const outcome = buildRunOutcome(run);
-            // The run may have moved on since it was listed; its new episode is the emitter's to start.
-            return outcome && outcome.episodeId === owedEpisodeOf.get(run._id) ? [outcome] : [];
+            return episode && episode.keys.some((key) => !marked.has(key)) ? [episode] : [];
           });
+          pass.unsettled += unsettled.length;
+          progress.beat({ phase: 'starting', ...pass });
           // A few starts in flight at once: each is one Temporal round trip, idempotent by workflow id.
-          await inLanes(outcomes, START_LANES, async (outcome) => {
+          await inLanes(unsettled, START_LANES, async ({ outcome }) => {
             if (
               await startEpisode(deps.client, deps.taskQueue, outcome, deps.episodeOptions, 'ALLOW_DUPLICATE')
             ) {
@@ -105,6 +89,7 @@ export function createSweepActivities(deps: SweepDeps) {
             }
             progress.beat({ phase: 'starting', ...pass });
           });
+          progress.beat({ phase: 'listing', ...pass });
         }
         return pass;
       } finally {

@@ -1,7 +1,7 @@
 // What the reconciliation sweep owes an episode: the claim keys of the families that should have acted on it.
-// Pure, so the sweep can pre-check claims for a whole page of runs before loading any of them.
+// Pure, so the sweep can pre-check the claims of a whole window of listed runs at once.
 import { shouldNotify } from './callback';
-import { buildRunOutcome, claimKeys } from './outcome';
+import { buildRunOutcome, claimKeys, type RunOutcome } from './outcome';
 import { kindFor } from './push';
 import type { Run } from './run';
 
@@ -14,11 +14,19 @@ export interface OwedEpisode {
   runId: string;
   episodeId: string;
   keys: string[];
+  /** What the sweep starts the episode with when one of its claims is missing. */
+  outcome: RunOutcome;
 }
 
-/** A run as the sweep lists it: without its large fields, and with the callback's URL but never its secret. */
+/**
+ * A run as the sweep lists it: every field buildRunOutcome reads (the final answer and error included, so an owed
+ * episode starts without loading its run again), without the checkpoint, and the callback's URL but never its
+ * secret.
+ */
 export type SweepRef = Pick<Run, '_id' | 'teamId' | 'ownerId' | 'status' | 'pause' | 'updatedAt'> &
-  Partial<Pick<Run, 'title' | 'pauseCount' | 'watchedIssueIds' | 'createdAt' | 'endedAt'>> & {
+  Partial<
+    Pick<Run, 'title' | 'pauseCount' | 'watchedIssueIds' | 'createdAt' | 'endedAt' | 'finalAnswer' | 'error'>
+  > & {
     callback?: { url: string };
   };
 
@@ -36,5 +44,5 @@ export function owedEpisode(ref: SweepRef, families: SweepFamilies): OwedEpisode
   if (kindFor(outcome)) keys.push(claimKeys.push(outcome.episodeId));
   if (shouldNotify(outcome)) keys.push(claimKeys.callback(outcome.episodeId));
   if (families.ops && outcome.kind === 'run_failed') keys.push(claimKeys.ops(outcome.episodeId));
-  return keys.length ? { runId: ref._id, episodeId: outcome.episodeId, keys } : undefined;
+  return keys.length ? { runId: ref._id, episodeId: outcome.episodeId, keys, outcome } : undefined;
 }

@@ -12,8 +12,10 @@ import type { Db } from 'mongodb';
 import { isDuplicateKey, type IndexSpec } from './mongo';
 
 export const CLAIM_RETENTION_SECONDS = 30 * 24 * 3600;
-/** Rows per round trip when markedAmong reads a range of claims. */
+/** Rows per round trip when markedSince reads a range of claims. */
 const CLAIM_SCAN_BATCH = 200_000;
+/** What isShielding reads. */
+const SHIELD_FIELDS = { _id: 1, delivered: 1, sent_at: 1 };
 
 export interface ClaimRow {
   _id: string;
@@ -120,35 +122,31 @@ export function createClaimStore(db: Db, { graceSeconds, now = () => new Date() 
       return row.delivered ? { state: 'delivered', result: row.result ?? 'delivered' } : { state: 'pending' };
     },
 
-    /**
-     * The sweep's batched pre-check: of these keys, the ones someone has in hand.
-     *
-     * By default one `_id: {$in: keys}` query. With `claimedSince` it instead reads every row claimed or settled
-     * since then (one range on the sent_at index, however many keys) and intersects here: a claim is written
-     * after its episode began and settling only moves sent_at later, so every claim of an episode that began
-     * after `claimedSince` is in that range. This is the form for thousands of keys: FerretDB v1 pushes no
-     * filter but `{_id: <one value>}` down, and evaluates `$in` by walking the whole key list for every row of
-     * the collection (rows × keys), while a range costs one comparison per row. A key whose claim is older than
-     * the range reads as not in hand: the caller replays an episode that then loses its claim, never a duplicate.
-     */
-    async markedAmong(keys: string[], options: { claimedSince?: Date } = {}): Promise<Set<string>> {
+    /** Of these keys, the ones someone has in hand (one `_id: {$in}` query: for a handful of keys). */
+    async markedAmong(keys: string[]): Promise<Set<string>> {
       if (!keys.length) return new Set();
       const at = now();
-      const projection = { _id: 1, delivered: 1, sent_at: 1 };
-      if (!options.claimedSince) {
-        const rows = await claims.find({ _id: { $in: keys } }, { projection }).toArray();
-        return new Set(rows.filter((row) => isShielding(row, at)).map((row) => row._id));
-      }
-      const wanted = new Set(keys);
+      const rows = await claims.find({ _id: { $in: keys } }, { projection: SHIELD_FIELDS }).toArray();
+      return new Set(rows.filter((row) => isShielding(row, at)).map((row) => row._id));
+    },
+
+    /**
+     * The sweep's pre-check: every key someone has in hand among the rows claimed or settled since `since`, read
+     * before the runs are listed (one range on the sent_at index, however many keys). A claim is written after its
+     * episode began and settling only moves sent_at later, so every claim of an episode that began after `since`
+     * is in that range. A range also suits FerretDB v1, which evaluates `$in` by walking the whole key list for
+     * every row of the collection (rows × keys). A key whose claim is older than the range, or newer than this
+     * read, reads as not in hand: the caller replays an episode that then loses its claim, never a duplicate.
+     */
+    async markedSince(since: Date): Promise<Set<string>> {
+      const at = now();
       const marked = new Set<string>();
       // One batch for up to CLAIM_SCAN_BATCH rows (~70 bytes each projected: well under the 16 MB reply cap).
       const cursor = claims.find(
-        { sent_at: { $gte: options.claimedSince } },
-        { projection, batchSize: CLAIM_SCAN_BATCH },
+        { sent_at: { $gte: since } },
+        { projection: SHIELD_FIELDS, batchSize: CLAIM_SCAN_BATCH },
       );
-      for await (const row of cursor) {
-        if (wanted.has(row._id) && isShielding(row, at)) marked.add(row._id);
-      }
+      for await (const row of cursor) if (isShielding(row, at)) marked.add(row._id);
       return marked;
     },
 

@@ -39,7 +39,7 @@ export function createRunStore(db: Db) {
     },
 
     /**
-     * Paused or ended runs changed since `since`, in pages of `pageSize`, without their large fields: one cursor,
+     * Paused or ended runs changed since `since`, in pages of `pageSize`, without their checkpoint: one cursor,
      * so each page after the first costs one getMore round trip. Unordered on purpose: FerretDB v1 sorts in
      * memory (the whole window is read and held before the first page), while an unsorted cursor streams; on
      * MongoDB the `updated_at` index serves the range either way. The cursor's batches hold one run more than a
@@ -50,7 +50,7 @@ export function createRunStore(db: Db) {
       const cursor = runs.find(
         { updatedAt: { $gte: since }, status: { $in: NOTIFIABLE } },
         {
-          projection: { finalAnswer: 0, error: 0, checkpoint: 0, 'callback.secret': 0 },
+          projection: { checkpoint: 0, 'callback.secret': 0 },
           batchSize: pageSize + 1,
         },
       );
