@@ -51,7 +51,7 @@ export function pushOptionsFor(payload: PushPayload) {
  * Sends one payload to many subscriptions, at most `width` at a time. Dead endpoints (404/410, or refused by
  * the outbound guard) are pruned. onDelivered runs right after each accepted send and the lane waits for it
  * (the worker records the delivery there, which is also the subscription's "last success": no update of the
- * subscription row, since FerretDB v1 updates cost ~15 ms each and an updateMany over 2,000 ids took 35 s), so
+ * subscription row: a second write per send, and an updateMany over 2,000 ids took 35 s on FerretDB v1), so
  * a crash repeats at most the `width` sends in flight.
  */
 export async function fanOut(
