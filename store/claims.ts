@@ -122,14 +122,6 @@ export function createClaimStore(db: Db, { graceSeconds, now = () => new Date() 
       return row.delivered ? { state: 'delivered', result: row.result ?? 'delivered' } : { state: 'pending' };
     },
 
-    /** Of these keys, the ones someone has in hand (one `_id: {$in}` query: for a handful of keys). */
-    async markedAmong(keys: string[]): Promise<Set<string>> {
-      if (!keys.length) return new Set();
-      const at = now();
-      const rows = await claims.find({ _id: { $in: keys } }, { projection: SHIELD_FIELDS }).toArray();
-      return new Set(rows.filter((row) => isShielding(row, at)).map((row) => row._id));
-    },
-
     /**
      * The sweep's pre-check: every key someone has in hand among the rows claimed or settled since `since`, read
      * before the runs are listed (one range on the sent_at index, however many keys). A claim is written after its

@@ -65,12 +65,6 @@ export function createRunStore(db: Db) {
       if (page.length) yield page;
     },
 
-    async getManyById(ids: string[]): Promise<Run[]> {
-      // One batch for them all (up to the server's reply cap) instead of the server's default first batch of 101;
-      // one over, because a batch that comes back exactly full leaves the cursor open for an empty getMore.
-      return ids.length ? runs.find({ _id: { $in: ids } }, { batchSize: ids.length + 1 }).toArray() : [];
-    },
-
     /** The operator transition marker: which confirmed operator alerts this run has had. */
     async stampOpsMarker(runId: string, episodeKey: string, at: Date): Promise<void> {
       await runs.updateOne(

@@ -99,13 +99,16 @@ describe('episode claims (sent_notifications)', () => {
     assert.equal(await claims.state(claimKeys.ops(episode)), 'delivered');
   });
 
-  it('markedAmong pre-checks many keys in one query', async () => {
+  it('markedSince reads every key in hand since a moment in one query: pending and delivered, not released', async () => {
     const claims = store();
+    const since = new Date(now().getTime() - 1000);
     await claims.tryMark('batch-1', 'h');
     await claims.tryMark('batch-2', 'h');
     await claims.markDelivered('batch-2', 'h');
-    const marked = await claims.markedAmong(['batch-1', 'batch-2', 'batch-3']);
-    assert.deepEqual([...marked].sort(), ['batch-1', 'batch-2']);
+    await claims.tryMark('batch-3', 'h');
+    await claims.unmark('batch-3', 'h');
+    const marked = [...(await claims.markedSince(since))].filter((key) => key.startsWith('batch-'));
+    assert.deepEqual(marked.sort(), ['batch-1', 'batch-2']);
   });
 
   it('the reaper removes claims older than 30 days and nothing younger', async () => {

@@ -166,14 +166,12 @@ describe('the reconciliation sweep at scale', function () {
       { _id: `${prefix}-stale`, holder: 'h', delivered: false, sent_at: at(3600) },
       { _id: `${prefix}-old`, holder: 'h', delivered: true, sent_at: at(3 * 24 * 3600) },
     ]);
-    const keys = ['delivered', 'live', 'stale', 'old', 'absent'].map((k) => `${prefix}-${k}`);
     const inRange = [`${prefix}-delivered`, `${prefix}-live`];
-    assert.deepEqual([...(await claims.markedAmong(keys))].sort(), [...inRange, `${prefix}-old`].sort());
     const since = [...(await claims.markedSince(at(2 * 24 * 3600)))].filter((key) => key.startsWith(prefix));
     assert.deepEqual(
       since.sort(),
       inRange.sort(),
-      'a claim older than the range reads as not in hand (its replay then loses the claim)',
+      'a stale pending claim is not in hand; one older than the range reads as not in hand (its replay then loses the claim)',
     );
   });
 
