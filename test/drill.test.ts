@@ -1,31 +1,40 @@
-// The fault drill, small: the invariants of `npm run drill` (bench/drillScenario.ts) on the shared test stack,
-// with 20 episodes across 5 runs through one worker SIGKILL, one Temporal restart, one Mongo restart, 30 % of
-// push requests answered 500 then 20 % answered 429, and failing receivers. It restarts the shared servers on
-// their ports and data and leaves them running; .mocharc.js runs it last.
+// The fault drill, small: the invariants of `npm run drill` (bench/drillScenario.ts) with 20 episodes across 5 runs
+// through one worker SIGKILL, one Temporal restart, one Mongo restart, 30 % of push requests answered 500 then 20 %
+// answered 429, and failing receivers. It runs on a throwaway Temporal and FerretDB of its own, as the full drill
+// does: the shared test servers may be external, and other suites should never see a restart.
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { FULL_FAULTS, formatDrill, runDrill } from '../bench/drillScenario';
-import { testStack } from './support/stack';
+import { startThrowawayStack } from '../stack/embedded';
 
 describe('fault drill (small)', function () {
   this.timeout(300_000);
 
-  it('20 episodes across 5 runs, emitted 3x from two processes, through a worker kill and server restarts: nothing lost, repeats only at the kill', async function () {
-    const stack = testStack();
-    if (!stack.mongoServer || !stack.temporalServer) this.skip(); // external servers: nothing to restart
-    const lines: string[] = [];
-    const counts = await runDrill({
-      stack,
-      runs: 5,
-      episodesPerRun: 4,
-      faults: { ...FULL_FAULTS, workerKills: 1 },
-      log: (line) => lines.push(line),
-      cliConcurrency: 2,
-      settleTimeoutMs: 150_000,
-      stepTimeoutMs: 120_000,
-    });
-    console.log(formatDrill(counts).replace(/^/gm, '      '));
-    assert.equal(counts.episodes, 20);
-    assert.ok(stack.mongoServer.running && stack.temporalServer.running, 'the shared servers are back up');
-    assert.deepEqual(counts.violations, [], `the drill's log:\n${lines.join('\n')}`);
+  it('20 episodes across 5 runs, emitted 3x from two processes, through a worker kill and server restarts: nothing lost, repeats only at the kill', async () => {
+    const dataRoot = mkdtempSync(path.join(tmpdir(), 'flow-notify-drill-test-'));
+    const stack = await startThrowawayStack(dataRoot, {});
+    try {
+      const lines: string[] = [];
+      const counts = await runDrill({
+        stack,
+        runs: 5,
+        episodesPerRun: 4,
+        faults: { ...FULL_FAULTS, workerKills: 1 },
+        log: (line) => lines.push(line),
+        cliConcurrency: 2,
+        settleTimeoutMs: 150_000,
+        stepTimeoutMs: 120_000,
+      });
+      console.log(formatDrill(counts).replace(/^/gm, '      '));
+      assert.equal(counts.episodes, 20);
+      assert.equal(counts.faults.temporalRestarts, 1, 'Temporal was restarted');
+      assert.equal(counts.faults.mongoRestarts, 1, 'Mongo was restarted');
+      assert.deepEqual(counts.violations, [], `the drill's log:\n${lines.join('\n')}`);
+    } finally {
+      await stack.stop();
+      rmSync(dataRoot, { recursive: true, force: true });
+    }
   });
 });

@@ -2,6 +2,9 @@
 // activity retried after its 2xx, an answer the client cannot retry once a write after it failed, and Mongo
 // clients that never came back after a server restart.
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import { createActivities } from '../activities';
@@ -14,6 +17,7 @@ import { IllegalTransitionError } from '../domain/runStatus';
 import { createRunEngine, type Caller, type EngineDeps } from '../engine/runEngine';
 import type { Stores } from '../store';
 import { MONGO_CLIENT_OPTIONS, type Mongo } from '../store/mongo';
+import { startThrowawayStack } from '../stack/embedded';
 import { operatorAlertWorkflowId } from '../workflows/ids';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { openStores, startTestApi, startTestWorker, temporalClient, type ApiClient } from './support/harness';
@@ -249,9 +253,13 @@ describe('drill fixes', function () {
       }
     });
 
-    it("the API's and the worker's clients work again within seconds of each of three restarts under load", async function () {
-      const server = testStack().mongoServer;
-      if (!server) this.skip(); // an external server: nothing to restart
+    it("the API's and the worker's clients work again within seconds of each of three restarts under load", async () => {
+      // A FerretDB of its own to restart (the shared one may be external, and other suites use it).
+      const dataRoot = mkdtempSync(path.join(tmpdir(), 'flow-notify-restart-'));
+      const own = await startThrowawayStack(dataRoot, { temporalAddress: testStack().temporalAddress });
+      const server = own.mongoServer!;
+      const ownConfig: Config = { ...config, mongoUrl: own.mongoUrl };
+      const { mongo: ownMongo, stores: ownStores } = await openStores(ownConfig);
       assert.deepEqual(
         {
           poll: MONGO_CLIENT_OPTIONS.serverMonitoringMode,
@@ -260,22 +268,22 @@ describe('drill fixes', function () {
         { poll: 'poll', heartbeat: 2000 },
       );
       let api: ApiHandle | undefined;
-      const worker = await startTestWorker(config, stores);
+      const worker = await startTestWorker(ownConfig, ownStores);
       let stopLoad = false;
       try {
-        const started = await startTestApi(config);
+        const started = await startTestApi(ownConfig);
         api = started.api;
         const alice: ApiClient = started.client.as('alice', 'acme');
         // Load on both clients while the server goes away: the API's reads, the worker's claim writes.
         const load = Array.from({ length: 8 }, async (_, i) => {
           for (let n = 0; !stopLoad; n++) {
             await alice.get('/api/v1/runs').catch(() => undefined);
-            await stores.claims.tryMark(`load|${i}|${n}`, 'load').catch(() => undefined);
+            await ownStores.claims.tryMark(`load|${i}|${n}`, 'load').catch(() => undefined);
           }
         });
         for (let round = 1; round <= 3; round++) {
           await sleep(1000 + Math.random() * 1000);
-          await server!.restart();
+          await server.restart();
           const back = Date.now();
           // The API's client: a launch, which writes the run and its first event.
           for (;;) {
@@ -290,7 +298,7 @@ describe('drill fixes', function () {
           // The worker's client (and this suite's): an alert dispatched through claims and the webhook.
           for (;;) {
             try {
-              await stores.claims.isMarked('ping');
+              await ownStores.claims.isMarked('ping');
               break;
             } catch (err) {
               assert.ok(Date.now() - back < 30_000, `this suite's client is still failing: ${String(err)}`);
@@ -309,7 +317,7 @@ describe('drill fixes', function () {
           const result = await Promise.race([
             client.workflow.execute('operatorAlertWorkflow', {
               workflowId: operatorAlertWorkflowId(alert.episodeKey),
-              taskQueue: config.temporalTaskQueue,
+              taskQueue: ownConfig.temporalTaskQueue,
               args: [alert],
             }),
             sleep(45_000).then(() => 'the worker did not finish the alert in 45 s'),
@@ -322,7 +330,9 @@ describe('drill fixes', function () {
         stopLoad = true;
         await api?.close();
         await worker.stop();
-        if (!server!.running) await server!.start();
+        await ownMongo.client.close();
+        await own.stop();
+        rmSync(dataRoot, { recursive: true, force: true });
       }
     });
   });
