@@ -1,5 +1,5 @@
-// The Temporal activity context, when there is one: activity functions are also called directly (the API's push
-// test route, benchmarks), and then there is nothing to heartbeat to.
+// What the activities share: the Temporal activity context, when there is one (activity functions are also called
+// directly: the API's push test route, benchmarks), and bounded-parallel work.
 import { Context } from '@temporalio/activity';
 
 export function activityContext(): Context | undefined {
@@ -8,4 +8,13 @@ export function activityContext(): Context | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** Runs `each` over `items` with at most `lanes` in flight; the first failure fails the whole. */
+export async function inLanes<T>(items: T[], lanes: number, each: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < items.length) await each(items[next++]);
+  };
+  await Promise.all(Array.from({ length: Math.min(lanes, items.length) }, lane));
 }

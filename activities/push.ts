@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import type { RunOutcome } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, kindFor, renderPush, type PushKind, type PushPayload } from '../domain/push';
 import type { PushSender, SendOutcome } from '../net/pushSender';
-import { activityContext } from './context';
+import { activityContext, inLanes } from './context';
 import type { NotificationPrefStore } from '../store/notificationPrefs';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
 import type { PushSubscriptionRow, PushSubscriptionStore } from '../store/pushSubscriptions';
@@ -27,7 +27,6 @@ export interface FanOutDeps {
   sender: PushSender;
   /** How many sends are in flight at once. */
   width: number;
-  now: () => Date;
   log: (line: string) => void;
 }
 
@@ -62,7 +61,6 @@ export async function fanOut(
 ): Promise<Omit<FanOutResult, 'alreadyDelivered'>> {
   const options = pushOptionsFor(payload);
   const result = { attempted: subs.length, delivered: 0, pruned: 0, failed: 0, retryable: 0 };
-  let next = 0;
   const handle = async (sub: PushSubscriptionRow, outcome: SendOutcome): Promise<void> => {
     switch (outcome.result) {
       case 'delivered':
@@ -92,13 +90,7 @@ export async function fanOut(
         result.failed++;
     }
   };
-  const lane = async (): Promise<void> => {
-    while (next < subs.length) {
-      const sub = subs[next++];
-      await handle(sub, await deps.sender.send(sub, payload, options));
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(deps.width, subs.length) }, lane));
+  await inLanes(subs, deps.width, async (sub) => handle(sub, await deps.sender.send(sub, payload, options)));
   return result;
 }
 
@@ -159,7 +151,6 @@ export function createPushActivities(deps: PushActivityDeps) {
             subscriptions: deps.pushSubscriptions,
             sender: deps.sender,
             width: deps.fanOutWidth,
-            now: deps.now,
             log: deps.log,
           },
           pending,

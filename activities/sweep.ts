@@ -10,7 +10,7 @@
 // Expired claims are reaped by a separate activity (sweepReapExpired): housekeeping, not reconciliation.
 import type { Client } from '@temporalio/client';
 import { startEpisode } from '../client/emitter';
-import { activityContext } from './context';
+import { activityContext, inLanes } from './context';
 import { owedEpisode, type SweepFamilies } from '../domain/sweep';
 import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
@@ -107,15 +107,6 @@ export function createSweepActivities(deps: SweepDeps) {
       }
     },
   };
-}
-
-/** Runs `each` over `items` with at most `lanes` in flight; the first failure fails the whole. */
-async function inLanes<T>(items: T[], lanes: number, each: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const lane = async (): Promise<void> => {
-    while (next < items.length) await each(items[next++]);
-  };
-  await Promise.all(Array.from({ length: Math.min(lanes, items.length) }, lane));
 }
 
 /**

@@ -141,7 +141,6 @@ export async function runPushBench(): Promise<PushBenchResult> {
       subscriptions: stores.pushSubscriptions,
       sender,
       width: WIDTH,
-      now: () => new Date(),
       log: (line: string) => log(`  ${line}`),
     };
 

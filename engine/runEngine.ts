@@ -87,12 +87,17 @@ export function createRunEngine(deps: EngineDeps) {
   /** Appends the run's events, then lets its health workflow observe them. */
   async function record(run: Run, items: { type: string; data?: Record<string, unknown> }[], at: Date) {
     const written = await events.append(run, items, at);
+    await observe(run, items);
+    return written;
+  }
+
+  /** The run's health workflow sees the events; failing to tell it never fails the operation. */
+  async function observe(run: Run, items: { type: string; data?: Record<string, unknown> }[]): Promise<void> {
     try {
       await deps.health?.observe(run, items);
     } catch (err) {
       deps.onEmitError?.(run._id, err);
     }
-    return written;
   }
 
   async function emit(run: Run, bodyError?: RunError): Promise<void> {
@@ -111,11 +116,8 @@ export function createRunEngine(deps: EngineDeps) {
     const at = now();
     const item = { type: 'run_resumed', data: { interaction_id: interactionId } };
     await events.appendOnce(run, { id: `evt_resumed_${interactionId}`, ...item }, at);
-    try {
-      await deps.health?.observe(run, [item]);
-    } catch (err) {
-      deps.onEmitError?.(run._id, err);
-    }
+    // Told again on a retry: the first try may have died before telling it, and a repeat is harmless to it.
+    await observe(run, [item]);
     try {
       return await apply(run, 'answer', { checkpoint: { status: 'running', at } });
     } catch (err) {

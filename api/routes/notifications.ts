@@ -67,7 +67,7 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
     const subs = await store.listForUsers([ctx.state.caller.userId]);
     const payload = renderTestPush(deps.studioUrl, ctx.state.caller.userId, randomUUID());
     const result = await fanOut(
-      { subscriptions: store, sender: deps.sender, width: 8, now: deps.now, log: deps.log },
+      { subscriptions: store, sender: deps.sender, width: 8, log: deps.log },
       subs,
       payload,
     );
