@@ -143,7 +143,9 @@ export function createPushActivities(deps: PushActivityDeps) {
       if (!subs.length) return { addressable: false, reason: 'no subscription' };
       const pending = subs.filter((sub) => !reached.has(sub._id));
       const context = activityContext();
-      const recordDelivery = groupCommit(deps.pushDeliveries.recordMany);
+      const recordDelivery = groupCommit((subscriptionIds: string[]) =>
+        deps.pushDeliveries.record(outcome.episodeId, subscriptionIds, deps.now()),
+      );
       const beat = setInterval(() => context?.heartbeat(), 2000);
       try {
         const result = await fanOut(
@@ -156,12 +158,7 @@ export function createPushActivities(deps: PushActivityDeps) {
           pending,
           payload,
           async (sub) => {
-            await recordDelivery({
-              episodeId: outcome.episodeId,
-              subscriptionId: sub._id,
-              userId: sub.userId,
-              at: deps.now(),
-            });
+            await recordDelivery(sub._id);
             context?.heartbeat();
           },
         );

@@ -33,7 +33,9 @@ import type { BareActivities } from './bareWorkflow';
 import {
   cdfPoints,
   commandLine,
+  cpuMeter,
   inLanes,
+  storeCommandMeter,
   installQuietRuntime,
   log,
   machineInfo,
@@ -97,9 +99,16 @@ interface Phase {
   atPushDepthMs?: number[];
   /** Activity attempts that failed (and were retried by Temporal) during the phase, by type and error. */
   failedAttempts: Record<string, number>;
+  /** CPU ms per episode over the phase, by process (the bench process holds both workers and the stand-ins). */
+  cpuMsPerEpisode: Record<string, number>;
+  /** ours: store commands per episode over the phase, by command and collection. */
+  storeCommandsPerEpisode?: Record<string, number>;
   /** ours: deliveries beyond one per endpoint / one callback per episode (at-least-once repeats). */
   repeats?: { pushes: number; callbacks: number };
 }
+
+const perEpisode = (cpuMs: Record<string, number>, n: number): Record<string, number> =>
+  Object.fromEntries(Object.entries(cpuMs).map(([name, ms]) => [name, round(ms / n, 1)]));
 
 /** Wraps every activity to note how long it ran (by name). */
 function timedActivities<T extends object>(activities: T, into: Map<string, number[]>): T {
@@ -135,7 +144,8 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
   const tuning = TUNINGS[tuningName];
   if (!tuning) throw new Error(`BENCH_WORKER_TUNING must be one of ${Object.keys(TUNINGS).join(', ')}`);
   const temporalArgs = (process.env.BENCH_TEMPORAL_ARGS ?? '').split(/\s+/).filter(Boolean);
-  const stack: BenchStack = await startBenchStack('episodes', { temporal: true, temporalArgs });
+  const mongoArgs = (process.env.BENCH_MONGO_ARGS ?? '').split(/\s+/).filter(Boolean);
+  const stack: BenchStack = await startBenchStack('episodes', { temporal: true, temporalArgs, mongoArgs });
   const cleanups: (() => Promise<unknown> | unknown)[] = [];
   try {
     const push = await startPushService();
@@ -157,8 +167,10 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
       STUDIO_URL: 'https://studio.flow.bench',
       SWEEP_INTERVAL_SECONDS: '86400',
     });
-    const mongo = await connectMongo(config.mongoUrl, config.mongoDb);
+    // monitorCommands: the bench counts the store commands each episode costs.
+    const mongo = await connectMongo(config.mongoUrl, config.mongoDb, { monitorCommands: true });
     cleanups.push(() => mongo.client.close());
+    const storeCommands = storeCommandMeter(mongo.client);
     await ensureAllIndexes(mongo.db);
     const stores = createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds });
 
@@ -282,6 +294,8 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
       sdkWarnings.clear();
       const doneAt: number[] = [];
       const results: Promise<EpisodeResult>[] = [];
+      const cpu = cpuMeter(stack.pids);
+      const commandCount = storeCommands();
       const start = Date.now();
       await drive(n, paceMs, async (i) => {
         emittedAt.set(runIds[i], Date.now());
@@ -309,6 +323,7 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
       );
       const settled = await Promise.all(results).finally(() => clearInterval(progress));
       const wallMs = Date.now() - start;
+      const cpuMs = cpu();
       const bad = settled.filter((r) => r.push !== 'delivered' || r.callback !== 'delivered');
       if (bad.length) throw new Error(`${bad.length} episodes did not deliver: ${JSON.stringify(bad[0])}`);
       // Every episode must reach its 3 endpoints and its callback receiver. Delivery is at least once: a push
@@ -341,6 +356,8 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
         latencyMs: runIds.map((id) => firstPush.get(id)! - emittedAt.get(id)!),
         completionMs: runIds.map((id, i) => doneAt[i] - emittedAt.get(id)!),
         failedAttempts: Object.fromEntries(sdkWarnings),
+        cpuMsPerEpisode: perEpisode(cpuMs, n),
+        storeCommandsPerEpisode: perEpisode(commandCount(), n),
         repeats: { pushes: received.length - 3 * n, callbacks: receiver.received.length - n },
       };
     };
@@ -352,6 +369,7 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
       const doneAt: number[] = [];
       const results: Promise<string>[] = [];
       sdkWarnings.clear();
+      const cpu = cpuMeter(stack.pids);
       const start = Date.now();
       await drive(n, paceMs, async (i) => {
         startedAt[i] = Date.now();
@@ -369,6 +387,7 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
       });
       await Promise.all(results);
       const wallMs = Date.now() - start;
+      const cpuMs = cpu();
       return {
         episodes: n,
         wallMs,
@@ -377,6 +396,7 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
         completionMs: ids.map((_, i) => doneAt[i] - startedAt[i]),
         atPushDepthMs: ids.map((id, i) => pushDepthAt.get(id)! - startedAt[i]),
         failedAttempts: Object.fromEntries(sdkWarnings),
+        cpuMsPerEpisode: perEpisode(cpuMs, n),
       };
     };
 
@@ -397,7 +417,16 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
         phases[kind].push(phase);
         log(
           `  rep ${rep + 1} ${kind.padEnd(4)}: ${round(phase.perSecond, 1)}/s over ${round(phase.wallMs / 1000, 1)} s; ` +
-            `latency p50 ${percentile(phase.latencyMs, 50)} ms p99 ${percentile(phase.latencyMs, 99)} ms` +
+            `latency p50 ${percentile(phase.latencyMs, 50)} ms p99 ${percentile(phase.latencyMs, 99)} ms; ` +
+            `CPU ms each: ${Object.entries(phase.cpuMsPerEpisode)
+              .map(([k, v]) => `${k} ${v}`)
+              .join(', ')}` +
+            (phase.storeCommandsPerEpisode
+              ? `; store commands each: ${round(
+                  Object.values(phase.storeCommandsPerEpisode).reduce((a, b) => a + b, 0),
+                  1,
+                )}`
+              : '') +
             (phase.repeats
               ? `; repeats: ${phase.repeats.pushes} pushes, ${phase.repeats.callbacks} callbacks`
               : '') +
@@ -608,6 +637,11 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
         latencyMs: latency,
         ...(activityMs.size ? { activityMs: activityStats } : {}),
         repeats: { burst: phases.ours.map((p) => p.repeats), paced: paced.ours.repeats },
+        cpuMsPerEpisode: {
+          ours: phases.ours.map((p) => p.cpuMsPerEpisode),
+          bare: phases.bare.map((p) => p.cpuMsPerEpisode),
+        },
+        storeCommandsPerEpisode: phases.ours.map((p) => p.storeCommandsPerEpisode),
         failedActivityAttempts: {
           ours: phases.ours.map((p) => p.failedAttempts),
           bare: phases.bare.map((p) => p.failedAttempts),

@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Runtime } from '@temporalio/worker';
+import type { MongoClient } from 'mongodb';
 import { launcherEnv } from '../config';
 import {
   launchMongo,
@@ -32,6 +33,8 @@ export interface BenchStack {
   temporalAddress?: string;
   /** Where the embedded servers came from: "embedded" (started here) or "external" (MONGO_URL / TEMPORAL_ADDRESS). */
   origin: { mongo: 'embedded' | 'external'; temporal?: 'embedded' | 'external' };
+  /** The embedded servers' process ids (none for external servers), for CPU accounting. */
+  pids: { mongo?: number; temporal?: number };
   stop(): Promise<void>;
 }
 
@@ -39,6 +42,8 @@ export interface StackWants {
   temporal: boolean;
   /** Extra Temporal dev-server arguments (a bench may try dev-server pragmas without editing temporal-dev.yml). */
   temporalArgs?: string[];
+  /** Extra FerretDB arguments (e.g. -pprof=127.0.0.1:6060 to profile it). */
+  mongoArgs?: string[];
 }
 
 /**
@@ -50,6 +55,7 @@ export async function startBenchStack(name: string, wants: StackWants): Promise<
   const dataRoot = mkdtempSync(path.join(os.tmpdir(), `flow-notify-bench-${name}-`));
   const spec: StackSpec = readStackSpec();
   if (wants.temporalArgs?.length) spec.temporal.args = [...spec.temporal.args, ...wants.temporalArgs];
+  if (wants.mongoArgs?.length) spec.mongo.args = [...spec.mongo.args, ...wants.mongoArgs];
   const started: ServerProcess[] = [];
   const stop = async (): Promise<void> => {
     await Promise.allSettled(started.map((server) => server.stop()));
@@ -72,12 +78,65 @@ export async function startBenchStack(name: string, wants: StackWants): Promise<
         mongo: env.mongoUrl ? 'external' : 'embedded',
         ...(wants.temporal ? { temporal: env.temporalAddress ? 'external' : 'embedded' } : {}),
       },
+      pids: { mongo: mongo?.server.pid, temporal: temporal?.server.pid },
       stop,
     };
   } catch (err) {
     await stop();
     throw err;
   }
+}
+
+/** CPU time (user + system, ms) a process has used so far, from /proc; undefined off Linux or once it exited. */
+export function processCpuMs(pid: number): number | undefined {
+  try {
+    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    const ticksPerSecond = 100; // USER_HZ, 100 on every Linux we run on
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / ticksPerSecond;
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU ms used by this process and the named others since the returned function's creation. */
+export function cpuMeter(pids: Record<string, number | undefined>): () => Record<string, number> {
+  const self0 = process.cpuUsage();
+  const others0 = Object.fromEntries(
+    Object.entries(pids).map(([name, pid]) => [name, pid && processCpuMs(pid)]),
+  );
+  return () => {
+    const self = process.cpuUsage(self0);
+    const used: Record<string, number> = { benchProcess: Math.round((self.user + self.system) / 1000) };
+    for (const [name, pid] of Object.entries(pids)) {
+      const before = others0[name];
+      const now = pid ? processCpuMs(pid) : undefined;
+      if (typeof before === 'number' && now !== undefined) used[name] = Math.round(now - before);
+    }
+    return used;
+  };
+}
+
+/**
+ * Counts the store commands a client sends (it must be connected with monitorCommands), by command and
+ * collection; the returned function starts a count and gives a function that reads it.
+ */
+export function storeCommandMeter(client: MongoClient): () => () => Record<string, number> {
+  const counts = new Map<string, number>();
+  client.on('commandStarted', (event) => {
+    const key = `${event.commandName} ${String((event.command as Record<string, unknown>)[event.commandName])}`;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  });
+  return () => {
+    const before = new Map(counts);
+    return () =>
+      Object.fromEntries(
+        [...counts]
+          .map(([key, n]) => [key, n - (before.get(key) ?? 0)] as const)
+          .filter(([, n]) => n > 0)
+          .sort((a, b) => b[1] - a[1]),
+      );
+  };
 }
 
 let runtimeInstalled = false;

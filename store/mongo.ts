@@ -41,9 +41,13 @@ export const MONGO_CLIENT_OPTIONS: MongoClientOptions = {
   socketTimeoutMS: 300_000,
 };
 
-export async function connectMongo(url: string, dbName: string): Promise<Mongo> {
+export async function connectMongo(
+  url: string,
+  dbName: string,
+  extra: MongoClientOptions = {},
+): Promise<Mongo> {
   failWritesOnDeadSockets();
-  const client = new MongoClient(url, MONGO_CLIENT_OPTIONS);
+  const client = new MongoClient(url, { ...MONGO_CLIENT_OPTIONS, ...extra });
   await client.connect();
   return { client, db: client.db(dbName) };
 }

@@ -441,23 +441,24 @@ describe('push delivery records', () => {
     assert.deepEqual(writes.at(-1), [5]);
   });
 
-  it('recordMany keeps rows an earlier attempt recorded and adds the rest', async () => {
+  it('record keeps deliveries an earlier attempt recorded and adds the rest, once each', async () => {
     const { mongo, stores } = await openStores(testConfig());
     try {
-      const at = new Date();
-      const row = (subscriptionId: string) => ({
-        episodeId: 'run_rec:end',
-        subscriptionId,
-        userId: 'alice',
-        at,
-      });
-      await stores.pushDeliveries.recordMany([row('s1'), row('s2')]);
-      await stores.pushDeliveries.recordMany([row('s2'), row('s3'), row('s1')]);
-      assert.deepEqual([...(await stores.pushDeliveries.deliveredSubscriptions('run_rec:end'))].sort(), [
+      const episodeId = `run_rec_${Date.now()}:end`;
+      // Two first writes at once: one inserts the row, the other's retry adds to it.
+      await Promise.all([
+        stores.pushDeliveries.record(episodeId, ['s1', 's2'], new Date()),
+        stores.pushDeliveries.record(episodeId, ['s4'], new Date()),
+      ]);
+      await stores.pushDeliveries.record(episodeId, ['s2', 's3', 's1'], new Date());
+      assert.deepEqual([...(await stores.pushDeliveries.deliveredSubscriptions(episodeId))].sort(), [
         's1',
         's2',
         's3',
+        's4',
       ]);
+      assert.equal(await stores.pushDeliveries.countForEpisode(episodeId), 4);
+      assert.equal(await stores.pushDeliveries.countForEpisode('run_none:end'), 0);
     } finally {
       await mongo.client.close();
     }

@@ -10,6 +10,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
+	_ "net/http/pprof" // served only when -pprof is set
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -25,6 +27,7 @@ func main() {
 	// WAL is FerretDB's default; FULL would fsync the WAL on every commit. NORMAL keeps every commit safe from
 	// a process crash (only an OS crash or power loss may lose the last ones), which is what a local stack needs.
 	synchronous := flag.String("synchronous", "full", "SQLite synchronous pragma: full or normal")
+	pprof := flag.String("pprof", "", "serve Go's pprof handlers on this address (diagnostics; off when empty)")
 	flag.Parse()
 
 	var level slog.Level
@@ -53,6 +56,10 @@ func main() {
 	})
 	if err != nil {
 		fatal("%s", err)
+	}
+
+	if *pprof != "" {
+		go func() { fatal("pprof: %s", http.ListenAndServe(*pprof, nil)) }()
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
