@@ -167,10 +167,12 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
       STUDIO_URL: 'https://studio.flow.bench',
       SWEEP_INTERVAL_SECONDS: '86400',
     });
-    // monitorCommands: the bench counts the store commands each episode costs.
-    const mongo = await connectMongo(config.mongoUrl, config.mongoDb, { monitorCommands: true });
+    // BENCH_COUNT_COMMANDS=1 counts the store commands each episode costs (command monitoring has a cost of its
+    // own in the driver, so it is off for the figures).
+    const countCommands = Boolean(process.env.BENCH_COUNT_COMMANDS);
+    const mongo = await connectMongo(config.mongoUrl, config.mongoDb, { monitorCommands: countCommands });
     cleanups.push(() => mongo.client.close());
-    const storeCommands = storeCommandMeter(mongo.client);
+    const storeCommands = countCommands ? storeCommandMeter(mongo.client) : undefined;
     await ensureAllIndexes(mongo.db);
     const stores = createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds });
 
@@ -295,7 +297,7 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
       const doneAt: number[] = [];
       const results: Promise<EpisodeResult>[] = [];
       const cpu = cpuMeter(stack.pids);
-      const commandCount = storeCommands();
+      const commandCount = storeCommands?.();
       const start = Date.now();
       await drive(n, paceMs, async (i) => {
         emittedAt.set(runIds[i], Date.now());
@@ -357,7 +359,7 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
         completionMs: runIds.map((id, i) => doneAt[i] - emittedAt.get(id)!),
         failedAttempts: Object.fromEntries(sdkWarnings),
         cpuMsPerEpisode: perEpisode(cpuMs, n),
-        storeCommandsPerEpisode: perEpisode(commandCount(), n),
+        ...(commandCount ? { storeCommandsPerEpisode: perEpisode(commandCount(), n) } : {}),
         repeats: { pushes: received.length - 3 * n, callbacks: receiver.received.length - n },
       };
     };
@@ -641,7 +643,9 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
           ours: phases.ours.map((p) => p.cpuMsPerEpisode),
           bare: phases.bare.map((p) => p.cpuMsPerEpisode),
         },
-        storeCommandsPerEpisode: phases.ours.map((p) => p.storeCommandsPerEpisode),
+        ...(countCommands
+          ? { storeCommandsPerEpisode: phases.ours.map((p) => p.storeCommandsPerEpisode) }
+          : {}),
         failedActivityAttempts: {
           ours: phases.ours.map((p) => p.failedAttempts),
           bare: phases.bare.map((p) => p.failedAttempts),
