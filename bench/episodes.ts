@@ -15,6 +15,7 @@
 // ahead of it). The worker for ours is createWorker's, with its defaults, unless BENCH_WORKER_TUNING names a
 // variant (see TUNINGS), which then applies to the bare worker too; "timed" also times every activity.
 import { Client, Connection } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { bundleWorkflowCode, NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import webpush from 'web-push';
 import { createActivities } from '../activities';
@@ -103,6 +104,8 @@ interface Phase {
   cpuMsPerEpisode: Record<string, number>;
   /** ours: store commands per episode over the phase, by command and collection. */
   storeCommandsPerEpisode?: Record<string, number>;
+  /** ours, paced: where each episode's time to its first push went (ms per segment, from its history). */
+  segmentsMs?: Record<string, number[]>;
   /** ours: deliveries beyond one per endpoint / one callback per episode (at-least-once repeats). */
   repeats?: { pushes: number; callbacks: number };
 }
@@ -355,6 +358,7 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
         episodes: n,
         wallMs,
         perSecond: (n / wallMs) * 1000,
+        ...(paceMs ? { segmentsMs: await segmentsToFirstPush(runIds, firstPush) } : {}),
         latencyMs: runIds.map((id) => firstPush.get(id)! - emittedAt.get(id)!),
         completionMs: runIds.map((id, i) => doneAt[i] - emittedAt.get(id)!),
         failedAttempts: Object.fromEntries(sdkWarnings),
@@ -362,6 +366,42 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
         ...(commandCount ? { storeCommandsPerEpisode: perEpisode(commandCount(), n) } : {}),
         repeats: { pushes: received.length - 3 * n, callbacks: receiver.received.length - n },
       };
+    };
+
+    /** Splits outcome → first push at the episode's history events (the server and this process share a clock). */
+    const segmentsToFirstPush = async (runIds: string[], firstPush: Map<string, number>) => {
+      const segments: Record<string, number[]> = {};
+      const add = (name: string, ms: number) => (segments[name] ??= []).push(ms);
+      for (const runId of runIds) {
+        const events = (await client.workflow.getHandle(`${runId}:end`).fetchHistory()).events ?? [];
+        const at = (type: temporal.api.enums.v1.EventType, activity?: string) => {
+          const event = events.find(
+            (e) =>
+              e.eventType === type &&
+              (!activity ||
+                e.activityTaskScheduledEventAttributes?.activityType?.name === activity ||
+                (e.activityTaskStartedEventAttributes &&
+                  events.find(
+                    (s) =>
+                      s.eventId?.toString() ===
+                      String(e.activityTaskStartedEventAttributes?.scheduledEventId),
+                  )?.activityTaskScheduledEventAttributes?.activityType?.name === activity)),
+          );
+          const time = event?.eventTime;
+          return time ? Number(time.seconds) * 1000 + (time.nanos ?? 0) / 1e6 : NaN;
+        };
+        const E = temporal.api.enums.v1.EventType;
+        const started = at(E.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED);
+        const firstTask = at(E.EVENT_TYPE_WORKFLOW_TASK_STARTED);
+        const scheduled = at(E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, 'deliverPush');
+        const pushStarted = at(E.EVENT_TYPE_ACTIVITY_TASK_STARTED, 'deliverPush');
+        add('outcome → workflow started (emitter: run read, start)', started - emittedAt.get(runId)!);
+        add('→ first workflow task started', firstTask - started);
+        add('→ deliverPush scheduled (claims, as local activities)', scheduled - firstTask);
+        add('→ deliverPush started', pushStarted - scheduled);
+        add('→ first push received (reads, render, encrypt, send)', firstPush.get(runId)! - pushStarted);
+      }
+      return segments;
     };
 
     const bare = async (n: number, paceMs?: number): Promise<Phase> => {
@@ -450,6 +490,19 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
           `${percentile(phase.latencyMs, 50)} ms p99 ${percentile(phase.latencyMs, 99)} ms`,
       );
     }
+    const pacedSegments = Object.fromEntries(
+      Object.entries(paced.ours.segmentsMs ?? {}).map(([name, values]) => [
+        name,
+        { p50: percentile(values, 50), p99: percentile(values, 99) },
+      ]),
+    );
+    log('  paced ours, outcome → first push by segment (ms):');
+    log(
+      table([
+        ['segment', 'p50', 'p99'],
+        ...Object.entries(pacedSegments).map(([name, s]) => [`    ${name}`, s.p50, s.p99]),
+      ]),
+    );
 
     const all = (kind: 'ours' | 'bare', f: (p: Phase) => number[] | undefined): number[] =>
       phases[kind].flatMap((p) => f(p) ?? []);
@@ -659,7 +712,7 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
         pacedP50Ratio,
         pacedP99Ratio,
         pacedP99RatioAtDepth,
-        paced: { episodes: PACED, paceMs: PACE_MS },
+        paced: { episodes: PACED, paceMs: PACE_MS, oursSegmentsMs: pacedSegments },
         targets: { throughput: TARGET_THROUGHPUT, p99: TARGET_P99 },
       },
       cdf: [
