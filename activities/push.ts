@@ -131,21 +131,23 @@ export function createPushActivities(deps: PushActivityDeps) {
       if (!kind) return { addressable: false, reason: 'no kind' };
       if (!deps.sender) return { addressable: false, reason: 'no sink' };
       // The reads that do not depend on each other go out together: each is a round trip before the first push.
-      const [teamWide, payload, reached] = await Promise.all([
+      const [teamWide, payload] = await Promise.all([
         deps.notificationPrefs.listTeamWide(outcome.teamId),
         render(outcome, kind as Exclude<PushKind, 'test'>),
-        deps.pushDeliveries.deliveredSubscriptions(outcome.episodeId),
       ]);
       const recipients = new Set([outcome.ownerId, ...teamWide]);
       recipients.delete('');
       if (!recipients.size) return { addressable: false, reason: 'no recipient' };
       const subs = await deps.pushSubscriptions.listForUsers([...recipients]);
       if (!subs.length) return { addressable: false, reason: 'no subscription' };
+      // By the rows' own ids: the one lookup FerretDB v1 does not answer by decoding the whole collection.
+      const reached = await deps.pushDeliveries.deliveredSubscriptions(
+        outcome.episodeId,
+        subs.map((sub) => sub._id),
+      );
       const pending = subs.filter((sub) => !reached.has(sub._id));
       const context = activityContext();
-      const recordDelivery = groupCommit((subscriptionIds: string[]) =>
-        deps.pushDeliveries.record(outcome.episodeId, subscriptionIds, deps.now()),
-      );
+      const recordDelivery = groupCommit(deps.pushDeliveries.recordMany);
       const beat = setInterval(() => context?.heartbeat(), 2000);
       try {
         const result = await fanOut(
@@ -158,7 +160,12 @@ export function createPushActivities(deps: PushActivityDeps) {
           pending,
           payload,
           async (sub) => {
-            await recordDelivery(sub._id);
+            await recordDelivery({
+              episodeId: outcome.episodeId,
+              subscriptionId: sub._id,
+              userId: sub.userId,
+              at: deps.now(),
+            });
             context?.heartbeat();
           },
         );

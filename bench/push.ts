@@ -171,11 +171,16 @@ export async function runPushBench(): Promise<PushBenchResult> {
           // Warm-up: the same sends and delivery records over a slice (deliverPush always takes every
           // recipient's subscriptions); it primes the JIT, the keep-alive pool and the cached VAPID JWT.
           const subs = (await stores.pushSubscriptions.listForUsers(users)).slice(0, count);
-          const record = groupCommit((ids: string[]) =>
-            stores.pushDeliveries.record(outcome.episodeId, ids, new Date()),
-          );
+          const record = groupCommit(stores.pushDeliveries.recordMany);
           const start = nowMs();
-          const r = await fanOut(fanOutDeps, subs, payloadOf(outcome), async (sub) => record(sub._id));
+          const r = await fanOut(fanOutDeps, subs, payloadOf(outcome), async (sub) =>
+            record({
+              episodeId: outcome.episodeId,
+              subscriptionId: sub._id,
+              userId: sub.userId,
+              at: new Date(),
+            }),
+          );
           return { ms: nowMs() - start, delivered: r.delivered };
         }
         const start = nowMs();

@@ -1,26 +1,23 @@
-// push_deliveries: one row per episode, holding the subscriptions the push service accepted its push for. A
-// retried or resumed fan-out reads it to skip endpoints already reached, and GET /runs/:id/episodes counts it.
+// push_deliveries: one row per (episode, subscription) that the push service accepted. A retried or resumed
+// fan-out reads it to skip endpoints already reached, and GET /runs/:id/episodes shows it.
 //
-// One row per episode rather than per send: every read and write goes by _id, the one lookup FerretDB v1 pushes
-// down to SQLite. A per-send row read back by episode id made FerretDB decode the whole collection in Go on every
-// fan-out (the bench's episodes ran at half the rate). One fan-out writes its row one batch at a time
-// (groupCommit); two attempts of one episode writing at once is the rare case of a worker cut off from Temporal
-// but not from the push service. MongoDB applies $addToSet atomically; FerretDB v1 reads, modifies and writes
-// back, so there one of two concurrent batches can be lost: a later attempt then repeats those sends (with
-// the same tag), never skips one.
-import type { Db } from 'mongodb';
+// Rows are insert-only (atomic on MongoDB and FerretDB alike) and the fan-out reads them by _id, the lookup
+// FerretDB v1 pushes down to SQLite (an `$in` on _id with our patch, tools/ferretdb/patch). Read by episode id
+// instead, FerretDB decoded the whole collection in Go on every fan-out: the bench's episodes ran at half rate.
+import { MongoBulkWriteError, type Db } from 'mongodb';
 import { CLAIM_RETENTION_SECONDS } from './claims';
-import { isDuplicateKey, type IndexSpec } from './mongo';
+import type { IndexSpec } from './mongo';
 
 export interface PushDeliveryRow {
-  /** The episode id. */
-  _id: string;
-  subscriptionIds: string[];
-  /** When the latest delivery was recorded (the reaper's clock). */
+  _id: string; // episodeId|subscriptionId
+  episodeId: string;
+  subscriptionId: string;
+  userId: string;
   at: Date;
 }
 
 export const pushDeliveryIndexes: IndexSpec[] = [
+  { collection: 'push_deliveries', key: { episodeId: 1 }, options: { name: 'episode' } },
   {
     collection: 'push_deliveries',
     key: { at: 1 },
@@ -28,37 +25,40 @@ export const pushDeliveryIndexes: IndexSpec[] = [
   },
 ];
 
+const deliveryId = (episodeId: string, subscriptionId: string): string => `${episodeId}|${subscriptionId}`;
+
 export type PushDeliveryStore = ReturnType<typeof createPushDeliveryStore>;
 
 export function createPushDeliveryStore(db: Db) {
   const deliveries = db.collection<PushDeliveryRow>('push_deliveries');
   return {
-    /** Adds deliveries to an episode's row in one write; ids an earlier attempt already recorded stay once. */
-    async record(episodeId: string, subscriptionIds: string[], at: Date): Promise<void> {
-      if (!subscriptionIds.length) return;
-      const write = () =>
-        deliveries.updateOne(
-          { _id: episodeId },
-          { $addToSet: { subscriptionIds: { $each: subscriptionIds } }, $set: { at } },
-          { upsert: true },
-        );
+    /** Records many deliveries in one write; rows an earlier attempt already recorded are left as they are. */
+    async recordMany(rows: Omit<PushDeliveryRow, '_id'>[]): Promise<void> {
+      if (!rows.length) return;
       try {
-        await write();
+        await deliveries.insertMany(
+          rows.map((row) => ({ _id: deliveryId(row.episodeId, row.subscriptionId), ...row })),
+          { ordered: false },
+        );
       } catch (err) {
-        // Two first writes for one episode (a retried attempt beside a slow one) race to insert; the loser's
-        // second try finds the row and adds to it.
-        if (!isDuplicateKey(err)) throw err;
-        await write();
+        if (!(err instanceof MongoBulkWriteError)) throw err;
+        const codes = ([] as { code: number }[]).concat(err.writeErrors).map((e) => e.code);
+        if (!codes.length || codes.some((code) => code !== 11000)) throw err;
       }
     },
 
-    async deliveredSubscriptions(episodeId: string): Promise<Set<string>> {
-      const row = await deliveries.findOne({ _id: episodeId });
-      return new Set(row?.subscriptionIds ?? []);
+    /** Which of these subscriptions this episode already reached. */
+    async deliveredSubscriptions(episodeId: string, subscriptionIds: string[]): Promise<Set<string>> {
+      if (!subscriptionIds.length) return new Set();
+      const ids = subscriptionIds.map((subscriptionId) => deliveryId(episodeId, subscriptionId));
+      const rows = await deliveries
+        .find({ _id: { $in: ids } }, { projection: { subscriptionId: 1 } })
+        .toArray();
+      return new Set(rows.map((row) => row.subscriptionId));
     },
 
     async countForEpisode(episodeId: string): Promise<number> {
-      return (await deliveries.findOne({ _id: episodeId }))?.subscriptionIds.length ?? 0;
+      return deliveries.countDocuments({ episodeId });
     },
 
     async reapExpired(now: Date): Promise<number> {

@@ -1,6 +1,6 @@
 // push_subscriptions: one row per browser endpoint, upserted on the endpoint with the caller's team as
 // provenance, listed by user with no tenant filter, pruned when the push service says the endpoint is gone.
-// A subscription's last success is the newest push_deliveries row that lists it (see activities/push.ts).
+// A subscription's last success is its newest push_deliveries row (insert-only, see activities/push.ts).
 import { createHash } from 'node:crypto';
 import type { Db } from 'mongodb';
 import type { IndexSpec } from './mongo';

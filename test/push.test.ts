@@ -441,24 +441,22 @@ describe('push delivery records', () => {
     assert.deepEqual(writes.at(-1), [5]);
   });
 
-  it('record keeps deliveries an earlier attempt recorded and adds the rest, once each', async () => {
+  it('recordMany keeps rows an earlier attempt recorded and adds the rest; the read goes by _id', async () => {
     const { mongo, stores } = await openStores(testConfig());
     try {
       const episodeId = `run_rec_${Date.now()}:end`;
-      // Two first writes at once: one inserts the row, the other's retry adds to it.
-      await Promise.all([
-        stores.pushDeliveries.record(episodeId, ['s1', 's2'], new Date()),
-        stores.pushDeliveries.record(episodeId, ['s4'], new Date()),
-      ]);
-      await stores.pushDeliveries.record(episodeId, ['s2', 's3', 's1'], new Date());
-      assert.deepEqual([...(await stores.pushDeliveries.deliveredSubscriptions(episodeId))].sort(), [
-        's1',
-        's2',
-        's3',
-        's4',
-      ]);
-      assert.equal(await stores.pushDeliveries.countForEpisode(episodeId), 4);
-      assert.equal(await stores.pushDeliveries.countForEpisode('run_none:end'), 0);
+      const row = (subscriptionId: string) => ({
+        episodeId,
+        subscriptionId,
+        userId: 'alice',
+        at: new Date(),
+      });
+      await stores.pushDeliveries.recordMany([row('s1'), row('s2')]);
+      await stores.pushDeliveries.recordMany([row('s2'), row('s3'), row('s1')]);
+      const reached = await stores.pushDeliveries.deliveredSubscriptions(episodeId, ['s1', 's3', 's4']);
+      assert.deepEqual([...reached].sort(), ['s1', 's3']);
+      assert.deepEqual([...(await stores.pushDeliveries.deliveredSubscriptions(episodeId, []))], []);
+      assert.equal(await stores.pushDeliveries.countForEpisode(episodeId), 3);
     } finally {
       await mongo.client.close();
     }

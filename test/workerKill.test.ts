@@ -150,7 +150,9 @@ describe('a worker killed mid fan-out (a real process kill)', function () {
     const killedAt = Date.now();
     const receivedAtKill = push.received().length;
     assert.ok(receivedAtKill < TOTAL, `the kill came after the fan-out ended (${receivedAtKill})`);
-    const recordedAtKill = await stores.pushDeliveries.deliveredSubscriptions(episodeId);
+    const recordedAtKill = await stores.pushDeliveries.deliveredSubscriptions(episodeId, [
+      ...endpointOf.keys(),
+    ]);
 
     await worker!.start();
     const result = (await client.workflow.getHandle(episodeId).result()) as EpisodeResult;

@@ -72,19 +72,7 @@ func (c *collection) Query(ctx context.Context, params *backends.QueryParams) (*
 
 	// that logic should exist in one place
 	// TODO https://github.com/FerretDB/FerretDB/issues/3235
-	//
-	// Flow Notify's patch (tools/ferretdb/patch, copied over the module by scripts/install.sh): upstream pushes
-	// an _id down only when it is the filter's one key, so {_id, holder} (a claim's compare-and-set) read and
-	// decoded the whole collection in Go. Every caller filters the rows it gets again with the whole filter
-	// (common.FilterIterator), so narrowing by the _id alone is safe whatever else the filter holds.
-	if params.Filter != nil && params.Filter.Has("_id") {
-		v, _ := params.Filter.Get("_id")
-		switch v.(type) {
-		case string, types.ObjectID:
-			whereClause = fmt.Sprintf(` WHERE %s = ?`, metadata.IDColumn)
-			args = []any{string(must.NotFail(sjson.MarshalSingleValue(v)))}
-		}
-	}
+	whereClause, args = idPushdown(params.Filter)
 
 	q += whereClause
 	q += prepareOrderByClause(params.Sort)
@@ -280,20 +268,8 @@ func (c *collection) Explain(ctx context.Context, params *backends.ExplainParams
 
 	// that logic should exist in one place
 	// TODO https://github.com/FerretDB/FerretDB/issues/3235
-	//
-	// Flow Notify's patch (tools/ferretdb/patch, copied over the module by scripts/install.sh): upstream pushes
-	// an _id down only when it is the filter's one key, so {_id, holder} (a claim's compare-and-set) read and
-	// decoded the whole collection in Go. Every caller filters the rows it gets again with the whole filter
-	// (common.FilterIterator), so narrowing by the _id alone is safe whatever else the filter holds.
-	if params.Filter != nil && params.Filter.Has("_id") {
-		v, _ := params.Filter.Get("_id")
-		switch v.(type) {
-		case string, types.ObjectID:
-			filterPushdown = true
-			whereClause = fmt.Sprintf(` WHERE %s = ?`, metadata.IDColumn)
-			args = []any{string(must.NotFail(sjson.MarshalSingleValue(v)))}
-		}
-	}
+	whereClause, args = idPushdown(params.Filter)
+	filterPushdown = whereClause != ""
 
 	orderByClause := prepareOrderByClause(params.Sort)
 	sortPushdown := orderByClause != ""
@@ -545,3 +521,52 @@ func (c *collection) DropIndexes(ctx context.Context, params *backends.DropIndex
 var (
 	_ backends.Collection = (*collection)(nil)
 )
+
+// maxIDsPushedDown keeps an _id $in list well under SQLite's limit of 32,766 bound parameters.
+const maxIDsPushedDown = 10_000
+
+// idPushdown is Flow Notify's patch (tools/ferretdb/patch, copied over the module by scripts/install.sh).
+// Upstream pushes an _id down only when it is the filter's one key and an equality, so {_id, holder} (a claim's
+// compare-and-set) and {_id: {$in: [...]}} (a fan-out's delivery records) read and decoded the whole collection
+// in Go. Every caller filters the rows it gets again with the whole filter (common.FilterIterator), so narrowing
+// by the _id alone is safe whatever else the filter holds; anything else is not narrowed.
+func idPushdown(filter *types.Document) (string, []any) {
+	if filter == nil || !filter.Has("_id") {
+		return "", nil
+	}
+
+	v, _ := filter.Get("_id")
+	if pushableID(v) {
+		return fmt.Sprintf(` WHERE %s = ?`, metadata.IDColumn), []any{string(must.NotFail(sjson.MarshalSingleValue(v)))}
+	}
+
+	op, ok := v.(*types.Document)
+	if !ok || op.Len() != 1 || !op.Has("$in") {
+		return "", nil
+	}
+	list, ok := must.NotFail(op.Get("$in")).(*types.Array)
+	if !ok || list.Len() == 0 || list.Len() > maxIDsPushedDown {
+		return "", nil
+	}
+
+	args := make([]any, 0, list.Len())
+	for i := 0; i < list.Len(); i++ {
+		id := must.NotFail(list.Get(i))
+		if !pushableID(id) {
+			return "", nil
+		}
+		args = append(args, string(must.NotFail(sjson.MarshalSingleValue(id))))
+	}
+	marks := strings.TrimSuffix(strings.Repeat("?, ", len(args)), ", ")
+	return fmt.Sprintf(` WHERE %s IN (%s)`, metadata.IDColumn, marks), args
+}
+
+// pushableID reports whether an _id value is stored as the SQL text the pushdown compares with.
+func pushableID(v any) bool {
+	switch v.(type) {
+	case string, types.ObjectID:
+		return true
+	default:
+		return false
+	}
+}
