@@ -493,7 +493,7 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
     const pacedSegments = Object.fromEntries(
       Object.entries(paced.ours.segmentsMs ?? {}).map(([name, values]) => [
         name,
-        { p50: percentile(values, 50), p99: percentile(values, 99) },
+        { p50: round(percentile(values, 50), 1), p99: round(percentile(values, 99), 1) },
       ]),
     );
     log('  paced ours, outcome → first push by segment (ms):');
