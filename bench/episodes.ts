@@ -36,7 +36,7 @@ import {
   commandLine,
   cpuMeter,
   inLanes,
-  storeCommandMeter,
+  RoundTrips,
   installQuietRuntime,
   log,
   machineInfo,
@@ -176,7 +176,7 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
     const countCommands = Boolean(process.env.BENCH_COUNT_COMMANDS);
     const mongo = await connectMongo(config.mongoUrl, config.mongoDb, { monitorCommands: countCommands });
     cleanups.push(() => mongo.client.close());
-    const storeCommands = countCommands ? storeCommandMeter(mongo.client) : undefined;
+    const roundTrips = countCommands ? new RoundTrips(mongo.client) : undefined;
     await ensureAllIndexes(mongo.db);
     const stores = createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds });
 
@@ -301,33 +301,37 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
       const doneAt: number[] = [];
       const results: Promise<EpisodeResult>[] = [];
       const cpu = cpuMeter(stack.pids);
-      const commandCount = storeCommands?.();
       const start = Date.now();
-      await drive(n, paceMs, async (i) => {
-        emittedAt.set(runIds[i], Date.now());
-        const emitted = await emitter.emitRunOutcome(runIds[i]);
-        if (!emitted?.started) throw new Error(`the outcome of ${runIds[i]} started no episode`);
-        results.push(
-          client.workflow
-            .getHandle(`${runIds[i]}:end`)
-            .result()
-            .then((r: EpisodeResult) => {
-              doneAt[i] = Date.now();
-              return r;
-            }),
+      const emitAndSettle = async (): Promise<EpisodeResult[]> => {
+        await drive(n, paceMs, async (i) => {
+          emittedAt.set(runIds[i], Date.now());
+          const emitted = await emitter.emitRunOutcome(runIds[i]);
+          if (!emitted?.started) throw new Error(`the outcome of ${runIds[i]} started no episode`);
+          results.push(
+            client.workflow
+              .getHandle(`${runIds[i]}:end`)
+              .result()
+              .then((r: EpisodeResult) => {
+                doneAt[i] = Date.now();
+                return r;
+              }),
+          );
+        });
+        let finished = 0;
+        for (const r of results)
+          void r.then(
+            () => finished++,
+            () => undefined,
+          );
+        const progress = setInterval(
+          () =>
+            log(`    … ${finished}/${n} episodes settled after ${round((Date.now() - start) / 1000, 0)} s`),
+          15_000,
         );
-      });
-      let finished = 0;
-      for (const r of results)
-        void r.then(
-          () => finished++,
-          () => undefined,
-        );
-      const progress = setInterval(
-        () => log(`    … ${finished}/${n} episodes settled after ${round((Date.now() - start) / 1000, 0)} s`),
-        15_000,
-      );
-      const settled = await Promise.all(results).finally(() => clearInterval(progress));
+        return Promise.all(results).finally(() => clearInterval(progress));
+      };
+      const counted = roundTrips ? await roundTrips.count(emitAndSettle) : undefined;
+      const settled = counted?.value ?? (await emitAndSettle());
       const wallMs = Date.now() - start;
       const cpuMs = cpu();
       const bad = settled.filter((r) => r.push !== 'delivered' || r.callback !== 'delivered');
@@ -364,7 +368,7 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
         completionMs: runIds.map((id, i) => doneAt[i] - emittedAt.get(id)!),
         failedAttempts: Object.fromEntries(sdkWarnings),
         cpuMsPerEpisode: perEpisode(cpuMs, n),
-        ...(commandCount ? { storeCommandsPerEpisode: perEpisode(commandCount(), n) } : {}),
+        ...(counted ? { storeCommandsPerEpisode: perEpisode(counted.byCommand, n) } : {}),
         repeats: { pushes: received.length - 3 * n, callbacks: receiver.received.length - n },
       };
     };

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Runtime } from '@temporalio/worker';
-import type { MongoClient } from 'mongodb';
+import type { CommandFailedEvent, CommandStartedEvent, CommandSucceededEvent, MongoClient } from 'mongodb';
 import { launcherEnv } from '../config';
 import {
   launchMongo,
@@ -118,25 +118,69 @@ export function cpuMeter(pids: Record<string, number | undefined>): () => Record
 }
 
 /**
- * Counts the store commands a client sends (it must be connected with monitorCommands), by command and
- * collection; the returned function starts a count and gives a function that reads it.
+ * Counts a client's commandStarted events (it must be connected with monitorCommands) while count() runs, by
+ * "command collection", and the time they took.
  */
-export function storeCommandMeter(client: MongoClient): () => () => Record<string, number> {
-  const counts = new Map<string, number>();
-  client.on('commandStarted', (event) => {
-    const key = `${event.commandName} ${String((event.command as Record<string, unknown>)[event.commandName])}`;
-    counts.set(key, (counts.get(key) ?? 0) + 1);
-  });
-  return () => {
-    const before = new Map(counts);
-    return () =>
-      Object.fromEntries(
-        [...counts]
-          .map(([key, n]) => [key, n - (before.get(key) ?? 0)] as const)
-          .filter(([, n]) => n > 0)
-          .sort((a, b) => b[1] - a[1]),
-      );
-  };
+export class RoundTrips {
+  private on = false;
+  total = 0;
+  readonly byCommand = new Map<string, number>();
+  readonly msByCommand = new Map<string, number>();
+  private readonly keys = new Map<number, string>();
+
+  constructor(client: MongoClient) {
+    client.on('commandStarted', (event: CommandStartedEvent) => {
+      if (!this.on) return;
+      this.total++;
+      const target =
+        event.commandName === 'getMore' ? event.command.collection : event.command[event.commandName];
+      // A find by _id alone (the sweep's load of the unsettled runs, the per-run lookups) is told apart.
+      const filter = event.commandName === 'find' ? (event.command.filter as object | undefined) : undefined;
+      const byId = filter && Object.keys(filter).join() === '_id' ? ' by _id' : '';
+      const key = `${event.commandName} ${typeof target === 'string' ? target : ''}${byId}`.trim();
+      this.byCommand.set(key, (this.byCommand.get(key) ?? 0) + 1);
+      this.keys.set(event.requestId, key);
+    });
+    const done = (event: CommandSucceededEvent | CommandFailedEvent): void => {
+      const key = this.keys.get(event.requestId);
+      if (key === undefined) return;
+      this.keys.delete(event.requestId);
+      this.msByCommand.set(key, (this.msByCommand.get(key) ?? 0) + event.duration);
+    };
+    client.on('commandSucceeded', done);
+    client.on('commandFailed', done);
+  }
+
+  async count<T>(fn: () => Promise<T>): Promise<Counted<T>> {
+    this.total = 0;
+    this.byCommand.clear();
+    this.msByCommand.clear();
+    this.on = true;
+    const start = nowMs();
+    try {
+      const value = await fn();
+      return {
+        value,
+        ms: nowMs() - start,
+        total: this.total,
+        byCommand: Object.fromEntries([...this.byCommand].sort((a, b) => b[1] - a[1])),
+        msByCommand: Object.fromEntries(
+          [...this.msByCommand].sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, round(v, 0)]),
+        ),
+      };
+    } finally {
+      this.on = false;
+    }
+  }
+}
+
+export interface Counted<T> {
+  value: T;
+  ms: number;
+  total: number;
+  byCommand: Record<string, number>;
+  /** Time spent waiting on each kind of command (ms, summed over its round trips). */
+  msByCommand: Record<string, number>;
 }
 
 let runtimeInstalled = false;

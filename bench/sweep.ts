@@ -21,13 +21,7 @@
 // "scaled" wherever it is.
 // A ladder of sizes below 100,000 also prints a projection to 100,000 from its two largest sizes.
 import { Client, Connection } from '@temporalio/client';
-import {
-  MongoClient,
-  type CommandFailedEvent,
-  type CommandStartedEvent,
-  type CommandSucceededEvent,
-  type Db,
-} from 'mongodb';
+import { MongoClient, type Db } from 'mongodb';
 import { SWEEP_LOOKBACK_SECONDS, SWEEP_PAGE_SIZE } from '../activities';
 import { createSweepActivities, type SweepPass } from '../activities/sweep';
 import { startEpisode } from '../client/emitter';
@@ -51,6 +45,7 @@ import {
   table,
   uniqueName,
   writeResults,
+  RoundTrips,
   type BenchStack,
   type HeadlineRow,
   type Section,
@@ -76,69 +71,6 @@ function sizes(): number[] {
 }
 
 const pagesFor = (runs: number): number => Math.ceil(runs / SWEEP_PAGE_SIZE);
-
-/** Counts commandStarted events while on, by "command collection", and the time they took. */
-class RoundTrips {
-  private on = false;
-  total = 0;
-  readonly byCommand = new Map<string, number>();
-  readonly msByCommand = new Map<string, number>();
-  private readonly keys = new Map<number, string>();
-
-  constructor(client: MongoClient) {
-    client.on('commandStarted', (event: CommandStartedEvent) => {
-      if (!this.on) return;
-      this.total++;
-      const target =
-        event.commandName === 'getMore' ? event.command.collection : event.command[event.commandName];
-      // A find by _id alone (the sweep's load of the unsettled runs, the per-run lookups) is told apart.
-      const filter = event.commandName === 'find' ? (event.command.filter as object | undefined) : undefined;
-      const byId = filter && Object.keys(filter).join() === '_id' ? ' by _id' : '';
-      const key = `${event.commandName} ${typeof target === 'string' ? target : ''}${byId}`.trim();
-      this.byCommand.set(key, (this.byCommand.get(key) ?? 0) + 1);
-      this.keys.set(event.requestId, key);
-    });
-    const done = (event: CommandSucceededEvent | CommandFailedEvent): void => {
-      const key = this.keys.get(event.requestId);
-      if (key === undefined) return;
-      this.keys.delete(event.requestId);
-      this.msByCommand.set(key, (this.msByCommand.get(key) ?? 0) + event.duration);
-    };
-    client.on('commandSucceeded', done);
-    client.on('commandFailed', done);
-  }
-
-  async count<T>(fn: () => Promise<T>): Promise<Counted<T>> {
-    this.total = 0;
-    this.byCommand.clear();
-    this.msByCommand.clear();
-    this.on = true;
-    const start = nowMs();
-    try {
-      const value = await fn();
-      return {
-        value,
-        ms: nowMs() - start,
-        total: this.total,
-        byCommand: Object.fromEntries([...this.byCommand].sort((a, b) => b[1] - a[1])),
-        msByCommand: Object.fromEntries(
-          [...this.msByCommand].sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, round(v, 0)]),
-        ),
-      };
-    } finally {
-      this.on = false;
-    }
-  }
-}
-
-interface Counted<T> {
-  value: T;
-  ms: number;
-  total: number;
-  byCommand: Record<string, number>;
-  /** Time spent waiting on each kind of command (ms, summed over its round trips). */
-  msByCommand: Record<string, number>;
-}
 
 const describe = (counts: Record<string, number>, unit = ''): string =>
   Object.entries(counts)

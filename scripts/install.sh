@@ -29,8 +29,8 @@ if [ ! -x tools/bin/ferretdb ] || [ tools/ferretdb/main.go -nt tools/bin/ferretd
   mkdir -p tools/bin
   (
     cd tools/ferretdb
-    # The module, patched: a copy with the files of tools/ferretdb/patch over its own (lookups by _id use the _id
-    # index, and are pushed down whatever else the filter holds; see those files), built through a copy of go.mod
+    # The module, patched: a copy with the files of tools/ferretdb/patch over its own (lookups by _id, equality or
+    # $in, use the _id index whatever else the filter holds; see those files), built through a copy of go.mod
     # that points at it.
     go mod download github.com/FerretDB/FerretDB
     upstream="$(go list -m -f '{{.Dir}}' github.com/FerretDB/FerretDB)"
