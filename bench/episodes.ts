@@ -379,27 +379,24 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
       const add = (name: string, ms: number) => (segments[name] ??= []).push(ms);
       for (const runId of runIds) {
         const events = (await client.workflow.getHandle(`${runId}:end`).fetchHistory()).events ?? [];
-        const at = (type: temporal.api.enums.v1.EventType, activity?: string) => {
-          const event = events.find(
-            (e) =>
-              e.eventType === type &&
-              (!activity ||
-                e.activityTaskScheduledEventAttributes?.activityType?.name === activity ||
-                (e.activityTaskStartedEventAttributes &&
-                  events.find(
-                    (s) =>
-                      s.eventId?.toString() ===
-                      String(e.activityTaskStartedEventAttributes?.scheduledEventId),
-                  )?.activityTaskScheduledEventAttributes?.activityType?.name === activity)),
-          );
-          const time = event?.eventTime;
-          return time ? Number(time.seconds) * 1000 + (time.nanos ?? 0) / 1e6 : NaN;
-        };
         const E = temporal.api.enums.v1.EventType;
-        const started = at(E.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED);
-        const firstTask = at(E.EVENT_TYPE_WORKFLOW_TASK_STARTED);
-        const scheduled = at(E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, 'deliverPush');
-        const pushStarted = at(E.EVENT_TYPE_ACTIVITY_TASK_STARTED, 'deliverPush');
+        const first = (type: temporal.api.enums.v1.EventType) => events.find((e) => e.eventType === type);
+        const pushScheduled = events.find(
+          (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'deliverPush',
+        );
+        const pushStartedEvent = events.find(
+          (e) =>
+            e.activityTaskStartedEventAttributes &&
+            String(e.activityTaskStartedEventAttributes.scheduledEventId) === String(pushScheduled?.eventId),
+        );
+        const ms = (event?: temporal.api.history.v1.IHistoryEvent) =>
+          event?.eventTime
+            ? Number(event.eventTime.seconds) * 1000 + (event.eventTime.nanos ?? 0) / 1e6
+            : NaN;
+        const started = ms(first(E.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED));
+        const firstTask = ms(first(E.EVENT_TYPE_WORKFLOW_TASK_STARTED));
+        const scheduled = ms(pushScheduled);
+        const pushStarted = ms(pushStartedEvent);
         add('outcome → workflow started (emitter: run read, start)', started - emittedAt.get(runId)!);
         add('→ first workflow task started', firstTask - started);
         add('→ deliverPush scheduled (claims, as local activities)', scheduled - firstTask);
