@@ -111,8 +111,9 @@ interface Phase {
   repeats?: { pushes: number; callbacks: number };
 }
 
-const perEpisode = (cpuMs: Record<string, number>, n: number): Record<string, number> =>
-  Object.fromEntries(Object.entries(cpuMs).map(([name, ms]) => [name, round(ms / n, 1)]));
+/** A phase's totals (CPU ms, store commands) divided by its episodes. */
+const perEpisode = (totals: Record<string, number>, n: number): Record<string, number> =>
+  Object.fromEntries(Object.entries(totals).map(([name, total]) => [name, round(total / n, 1)]));
 
 /** Wraps every activity to note how long it ran (by name). */
 function timedActivities<T extends object>(activities: T, into: Map<string, number[]>): T {
@@ -377,9 +378,11 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
     const segmentsToFirstPush = async (runIds: string[], firstPush: Map<string, number>) => {
       const segments: Record<string, number[]> = {};
       const add = (name: string, ms: number) => (segments[name] ??= []).push(ms);
+      const E = temporal.api.enums.v1.EventType;
+      const ms = (event?: temporal.api.history.v1.IHistoryEvent) =>
+        event?.eventTime ? Number(event.eventTime.seconds) * 1000 + (event.eventTime.nanos ?? 0) / 1e6 : NaN;
       for (const runId of runIds) {
         const events = (await client.workflow.getHandle(`${runId}:end`).fetchHistory()).events ?? [];
-        const E = temporal.api.enums.v1.EventType;
         const first = (type: temporal.api.enums.v1.EventType) => events.find((e) => e.eventType === type);
         const pushScheduled = events.find(
           (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'deliverPush',
@@ -389,10 +392,6 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
             e.activityTaskStartedEventAttributes &&
             String(e.activityTaskStartedEventAttributes.scheduledEventId) === String(pushScheduled?.eventId),
         );
-        const ms = (event?: temporal.api.history.v1.IHistoryEvent) =>
-          event?.eventTime
-            ? Number(event.eventTime.seconds) * 1000 + (event.eventTime.nanos ?? 0) / 1e6
-            : NaN;
         const started = ms(first(E.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED));
         const firstTask = ms(first(E.EVENT_TYPE_WORKFLOW_TASK_STARTED));
         const scheduled = ms(pushScheduled);

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Runtime } from '@temporalio/worker';
 import type { CommandFailedEvent, CommandStartedEvent, CommandSucceededEvent, MongoClient } from 'mongodb';
+import { inLanes as inLanesOf } from '../activities/context';
 import { launcherEnv } from '../config';
 import {
   launchMongo,
@@ -264,17 +265,13 @@ export function round(value: number, digits = 1): number {
   return Math.round(value * f) / f;
 }
 
-/** Runs `count` jobs with at most `width` in flight, in order of index. */
-export async function inLanes(
-  count: number,
-  width: number,
-  job: (index: number) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const lane = async (): Promise<void> => {
-    while (next < count) await job(next++);
-  };
-  await Promise.all(Array.from({ length: Math.min(width, count) }, lane));
+/** Runs `count` jobs with at most `width` in flight, in order of index (the activities' inLanes, over indexes). */
+export function inLanes(count: number, width: number, job: (index: number) => Promise<void>): Promise<void> {
+  return inLanesOf(
+    Array.from({ length: count }, (_, index) => index),
+    width,
+    job,
+  );
 }
 
 export function log(line: string): void {
