@@ -6,6 +6,16 @@ cd "$(dirname "$0")/.."
 
 step() { printf 'flow-notify install: %s\n' "$*" >&2; }
 
+# Test-only extras, asked for by `npm test`: --with-browser (Chromium), --with-test-server (time skipping).
+with_browser=; with_test_server=
+for arg in "$@"; do
+  case "$arg" in
+    --with-browser) with_browser=1 ;;
+    --with-test-server) with_test_server=1 ;;
+    *) step "unknown option $arg"; exit 64 ;;
+  esac
+done
+
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   step "npm packages"
   npm ci --no-audit --no-fund --loglevel=error
@@ -46,8 +56,16 @@ fi
 # The studio's browser tests drive Debian's Chromium through playwright-core (`npx playwright install` cannot
 # download its own browser here). apt needs root, which the project's machines run as.
 # Only `npm test` asks for it (--with-browser): `npm start` needs no browser and no root.
-if [ "${1:-}" = "--with-browser" ] && [ ! -x /usr/bin/chromium ]; then
+if [ -n "$with_browser" ] && [ ! -x /usr/bin/chromium ]; then
   step "Chromium (Debian package chromium, for the studio's browser tests)"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
+
+# Temporal's time-skipping test server (Java, from Maven Central) for the workflow tests whose timers are long.
+# Only `npm test` asks for it (--with-test-server).
+if [ -n "$with_test_server" ] && [ ! -e tools/test-server/lib/.complete ]; then
+  step "Temporal time-skipping test server (Maven Central io.temporal:temporal-test-server)"
+  (cd tools/test-server && mvn -q -B dependency:copy-dependencies -DoutputDirectory=lib -DincludeScope=runtime &&
+    touch lib/.complete)
 fi

@@ -2,9 +2,9 @@
 // distinct per pause episode.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { buildRunOutcome, runOutcomeEventId } from '../domain/outcome';
-import type { Run } from '../domain/run';
-import { PROJECT_ROOT } from '../stack/embedded';
+import { buildRunOutcome, runOutcomeEventId } from '../../domain/outcome';
+import type { Run } from '../../domain/run';
+import { PROJECT_ROOT } from '../../stack/embedded';
 
 const at = new Date('2026-11-30T09:00:00Z');
 const baseRun = (over: Partial<Run> = {}): Run => ({

@@ -1,0 +1,75 @@
+// Run health as a pure state machine: which events are progress, when a stall fires, what a pause silences.
+import assert from 'node:assert/strict';
+import { fireStall, initialHealth, observe, stallDueAt, type HealthState } from '../../domain/health';
+
+const STALL_MS = 60_000;
+const start = (budgetLimit?: number): HealthState =>
+  initialHealth({ runId: 'run_h', teamId: 'acme', ...(budgetLimit !== undefined ? { budgetLimit } : {}) }, 0);
+
+describe('run health', () => {
+  it('an active run is due to stall stallAfter past its last progress, and each event pushes that out', () => {
+    let state = start();
+    assert.equal(stallDueAt(state, STALL_MS), STALL_MS);
+    state = observe(state, { type: 'node_started', data: { node: 'plan' } }, 5_000).state;
+    assert.equal(stallDueAt(state, STALL_MS), 5_000 + STALL_MS);
+    assert.equal(state.currentNode, 'plan');
+  });
+
+  it("the run's own health twin and a workspace ticker are not progress", () => {
+    const state = start();
+    for (const type of ['run_health', 'run_workspace_checkpoint']) {
+      const next = observe(state, { type }, 30_000);
+      assert.equal(next.state, state);
+      assert.deepEqual(next.alerts, []);
+    }
+  });
+
+  it('a stall fires once per episode, and the next event of any kind recovers it under its own key', () => {
+    const stalled = fireStall(start(), STALL_MS);
+    assert.deepEqual(
+      stalled.alerts.map((a) => [a.kind, a.episodeKey, a.severity]),
+      [['stall', 'health:run_h:stall:1', 'error']],
+    );
+    assert.equal(stallDueAt(stalled.state, STALL_MS), undefined, 'a stalled run is not due to stall again');
+    const recovered = observe(stalled.state, { type: 'tool_called' }, STALL_MS + 1_000);
+    assert.deepEqual(
+      recovered.alerts.map((a) => [a.kind, a.episodeKey]),
+      [['stall_recovered', 'health:run_h:stall_recovered:1']],
+    );
+    assert.equal(recovered.state.phase, 'active');
+    assert.equal(fireStall(recovered.state, 3 * STALL_MS).alerts[0].episodeKey, 'health:run_h:stall:2');
+  });
+
+  it('a pause is an intentional wait: no stall is due, and only node_started or run_resumed ends it', () => {
+    const paused = observe(start(), { type: 'human_input_requested' }, 1_000).state;
+    assert.equal(paused.phase, 'paused');
+    assert.equal(stallDueAt(paused, STALL_MS), undefined);
+    assert.equal(observe(paused, { type: 'tool_called' }, 2_000).state.phase, 'paused');
+    assert.equal(observe(paused, { type: 'run_resumed' }, 2_000).state.phase, 'active');
+    assert.equal(observe(paused, { type: 'node_started', data: { node: 'x' } }, 2_000).state.phase, 'active');
+  });
+
+  it('a terminal event ends health for good; later events change nothing', () => {
+    const ended = observe(start(), { type: 'run_failed' }, 1_000).state;
+    assert.equal(ended.phase, 'terminal');
+    assert.equal(ended.terminalStatus, 'failed');
+    assert.equal(stallDueAt(ended, STALL_MS), undefined);
+    assert.equal(observe(ended, { type: 'node_started' }, 2_000).state, ended);
+  });
+
+  it('budget: a warning at 80 % and an exceeded alert at 100 %, each once', () => {
+    let state = start(100);
+    const kinds: string[] = [];
+    for (const spent of [50, 80, 90, 100, 150]) {
+      const step = observe(state, { type: 'usage', data: { spent } }, spent);
+      state = step.state;
+      kinds.push(...step.alerts.map((a) => a.kind));
+    }
+    assert.deepEqual(kinds, ['budget_warning', 'budget_exceeded']);
+  });
+
+  it('no budget, or a zero budget, alerts nothing however much is spent', () => {
+    for (const state of [start(), start(0)])
+      assert.deepEqual(observe(state, { type: 'usage', data: { spent: 1e9 } }, 1).alerts, []);
+  });
+});
