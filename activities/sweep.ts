@@ -15,7 +15,7 @@ import { owedEpisode, type SweepFamilies } from '../domain/sweep';
 import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
 import type { RunStore } from '../store/runs';
-import type { EpisodeOptions } from '../workflows/episode';
+import type { EpisodeOptions } from '../workflows/ids';
 
 /**
  * How far before the lookback window the claims pre-check reads. A claim is written after its episode began (the

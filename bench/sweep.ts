@@ -32,7 +32,7 @@ import { ensureAllIndexes } from '../store';
 import { createClaimStore, type ClaimRow } from '../store/claims';
 import { createPushDeliveryStore } from '../store/pushDeliveries';
 import { createRunStore } from '../store/runs';
-import { DEFAULT_EPISODE_OPTIONS } from '../workflows/episode';
+import { DEFAULT_EPISODE_OPTIONS } from '../workflows/ids';
 import {
   commandLine,
   installQuietRuntime,

@@ -6,8 +6,12 @@ import { buildRunOutcome, type RunOutcome } from '../domain/outcome';
 import type { RunError } from '../domain/run';
 import type { RunStore } from '../store/runs';
 import type { Config } from '../config';
-import { DEFAULT_EPISODE_OPTIONS, type EpisodeOptions } from '../workflows/episode';
-import { episodeWorkflowId, searchAttributes } from '../workflows/ids';
+import {
+  DEFAULT_EPISODE_OPTIONS,
+  episodeWorkflowId,
+  searchAttributes,
+  type EpisodeOptions,
+} from '../workflows/ids';
 import { TypedSearchAttributes } from '@temporalio/common';
 
 export interface EmitResult {

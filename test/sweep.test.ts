@@ -13,7 +13,7 @@ import { ensureAllIndexes } from '../store';
 import { createClaimStore, type ClaimRow } from '../store/claims';
 import { createPushDeliveryStore } from '../store/pushDeliveries';
 import { createRunStore } from '../store/runs';
-import { DEFAULT_EPISODE_OPTIONS } from '../workflows/episode';
+import { DEFAULT_EPISODE_OPTIONS } from '../workflows/ids';
 import { openStores, startTestWorker, temporalClient } from './support/harness';
 import { testConfig } from './support/stack';
 

@@ -6,6 +6,7 @@ import { shouldNotify } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, kindFor } from '../domain/push';
 import { holder, quick, type BranchResult } from './common';
+import { DEFAULT_EPISODE_OPTIONS, type EpisodeOptions } from './ids';
 
 export type { BranchResult };
 import { dispatchOperatorAlert } from './operatorAlert';
@@ -29,13 +30,6 @@ const callbackAttempt = proxyActivities<Activities>({
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '5 seconds', maximumAttempts: 3 },
 });
-
-export interface EpisodeOptions {
-  /** Waits between callback attempts (CALLBACK_RETRY_SECONDS): n waits → n + 1 attempts. */
-  callbackRetrySeconds: number[];
-}
-
-export const DEFAULT_EPISODE_OPTIONS: EpisodeOptions = { callbackRetrySeconds: [20, 60, 180, 540] };
 
 /** A receiver's Retry-After is honoured, up to this. */
 const MAX_CALLBACK_WAIT_SECONDS = 3600;

@@ -1,4 +1,5 @@
-// Names shared by workflows, the worker and every client that starts or queries them.
+// Names and options shared by workflows, the worker and every client that starts or queries them. Nothing here
+// imports workflow code, so a client (the API process) loads no workflow module.
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 
 /** Search attributes on every episode workflow, registered by the embedded stack (temporal-dev.yml). */
@@ -17,3 +18,10 @@ export const HEALTH_OBSERVE_SIGNAL = 'observe';
 
 /** A router decision error's dispatch: the alert's claim key, so repeated reports meet the same workflow. */
 export const operatorAlertWorkflowId = (episodeKey: string): string => `ops|${episodeKey}`;
+
+export interface EpisodeOptions {
+  /** Waits between callback attempts (CALLBACK_RETRY_SECONDS): n waits → n + 1 attempts. */
+  callbackRetrySeconds: number[];
+}
+
+export const DEFAULT_EPISODE_OPTIONS: EpisodeOptions = { callbackRetrySeconds: [20, 60, 180, 540] };
