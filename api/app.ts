@@ -9,6 +9,7 @@ import type { EpisodeView } from './episodesView';
 import { errorMiddleware, onBodyError } from './errors';
 import { healthRouter, type Probe } from './routes/health';
 import { notificationsRouter, type NotificationRouteDeps } from './routes/notifications';
+import { openApiRouter } from './openapi';
 import { runsRouter, type RunsRouterDeps } from './routes/runs';
 import { catchAllRouter, serveStudio } from './studio';
 import { watchesRouter } from './routes/watches';
@@ -43,18 +44,19 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
     }),
   );
 
-  app.use(healthRouter(deps.probes).routes());
+  const health = healthRouter(deps.probes);
+  const callerRouters = [
+    runsRouter(deps),
+    watchesRouter({ runs: deps.runs, watches: deps.watches, now }),
+    ...(deps.notifications ? [notificationsRouter(deps.notifications)] : []),
+  ];
+  app.use(health.routes());
+  app.use(openApiRouter([health, ...callerRouters]).routes());
   app.use(serveStudio(deps.studioDir));
 
   // Everything below needs a caller.
   app.use(requireAuth(deps.authJwtSecret));
-  const routers = [
-    runsRouter(deps),
-    watchesRouter({ runs: deps.runs, watches: deps.watches, now }),
-    ...(deps.notifications ? [notificationsRouter(deps.notifications)] : []),
-    catchAllRouter(),
-  ];
-  for (const router of routers) {
+  for (const router of [...callerRouters, catchAllRouter()]) {
     app.use(router.routes());
     app.use(router.allowedMethods({ throw: true }));
   }

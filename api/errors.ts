@@ -2,7 +2,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Context, Middleware } from 'koa';
 import { z } from 'zod';
-import { ConflictError, NotFoundError, ValidationError } from '../domain/errors';
+import { ConflictError, NotFoundError } from '../domain/errors';
 
 export class HttpError extends Error {
   constructor(
@@ -17,7 +17,7 @@ function statusOf(err: unknown): number {
   if (err instanceof HttpError) return err.status;
   if (err instanceof NotFoundError) return 404;
   if (err instanceof ConflictError) return 409;
-  if (err instanceof ValidationError || err instanceof z.ZodError) return 400;
+  if (err instanceof z.ZodError) return 400;
   const status = (err as { status?: unknown })?.status;
   return typeof status === 'number' && status >= 400 && status < 600 ? status : 500;
 }

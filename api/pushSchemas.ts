@@ -1,9 +1,9 @@
-// Validation of the push routes' bodies, with the seed's exact messages. A subscription's endpoint is a URL the
-// worker will POST to, so it is held to the outbound rules here, at the edge, before anything is stored.
+// The push routes' bodies, with the seed's exact messages. A subscription's endpoint is a URL the worker will POST
+// to, so it is held to the outbound rules here, at the edge, before anything is stored.
 import { createPublicKey } from 'node:crypto';
-import { HttpError } from './errors';
+import { z } from 'zod';
 import { hostAllowed } from '../net/pushSender';
-import type { NotificationScope } from '../store/notificationPrefs';
+import { verbatim } from './validate';
 
 export interface EndpointRules {
   /** PUSH_ALLOW_PRIVATE=1 (test push services) also lets plain http endpoints through. */
@@ -11,20 +11,16 @@ export interface EndpointRules {
   allowlist: string[];
 }
 
-export interface SubscriptionInput {
-  endpoint: string;
-  keys: { p256dh: string; auth: string };
-}
-
 const MAX_ENDPOINT = 2048;
 const BASE64URL = /^[A-Za-z0-9_-]+={0,2}$/;
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
+const REQUIRED = 'subscription requires endpoint, keys.p256dh and keys.auth';
+const INVALID = 'invalid subscription payload';
 
-function decodedLength(value: string): number | undefined {
-  return BASE64URL.test(value) ? Buffer.from(value, 'base64url').length : undefined;
-}
+/** Absent or empty is "requires"; present but not a string is a bad payload. */
+const subscriptionField = z
+  .string({ error: (issue) => (issue.input === undefined ? REQUIRED : INVALID) })
+  .min(1, REQUIRED);
 
 /** 65 bytes, uncompressed (0x04), and on the curve: a bad key fails here, not in the worker's encryption. */
 function isP256Point(value: string): boolean {
@@ -46,62 +42,61 @@ function isP256Point(value: string): boolean {
   }
 }
 
-export function parseSubscribeBody(body: unknown, rules: EndpointRules): SubscriptionInput {
-  if (!isObject(body)) throw new HttpError(400, 'invalid subscription payload');
-  const { endpoint, keys } = body;
-  const p256dh = isObject(keys) ? keys.p256dh : undefined;
-  const auth = isObject(keys) ? keys.auth : undefined;
-  if (
-    endpoint === undefined ||
-    endpoint === '' ||
-    p256dh === undefined ||
-    p256dh === '' ||
-    auth === undefined ||
-    auth === ''
-  ) {
-    throw new HttpError(400, 'subscription requires endpoint, keys.p256dh and keys.auth');
-  }
-  if (typeof endpoint !== 'string' || typeof p256dh !== 'string' || typeof auth !== 'string') {
-    throw new HttpError(400, 'invalid subscription payload');
-  }
-  if (endpoint.length > MAX_ENDPOINT)
-    throw new HttpError(400, `subscription endpoint is longer than ${MAX_ENDPOINT} characters`);
-  let url: URL;
-  try {
-    url = new URL(endpoint);
-  } catch {
-    throw new HttpError(400, 'subscription endpoint must be an absolute URL');
-  }
-  if (url.protocol !== 'https:' && !(rules.allowInsecure && url.protocol === 'http:')) {
-    throw new HttpError(400, 'subscription endpoint must be https');
-  }
-  if (url.username || url.password)
-    throw new HttpError(400, 'subscription endpoint must not carry credentials');
-  if (!hostAllowed(url.hostname, rules.allowlist)) {
-    throw new HttpError(400, `subscription endpoint ${url.hostname} is not an allowed push service`);
-  }
-  if (!isP256Point(p256dh)) {
-    throw new HttpError(400, 'keys.p256dh must be a base64url uncompressed P-256 point (65 bytes)');
-  }
-  if (decodedLength(auth) !== 16) throw new HttpError(400, 'keys.auth must be base64url of 16 bytes');
-  return { endpoint, keys: { p256dh, auth } };
+const endpointUrl = (rules: EndpointRules) =>
+  subscriptionField
+    .max(MAX_ENDPOINT, `subscription endpoint is longer than ${MAX_ENDPOINT} characters`)
+    .superRefine((endpoint, ctx) => {
+      const refuse = (message: string) => ctx.addIssue({ code: 'custom', message, abort: true });
+      let url: URL;
+      try {
+        url = new URL(endpoint);
+      } catch {
+        return refuse('subscription endpoint must be an absolute URL');
+      }
+      if (url.protocol !== 'https:' && !(rules.allowInsecure && url.protocol === 'http:'))
+        return refuse('subscription endpoint must be https');
+      if (url.username || url.password) return refuse('subscription endpoint must not carry credentials');
+      if (!hostAllowed(url.hostname, rules.allowlist))
+        return refuse(`subscription endpoint ${url.hostname} is not an allowed push service`);
+    });
+
+export function subscribeBody(rules: EndpointRules) {
+  return verbatim(
+    z.object(
+      {
+        endpoint: endpointUrl(rules),
+        keys: z.object(
+          {
+            p256dh: subscriptionField.refine(
+              isP256Point,
+              'keys.p256dh must be a base64url uncompressed P-256 point (65 bytes)',
+            ),
+            auth: subscriptionField.refine(
+              (auth) => BASE64URL.test(auth) && Buffer.from(auth, 'base64url').length === 16,
+              'keys.auth must be base64url of 16 bytes',
+            ),
+          },
+          // keys that are not an object hold no p256dh or auth: the fields are missing, as the seed reads it.
+          { error: REQUIRED },
+        ),
+      },
+      { error: INVALID },
+    ),
+    // The seed checks presence, then types, then each rule; and a body that is not JSON is a bad payload.
+    { precedence: [REQUIRED, INVALID], ownsBadJson: true },
+  );
 }
 
-export function parseUnsubscribeBody(body: unknown): { endpoint: string } {
-  if (
-    !isObject(body) ||
-    typeof body.endpoint !== 'string' ||
-    !body.endpoint ||
-    body.endpoint.length > MAX_ENDPOINT
-  ) {
-    throw new HttpError(400, 'unsubscribe requires {"endpoint": "..."}');
-  }
-  return { endpoint: body.endpoint };
-}
+const UNSUBSCRIBE = 'unsubscribe requires {"endpoint": "..."}';
+export const unsubscribeBody = verbatim(
+  z.object(
+    { endpoint: z.string({ error: UNSUBSCRIBE }).min(1, UNSUBSCRIBE).max(MAX_ENDPOINT, UNSUBSCRIBE) },
+    { error: UNSUBSCRIBE },
+  ),
+);
 
+const SCOPE = 'scope must be own or team';
 /** ValidScope. */
-export function parsePrefsBody(body: unknown): { scope: NotificationScope } {
-  const scope = isObject(body) ? body.scope : undefined;
-  if (scope !== 'own' && scope !== 'team') throw new HttpError(400, 'scope must be own or team');
-  return { scope };
-}
+export const prefsBody = verbatim(
+  z.object({ scope: z.enum(['own', 'team'], { error: SCOPE }) }, { error: SCOPE }),
+);

@@ -1,4 +1,4 @@
-// Request bodies, validated at the edge. Unknown fields are refused so a typo is an error, not a silent no-op.
+// Request bodies and path parameters of the runs and watches routes, validated at the edge (api/validate.ts). Unknown fields are refused so a typo is an error, not a silent no-op.
 import { z } from 'zod';
 import { ENGINE_EVENT_TYPES } from '../engine/runEngine';
 
@@ -76,7 +76,9 @@ export const eventBody = z
     if (problem) ctx.addIssue({ code: 'custom', message: problem, abort: true });
   });
 
-export const idParam = id;
+export const runParams = z.object({ id });
+export const interactionParams = z.object({ id, iid: id });
+export const watchParams = z.object({ assistantId: id, runId: id });
 
 /** Well inside the 100 levels a MongoDB document may nest (the event's data sits one level down). */
 const MAX_EVENT_DEPTH = 32;

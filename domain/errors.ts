@@ -7,7 +7,3 @@ export class NotFoundError extends Error {
 export class ConflictError extends Error {
   override name = 'ConflictError';
 }
-
-export class ValidationError extends Error {
-  override name = 'ValidationError';
-}

@@ -1,5 +1,6 @@
 // GET /healthz: 200 when Temporal and Mongo both answer, 503 naming the one that does not.
 import Router from '@koa/router';
+import { validate } from '../validate';
 
 export type Probe = () => Promise<void>;
 
@@ -24,7 +25,10 @@ async function check(probe: Probe): Promise<'ok' | string> {
 
 export function healthRouter(probes: { temporal: Probe; mongo: Probe }) {
   const router = new Router();
-  router.get('/healthz', async (ctx) => {
+  const spec = validate({
+    summary: 'liveness and readiness: 200 when Temporal and MongoDB answer, else 503',
+  });
+  router.get('/healthz', spec, async (ctx) => {
     const [temporal, mongo] = await Promise.all([check(probes.temporal), check(probes.mongo)]);
     ctx.status = temporal === 'ok' && mongo === 'ok' ? 200 : 503;
     ctx.body = { temporal, mongo };

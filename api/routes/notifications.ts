@@ -9,8 +9,9 @@ import type { PushSender } from '../../net/pushSender';
 import type { NotificationPrefStore } from '../../store/notificationPrefs';
 import type { PushSubscriptionStore } from '../../store/pushSubscriptions';
 import type { AuthState } from '../auth';
-import { HttpError, jsonBody } from '../errors';
-import { parsePrefsBody, parseSubscribeBody, parseUnsubscribeBody, type EndpointRules } from '../pushSchemas';
+import { HttpError } from '../errors';
+import { prefsBody, subscribeBody, unsubscribeBody, type EndpointRules } from '../pushSchemas';
+import { validate } from '../validate';
 
 export interface NotificationRouteDeps {
   vapidPublicKey: string;
@@ -38,30 +39,50 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
     return deps.prefs;
   };
 
-  router.get('/push/vapid-public-key', (ctx) => {
+  router.get('/push/vapid-public-key', validate({ summary: "the server's VAPID public key" }), (ctx) => {
     ctx.body = { publicKey: deps.vapidPublicKey };
   });
 
-  router.post('/push/subscriptions', async (ctx) => {
+  const subscribe = validate({
+    summary: "registers (201) or refreshes (200) one of the caller's push subscriptions",
+    body: subscribeBody(deps.endpointRules),
+    examples: [
+      {
+        endpoint: 'https://fcm.googleapis.com/fcm/send/abc123',
+        keys: {
+          p256dh: 'BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM',
+          auth: 'tBHItJI5svbpez7KI4CCXg',
+        },
+      },
+    ],
+  });
+  router.post('/push/subscriptions', subscribe, async (ctx) => {
     const store = subscriptions();
-    const subscription = parseSubscribeBody(
-      ctx.state.bodyError === undefined ? ctx.request.body : undefined,
-      deps.endpointRules,
-    );
+    const subscription = ctx.state.input.body;
     const created = await store.upsert(ctx.state.caller, subscription, deps.now());
     ctx.status = created ? 201 : 200;
     ctx.body = { endpoint: subscription.endpoint, created };
   });
 
-  router.delete('/push/subscriptions', async (ctx) => {
+  const unsubscribe = validate({
+    summary: "removes one of the caller's own push subscriptions (204 whether or not it existed)",
+    body: unsubscribeBody,
+    success: 204,
+    examples: [{ endpoint: 'https://fcm.googleapis.com/fcm/send/abc123' }],
+  });
+  router.delete('/push/subscriptions', unsubscribe, async (ctx) => {
     const store = subscriptions();
-    const { endpoint } = parseUnsubscribeBody(jsonBody(ctx));
+    const { endpoint } = ctx.state.input.body;
     // Only the caller's own row: another user's endpoint is left alone, and the answer does not say it exists.
     await store.deleteByEndpoint(ctx.state.caller.userId, endpoint);
     ctx.status = 204;
   });
 
-  router.post('/push/test', async (ctx) => {
+  const pushTest = validate({
+    summary: "sends a test push to every one of the caller's endpoints; answers how many were reached",
+    success: 202,
+  });
+  router.post('/push/test', pushTest, async (ctx) => {
     const store = subscriptions();
     if (!deps.sender) throw new HttpError(404, NOT_CONFIGURED);
     const subs = await store.listForUsers([ctx.state.caller.userId]);
@@ -75,13 +96,18 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
     ctx.body = { sent: result.delivered };
   });
 
-  router.get('/prefs', async (ctx) => {
+  router.get('/prefs', validate({ summary: "the caller's notification scope: own or team" }), async (ctx) => {
     ctx.body = { scope: await prefs().getScope(ctx.state.caller.userId, ctx.state.caller.teamId) };
   });
 
-  router.put('/prefs', async (ctx) => {
+  const putPrefs = validate({
+    summary: "sets the caller's scope: own runs only, or the whole team's",
+    body: prefsBody,
+    examples: [{ scope: 'team' }],
+  });
+  router.put('/prefs', putPrefs, async (ctx) => {
     const store = prefs();
-    const { scope } = parsePrefsBody(jsonBody(ctx));
+    const { scope } = ctx.state.input.body;
     await store.setScope(ctx.state.caller.userId, ctx.state.caller.teamId, scope, deps.now());
     ctx.body = { scope };
   });

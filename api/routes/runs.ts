@@ -4,18 +4,19 @@ import { publicRun } from '../../domain/run';
 import type { RunEngine } from '../../engine/runEngine';
 import type { EpisodeView } from '../episodesView';
 import type { AuthState } from '../auth';
-import { jsonBody } from '../errors';
 import {
   answerBody,
   completeBody,
   createRunBody,
   eventBody,
   failBody,
-  idParam,
+  interactionParams,
   parkBody,
   pauseBody,
   routeDecisionErrorBody,
+  runParams,
 } from '../schemas';
+import { validate } from '../validate';
 import { NotFoundError } from '../../domain/errors';
 import type { RouteDecisionError } from '../../domain/ops';
 import type { RunHealthStore } from '../../store/runHealth';
@@ -32,13 +33,17 @@ export function runsRouter(deps: RunsRouterDeps) {
   const { engine } = deps;
   const router = new Router<AuthState>({ prefix: '/api/v1/runs' });
 
-  router.param('id', async (value, ctx, next) => {
-    idParam.parse(value);
-    return next();
+  const create = validate({
+    summary: 'starts a run; a callback secret made here is shown this once',
+    body: createRunBody,
+    success: 201,
+    examples: [
+      { title: 'Deploy', callback: { url: 'https://hooks.example.com/flow' }, budget: { limit: 20 } },
+      { watchedIssueIds: ['ISSUE-1'] },
+    ],
   });
-
-  router.post('/', async (ctx) => {
-    const body = createRunBody.parse(jsonBody(ctx));
+  router.post('/', create, async (ctx) => {
+    const body = ctx.state.input.body;
     const run = await engine.create(ctx.state.caller, body);
     ctx.status = 201;
     ctx.body = {
@@ -50,79 +55,139 @@ export function runsRouter(deps: RunsRouterDeps) {
     };
   });
 
-  router.get('/', async (ctx) => {
+  router.get('/', validate({ summary: "the caller's team's runs" }), async (ctx) => {
     ctx.body = { runs: (await engine.list(ctx.state.caller)).map(publicRun) };
   });
 
-  router.get('/:id', async (ctx) => {
-    ctx.body = publicRun(await engine.get(ctx.state.caller, ctx.params.id));
+  const getRun = validate({ summary: 'one run (never its callback secret)', params: runParams });
+  router.get('/:id', getRun, async (ctx) => {
+    ctx.body = publicRun(await engine.get(ctx.state.caller, ctx.state.input.params.id));
   });
 
-  router.get('/:id/episodes', async (ctx) => {
-    await engine.get(ctx.state.caller, ctx.params.id);
-    ctx.body = { episodes: await deps.episodes.listForRun(ctx.state.caller.teamId, ctx.params.id) };
+  const episodes = validate({
+    summary: "the run's outcome episodes and, per family, its claim state, deliveries and callback attempts",
+    params: runParams,
+  });
+  router.get('/:id/episodes', episodes, async (ctx) => {
+    const { id } = ctx.state.input.params;
+    await engine.get(ctx.state.caller, id);
+    ctx.body = { episodes: await deps.episodes.listForRun(ctx.state.caller.teamId, id) };
   });
 
-  router.get('/:id/health', async (ctx) => {
-    await engine.get(ctx.state.caller, ctx.params.id);
-    const health = await deps.runHealth.getForTeam(ctx.state.caller.teamId, ctx.params.id);
+  const health = validate({
+    summary: "the run's health twin: phase, current node, spend",
+    params: runParams,
+  });
+  router.get('/:id/health', health, async (ctx) => {
+    const { id } = ctx.state.input.params;
+    await engine.get(ctx.state.caller, id);
+    const health = await deps.runHealth.getForTeam(ctx.state.caller.teamId, id);
     if (!health)
       throw new NotFoundError('no health recorded for this run (not started yet, or reaped after it ended)');
     const { _id: _runId, ...rest } = health;
     ctx.body = rest;
   });
 
-  router.post('/:id/route-decision-errors', async (ctx) => {
-    const { decisionId, error } = routeDecisionErrorBody.parse(jsonBody(ctx));
-    const run = await engine.get(ctx.state.caller, ctx.params.id);
+  const routeDecisionError = validate({
+    summary: 'reports a router decision error: one operator alert per decision',
+    params: runParams,
+    body: routeDecisionErrorBody,
+    success: 202,
+    examples: [{ decisionId: 'dec_1', error: { code: 'no_route', message: 'no branch matched' } }],
+  });
+  router.post('/:id/route-decision-errors', routeDecisionError, async (ctx) => {
+    const { decisionId, error } = ctx.state.input.body;
+    const run = await engine.get(ctx.state.caller, ctx.state.input.params.id);
     ctx.status = 202;
     ctx.body = await deps.notifyOperator({ runId: run._id, teamId: run.teamId, decisionId, error });
   });
 
-  router.post('/:id/events', async (ctx) => {
-    const { type, ...data } = eventBody.parse(jsonBody(ctx));
-    const event = await engine.recordEvent(ctx.state.caller, ctx.params.id, type, data);
+  const event = validate({
+    summary: 'records a run event; run health reads progress from it (usage carries {"spent": number})',
+    params: runParams,
+    body: eventBody,
+    success: 201,
+    examples: [
+      { type: 'node_started', node: 'plan' },
+      { type: 'usage', spent: 4.2 },
+    ],
+  });
+  router.post('/:id/events', event, async (ctx) => {
+    const { type, ...data } = ctx.state.input.body;
+    const event = await engine.recordEvent(ctx.state.caller, ctx.state.input.params.id, type, data);
     ctx.status = 201;
     ctx.body = { id: event._id, type: event.type, at: event.at };
   });
 
-  router.post('/:id/pause', async (ctx) => {
-    const { prompt } = pauseBody.parse(jsonBody(ctx));
-    const { run, interactionId } = await engine.pause(ctx.state.caller, ctx.params.id, prompt);
+  const pause = validate({
+    summary: 'asks a human: pauses the run and creates an interaction',
+    params: runParams,
+    body: pauseBody,
+    examples: [{ prompt: 'Approve the deploy?' }],
+  });
+  router.post('/:id/pause', pause, async (ctx) => {
+    const { prompt } = ctx.state.input.body;
+    const { run, interactionId } = await engine.pause(ctx.state.caller, ctx.state.input.params.id, prompt);
     ctx.body = { interactionId, run: publicRun(run) };
   });
 
-  router.post('/:id/interactions/:iid/answer', async (ctx) => {
-    idParam.parse(ctx.params.iid);
-    const { answer } = answerBody.parse(jsonBody(ctx));
-    ctx.body = publicRun(await engine.answer(ctx.state.caller, ctx.params.id, ctx.params.iid, answer));
+  const answer = validate({
+    summary: 'answers the interaction and resumes the run; the same answer again is 200, another one 409',
+    params: interactionParams,
+    body: answerBody,
+    examples: [{ answer: 'yes' }],
+  });
+  router.post('/:id/interactions/:iid/answer', answer, async (ctx) => {
+    const { id, iid } = ctx.state.input.params;
+    ctx.body = publicRun(await engine.answer(ctx.state.caller, id, iid, ctx.state.input.body.answer));
   });
 
-  router.post('/:id/park', async (ctx) => {
-    const { wall } = parkBody.parse(jsonBody(ctx));
-    ctx.body = publicRun(await engine.park(ctx.state.caller, ctx.params.id, wall));
+  const park = validate({
+    summary: 'parks the run at a usage cap',
+    params: runParams,
+    body: parkBody,
+    examples: [{ wall: 'daily-tokens' }],
+  });
+  router.post('/:id/park', park, async (ctx) => {
+    const { wall } = ctx.state.input.body;
+    ctx.body = publicRun(await engine.park(ctx.state.caller, ctx.state.input.params.id, wall));
   });
 
-  router.post('/:id/soft-pause', async (ctx) => {
-    ctx.body = publicRun(await engine.softPause(ctx.state.caller, ctx.params.id));
+  const softPause = validate({ summary: 'an operator soft-pause (no interaction)', params: runParams });
+  router.post('/:id/soft-pause', softPause, async (ctx) => {
+    ctx.body = publicRun(await engine.softPause(ctx.state.caller, ctx.state.input.params.id));
   });
 
-  router.post('/:id/resume', async (ctx) => {
-    ctx.body = publicRun(await engine.resume(ctx.state.caller, ctx.params.id));
+  const resume = validate({ summary: 'resumes a parked or soft-paused run', params: runParams });
+  router.post('/:id/resume', resume, async (ctx) => {
+    ctx.body = publicRun(await engine.resume(ctx.state.caller, ctx.state.input.params.id));
   });
 
-  router.post('/:id/complete', async (ctx) => {
-    const { finalAnswer } = completeBody.parse(jsonBody(ctx));
-    ctx.body = publicRun(await engine.complete(ctx.state.caller, ctx.params.id, finalAnswer));
+  const complete = validate({
+    summary: 'finishes the run with its final answer',
+    params: runParams,
+    body: completeBody,
+    examples: [{ finalAnswer: 'Deployed v2.' }],
+  });
+  router.post('/:id/complete', complete, async (ctx) => {
+    const { finalAnswer } = ctx.state.input.body;
+    ctx.body = publicRun(await engine.complete(ctx.state.caller, ctx.state.input.params.id, finalAnswer));
   });
 
-  router.post('/:id/fail', async (ctx) => {
-    const { error } = failBody.parse(jsonBody(ctx));
-    ctx.body = publicRun(await engine.fail(ctx.state.caller, ctx.params.id, error));
+  const fail = validate({
+    summary: 'fails the run',
+    params: runParams,
+    body: failBody,
+    examples: [{ error: { code: 'tool_error', message: 'the deploy tool timed out' } }],
+  });
+  router.post('/:id/fail', fail, async (ctx) => {
+    const { error } = ctx.state.input.body;
+    ctx.body = publicRun(await engine.fail(ctx.state.caller, ctx.state.input.params.id, error));
   });
 
-  router.post('/:id/cancel', async (ctx) => {
-    ctx.body = publicRun(await engine.cancel(ctx.state.caller, ctx.params.id));
+  const cancel = validate({ summary: 'cancels the run', params: runParams });
+  router.post('/:id/cancel', cancel, async (ctx) => {
+    ctx.body = publicRun(await engine.cancel(ctx.state.caller, ctx.state.input.params.id));
   });
 
   return router;

@@ -1,0 +1,98 @@
+// The OpenAPI document is made from the routers, so it cannot drift from them: every route the app answers is in
+// it with a summary, and every request example it shows passes the schema that route enforces. No servers: the
+// app is built with inert dependencies (nothing here calls a route that reaches them).
+import assert from 'node:assert/strict';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type Router from '@koa/router';
+import { createApp, type AppDeps } from '../../api/app';
+import { documentedRoutes, OPENAPI_PATH } from '../../api/openapi';
+
+const inert = {} as never;
+
+function appWithEveryRoute() {
+  return createApp({
+    authJwtSecret: 'unit-test-secret-of-at-least-32-bytes!',
+    engine: inert,
+    runs: inert,
+    watches: inert,
+    episodes: inert,
+    runHealth: inert,
+    notifyOperator: inert,
+    probes: { temporal: async () => undefined, mongo: async () => undefined },
+    notifications: {
+      vapidPublicKey: 'BPublicKey',
+      endpointRules: { allowInsecure: false, allowlist: [] },
+      studioUrl: 'https://studio.example.com',
+      now: () => new Date(),
+      log: () => undefined,
+    },
+  } satisfies AppDeps);
+}
+
+/** The routers the app dispatches to, read off its middleware (router.routes() carries its router). */
+function routersOf(app: ReturnType<typeof createApp>): Router[] {
+  return app.middleware
+    .map((mw) => (mw as { router?: Router }).router)
+    .filter((router): router is Router => router !== undefined);
+}
+
+describe('the OpenAPI document', () => {
+  const app = appWithEveryRoute();
+  let server: Server;
+  let document: {
+    openapi: string;
+    paths: Record<string, Record<string, { summary?: string; requestBody?: unknown }>>;
+  };
+
+  before(async () => {
+    server = await new Promise<Server>((resolve) => {
+      const s = app.listen(0, '127.0.0.1', () => resolve(s));
+    });
+    const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}${OPENAPI_PATH}`);
+    assert.equal(res.status, 200, 'served without a token');
+    document = (await res.json()) as typeof document;
+  });
+  after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  it('is OpenAPI 3.1', () => {
+    assert.equal(document.openapi, '3.1.0');
+  });
+
+  it('lists every route the app answers (but the catch-all), each with a summary', () => {
+    const routes = documentedRoutes(routersOf(app)).filter((route) => route.path !== '/{*rest}');
+    assert.ok(routes.length >= 20, `only ${routes.length} routes found`);
+    for (const route of routes) {
+      const documented = document.paths[route.path.replace(/:(\w+)/g, '{$1}')]?.[route.method.toLowerCase()];
+      assert.ok(documented, `${route.method} ${route.path} is missing from the document`);
+      assert.ok(documented.summary, `${route.method} ${route.path} has no summary`);
+      assert.ok(route.spec, `${route.method} ${route.path} validates nothing through validate()`);
+    }
+  });
+
+  it('every documented request example validates against the schema the route enforces', () => {
+    let examples = 0;
+    for (const { method, path, spec } of documentedRoutes(routersOf(app))) {
+      for (const example of spec?.examples ?? []) {
+        assert.ok(spec?.body, `${method} ${path} shows an example but takes no body`);
+        const result = spec.body.safeParse(example);
+        assert.ok(result.success, `${method} ${path}: ${JSON.stringify(example)} → ${result.error?.message}`);
+        examples++;
+      }
+      if (spec?.body) assert.ok(spec.examples?.length, `${method} ${path} takes a body but shows no example`);
+    }
+    assert.ok(examples >= 10);
+  });
+
+  it('documents request bodies as JSON Schema, path parameters by name', () => {
+    const pause = document.paths['/api/v1/runs/{id}/pause'].post as {
+      parameters: Array<{ name: string; in: string }>;
+      requestBody: { content: { 'application/json': { schema: { required?: string[] } } } };
+    };
+    assert.deepEqual(
+      pause.parameters.map((p) => [p.name, p.in]),
+      [['id', 'path']],
+    );
+    assert.deepEqual(pause.requestBody.content['application/json'].schema.required, ['prompt']);
+  });
+});
