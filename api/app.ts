@@ -18,6 +18,8 @@ export interface AppDeps {
   engine: RunEngine;
   runs: RunStore;
   watches: WatchStore;
+  /** Starts a run's current episode again (the watches router: a pause whose veto ended). */
+  replayOutcome: (runId: string, teamId: string) => Promise<unknown>;
   episodes: EpisodeView;
   runHealth: RunsRouterDeps['runHealth'];
   notifyOperator: RunsRouterDeps['notifyOperator'];
@@ -50,7 +52,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
   app.use(requireAuth(deps.authJwtSecret));
   const routers = [
     runsRouter(deps),
-    watchesRouter({ runs: deps.runs, watches: deps.watches, now }),
+    watchesRouter({ runs: deps.runs, watches: deps.watches, replayOutcome: deps.replayOutcome, now }),
     ...(deps.notifications ? [notificationsRouter(deps.notifications)] : []),
     catchAllRouter(),
   ];
