@@ -19,6 +19,8 @@ export interface AppDeps {
   engine: RunEngine;
   runs: RunStore;
   watches: WatchStore;
+  /** Starts a run's current episode again (the watches router: a pause whose veto ended). */
+  replayOutcome: (runId: string, teamId: string) => Promise<unknown>;
   episodes: EpisodeView;
   runHealth: RunsRouterDeps['runHealth'];
   notifyOperator: RunsRouterDeps['notifyOperator'];
@@ -47,7 +49,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
   const health = healthRouter(deps.probes);
   const callerRouters = [
     runsRouter(deps),
-    watchesRouter({ runs: deps.runs, watches: deps.watches, now }),
+    watchesRouter({ runs: deps.runs, watches: deps.watches, replayOutcome: deps.replayOutcome, now }),
     ...(deps.notifications ? [notificationsRouter(deps.notifications)] : []),
   ];
   app.use(health.routes());

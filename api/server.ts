@@ -55,6 +55,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     engine,
     runs: stores.runs,
     watches: stores.watches,
+    replayOutcome: (runId, teamId) => emitter.emitRunOutcome(runId, undefined, teamId, 'ALLOW_DUPLICATE'),
     episodes: createEpisodeView(stores),
     runHealth: stores.runHealth,
     notifyOperator: (report) => notifyOperator(client, config.temporalTaskQueue, report, new Date()),

@@ -69,19 +69,21 @@ export function createOutcomeEmitter(deps: {
   return {
     /**
      * Emits the run's current outcome, if it owes one (a running run owes none). With teamId the run is read
-     * under that tenant's identity (a runner acting for a queue message), otherwise as the system.
+     * under that tenant's identity (a runner acting for a queue message), otherwise as the system. ALLOW_DUPLICATE
+     * replays an episode whose workflow already closed (a pause whose standby veto ended).
      */
     async emitRunOutcome(
       runId: string,
       bodyError?: RunError,
       teamId?: string,
+      reuse: 'REJECT_DUPLICATE' | 'ALLOW_DUPLICATE' = 'REJECT_DUPLICATE',
     ): Promise<EmitResult | undefined> {
       const run =
         teamId === undefined ? await deps.runs.getById(runId) : await deps.runs.getForTeam(teamId, runId);
       if (!run) return undefined;
       const outcome = buildRunOutcome(run, bodyError);
       if (!outcome) return undefined;
-      const started = await startEpisode(deps.client, deps.taskQueue, outcome, options);
+      const started = await startEpisode(deps.client, deps.taskQueue, outcome, options, reuse);
       return { episodeId: outcome.episodeId, kind: outcome.kind, started };
     },
   };

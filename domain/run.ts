@@ -29,6 +29,11 @@ export interface Run {
   callback?: { url: string; secret: string };
   budget?: { limit: number };
   watchedIssueIds: string[];
+  /**
+   * Assistants with an active watch on the run (the watches collection is the authority; this copy lets the sweep
+   * see the standby veto in the run it lists, with no read of its own).
+   */
+  assistantWatchers?: string[];
   finalAnswer?: string;
   error?: RunError;
   /** The engine checkpoint, saved together with the status it belongs to. */

@@ -25,10 +25,24 @@ export interface OwedEpisode {
  */
 export type SweepRef = Pick<Run, '_id' | 'teamId' | 'ownerId' | 'status' | 'pause' | 'updatedAt'> &
   Partial<
-    Pick<Run, 'title' | 'pauseCount' | 'watchedIssueIds' | 'createdAt' | 'endedAt' | 'finalAnswer' | 'error'>
+    Pick<
+      Run,
+      | 'title'
+      | 'pauseCount'
+      | 'watchedIssueIds'
+      | 'assistantWatchers'
+      | 'createdAt'
+      | 'endedAt'
+      | 'finalAnswer'
+      | 'error'
+    >
   > & {
     callback?: { url: string };
   };
+
+/** The standby veto as the listed run shows it: watched issue ids, or an assistant's active watch. */
+export const standbyVetoed = (ref: SweepRef): boolean =>
+  (ref.watchedIssueIds?.length ?? 0) > 0 || (ref.assistantWatchers?.length ?? 0) > 0;
 
 export function owedEpisode(ref: SweepRef, families: SweepFamilies): OwedEpisode | undefined {
   const outcome = buildRunOutcome({
@@ -41,7 +55,12 @@ export function owedEpisode(ref: SweepRef, families: SweepFamilies): OwedEpisode
   });
   if (!outcome) return undefined;
   const keys: string[] = [];
-  if (kindFor(outcome)) keys.push(claimKeys.push(outcome.episodeId));
+  const kind = kindFor(outcome);
+  // A vetoed pause owes no push while the veto holds: replaying it would only start a workflow that vetoes again
+  // (on every pass). When the watch ends, its route touches the run, so the pause is owed again in the window.
+  if (kind && !(kind === 'human_input_requested' && standbyVetoed(ref))) {
+    keys.push(claimKeys.push(outcome.episodeId));
+  }
   if (shouldNotify(outcome)) keys.push(claimKeys.callback(outcome.episodeId));
   if (families.ops && outcome.kind === 'run_failed') keys.push(claimKeys.ops(outcome.episodeId));
   return keys.length ? { runId: ref._id, episodeId: outcome.episodeId, keys, outcome } : undefined;

@@ -65,6 +65,32 @@ export function createRunStore(db: Db) {
       if (page.length) yield page;
     },
 
+    /**
+     * An assistant's watch begins: the run carries it so the sweep sees the veto. False when the team has no such
+     * run.
+     */
+    async addWatcher(teamId: string, runId: string, assistantId: string): Promise<boolean> {
+      const result = await runs.updateOne(
+        { _id: runId, teamId },
+        { $addToSet: { assistantWatchers: assistantId } },
+      );
+      return result.matchedCount === 1;
+    },
+
+    /**
+     * An assistant's watch ends. A paused run is touched too (updatedAt), so a pause the watch vetoed, however
+     * old, is back in the sweep's window and owed again. Returns whether the run is paused.
+     */
+    async removeWatcher(teamId: string, runId: string, assistantId: string, now: Date): Promise<boolean> {
+      const paused = await runs.updateOne(
+        { _id: runId, teamId, status: 'paused' },
+        { $pull: { assistantWatchers: assistantId }, $set: { updatedAt: now } },
+      );
+      if (paused.matchedCount === 1) return true;
+      await runs.updateOne({ _id: runId, teamId }, { $pull: { assistantWatchers: assistantId } });
+      return false;
+    },
+
     /** The operator transition marker: which confirmed operator alerts this run has had. */
     async stampOpsMarker(runId: string, episodeKey: string, at: Date): Promise<void> {
       await runs.updateOne(

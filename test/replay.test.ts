@@ -19,6 +19,12 @@ const FIXTURES = {
   'local quick calls, episode record written first': 'fixtures/episode-history-local-record-first.json',
   'local quick calls (current)': 'fixtures/episode-history-local.json',
 };
+
+/** Histories of other paths, each recorded before the patched() change that guards the path. */
+const PATH_FIXTURES = {
+  'a callback branch that threw, before CALLBACK_RELEASES_ON_THROW':
+    'fixtures/episode-history-callback-threw.json',
+};
 const CURRENT = path.resolve(__dirname, FIXTURES['local quick calls (current)']);
 
 async function recordEpisodeHistory(): Promise<void> {
@@ -69,6 +75,12 @@ describe('workflow replay', () => {
 
   for (const [version, fixture] of Object.entries(FIXTURES)) {
     it(`a recorded episode history (all three families delivered, ${version}) replays with the current code`, async () => {
+      const history: unknown = JSON.parse(readFileSync(path.resolve(__dirname, fixture), 'utf8'));
+      await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, history);
+    });
+  }
+  for (const [name, fixture] of Object.entries(PATH_FIXTURES)) {
+    it(`a recorded episode history (${name}) replays with the current code`, async () => {
       const history: unknown = JSON.parse(readFileSync(path.resolve(__dirname, fixture), 'utf8'));
       await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, history);
     });

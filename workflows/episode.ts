@@ -1,6 +1,6 @@
 // One outcome episode: a run paused or ended. Each outbound family is an independent branch with its own
 // claim key; one failing never holds up the others. The workflow only decides; activities do the I/O.
-import { proxyActivities, sleep } from '@temporalio/workflow';
+import { patched, proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { shouldNotify } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
@@ -30,6 +30,9 @@ const callbackAttempt = proxyActivities<Activities>({
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '5 seconds', maximumAttempts: 3 },
 });
+
+/** Marks histories whose thrown callback branch releases its cb| claim (older ones left it pending). */
+export const CALLBACK_RELEASES_ON_THROW = 'callback-branch-releases-claim-on-throw';
 
 /** A receiver's Retry-After is honoured, up to this. */
 const MAX_CALLBACK_WAIT_SECONDS = 3600;
@@ -73,18 +76,29 @@ async function callbackBranch(outcome: RunOutcome, options: EpisodeOptions): Pro
   const me = holder();
   if (!(await quick.tryMark(key, me))) return 'claimed_elsewhere';
   const waits = options.callbackRetrySeconds;
-  for (let attempt = 0; ; attempt++) {
-    const result = await callbackAttempt.sendCallback(outcome.episodeId, outcome.runId);
-    if (result.result === 'delivered') {
-      await quick.markDelivered(key, me);
-      return 'delivered';
+  try {
+    for (let attempt = 0; ; attempt++) {
+      const result = await callbackAttempt.sendCallback(outcome.episodeId, outcome.runId);
+      if (result.result === 'delivered') {
+        await quick.markDelivered(key, me);
+        return 'delivered';
+      }
+      if (result.result === 'stop' || attempt >= waits.length) {
+        await quick.markDelivered(key, me, `gave_up: ${result.detail}`);
+        return 'gave_up';
+      }
+      const wait = Math.min(
+        Math.max(waits[attempt], result.retryAfterSeconds ?? 0),
+        MAX_CALLBACK_WAIT_SECONDS,
+      );
+      await sleep(wait * 1000);
     }
-    if (result.result === 'stop' || attempt >= waits.length) {
-      await quick.markDelivered(key, me, `gave_up: ${result.detail}`);
-      return 'gave_up';
-    }
-    const wait = Math.min(Math.max(waits[attempt], result.retryAfterSeconds ?? 0), MAX_CALLBACK_WAIT_SECONDS);
-    await sleep(wait * 1000);
+  } catch (err) {
+    // An attempt (or a settle) that failed past its retries: release the claim, so the claim, the episodes view
+    // and this branch's result all say released and the sweep replays it, instead of a claim left pending.
+    if (!patched(CALLBACK_RELEASES_ON_THROW)) throw err;
+    await quick.unmark(key, me).catch(() => undefined); // failing too: the claim goes stale after the grace
+    return 'released';
   }
 }
 

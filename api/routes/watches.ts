@@ -7,7 +7,15 @@ import type { AuthState } from '../auth';
 import { watchParams } from '../schemas';
 import { validate } from '../validate';
 
-export function watchesRouter(deps: { runs: RunStore; watches: WatchStore; now: () => Date }) {
+export interface WatchesRouterDeps {
+  runs: RunStore;
+  watches: WatchStore;
+  /** Starts the run's current episode again (ALLOW_DUPLICATE): a pause the watch vetoed is pushed now. */
+  replayOutcome: (runId: string, teamId: string) => Promise<unknown>;
+  now: () => Date;
+}
+
+export function watchesRouter(deps: WatchesRouterDeps) {
   const router = new Router<AuthState>({ prefix: '/api/v1/assistants/:assistantId/watches' });
 
   const activate = validate({
@@ -18,20 +26,28 @@ export function watchesRouter(deps: { runs: RunStore; watches: WatchStore; now: 
     const { assistantId, runId } = ctx.state.input.params;
     const { teamId } = ctx.state.caller;
     if (!(await deps.runs.getForTeam(teamId, runId))) throw new NotFoundError('run not found');
+    // The watch row (the veto's authority) first, then the run's copy the sweep reads: a crash between leaves the
+    // old cost (the sweep replays a pause the push still vetoes), never a copy that hides an unvetoed pause.
     await deps.watches.activate(teamId, assistantId, runId, deps.now());
+    await deps.runs.addWatcher(teamId, runId, assistantId);
     ctx.body = { assistantId, runId, active: true };
   });
 
   const remove = validate({
-    summary: "ends an assistant's watch on a run",
+    summary: "ends an assistant's watch on a run; a pause it vetoed is pushed now",
     params: watchParams,
     success: 204,
   });
   router.delete('/:runId', remove, async (ctx) => {
     const { assistantId, runId } = ctx.state.input.params;
-    if (!(await deps.watches.remove(ctx.state.caller.teamId, assistantId, runId))) {
-      throw new NotFoundError('watch not found');
-    }
+    const { teamId } = ctx.state.caller;
+    // The run's copy goes first: a crash before the row is removed leaves the old cost (the sweep replays a pause
+    // the push still vetoes), never a stale veto that would keep the pause from ever being pushed.
+    const paused = await deps.runs.removeWatcher(teamId, runId, assistantId, deps.now());
+    if (!(await deps.watches.remove(teamId, assistantId, runId))) throw new NotFoundError('watch not found');
+    // A pause this watch vetoed is pushed now, once (its claim dedups); still vetoed (another watch) it costs one
+    // workflow. If the start fails, the sweep replays it: the run was touched into its window.
+    if (paused) await deps.replayOutcome(runId, teamId).catch(() => undefined);
     ctx.status = 204;
   });
 

@@ -19,6 +19,7 @@ function appWithEveryRoute() {
     episodes: inert,
     runHealth: inert,
     notifyOperator: inert,
+    replayOutcome: inert,
     probes: { temporal: async () => undefined, mongo: async () => undefined },
     notifications: {
       vapidPublicKey: 'BPublicKey',
@@ -27,7 +28,7 @@ function appWithEveryRoute() {
       now: () => new Date(),
       log: () => undefined,
     },
-  } satisfies AppDeps);
+  } as AppDeps);
 }
 
 /** The routers the app dispatches to, read off its middleware (router.routes() carries its router). */

@@ -1,0 +1,144 @@
+// The standby veto and the sweep, on the real servers: a pause vetoed by an active assistant watch costs the sweep
+// nothing (no episode workflow per pass), and is pushed exactly once when the watch ends while the run is still
+// paused (the seed: the veto leaves the episode replayable).
+import assert from 'node:assert/strict';
+import type { Client } from '@temporalio/client';
+import webpush from 'web-push';
+import type { ApiHandle } from '../api/server';
+import type { SweepReport } from '../activities/sweep';
+import type { Config } from '../config';
+import type { PushPayload } from '../domain/push';
+import { pushSenderFor } from '../net/pushSender';
+import type { Stores } from '../store';
+import type { Mongo } from '../store/mongo';
+import type { EpisodeResult } from '../workflows/episode';
+import {
+  openStores,
+  startTestApi,
+  startTestWorker,
+  temporalClient,
+  type ApiClient,
+  type RunningWorker,
+} from './support/harness';
+import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
+import { testConfig } from './support/stack';
+
+const WATCHED_RUNS = 50;
+const PASSES = 5;
+
+describe('standby veto and the sweep', function () {
+  this.timeout(300_000);
+  let push: PushService;
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let api: ApiHandle;
+  let worker: RunningWorker;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  let alice: ApiClient;
+  let subscription: SubscriptionJSON;
+
+  before(async () => {
+    push = await startPushService();
+    const vapid = webpush.generateVAPIDKeys();
+    config = testConfig({
+      VAPID_PUBLIC_KEY: vapid.publicKey,
+      VAPID_PRIVATE_KEY: vapid.privateKey,
+      PUSH_ALLOW_PRIVATE: '1',
+      SWEEP_INTERVAL_SECONDS: '3600',
+    });
+    ({ mongo, stores } = await openStores(config));
+    const sender = () => pushSenderFor(config, { ca: push.ca });
+    worker = await startTestWorker(config, stores, { pushSender: sender() });
+    const started = await startTestApi(config, { pushSender: sender() });
+    api = started.api;
+    alice = started.client.as('alice', 'acme');
+    ({ client, close: closeClient } = await temporalClient(config));
+    subscription = push.endpoint('alice');
+    const res = await alice.post('/api/v1/notifications/push/subscriptions', subscription);
+    assert.equal(res.status, 201, res.text);
+  });
+  after(async () => {
+    await api?.close();
+    await worker?.stop();
+    await closeClient?.();
+    await mongo?.client.close();
+    await push?.close();
+  });
+
+  const handle = (episodeId: string) => client.workflow.getHandle(episodeId);
+  const sweep = () =>
+    client.workflow.execute('sweepWorkflow', {
+      taskQueue: config.temporalTaskQueue,
+      workflowId: `standby-sweep-${Date.now()}-${Math.random()}`,
+    }) as Promise<SweepReport>;
+  const pushesFor = (episodeId: string) =>
+    push.received(subscription).filter((r) => (r.payload as PushPayload).episodeId === episodeId);
+
+  it(`${WATCHED_RUNS} watched paused runs cost ${PASSES} sweep passes no workflow; ending a watch pushes the pause once`, async () => {
+    const episodes: { runId: string; episodeId: string }[] = [];
+    for (let i = 0; i < WATCHED_RUNS; i++) {
+      const run = await alice.post('/api/v1/runs', { title: `Watched ${i}` });
+      assert.equal(run.status, 201, run.text);
+      const runId: string = run.body.id;
+      assert.equal((await alice.put(`/api/v1/assistants/asst_1/watches/${runId}`)).status, 200);
+      const paused = await alice.post(`/api/v1/runs/${runId}/pause`, { prompt: `Proceed with ${i}?` });
+      assert.equal(paused.status, 200, paused.text);
+      episodes.push({ runId, episodeId: `${runId}:input:${paused.body.interactionId}` });
+    }
+    const executions = new Map<string, string>();
+    for (const { episodeId } of episodes) {
+      assert.equal(((await handle(episodeId).result()) as EpisodeResult).push, 'vetoed');
+      executions.set(episodeId, (await handle(episodeId).describe()).runId);
+    }
+
+    let started = 0;
+    for (let pass = 0; pass < PASSES; pass++) {
+      const report = await sweep();
+      assert.ok(report.scanned >= WATCHED_RUNS, JSON.stringify(report));
+      started += report.started;
+    }
+    let restarted = 0;
+    for (const [episodeId, runId] of executions) {
+      if ((await handle(episodeId).describe()).runId !== runId) restarted++;
+    }
+    assert.deepEqual(
+      { started, restarted },
+      { started: 0, restarted: 0 },
+      `${PASSES} passes over ${WATCHED_RUNS} vetoed pauses`,
+    );
+    assert.equal(push.received().length, 0, 'a vetoed pause is not pushed');
+
+    // The watch ends while the run is still paused: the pause is pushed, once, and later passes add nothing.
+    const [ended] = episodes;
+    assert.equal((await alice.delete(`/api/v1/assistants/asst_1/watches/${ended.runId}`)).status, 204);
+    await push.waitFor(1, subscription, 30_000);
+    for (let pass = 0; pass < 2; pass++) await sweep();
+    await handle(ended.episodeId).result();
+    assert.equal(pushesFor(ended.episodeId).length, 1, 'the pause whose watch ended is pushed exactly once');
+    assert.equal(push.received().length, 1, 'no other pause is pushed');
+    assert.equal(await stores.claims.state(ended.episodeId), 'delivered');
+
+    // The same end of a watch whose replay start was lost (the API died right after removing the watch), on a
+    // pause older than the sweep's window: the touched run is back in the window, and one pass pushes it once.
+    const lost = episodes[1];
+    const twoDaysAgo = new Date(Date.now() - 2 * 24 * 3600 * 1000);
+    await mongo.db
+      .collection('runs')
+      .updateOne({ _id: lost.runId as never }, { $set: { updatedAt: twoDaysAgo } });
+    assert.equal(await stores.runs.removeWatcher('acme', lost.runId, 'asst_1', new Date()), true);
+    assert.equal(await stores.watches.remove('acme', 'asst_1', lost.runId), true);
+    const replayed = await sweep();
+    assert.equal(replayed.started, 1, JSON.stringify(replayed));
+    await handle(lost.episodeId).result();
+    const after = await sweep();
+    assert.equal(after.started, 0, JSON.stringify(after));
+    assert.equal(
+      pushesFor(lost.episodeId).length,
+      1,
+      'the pause whose replay start was lost is pushed by the sweep, once',
+    );
+    assert.equal(push.received().length, 2);
+  });
+});
