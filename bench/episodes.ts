@@ -265,6 +265,7 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
     // episode); the timed part starts at the emitter, as the engine would call it right after the transition.
     const engine = createRunEngine({
       runs: stores.runs,
+      runTransitions: stores.runTransitions,
       events: stores.events,
       interactions: stores.interactions,
       emitter: { emitRunOutcome: async () => undefined },

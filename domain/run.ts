@@ -23,6 +23,8 @@ export interface Run {
   ownerId: string;
   title: string;
   status: RunStatus;
+  /** Transitions applied so far (absent on runs created before it was kept: 0). */
+  revision?: number;
   /** The current pause while status is paused; kept after resume as the last pause (for history). */
   pause?: RunPause;
   pauseCount: number;

@@ -1,6 +1,7 @@
 // The engine operations behind the runs routes. Each one reads the run, asks the status machine whether the
-// operation is legal, writes conditionally on the status it read (a concurrent operation makes it a 409), and,
-// when the run paused or ended, emits the outcome.
+// operation is legal, wins the run's revision (a concurrent operation makes it a 409), writes the status, and
+// only then appends the transition's events, lets run health observe them and, when the run paused or ended,
+// emits the outcome: a transition that lost leaves nothing behind.
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { OutcomeEmitter } from '../client/emitter';
 import type { HealthSignaler } from '../client/health';
@@ -16,6 +17,7 @@ import {
 import type { EventStore } from '../store/events';
 import type { InteractionStore } from '../store/interactions';
 import type { RunStore } from '../store/runs';
+import type { RunTransition, RunTransitionStore } from '../store/runTransitions';
 
 export interface Caller {
   userId: string;
@@ -31,6 +33,7 @@ export interface NewRun {
 
 export interface EngineDeps {
   runs: RunStore;
+  runTransitions: RunTransitionStore;
   events: EventStore;
   interactions: InteractionStore;
   emitter: OutcomeEmitter;
@@ -61,7 +64,7 @@ export type RunEngine = ReturnType<typeof createRunEngine>;
 
 export function createRunEngine(deps: EngineDeps) {
   const now = deps.now ?? (() => new Date());
-  const { runs, events, interactions } = deps;
+  const { runs, runTransitions, events, interactions } = deps;
 
   async function load(caller: Caller, runId: string): Promise<Run> {
     const run = await runs.getForTeam(caller.teamId, runId);
@@ -69,23 +72,74 @@ export function createRunEngine(deps: EngineDeps) {
     return run;
   }
 
-  /** Writes the transition on the status we read; a run that moved meanwhile makes this a conflict. */
+  type Item = { type: string; data?: Record<string, unknown> };
+
+  /**
+   * The transition, decided on the run as read: its revision is won first (one insert; a concurrent operation
+   * makes this a 409 before anything is written), then the status, then the events, health and the outcome.
+   */
   async function apply(
     run: Run,
     op: RunOperation,
     set: Partial<Run>,
+    items: Item[],
     unset: (keyof Run)[] = [],
+    bodyError?: RunError,
   ): Promise<Run> {
     const status = nextStatus(run.status, run.pause?.reason, op);
     const at = now();
-    const updated = await runs.transition(run._id, run.status, { ...set, status, updatedAt: at }, unset);
-    if (!updated)
+    const revision = run.revision ?? 0;
+    const transition: RunTransition = {
+      _id: `${run._id}#${revision}`,
+      runId: run._id,
+      teamId: run.teamId,
+      revision,
+      op,
+      status,
+      set: { ...set, status, updatedAt: at },
+      unset,
+      events: items,
+      at,
+    };
+    if (!(await runTransitions.claim(transition))) {
+      await finishStuck(run);
       throw new IllegalTransitionError(`the run changed while ${op.replace('_', '-')} was applied`);
+    }
+    return complete(run, transition, bodyError);
+  }
+
+  /** Everything after the win; safe to repeat (the status write is filtered on the revision, events have ids). */
+  async function complete(run: Run, t: RunTransition, bodyError?: RunError): Promise<Run> {
+    const expected = { status: run.status, revision: t.revision };
+    const updated =
+      (await runs.transition(run._id, expected, t.set, t.unset)) ?? (await runs.getById(run._id));
+    if (!updated || (updated.revision ?? 0) <= t.revision)
+      throw new IllegalTransitionError('the run changed while the transition was applied');
+    await writeEvents(run, t);
+    if (t.status !== 'running') await emit(updated, bodyError);
     return updated;
   }
 
-  /** Appends the run's events, then lets its health workflow observe them. */
-  async function record(run: Run, items: { type: string; data?: Record<string, unknown> }[], at: Date) {
+  async function writeEvents(run: Run, t: RunTransition): Promise<void> {
+    const ids = t.events.map((item, i) => ({ id: `evt_${run._id}_r${t.revision}_${i}`, ...item }));
+    await events.append(run, ids, t.at);
+    await observe(run, t.events);
+  }
+
+  /**
+   * A revision someone won but whose status write never landed (its writer died): finish it now, so the run
+   * is not stuck on a revision nobody can take.
+   */
+  async function finishStuck(run: Run): Promise<void> {
+    const revision = run.revision ?? 0;
+    const current = await runs.getById(run._id);
+    if (!current || (current.revision ?? 0) !== revision) return;
+    const t = await runTransitions.get(run._id, revision);
+    if (t && current.status === run.status) await complete(current, t, t.set.error);
+  }
+
+  /** Appends events outside a transition (run_started, progress), then lets run health observe them. */
+  async function record(run: Run, items: Item[], at: Date) {
     const written = await events.append(run, items, at);
     await observe(run, items);
     return written;
@@ -115,17 +169,28 @@ export function createRunEngine(deps: EngineDeps) {
   async function resumeOnAnswer(run: Run, interactionId: string): Promise<Run> {
     const at = now();
     const item = { type: 'run_resumed', data: { interaction_id: interactionId } };
-    await events.appendOnce(run, { id: `evt_resumed_${interactionId}`, ...item }, at);
-    // Told again on a retry: the first try may have died before telling it, and a repeat is harmless to it.
-    await observe(run, [item]);
     try {
-      return await apply(run, 'answer', { checkpoint: { status: 'running', at } });
+      return await apply(run, 'answer', { checkpoint: { status: 'running', at } }, [item]);
     } catch (err) {
       if (!(err instanceof IllegalTransitionError)) throw err;
       const current = await runs.getById(run._id);
-      if (current?.status === 'running' && current.pause?.interactionId === interactionId) return current;
+      if (current?.status === 'running' && current.pause?.interactionId === interactionId) {
+        await repairLast(current);
+        return current;
+      }
       throw err;
     }
+  }
+
+  /**
+   * The run's last transition again, minus the status write that landed: its events (by their derived ids) and
+   * health. For a retry whose first try wrote the status but died before the rest.
+   */
+  async function repairLast(run: Run): Promise<void> {
+    const revision = run.revision ?? 0;
+    if (revision === 0) return;
+    const t = await runTransitions.get(run._id, revision - 1);
+    if (t) await writeEvents(run, t);
   }
 
   async function pauseWithoutHuman(caller: Caller, runId: string, op: 'park' | 'soft_pause', wall?: string) {
@@ -134,24 +199,30 @@ export function createRunEngine(deps: EngineDeps) {
     const at = now();
     const seq = run.pauseCount + 1;
     const reason = pauseReasonFor(op);
-    await record(run, [{ type: 'run_paused', data: { reason, interaction_id: '', wall, seq } }], at);
-    const updated = await apply(run, op, {
-      pause: { reason, seq, at, ...(wall !== undefined ? { wall } : {}) },
-      pauseCount: seq,
-      checkpoint: { status: 'paused', at },
-    });
-    await emit(updated);
-    return updated;
+    return apply(
+      run,
+      op,
+      {
+        pause: { reason, seq, at, ...(wall !== undefined ? { wall } : {}) },
+        pauseCount: seq,
+        checkpoint: { status: 'paused', at },
+      },
+      [{ type: 'run_paused', data: { reason, interaction_id: '', wall, seq } }],
+    );
   }
 
   async function end(caller: Caller, runId: string, op: 'complete' | 'fail' | 'cancel', set: Partial<Run>) {
     const run = await load(caller, runId);
     const status = nextStatus(run.status, run.pause?.reason, op);
     const at = now();
-    await record(run, [{ type: `run_${status}`, data: { ...set } }], at);
-    const updated = await apply(run, op, { ...set, endedAt: at, checkpoint: { status, at } });
-    await emit(updated, set.error);
-    return updated;
+    return apply(
+      run,
+      op,
+      { ...set, endedAt: at, checkpoint: { status, at } },
+      [{ type: `run_${status}`, data: { ...set } }],
+      [],
+      set.error,
+    );
   }
 
   return {
@@ -170,6 +241,7 @@ export function createRunEngine(deps: EngineDeps) {
         ownerId: caller.userId,
         title: input.title ?? 'Untitled run',
         status: 'running',
+        revision: 0,
         pauseCount: 0,
         watchedIssueIds: input.watchedIssueIds ?? [],
         ...(input.callback
@@ -186,8 +258,8 @@ export function createRunEngine(deps: EngineDeps) {
     },
 
     /**
-     * doPause: writes the interaction, appends human_input_requested then run_paused, and saves the checkpoint
-     * together with the paused status in one write.
+     * doPause: writes the interaction, saves the checkpoint together with the paused status in one write, then
+     * appends human_input_requested and run_paused.
      */
     async pause(caller: Caller, runId: string, prompt: string): Promise<{ run: Run; interactionId: string }> {
       const run = await load(caller, runId);
@@ -203,26 +275,25 @@ export function createRunEngine(deps: EngineDeps) {
         status: 'pending',
         createdAt: at,
       });
-      await record(
-        run,
-        [
-          { type: 'human_input_requested', data: { interaction_id: interactionId, prompt } },
-          { type: 'run_paused', data: { reason: 'human_input', interaction_id: interactionId, seq } },
-        ],
-        at,
-      );
       let updated: Run;
       try {
-        updated = await apply(run, 'pause', {
-          pause: { reason: 'human_input', seq, interactionId, at },
-          pauseCount: seq,
-          checkpoint: { status: 'paused', at },
-        });
+        updated = await apply(
+          run,
+          'pause',
+          {
+            pause: { reason: 'human_input', seq, interactionId, at },
+            pauseCount: seq,
+            checkpoint: { status: 'paused', at },
+          },
+          [
+            { type: 'human_input_requested', data: { interaction_id: interactionId, prompt } },
+            { type: 'run_paused', data: { reason: 'human_input', interaction_id: interactionId, seq } },
+          ],
+        );
       } catch (err) {
         await interactions.abandon(interactionId);
         throw err;
       }
-      await emit(updated);
       return { run: updated, interactionId };
     },
 
@@ -249,7 +320,18 @@ export function createRunEngine(deps: EngineDeps) {
           run.pause?.interactionId === interactionId &&
           interaction.status === 'answered' &&
           interaction.answer === answer;
-        if (resumedByThisAnswer) return run;
+        if (resumedByThisAnswer) {
+          await repairLast(run); // the first try may have died after the status write
+          return run;
+        }
+        const resumedByOtherAnswer =
+          run.status === 'running' &&
+          run.pause?.interactionId === interactionId &&
+          interaction.status === 'answered';
+        if (resumedByOtherAnswer) {
+          await repairLast(run);
+          throw new IllegalTransitionError('the interaction was already answered');
+        }
         throw new IllegalTransitionError('the run is not waiting on this interaction');
       }
       let stored = answer;
@@ -274,9 +356,9 @@ export function createRunEngine(deps: EngineDeps) {
 
     async resume(caller: Caller, runId: string): Promise<Run> {
       const run = await load(caller, runId);
-      nextStatus(run.status, run.pause?.reason, 'resume');
-      await record(run, [{ type: 'run_resumed', data: { reason: run.pause?.reason } }], now());
-      return apply(run, 'resume', { checkpoint: { status: 'running', at: now() } });
+      return apply(run, 'resume', { checkpoint: { status: 'running', at: now() } }, [
+        { type: 'run_resumed', data: { reason: run.pause?.reason } },
+      ]);
     },
 
     complete(caller: Caller, runId: string, finalAnswer: string): Promise<Run> {

@@ -21,21 +21,36 @@ export type EventStore = ReturnType<typeof createEventStore>;
 export function createEventStore(db: Db) {
   const events = db.collection<RunEvent>('events');
   return {
-    /** Appends in the given order; each event gets its own id and a strictly increasing time. */
+    /**
+     * Appends in the given order; each event gets a strictly increasing time and its own id, or the id the caller
+     * derived from what it records (a transition's revision), in which case a repeat writes nothing twice.
+     */
     async append(
       run: { _id: string; teamId: string },
-      items: { type: string; data?: Record<string, unknown> }[],
+      items: { id?: string; type: string; data?: Record<string, unknown> }[],
       now: Date,
     ): Promise<RunEvent[]> {
       const docs = items.map((item, i) => ({
-        _id: `evt_${randomUUID().replace(/-/g, '')}`,
+        _id: item.id ?? `evt_${randomUUID().replace(/-/g, '')}`,
         runId: run._id,
         teamId: run.teamId,
         type: item.type,
         data: item.data ?? {},
         at: new Date(now.getTime() + i),
       }));
-      if (docs.length) await events.insertMany(docs, { ordered: true });
+      if (!docs.length) return docs;
+      try {
+        await events.insertMany(docs, { ordered: false });
+      } catch (err) {
+        // Only a repeat of derived ids is tolerated: those events are already there.
+        const writeErrors = (err as { writeErrors?: unknown[] }).writeErrors;
+        const repeats =
+          items.every((item) => item.id !== undefined) &&
+          (isDuplicateKey(err) ||
+            (Array.isArray(writeErrors) &&
+              writeErrors.every((e) => (e as { code?: number }).code === 11000)));
+        if (!repeats) throw err;
+      }
       return docs;
     },
 

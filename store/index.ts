@@ -9,6 +9,7 @@ import { createPushDeliveryStore, pushDeliveryIndexes } from './pushDeliveries';
 import { createPushSubscriptionStore, pushSubscriptionIndexes } from './pushSubscriptions';
 import { createRunHealthStore, runHealthIndexes } from './runHealth';
 import { createRunStore, runIndexes } from './runs';
+import { createRunTransitionStore } from './runTransitions';
 import { createWatchStore, watchIndexes } from './watches';
 import { ensureIndexes, type IndexReport } from './mongo';
 
@@ -38,6 +39,7 @@ export interface StoreOptions {
 export function createStores(db: Db, options: StoreOptions) {
   return {
     runs: createRunStore(db),
+    runTransitions: createRunTransitionStore(db),
     events: createEventStore(db),
     interactions: createInteractionStore(db),
     watches: createWatchStore(db),

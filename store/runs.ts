@@ -104,18 +104,25 @@ export function createRunStore(db: Db) {
     },
 
     /**
-     * Applies a transition only if the run still has the status it was read with, so two concurrent
-     * operations cannot both win. Returns the updated run, or null when the status moved meanwhile.
+     * Applies a transition decided on (status, revision): the run moves to revision + 1. The caller won the
+     * revision first (run_transitions), so this write is never contested; the filter makes a repeat of it (a
+     * retry, or a caller finishing a transition whose writer died) a no-op. Returns the updated run, or null
+     * when the run is no longer at that revision.
      */
     async transition(
       runId: string,
-      expected: RunStatus,
+      expected: { status: RunStatus; revision: number },
       set: Partial<Run>,
       unset: (keyof Run)[] = [],
     ): Promise<Run | null> {
-      const update: Record<string, unknown> = { $set: set };
+      const update: Record<string, unknown> = { $set: { ...set, revision: expected.revision + 1 } };
       if (unset.length) update.$unset = Object.fromEntries(unset.map((k) => [k, '']));
-      const result = await runs.updateOne({ _id: runId, status: expected }, update);
+      // Revision 0 is also a run written before revisions were kept (no field).
+      const revision = expected.revision === 0 ? { $in: [0, null] } : expected.revision;
+      const result = await runs.updateOne(
+        { _id: runId, status: expected.status, revision } as Record<string, unknown>,
+        update,
+      );
       if (result.modifiedCount !== 1) return null;
       return runs.findOne({ _id: runId });
     },

@@ -1,0 +1,150 @@
+// Concurrent conflicting transitions on the real servers: exactly one wins, the loser is a 409 that wrote
+// nothing (no phantom events), and the run's health workflow follows the winner.
+import assert from 'node:assert/strict';
+import type { ApiHandle } from '../api/server';
+import type { Config } from '../config';
+import { createRunEngine, type EngineDeps } from '../engine/runEngine';
+import { IllegalTransitionError } from '../domain/runStatus';
+import type { Stores } from '../store';
+import type { Mongo } from '../store/mongo';
+import { ApiClient, openStores, startTestApi, startTestWorker, type RunningWorker } from './support/harness';
+import { testConfig } from './support/stack';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+type Op = 'pause' | 'park' | 'soft-pause' | 'complete' | 'fail' | 'cancel';
+const BODY: Record<Op, unknown> = {
+  pause: { prompt: 'Ship it?' },
+  park: { wall: 'daily_tokens' },
+  'soft-pause': {},
+  complete: { finalAnswer: 'done' },
+  fail: { error: { code: 'oom', message: 'killed' } },
+  cancel: {},
+};
+/** The events an operation writes, and the health phase it leads to. */
+const WRITES: Record<Op, { events: string[]; phase: string }> = {
+  pause: { events: ['human_input_requested', 'run_paused'], phase: 'paused' },
+  park: { events: ['run_paused'], phase: 'paused' },
+  'soft-pause': { events: ['run_paused'], phase: 'paused' },
+  complete: { events: ['run_finished'], phase: 'terminal' },
+  fail: { events: ['run_failed'], phase: 'terminal' },
+  cancel: { events: ['run_cancelled'], phase: 'terminal' },
+};
+
+describe('concurrent transitions', function () {
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let worker: RunningWorker;
+  let api: ApiHandle;
+  let alice: ApiClient;
+
+  before(async () => {
+    config = testConfig({
+      STALL_AFTER_SECONDS: '3600',
+      HEALTH_REAP_SECONDS: '3600',
+      SWEEP_INTERVAL_SECONDS: '3600',
+    });
+    ({ mongo, stores } = await openStores(config));
+    worker = await startTestWorker(config, stores);
+    const started = await startTestApi(config);
+    api = started.api;
+    alice = started.client.as('alice', 'acme');
+  });
+  after(async () => {
+    await api?.close();
+    await worker?.stop();
+    await mongo?.client.close();
+  });
+
+  const pairs: [Op, Op][] = [
+    ['pause', 'complete'],
+    ['complete', 'pause'],
+    ['soft-pause', 'fail'],
+    ['park', 'cancel'],
+    ['cancel', 'park'],
+    ['pause', 'soft-pause'],
+  ];
+
+  it('two conflicting transitions: one 409, no phantom events, health follows the winner', async () => {
+    const runs: { id: string; winner: Op; loser: Op }[] = [];
+    for (const [a, b] of pairs) {
+      for (let i = 0; i < 2; i++) {
+        const created = await alice.post('/api/v1/runs', { title: `${a} vs ${b}` });
+        assert.equal(created.status, 201, created.text);
+        const id = created.body.id as string;
+        // Health exists and is active before the race, as for any running run.
+        await alice.post(`/api/v1/runs/${id}/events`, { type: 'node_started', node: 'work' });
+        const [ra, rb] = await Promise.all([
+          alice.post(`/api/v1/runs/${id}/${a}`, BODY[a]),
+          alice.post(`/api/v1/runs/${id}/${b}`, BODY[b]),
+        ]);
+        const statuses = [ra.status, rb.status].sort();
+        assert.equal(
+          statuses[1],
+          409,
+          `${a} vs ${b}: one must lose (${ra.status} ${ra.text} / ${rb.status} ${rb.text})`,
+        );
+        assert.ok(statuses[0] >= 200 && statuses[0] < 300, `${a} vs ${b}: one must win (${statuses})`);
+        runs.push(ra.status === 409 ? { id, winner: b, loser: a } : { id, winner: a, loser: b });
+      }
+    }
+
+    for (const { id, winner, loser } of runs) {
+      const types = (await stores.events.listForRun(id)).map((e) => e.type);
+      assert.deepEqual(
+        types,
+        ['run_started', 'node_started', ...WRITES[winner].events],
+        `${winner} beat ${loser} on ${id}: the loser's events must not be written`,
+      );
+    }
+
+    // Health settles on the winner's phase and stays there (the loser never signalled it).
+    const deadline = Date.now() + 15_000;
+    const phaseOf = async (id: string) => (await alice.get(`/api/v1/runs/${id}/health`)).body?.phase;
+    for (const { id, winner } of runs) {
+      while ((await phaseOf(id)) !== WRITES[winner].phase && Date.now() < deadline) await sleep(100);
+    }
+    await sleep(1000);
+    const phases = await Promise.all(runs.map(async (r) => ({ ...r, phase: await phaseOf(r.id) })));
+    assert.deepEqual(
+      phases.filter((p) => p.phase !== WRITES[p.winner].phase),
+      [],
+      'health must follow the winning transition',
+    );
+  }).timeout(120_000);
+
+  it('a transition whose writer died after winning is finished by the next caller, not left stuck', async () => {
+    const caller = { userId: 'alice', teamId: 'acme' };
+    const silent = { emitRunOutcome: async () => undefined };
+    let dies = true;
+    const runs: EngineDeps['runs'] = {
+      ...stores.runs,
+      async transition(...args) {
+        if (dies) {
+          dies = false;
+          throw new Error('worker killed before the status write');
+        }
+        return stores.runs.transition(...args);
+      },
+    };
+    const dying = createRunEngine({ ...stores, runs, emitter: silent });
+    const engine = createRunEngine({ ...stores, emitter: silent });
+    const run = await engine.create(caller, { title: 'half-done' });
+    await assert.rejects(dying.softPause(caller, run._id), /worker killed/);
+    assert.equal((await stores.runs.getById(run._id))?.status, 'running', 'the status write never landed');
+    await assert.rejects(
+      engine.complete(caller, run._id, 'late'),
+      (err: unknown) => err instanceof IllegalTransitionError,
+    );
+    assert.equal(
+      (await stores.runs.getById(run._id))?.status,
+      'paused',
+      'the won transition was finished',
+    );
+    const types = (await stores.events.listForRun(run._id)).map((e) => e.type);
+    assert.deepEqual(types, ['run_started', 'run_paused']);
+    await engine.resume(caller, run._id);
+    assert.equal((await engine.complete(caller, run._id, 'ok')).status, 'finished', 'the run moves on');
+  });
+});
