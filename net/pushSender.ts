@@ -39,7 +39,8 @@ export interface PushOptions {
  * accepted as is. config_fault: 401/403, our VAPID identity is wrong for this service (an operator problem, never
  * a prune). failed: still failing after retries, or the resolver could not answer: worth another try.
  */
-export type PushResult = 'delivered' | 'gone' | 'refused' | 'unresolved' | 'rejected' | 'config_fault' | 'failed';
+export type PushResult =
+  'delivered' | 'gone' | 'refused' | 'unresolved' | 'rejected' | 'config_fault' | 'failed';
 
 export interface SendOutcome {
   result: PushResult;
@@ -147,8 +148,10 @@ export function createPushSender(options: PushSenderOptions) {
           lookup: options.lookup,
         });
       } catch (err) {
-        if (err instanceof ResolverUnavailableError) return { result: 'failed', detail: err.message, attempts: 0 };
-        if (!(err instanceof TargetRefusedError)) return { result: 'failed', detail: String(err), attempts: 0 };
+        if (err instanceof ResolverUnavailableError)
+          return { result: 'failed', detail: err.message, attempts: 0 };
+        if (!(err instanceof TargetRefusedError))
+          return { result: 'failed', detail: String(err), attempts: 0 };
         const result = err.category === 'refused: dns' ? 'unresolved' : 'refused';
         return { result, detail: err.reason, attempts: 0 };
       }

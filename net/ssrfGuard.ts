@@ -171,7 +171,10 @@ function refusal(address: string, allowPrivate: boolean, verb: string): TargetRe
   // A zone id (fe80::1%eth0) names an interface, not a host; BlockList would not match it either.
   const family = address.includes('%') ? 0 : net.isIP(address);
   if (family !== 4 && family !== 6) {
-    return new TargetRefusedError(`host ${verb} something that is not an IP address (${address})`, 'refused: dns');
+    return new TargetRefusedError(
+      `host ${verb} something that is not an IP address (${address})`,
+      'refused: dns',
+    );
   }
   const verdict = classify(address, family);
   if (verdict === 'public') return undefined;
@@ -182,7 +185,10 @@ function refusal(address: string, allowPrivate: boolean, verb: string): TargetRe
       'refused: private address',
     );
   }
-  return new TargetRefusedError(`host ${verb} a private or reserved address (${address})`, 'refused: private address');
+  return new TargetRefusedError(
+    `host ${verb} a private or reserved address (${address})`,
+    'refused: private address',
+  );
 }
 
 /** The resolver's code of a lookup error ('unknown' when it has none). */
@@ -192,7 +198,11 @@ function errorCode(err: unknown): string {
 }
 
 /** One lookup, bounded in time: a resolver that hangs is unavailable, not a verdict. */
-async function boundedLookup(lookup: HostLookup, host: string, timeoutMs: number): Promise<ResolvedAddress[]> {
+async function boundedLookup(
+  lookup: HostLookup,
+  host: string,
+  timeoutMs: number,
+): Promise<ResolvedAddress[]> {
   let timer: NodeJS.Timeout | undefined;
   const expired = new Promise<never>((_resolve, reject) => {
     timer = setTimeout(() => reject(new ResolverUnavailableError('ETIMEOUT')), timeoutMs);
@@ -203,7 +213,8 @@ async function boundedLookup(lookup: HostLookup, host: string, timeoutMs: number
   } catch (err) {
     if (err instanceof ResolverUnavailableError) throw err;
     const code = errorCode(err);
-    if (NAME_DOES_NOT_EXIST.has(code)) throw new TargetRefusedError(`host did not resolve (${code})`, 'refused: dns');
+    if (NAME_DOES_NOT_EXIST.has(code))
+      throw new TargetRefusedError(`host did not resolve (${code})`, 'refused: dns');
     throw new ResolverUnavailableError(code);
   } finally {
     clearTimeout(timer);

@@ -154,7 +154,11 @@ describe('resolver faults end to end', function () {
   async function subscribe(userId: string) {
     const real = push.endpoint(userId);
     const endpoint = `https://localhost:${new URL(push.origin).port}/push/${push.idOf(real)}`;
-    await stores.pushSubscriptions.upsert({ userId, teamId: 'acme' }, { endpoint, keys: real.keys }, new Date());
+    await stores.pushSubscriptions.upsert(
+      { userId, teamId: 'acme' },
+      { endpoint, keys: real.keys },
+      new Date(),
+    );
     return real;
   }
   const subscriptionsOf = async (userId: string) => stores.pushSubscriptions.listForUsers([userId]);

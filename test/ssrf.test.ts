@@ -173,7 +173,10 @@ describe('SSRF guard: checkCallbackTarget', () => {
     const broken: HostLookup = async () => {
       throw Object.assign(new Error('queryA ESERVFAIL x.example'), { code: 'ESERVFAIL' });
     };
-    await assert.rejects(checkCallbackTarget('http://x.example/', { lookup: broken }), ResolverUnavailableError);
+    await assert.rejects(
+      checkCallbackTarget('http://x.example/', { lookup: broken }),
+      ResolverUnavailableError,
+    );
   });
 
   it('names the reason for scheme, credentials and reserved addresses', async () => {
