@@ -2,6 +2,7 @@
 export {
   checkCallbackTarget,
   TargetRefusedError,
+  ResolverUnavailableError,
   type CheckedTarget,
   type HostLookup,
 } from './net/ssrfGuard';

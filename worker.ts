@@ -6,6 +6,7 @@ import { assertOperatorAlertsWired } from './activities/ops';
 import { ensureSweepSchedule } from './client/schedules';
 import { ConfigError, loadConfigOrExit, type Config } from './config';
 import { pushSenderFor, type PushSender } from './net/pushSender';
+import type { HostLookup } from './net/ssrfGuard';
 import { createStores, ensureAllIndexes, type Stores } from './store';
 import { connectMongo } from './store/mongo';
 
@@ -15,6 +16,8 @@ export interface WorkerDeps {
   client: Client;
   stores: Stores;
   pushSender?: PushSender;
+  /** Tests inject a resolver for callbacks here (the push sender carries its own). */
+  callbackLookup?: HostLookup;
   /** Tests and benchmarks bundle the workflows once and share the bundle between workers. */
   workflowBundle?: WorkflowBundle;
   log?: (line: string) => void;
@@ -40,6 +43,7 @@ export async function createWorker(deps: WorkerDeps): Promise<Worker> {
       stores: deps.stores,
       client: deps.client,
       pushSender: deps.pushSender,
+      callbackLookup: deps.callbackLookup,
       log: deps.log,
     }),
   });

@@ -2,7 +2,13 @@
 // The workflow owns the retry schedule (durable timers); this reports how one attempt went.
 import { callbackBody } from '../domain/callback';
 import { signWebhook } from '../net/webhookSignature';
-import { checkCallbackTarget, postPinned, TargetRefusedError, type HostLookup } from '../net/ssrfGuard';
+import {
+  checkCallbackTarget,
+  postPinned,
+  ResolverUnavailableError,
+  TargetRefusedError,
+  type HostLookup,
+} from '../net/ssrfGuard';
 import { retryAfterMs } from '../net/retryAfter';
 import type { RunStore } from '../store/runs';
 
@@ -45,7 +51,12 @@ export function createCallbackActivities(deps: CallbackDeps) {
           lookup: deps.lookup,
         });
       } catch (err) {
-        if (err instanceof TargetRefusedError) return { result: 'stop', detail: err.reason };
+        // No verdict from the resolver, or a name that does not exist now: both follow the retry schedule (a
+        // receiver's name can come back within it). Every other refusal is final.
+        if (err instanceof ResolverUnavailableError) return { result: 'retry', detail: err.message };
+        if (err instanceof TargetRefusedError) {
+          return { result: err.category === 'refused: dns' ? 'retry' : 'stop', detail: err.reason };
+        }
         throw err;
       }
       const json = JSON.stringify(body);

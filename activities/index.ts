@@ -2,6 +2,7 @@
 import type { Client } from '@temporalio/client';
 import type { Config } from '../config';
 import type { PushSender } from '../net/pushSender';
+import type { HostLookup } from '../net/ssrfGuard';
 import type { Stores } from '../store';
 import { episodeOptions } from '../client/emitter';
 import { createCallbackActivities } from './callback';
@@ -18,6 +19,8 @@ export interface ActivityDeps {
   client: Client;
   /** The Web Push sink; undefined when web push is off. */
   pushSender?: PushSender;
+  /** The callbacks' resolver; injected by tests (a resolver that fails on purpose). Default: the system's. */
+  callbackLookup?: HostLookup;
   now?: () => Date;
   log?: (line: string) => void;
 }
@@ -46,6 +49,7 @@ export function createActivities(deps: ActivityDeps) {
       runs: stores.runs,
       allowPrivate: config.callbackAllowPrivate,
       timeoutMs: config.callbackTimeoutSeconds * 1000,
+      lookup: deps.callbackLookup,
       now,
     }),
     ...createOpsActivities({

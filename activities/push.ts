@@ -31,6 +31,9 @@ export interface FanOutDeps {
 }
 
 const HUMAN_INPUT_TTL_S = 24 * 3600;
+
+/** A subscription whose host did not exist (ENOTFOUND) in this many consecutive episodes is pruned. */
+export const PRUNE_AFTER_UNRESOLVED_EPISODES = 3;
 const OUTCOME_TTL_S = 4 * 24 * 3600;
 
 /** Web Push Topic: at most 32 base64url characters, one per episode, so a queued older copy is replaced. */
@@ -47,8 +50,9 @@ export function pushOptionsFor(payload: PushPayload) {
 }
 
 /**
- * Sends one payload to many subscriptions, at most `width` at a time. Dead endpoints (404/410, or refused by
- * the outbound guard) are pruned. onDelivered runs right after each accepted send and the lane waits for it
+ * Sends one payload to many subscriptions, at most `width` at a time. Dead endpoints (404/410, refused by the
+ * outbound guard, or a host that did not exist in PRUNE_AFTER_UNRESOLVED_EPISODES episodes in a row) are pruned;
+ * a resolver that could not answer is a transient failure like a 5xx. onDelivered runs right after each accepted send and the lane waits for it
  * (the worker records the delivery there, which is also the subscription's "last success": no update of the
  * subscription row: a second write per send, and an updateMany over 2,000 ids took 35 s on FerretDB v1), so
  * a crash repeats at most the `width` sends in flight.
@@ -66,7 +70,24 @@ export async function fanOut(
       case 'delivered':
         result.delivered++;
         await onDelivered(sub);
+        // Only rows that carry a count pay for the write: the common send stays one write (onDelivered's).
+        if (sub.unresolved) await deps.subscriptions.clearUnresolved(sub._id);
         return;
+      case 'unresolved': {
+        // Not worth another attempt in this episode; the next episodes tell whether the name is really gone.
+        const count = await deps.subscriptions.markUnresolved(sub._id, payload.episodeId);
+        if (count >= PRUNE_AFTER_UNRESOLVED_EPISODES) {
+          result.pruned++;
+          await deps.subscriptions.prune(sub._id);
+          deps.log(
+            `push: pruned subscription ${sub._id} of ${sub.userId} (${outcome.detail}, ${count} episodes in a row)`,
+          );
+        } else {
+          result.failed++;
+          deps.log(`push: subscription ${sub._id} of ${sub.userId}: ${outcome.detail} (${count} in a row)`);
+        }
+        return;
+      }
       case 'gone':
       case 'refused':
         result.pruned++;
@@ -84,7 +105,7 @@ export async function fanOut(
         return;
       case 'failed':
         result.failed++;
-        result.retryable++; // 5xx, 429 past its wait, network: worth another activity attempt
+        result.retryable++; // 5xx, 429 past its wait, network, resolver down: worth another activity attempt
         return;
       default:
         result.failed++;

@@ -15,6 +15,7 @@ import type { PushPayload } from '../domain/push';
 import {
   checkCallbackTarget,
   pinnedLookup,
+  ResolverUnavailableError,
   TargetRefusedError,
   type CheckedTarget,
   type HostLookup,
@@ -32,15 +33,19 @@ export interface PushOptions {
 }
 
 /**
- * delivered: 2xx. gone: 404/410, prune. refused: the guard refused the endpoint, prune.
- * rejected: 400/413, this message will never be accepted as is. config_fault: 401/403, our VAPID identity is
- * wrong for this service (an operator problem, never a prune). failed: still failing after retries.
+ * delivered: 2xx. gone: 404/410, prune. refused: the guard refused the endpoint (scheme, allowlist, address),
+ * prune. unresolved: the endpoint's name does not exist (ENOTFOUND): counted on the row, pruned only when it
+ * repeats (a push service's host does not vanish for one lookup). rejected: 400/413, this message will never be
+ * accepted as is. config_fault: 401/403, our VAPID identity is wrong for this service (an operator problem, never
+ * a prune). failed: still failing after retries, or the resolver could not answer: worth another try.
  */
-export type PushResult = 'delivered' | 'gone' | 'refused' | 'rejected' | 'config_fault' | 'failed';
+export type PushResult =
+  'delivered' | 'gone' | 'refused' | 'unresolved' | 'rejected' | 'config_fault' | 'failed';
 
 export interface SendOutcome {
   result: PushResult;
   status?: number;
+  /** For operator logs: may name internal addresses or resolver codes. */
   detail?: string;
   attempts: number;
 }
@@ -143,8 +148,12 @@ export function createPushSender(options: PushSenderOptions) {
           lookup: options.lookup,
         });
       } catch (err) {
-        const detail = err instanceof TargetRefusedError ? err.reason : String(err);
-        return { result: 'refused', detail, attempts: 0 };
+        if (err instanceof ResolverUnavailableError)
+          return { result: 'failed', detail: err.message, attempts: 0 };
+        if (!(err instanceof TargetRefusedError))
+          return { result: 'failed', detail: String(err), attempts: 0 };
+        const result = err.category === 'refused: dns' ? 'unresolved' : 'refused';
+        return { result, detail: err.reason, attempts: 0 };
       }
 
       const details = webpush.generateRequestDetails(

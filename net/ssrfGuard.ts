@@ -2,7 +2,9 @@
 // this is its whole authorization decision:
 //
 //   1. http or https only, no credentials in the URL;
-//   2. exactly one resolution of the host (IP literals are not resolved), failing closed on error or no answer;
+//   2. exactly one resolution of the host (IP literals are not resolved), failing closed on error or no answer: a
+//      name that does not exist is a refusal, a resolver that could not answer (SERVFAIL, timeout...) is not
+//      (ResolverUnavailableError: nothing is sent, and the caller retries later);
 //   3. every answer must be public unicast (or, with allowPrivate, at least not a never-allowed address);
 //   4. the first validated address is pinned into a per-delivery agent, so the connection cannot be re-resolved
 //      to somewhere else (DNS rebinding), while Host, SNI and the certificate check keep the original name;
@@ -12,16 +14,53 @@ import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 
+/**
+ * What a user may be shown of a refused or failed delivery. The detail (addresses, resolver codes) stays in
+ * operator logs: it describes the inside of our network.
+ */
+export type DeliveryCategory =
+  | 'refused: invalid url'
+  | 'refused: not allowed'
+  | 'refused: private address'
+  | 'refused: dns'
+  | 'dns: temporary failure'
+  | 'timeout'
+  | 'network error'
+  | `http ${number}`;
+
 export class TargetRefusedError extends Error {
   override name = 'TargetRefusedError';
   // The URL itself is not kept: a refused one may carry credentials, and errors end up in logs.
   constructor(
-    /** A short human sentence saying why, safe to show to the run's owner. */
+    /** A short sentence saying why, for operator logs (it may name internal addresses). */
     readonly reason: string,
+    /** What the run's owner is shown. */
+    readonly category: DeliveryCategory = 'refused: not allowed',
   ) {
     super(`outbound target refused: ${reason}`);
   }
 }
+
+/**
+ * The resolver could not answer now (EAI_AGAIN, SERVFAIL, a timeout, an unknown error): not a verdict on the
+ * target, so never a refusal. Nothing was sent; try again later.
+ */
+export class ResolverUnavailableError extends Error {
+  override name = 'ResolverUnavailableError';
+  readonly category: DeliveryCategory = 'dns: temporary failure';
+  constructor(
+    /** The resolver's error code (EAI_AGAIN, ESERVFAIL, ETIMEOUT...), or 'unknown'. */
+    readonly code: string,
+  ) {
+    super(`resolver unavailable (${code})`);
+  }
+}
+
+/** The answers that say the name does not exist (NXDOMAIN, no address record): a verdict, not a hiccup. */
+const NAME_DOES_NOT_EXIST = new Set(['ENOTFOUND', 'ENODATA']);
+
+/** A lookup slower than this counts as a resolver failure (the system resolver can wait 30 s and more). */
+export const DEFAULT_LOOKUP_TIMEOUT_MS = 5_000;
 
 export interface ResolvedAddress {
   address: string;
@@ -35,6 +74,8 @@ export interface CheckOptions {
   allowPrivate?: boolean;
   /** Injected for tests; the default asks the system resolver once for every address. */
   lookup?: HostLookup;
+  /** A lookup still pending after this is a ResolverUnavailableError (ETIMEOUT). Default 5 s. */
+  lookupTimeoutMs?: number;
 }
 
 export interface CheckedTarget {
@@ -125,18 +166,59 @@ function classify(address: string, family: 4 | 6): Verdict {
   return 'public';
 }
 
-/** The reason an address is refused, or undefined when it may be connected to. */
-function refusal(address: string, allowPrivate: boolean, verb: string): string | undefined {
+/** The refusal of an address, or undefined when it may be connected to. */
+function refusal(address: string, allowPrivate: boolean, verb: string): TargetRefusedError | undefined {
   // A zone id (fe80::1%eth0) names an interface, not a host; BlockList would not match it either.
   const family = address.includes('%') ? 0 : net.isIP(address);
-  if (family !== 4 && family !== 6) return `host ${verb} something that is not an IP address (${address})`;
+  if (family !== 4 && family !== 6) {
+    return new TargetRefusedError(
+      `host ${verb} something that is not an IP address (${address})`,
+      'refused: dns',
+    );
+  }
   const verdict = classify(address, family);
   if (verdict === 'public') return undefined;
   if (verdict === 'internal' && allowPrivate) return undefined;
   if (verdict === 'never' && allowPrivate) {
-    return `host ${verb} an unspecified, multicast, link-local or IPv4-embedding address (${address})`;
+    return new TargetRefusedError(
+      `host ${verb} an unspecified, multicast, link-local, cloud metadata or IPv4-embedding address (${address})`,
+      'refused: private address',
+    );
   }
-  return `host ${verb} a private or reserved address (${address})`;
+  return new TargetRefusedError(
+    `host ${verb} a private or reserved address (${address})`,
+    'refused: private address',
+  );
+}
+
+/** The resolver's code of a lookup error ('unknown' when it has none). */
+function errorCode(err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code !== '' ? code : 'unknown';
+}
+
+/** One lookup, bounded in time: a resolver that hangs is unavailable, not a verdict. */
+async function boundedLookup(
+  lookup: HostLookup,
+  host: string,
+  timeoutMs: number,
+): Promise<ResolvedAddress[]> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new ResolverUnavailableError('ETIMEOUT')), timeoutMs);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([lookup(host), expired]);
+  } catch (err) {
+    if (err instanceof ResolverUnavailableError) throw err;
+    const code = errorCode(err);
+    if (NAME_DOES_NOT_EXIST.has(code))
+      throw new TargetRefusedError(`host did not resolve (${code})`, 'refused: dns');
+    throw new ResolverUnavailableError(code);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** URL.hostname keeps the brackets of an IPv6 literal; connect() and BlockList want them off. */
@@ -145,7 +227,8 @@ function bareHost(url: URL): string {
 }
 
 /**
- * Validates an outbound URL and picks the one address to connect to. Rejects with TargetRefusedError.
+ * Validates an outbound URL and picks the one address to connect to. Rejects with TargetRefusedError (a verdict:
+ * scheme, credentials, address, a name that does not exist) or ResolverUnavailableError (no verdict yet).
  * Resolves the host at most once; the returned address is what pinnedAgent/postPinned connect to.
  */
 export async function checkCallbackTarget(url: string, opts: CheckOptions = {}): Promise<CheckedTarget> {
@@ -155,39 +238,34 @@ export async function checkCallbackTarget(url: string, opts: CheckOptions = {}):
   try {
     parsed = new URL(url);
   } catch {
-    throw new TargetRefusedError('not a valid URL');
+    throw new TargetRefusedError('not a valid URL', 'refused: invalid url');
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-    throw new TargetRefusedError('scheme must be http or https');
+    throw new TargetRefusedError('scheme must be http or https', 'refused: invalid url');
   }
   // Credentials would be sent to whoever answers, and user@host is a classic way to disguise the real host.
   if (parsed.username !== '' || parsed.password !== '') {
-    throw new TargetRefusedError('URL carries credentials');
+    throw new TargetRefusedError('URL carries credentials', 'refused: invalid url');
   }
   const host = bareHost(parsed);
-  if (host === '') throw new TargetRefusedError('URL has no host');
+  if (host === '') throw new TargetRefusedError('URL has no host', 'refused: invalid url');
 
   // WHATWG URL has already normalised 2130706433, 0x7f000001, 127.1 and [::ffff:127.0.0.1] to canonical form.
   const literal = net.isIP(host);
   if (literal === 4 || literal === 6) {
-    const reason = refusal(host, allowPrivate, 'is');
-    if (reason !== undefined) throw new TargetRefusedError(reason);
+    const refused = refusal(host, allowPrivate, 'is');
+    if (refused !== undefined) throw refused;
     return { url: parsed, address: host, family: literal };
   }
 
-  let answers: ResolvedAddress[];
-  try {
-    answers = await lookup(host);
-  } catch {
-    throw new TargetRefusedError('host did not resolve');
-  }
+  const answers = await boundedLookup(lookup, host, opts.lookupTimeoutMs ?? DEFAULT_LOOKUP_TIMEOUT_MS);
   if (!Array.isArray(answers) || answers.length === 0) {
-    throw new TargetRefusedError('host did not resolve');
+    throw new TargetRefusedError('host did not resolve (no address)', 'refused: dns');
   }
   // Every answer, not just the first: the client library might pick any of them, and an attacker controls the order.
   for (const { address } of answers) {
-    const reason = refusal(address, allowPrivate, 'resolves to');
-    if (reason !== undefined) throw new TargetRefusedError(reason);
+    const refused = refusal(address, allowPrivate, 'resolves to');
+    if (refused !== undefined) throw refused;
   }
   const address = answers[0].address;
   return { url: parsed, address, family: net.isIP(address) === 6 ? 6 : 4 };

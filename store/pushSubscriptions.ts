@@ -14,6 +14,8 @@ export interface PushSubscriptionRow {
   teamId: string;
   createdAt: Date;
   updatedAt: Date;
+  /** Consecutive episodes whose send found no such host (ENOTFOUND); absent after a success. */
+  unresolved?: { count: number; episodeId: string };
 }
 
 export const pushSubscriptionIndexes: IndexSpec[] = [
@@ -61,6 +63,24 @@ export function createPushSubscriptionStore(db: Db) {
     async listForUsers(userIds: string[]): Promise<PushSubscriptionRow[]> {
       if (!userIds.length) return [];
       return subs.find({ userId: { $in: userIds } }).toArray();
+    },
+
+    /**
+     * Counts one more episode whose send found no such host, once per episode however often the fan-out is
+     * retried, and answers the count.
+     */
+    async markUnresolved(id: string, episodeId: string): Promise<number> {
+      await subs.updateOne(
+        { _id: id, 'unresolved.episodeId': { $ne: episodeId } },
+        { $inc: { 'unresolved.count': 1 }, $set: { 'unresolved.episodeId': episodeId } },
+      );
+      const row = await subs.findOne({ _id: id }, { projection: { unresolved: 1 } });
+      return row?.unresolved?.count ?? 0;
+    },
+
+    /** A send went through: the unresolved count starts again. */
+    async clearUnresolved(id: string): Promise<void> {
+      await subs.updateOne({ _id: id }, { $unset: { unresolved: '' } });
     },
 
     async prune(id: string): Promise<void> {

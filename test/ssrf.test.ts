@@ -8,6 +8,7 @@ import {
   checkCallbackTarget,
   pinnedAgent,
   postPinned,
+  ResolverUnavailableError,
   TargetRefusedError,
   type HostLookup,
   type ResolvedAddress,
@@ -168,12 +169,13 @@ describe('SSRF guard: checkCallbackTarget', () => {
       (await refusal(checkCallbackTarget('http://x.example/', { lookup: empty }))).reason,
       /resolve/,
     );
+    // A resolver that cannot answer is not a verdict: the check still fails (nothing is sent), but as retryable.
     const broken: HostLookup = async () => {
-      throw new Error('SERVFAIL');
+      throw Object.assign(new Error('queryA ESERVFAIL x.example'), { code: 'ESERVFAIL' });
     };
-    assert.match(
-      (await refusal(checkCallbackTarget('http://x.example/', { lookup: broken }))).reason,
-      /resolve/,
+    await assert.rejects(
+      checkCallbackTarget('http://x.example/', { lookup: broken }),
+      ResolverUnavailableError,
     );
   });
 

@@ -21,7 +21,7 @@ export interface RunningWorker {
 export async function startTestWorker(
   config: Config,
   stores: Stores,
-  extra: Pick<WorkerDeps, 'pushSender' | 'log'> = {},
+  extra: Pick<WorkerDeps, 'pushSender' | 'callbackLookup' | 'log'> = {},
 ): Promise<RunningWorker> {
   const connection = await nativeConnection();
   const { client, close } = await temporalClient(config);

@@ -1,0 +1,235 @@
+// A resolver hiccup is not a refusal: lookups that fail on purpose (injected through the guard's `lookup` option)
+// must not prune push subscriptions or give up on callbacks, while a name that does not exist still counts.
+import assert from 'node:assert/strict';
+import type { Client } from '@temporalio/client';
+import webpush from 'web-push';
+import type { Config } from '../config';
+import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
+import { FAN_OUT_ATTEMPTS } from '../domain/push';
+import { createRunEngine, type RunEngine } from '../engine/runEngine';
+import { pushSenderFor } from '../net/pushSender';
+import { checkCallbackTarget, TargetRefusedError, type HostLookup } from '../net/ssrfGuard';
+import type { Stores } from '../store';
+import type { Mongo } from '../store/mongo';
+import type { EpisodeResult } from '../workflows/episode';
+import { CallbackReceiver } from './support/callbackReceiver';
+import { openStores, startTestWorker, temporalClient, type RunningWorker } from './support/harness';
+import { startPushService, type PushService } from './support/pushService';
+import { testConfig } from './support/stack';
+
+/** The resolver's transient failures, as Node reports them; 'unknown' throws an error without a code. */
+const TRANSIENT = ['EAI_AGAIN', 'ESERVFAIL', 'ETIMEOUT', 'ECONNREFUSED', 'unknown'];
+
+/** A scripted resolver: per host, the next lookups fail with these codes, then it answers 127.0.0.1. */
+function scriptedLookup() {
+  const next = new Map<string, string[]>();
+  const always = new Map<string, string>();
+  const calls: string[] = [];
+  const lookup: HostLookup = async (hostname) => {
+    calls.push(hostname);
+    const code = next.get(hostname)?.shift() ?? always.get(hostname);
+    if (code === 'hang') return new Promise(() => undefined);
+    if (code === 'unknown') throw new Error('resolver exploded');
+    if (code !== undefined) {
+      throw Object.assign(new Error(`getaddrinfo ${code} ${hostname}`), { code, hostname });
+    }
+    return [{ address: '127.0.0.1', family: 4 }];
+  };
+  return {
+    lookup,
+    calls: (host: string) => calls.filter((h) => h === host).length,
+    failNext: (host: string, ...codes: string[]) => next.set(host, codes),
+    failAlways: (host: string, code: string | undefined) =>
+      code === undefined ? always.delete(host) : always.set(host, code),
+    reset: () => {
+      next.clear();
+      always.clear();
+      calls.length = 0;
+    },
+  };
+}
+
+describe('resolver faults at the guard', () => {
+  for (const code of TRANSIENT) {
+    it(`${code} is not a refusal: the check fails with ResolverUnavailableError`, async () => {
+      const resolver = scriptedLookup();
+      resolver.failAlways('x.example', code);
+      await assert.rejects(checkCallbackTarget('https://x.example/', { lookup: resolver.lookup }), (err) => {
+        assert.ok(!(err instanceof TargetRefusedError), `a refusal: ${String(err)}`);
+        assert.equal((err as Error).name, 'ResolverUnavailableError');
+        assert.equal((err as { code?: string }).code, code);
+        return true;
+      });
+    });
+  }
+
+  it('a lookup that does not answer in time is a resolver failure (ETIMEOUT), not a hang', async () => {
+    const resolver = scriptedLookup();
+    resolver.failAlways('slow.example', 'hang');
+    const opts = { lookup: resolver.lookup, lookupTimeoutMs: 200 };
+    await assert.rejects(checkCallbackTarget('https://slow.example/', opts), (err) => {
+      assert.equal((err as Error).name, 'ResolverUnavailableError');
+      assert.equal((err as { code?: string }).code, 'ETIMEOUT');
+      return true;
+    });
+  });
+
+  it('ENOTFOUND is still a refusal, with the category refused: dns', async () => {
+    const resolver = scriptedLookup();
+    resolver.failAlways('gone.example', 'ENOTFOUND');
+    await assert.rejects(checkCallbackTarget('https://gone.example/', { lookup: resolver.lookup }), (err) => {
+      assert.ok(err instanceof TargetRefusedError);
+      assert.equal(err.category, 'refused: dns');
+      return true;
+    });
+  });
+});
+
+describe('resolver faults end to end', function () {
+  this.timeout(90_000);
+  const vapid = webpush.generateVAPIDKeys();
+  const resolver = scriptedLookup();
+  let push: PushService;
+  let receiver: CallbackReceiver;
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let worker: RunningWorker;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  let engine: RunEngine;
+
+  before(async () => {
+    push = await startPushService();
+    receiver = await CallbackReceiver.start();
+    config = testConfig({
+      VAPID_PUBLIC_KEY: vapid.publicKey,
+      VAPID_PRIVATE_KEY: vapid.privateKey,
+      PUSH_ALLOW_PRIVATE: '1',
+      CALLBACK_ALLOW_PRIVATE: '1',
+      CALLBACK_RETRY_SECONDS: '1,1,1,1',
+      SWEEP_INTERVAL_SECONDS: '3600',
+    });
+    ({ mongo, stores } = await openStores(config));
+    worker = await startTestWorker(config, stores, {
+      pushSender: pushSenderFor(config, { ca: push.ca, lookup: resolver.lookup }),
+      callbackLookup: resolver.lookup,
+    });
+    ({ client, close: closeClient } = await temporalClient(config));
+    engine = createRunEngine({
+      ...stores,
+      emitter: createOutcomeEmitter({
+        client,
+        taskQueue: config.temporalTaskQueue,
+        runs: stores.runs,
+        options: episodeOptions(config),
+      }),
+    });
+  });
+  after(async () => {
+    await worker?.stop();
+    await closeClient?.();
+    await mongo?.client.close();
+    await push?.close();
+    await receiver?.close();
+  });
+  beforeEach(() => {
+    resolver.reset();
+    push.reset();
+    receiver.received.length = 0;
+  });
+
+  /** One episode: a run of this user, cancelled; resolves to the episode's result. */
+  async function episode(userId: string, callbackUrl?: string): Promise<EpisodeResult> {
+    const caller = { userId, teamId: 'acme' };
+    const run = await engine.create(caller, {
+      title: 'resolver',
+      ...(callbackUrl ? { callback: { url: callbackUrl } } : {}),
+    });
+    await engine.cancel(caller, run._id);
+    return (await client.workflow.getHandle(`${run._id}:end`).result()) as EpisodeResult;
+  }
+
+  /** A subscription on the push service, addressed by the name `localhost` (which the loopback certificate names). */
+  async function subscribe(userId: string) {
+    const real = push.endpoint(userId);
+    const endpoint = `https://localhost:${new URL(push.origin).port}/push/${push.idOf(real)}`;
+    await stores.pushSubscriptions.upsert(
+      { userId, teamId: 'acme' },
+      { endpoint, keys: real.keys },
+      new Date(),
+    );
+    return real;
+  }
+  const subscriptionsOf = async (userId: string) => stores.pushSubscriptions.listForUsers([userId]);
+
+  describe('push', () => {
+    it('EAI_AGAIN on every attempt: the fan-out is retried, the subscription kept, the episode released', async () => {
+      await subscribe('dana');
+      resolver.failAlways('localhost', 'EAI_AGAIN');
+      const result = await episode('dana');
+      assert.equal(result.push, 'released');
+      assert.equal((await subscriptionsOf('dana')).length, 1, 'a resolver hiccup prunes nothing');
+      assert.equal(resolver.calls('localhost'), FAN_OUT_ATTEMPTS, 'one lookup per fan-out attempt');
+      assert.equal(push.attempts().length, 0);
+    });
+
+    it('every transient code, then an answer: the next fan-out attempt delivers', async () => {
+      for (const code of TRANSIENT.filter((c) => c !== 'EAI_AGAIN')) {
+        const user = `erin-${code.toLowerCase()}`;
+        const real = await subscribe(user);
+        resolver.failNext('localhost', code);
+        const result = await episode(user);
+        assert.equal(result.push, 'delivered', code);
+        assert.equal(push.received(real).length, 1, code);
+        assert.equal((await subscriptionsOf(user)).length, 1, code);
+      }
+    });
+
+    it('ENOTFOUND prunes only after three consecutive episodes; a success in between starts the count again', async () => {
+      const real = await subscribe('fay');
+      resolver.failAlways('localhost', 'ENOTFOUND');
+      for (const n of [1, 2]) {
+        assert.equal((await episode('fay')).push, 'released');
+        assert.equal((await subscriptionsOf('fay')).length, 1, `kept after ${n} unresolved episode(s)`);
+      }
+      resolver.failAlways('localhost', undefined);
+      assert.equal((await episode('fay')).push, 'delivered');
+      assert.equal(push.received(real).length, 1);
+      resolver.failAlways('localhost', 'ENOTFOUND');
+      for (const n of [1, 2]) {
+        assert.equal((await episode('fay')).push, 'released');
+        assert.equal((await subscriptionsOf('fay')).length, 1, `kept after ${n} unresolved episode(s) again`);
+      }
+      assert.equal((await episode('fay')).push, 'released');
+      assert.equal((await subscriptionsOf('fay')).length, 0, 'pruned on the third in a row');
+    });
+  });
+
+  describe('callback', () => {
+    const hookUrl = () => receiver.url.replace('127.0.0.1', 'hooks.callback.test');
+
+    it('EAI_AGAIN twice, then an answer: the callback follows its schedule and is delivered', async () => {
+      resolver.failNext('hooks.callback.test', 'EAI_AGAIN', 'EAI_AGAIN');
+      const result = await episode('gus', hookUrl());
+      assert.equal(result.callback, 'delivered');
+      assert.equal(receiver.received.length, 1);
+      assert.equal(resolver.calls('hooks.callback.test'), 3);
+    });
+
+    it('a resolver down for the whole schedule: every attempt is made, then it gives up', async () => {
+      resolver.failAlways('hooks.callback.test', 'ESERVFAIL');
+      const result = await episode('gus', hookUrl());
+      assert.equal(result.callback, 'gave_up');
+      assert.equal(resolver.calls('hooks.callback.test'), 5, 'four waits, five attempts');
+      assert.equal(receiver.received.length, 0);
+    });
+
+    it('ENOTFOUND once, then an answer: retried on the schedule too (a receiver’s name can come back)', async () => {
+      resolver.failNext('hooks.callback.test', 'ENOTFOUND');
+      const result = await episode('gus', hookUrl());
+      assert.equal(result.callback, 'delivered');
+      assert.equal(receiver.received.length, 1);
+    });
+  });
+});
