@@ -4,7 +4,7 @@ import Koa from 'koa';
 import type { RunEngine } from '../engine/runEngine';
 import type { RunStore } from '../store/runs';
 import type { WatchStore } from '../store/watches';
-import { requireAuth, type AuthState } from './auth';
+import { requireAuth, type AuthOptions, type AuthState } from './auth';
 import type { EpisodeView } from './episodesView';
 import { errorMiddleware, onBodyError } from './errors';
 import { healthRouter, type Probe } from './routes/health';
@@ -14,7 +14,7 @@ import { catchAllRouter, serveStudio } from './studio';
 import { watchesRouter } from './routes/watches';
 
 export interface AppDeps {
-  authJwtSecret: string;
+  auth: AuthOptions;
   engine: RunEngine;
   runs: RunStore;
   watches: WatchStore;
@@ -47,7 +47,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
   app.use(serveStudio(deps.studioDir));
 
   // Everything below needs a caller.
-  app.use(requireAuth(deps.authJwtSecret));
+  app.use(requireAuth(deps.auth));
   const routers = [
     runsRouter(deps),
     watchesRouter({ runs: deps.runs, watches: deps.watches, now }),
