@@ -10,6 +10,7 @@ import { errorMiddleware, onBodyError } from './errors';
 import { healthRouter, type Probe } from './routes/health';
 import { notificationsRouter, type NotificationRouteDeps } from './routes/notifications';
 import { runsRouter, type RunsRouterDeps } from './routes/runs';
+import { securityHeaders } from './securityHeaders';
 import { catchAllRouter, serveStudio } from './studio';
 import { watchesRouter } from './routes/watches';
 
@@ -32,6 +33,7 @@ export interface AppDeps {
 export function createApp(deps: AppDeps): Koa<AuthState> {
   const now = deps.now ?? (() => new Date());
   const app = new Koa<AuthState>();
+  app.use(securityHeaders());
   app.use(errorMiddleware(deps.log ?? ((line) => console.error(line))));
   app.use(
     bodyParser({
