@@ -11,7 +11,7 @@ import { healthRouter, type Probe } from './routes/health';
 import { notificationsRouter, type NotificationRouteDeps } from './routes/notifications';
 import { runsRouter, type RunsRouterDeps } from './routes/runs';
 import { securityHeaders } from './securityHeaders';
-import { catchAllRouter, serveStudio } from './studio';
+import { absentFeature, catchAllRouter, serveStudio } from './studio';
 import { watchesRouter } from './routes/watches';
 
 export interface AppDeps {
@@ -47,6 +47,9 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
 
   app.use(healthRouter(deps.probes).routes());
   app.use(serveStudio(deps.studioDir));
+
+  // Web push off (the seed's webPushEnabled): the notification routes do not exist, token or not.
+  if (!deps.notifications) app.use(absentFeature('/api/v1/notifications'));
 
   // Everything below needs a caller.
   app.use(requireAuth(deps.auth));
