@@ -11,6 +11,15 @@ export interface VapidConfig {
   subject: string;
 }
 
+export interface JwksConfig {
+  url: string;
+  issuer: string;
+  audience: string;
+  userClaim: string;
+  teamClaim: string;
+  cooldownSeconds: number;
+}
+
 export interface Config {
   host: string;
   port: number;
@@ -19,7 +28,12 @@ export interface Config {
   temporalAddress: string;
   temporalNamespace: string;
   temporalTaskQueue: string;
-  authJwtSecret: string;
+  /** HS256 secret (at least 32 bytes); undefined only when a JWKS is configured. */
+  authJwtSecret?: string;
+  /** undefined: only HS256 tokens of authJwtSecret are accepted. */
+  authJwks?: JwksConfig;
+  authMaxTokenLifetimeSeconds: number;
+  authClockSkewSeconds: number;
   /** undefined: web push is off. */
   vapid?: VapidConfig;
   studioUrl: string;
@@ -122,6 +136,44 @@ function vapid(env: Env): VapidConfig | undefined {
   return { publicKey, privateKey, subject };
 }
 
+/** Below this an HS256 secret can be brute-forced offline from one token (RFC 7518 §3.2 asks for 256 bits). */
+const MIN_SECRET_BYTES = 32;
+
+function auth(
+  env: Env,
+): Pick<Config, 'authJwtSecret' | 'authJwks' | 'authMaxTokenLifetimeSeconds' | 'authClockSkewSeconds'> {
+  const jwksUrl = read(env, 'AUTH_JWKS_URL');
+  const authJwks = jwksUrl === undefined ? undefined : jwks(env);
+  const authJwtSecret = authJwks ? read(env, 'AUTH_JWT_SECRET') : required(env, 'AUTH_JWT_SECRET');
+  if (authJwtSecret !== undefined && Buffer.byteLength(authJwtSecret, 'utf8') < MIN_SECRET_BYTES) {
+    throw new ConfigError(
+      `AUTH_JWT_SECRET must be at least ${MIN_SECRET_BYTES} bytes (e.g. openssl rand -base64 32), got ${Buffer.byteLength(authJwtSecret, 'utf8')}`,
+    );
+  }
+  return {
+    authJwtSecret,
+    authJwks,
+    authMaxTokenLifetimeSeconds: positiveInt(env, 'AUTH_MAX_TOKEN_LIFETIME_SECONDS', 7 * 24 * 3600),
+    authClockSkewSeconds: positiveInt(env, 'AUTH_CLOCK_SKEW_SECONDS', 60),
+  };
+}
+
+function jwks(env: Env): JwksConfig {
+  const issuer = read(env, 'AUTH_ISSUER');
+  const audience = read(env, 'AUTH_AUDIENCE');
+  // An identity provider signs tokens for every application it serves: without both, another app's token would do.
+  if (issuer === undefined) throw new ConfigError('AUTH_ISSUER is required when AUTH_JWKS_URL is set');
+  if (audience === undefined) throw new ConfigError('AUTH_AUDIENCE is required when AUTH_JWKS_URL is set');
+  return {
+    url: url(env, 'AUTH_JWKS_URL', ['https:', 'http:']),
+    issuer,
+    audience,
+    userClaim: read(env, 'AUTH_USER_CLAIM') ?? 'sub',
+    teamClaim: read(env, 'AUTH_TEAM_CLAIM') ?? 'team',
+    cooldownSeconds: positiveInt(env, 'AUTH_JWKS_COOLDOWN_SECONDS', 30),
+  };
+}
+
 function hostPort(env: Env, name: string, fallback: string): string {
   const raw = read(env, name) ?? fallback;
   if (!/^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/.test(raw)) {
@@ -141,7 +193,7 @@ export function loadConfig(env: Env = process.env): Config {
     host,
     port,
     ...loadEmitterConfig(env),
-    authJwtSecret: required(env, 'AUTH_JWT_SECRET'),
+    ...auth(env),
     vapid: vapid(env),
     studioUrl: url(env, 'STUDIO_URL', ['http:', 'https:'], `http://${host}:${port}`).replace(/\/+$/, ''),
     callbackAllowPrivate: flag(env, 'CALLBACK_ALLOW_PRIVATE'),

@@ -4,18 +4,19 @@ import Koa from 'koa';
 import type { RunEngine } from '../engine/runEngine';
 import type { RunStore } from '../store/runs';
 import type { WatchStore } from '../store/watches';
-import { requireAuth, type AuthState } from './auth';
+import { requireAuth, type AuthOptions, type AuthState } from './auth';
 import type { EpisodeView } from './episodesView';
 import { errorMiddleware, onBodyError } from './errors';
 import { healthRouter, type Probe } from './routes/health';
 import { notificationsRouter, type NotificationRouteDeps } from './routes/notifications';
 import { openApiRouter } from './openapi';
 import { runsRouter, type RunsRouterDeps } from './routes/runs';
-import { catchAllRouter, serveStudio } from './studio';
+import { securityHeaders } from './securityHeaders';
+import { absentFeature, catchAllRouter, serveStudio } from './studio';
 import { watchesRouter } from './routes/watches';
 
 export interface AppDeps {
-  authJwtSecret: string;
+  auth: AuthOptions;
   engine: RunEngine;
   runs: RunStore;
   watches: WatchStore;
@@ -35,6 +36,7 @@ export interface AppDeps {
 export function createApp(deps: AppDeps): Koa<AuthState> {
   const now = deps.now ?? (() => new Date());
   const app = new Koa<AuthState>();
+  app.use(securityHeaders());
   app.use(errorMiddleware(deps.log ?? ((line) => console.error(line))));
   app.use(
     bodyParser({
@@ -56,8 +58,11 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
   app.use(openApiRouter([health, ...callerRouters]).routes());
   app.use(serveStudio(deps.studioDir));
 
+  // Web push off (the seed's webPushEnabled): the notification routes do not exist, token or not.
+  if (!deps.notifications) app.use(absentFeature('/api/v1/notifications'));
+
   // Everything below needs a caller.
-  app.use(requireAuth(deps.authJwtSecret));
+  app.use(requireAuth(deps.auth));
   for (const router of [...callerRouters, catchAllRouter()]) {
     app.use(router.routes());
     app.use(router.allowedMethods({ throw: true }));

@@ -1,5 +1,18 @@
-// requireAuth: Authorization: Bearer <JWT HS256> with claims sub (user) and team. It is the whole gate.
+// requireAuth: Authorization: Bearer <JWT> with a user and a team claim. It is the whole gate.
+// A token is HS256 signed with the local secret (the embedded default, npm run token), or RS256/ES256 signed by a
+// deployment's identity provider and verified against its JWKS. Either way it must carry a numeric exp within the
+// maximum lifetime, and an iat (when present) not in the future.
 import jwt from 'jsonwebtoken';
+import {
+  createRemoteJWKSet,
+  customFetch,
+  decodeProtectedHeader,
+  errors,
+  jwtVerify,
+  type FlattenedJWSInput,
+  type JWSHeaderParameters,
+  type JWTPayload,
+} from 'jose';
 import type { Middleware } from 'koa';
 import type { Caller } from '../engine/runEngine';
 import { HttpError } from './errors';
@@ -10,23 +23,143 @@ export interface AuthState {
   bodyError?: string;
 }
 
-export function requireAuth(secret: string): Middleware<AuthState> {
+export interface JwksOptions {
+  url: string;
+  issuer: string;
+  audience: string;
+  /** Claim names of the provider's tokens (sub and team unless configured). */
+  userClaim: string;
+  teamClaim: string;
+  /** After a fetch, an unknown kid waits this long before the keys are fetched again (a rotation). */
+  cooldownSeconds: number;
+}
+
+export interface AuthOptions {
+  /** HS256 secret (at least 32 bytes; config.ts checks). Absent: only JWKS tokens are accepted. */
+  jwtSecret?: string;
+  jwks?: JwksOptions;
+  maxLifetimeSeconds: number;
+  clockSkewSeconds: number;
+  now?: () => Date;
+}
+
+/** The whole JWKS exchange: this deadline, and at most this much of the answer. */
+const JWKS_TIMEOUT_MS = 5000;
+const JWKS_MAX_BYTES = 64 * 1024;
+/** A user or team id longer than this is not an id. */
+const MAX_ID_LENGTH = 256;
+
+class KeysUnavailableError extends Error {}
+
+/** fetch for the JWKS with a size cap (jose brings the deadline and refuses redirects). */
+async function cappedFetch(url: string, init: RequestInit): Promise<Response> {
+  const res = await fetch(url, init);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  if (res.body) {
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      size += chunk.length;
+      if (size > JWKS_MAX_BYTES) throw new Error(`JWKS answer larger than ${JWKS_MAX_BYTES} bytes`);
+      chunks.push(chunk);
+    }
+  }
+  return new Response(Buffer.concat(chunks), { status: res.status, headers: res.headers });
+}
+
+/** Errors of a key set that was fetched and read: the token's fault (401), not the provider's (503). */
+const TOKEN_FAULTS = [errors.JWKSNoMatchingKey, errors.JWKSMultipleMatchingKeys, errors.JOSENotSupported];
+
+type Verify = (token: string) => Promise<{ payload: JWTPayload; user: string; team: string }>;
+
+function jwksVerifier(options: JwksOptions, clockTolerance: number): Verify {
+  const remote = createRemoteJWKSet(new URL(options.url), {
+    timeoutDuration: JWKS_TIMEOUT_MS,
+    cooldownDuration: options.cooldownSeconds * 1000,
+    [customFetch]: cappedFetch,
+  });
+  const keys = async (header: JWSHeaderParameters, token: FlattenedJWSInput) => {
+    try {
+      return await remote(header, token);
+    } catch (err) {
+      if (TOKEN_FAULTS.some((fault) => err instanceof fault)) throw err;
+      throw new KeysUnavailableError(err instanceof Error ? err.message : String(err));
+    }
+  };
+  return async (token) => {
+    const { payload } = await jwtVerify(token, keys, {
+      algorithms: ['RS256', 'ES256'],
+      issuer: options.issuer,
+      audience: options.audience,
+      clockTolerance,
+    });
+    return { payload, user: options.userClaim, team: options.teamClaim };
+  };
+}
+
+function secretVerifier(secret: string, clockTolerance: number): Verify {
+  const key = new TextEncoder().encode(secret);
+  return async (token) => {
+    const { payload } = await jwtVerify(token, key, { algorithms: ['HS256'], clockTolerance });
+    return { payload, user: 'sub', team: 'team' };
+  };
+}
+
+/** Verifies a bearer token to its caller, or throws the HttpError to answer (401, or 503 without the keys). */
+export function createTokenVerifier(options: AuthOptions): (token: string) => Promise<Caller> {
+  const now = options.now ?? (() => new Date());
+  const skew = options.clockSkewSeconds;
+  const bySecret = options.jwtSecret ? secretVerifier(options.jwtSecret, skew) : undefined;
+  const byJwks = options.jwks ? jwksVerifier(options.jwks, skew) : undefined;
+  return async (token) => {
+    let alg: unknown;
+    try {
+      alg = decodeProtectedHeader(token).alg;
+    } catch {
+      throw new HttpError(401, 'invalid token');
+    }
+    const verify = alg === 'HS256' ? bySecret : alg === 'RS256' || alg === 'ES256' ? byJwks : undefined;
+    if (!verify) throw new HttpError(401, 'invalid token');
+    let verified: Awaited<ReturnType<Verify>>;
+    try {
+      verified = await verify(token);
+    } catch (err) {
+      if (err instanceof KeysUnavailableError) {
+        // The caller learns the keys are unavailable; the operator's log gets why (the cause).
+        const unavailable = new HttpError(503, 'identity provider keys are unavailable; try again shortly', {
+          'retry-after': '5',
+        });
+        unavailable.cause = err;
+        throw unavailable;
+      }
+      throw new HttpError(401, err instanceof errors.JWTExpired ? 'token expired' : 'invalid token');
+    }
+    const { payload } = verified;
+    const nowSeconds = now().getTime() / 1000;
+    if (typeof payload.exp !== 'number' || !Number.isFinite(payload.exp))
+      throw new HttpError(401, 'token must carry a numeric exp');
+    if (payload.iat !== undefined && payload.iat > nowSeconds + skew)
+      throw new HttpError(401, 'token issued in the future');
+    const start = payload.iat ?? nowSeconds;
+    if (payload.exp - start > options.maxLifetimeSeconds + skew)
+      throw new HttpError(401, `token lifetime exceeds ${options.maxLifetimeSeconds} seconds`);
+    const userId = payload[verified.user];
+    const teamId = payload[verified.team];
+    if (!isId(userId) || !isId(teamId))
+      throw new HttpError(401, `token must carry ${verified.user} and ${verified.team}`);
+    return { userId, teamId };
+  };
+}
+
+const isId = (value: unknown): value is string =>
+  typeof value === 'string' && value.length > 0 && value.length <= MAX_ID_LENGTH;
+
+export function requireAuth(options: AuthOptions): Middleware<AuthState> {
+  const verify = createTokenVerifier(options);
   return async (ctx, next) => {
     const header = ctx.get('authorization');
     const match = /^Bearer\s+(\S+)$/i.exec(header);
     if (!match) throw new HttpError(401, 'missing bearer token');
-    let claims: jwt.JwtPayload | string;
-    try {
-      claims = jwt.verify(match[1], secret, { algorithms: ['HS256'] });
-    } catch (err) {
-      const expired = err instanceof jwt.TokenExpiredError;
-      throw new HttpError(401, expired ? 'token expired' : 'invalid token');
-    }
-    if (typeof claims !== 'object' || typeof claims.sub !== 'string' || typeof claims.team !== 'string') {
-      throw new HttpError(401, 'token must carry sub and team');
-    }
-    if (!claims.sub || !claims.team) throw new HttpError(401, 'token must carry sub and team');
-    ctx.state.caller = { userId: claims.sub, teamId: claims.team };
+    ctx.state.caller = await verify(match[1]);
     await next();
   };
 }
@@ -36,7 +169,7 @@ export function mintToken(
   secret: string,
   userId: string,
   teamId: string,
-  expiresIn: jwt.SignOptions['expiresIn'] = '30d',
+  expiresIn: jwt.SignOptions['expiresIn'] = '1d',
 ) {
   return jwt.sign({ team: teamId }, secret, { algorithm: 'HS256', subject: userId, expiresIn });
 }

@@ -8,6 +8,8 @@ export class HttpError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** Sent with the answer (Retry-After on a 429 or 503). */
+    readonly headers: Record<string, string> = {},
   ) {
     super(message);
   }
@@ -30,7 +32,8 @@ function messageOf(err: unknown, status: number): string {
   }
   // The router's answer to a method it does not know (PROPFIND, say): the caller's doing, not a failure here.
   if (status === 501) return 'method not implemented';
-  if (status >= 500) return 'internal error';
+  // A deliberate 5xx (503 while the identity provider's keys cannot be fetched) says what is wrong.
+  if (status >= 500 && !(err instanceof HttpError)) return 'internal error';
   const type = (err as { type?: unknown })?.type;
   if (type === 'entity.too.large') return 'request body too large';
   return err instanceof Error && err.message ? err.message : 'request failed';
@@ -44,8 +47,12 @@ export function errorMiddleware(log: (line: string) => void): Middleware {
       const status = statusOf(err);
       ctx.status = status;
       ctx.body = { error: messageOf(err, status) };
+      if (err instanceof HttpError) ctx.set(err.headers);
       if (status >= 500 && status !== 501)
-        log(`${ctx.method} ${ctx.path} failed: ${err instanceof Error ? err.stack : String(err)}`);
+        log(
+          `${ctx.method} ${ctx.path} failed: ${err instanceof Error ? err.stack : String(err)}` +
+            (err instanceof Error && err.cause !== undefined ? ` (cause: ${String(err.cause)})` : ''),
+        );
     }
   };
 }

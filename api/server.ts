@@ -51,7 +51,12 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
       log(`outcome emit for ${runId} failed, the sweep will replay it: ${String(err)}`),
   });
   const app = createApp({
-    authJwtSecret: config.authJwtSecret,
+    auth: {
+      jwtSecret: config.authJwtSecret,
+      jwks: config.authJwks,
+      maxLifetimeSeconds: config.authMaxTokenLifetimeSeconds,
+      clockSkewSeconds: config.authClockSkewSeconds,
+    },
     engine,
     runs: stores.runs,
     watches: stores.watches,

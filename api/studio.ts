@@ -54,3 +54,19 @@ export function catchAllRouter() {
   });
   return router;
 }
+
+/**
+ * The catch-all's answers for every path under a feature that is off (web push), given ahead of requireAuth: a
+ * route that does not exist asks for no token. Nothing below it runs for those paths.
+ */
+export function absentFeature(prefix: string): Middleware {
+  const catchAll = catchAllRouter();
+  const routes = catchAll.routes();
+  const allowed = catchAll.allowedMethods({ throw: true });
+  return async (ctx, next) => {
+    if (ctx.path !== prefix && !ctx.path.startsWith(`${prefix}/`)) return next();
+    // Koa's context stands in for the routers' own (the params they add are not read here); nothing runs after.
+    await allowed(ctx as never, () => routes(ctx as never, async () => undefined));
+    if (ctx.body === undefined) throw new HttpError(404, 'not found');
+  };
+}

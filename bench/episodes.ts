@@ -163,7 +163,7 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
       MONGO_DB: uniqueName('bench_episodes'),
       TEMPORAL_ADDRESS: stack.temporalAddress,
       TEMPORAL_TASK_QUEUE: uniqueName('flow-notify-bench'),
-      AUTH_JWT_SECRET: 'bench-secret',
+      AUTH_JWT_SECRET: 'bench-secret-for-flow-notify-32-bytes-or-more',
       VAPID_PUBLIC_KEY: vapid.publicKey,
       VAPID_PRIVATE_KEY: vapid.privateKey,
       VAPID_SUBJECT: 'mailto:bench@flow.test',

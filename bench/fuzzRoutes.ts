@@ -91,7 +91,7 @@ export interface FuzzReport {
   failures: FuzzFailure[];
 }
 
-const TEST_JWT_SECRET = 'test-secret-for-flow-notify';
+const TEST_JWT_SECRET = 'test-secret-for-flow-notify-32-bytes-or-more';
 const BODY_LIMIT = 1024 * 1024; // api/app.ts: jsonLimit '1mb'
 const STANDARD_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 const COLLECTIONS = [

@@ -1,5 +1,6 @@
-// npm run token -- --user U --team T [--expires 30d]: prints a bearer token for the local AUTH_JWT_SECRET
-// (the environment's, else the one the embedded default generated under .data/).
+// npm run token -- --user U --team T [--expires 7d]: prints a bearer token for the local AUTH_JWT_SECRET
+// (the environment's, else the one the embedded default generated under .data/). The API refuses tokens that
+// live longer than AUTH_MAX_TOKEN_LIFETIME_SECONDS (7 days by default).
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -11,11 +12,11 @@ const { values } = parseArgs({
   options: {
     user: { type: 'string' },
     team: { type: 'string' },
-    expires: { type: 'string', default: '30d' },
+    expires: { type: 'string', default: '7d' },
   },
 });
 if (!values.user || !values.team) {
-  console.error('usage: npm run token -- --user <user id> --team <team id> [--expires 30d]');
+  console.error('usage: npm run token -- --user <user id> --team <team id> [--expires 7d]');
   process.exit(2);
 }
 const secretsFile = path.join(PROJECT_ROOT, '.data', 'secrets.json');

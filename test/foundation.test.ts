@@ -126,7 +126,7 @@ describe('configuration refusals at start-up', () => {
     PATH: process.env.PATH ?? '',
     MONGO_URL: testStack().mongoUrl,
     TEMPORAL_ADDRESS: testStack().temporalAddress,
-    AUTH_JWT_SECRET: 'x',
+    AUTH_JWT_SECRET: 'x'.repeat(32),
   });
 
   function start(entry: string, env: Record<string, string>) {

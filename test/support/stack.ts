@@ -21,7 +21,7 @@ export function testStack(): TestStack {
   return stack;
 }
 
-export const TEST_JWT_SECRET = 'test-secret-for-flow-notify';
+export const TEST_JWT_SECRET = 'test-secret-for-flow-notify-32-bytes-or-more';
 
 const unique = (prefix: string): string => `${prefix}_${randomBytes(4).toString('hex')}`;
 

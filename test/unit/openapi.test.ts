@@ -12,7 +12,11 @@ const inert = {} as never;
 
 function appWithEveryRoute() {
   return createApp({
-    authJwtSecret: 'unit-test-secret-of-at-least-32-bytes!',
+    auth: {
+      jwtSecret: 'unit-test-secret-of-at-least-32-bytes!',
+      maxLifetimeSeconds: 3600,
+      clockSkewSeconds: 60,
+    },
     engine: inert,
     runs: inert,
     watches: inert,

@@ -1,0 +1,85 @@
+// Security headers: the studio's files and its SPA deep links carry a strict CSP; the API's answers (errors
+// included) one that allows nothing; all of them nosniff, no framing and no Referer. The studio's page has no
+// inline script or style, so the strict policy cannot break it (test/studio.test.ts runs it in Chromium).
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { ApiHandle } from '../api/server';
+import { STUDIO_DIR } from '../api/studio';
+import { ApiClient, startTestApi } from './support/harness';
+import { testConfig } from './support/stack';
+
+function directives(csp: string | null): Map<string, string> {
+  assert.ok(csp, 'a content-security-policy header');
+  return new Map(
+    csp.split(';').map((d) => {
+      const [name, ...values] = d.trim().split(/\s+/);
+      return [name, values.join(' ')] as [string, string];
+    }),
+  );
+}
+
+function assertCommon(headers: Headers, what: string): void {
+  assert.equal(headers.get('x-content-type-options'), 'nosniff', what);
+  assert.equal(headers.get('referrer-policy'), 'no-referrer', what);
+  assert.equal(headers.get('x-frame-options'), 'DENY', what);
+  assert.equal(directives(headers.get('content-security-policy')).get('frame-ancestors'), "'none'", what);
+}
+
+describe('security headers', () => {
+  let api: ApiHandle;
+  let anonymous: ApiClient;
+  let alice: ApiClient;
+
+  before(async () => {
+    ({ api, client: anonymous } = await startTestApi(testConfig()));
+    alice = anonymous.as('alice', 'acme');
+  });
+  after(() => api.close());
+
+  it('the studio: a strict CSP (same-origin scripts and styles only, nothing inline) on every file', async () => {
+    for (const p of ['/', '/runs/run_x', '/app.js', '/kv.js', '/sw.js', '/styles.css', '/icon.svg']) {
+      const res = await anonymous.get(p);
+      assert.equal(res.status, 200, p);
+      assertCommon(res.headers, p);
+      const csp = directives(res.headers.get('content-security-policy'));
+      assert.equal(csp.get('default-src'), "'none'", p);
+      assert.equal(csp.get('script-src'), "'self'", p);
+      assert.equal(csp.get('style-src'), "'self'", p);
+      assert.equal(csp.get('connect-src'), "'self'", p);
+      assert.equal(csp.get('worker-src'), "'self'", p);
+      assert.equal(csp.get('base-uri'), "'none'", p);
+      for (const [name, value] of csp) assert.doesNotMatch(value, /unsafe-|\*|data:|blob:/, `${p} ${name}`);
+    }
+  });
+
+  it('the API: a CSP that allows nothing, on answers and errors alike', async () => {
+    const cases: [string, () => Promise<{ status: number; headers: Headers }>, number][] = [
+      ['GET /api/v1/runs', () => alice.get('/api/v1/runs'), 200],
+      ['no token', () => anonymous.get('/api/v1/runs'), 401],
+      ['unknown API path', () => alice.get('/api/v1/nope'), 404],
+      ['wrong method', () => alice.request('PATCH', '/api/v1/runs'), 405],
+      ['bad JSON', () => alice.request('POST', '/api/v1/runs', '{'), 400],
+      ['GET /healthz', () => anonymous.get('/healthz'), 200],
+    ];
+    for (const [what, call, status] of cases) {
+      const res = await call();
+      assert.equal(res.status, status, what);
+      assertCommon(res.headers, what);
+      assert.equal(directives(res.headers.get('content-security-policy')).get('default-src'), "'none'", what);
+    }
+  });
+
+  it('the studio page has no inline script, inline style or event-handler attribute', () => {
+    const html = readFileSync(path.join(STUDIO_DIR, 'index.html'), 'utf8');
+    for (const tag of html.match(/<script\b[^>]*>[\s\S]*?<\/script>/gi) ?? []) {
+      assert.match(tag, /^<script\b[^>]*\bsrc="\/[^"]+"[^>]*><\/script>$/, tag);
+    }
+    assert.doesNotMatch(html, /<style\b|\sstyle=|\son[a-z]+=/i);
+    // Markup the scripts build is held to the same rule.
+    for (const file of ['app.js', 'sw.js', 'kv.js']) {
+      const js = readFileSync(path.join(STUDIO_DIR, file), 'utf8');
+      assert.doesNotMatch(js, /\sstyle=|\son[a-z]+="|javascript:|\beval\(|new Function\(/, file);
+    }
+  });
+});

@@ -1,0 +1,191 @@
+// Identity: what a bearer token must be (numeric exp, a bounded lifetime, no iat from the future), the secret's
+// minimum size at start-up, npm run token, and tokens of a deployment's identity provider verified against its
+// JWKS (a loopback IdP that rotates its keys and goes down).
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { createHmac } from 'node:crypto';
+import type { ApiHandle } from '../api/server';
+import { PROJECT_ROOT } from '../stack/embedded';
+import { ApiClient, startTestApi } from './support/harness';
+import { JwksServer } from './support/jwksServer';
+import { TEST_JWT_SECRET, testConfig, testStack } from './support/stack';
+
+const nowSeconds = (): number => Math.floor(Date.now() / 1000);
+/** Signed by hand, so any payload (a string exp, say) can be made; exactly the claims given. */
+function hs256(payload: object): string {
+  const part = (value: object): string => Buffer.from(JSON.stringify(value)).toString('base64url');
+  const signed = `${part({ alg: 'HS256', typ: 'JWT' })}.${part(payload)}`;
+  return `${signed}.${createHmac('sha256', TEST_JWT_SECRET).update(signed).digest('base64url')}`;
+}
+
+describe('identity', function () {
+  this.timeout(60_000);
+
+  describe('HS256 tokens', () => {
+    let api: ApiHandle;
+    const as = (token: string) => new ApiClient(api.url, token).get('/api/v1/runs');
+
+    before(async () => {
+      ({ api } = await startTestApi(testConfig()));
+    });
+    after(() => api.close());
+
+    it('a token without exp is 401', async () => {
+      const res = await as(hs256({ sub: 'alice', team: 'acme', iat: nowSeconds() }));
+      assert.equal(res.status, 401, res.text);
+      assert.equal(res.body.error, 'token must carry a numeric exp');
+    });
+
+    it('a non-numeric exp is 401', async () => {
+      const res = await as(hs256({ sub: 'alice', team: 'acme', exp: String(nowSeconds() + 600) }));
+      assert.equal(res.status, 401, res.text);
+    });
+
+    it('a token living longer than the maximum (7 days by default) is 401', async () => {
+      const iat = nowSeconds();
+      const long = await as(hs256({ sub: 'alice', team: 'acme', iat, exp: iat + 30 * 86400 }));
+      assert.equal(long.status, 401, long.text);
+      assert.match(long.body.error, /token lifetime exceeds 604800 seconds/);
+      // Without iat the lifetime counts from now.
+      const noIat = await as(hs256({ sub: 'alice', team: 'acme', exp: iat + 8 * 86400 }));
+      assert.equal(noIat.status, 401, noIat.text);
+      const week = await as(hs256({ sub: 'alice', team: 'acme', iat, exp: iat + 7 * 86400 }));
+      assert.equal(week.status, 200, week.text);
+    });
+
+    it('an iat in the future beyond the clock skew (60 s) is 401; within it, accepted', async () => {
+      const future = nowSeconds() + 600;
+      const res = await as(hs256({ sub: 'alice', team: 'acme', iat: future, exp: future + 3600 }));
+      assert.equal(res.status, 401, res.text);
+      assert.equal(res.body.error, 'token issued in the future');
+      const slightly = nowSeconds() + 20;
+      const ok = await as(hs256({ sub: 'alice', team: 'acme', iat: slightly, exp: slightly + 3600 }));
+      assert.equal(ok.status, 200, ok.text);
+    });
+
+    it('npm run token prints a token the API accepts', async () => {
+      const printed = spawnSync(
+        process.execPath,
+        ['-r', 'ts-node/register', 'scripts/token.ts', '--user', 'alice', '--team', 'acme'],
+        { cwd: PROJECT_ROOT, env: { ...process.env, AUTH_JWT_SECRET: TEST_JWT_SECRET }, encoding: 'utf8' },
+      );
+      assert.equal(printed.status, 0, printed.stderr);
+      const res = await as(printed.stdout.trim());
+      assert.equal(res.status, 200, res.text);
+    });
+  });
+
+  describe('start-up', () => {
+    for (const entry of ['api/server.ts', 'worker.ts']) {
+      it(`${entry}: an AUTH_JWT_SECRET under 32 bytes stops start-up with one line naming it (exit 78)`, () => {
+        const result = spawnSync(process.execPath, ['-r', 'ts-node/register', entry], {
+          cwd: PROJECT_ROOT,
+          env: {
+            PATH: process.env.PATH ?? '',
+            MONGO_URL: testStack().mongoUrl,
+            TEMPORAL_ADDRESS: testStack().temporalAddress,
+            AUTH_JWT_SECRET: 'x'.repeat(31),
+          },
+          encoding: 'utf8',
+          timeout: 30_000,
+        });
+        assert.equal(result.status, 78, result.stderr);
+        const lines = result.stderr.trim().split('\n');
+        assert.equal(lines.length, 1, result.stderr);
+        assert.match(lines[0], /AUTH_JWT_SECRET must be at least 32 bytes/);
+      });
+    }
+  });
+
+  describe('tokens of an identity provider (JWKS)', () => {
+    const audience = 'flow-notify';
+    let idp: JwksServer;
+    let api: ApiHandle;
+    const call = (token: string) => new ApiClient(api.url, token).post('/api/v1/runs', { title: 'idp' });
+
+    before(async () => {
+      idp = await JwksServer.start();
+      await idp.addKey('rsa-1', 'RS256');
+      ({ api } = await startTestApi(
+        testConfig({
+          AUTH_JWKS_URL: idp.url,
+          AUTH_ISSUER: idp.issuer,
+          AUTH_AUDIENCE: audience,
+          AUTH_USER_CLAIM: 'email',
+          AUTH_TEAM_CLAIM: 'org_id',
+          AUTH_JWKS_COOLDOWN_SECONDS: '1',
+        }),
+      ));
+    });
+    after(async () => {
+      await api.close();
+      await idp.stop();
+    });
+
+    it('accepts an RS256 token with the configured claims, fetching the keys once', async () => {
+      const claims = { email: 'alice@acme.test', org_id: 'acme' };
+      const first = await call(await idp.sign('rsa-1', claims, audience));
+      assert.equal(first.status, 201, first.text);
+      assert.equal(first.body.ownerId, 'alice@acme.test');
+      assert.equal(first.body.teamId, 'acme');
+      const second = await call(await idp.sign('rsa-1', claims, audience));
+      assert.equal(second.status, 201, second.text);
+      assert.equal(idp.fetches, 1, 'the keys are cached');
+    });
+
+    it('refuses another audience, another issuer, missing claims and a key the IdP never published', async () => {
+      const claims = { email: 'alice@acme.test', org_id: 'acme' };
+      const wrongAud = await call(await idp.sign('rsa-1', claims, 'another-app'));
+      assert.equal(wrongAud.status, 401, wrongAud.text);
+      const wrongIss = await call(await idp.sign('rsa-1', claims, audience, 'https://evil.test/'));
+      assert.equal(wrongIss.status, 401, wrongIss.text);
+      const noTeam = await call(await idp.sign('rsa-1', { email: 'alice@acme.test' }, audience));
+      assert.equal(noTeam.status, 401, noTeam.text);
+      assert.equal(noTeam.body.error, 'token must carry email and org_id');
+      const noExp = await call(await idp.sign('rsa-1', { ...claims, exp: undefined }, audience));
+      assert.equal(noExp.status, 401, noExp.text);
+      await idp.addKey('rogue', 'RS256', false);
+      const rogue = await call(await idp.sign('rogue', claims, audience));
+      assert.equal(rogue.status, 401, rogue.text);
+    });
+
+    it('follows a key rotation: an unknown kid fetches the keys again (after the cooldown)', async () => {
+      await idp.addKey('ec-2', 'ES256', false);
+      idp.publishOnly('ec-2');
+      await new Promise((resolve) => setTimeout(resolve, 1100)); // past AUTH_JWKS_COOLDOWN_SECONDS
+      const before = idp.fetches;
+      const claims = { email: 'bob@acme.test', org_id: 'acme' };
+      const rotated = await call(await idp.sign('ec-2', claims, audience));
+      assert.equal(rotated.status, 201, rotated.text);
+      assert.equal(rotated.body.ownerId, 'bob@acme.test');
+      assert.equal(idp.fetches, before + 1);
+      // The retired key is gone from the fetched set.
+      const retired = await call(await idp.sign('rsa-1', claims, audience));
+      assert.equal(retired.status, 401, retired.text);
+    });
+
+    it('answers 503 when the keys cannot be fetched, and recovers when the IdP is back', async () => {
+      await idp.addKey('ec-3', 'ES256', false);
+      idp.publishOnly('ec-2', 'ec-3');
+      idp.failWith = 500;
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      const claims = { email: 'carol@acme.test', org_id: 'acme' };
+      const down = await call(await idp.sign('ec-3', claims, audience));
+      assert.equal(down.status, 503, down.text);
+      assert.match(down.body.error, /identity provider keys are unavailable/);
+      // A key already held still verifies while the IdP is down.
+      const held = await call(await idp.sign('ec-2', claims, audience));
+      assert.equal(held.status, 201, held.text);
+      idp.failWith = undefined;
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      const back = await call(await idp.sign('ec-3', claims, audience));
+      assert.equal(back.status, 201, back.text);
+    });
+
+    it('an HS256 token of the local secret is still accepted beside the JWKS', async () => {
+      const iat = nowSeconds();
+      const res = await call(hs256({ sub: 'dave', team: 'acme', iat, exp: iat + 600 }));
+      assert.equal(res.status, 201, res.text);
+    });
+  });
+});
