@@ -5,6 +5,7 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkflowBundle, type WorkflowBundleOption } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { assertOperatorAlertsWired } from './activities/ops';
+import { temporalConnectionOptions } from './client/connection';
 import { ensureSweepSchedule } from './client/schedules';
 import { ConfigError, loadConfigOrExit, type Config } from './config';
 import { pushSenderFor, type PushSender } from './net/pushSender';
@@ -66,8 +67,8 @@ async function main(): Promise<void> {
   const mongo = await connectMongo(config.mongoUrl, config.mongoDb);
   await ensureAllIndexes(mongo.db);
   const stores = createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds });
-  const connection = await NativeConnection.connect({ address: config.temporalAddress });
-  const clientConnection = await Connection.connect({ address: config.temporalAddress });
+  const connection = await NativeConnection.connect(temporalConnectionOptions(config));
+  const clientConnection = await Connection.connect(temporalConnectionOptions(config));
   const client = new Client({ connection: clientConnection, namespace: config.temporalNamespace });
   const pushSender = pushSenderFor(config);
   const worker = await createWorker({ config, connection, client, stores, pushSender });
