@@ -3,6 +3,7 @@
 // Prints one JSON line: {"emitted": true, "episodeId", "started"} or {"emitted": false, "reason"}.
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
+import { temporalConnectionOptions } from './client/connection';
 import { createOutcomeEmitter, episodeOptions } from './client/emitter';
 import { createHealthSignaler, healthOptions } from './client/health';
 import { emitFromRunner, FINAL_DISPOSITIONS, isDisposition, NON_FINAL_DISPOSITIONS } from './client/runner';
@@ -37,7 +38,7 @@ async function main(argv: string[]): Promise<void> {
     throw err;
   }
   const mongo = await connectMongo(config.mongoUrl, config.mongoDb);
-  const connection = await Connection.connect({ address: config.temporalAddress });
+  const connection = await Connection.connect(temporalConnectionOptions(config));
   try {
     const client = new Client({ connection, namespace: config.temporalNamespace });
     const emitter = createOutcomeEmitter({

@@ -1,5 +1,6 @@
 // The one place that reads the environment. Every variable of the contract, typed, read once;
 // a bad value throws a ConfigError whose message is one line naming the variable.
+import { readFileSync } from 'node:fs';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -20,7 +21,26 @@ export interface JwksConfig {
   cooldownSeconds: number;
 }
 
-export interface Config {
+/** A secured Temporal frontend: TLS, optionally mTLS (a client pair) and/or a Temporal Cloud API key. */
+export interface TemporalTlsConfig {
+  /** The server CA (PEM); undefined: the system's trusted roots (e.g. Temporal Cloud). */
+  ca?: Buffer;
+  /** The mTLS client certificate and key (PEM). */
+  clientCert?: { crt: Buffer; key: Buffer };
+  /** The name the server certificate must carry, when it is not the host of TEMPORAL_ADDRESS. */
+  serverName?: string;
+}
+
+/** Where Temporal is and how to reach it: what every process that connects needs. */
+export interface TemporalConnectionConfig {
+  temporalAddress: string;
+  /** undefined: plaintext (the dev server). */
+  temporalTls?: TemporalTlsConfig;
+  /** Sent as `authorization: Bearer <key>` on every call (Temporal Cloud API keys). */
+  temporalApiKey?: string;
+}
+
+export interface Config extends TemporalConnectionConfig {
   host: string;
   port: number;
   mongoUrl: string;
@@ -174,6 +194,76 @@ function jwks(env: Env): JwksConfig {
   };
 }
 
+function pemFile(env: Env, name: string): Buffer | undefined {
+  const file = read(env, name);
+  if (file === undefined) return undefined;
+  let content: Buffer;
+  try {
+    content = readFileSync(file);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? String(err);
+    throw new ConfigError(`${name} cannot be read: "${file}" (${code})`);
+  }
+  if (content.length > 1_000_000 || !content.includes('-----BEGIN ')) {
+    throw new ConfigError(`${name} must name a PEM file, "${file}" is not one`);
+  }
+  return content;
+}
+
+function onOff(env: Env, name: string): boolean | undefined {
+  const raw = read(env, name)?.toLowerCase();
+  if (raw === undefined) return undefined;
+  if (['1', 'true', 'on'].includes(raw)) return true;
+  if (['0', 'false', 'off'].includes(raw)) return false;
+  throw new ConfigError(`${name} must be on or off (1/0), got "${raw}"`);
+}
+
+/**
+ * TEMPORAL_TLS on, or any of the TLS settings or the API key set, turns TLS on (an API key is never sent in the
+ * clear); TEMPORAL_TLS=off beside them is a contradiction, refused.
+ */
+export function loadTemporalConnectionConfig(env: Env = process.env): TemporalConnectionConfig {
+  const temporalAddress = hostPort(env, 'TEMPORAL_ADDRESS', '127.0.0.1:7233');
+  const tlsFlag = onOff(env, 'TEMPORAL_TLS');
+  const ca = pemFile(env, 'TEMPORAL_TLS_CA');
+  const crt = pemFile(env, 'TEMPORAL_TLS_CERT');
+  const key = pemFile(env, 'TEMPORAL_TLS_KEY');
+  if (crt && !key) throw new ConfigError('TEMPORAL_TLS_KEY is missing while TEMPORAL_TLS_CERT is set');
+  if (key && !crt) throw new ConfigError('TEMPORAL_TLS_CERT is missing while TEMPORAL_TLS_KEY is set');
+  const serverName = read(env, 'TEMPORAL_TLS_SERVER_NAME');
+  if (serverName !== undefined && !/^[A-Za-z0-9.-]{1,253}$/.test(serverName)) {
+    throw new ConfigError(`TEMPORAL_TLS_SERVER_NAME must be a host name, got "${serverName}"`);
+  }
+  const temporalApiKey = read(env, 'TEMPORAL_API_KEY');
+  if (
+    temporalApiKey !== undefined &&
+    (temporalApiKey.length > 8192 || !/^[\x21-\x7e]+$/.test(temporalApiKey))
+  ) {
+    throw new ConfigError('TEMPORAL_API_KEY must be one word of printable ASCII (up to 8 KiB)');
+  }
+  const asked = (
+    [
+      ['TEMPORAL_TLS_CA', ca],
+      ['TEMPORAL_TLS_CERT', crt],
+      ['TEMPORAL_TLS_SERVER_NAME', serverName],
+      ['TEMPORAL_API_KEY', temporalApiKey],
+    ] as const
+  ).find(([, value]) => value !== undefined);
+  if (tlsFlag === false && asked) throw new ConfigError(`${asked[0]} is set while TEMPORAL_TLS is off`);
+  const tlsOn = tlsFlag ?? asked !== undefined;
+  return {
+    temporalAddress,
+    temporalTls: tlsOn
+      ? {
+          ...(ca ? { ca } : {}),
+          ...(crt && key ? { clientCert: { crt, key } } : {}),
+          ...(serverName ? { serverName } : {}),
+        }
+      : undefined,
+    ...(temporalApiKey ? { temporalApiKey } : {}),
+  };
+}
+
 function hostPort(env: Env, name: string, fallback: string): string {
   const raw = read(env, name) ?? fallback;
   if (!/^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/.test(raw)) {
@@ -214,6 +304,8 @@ export type EmitterConfig = Pick<
   | 'mongoUrl'
   | 'mongoDb'
   | 'temporalAddress'
+  | 'temporalTls'
+  | 'temporalApiKey'
   | 'temporalNamespace'
   | 'temporalTaskQueue'
   | 'callbackRetrySeconds'
@@ -226,7 +318,7 @@ export function loadEmitterConfig(env: Env = process.env): EmitterConfig {
   return {
     mongoUrl: url(env, 'MONGO_URL', ['mongodb:', 'mongodb+srv:']),
     mongoDb: read(env, 'MONGO_DB') ?? 'flow',
-    temporalAddress: hostPort(env, 'TEMPORAL_ADDRESS', '127.0.0.1:7233'),
+    ...loadTemporalConnectionConfig(env),
     temporalNamespace: read(env, 'TEMPORAL_NAMESPACE') ?? 'default',
     temporalTaskQueue: read(env, 'TEMPORAL_TASK_QUEUE') ?? 'flow-notify',
     callbackRetrySeconds: secondsList(env, 'CALLBACK_RETRY_SECONDS', [20, 60, 180, 540]),

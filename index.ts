@@ -18,6 +18,7 @@ export {
 export { notifyOperator } from './client/operator';
 export { createHealthSignaler, healthOptions } from './client/health';
 export { loadConfig, loadEmitterConfig, ConfigError, type Config } from './config';
+export { temporalConnectionOptions } from './client/connection';
 export { createApp } from './api/app';
 export { startApi } from './api/server';
 export { createWorker } from './worker';

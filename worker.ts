@@ -1,8 +1,11 @@
 // The worker's composition root: config → Mongo, Temporal → push sink → createActivities → Worker.
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { NativeConnection, Worker, type WorkflowBundle, type WorkflowBundleOption } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { assertOperatorAlertsWired } from './activities/ops';
+import { temporalConnectionOptions } from './client/connection';
 import { ensureSweepSchedule } from './client/schedules';
 import { ConfigError, loadConfigOrExit, type Config } from './config';
 import { pushSenderFor, type PushSender } from './net/pushSender';
@@ -25,6 +28,20 @@ export interface WorkerDeps {
 
 export const WORKFLOWS_PATH = require.resolve('./workflows');
 
+/** `npm run build` bundles the workflows ahead of time into this file beside the compiled worker (dist/). */
+export const WORKFLOW_BUNDLE_FILE = 'workflow-bundle.js';
+
+/** The workflow code: a bundle given in, else the prebuilt one of a build, else the sources, bundled at start. */
+function workflowCode(
+  given?: WorkflowBundle,
+): { workflowBundle: WorkflowBundleOption } | { workflowsPath: string } {
+  if (given) return { workflowBundle: given };
+  const prebuilt = path.join(__dirname, WORKFLOW_BUNDLE_FILE);
+  return existsSync(prebuilt)
+    ? { workflowBundle: { codePath: prebuilt } }
+    : { workflowsPath: WORKFLOWS_PATH };
+}
+
 export async function createWorker(deps: WorkerDeps): Promise<Worker> {
   const { config } = deps;
   assertOperatorAlertsWired(config, deps.stores.claims);
@@ -33,7 +50,7 @@ export async function createWorker(deps: WorkerDeps): Promise<Worker> {
     connection: deps.connection,
     namespace: config.temporalNamespace,
     taskQueue: config.temporalTaskQueue,
-    ...(deps.workflowBundle ? { workflowBundle: deps.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
+    ...workflowCode(deps.workflowBundle),
     // The SDK sends a heartbeat at most every 0.8 × the heartbeat timeout (8 s of the fan-out's 10 s), leaving a
     // busy worker 2 s to get it through; a fan-out starved for CPU then timed out and was sent again. Every 2 s
     // leaves it 8.
@@ -54,14 +71,15 @@ async function main(): Promise<void> {
   const mongo = await connectMongo(config.mongoUrl, config.mongoDb);
   await ensureAllIndexes(mongo.db);
   const stores = createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds });
-  const connection = await NativeConnection.connect({ address: config.temporalAddress });
-  const clientConnection = await Connection.connect({ address: config.temporalAddress });
+  const connection = await NativeConnection.connect(temporalConnectionOptions(config));
+  const clientConnection = await Connection.connect(temporalConnectionOptions(config));
   const client = new Client({ connection: clientConnection, namespace: config.temporalNamespace });
   const pushSender = pushSenderFor(config);
   const worker = await createWorker({ config, connection, client, stores, pushSender });
   console.log(
     `flow-notify worker: task queue ${config.temporalTaskQueue} on ${config.temporalAddress}; ` +
-      `web push ${pushSender ? 'on' : 'off (no VAPID keys)'}; sweep every ${config.sweepIntervalSeconds}s`,
+      `web push ${pushSender ? 'on' : 'off (no VAPID keys)'}; sweep every ${config.sweepIntervalSeconds}s; ` +
+      `workflows ${existsSync(path.join(__dirname, WORKFLOW_BUNDLE_FILE)) ? 'prebuilt bundle' : 'bundled at start'}`,
   );
   try {
     await worker.run(); // returns after SIGINT/SIGTERM once in-flight tasks are done

@@ -2,6 +2,7 @@
 import type { Server } from 'node:http';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfigOrExit, type Config } from '../config';
+import { temporalConnectionOptions } from '../client/connection';
 import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
 import { createHealthSignaler, healthOptions } from '../client/health';
 import { notifyOperator } from '../client/operator';
@@ -30,7 +31,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
   const pushSender = options.pushSender ?? pushSenderFor(config);
   const mongo: Mongo = await connectMongo(config.mongoUrl, config.mongoDb);
   await ensureAllIndexes(mongo.db);
-  const connection = await Connection.connect({ address: config.temporalAddress });
+  const connection = await Connection.connect(temporalConnectionOptions(config));
   const client = new Client({ connection, namespace: config.temporalNamespace });
   const stores = createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds });
   const emitter = createOutcomeEmitter({

@@ -454,7 +454,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillCounts> {
     // and the runner CLI.
     const cliSlot = semaphore(options.cliConcurrency ?? 2);
     const runSlot = semaphore(options.runConcurrency ?? 10);
-    const cliEnv = childProcessEnv(vars);
+    const cliEnv = childProcessEnv({ ...vars, FLOW_NOTIFY_FROM_SOURCE: '1' }); // the code as it is, not a stale dist/
     const runnerCli = (run: RunPlan) =>
       cliSlot(
         () =>

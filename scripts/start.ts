@@ -6,7 +6,8 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import webpush from 'web-push';
-import { childEnv, launcherEnv } from '../config';
+import { temporalConnectionOptions } from '../client/connection';
+import { childEnv, launcherEnv, loadTemporalConnectionConfig } from '../config';
 import { ensureSearchAttributes } from '../stack/searchAttributes';
 import {
   launchMongo,
@@ -82,7 +83,7 @@ async function main(): Promise<void> {
     uiUrl = temporal.uiUrl;
     log(`Temporal dev server on ${temporal.address} (history in ${spec.temporal.dataFile})`);
   } else {
-    const connection = await Connection.connect({ address: env.temporalAddress });
+    const connection = await Connection.connect(temporalConnectionOptions(loadTemporalConnectionConfig()));
     try {
       await ensureSearchAttributes(connection, env.temporalNamespace, spec.temporal.searchAttributes);
     } finally {

@@ -4,7 +4,7 @@
 # even when tests fail. With MONGO_URL / TEMPORAL_ADDRESS set, those servers are used instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install.sh --with-browser --with-test-server
+bash scripts/install.sh --all --with-browser --with-test-server
 echo "flow-notify test: type-check and lint" >&2
 npx tsc --noEmit -p .
 npx eslint --max-warnings=0 .

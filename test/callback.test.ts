@@ -245,6 +245,7 @@ describe('callback family', function () {
 
       const env = {
         PATH: process.env.PATH ?? '',
+        FLOW_NOTIFY_FROM_SOURCE: '1', // the code as it is, not an earlier build's dist/
         MONGO_URL: config.mongoUrl,
         MONGO_DB: config.mongoDb,
         TEMPORAL_ADDRESS: testStack().temporalAddress,

@@ -1,6 +1,6 @@
 // The package's main entry exposes the outbound guard and the emitters to other services.
 import assert from 'node:assert/strict';
-import * as entry from '..';
+import * as entry from '../index';
 
 describe('package entry', () => {
   it('exports checkCallbackTarget, which refuses a loopback callback in strict mode with its reason', async () => {

@@ -70,6 +70,8 @@ export interface WorkerProcessOptions {
   log?: (line: string) => void;
   /** Called when the worker exits without being asked to (a crash, a fatal error). */
   onUnexpectedExit?: (exit: WorkerExit) => void;
+  /** What to run instead of `node -r ts-node/register worker.ts` in PROJECT_ROOT (e.g. a build's dist/worker.js). */
+  command?: { cwd: string; args: string[] };
 }
 
 export interface WorkerExit {
@@ -137,8 +139,12 @@ export class WorkerProcess {
 
   async start(): Promise<void> {
     if (this.running) return;
-    const child = spawn(process.execPath, ['-r', 'ts-node/register', 'worker.ts'], {
+    const command = this.options.command ?? {
       cwd: PROJECT_ROOT,
+      args: ['-r', 'ts-node/register', 'worker.ts'],
+    };
+    const child = spawn(process.execPath, command.args, {
+      cwd: command.cwd,
       env: this.env(),
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -2,7 +2,8 @@
 //
 // Plain `go install github.com/FerretDB/FerretDB/cmd/ferretdb` panics on a missing version file,
 // so the project owns this tiny main around the embeddable package instead.
-// It prints one line "ready mongodb://HOST:PORT/" on stdout once it accepts connections.
+// It prints one line "ready mongodb://HOST:PORT/" on stdout once it accepts connections
+// ("ready mongodb://HOST:PORT/?tls=true" when -tls is set: the TLS listener is preferred).
 package main
 
 import (
@@ -21,7 +22,12 @@ import (
 )
 
 func main() {
-	listen := flag.String("listen", "127.0.0.1:27017", "TCP address to listen on (port 0 picks a free one)")
+	listen := flag.String("listen", "127.0.0.1:27017", "TCP address to listen on (port 0 picks a free one; empty: no plain TCP)")
+	// TLS listener (FerretDB's ListenerConfig): with -tls-ca, clients must present a certificate from that CA.
+	tlsListen := flag.String("tls", "", "TLS address to listen on (off when empty); the ready line then names it")
+	tlsCert := flag.String("tls-cert", "", "server certificate file (PEM), with -tls")
+	tlsKey := flag.String("tls-key", "", "server key file (PEM), with -tls")
+	tlsCA := flag.String("tls-ca", "", "CA file (PEM) whose client certificates are required, with -tls (optional)")
 	data := flag.String("data", ".data/ferretdb", "folder holding the SQLite files")
 	logLevel := flag.String("log-level", "warn", "debug, info, warn or error")
 	// WAL is FerretDB's default; FULL would fsync the WAL on every commit. NORMAL keeps every commit safe from
@@ -48,8 +54,18 @@ func main() {
 		fatal("bad -synchronous: %q", *synchronous)
 	}
 
+	if *tlsListen != "" && (*tlsCert == "" || *tlsKey == "") {
+		fatal("-tls needs -tls-cert and -tls-key")
+	}
+
 	f, err := ferretdb.New(&ferretdb.Config{
-		Listener:  ferretdb.ListenerConfig{TCP: *listen},
+		Listener: ferretdb.ListenerConfig{
+			TCP:         *listen,
+			TLS:         *tlsListen,
+			TLSCertFile: *tlsCert,
+			TLSKeyFile:  *tlsKey,
+			TLSCAFile:   *tlsCA,
+		},
 		Logger:    logger,
 		Handler:   "sqlite",
 		SQLiteURL: "file:" + dir + "/?_pragma=synchronous(" + *synchronous + ")",

@@ -1,0 +1,211 @@
+// The production build: compiled to a copy of the package, installed with production dependencies only
+// (`npm ci --omit=dev`, so no ts-node, no TypeScript), the worker and the API started from dist/ against the test
+// servers, one episode of each family (push, callback, operator alert) driven through them, the runner CLI run
+// from the build, and both stopped with SIGTERM.
+import assert from 'node:assert/strict';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import webpush from 'web-push';
+import { sweepScheduleId } from '../client/schedules';
+import { freePort, PROJECT_ROOT } from '../stack/embedded';
+import { ApiClient, temporalClient } from './support/harness';
+import { CallbackReceiver } from './support/callbackReceiver';
+import { startPushService, type PushService } from './support/pushService';
+import { TEST_JWT_SECRET, testStack } from './support/stack';
+import { childProcessEnv, WorkerProcess } from './support/workerProcess';
+import { loadConfig } from '../config';
+
+/**
+ * Builds the package as `npm run build` does into `dir`/dist, with the files a release ships, and installs its
+ * production dependencies there (the workflow bundle is made last: webpack resolves the workflows' imports from
+ * the copy's own node_modules).
+ */
+export function buildCopy(dir: string): void {
+  const dist = path.join(dir, 'dist');
+  execFileSync('npx', ['tsc', '-p', 'tsconfig.build.json', '--outDir', dist], { cwd: PROJECT_ROOT });
+  for (const file of ['package.json', 'package-lock.json', 'bin']) {
+    cpSync(path.join(PROJECT_ROOT, file), path.join(dir, file), { recursive: true });
+  }
+  execFileSync(
+    'npm',
+    ['ci', '--omit=dev', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'],
+    {
+      cwd: dir,
+      env: childProcessEnv({}),
+    },
+  );
+  execFileSync(process.execPath, ['-r', 'ts-node/register', 'scripts/bundleWorkflows.ts', dist], {
+    cwd: PROJECT_ROOT,
+  });
+}
+
+/** Spawns `node <args>` in `cwd` and resolves once a line of its output contains `readyLine`. */
+export async function startProcess(
+  cwd: string,
+  args: string[],
+  env: Record<string, string>,
+  readyLine: string,
+  timeoutMs = 60_000,
+): Promise<{ child: ChildProcess; output: () => string }> {
+  const child = spawn(process.execPath, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`not ready in ${timeoutMs} ms:\n${output}`)), timeoutMs);
+    const onData = (chunk: Buffer): void => {
+      output = (output + chunk.toString('utf8')).slice(-8000);
+      if (output.includes(readyLine)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`exited before ready (${signal ?? code}):\n${output}`));
+    });
+  });
+  return { child, output: () => output };
+}
+
+/** SIGTERM, and the exit code (null when it had to be killed after `timeoutMs`). */
+export async function terminate(child: ChildProcess, timeoutMs = 15_000): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  child.kill('SIGTERM');
+  const code = await exited;
+  clearTimeout(timer);
+  return code;
+}
+
+describe('the production build (dist/, production dependencies only)', function () {
+  this.timeout(300_000);
+  let dir: string;
+  let push: PushService;
+  let callbacks: CallbackReceiver;
+  let opsHook: CallbackReceiver;
+  let worker: WorkerProcess | undefined;
+  let api: { child: ChildProcess; output: () => string } | undefined;
+  let vars: Record<string, string>;
+
+  before(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'flow-notify-dist-'));
+    buildCopy(dir);
+    push = await startPushService();
+    callbacks = await CallbackReceiver.start();
+    opsHook = await CallbackReceiver.start();
+    const vapid = webpush.generateVAPIDKeys();
+    const suffix = Math.random().toString(16).slice(2, 10);
+    const stack = testStack();
+    vars = {
+      MONGO_URL: stack.mongoUrl,
+      MONGO_DB: `t_dist_${suffix}`,
+      TEMPORAL_ADDRESS: stack.temporalAddress,
+      TEMPORAL_TASK_QUEUE: `flow-notify-dist-${suffix}`,
+      AUTH_JWT_SECRET: TEST_JWT_SECRET,
+      VAPID_PUBLIC_KEY: vapid.publicKey,
+      VAPID_PRIVATE_KEY: vapid.privateKey,
+      PUSH_ALLOW_PRIVATE: '1',
+      CALLBACK_ALLOW_PRIVATE: '1',
+      OPS_ALERT_WEBHOOK_URL: opsHook.url,
+      SWEEP_INTERVAL_SECONDS: '3600',
+      PORT: String(await freePort()),
+    };
+  });
+
+  after(async () => {
+    if (api) await terminate(api.child);
+    await worker?.stop();
+    if (vars) {
+      const { client, close } = await temporalClient(loadConfig(vars));
+      await client.schedule
+        .getHandle(sweepScheduleId(vars.TEMPORAL_TASK_QUEUE))
+        .delete()
+        .catch(() => undefined);
+      await close();
+    }
+    await push?.close();
+    await callbacks?.close();
+    await opsHook?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('installs without ts-node or TypeScript, and require("flow-notify") loads the compiled entry', () => {
+    assert.ok(existsSync(path.join(dir, 'dist/workflow-bundle.js')), 'the workflow bundle is built ahead');
+    assert.ok(!existsSync(path.join(dir, 'node_modules/ts-node')), 'ts-node is not a production dependency');
+    assert.ok(
+      !existsSync(path.join(dir, 'node_modules/typescript')),
+      'typescript is not a production dependency',
+    );
+    const exported = execFileSync(
+      process.execPath,
+      ['-e', "const m = require('flow-notify'); console.log(Object.keys(m).sort().join(','))"],
+      { cwd: dir, encoding: 'utf8' },
+    );
+    for (const name of [
+      'createWorker',
+      'startApi',
+      'checkCallbackTarget',
+      'createOutcomeEmitter',
+      'loadConfig',
+    ]) {
+      assert.ok(exported.split(',').includes(name), `${name} in ${exported}`);
+    }
+  });
+
+  it('worker and API from dist/ deliver a push, a signed callback and an operator alert; the CLI runs from dist/', async () => {
+    worker = await WorkerProcess.start({
+      vars,
+      trustCa: push.ca,
+      command: { cwd: dir, args: ['dist/worker.js'] },
+    });
+    assert.match(worker.output(), /workflows prebuilt bundle/);
+    api = await startProcess(
+      dir,
+      ['dist/api/server.js'],
+      childProcessEnv(vars),
+      'flow-notify api: listening',
+    );
+    const alice = new ApiClient(`http://127.0.0.1:${vars.PORT}`).as('alice', 'acme');
+
+    const sub = push.endpoint('alice-laptop');
+    assert.equal((await alice.post('/api/v1/notifications/push/subscriptions', sub)).status, 201);
+
+    // A run that asks a human: the push family.
+    const asking = await alice.post('/api/v1/runs', { title: 'Needs a human' });
+    assert.equal(asking.status, 201, asking.text);
+    const paused = await alice.post(`/api/v1/runs/${asking.body.id}/pause`, { prompt: 'Ship it?' });
+    assert.equal(paused.status, 200, paused.text);
+    const [delivered] = await push.waitFor(1, sub, 30_000);
+    assert.equal((delivered.payload as { kind: string }).kind, 'human_input_requested');
+
+    // A run with a callback that fails: the callback and the operator families.
+    const failing = await alice.post('/api/v1/runs', { title: 'Doomed', callback: { url: callbacks.url } });
+    assert.equal(failing.status, 201, failing.text);
+    const runId = failing.body.id as string;
+    const failed = await alice.post(`/api/v1/runs/${runId}/fail`, { error: { code: 'E', message: 'boom' } });
+    assert.equal(failed.status, 200, failed.text);
+    const [callback] = await callbacks.waitFor(1, 30_000);
+    assert.equal(JSON.parse(callback.body).type, 'run.failed');
+    assert.match(String(callback.headers['webhook-signature']), /^v1,/);
+    const [alert] = await opsHook.waitFor(1, 30_000);
+    assert.equal(JSON.parse(alert.body).kind, 'run_failed');
+    assert.equal(JSON.parse(alert.body).runId, runId);
+
+    // The runner CLI from the build (no cli.ts in the copy): the episode exists, so it attaches.
+    const cli = execFileSync(
+      path.join(dir, 'bin/flow-notify'),
+      ['emit', '--run', runId, '--team', 'acme', '--disposition', 'dead_letter'],
+      { env: childProcessEnv(vars), encoding: 'utf8' },
+    );
+    assert.equal(JSON.parse(cli).emitted, true, cli);
+
+    assert.equal(await terminate(api.child), 0, api.output());
+    api = undefined;
+    await worker.stop();
+    assert.equal(worker.unexpectedExits.length, 0);
+  });
+});
