@@ -7,9 +7,12 @@ import {
   postPinned,
   ResolverUnavailableError,
   TargetRefusedError,
+  type DeliveryCategory,
   type HostLookup,
+  type PinnedResponse,
 } from '../net/ssrfGuard';
 import { retryAfterMs } from '../net/retryAfter';
+import type { Run } from '../domain/run';
 import type { RunStore } from '../store/runs';
 
 export type CallbackAttempt =
@@ -37,6 +40,71 @@ export function classifyCallbackStatus(status: number): CallbackAttempt['result'
   return 'stop';
 }
 
+/**
+ * One signed POST to a run's callback URL behind the outbound guard (Standard Webhooks: `webhookId` is the
+ * receivers' dedup key, the timestamp is this attempt's). A refusal throws TargetRefusedError, a resolver that
+ * could not answer ResolverUnavailableError; a network failure or the deadline throws too.
+ */
+export async function postSignedCallback(
+  deps: Omit<CallbackDeps, 'runs'>,
+  callback: { url: string; secret: string },
+  webhookId: string,
+  json: string,
+): Promise<PinnedResponse> {
+  const target = await checkCallbackTarget(callback.url, {
+    allowPrivate: deps.allowPrivate,
+    lookup: deps.lookup,
+  });
+  const timestamp = Math.floor(deps.now().getTime() / 1000);
+  return postPinned(target, {
+    body: json,
+    headers: {
+      'content-type': 'application/json',
+      'user-agent': 'flow-notify-callbacks/1',
+      ...signWebhook(callback.secret, webhookId, timestamp, json),
+    },
+    timeoutMs: deps.timeoutMs,
+    maxResponseBytes: MAX_RESPONSE_BYTES,
+  });
+}
+
+export interface CallbackTestResult {
+  /** The receiver answered 2xx. */
+  delivered: boolean;
+  /** The receiver's status, when it answered. */
+  status?: number;
+  /** Why not, as a user may see it (never addresses or resolver detail). */
+  category?: DeliveryCategory;
+}
+
+/**
+ * The launcher's test ping: one signed `run.test` event, with its own webhook-id, through the same guard and
+ * signature as a real callback, so a receiver's verifier can be checked before a run ends. Never retried.
+ */
+export async function sendTestCallback(
+  deps: Omit<CallbackDeps, 'runs'>,
+  run: Pick<Run, '_id' | 'status'> & { callback: { url: string; secret: string } },
+  webhookId: string,
+): Promise<CallbackTestResult> {
+  const body = { version: '1', type: 'run.test', run: { id: run._id, status: run.status } };
+  try {
+    const res = await postSignedCallback(deps, run.callback, webhookId, JSON.stringify(body));
+    const delivered = res.status >= 200 && res.status < 300;
+    return {
+      delivered,
+      status: res.status,
+      ...(delivered ? {} : { category: `http ${res.status}` as const }),
+    };
+  } catch (err) {
+    if (err instanceof TargetRefusedError || err instanceof ResolverUnavailableError)
+      return { delivered: false, category: err.category };
+    return {
+      delivered: false,
+      category: err instanceof Error && err.name === 'TimeoutError' ? 'timeout' : 'network error',
+    };
+  }
+}
+
 export function createCallbackActivities(deps: CallbackDeps) {
   return {
     async sendCallback(episodeId: string, runId: string): Promise<CallbackAttempt> {
@@ -44,12 +112,9 @@ export function createCallbackActivities(deps: CallbackDeps) {
       if (!run?.callback) return { result: 'stop', detail: 'the run has no callback' };
       const body = callbackBody(run, episodeId);
       if (!body) return { result: 'stop', detail: `a ${run.status} run gets no callback` };
-      let target;
+      let res;
       try {
-        target = await checkCallbackTarget(run.callback.url, {
-          allowPrivate: deps.allowPrivate,
-          lookup: deps.lookup,
-        });
+        res = await postSignedCallback(deps, run.callback, episodeId, JSON.stringify(body));
       } catch (err) {
         // No verdict from the resolver, or a name that does not exist now: both follow the retry schedule (a
         // receiver's name can come back within it). Every other refusal is final.
@@ -57,34 +122,18 @@ export function createCallbackActivities(deps: CallbackDeps) {
         if (err instanceof TargetRefusedError) {
           return { result: err.category === 'refused: dns' ? 'retry' : 'stop', detail: err.reason };
         }
-        throw err;
-      }
-      const json = JSON.stringify(body);
-      const timestamp = Math.floor(deps.now().getTime() / 1000);
-      try {
-        const res = await postPinned(target, {
-          body: json,
-          headers: {
-            'content-type': 'application/json',
-            'user-agent': 'flow-notify-callbacks/1',
-            ...signWebhook(run.callback.secret, episodeId, timestamp, json),
-          },
-          timeoutMs: deps.timeoutMs,
-          maxResponseBytes: MAX_RESPONSE_BYTES,
-        });
-        const result = classifyCallbackStatus(res.status);
-        if (result === 'delivered') return { result, status: res.status };
-        const detail = `receiver answered ${res.status}`;
-        if (result === 'stop') return { result, status: res.status, detail };
-        return {
-          result,
-          status: res.status,
-          detail,
-          retryAfterSeconds: secondsOf(retryAfterMs(res.headers['retry-after'], deps.now().getTime())),
-        };
-      } catch (err) {
         return { result: 'retry', detail: err instanceof Error ? err.message : String(err) };
       }
+      const result = classifyCallbackStatus(res.status);
+      if (result === 'delivered') return { result, status: res.status };
+      const detail = `receiver answered ${res.status}`;
+      if (result === 'stop') return { result, status: res.status, detail };
+      return {
+        result,
+        status: res.status,
+        detail,
+        retryAfterSeconds: secondsOf(retryAfterMs(res.headers['retry-after'], deps.now().getTime())),
+      };
     },
   };
 }

@@ -25,6 +25,7 @@ export interface AppDeps {
   episodes: EpisodeView;
   runHealth: RunsRouterDeps['runHealth'];
   notifyOperator: RunsRouterDeps['notifyOperator'];
+  testCallback: RunsRouterDeps['testCallback'];
   probes: { temporal: Probe; mongo: Probe };
   /** Present only when web push is enabled (webPushEnabled): otherwise the notification routes do not exist. */
   notifications?: NotificationRouteDeps;

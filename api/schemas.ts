@@ -1,5 +1,6 @@
 // Request bodies and path parameters of the runs and watches routes, validated at the edge (api/validate.ts). Unknown fields are refused so a typo is an error, not a silent no-op.
 import { z } from 'zod';
+import { CALLBACK_EVENTS } from '../domain/run';
 import { ENGINE_EVENT_TYPES } from '../engine/runEngine';
 
 const id = z
@@ -37,6 +38,12 @@ export const createRunBody = z.strictObject({
           /^whsec_[A-Za-z0-9+/]{32,}={0,2}$/,
           'callback secret must be whsec_ followed by base64 (24+ bytes)',
         )
+        .optional(),
+      events: z
+        .array(z.enum(CALLBACK_EVENTS))
+        .min(1, 'callback events: name at least one (omit the field for all)')
+        .max(CALLBACK_EVENTS.length)
+        .refine((events) => new Set(events).size === events.length, 'callback events must not repeat')
         .optional(),
     })
     .optional(),

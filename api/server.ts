@@ -1,4 +1,5 @@
 // The API's composition root: config → Mongo, Temporal client → stores, engine → Koa.
+import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfigOrExit, type Config } from '../config';
@@ -6,6 +7,7 @@ import { temporalConnectionOptions } from '../client/connection';
 import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
 import { createHealthSignaler, healthOptions } from '../client/health';
 import { notifyOperator } from '../client/operator';
+import { sendTestCallback } from '../activities/callback';
 import { createRunEngine } from '../engine/runEngine';
 import { pushSenderFor, type PushSender } from '../net/pushSender';
 import { connectMongo, pingMongo, type Mongo } from '../store/mongo';
@@ -65,6 +67,16 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     episodes: createEpisodeView(stores),
     runHealth: stores.runHealth,
     notifyOperator: (report) => notifyOperator(client, config.temporalTaskQueue, report, new Date()),
+    testCallback: (run) =>
+      sendTestCallback(
+        {
+          allowPrivate: config.callbackAllowPrivate,
+          timeoutMs: config.callbackTimeoutSeconds * 1000,
+          now: () => new Date(),
+        },
+        run,
+        `${run._id}:test:${randomUUID()}`,
+      ),
     probes: {
       temporal: async () => void (await connection.workflowService.getSystemInfo({})),
       mongo: () => pingMongo(mongo.db),

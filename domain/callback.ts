@@ -1,11 +1,11 @@
 // The run-completion callback: when it is owed and its versioned body. Pure, no Node builtins (the episode
 // workflow imports shouldNotify).
 import type { RunOutcome } from './outcome';
-import type { Run } from './run';
+import { CALLBACK_EVENT_OF, type CallbackEvent, type Run } from './run';
 
 export interface CallbackBody {
   version: '1';
-  type: 'run.finished' | 'run.failed' | 'run.cancelled';
+  type: CallbackEvent;
   episodeId: string;
   run: {
     id: string;
@@ -24,9 +24,7 @@ export function shouldNotify(outcome: RunOutcome): boolean {
 
 /** The body, from the persisted run (resolveFinalAnswer: the final answer as the run stored it). */
 export function callbackBody(run: Run, episodeId: string): CallbackBody | undefined {
-  const type = ({ finished: 'run.finished', failed: 'run.failed', cancelled: 'run.cancelled' } as const)[
-    run.status as 'finished' | 'failed' | 'cancelled'
-  ];
+  const type = CALLBACK_EVENT_OF[run.status];
   if (!type) return undefined;
   return {
     version: '1',

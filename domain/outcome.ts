@@ -1,6 +1,6 @@
 // The outcome spine: one pure function over the persisted run, called by every emitter (the API process and
 // the runner CLI), so the same run always yields the same outcome and the same per-episode id.
-import type { Run, RunError } from './run';
+import { callbackWanted, type Run, type RunError } from './run';
 import type { PauseReason, RunStatus } from './runStatus';
 
 export type OutcomeKind = 'run_paused' | 'run_finished' | 'run_failed' | 'run_cancelled';
@@ -95,7 +95,7 @@ export function buildRunOutcome(run: Run, bodyError?: RunError): RunOutcome | un
     ...(pause ? { pause } : {}),
     ...(run.status === 'finished' && run.finalAnswer !== undefined ? { finalAnswer: run.finalAnswer } : {}),
     ...(run.status === 'failed' ? { error: run.error ?? bodyError } : {}),
-    callbackRequested: run.callback !== undefined,
+    callbackRequested: callbackWanted(run),
     occurredAt: new Date(occurredAt).toISOString(),
   };
 }

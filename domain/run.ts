@@ -28,7 +28,8 @@ export interface Run {
   /** The current pause while status is paused; kept after resume as the last pause (for history). */
   pause?: RunPause;
   pauseCount: number;
-  callback?: { url: string; secret: string };
+  /** events: the ends the launcher wants a callback for; absent, all of them. */
+  callback?: { url: string; secret: string; events?: CallbackEvent[] };
   budget?: { limit: number };
   watchedIssueIds: string[];
   /**
@@ -55,6 +56,29 @@ export function publicRun(run: Run): Record<string, unknown> {
     id: _id,
     ...rest,
     pause: run.status === 'paused' ? pause : undefined,
-    callback: callback ? { url: callback.url } : undefined,
+    callback: callback
+      ? { url: callback.url, ...(callback.events ? { events: callback.events } : {}) }
+      : undefined,
   };
+}
+
+/** The ends a launcher can ask a callback for (launch body callback.events; all by default). */
+export const CALLBACK_EVENTS = ['run.finished', 'run.failed', 'run.cancelled'] as const;
+export type CallbackEvent = (typeof CALLBACK_EVENTS)[number];
+
+/** The callback event of each end. */
+export const CALLBACK_EVENT_OF: Partial<Record<RunStatus, CallbackEvent>> = {
+  finished: 'run.finished',
+  failed: 'run.failed',
+  cancelled: 'run.cancelled',
+};
+
+/**
+ * Whether the run's launcher wants a callback for the run as it stands: it asked for one and, for an end, did not
+ * filter that end out. A paused run answers as the launcher asked (shouldNotify keeps pauses out).
+ */
+export function callbackWanted(run: Pick<Run, 'status' | 'callback'>): boolean {
+  if (!run.callback) return false;
+  const event = CALLBACK_EVENT_OF[run.status];
+  return !event || !run.callback.events || run.callback.events.includes(event);
 }

@@ -20,8 +20,8 @@ export interface OwedEpisode {
 
 /**
  * A run as the sweep lists it: every field buildRunOutcome reads (the final answer and error included, so an owed
- * episode starts without loading its run again), without the checkpoint, and the callback's URL but never its
- * secret.
+ * episode starts without loading its run again), without the checkpoint, and the callback's URL and events but
+ * never its secret.
  */
 export type SweepRef = Pick<Run, '_id' | 'teamId' | 'ownerId' | 'status' | 'pause' | 'updatedAt'> &
   Partial<
@@ -37,7 +37,7 @@ export type SweepRef = Pick<Run, '_id' | 'teamId' | 'ownerId' | 'status' | 'paus
       | 'error'
     >
   > & {
-    callback?: { url: string };
+    callback?: Omit<NonNullable<Run['callback']>, 'secret'>;
   };
 
 /** The standby veto as the listed run shows it: watched issue ids, or an assistant's active watch. */
@@ -51,7 +51,7 @@ export function owedEpisode(ref: SweepRef, families: SweepFamilies): OwedEpisode
     watchedIssueIds: [],
     createdAt: ref.updatedAt,
     ...ref,
-    callback: ref.callback ? { url: ref.callback.url, secret: '' } : undefined,
+    callback: ref.callback ? { ...ref.callback, secret: '' } : undefined,
   });
   if (!outcome) return undefined;
   const keys: string[] = [];

@@ -6,7 +6,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { OutcomeEmitter } from '../client/emitter';
 import type { HealthSignaler } from '../client/health';
 import { NotFoundError } from '../domain/errors';
-import type { Run, RunError } from '../domain/run';
+import type { CallbackEvent, Run, RunError } from '../domain/run';
 import {
   IllegalTransitionError,
   isTerminal,
@@ -26,7 +26,7 @@ export interface Caller {
 
 export interface NewRun {
   title?: string;
-  callback?: { url: string; secret?: string };
+  callback?: { url: string; secret?: string; events?: CallbackEvent[] };
   budget?: { limit: number };
   watchedIssueIds?: string[];
 }
@@ -245,7 +245,13 @@ export function createRunEngine(deps: EngineDeps) {
         pauseCount: 0,
         watchedIssueIds: input.watchedIssueIds ?? [],
         ...(input.callback
-          ? { callback: { url: input.callback.url, secret: input.callback.secret ?? newCallbackSecret() } }
+          ? {
+              callback: {
+                url: input.callback.url,
+                secret: input.callback.secret ?? newCallbackSecret(),
+                ...(input.callback.events ? { events: input.callback.events } : {}),
+              },
+            }
           : {}),
         ...(input.budget ? { budget: input.budget } : {}),
         checkpoint: { status: 'running', at },

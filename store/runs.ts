@@ -14,7 +14,7 @@ export const runIndexes: IndexSpec[] = [
 
 /** What the sweep needs to name a run's episode and the families it owes, without its large fields. */
 export type RunRef = Omit<Run, 'finalAnswer' | 'error' | 'checkpoint' | 'callback'> & {
-  callback?: { url: string };
+  callback?: Omit<NonNullable<Run['callback']>, 'secret'>;
 };
 
 const NOTIFIABLE: RunStatus[] = ['paused', 'finished', 'failed', 'cancelled'];

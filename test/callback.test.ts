@@ -10,6 +10,7 @@ import type { ApiHandle } from '../api/server';
 import { createOutcomeEmitter } from '../client/emitter';
 import { emitFromRunner } from '../client/runner';
 import type { Config } from '../config';
+import { owedEpisode } from '../domain/sweep';
 import { signWebhook } from '../net/webhookSignature';
 import { PROJECT_ROOT } from '../stack/embedded';
 import type { Stores } from '../store';
@@ -207,6 +208,75 @@ describe('callback family', function () {
     assert.equal(receiver.received.length, 1);
   });
 
+  it('callback.events: an end filtered out owes no callback, and the sweep agrees; a wanted end calls back', async () => {
+    const launched = await alice.post('/api/v1/runs', {
+      callback: { url: receiver.url, events: ['run.failed'] },
+    });
+    assert.equal(launched.status, 201, launched.text);
+    assert.deepEqual(launched.body.callback.events, ['run.failed']);
+    const finished = launched.body.id as string;
+    await alice.post(`/api/v1/runs/${finished}/complete`, { finalAnswer: 'done' });
+    assert.equal((await episodeResult(`${finished}:end`)).callback, 'not_owed');
+    assert.equal(await stores.claims.state(`cb|${finished}:end`), 'absent');
+    // What the sweep lists for the run owes no callback either: nothing to replay.
+    const since = new Date(Date.now() - 60_000);
+    const refs = [];
+    for await (const page of stores.runs.listNotifiableRefs(since, 1000)) refs.push(...page);
+    const ref = refs.find((r) => r._id === finished);
+    assert.ok(ref, 'the finished run is in the sweep window');
+    assert.ok(!owedEpisode(ref, { ops: true })?.keys.includes(`cb|${finished}:end`));
+
+    const failed = (
+      await alice.post('/api/v1/runs', { callback: { url: receiver.url, events: ['run.failed'] } })
+    ).body.id as string;
+    await alice.post(`/api/v1/runs/${failed}/fail`, { error: { code: 'x', message: 'y' } });
+    assert.equal((await episodeResult(`${failed}:end`)).callback, 'delivered');
+    assert.deepEqual(
+      receiver.received.map((r) => JSON.parse(r.body).type),
+      ['run.failed'],
+    );
+  });
+
+  it('launch refuses callback events that are empty, unknown or repeated', async () => {
+    for (const events of [[], ['run.paused'], ['run.failed', 'run.failed'], 'run.failed']) {
+      const res = await alice.post('/api/v1/runs', { callback: { url: receiver.url, events } });
+      assert.equal(res.status, 400, JSON.stringify(events));
+      assert.match(res.body.error, /^invalid request: callback\.events/);
+    }
+  });
+
+  it("the test ping: one signed run.test event with its own webhook-id; answers the receiver's status", async () => {
+    const { id, secret } = await launch();
+    const ok = await alice.post(`/api/v1/runs/${id}/callback/test`);
+    assert.equal(ok.status, 200, ok.text);
+    assert.deepEqual(ok.body, { delivered: true, status: 204 });
+    assert.equal(receiver.received.length, 1);
+    const [ping] = receiver.received;
+    assert.deepEqual(verify(secret, ping), {
+      version: '1',
+      type: 'run.test',
+      run: { id, status: 'running' },
+    });
+    assert.match(String(ping.headers['webhook-id']), new RegExp(`^${id}:test:`));
+
+    receiver.answer({ status: 500 });
+    const failing = await alice.post(`/api/v1/runs/${id}/callback/test`);
+    assert.deepEqual(failing.body, { delivered: false, status: 500, category: 'http 500' });
+    assert.notEqual(
+      receiver.received[1].headers['webhook-id'],
+      ping.headers['webhook-id'],
+      'each ping its own id',
+    );
+
+    const plain = (await alice.post('/api/v1/runs', {})).body.id as string;
+    const none = await alice.post(`/api/v1/runs/${plain}/callback/test`);
+    assert.equal(none.status, 409);
+    assert.equal(none.body.error, 'the run has no callback URL');
+    const stranger = await alice.as('eve', 'other').post(`/api/v1/runs/${id}/callback/test`);
+    assert.equal(stranger.status, 404);
+    assert.equal(receiver.received.length, 2, 'nothing more was sent');
+  });
+
   it('launch refuses a malformed callback URL with the reason', async () => {
     const res = await alice.post('/api/v1/runs', { callback: { url: 'gopher://example.com/x' } });
     assert.equal(res.status, 400);
@@ -303,6 +373,11 @@ describe('callback family in strict mode', () => {
       assert.equal(receiver.received.length, 0);
       const claim = await f.stores.claims.describe(`cb|${res.body.id}:end`);
       assert.match(claim.result ?? '', /private or reserved address/);
+      // The test ping goes through the same guard: the user sees the category, never the address.
+      const launched = await f.alice.post('/api/v1/runs', { callback: { url: receiver.url } });
+      const ping = await f.alice.post(`/api/v1/runs/${launched.body.id}/callback/test`);
+      assert.deepEqual(ping.body, { delivered: false, category: 'refused: private address' });
+      assert.equal(receiver.received.length, 0);
     } finally {
       await f.api.close();
       await f.worker.stop();

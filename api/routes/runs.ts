@@ -1,6 +1,8 @@
 // The runs routes: the engine surface that drives outcomes. Every route is team-scoped through the caller.
 import Router from '@koa/router';
-import { publicRun } from '../../domain/run';
+import type { CallbackTestResult } from '../../activities/callback';
+import { publicRun, type Run } from '../../domain/run';
+import { HttpError } from '../errors';
 import type { RunEngine } from '../../engine/runEngine';
 import type { EpisodeView } from '../episodesView';
 import type { AuthState } from '../auth';
@@ -25,6 +27,8 @@ export interface RunsRouterDeps {
   engine: RunEngine;
   episodes: EpisodeView;
   runHealth: RunHealthStore;
+  /** Sends the launcher's test ping (one signed run.test event) to the run's callback URL. */
+  testCallback: (run: Run & { callback: NonNullable<Run['callback']> }) => Promise<CallbackTestResult>;
   /** Escalates a router decision error to the operator (notifyOperator). */
   notifyOperator: (report: RouteDecisionError) => Promise<{ episodeKey: string; started: boolean }>;
 }
@@ -46,11 +50,12 @@ export function runsRouter(deps: RunsRouterDeps) {
     const body = ctx.state.input.body;
     const run = await engine.create(ctx.state.caller, body);
     ctx.status = 201;
+    const shown = publicRun(run);
     ctx.body = {
-      ...publicRun(run),
+      ...shown,
       // The secret is shown this once, when the caller did not bring its own.
       ...(run.callback && !body.callback?.secret
-        ? { callback: { url: run.callback.url, secret: run.callback.secret } }
+        ? { callback: { ...(shown.callback as object), secret: run.callback.secret } }
         : {}),
     };
   });
@@ -112,6 +117,18 @@ export function runsRouter(deps: RunsRouterDeps) {
       { type: 'usage', spent: 4.2 },
     ],
   });
+  const testCallback = validate({
+    summary:
+      "sends one signed run.test event to the run's callback URL; answers the receiver's status or why not",
+    params: runParams,
+  });
+  router.post('/:id/callback/test', testCallback, async (ctx) => {
+    const run = await engine.get(ctx.state.caller, ctx.state.input.params.id);
+    const { callback } = run;
+    if (!callback) throw new HttpError(409, 'the run has no callback URL');
+    ctx.body = await deps.testCallback({ ...run, callback });
+  });
+
   router.post('/:id/events', event, async (ctx) => {
     const { type, ...data } = ctx.state.input.body;
     const event = await engine.recordEvent(ctx.state.caller, ctx.state.input.params.id, type, data);

@@ -24,6 +24,7 @@ function appWithEveryRoute() {
     runHealth: inert,
     notifyOperator: inert,
     replayOutcome: inert,
+    testCallback: inert,
     probes: { temporal: async () => undefined, mongo: async () => undefined },
     notifications: {
       vapidPublicKey: 'BPublicKey',
