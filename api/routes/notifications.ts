@@ -39,6 +39,16 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
     return deps.prefs;
   };
 
+  // A route whose store is missing answers the seed's 404 before its input is looked at.
+  router.use(['/push/subscriptions', '/push/test'], async (_ctx, next) => {
+    subscriptions();
+    await next();
+  });
+  router.use('/prefs', async (_ctx, next) => {
+    prefs();
+    await next();
+  });
+
   router.get('/push/vapid-public-key', validate({ summary: "the server's VAPID public key" }), (ctx) => {
     ctx.body = { publicKey: deps.vapidPublicKey };
   });

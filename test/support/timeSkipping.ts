@@ -1,14 +1,80 @@
 // Temporal's time-skipping test server, for workflow logic whose timers are long. The SDK would download its
-// binary from outside; scripts/install.sh fetches the Java build from Maven Central instead (tools/test-server),
-// and the SDK starts it as an existing executable.
+// binary from outside; scripts/install.sh fetches the Java build from Maven Central instead (tools/test-server).
+// It is started here rather than by the SDK: the SDK gives an ephemeral server 5 s to listen, and a JVM on a
+// busy 2-core machine can take longer than that.
+import { spawn } from 'node:child_process';
+import net from 'node:net';
 import path from 'node:path';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { PROJECT_ROOT } from '../../stack/embedded';
 
 export const TEST_SERVER_PATH = path.join(PROJECT_ROOT, 'tools', 'test-server', 'temporal-test-server');
 
-export function timeSkippingEnvironment(): Promise<TestWorkflowEnvironment> {
-  return TestWorkflowEnvironment.createTimeSkipping({
-    server: { executable: { type: 'existing-path', path: TEST_SERVER_PATH } },
+const START_TIMEOUT_MS = 60_000;
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+const accepts = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
   });
+
+/** The SDK's own constructor for an environment on a server it did not start, with time skipping on. */
+type EnvironmentFactory = {
+  create(opts: {
+    server: { type: 'existing' };
+    address: string;
+    namespace: string;
+    supportsTimeSkipping: boolean;
+  }): Promise<TestWorkflowEnvironment>;
+};
+
+export interface TimeSkipping {
+  env: TestWorkflowEnvironment;
+  stop(): Promise<void>;
+}
+
+export async function startTimeSkipping(): Promise<TimeSkipping> {
+  const port = await freePort();
+  const child = spawn(TEST_SERVER_PATH, [String(port)], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const stop = async () => {
+    if (child.exitCode === null) child.kill('SIGTERM');
+    await exited;
+  };
+  try {
+    const deadline = Date.now() + START_TIMEOUT_MS;
+    while (!(await accepts(port))) {
+      if (child.exitCode !== null) throw new Error(`the time-skipping test server exited (${child.exitCode})`);
+      if (Date.now() > deadline) throw new Error(`the time-skipping test server did not listen within 60 s`);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    const env = await (TestWorkflowEnvironment as unknown as EnvironmentFactory).create({
+      server: { type: 'existing' },
+      address: `127.0.0.1:${port}`,
+      namespace: 'default',
+      supportsTimeSkipping: true,
+    });
+    return {
+      env,
+      stop: async () => {
+        await env.teardown();
+        await stop();
+      },
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
 }

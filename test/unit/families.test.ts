@@ -5,7 +5,7 @@ import { shouldNotify } from '../../domain/callback';
 import { classify } from '../../domain/ops';
 import { buildRunOutcome, claimKeys, type RunOutcome } from '../../domain/outcome';
 import { kindFor } from '../../domain/push';
-import type { Run } from '../../domain/run';
+import { callbackWanted, type Run } from '../../domain/run';
 import { owedEpisode } from '../../domain/sweep';
 
 const at = new Date('2026-12-01T09:00:00Z');
@@ -46,6 +46,16 @@ describe('what each family owes', () => {
     assert.equal(shouldNotify(outcomeOf({ status: 'finished', endedAt: at, callback })), true);
     assert.equal(shouldNotify(outcomeOf({ status: 'finished', endedAt: at })), false);
     assert.equal(shouldNotify(outcomeOf({ ...pause('human_input'), callback })), false);
+  });
+
+  it('callback events: an end the launcher filtered out is not wanted; a pause follows the launcher', () => {
+    const callback = { url: 'https://hooks.example.com/flow', secret: 's', events: ['run.failed' as const] };
+    assert.equal(callbackWanted({ status: 'failed', callback }), true);
+    assert.equal(callbackWanted({ status: 'finished', callback }), false);
+    assert.equal(callbackWanted({ status: 'paused', callback }), true);
+    assert.equal(callbackWanted({ status: 'cancelled', callback: { ...callback, events: undefined } }), true);
+    assert.equal(callbackWanted({ status: 'failed' }), false);
+    assert.equal(shouldNotify(outcomeOf({ status: 'finished', endedAt: at, callback })), false);
   });
 
   it('operator: a failed run is classified by its code; platform codes are critical', () => {

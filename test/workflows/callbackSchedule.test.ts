@@ -9,7 +9,7 @@ import type { Activities } from '../../activities';
 import type { RunOutcome } from '../../domain/outcome';
 import { episodeWorkflow } from '../../workflows';
 import { workflowBundle } from '../support/stack';
-import { timeSkippingEnvironment } from '../support/timeSkipping';
+import { startTimeSkipping, type TimeSkipping } from '../support/timeSkipping';
 
 type Attempt = Awaited<ReturnType<Activities['sendCallback']>>;
 
@@ -28,13 +28,15 @@ const outcome: RunOutcome = {
 
 describe('the callback schedule on time-skipping Temporal', function () {
   this.timeout(120_000);
+  let server: TimeSkipping;
   let env: TestWorkflowEnvironment;
 
   before(async () => {
-    env = await timeSkippingEnvironment();
+    server = await startTimeSkipping();
+    env = server.env;
   });
   after(async () => {
-    await env?.teardown();
+    await server?.stop();
   });
 
   /** Runs one episode whose callback answers `answers` in turn; returns the claim results and the timers. */
