@@ -20,6 +20,12 @@ export interface JwksConfig {
   cooldownSeconds: number;
 }
 
+/** At most `limit` in any `windowSeconds`. */
+export interface RateRule {
+  limit: number;
+  windowSeconds: number;
+}
+
 export interface Config {
   host: string;
   port: number;
@@ -43,6 +49,11 @@ export interface Config {
   pushEndpointAllowlist: string[];
   /** undefined: the operator family is off. */
   opsAlertWebhookUrl?: string;
+  /** Abuse bounds on what users register and trigger. */
+  pushMaxSubscriptionsPerUser: number;
+  pushTestRate: RateRule;
+  routeErrorRatePerRun: RateRule;
+  routeErrorRatePerTeam: RateRule;
   /** Waits between callback attempts: n waits → n + 1 attempts. */
   callbackRetrySeconds: number[];
   /** One callback attempt's whole exchange, connect to last body byte. */
@@ -72,6 +83,15 @@ function positiveInt(env: Env, name: string, fallback: number): number {
   if (raw === undefined) return fallback;
   if (!/^\d+$/.test(raw) || Number(raw) <= 0) {
     throw new ConfigError(`${name} must be a positive whole number of seconds, got "${raw}"`);
+  }
+  return Number(raw);
+}
+
+function positiveCount(env: Env, name: string, fallback: number): number {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^\d+$/.test(raw) || Number(raw) <= 0) {
+    throw new ConfigError(`${name} must be a positive whole number, got "${raw}"`);
   }
   return Number(raw);
 }
@@ -205,6 +225,19 @@ export function loadConfig(env: Env = process.env): Config {
     callbackTimeoutSeconds: positiveInt(env, 'CALLBACK_TIMEOUT_SECONDS', 10),
     sweepIntervalSeconds: positiveInt(env, 'SWEEP_INTERVAL_SECONDS', 120),
     claimGraceSeconds: positiveInt(env, 'CLAIM_GRACE_SECONDS', 300),
+    pushMaxSubscriptionsPerUser: positiveCount(env, 'PUSH_MAX_SUBSCRIPTIONS_PER_USER', 20),
+    pushTestRate: {
+      limit: positiveCount(env, 'PUSH_TEST_RATE_LIMIT', 5),
+      windowSeconds: positiveInt(env, 'PUSH_TEST_RATE_WINDOW_SECONDS', 60),
+    },
+    routeErrorRatePerRun: {
+      limit: positiveCount(env, 'ROUTE_ERROR_LIMIT_PER_RUN', 20),
+      windowSeconds: positiveInt(env, 'ROUTE_ERROR_WINDOW_SECONDS', 3600),
+    },
+    routeErrorRatePerTeam: {
+      limit: positiveCount(env, 'ROUTE_ERROR_LIMIT_PER_TEAM', 200),
+      windowSeconds: positiveInt(env, 'ROUTE_ERROR_WINDOW_SECONDS', 3600),
+    },
   };
 }
 

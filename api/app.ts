@@ -22,6 +22,8 @@ export interface AppDeps {
   episodes: EpisodeView;
   runHealth: RunsRouterDeps['runHealth'];
   notifyOperator: RunsRouterDeps['notifyOperator'];
+  rateLimits: RunsRouterDeps['rateLimits'];
+  routeErrorLimits: RunsRouterDeps['routeErrorLimits'];
   probes: { temporal: Probe; mongo: Probe };
   /** Present only when web push is enabled (webPushEnabled): otherwise the notification routes do not exist. */
   notifications?: NotificationRouteDeps;
@@ -54,7 +56,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
   // Everything below needs a caller.
   app.use(requireAuth(deps.auth));
   const routers = [
-    runsRouter(deps),
+    runsRouter({ ...deps, now }),
     watchesRouter({ runs: deps.runs, watches: deps.watches, now }),
     ...(deps.notifications ? [notificationsRouter(deps.notifications)] : []),
     catchAllRouter(),

@@ -63,6 +63,8 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     episodes: createEpisodeView(stores),
     runHealth: stores.runHealth,
     notifyOperator: (report) => notifyOperator(client, config.temporalTaskQueue, report, new Date()),
+    rateLimits: stores.rateLimits,
+    routeErrorLimits: { perRun: config.routeErrorRatePerRun, perTeam: config.routeErrorRatePerTeam },
     probes: {
       temporal: async () => void (await connection.workflowService.getSystemInfo({})),
       mongo: () => pingMongo(mongo.db),
@@ -74,6 +76,9 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
           prefs: stores.notificationPrefs,
           sender: pushSender,
           endpointRules: { allowInsecure: config.pushAllowPrivate, allowlist: config.pushEndpointAllowlist },
+          rateLimits: stores.rateLimits,
+          maxSubscriptionsPerUser: config.pushMaxSubscriptionsPerUser,
+          testPushRate: config.pushTestRate,
           studioUrl: config.studioUrl,
           now: () => new Date(),
           log,

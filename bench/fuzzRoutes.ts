@@ -258,7 +258,8 @@ const ROUTES: RouteSpec[] = [
     valid: () => ({ decisionId: 'dec-1', error: { code: 'router_timeout', message: 'no decision' } }),
     preferred: ['running'],
     onSuccess: none,
-    inserts: 0,
+    // No record, but the per-run and per-team bounds' bookkeeping (rate_limits): two rows for a new decision, none
+    // for a repeated one, so no exact insert count. Past a bound the answer is 429, which writes nothing.
   },
   {
     name: 'POST /api/v1/runs/:id/events',

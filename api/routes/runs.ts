@@ -4,7 +4,7 @@ import { publicRun } from '../../domain/run';
 import type { RunEngine } from '../../engine/runEngine';
 import type { EpisodeView } from '../episodesView';
 import type { AuthState } from '../auth';
-import { jsonBody } from '../errors';
+import { HttpError, jsonBody } from '../errors';
 import {
   answerBody,
   completeBody,
@@ -19,6 +19,7 @@ import {
 import { NotFoundError } from '../../domain/errors';
 import type { RouteDecisionError } from '../../domain/ops';
 import type { RunHealthStore } from '../../store/runHealth';
+import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 
 export interface RunsRouterDeps {
   engine: RunEngine;
@@ -26,6 +27,10 @@ export interface RunsRouterDeps {
   runHealth: RunHealthStore;
   /** Escalates a router decision error to the operator (notifyOperator). */
   notifyOperator: (report: RouteDecisionError) => Promise<{ episodeKey: string; started: boolean }>;
+  /** Each new decision starts a workflow and an operator webhook: bounded per run and per team. */
+  rateLimits: RateLimitStore;
+  routeErrorLimits: { perRun: RateLimit; perTeam: RateLimit };
+  now: () => Date;
 }
 
 export function runsRouter(deps: RunsRouterDeps) {
@@ -75,6 +80,26 @@ export function runsRouter(deps: RunsRouterDeps) {
   router.post('/:id/route-decision-errors', async (ctx) => {
     const { decisionId, error } = routeDecisionErrorBody.parse(jsonBody(ctx));
     const run = await engine.get(ctx.state.caller, ctx.params.id);
+    // A decision counts once (a retry of the same decisionId is admitted again); the team's bound is checked
+    // after the run's, and a team refusal gives the run's slot back.
+    const now = deps.now();
+    const perRun = await deps.rateLimits.hit(
+      `rde-run|${run._id}`,
+      deps.routeErrorLimits.perRun,
+      now,
+      decisionId,
+    );
+    if (!perRun.admitted) throw tooManyRouteErrors('run', perRun.retryAfterSeconds);
+    const perTeam = await deps.rateLimits.hit(
+      `rde-team|${run.teamId}`,
+      deps.routeErrorLimits.perTeam,
+      now,
+      `${run._id}|${decisionId}`,
+    );
+    if (!perTeam.admitted) {
+      await perRun.release();
+      throw tooManyRouteErrors('team', perTeam.retryAfterSeconds);
+    }
     ctx.status = 202;
     ctx.body = await deps.notifyOperator({ runId: run._id, teamId: run.teamId, decisionId, error });
   });
@@ -126,4 +151,10 @@ export function runsRouter(deps: RunsRouterDeps) {
   });
 
   return router;
+}
+
+function tooManyRouteErrors(scope: 'run' | 'team', retryAfterSeconds: number): HttpError {
+  return new HttpError(429, `too many route decision errors for this ${scope}; try again later`, {
+    'retry-after': String(retryAfterSeconds),
+  });
 }
