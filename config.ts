@@ -184,8 +184,13 @@ function jwks(env: Env): JwksConfig {
   // An identity provider signs tokens for every application it serves: without both, another app's token would do.
   if (issuer === undefined) throw new ConfigError('AUTH_ISSUER is required when AUTH_JWKS_URL is set');
   if (audience === undefined) throw new ConfigError('AUTH_AUDIENCE is required when AUTH_JWKS_URL is set');
+  const jwksUrl = url(env, 'AUTH_JWKS_URL', ['https:', 'http:']);
+  // Keys fetched over plain http could be swapped on the way: only a loopback provider (tests, a sidecar) may use it.
+  const { protocol, hostname } = new URL(jwksUrl);
+  if (protocol === 'http:' && !['127.0.0.1', 'localhost', '[::1]'].includes(hostname))
+    throw new ConfigError(`AUTH_JWKS_URL must use https: (http only on loopback), got "${jwksUrl}"`);
   return {
-    url: url(env, 'AUTH_JWKS_URL', ['https:', 'http:']),
+    url: jwksUrl,
     issuer,
     audience,
     userClaim: read(env, 'AUTH_USER_CLAIM') ?? 'sub',

@@ -145,6 +145,9 @@ type TokenFlaw =
   | 'numericTeam'
   | 'algNone'
   | 'hs512'
+  | 'noExp'
+  | 'tooLong'
+  | 'futureIat'
   | 'tampered'
   | 'truncated'
   | 'basicScheme'
@@ -528,6 +531,9 @@ const TOKEN_FLAWS: TokenFlaw[] = [
   'numericTeam',
   'algNone',
   'hs512',
+  'noExp',
+  'tooLong',
+  'futureIat',
   'tampered',
   'truncated',
   'basicScheme',
@@ -1183,6 +1189,14 @@ function authHeader(choice: AuthChoice, tokens: Fixtures['tokens']): string | un
             return `${b64url({ alg: 'none', typ: 'JWT' })}.${b64url({ ...claims, sub: 'fuzz-user' })}.`;
           case 'hs512':
             return jwt.sign(claims, tokens.secret, { algorithm: 'HS512', subject: 'fuzz-user' });
+          case 'noExp':
+            return sign(claims, tokens.secret, { subject: 'fuzz-user' });
+          case 'tooLong':
+            return sign(claims, tokens.secret, { subject: 'fuzz-user', expiresIn: '30d' });
+          case 'futureIat': {
+            const iat = Math.floor(Date.now() / 1000) + 3600;
+            return sign({ ...claims, iat, exp: iat + 600 }, tokens.secret, { subject: 'fuzz-user' });
+          }
           case 'tampered': {
             const [header, , signature] = tokens.owner.split('.');
             return `${header}.${b64url({ team: 'other-team', sub: 'fuzz-user' })}.${signature}`;
