@@ -21,6 +21,12 @@ export interface JwksConfig {
   cooldownSeconds: number;
 }
 
+/** At most `limit` in any `windowSeconds`. */
+export interface RateRule {
+  limit: number;
+  windowSeconds: number;
+}
+
 /** A secured Temporal frontend: TLS, optionally mTLS (a client pair) and/or a Temporal Cloud API key. */
 export interface TemporalTlsConfig {
   /** The server CA (PEM); undefined: the system's trusted roots (e.g. Temporal Cloud). */
@@ -63,6 +69,12 @@ export interface Config extends TemporalConnectionConfig {
   pushEndpointAllowlist: string[];
   /** undefined: the operator family is off. */
   opsAlertWebhookUrl?: string;
+  /** Abuse bounds on what users register and trigger. */
+  pushMaxSubscriptionsPerUser: number;
+  pushTestRate: RateRule;
+  callbackTestRate: RateRule;
+  routeErrorRatePerRun: RateRule;
+  routeErrorRatePerTeam: RateRule;
   /** Waits between callback attempts: n waits → n + 1 attempts. */
   callbackRetrySeconds: number[];
   /** One callback attempt's whole exchange, connect to last body byte. */
@@ -92,6 +104,15 @@ function positiveInt(env: Env, name: string, fallback: number): number {
   if (raw === undefined) return fallback;
   if (!/^\d+$/.test(raw) || Number(raw) <= 0) {
     throw new ConfigError(`${name} must be a positive whole number of seconds, got "${raw}"`);
+  }
+  return Number(raw);
+}
+
+function positiveCount(env: Env, name: string, fallback: number): number {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^\d+$/.test(raw) || Number(raw) <= 0) {
+    throw new ConfigError(`${name} must be a positive whole number, got "${raw}"`);
   }
   return Number(raw);
 }
@@ -184,8 +205,13 @@ function jwks(env: Env): JwksConfig {
   // An identity provider signs tokens for every application it serves: without both, another app's token would do.
   if (issuer === undefined) throw new ConfigError('AUTH_ISSUER is required when AUTH_JWKS_URL is set');
   if (audience === undefined) throw new ConfigError('AUTH_AUDIENCE is required when AUTH_JWKS_URL is set');
+  const jwksUrl = url(env, 'AUTH_JWKS_URL', ['https:', 'http:']);
+  // Keys fetched over plain http could be swapped on the way: only a loopback provider (tests, a sidecar) may use it.
+  const { protocol, hostname } = new URL(jwksUrl);
+  if (protocol === 'http:' && !['127.0.0.1', 'localhost', '[::1]'].includes(hostname))
+    throw new ConfigError(`AUTH_JWKS_URL must use https: (http only on loopback), got "${jwksUrl}"`);
   return {
-    url: url(env, 'AUTH_JWKS_URL', ['https:', 'http:']),
+    url: jwksUrl,
     issuer,
     audience,
     userClaim: read(env, 'AUTH_USER_CLAIM') ?? 'sub',
@@ -295,6 +321,23 @@ export function loadConfig(env: Env = process.env): Config {
     callbackTimeoutSeconds: positiveInt(env, 'CALLBACK_TIMEOUT_SECONDS', 10),
     sweepIntervalSeconds: positiveInt(env, 'SWEEP_INTERVAL_SECONDS', 120),
     claimGraceSeconds: positiveInt(env, 'CLAIM_GRACE_SECONDS', 300),
+    pushMaxSubscriptionsPerUser: positiveCount(env, 'PUSH_MAX_SUBSCRIPTIONS_PER_USER', 20),
+    pushTestRate: {
+      limit: positiveCount(env, 'PUSH_TEST_RATE_LIMIT', 5),
+      windowSeconds: positiveInt(env, 'PUSH_TEST_RATE_WINDOW_SECONDS', 60),
+    },
+    callbackTestRate: {
+      limit: positiveCount(env, 'CALLBACK_TEST_RATE_LIMIT', 5),
+      windowSeconds: positiveInt(env, 'CALLBACK_TEST_RATE_WINDOW_SECONDS', 60),
+    },
+    routeErrorRatePerRun: {
+      limit: positiveCount(env, 'ROUTE_ERROR_LIMIT_PER_RUN', 20),
+      windowSeconds: positiveInt(env, 'ROUTE_ERROR_WINDOW_SECONDS', 3600),
+    },
+    routeErrorRatePerTeam: {
+      limit: positiveCount(env, 'ROUTE_ERROR_LIMIT_PER_TEAM', 200),
+      windowSeconds: positiveInt(env, 'ROUTE_ERROR_WINDOW_SECONDS', 3600),
+    },
   };
 }
 

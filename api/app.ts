@@ -26,6 +26,9 @@ export interface AppDeps {
   runHealth: RunsRouterDeps['runHealth'];
   notifyOperator: RunsRouterDeps['notifyOperator'];
   testCallback: RunsRouterDeps['testCallback'];
+  rateLimits: RunsRouterDeps['rateLimits'];
+  routeErrorLimits: RunsRouterDeps['routeErrorLimits'];
+  callbackTestLimit: RunsRouterDeps['callbackTestLimit'];
   probes: { temporal: Probe; mongo: Probe };
   /** Present only when web push is enabled (webPushEnabled): otherwise the notification routes do not exist. */
   notifications?: NotificationRouteDeps;
@@ -51,7 +54,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
 
   const health = healthRouter(deps.probes);
   const callerRouters = [
-    runsRouter(deps),
+    runsRouter({ ...deps, now }),
     watchesRouter({ runs: deps.runs, watches: deps.watches, replayOutcome: deps.replayOutcome, now }),
     ...(deps.notifications ? [notificationsRouter(deps.notifications)] : []),
   ];

@@ -267,6 +267,8 @@ export async function runDrill(options: DrillOptions): Promise<DrillCounts> {
       VAPID_PRIVATE_KEY: vapid.privateKey,
       VAPID_SUBJECT: 'mailto:drill@flow.test',
       PUSH_ALLOW_PRIVATE: '1',
+      // The crowd user stands for a team's many devices (24 endpoints): above the default 20 per user.
+      PUSH_MAX_SUBSCRIPTIONS_PER_USER: '32',
       CALLBACK_ALLOW_PRIVATE: '1',
       OPS_ALERT_WEBHOOK_URL: opsWebhook.url,
       STUDIO_URL: 'https://studio.flow.test',

@@ -145,6 +145,9 @@ type TokenFlaw =
   | 'numericTeam'
   | 'algNone'
   | 'hs512'
+  | 'noExp'
+  | 'tooLong'
+  | 'futureIat'
   | 'tampered'
   | 'truncated'
   | 'basicScheme'
@@ -258,7 +261,8 @@ const ROUTES: RouteSpec[] = [
     valid: () => ({ decisionId: 'dec-1', error: { code: 'router_timeout', message: 'no decision' } }),
     preferred: ['running'],
     onSuccess: none,
-    inserts: 0,
+    // No record, but the per-run and per-team bounds' bookkeeping (rate_limits): two rows for a new decision, none
+    // for a repeated one, so no exact insert count. Past a bound the answer is 429, which writes nothing.
   },
   {
     name: 'POST /api/v1/runs/:id/events',
@@ -527,6 +531,9 @@ const TOKEN_FLAWS: TokenFlaw[] = [
   'numericTeam',
   'algNone',
   'hs512',
+  'noExp',
+  'tooLong',
+  'futureIat',
   'tampered',
   'truncated',
   'basicScheme',
@@ -1182,6 +1189,14 @@ function authHeader(choice: AuthChoice, tokens: Fixtures['tokens']): string | un
             return `${b64url({ alg: 'none', typ: 'JWT' })}.${b64url({ ...claims, sub: 'fuzz-user' })}.`;
           case 'hs512':
             return jwt.sign(claims, tokens.secret, { algorithm: 'HS512', subject: 'fuzz-user' });
+          case 'noExp':
+            return sign(claims, tokens.secret, { subject: 'fuzz-user' });
+          case 'tooLong':
+            return sign(claims, tokens.secret, { subject: 'fuzz-user', expiresIn: '30d' });
+          case 'futureIat': {
+            const iat = Math.floor(Date.now() / 1000) + 3600;
+            return sign({ ...claims, iat, exp: iat + 600 }, tokens.secret, { subject: 'fuzz-user' });
+          }
           case 'tampered': {
             const [header, , signature] = tokens.owner.split('.');
             return `${header}.${b64url({ team: 'other-team', sub: 'fuzz-user' })}.${signature}`;

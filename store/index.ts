@@ -7,6 +7,7 @@ import { createInteractionStore, interactionIndexes } from './interactions';
 import { createNotificationPrefStore, notificationPrefIndexes } from './notificationPrefs';
 import { createPushDeliveryStore, pushDeliveryIndexes } from './pushDeliveries';
 import { createPushSubscriptionStore, pushSubscriptionIndexes } from './pushSubscriptions';
+import { createRateLimitStore, rateLimitIndexes } from './rateLimits';
 import { createRunHealthStore, runHealthIndexes } from './runHealth';
 import { createRunStore, runIndexes } from './runs';
 import { createRunTransitionStore } from './runTransitions';
@@ -25,6 +26,7 @@ export const ALL_INDEXES = [
   ...notificationPrefIndexes,
   ...pushDeliveryIndexes,
   ...runHealthIndexes,
+  ...rateLimitIndexes,
 ];
 
 export function ensureAllIndexes(db: Db): Promise<IndexReport> {
@@ -49,6 +51,7 @@ export function createStores(db: Db, options: StoreOptions) {
     notificationPrefs: createNotificationPrefStore(db),
     pushDeliveries: createPushDeliveryStore(db),
     runHealth: createRunHealthStore(db),
+    rateLimits: createRateLimitStore(db),
   };
 }
 

@@ -52,31 +52,63 @@ export async function connectMongo(
   return { client, db: client.db(dbName) };
 }
 
+/** The driver release the patch below was written and tested against (package.json pins it exactly). */
+export const PATCHED_DRIVER_VERSION = '6.22.0';
+
+/** The driver's internals the patch needs: its Connection class and the installed version. */
+export interface DriverInternals {
+  version: string;
+  connection: { Connection?: { prototype: { writeCommand?: unknown; [PATCHED]?: true } } };
+}
+
+function loadDriverInternals(): DriverInternals {
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  return {
+    version: (require('mongodb/package.json') as { version: string }).version,
+    connection: require('mongodb/lib/cmap/connection') as DriverInternals['connection'],
+  };
+  /* eslint-enable @typescript-eslint/no-require-imports */
+}
+
 /**
- * A workaround for a driver bug (mongodb 6.22, still in 7.9) that wedged clients for good after a FerretDB
- * restart. When the server closes a connection, Node destroys the socket at once but emits 'close' a moment
- * later; a command written in between finds the connection open, `socket.write` returns false on the destroyed
- * socket, and the driver waits for a 'drain' that never comes (so does a large write whose server dies mid-way). On the
- * monitor's connection that hung hello stops the heartbeats for good: the server stays Unknown and every later operation fails server selection. Here a
- * write also ends when its socket closes, with the network error the driver would have raised, so the monitor
- * (or the operation's retry) drops the connection and opens a new one. Applied once per process, to every
- * client in it; a driver without this internal is left alone.
+ * A workaround for a driver bug (mongodb 6.22, still in 7.9; README "The MongoDB driver patch") that wedged
+ * clients for good after a FerretDB restart. When the server closes a connection, Node destroys the socket at once
+ * but emits 'close' a moment later; a command written in between finds the connection open, `socket.write` returns
+ * false on the destroyed socket, and the driver waits for a 'drain' that never comes (so does a large write whose
+ * server dies mid-way). On the monitor's connection that hung hello stops the heartbeats for good: the server
+ * stays Unknown and every later operation fails server selection. Here a write also ends when its socket closes,
+ * with the network error the driver would have raised, so the monitor (or the operation's retry) drops the
+ * connection and opens a new one. Applied once per process, to every client in it.
+ *
+ * It reaches into the driver's internals, so it refuses to run (throws, and start-up fails) on any other driver
+ * release than the one it was tested with, or when the method it wraps is not where it was: a silent no-op would
+ * bring the wedge back unnoticed. On a driver upgrade: run test/drillFixes.test.ts (the wedge) and
+ * test/mongoPatch.test.ts, then move PATCHED_DRIVER_VERSION, or drop the patch once the driver fixes the bug.
  */
-export function failWritesOnDeadSockets(): void {
+export function failWritesOnDeadSockets(internals: DriverInternals = loadDriverInternals()): void {
   type WriteCommand = (this: DriverConnection, command: unknown, options: unknown) => Promise<void>;
   interface DriverConnection {
     id: unknown;
     address: string;
     socket?: { closed?: boolean; destroyed?: boolean } & NodeJS.EventEmitter;
   }
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const internals = require('mongodb/lib/cmap/connection') as {
-    Connection?: { prototype: { writeCommand?: WriteCommand; [PATCHED]?: true } };
-  };
-  const proto = internals.Connection?.prototype;
-  if (!proto || typeof proto.writeCommand !== 'function' || proto[PATCHED]) return;
-  const write: WriteCommand = proto.writeCommand;
-  proto.writeCommand = function (this: DriverConnection, command, options) {
+  if (internals.version !== PATCHED_DRIVER_VERSION) {
+    throw new Error(
+      `mongodb driver ${internals.version} installed, but store/mongo.ts patches ${PATCHED_DRIVER_VERSION} ` +
+        `(failWritesOnDeadSockets): install mongodb@${PATCHED_DRIVER_VERSION}, or re-test the patch on ` +
+        `${internals.version} and update PATCHED_DRIVER_VERSION`,
+    );
+  }
+  const proto = internals.connection.Connection?.prototype;
+  if (!proto || typeof proto.writeCommand !== 'function') {
+    throw new Error(
+      `mongodb driver ${internals.version}: Connection.prototype.writeCommand is not in ` +
+        'mongodb/lib/cmap/connection, where store/mongo.ts patches it (failWritesOnDeadSockets)',
+    );
+  }
+  if (proto[PATCHED]) return;
+  const write = proto.writeCommand as WriteCommand;
+  proto.writeCommand = function (this: DriverConnection, command: unknown, options: unknown) {
     const written = write.call(this, command, options);
     const socket = this.socket;
     if (!socket) return written;
@@ -92,7 +124,7 @@ export function failWritesOnDeadSockets(): void {
         (err: unknown) => (socket.off('close', closed), reject(err)),
       );
     });
-  };
+  } satisfies WriteCommand;
   proto[PATCHED] = true;
 }
 

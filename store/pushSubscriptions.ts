@@ -3,7 +3,7 @@
 // A subscription's last success is its newest push_deliveries row (insert-only, see activities/push.ts).
 import { createHash } from 'node:crypto';
 import type { Db } from 'mongodb';
-import type { IndexSpec } from './mongo';
+import { isDuplicateKey, type IndexSpec } from './mongo';
 
 export interface PushSubscriptionRow {
   /** sha256 of the endpoint: upserting on _id keeps "one row per endpoint" without a compare-and-swap. */
@@ -30,7 +30,7 @@ export type PushSubscriptionStore = ReturnType<typeof createPushSubscriptionStor
 export function createPushSubscriptionStore(db: Db) {
   const subs = db.collection<PushSubscriptionRow>('push_subscriptions');
   return {
-    /** True when the endpoint is new, false when an existing row was updated. */
+    /** True when the endpoint is new, false when an existing row was updated. No guards: seeding and tests. */
     async upsert(
       owner: { userId: string; teamId: string },
       subscription: { endpoint: string; keys: { p256dh: string; auth: string } },
@@ -51,6 +51,48 @@ export function createPushSubscriptionStore(db: Db) {
         { upsert: true },
       );
       return result.upsertedCount === 1;
+    },
+
+    /**
+     * The route's upsert, with the abuse guards: a row of another user is taken over only with the same keys.auth
+     * (the browser that holds the subscription), and a user holds at most `maxPerUser` rows (checked before the
+     * write, so a refusal stores nothing; registrations racing each other may pass it together).
+     */
+    async register(
+      owner: { userId: string; teamId: string },
+      subscription: { endpoint: string; keys: { p256dh: string; auth: string } },
+      now: Date,
+      maxPerUser: number,
+    ): Promise<'created' | 'updated' | 'held_by_another_user' | 'limit_reached'> {
+      const _id = subscriptionId(subscription.endpoint);
+      const existing = await subs.findOne({ _id }, { projection: { userId: 1, 'keys.auth': 1 } });
+      const sameUser = existing?.userId === owner.userId;
+      if (existing && !sameUser && existing.keys.auth !== subscription.keys.auth)
+        return 'held_by_another_user';
+      if (!sameUser && (await subs.countDocuments({ userId: owner.userId })) >= maxPerUser)
+        return 'limit_reached';
+      try {
+        const result = await subs.updateOne(
+          // The guard again in the write: a row that changed hands meanwhile is not matched, and the upsert's
+          // insert then hits its _id.
+          { _id, $or: [{ userId: owner.userId }, { 'keys.auth': subscription.keys.auth }] },
+          {
+            $set: {
+              endpoint: subscription.endpoint,
+              keys: subscription.keys,
+              userId: owner.userId,
+              teamId: owner.teamId,
+              updatedAt: now,
+            },
+            $setOnInsert: { createdAt: now },
+          },
+          { upsert: true },
+        );
+        return result.upsertedCount === 1 ? 'created' : 'updated';
+      } catch (err) {
+        if (isDuplicateKey(err)) return 'held_by_another_user';
+        throw err;
+      }
     },
 
     /** Deletes only the caller's own row: one user cannot remove another's endpoint. */

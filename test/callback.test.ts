@@ -67,7 +67,11 @@ describe('callback family', function () {
   before(async () => {
     receiver = await CallbackReceiver.start();
     other = await CallbackReceiver.start();
-    const f = await family({ CALLBACK_ALLOW_PRIVATE: '1', CALLBACK_TIMEOUT_SECONDS: '1' });
+    const f = await family({
+      CALLBACK_ALLOW_PRIVATE: '1',
+      CALLBACK_TIMEOUT_SECONDS: '1',
+      CALLBACK_TEST_RATE_LIMIT: '3',
+    });
     ({ config, mongo, stores, worker, api, alice } = f);
     ({ client, close: closeClient } = f.temporal);
   });
@@ -275,6 +279,12 @@ describe('callback family', function () {
     const stranger = await alice.as('eve', 'other').post(`/api/v1/runs/${id}/callback/test`);
     assert.equal(stranger.status, 404);
     assert.equal(receiver.received.length, 2, 'nothing more was sent');
+    // Three pings per run per window here (CALLBACK_TEST_RATE_LIMIT): the fourth is refused and sends nothing.
+    assert.equal((await alice.post(`/api/v1/runs/${id}/callback/test`)).status, 200);
+    const limited = await alice.post(`/api/v1/runs/${id}/callback/test`);
+    assert.equal(limited.status, 429);
+    assert.ok(Number(limited.headers.get('retry-after')) > 0);
+    assert.equal(receiver.received.length, 3);
   });
 
   it('launch refuses a malformed callback URL with the reason', async () => {

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import type { ApiHandle } from '../api/server';
+import { loadConfig } from '../config';
 import { PROJECT_ROOT } from '../stack/embedded';
 import { ApiClient, startTestApi } from './support/harness';
 import { JwksServer } from './support/jwksServer';
@@ -95,6 +96,33 @@ describe('identity', function () {
         assert.match(lines[0], /AUTH_JWT_SECRET must be at least 32 bytes/);
       });
     }
+  });
+
+  describe('JWKS configuration', () => {
+    const base = {
+      MONGO_URL: 'mongodb://127.0.0.1:1',
+      AUTH_ISSUER: 'https://idp.test/',
+      AUTH_AUDIENCE: 'flow',
+    };
+    it('needs an issuer and an audience, and https unless the provider is on loopback', () => {
+      assert.throws(
+        () => loadConfig({ ...base, AUTH_ISSUER: '', AUTH_JWKS_URL: 'https://idp.test/jwks' }),
+        /AUTH_ISSUER is required when AUTH_JWKS_URL is set/,
+      );
+      assert.throws(
+        () => loadConfig({ ...base, AUTH_AUDIENCE: '', AUTH_JWKS_URL: 'https://idp.test/jwks' }),
+        /AUTH_AUDIENCE is required when AUTH_JWKS_URL is set/,
+      );
+      assert.throws(
+        () => loadConfig({ ...base, AUTH_JWKS_URL: 'http://idp.test/jwks' }),
+        /AUTH_JWKS_URL must use https: \(http only on loopback\)/,
+      );
+      // With a JWKS the HS256 secret is optional; without either, start-up refuses.
+      const config = loadConfig({ ...base, AUTH_JWKS_URL: 'http://127.0.0.1:9/jwks' });
+      assert.equal(config.authJwtSecret, undefined);
+      assert.equal(config.authJwks?.userClaim, 'sub');
+      assert.throws(() => loadConfig({ MONGO_URL: base.MONGO_URL }), /AUTH_JWT_SECRET is required/);
+    });
   });
 
   describe('tokens of an identity provider (JWKS)', () => {

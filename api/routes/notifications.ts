@@ -8,6 +8,7 @@ import { fanOut } from '../../activities/push';
 import type { PushSender } from '../../net/pushSender';
 import type { NotificationPrefStore } from '../../store/notificationPrefs';
 import type { PushSubscriptionStore } from '../../store/pushSubscriptions';
+import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 import type { AuthState } from '../auth';
 import { HttpError } from '../errors';
 import { prefsBody, subscribeBody, unsubscribeBody, type EndpointRules } from '../pushSchemas';
@@ -20,6 +21,12 @@ export interface NotificationRouteDeps {
   /** The live sink the test route pushes through (the same code the worker fans out with). */
   sender?: PushSender;
   endpointRules: EndpointRules;
+  /** Shared by every API process: a user's test pushes are counted here (without it the test route is 404). */
+  rateLimits?: RateLimitStore;
+  /** Default 20 (PUSH_MAX_SUBSCRIPTIONS_PER_USER). */
+  maxSubscriptionsPerUser?: number;
+  /** Default 5 a minute (PUSH_TEST_RATE_LIMIT, PUSH_TEST_RATE_WINDOW_SECONDS). */
+  testPushRate?: RateLimit;
   studioUrl: string;
   now: () => Date;
   log: (line: string) => void;
@@ -28,6 +35,8 @@ export interface NotificationRouteDeps {
 const NOT_CONFIGURED = 'web push is not configured on this server';
 
 export function notificationsRouter(deps: NotificationRouteDeps) {
+  const maxSubscriptions = deps.maxSubscriptionsPerUser ?? 20;
+  const testPushRate = deps.testPushRate ?? { limit: 5, windowSeconds: 60 };
   const router = new Router<AuthState>({ prefix: '/api/v1/notifications' });
 
   const subscriptions = (): PushSubscriptionStore => {
@@ -69,7 +78,16 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
   router.post('/push/subscriptions', subscribe, async (ctx) => {
     const store = subscriptions();
     const subscription = ctx.state.input.body;
-    const created = await store.upsert(ctx.state.caller, subscription, deps.now());
+    const outcome = await store.register(ctx.state.caller, subscription, deps.now(), maxSubscriptions);
+    // Another user's row: the caller does not hold the subscription's keys, so it may not redirect its pushes.
+    if (outcome === 'held_by_another_user')
+      throw new HttpError(409, 'this endpoint is subscribed by another user');
+    if (outcome === 'limit_reached')
+      throw new HttpError(
+        409,
+        `subscription limit reached (${maxSubscriptions} per user): remove a device first`,
+      );
+    const created = outcome === 'created';
     ctx.status = created ? 201 : 200;
     ctx.body = { endpoint: subscription.endpoint, created };
   });
@@ -94,7 +112,16 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
   });
   router.post('/push/test', pushTest, async (ctx) => {
     const store = subscriptions();
-    if (!deps.sender) throw new HttpError(404, NOT_CONFIGURED);
+    if (!deps.sender || !deps.rateLimits) throw new HttpError(404, NOT_CONFIGURED);
+    const admission = await deps.rateLimits.hit(
+      `push-test|${ctx.state.caller.userId}`,
+      testPushRate,
+      deps.now(),
+    );
+    if (!admission.admitted)
+      throw new HttpError(429, 'too many test notifications; try again later', {
+        'retry-after': String(admission.retryAfterSeconds),
+      });
     const subs = await store.listForUsers([ctx.state.caller.userId]);
     const payload = renderTestPush(deps.studioUrl, ctx.state.caller.userId, randomUUID());
     const result = await fanOut(

@@ -22,6 +22,7 @@ import { validate } from '../validate';
 import { NotFoundError } from '../../domain/errors';
 import type { RouteDecisionError } from '../../domain/ops';
 import type { RunHealthStore } from '../../store/runHealth';
+import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 
 export interface RunsRouterDeps {
   engine: RunEngine;
@@ -31,6 +32,12 @@ export interface RunsRouterDeps {
   testCallback: (run: Run & { callback: NonNullable<Run['callback']> }) => Promise<CallbackTestResult>;
   /** Escalates a router decision error to the operator (notifyOperator). */
   notifyOperator: (report: RouteDecisionError) => Promise<{ episodeKey: string; started: boolean }>;
+  /** Each new decision starts a workflow and an operator webhook: bounded per run and per team. */
+  rateLimits: RateLimitStore;
+  routeErrorLimits: { perRun: RateLimit; perTeam: RateLimit };
+  /** Test pings per run: each is an outbound POST the caller chooses the moment of. */
+  callbackTestLimit: RateLimit;
+  now: () => Date;
 }
 
 export function runsRouter(deps: RunsRouterDeps) {
@@ -103,6 +110,26 @@ export function runsRouter(deps: RunsRouterDeps) {
   router.post('/:id/route-decision-errors', routeDecisionError, async (ctx) => {
     const { decisionId, error } = ctx.state.input.body;
     const run = await engine.get(ctx.state.caller, ctx.state.input.params.id);
+    // A decision counts once (a retry of the same decisionId is admitted again); the team's bound is checked
+    // after the run's, and a team refusal gives the run's slot back.
+    const now = deps.now();
+    const perRun = await deps.rateLimits.hit(
+      `rde-run|${run._id}`,
+      deps.routeErrorLimits.perRun,
+      now,
+      decisionId,
+    );
+    if (!perRun.admitted) throw tooManyRouteErrors('run', perRun.retryAfterSeconds);
+    const perTeam = await deps.rateLimits.hit(
+      `rde-team|${run.teamId}`,
+      deps.routeErrorLimits.perTeam,
+      now,
+      `${run._id}|${decisionId}`,
+    );
+    if (!perTeam.admitted) {
+      await perRun.release();
+      throw tooManyRouteErrors('team', perTeam.retryAfterSeconds);
+    }
     ctx.status = 202;
     ctx.body = await deps.notifyOperator({ runId: run._id, teamId: run.teamId, decisionId, error });
   });
@@ -126,6 +153,15 @@ export function runsRouter(deps: RunsRouterDeps) {
     const run = await engine.get(ctx.state.caller, ctx.state.input.params.id);
     const { callback } = run;
     if (!callback) throw new HttpError(409, 'the run has no callback URL');
+    const admission = await deps.rateLimits.hit(
+      `callback-test|${run._id}`,
+      deps.callbackTestLimit,
+      deps.now(),
+    );
+    if (!admission.admitted)
+      throw new HttpError(429, 'too many test pings for this run; try again later', {
+        'retry-after': String(admission.retryAfterSeconds),
+      });
     ctx.body = await deps.testCallback({ ...run, callback });
   });
 
@@ -208,4 +244,10 @@ export function runsRouter(deps: RunsRouterDeps) {
   });
 
   return router;
+}
+
+function tooManyRouteErrors(scope: 'run' | 'team', retryAfterSeconds: number): HttpError {
+  return new HttpError(429, `too many route decision errors for this ${scope}; try again later`, {
+    'retry-after': String(retryAfterSeconds),
+  });
 }

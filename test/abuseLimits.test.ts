@@ -1,0 +1,137 @@
+// Abuse limits on what users register and trigger: subscriptions per user, no takeover of another user's
+// endpoint, test pushes per user (held across API processes) and route decision errors per run and per team.
+import assert from 'node:assert/strict';
+import webpush from 'web-push';
+import type { ApiHandle } from '../api/server';
+import type { Config } from '../config';
+import type { Mongo } from '../store/mongo';
+import type { Stores } from '../store';
+import { ApiClient, openStores, startTestApi } from './support/harness';
+import { startPushService, type PushService } from './support/pushService';
+import { testConfig } from './support/stack';
+
+describe('abuse limits', function () {
+  this.timeout(60_000);
+  let push: PushService;
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let api: ApiHandle;
+  let second: ApiHandle; // a second API process over the same database
+  let anonymous: ApiClient;
+
+  before(async () => {
+    push = await startPushService();
+    const vapid = webpush.generateVAPIDKeys();
+    config = testConfig({
+      VAPID_PUBLIC_KEY: vapid.publicKey,
+      VAPID_PRIVATE_KEY: vapid.privateKey,
+      PUSH_ALLOW_PRIVATE: '1',
+      PUSH_MAX_SUBSCRIPTIONS_PER_USER: '3',
+      PUSH_TEST_RATE_LIMIT: '2',
+      PUSH_TEST_RATE_WINDOW_SECONDS: '60',
+      ROUTE_ERROR_LIMIT_PER_RUN: '2',
+      ROUTE_ERROR_LIMIT_PER_TEAM: '3',
+      ROUTE_ERROR_WINDOW_SECONDS: '600',
+    });
+    ({ mongo, stores } = await openStores(config));
+    ({ api, client: anonymous } = await startTestApi(config));
+    ({ api: second } = await startTestApi(config));
+  });
+  after(async () => {
+    await api?.close();
+    await second?.close();
+    await mongo?.client.close();
+    await push?.close();
+  });
+
+  const subscribe = (client: ApiClient, sub: unknown) =>
+    client.post('/api/v1/notifications/push/subscriptions', sub);
+
+  it('a user holds at most PUSH_MAX_SUBSCRIPTIONS_PER_USER subscriptions: the next new one is 409', async () => {
+    const alice = anonymous.as('alice', 'acme');
+    const subs = [0, 1, 2].map((i) => push.endpoint(`alice-${i}`));
+    for (const sub of subs) assert.equal((await subscribe(alice, sub)).status, 201);
+    const fourth = await subscribe(alice, push.endpoint('alice-3'));
+    assert.equal(fourth.status, 409, fourth.text);
+    assert.equal(fourth.body.error, 'subscription limit reached (3 per user): remove a device first');
+    assert.equal((await stores.pushSubscriptions.listForUsers(['alice'])).length, 3);
+    // Re-registering one already held is an update, not a new one.
+    assert.equal((await subscribe(alice, subs[1])).status, 200);
+    // Another user has their own allowance.
+    assert.equal((await subscribe(anonymous.as('bob', 'acme'), push.endpoint('bob-0'))).status, 201);
+    // Removing a device frees a place.
+    const removed = await alice.delete('/api/v1/notifications/push/subscriptions', {
+      endpoint: subs[0].endpoint,
+    });
+    assert.equal(removed.status, 204);
+    assert.equal((await subscribe(alice, push.endpoint('alice-4'))).status, 201);
+  });
+
+  it("another user's endpoint is taken over only with the same keys.auth; otherwise 409", async () => {
+    const carol = anonymous.as('carol', 'acme');
+    const mallory = anonymous.as('mallory', 'evil');
+    const victim = push.endpoint('carol');
+    assert.equal((await subscribe(carol, victim)).status, 201);
+    const other = push.endpoint('mallory');
+    const hijack = await subscribe(mallory, { ...victim, keys: other.keys });
+    assert.equal(hijack.status, 409, hijack.text);
+    assert.equal(hijack.body.error, 'this endpoint is subscribed by another user');
+    const [row] = await stores.pushSubscriptions.listForUsers(['carol']);
+    assert.equal(row?.endpoint, victim.endpoint);
+    assert.equal(row.keys.auth, victim.keys.auth);
+    assert.deepEqual(await stores.pushSubscriptions.listForUsers(['mallory']), []);
+    // The browser holding the subscription (same keys) signs in as someone else: the row follows it.
+    const relogin = await subscribe(anonymous.as('carol2', 'acme'), victim);
+    assert.equal(relogin.status, 200, relogin.text);
+    assert.equal((await stores.pushSubscriptions.listForUsers(['carol2'])).length, 1);
+  });
+
+  it('test pushes are rate-limited per user, across API processes: 429 with Retry-After', async () => {
+    const dave = anonymous.as('dave', 'acme');
+    const daveOnSecond = new ApiClient(second.url, dave.token);
+    assert.equal((await dave.post('/api/v1/notifications/push/test')).status, 202);
+    assert.equal((await daveOnSecond.post('/api/v1/notifications/push/test')).status, 202);
+    for (const client of [dave, daveOnSecond]) {
+      const refused = await client.post('/api/v1/notifications/push/test');
+      assert.equal(refused.status, 429, refused.text);
+      assert.equal(refused.body.error, 'too many test notifications; try again later');
+      const retryAfter = Number(refused.headers.get('retry-after'));
+      assert.ok(retryAfter >= 1 && retryAfter <= 60, `Retry-After ${refused.headers.get('retry-after')}`);
+    }
+    // Refusals are not counted: the window holds the two admitted hits only.
+    assert.equal(await mongo.db.collection('rate_limits').countDocuments({ key: 'push-test|dave' }), 2);
+    assert.equal((await anonymous.as('erin', 'acme').post('/api/v1/notifications/push/test')).status, 202);
+  });
+
+  it('route decision errors are bounded per run and per team (429), a repeated decision counts once', async () => {
+    const frank = anonymous.as('frank', 'routers');
+    const report = (runId: string, decisionId: string) =>
+      frank.post(`/api/v1/runs/${runId}/route-decision-errors`, {
+        decisionId,
+        error: { code: 'router_timeout', message: 'no decision' },
+      });
+    const runA = (await frank.post('/api/v1/runs', { title: 'a' })).body.id as string;
+    const runB = (await frank.post('/api/v1/runs', { title: 'b' })).body.id as string;
+    assert.equal((await report(runA, 'd1')).status, 202);
+    assert.equal((await report(runA, 'd2')).status, 202);
+    const perRun = await report(runA, 'd3');
+    assert.equal(perRun.status, 429, perRun.text);
+    assert.equal(perRun.body.error, 'too many route decision errors for this run; try again later');
+    assert.ok(Number(perRun.headers.get('retry-after')) >= 1);
+    assert.equal((await report(runA, 'd1')).status, 202, 'a retried decision is not a new one');
+    assert.equal((await report(runB, 'd1')).status, 202);
+    const perTeam = await report(runB, 'd2');
+    assert.equal(perTeam.status, 429, perTeam.text);
+    assert.equal(perTeam.body.error, 'too many route decision errors for this team; try again later');
+    // The team's refusal gave the run's slot back, and another team is unaffected.
+    assert.equal(await mongo.db.collection('rate_limits').countDocuments({ key: `rde-run|${runB}` }), 1);
+    const grace = anonymous.as('grace', 'other');
+    const runC = (await grace.post('/api/v1/runs', { title: 'c' })).body.id as string;
+    const other = await grace.post(`/api/v1/runs/${runC}/route-decision-errors`, {
+      decisionId: 'd1',
+      error: { code: 'router_timeout', message: 'no decision' },
+    });
+    assert.equal(other.status, 202, other.text);
+  });
+});
