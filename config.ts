@@ -352,6 +352,7 @@ export type EmitterConfig = Pick<
   | 'temporalNamespace'
   | 'temporalTaskQueue'
   | 'callbackRetrySeconds'
+  | 'sweepIntervalSeconds'
   | 'stallAfterSeconds'
   | 'healthReapSeconds'
   | 'opsAlertWebhookUrl'
@@ -365,6 +366,8 @@ export function loadEmitterConfig(env: Env = process.env): EmitterConfig {
     temporalNamespace: read(env, 'TEMPORAL_NAMESPACE') ?? 'default',
     temporalTaskQueue: read(env, 'TEMPORAL_TASK_QUEUE') ?? 'flow-notify',
     callbackRetrySeconds: secondsList(env, 'CALLBACK_RETRY_SECONDS', [20, 60, 180, 540]),
+    // An episode's released push is retried after one sweep interval (EpisodeOptions.releasedRetrySeconds).
+    sweepIntervalSeconds: positiveInt(env, 'SWEEP_INTERVAL_SECONDS', 120),
     stallAfterSeconds: positiveInt(env, 'STALL_AFTER_SECONDS', 900),
     healthReapSeconds: positiveInt(env, 'HEALTH_REAP_SECONDS', 1800),
     opsAlertWebhookUrl: optionalUrl(env, 'OPS_ALERT_WEBHOOK_URL'),

@@ -170,6 +170,8 @@ export interface DrillCounts {
     unexpectedWorkerExits: number;
     temporalRestarts: number;
     mongoRestarts: number;
+    /** Whether the Mongo restart began while a callback was retrying (its last attempt refused, its claim held). */
+    mongoRestartDuringCallbackRetry: boolean;
     push500Answers: number;
     push429Answers: number;
     receiverFailureAnswers: number;
@@ -302,6 +304,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillCounts> {
       cli: { started: 0, refused: 0, notEmitted: 0, failed: 0 },
       temporalRestarts: 0,
       mongoRestarts: 0,
+      mongoRestartDuringCallbackRetry: false,
       stuckSteps: 0,
       stuckRuns: [] as string[],
       runErrors: [] as string[],
@@ -656,6 +659,28 @@ export async function runDrill(options: DrillOptions): Promise<DrillCounts> {
       else counts.mongoRestarts++;
       log(`drill: ${kind} restarted in ${Date.now() - from} ms (${Math.round(progress() * 100)} % driven)`);
     };
+    /**
+     * The Mongo restart lands while a callback is retrying: the receiver refuses the next few attempts, and the
+     * restart begins right after the first refusal, while that callback's branch holds its claim and waits on its
+     * retry timer (its next attempt reads the run from the restarting store). Without receiver failures, or if no
+     * callback comes within a minute, it restarts anyway (and the counts say so).
+     */
+    const restartMongoWhileCallbackRetries = async (): Promise<void> => {
+      if (faults.receiverFailures && stack.mongoServer) {
+        const from = callbacks.received.length + callbacks.pendingAnswers;
+        scripted.push({ receiver: callbacks, from, count: 4 });
+        callbacks.answer({ status: 503 }, { status: 503 }, { status: 503 }, { status: 503 });
+        const deadline = Date.now() + 60_000;
+        while (callbacks.received.length <= from && Date.now() < deadline) await sleep(20);
+        counts.mongoRestartDuringCallbackRetry = callbacks.received.length > from;
+        log(
+          counts.mongoRestartDuringCallbackRetry
+            ? 'drill: a callback attempt was just refused (its branch is retrying): restarting Mongo'
+            : 'drill: no callback came within a minute: restarting Mongo without one retrying',
+        );
+      }
+      await restart('mongo', stack.mongoServer);
+    };
     const serverFaults = async (): Promise<void> => {
       const plan: [number, () => unknown][] = [
         [0.1, () => faults.push500Ratio > 0 && push.failRatio(faults.push500Ratio, 500)],
@@ -681,7 +706,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillCounts> {
             else push.failRatio(0);
           },
         ],
-        [0.6, () => faults.mongoRestarts > 0 && restart('mongo', stack.mongoServer)],
+        [0.6, () => faults.mongoRestarts > 0 && restartMongoWhileCallbackRetries()],
         [
           0.65,
           () => {
@@ -1066,6 +1091,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillCounts> {
         unexpectedWorkerExits: worker.unexpectedExits.length,
         temporalRestarts: counts.temporalRestarts,
         mongoRestarts: counts.mongoRestarts,
+        mongoRestartDuringCallbackRetry: counts.mongoRestartDuringCallbackRetry,
         push500Answers: answers['500'] ?? 0,
         push429Answers: answers['429'] ?? 0,
         receiverFailureAnswers: refusedIndexes(callbacks).size + refusedAlerts.size,
@@ -1179,6 +1205,10 @@ export function drillViolations(c: DrillCounts, options: Pick<DrillOptions, 'fau
   if (faults.mongoRestarts && options.stack.mongoServer && !c.faults.mongoRestarts) {
     v.push('the Mongo restart did not happen');
   }
+  if (faults.mongoRestarts && faults.receiverFailures && options.stack.mongoServer) {
+    if (!c.faults.mongoRestartDuringCallbackRetry)
+      v.push('the Mongo restart did not meet a retrying callback');
+  }
   return v;
 }
 
@@ -1190,7 +1220,7 @@ export function formatDrill(c: DrillCounts): string {
       `(drive ${c.durationSeconds.drive.toFixed(0)} s, settle ${c.durationSeconds.settle.toFixed(0)} s)`,
     `  faults: ${c.faults.workerKills} worker SIGKILLs (${c.faults.workerStarts} starts, ` +
       `${c.faults.unexpectedWorkerExits} unexpected exits), ${c.faults.temporalRestarts} Temporal restart, ` +
-      `${c.faults.mongoRestarts} Mongo restart, push answered 500 x${c.faults.push500Answers} and 429 x${c.faults.push429Answers}`,
+      `${c.faults.mongoRestarts} Mongo restart${c.faults.mongoRestartDuringCallbackRetry ? ' (a callback retrying)' : ''}, push answered 500 x${c.faults.push500Answers} and 429 x${c.faults.push429Answers}`,
     `  push: owed ${p.expected}, sent ${p.sent}, delivered ${p.delivered}, repeated ${p.repeated} ` +
       `(kill ${p.repeatedBy.kill}, temporal ${p.repeatedBy.temporal}, mongo ${p.repeatedBy.mongo}, none ${p.repeatedBy.none}; ` +
       `max ${p.maxRepeatsPerKillAndEpisode} per kill and episode), other tag ${p.repeatsWithOtherTag}, ` +

@@ -55,8 +55,13 @@ export async function startEpisode(
 export type OutcomeEmitter = ReturnType<typeof createOutcomeEmitter>;
 
 /** The episode options a config asks for; every emitter and the sweep pass the same. */
-export function episodeOptions(config: Pick<Config, 'callbackRetrySeconds'>): EpisodeOptions {
-  return { callbackRetrySeconds: config.callbackRetrySeconds };
+export function episodeOptions(
+  config: Pick<Config, 'callbackRetrySeconds' | 'sweepIntervalSeconds'>,
+): EpisodeOptions {
+  return {
+    callbackRetrySeconds: config.callbackRetrySeconds,
+    releasedRetrySeconds: config.sweepIntervalSeconds,
+  };
 }
 
 export function createOutcomeEmitter(deps: {

@@ -35,6 +35,10 @@ export function createWatchStore(db: Db) {
       return result.deletedCount === 1;
     },
 
+    async exists(teamId: string, assistantId: string, runId: string): Promise<boolean> {
+      return (await watches.countDocuments({ _id: `${assistantId}|${runId}`, teamId }, { limit: 1 })) > 0;
+    },
+
     async hasActiveWatch(runId: string): Promise<boolean> {
       return (await watches.countDocuments({ runId, active: true }, { limit: 1 })) > 0;
     },

@@ -1,10 +1,13 @@
 // The families of one episode apart, on the real servers: every branch's exit settles or releases its own claim
-// (the workflow's result, the claim and the episodes view agree).
+// (the workflow's result, the claim and the episodes view agree), and a released push is tried again within one
+// sweep interval whatever the callback is doing.
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
+import webpush from 'web-push';
 import type { ApiHandle } from '../api/server';
 import type { Config } from '../config';
+import { pushSenderFor } from '../net/pushSender';
 import type { Stores } from '../store';
 import type { ClaimState } from '../store/claims';
 import type { Mongo } from '../store/mongo';
@@ -19,6 +22,7 @@ import {
   type ApiClient,
   type RunningWorker,
 } from './support/harness';
+import { startPushService, type PushService } from './support/pushService';
 import { testConfig } from './support/stack';
 
 /** The claim state each branch result leaves behind: released means absent (the sweep may replay it). */
@@ -107,5 +111,92 @@ describe('family independence', function () {
     assert.equal(episode.episodeId, episodeId);
     assert.equal(episode.families.callback.state, CLAIM_AFTER[result.callback]);
     assert.equal(episode.families.push.state, CLAIM_AFTER[result.push] ?? 'absent');
+  });
+});
+
+describe('family independence: a released push does not wait for the callback', function () {
+  this.timeout(180_000);
+  /** Short settings: a sweep every 10 s, a callback that keeps retrying for about a minute. */
+  const SWEEP_SECONDS = 10;
+  let push: PushService;
+  let receiver: CallbackReceiver;
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let worker: RunningWorker;
+  let api: ApiHandle;
+  let alice: ApiClient;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+
+  before(async () => {
+    push = await startPushService();
+    receiver = await CallbackReceiver.start();
+    const vapid = webpush.generateVAPIDKeys();
+    config = testConfig({
+      VAPID_PUBLIC_KEY: vapid.publicKey,
+      VAPID_PRIVATE_KEY: vapid.privateKey,
+      PUSH_ALLOW_PRIVATE: '1',
+      CALLBACK_ALLOW_PRIVATE: '1',
+      CALLBACK_TIMEOUT_SECONDS: '2',
+      CALLBACK_RETRY_SECONDS: '30,30',
+      SWEEP_INTERVAL_SECONDS: String(SWEEP_SECONDS),
+    });
+    ({ mongo, stores } = await openStores(config));
+    const sender = () => pushSenderFor(config, { ca: push.ca });
+    worker = await startTestWorker(config, stores, { pushSender: sender() });
+    let anonymous: ApiClient;
+    ({ api, client: anonymous } = await startTestApi(config, { pushSender: sender() }));
+    alice = anonymous.as('alice', 'acme');
+    ({ client, close: closeClient } = await temporalClient(config));
+  });
+  after(async () => {
+    await api?.close();
+    await worker?.stop();
+    await closeClient?.();
+    await mongo?.client.close();
+    await receiver?.close();
+    await push?.close();
+  });
+
+  it('push released while the callback retries: the push arrives within one sweep interval of its release', async () => {
+    const subscription = push.endpoint('alice');
+    assert.equal((await alice.post('/api/v1/notifications/push/subscriptions', subscription)).status, 201);
+    // Every send of the first try fails: 5 fan-out attempts (~30 s of backoff), 3 sends each.
+    push.failAlways(subscription, 500);
+    receiver.answerAlways({ status: 503 });
+    const launched = await alice.post('/api/v1/runs', { title: 'Apart', callback: { url: receiver.url } });
+    const id: string = launched.body.id;
+    const episodeId = `${id}:end`;
+    await alice.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'done' });
+
+    // The release: the last failed attempt, then the claim gone while the callback still retries.
+    const deadline = Date.now() + 90_000;
+    while (push.attempts(subscription).length < 15 || (await stores.claims.state(episodeId)) !== 'absent') {
+      assert.ok(Date.now() < deadline, `no release: ${push.attempts(subscription).length} attempts`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const releasedAt = push.attempts(subscription)[14].at.getTime();
+    push.recover(subscription);
+    assert.equal((await client.workflow.getHandle(episodeId).describe()).status.name, 'RUNNING');
+    assert.equal(await stores.claims.state(`cb|${episodeId}`), 'pending', 'the callback is still retrying');
+
+    const slackMs = 8_000;
+    const arrived = await push.waitFor(1, subscription, SWEEP_SECONDS * 1000 + slackMs).then(
+      ([first]) => first.at.getTime() - releasedAt,
+      () => undefined,
+    );
+    const result = (await client.workflow.getHandle(episodeId).result()) as EpisodeResult;
+    record(config, episodeId, 'episode-history-push-released-callback-retrying.json');
+    assert.ok(
+      arrived !== undefined && arrived <= SWEEP_SECONDS * 1000 + slackMs,
+      `the push came ${arrived ?? `not within ${SWEEP_SECONDS * 1000 + slackMs}`} ms after its release; episode ${JSON.stringify(result)}`,
+    );
+    assert.deepEqual(
+      { push: result.push, callback: result.callback },
+      { push: 'delivered', callback: 'gave_up' },
+    );
+    assert.equal(push.received(subscription).length, 1);
+    assert.equal(await stores.claims.state(episodeId), 'delivered');
   });
 });

@@ -24,6 +24,8 @@ const FIXTURES = {
 const PATH_FIXTURES = {
   'a callback branch that threw, before CALLBACK_RELEASES_ON_THROW':
     'fixtures/episode-history-callback-threw.json',
+  'a push released while the callback retried, before RELEASED_PUSH_RETRIED_PATCH':
+    'fixtures/episode-history-push-released-callback-retrying.json',
 };
 const CURRENT = path.resolve(__dirname, FIXTURES['local quick calls (current)']);
 

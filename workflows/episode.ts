@@ -31,6 +31,9 @@ const callbackAttempt = proxyActivities<Activities>({
   retry: { initialInterval: '5 seconds', maximumAttempts: 3 },
 });
 
+/** Marks histories in which a released push is retried on a timer while a sibling branch still runs. */
+export const RELEASED_PUSH_RETRIED_PATCH = 'released-family-retried-while-siblings-run';
+
 /** Marks histories whose thrown callback branch releases its cb| claim (older ones left it pending). */
 export const CALLBACK_RELEASES_ON_THROW = 'callback-branch-releases-claim-on-throw';
 
@@ -110,6 +113,24 @@ async function opsBranch(outcome: RunOutcome): Promise<BranchResult> {
   return dispatchOperatorAlert(alert);
 }
 
+/**
+ * The push family apart from its siblings: the sweep replays a released episode only once its workflow closed,
+ * and a callback can retry for minutes (hours with a receiver's Retry-After). So while a sibling still runs, a
+ * released push is tried again here, one sweep interval later (a durable timer), until it settles or the siblings
+ * are done; then the workflow closes released and the sweep's next pass replays it.
+ */
+async function pushRetriedWhileSiblingsRun(
+  outcome: RunOutcome,
+  options: EpisodeOptions,
+  siblingsRunning: () => boolean,
+): Promise<BranchResult> {
+  for (;;) {
+    const result = await contained(pushBranch(outcome));
+    if (result !== 'released' || !siblingsRunning() || !patched(RELEASED_PUSH_RETRIED_PATCH)) return result;
+    await sleep((options.releasedRetrySeconds ?? DEFAULT_EPISODE_OPTIONS.releasedRetrySeconds!) * 1000);
+  }
+}
+
 /** A branch that throws settles as released: the others carry on, and the sweep replays what was missed. */
 const contained = (branch: Promise<BranchResult>): Promise<BranchResult> =>
   branch.catch(() => 'released' as const);
@@ -120,11 +141,13 @@ export async function episodeWorkflow(
 ): Promise<EpisodeResult> {
   // The episode's record (GET /runs/:id/episodes) is written beside the branches, not ahead of them: one write
   // less before the first push. It is a view: if it finally fails, the branches still settle their claims.
+  let siblings = 2;
+  const sibling = (branch: Promise<BranchResult>) => contained(branch).finally(() => siblings--);
   const [, push, callback, ops] = await Promise.all([
     quick.recordEpisode(outcome).catch(() => undefined),
-    contained(pushBranch(outcome)),
-    contained(callbackBranch(outcome, options)),
-    contained(opsBranch(outcome)),
+    pushRetriedWhileSiblingsRun(outcome, options, () => siblings > 0),
+    sibling(callbackBranch(outcome, options)),
+    sibling(opsBranch(outcome)),
   ]);
   return { episodeId: outcome.episodeId, push, callback, ops };
 }

@@ -22,6 +22,14 @@ export const operatorAlertWorkflowId = (episodeKey: string): string => `ops|${ep
 export interface EpisodeOptions {
   /** Waits between callback attempts (CALLBACK_RETRY_SECONDS): n waits → n + 1 attempts. */
   callbackRetrySeconds: number[];
+  /**
+   * A released push is tried again after this (SWEEP_INTERVAL_SECONDS) while a sibling branch still runs, when the
+   * sweep cannot replay the episode yet. Absent in histories started before it: the sweep's default.
+   */
+  releasedRetrySeconds?: number;
 }
 
-export const DEFAULT_EPISODE_OPTIONS: EpisodeOptions = { callbackRetrySeconds: [20, 60, 180, 540] };
+export const DEFAULT_EPISODE_OPTIONS: EpisodeOptions = {
+  callbackRetrySeconds: [20, 60, 180, 540],
+  releasedRetrySeconds: 120,
+};

@@ -41,10 +41,12 @@ export function watchesRouter(deps: WatchesRouterDeps) {
   router.delete('/:runId', remove, async (ctx) => {
     const { assistantId, runId } = ctx.state.input.params;
     const { teamId } = ctx.state.caller;
+    // Refused before any write: a 404 stores nothing.
+    if (!(await deps.watches.exists(teamId, assistantId, runId))) throw new NotFoundError('watch not found');
     // The run's copy goes first: a crash before the row is removed leaves the old cost (the sweep replays a pause
     // the push still vetoes), never a stale veto that would keep the pause from ever being pushed.
     const paused = await deps.runs.removeWatcher(teamId, runId, assistantId, deps.now());
-    if (!(await deps.watches.remove(teamId, assistantId, runId))) throw new NotFoundError('watch not found');
+    await deps.watches.remove(teamId, assistantId, runId); // gone already: a concurrent DELETE, same end
     // A pause this watch vetoed is pushed now, once (its claim dedups); still vetoed (another watch) it costs one
     // workflow. If the start fails, the sweep replays it: the run was touched into its window.
     if (paused) await deps.replayOutcome(runId, teamId).catch(() => undefined);

@@ -45,6 +45,11 @@ export class CallbackReceiver {
     this.script.push(...answers);
   }
 
+  /** Scripted answers not used yet. */
+  get pendingAnswers(): number {
+    return this.script.length;
+  }
+
   answerAlways(answer: ScriptedAnswer): void {
     this.fallback = answer;
   }
