@@ -38,6 +38,8 @@ export interface Config {
   stallAfterSeconds: number;
   /** How long a terminal run's health state is kept before it is reaped. */
   healthReapSeconds: number;
+  /** How long an operator alert keeps retrying before it settles as given up. */
+  opsAlertRetryHours: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -58,6 +60,15 @@ function positiveInt(env: Env, name: string, fallback: number): number {
   if (raw === undefined) return fallback;
   if (!/^\d+$/.test(raw) || Number(raw) <= 0) {
     throw new ConfigError(`${name} must be a positive whole number of seconds, got "${raw}"`);
+  }
+  return Number(raw);
+}
+
+function positiveNumber(env: Env, name: string, fallback: number): number {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^\d+(\.\d+)?$/.test(raw) || Number(raw) <= 0) {
+    throw new ConfigError(`${name} must be a positive number, got "${raw}"`);
   }
   return Number(raw);
 }
@@ -153,6 +164,7 @@ export function loadConfig(env: Env = process.env): Config {
     callbackTimeoutSeconds: positiveInt(env, 'CALLBACK_TIMEOUT_SECONDS', 10),
     sweepIntervalSeconds: positiveInt(env, 'SWEEP_INTERVAL_SECONDS', 120),
     claimGraceSeconds: positiveInt(env, 'CLAIM_GRACE_SECONDS', 300),
+    opsAlertRetryHours: positiveNumber(env, 'OPS_ALERT_RETRY_HOURS', 24),
   };
 }
 

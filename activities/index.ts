@@ -54,6 +54,8 @@ export function createActivities(deps: ActivityDeps) {
       runHealth: stores.runHealth,
       webhookUrl: config.opsAlertWebhookUrl,
       timeoutMs: OPS_WEBHOOK_TIMEOUT_MS,
+      retryHours: config.opsAlertRetryHours,
+      claimGraceSeconds: config.claimGraceSeconds,
       now,
     }),
     ...createSweepActivities({

@@ -18,7 +18,19 @@ export interface OpsDeps {
   /** Undefined: the operator family is off. */
   webhookUrl?: string;
   timeoutMs: number;
+  /** OPS_ALERT_RETRY_HOURS. */
+  retryHours: number;
+  /** CLAIM_GRACE_SECONDS: a retrying alert renews its claim well inside it. */
+  claimGraceSeconds: number;
   now: () => Date;
+}
+
+/** How an alert workflow retries, from the worker's own config (not from whoever started it). */
+export interface AlertRetrySettings {
+  /** Give up (settle gave_up) once the next wait would pass this long since the first attempt. */
+  retryForMs: number;
+  /** Backoff cap: min(600 s, claim grace / 3), so the claim is renewed well before it goes stale. */
+  maxWaitMs: number;
 }
 
 /** The dispatcher's claim on the alert: postOperatorAlert settles it as soon as the receiver took the alert. */
@@ -59,6 +71,13 @@ export function createOpsActivities(deps: OpsDeps) {
   }
 
   return {
+    async opsAlertSettings(): Promise<AlertRetrySettings> {
+      return {
+        retryForMs: Math.round(deps.retryHours * 3600_000),
+        maxWaitMs: Math.max(1000, Math.min(600_000, Math.floor((deps.claimGraceSeconds * 1000) / 3))),
+      };
+    },
+
     /** classify, from the run as persisted now: undefined when the run owes the operator nothing. */
     async classifyFailedRun(outcome: RunOutcome): Promise<OperatorAlert | undefined> {
       if (!deps.webhookUrl || outcome.kind !== 'run_failed') return undefined;

@@ -29,7 +29,11 @@ import {
 } from './support/harness';
 import { testConfig } from './support/stack';
 
-const FIXTURE = path.resolve(__dirname, 'fixtures/run-health-history.json');
+// Before and after OPS_ALERT_WORKFLOW_PATCH (alerts dispatched inline, then each in its own workflow).
+const FIXTURES = ['fixtures/run-health-history.json', 'fixtures/run-health-history-ops-workflow.json'].map(
+  (f) => path.resolve(__dirname, f),
+);
+const FIXTURE = FIXTURES[1];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('operator family and run health', function () {
@@ -173,22 +177,20 @@ describe('operator family and run health', function () {
       assert.equal(alertsOf(id, 'route_decision_error').length, 2, 'another decision is another alert');
     });
 
-    it('a webhook that fails releases the claim; the sweep replays the failed run once the webhook recovers', async () => {
+    it('a webhook that fails keeps the claim pending and retries until it recovers: the alert arrives once', async () => {
       webhook.answerAlways({ status: 503 });
       try {
         const created = await alice.post('/api/v1/runs', { title: 'Down webhook' });
         const id = created.body.id as string;
         await alice.post(`/api/v1/runs/${id}/fail`, { error: { code: 'oom', message: 'x' } });
-        assert.equal((await episodeResult(`${id}:end`)).ops, 'released');
-        assert.equal(await stores.claims.state(`ops|${id}:end`), 'absent');
+        await until('a first attempt', () => alertsOf(id, 'run_failed').length >= 1);
+        await sleep(3000);
+        assert.equal(await stores.claims.state(`ops|${id}:end`), 'pending', 'in hand while it retries');
         webhook.answerAlways({ status: 204 });
         webhook.received.length = 0;
-        await client.workflow.execute('sweepWorkflow', {
-          taskQueue: config.temporalTaskQueue,
-          workflowId: `sweep-ops-${Date.now()}`,
-        });
         assert.equal((await episodeResult(`${id}:end`)).ops, 'delivered');
         assert.equal(alertsOf(id, 'run_failed').length, 1);
+        assert.equal(await stores.claims.state(`ops|${id}:end`), 'delivered');
       } finally {
         webhook.answerAlways({ status: 204 });
       }
@@ -298,7 +300,7 @@ describe('operator family and run health', function () {
       assert.ok(firedAfter >= 2000 && firedAfter < 6000, `fired ${firedAfter} ms after the run started`);
     });
 
-    it('replays a recorded health history with the current workflow code', async () => {
+    it('replays recorded health histories (both versions) with the current workflow code', async () => {
       if (process.env.RECORD_HEALTH_HISTORY === '1') {
         // Refresh the fixture: a run that stalls, recovers, spends past its budget and finishes.
         const id = await newRun({ budget: { limit: 10 } });
@@ -310,8 +312,10 @@ describe('operator family and run health', function () {
         // The same export an operator makes: temporal workflow show --output json.
         saveHistory(config, `health:${id}`, FIXTURE);
       }
-      const history: unknown = JSON.parse(readFileSync(FIXTURE, 'utf8'));
-      await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, history);
+      for (const fixture of FIXTURES) {
+        const history: unknown = JSON.parse(readFileSync(fixture, 'utf8'));
+        await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, history);
+      }
     });
   });
 });

@@ -12,7 +12,7 @@ import {
 } from '../domain/health';
 import { healthAlert } from '../domain/ops';
 import { quick } from './common';
-import { dispatchOperatorAlert } from './operatorAlert';
+import { sendOperatorAlert } from './operatorAlert';
 
 export const observeSignal = defineSignal<[ObservedEvent]>('observe');
 
@@ -83,8 +83,9 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
     await quick.saveHealth(state);
     if (options.opsAlerts) {
       const at = new Date(Date.now()).toISOString();
+      // Each alert retries in its own workflow: the health loop waits only for its start, never its delivery.
       for (const alert of alerts)
-        await dispatchOperatorAlert(healthAlert(alert, state.runId, state.teamId, at));
+        await sendOperatorAlert(healthAlert(alert, state.runId, state.teamId, at), false);
     }
 
     if (
