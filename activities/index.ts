@@ -56,6 +56,8 @@ export function createActivities(deps: ActivityDeps) {
       timeoutMs: OPS_WEBHOOK_TIMEOUT_MS,
       retryHours: config.opsAlertRetryHours,
       claimGraceSeconds: config.claimGraceSeconds,
+      stallAfterSeconds: config.stallAfterSeconds,
+      healthReapSeconds: config.healthReapSeconds,
       now,
     }),
     ...createSweepActivities({

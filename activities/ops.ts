@@ -1,6 +1,7 @@
 // The operator family's I/O: classify a failed run from the store, POST an alert to the operator webhook,
 // stamp the run's transition marker off a confirmed claim, and the run-health workflow's reads and writes.
 import type { HealthState } from '../domain/health';
+import type { HealthOptions } from '../workflows/health';
 import { runFailedAlert, type OperatorAlert } from '../domain/ops';
 import type { RunOutcome } from '../domain/outcome';
 import type { RunStatus } from '../domain/runStatus';
@@ -22,6 +23,9 @@ export interface OpsDeps {
   retryHours: number;
   /** CLAIM_GRACE_SECONDS: a retrying alert renews its claim well inside it. */
   claimGraceSeconds: number;
+  /** STALL_AFTER_SECONDS and HEALTH_REAP_SECONDS: run health's settings are the worker's own. */
+  stallAfterSeconds: number;
+  healthReapSeconds: number;
   now: () => Date;
 }
 
@@ -75,6 +79,22 @@ export function createOpsActivities(deps: OpsDeps) {
       return {
         retryForMs: Math.round(deps.retryHours * 3600_000),
         maxWaitMs: Math.max(1000, Math.min(600_000, Math.floor((deps.claimGraceSeconds * 1000) / 3))),
+      };
+    },
+
+    /**
+     * Run health's settings: the worker's config and the run as persisted (its budget), never what the first
+     * process to signal the run happened to know.
+     */
+    async healthSettings(runId: string): Promise<{ options: HealthOptions; budgetLimit?: number }> {
+      const run = await deps.runs.getById(runId);
+      return {
+        options: {
+          stallAfterSeconds: deps.stallAfterSeconds,
+          reapAfterSeconds: deps.healthReapSeconds,
+          opsAlerts: deps.webhookUrl !== undefined,
+        },
+        ...(run?.budget ? { budgetLimit: run.budget.limit } : {}),
       };
     },
 

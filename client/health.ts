@@ -22,6 +22,10 @@ function pick(data: Record<string, unknown> | undefined, keys: string[]): Record
 
 export type HealthSignaler = ReturnType<typeof createHealthSignaler>;
 
+/**
+ * The start arguments (options, budget) are only read by health histories from before the worker took its own
+ * settings; they are still passed so a worker not yet upgraded keeps working.
+ */
 export function createHealthSignaler(deps: { client: Client; taskQueue: string; options: HealthOptions }) {
   return {
     async observe(run: { _id: string; teamId: string; budget?: { limit: number } }, events: ObservedEvent[]) {

@@ -72,6 +72,8 @@ describe('drill fixes', function () {
         timeoutMs: 5000,
         retryHours: 24,
         claimGraceSeconds: 300,
+        stallAfterSeconds: 900,
+        healthReapSeconds: 1800,
         now: () => new Date(),
       });
       const alert = alertFor(`twice_${Date.now()}`);

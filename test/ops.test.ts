@@ -29,11 +29,14 @@ import {
 } from './support/harness';
 import { testConfig } from './support/stack';
 
-// Before and after OPS_ALERT_WORKFLOW_PATCH (alerts dispatched inline, then each in its own workflow).
-const FIXTURES = ['fixtures/run-health-history.json', 'fixtures/run-health-history-ops-workflow.json'].map(
-  (f) => path.resolve(__dirname, f),
-);
-const FIXTURE = FIXTURES[1];
+// One per version: alerts dispatched inline; each alert its own workflow (OPS_ALERT_WORKFLOW_PATCH); settings
+// from the worker and a quiet paused budget (HEALTH_SETTINGS_PATCH). RECORD_HEALTH_HISTORY=1 records the last.
+const FIXTURES = [
+  'fixtures/run-health-history.json',
+  'fixtures/run-health-history-ops-workflow.json',
+  'fixtures/run-health-history-settings.json',
+].map((f) => path.resolve(__dirname, f));
+const FIXTURE = FIXTURES[FIXTURES.length - 1];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('operator family and run health', function () {
@@ -300,7 +303,7 @@ describe('operator family and run health', function () {
       assert.ok(firedAfter >= 2000 && firedAfter < 6000, `fired ${firedAfter} ms after the run started`);
     });
 
-    it('replays recorded health histories (both versions) with the current workflow code', async () => {
+    it('replays recorded health histories (every version) with the current workflow code', async () => {
       if (process.env.RECORD_HEALTH_HISTORY === '1') {
         // Refresh the fixture: a run that stalls, recovers, spends past its budget and finishes.
         const id = await newRun({ budget: { limit: 10 } });
