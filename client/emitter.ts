@@ -7,7 +7,7 @@ import type { RunError } from '../domain/run';
 import type { RunStore } from '../store/runs';
 import type { Config } from '../config';
 import { DEFAULT_EPISODE_OPTIONS, type EpisodeOptions } from '../workflows/episode';
-import { episodeWorkflowId, searchAttributes } from '../workflows/ids';
+import { episodeWorkflowId, outcomeKindAttribute, runAttributes, searchAttributes } from '../workflows/ids';
 import { TypedSearchAttributes } from '@temporalio/common';
 
 export interface EmitResult {
@@ -36,9 +36,8 @@ export async function startEpisode(
       workflowIdReusePolicy: reuse,
       workflowIdConflictPolicy: 'FAIL',
       typedSearchAttributes: new TypedSearchAttributes([
-        { key: searchAttributes.runId, value: outcome.runId },
-        { key: searchAttributes.teamId, value: outcome.teamId },
-        { key: searchAttributes.outcomeKind, value: outcome.kind },
+        ...runAttributes(outcome.runId, outcome.teamId),
+        { key: searchAttributes.outcomeKind, value: outcomeKindAttribute(outcome) },
       ]),
     });
     return true;

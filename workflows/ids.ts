@@ -1,7 +1,11 @@
 // Names shared by workflows, the worker and every client that starts or queries them.
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 
-/** Search attributes on every episode workflow, registered by the embedded stack (temporal-dev.yml). */
+/**
+ * Search attributes: FlowRunId and FlowTeamId on every workflow of a run (episodes, its health, its operator
+ * alerts), FlowOutcomeKind on episodes. Registered by the embedded stack; API and worker refuse a namespace
+ * without them (client/searchAttributes.ts).
+ */
 export const searchAttributes = {
   runId: defineSearchAttributeKey('FlowRunId', SearchAttributeType.KEYWORD),
   teamId: defineSearchAttributeKey('FlowTeamId', SearchAttributeType.KEYWORD),
@@ -17,3 +21,27 @@ export const HEALTH_OBSERVE_SIGNAL = 'observe';
 
 /** A router decision error's dispatch: the alert's claim key, so repeated reports meet the same workflow. */
 export const operatorAlertWorkflowId = (episodeKey: string): string => `ops|${episodeKey}`;
+
+/** FlowOutcomeKind: the outcome kind, with the pause told apart by its reason. */
+export function outcomeKindAttribute(outcome: {
+  kind: string;
+  pause?: { reason: 'human_input' | 'usage_park' | 'operator' };
+}): string {
+  if (outcome.kind !== 'run_paused') return outcome.kind;
+  switch (outcome.pause?.reason) {
+    case 'human_input':
+      return 'human_input_requested';
+    case 'usage_park':
+      return 'usage_parked';
+    case 'operator':
+      return 'soft_paused';
+    default:
+      return outcome.kind;
+  }
+}
+
+/** The run and team attributes every workflow of a run carries. */
+export const runAttributes = (runId: string, teamId: string) => [
+  { key: searchAttributes.runId, value: runId },
+  { key: searchAttributes.teamId, value: teamId },
+];

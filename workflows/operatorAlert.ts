@@ -17,7 +17,7 @@ import type { Activities } from '../activities';
 import { claimKeys } from '../domain/outcome';
 import type { OperatorAlert } from '../domain/ops';
 import { holder, quick, type BranchResult } from './common';
-import { operatorAlertWorkflowId } from './ids';
+import { operatorAlertWorkflowId, runAttributes } from './ids';
 
 /** Marks histories in which alerts are their own retrying workflows; older ones replay the inline dispatch. */
 export const OPS_ALERT_WORKFLOW_PATCH = 'ops-alert-own-workflow-retrying';
@@ -116,6 +116,7 @@ export async function handOffOperatorAlert(alert: OperatorAlert, wait: boolean):
       parentClosePolicy: ParentClosePolicy.ABANDON,
       // A closed dispatch may run again (its claim still dedupes); a running one is not doubled.
       workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+      typedSearchAttributes: runAttributes(alert.runId, alert.teamId),
     });
     return wait ? await child.result() : 'delivered';
   } catch (err) {
