@@ -2,7 +2,6 @@
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import { createActivities } from './activities';
-import { assertOperatorAlertsWired } from './activities/ops';
 import { assertSearchAttributes } from './client/searchAttributes';
 import { ensureSweepSchedule } from './client/schedules';
 import { ConfigError, loadConfigOrExit, type Config } from './config';
@@ -25,7 +24,6 @@ export const WORKFLOWS_PATH = require.resolve('./workflows');
 
 export async function createWorker(deps: WorkerDeps): Promise<Worker> {
   const { config } = deps;
-  assertOperatorAlertsWired(config, deps.stores.claims);
   await assertSearchAttributes(deps.client.connection, config.temporalNamespace);
   await ensureSweepSchedule(deps.client, config.temporalTaskQueue, config.sweepIntervalSeconds);
   return Worker.create({

@@ -10,7 +10,6 @@ import type { RunHealthStore } from '../store/runHealth';
 import type { RunStore } from '../store/runs';
 import { claimKeys } from '../domain/outcome';
 import { ApplicationFailure } from '@temporalio/activity';
-import { ConfigError } from '../config';
 
 export interface OpsDeps {
   runs: RunStore;
@@ -154,19 +153,4 @@ export function createOpsActivities(deps: OpsDeps) {
       await deps.runHealth.remove(runId);
     },
   };
-}
-
-/**
- * startOperatorAlerts' refusal: with the webhook set and no claim store wired, every replica and every sweep
- * would send each alert again, so start-up stops instead of half-working.
- */
-export function assertOperatorAlertsWired(
-  config: { opsAlertWebhookUrl?: string },
-  claims: ClaimStore | undefined,
-): void {
-  if (config.opsAlertWebhookUrl !== undefined && claims === undefined) {
-    throw new ConfigError(
-      'OPS_ALERT_WEBHOOK_URL is set but no claim store is wired: every replica would re-send each alert',
-    );
-  }
 }

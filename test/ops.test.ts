@@ -5,11 +5,9 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
-import { assertOperatorAlertsWired } from '../activities/ops';
 import type { ApiHandle } from '../api/server';
 import { createOutcomeEmitter, startEpisode } from '../client/emitter';
 import type { Config } from '../config';
-import { ConfigError } from '../config';
 import type { OperatorAlert } from '../domain/ops';
 import { buildRunOutcome } from '../domain/outcome';
 import { createRunEngine, type Caller } from '../engine/runEngine';
@@ -198,19 +196,6 @@ describe('operator family and run health', function () {
         webhook.answerAlways({ status: 204 });
       }
     }).timeout(60_000);
-
-    it('start-up refuses a webhook with no claim store, in one line naming the variable', () => {
-      assert.throws(
-        () => assertOperatorAlertsWired({ opsAlertWebhookUrl: 'https://ops.example.com/hook' }, undefined),
-        (err: unknown) =>
-          err instanceof ConfigError &&
-          /^OPS_ALERT_WEBHOOK_URL is set but no claim store is wired/.test(err.message),
-      );
-      assert.doesNotThrow(() => assertOperatorAlertsWired({}, undefined));
-      assert.doesNotThrow(() =>
-        assertOperatorAlertsWired({ opsAlertWebhookUrl: 'https://x' }, stores.claims),
-      );
-    });
   });
 
   describe('run health', () => {
