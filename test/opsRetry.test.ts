@@ -26,8 +26,15 @@ import {
 import { testConfig } from './support/stack';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-/** A router alert's workflow history as the dispatcher ran it before alerts retried on durable timers. */
-const OLD_FIXTURE = path.resolve(__dirname, 'fixtures/operator-alert-history-inline-retry.json');
+/**
+ * A router alert's history (first POST refused, the second through) per version: before alerts retried on
+ * durable timers, and now. RECORD_OPS_HISTORY=1 records the current one.
+ */
+const FIXTURES = [
+  'fixtures/operator-alert-history-inline-retry.json',
+  'fixtures/operator-alert-history-timers.json',
+].map((f) => path.resolve(__dirname, f));
+const CURRENT = FIXTURES[FIXTURES.length - 1];
 
 interface Suite {
   webhook: CallbackReceiver;
@@ -81,7 +88,6 @@ describe('operator alerts retry through webhook trouble', function () {
   before(async () => {
     s = await startSuite({ STALL_AFTER_SECONDS: '3', HEALTH_REAP_SECONDS: '3600', CLAIM_GRACE_SECONDS: '6' });
     if (process.env.RECORD_OPS_HISTORY === '1') {
-      // The old fixture: a router alert whose first POST got a 503, then went through.
       s.webhook.answer({ status: 503 });
       const alert = routeDecisionAlert(
         { runId: 'run_recorded', teamId: 'acme', decisionId: 'dec_1', error: { code: 'x', message: 'y' } },
@@ -93,7 +99,7 @@ describe('operator alerts retry through webhook trouble', function () {
         taskQueue: s.config.temporalTaskQueue,
         args: [alert],
       });
-      saveHistory(s.config, id, OLD_FIXTURE);
+      saveHistory(s.config, id, CURRENT);
       s.webhook.received.length = 0;
     }
   });
@@ -159,9 +165,11 @@ describe('operator alerts retry through webhook trouble', function () {
     for (const key of expected) assert.equal(await stores.claims.state(`ops|${key}`), 'delivered', key);
   }).timeout(120_000);
 
-  it('replays an alert history recorded before alerts retried on durable timers', async () => {
-    const history: unknown = JSON.parse(readFileSync(OLD_FIXTURE, 'utf8'));
-    await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, history);
+  it('replays recorded alert histories (inline retries, and durable timers) with the current code', async () => {
+    for (const fixture of FIXTURES) {
+      const history: unknown = JSON.parse(readFileSync(fixture, 'utf8'));
+      await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, history);
+    }
   });
 });
 
