@@ -84,6 +84,8 @@ export interface Config extends TemporalConnectionConfig {
   stallAfterSeconds: number;
   /** How long a terminal run's health state is kept before it is reaped. */
   healthReapSeconds: number;
+  /** How long an operator alert keeps retrying before it settles as given up. */
+  opsAlertRetryHours: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -113,6 +115,15 @@ function positiveCount(env: Env, name: string, fallback: number): number {
   if (raw === undefined) return fallback;
   if (!/^\d+$/.test(raw) || Number(raw) <= 0) {
     throw new ConfigError(`${name} must be a positive whole number, got "${raw}"`);
+  }
+  return Number(raw);
+}
+
+function positiveNumber(env: Env, name: string, fallback: number): number {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^\d+(\.\d+)?$/.test(raw) || Number(raw) <= 0) {
+    throw new ConfigError(`${name} must be a positive number, got "${raw}"`);
   }
   return Number(raw);
 }
@@ -338,6 +349,7 @@ export function loadConfig(env: Env = process.env): Config {
       limit: positiveCount(env, 'ROUTE_ERROR_LIMIT_PER_TEAM', 200),
       windowSeconds: positiveInt(env, 'ROUTE_ERROR_WINDOW_SECONDS', 3600),
     },
+    opsAlertRetryHours: positiveNumber(env, 'OPS_ALERT_RETRY_HOURS', 24),
   };
 }
 

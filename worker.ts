@@ -4,8 +4,8 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkflowBundle, type WorkflowBundleOption } from '@temporalio/worker';
 import { createActivities } from './activities';
-import { assertOperatorAlertsWired } from './activities/ops';
 import { temporalConnectionOptions } from './client/connection';
+import { assertSearchAttributes } from './client/searchAttributes';
 import { ensureSweepSchedule } from './client/schedules';
 import { ConfigError, loadConfigOrExit, type Config } from './config';
 import { pushSenderFor, type PushSender } from './net/pushSender';
@@ -44,7 +44,7 @@ function workflowCode(
 
 export async function createWorker(deps: WorkerDeps): Promise<Worker> {
   const { config } = deps;
-  assertOperatorAlertsWired(config, deps.stores.claims);
+  await assertSearchAttributes(deps.client.connection, config.temporalNamespace);
   await ensureSweepSchedule(deps.client, config.temporalTaskQueue, config.sweepIntervalSeconds);
   return Worker.create({
     connection: deps.connection,

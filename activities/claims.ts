@@ -6,6 +6,7 @@ export function createClaimActivities(deps: { claims: ClaimStore }) {
     tryMark: (key: string, holder: string) => deps.claims.tryMark(key, holder),
     markDelivered: (key: string, holder: string, result?: string) =>
       deps.claims.markDelivered(key, holder, result),
+    renewClaim: (key: string, holder: string) => deps.claims.renew(key, holder),
     unmark: (key: string, holder: string) => deps.claims.unmark(key, holder),
     wasDelivered: (key: string) => deps.claims.wasDelivered(key),
   };

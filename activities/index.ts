@@ -58,6 +58,10 @@ export function createActivities(deps: ActivityDeps) {
       runHealth: stores.runHealth,
       webhookUrl: config.opsAlertWebhookUrl,
       timeoutMs: OPS_WEBHOOK_TIMEOUT_MS,
+      retryHours: config.opsAlertRetryHours,
+      claimGraceSeconds: config.claimGraceSeconds,
+      stallAfterSeconds: config.stallAfterSeconds,
+      healthReapSeconds: config.healthReapSeconds,
       now,
     }),
     ...createSweepActivities({

@@ -1,6 +1,7 @@
 // The operator family's I/O: classify a failed run from the store, POST an alert to the operator webhook,
 // stamp the run's transition marker off a confirmed claim, and the run-health workflow's reads and writes.
 import type { HealthState } from '../domain/health';
+import type { HealthOptions } from '../workflows/health';
 import { runFailedAlert, type OperatorAlert } from '../domain/ops';
 import type { RunOutcome } from '../domain/outcome';
 import type { RunStatus } from '../domain/runStatus';
@@ -9,7 +10,6 @@ import type { RunHealthStore } from '../store/runHealth';
 import type { RunStore } from '../store/runs';
 import { claimKeys } from '../domain/outcome';
 import { ApplicationFailure } from '@temporalio/activity';
-import { ConfigError } from '../config';
 
 export interface OpsDeps {
   runs: RunStore;
@@ -18,7 +18,22 @@ export interface OpsDeps {
   /** Undefined: the operator family is off. */
   webhookUrl?: string;
   timeoutMs: number;
+  /** OPS_ALERT_RETRY_HOURS. */
+  retryHours: number;
+  /** CLAIM_GRACE_SECONDS: a retrying alert renews its claim well inside it. */
+  claimGraceSeconds: number;
+  /** STALL_AFTER_SECONDS and HEALTH_REAP_SECONDS: run health's settings are the worker's own. */
+  stallAfterSeconds: number;
+  healthReapSeconds: number;
   now: () => Date;
+}
+
+/** How an alert workflow retries, from the worker's own config (not from whoever started it). */
+export interface AlertRetrySettings {
+  /** Give up (settle gave_up) once the next wait would pass this long since the first attempt. */
+  retryForMs: number;
+  /** Backoff cap: min(600 s, claim grace / 3), so the claim is renewed well before it goes stale. */
+  maxWaitMs: number;
 }
 
 /** The dispatcher's claim on the alert: postOperatorAlert settles it as soon as the receiver took the alert. */
@@ -59,6 +74,29 @@ export function createOpsActivities(deps: OpsDeps) {
   }
 
   return {
+    async opsAlertSettings(): Promise<AlertRetrySettings> {
+      return {
+        retryForMs: Math.round(deps.retryHours * 3600_000),
+        maxWaitMs: Math.max(1000, Math.min(600_000, Math.floor((deps.claimGraceSeconds * 1000) / 3))),
+      };
+    },
+
+    /**
+     * Run health's settings: the worker's config and the run as persisted (its budget), never what the first
+     * process to signal the run happened to know.
+     */
+    async healthSettings(runId: string): Promise<{ options: HealthOptions; budgetLimit?: number }> {
+      const run = await deps.runs.getById(runId);
+      return {
+        options: {
+          stallAfterSeconds: deps.stallAfterSeconds,
+          reapAfterSeconds: deps.healthReapSeconds,
+          opsAlerts: deps.webhookUrl !== undefined,
+        },
+        ...(run?.budget ? { budgetLimit: run.budget.limit } : {}),
+      };
+    },
+
     /** classify, from the run as persisted now: undefined when the run owes the operator nothing. */
     async classifyFailedRun(outcome: RunOutcome): Promise<OperatorAlert | undefined> {
       if (!deps.webhookUrl || outcome.kind !== 'run_failed') return undefined;
@@ -115,19 +153,4 @@ export function createOpsActivities(deps: OpsDeps) {
       await deps.runHealth.remove(runId);
     },
   };
-}
-
-/**
- * startOperatorAlerts' refusal: with the webhook set and no claim store wired, every replica and every sweep
- * would send each alert again, so start-up stops instead of half-working.
- */
-export function assertOperatorAlertsWired(
-  config: { opsAlertWebhookUrl?: string },
-  claims: ClaimStore | undefined,
-): void {
-  if (config.opsAlertWebhookUrl !== undefined && claims === undefined) {
-    throw new ConfigError(
-      'OPS_ALERT_WEBHOOK_URL is set but no claim store is wired: every replica would re-send each alert',
-    );
-  }
 }

@@ -2,8 +2,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import { Client, Connection } from '@temporalio/client';
-import { loadConfigOrExit, type Config } from '../config';
+import { ConfigError, loadConfigOrExit, type Config } from '../config';
 import { temporalConnectionOptions } from '../client/connection';
+import { assertSearchAttributes } from '../client/searchAttributes';
 import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
 import { createHealthSignaler, healthOptions } from '../client/health';
 import { notifyOperator } from '../client/operator';
@@ -31,9 +32,15 @@ export interface ApiOptions {
 export async function startApi(config: Config, options: ApiOptions = {}): Promise<ApiHandle> {
   const log = options.log ?? ((line: string) => console.error(line));
   const pushSender = options.pushSender ?? pushSenderFor(config);
+  const connection = await Connection.connect(temporalConnectionOptions(config));
+  try {
+    await assertSearchAttributes(connection, config.temporalNamespace);
+  } catch (err) {
+    await connection.close();
+    throw err;
+  }
   const mongo: Mongo = await connectMongo(config.mongoUrl, config.mongoDb);
   await ensureAllIndexes(mongo.db);
-  const connection = await Connection.connect(temporalConnectionOptions(config));
   const client = new Client({ connection, namespace: config.temporalNamespace });
   const stores = createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds });
   const emitter = createOutcomeEmitter({
@@ -136,6 +143,10 @@ async function main(): Promise<void> {
 
 if (require.main === module) {
   main().catch((err) => {
+    if (err instanceof ConfigError) {
+      console.error(`flow-notify: configuration error: ${err.message}`);
+      process.exit(78);
+    }
     console.error(`flow-notify api: ${err instanceof Error ? err.message : String(err)}`);
     process.exit(1);
   });

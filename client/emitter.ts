@@ -9,6 +9,8 @@ import type { Config } from '../config';
 import {
   DEFAULT_EPISODE_OPTIONS,
   episodeWorkflowId,
+  outcomeKindAttribute,
+  runAttributes,
   searchAttributes,
   type EpisodeOptions,
 } from '../workflows/ids';
@@ -40,9 +42,8 @@ export async function startEpisode(
       workflowIdReusePolicy: reuse,
       workflowIdConflictPolicy: 'FAIL',
       typedSearchAttributes: new TypedSearchAttributes([
-        { key: searchAttributes.runId, value: outcome.runId },
-        { key: searchAttributes.teamId, value: outcome.teamId },
-        { key: searchAttributes.outcomeKind, value: outcome.kind },
+        ...runAttributes(outcome.runId, outcome.teamId),
+        { key: searchAttributes.outcomeKind, value: outcomeKindAttribute(outcome) },
       ]),
     });
     return true;

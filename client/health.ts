@@ -4,7 +4,8 @@ import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client
 import type { Config } from '../config';
 import type { ObservedEvent } from '../domain/health';
 import type { HealthInput, HealthOptions } from '../workflows/health';
-import { HEALTH_OBSERVE_SIGNAL, healthWorkflowId } from '../workflows/ids';
+import { HEALTH_OBSERVE_SIGNAL, healthWorkflowId, runAttributes } from '../workflows/ids';
+import { TypedSearchAttributes } from '@temporalio/common';
 
 export function healthOptions(
   config: Pick<Config, 'stallAfterSeconds' | 'healthReapSeconds' | 'opsAlertWebhookUrl'>,
@@ -22,6 +23,10 @@ function pick(data: Record<string, unknown> | undefined, keys: string[]): Record
 
 export type HealthSignaler = ReturnType<typeof createHealthSignaler>;
 
+/**
+ * The start arguments (options, budget) are only read by health histories from before the worker took its own
+ * settings; they are still passed so a worker not yet upgraded keeps working.
+ */
 export function createHealthSignaler(deps: { client: Client; taskQueue: string; options: HealthOptions }) {
   return {
     async observe(run: { _id: string; teamId: string; budget?: { limit: number } }, events: ObservedEvent[]) {
@@ -41,6 +46,7 @@ export function createHealthSignaler(deps: { client: Client; taskQueue: string; 
             args: [input],
             signal: HEALTH_OBSERVE_SIGNAL,
             signalArgs: [event],
+            typedSearchAttributes: new TypedSearchAttributes(runAttributes(run._id, run.teamId)),
             // A run whose health was reaped after it ended does not get a new one from a late event.
             workflowIdReusePolicy: 'REJECT_DUPLICATE',
           });

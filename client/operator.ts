@@ -2,7 +2,8 @@
 // decision alerts once however often it is reported (by the API or by a library caller).
 import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { routeDecisionAlert, type RouteDecisionError } from '../domain/ops';
-import { operatorAlertWorkflowId } from '../workflows/ids';
+import { operatorAlertWorkflowId, runAttributes } from '../workflows/ids';
+import { TypedSearchAttributes } from '@temporalio/common';
 
 export async function notifyOperator(
   client: Client,
@@ -19,6 +20,7 @@ export async function notifyOperator(
       // A closed dispatch may run again (its claim still dedupes); a running one is not doubled.
       workflowIdReusePolicy: 'ALLOW_DUPLICATE',
       workflowIdConflictPolicy: 'FAIL',
+      typedSearchAttributes: new TypedSearchAttributes(runAttributes(report.runId, report.teamId)),
     });
     return { episodeKey: alert.episodeKey, started: true };
   } catch (err) {

@@ -2,8 +2,8 @@
 // workflow feeds it; nothing here does I/O, so the same code is deterministic under replay.
 //
 //   active    liveness advancing, current node recorded          fires budget_warning, budget_exceeded
-//   paused    an intentional wait: no stall; only node_started,   fires nothing
-//             run_resumed or a terminal event moves it
+//   paused    an intentional wait: no stall; only node_started,   fires nothing (usage still counts; its
+//             run_resumed or a terminal event moves it             budget alerts come when it is active again)
 //   stalled   no liveness for stallAfter: stall once per episode; fires stall, then stall_recovered
 //             the next observed event of any kind clears it
 //   terminal  the run ended; reaped after a delay                (the run_failed alert is the episode's)
@@ -102,11 +102,20 @@ function budgetAlerts(state: HealthState): { state: HealthState; alerts: HealthA
   return { state: next, alerts };
 }
 
+export interface ObserveOptions {
+  /**
+   * Paused fires nothing: a usage event while paused counts its spend, and the budget alerts it earned come with
+   * the next event that makes the run active. Off for histories recorded before (they alerted while paused).
+   */
+  quietWhilePaused?: boolean;
+}
+
 /** Applies one observed event at workflow time `now`. */
 export function observe(
   state: HealthState,
   event: ObservedEvent,
   now: number,
+  options: ObserveOptions = {},
 ): { state: HealthState; alerts: HealthAlert[] } {
   if (state.phase === 'terminal' || NOT_PROGRESS.has(event.type)) return { state, alerts: [] };
   const alerts: HealthAlert[] = [];
@@ -126,10 +135,16 @@ export function observe(
   if (terminal)
     return { state: { ...next, phase: 'terminal', terminalAt: now, terminalStatus: terminal }, alerts };
 
+  let resumed = false;
   if (next.phase === 'paused') {
     // Only these end an intentional wait; anything else leaves the paused state untouched.
-    if (event.type === 'node_started' || event.type === 'run_resumed') next = { ...next, phase: 'active' };
-    else if (event.type !== 'usage') return { state: next, alerts };
+    if (event.type === 'node_started' || event.type === 'run_resumed') {
+      next = { ...next, phase: 'active' };
+      resumed = true;
+    } else if (event.type === 'usage' && options.quietWhilePaused) {
+      if (typeof event.data?.spent === 'number') next = { ...next, spent: event.data.spent };
+      return { state: next, alerts };
+    } else if (event.type !== 'usage') return { state: next, alerts };
   } else if (PAUSING.has(event.type)) {
     return { state: { ...next, phase: 'paused', lastLivenessAt: now }, alerts };
   }
@@ -139,6 +154,11 @@ export function observe(
     next = { ...next, currentNode: event.data.node };
   if (event.type === 'usage' && typeof event.data?.spent === 'number') {
     const budget = budgetAlerts({ ...next, spent: event.data.spent });
+    next = budget.state;
+    alerts.push(...budget.alerts);
+  } else if (resumed && options.quietWhilePaused) {
+    // What was spent while paused, alerted now that the run is active again.
+    const budget = budgetAlerts(next);
     next = budget.state;
     alerts.push(...budget.alerts);
   }

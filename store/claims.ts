@@ -95,6 +95,18 @@ export function createClaimStore(db: Db, { graceSeconds, now = () => new Date() 
       return update.matchedCount === 1;
     },
 
+    /**
+     * Keeps a pending claim in hand for another grace (a holder that retries for hours). False when holder no
+     * longer holds it pending (taken over, or settled).
+     */
+    async renew(key: string, holder: string): Promise<boolean> {
+      const update = await claims.updateOne(
+        { _id: key, holder, delivered: false },
+        { $set: { sent_at: now() } },
+      );
+      return update.matchedCount === 1;
+    },
+
     /** Releases a pending claim so the sweep (or another replica) may try again. Never undoes a delivery. */
     async unmark(key: string, holder: string): Promise<void> {
       await claims.deleteOne({ _id: key, holder, delivered: false });

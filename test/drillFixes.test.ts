@@ -70,6 +70,10 @@ describe('drill fixes', function () {
         runHealth: stores.runHealth,
         webhookUrl: webhook.url,
         timeoutMs: 5000,
+        retryHours: 24,
+        claimGraceSeconds: 300,
+        stallAfterSeconds: 900,
+        healthReapSeconds: 1800,
         now: () => new Date(),
       });
       const alert = alertFor(`twice_${Date.now()}`);
@@ -112,7 +116,8 @@ describe('drill fixes', function () {
           args: [alert],
         });
         assert.equal(result, 'delivered');
-        assert.equal(attempts, 2, 'Temporal retried the activity');
+        // The attempt settled the claim before it died: the dispatcher finds it settled instead of posting again.
+        assert.equal(attempts, 1, 'no second attempt was needed');
         assert.equal(alertsFor(alert.episodeKey).length, 1, 'the operator got the alert once');
       } finally {
         worker.shutdown();

@@ -17,7 +17,8 @@ import { testConfig } from './support/stack';
 const FIXTURES = {
   'scheduled quick calls (before LOCAL_QUICK_PATCH)': 'fixtures/episode-history.json',
   'local quick calls, episode record written first': 'fixtures/episode-history-local-record-first.json',
-  'local quick calls (current)': 'fixtures/episode-history-local.json',
+  'local quick calls': 'fixtures/episode-history-local.json',
+  'operator alert in its own retrying workflow (current)': 'fixtures/episode-history-ops-workflow.json',
 };
 
 /** Histories of other paths, each recorded before the patched() change that guards the path. */
@@ -27,7 +28,7 @@ const PATH_FIXTURES = {
   'a push released while the callback retried, before RELEASED_PUSH_RETRIED_PATCH':
     'fixtures/episode-history-push-released-callback-retrying.json',
 };
-const CURRENT = path.resolve(__dirname, FIXTURES['local quick calls (current)']);
+const CURRENT = path.resolve(__dirname, FIXTURES['operator alert in its own retrying workflow (current)']);
 
 async function recordEpisodeHistory(): Promise<void> {
   const push = await startPushService();

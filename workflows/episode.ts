@@ -9,7 +9,7 @@ import { holder, quick, type BranchResult } from './common';
 import { DEFAULT_EPISODE_OPTIONS, type EpisodeOptions } from './ids';
 
 export type { BranchResult };
-import { dispatchOperatorAlert } from './operatorAlert';
+import { sendOperatorAlert } from './operatorAlert';
 
 // A fan-out heartbeats after every accepted send; a worker that dies mid fan-out is noticed within the
 // heartbeat timeout and the retry skips the endpoints already reached.
@@ -105,12 +105,15 @@ async function callbackBranch(outcome: RunOutcome, options: EpisodeOptions): Pro
   }
 }
 
-/** The operator alert for a failed run (classify reads the run as persisted now). */
+/**
+ * The operator alert for a failed run (classify reads the run as persisted now), handed to its own retrying
+ * ops| workflow; the branch reports how it ended.
+ */
 async function opsBranch(outcome: RunOutcome): Promise<BranchResult> {
   if (outcome.kind !== 'run_failed') return 'not_owed';
   const alert = await quick.classifyFailedRun(outcome);
   if (!alert) return 'not_owed';
-  return dispatchOperatorAlert(alert);
+  return sendOperatorAlert(alert, true);
 }
 
 /**

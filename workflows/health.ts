@@ -1,7 +1,14 @@
 // One run's health, fed by 'observe' signals from every process that sees the run's events (the API's event
 // route and engine operations, the runner CLI). Durable timers raise stalls even across worker restarts; each
 // alert goes through the operator dispatcher under its own claim; continue-as-new keeps the history bounded.
-import { condition, continueAsNew, defineSignal, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  condition,
+  continueAsNew,
+  defineSignal,
+  patched,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
 import {
   fireStall,
   initialHealth,
@@ -12,7 +19,7 @@ import {
 } from '../domain/health';
 import { healthAlert } from '../domain/ops';
 import { quick } from './common';
-import { dispatchOperatorAlert } from './operatorAlert';
+import { sendOperatorAlert } from './operatorAlert';
 
 export const observeSignal = defineSignal<[ObservedEvent]>('observe');
 
@@ -24,10 +31,21 @@ export interface HealthOptions {
   opsAlerts: boolean;
 }
 
+/**
+ * Marks histories whose settings come from the worker (config and the persisted run) and whose paused runs
+ * fire no budget alerts; older histories replay with the first signaller's input and the old paused rule.
+ */
+export const HEALTH_SETTINGS_PATCH = 'health-settings-from-worker';
+
+/** How often a run that keeps reporting usage has its settings (its budget) read again. */
+const SETTINGS_REFRESH_MS = 60_000;
+
 export interface HealthInput {
   runId: string;
   teamId: string;
+  /** Read by histories before HEALTH_SETTINGS_PATCH only: now the run document's budget counts. */
   budgetLimit?: number;
+  /** Read by histories before HEALTH_SETTINGS_PATCH only: now the worker's own config counts. */
   options: HealthOptions;
   /** Carried over by continue-as-new. */
   state?: HealthState;
@@ -37,8 +55,18 @@ export interface HealthInput {
 const SIGNALS_PER_RUN = 500;
 
 export async function runHealthWorkflow(input: HealthInput): Promise<HealthState> {
-  const { options } = input;
+  let { options } = input;
   let state = input.state ?? initialHealth(input, Date.now());
+  const fromWorker = patched(HEALTH_SETTINGS_PATCH);
+  let settingsAt = 0;
+  const refreshSettings = async (): Promise<void> => {
+    const settings = await quick.healthSettings(state.runId);
+    options = settings.options;
+    const { budgetLimit: _old, ...rest } = state;
+    state = settings.budgetLimit === undefined ? rest : { ...rest, budgetLimit: settings.budgetLimit };
+    settingsAt = Date.now();
+  };
+  if (fromWorker) await refreshSettings();
   const inbox: ObservedEvent[] = [];
   setHandler(observeSignal, (event) => void inbox.push(event));
   let handled = 0;
@@ -59,8 +87,15 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
 
     const alerts = [];
     if (arrived) {
+      // A run still reporting usage gets its budget read again now and then (newer facts win).
+      if (
+        fromWorker &&
+        Date.now() - settingsAt > SETTINGS_REFRESH_MS &&
+        inbox.some((e) => e.type === 'usage')
+      )
+        await refreshSettings();
       while (inbox.length) {
-        const result = observe(state, inbox.shift()!, Date.now());
+        const result = observe(state, inbox.shift()!, Date.now(), { quietWhilePaused: fromWorker });
         state = result.state;
         alerts.push(...result.alerts);
         handled++;
@@ -83,8 +118,9 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
     await quick.saveHealth(state);
     if (options.opsAlerts) {
       const at = new Date(Date.now()).toISOString();
+      // Each alert retries in its own workflow: the health loop waits only for its start, never its delivery.
       for (const alert of alerts)
-        await dispatchOperatorAlert(healthAlert(alert, state.runId, state.teamId, at));
+        await sendOperatorAlert(healthAlert(alert, state.runId, state.teamId, at), false);
     }
 
     if (

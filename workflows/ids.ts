@@ -2,7 +2,11 @@
 // imports workflow code, so a client (the API process) loads no workflow module.
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 
-/** Search attributes on every episode workflow, registered by the embedded stack (temporal-dev.yml). */
+/**
+ * Search attributes: FlowRunId and FlowTeamId on every workflow of a run (episodes, its health, its operator
+ * alerts), FlowOutcomeKind on episodes. Registered by the embedded stack; API and worker refuse a namespace
+ * without them (client/searchAttributes.ts).
+ */
 export const searchAttributes = {
   runId: defineSearchAttributeKey('FlowRunId', SearchAttributeType.KEYWORD),
   teamId: defineSearchAttributeKey('FlowTeamId', SearchAttributeType.KEYWORD),
@@ -18,6 +22,30 @@ export const HEALTH_OBSERVE_SIGNAL = 'observe';
 
 /** A router decision error's dispatch: the alert's claim key, so repeated reports meet the same workflow. */
 export const operatorAlertWorkflowId = (episodeKey: string): string => `ops|${episodeKey}`;
+
+/** FlowOutcomeKind: the outcome kind, with the pause told apart by its reason. */
+export function outcomeKindAttribute(outcome: {
+  kind: string;
+  pause?: { reason: 'human_input' | 'usage_park' | 'operator' };
+}): string {
+  if (outcome.kind !== 'run_paused') return outcome.kind;
+  switch (outcome.pause?.reason) {
+    case 'human_input':
+      return 'human_input_requested';
+    case 'usage_park':
+      return 'usage_parked';
+    case 'operator':
+      return 'soft_paused';
+    default:
+      return outcome.kind;
+  }
+}
+
+/** The run and team attributes every workflow of a run carries. */
+export const runAttributes = (runId: string, teamId: string) => [
+  { key: searchAttributes.runId, value: runId },
+  { key: searchAttributes.teamId, value: teamId },
+];
 
 export interface EpisodeOptions {
   /** Waits between callback attempts (CALLBACK_RETRY_SECONDS): n waits → n + 1 attempts. */

@@ -1,12 +1,28 @@
-// The operator dispatcher: every operator alert (failed run, router decision error, run health) goes through
-// here, under its own ops|<episodeKey> claim, so each is sent once however often it is raised.
-import { proxyActivities } from '@temporalio/workflow';
+// The operator dispatcher: every operator alert (failed run, router decision error, run health) goes out under
+// its own ops|<episodeKey> claim, so each is sent once however often it is raised. Each alert is its own
+// workflow (id ops|<episodeKey>) that retries on durable timers for OPS_ALERT_RETRY_HOURS, its claim kept
+// pending and renewed meanwhile, then settles gave_up with the reason: a webhook outage of minutes or hours
+// loses nothing, and a worker killed meanwhile resumes the schedule where it was.
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  ParentClosePolicy,
+  patched,
+  proxyActivities,
+  sleep,
+  startChild,
+} from '@temporalio/workflow';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { Activities } from '../activities';
 import { claimKeys } from '../domain/outcome';
 import type { OperatorAlert } from '../domain/ops';
 import { holder, quick, type BranchResult } from './common';
+import { operatorAlertWorkflowId, runAttributes } from './ids';
 
-// About 15 seconds of retries, then the claim is released: the sweep carries on at its own cadence.
+/** Marks histories in which alerts are their own retrying workflows; older ones replay the inline dispatch. */
+export const OPS_ALERT_WORKFLOW_PATCH = 'ops-alert-own-workflow-retrying';
+
+// Before OPS_ALERT_WORKFLOW_PATCH: about 15 seconds of retries, then the claim was released.
 const webhook = proxyActivities<Activities>({
   startToCloseTimeout: '30 seconds',
   retry: {
@@ -17,6 +33,15 @@ const webhook = proxyActivities<Activities>({
   },
 });
 
+// One POST per call: the schedule between attempts is the workflow's (durable timers).
+const webhookOnce = proxyActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { maximumAttempts: 1 },
+});
+
+const FIRST_WAIT_MS = 2000;
+
+/** The inline dispatch that histories recorded before OPS_ALERT_WORKFLOW_PATCH replay. */
 export async function dispatchOperatorAlert(alert: OperatorAlert): Promise<BranchResult> {
   const key = claimKeys.ops(alert.episodeKey);
   const me = holder();
@@ -34,7 +59,73 @@ export async function dispatchOperatorAlert(alert: OperatorAlert): Promise<Branc
   return 'delivered';
 }
 
-/** A router decision error: its own workflow, id = ops|<episodeKey>, so repeated reports are one dispatch. */
+function failureReason(err: unknown): { reason: string; final: boolean } {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  const final = cause instanceof ApplicationFailure && cause.nonRetryable === true;
+  return { reason: cause instanceof Error ? cause.message : String(cause), final };
+}
+
+/** The alert, retried with backoff (2 s, doubling, capped) until it goes through or the retry window ends. */
+async function dispatchRetrying(alert: OperatorAlert): Promise<BranchResult> {
+  const key = claimKeys.ops(alert.episodeKey);
+  const me = holder();
+  if (!(await quick.tryMark(key, me))) return 'claimed_elsewhere';
+  const { retryForMs, maxWaitMs } = await quick.opsAlertSettings();
+  const giveUpAt = Date.now() + retryForMs;
+  for (let wait = FIRST_WAIT_MS; ; wait = Math.min(wait * 2, maxWaitMs)) {
+    let failure: { reason: string; final: boolean };
+    try {
+      // Settled by the activity itself right after the 2xx; a repeat checks the claim before sending.
+      await webhookOnce.postOperatorAlert(alert, { key, holder: me });
+      if (await quick.markDelivered(key, me)) await quick.stampOpsMarker(alert);
+      return 'delivered';
+    } catch (err) {
+      failure = failureReason(err);
+    }
+    if (failure.final || Date.now() + wait > giveUpAt) {
+      await quick.markDelivered(key, me, `gave_up: ${failure.reason}`);
+      return 'gave_up';
+    }
+    // Still in hand: the sweep and other replicas keep off while this schedule runs.
+    if (!(await quick.renewClaim(key, me))) {
+      // Not pending under us any more: either our attempt settled it after the 2xx and then failed to report
+      // (a worker lost at that moment), or another holder took it over.
+      if (!(await quick.markDelivered(key, me))) return 'claimed_elsewhere';
+      await quick.stampOpsMarker(alert);
+      return 'delivered';
+    }
+    await sleep(wait);
+  }
+}
+
+/** One alert: its own workflow, id = ops|<episodeKey>, so repeated reports are one dispatch. */
 export async function operatorAlertWorkflow(alert: OperatorAlert): Promise<BranchResult> {
-  return dispatchOperatorAlert(alert);
+  return patched(OPS_ALERT_WORKFLOW_PATCH) ? dispatchRetrying(alert) : dispatchOperatorAlert(alert);
+}
+
+/**
+ * Hands an alert to its own workflow, abandoned by this one's close (continue-as-new, a reset or termination
+ * leaves it running). `wait`: the caller takes the alert's result; otherwise only its start. An alert already
+ * in flight under the same id is another dispatch of the same alert: claimed elsewhere.
+ */
+export async function handOffOperatorAlert(alert: OperatorAlert, wait: boolean): Promise<BranchResult> {
+  try {
+    const child = await startChild(operatorAlertWorkflow, {
+      workflowId: operatorAlertWorkflowId(alert.episodeKey),
+      args: [alert],
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+      // A closed dispatch may run again (its claim still dedupes); a running one is not doubled.
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+      typedSearchAttributes: runAttributes(alert.runId, alert.teamId),
+    });
+    return wait ? await child.result() : 'delivered';
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) return 'claimed_elsewhere';
+    throw err;
+  }
+}
+
+/** The dispatch for this history: a retrying alert workflow, or the inline one histories before it recorded. */
+export function sendOperatorAlert(alert: OperatorAlert, wait: boolean): Promise<BranchResult> {
+  return patched(OPS_ALERT_WORKFLOW_PATCH) ? handOffOperatorAlert(alert, wait) : dispatchOperatorAlert(alert);
 }

@@ -1,0 +1,129 @@
+// Run health takes its configuration from the worker's config and the persisted run, whoever signals first,
+// and a paused run fires no budget alerts: its spend counts, and the alerts come with the next active event.
+// Real servers; the operator webhook is a loopback receiver.
+import assert from 'node:assert/strict';
+import type { Client } from '@temporalio/client';
+import type { ApiHandle } from '../api/server';
+import { createHealthSignaler } from '../client/health';
+import type { Config } from '../config';
+import type { OperatorAlert } from '../domain/ops';
+import { createRunEngine } from '../engine/runEngine';
+import type { Stores } from '../store';
+import type { Mongo } from '../store/mongo';
+import { CallbackReceiver } from './support/callbackReceiver';
+import {
+  ApiClient,
+  openStores,
+  startTestApi,
+  startTestWorker,
+  temporalClient,
+  type RunningWorker,
+} from './support/harness';
+import { testConfig } from './support/stack';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('run-health configuration', function () {
+  let webhook: CallbackReceiver;
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let worker: RunningWorker;
+  let api: ApiHandle;
+  let alice: ApiClient;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  const caller = { userId: 'alice', teamId: 'acme' };
+
+  before(async () => {
+    webhook = await CallbackReceiver.start();
+    config = testConfig({
+      OPS_ALERT_WEBHOOK_URL: webhook.url,
+      STALL_AFTER_SECONDS: '2',
+      HEALTH_REAP_SECONDS: '3600',
+      SWEEP_INTERVAL_SECONDS: '3600',
+    });
+    ({ mongo, stores } = await openStores(config));
+    worker = await startTestWorker(config, stores);
+    const started = await startTestApi(config);
+    api = started.api;
+    alice = started.client.as('alice', 'acme');
+    ({ client, close: closeClient } = await temporalClient(config));
+  });
+  after(async () => {
+    await api?.close();
+    await worker?.stop();
+    await closeClient?.();
+    await mongo?.client.close();
+    await webhook?.close();
+  });
+
+  const alertsOf = (runId: string, kind?: string): OperatorAlert[] =>
+    webhook.received
+      .map((r) => JSON.parse(r.body) as OperatorAlert)
+      .filter((a) => a.runId === runId && (!kind || a.kind === kind));
+  async function until(what: string, check: () => boolean, timeoutMs = 15_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!check()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await sleep(100);
+    }
+  }
+  /** A run written without telling health (as a runner pod's run would be), then signalled by `signaler`. */
+  async function quietRun(body: { budget?: { limit: number } } = {}) {
+    const silent = createRunEngine({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
+    return silent.create(caller, { title: 'Runner-first', ...body });
+  }
+
+  it('a runner that signals first (no budget in hand) does not cost the run its budget alerts', async () => {
+    const run = await quietRun({ budget: { limit: 10 } });
+    // The runner CLI's signaler knows only the run and team (emitFromRunner), as it always did.
+    const runner = createHealthSignaler({
+      client,
+      taskQueue: config.temporalTaskQueue,
+      options: { stallAfterSeconds: 3600, reapAfterSeconds: 3600, opsAlerts: true },
+    });
+    await runner.observe({ _id: run._id, teamId: run.teamId }, [
+      { type: 'node_started', data: { node: 'a' } },
+    ]);
+    await alice.post(`/api/v1/runs/${run._id}/events`, { type: 'usage', spent: 12 });
+    await until('budget alerts', () => alertsOf(run._id, 'budget_exceeded').length === 1);
+    assert.equal(alertsOf(run._id, 'budget_warning').length, 1);
+  });
+
+  it("the stall time is the worker's, not the first signaller's", async () => {
+    const run = await quietRun();
+    const other = createHealthSignaler({
+      client,
+      taskQueue: config.temporalTaskQueue,
+      options: { stallAfterSeconds: 3600, reapAfterSeconds: 3600, opsAlerts: true },
+    });
+    await other.observe({ _id: run._id, teamId: run.teamId }, [
+      { type: 'node_started', data: { node: 'a' } },
+    ]);
+    await until('a stall after the worker’s 2 s', () => alertsOf(run._id, 'stall').length === 1, 10_000);
+  });
+
+  it('a paused run fires no budget alert; its spend counts and the alerts come with the next active event', async () => {
+    const created = await alice.post('/api/v1/runs', { title: 'Spender', budget: { limit: 10 } });
+    const id = created.body.id as string;
+    await alice.post(`/api/v1/runs/${id}/events`, { type: 'usage', spent: 5 });
+    assert.equal((await alice.post(`/api/v1/runs/${id}/soft-pause`)).status, 200);
+    await alice.post(`/api/v1/runs/${id}/events`, { type: 'usage', spent: 12 });
+    await sleep(2500);
+    assert.deepEqual(
+      alertsOf(id).map((a) => a.kind),
+      [],
+      'paused fires nothing',
+    );
+    const health = await alice.get(`/api/v1/runs/${id}/health`);
+    assert.equal(health.body.phase, 'paused');
+    assert.equal(health.body.spent, 12, 'the spend still counts');
+    assert.equal((await alice.post(`/api/v1/runs/${id}/resume`)).status, 200);
+    await until('budget alerts on resume', () => alertsOf(id, 'budget_exceeded').length === 1);
+    await sleep(500);
+    assert.equal(alertsOf(id, 'budget_warning').length, 1);
+    assert.equal(alertsOf(id, 'budget_exceeded').length, 1);
+    assert.deepEqual(alertsOf(id, 'budget_exceeded')[0].detail, { spent: 12, limit: 10 });
+  });
+});

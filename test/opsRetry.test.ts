@@ -1,0 +1,209 @@
+// Operator alerts outlast webhook trouble: each alert is its own ops|<key> workflow that retries on durable
+// timers for OPS_ALERT_RETRY_HOURS with its claim kept pending and renewed, then settles gave_up with the reason.
+// Real servers; the operator webhook is a loopback receiver that answers 503 for a while.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import { Worker } from '@temporalio/worker';
+import type { ApiHandle } from '../api/server';
+import type { Config } from '../config';
+import { routeDecisionAlert, type OperatorAlert } from '../domain/ops';
+import type { Stores } from '../store';
+import type { Mongo } from '../store/mongo';
+import { operatorAlertWorkflowId } from '../workflows/ids';
+import { WORKFLOWS_PATH } from '../worker';
+import { CallbackReceiver } from './support/callbackReceiver';
+import {
+  ApiClient,
+  openStores,
+  saveHistory,
+  startTestApi,
+  startTestWorker,
+  temporalClient,
+  type RunningWorker,
+} from './support/harness';
+import { testConfig } from './support/stack';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/**
+ * A router alert's history (first POST refused, the second through) per version: before alerts retried on
+ * durable timers, and now. RECORD_OPS_HISTORY=1 records the current one.
+ */
+const FIXTURES = [
+  'fixtures/operator-alert-history-inline-retry.json',
+  'fixtures/operator-alert-history-timers.json',
+].map((f) => path.resolve(__dirname, f));
+const CURRENT = FIXTURES[FIXTURES.length - 1];
+
+interface Suite {
+  webhook: CallbackReceiver;
+  config: Config;
+  mongo: Mongo;
+  stores: Stores;
+  worker: RunningWorker;
+  api: ApiHandle;
+  alice: ApiClient;
+  client: Client;
+  closeClient: () => Promise<void>;
+}
+
+async function startSuite(overrides: Record<string, string>): Promise<Suite> {
+  const webhook = await CallbackReceiver.start();
+  const config = testConfig({
+    OPS_ALERT_WEBHOOK_URL: webhook.url,
+    SWEEP_INTERVAL_SECONDS: '3600',
+    ...overrides,
+  });
+  const { mongo, stores } = await openStores(config);
+  const worker = await startTestWorker(config, stores);
+  const started = await startTestApi(config);
+  const { client, close } = await temporalClient(config);
+  return {
+    webhook,
+    config,
+    mongo,
+    stores,
+    worker,
+    api: started.api,
+    alice: started.client.as('alice', 'acme'),
+    client,
+    closeClient: close,
+  };
+}
+
+async function stopSuite(s: Suite | undefined): Promise<void> {
+  await s?.api.close();
+  await s?.worker.stop();
+  await s?.closeClient();
+  await s?.mongo.client.close();
+  await s?.webhook.close();
+}
+
+const alertsIn = (webhook: CallbackReceiver, since = 0) =>
+  webhook.received.filter((r) => r.at.getTime() >= since).map((r) => JSON.parse(r.body) as OperatorAlert);
+
+describe('operator alerts retry through webhook trouble', function () {
+  let s: Suite;
+  before(async () => {
+    s = await startSuite({ STALL_AFTER_SECONDS: '3', HEALTH_REAP_SECONDS: '3600', CLAIM_GRACE_SECONDS: '6' });
+    if (process.env.RECORD_OPS_HISTORY === '1') {
+      s.webhook.answer({ status: 503 });
+      const alert = routeDecisionAlert(
+        { runId: 'run_recorded', teamId: 'acme', decisionId: 'dec_1', error: { code: 'x', message: 'y' } },
+        new Date().toISOString(),
+      );
+      const id = operatorAlertWorkflowId(alert.episodeKey);
+      await s.client.workflow.execute('operatorAlertWorkflow', {
+        workflowId: id,
+        taskQueue: s.config.temporalTaskQueue,
+        args: [alert],
+      });
+      saveHistory(s.config, id, CURRENT);
+      s.webhook.received.length = 0;
+    }
+  });
+  after(() => stopSuite(s));
+
+  it('the receiver answers 503 for 25 s, then 200: every alert (stall, stall_recovered, budget, router, failed run) arrives exactly once', async () => {
+    const { webhook, alice, stores } = s;
+    webhook.answerAlways({ status: 503 });
+    const outageStart = Date.now();
+    const newRun = async (body: Record<string, unknown> = {}) => {
+      const created = await alice.post('/api/v1/runs', { title: 'Outage', ...body });
+      assert.equal(created.status, 201, created.text);
+      return created.body.id as string;
+    };
+    const spender = await newRun({ budget: { limit: 10 } });
+    await alice.post(`/api/v1/runs/${spender}/events`, { type: 'usage', spent: 9 });
+    await alice.post(`/api/v1/runs/${spender}/events`, { type: 'usage', spent: 12 });
+    await alice.post(`/api/v1/runs/${spender}/complete`, { finalAnswer: 'done' });
+    const staller = await newRun();
+    await alice.post(`/api/v1/runs/${staller}/events`, { type: 'node_started', node: 'plan' });
+    const router = await newRun();
+    const routed = await alice.post(`/api/v1/runs/${router}/route-decision-errors`, {
+      decisionId: 'dec_1',
+      error: { code: 'no_route', message: 'nothing matched' },
+    });
+    assert.equal(routed.status, 202);
+    await alice.post(`/api/v1/runs/${router}/fail`, { error: { code: 'oom', message: 'killed' } });
+    // The staller stalls (3 s), then recovers while the webhook is still down.
+    while (!alertsIn(webhook).some((a) => a.runId === staller && a.kind === 'stall')) {
+      assert.ok(Date.now() - outageStart < 15_000, 'the stall was not even tried');
+      await sleep(200);
+    }
+    await alice.post(`/api/v1/runs/${staller}/events`, { type: 'node_started', node: 'write' });
+    await alice.post(`/api/v1/runs/${staller}/complete`, { finalAnswer: 'ok' });
+
+    const routerKey = `ops|route:${router}:dec_1`;
+    await sleep(Math.max(0, outageStart + 20_000 - Date.now()));
+    assert.equal(await stores.claims.state(routerKey), 'pending', 'still in hand while it retries');
+    assert.ok(await stores.claims.isMarked(routerKey), 'renewed: past the 6 s grace it still shields');
+
+    await sleep(Math.max(0, outageStart + 25_000 - Date.now()));
+    const recovered = Date.now();
+    webhook.answerAlways({ status: 204 });
+
+    const expected = [
+      `health:${spender}:budget_warning`,
+      `health:${spender}:budget_exceeded`,
+      `health:${staller}:stall:1`,
+      `health:${staller}:stall_recovered:1`,
+      `route:${router}:dec_1`,
+      `${router}:end`,
+    ];
+    const tried = () => new Set(alertsIn(webhook).map((a) => a.episodeKey));
+    const delivered = () => alertsIn(webhook, recovered).map((a) => a.episodeKey);
+    for (const key of expected) assert.ok(tried().has(key), `${key} was never tried during the outage`);
+    const deadline = Date.now() + 30_000;
+    while ([...tried()].some((k) => !delivered().includes(k)) && Date.now() < deadline) await sleep(200);
+    await sleep(5000); // nothing more may come
+    const counts: Record<string, number> = {};
+    for (const key of delivered()) counts[key] = (counts[key] ?? 0) + 1;
+    for (const key of tried())
+      assert.equal(counts[key], 1, `${key} after the outage: ${JSON.stringify(counts)}`);
+    for (const key of expected) assert.equal(await stores.claims.state(`ops|${key}`), 'delivered', key);
+  }).timeout(120_000);
+
+  it('replays recorded alert histories (inline retries, and durable timers) with the current code', async () => {
+    for (const fixture of FIXTURES) {
+      const history: unknown = JSON.parse(readFileSync(fixture, 'utf8'));
+      await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, history);
+    }
+  });
+});
+
+describe('an operator alert past its retry window', function () {
+  let s: Suite;
+  // 0.002 h = 7.2 s; waits capped at 2 s (claim grace 6 s / 3): attempts at 0, 2, 4 and 6 s, then it gives up.
+  before(async () => (s = await startSuite({ OPS_ALERT_RETRY_HOURS: '0.002', CLAIM_GRACE_SECONDS: '6' })));
+  after(() => stopSuite(s));
+
+  it('settles gave_up with the reason, and a later report of it sends nothing', async () => {
+    s.webhook.answerAlways({ status: 503 });
+    const alert = routeDecisionAlert(
+      {
+        runId: `run_gone_${Date.now()}`,
+        teamId: 'acme',
+        decisionId: 'd',
+        error: { code: 'x', message: 'y' },
+      },
+      new Date().toISOString(),
+    );
+    const run = () =>
+      s.client.workflow.execute('operatorAlertWorkflow', {
+        workflowId: operatorAlertWorkflowId(alert.episodeKey),
+        taskQueue: s.config.temporalTaskQueue,
+        args: [alert],
+      });
+    assert.equal(await run(), 'gave_up');
+    assert.equal(s.webhook.received.length, 4, 'attempts at 0, 2, 4 and 6 s');
+    assert.deepEqual(await s.stores.claims.describe(`ops|${alert.episodeKey}`), {
+      state: 'delivered',
+      result: 'gave_up: operator webhook answered 503',
+    });
+    s.webhook.answerAlways({ status: 204 });
+    assert.equal(await run(), 'claimed_elsewhere');
+    assert.equal(s.webhook.received.length, 4);
+  }).timeout(60_000);
+});
