@@ -15,6 +15,7 @@ import type { PushPayload } from '../domain/push';
 import {
   checkCallbackTarget,
   pinnedLookup,
+  postPinned,
   ResolverUnavailableError,
   TargetRefusedError,
   type CheckedTarget,
@@ -58,6 +59,7 @@ export interface PushSenderOptions {
   lookup?: HostLookup;
   /** Extra CA certificates (a test push service's). */
   ca?: string;
+  /** One exchange, connect to last byte of the answer. Default 5 s. */
   timeoutMs?: number;
   maxAttempts?: number;
   /** A Retry-After longer than this is not waited for inside one delivery: the endpoint counts as failed. */
@@ -65,6 +67,18 @@ export interface PushSenderOptions {
   sleep?: (ms: number) => Promise<void>;
   now?: () => number;
 }
+
+/** What a send reports as it goes, so a caller can tell a slow send from a wedged one. */
+export interface SendHooks {
+  /** Called after each attempt settles and every few seconds of a wait between attempts. */
+  onProgress?: () => void;
+}
+
+export const DEFAULT_PUSH_TIMEOUT_MS = 5_000;
+/** A push service's answer carries nothing we use beyond the status line and headers. */
+export const MAX_PUSH_RESPONSE_BYTES = 4 * 1024;
+/** Waits inside one send are cut into slices this long, each reported as progress. */
+const PROGRESS_SLICE_MS = 2_000;
 
 const VAPID_LIFETIME_S = 12 * 3600;
 const VAPID_REFRESH_BEFORE_S = 3600;
@@ -80,7 +94,7 @@ export type PushSender = ReturnType<typeof createPushSender>;
 export function createPushSender(options: PushSenderOptions) {
   const now = options.now ?? Date.now;
   const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
-  const timeoutMs = options.timeoutMs ?? 10_000;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_PUSH_TIMEOUT_MS;
   const maxAttempts = options.maxAttempts ?? 3;
   const maxRetryAfterMs = options.maxRetryAfterMs ?? 30_000;
   const vapidByAudience = new Map<string, { authorization: string; expiresAtMs: number }>();
@@ -114,26 +128,33 @@ export function createPushSender(options: PushSenderOptions) {
     return agent;
   }
 
+  // One whole deadline (connect to last byte) and a small cap on the answer: a service that trickles or
+  // streams cannot hold a lane, and an idle-socket timeout alone never fires on one byte every few seconds.
   function post(target: CheckedTarget, headers: http.OutgoingHttpHeaders, body: Buffer) {
-    const send = target.url.protocol === 'https:' ? https.request : http.request;
-    return new Promise<{ status: number; headers: http.IncomingHttpHeaders }>((resolve, reject) => {
-      const req = send(
-        target.url,
-        { method: 'POST', agent: agentFor(target), headers, timeout: timeoutMs },
-        (res) => {
-          res.resume(); // the body of a push service's answer carries nothing we use
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers }));
-          res.on('error', reject);
-        },
-      );
-      req.on('timeout', () => req.destroy(new Error(`push service did not answer within ${timeoutMs} ms`)));
-      req.on('error', reject);
-      req.end(body);
+    return postPinned(target, {
+      headers,
+      body,
+      timeoutMs,
+      maxResponseBytes: MAX_PUSH_RESPONSE_BYTES,
+      pool: agentFor(target),
     });
   }
 
+  /** A wait between attempts, reported as progress in slices (it is bounded by maxRetryAfterMs). */
+  async function wait(ms: number, hooks: SendHooks): Promise<void> {
+    for (let left = ms; left > 0; left -= PROGRESS_SLICE_MS) {
+      await sleep(Math.min(left, PROGRESS_SLICE_MS));
+      hooks.onProgress?.();
+    }
+  }
+
   return {
-    async send(target: PushTarget, payload: PushPayload, pushOptions: PushOptions): Promise<SendOutcome> {
+    async send(
+      target: PushTarget,
+      payload: PushPayload,
+      pushOptions: PushOptions,
+      hooks: SendHooks = {},
+    ): Promise<SendOutcome> {
       let checked: CheckedTarget;
       try {
         const url = new URL(target.endpoint);
@@ -194,7 +215,8 @@ export function createPushSender(options: PushSenderOptions) {
             attempts: attempt,
           };
         }
-        if (attempt < maxAttempts) await sleep(waitMs);
+        hooks.onProgress?.();
+        if (attempt < maxAttempts) await wait(waitMs, hooks);
       }
       return last;
     },
