@@ -64,6 +64,10 @@ export interface PushSenderOptions {
   maxAttempts?: number;
   /** A Retry-After longer than this is not waited for inside one delivery: the endpoint counts as failed. */
   maxRetryAfterMs?: number;
+  /** Keep-alive pools kept, one per (origin, pinned address); the least recently used goes first. Default 64. */
+  maxAgents?: number;
+  /** A keep-alive socket idle this long is closed. Default 5 s. */
+  idleSocketMs?: number;
   sleep?: (ms: number) => Promise<void>;
   now?: () => number;
 }
@@ -98,6 +102,9 @@ export function createPushSender(options: PushSenderOptions) {
   const maxAttempts = options.maxAttempts ?? 3;
   const maxRetryAfterMs = options.maxRetryAfterMs ?? 30_000;
   const vapidByAudience = new Map<string, { authorization: string; expiresAtMs: number }>();
+  const maxAgents = options.maxAgents ?? 64;
+  const idleSocketMs = options.idleSocketMs ?? 5_000;
+  // Insertion order is recency order: a hit is moved to the end, the first entry is the least recently used.
   const agents = new Map<string, http.Agent>();
 
   function vapidAuthorization(audience: string): string {
@@ -120,12 +127,35 @@ export function createPushSender(options: PushSenderOptions) {
   function agentFor(target: CheckedTarget): http.Agent {
     const key = `${target.url.origin}|${target.address}`;
     let agent = agents.get(key);
-    if (!agent) {
-      const agentOptions = { keepAlive: true, maxSockets: 64, lookup: pinnedLookup(target), ca: options.ca };
+    if (agent) {
+      agents.delete(key);
+    } else {
+      // The agent's timeout is the socket's idle timeout; Node closes a pooled socket when it fires while free.
+      const agentOptions = {
+        keepAlive: true,
+        maxSockets: 64,
+        timeout: idleSocketMs,
+        lookup: pinnedLookup(target),
+        ca: options.ca,
+      };
       agent = target.url.protocol === 'https:' ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
-      agents.set(key, agent);
+    }
+    agents.set(key, agent);
+    if (agents.size > maxAgents) {
+      const [oldestKey, oldest] = agents.entries().next().value as [string, http.Agent];
+      agents.delete(oldestKey);
+      closeIdle(oldest);
     }
     return agent;
+  }
+
+  /**
+   * An evicted pool: its free sockets are closed now; sockets still carrying a send finish it and then idle out
+   * (a send in flight is not cut short by another origin's arrival).
+   */
+  function closeIdle(agent: http.Agent): void {
+    for (const sockets of Object.values(agent.freeSockets))
+      for (const socket of sockets ?? []) socket.destroy();
   }
 
   // One whole deadline (connect to last byte) and a small cap on the answer: a service that trickles or

@@ -159,3 +159,61 @@ describe('push exchange deadlines and caps', function () {
     });
   });
 });
+
+describe('push keep-alive agents', function () {
+  this.timeout(30_000);
+  let push: PushService;
+  before(async () => {
+    push = await startPushService();
+  });
+  after(() => push?.close());
+
+  const until = async (what: string, check: () => boolean, ms = 5_000): Promise<void> => {
+    const deadline = Date.now() + ms;
+    while (!check()) {
+      if (Date.now() > deadline) assert.fail(what);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+
+  it('an idle keep-alive socket is closed after the idle time', async () => {
+    const s = createPushSender({
+      vapid: { ...vapid, subject: 'mailto:ops@example.com' },
+      allowPrivate: true,
+      allowlist: [],
+      ca: push.ca,
+      idleSocketMs: 500,
+    });
+    try {
+      const sub = push.endpoint('idle');
+      assert.equal((await s.send(sub, payload, options)).result, 'delivered');
+      assert.equal(push.openConnections, 1, 'kept alive for the next send');
+      await until('the idle socket was never closed', () => push.openConnections === 0);
+    } finally {
+      s.close();
+    }
+  });
+
+  it('the agent cache is bounded: the least recently used pool is evicted and its idle sockets closed', async () => {
+    const s = createPushSender({
+      vapid: { ...vapid, subject: 'mailto:ops@example.com' },
+      allowPrivate: true,
+      allowlist: [],
+      ca: push.ca,
+      lookup: async () => [{ address: '127.0.0.1', family: 4 }],
+      maxAgents: 1,
+    });
+    try {
+      const a = push.endpoint('lru-a');
+      const b = push.endpoint('lru-b');
+      const viaName = { ...b, endpoint: b.endpoint.replace('127.0.0.1', 'localhost') };
+      assert.equal((await s.send(a, payload, options)).result, 'delivered');
+      assert.equal(push.openConnections, 1);
+      // Another origin (the same service by name): a second pool, which pushes the first one out.
+      assert.equal((await s.send(viaName, payload, options)).result, 'delivered');
+      await until('the evicted pool kept its socket', () => push.openConnections === 1);
+    } finally {
+      s.close();
+    }
+  });
+});

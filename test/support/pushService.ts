@@ -461,6 +461,11 @@ export class PushService {
     return this.attempted.filter((a) => id === undefined || a.endpointId === id);
   }
 
+  /** TCP connections open to the service now (a sender's idle keep-alive sockets included). */
+  get openConnections(): number {
+    return this.sockets.size;
+  }
+
   /** How many different VAPID JWTs have been presented (a sender that caches its JWT keeps this low). */
   get distinctJwtCount(): number {
     return this.jwts.size;
