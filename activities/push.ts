@@ -115,7 +115,9 @@ export async function fanOut(
         result.failed++;
     }
   };
-  const hooks = { onProgress: deps.onProgress };
+  // One resolution per host for the whole fan-out (2,000 endpoints on one push service = one lookup, not 2,000
+  // through libuv's 4-thread pool); a retried activity starts a new fan-out, so it asks again.
+  const hooks = { onProgress: deps.onProgress, resolved: new Map() };
   await inLanes(
     subs,
     deps.width,

@@ -19,7 +19,9 @@ import {
   ResolverUnavailableError,
   TargetRefusedError,
   type CheckedTarget,
+  systemLookup,
   type HostLookup,
+  type ResolvedAddress,
 } from './ssrfGuard';
 
 export interface PushTarget {
@@ -76,6 +78,25 @@ export interface PushSenderOptions {
 export interface SendHooks {
   /** Called after each attempt settles and every few seconds of a wait between attempts. */
   onProgress?: () => void;
+  /**
+   * Lookups shared by the sends of one fan-out, by host: each host is resolved once per fan-out instead of once
+   * per endpoint (a failure too, so a resolver that is down is not asked again by every lane). Every endpoint is
+   * still classified and pinned from that answer.
+   */
+  resolved?: Map<string, Promise<ResolvedAddress[]>>;
+}
+
+/** One resolution per host for as long as `resolved` lives. */
+function sharedLookup(base: HostLookup, resolved: Map<string, Promise<ResolvedAddress[]>>): HostLookup {
+  return (hostname) => {
+    let answer = resolved.get(hostname);
+    if (!answer) {
+      answer = base(hostname);
+      answer.catch(() => undefined); // observed by every caller; this copy only keeps it from being "unhandled"
+      resolved.set(hostname, answer);
+    }
+    return answer;
+  };
 }
 
 export const DEFAULT_PUSH_TIMEOUT_MS = 5_000;
@@ -194,10 +215,12 @@ export function createPushSender(options: PushSenderOptions) {
         if (!hostAllowed(url.hostname, options.allowlist)) {
           throw new TargetRefusedError(`${url.hostname} is not an allowed push service`);
         }
+        const lookup = options.lookup ?? systemLookup;
         checked = await checkCallbackTarget(target.endpoint, {
           allowPrivate: options.allowPrivate,
-          lookup: options.lookup,
+          lookup: hooks.resolved ? sharedLookup(lookup, hooks.resolved) : lookup,
         });
+        hooks.onProgress?.();
       } catch (err) {
         if (err instanceof ResolverUnavailableError)
           return { result: 'failed', detail: err.message, attempts: 0 };

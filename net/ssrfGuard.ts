@@ -85,7 +85,7 @@ export interface CheckedTarget {
   family: 4 | 6;
 }
 
-const systemLookup: HostLookup = (hostname) => dns.promises.lookup(hostname, { all: true, verbatim: true });
+export const systemLookup: HostLookup = (hostname) => dns.promises.lookup(hostname, { all: true, verbatim: true });
 
 type Verdict = 'public' | 'internal' | 'never';
 
