@@ -10,11 +10,19 @@ export function activityContext(): Context | undefined {
   }
 }
 
-/** Runs `each` over `items` with at most `lanes` in flight; the first failure fails the whole. */
-export async function inLanes<T>(items: T[], lanes: number, each: (item: T) => Promise<void>): Promise<void> {
+/**
+ * Runs `each` over `items` with at most `lanes` in flight; the first failure fails the whole. Once `stop` is
+ * aborted no new item is started (the ones in flight finish).
+ */
+export async function inLanes<T>(
+  items: T[],
+  lanes: number,
+  each: (item: T) => Promise<void>,
+  stop?: AbortSignal,
+): Promise<void> {
   let next = 0;
   const lane = async (): Promise<void> => {
-    while (next < items.length) await each(items[next++]);
+    while (next < items.length && !stop?.aborted) await each(items[next++]);
   };
   await Promise.all(Array.from({ length: Math.min(lanes, items.length) }, lane));
 }

@@ -28,6 +28,10 @@ export interface FanOutDeps {
   /** How many sends are in flight at once. */
   width: number;
   log: (line: string) => void;
+  /** Called on every step forward (an attempt settled, a send handled): the fan-out's heartbeat. */
+  onProgress?: () => void;
+  /** Once aborted, no new send starts. */
+  stop?: AbortSignal;
 }
 
 const HUMAN_INPUT_TTL_S = 24 * 3600;
@@ -111,7 +115,18 @@ export async function fanOut(
         result.failed++;
     }
   };
-  await inLanes(subs, deps.width, async (sub) => handle(sub, await deps.sender.send(sub, payload, options)));
+  // One resolution per host for the whole fan-out (2,000 endpoints on one push service = one lookup, not 2,000
+  // through libuv's 4-thread pool); a retried activity starts a new fan-out, so it asks again.
+  const hooks = { onProgress: deps.onProgress, resolved: new Map() };
+  await inLanes(
+    subs,
+    deps.width,
+    async (sub) => {
+      await handle(sub, await deps.sender.send(sub, payload, options, hooks));
+      deps.onProgress?.();
+    },
+    deps.stop,
+  );
   return result;
 }
 
@@ -169,39 +184,38 @@ export function createPushActivities(deps: PushActivityDeps) {
       const pending = subs.filter((sub) => !reached.has(sub._id));
       const context = activityContext();
       const recordDelivery = groupCommit(deps.pushDeliveries.recordMany);
-      const beat = setInterval(() => context?.heartbeat(), 2000);
-      try {
-        const result = await fanOut(
-          {
-            subscriptions: deps.pushSubscriptions,
-            sender: deps.sender,
-            width: deps.fanOutWidth,
-            log: deps.log,
-          },
-          pending,
-          payload,
-          async (sub) => {
-            await recordDelivery({
-              episodeId: outcome.episodeId,
-              subscriptionId: sub._id,
-              userId: sub.userId,
-              at: deps.now(),
-            });
-            context?.heartbeat();
-          },
+      // Heartbeats on progress, not on a timer: every step of a send is bounded (lookup 5 s, exchange 5 s, wait
+      // slices 2 s), so a lane stuck longer than the heartbeat timeout is a wedge Temporal should notice and retry.
+      const beat = (): void => context?.heartbeat();
+      beat();
+      const result = await fanOut(
+        {
+          subscriptions: deps.pushSubscriptions,
+          sender: deps.sender,
+          width: deps.fanOutWidth,
+          log: deps.log,
+          onProgress: beat,
+        },
+        pending,
+        payload,
+        async (sub) => {
+          await recordDelivery({
+            episodeId: outcome.episodeId,
+            subscriptionId: sub._id,
+            userId: sub.userId,
+            at: deps.now(),
+          });
+        },
+      );
+      // Endpoints that failed only transiently get another activity attempt (which skips the ones reached);
+      // the last attempt reports instead, and the workflow settles on what was delivered.
+      const attempt = context?.info.attempt ?? FAN_OUT_ATTEMPTS;
+      if (result.retryable > 0 && attempt < FAN_OUT_ATTEMPTS) {
+        throw new Error(
+          `${result.retryable} of ${pending.length} endpoints failed transiently; retrying them`,
         );
-        // Endpoints that failed only transiently get another activity attempt (which skips the ones reached);
-        // the last attempt reports instead, and the workflow settles on what was delivered.
-        const attempt = context?.info.attempt ?? FAN_OUT_ATTEMPTS;
-        if (result.retryable > 0 && attempt < FAN_OUT_ATTEMPTS) {
-          throw new Error(
-            `${result.retryable} of ${pending.length} endpoints failed transiently; retrying them`,
-          );
-        }
-        return { addressable: true, ...result, alreadyDelivered: subs.length - pending.length };
-      } finally {
-        clearInterval(beat);
       }
+      return { addressable: true, ...result, alreadyDelivered: subs.length - pending.length };
     },
   };
 

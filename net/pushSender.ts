@@ -15,10 +15,13 @@ import type { PushPayload } from '../domain/push';
 import {
   checkCallbackTarget,
   pinnedLookup,
+  postPinned,
   ResolverUnavailableError,
   TargetRefusedError,
   type CheckedTarget,
+  systemLookup,
   type HostLookup,
+  type ResolvedAddress,
 } from './ssrfGuard';
 
 export interface PushTarget {
@@ -58,13 +61,49 @@ export interface PushSenderOptions {
   lookup?: HostLookup;
   /** Extra CA certificates (a test push service's). */
   ca?: string;
+  /** One exchange, connect to last byte of the answer. Default 5 s. */
   timeoutMs?: number;
   maxAttempts?: number;
   /** A Retry-After longer than this is not waited for inside one delivery: the endpoint counts as failed. */
   maxRetryAfterMs?: number;
+  /** Keep-alive pools kept, one per (origin, pinned address); the least recently used goes first. Default 64. */
+  maxAgents?: number;
+  /** A keep-alive socket idle this long is closed. Default 5 s. */
+  idleSocketMs?: number;
   sleep?: (ms: number) => Promise<void>;
   now?: () => number;
 }
+
+/** What a send reports as it goes, so a caller can tell a slow send from a wedged one. */
+export interface SendHooks {
+  /** Called after each attempt settles and every few seconds of a wait between attempts. */
+  onProgress?: () => void;
+  /**
+   * Lookups shared by the sends of one fan-out, by host: each host is resolved once per fan-out instead of once
+   * per endpoint (a failure too, so a resolver that is down is not asked again by every lane). Every endpoint is
+   * still classified and pinned from that answer.
+   */
+  resolved?: Map<string, Promise<ResolvedAddress[]>>;
+}
+
+/** One resolution per host for as long as `resolved` lives. */
+function sharedLookup(base: HostLookup, resolved: Map<string, Promise<ResolvedAddress[]>>): HostLookup {
+  return (hostname) => {
+    let answer = resolved.get(hostname);
+    if (!answer) {
+      answer = base(hostname);
+      answer.catch(() => undefined); // observed by every caller; this copy only keeps it from being "unhandled"
+      resolved.set(hostname, answer);
+    }
+    return answer;
+  };
+}
+
+export const DEFAULT_PUSH_TIMEOUT_MS = 5_000;
+/** A push service's answer carries nothing we use beyond the status line and headers. */
+export const MAX_PUSH_RESPONSE_BYTES = 4 * 1024;
+/** Waits inside one send are cut into slices this long, each reported as progress. */
+const PROGRESS_SLICE_MS = 2_000;
 
 const VAPID_LIFETIME_S = 12 * 3600;
 const VAPID_REFRESH_BEFORE_S = 3600;
@@ -80,10 +119,13 @@ export type PushSender = ReturnType<typeof createPushSender>;
 export function createPushSender(options: PushSenderOptions) {
   const now = options.now ?? Date.now;
   const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
-  const timeoutMs = options.timeoutMs ?? 10_000;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_PUSH_TIMEOUT_MS;
   const maxAttempts = options.maxAttempts ?? 3;
   const maxRetryAfterMs = options.maxRetryAfterMs ?? 30_000;
   const vapidByAudience = new Map<string, { authorization: string; expiresAtMs: number }>();
+  const maxAgents = options.maxAgents ?? 64;
+  const idleSocketMs = options.idleSocketMs ?? 5_000;
+  // Insertion order is recency order: a hit is moved to the end, the first entry is the least recently used.
   const agents = new Map<string, http.Agent>();
 
   function vapidAuthorization(audience: string): string {
@@ -106,34 +148,64 @@ export function createPushSender(options: PushSenderOptions) {
   function agentFor(target: CheckedTarget): http.Agent {
     const key = `${target.url.origin}|${target.address}`;
     let agent = agents.get(key);
-    if (!agent) {
-      const agentOptions = { keepAlive: true, maxSockets: 64, lookup: pinnedLookup(target), ca: options.ca };
+    if (agent) {
+      agents.delete(key);
+    } else {
+      // The agent's timeout is the socket's idle timeout; Node closes a pooled socket when it fires while free.
+      const agentOptions = {
+        keepAlive: true,
+        maxSockets: 64,
+        timeout: idleSocketMs,
+        lookup: pinnedLookup(target),
+        ca: options.ca,
+      };
       agent = target.url.protocol === 'https:' ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
-      agents.set(key, agent);
+    }
+    agents.set(key, agent);
+    if (agents.size > maxAgents) {
+      const [oldestKey, oldest] = agents.entries().next().value as [string, http.Agent];
+      agents.delete(oldestKey);
+      closeIdle(oldest);
     }
     return agent;
   }
 
+  /**
+   * An evicted pool: its free sockets are closed now; sockets still carrying a send finish it and then idle out
+   * (a send in flight is not cut short by another origin's arrival).
+   */
+  function closeIdle(agent: http.Agent): void {
+    for (const sockets of Object.values(agent.freeSockets))
+      for (const socket of sockets ?? []) socket.destroy();
+  }
+
+  // One whole deadline (connect to last byte) and a small cap on the answer: a service that trickles or
+  // streams cannot hold a lane, and an idle-socket timeout alone never fires on one byte every few seconds.
   function post(target: CheckedTarget, headers: http.OutgoingHttpHeaders, body: Buffer) {
-    const send = target.url.protocol === 'https:' ? https.request : http.request;
-    return new Promise<{ status: number; headers: http.IncomingHttpHeaders }>((resolve, reject) => {
-      const req = send(
-        target.url,
-        { method: 'POST', agent: agentFor(target), headers, timeout: timeoutMs },
-        (res) => {
-          res.resume(); // the body of a push service's answer carries nothing we use
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers }));
-          res.on('error', reject);
-        },
-      );
-      req.on('timeout', () => req.destroy(new Error(`push service did not answer within ${timeoutMs} ms`)));
-      req.on('error', reject);
-      req.end(body);
+    return postPinned(target, {
+      headers,
+      body,
+      timeoutMs,
+      maxResponseBytes: MAX_PUSH_RESPONSE_BYTES,
+      pool: agentFor(target),
     });
   }
 
+  /** A wait between attempts, reported as progress in slices (it is bounded by maxRetryAfterMs). */
+  async function wait(ms: number, hooks: SendHooks): Promise<void> {
+    for (let left = ms; left > 0; left -= PROGRESS_SLICE_MS) {
+      await sleep(Math.min(left, PROGRESS_SLICE_MS));
+      hooks.onProgress?.();
+    }
+  }
+
   return {
-    async send(target: PushTarget, payload: PushPayload, pushOptions: PushOptions): Promise<SendOutcome> {
+    async send(
+      target: PushTarget,
+      payload: PushPayload,
+      pushOptions: PushOptions,
+      hooks: SendHooks = {},
+    ): Promise<SendOutcome> {
       let checked: CheckedTarget;
       try {
         const url = new URL(target.endpoint);
@@ -143,10 +215,12 @@ export function createPushSender(options: PushSenderOptions) {
         if (!hostAllowed(url.hostname, options.allowlist)) {
           throw new TargetRefusedError(`${url.hostname} is not an allowed push service`);
         }
+        const lookup = options.lookup ?? systemLookup;
         checked = await checkCallbackTarget(target.endpoint, {
           allowPrivate: options.allowPrivate,
-          lookup: options.lookup,
+          lookup: hooks.resolved ? sharedLookup(lookup, hooks.resolved) : lookup,
         });
+        hooks.onProgress?.();
       } catch (err) {
         if (err instanceof ResolverUnavailableError)
           return { result: 'failed', detail: err.message, attempts: 0 };
@@ -194,7 +268,8 @@ export function createPushSender(options: PushSenderOptions) {
             attempts: attempt,
           };
         }
-        if (attempt < maxAttempts) await sleep(waitMs);
+        hooks.onProgress?.();
+        if (attempt < maxAttempts) await wait(waitMs, hooks);
       }
       return last;
     },

@@ -85,7 +85,7 @@ export interface CheckedTarget {
   family: 4 | 6;
 }
 
-const systemLookup: HostLookup = (hostname) => dns.promises.lookup(hostname, { all: true, verbatim: true });
+export const systemLookup: HostLookup = (hostname) => dns.promises.lookup(hostname, { all: true, verbatim: true });
 
 type Verdict = 'public' | 'internal' | 'never';
 
@@ -301,6 +301,11 @@ export interface PostOptions {
   maxResponseBytes?: number;
   /** Extra agent options (e.g. a test CA). */
   agent?: PinnedAgentOptions;
+  /**
+   * A keep-alive agent already pinned to this target (pinnedLookup) to use instead of a fresh one: it is not
+   * destroyed after the exchange, and a socket whose answer was read to the end goes back to it.
+   */
+  pool?: http.Agent;
 }
 
 export interface PinnedResponse {
@@ -327,7 +332,7 @@ export function postPinned(target: CheckedTarget, opts: PostOptions): Promise<Pi
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const maxBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
   const body = typeof opts.body === 'string' ? Buffer.from(opts.body) : opts.body;
-  const agent = pinnedAgent(target, opts.agent);
+  const agent = opts.pool ?? pinnedAgent(target, opts.agent);
   const send = target.url.protocol === 'https:' ? https.request : http.request;
 
   return new Promise<PinnedResponse>((resolve, reject) => {
@@ -337,7 +342,7 @@ export function postPinned(target: CheckedTarget, opts: PostOptions): Promise<Pi
       settled = true;
       clearTimeout(timer);
       outcome();
-      agent.destroy();
+      if (!opts.pool) agent.destroy();
     };
 
     const req = send({

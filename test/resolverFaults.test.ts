@@ -186,6 +186,18 @@ describe('resolver faults end to end', function () {
       }
     });
 
+    it('a fan-out resolves each host once, however many of its endpoints it pushes to', async () => {
+      const subs = [
+        await subscribe('kim'),
+        await subscribe('kim'),
+        await subscribe('kim'),
+        await subscribe('kim'),
+      ];
+      assert.equal((await episode('kim')).push, 'delivered');
+      for (const sub of subs) assert.equal(push.received(sub).length, 1);
+      assert.equal(resolver.calls('localhost'), 1);
+    });
+
     it('ENOTFOUND prunes only after three consecutive episodes; a success in between starts the count again', async () => {
       const real = await subscribe('fay');
       resolver.failAlways('localhost', 'ENOTFOUND');

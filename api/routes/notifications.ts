@@ -34,6 +34,9 @@ export interface NotificationRouteDeps {
 
 const NOT_CONFIGURED = 'web push is not configured on this server';
 
+/** The test push answers by then with what got through; sends still in flight finish in the background. */
+export const TEST_PUSH_DEADLINE_MS = 10_000;
+
 export function notificationsRouter(deps: NotificationRouteDeps) {
   const maxSubscriptions = deps.maxSubscriptionsPerUser ?? 20;
   const testPushRate = deps.testPushRate ?? { limit: 5, windowSeconds: 60 };
@@ -124,13 +127,25 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
       });
     const subs = await store.listForUsers([ctx.state.caller.userId]);
     const payload = renderTestPush(deps.studioUrl, ctx.state.caller.userId, randomUUID());
-    const result = await fanOut(
-      { subscriptions: store, sender: deps.sender, width: 8, log: deps.log },
+    const stop = AbortSignal.timeout(TEST_PUSH_DEADLINE_MS);
+    let sent = 0;
+    const sending = fanOut(
+      { subscriptions: store, sender: deps.sender, width: 8, log: deps.log, stop },
       subs,
       payload,
+      async () => {
+        sent++;
+      },
+    );
+    const finished = await Promise.race([
+      sending.then(() => true),
+      new Promise<false>((resolve) => stop.addEventListener('abort', () => resolve(false), { once: true })),
+    ]);
+    sending.catch((err: unknown) =>
+      deps.log(`push test: ${err instanceof Error ? err.message : String(err)}`),
     );
     ctx.status = 202;
-    ctx.body = { sent: result.delivered };
+    ctx.body = finished ? { sent } : { sent, timedOut: true };
   });
 
   router.get('/prefs', validate({ summary: "the caller's notification scope: own or team" }), async (ctx) => {

@@ -303,6 +303,20 @@ interface Registration {
   applicationServerKey?: string;
   script: { status: number; headers: Record<string, string> }[];
   always?: { status: number; headers: Record<string, string> };
+  misbehaviour?: { how: Misbehaviour; remaining: number };
+}
+
+/**
+ * How a push service can misbehave after accepting a request: trickle a 201's body one byte every `everyMs`
+ * (never finishing), or stream an endless body as fast as the client reads it.
+ */
+export type Misbehaviour = { trickleEveryMs: number } | { endlessBody: true };
+
+/** One misbehaving answer: how many body bytes went out, and whether the client hung up on it. */
+export interface MisbehavedAnswer {
+  endpointId: string;
+  bytesSent: number;
+  closedByClient: boolean;
 }
 
 const STATUS_TEXT: Record<number, string> = {
@@ -327,6 +341,7 @@ export class PushService {
   private deliveries: ReceivedPush[] = [];
   private rejected: PushRejection[] = [];
   private attempted: PushAttempt[] = [];
+  private misbehavedAnswers: MisbehavedAnswer[] = [];
   private jwts = new Set<string>();
   private ratio = { ratio: 0, status: 500, headers: {} as Record<string, string> };
   private readonly events = new EventEmitter();
@@ -409,6 +424,18 @@ export class PushService {
     const registration = this.registration(ref);
     registration.script = [];
     registration.always = undefined;
+    registration.misbehaviour = undefined;
+  }
+
+  /** Misbehaves on the next `times` valid requests to the endpoint (every one until recover() by default). */
+  misbehave(ref: EndpointRef, how: Misbehaviour, times = Infinity): void {
+    this.registration(ref).misbehaviour = { how, remaining: times };
+  }
+
+  /** The misbehaving answers so far, oldest first. */
+  misbehaved(ref?: EndpointRef): MisbehavedAnswer[] {
+    const id = ref === undefined ? undefined : this.registration(ref).id;
+    return this.misbehavedAnswers.filter((m) => id === undefined || m.endpointId === id);
   }
 
   /** For drills: fails this fraction (0..1) of otherwise-good requests to any endpoint. 0 turns it off. */
@@ -432,6 +459,11 @@ export class PushService {
   attempts(ref?: EndpointRef): PushAttempt[] {
     const id = ref === undefined ? undefined : this.registration(ref).id;
     return this.attempted.filter((a) => id === undefined || a.endpointId === id);
+  }
+
+  /** TCP connections open to the service now (a sender's idle keep-alive sockets included). */
+  get openConnections(): number {
+    return this.sockets.size;
   }
 
   /** How many different VAPID JWTs have been presented (a sender that caches its JWT keeps this low). */
@@ -467,11 +499,13 @@ export class PushService {
     this.deliveries = [];
     this.rejected = [];
     this.attempted = [];
+    this.misbehavedAnswers = [];
     this.jwts = new Set();
     this.ratio = { ratio: 0, status: 500, headers: {} };
     for (const registration of this.registrations.values()) {
       registration.script = [];
       registration.always = undefined;
+      registration.misbehaviour = undefined;
     }
   }
 
@@ -479,6 +513,35 @@ export class PushService {
     this.agent.destroy();
     for (const socket of this.sockets) socket.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private misbehaveOn(endpointId: string, res: http.ServerResponse, how: Misbehaviour): void {
+    const record: MisbehavedAnswer = { endpointId, bytesSent: 0, closedByClient: false };
+    this.misbehavedAnswers.push(record);
+    res.writeHead(201, { 'content-type': 'text/plain' });
+    let timer: NodeJS.Timeout | undefined;
+    res.on('close', () => {
+      clearInterval(timer);
+      record.closedByClient = !res.writableFinished;
+    });
+    if ('trickleEveryMs' in how) {
+      timer = setInterval(() => {
+        record.bytesSent += 1;
+        res.write('.');
+      }, how.trickleEveryMs);
+      return;
+    }
+    const chunk = Buffer.alloc(16 * 1024, 'x');
+    const pump = (): void => {
+      while (!res.destroyed) {
+        record.bytesSent += chunk.length;
+        if (!res.write(chunk)) {
+          res.once('drain', pump);
+          return;
+        }
+      }
+    };
+    pump();
   }
 
   private registration(ref: EndpointRef): Registration {
@@ -545,6 +608,12 @@ export class PushService {
     if (size === 0) return reject(400, 'empty body');
     if (size > MAX_PUSH_BODY) return reject(413, `body is ${size} bytes, over ${MAX_PUSH_BODY}`);
 
+    const misbehaviour = registration.misbehaviour;
+    if (misbehaviour && misbehaviour.remaining > 0) {
+      misbehaviour.remaining--;
+      this.attempted.push({ endpointId, status: 201, outcome: 'misbehaved', at });
+      return this.misbehaveOn(registration.id, res, misbehaviour.how);
+    }
     const scripted = registration.script.shift() ?? registration.always;
     if (scripted) return answer(scripted.status, 'scripted', scripted.headers);
     if (this.ratio.ratio > 0 && Math.random() < this.ratio.ratio) {
