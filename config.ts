@@ -58,6 +58,13 @@ export interface Config extends TemporalConnectionConfig {
   stallAfterSeconds: number;
   /** How long a terminal run's health state is kept before it is reaped. */
   healthReapSeconds: number;
+  /** On SIGTERM: how long in-flight work (API requests, the worker's activities) may take to finish. */
+  shutdownGraceSeconds: number;
+  /** The worker's own probe endpoint (/healthz, /readyz); undefined: off. */
+  workerHealthPort?: number;
+  /** Task slots of one worker process; undefined: the SDK's defaults. */
+  workerMaxConcurrentActivities?: number;
+  workerMaxConcurrentWorkflowTasks?: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -78,6 +85,24 @@ function positiveInt(env: Env, name: string, fallback: number): number {
   if (raw === undefined) return fallback;
   if (!/^\d+$/.test(raw) || Number(raw) <= 0) {
     throw new ConfigError(`${name} must be a positive whole number of seconds, got "${raw}"`);
+  }
+  return Number(raw);
+}
+
+function optionalPort(env: Env, name: string): number | undefined {
+  const raw = read(env, name);
+  if (raw === undefined) return undefined;
+  if (!/^\d+$/.test(raw) || Number(raw) > 65535) {
+    throw new ConfigError(`${name} must be a TCP port number, got "${raw}"`);
+  }
+  return Number(raw);
+}
+
+function optionalCount(env: Env, name: string, max: number): number | undefined {
+  const raw = read(env, name);
+  if (raw === undefined) return undefined;
+  if (!/^\d+$/.test(raw) || Number(raw) <= 0 || Number(raw) > max) {
+    throw new ConfigError(`${name} must be a whole number from 1 to ${max}, got "${raw}"`);
   }
   return Number(raw);
 }
@@ -243,6 +268,10 @@ export function loadConfig(env: Env = process.env): Config {
     callbackTimeoutSeconds: positiveInt(env, 'CALLBACK_TIMEOUT_SECONDS', 10),
     sweepIntervalSeconds: positiveInt(env, 'SWEEP_INTERVAL_SECONDS', 120),
     claimGraceSeconds: positiveInt(env, 'CLAIM_GRACE_SECONDS', 300),
+    shutdownGraceSeconds: positiveInt(env, 'SHUTDOWN_GRACE_SECONDS', 30),
+    workerHealthPort: optionalPort(env, 'WORKER_HEALTH_PORT'),
+    workerMaxConcurrentActivities: optionalCount(env, 'WORKER_MAX_CONCURRENT_ACTIVITIES', 10_000),
+    workerMaxConcurrentWorkflowTasks: optionalCount(env, 'WORKER_MAX_CONCURRENT_WORKFLOW_TASKS', 10_000),
   };
 }
 

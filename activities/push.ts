@@ -28,6 +28,8 @@ export interface FanOutDeps {
   /** How many sends are in flight at once. */
   width: number;
   log: (line: string) => void;
+  /** Aborted: start no new send (the activity is cancelled). */
+  signal?: AbortSignal;
 }
 
 const HUMAN_INPUT_TTL_S = 24 * 3600;
@@ -90,7 +92,12 @@ export async function fanOut(
         result.failed++;
     }
   };
-  await inLanes(subs, deps.width, async (sub) => handle(sub, await deps.sender.send(sub, payload, options)));
+  await inLanes(
+    subs,
+    deps.width,
+    async (sub) => handle(sub, await deps.sender.send(sub, payload, options)),
+    deps.signal,
+  );
   return result;
 }
 
@@ -156,6 +163,9 @@ export function createPushActivities(deps: PushActivityDeps) {
             sender: deps.sender,
             width: deps.fanOutWidth,
             log: deps.log,
+            // A worker shutting down past its grace cancels the activity: the fan-out stops starting sends (the
+            // ones reached are recorded), and the next attempt, on any worker, skips them.
+            signal: context?.cancellationSignal,
           },
           pending,
           payload,

@@ -7,7 +7,7 @@ import type { WatchStore } from '../store/watches';
 import { requireAuth, type AuthState } from './auth';
 import type { EpisodeView } from './episodesView';
 import { errorMiddleware, onBodyError } from './errors';
-import { healthRouter, type Probe } from './routes/health';
+import { healthRouter, type HealthProbes } from './routes/health';
 import { notificationsRouter, type NotificationRouteDeps } from './routes/notifications';
 import { runsRouter, type RunsRouterDeps } from './routes/runs';
 import { catchAllRouter, serveStudio } from './studio';
@@ -21,7 +21,7 @@ export interface AppDeps {
   episodes: EpisodeView;
   runHealth: RunsRouterDeps['runHealth'];
   notifyOperator: RunsRouterDeps['notifyOperator'];
-  probes: { temporal: Probe; mongo: Probe };
+  probes: HealthProbes;
   /** Present only when web push is enabled (webPushEnabled): otherwise the notification routes do not exist. */
   notifications?: NotificationRouteDeps;
   studioDir?: string;

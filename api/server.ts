@@ -4,6 +4,7 @@ import { Client, Connection } from '@temporalio/client';
 import { loadConfigOrExit, type Config } from '../config';
 import { temporalConnectionOptions } from '../client/connection';
 import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
+import { searchAttributesProbe } from '../client/readiness';
 import { createHealthSignaler, healthOptions } from '../client/health';
 import { notifyOperator } from '../client/operator';
 import { createRunEngine } from '../engine/runEngine';
@@ -16,7 +17,7 @@ import { createEpisodeView } from './episodesView';
 export interface ApiHandle {
   server: Server;
   url: string;
-  close(): Promise<void>;
+  close(graceMs?: number): Promise<void>;
 }
 
 export interface ApiOptions {
@@ -28,6 +29,7 @@ export interface ApiOptions {
 /** Builds every dependency from config and listens. Tests call this with their own config. */
 export async function startApi(config: Config, options: ApiOptions = {}): Promise<ApiHandle> {
   const log = options.log ?? ((line: string) => console.error(line));
+  let draining = false;
   const pushSender = options.pushSender ?? pushSenderFor(config);
   const mongo: Mongo = await connectMongo(config.mongoUrl, config.mongoDb);
   await ensureAllIndexes(mongo.db);
@@ -62,6 +64,13 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     probes: {
       temporal: async () => void (await connection.workflowService.getSystemInfo({})),
       mongo: () => pingMongo(mongo.db),
+      searchAttributes: searchAttributesProbe(connection, config.temporalNamespace),
+      pushKeys: config.vapid
+        ? async () => {
+            if (!pushSender) throw new Error('web push is on but its sender is not loaded');
+          }
+        : undefined,
+      draining: () => draining,
     },
     notifications: config.vapid
       ? {
@@ -86,9 +95,22 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
   return {
     server,
     url: `http://${config.host}:${port}`,
-    async close() {
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+    /**
+     * Stops accepting, lets the requests in flight finish (at most `graceMs`, SHUTDOWN_GRACE_SECONDS by
+     * default), then cuts what is left and closes the connections to the servers.
+     */
+    async close(graceMs = config.shutdownGraceSeconds * 1000) {
+      draining = true;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // Keep-alive connections with nothing in flight go now; the busy ones once their answer is out.
+      const idle = setInterval(() => server.closeIdleConnections(), 50);
+      server.closeIdleConnections();
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([closed, new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+      clearTimeout(timer);
+      clearInterval(idle);
       server.closeAllConnections();
+      await closed;
       pushSender?.close();
       await connection.close();
       await mongo.client.close();
@@ -100,7 +122,8 @@ async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const api = await startApi(config);
   console.log(`flow-notify api: listening on ${api.url}`);
-  const stop = (): void => {
+  const stop = (signal: string): void => {
+    console.log(`flow-notify api: ${signal}: no new connections; finishing the requests in flight`);
     api.close().then(
       () => process.exit(0),
       () => process.exit(1),

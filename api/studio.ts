@@ -23,7 +23,12 @@ const isApi = (p: string): boolean => p === '/api' || p.startsWith('/api/');
 /** GET/HEAD of a studio file, or the SPA's index.html for any other non-API path (deep links like /runs/:id). */
 export function serveStudio(dir = STUDIO_DIR): Middleware {
   return async (ctx, next) => {
-    if ((ctx.method !== 'GET' && ctx.method !== 'HEAD') || isApi(ctx.path) || ctx.path === '/healthz')
+    if (
+      (ctx.method !== 'GET' && ctx.method !== 'HEAD') ||
+      isApi(ctx.path) ||
+      ctx.path === '/healthz' ||
+      ctx.path === '/readyz'
+    )
       return next();
     let decoded: string;
     try {
