@@ -6,6 +6,7 @@ import Router from '@koa/router';
 import type { Middleware } from 'koa';
 import { HttpError } from './errors';
 
+// From source: ./studio; from a build: dist/studio (npm run build copies it there).
 export const STUDIO_DIR = path.resolve(__dirname, '..', 'studio');
 
 const TYPES: Record<string, string> = {

@@ -29,6 +29,7 @@ export function buildCopy(dir: string): void {
   for (const file of ['package.json', 'package-lock.json', 'bin']) {
     cpSync(path.join(PROJECT_ROOT, file), path.join(dir, file), { recursive: true });
   }
+  cpSync(path.join(PROJECT_ROOT, 'studio'), path.join(dist, 'studio'), { recursive: true });
   execFileSync(
     'npm',
     ['ci', '--omit=dev', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'],
@@ -131,6 +132,9 @@ describe('the production build (dist/, production dependencies only)', function 
       'flow-notify api: listening',
     );
     const alice = new ApiClient(`http://127.0.0.1:${vars.PORT}`).as('alice', 'acme');
+    const studio = await fetch(`http://127.0.0.1:${vars.PORT}/`);
+    assert.equal(studio.status, 200, 'the built API serves the studio');
+    assert.match(await studio.text(), /<html/i);
 
     const sub = push.endpoint('alice-laptop');
     assert.equal((await alice.post('/api/v1/notifications/push/subscriptions', sub)).status, 201);
