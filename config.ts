@@ -86,6 +86,13 @@ export interface Config extends TemporalConnectionConfig {
   healthReapSeconds: number;
   /** How long an operator alert keeps retrying before it settles as given up. */
   opsAlertRetryHours: number;
+  /** On SIGTERM: how long in-flight work (API requests, the worker's activities) may take to finish. */
+  shutdownGraceSeconds: number;
+  /** The worker's own probe endpoint (/healthz, /readyz); undefined: off. */
+  workerHealthPort?: number;
+  /** Task slots of one worker process; undefined: the SDK's defaults. */
+  workerMaxConcurrentActivities?: number;
+  workerMaxConcurrentWorkflowTasks?: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -119,11 +126,29 @@ function positiveCount(env: Env, name: string, fallback: number): number {
   return Number(raw);
 }
 
+function optionalPort(env: Env, name: string): number | undefined {
+  const raw = read(env, name);
+  if (raw === undefined) return undefined;
+  if (!/^\d+$/.test(raw) || Number(raw) > 65535) {
+    throw new ConfigError(`${name} must be a TCP port number, got "${raw}"`);
+  }
+  return Number(raw);
+}
+
 function positiveNumber(env: Env, name: string, fallback: number): number {
   const raw = read(env, name);
   if (raw === undefined) return fallback;
   if (!/^\d+(\.\d+)?$/.test(raw) || Number(raw) <= 0) {
     throw new ConfigError(`${name} must be a positive number, got "${raw}"`);
+  }
+  return Number(raw);
+}
+
+function optionalCount(env: Env, name: string, max: number): number | undefined {
+  const raw = read(env, name);
+  if (raw === undefined) return undefined;
+  if (!/^\d+$/.test(raw) || Number(raw) <= 0 || Number(raw) > max) {
+    throw new ConfigError(`${name} must be a whole number from 1 to ${max}, got "${raw}"`);
   }
   return Number(raw);
 }
@@ -350,6 +375,10 @@ export function loadConfig(env: Env = process.env): Config {
       windowSeconds: positiveInt(env, 'ROUTE_ERROR_WINDOW_SECONDS', 3600),
     },
     opsAlertRetryHours: positiveNumber(env, 'OPS_ALERT_RETRY_HOURS', 24),
+    shutdownGraceSeconds: positiveInt(env, 'SHUTDOWN_GRACE_SECONDS', 30),
+    workerHealthPort: optionalPort(env, 'WORKER_HEALTH_PORT'),
+    workerMaxConcurrentActivities: optionalCount(env, 'WORKER_MAX_CONCURRENT_ACTIVITIES', 10_000),
+    workerMaxConcurrentWorkflowTasks: optionalCount(env, 'WORKER_MAX_CONCURRENT_WORKFLOW_TASKS', 10_000),
   };
 }
 

@@ -1,17 +1,21 @@
 // The worker's composition root: config → Mongo, Temporal → push sink → createActivities → Worker.
 import { existsSync } from 'node:fs';
+import type { Server } from 'node:http';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkflowBundle, type WorkflowBundleOption } from '@temporalio/worker';
 import { createActivities } from './activities';
+import Koa from 'koa';
+import { healthRouter } from './api/routes/health';
 import { temporalConnectionOptions } from './client/connection';
+import { searchAttributesProbe } from './client/searchAttributes';
 import { assertSearchAttributes } from './client/searchAttributes';
 import { ensureSweepSchedule } from './client/schedules';
 import { ConfigError, loadConfigOrExit, type Config } from './config';
 import { pushSenderFor, type PushSender } from './net/pushSender';
 import type { HostLookup } from './net/ssrfGuard';
 import { createStores, ensureAllIndexes, type Stores } from './store';
-import { connectMongo } from './store/mongo';
+import { connectMongo, pingMongo, type Mongo } from './store/mongo';
 
 export interface WorkerDeps {
   config: Config;
@@ -55,6 +59,16 @@ export async function createWorker(deps: WorkerDeps): Promise<Worker> {
     // busy worker 2 s to get it through; a fan-out starved for CPU then timed out and was sent again. Every 2 s
     // leaves it 8.
     maxHeartbeatThrottleInterval: '2 seconds',
+    // On SIGTERM the worker stops polling and gives the activities in flight this long; then it cancels them (a
+    // fan-out stops starting sends, its deliveries so far recorded) and, if one still hangs, gives up 15 s later.
+    shutdownGraceTime: `${config.shutdownGraceSeconds} seconds`,
+    shutdownForceTime: `${config.shutdownGraceSeconds + 15} seconds`,
+    ...(config.workerMaxConcurrentActivities
+      ? { maxConcurrentActivityTaskExecutions: config.workerMaxConcurrentActivities }
+      : {}),
+    ...(config.workerMaxConcurrentWorkflowTasks
+      ? { maxConcurrentWorkflowTaskExecutions: config.workerMaxConcurrentWorkflowTasks }
+      : {}),
     activities: createActivities({
       config,
       stores: deps.stores,
@@ -63,6 +77,33 @@ export async function createWorker(deps: WorkerDeps): Promise<Worker> {
       callbackLookup: deps.callbackLookup,
       log: deps.log,
     }),
+  });
+}
+
+/**
+ * The worker's own probes on WORKER_HEALTH_PORT: /healthz (the process serves) and /readyz (the worker polls,
+ * Temporal and Mongo answer, the search attributes exist; 503 once shutdown began).
+ */
+async function startWorkerHealth(
+  config: Config,
+  worker: Worker,
+  clientConnection: Connection,
+  mongo: Mongo,
+): Promise<Server> {
+  const app = new Koa();
+  const router = healthRouter({
+    temporal: async () => {
+      if (worker.getState() !== 'RUNNING') throw new Error(`worker ${worker.getState().toLowerCase()}`);
+      await clientConnection.workflowService.getSystemInfo({});
+    },
+    mongo: () => pingMongo(mongo.db),
+    searchAttributes: searchAttributesProbe(clientConnection, config.temporalNamespace),
+    draining: () => ['STOPPING', 'DRAINING', 'DRAINED', 'STOPPED', 'FAILED'].includes(worker.getState()),
+  });
+  app.use(router.routes());
+  return new Promise((resolve, reject) => {
+    const server = app.listen(config.workerHealthPort ?? 0, config.host, () => resolve(server));
+    server.once('error', reject);
   });
 }
 
@@ -81,9 +122,23 @@ async function main(): Promise<void> {
       `web push ${pushSender ? 'on' : 'off (no VAPID keys)'}; sweep every ${config.sweepIntervalSeconds}s; ` +
       `workflows ${existsSync(path.join(__dirname, WORKFLOW_BUNDLE_FILE)) ? 'prebuilt bundle' : 'bundled at start'}`,
   );
+  const health =
+    config.workerHealthPort === undefined
+      ? undefined
+      : await startWorkerHealth(config, worker, clientConnection, mongo);
+  if (health)
+    console.log(`flow-notify worker: probes on http://${config.host}:${config.workerHealthPort}/readyz`);
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () =>
+      console.log(
+        `flow-notify worker: ${signal}: no new tasks; up to ${config.shutdownGraceSeconds}s for those in flight`,
+      ),
+    );
+  }
   try {
-    await worker.run(); // returns after SIGINT/SIGTERM once in-flight tasks are done
+    await worker.run(); // returns after SIGINT/SIGTERM once in-flight tasks are done (or cancelled past the grace)
   } finally {
+    health?.close();
     pushSender?.close();
     await clientConnection.close();
     await connection.close();

@@ -11,18 +11,20 @@ export function activityContext(): Context | undefined {
 }
 
 /**
- * Runs `each` over `items` with at most `lanes` in flight; the first failure fails the whole. Once `stop` is
- * aborted no new item is started (the ones in flight finish).
+ * Runs `each` over `items` with at most `lanes` in flight; the first failure fails the whole. Once `signal`
+ * aborts (the activity is cancelled: the worker is shutting down), no new item starts; the ones in flight finish,
+ * then it throws the signal's reason.
  */
 export async function inLanes<T>(
   items: T[],
   lanes: number,
   each: (item: T) => Promise<void>,
-  stop?: AbortSignal,
+  signal?: AbortSignal,
 ): Promise<void> {
   let next = 0;
   const lane = async (): Promise<void> => {
-    while (next < items.length && !stop?.aborted) await each(items[next++]);
+    while (next < items.length && !signal?.aborted) await each(items[next++]);
   };
   await Promise.all(Array.from({ length: Math.min(lanes, items.length) }, lane));
+  signal?.throwIfAborted();
 }

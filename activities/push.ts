@@ -30,8 +30,8 @@ export interface FanOutDeps {
   log: (line: string) => void;
   /** Called on every step forward (an attempt settled, a send handled): the fan-out's heartbeat. */
   onProgress?: () => void;
-  /** Once aborted, no new send starts. */
-  stop?: AbortSignal;
+  /** Aborted: start no new send (the activity is cancelled). */
+  signal?: AbortSignal;
 }
 
 const HUMAN_INPUT_TTL_S = 24 * 3600;
@@ -125,7 +125,7 @@ export async function fanOut(
       await handle(sub, await deps.sender.send(sub, payload, options, hooks));
       deps.onProgress?.();
     },
-    deps.stop,
+    deps.signal,
   );
   return result;
 }
@@ -195,6 +195,9 @@ export function createPushActivities(deps: PushActivityDeps) {
           width: deps.fanOutWidth,
           log: deps.log,
           onProgress: beat,
+          // A worker shutting down past its grace cancels the activity: the fan-out stops starting sends (the
+          // ones reached are recorded), and the next attempt, on any worker, skips them.
+          signal: context?.cancellationSignal,
         },
         pending,
         payload,

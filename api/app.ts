@@ -7,7 +7,7 @@ import type { WatchStore } from '../store/watches';
 import { requireAuth, type AuthOptions, type AuthState } from './auth';
 import type { EpisodeView } from './episodesView';
 import { errorMiddleware, onBodyError } from './errors';
-import { healthRouter, type Probe } from './routes/health';
+import { healthRouter, type HealthProbes } from './routes/health';
 import { notificationsRouter, type NotificationRouteDeps } from './routes/notifications';
 import { openApiRouter } from './openapi';
 import { runsRouter, type RunsRouterDeps } from './routes/runs';
@@ -29,7 +29,7 @@ export interface AppDeps {
   rateLimits: RunsRouterDeps['rateLimits'];
   routeErrorLimits: RunsRouterDeps['routeErrorLimits'];
   callbackTestLimit: RunsRouterDeps['callbackTestLimit'];
-  probes: { temporal: Probe; mongo: Probe };
+  probes: HealthProbes;
   /** Present only when web push is enabled (webPushEnabled): otherwise the notification routes do not exist. */
   notifications?: NotificationRouteDeps;
   studioDir?: string;

@@ -6,6 +6,7 @@ import { ConfigError, loadConfigOrExit, type Config } from '../config';
 import { temporalConnectionOptions } from '../client/connection';
 import { assertSearchAttributes } from '../client/searchAttributes';
 import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
+import { searchAttributesProbe } from '../client/searchAttributes';
 import { createHealthSignaler, healthOptions } from '../client/health';
 import { notifyOperator } from '../client/operator';
 import { sendTestCallback } from '../activities/callback';
@@ -19,7 +20,7 @@ import { createEpisodeView } from './episodesView';
 export interface ApiHandle {
   server: Server;
   url: string;
-  close(): Promise<void>;
+  close(graceMs?: number): Promise<void>;
 }
 
 export interface ApiOptions {
@@ -31,6 +32,7 @@ export interface ApiOptions {
 /** Builds every dependency from config and listens. Tests call this with their own config. */
 export async function startApi(config: Config, options: ApiOptions = {}): Promise<ApiHandle> {
   const log = options.log ?? ((line: string) => console.error(line));
+  let draining = false;
   const pushSender = options.pushSender ?? pushSenderFor(config);
   const connection = await Connection.connect(temporalConnectionOptions(config));
   try {
@@ -90,6 +92,13 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     probes: {
       temporal: async () => void (await connection.workflowService.getSystemInfo({})),
       mongo: () => pingMongo(mongo.db),
+      searchAttributes: searchAttributesProbe(connection, config.temporalNamespace),
+      pushKeys: config.vapid
+        ? async () => {
+            if (!pushSender) throw new Error('web push is on but its sender is not loaded');
+          }
+        : undefined,
+      draining: () => draining,
     },
     notifications: config.vapid
       ? {
@@ -117,9 +126,22 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
   return {
     server,
     url: `http://${config.host}:${port}`,
-    async close() {
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+    /**
+     * Stops accepting, lets the requests in flight finish (at most `graceMs`, SHUTDOWN_GRACE_SECONDS by
+     * default), then cuts what is left and closes the connections to the servers.
+     */
+    async close(graceMs = config.shutdownGraceSeconds * 1000) {
+      draining = true;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // Keep-alive connections with nothing in flight go now; the busy ones once their answer is out.
+      const idle = setInterval(() => server.closeIdleConnections(), 50);
+      server.closeIdleConnections();
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([closed, new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+      clearTimeout(timer);
+      clearInterval(idle);
       server.closeAllConnections();
+      await closed;
       pushSender?.close();
       await connection.close();
       await mongo.client.close();
@@ -131,7 +153,8 @@ async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const api = await startApi(config);
   console.log(`flow-notify api: listening on ${api.url}`);
-  const stop = (): void => {
+  const stop = (signal: string): void => {
+    console.log(`flow-notify api: ${signal}: no new connections; finishing the requests in flight`);
     api.close().then(
       () => process.exit(0),
       () => process.exit(1),

@@ -6,6 +6,7 @@ import Router from '@koa/router';
 import type { Middleware } from 'koa';
 import { HttpError } from './errors';
 
+// From source: ./studio; from a build: dist/studio (npm run build copies it there).
 export const STUDIO_DIR = path.resolve(__dirname, '..', 'studio');
 
 const TYPES: Record<string, string> = {
@@ -23,7 +24,12 @@ const isApi = (p: string): boolean => p === '/api' || p.startsWith('/api/');
 /** GET/HEAD of a studio file, or the SPA's index.html for any other non-API path (deep links like /runs/:id). */
 export function serveStudio(dir = STUDIO_DIR): Middleware {
   return async (ctx, next) => {
-    if ((ctx.method !== 'GET' && ctx.method !== 'HEAD') || isApi(ctx.path) || ctx.path === '/healthz')
+    if (
+      (ctx.method !== 'GET' && ctx.method !== 'HEAD') ||
+      isApi(ctx.path) ||
+      ctx.path === '/healthz' ||
+      ctx.path === '/readyz'
+    )
       return next();
     let decoded: string;
     try {

@@ -3,7 +3,7 @@
 // servers, one episode of each family (push, callback, operator alert) driven through them, the runner CLI run
 // from the build, and both stopped with SIGTERM.
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -14,6 +14,7 @@ import { ApiClient, temporalClient } from './support/harness';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startPushService, type PushService } from './support/pushService';
 import { TEST_JWT_SECRET, testStack } from './support/stack';
+import { startProcess, terminate } from './support/processes';
 import { childProcessEnv, WorkerProcess } from './support/workerProcess';
 import { loadConfig } from '../config';
 
@@ -28,6 +29,7 @@ export function buildCopy(dir: string): void {
   for (const file of ['package.json', 'package-lock.json', 'bin']) {
     cpSync(path.join(PROJECT_ROOT, file), path.join(dir, file), { recursive: true });
   }
+  cpSync(path.join(PROJECT_ROOT, 'studio'), path.join(dist, 'studio'), { recursive: true });
   execFileSync(
     'npm',
     ['ci', '--omit=dev', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'],
@@ -39,46 +41,6 @@ export function buildCopy(dir: string): void {
   execFileSync(process.execPath, ['-r', 'ts-node/register', 'scripts/bundleWorkflows.ts', dist], {
     cwd: PROJECT_ROOT,
   });
-}
-
-/** Spawns `node <args>` in `cwd` and resolves once a line of its output contains `readyLine`. */
-export async function startProcess(
-  cwd: string,
-  args: string[],
-  env: Record<string, string>,
-  readyLine: string,
-  timeoutMs = 60_000,
-): Promise<{ child: ChildProcess; output: () => string }> {
-  const child = spawn(process.execPath, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`not ready in ${timeoutMs} ms:\n${output}`)), timeoutMs);
-    const onData = (chunk: Buffer): void => {
-      output = (output + chunk.toString('utf8')).slice(-8000);
-      if (output.includes(readyLine)) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('exit', (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`exited before ready (${signal ?? code}):\n${output}`));
-    });
-  });
-  return { child, output: () => output };
-}
-
-/** SIGTERM, and the exit code (null when it had to be killed after `timeoutMs`). */
-export async function terminate(child: ChildProcess, timeoutMs = 15_000): Promise<number | null> {
-  if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-  child.kill('SIGTERM');
-  const code = await exited;
-  clearTimeout(timer);
-  return code;
 }
 
 describe('the production build (dist/, production dependencies only)', function () {
@@ -170,6 +132,9 @@ describe('the production build (dist/, production dependencies only)', function 
       'flow-notify api: listening',
     );
     const alice = new ApiClient(`http://127.0.0.1:${vars.PORT}`).as('alice', 'acme');
+    const studio = await fetch(`http://127.0.0.1:${vars.PORT}/`);
+    assert.equal(studio.status, 200, 'the built API serves the studio');
+    assert.match(await studio.text(), /<html/i);
 
     const sub = push.endpoint('alice-laptop');
     assert.equal((await alice.post('/api/v1/notifications/push/subscriptions', sub)).status, 201);

@@ -97,22 +97,24 @@ describe('foundation', () => {
   });
 });
 
-describe('GET /healthz', () => {
-  it('answers 200 with both servers up and 503 naming mongo once the Mongo server is stopped', async () => {
+describe('GET /readyz and /healthz', () => {
+  it('/readyz answers 200 with both servers up and 503 naming mongo once the Mongo server is stopped; /healthz (liveness) stays 200', async () => {
     // Its own FerretDB, so stopping it leaves the shared test stack alone.
     const dataRoot = mkdtempSync(path.join(tmpdir(), 'flow-notify-health-'));
     const mongo = await launchMongo(readStackSpec(), { dataRoot, freePorts: true, test: true });
     const { api, client } = await startTestApi(testConfig({ MONGO_URL: mongo.url }));
     try {
-      const up = await client.get('/healthz');
+      const up = await client.get('/readyz');
       assert.equal(up.status, 200);
-      assert.deepEqual(up.body, { temporal: 'ok', mongo: 'ok' });
+      assert.deepEqual(up.body, { temporal: 'ok', mongo: 'ok', searchAttributes: 'ok' });
 
       await mongo.server.stop();
-      const down = await client.get('/healthz');
+      const down = await client.get('/readyz');
       assert.equal(down.status, 503);
       assert.equal(down.body.temporal, 'ok');
       assert.match(down.body.mongo, /^down/);
+      // Liveness asks nothing of the servers: a restart would not bring Mongo back.
+      assert.deepEqual((await client.get('/healthz')).body, { status: 'ok' });
     } finally {
       await api.close();
       await mongo.server.stop();

@@ -127,10 +127,10 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
       });
     const subs = await store.listForUsers([ctx.state.caller.userId]);
     const payload = renderTestPush(deps.studioUrl, ctx.state.caller.userId, randomUUID());
-    const stop = AbortSignal.timeout(TEST_PUSH_DEADLINE_MS);
+    const signal = AbortSignal.timeout(TEST_PUSH_DEADLINE_MS);
     let sent = 0;
     const sending = fanOut(
-      { subscriptions: store, sender: deps.sender, width: 8, log: deps.log, stop },
+      { subscriptions: store, sender: deps.sender, width: 8, log: deps.log, signal },
       subs,
       payload,
       async () => {
@@ -139,7 +139,7 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
     );
     const finished = await Promise.race([
       sending.then(() => true),
-      new Promise<false>((resolve) => stop.addEventListener('abort', () => resolve(false), { once: true })),
+      new Promise<false>((resolve) => signal.addEventListener('abort', () => resolve(false), { once: true })),
     ]);
     sending.catch((err: unknown) =>
       deps.log(`push test: ${err instanceof Error ? err.message : String(err)}`),

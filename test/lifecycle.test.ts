@@ -1,0 +1,252 @@
+// Lifecycle: SIGTERM and the probes. A worker told to stop in the middle of a 400-endpoint fan-out exits within its
+// grace (SHUTDOWN_GRACE_SECONDS) and, after a restart, every endpoint has exactly one push except those in flight at
+// the stop (same tag); an API told to stop finishes the request in flight and refuses new connections; /healthz is
+// liveness, /readyz readiness (API and the worker's WORKER_HEALTH_PORT).
+import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Connection, type Client } from '@temporalio/client';
+import Long from 'long';
+import webpush from 'web-push';
+import { PUSH_FAN_OUT_WIDTH } from '../activities';
+import { sweepScheduleId } from '../client/schedules';
+import { loadConfig, type Config } from '../config';
+import type { PushPayload } from '../domain/push';
+import { freePort, PROJECT_ROOT } from '../stack/embedded';
+import type { Stores } from '../store';
+import type { Mongo } from '../store/mongo';
+import { subscriptionId } from '../store/pushSubscriptions';
+import type { EpisodeResult } from '../workflows/episode';
+import { ApiClient, openStores, startTestApi, temporalClient } from './support/harness';
+import { startPushService, type PushService, type ReceivedPush } from './support/pushService';
+import { startProcess, terminate } from './support/processes';
+import { slowLink } from './support/slowLink';
+import { TEST_JWT_SECRET, testStack } from './support/stack';
+import { childProcessEnv, WorkerProcess } from './support/workerProcess';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const USERS = ['alice', 'bob', 'carol', 'dave'];
+const ENDPOINTS_PER_USER = 100;
+const TOTAL = USERS.length * ENDPOINTS_PER_USER;
+const GRACE_SECONDS = 2;
+
+describe('lifecycle: SIGTERM and probes', function () {
+  this.timeout(180_000);
+  let push: PushService;
+  let link: Awaited<ReturnType<typeof slowLink>>;
+  let vars: Record<string, string>;
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  let worker: WorkerProcess | undefined;
+  let api: { child: ChildProcess; output: () => string } | undefined;
+  const endpointIds: string[] = [];
+  const endpointOf = new Map<string, string>();
+
+  before(async () => {
+    push = await startPushService();
+    link = await slowLink(Number(new URL(push.origin).port), 120);
+    const vapid = webpush.generateVAPIDKeys();
+    const suffix = randomBytes(4).toString('hex');
+    vars = {
+      MONGO_URL: testStack().mongoUrl,
+      MONGO_DB: `t_life_${suffix}`,
+      TEMPORAL_ADDRESS: testStack().temporalAddress,
+      TEMPORAL_TASK_QUEUE: `flow-notify-life-${suffix}`,
+      AUTH_JWT_SECRET: TEST_JWT_SECRET,
+      VAPID_PUBLIC_KEY: vapid.publicKey,
+      VAPID_PRIVATE_KEY: vapid.privateKey,
+      PUSH_ALLOW_PRIVATE: '1',
+      CALLBACK_ALLOW_PRIVATE: '1',
+      SWEEP_INTERVAL_SECONDS: '3600',
+      SHUTDOWN_GRACE_SECONDS: String(GRACE_SECONDS),
+      PORT: '0',
+    };
+    config = loadConfig(vars);
+    ({ mongo, stores } = await openStores(config));
+    ({ client, close: closeClient } = await temporalClient(config));
+    const now = new Date();
+    for (const user of USERS) {
+      if (user !== 'alice') await stores.notificationPrefs.setScope(user, 'acme', 'team', now);
+      const subs = Array.from({ length: ENDPOINTS_PER_USER }, (_, i) => push.endpoint(`${user}${i}`));
+      await Promise.all(
+        subs.map(async (sub) => {
+          endpointIds.push(push.idOf(sub));
+          const endpoint = sub.endpoint.replace(push.origin, `https://127.0.0.1:${link.port}`);
+          endpointOf.set(subscriptionId(endpoint), push.idOf(sub));
+          await stores.pushSubscriptions.upsert({ userId: user, teamId: 'acme' }, { ...sub, endpoint }, now);
+        }),
+      );
+    }
+  });
+
+  after(async () => {
+    if (api) await terminate(api.child);
+    await worker?.stop();
+    await client?.schedule
+      .getHandle(sweepScheduleId(config.temporalTaskQueue))
+      .delete()
+      .catch(() => undefined);
+    await closeClient?.();
+    await mongo?.client.close();
+    await link?.close();
+    await push?.close();
+  });
+
+  it('a worker stopped mid fan-out exits within its grace; after a restart every endpoint has exactly one push, bar the ones in flight (same tag)', async () => {
+    const healthPort = await freePort();
+    worker = await WorkerProcess.start({
+      vars: { ...vars, WORKER_HEALTH_PORT: String(healthPort) },
+      trustCa: push.ca,
+    });
+    // The worker's probes: live, and ready once it polls.
+    const probe = (route: string) => fetch(`http://127.0.0.1:${healthPort}${route}`);
+    assert.equal((await probe('/healthz')).status, 200);
+    const ready = await probe('/readyz');
+    assert.equal(ready.status, 200, await ready.clone().text());
+    assert.deepEqual(await ready.json(), { temporal: 'ok', mongo: 'ok', searchAttributes: 'ok' });
+
+    const { api: inProcessApi, client: anonymous } = await startTestApi(config);
+    try {
+      const alice = anonymous.as('alice', 'acme');
+      const created = await alice.post('/api/v1/runs', { title: 'Fleet rollout' });
+      assert.equal(created.status, 201, created.text);
+      const runId = created.body.id as string;
+      const episodeId = `${runId}:end`;
+      assert.equal((await alice.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'ok' })).status, 200);
+
+      const deadline = Date.now() + 60_000;
+      while (push.received().length < TOTAL / 4) {
+        assert.ok(Date.now() < deadline, `the fan-out never got going: ${push.received().length} received`);
+        await sleep(10);
+      }
+      const stoppedAt = Date.now();
+      await worker.stop(60_000); // SIGTERM; SIGKILL only if it overstays a minute
+      const stopSeconds = (Date.now() - stoppedAt) / 1000;
+      const receivedAtStop = push.received().length;
+      assert.ok(receivedAtStop < TOTAL, `the stop came after the fan-out ended (${receivedAtStop})`);
+      // The grace, plus the in-flight sends' own answers and the connections' close.
+      assert.ok(stopSeconds < GRACE_SECONDS + 3, `the worker took ${stopSeconds.toFixed(1)} s to exit`);
+      assert.match(worker.output(), /SIGTERM: no new tasks/);
+      assert.equal(worker.unexpectedExits.length, 0);
+      const recordedAtStop = await stores.pushDeliveries.deliveredSubscriptions(episodeId, [
+        ...endpointOf.keys(),
+      ]);
+      // It stopped sending: nothing arrives while no worker runs.
+      await sleep(1000);
+      const quiet = push.received().length;
+      assert.ok(
+        quiet - receivedAtStop <= PUSH_FAN_OUT_WIDTH,
+        `${quiet - receivedAtStop} pushes after the stop`,
+      );
+
+      await worker.start();
+      const result = (await client.workflow.getHandle(episodeId).result()) as EpisodeResult;
+      assert.equal(result.push, 'delivered');
+      assert.equal(await stores.pushDeliveries.countForEpisode(episodeId), TOTAL);
+
+      const byEndpoint = new Map<string, ReceivedPush[]>(endpointIds.map((id) => [id, []]));
+      for (const received of push.received()) byEndpoint.get(received.endpointId)!.push(received);
+      assert.deepEqual(
+        [...byEndpoint].filter(([, got]) => got.length === 0).map(([id]) => id),
+        [],
+        'endpoints without the push',
+      );
+      const recorded = new Set([...recordedAtStop].map((id) => endpointOf.get(id)));
+      const repeated = [...byEndpoint].filter(([, got]) => got.length > 1);
+      assert.ok(repeated.length <= PUSH_FAN_OUT_WIDTH, `${repeated.length} endpoints got the push twice`);
+      for (const [id, got] of repeated) {
+        assert.equal(got.length, 2, `${id} got ${got.length} copies`);
+        assert.ok(!recorded.has(id), `${id} was recorded as reached, yet sent again`);
+        assert.equal((got[1].payload as PushPayload).tag, (got[0].payload as PushPayload).tag);
+      }
+      console.log(
+        `      stop after ${receivedAtStop}/${TOTAL} received (${recordedAtStop.size} recorded); exited in ` +
+          `${stopSeconds.toFixed(1)} s; ${repeated.length} repeated`,
+      );
+    } finally {
+      await inProcessApi.close();
+    }
+  });
+
+  it('an API told to stop finishes the request in flight, refuses new connections and exits 0; /healthz and /readyz', async () => {
+    const caDir = mkdtempSync(path.join(tmpdir(), 'flow-notify-life-ca-'));
+    try {
+      writeFileSync(path.join(caDir, 'ca.pem'), push.ca);
+      const port = await freePort();
+      api = await startProcess(
+        PROJECT_ROOT,
+        ['-r', 'ts-node/register', 'api/server.ts'],
+        childProcessEnv({
+          ...vars,
+          PORT: String(port),
+          SHUTDOWN_GRACE_SECONDS: '20',
+          NODE_EXTRA_CA_CERTS: path.join(caDir, 'ca.pem'),
+        }),
+        'flow-notify api: listening',
+      );
+      const base = new ApiClient(`http://127.0.0.1:${port}`);
+      const alice = base.as('alice', 'acme');
+      assert.deepEqual((await base.get('/healthz')).body, { status: 'ok' });
+      const ready = await base.get('/readyz');
+      assert.equal(ready.status, 200, ready.text);
+      assert.deepEqual(ready.body, { temporal: 'ok', mongo: 'ok', searchAttributes: 'ok', pushKeys: 'ok' });
+
+      // A test push to alice's 100 devices behind the slow link: seconds of work, in flight when SIGTERM comes.
+      const before = push.received().length;
+      const inFlight = alice.post('/api/v1/notifications/push/test', {});
+      while (push.received().length < before + 10) await sleep(10);
+      const child = api.child;
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      const signalledAt = Date.now();
+      child.kill('SIGTERM');
+      await sleep(200);
+      await assert.rejects(base.get('/healthz'), 'a new connection after SIGTERM is refused');
+      const answered = await inFlight;
+      assert.equal(answered.status, 202, answered.text);
+      assert.deepEqual(answered.body, { sent: ENDPOINTS_PER_USER });
+      assert.ok(push.received().length - before >= ENDPOINTS_PER_USER);
+      assert.equal(await exited, 0, api.output());
+      assert.ok(Date.now() - signalledAt < 20_000);
+      assert.match(api.output(), /SIGTERM: no new connections/);
+      api = undefined;
+    } finally {
+      rmSync(caDir, { recursive: true, force: true });
+    }
+  });
+
+  it('/readyz is 503 naming what is missing: search attributes on a namespace without them', async () => {
+    const namespace = `life-${randomBytes(3).toString('hex')}`;
+    const connection = await Connection.connect({ address: testStack().temporalAddress });
+    try {
+      await connection.workflowService.registerNamespace({
+        namespace,
+        workflowExecutionRetentionPeriod: { seconds: Long.fromNumber(86_400) },
+      });
+    } finally {
+      await connection.close();
+    }
+    let started: Awaited<ReturnType<typeof startTestApi>> | undefined;
+    for (let i = 0; i < 50 && !started; i++) {
+      started = await startTestApi(loadConfig({ ...vars, TEMPORAL_NAMESPACE: namespace })).catch(
+        () => undefined,
+      );
+      if (!started) await sleep(200);
+    }
+    try {
+      const ready = await started!.client.get('/readyz');
+      assert.equal(ready.status, 503, ready.text);
+      assert.equal(ready.body.temporal, 'ok');
+      assert.equal(ready.body.mongo, 'ok');
+      assert.match(ready.body.searchAttributes, /^down: missing search attributes FlowRunId, FlowTeamId/);
+      assert.equal((await started!.client.get('/healthz')).status, 200);
+    } finally {
+      await started?.api.close();
+    }
+  });
+});

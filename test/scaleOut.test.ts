@@ -1,0 +1,215 @@
+// Scale out: two worker processes and two API processes on one Temporal and one MongoDB-wire server, one task
+// queue, one database. A burst of runs from both APIs is shared by both workers; one worker is SIGKILLed in the
+// middle of it and not restarted: nothing is lost (every episode's callback and pushes arrive), and what repeats is
+// invisible to users (a repeated push carries the same tag, a repeated callback the same webhook-id). The sweep's
+// schedule fires once per interval whatever the number of workers.
+import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import webpush from 'web-push';
+import { sweepScheduleId } from '../client/schedules';
+import { loadConfig, type Config } from '../config';
+import type { PushPayload } from '../domain/push';
+import { freePort, PROJECT_ROOT } from '../stack/embedded';
+import type { Stores } from '../store';
+import type { Mongo } from '../store/mongo';
+import { CallbackReceiver } from './support/callbackReceiver';
+import { ApiClient, openStores, temporalClient } from './support/harness';
+import { startProcess, terminate } from './support/processes';
+import { startPushService, type PushService } from './support/pushService';
+import { slowLink } from './support/slowLink';
+import { TEST_JWT_SECRET, testStack } from './support/stack';
+import { childProcessEnv, WorkerProcess } from './support/workerProcess';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const RUNS = 40;
+const DEVICES = 4;
+const SWEEP_SECONDS = 5;
+
+describe('scale out: two workers and two APIs on one Temporal and one database', function () {
+  this.timeout(240_000);
+  let push: PushService;
+  let link: Awaited<ReturnType<typeof slowLink>>;
+  let callbacks: CallbackReceiver;
+  let vars: Record<string, string>;
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  let caDir: string;
+  const workers: WorkerProcess[] = [];
+  const apis: { child: ChildProcess; output: () => string; client: ApiClient }[] = [];
+  const devices: string[] = [];
+
+  before(async () => {
+    push = await startPushService();
+    link = await slowLink(Number(new URL(push.origin).port), 40);
+    callbacks = await CallbackReceiver.start();
+    const vapid = webpush.generateVAPIDKeys();
+    const suffix = randomBytes(4).toString('hex');
+    vars = {
+      MONGO_URL: testStack().mongoUrl,
+      MONGO_DB: `t_scale_${suffix}`,
+      TEMPORAL_ADDRESS: testStack().temporalAddress,
+      TEMPORAL_TASK_QUEUE: `flow-notify-scale-${suffix}`,
+      AUTH_JWT_SECRET: TEST_JWT_SECRET,
+      VAPID_PUBLIC_KEY: vapid.publicKey,
+      VAPID_PRIVATE_KEY: vapid.privateKey,
+      PUSH_ALLOW_PRIVATE: '1',
+      CALLBACK_ALLOW_PRIVATE: '1',
+      SWEEP_INTERVAL_SECONDS: String(SWEEP_SECONDS),
+      PORT: '0',
+    };
+    config = loadConfig(vars);
+    ({ mongo, stores } = await openStores(config));
+    ({ client, close: closeClient } = await temporalClient(config));
+    const now = new Date();
+    for (let i = 0; i < DEVICES; i++) {
+      const sub = push.endpoint(`alice${i}`);
+      devices.push(push.idOf(sub));
+      const endpoint = sub.endpoint.replace(push.origin, `https://127.0.0.1:${link.port}`);
+      await stores.pushSubscriptions.upsert({ userId: 'alice', teamId: 'acme' }, { ...sub, endpoint }, now);
+    }
+    caDir = mkdtempSync(path.join(tmpdir(), 'flow-notify-scale-ca-'));
+    writeFileSync(path.join(caDir, 'ca.pem'), push.ca);
+    for (let i = 0; i < 2; i++) workers.push(await WorkerProcess.start({ vars, trustCa: push.ca }));
+    for (let i = 0; i < 2; i++) {
+      const port = await freePort();
+      const started = await startProcess(
+        PROJECT_ROOT,
+        ['-r', 'ts-node/register', 'api/server.ts'],
+        childProcessEnv({ ...vars, PORT: String(port), NODE_EXTRA_CA_CERTS: path.join(caDir, 'ca.pem') }),
+        'flow-notify api: listening',
+      );
+      apis.push({ ...started, client: new ApiClient(`http://127.0.0.1:${port}`).as('alice', 'acme') });
+    }
+  });
+
+  after(async () => {
+    for (const api of apis) await terminate(api.child);
+    for (const worker of workers) await worker.stop();
+    await client?.schedule
+      .getHandle(sweepScheduleId(config.temporalTaskQueue))
+      .delete()
+      .catch(() => undefined);
+    await closeClient?.();
+    await mongo?.client.close();
+    await link?.close();
+    await push?.close();
+    await callbacks?.close();
+    if (caDir) rmSync(caDir, { recursive: true, force: true });
+  });
+
+  it('a burst from both APIs is shared by both workers; a worker SIGKILLed mid-burst loses nothing and shows no duplicate', async () => {
+    const sweepHandle = client.schedule.getHandle(sweepScheduleId(config.temporalTaskQueue));
+    const sweepsBefore = (await sweepHandle.describe()).info.numActionsTaken;
+    const sweepWindowStart = Date.now();
+
+    // The burst: half the runs through each API, all ending at once.
+    const runIds = await Promise.all(
+      Array.from({ length: RUNS }, async (_, i) => {
+        const api = apis[i % 2].client;
+        const created = await api.post('/api/v1/runs', {
+          title: `Burst ${i}`,
+          callback: { url: callbacks.url },
+        });
+        assert.equal(created.status, 201, created.text);
+        return created.body.id as string;
+      }),
+    );
+    await Promise.all(
+      runIds.map(async (runId, i) => {
+        const done = await apis[(i + 1) % 2].client.post(`/api/v1/runs/${runId}/complete`, {
+          finalAnswer: 'ok',
+        });
+        assert.equal(done.status, 200, done.text);
+      }),
+    );
+
+    // Kill one worker once a quarter of the pushes are out.
+    const victim = workers[0];
+    const victimPid = victim.pid!;
+    const survivorPid = workers[1].pid!;
+    const deadline = Date.now() + 60_000;
+    while (push.received().length < (RUNS * DEVICES) / 4) {
+      assert.ok(Date.now() < deadline, `the burst never got going: ${push.received().length} pushes`);
+      await sleep(10);
+    }
+    await victim.kill();
+    const pushesAtKill = push.received().length;
+    assert.ok(pushesAtKill < RUNS * DEVICES, 'the kill came after the burst');
+
+    // Nothing lost: every episode ends delivered, with its callback and a push on every device.
+    const episodeIds = runIds.map((runId) => `${runId}:end`);
+    await Promise.all(episodeIds.map((id) => client.workflow.getHandle(id).result()));
+    const webhookIds = new Set(callbacks.received.map((c) => String(c.headers['webhook-id'])));
+    assert.deepEqual(
+      [...webhookIds].sort(),
+      [...episodeIds].sort(),
+      'one callback per episode (by webhook-id)',
+    );
+    for (const device of devices) {
+      const tags = push.received(device).map((p) => (p.payload as PushPayload).tag);
+      assert.deepEqual([...new Set(tags)].sort(), [...episodeIds].sort(), `device ${device}`);
+    }
+    // What repeated (a send or a callback in flight at the kill) is the same notification: same tag, same body.
+    const repeatedPushes = push.received().length - RUNS * DEVICES;
+    const repeatedCallbacks = callbacks.received.length - RUNS;
+    const byKey = new Map<string, string>();
+    for (const p of push.received()) {
+      const key = `${p.endpointId}|${(p.payload as PushPayload).tag}`;
+      if (byKey.has(key)) assert.equal(p.rawText, byKey.get(key), `a repeat of ${key} differs`);
+      byKey.set(key, p.rawText);
+    }
+    for (const c of callbacks.received) {
+      const id = String(c.headers['webhook-id']);
+      const first = callbacks.received.find((x) => String(x.headers['webhook-id']) === id)!;
+      assert.equal(JSON.parse(c.body).episodeId, JSON.parse(first.body).episodeId);
+    }
+
+    // Both workers ran some: the identities (pid@host) of the workers that started the episodes' activities.
+    const ranBy = new Map<string, number>();
+    for (const id of episodeIds) {
+      const history = await client.workflow.getHandle(id).fetchHistory();
+      for (const event of history.events ?? []) {
+        const identity = event.activityTaskStartedEventAttributes?.identity;
+        if (identity) ranBy.set(identity.split('@')[0], (ranBy.get(identity.split('@')[0]) ?? 0) + 1);
+      }
+    }
+    assert.ok(
+      (ranBy.get(String(victimPid)) ?? 0) > 0,
+      `the killed worker ran nothing: ${JSON.stringify([...ranBy])}`,
+    );
+    assert.ok(
+      (ranBy.get(String(survivorPid)) ?? 0) > 0,
+      `the survivor ran nothing: ${JSON.stringify([...ranBy])}`,
+    );
+
+    // The sweep: one schedule, at most one run per interval however many workers poll (fewer when a sweep
+    // overran its interval: the schedule skips rather than overlaps).
+    const elapsed = (Date.now() - sweepWindowStart) / 1000;
+    const described = await sweepHandle.describe();
+    const sweeps = described.info.numActionsTaken - sweepsBefore;
+    assert.ok(
+      sweeps >= 1 && sweeps <= Math.ceil(elapsed / SWEEP_SECONDS) + 1,
+      `${sweeps} sweeps in ${elapsed} s`,
+    );
+    const takenAt = described.info.recentActions.map((a) => a.takenAt.getTime()).sort((x, y) => x - y);
+    for (let i = 1; i < takenAt.length; i++) {
+      assert.ok(
+        takenAt[i] - takenAt[i - 1] >= SWEEP_SECONDS * 1000 - 500,
+        `sweeps ${takenAt[i] - takenAt[i - 1]} ms apart`,
+      );
+    }
+    console.log(
+      `      activities by worker ${JSON.stringify(Object.fromEntries(ranBy))} (killed ${victimPid} after ` +
+        `${pushesAtKill}/${RUNS * DEVICES} pushes); repeats: ${repeatedPushes} pushes, ${repeatedCallbacks} ` +
+        `callbacks; ${sweeps} sweeps in ${elapsed.toFixed(0)} s`,
+    );
+  });
+});
