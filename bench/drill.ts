@@ -1,4 +1,4 @@
-// npm run drill: the fault drill at full size (issue 9), on a stack of its own so it can restart the servers.
+// npm run drill: the fault drill at full size, on a stack of its own so it can restart the servers.
 //   npm run drill -- [--runs 50] [--episodes-per-run 4]
 // Prints the counts (sent, repeated, lost, ...) and the invariants; exits 1 when one did not hold.
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// The fault drill (issue 9), shared by `npm run drill` (bench/drill.ts, full size, its own stack) and its small
+// The fault drill, shared by `npm run drill` (bench/drill.ts, full size, its own stack) and its small
 // version in `npm test` (test/drill.test.ts, on a throwaway stack of its own).
 //
 // Runs are driven through the real API, each through a few pauses (human input, usage park) and an end

@@ -1,4 +1,4 @@
-// bench:episodes (issue 9): outcome episodes through the embedded dev server and one worker, against a bare
+// bench:episodes: outcome episodes through the embedded dev server and one worker, against a bare
 // workflow of the same shape on the same server, in the same run.
 //
 //   ours   500 runs created and completed through the real engine (createRunEngine) before the clock starts,
@@ -626,7 +626,7 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
     }
 
     const section: Section = {
-      title: `Episodes: ${EPISODES} outcome episodes vs bare workflows, one worker (issue 9)`,
+      title: `Episodes: ${EPISODES} outcome episodes vs bare workflows, one worker`,
       command: commandLine('episodes.ts'),
       machine: machineInfo(),
       stack: stack.origin,

@@ -1,4 +1,4 @@
-// Property-based fuzzing of every API route (issue 9, "Bad input"): bodies, path params, headers and methods.
+// Property-based fuzzing of every API route: bodies, path params, headers and methods.
 //
 // Each route gets `numRuns` fast-check cases of two kinds. One in six is nearly valid: the caller's token, the
 // route's method, a real run in the state the route acts on, and a valid body with up to two edits (a field

@@ -1,4 +1,4 @@
-// bench:push (issue 4): one episode fanned out to 2,000 subscriptions on the loopback push service.
+// bench:push: one episode fanned out to 2,000 subscriptions on the loopback push service.
 //
 //   ours      the deliverPush activity function, called directly: what the worker runs for an episode. The
 //             recipients and subscriptions queries, the production sender (createPushSender: VAPID JWT cached
@@ -297,7 +297,7 @@ export async function runPushBench(): Promise<PushBenchResult> {
     );
 
     const section: Section = {
-      title: `Push fan-out: ${SUBSCRIPTIONS} subscriptions, width ${WIDTH} (issue 4)`,
+      title: `Push fan-out: ${SUBSCRIPTIONS} subscriptions, width ${WIDTH}`,
       command: commandLine('push.ts'),
       machine: machineInfo(),
       stack: stack.origin,

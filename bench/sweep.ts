@@ -1,4 +1,4 @@
-// bench:sweep (issue 9): one reconciliation sweep pass over N runs, 1 % of whose episodes are unclaimed, against a
+// bench:sweep: one reconciliation sweep pass over N runs, 1 % of whose episodes are unclaimed, against a
 // per-run claim check of the same window in the same run. Both count their database round trips with the MongoDB
 // driver's command monitoring (every commandStarted event: find, getMore, delete, ...).
 //
@@ -501,7 +501,7 @@ export async function runSweepBench(): Promise<SweepBenchResult> {
       );
     }
     const section: Section = {
-      title: `Sweep: one pass, 1 % of episodes unclaimed (issue 9)`,
+      title: `Sweep: one pass, 1 % of episodes unclaimed`,
       command: commandLine('sweep.ts'),
       machine: machineInfo(),
       stack: stack.origin,

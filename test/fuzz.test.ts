@@ -1,4 +1,4 @@
-// Bad input (issue 9): property-based fuzzing of every route against a real API, Temporal and FerretDB.
+// Bad input: property-based fuzzing of every route against a real API, Temporal and FerretDB.
 // 200 cases per route here, from a fixed seed; the drill runs 2,000 (FUZZ_RUNS=2000 FUZZ_FRESH=1). A failure
 // prints the route's seed and fast-check's replay path; reproduce with
 //   FUZZ_SEED=<seed> FUZZ_ROUTES='<route name>' npx mocha -g 'bad input'

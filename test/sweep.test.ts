@@ -1,4 +1,4 @@
-// The reconciliation sweep at scale (issue 9) on the real servers: what one pass costs in database round trips
+// The reconciliation sweep at scale on the real servers: what one pass costs in database round trips
 // (counted by the driver's command monitoring, never timed), what it starts, that a second pass is harmless, and
 // that the sweep workflow's activities heartbeat so a killed worker does not hold the schedule.
 import assert from 'node:assert/strict';

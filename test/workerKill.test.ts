@@ -3,7 +3,6 @@
 // the push service sits behind a loopback link that holds its answers back, so the fan-out of one episode to
 // 400 endpoints lasts a few seconds and the kill lands in the middle of it.
 import assert from 'node:assert/strict';
-import net from 'node:net';
 import type { Client } from '@temporalio/client';
 import webpush from 'web-push';
 import { PUSH_FAN_OUT_WIDTH } from '../activities';
@@ -18,37 +17,8 @@ import { subscriptionId } from '../store/pushSubscriptions';
 import { openStores, startTestApi, temporalClient, type ApiClient } from './support/harness';
 import { startPushService, type PushService, type ReceivedPush } from './support/pushService';
 import { TEST_JWT_SECRET, testStack } from './support/stack';
+import { slowLink } from './support/slowLink';
 import { WorkerProcess } from './support/workerProcess';
-
-/**
- * A TCP relay in front of the push service that delays every byte the service sends back by `delayMs`. TLS
- * passes through untouched (the certificate names 127.0.0.1, and the VAPID audience is the relay's origin, which
- * is the Host the push service sees), so the service still verifies and decrypts every message.
- */
-async function slowLink(targetPort: number, delayMs: number) {
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    const upstream = net.connect(targetPort, '127.0.0.1');
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-      s.on('error', () => undefined);
-    }
-    client.on('data', (chunk) => upstream.write(chunk));
-    // Timers of equal duration fire in the order they were set, so the byte stream keeps its order.
-    upstream.on('data', (chunk) => setTimeout(() => client.writable && client.write(chunk), delayMs));
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => setTimeout(() => client.destroy(), delayMs));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    async close() {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const USERS = ['alice', 'bob', 'carol', 'dave'];

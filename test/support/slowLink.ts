@@ -1,5 +1,5 @@
 // A TCP relay that holds back every byte the far side sends (a slow push service), for tests that must land
-// something in the middle of a fan-out. (test/workerKill.test.ts has its own copy.)
+// something in the middle of a fan-out.
 import net from 'node:net';
 
 /**

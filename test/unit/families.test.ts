@@ -7,20 +7,10 @@ import { buildRunOutcome, claimKeys, type RunOutcome } from '../../domain/outcom
 import { kindFor } from '../../domain/push';
 import { callbackWanted, type Run } from '../../domain/run';
 import { owedEpisode } from '../../domain/sweep';
+import { aRun, AT } from './fixtures';
 
-const at = new Date('2026-12-01T09:00:00Z');
-const run = (over: Partial<Run> = {}): Run => ({
-  _id: 'run_f',
-  teamId: 'acme',
-  ownerId: 'alice',
-  title: 'Deploy',
-  status: 'running',
-  pauseCount: 0,
-  watchedIssueIds: [],
-  createdAt: at,
-  updatedAt: at,
-  ...over,
-});
+const at = AT;
+const run = aRun;
 const outcomeOf = (over: Partial<Run>): RunOutcome => {
   const outcome = buildRunOutcome(run(over));
   assert.ok(outcome);

@@ -3,22 +3,12 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { buildRunOutcome, runOutcomeEventId } from '../../domain/outcome';
-import type { Run } from '../../domain/run';
 import { PROJECT_ROOT } from '../../stack/embedded';
+import type { Run } from '../../domain/run';
+import { aRun, AT } from './fixtures';
 
-const at = new Date('2026-11-30T09:00:00Z');
-const baseRun = (over: Partial<Run> = {}): Run => ({
-  _id: 'run_abc',
-  teamId: 'acme',
-  ownerId: 'alice',
-  title: 'Deploy',
-  status: 'running',
-  pauseCount: 0,
-  watchedIssueIds: [],
-  createdAt: at,
-  updatedAt: at,
-  ...over,
-});
+const at = AT;
+const baseRun = aRun;
 
 describe('buildRunOutcome', () => {
   it('a running run owes no outcome, whatever the body said', () => {
