@@ -26,6 +26,8 @@ export interface CallbackDeps {
   timeoutMs: number;
   lookup?: HostLookup;
   now: () => Date;
+  /** Operator logs: the detail behind a category (addresses, resolver codes) goes here, never to the owner. */
+  log?: (line: string) => void;
 }
 
 const MAX_RESPONSE_BYTES = 16 * 1024;
@@ -112,21 +114,31 @@ export function createCallbackActivities(deps: CallbackDeps) {
       if (!run?.callback) return { result: 'stop', detail: 'the run has no callback' };
       const body = callbackBody(run, episodeId);
       if (!body) return { result: 'stop', detail: `a ${run.status} run gets no callback` };
+      // What the owner sees (the claim's gave_up result) is a category; the detail is logged for operators.
+      const failed = (category: DeliveryCategory, detail: string): string => {
+        deps.log?.(`callback: run ${runId} episode ${episodeId}: ${category}: ${detail}`);
+        return category;
+      };
       let res;
       try {
         res = await postSignedCallback(deps, run.callback, episodeId, JSON.stringify(body));
       } catch (err) {
         // No verdict from the resolver, or a name that does not exist now: both follow the retry schedule (a
         // receiver's name can come back within it). Every other refusal is final.
-        if (err instanceof ResolverUnavailableError) return { result: 'retry', detail: err.message };
-        if (err instanceof TargetRefusedError) {
-          return { result: err.category === 'refused: dns' ? 'retry' : 'stop', detail: err.reason };
+        if (err instanceof ResolverUnavailableError) {
+          return { result: 'retry', detail: failed(err.category, err.message) };
         }
-        return { result: 'retry', detail: err instanceof Error ? err.message : String(err) };
+        if (err instanceof TargetRefusedError) {
+          const result = err.category === 'refused: dns' ? 'retry' : 'stop';
+          return { result, detail: failed(err.category, err.reason) };
+        }
+        const message = err instanceof Error ? err.message : String(err);
+        const timedOut = err instanceof Error && err.name === 'TimeoutError';
+        return { result: 'retry', detail: failed(timedOut ? 'timeout' : 'network error', message) };
       }
       const result = classifyCallbackStatus(res.status);
       if (result === 'delivered') return { result, status: res.status };
-      const detail = `receiver answered ${res.status}`;
+      const detail = failed(`http ${res.status}`, `receiver answered ${res.status}`);
       if (result === 'stop') return { result, status: res.status, detail };
       return {
         result,

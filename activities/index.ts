@@ -51,6 +51,7 @@ export function createActivities(deps: ActivityDeps) {
       timeoutMs: config.callbackTimeoutSeconds * 1000,
       lookup: deps.callbackLookup,
       now,
+      log,
     }),
     ...createOpsActivities({
       runs: stores.runs,

@@ -35,6 +35,10 @@ export interface FanOutDeps {
 }
 
 const HUMAN_INPUT_TTL_S = 24 * 3600;
+/** How long a delivery-record write in flight keeps the fan-out's heartbeat going. */
+const WRITE_BEATS_FOR_MS = 60_000;
+
+type PushDeliveryRecord = Parameters<PushDeliveryStore['recordMany']>[0][number];
 
 /** A subscription whose host did not exist (ENOTFOUND) in this many consecutive episodes is pruned. */
 export const PRUNE_AFTER_UNRESOLVED_EPISODES = 3;
@@ -183,11 +187,23 @@ export function createPushActivities(deps: PushActivityDeps) {
       );
       const pending = subs.filter((sub) => !reached.has(sub._id));
       const context = activityContext();
-      const recordDelivery = groupCommit(deps.pushDeliveries.recordMany);
       // Heartbeats on progress, not on a timer: every step of a send is bounded (lookup 5 s, exchange 5 s, wait
       // slices 2 s), so a lane stuck longer than the heartbeat timeout is a wedge Temporal should notice and retry.
       const beat = (): void => context?.heartbeat();
       beat();
+      // A delivery record being written is progress too (our own store, slow under load, not the outside world):
+      // beat while it is in flight, but only for so long, so a wedged write is still noticed.
+      const recordDelivery = groupCommit(async (rows: PushDeliveryRecord[]) => {
+        const started = Date.now();
+        const timer = setInterval(() => {
+          if (Date.now() - started < WRITE_BEATS_FOR_MS) beat();
+        }, 2000);
+        try {
+          await deps.pushDeliveries.recordMany(rows);
+        } finally {
+          clearInterval(timer);
+        }
+      });
       const result = await fanOut(
         {
           subscriptions: deps.pushSubscriptions,

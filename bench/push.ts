@@ -15,11 +15,17 @@
 // every path alike. Paths are warmed up, then run REPS times in a rotating order; medians are reported. Every run
 // must deliver all 2,000 (counted on the push service). Store calls are timed on the side (summed over lanes) so
 // the report can say which Mongo call dominates.
+//
+// DNS (issue 14): the same 2,000 endpoints addressed by name (localhost), through a resolver that behaves like
+// libuv's getaddrinfo pool: 4 lookups at a time, each taking 2–20 ms. fanOut (one lookup per host per fan-out)
+// against the same sender called once per endpoint (a lookup per send, as before), DNS_REPS times in turns; the
+// ratio is paired per rep and reported as median with its min–max spread.
 import webpush from 'web-push';
 import { createPushActivities, fanOut, groupCommit, pushOptionsFor } from '../activities/push';
 import { renderPush, type PushPayload } from '../domain/push';
 import type { RunOutcome } from '../domain/outcome';
-import { createPushSender } from '../net/pushSender';
+import { createPushSender, type PushSender } from '../net/pushSender';
+import type { HostLookup } from '../net/ssrfGuard';
 import { createStores, ensureAllIndexes } from '../store';
 import { connectMongo } from '../store/mongo';
 import { subscriptionId, type PushSubscriptionRow } from '../store/pushSubscriptions';
@@ -49,6 +55,31 @@ const WARMUP = Math.min(300, SUBSCRIPTIONS);
 const USERS = 200; // the owner and 199 teammates who chose team-wide scope, SUBSCRIPTIONS / USERS endpoints each
 const TARGET = 2.5;
 const STUDIO = 'https://studio.flow.bench';
+const DNS_REPS = Number(process.env.BENCH_PUSH_DNS_REPS ?? 5);
+/** libuv's default thread pool: at most this many getaddrinfo calls run at once. */
+const RESOLVER_THREADS = 4;
+const LOOKUP_MS: [number, number] = [2, 20];
+
+/** A resolver like the system's as Node reaches it: RESOLVER_THREADS at a time, each lookup 2–20 ms. */
+function resolverLike(): { lookup: HostLookup; calls: () => number } {
+  let calls = 0;
+  let busy = 0;
+  const waiting: (() => void)[] = [];
+  const lookup: HostLookup = async () => {
+    calls++;
+    while (busy >= RESOLVER_THREADS) await new Promise<void>((resolve) => waiting.push(resolve));
+    busy++;
+    try {
+      const ms = LOOKUP_MS[0] + Math.random() * (LOOKUP_MS[1] - LOOKUP_MS[0]);
+      await new Promise((resolve) => setTimeout(resolve, ms));
+      return [{ address: '127.0.0.1', family: 4 }];
+    } finally {
+      busy--;
+      waiting.shift()?.();
+    }
+  };
+  return { lookup, calls: () => calls };
+}
 
 type PathName = 'ours' | 'fanOut' | 'plain';
 
@@ -296,6 +327,91 @@ export async function runPushBench(): Promise<PushBenchResult> {
         `${ratioFanOut})`,
     );
 
+    // DNS: endpoints by name, a resolver that costs what a real one does.
+    const resolver = resolverLike();
+    const dnsSender: PushSender = createPushSender({
+      vapid,
+      allowPrivate: true,
+      allowlist: [],
+      ca: service.ca,
+      lookup: resolver.lookup,
+    });
+    const named: PushSubscriptionRow[] = rows.map((row) => ({
+      ...row,
+      endpoint: row.endpoint.replace('//127.0.0.1:', '//localhost:'),
+    }));
+    type DnsPath = 'oncePerFanOut' | 'perSend';
+    const dnsPaths: Record<DnsPath, (subs: PushSubscriptionRow[]) => Promise<number>> = {
+      async oncePerFanOut(subs) {
+        const payload = payloadOf(outcomeFor());
+        const r = await fanOut({ ...fanOutDeps, sender: dnsSender }, subs, payload);
+        return r.delivered;
+      },
+      async perSend(subs) {
+        const payload = payloadOf(outcomeFor());
+        const options = pushOptionsFor(payload);
+        let delivered = 0;
+        await inLanes(subs.length, WIDTH, async (i) => {
+          if ((await dnsSender.send(subs[i], payload, options)).result === 'delivered') delivered++;
+        });
+        return delivered;
+      },
+    };
+    const runDns = async (name: DnsPath, subs: PushSubscriptionRow[]) => {
+      service.reset();
+      const calls0 = resolver.calls();
+      const start = nowMs();
+      const delivered = await dnsPaths[name](subs);
+      const ms = nowMs() - start;
+      const received = service.received().length;
+      if (delivered !== subs.length || received !== subs.length) {
+        throw new Error(`dns ${name}: ${subs.length} asked, ${delivered} reported, ${received} received`);
+      }
+      return { ms, lookups: resolver.calls() - calls0 };
+    };
+    const dnsOrder: DnsPath[] = ['oncePerFanOut', 'perSend'];
+    for (const name of dnsOrder) await runDns(name, named.slice(0, WARMUP));
+    const dnsRuns: Record<DnsPath, { ms: number; lookups: number }[]> = { oncePerFanOut: [], perSend: [] };
+    for (let rep = 0; rep < DNS_REPS; rep++) {
+      const rotated = rep % 2 ? [...dnsOrder].reverse() : dnsOrder;
+      for (const name of rotated) dnsRuns[name].push(await runDns(name, named));
+      log(
+        `  dns rep ${rep + 1}: ` +
+          dnsOrder
+            .map((n) => `${n} ${round(rate(dnsRuns[n][rep].ms), 0)}/s (${dnsRuns[n][rep].lookups} lookups)`)
+            .join(', '),
+      );
+    }
+    dnsSender.close();
+    const dnsPps = {
+      oncePerFanOut: round(median(dnsRuns.oncePerFanOut.map((r) => rate(r.ms))), 0),
+      perSend: round(median(dnsRuns.perSend.map((r) => rate(r.ms))), 0),
+    };
+    const dnsPaired = dnsRuns.oncePerFanOut.map((r, i) => round(dnsRuns.perSend[i].ms / r.ms, 2));
+    const dnsRatio = round(median(dnsPaired), 2);
+    const dnsSpread = [Math.min(...dnsPaired), Math.max(...dnsPaired)];
+    log(
+      table([
+        ['DNS path (endpoints by name, lookup 2–20 ms, 4 at a time)', 'pushes/s (median)', 'lookups', 'runs'],
+        [
+          'fanOut: one lookup per host per fan-out',
+          dnsPps.oncePerFanOut,
+          dnsRuns.oncePerFanOut[0].lookups,
+          dnsRuns.oncePerFanOut.map((r) => round(rate(r.ms), 0)).join(' '),
+        ],
+        [
+          'baseline: a lookup per send',
+          dnsPps.perSend,
+          dnsRuns.perSend[0].lookups,
+          dnsRuns.perSend.map((r) => round(rate(r.ms), 0)).join(' '),
+        ],
+      ]),
+    );
+    log(
+      `DNS ratio once-per-fan-out / per-send = ${dnsRatio} (median of ${DNS_REPS} paired reps; ` +
+        `spread ${dnsSpread[0]}–${dnsSpread[1]}; per rep: ${dnsPaired.join(', ')})`,
+    );
+
     const section: Section = {
       title: `Push fan-out: ${SUBSCRIPTIONS} subscriptions, width ${WIDTH}`,
       command: commandLine('push.ts'),
@@ -317,6 +433,13 @@ export async function runPushBench(): Promise<PushBenchResult> {
           ratio: ratioFanOut,
           target: '(reference)',
         },
+        {
+          figure: `pushes/s by name, lookup 2–20 ms: DNS once per fan-out vs per send (spread ${dnsSpread.join('–')})`,
+          ours: String(dnsPps.oncePerFanOut),
+          baseline: String(dnsPps.perSend),
+          ratio: dnsRatio,
+          target: '(reference)',
+        },
       ],
       figures: {
         subscriptions: SUBSCRIPTIONS,
@@ -331,6 +454,22 @@ export async function runPushBench(): Promise<PushBenchResult> {
         ratioFanOut,
         pairedRatiosOursPlain: pairedRatios,
         target: TARGET,
+        dns: {
+          reps: DNS_REPS,
+          lookupMs: LOOKUP_MS,
+          resolverThreads: RESOLVER_THREADS,
+          pushesPerSecond: dnsPps,
+          lookupsPerRun: {
+            oncePerFanOut: dnsRuns.oncePerFanOut[0].lookups,
+            perSend: dnsRuns.perSend[0].lookups,
+          },
+          runsMs: Object.fromEntries(
+            Object.entries(dnsRuns).map(([k, v]) => [k, v.map((r) => round(r.ms, 0))]),
+          ),
+          pairedRatios: dnsPaired,
+          ratio: dnsRatio,
+          spread: dnsSpread,
+        },
         ...(profiles ? { profiles } : {}),
       },
       notes: [

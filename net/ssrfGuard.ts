@@ -85,7 +85,8 @@ export interface CheckedTarget {
   family: 4 | 6;
 }
 
-export const systemLookup: HostLookup = (hostname) => dns.promises.lookup(hostname, { all: true, verbatim: true });
+export const systemLookup: HostLookup = (hostname) =>
+  dns.promises.lookup(hostname, { all: true, verbatim: true });
 
 type Verdict = 'public' | 'internal' | 'never';
 
@@ -105,12 +106,15 @@ const LOOPBACK_V4 = blockList('ipv4', ['127.0.0.0/8']);
 const LOOPBACK_V6 = blockList('ipv6', ['::1/128']);
 
 // Refused even with allowPrivate: there is no legitimate receiver behind these. Unspecified and broadcast and
-// multicast addresses are not a single host; link-local holds the cloud metadata service (169.254.169.254);
-// the IPv6 forms that embed or tunnel to an IPv4 address (mapped, compatible, NAT64, 6to4, Teredo) would reach an
-// IPv4 host this check never classified.
+// multicast addresses are not a single host; link-local holds the cloud metadata service (169.254.169.254), and
+// the clouds that serve it elsewhere are listed by address; the IPv6 forms that embed or tunnel to an IPv4
+// address (mapped, compatible, NAT64, 6to4, Teredo) would reach an IPv4 host this check never classified.
 const NEVER_V4 = blockList('ipv4', [
   '0.0.0.0/8',
+  '100.100.100.200/32', // Alibaba Cloud metadata (inside CGNAT, which allowPrivate otherwise lets through)
+  '168.63.129.16/32', // Azure WireServer (a public address, answered only inside Azure)
   '169.254.0.0/16',
+  '192.0.0.192/32', // Oracle Cloud metadata (inside the IETF protocol block)
   '224.0.0.0/4',
   '240.0.0.0/4', // reserved, includes 255.255.255.255 broadcast
 ]);
@@ -120,6 +124,8 @@ const NEVER_V6 = blockList('ipv6', [
   '64:ff9b::/96',
   '64:ff9b:1::/48',
   '100::/64', // discard-only
+  'fd00:ec2::/64', // AWS instance metadata, DNS and time over IPv6 (inside unique-local)
+  'fd20:ce::254/128', // Google Cloud metadata over IPv6
   '2001::/32', // Teredo
   '2002::/16', // 6to4
   'fe80::/10',

@@ -234,6 +234,8 @@ describe('resolver faults end to end', function () {
       const result = await episode('gus', hookUrl());
       assert.equal(result.callback, 'gave_up');
       assert.equal(resolver.calls('hooks.callback.test'), 5, 'four waits, five attempts');
+      const claim = await stores.claims.describe(`cb|${result.episodeId}`);
+      assert.equal(claim.result, 'gave_up: dns: temporary failure');
       assert.equal(receiver.received.length, 0);
     });
 

@@ -263,6 +263,56 @@ describe('SSRF guard: checkCallbackTarget', () => {
   });
 });
 
+describe('SSRF guard: cloud metadata addresses', () => {
+  // Azure WireServer, Alibaba Cloud, Oracle Cloud, AWS IMDS over IPv6 (the whole fd00:ec2::/64), GCP over IPv6,
+  // and the link-local 169.254.169.254 that most clouds use.
+  const metadata = [
+    '168.63.129.16',
+    '100.100.100.200',
+    '192.0.0.192',
+    'fd00:ec2::254',
+    'fd00:ec2::23',
+    'fd20:ce::254',
+    '169.254.169.254',
+  ];
+  for (const address of metadata) {
+    it(`never allows ${address}, not even with allowPrivate, as a name's answer or a literal`, async () => {
+      for (const allowPrivate of [false, true]) {
+        const viaName = await refusal(
+          checkCallbackTarget('http://meta.example/', { allowPrivate, lookup: fakeLookup([address]) }),
+        );
+        assert.equal(viaName.category, 'refused: private address');
+        const host = address.includes(':') ? `[${address}]` : address;
+        await refusal(checkCallbackTarget(`http://${host}/latest`, { allowPrivate }));
+      }
+    });
+  }
+
+  it('leaves the neighbours of those addresses as they were', async () => {
+    for (const address of ['168.63.129.17', '100.100.100.201', 'fd00:ec3::1']) {
+      await checkCallbackTarget('http://n.example/', { allowPrivate: true, lookup: fakeLookup([address]) });
+    }
+    const pub = await checkCallbackTarget('http://n.example/', { lookup: fakeLookup(['168.63.129.17']) });
+    assert.equal(pub.address, '168.63.129.17');
+  });
+});
+
+describe('SSRF guard: what users are told', () => {
+  it('a refusal carries a category without the address; the detail (for operators) names it', async () => {
+    const refused = await refusal(
+      checkCallbackTarget('http://internal.example/', { lookup: fakeLookup(['10.1.2.3']) }),
+    );
+    assert.equal(refused.category, 'refused: private address');
+    assert.doesNotMatch(refused.category, /10\.1\.2\.3/);
+    assert.match(refused.reason, /10\.1\.2\.3/);
+    assert.equal(
+      (await refusal(checkCallbackTarget('http://gone.example/', { lookup: fakeLookup([]) }))).category,
+      'refused: dns',
+    );
+    assert.equal((await refusal(checkCallbackTarget('ftp://x.example/'))).category, 'refused: invalid url');
+  });
+});
+
 describe('SSRF guard: postPinned against loopback receivers', () => {
   it('strict mode refuses a loopback receiver; allowPrivate accepts it', async () => {
     const rx = await receiver(ok);
