@@ -24,6 +24,22 @@ export const EXPLAIN_LIMITS = {
   alertClaims: 200,
 };
 
+/** Histories read at once: a run with many workflows must not open a hundred streams on the frontend. */
+const HISTORY_READS_IN_FLIGHT = 8;
+
+async function mapLimited<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i]);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
+  return results;
+}
+
 /** Run ids are generated (`run_<hex>`); anything else is refused before it reaches a visibility query. */
 export const RUN_ID_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
 
@@ -362,10 +378,8 @@ export async function explainRun(deps: ExplainDeps, runId: string): Promise<RunE
   const infos = listed
     .slice(0, limits.workflows)
     .sort((a, b) => a.startTime.getTime() - b.startTime.getTime());
-  const histories = await Promise.all(
-    infos.map((info) =>
-      readHistory(deps, { workflowId: info.workflowId, runId: info.runId }, limits.historyEvents),
-    ),
+  const histories = await mapLimited(infos, HISTORY_READS_IN_FLIGHT, (info) =>
+    readHistory(deps, { workflowId: info.workflowId, runId: info.runId }, limits.historyEvents),
   );
 
   // Episodes: the recorded ones, then any episode workflow whose record is missing (its write failed).
