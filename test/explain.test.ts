@@ -233,6 +233,70 @@ describe('flow-notify explain', function () {
     assert.ok(text.stdout.includes(endWorkflow.uiUrl));
   });
 
+  it('reports a callback that gave up and an alert whose webhook refused past its retries, from the histories', async () => {
+    receiver.answerAlways({ status: 503 });
+    webhook.answerAlways({ status: 503 });
+    try {
+      const created = await alice.post('/api/v1/runs', {
+        title: 'Feed import',
+        callback: { url: receiver.url },
+      });
+      const runId = created.body.id as string;
+      const before = { callbacks: receiver.received.length, alerts: webhook.received.length };
+      await alice.post(`/api/v1/runs/${runId}/fail`, { error: { code: 'oom', message: 'killed' } });
+      const ended = await episodeResult(`${runId}:end`);
+      assert.deepEqual([ended.callback, ended.ops], ['gave_up', 'released']);
+
+      const episodeOf = (r: RunExplanation) => r.workflows.find((w) => w.workflowId === `${runId}:end`);
+      let report!: RunExplanation;
+      const deadline = Date.now() + 20_000;
+      do {
+        const run = cli(runId, '--json');
+        assert.equal(run.status, 0, run.stderr);
+        report = JSON.parse(run.stdout) as RunExplanation;
+      } while (episodeOf(report)?.status !== 'COMPLETED' && Date.now() < deadline);
+      const episodeWorkflow = episodeOf(report)!;
+
+      const [end] = report.episodes;
+      const callbacks = receiver.received.length - before.callbacks;
+      assert.equal(callbacks, 3); // CALLBACK_RETRY_SECONDS=1,1: three attempts
+      assert.deepEqual(
+        end.callbackAttempts.map((a) => [a.result, a.status]),
+        Array.from({ length: callbacks }, () => ['retry', 503]),
+      );
+      assert.equal(end.families.callback.result, 'gave_up: receiver answered 503');
+
+      // Temporal retried the alert's POST (4 attempts), each one reached the webhook, then the claim was released.
+      const posts = webhook.received.length - before.alerts;
+      assert.equal(posts, 4);
+      const [alert] = report.operatorAlerts;
+      assert.equal(report.operatorAlerts.length, 1);
+      assert.equal(alert.claim.state, 'absent');
+      assert.deepEqual(alert.sends, [
+        {
+          at: alert.sends[0].at,
+          result: 'failed',
+          failure: 'operator webhook answered 503',
+          activityAttempts: posts,
+          workflowId: `${runId}:end`,
+          workflowRunId: episodeWorkflow.runId,
+        },
+      ]);
+      const post = episodeWorkflow.activities.find((a) => a.type === 'postOperatorAlert');
+      assert.deepEqual([post?.outcome, post?.attempts], ['failed', posts]);
+
+      const text = cli(runId);
+      assert.match(text.stdout, /sent \S+: failed after 4 attempts \(operator webhook answered 503\)/);
+      assert.match(
+        text.stdout,
+        /postOperatorAlert failed after 4 attempt\(s\): operator webhook answered 503/,
+      );
+    } finally {
+      receiver.answerAlways({ status: 204 });
+      webhook.answerAlways({ status: 204 });
+    }
+  });
+
   it('an unknown run is a clear message and exit code 3; a malformed id is a usage error', () => {
     const unknown = cli('run_0000000000000000000000000000dead', '--json');
     assert.equal(unknown.status, 3, unknown.stdout);
