@@ -297,6 +297,40 @@ describe('flow-notify explain', function () {
     }
   });
 
+  it('finds a router decision alert of a running run by its workflow id (it carries no FlowRunId)', async () => {
+    const created = await alice.post('/api/v1/runs', { title: 'Routing' });
+    const runId = created.body.id as string;
+    const raised = await alice.post(`/api/v1/runs/${runId}/route-decision-errors`, {
+      decisionId: 'dec_7',
+      error: { code: 'no_route', message: 'no branch matched' },
+    });
+    assert.equal(raised.status, 202, raised.text);
+    const workflowId = `ops|route:${runId}:dec_7`;
+    await client.workflow.getHandle(workflowId).result();
+    const sent = webhook.received
+      .map((r) => JSON.parse(r.body) as OperatorAlert)
+      .filter((a) => a.runId === runId);
+    assert.equal(sent.length, 1);
+
+    let report!: RunExplanation;
+    const deadline = Date.now() + 20_000;
+    do {
+      const run = cli(runId, '--json');
+      assert.equal(run.status, 0, run.stderr);
+      report = JSON.parse(run.stdout) as RunExplanation;
+    } while (
+      report.workflows.find((w) => w.workflowId === workflowId)?.status !== 'COMPLETED' &&
+      Date.now() < deadline
+    );
+    assert.deepEqual(report.episodes, []);
+    assert.deepEqual(
+      report.operatorAlerts.map((a) => [a.episodeKey, a.kind, a.claim.state, a.sends.map((x) => x.result)]),
+      [[sent[0].episodeKey, 'route_decision_error', 'delivered', ['sent']]],
+    );
+    const w = report.workflows.find((x) => x.workflowId === workflowId);
+    assert.equal(w?.type, 'operatorAlertWorkflow');
+  });
+
   it('an unknown run is a clear message and exit code 3; a malformed id is a usage error', () => {
     const unknown = cli('run_0000000000000000000000000000dead', '--json');
     assert.equal(unknown.status, 3, unknown.stdout);
