@@ -1,19 +1,28 @@
 // flow-notify: the command-line entry for runner pods.
 //   flow-notify emit --run <runId> --team <teamId> --disposition <ack|dead_letter|cancelled|nack|retry|requeue|deferred>
 // Prints one JSON line: {"emitted": true, "episodeId", "started"} or {"emitted": false, "reason"}.
+//   flow-notify explain <runId> [--json]
+// What we told whom about a run (operators; reads under the config's credentials). Exit 3: no such run.
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { temporalConnectionOptions } from './client/connection';
 import { createOutcomeEmitter, episodeOptions } from './client/emitter';
 import { createHealthSignaler, healthOptions } from './client/health';
 import { emitFromRunner, FINAL_DISPOSITIONS, isDisposition, NON_FINAL_DISPOSITIONS } from './client/runner';
-import { ConfigError, loadEmitterConfig } from './config';
+import { explainRun, RUN_ID_PATTERN } from './client/explain';
+import { renderExplanation } from './client/explainText';
+import { ConfigError, loadEmitterConfig, loadOperatorConfig } from './config';
+import { createClaimReader } from './store/claims';
+import { createEpisodeStore } from './store/episodes';
+import { createPushDeliveryStore } from './store/pushDeliveries';
+import { createPushSubscriptionStore } from './store/pushSubscriptions';
 import { createRunStore } from './store/runs';
 import { connectMongo } from './store/mongo';
 
 const USAGE = `usage: flow-notify emit --run <runId> --team <teamId> --disposition <disposition>
   final (emits):        ${FINAL_DISPOSITIONS.join(', ')}
-  not final (no emit):  ${NON_FINAL_DISPOSITIONS.join(', ')}`;
+  not final (no emit):  ${NON_FINAL_DISPOSITIONS.join(', ')}
+       flow-notify explain <runId> [--json]`;
 
 function fail(message: string, code: number): never {
   process.stderr.write(`flow-notify: ${message}\n`);
@@ -22,6 +31,7 @@ function fail(message: string, code: number): never {
 
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
+  if (command === 'explain') return explain(rest);
   if (command !== 'emit') fail(USAGE, 2);
   const { values } = parseArgs({
     args: rest,
@@ -59,6 +69,56 @@ async function main(argv: string[]): Promise<void> {
     await connection.close();
     await mongo.client.close();
   }
+}
+
+function loadOr78<T>(load: () => T): T {
+  try {
+    return load();
+  } catch (err) {
+    if (err instanceof ConfigError) fail(`configuration error: ${err.message}`, 78);
+    throw err;
+  }
+}
+
+async function explain(args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args,
+    options: { json: { type: 'boolean', default: false } },
+    allowPositionals: true,
+  });
+  if (positionals.length !== 1) fail(USAGE, 2);
+  const runId = positionals[0];
+  if (!RUN_ID_PATTERN.test(runId)) fail(`not a run id: "${runId.slice(0, 140)}"`, 2);
+  const config = loadOr78(() => loadOperatorConfig());
+  const mongo = await connectMongo(config.mongoUrl, config.mongoDb);
+  const connection = await Connection.connect(temporalConnectionOptions(config));
+  let found;
+  try {
+    found = await explainRun(
+      {
+        runs: createRunStore(mongo.db),
+        episodes: createEpisodeStore(mongo.db),
+        claims: createClaimReader(mongo.db),
+        pushDeliveries: createPushDeliveryStore(mongo.db),
+        pushSubscriptions: createPushSubscriptionStore(mongo.db),
+        client: new Client({ connection, namespace: config.temporalNamespace }),
+        namespace: config.temporalNamespace,
+        temporalUiUrl: config.temporalUiUrl,
+      },
+      runId,
+    );
+  } finally {
+    await connection.close();
+    await mongo.client.close();
+  }
+  if (!found) {
+    fail(
+      `no run ${runId}: not in the runs store (${config.mongoDb}) and no workflow in namespace ` +
+        `${config.temporalNamespace} carries it`,
+      3,
+    );
+  }
+  process.stdout.write(values.json ? `${JSON.stringify(found, null, 2)}\n` : renderExplanation(found));
 }
 
 main(process.argv.slice(2)).catch((err) => fail(err instanceof Error ? err.message : String(err), 1));

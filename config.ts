@@ -415,6 +415,19 @@ export function loadEmitterConfig(env: Env = process.env): EmitterConfig {
   };
 }
 
+/** What an operator's tools (flow-notify explain) need: the emitter's servers and where the Temporal UI is. */
+export type OperatorConfig = EmitterConfig & { temporalUiUrl: string };
+
+export function loadOperatorConfig(env: Env = process.env): OperatorConfig {
+  return {
+    ...loadEmitterConfig(env),
+    temporalUiUrl: url(env, 'TEMPORAL_UI_URL', ['http:', 'https:'], 'http://localhost:8233').replace(
+      /\/+$/,
+      '',
+    ),
+  };
+}
+
 /** What the launcher (npm start) and the test stack need before a full config exists. */
 export function launcherEnv(env: Env = process.env) {
   return {

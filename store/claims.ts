@@ -163,3 +163,29 @@ export function createClaimStore(db: Db, { graceSeconds, now = () => new Date() 
   };
   return store;
 }
+
+/**
+ * Plain reads of claim rows, for operator tools (flow-notify explain): no grace, no writes. `keys` is looked up by
+ * _id; `prefix` reads one run's ops|health:… or ops|route:… keys as an _id range (an index range on MongoDB).
+ */
+export function createClaimReader(db: Db) {
+  const claims = db.collection<ClaimRow>('sent_notifications');
+  return {
+    async byKeys(keys: string[]): Promise<ClaimRow[]> {
+      if (!keys.length) return [];
+      return claims.find({ _id: { $in: keys } }).toArray();
+    },
+
+    async byPrefix(prefix: string, limit: number): Promise<ClaimRow[]> {
+      // The key just after every key that starts with prefix: its last character bumped by one.
+      const end = prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
+      return claims
+        .find({ _id: { $gte: prefix, $lt: end } })
+        .sort({ _id: 1 })
+        .limit(limit)
+        .toArray();
+    },
+  };
+}
+
+export type ClaimReader = ReturnType<typeof createClaimReader>;

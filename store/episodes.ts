@@ -38,6 +38,11 @@ export function createEpisodeStore(db: Db) {
       );
     },
 
+    /** The system's view (operator tools): no tenant filter, oldest first, at most `limit`. */
+    async listForRunAnyTeam(runId: string, limit: number): Promise<EpisodeRow[]> {
+      return episodes.find({ runId }).sort({ recordedAt: 1 }).limit(limit).toArray();
+    },
+
     async listForRun(teamId: string, runId: string): Promise<EpisodeRow[]> {
       return episodes.find({ runId, teamId }).sort({ recordedAt: 1 }).toArray();
     },

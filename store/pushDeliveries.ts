@@ -61,6 +61,11 @@ export function createPushDeliveryStore(db: Db) {
       return deliveries.countDocuments({ episodeId });
     },
 
+    /** One episode's deliveries, oldest first, at most `limit` (operator tools). */
+    async listForEpisode(episodeId: string, limit: number): Promise<PushDeliveryRow[]> {
+      return deliveries.find({ episodeId }).sort({ at: 1 }).limit(limit).toArray();
+    },
+
     async reapExpired(now: Date): Promise<number> {
       const cutoff = new Date(now.getTime() - CLAIM_RETENTION_SECONDS * 1000);
       return (await deliveries.deleteMany({ at: { $lt: cutoff } })).deletedCount;

@@ -107,6 +107,13 @@ export function createPushSubscriptionStore(db: Db) {
       return subs.find({ userId: { $in: userIds } }).toArray();
     },
 
+    /** Endpoints by subscription id, never the keys (operator tools: which push service a delivery went to). */
+    async endpointsByIds(ids: string[]): Promise<Map<string, string>> {
+      if (!ids.length) return new Map();
+      const rows = await subs.find({ _id: { $in: ids } }, { projection: { endpoint: 1 } }).toArray();
+      return new Map(rows.map((row) => [row._id, row.endpoint]));
+    },
+
     /**
      * Counts one more episode whose send found no such host, once per episode however often the fan-out is
      * retried, and answers the count.

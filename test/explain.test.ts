@@ -1,0 +1,343 @@
+// flow-notify explain on the real servers: a run that paused for a human (one push subscriber on the loopback push
+// service), was answered, then failed with a flaky callback receiver (503, then 204) and an operator webhook. The
+// CLI, run as a child process under the operator's config, must report exactly what the loopback receivers saw.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import webpush from 'web-push';
+import type { ApiHandle } from '../api/server';
+import type { RunExplanation } from '../client/explain';
+import type { Config } from '../config';
+import type { OperatorAlert } from '../domain/ops';
+import { pushSenderFor } from '../net/pushSender';
+import { PROJECT_ROOT } from '../stack/embedded';
+import type { Mongo } from '../store/mongo';
+import { subscriptionId } from '../store/pushSubscriptions';
+import type { EpisodeResult } from '../workflows/episode';
+import { CallbackReceiver } from './support/callbackReceiver';
+import {
+  openStores,
+  startTestApi,
+  startTestWorker,
+  temporalClient,
+  type ApiClient,
+  type RunningWorker,
+} from './support/harness';
+import { startPushService, type PushService } from './support/pushService';
+import { testConfig, testStack } from './support/stack';
+
+const UI = 'https://temporal-ui.ops.test';
+
+describe('flow-notify explain', function () {
+  let push: PushService;
+  let receiver: CallbackReceiver;
+  let webhook: CallbackReceiver;
+  let config: Config;
+  let mongo: Mongo;
+  let worker: RunningWorker;
+  let api: ApiHandle;
+  let alice: ApiClient;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+
+  before(async () => {
+    push = await startPushService();
+    receiver = await CallbackReceiver.start();
+    webhook = await CallbackReceiver.start();
+    const vapid = webpush.generateVAPIDKeys();
+    config = testConfig({
+      VAPID_PUBLIC_KEY: vapid.publicKey,
+      VAPID_PRIVATE_KEY: vapid.privateKey,
+      PUSH_ALLOW_PRIVATE: '1',
+      CALLBACK_ALLOW_PRIVATE: '1',
+      CALLBACK_RETRY_SECONDS: '1,1',
+      OPS_ALERT_WEBHOOK_URL: webhook.url,
+      SWEEP_INTERVAL_SECONDS: '3600',
+    });
+    let stores;
+    ({ mongo, stores } = await openStores(config));
+    const sender = () => pushSenderFor(config, { ca: push.ca });
+    worker = await startTestWorker(config, stores, { pushSender: sender() });
+    const started = await startTestApi(config, { pushSender: sender() });
+    api = started.api;
+    alice = started.client.as('alice', 'acme');
+    ({ client, close: closeClient } = await temporalClient(config));
+  });
+  after(async () => {
+    await api?.close();
+    await worker?.stop();
+    await closeClient?.();
+    await mongo?.client.close();
+    await push?.close();
+    await receiver?.close();
+    await webhook?.close();
+  });
+
+  const episodeResult = (id: string) => client.workflow.getHandle(id).result() as Promise<EpisodeResult>;
+
+  function cli(...args: string[]) {
+    return spawnSync(path.join(PROJECT_ROOT, 'bin/flow-notify'), ['explain', ...args], {
+      env: {
+        PATH: process.env.PATH,
+        FLOW_NOTIFY_FROM_SOURCE: '1', // the code as it is, not an earlier build's dist/
+        MONGO_URL: config.mongoUrl,
+        MONGO_DB: config.mongoDb,
+        TEMPORAL_ADDRESS: testStack().temporalAddress,
+        TEMPORAL_UI_URL: UI,
+      },
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+  }
+
+  it('reports the pushes, callback attempts, alert and workflows the loopback receivers saw', async () => {
+    const subscription = push.endpoint('alice');
+    assert.equal((await alice.post('/api/v1/notifications/push/subscriptions', subscription)).status, 201);
+    const created = await alice.post('/api/v1/runs', {
+      title: 'Ledger close',
+      callback: { url: receiver.url },
+    });
+    assert.equal(created.status, 201, created.text);
+    const runId = created.body.id as string;
+
+    const paused = await alice.post(`/api/v1/runs/${runId}/pause`, { prompt: 'Post the adjustments?' });
+    assert.equal(paused.status, 200, paused.text);
+    const inputEpisode = `${runId}:input:${paused.body.interactionId}`;
+    assert.equal((await episodeResult(inputEpisode)).push, 'delivered');
+    const answered = await alice.post(
+      `/api/v1/runs/${runId}/interactions/${paused.body.interactionId}/answer`,
+      {
+        answer: 'yes',
+      },
+    );
+    assert.equal(answered.status, 200, answered.text);
+
+    receiver.answer({ status: 503 });
+    const failed = await alice.post(`/api/v1/runs/${runId}/fail`, {
+      error: { code: 'database', message: 'connection reset' },
+    });
+    assert.equal(failed.status, 200, failed.text);
+    const endEpisode = `${runId}:end`;
+    const ended = await episodeResult(endEpisode);
+    assert.equal(ended.callback, 'delivered');
+    assert.equal(ended.ops, 'delivered');
+
+    // Visibility trails the histories a little: wait until the listing shows both episodes closed.
+    let report!: RunExplanation;
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const run = cli(runId, '--json');
+      assert.equal(run.status, 0, run.stderr);
+      report = JSON.parse(run.stdout) as RunExplanation;
+      const episodesClosed = report.workflows.filter(
+        (w) => w.type === 'episodeWorkflow' && w.status === 'COMPLETED',
+      ).length;
+      if (episodesClosed === 2 || Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+
+    assert.equal(report.runId, runId);
+    assert.equal(report.run?.status, 'failed');
+    assert.equal(report.run?.callbackOrigin, new URL(receiver.url).origin);
+    assert.deepEqual(
+      report.episodes.map((e) => [e.episodeId, e.kind]),
+      [
+        [inputEpisode, 'run_paused'],
+        [endEpisode, 'run_failed'],
+      ],
+    );
+
+    // Push: every delivery the push service accepted, and nothing else.
+    const seen = push.received(subscription);
+    const reported = report.episodes.flatMap((e) =>
+      e.pushDeliveries.map((d) => ({ ...d, episodeId: e.episodeId })),
+    );
+    assert.equal(reported.length, seen.length);
+    assert.ok(seen.length >= 1);
+    for (const d of reported) {
+      assert.equal(d.userId, 'alice');
+      assert.equal(d.subscriptionId, subscriptionId(subscription.endpoint));
+      assert.equal(d.pushService, push.origin);
+    }
+    assert.deepEqual(
+      reported.map((d) => d.episodeId).sort(),
+      seen.map((r) => (r.payload as { episodeId: string }).episodeId).sort(),
+    );
+    const [input, end] = report.episodes;
+    assert.equal(input.families.push.state, 'delivered');
+    assert.equal(input.families.push.result, 'delivered');
+    assert.equal(input.families.callback.state, 'absent');
+    assert.deepEqual(input.branches, { push: 'delivered', callback: 'not_owed', ops: 'not_owed' });
+    assert.deepEqual(input.callbackAttempts, []);
+
+    // Callback: one reported attempt per request the receiver got, with the status it answered.
+    assert.equal(receiver.received.length, 2);
+    assert.deepEqual(
+      end.callbackAttempts.map((a) => [a.attempt, a.result, a.status]),
+      [
+        [1, 'retry', 503],
+        [2, 'delivered', 204],
+      ],
+    );
+    assert.equal(end.families.callback.state, 'delivered');
+    assert.equal(end.families.callback.result, 'delivered');
+    assert.equal(end.branches?.callback, 'delivered');
+
+    // Operator alert: the one the webhook got.
+    const alerts = webhook.received.map((r) => JSON.parse(r.body) as OperatorAlert);
+    assert.equal(alerts.length, 1);
+    assert.equal(report.operatorAlerts.length, 1);
+    const [alert] = report.operatorAlerts;
+    assert.equal(alert.episodeKey, alerts[0].episodeKey);
+    assert.equal(alert.kind, 'run_failed');
+    assert.equal(alert.severity, 'critical');
+    assert.equal(alert.claim.key, `ops|${endEpisode}`);
+    assert.equal(alert.claim.state, 'delivered');
+    assert.deepEqual(
+      alert.sends.map((s) => [s.result, s.workflowId]),
+      [['sent', endEpisode]],
+    );
+    assert.equal(end.families.ops.state, 'delivered');
+
+    // Workflows: both episodes, closed, with their activities and a link into the Temporal UI.
+    for (const id of [inputEpisode, endEpisode]) {
+      const w = report.workflows.find((x) => x.workflowId === id);
+      assert.ok(w, `workflow ${id} listed`);
+      assert.equal(w.status, 'COMPLETED');
+      assert.ok(w.closeTime);
+      assert.equal(
+        w.uiUrl,
+        `${UI}/namespaces/default/workflows/${encodeURIComponent(id)}/${w.runId}/history`,
+      );
+    }
+    const endWorkflow = report.workflows.find((x) => x.workflowId === endEpisode)!;
+    assert.deepEqual(
+      endWorkflow.activities.filter((a) => a.type === 'sendCallback').map((a) => [a.outcome, a.attempts]),
+      [
+        ['completed', 1],
+        ['completed', 1],
+      ],
+    );
+    assert.deepEqual(report.truncated, { episodes: false, workflows: false });
+
+    // The human form carries the same facts.
+    const text = cli(runId);
+    assert.equal(text.status, 0, text.stderr);
+    assert.match(text.stdout, new RegExp(`run ${runId} "Ledger close": failed`));
+    assert.match(
+      text.stdout,
+      /callback attempts \(2\):\n {6}#1 \S+ retry HTTP 503 \(receiver answered 503\)\n {6}#2 \S+ delivered HTTP 204/,
+    );
+    assert.match(text.stdout, new RegExp(`via ${push.origin.replace(/[.]/g, '\\.')}`));
+    assert.ok(text.stdout.includes(endWorkflow.uiUrl));
+  });
+
+  it('reports a callback that gave up and an alert whose webhook refused past its retries, from the histories', async () => {
+    receiver.answerAlways({ status: 503 });
+    webhook.answerAlways({ status: 503 });
+    try {
+      const created = await alice.post('/api/v1/runs', {
+        title: 'Feed import',
+        callback: { url: receiver.url },
+      });
+      const runId = created.body.id as string;
+      const before = { callbacks: receiver.received.length, alerts: webhook.received.length };
+      await alice.post(`/api/v1/runs/${runId}/fail`, { error: { code: 'oom', message: 'killed' } });
+      const ended = await episodeResult(`${runId}:end`);
+      assert.deepEqual([ended.callback, ended.ops], ['gave_up', 'released']);
+
+      const episodeOf = (r: RunExplanation) => r.workflows.find((w) => w.workflowId === `${runId}:end`);
+      let report!: RunExplanation;
+      const deadline = Date.now() + 20_000;
+      do {
+        const run = cli(runId, '--json');
+        assert.equal(run.status, 0, run.stderr);
+        report = JSON.parse(run.stdout) as RunExplanation;
+      } while (episodeOf(report)?.status !== 'COMPLETED' && Date.now() < deadline);
+      const episodeWorkflow = episodeOf(report)!;
+
+      const [end] = report.episodes;
+      const callbacks = receiver.received.length - before.callbacks;
+      assert.equal(callbacks, 3); // CALLBACK_RETRY_SECONDS=1,1: three attempts
+      assert.deepEqual(
+        end.callbackAttempts.map((a) => [a.result, a.status]),
+        Array.from({ length: callbacks }, () => ['retry', 503]),
+      );
+      assert.equal(end.families.callback.result, 'gave_up: receiver answered 503');
+
+      // Temporal retried the alert's POST (4 attempts), each one reached the webhook, then the claim was released.
+      const posts = webhook.received.length - before.alerts;
+      assert.equal(posts, 4);
+      const [alert] = report.operatorAlerts;
+      assert.equal(report.operatorAlerts.length, 1);
+      assert.equal(alert.claim.state, 'absent');
+      assert.deepEqual(alert.sends, [
+        {
+          at: alert.sends[0].at,
+          result: 'failed',
+          failure: 'operator webhook answered 503',
+          activityAttempts: posts,
+          workflowId: `${runId}:end`,
+          workflowRunId: episodeWorkflow.runId,
+        },
+      ]);
+      const post = episodeWorkflow.activities.find((a) => a.type === 'postOperatorAlert');
+      assert.deepEqual([post?.outcome, post?.attempts], ['failed', posts]);
+
+      const text = cli(runId);
+      assert.match(text.stdout, /sent \S+: failed after 4 attempts \(operator webhook answered 503\)/);
+      assert.match(
+        text.stdout,
+        /postOperatorAlert failed after 4 attempt\(s\): operator webhook answered 503/,
+      );
+    } finally {
+      receiver.answerAlways({ status: 204 });
+      webhook.answerAlways({ status: 204 });
+    }
+  });
+
+  it('finds a router decision alert of a running run by its workflow id (it carries no FlowRunId)', async () => {
+    const created = await alice.post('/api/v1/runs', { title: 'Routing' });
+    const runId = created.body.id as string;
+    const raised = await alice.post(`/api/v1/runs/${runId}/route-decision-errors`, {
+      decisionId: 'dec_7',
+      error: { code: 'no_route', message: 'no branch matched' },
+    });
+    assert.equal(raised.status, 202, raised.text);
+    const workflowId = `ops|route:${runId}:dec_7`;
+    await client.workflow.getHandle(workflowId).result();
+    const sent = webhook.received
+      .map((r) => JSON.parse(r.body) as OperatorAlert)
+      .filter((a) => a.runId === runId);
+    assert.equal(sent.length, 1);
+
+    let report!: RunExplanation;
+    const deadline = Date.now() + 20_000;
+    do {
+      const run = cli(runId, '--json');
+      assert.equal(run.status, 0, run.stderr);
+      report = JSON.parse(run.stdout) as RunExplanation;
+    } while (
+      report.workflows.find((w) => w.workflowId === workflowId)?.status !== 'COMPLETED' &&
+      Date.now() < deadline
+    );
+    assert.deepEqual(report.episodes, []);
+    assert.deepEqual(
+      report.operatorAlerts.map((a) => [a.episodeKey, a.kind, a.claim.state, a.sends.map((x) => x.result)]),
+      [[sent[0].episodeKey, 'route_decision_error', 'delivered', ['sent']]],
+    );
+    const w = report.workflows.find((x) => x.workflowId === workflowId);
+    assert.equal(w?.type, 'operatorAlertWorkflow');
+  });
+
+  it('an unknown run is a clear message and exit code 3; a malformed id is a usage error', () => {
+    const unknown = cli('run_0000000000000000000000000000dead', '--json');
+    assert.equal(unknown.status, 3, unknown.stdout);
+    assert.match(unknown.stderr, /^flow-notify: no run run_0+dead: not in the runs store/);
+    assert.equal(unknown.stdout, '');
+    const bad = cli("x' OR WorkflowId != '");
+    assert.equal(bad.status, 2);
+    assert.match(bad.stderr, /not a run id/);
+  });
+});
