@@ -56,6 +56,11 @@ export interface DrillFaults {
   push429Ratio: number;
   /** Callback and operator receivers answer a few 5xx/429 along the way. */
   receiverFailures: boolean;
+  /**
+   * At half the drive the operator webhook goes down (503) until alerts are retrying, the worker is SIGKILLed
+   * meanwhile, and the webhook comes back a few seconds after: the retrying alerts must still arrive, once.
+   */
+  opsOutageKill?: boolean;
 }
 
 export const FULL_FAULTS: DrillFaults = {
@@ -66,6 +71,7 @@ export const FULL_FAULTS: DrillFaults = {
   push500Ratio: 0.3,
   push429Ratio: 0.2,
   receiverFailures: true,
+  opsOutageKill: true,
 };
 
 export interface DrillOptions {
@@ -175,6 +181,8 @@ export interface DrillCounts {
     push500Answers: number;
     push429Answers: number;
     receiverFailureAnswers: number;
+    /** Operator alert POSTs refused during the ops outage, and of those before the worker was killed in it. */
+    opsOutage: { refused: number; refusedBeforeKill: number };
   };
   /** Invariant violations; empty when the drill passed. */
   violations: string[];
@@ -305,6 +313,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillCounts> {
       temporalRestarts: 0,
       mongoRestarts: 0,
       mongoRestartDuringCallbackRetry: false,
+      opsOutage: { refused: 0, refusedBeforeKill: 0 },
       stuckSteps: 0,
       stuckRuns: [] as string[],
       runErrors: [] as string[],
@@ -706,6 +715,31 @@ export async function runDrill(options: DrillOptions): Promise<DrillCounts> {
             else push.failRatio(0);
           },
         ],
+        [
+          0.5,
+          async () => {
+            if (!faults.opsOutageKill) return;
+            const from = opsWebhook.received.length;
+            opsWebhook.answerAlways({ status: 503 });
+            log('drill: operator webhook down (503)');
+            // Alerts come with failed ends and router reports; wait for one to be refused (it is then retrying).
+            const aimUntil = Date.now() + 90_000;
+            while (opsWebhook.received.length === from && Date.now() < aimUntil && !driveDone)
+              await sleep(200);
+            counts.opsOutage.refusedBeforeKill = opsWebhook.received.length - from;
+            await killOnce();
+            await sleep(5000);
+            // Every POST the outage saw was refused; registering them and lifting it is one synchronous step.
+            const count = opsWebhook.received.length - from;
+            scripted.push({ receiver: opsWebhook, from, count });
+            opsWebhook.answerAlways({ status: 204 });
+            counts.opsOutage.refused = count;
+            log(
+              `drill: operator webhook back after ${count} refused alert POSTs ` +
+                `(${counts.opsOutage.refusedBeforeKill} before the worker kill)`,
+            );
+          },
+        ],
         [0.6, () => faults.mongoRestarts > 0 && restartMongoWhileCallbackRetries()],
         [
           0.65,
@@ -1095,6 +1129,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillCounts> {
         push500Answers: answers['500'] ?? 0,
         push429Answers: answers['429'] ?? 0,
         receiverFailureAnswers: refusedIndexes(callbacks).size + refusedAlerts.size,
+        opsOutage: counts.opsOutage,
       },
       violations: [],
     };
@@ -1220,7 +1255,8 @@ export function formatDrill(c: DrillCounts): string {
       `(drive ${c.durationSeconds.drive.toFixed(0)} s, settle ${c.durationSeconds.settle.toFixed(0)} s)`,
     `  faults: ${c.faults.workerKills} worker SIGKILLs (${c.faults.workerStarts} starts, ` +
       `${c.faults.unexpectedWorkerExits} unexpected exits), ${c.faults.temporalRestarts} Temporal restart, ` +
-      `${c.faults.mongoRestarts} Mongo restart${c.faults.mongoRestartDuringCallbackRetry ? ' (a callback retrying)' : ''}, push answered 500 x${c.faults.push500Answers} and 429 x${c.faults.push429Answers}`,
+      `${c.faults.mongoRestarts} Mongo restart${c.faults.mongoRestartDuringCallbackRetry ? ' (a callback retrying)' : ''}, push answered 500 x${c.faults.push500Answers} and 429 x${c.faults.push429Answers}, ` +
+      `operator outage refused ${c.faults.opsOutage.refused} alert POSTs (${c.faults.opsOutage.refusedBeforeKill} before its worker kill)`,
     `  push: owed ${p.expected}, sent ${p.sent}, delivered ${p.delivered}, repeated ${p.repeated} ` +
       `(kill ${p.repeatedBy.kill}, temporal ${p.repeatedBy.temporal}, mongo ${p.repeatedBy.mongo}, none ${p.repeatedBy.none}; ` +
       `max ${p.maxRepeatsPerKillAndEpisode} per kill and episode), other tag ${p.repeatsWithOtherTag}, ` +
