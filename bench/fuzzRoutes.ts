@@ -11,7 +11,8 @@
 //   - an error (4xx) is JSON {"error": string} and nothing else;
 //   - a 4xx stores nothing and a GET writes nothing (no insert, update or findAndModify ran: the server's write
 //     command counters, or with countMode 'documents' every collection's count), and a 2xx of a create route
-//     writes exactly its whole record (e.g. POST /runs: the run and its run_started event);
+//     writes exactly its whole record (e.g. POST /runs: the run and its run_started event; a transition also its
+//     run_transitions row, which won the run's revision);
 //   - no caller without a valid token gets a JSON or empty 2xx, and no caller gets a 2xx on another team's run;
 // and after each route /healthz answers 200 and the store still holds only whole records: every document has
 // its domain shape, every run its run_started event, one run_paused event per pause, its run_<status> event once
@@ -286,8 +287,8 @@ const ROUTES: RouteSpec[] = [
     valid: () => ({ prompt: 'Approve the budget of $1,200?' }),
     preferred: ['running'],
     movesTo: 'paused_input',
-    onSuccess: () => ({ interactions: 1, events: 2 }),
-    inserts: 2,
+    onSuccess: () => ({ interactions: 1, events: 2, run_transitions: 1 }),
+    inserts: 3,
   },
   {
     name: 'POST /api/v1/runs/:id/interactions/:iid/answer',
@@ -298,8 +299,8 @@ const ROUTES: RouteSpec[] = [
     preferred: ['paused_input'],
     movesTo: 'answered',
     repeatOf: 'answered',
-    onSuccess: () => ({ events: 1 }),
-    inserts: 1,
+    onSuccess: () => ({ events: 1, run_transitions: 1 }),
+    inserts: 2,
   },
   {
     name: 'POST /api/v1/runs/:id/park',
@@ -308,8 +309,8 @@ const ROUTES: RouteSpec[] = [
     valid: () => ({ wall: 'daily_tokens' }),
     preferred: ['running'],
     movesTo: 'paused_park',
-    onSuccess: () => ({ events: 1 }),
-    inserts: 1,
+    onSuccess: () => ({ events: 1, run_transitions: 1 }),
+    inserts: 2,
   },
   {
     name: 'POST /api/v1/runs/:id/soft-pause',
@@ -318,8 +319,8 @@ const ROUTES: RouteSpec[] = [
     valid: () => ({}),
     preferred: ['running'],
     movesTo: 'paused_operator',
-    onSuccess: () => ({ events: 1 }),
-    inserts: 1,
+    onSuccess: () => ({ events: 1, run_transitions: 1 }),
+    inserts: 2,
   },
   {
     name: 'POST /api/v1/runs/:id/resume',
@@ -328,8 +329,8 @@ const ROUTES: RouteSpec[] = [
     valid: () => ({}),
     preferred: ['paused_park', 'paused_operator'],
     movesTo: 'running',
-    onSuccess: () => ({ events: 1 }),
-    inserts: 1,
+    onSuccess: () => ({ events: 1, run_transitions: 1 }),
+    inserts: 2,
   },
   {
     name: 'POST /api/v1/runs/:id/complete',
@@ -338,8 +339,8 @@ const ROUTES: RouteSpec[] = [
     valid: () => ({ finalAnswer: 'All done.' }),
     preferred: ['running'],
     movesTo: 'finished',
-    onSuccess: () => ({ events: 1 }),
-    inserts: 1,
+    onSuccess: () => ({ events: 1, run_transitions: 1 }),
+    inserts: 2,
   },
   {
     name: 'POST /api/v1/runs/:id/fail',
@@ -348,8 +349,8 @@ const ROUTES: RouteSpec[] = [
     valid: () => ({ error: { code: 'tool_crashed', message: 'boom' } }),
     preferred: ['running', 'paused_input'],
     movesTo: 'failed',
-    onSuccess: () => ({ events: 1 }),
-    inserts: 1,
+    onSuccess: () => ({ events: 1, run_transitions: 1 }),
+    inserts: 2,
   },
   {
     name: 'POST /api/v1/runs/:id/cancel',
@@ -358,8 +359,8 @@ const ROUTES: RouteSpec[] = [
     valid: () => ({}),
     preferred: ['running', 'paused_park'],
     movesTo: 'cancelled',
-    onSuccess: () => ({ events: 1 }),
-    inserts: 1,
+    onSuccess: () => ({ events: 1, run_transitions: 1 }),
+    inserts: 2,
   },
   {
     name: 'PUT /api/v1/assistants/:assistantId/watches/:runId',
