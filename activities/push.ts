@@ -192,14 +192,25 @@ export function createPushActivities(deps: PushActivityDeps) {
       const beat = (): void => context?.heartbeat();
       beat();
       // A delivery record being written is progress too (our own store, slow under load, not the outside world):
-      // beat while it is in flight, but only for so long, so a wedged write is still noticed.
+      // beat while it is in flight, but only for so long, so a wedged write is still noticed. A failed write is
+      // tried again within that time (recordMany keeps what an earlier try wrote): the push it records has gone
+      // out, and failing the activity for a store blip (a MongoDB restart) would send it again on the next attempt.
       const recordDelivery = groupCommit(async (rows: PushDeliveryRecord[]) => {
         const started = Date.now();
         const timer = setInterval(() => {
           if (Date.now() - started < WRITE_BEATS_FOR_MS) beat();
         }, 2000);
         try {
-          await deps.pushDeliveries.recordMany(rows);
+          for (let wait = 500; ; wait = Math.min(wait * 2, 5000)) {
+            try {
+              await deps.pushDeliveries.recordMany(rows);
+              return;
+            } catch (err) {
+              if (Date.now() - started + wait >= WRITE_BEATS_FOR_MS) throw err;
+              deps.log(`push: recording ${rows.length} deliveries failed, retrying: ${String(err)}`);
+              await new Promise((resolve) => setTimeout(resolve, wait));
+            }
+          }
         } finally {
           clearInterval(timer);
         }
