@@ -25,6 +25,7 @@ import jwt from 'jsonwebtoken';
 import type { Db } from 'mongodb';
 import { mintToken } from '../api/auth';
 import { RUN_STATUSES } from '../domain/runStatus';
+import { PREF_KINDS, prefKey } from '../store/notificationPrefs';
 
 export interface SubscriptionJSON {
   endpoint: string;
@@ -1640,7 +1641,17 @@ export async function storedShapeProblems(db: Db): Promise<string[]> {
       problems.push(`push subscription ${String(s._id)}: bad shape`);
   }
   for await (const p of db.collection('notification_prefs').find({})) {
-    if (p.scope !== 'team' || !isText(p.teamId) || !isDate(p.updatedAt))
+    const off: unknown = p.off ?? [];
+    if (
+      !isText(p.userId) ||
+      !isText(p.teamId) ||
+      String(p._id) !== prefKey(p.userId, p.teamId) ||
+      (p.scope !== 'team' && p.scope !== 'own') ||
+      !Array.isArray(off) ||
+      off.some((kind) => !PREF_KINDS.includes(kind)) ||
+      (p.scope === 'own' && !off.length) ||
+      !isDate(p.updatedAt)
+    )
       problems.push(`notification pref ${String(p._id)}: bad shape`);
   }
   for await (const w of db.collection('assistant_run_watches').find({})) {

@@ -357,12 +357,12 @@ describe('push family', function () {
       assert.equal((await leo.put('/api/v1/notifications/prefs', { scope: 'team' })).status, 200);
       assert.deepEqual((await leo.get('/api/v1/notifications/prefs')).body, { scope: 'team' });
       assert.equal(
-        await mongo.db.collection('notification_prefs').countDocuments({ _id: 'leo' as never }),
+        await mongo.db.collection('notification_prefs').countDocuments({ userId: 'leo', teamId: 'acme' }),
         1,
       );
       await leo.put('/api/v1/notifications/prefs', { scope: 'own' });
       assert.equal(
-        await mongo.db.collection('notification_prefs').countDocuments({ _id: 'leo' as never }),
+        await mongo.db.collection('notification_prefs').countDocuments({ userId: 'leo', teamId: 'acme' }),
         0,
       );
       const bad = await leo.put('/api/v1/notifications/prefs', { scope: 'everyone' });
