@@ -8,7 +8,9 @@ import type { Config } from '../config';
 import type { PushPayload } from '../domain/push';
 import type { EpisodeResult } from '../workflows/episode';
 import { pushSenderFor } from '../net/pushSender';
+import { MongoClient } from 'mongodb';
 import { ensureAllIndexes, type Stores } from '../store';
+import { createNotificationPrefStore } from '../store/notificationPrefs';
 import type { Mongo } from '../store/mongo';
 import {
   ApiClient,
@@ -132,6 +134,110 @@ describe('push preferences and devices', function () {
         (await anonymous.as('olga', 'acme').get('/api/v1/notifications/prefs')).body.scope,
         'team',
       );
+    });
+  });
+
+  describe('kinds', () => {
+    const ALL_ON = {
+      human_input_requested: true,
+      usage_parked: true,
+      run_finished: true,
+      run_failed: true,
+      run_cancelled: true,
+    };
+
+    it('GET answers every kind on by default; a body without kinds keeps the seed’s answers', async () => {
+      const pia = anonymous.as('pia', 'acme');
+      assert.deepEqual((await pia.get('/api/v1/notifications/prefs')).body, { scope: 'own', kinds: ALL_ON });
+      const put = await pia.put('/api/v1/notifications/prefs', { scope: 'team' });
+      assert.equal(put.status, 200);
+      assert.equal(put.body.scope, 'team');
+      for (const body of [{ scope: 'everyone' }, {}, { scope: 'everyone', kinds: { run_failed: false } }]) {
+        const bad = await pia.put('/api/v1/notifications/prefs', body);
+        assert.equal(bad.status, 400);
+        assert.equal(bad.body.error, 'scope must be own or team');
+      }
+      for (const kinds of [{ run_paused: false }, { run_failed: 'no' }, [true], 'all']) {
+        const bad = await pia.put('/api/v1/notifications/prefs', { scope: 'own', kinds });
+        assert.equal(bad.status, 400, JSON.stringify(kinds));
+        assert.match(bad.body.error, /^kinds /);
+      }
+      // kinds named are set, the others keep their value; scope alone leaves the kinds as they are.
+      await pia.put('/api/v1/notifications/prefs', { scope: 'team', kinds: { run_finished: false } });
+      await pia.put('/api/v1/notifications/prefs', { scope: 'team', kinds: { usage_parked: false } });
+      await pia.put('/api/v1/notifications/prefs', { scope: 'own' });
+      assert.deepEqual((await pia.get('/api/v1/notifications/prefs')).body, {
+        scope: 'own',
+        kinds: { ...ALL_ON, run_finished: false, usage_parked: false },
+      });
+      await pia.put('/api/v1/notifications/prefs', { scope: 'own', kinds: ALL_ON });
+      assert.equal(await mongo.db.collection('notification_prefs').countDocuments({ userId: 'pia' }), 0);
+    });
+
+    it('an owner with run_finished off gets the failed run’s push, not the finished one’s', async () => {
+      const quinn = anonymous.as('quinn', 'gamma');
+      const sub = await subscribe(quinn, 'quinn-phone');
+      const off = await quinn.put('/api/v1/notifications/prefs', {
+        scope: 'own',
+        kinds: { run_finished: false },
+      });
+      assert.equal(off.status, 200, off.text);
+      assert.deepEqual(off.body, { scope: 'own', kinds: { ...ALL_ON, run_finished: false } });
+      const runs = await finishAndFail(quinn);
+      assert.deepEqual(kindsReceived(sub, runs), ['run_failed']);
+    });
+
+    it('a team-wide teammate’s kinds are honoured; the owner’s own switch too', async () => {
+      const rae = anonymous.as('rae', 'delta');
+      const sam = anonymous.as('sam', 'delta');
+      const raeSub = await subscribe(rae, 'rae-laptop');
+      const samSub = await subscribe(sam, 'sam-laptop');
+      await rae.put('/api/v1/notifications/prefs', { scope: 'team', kinds: { run_failed: false } });
+      await sam.put('/api/v1/notifications/prefs', { scope: 'team' });
+      const runs = await finishAndFail(anonymous.as('tom', 'delta'));
+      assert.deepEqual(kindsReceived(raeSub, runs), ['run_finished']);
+      assert.deepEqual(kindsReceived(samSub, runs), ['run_failed', 'run_finished']);
+      // The resolution itself: owner off for the kind drops out, team-wide rows filter by kind.
+      await anonymous.as('tom', 'delta').put('/api/v1/notifications/prefs', {
+        scope: 'own',
+        kinds: { run_finished: false },
+      });
+      assert.deepEqual(
+        (await stores.notificationPrefs.listRecipients('delta', 'tom', 'run_finished')).sort(),
+        ['rae', 'sam'],
+      );
+      assert.deepEqual((await stores.notificationPrefs.listRecipients('delta', 'tom', 'run_failed')).sort(), [
+        'sam',
+        'tom',
+      ]);
+    });
+
+    it('recipients come from one prefs query whatever the team size', async () => {
+      const monitored = new MongoClient(config.mongoUrl, { monitorCommands: true });
+      await monitored.connect();
+      try {
+        const finds: string[] = [];
+        monitored.on('commandStarted', (e) => {
+          if (e.commandName !== 'endSessions')
+            finds.push(`${e.commandName} ${String(e.command[e.commandName])}`);
+        });
+        const prefs = createNotificationPrefStore(monitored.db(config.mongoDb));
+        const now = new Date();
+        for (let i = 0; i < 40; i++)
+          await prefs.set(
+            `member${i}`,
+            'epsilon',
+            { scope: 'team', kinds: { run_failed: i % 2 === 0 } },
+            now,
+          );
+        finds.length = 0;
+        const recipients = await prefs.listRecipients('epsilon', 'member1', 'run_failed');
+        assert.equal(recipients.length, 20);
+        assert.ok(recipients.includes('member0') && !recipients.includes('member1'));
+        assert.deepEqual(finds, ['find notification_prefs']);
+      } finally {
+        await monitored.close();
+      }
     });
   });
 });

@@ -96,20 +96,30 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
     ctx.body = { sent: result.delivered };
   });
 
-  router.get('/prefs', validate({ summary: "the caller's notification scope: own or team" }), async (ctx) => {
-    ctx.body = { scope: await prefs().getScope(ctx.state.caller.userId, ctx.state.caller.teamId) };
+  const getPrefs = validate({
+    summary:
+      "the caller's notification prefs in the caller's team: scope (own or team) and each push kind on or off",
+  });
+  router.get('/prefs', getPrefs, async (ctx) => {
+    ctx.body = await prefs().get(ctx.state.caller.userId, ctx.state.caller.teamId);
   });
 
   const putPrefs = validate({
-    summary: "sets the caller's scope: own runs only, or the whole team's",
+    summary:
+      "sets the caller's scope in the caller's team (own runs only, or the whole team's) and, when given, " +
+      'the push kinds named (the others keep their value); answers the prefs now in force',
     body: prefsBody,
-    examples: [{ scope: 'team' }],
+    examples: [{ scope: 'team' }, { scope: 'own', kinds: { run_finished: false, run_cancelled: false } }],
   });
   router.put('/prefs', putPrefs, async (ctx) => {
     const store = prefs();
-    const { scope } = ctx.state.input.body;
-    await store.setScope(ctx.state.caller.userId, ctx.state.caller.teamId, scope, deps.now());
-    ctx.body = { scope };
+    const { scope, kinds } = ctx.state.input.body;
+    ctx.body = await store.set(
+      ctx.state.caller.userId,
+      ctx.state.caller.teamId,
+      { scope, kinds },
+      deps.now(),
+    );
   });
 
   return router;
