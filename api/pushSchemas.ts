@@ -119,3 +119,7 @@ export const prefsBody = verbatim(
   ),
   { precedence: [SCOPE, KINDS] },
 );
+
+/** A device is named by its subscription's id (sha256 hex of the endpoint); any other id names no device (404). */
+export const deviceParams = z.object({ id: z.string() });
+export const isDeviceId = (id: string): boolean => /^[0-9a-f]{64}$/.test(id);

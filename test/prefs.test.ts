@@ -240,4 +240,70 @@ describe('push preferences and devices', function () {
       }
     });
   });
+
+  describe('devices', () => {
+    const CHROME_LINUX =
+      'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36';
+
+    it('lists the caller’s own devices with host, label, created and last success, never the endpoint or keys', async () => {
+      const uma = anonymous.as('uma', 'zeta');
+      const laptop = await subscribe(uma, 'uma-laptop', { 'user-agent': CHROME_LINUX });
+      const phone = await subscribe(uma, 'uma-phone', { 'user-agent': 'x'.repeat(3000) });
+      await subscribe(anonymous.as('vic', 'zeta'), 'vic-laptop');
+      const before = await uma.get('/api/v1/notifications/push/subscriptions');
+      assert.equal(before.status, 200, before.text);
+      const list = before.body.subscriptions as Record<string, unknown>[];
+      assert.equal(list.length, 2);
+      const host = new URL(laptop.endpoint).host;
+      assert.deepEqual(
+        list.map((d) => [d.host, d.label, d.lastSuccessAt]),
+        [
+          [host, 'Chrome on Linux', null],
+          [host, `${'x'.repeat(79)}…`, null],
+        ],
+      );
+      for (const device of list) {
+        assert.deepEqual(Object.keys(device).sort(), ['createdAt', 'host', 'id', 'label', 'lastSuccessAt']);
+        assert.match(String(device.id), /^[0-9a-f]{64}$/);
+        assert.ok(!Number.isNaN(Date.parse(String(device.createdAt))));
+      }
+      for (const secret of [
+        laptop.endpoint,
+        new URL(phone.endpoint).pathname,
+        laptop.keys.auth,
+        laptop.keys.p256dh,
+      ])
+        assert.ok(!before.text.includes(secret), `no ${secret} in the list`);
+
+      const [runId] = await finishAndFail(uma);
+      assert.ok(runId);
+      const after = (await uma.get('/api/v1/notifications/push/subscriptions')).body.subscriptions as {
+        lastSuccessAt: string | null;
+      }[];
+      for (const device of after) assert.ok(device.lastSuccessAt && Date.parse(device.lastSuccessAt) > 0);
+    });
+
+    it('DELETE by id removes one of the caller’s own; another user’s id or a made-up one is 404', async () => {
+      const wes = anonymous.as('wes', 'zeta');
+      const xia = anonymous.as('xia', 'zeta');
+      const wesSub = await subscribe(wes, 'wes-old-laptop');
+      await subscribe(xia, 'xia-laptop');
+      const [xiaDevice] = (await xia.get('/api/v1/notifications/push/subscriptions')).body.subscriptions;
+      const [wesDevice] = (await wes.get('/api/v1/notifications/push/subscriptions')).body.subscriptions;
+      const path = (id: string) => `/api/v1/notifications/push/subscriptions/${id}`;
+      for (const id of [xiaDevice.id, 'f'.repeat(64), 'not-an-id']) {
+        const res = await wes.delete(path(id));
+        assert.equal(res.status, 404, id);
+        assert.equal(res.body.error, 'no such device');
+      }
+      assert.equal((await xia.get('/api/v1/notifications/push/subscriptions')).body.subscriptions.length, 1);
+      assert.equal((await wes.delete(path(wesDevice.id))).status, 204);
+      assert.deepEqual((await wes.get('/api/v1/notifications/push/subscriptions')).body, {
+        subscriptions: [],
+      });
+      const runs = await finishAndFail(wes);
+      assert.deepEqual(kindsReceived(wesSub, runs), [], 'a removed device gets no push');
+      assert.equal((await anonymous.delete(path(xiaDevice.id))).status, 401);
+    });
+  });
 });

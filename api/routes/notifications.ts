@@ -7,16 +7,27 @@ import { randomUUID } from 'node:crypto';
 import { fanOut } from '../../activities/push';
 import type { PushSender } from '../../net/pushSender';
 import type { NotificationPrefStore } from '../../store/notificationPrefs';
+import type { PushDeliveryStore } from '../../store/pushDeliveries';
 import type { PushSubscriptionStore } from '../../store/pushSubscriptions';
+import { deviceLabel } from '../../domain/deviceLabel';
 import type { AuthState } from '../auth';
 import { HttpError } from '../errors';
-import { prefsBody, subscribeBody, unsubscribeBody, type EndpointRules } from '../pushSchemas';
+import {
+  deviceParams,
+  isDeviceId,
+  prefsBody,
+  subscribeBody,
+  unsubscribeBody,
+  type EndpointRules,
+} from '../pushSchemas';
 import { validate } from '../validate';
 
 export interface NotificationRouteDeps {
   vapidPublicKey: string;
   subscriptions?: PushSubscriptionStore;
   prefs?: NotificationPrefStore;
+  /** Where a device's last success is read (the fan-out's delivery records). */
+  deliveries?: PushDeliveryStore;
   /** The live sink the test route pushes through (the same code the worker fans out with). */
   sender?: PushSender;
   endpointRules: EndpointRules;
@@ -59,7 +70,8 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
   router.post('/push/subscriptions', subscribe, async (ctx) => {
     const store = subscriptions();
     const subscription = ctx.state.input.body;
-    const created = await store.upsert(ctx.state.caller, subscription, deps.now());
+    const label = deviceLabel(ctx.get('user-agent'));
+    const created = await store.upsert(ctx.state.caller, subscription, deps.now(), label);
     ctx.status = created ? 201 : 200;
     ctx.body = { endpoint: subscription.endpoint, created };
   });
@@ -75,6 +87,41 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
     const { endpoint } = ctx.state.input.body;
     // Only the caller's own row: another user's endpoint is left alone, and the answer does not say it exists.
     await store.deleteByEndpoint(ctx.state.caller.userId, endpoint);
+    ctx.status = 204;
+  });
+
+  const listDevices = validate({
+    summary:
+      "the caller's own devices: id, push service host, label, created, last success (never the endpoint or keys)",
+  });
+  router.get('/push/subscriptions', listDevices, async (ctx) => {
+    const rows = await subscriptions().listForUsers([ctx.state.caller.userId]);
+    const last = deps.deliveries
+      ? await deps.deliveries.lastSuccess(rows.map((row) => row._id))
+      : new Map<string, Date>();
+    ctx.body = {
+      subscriptions: rows
+        .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime())
+        .map((row) => ({
+          id: row._id,
+          host: new URL(row.endpoint).host,
+          label: row.label ?? 'Unknown browser',
+          createdAt: row.createdAt.toISOString(),
+          lastSuccessAt: last.get(row._id)?.toISOString() ?? null,
+        })),
+    };
+  });
+
+  const removeDevice = validate({
+    summary: "removes one of the caller's own devices by id (204; an id that is not the caller's is 404)",
+    params: deviceParams,
+    success: 204,
+  });
+  router.delete('/push/subscriptions/:id', removeDevice, async (ctx) => {
+    const store = subscriptions();
+    const { id } = ctx.state.input.params;
+    const removed = isDeviceId(id) && (await store.deleteById(ctx.state.caller.userId, id));
+    if (!removed) throw new HttpError(404, 'no such device');
     ctx.status = 204;
   });
 
