@@ -9,7 +9,7 @@ const BROWSERS: [RegExp, string][] = [
   [/\b(OPR|Opera)\//, 'Opera'],
   [/\b(Firefox|FxiOS)\//, 'Firefox'],
   [/\bSamsungBrowser\//, 'Samsung Internet'],
-  [/\b(Chrome|CriOS|Chromium)\//, 'Chrome'],
+  [/(Chrome|CriOS|Chromium)\//, 'Chrome'], // HeadlessChrome too
   [/\bVersion\/[\d.]+.*\bSafari\//, 'Safari'],
 ];
 

@@ -28,6 +28,10 @@ describe('deviceLabel', () => {
         'Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1',
         'Safari on iOS',
       ],
+      [
+        'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/131.0.0.0 Safari/537.36',
+        'Chrome on Linux',
+      ],
     ];
     for (const [ua, label] of cases) assert.equal(deviceLabel(ua), label, ua);
   });
