@@ -401,6 +401,13 @@ const ROUTES: RouteSpec[] = [
     }),
   },
   {
+    name: 'GET /api/v1/notifications/push/subscriptions',
+    method: 'GET',
+    template: '/api/v1/notifications/push/subscriptions',
+    before: (fx) => fx.subscribe(3),
+    onSuccess: none,
+  },
+  {
     name: 'POST /api/v1/notifications/push/test',
     method: 'POST',
     template: '/api/v1/notifications/push/test',
@@ -418,7 +425,13 @@ const ROUTES: RouteSpec[] = [
     name: 'PUT /api/v1/notifications/prefs',
     method: 'PUT',
     template: '/api/v1/notifications/prefs',
-    valid: (_ctx, variant) => ({ scope: variant % 2 ? 'team' : 'own' }),
+    valid: (_ctx, variant) =>
+      variant % 3 === 2
+        ? {
+            scope: variant % 2 ? 'team' : 'own',
+            kinds: { run_finished: variant % 4 < 2, usage_parked: false },
+          }
+        : { scope: variant % 2 ? 'team' : 'own' },
   },
   { name: 'GET /healthz', method: 'GET', template: '/healthz', onSuccess: none },
   { name: 'ANY unknown paths', method: 'GET', template: '' },
