@@ -4,7 +4,7 @@ import type { RunOutcome } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, kindFor, renderPush, type PushKind, type PushPayload } from '../domain/push';
 import type { PushSender, SendOutcome } from '../net/pushSender';
 import { activityContext, inLanes } from './context';
-import type { NotificationPrefStore } from '../store/notificationPrefs';
+import type { NotificationPrefStore, PrefKind } from '../store/notificationPrefs';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
 import type { PushSubscriptionRow, PushSubscriptionStore } from '../store/pushSubscriptions';
 import type { InteractionStore } from '../store/interactions';
@@ -171,11 +171,12 @@ export function createPushActivities(deps: PushActivityDeps) {
       if (!kind) return { addressable: false, reason: 'no kind' };
       if (!deps.sender) return { addressable: false, reason: 'no sink' };
       // The reads that do not depend on each other go out together: each is a round trip before the first push.
-      const [teamWide, payload] = await Promise.all([
-        deps.notificationPrefs.listTeamWide(outcome.teamId),
+      // Owner ∪ team-wide opt-ins, less whoever turned this kind off in this team: one query.
+      const [listed, payload] = await Promise.all([
+        deps.notificationPrefs.listRecipients(outcome.teamId, outcome.ownerId, kind as PrefKind),
         render(outcome, kind as Exclude<PushKind, 'test'>),
       ]);
-      const recipients = new Set([outcome.ownerId, ...teamWide]);
+      const recipients = new Set(listed);
       recipients.delete('');
       if (!recipients.size) return { addressable: false, reason: 'no recipient' };
       const subs = await deps.pushSubscriptions.listForUsers([...recipients]);

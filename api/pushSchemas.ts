@@ -3,6 +3,7 @@
 import { createPublicKey } from 'node:crypto';
 import { z } from 'zod';
 import { hostAllowed } from '../net/pushSender';
+import { PREF_KINDS, type PrefKind } from '../store/notificationPrefs';
 import { verbatim } from './validate';
 
 export interface EndpointRules {
@@ -96,7 +97,29 @@ export const unsubscribeBody = verbatim(
 );
 
 const SCOPE = 'scope must be own or team';
-/** ValidScope. */
+const KINDS = `kinds must map ${PREF_KINDS.join(', ')} to true or false`;
+/**
+ * ValidScope, and the optional per-kind switches: a body without kinds is the seed's, with the seed's message;
+ * a bad scope is still answered first.
+ */
 export const prefsBody = verbatim(
-  z.object({ scope: z.enum(['own', 'team'], { error: SCOPE }) }, { error: SCOPE }),
+  z.object(
+    {
+      scope: z.enum(['own', 'team'], { error: SCOPE }),
+      kinds: z
+        .strictObject(
+          Object.fromEntries(
+            PREF_KINDS.map((kind) => [kind, z.boolean({ error: KINDS }).optional()]),
+          ) as Record<PrefKind, z.ZodOptional<z.ZodBoolean>>,
+          { error: KINDS },
+        )
+        .optional(),
+    },
+    { error: SCOPE },
+  ),
+  { precedence: [SCOPE, KINDS] },
 );
+
+/** A device is named by its subscription's id (sha256 hex of the endpoint); any other id names no device (404). */
+export const deviceParams = z.object({ id: z.string() });
+export const isDeviceId = (id: string): boolean => /^[0-9a-f]{64}$/.test(id);

@@ -105,6 +105,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
           vapidPublicKey: config.vapid.publicKey,
           subscriptions: stores.pushSubscriptions,
           prefs: stores.notificationPrefs,
+          deliveries: stores.pushDeliveries,
           sender: pushSender,
           endpointRules: { allowInsecure: config.pushAllowPrivate, allowlist: config.pushEndpointAllowlist },
           rateLimits: stores.rateLimits,

@@ -26,6 +26,7 @@ import jwt from 'jsonwebtoken';
 import type { Db } from 'mongodb';
 import { mintToken } from '../api/auth';
 import { RUN_STATUSES } from '../domain/runStatus';
+import { PREF_KINDS, prefKey } from '../store/notificationPrefs';
 
 export interface SubscriptionJSON {
   endpoint: string;
@@ -405,6 +406,13 @@ const ROUTES: RouteSpec[] = [
     }),
   },
   {
+    name: 'GET /api/v1/notifications/push/subscriptions',
+    method: 'GET',
+    template: '/api/v1/notifications/push/subscriptions',
+    before: (fx) => fx.subscribe(3),
+    onSuccess: none,
+  },
+  {
     name: 'POST /api/v1/notifications/push/test',
     method: 'POST',
     template: '/api/v1/notifications/push/test',
@@ -422,7 +430,13 @@ const ROUTES: RouteSpec[] = [
     name: 'PUT /api/v1/notifications/prefs',
     method: 'PUT',
     template: '/api/v1/notifications/prefs',
-    valid: (_ctx, variant) => ({ scope: variant % 2 ? 'team' : 'own' }),
+    valid: (_ctx, variant) =>
+      variant % 3 === 2
+        ? {
+            scope: variant % 2 ? 'team' : 'own',
+            kinds: { run_finished: variant % 4 < 2, usage_parked: false },
+          }
+        : { scope: variant % 2 ? 'team' : 'own' },
   },
   { name: 'GET /healthz', method: 'GET', template: '/healthz', onSuccess: none },
   { name: 'ANY unknown paths', method: 'GET', template: '' },
@@ -1656,7 +1670,17 @@ export async function storedShapeProblems(db: Db): Promise<string[]> {
       problems.push(`push subscription ${String(s._id)}: bad shape`);
   }
   for await (const p of db.collection('notification_prefs').find({})) {
-    if (p.scope !== 'team' || !isText(p.teamId) || !isDate(p.updatedAt))
+    const off: unknown = p.off ?? [];
+    if (
+      !isText(p.userId) ||
+      !isText(p.teamId) ||
+      String(p._id) !== prefKey(p.userId, p.teamId) ||
+      (p.scope !== 'team' && p.scope !== 'own') ||
+      !Array.isArray(off) ||
+      off.some((kind) => !PREF_KINDS.includes(kind)) ||
+      (p.scope === 'own' && !off.length) ||
+      !isDate(p.updatedAt)
+    )
       problems.push(`notification pref ${String(p._id)}: bad shape`);
   }
   for await (const w of db.collection('assistant_run_watches').find({})) {

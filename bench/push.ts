@@ -27,6 +27,7 @@ import type { RunOutcome } from '../domain/outcome';
 import { createPushSender, type PushSender } from '../net/pushSender';
 import type { HostLookup } from '../net/ssrfGuard';
 import { createStores, ensureAllIndexes } from '../store';
+import { prefKey } from '../store/notificationPrefs';
 import { connectMongo } from '../store/mongo';
 import { subscriptionId, type PushSubscriptionRow } from '../store/pushSubscriptions';
 import { startPushService, type PushService, type SubscriptionJSON } from '../test/support/pushService';
@@ -151,7 +152,19 @@ export async function runPushBench(): Promise<PushBenchResult> {
     await mongo.db
       .collection('notification_prefs')
       .insertMany(
-        users.slice(1).map((userId) => ({ _id: userId, teamId, scope: 'team', updatedAt: at }) as never),
+        users
+          .slice(1)
+          .map(
+            (userId) =>
+              ({
+                _id: prefKey(userId, teamId),
+                userId,
+                teamId,
+                scope: 'team',
+                off: [],
+                updatedAt: at,
+              }) as never,
+          ),
       );
 
     const sender = createPushSender({ vapid, allowPrivate: true, allowlist: [], ca: service.ca });

@@ -4,7 +4,11 @@ import { claimIndexes, createClaimStore } from './claims';
 import { createEpisodeStore, episodeIndexes } from './episodes';
 import { createEventStore, eventIndexes } from './events';
 import { createInteractionStore, interactionIndexes } from './interactions';
-import { createNotificationPrefStore, notificationPrefIndexes } from './notificationPrefs';
+import {
+  createNotificationPrefStore,
+  migrateNotificationPrefs,
+  notificationPrefIndexes,
+} from './notificationPrefs';
 import { createPushDeliveryStore, pushDeliveryIndexes } from './pushDeliveries';
 import { createPushSubscriptionStore, pushSubscriptionIndexes } from './pushSubscriptions';
 import { createRateLimitStore, rateLimitIndexes } from './rateLimits';
@@ -29,8 +33,11 @@ export const ALL_INDEXES = [
   ...rateLimitIndexes,
 ];
 
-export function ensureAllIndexes(db: Db): Promise<IndexReport> {
-  return ensureIndexes(db, ALL_INDEXES);
+/** Indexes, then the idempotent data migrations every start-up runs before serving. */
+export async function ensureAllIndexes(db: Db): Promise<IndexReport> {
+  const report = await ensureIndexes(db, ALL_INDEXES);
+  await migrateNotificationPrefs(db);
+  return report;
 }
 
 export interface StoreOptions {

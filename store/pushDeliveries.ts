@@ -57,6 +57,22 @@ export function createPushDeliveryStore(db: Db) {
       return new Set(rows.map((row) => row.subscriptionId));
     },
 
+    /**
+     * Each subscription's newest accepted push, for the caller's device list (a handful of ids, bounded by
+     * PUSH_MAX_SUBSCRIPTIONS_PER_USER): one sorted read per id, in parallel.
+     */
+    async lastSuccess(subscriptionIds: string[]): Promise<Map<string, Date>> {
+      const rows = await Promise.all(
+        subscriptionIds.map((subscriptionId) =>
+          deliveries.findOne(
+            { subscriptionId },
+            { sort: { at: -1 }, projection: { subscriptionId: 1, at: 1 } },
+          ),
+        ),
+      );
+      return new Map(rows.flatMap((row) => (row ? [[row.subscriptionId, row.at] as const] : [])));
+    },
+
     async countForEpisode(episodeId: string): Promise<number> {
       return deliveries.countDocuments({ episodeId });
     },

@@ -14,6 +14,8 @@ export interface PushSubscriptionRow {
   teamId: string;
   createdAt: Date;
   updatedAt: Date;
+  /** From the User-Agent of the latest subscribe (domain/deviceLabel.ts, bounded); absent on older rows. */
+  label?: string;
   /** Consecutive episodes whose send found no such host (ENOTFOUND); absent after a success. */
   unresolved?: { count: number; episodeId: string };
 }
@@ -35,6 +37,7 @@ export function createPushSubscriptionStore(db: Db) {
       owner: { userId: string; teamId: string },
       subscription: { endpoint: string; keys: { p256dh: string; auth: string } },
       now: Date,
+      label?: string,
     ): Promise<boolean> {
       const result = await subs.updateOne(
         { _id: subscriptionId(subscription.endpoint) },
@@ -45,6 +48,7 @@ export function createPushSubscriptionStore(db: Db) {
             userId: owner.userId,
             teamId: owner.teamId,
             updatedAt: now,
+            ...(label ? { label } : {}),
           },
           $setOnInsert: { createdAt: now },
         },
@@ -63,6 +67,8 @@ export function createPushSubscriptionStore(db: Db) {
       subscription: { endpoint: string; keys: { p256dh: string; auth: string } },
       now: Date,
       maxPerUser: number,
+      /** What the device list shows for it (from the User-Agent when it subscribed). */
+      label?: string,
     ): Promise<'created' | 'updated' | 'held_by_another_user' | 'limit_reached'> {
       const _id = subscriptionId(subscription.endpoint);
       const existing = await subs.findOne({ _id }, { projection: { userId: 1, 'keys.auth': 1 } });
@@ -83,6 +89,7 @@ export function createPushSubscriptionStore(db: Db) {
               userId: owner.userId,
               teamId: owner.teamId,
               updatedAt: now,
+              ...(label ? { label } : {}),
             },
             $setOnInsert: { createdAt: now },
           },
@@ -98,6 +105,12 @@ export function createPushSubscriptionStore(db: Db) {
     /** Deletes only the caller's own row: one user cannot remove another's endpoint. */
     async deleteByEndpoint(userId: string, endpoint: string): Promise<boolean> {
       const result = await subs.deleteOne({ _id: subscriptionId(endpoint), userId });
+      return result.deletedCount === 1;
+    },
+
+    /** Removes one of the caller's own subscriptions by its id; another user's id removes nothing. */
+    async deleteById(userId: string, id: string): Promise<boolean> {
+      const result = await subs.deleteOne({ _id: id, userId });
       return result.deletedCount === 1;
     },
 

@@ -243,6 +243,9 @@
     key: '', // the server's VAPID public key (base64url)
     subscription: null, // this browser's PushSubscription, when notifications are on
     scope: 'own',
+    kinds: null, // { <push kind>: boolean }, from GET /notifications/prefs
+    devices: null, // the caller's devices, from GET /notifications/push/subscriptions
+    thisDeviceId: '', // sha256 hex of this browser's endpoint: the server's id for it
     busy: false,
     message: null, // { kind: 'info' | 'success' | 'error', text }
   };
@@ -280,11 +283,30 @@
       : null;
     if (push.server === 'on') {
       try {
-        push.scope = (await api('GET', '/notifications/prefs')).scope;
+        const prefs = await api('GET', '/notifications/prefs');
+        push.scope = prefs.scope;
+        push.kinds = prefs.kinds || null;
       } catch {
         push.scope = 'own';
       }
       if (push.subscription) await resyncSubscription(push.subscription);
+      await loadDevices();
+    }
+  }
+
+  /** The server names a device by the sha256 of its endpoint, so this browser can find itself in the list. */
+  async function deviceIdOf(subscription) {
+    if (!subscription || !window.crypto || !crypto.subtle) return '';
+    const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(subscription.endpoint));
+    return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, '0')).join('');
+  }
+
+  async function loadDevices() {
+    try {
+      push.thisDeviceId = await deviceIdOf(push.subscription).catch(() => '');
+      push.devices = (await api('GET', '/notifications/push/subscriptions')).subscriptions;
+    } catch {
+      push.devices = null;
     }
   }
 
@@ -366,6 +388,7 @@
       }
       await api('POST', '/notifications/push/subscriptions', subscription.toJSON());
       push.subscription = subscription;
+      await loadDevices();
       say('success', 'Notifications are on. Flow will tell you when a run needs you or ends.');
     } catch (err) {
       say('error', `Notifications could not be turned on: ${err.message || err}`);
@@ -405,6 +428,7 @@
     say('info', 'Turning notifications off…');
     try {
       const problem = await disablePush();
+      await loadDevices();
       if (problem) say('error', `Notifications are off in this browser, but the server said: ${problem}`);
       else say('success', 'Notifications are off for this browser.');
     } catch (err) {
@@ -452,6 +476,89 @@
       push.scope = previous;
       say('error', `Your choice was not saved: ${err.message}`);
     }
+  }
+
+  const KIND_LABELS = [
+    ['human_input_requested', 'Needs my input', 'a run needs your input'],
+    ['usage_parked', 'Parked at a usage limit', 'a run is parked at a usage limit'],
+    ['run_finished', 'Finished', 'a run finishes'],
+    ['run_failed', 'Failed', 'a run fails'],
+    ['run_cancelled', 'Cancelled', 'a run is cancelled'],
+  ];
+
+  async function setKind(kind, on, phrase) {
+    const previous = push.kinds;
+    push.kinds = { ...push.kinds, [kind]: on };
+    try {
+      const saved = await api('PUT', '/notifications/prefs', { scope: push.scope, kinds: { [kind]: on } });
+      push.kinds = saved.kinds || push.kinds;
+      say('success', on ? `Saved: a push when ${phrase}.` : `Saved: no push when ${phrase}.`);
+    } catch (err) {
+      push.kinds = previous;
+      say('error', `Your choice was not saved: ${err.message}`);
+    }
+  }
+
+  /** Remove: this browser's own device is turned off entirely (else the next visit would re-add it). */
+  async function removeDevice(device) {
+    if (push.busy) return;
+    if (device.id === push.thisDeviceId) return onDisable();
+    push.busy = true;
+    try {
+      await api('DELETE', `/notifications/push/subscriptions/${encodeURIComponent(device.id)}`);
+      await loadDevices();
+      say('success', `${device.label} will get no more notifications.`);
+    } catch (err) {
+      say('error', `${device.label} was not removed: ${err.message}`);
+    } finally {
+      push.busy = false;
+      renderPushPanel();
+    }
+  }
+
+  function devicesSection() {
+    const devices = push.devices || [];
+    const items = devices.map((device) => {
+      const mine = device.id === push.thisDeviceId;
+      return h(
+        'li',
+        { class: 'device', 'data-device-id': device.id },
+        h(
+          'span',
+          { class: 'device-name' },
+          h('strong', {}, device.label),
+          mine ? h('span', { class: 'badge badge-this' }, 'This browser') : '',
+          h('span', { class: 'muted' }, device.host),
+          h(
+            'span',
+            { class: 'muted' },
+            'Added ',
+            timeAgo(device.createdAt),
+            ' · last notified ',
+            device.lastSuccessAt ? timeAgo(device.lastSuccessAt) : 'never',
+          ),
+        ),
+        h(
+          'button',
+          {
+            type: 'button',
+            class: 'button button-quiet',
+            'aria-label': `Remove ${device.label}`,
+            onclick: () => removeDevice(device),
+            disabled: push.busy,
+          },
+          'Remove',
+        ),
+      );
+    });
+    return h(
+      'section',
+      { class: 'devices', 'aria-labelledby': 'devices-title' },
+      h('h3', { id: 'devices-title' }, 'Your devices'),
+      items.length
+        ? h('ul', { id: 'devices' }, ...items)
+        : h('p', { class: 'muted' }, 'No browser of yours gets notifications yet.'),
+    );
   }
 
   let pushPanel = null; // the notifications card on the home page, while it is shown
@@ -576,6 +683,30 @@
           option('team', 'All of my team’s runs', 'Every run your team launches.'),
         ),
       );
+      if (push.kinds) {
+        body.push(
+          h(
+            'fieldset',
+            { class: 'scope kinds' },
+            h('legend', {}, 'Push me when'),
+            ...KIND_LABELS.map(([kind, label, phrase]) =>
+              h(
+                'label',
+                { class: 'choice' },
+                h('input', {
+                  type: 'checkbox',
+                  role: 'switch',
+                  name: `kind-${kind}`,
+                  checked: push.kinds[kind] !== false,
+                  onchange: (event) => setKind(kind, event.target.checked, phrase),
+                }),
+                h('span', {}, label),
+              ),
+            ),
+          ),
+        );
+      }
+      if (push.devices) body.push(devicesSection());
     }
     const message = push.message;
     body.push(

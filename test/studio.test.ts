@@ -344,6 +344,48 @@ describe('studio (Chromium)', function () {
     await pushReceived((p) => p.kind === 'test');
   });
 
+  it('one switch per push kind is saved; the device list marks this browser and removes another device', async () => {
+    const finished = page.getByRole('switch', { name: 'Finished' });
+    await finished.waitFor();
+    for (const name of ['Needs my input', 'Parked at a usage limit', 'Finished', 'Failed', 'Cancelled'])
+      assert.equal(await page.getByRole('switch', { name }).isChecked(), true, name);
+    await finished.uncheck();
+    await page.getByText('Saved: no push when a run finishes.').waitFor();
+    const prefs = (await alice.get('/api/v1/notifications/prefs')).body;
+    assert.equal(prefs.kinds.run_finished, false);
+    assert.equal(prefs.kinds.run_failed, true);
+    await finished.check();
+    await page.getByText('Saved: a push when a run finishes.').waitFor();
+    assert.equal((await alice.get('/api/v1/notifications/prefs')).body.kinds.run_finished, true);
+
+    // Another device of alice's (her phone), then the list as the page shows it.
+    const phone = push.endpoint('alice-phone');
+    const added = await alice.request('POST', '/api/v1/notifications/push/subscriptions', phone, {
+      'user-agent':
+        'Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Mobile Safari/537.36',
+    });
+    assert.equal(added.status, 201, added.text);
+    await page.reload();
+    const devices = page.locator('#devices li');
+    await devices.filter({ hasText: 'Chrome on Android' }).waitFor();
+    assert.equal(await devices.count(), 2);
+    const mine = devices.filter({ hasText: 'This browser' });
+    assert.equal(await mine.count(), 1);
+    assert.equal(await mine.filter({ hasText: 'Chrome on Android' }).count(), 0);
+    mkdirSync(RESULTS, { recursive: true });
+    await page.screenshot({ path: path.join(RESULTS, 'studio-devices.png'), fullPage: true });
+
+    await page.getByRole('button', { name: 'Remove Chrome on Android' }).click();
+    await page.getByText('Chrome on Android will get no more notifications.').waitFor();
+    await devices.filter({ hasText: 'Chrome on Android' }).waitFor({ state: 'detached' });
+    assert.equal(await devices.count(), 1);
+    const rows = await stores.pushSubscriptions.listForUsers(['alice']);
+    assert.deepEqual(
+      rows.map((r) => r.endpoint),
+      [studioSub.endpoint],
+    );
+  });
+
   it('a push the server sent for a real episode, delivered through CDP, shows a notification; a repeat replaces it', async () => {
     const created = await alice.post('/api/v1/runs', { title: 'Quarterly report' });
     assert.equal(created.status, 201, created.text);

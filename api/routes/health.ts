@@ -38,12 +38,15 @@ export interface HealthProbes {
 
 export function healthRouter(probes: HealthProbes) {
   const router = new Router();
-  const liveness = validate({ summary: 'liveness: 200 while the process serves (nothing it depends on is asked)' });
+  const liveness = validate({
+    summary: 'liveness: 200 while the process serves (nothing it depends on is asked)',
+  });
   router.get('/healthz', liveness, (ctx) => {
     ctx.body = { status: 'ok' };
   });
   const readiness = validate({
-    summary: 'readiness: 200 when Temporal, MongoDB, the search attributes and the push keys are there, else 503',
+    summary:
+      'readiness: 200 when Temporal, MongoDB, the search attributes and the push keys are there, else 503',
   });
   router.get('/readyz', readiness, async (ctx) => {
     const named: [string, Probe | undefined][] = [

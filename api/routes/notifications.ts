@@ -7,17 +7,28 @@ import { randomUUID } from 'node:crypto';
 import { fanOut } from '../../activities/push';
 import type { PushSender } from '../../net/pushSender';
 import type { NotificationPrefStore } from '../../store/notificationPrefs';
+import type { PushDeliveryStore } from '../../store/pushDeliveries';
 import type { PushSubscriptionStore } from '../../store/pushSubscriptions';
 import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
+import { deviceLabel } from '../../domain/deviceLabel';
 import type { AuthState } from '../auth';
 import { HttpError } from '../errors';
-import { prefsBody, subscribeBody, unsubscribeBody, type EndpointRules } from '../pushSchemas';
+import {
+  deviceParams,
+  isDeviceId,
+  prefsBody,
+  subscribeBody,
+  unsubscribeBody,
+  type EndpointRules,
+} from '../pushSchemas';
 import { validate } from '../validate';
 
 export interface NotificationRouteDeps {
   vapidPublicKey: string;
   subscriptions?: PushSubscriptionStore;
   prefs?: NotificationPrefStore;
+  /** Where a device's last success is read (the fan-out's delivery records). */
+  deliveries?: PushDeliveryStore;
   /** The live sink the test route pushes through (the same code the worker fans out with). */
   sender?: PushSender;
   endpointRules: EndpointRules;
@@ -81,7 +92,8 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
   router.post('/push/subscriptions', subscribe, async (ctx) => {
     const store = subscriptions();
     const subscription = ctx.state.input.body;
-    const outcome = await store.register(ctx.state.caller, subscription, deps.now(), maxSubscriptions);
+    const label = deviceLabel(ctx.get('user-agent'));
+    const outcome = await store.register(ctx.state.caller, subscription, deps.now(), maxSubscriptions, label);
     // Another user's row: the caller does not hold the subscription's keys, so it may not redirect its pushes.
     if (outcome === 'held_by_another_user')
       throw new HttpError(409, 'this endpoint is subscribed by another user');
@@ -106,6 +118,41 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
     const { endpoint } = ctx.state.input.body;
     // Only the caller's own row: another user's endpoint is left alone, and the answer does not say it exists.
     await store.deleteByEndpoint(ctx.state.caller.userId, endpoint);
+    ctx.status = 204;
+  });
+
+  const listDevices = validate({
+    summary:
+      "the caller's own devices: id, push service host, label, created, last success (never the endpoint or keys)",
+  });
+  router.get('/push/subscriptions', listDevices, async (ctx) => {
+    const rows = await subscriptions().listForUsers([ctx.state.caller.userId]);
+    const last = deps.deliveries
+      ? await deps.deliveries.lastSuccess(rows.map((row) => row._id))
+      : new Map<string, Date>();
+    ctx.body = {
+      subscriptions: rows
+        .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime())
+        .map((row) => ({
+          id: row._id,
+          host: new URL(row.endpoint).host,
+          label: row.label ?? 'Unknown browser',
+          createdAt: row.createdAt.toISOString(),
+          lastSuccessAt: last.get(row._id)?.toISOString() ?? null,
+        })),
+    };
+  });
+
+  const removeDevice = validate({
+    summary: "removes one of the caller's own devices by id (204; an id that is not the caller's is 404)",
+    params: deviceParams,
+    success: 204,
+  });
+  router.delete('/push/subscriptions/:id', removeDevice, async (ctx) => {
+    const store = subscriptions();
+    const { id } = ctx.state.input.params;
+    const removed = isDeviceId(id) && (await store.deleteById(ctx.state.caller.userId, id));
+    if (!removed) throw new HttpError(404, 'no such device');
     ctx.status = 204;
   });
 
@@ -148,20 +195,30 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
     ctx.body = finished ? { sent } : { sent, timedOut: true };
   });
 
-  router.get('/prefs', validate({ summary: "the caller's notification scope: own or team" }), async (ctx) => {
-    ctx.body = { scope: await prefs().getScope(ctx.state.caller.userId, ctx.state.caller.teamId) };
+  const getPrefs = validate({
+    summary:
+      "the caller's notification prefs in the caller's team: scope (own or team) and each push kind on or off",
+  });
+  router.get('/prefs', getPrefs, async (ctx) => {
+    ctx.body = await prefs().get(ctx.state.caller.userId, ctx.state.caller.teamId);
   });
 
   const putPrefs = validate({
-    summary: "sets the caller's scope: own runs only, or the whole team's",
+    summary:
+      "sets the caller's scope in the caller's team (own runs only, or the whole team's) and, when given, " +
+      'the push kinds named (the others keep their value); answers the prefs now in force',
     body: prefsBody,
-    examples: [{ scope: 'team' }],
+    examples: [{ scope: 'team' }, { scope: 'own', kinds: { run_finished: false, run_cancelled: false } }],
   });
   router.put('/prefs', putPrefs, async (ctx) => {
     const store = prefs();
-    const { scope } = ctx.state.input.body;
-    await store.setScope(ctx.state.caller.userId, ctx.state.caller.teamId, scope, deps.now());
-    ctx.body = { scope };
+    const { scope, kinds } = ctx.state.input.body;
+    ctx.body = await store.set(
+      ctx.state.caller.userId,
+      ctx.state.caller.teamId,
+      { scope, kinds },
+      deps.now(),
+    );
   });
 
   return router;

@@ -1,0 +1,309 @@
+// Per-user-in-a-team push preferences (scope and kinds) and the caller's own devices, end to end: real API, real
+// worker, real Temporal and FerretDB, and the loopback push service.
+import assert from 'node:assert/strict';
+import type { Client } from '@temporalio/client';
+import webpush from 'web-push';
+import type { ApiHandle } from '../api/server';
+import type { Config } from '../config';
+import type { PushPayload } from '../domain/push';
+import type { EpisodeResult } from '../workflows/episode';
+import { pushSenderFor } from '../net/pushSender';
+import { MongoClient } from 'mongodb';
+import { ensureAllIndexes, type Stores } from '../store';
+import { createNotificationPrefStore } from '../store/notificationPrefs';
+import type { Mongo } from '../store/mongo';
+import {
+  ApiClient,
+  openStores,
+  startTestApi,
+  startTestWorker,
+  temporalClient,
+  type RunningWorker,
+} from './support/harness';
+import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
+import { testConfig } from './support/stack';
+
+describe('push preferences and devices', function () {
+  let push: PushService;
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let api: ApiHandle;
+  let worker: RunningWorker;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  let anonymous: ApiClient;
+
+  before(async () => {
+    push = await startPushService();
+    const vapid = webpush.generateVAPIDKeys();
+    config = testConfig({
+      VAPID_PUBLIC_KEY: vapid.publicKey,
+      VAPID_PRIVATE_KEY: vapid.privateKey,
+      VAPID_SUBJECT: 'mailto:ops@flow.test',
+      PUSH_ALLOW_PRIVATE: '1',
+      SWEEP_INTERVAL_SECONDS: '3600',
+    });
+    ({ mongo, stores } = await openStores(config));
+    const sender = () => pushSenderFor(config, { ca: push.ca });
+    worker = await startTestWorker(config, stores, { pushSender: sender() });
+    const started = await startTestApi(config, { pushSender: sender() });
+    api = started.api;
+    anonymous = started.client;
+    ({ client, close: closeClient } = await temporalClient(config));
+  });
+
+  after(async () => {
+    await api?.close();
+    await worker?.stop();
+    await closeClient?.();
+    await mongo?.client.close();
+    await push?.close();
+  });
+
+  const episodeResult = (episodeId: string) =>
+    client.workflow.getHandle(episodeId).result() as Promise<EpisodeResult>;
+  const kindsReceived = (sub: SubscriptionJSON, runIds: string[]) =>
+    push
+      .received(sub)
+      .map((r) => r.payload as PushPayload)
+      .filter((p) => runIds.includes(p.runId))
+      .map((p) => p.kind)
+      .sort();
+
+  async function subscribe(user: ApiClient, name: string, headers: Record<string, string> = {}) {
+    const subscription = push.endpoint(name);
+    const res = await user.request('POST', '/api/v1/notifications/push/subscriptions', subscription, headers);
+    assert.equal(res.status, 201, res.text);
+    return subscription;
+  }
+
+  /** One finished and one failed run of this owner in its team, both episodes settled. */
+  async function finishAndFail(owner: ApiClient): Promise<string[]> {
+    const ids: string[] = [];
+    for (const end of ['complete', 'fail'] as const) {
+      const res = await owner.post('/api/v1/runs', { title: `Run to ${end}` });
+      assert.equal(res.status, 201, res.text);
+      const id = res.body.id as string;
+      const ended = await owner.post(
+        `/api/v1/runs/${id}/${end}`,
+        end === 'complete' ? { finalAnswer: 'done' } : { error: { code: 'x', message: 'broke' } },
+      );
+      assert.ok(ended.status < 300, ended.text);
+      await episodeResult(`${id}:end`);
+      ids.push(id);
+    }
+    return ids;
+  }
+
+  describe('prefs belong to a user in a team', () => {
+    it('setting own in one team keeps the team opt-in of the other, and its pushes', async () => {
+      const danAcme = anonymous.as('dan', 'acme');
+      const danBeta = anonymous.as('dan', 'beta');
+      const dan = await subscribe(danAcme, 'dan-laptop');
+      assert.equal((await danAcme.put('/api/v1/notifications/prefs', { scope: 'team' })).status, 200);
+      assert.equal((await danBeta.put('/api/v1/notifications/prefs', { scope: 'team' })).status, 200);
+      assert.equal((await danBeta.put('/api/v1/notifications/prefs', { scope: 'own' })).status, 200);
+      assert.equal((await danAcme.get('/api/v1/notifications/prefs')).body.scope, 'team');
+      assert.equal((await danBeta.get('/api/v1/notifications/prefs')).body.scope, 'own');
+
+      const runs = await finishAndFail(anonymous.as('alice', 'acme'));
+      assert.deepEqual(kindsReceived(dan, runs), ['run_failed', 'run_finished']);
+      const betaRuns = await finishAndFail(anonymous.as('beth', 'beta'));
+      assert.deepEqual(kindsReceived(dan, betaRuns), [], 'own in beta: no push for a teammate’s run');
+    });
+
+    it('start-up migrates user-keyed rows to (user, team) rows, and running it again changes nothing', async () => {
+      const at = new Date('2026-01-01T00:00:00Z');
+      await mongo.db
+        .collection('notification_prefs')
+        .insertOne({ _id: 'olga', teamId: 'acme', scope: 'team', updatedAt: at } as never);
+      await ensureAllIndexes(mongo.db);
+      const once = await mongo.db.collection('notification_prefs').find({ userId: 'olga' }).toArray();
+      await ensureAllIndexes(mongo.db);
+      const twice = await mongo.db.collection('notification_prefs').find({ userId: 'olga' }).toArray();
+      assert.equal(once.length, 1);
+      assert.deepEqual(twice, once);
+      assert.equal(once[0].teamId, 'acme');
+      assert.equal(once[0].scope, 'team');
+      assert.equal(
+        await mongo.db.collection('notification_prefs').countDocuments({ _id: 'olga' as never }),
+        0,
+      );
+      assert.equal(
+        (await anonymous.as('olga', 'acme').get('/api/v1/notifications/prefs')).body.scope,
+        'team',
+      );
+    });
+  });
+
+  describe('kinds', () => {
+    const ALL_ON = {
+      human_input_requested: true,
+      usage_parked: true,
+      run_finished: true,
+      run_failed: true,
+      run_cancelled: true,
+    };
+
+    it('GET answers every kind on by default; a body without kinds keeps the seed’s answers', async () => {
+      const pia = anonymous.as('pia', 'acme');
+      assert.deepEqual((await pia.get('/api/v1/notifications/prefs')).body, { scope: 'own', kinds: ALL_ON });
+      const put = await pia.put('/api/v1/notifications/prefs', { scope: 'team' });
+      assert.equal(put.status, 200);
+      assert.equal(put.body.scope, 'team');
+      for (const body of [{ scope: 'everyone' }, {}, { scope: 'everyone', kinds: { run_failed: false } }]) {
+        const bad = await pia.put('/api/v1/notifications/prefs', body);
+        assert.equal(bad.status, 400);
+        assert.equal(bad.body.error, 'scope must be own or team');
+      }
+      for (const kinds of [{ run_paused: false }, { run_failed: 'no' }, [true], 'all']) {
+        const bad = await pia.put('/api/v1/notifications/prefs', { scope: 'own', kinds });
+        assert.equal(bad.status, 400, JSON.stringify(kinds));
+        assert.match(bad.body.error, /^kinds /);
+      }
+      // kinds named are set, the others keep their value; scope alone leaves the kinds as they are.
+      await pia.put('/api/v1/notifications/prefs', { scope: 'team', kinds: { run_finished: false } });
+      await pia.put('/api/v1/notifications/prefs', { scope: 'team', kinds: { usage_parked: false } });
+      await pia.put('/api/v1/notifications/prefs', { scope: 'own' });
+      assert.deepEqual((await pia.get('/api/v1/notifications/prefs')).body, {
+        scope: 'own',
+        kinds: { ...ALL_ON, run_finished: false, usage_parked: false },
+      });
+      await pia.put('/api/v1/notifications/prefs', { scope: 'own', kinds: ALL_ON });
+      assert.equal(await mongo.db.collection('notification_prefs').countDocuments({ userId: 'pia' }), 0);
+    });
+
+    it('an owner with run_finished off gets the failed run’s push, not the finished one’s', async () => {
+      const quinn = anonymous.as('quinn', 'gamma');
+      const sub = await subscribe(quinn, 'quinn-phone');
+      const off = await quinn.put('/api/v1/notifications/prefs', {
+        scope: 'own',
+        kinds: { run_finished: false },
+      });
+      assert.equal(off.status, 200, off.text);
+      assert.deepEqual(off.body, { scope: 'own', kinds: { ...ALL_ON, run_finished: false } });
+      const runs = await finishAndFail(quinn);
+      assert.deepEqual(kindsReceived(sub, runs), ['run_failed']);
+    });
+
+    it('a team-wide teammate’s kinds are honoured; the owner’s own switch too', async () => {
+      const rae = anonymous.as('rae', 'delta');
+      const sam = anonymous.as('sam', 'delta');
+      const raeSub = await subscribe(rae, 'rae-laptop');
+      const samSub = await subscribe(sam, 'sam-laptop');
+      await rae.put('/api/v1/notifications/prefs', { scope: 'team', kinds: { run_failed: false } });
+      await sam.put('/api/v1/notifications/prefs', { scope: 'team' });
+      const runs = await finishAndFail(anonymous.as('tom', 'delta'));
+      assert.deepEqual(kindsReceived(raeSub, runs), ['run_finished']);
+      assert.deepEqual(kindsReceived(samSub, runs), ['run_failed', 'run_finished']);
+      // The resolution itself: owner off for the kind drops out, team-wide rows filter by kind.
+      await anonymous.as('tom', 'delta').put('/api/v1/notifications/prefs', {
+        scope: 'own',
+        kinds: { run_finished: false },
+      });
+      assert.deepEqual(
+        (await stores.notificationPrefs.listRecipients('delta', 'tom', 'run_finished')).sort(),
+        ['rae', 'sam'],
+      );
+      assert.deepEqual((await stores.notificationPrefs.listRecipients('delta', 'tom', 'run_failed')).sort(), [
+        'sam',
+        'tom',
+      ]);
+    });
+
+    it('recipients come from one prefs query whatever the team size', async () => {
+      const monitored = new MongoClient(config.mongoUrl, { monitorCommands: true });
+      await monitored.connect();
+      try {
+        const finds: string[] = [];
+        monitored.on('commandStarted', (e) => {
+          if (e.commandName !== 'endSessions')
+            finds.push(`${e.commandName} ${String(e.command[e.commandName])}`);
+        });
+        const prefs = createNotificationPrefStore(monitored.db(config.mongoDb));
+        const now = new Date();
+        for (let i = 0; i < 40; i++)
+          await prefs.set(
+            `member${i}`,
+            'epsilon',
+            { scope: 'team', kinds: { run_failed: i % 2 === 0 } },
+            now,
+          );
+        finds.length = 0;
+        const recipients = await prefs.listRecipients('epsilon', 'member1', 'run_failed');
+        assert.equal(recipients.length, 20);
+        assert.ok(recipients.includes('member0') && !recipients.includes('member1'));
+        assert.deepEqual(finds, ['find notification_prefs']);
+      } finally {
+        await monitored.close();
+      }
+    });
+  });
+
+  describe('devices', () => {
+    const CHROME_LINUX =
+      'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36';
+
+    it('lists the caller’s own devices with host, label, created and last success, never the endpoint or keys', async () => {
+      const uma = anonymous.as('uma', 'zeta');
+      const laptop = await subscribe(uma, 'uma-laptop', { 'user-agent': CHROME_LINUX });
+      const phone = await subscribe(uma, 'uma-phone', { 'user-agent': 'x'.repeat(3000) });
+      await subscribe(anonymous.as('vic', 'zeta'), 'vic-laptop');
+      const before = await uma.get('/api/v1/notifications/push/subscriptions');
+      assert.equal(before.status, 200, before.text);
+      const list = before.body.subscriptions as Record<string, unknown>[];
+      assert.equal(list.length, 2);
+      const host = new URL(laptop.endpoint).host;
+      assert.deepEqual(
+        list.map((d) => [d.host, d.label, d.lastSuccessAt]),
+        [
+          [host, 'Chrome on Linux', null],
+          [host, `${'x'.repeat(79)}…`, null],
+        ],
+      );
+      for (const device of list) {
+        assert.deepEqual(Object.keys(device).sort(), ['createdAt', 'host', 'id', 'label', 'lastSuccessAt']);
+        assert.match(String(device.id), /^[0-9a-f]{64}$/);
+        assert.ok(!Number.isNaN(Date.parse(String(device.createdAt))));
+      }
+      for (const secret of [
+        laptop.endpoint,
+        new URL(phone.endpoint).pathname,
+        laptop.keys.auth,
+        laptop.keys.p256dh,
+      ])
+        assert.ok(!before.text.includes(secret), `no ${secret} in the list`);
+
+      const [runId] = await finishAndFail(uma);
+      assert.ok(runId);
+      const after = (await uma.get('/api/v1/notifications/push/subscriptions')).body.subscriptions as {
+        lastSuccessAt: string | null;
+      }[];
+      for (const device of after) assert.ok(device.lastSuccessAt && Date.parse(device.lastSuccessAt) > 0);
+    });
+
+    it('DELETE by id removes one of the caller’s own; another user’s id or a made-up one is 404', async () => {
+      const wes = anonymous.as('wes', 'zeta');
+      const xia = anonymous.as('xia', 'zeta');
+      const wesSub = await subscribe(wes, 'wes-old-laptop');
+      await subscribe(xia, 'xia-laptop');
+      const [xiaDevice] = (await xia.get('/api/v1/notifications/push/subscriptions')).body.subscriptions;
+      const [wesDevice] = (await wes.get('/api/v1/notifications/push/subscriptions')).body.subscriptions;
+      const path = (id: string) => `/api/v1/notifications/push/subscriptions/${id}`;
+      for (const id of [xiaDevice.id, 'f'.repeat(64), 'not-an-id']) {
+        const res = await wes.delete(path(id));
+        assert.equal(res.status, 404, id);
+        assert.equal(res.body.error, 'no such device');
+      }
+      assert.equal((await xia.get('/api/v1/notifications/push/subscriptions')).body.subscriptions.length, 1);
+      assert.equal((await wes.delete(path(wesDevice.id))).status, 204);
+      assert.deepEqual((await wes.get('/api/v1/notifications/push/subscriptions')).body, {
+        subscriptions: [],
+      });
+      const runs = await finishAndFail(wes);
+      assert.deepEqual(kindsReceived(wesSub, runs), [], 'a removed device gets no push');
+      assert.equal((await anonymous.delete(path(xiaDevice.id))).status, 401);
+    });
+  });
+});
