@@ -117,17 +117,18 @@ async function main(): Promise<void> {
   const client = new Client({ connection: clientConnection, namespace: config.temporalNamespace });
   const pushSender = pushSenderFor(config);
   const worker = await createWorker({ config, connection, client, stores, pushSender });
-  console.log(
-    `flow-notify worker: task queue ${config.temporalTaskQueue} on ${config.temporalAddress}; ` +
-      `web push ${pushSender ? 'on' : 'off (no VAPID keys)'}; sweep every ${config.sweepIntervalSeconds}s; ` +
-      `workflows ${existsSync(path.join(__dirname, WORKFLOW_BUNDLE_FILE)) ? 'prebuilt bundle' : 'bundled at start'}`,
-  );
+  // The probes listen before the start line: whoever waits for that line may probe at once.
   const health =
     config.workerHealthPort === undefined
       ? undefined
       : await startWorkerHealth(config, worker, clientConnection, mongo);
   if (health)
     console.log(`flow-notify worker: probes on http://${config.host}:${config.workerHealthPort}/readyz`);
+  console.log(
+    `flow-notify worker: task queue ${config.temporalTaskQueue} on ${config.temporalAddress}; ` +
+      `web push ${pushSender ? 'on' : 'off (no VAPID keys)'}; sweep every ${config.sweepIntervalSeconds}s; ` +
+      `workflows ${existsSync(path.join(__dirname, WORKFLOW_BUNDLE_FILE)) ? 'prebuilt bundle' : 'bundled at start'}`,
+  );
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () =>
       console.log(
