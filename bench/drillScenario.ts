@@ -751,11 +751,15 @@ export async function runDrill(options: DrillOptions): Promise<DrillCounts> {
         ],
         [0.75, () => push.failRatio(0)],
       ];
+      // Each fault starts at its point of the drive and runs on its own: one that waits for its moment (the
+      // operator outage waits for a refused alert) never holds back the ones after it.
+      const started: Promise<unknown>[] = [];
       for (const [at, fault] of plan) {
         while (!driveDone && progress() < at) await sleep(100);
         if (driveDone) break;
-        await fault();
+        started.push(Promise.resolve(fault()));
       }
+      await Promise.all(started);
     };
 
     const driveStarted = Date.now();
