@@ -82,7 +82,7 @@ function loadDriverInternals(): DriverInternals {
  *
  * It reaches into the driver's internals, so it refuses to run (throws, and start-up fails) on any other driver
  * release than the one it was tested with, or when the method it wraps is not where it was: a silent no-op would
- * bring the wedge back unnoticed. On a driver upgrade: run test/drillFixes.test.ts (the wedge) and
+ * bring the wedge back unnoticed. On a driver upgrade: run test/recovery.test.ts (the wedge) and
  * test/mongoPatch.test.ts, then move PATCHED_DRIVER_VERSION, or drop the patch once the driver fixes the bug.
  */
 export function failWritesOnDeadSockets(internals: DriverInternals = loadDriverInternals()): void {

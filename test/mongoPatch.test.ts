@@ -1,6 +1,6 @@
 // The MongoDB driver patch (store/mongo.ts failWritesOnDeadSockets) reaches into the driver's internals: it runs
 // only on the driver release it was tested with, pinned exactly, and start-up fails loudly when the method it
-// wraps is not where it was. (The wedge it fixes is proved gone in test/drillFixes.test.ts.)
+// wraps is not where it was. (The wedge it fixes is proved gone in test/recovery.test.ts.)
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// The foundation: the harness really starts both servers; /healthz; configuration refusals at start-up.
+// Start-up: the test harness really starts both servers; the probes; configuration refusals at start-up.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -10,7 +10,7 @@ import type { Run } from '../domain/run';
 import { openStores, startTestApi, startTestWorker, temporalClient } from './support/harness';
 import { testConfig, testStack } from './support/stack';
 
-describe('foundation', () => {
+describe('the test stack', () => {
   it('writes and reads a document through the real MongoDB-wire server', async () => {
     const config = testConfig();
     const { mongo } = await openStores(config);

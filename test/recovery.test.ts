@@ -25,7 +25,7 @@ import { nativeConnection, testConfig, testStack, workflowBundle } from './suppo
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-describe('drill fixes', function () {
+describe('recovery from faults the drill found', function () {
   let webhook: CallbackReceiver;
   let config: Config;
   let mongo: Mongo;
