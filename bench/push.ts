@@ -149,23 +149,19 @@ export async function runPushBench(): Promise<PushBenchResult> {
       });
     }
     await mongo.db.collection<PushSubscriptionRow>('push_subscriptions').insertMany(rows);
-    await mongo.db
-      .collection('notification_prefs')
-      .insertMany(
-        users
-          .slice(1)
-          .map(
-            (userId) =>
-              ({
-                _id: prefKey(userId, teamId),
-                userId,
-                teamId,
-                scope: 'team',
-                off: [],
-                updatedAt: at,
-              }) as never,
-          ),
-      );
+    await mongo.db.collection('notification_prefs').insertMany(
+      users.slice(1).map(
+        (userId) =>
+          ({
+            _id: prefKey(userId, teamId),
+            userId,
+            teamId,
+            scope: 'team',
+            off: [],
+            updatedAt: at,
+          }) as never,
+      ),
+    );
 
     const sender = createPushSender({ vapid, allowPrivate: true, allowlist: [], ca: service.ca });
     closeSender = () => sender.close();

@@ -21,7 +21,9 @@ async function main(): Promise<void> {
   });
   const out = path.join(distDir, WORKFLOW_BUNDLE_FILE);
   writeFileSync(out, code);
-  console.log(`flow-notify build: ${path.relative(process.cwd(), out)} (${Math.round(code.length / 1024)} KiB)`);
+  console.log(
+    `flow-notify build: ${path.relative(process.cwd(), out)} (${Math.round(code.length / 1024)} KiB)`,
+  );
 }
 
 main().catch((err) => {

@@ -137,11 +137,7 @@ describe('concurrent transitions', function () {
       engine.complete(caller, run._id, 'late'),
       (err: unknown) => err instanceof IllegalTransitionError,
     );
-    assert.equal(
-      (await stores.runs.getById(run._id))?.status,
-      'paused',
-      'the won transition was finished',
-    );
+    assert.equal((await stores.runs.getById(run._id))?.status, 'paused', 'the won transition was finished');
     const types = (await stores.events.listForRun(run._id)).map((e) => e.type);
     assert.deepEqual(types, ['run_started', 'run_paused']);
     await engine.resume(caller, run._id);

@@ -56,7 +56,8 @@ export async function startTimeSkipping(): Promise<TimeSkipping> {
   try {
     const deadline = Date.now() + START_TIMEOUT_MS;
     while (!(await accepts(port))) {
-      if (child.exitCode !== null) throw new Error(`the time-skipping test server exited (${child.exitCode})`);
+      if (child.exitCode !== null)
+        throw new Error(`the time-skipping test server exited (${child.exitCode})`);
       if (Date.now() > deadline) throw new Error(`the time-skipping test server did not listen within 60 s`);
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
