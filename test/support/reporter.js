@@ -7,7 +7,9 @@ class SpecWithTotals extends Mocha.reporters.Spec {
     super(runner, options);
     runner.once(Mocha.Runner.constants.EVENT_RUN_END, () => {
       const { passes, failures, pending } = this.stats;
-      process.stdout.write(`\ntests: ${passes} passed, ${failures} failed${pending ? `, ${pending} skipped` : ''}\n`);
+      process.stdout.write(
+        `\ntests: ${passes} passed, ${failures} failed${pending ? `, ${pending} skipped` : ''}\n`,
+      );
     });
   }
 }
