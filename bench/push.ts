@@ -16,7 +16,7 @@
 // must deliver all 2,000 (counted on the push service). Store calls are timed on the side (summed over lanes) so
 // the report can say which Mongo call dominates.
 //
-// DNS (issue 14): the same 2,000 endpoints addressed by name (localhost), through a resolver that behaves like
+// DNS: the same 2,000 endpoints addressed by name (localhost), through a resolver that behaves like
 // libuv's getaddrinfo pool: 4 lookups at a time, each taking 2–20 ms. fanOut (one lookup per host per fan-out)
 // against the same sender called once per endpoint (a lookup per send, as before), DNS_REPS times in turns; the
 // ratio is paired per rep and reported as median with its min–max spread.
