@@ -108,23 +108,18 @@ function required(env: Env, name: string): string {
   return value;
 }
 
-function positiveInt(env: Env, name: string, fallback: number): number {
+/** A positive whole number; `unit` only words the refusal (" of seconds" for durations). */
+function positiveInt(env: Env, name: string, fallback: number, unit = ' of seconds'): number {
   const raw = read(env, name);
   if (raw === undefined) return fallback;
   if (!/^\d+$/.test(raw) || Number(raw) <= 0) {
-    throw new ConfigError(`${name} must be a positive whole number of seconds, got "${raw}"`);
+    throw new ConfigError(`${name} must be a positive whole number${unit}, got "${raw}"`);
   }
   return Number(raw);
 }
 
-function positiveCount(env: Env, name: string, fallback: number): number {
-  const raw = read(env, name);
-  if (raw === undefined) return fallback;
-  if (!/^\d+$/.test(raw) || Number(raw) <= 0) {
-    throw new ConfigError(`${name} must be a positive whole number, got "${raw}"`);
-  }
-  return Number(raw);
-}
+const positiveCount = (env: Env, name: string, fallback: number): number =>
+  positiveInt(env, name, fallback, '');
 
 function optionalPort(env: Env, name: string): number | undefined {
   const raw = read(env, name);

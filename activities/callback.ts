@@ -4,6 +4,7 @@ import { callbackBody } from '../domain/callback';
 import { signWebhook } from '../net/webhookSignature';
 import {
   checkCallbackTarget,
+  failureCategory,
   postPinned,
   ResolverUnavailableError,
   TargetRefusedError,
@@ -98,12 +99,7 @@ export async function sendTestCallback(
       ...(delivered ? {} : { category: `http ${res.status}` as const }),
     };
   } catch (err) {
-    if (err instanceof TargetRefusedError || err instanceof ResolverUnavailableError)
-      return { delivered: false, category: err.category };
-    return {
-      delivered: false,
-      category: err instanceof Error && err.name === 'TimeoutError' ? 'timeout' : 'network error',
-    };
+    return { delivered: false, category: failureCategory(err) };
   }
 }
 
@@ -132,9 +128,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
           const result = err.category === 'refused: dns' ? 'retry' : 'stop';
           return { result, detail: failed(err.category, err.reason) };
         }
-        const message = err instanceof Error ? err.message : String(err);
-        const timedOut = err instanceof Error && err.name === 'TimeoutError';
-        return { result: 'retry', detail: failed(timedOut ? 'timeout' : 'network error', message) };
+        return { result: 'retry', detail: failed(failureCategory(err), String(err)) };
       }
       const result = classifyCallbackStatus(res.status);
       if (result === 'delivered') return { result, status: res.status };

@@ -15,6 +15,13 @@ export class HttpError extends Error {
   }
 }
 
+/** A limit reached: 429, saying when to come back. */
+export function tooManyRequests(what: string, retryAfterSeconds: number): HttpError {
+  return new HttpError(429, `too many ${what}; try again later`, {
+    'retry-after': String(retryAfterSeconds),
+  });
+}
+
 function statusOf(err: unknown): number {
   if (err instanceof HttpError) return err.status;
   if (err instanceof NotFoundError) return 404;

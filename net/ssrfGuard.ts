@@ -330,6 +330,12 @@ class TimeoutError extends Error {
   readonly code = 'ETIMEDOUT';
 }
 
+/** What a user is shown of a delivery that failed before any answer: the guard's verdict, the deadline, or else. */
+export function failureCategory(err: unknown): DeliveryCategory {
+  if (err instanceof TargetRefusedError || err instanceof ResolverUnavailableError) return err.category;
+  return err instanceof TimeoutError ? 'timeout' : 'network error';
+}
+
 /**
  * One POST to a checked target through its pinned agent. A 3xx is returned as is (http.request never follows
  * redirects; the caller treats it as a failure). Rejects on network error or once timeoutMs has passed.

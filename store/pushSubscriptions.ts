@@ -27,6 +27,26 @@ export const pushSubscriptionIndexes: IndexSpec[] = [
 export const subscriptionId = (endpoint: string): string =>
   createHash('sha256').update(endpoint).digest('hex');
 
+/** The upsert of a subscription row: who holds it now, its keys, and (kept from the first time) when it came. */
+function rowUpdate(
+  owner: { userId: string; teamId: string },
+  subscription: { endpoint: string; keys: { p256dh: string; auth: string } },
+  now: Date,
+  label?: string,
+) {
+  return {
+    $set: {
+      endpoint: subscription.endpoint,
+      keys: subscription.keys,
+      userId: owner.userId,
+      teamId: owner.teamId,
+      updatedAt: now,
+      ...(label ? { label } : {}),
+    },
+    $setOnInsert: { createdAt: now },
+  };
+}
+
 export type PushSubscriptionStore = ReturnType<typeof createPushSubscriptionStore>;
 
 export function createPushSubscriptionStore(db: Db) {
@@ -41,17 +61,7 @@ export function createPushSubscriptionStore(db: Db) {
     ): Promise<boolean> {
       const result = await subs.updateOne(
         { _id: subscriptionId(subscription.endpoint) },
-        {
-          $set: {
-            endpoint: subscription.endpoint,
-            keys: subscription.keys,
-            userId: owner.userId,
-            teamId: owner.teamId,
-            updatedAt: now,
-            ...(label ? { label } : {}),
-          },
-          $setOnInsert: { createdAt: now },
-        },
+        rowUpdate(owner, subscription, now, label),
         { upsert: true },
       );
       return result.upsertedCount === 1;
@@ -82,17 +92,7 @@ export function createPushSubscriptionStore(db: Db) {
           // The guard again in the write: a row that changed hands meanwhile is not matched, and the upsert's
           // insert then hits its _id.
           { _id, $or: [{ userId: owner.userId }, { 'keys.auth': subscription.keys.auth }] },
-          {
-            $set: {
-              endpoint: subscription.endpoint,
-              keys: subscription.keys,
-              userId: owner.userId,
-              teamId: owner.teamId,
-              updatedAt: now,
-              ...(label ? { label } : {}),
-            },
-            $setOnInsert: { createdAt: now },
-          },
+          rowUpdate(owner, subscription, now, label),
           { upsert: true },
         );
         return result.upsertedCount === 1 ? 'created' : 'updated';

@@ -12,7 +12,7 @@ import type { PushSubscriptionStore } from '../../store/pushSubscriptions';
 import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 import { deviceLabel } from '../../domain/deviceLabel';
 import type { AuthState } from '../auth';
-import { HttpError } from '../errors';
+import { HttpError, tooManyRequests } from '../errors';
 import {
   deviceParams,
   isDeviceId,
@@ -168,10 +168,7 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
       testPushRate,
       deps.now(),
     );
-    if (!admission.admitted)
-      throw new HttpError(429, 'too many test notifications; try again later', {
-        'retry-after': String(admission.retryAfterSeconds),
-      });
+    if (!admission.admitted) throw tooManyRequests('test notifications', admission.retryAfterSeconds);
     const subs = await store.listForUsers([ctx.state.caller.userId]);
     const payload = renderTestPush(deps.studioUrl, ctx.state.caller.userId, randomUUID());
     const signal = AbortSignal.timeout(TEST_PUSH_DEADLINE_MS);

@@ -2,7 +2,7 @@
 import Router from '@koa/router';
 import type { CallbackTestResult } from '../../activities/callback';
 import { publicRun, type Run } from '../../domain/run';
-import { HttpError } from '../errors';
+import { HttpError, tooManyRequests } from '../errors';
 import type { RunEngine } from '../../engine/runEngine';
 import type { EpisodeView } from '../episodesView';
 import type { AuthState } from '../auth';
@@ -158,10 +158,7 @@ export function runsRouter(deps: RunsRouterDeps) {
       deps.callbackTestLimit,
       deps.now(),
     );
-    if (!admission.admitted)
-      throw new HttpError(429, 'too many test pings for this run; try again later', {
-        'retry-after': String(admission.retryAfterSeconds),
-      });
+    if (!admission.admitted) throw tooManyRequests('test pings for this run', admission.retryAfterSeconds);
     ctx.body = await deps.testCallback({ ...run, callback });
   });
 
@@ -247,7 +244,5 @@ export function runsRouter(deps: RunsRouterDeps) {
 }
 
 function tooManyRouteErrors(scope: 'run' | 'team', retryAfterSeconds: number): HttpError {
-  return new HttpError(429, `too many route decision errors for this ${scope}; try again later`, {
-    'retry-after': String(retryAfterSeconds),
-  });
+  return tooManyRequests(`route decision errors for this ${scope}`, retryAfterSeconds);
 }
