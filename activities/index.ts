@@ -7,8 +7,9 @@ import type { Stores } from '../store';
 import { episodeOptions } from '../client/emitter';
 import { createCallbackActivities } from './callback';
 import { createClaimActivities } from './claims';
-import { createOpsActivities } from './ops';
 import { createEpisodeActivities } from './episodes';
+import { createHealthActivities } from './health';
+import { createOpsActivities } from './ops';
 import { createPushActivities } from './push';
 import { createSweepActivities } from './sweep';
 
@@ -56,13 +57,18 @@ export function createActivities(deps: ActivityDeps) {
     ...createOpsActivities({
       runs: stores.runs,
       claims: stores.claims,
-      runHealth: stores.runHealth,
       webhookUrl: config.opsAlertWebhookUrl,
       timeoutMs: OPS_WEBHOOK_TIMEOUT_MS,
       retryHours: config.opsAlertRetryHours,
       claimGraceSeconds: config.claimGraceSeconds,
+      now,
+    }),
+    ...createHealthActivities({
+      runs: stores.runs,
+      runHealth: stores.runHealth,
       stallAfterSeconds: config.stallAfterSeconds,
       healthReapSeconds: config.healthReapSeconds,
+      opsAlerts: config.opsAlertWebhookUrl !== undefined,
       now,
     }),
     ...createSweepActivities({

@@ -1,12 +1,8 @@
-// The operator family's I/O: classify a failed run from the store, POST an alert to the operator webhook,
-// stamp the run's transition marker off a confirmed claim, and the run-health workflow's reads and writes.
-import type { HealthState } from '../domain/health';
-import type { HealthOptions } from '../workflows/health';
+// The operator family's I/O: classify a failed run from the store, POST an alert to the operator webhook and
+// stamp the run's transition marker off a confirmed claim.
 import { runFailedAlert, type OperatorAlert } from '../domain/ops';
 import type { RunOutcome } from '../domain/outcome';
-import type { RunStatus } from '../domain/runStatus';
 import type { ClaimStore } from '../store/claims';
-import type { RunHealthStore } from '../store/runHealth';
 import type { RunStore } from '../store/runs';
 import { claimKeys } from '../domain/outcome';
 import { ApplicationFailure } from '@temporalio/activity';
@@ -14,7 +10,6 @@ import { ApplicationFailure } from '@temporalio/activity';
 export interface OpsDeps {
   runs: RunStore;
   claims: ClaimStore;
-  runHealth: RunHealthStore;
   /** Undefined: the operator family is off. */
   webhookUrl?: string;
   timeoutMs: number;
@@ -22,9 +17,6 @@ export interface OpsDeps {
   retryHours: number;
   /** CLAIM_GRACE_SECONDS: a retrying alert renews its claim well inside it. */
   claimGraceSeconds: number;
-  /** STALL_AFTER_SECONDS and HEALTH_REAP_SECONDS: run health's settings are the worker's own. */
-  stallAfterSeconds: number;
-  healthReapSeconds: number;
   now: () => Date;
 }
 
@@ -81,22 +73,6 @@ export function createOpsActivities(deps: OpsDeps) {
       };
     },
 
-    /**
-     * Run health's settings: the worker's config and the run as persisted (its budget), never what the first
-     * process to signal the run happened to know.
-     */
-    async healthSettings(runId: string): Promise<{ options: HealthOptions; budgetLimit?: number }> {
-      const run = await deps.runs.getById(runId);
-      return {
-        options: {
-          stallAfterSeconds: deps.stallAfterSeconds,
-          reapAfterSeconds: deps.healthReapSeconds,
-          opsAlerts: deps.webhookUrl !== undefined,
-        },
-        ...(run?.budget ? { budgetLimit: run.budget.limit } : {}),
-      };
-    },
-
     /** classify, from the run as persisted now: undefined when the run owes the operator nothing. */
     async classifyFailedRun(outcome: RunOutcome): Promise<OperatorAlert | undefined> {
       if (!deps.webhookUrl || outcome.kind !== 'run_failed') return undefined;
@@ -138,19 +114,6 @@ export function createOpsActivities(deps: OpsDeps) {
       if (!(await deps.claims.wasDelivered(claimKeys.ops(alert.episodeKey)))) return false;
       await deps.runs.stampOpsMarker(alert.runId, alert.episodeKey, deps.now());
       return true;
-    },
-
-    /** The run's persisted status: a stall about to fire is cancelled when the run is in fact waiting. */
-    async persistedRunStatus(runId: string): Promise<RunStatus | undefined> {
-      return (await deps.runs.getById(runId))?.status;
-    },
-
-    async saveHealth(state: HealthState): Promise<void> {
-      await deps.runHealth.save(state, deps.now());
-    },
-
-    async reapHealth(runId: string): Promise<void> {
-      await deps.runHealth.remove(runId);
     },
   };
 }

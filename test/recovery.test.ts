@@ -67,13 +67,10 @@ describe('recovery from faults the drill found', function () {
       const ops = createOpsActivities({
         runs: stores.runs,
         claims: stores.claims,
-        runHealth: stores.runHealth,
         webhookUrl: webhook.url,
         timeoutMs: 5000,
         retryHours: 24,
         claimGraceSeconds: 300,
-        stallAfterSeconds: 900,
-        healthReapSeconds: 1800,
         now: () => new Date(),
       });
       const alert = alertFor(`twice_${Date.now()}`);

@@ -1,0 +1,50 @@
+// The run-health workflow's I/O: its settings, the run's persisted status and its own saved state.
+import type { HealthState } from '../domain/health';
+import type { RunStatus } from '../domain/runStatus';
+import type { RunHealthStore } from '../store/runHealth';
+import type { RunStore } from '../store/runs';
+import type { HealthOptions } from '../workflows/health';
+
+export interface HealthDeps {
+  runs: RunStore;
+  runHealth: RunHealthStore;
+  /** STALL_AFTER_SECONDS and HEALTH_REAP_SECONDS: run health's settings are the worker's own. */
+  stallAfterSeconds: number;
+  healthReapSeconds: number;
+  /** Whether the operator family is on (health alerts go through it). */
+  opsAlerts: boolean;
+  now: () => Date;
+}
+
+export function createHealthActivities(deps: HealthDeps) {
+  return {
+    /**
+     * Run health's settings: the worker's config and the run as persisted (its budget), never what the first
+     * process to signal the run happened to know.
+     */
+    async healthSettings(runId: string): Promise<{ options: HealthOptions; budgetLimit?: number }> {
+      const run = await deps.runs.getById(runId);
+      return {
+        options: {
+          stallAfterSeconds: deps.stallAfterSeconds,
+          reapAfterSeconds: deps.healthReapSeconds,
+          opsAlerts: deps.opsAlerts,
+        },
+        ...(run?.budget ? { budgetLimit: run.budget.limit } : {}),
+      };
+    },
+
+    /** The run's persisted status: a stall about to fire is cancelled when the run is in fact waiting. */
+    async persistedRunStatus(runId: string): Promise<RunStatus | undefined> {
+      return (await deps.runs.getById(runId))?.status;
+    },
+
+    async saveHealth(state: HealthState): Promise<void> {
+      await deps.runHealth.save(state, deps.now());
+    },
+
+    async reapHealth(runId: string): Promise<void> {
+      await deps.runHealth.remove(runId);
+    },
+  };
+}
