@@ -12,8 +12,10 @@ import {
   outcomeKindAttribute,
   runAttributes,
   searchAttributes,
+  workflowTypes,
   type EpisodeOptions,
 } from '../workflows/ids';
+import type { episodeWorkflow } from '../workflows/episode';
 import { TypedSearchAttributes } from '@temporalio/common';
 
 export interface EmitResult {
@@ -35,7 +37,7 @@ export async function startEpisode(
   reuse: 'REJECT_DUPLICATE' | 'ALLOW_DUPLICATE' = 'REJECT_DUPLICATE',
 ): Promise<boolean> {
   try {
-    await client.workflow.start('episodeWorkflow', {
+    await client.workflow.start<typeof episodeWorkflow>(workflowTypes.episode, {
       workflowId: episodeWorkflowId(outcome.episodeId),
       taskQueue,
       args: [outcome, options],

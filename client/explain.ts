@@ -11,7 +11,7 @@ import type { EpisodeStore } from '../store/episodes';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
 import type { PushSubscriptionStore } from '../store/pushSubscriptions';
 import type { RunStore } from '../store/runs';
-import { healthWorkflowId } from '../workflows/ids';
+import { healthWorkflowId, workflowTypes } from '../workflows/ids';
 
 const EventType = temporal.api.enums.v1.EventType;
 
@@ -386,7 +386,7 @@ export async function explainRun(deps: ExplainDeps, runId: string): Promise<RunE
   const episodeIds: string[] = episodeRows.slice(0, limits.episodes).map((row) => row._id);
   const rowById = new Map(episodeRows.map((row) => [row._id, row]));
   for (const info of infos) {
-    if (info.type === 'episodeWorkflow' && !episodeIds.includes(info.workflowId)) {
+    if (info.type === workflowTypes.episode && !episodeIds.includes(info.workflowId)) {
       episodeIds.push(info.workflowId);
     }
   }
@@ -412,7 +412,7 @@ export async function explainRun(deps: ExplainDeps, runId: string): Promise<RunE
     ]);
     const runsOfEpisode = infos
       .map((info, i) => ({ info, history: histories[i] }))
-      .filter(({ info }) => info.type === 'episodeWorkflow' && info.workflowId === episodeId);
+      .filter(({ info }) => info.type === workflowTypes.episode && info.workflowId === episodeId);
     const callbackAttempts: CallbackAttemptView[] = [];
     for (const { info, history } of runsOfEpisode) {
       for (const activity of history.activities) {

@@ -3,8 +3,8 @@
 import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Config } from '../config';
 import type { ObservedEvent } from '../domain/health';
-import type { HealthInput, HealthOptions } from '../workflows/health';
-import { HEALTH_OBSERVE_SIGNAL, healthWorkflowId, runAttributes } from '../workflows/ids';
+import type { HealthInput, HealthOptions, runHealthWorkflow } from '../workflows/health';
+import { healthWorkflowId, observeSignal, runAttributes, workflowTypes } from '../workflows/ids';
 import { TypedSearchAttributes } from '@temporalio/common';
 
 export function healthOptions(
@@ -40,16 +40,19 @@ export function createHealthSignaler(deps: { client: Client; taskQueue: string; 
         // Health reads only these; the rest (a final answer, a prompt) stays out of its history.
         const event: ObservedEvent = { type, data: pick(data, ['node', 'spent']) };
         try {
-          await deps.client.workflow.signalWithStart('runHealthWorkflow', {
-            workflowId: healthWorkflowId(run._id),
-            taskQueue: deps.taskQueue,
-            args: [input],
-            signal: HEALTH_OBSERVE_SIGNAL,
-            signalArgs: [event],
-            typedSearchAttributes: new TypedSearchAttributes(runAttributes(run._id, run.teamId)),
-            // A run whose health was reaped after it ended does not get a new one from a late event.
-            workflowIdReusePolicy: 'REJECT_DUPLICATE',
-          });
+          await deps.client.workflow.signalWithStart<typeof runHealthWorkflow, [ObservedEvent]>(
+            workflowTypes.health,
+            {
+              workflowId: healthWorkflowId(run._id),
+              taskQueue: deps.taskQueue,
+              args: [input],
+              signal: observeSignal,
+              signalArgs: [event],
+              typedSearchAttributes: new TypedSearchAttributes(runAttributes(run._id, run.teamId)),
+              // A run whose health was reaped after it ended does not get a new one from a late event.
+              workflowIdReusePolicy: 'REJECT_DUPLICATE',
+            },
+          );
         } catch (err) {
           if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
         }

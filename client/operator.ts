@@ -2,7 +2,8 @@
 // decision alerts once however often it is reported (by the API or by a library caller).
 import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { routeDecisionAlert, type RouteDecisionError } from '../domain/ops';
-import { operatorAlertWorkflowId, runAttributes } from '../workflows/ids';
+import { operatorAlertWorkflowId, runAttributes, workflowTypes } from '../workflows/ids';
+import type { operatorAlertWorkflow } from '../workflows/operatorAlert';
 import { TypedSearchAttributes } from '@temporalio/common';
 
 export async function notifyOperator(
@@ -13,7 +14,7 @@ export async function notifyOperator(
 ): Promise<{ episodeKey: string; started: boolean }> {
   const alert = routeDecisionAlert(report, now.toISOString());
   try {
-    await client.workflow.start('operatorAlertWorkflow', {
+    await client.workflow.start<typeof operatorAlertWorkflow>(workflowTypes.operatorAlert, {
       workflowId: operatorAlertWorkflowId(alert.episodeKey),
       taskQueue,
       args: [alert],

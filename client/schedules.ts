@@ -1,5 +1,6 @@
 // The sweep's Temporal Schedule: created at worker start-up, updated when the interval changes, never duplicated.
 import { Client, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
+import { workflowTypes } from '../workflows/ids';
 
 export const sweepScheduleId = (taskQueue: string): string => `flow-notify-sweep:${taskQueue}`;
 
@@ -12,7 +13,7 @@ export async function ensureSweepSchedule(
   const spec = { intervals: [{ every: intervalSeconds * 1000 }] };
   const action = {
     type: 'startWorkflow' as const,
-    workflowType: 'sweepWorkflow',
+    workflowType: workflowTypes.sweep,
     workflowId: `sweep:${taskQueue}`,
     taskQueue,
   };

@@ -24,6 +24,7 @@ import {
   type RunningWorker,
 } from './support/harness';
 import { testConfig } from './support/stack';
+import { operatorAlertWorkflow } from '../workflows/operatorAlert';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /**
@@ -94,7 +95,7 @@ describe('operator alerts retry through webhook trouble', function () {
         new Date().toISOString(),
       );
       const id = operatorAlertWorkflowId(alert.episodeKey);
-      await s.client.workflow.execute('operatorAlertWorkflow', {
+      await s.client.workflow.execute(operatorAlertWorkflow, {
         workflowId: id,
         taskQueue: s.config.temporalTaskQueue,
         args: [alert],
@@ -191,7 +192,7 @@ describe('an operator alert past its retry window', function () {
       new Date().toISOString(),
     );
     const run = () =>
-      s.client.workflow.execute('operatorAlertWorkflow', {
+      s.client.workflow.execute(operatorAlertWorkflow, {
         workflowId: operatorAlertWorkflowId(alert.episodeKey),
         taskQueue: s.config.temporalTaskQueue,
         args: [alert],

@@ -22,6 +22,7 @@ import {
 } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
 import { testConfig } from './support/stack';
+import { sweepWorkflow } from '../workflows/sweep';
 
 const STUDIO = 'https://studio.flow.test';
 
@@ -96,7 +97,7 @@ describe('push family', function () {
     client.workflow.getHandle(episodeId).result() as Promise<EpisodeResult>;
   const payloadsFor = (sub: SubscriptionJSON) => push.received(sub).map((r) => r.payload as PushPayload);
   const sweep = () =>
-    client.workflow.execute('sweepWorkflow', {
+    client.workflow.execute(sweepWorkflow, {
       taskQueue: config.temporalTaskQueue,
       workflowId: `sweep-test-${Date.now()}-${Math.random()}`,
     }) as Promise<SweepReport>;

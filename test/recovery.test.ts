@@ -22,6 +22,7 @@ import { operatorAlertWorkflowId } from '../workflows/ids';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { openStores, startTestApi, startTestWorker, temporalClient, type ApiClient } from './support/harness';
 import { nativeConnection, testConfig, testStack, workflowBundle } from './support/stack';
+import { operatorAlertWorkflow } from '../workflows/operatorAlert';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -107,7 +108,7 @@ describe('recovery from faults the drill found', function () {
       const running = worker.run();
       try {
         const alert = alertFor(`dies_${Date.now()}`);
-        const result = await client.workflow.execute('operatorAlertWorkflow', {
+        const result = await client.workflow.execute(operatorAlertWorkflow, {
           workflowId: operatorAlertWorkflowId(alert.episodeKey),
           taskQueue: config.temporalTaskQueue,
           args: [alert],
@@ -317,7 +318,7 @@ describe('recovery from faults the drill found', function () {
             new Date().toISOString(),
           );
           const result = await Promise.race([
-            client.workflow.execute('operatorAlertWorkflow', {
+            client.workflow.execute(operatorAlertWorkflow, {
               workflowId: operatorAlertWorkflowId(alert.episodeKey),
               taskQueue: ownConfig.temporalTaskQueue,
               args: [alert],

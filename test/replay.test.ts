@@ -1,7 +1,7 @@
 // Replay: recorded episode histories (a failed run whose push, callback and operator branches all delivered)
 // must replay with the current workflow code, so a change that breaks running episodes fails here first.
 // One fixture per workflow version still in the wild: before and after the quick calls became local activities
-// (LOCAL_QUICK_PATCH). RECORD_EPISODE_HISTORY=1 re-records the current one (after an intended, versioned change).
+// (LOCAL_QUICK_PATCH), and since that choice is made once per execution (QUICK_DECIDED_AT_START_PATCH). RECORD_EPISODE_HISTORY=1 re-records the current one (after an intended, versioned change).
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -18,7 +18,8 @@ const FIXTURES = {
   'scheduled quick calls (before LOCAL_QUICK_PATCH)': 'fixtures/episode-history.json',
   'local quick calls, episode record written first': 'fixtures/episode-history-local-record-first.json',
   'local quick calls': 'fixtures/episode-history-local.json',
-  'operator alert in its own retrying workflow (current)': 'fixtures/episode-history-ops-workflow.json',
+  'operator alert in its own retrying workflow': 'fixtures/episode-history-ops-workflow.json',
+  'quick calls chosen once at the start (current)': 'fixtures/episode-history-quick-decided-at-start.json',
 };
 
 /** Histories of other paths, each recorded before the patched() change that guards the path. */
@@ -27,8 +28,13 @@ const PATH_FIXTURES = {
     'fixtures/episode-history-callback-threw.json',
   'a push released while the callback retried, before RELEASED_PUSH_RETRIED_PATCH':
     'fixtures/episode-history-push-released-callback-retrying.json',
+  // Started by a worker on eb9b063 (quick calls scheduled, no patch) and finished by one that chose per call
+  // (LOCAL_QUICK_PATCH): the callback's retry wait spanned the deploy, so the marker and a local activity
+  // come after scheduled quick calls in one history.
+  'started before LOCAL_QUICK_PATCH and continued after it':
+    'fixtures/episode-history-started-before-local-quick.json',
 };
-const CURRENT = path.resolve(__dirname, FIXTURES['operator alert in its own retrying workflow (current)']);
+const CURRENT = path.resolve(__dirname, FIXTURES['quick calls chosen once at the start (current)']);
 
 async function recordEpisodeHistory(): Promise<void> {
   const push = await startPushService();

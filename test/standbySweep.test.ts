@@ -22,6 +22,7 @@ import {
 } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
 import { testConfig } from './support/stack';
+import { sweepWorkflow } from '../workflows/sweep';
 
 const WATCHED_RUNS = 50;
 const PASSES = 5;
@@ -69,7 +70,7 @@ describe('standby veto and the sweep', function () {
 
   const handle = (episodeId: string) => client.workflow.getHandle(episodeId);
   const sweep = () =>
-    client.workflow.execute('sweepWorkflow', {
+    client.workflow.execute(sweepWorkflow, {
       taskQueue: config.temporalTaskQueue,
       workflowId: `standby-sweep-${Date.now()}-${Math.random()}`,
     }) as Promise<SweepReport>;

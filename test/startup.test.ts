@@ -9,6 +9,7 @@ import { buildRunOutcome } from '../domain/outcome';
 import type { Run } from '../domain/run';
 import { openStores, startTestApi, startTestWorker, temporalClient } from './support/harness';
 import { testConfig, testStack } from './support/stack';
+import { episodeWorkflow } from '../workflows/episode';
 
 describe('the test stack', () => {
   it('writes and reads a document through the real MongoDB-wire server', async () => {
@@ -75,7 +76,7 @@ describe('the test stack', () => {
         endedAt: at,
       };
       const outcome = buildRunOutcome(run)!;
-      const result = await client.workflow.execute('episodeWorkflow', {
+      const result = await client.workflow.execute(episodeWorkflow, {
         workflowId: `foundation-${Date.now()}`,
         taskQueue: config.temporalTaskQueue,
         args: [outcome],

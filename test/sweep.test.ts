@@ -16,6 +16,7 @@ import { createRunStore } from '../store/runs';
 import { DEFAULT_EPISODE_OPTIONS } from '../workflows/ids';
 import { openStores, startTestWorker, temporalClient } from './support/harness';
 import { testConfig } from './support/stack';
+import { sweepWorkflow } from '../workflows/sweep';
 
 const FAMILIES: SweepFamilies = { ops: false };
 const GRACE_SECONDS = 300;
@@ -180,7 +181,7 @@ describe('the reconciliation sweep at scale', function () {
     const worker = await startTestWorker(config, stores);
     try {
       const workflowId = `sweep-heartbeat-${randomBytes(4).toString('hex')}`;
-      const report = await client.workflow.execute('sweepWorkflow', {
+      const report = await client.workflow.execute(sweepWorkflow, {
         taskQueue: config.temporalTaskQueue,
         workflowId,
       });

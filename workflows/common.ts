@@ -1,9 +1,10 @@
-// What every workflow shares: the short-activity proxy, the claim holder, and how a branch ended.
+// What every workflow shares: how quick calls run, the claim holder, and how a branch ended.
 import {
   patched,
   proxyActivities,
   proxyLocalActivities,
   workflowInfo,
+  type ActivityInterfaceFor,
   type RetryPolicy,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
@@ -15,19 +16,65 @@ const QUICK_RETRY: RetryPolicy = {
   maximumAttempts: 20,
 };
 
-/** Marks histories whose quick calls are local activities; older histories replay with scheduled ones. */
+/** Claims, store reads and writes: short, and safe to run twice. The only activities `QuickCalls` offers. */
+const QUICK_CALLS = [
+  'tryMark',
+  'unmark',
+  'markDelivered',
+  'renewClaim',
+  'recordEpisode',
+  'isStandbyVetoed',
+  'classifyFailedRun',
+  'stampOpsMarker',
+  'opsAlertSettings',
+  'healthSettings',
+  'persistedRunStatus',
+  'saveHealth',
+  'reapHealth',
+] as const satisfies readonly (keyof Activities)[];
+
+export type QuickCalls = Pick<ActivityInterfaceFor<Activities>, (typeof QUICK_CALLS)[number]>;
+
+/**
+ * Marks executions that chose how quick calls run once, at their start: every execution started on this code
+ * runs them as local activities (run by the worker inside the workflow task, no round trip through the task
+ * queue per call: most of an episode's latency before its first push).
+ */
+export const QUICK_DECIDED_AT_START_PATCH = 'quick-calls-decided-at-start';
+
+/**
+ * Marks, per call, quick calls that are local activities, in executions started before
+ * QUICK_DECIDED_AT_START_PATCH. Such an execution chose at each call: scheduled activities until the worker
+ * that recorded it knew LOCAL_QUICK_PATCH, local ones from then on, so one history can hold both.
+ */
 export const LOCAL_QUICK_PATCH = 'quick-calls-are-local-activities';
 
 const scheduled = proxyActivities<Activities>({ startToCloseTimeout: '30 seconds', retry: QUICK_RETRY });
-// Local: run by the worker inside the workflow task, with no round trip through the task queue per call. This
-// is most of an episode's latency before its first push (the bench's "activity shape" tuning). Same at-least-
-// once semantics: a lost workflow task re-runs them, and every quick call is safe to run twice.
 const local = proxyLocalActivities<Activities>({ startToCloseTimeout: '30 seconds', retry: QUICK_RETRY });
 
-/** Claims, stores and other quick reads and writes. */
-export const quick = new Proxy(local, {
-  get: (_target, name: keyof Activities) => (patched(LOCAL_QUICK_PATCH) ? local : scheduled)[name],
-});
+/** The per-call choice that histories started before QUICK_DECIDED_AT_START_PATCH replay. */
+const chosenPerCall = Object.fromEntries(
+  QUICK_CALLS.map((name) => [
+    name,
+    (...args: unknown[]) => {
+      const call = (patched(LOCAL_QUICK_PATCH) ? local : scheduled)[name] as (...a: unknown[]) => unknown;
+      return call(...args);
+    },
+  ]),
+) as QuickCalls;
+
+/**
+ * How this execution runs its quick calls: called once, first thing in each workflow, and passed down.
+ *
+ * Retiring it: once no execution started before QUICK_DECIDED_AT_START_PATCH can still run or be replayed
+ * (the longest-lived are run-health workflows, until their run ends plus HEALTH_REAP_SECONDS, then the
+ * namespace's retention), replace the body with `deprecatePatch(QUICK_DECIDED_AT_START_PATCH); return local;`
+ * and drop LOCAL_QUICK_PATCH with `chosenPerCall` and the fixtures recorded before it; one release later,
+ * when no history carries the marker unread, drop the deprecatePatch call too.
+ */
+export function quickCalls(): QuickCalls {
+  return patched(QUICK_DECIDED_AT_START_PATCH) ? local : chosenPerCall;
+}
 
 export type BranchResult =
   'delivered' | 'not_addressable' | 'released' | 'claimed_elsewhere' | 'vetoed' | 'not_owed' | 'gave_up';

@@ -5,7 +5,7 @@ import type { Activities } from '../activities';
 import { shouldNotify } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, kindFor } from '../domain/push';
-import { holder, quick, type BranchResult } from './common';
+import { holder, quickCalls, type BranchResult, type QuickCalls } from './common';
 import { DEFAULT_EPISODE_OPTIONS, type EpisodeOptions } from './ids';
 
 export type { BranchResult };
@@ -47,7 +47,7 @@ export interface EpisodeResult {
   ops: BranchResult;
 }
 
-async function pushBranch(outcome: RunOutcome): Promise<BranchResult> {
+async function pushBranch(quick: QuickCalls, outcome: RunOutcome): Promise<BranchResult> {
   const kind = kindFor(outcome);
   if (!kind) return 'not_owed';
   // The veto comes before any claim, so the episode stays replayable once the watch ends.
@@ -73,7 +73,11 @@ async function pushBranch(outcome: RunOutcome): Promise<BranchResult> {
  * The completion callback: its own claim, then up to n + 1 signed attempts with the same webhook-id. A refusal
  * (SSRF guard, a 4xx other than 408/429) or an exhausted schedule settles it too: bounded, best effort.
  */
-async function callbackBranch(outcome: RunOutcome, options: EpisodeOptions): Promise<BranchResult> {
+async function callbackBranch(
+  quick: QuickCalls,
+  outcome: RunOutcome,
+  options: EpisodeOptions,
+): Promise<BranchResult> {
   if (!shouldNotify(outcome)) return 'not_owed';
   const key = claimKeys.callback(outcome.episodeId);
   const me = holder();
@@ -109,11 +113,11 @@ async function callbackBranch(outcome: RunOutcome, options: EpisodeOptions): Pro
  * The operator alert for a failed run (classify reads the run as persisted now), handed to its own retrying
  * ops| workflow; the branch reports how it ended.
  */
-async function opsBranch(outcome: RunOutcome): Promise<BranchResult> {
+async function opsBranch(quick: QuickCalls, outcome: RunOutcome): Promise<BranchResult> {
   if (outcome.kind !== 'run_failed') return 'not_owed';
   const alert = await quick.classifyFailedRun(outcome);
   if (!alert) return 'not_owed';
-  return sendOperatorAlert(alert, true);
+  return sendOperatorAlert(quick, alert, true);
 }
 
 /**
@@ -123,12 +127,13 @@ async function opsBranch(outcome: RunOutcome): Promise<BranchResult> {
  * are done; then the workflow closes released and the sweep's next pass replays it.
  */
 async function pushRetriedWhileSiblingsRun(
+  quick: QuickCalls,
   outcome: RunOutcome,
   options: EpisodeOptions,
   siblingsRunning: () => boolean,
 ): Promise<BranchResult> {
   for (;;) {
-    const result = await contained(pushBranch(outcome));
+    const result = await contained(pushBranch(quick, outcome));
     if (result !== 'released' || !siblingsRunning() || !patched(RELEASED_PUSH_RETRIED_PATCH)) return result;
     await sleep((options.releasedRetrySeconds ?? DEFAULT_EPISODE_OPTIONS.releasedRetrySeconds!) * 1000);
   }
@@ -142,15 +147,16 @@ export async function episodeWorkflow(
   outcome: RunOutcome,
   options: EpisodeOptions = DEFAULT_EPISODE_OPTIONS,
 ): Promise<EpisodeResult> {
+  const quick = quickCalls();
   // The episode's record (GET /runs/:id/episodes) is written beside the branches, not ahead of them: one write
   // less before the first push. It is a view: if it finally fails, the branches still settle their claims.
   let siblings = 2;
   const sibling = (branch: Promise<BranchResult>) => contained(branch).finally(() => siblings--);
   const [, push, callback, ops] = await Promise.all([
     quick.recordEpisode(outcome).catch(() => undefined),
-    pushRetriedWhileSiblingsRun(outcome, options, () => siblings > 0),
-    sibling(callbackBranch(outcome, options)),
-    sibling(opsBranch(outcome)),
+    pushRetriedWhileSiblingsRun(quick, outcome, options, () => siblings > 0),
+    sibling(callbackBranch(quick, outcome, options)),
+    sibling(opsBranch(quick, outcome)),
   ]);
   return { episodeId: outcome.episodeId, push, callback, ops };
 }

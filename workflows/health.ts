@@ -1,14 +1,7 @@
 // One run's health, fed by 'observe' signals from every process that sees the run's events (the API's event
 // route and engine operations, the runner CLI). Durable timers raise stalls even across worker restarts; each
 // alert goes through the operator dispatcher under its own claim; continue-as-new keeps the history bounded.
-import {
-  condition,
-  continueAsNew,
-  defineSignal,
-  patched,
-  setHandler,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { condition, continueAsNew, patched, setHandler, workflowInfo } from '@temporalio/workflow';
 import {
   fireStall,
   initialHealth,
@@ -18,10 +11,9 @@ import {
   type ObservedEvent,
 } from '../domain/health';
 import { healthAlert } from '../domain/ops';
-import { quick } from './common';
+import { quickCalls } from './common';
+import { observeSignal } from './ids';
 import { sendOperatorAlert } from './operatorAlert';
-
-export const observeSignal = defineSignal<[ObservedEvent]>('observe');
 
 export interface HealthOptions {
   stallAfterSeconds: number;
@@ -55,6 +47,7 @@ export interface HealthInput {
 const SIGNALS_PER_RUN = 500;
 
 export async function runHealthWorkflow(input: HealthInput): Promise<HealthState> {
+  const quick = quickCalls();
   let { options } = input;
   let state = input.state ?? initialHealth(input, Date.now());
   const fromWorker = patched(HEALTH_SETTINGS_PATCH);
@@ -120,7 +113,7 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
       const at = new Date(Date.now()).toISOString();
       // Each alert retries in its own workflow: the health loop waits only for its start, never its delivery.
       for (const alert of alerts)
-        await sendOperatorAlert(healthAlert(alert, state.runId, state.teamId, at), false);
+        await sendOperatorAlert(quick, healthAlert(alert, state.runId, state.teamId, at), false);
     }
 
     if (

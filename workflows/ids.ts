@@ -1,6 +1,28 @@
 // Names and options shared by workflows, the worker and every client that starts or queries them. Nothing here
 // imports workflow code, so a client (the API process) loads no workflow module.
-import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { defineSearchAttributeKey, SearchAttributeType, type SignalDefinition } from '@temporalio/common';
+import type { ObservedEvent } from '../domain/health';
+
+/**
+ * The workflow types the worker registers (the functions workflows/index.ts exports). A client names one here
+ * and types the call with the function itself (`start<typeof episodeWorkflow>(workflowTypes.episode, …)`), so
+ * its arguments are checked without loading workflow code; a unit test holds these names to the exports.
+ */
+export const workflowTypes = {
+  episode: 'episodeWorkflow',
+  health: 'runHealthWorkflow',
+  operatorAlert: 'operatorAlertWorkflow',
+  sweep: 'sweepWorkflow',
+} as const;
+
+/**
+ * What every process that sees a run's events sends its run-health workflow: the one definition, the object
+ * `defineSignal` would build, written out so that clients need not load @temporalio/workflow.
+ */
+export const observeSignal = { type: 'signal', name: 'observe' } as SignalDefinition<
+  [ObservedEvent],
+  'observe'
+>;
 
 /**
  * Search attributes: FlowRunId and FlowTeamId on every workflow of a run (episodes, its health, its operator
@@ -18,7 +40,6 @@ export const episodeWorkflowId = (episodeId: string): string => episodeId;
 
 /** One run-health workflow per run. */
 export const healthWorkflowId = (runId: string): string => `health:${runId}`;
-export const HEALTH_OBSERVE_SIGNAL = 'observe';
 
 /** A router decision error's dispatch: the alert's claim key, so repeated reports meet the same workflow. */
 export const operatorAlertWorkflowId = (episodeKey: string): string => `ops|${episodeKey}`;

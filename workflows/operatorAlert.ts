@@ -16,7 +16,7 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { Activities } from '../activities';
 import { claimKeys } from '../domain/outcome';
 import type { OperatorAlert } from '../domain/ops';
-import { holder, quick, type BranchResult } from './common';
+import { holder, quickCalls, type BranchResult, type QuickCalls } from './common';
 import { operatorAlertWorkflowId, runAttributes } from './ids';
 
 /** Marks histories in which alerts are their own retrying workflows; older ones replay the inline dispatch. */
@@ -42,7 +42,7 @@ const webhookOnce = proxyActivities<Activities>({
 const FIRST_WAIT_MS = 2000;
 
 /** The inline dispatch that histories recorded before OPS_ALERT_WORKFLOW_PATCH replay. */
-export async function dispatchOperatorAlert(alert: OperatorAlert): Promise<BranchResult> {
+export async function dispatchOperatorAlert(quick: QuickCalls, alert: OperatorAlert): Promise<BranchResult> {
   const key = claimKeys.ops(alert.episodeKey);
   const me = holder();
   if (!(await quick.tryMark(key, me))) return 'claimed_elsewhere';
@@ -66,7 +66,7 @@ function failureReason(err: unknown): { reason: string; final: boolean } {
 }
 
 /** The alert, retried with backoff (2 s, doubling, capped) until it goes through or the retry window ends. */
-async function dispatchRetrying(alert: OperatorAlert): Promise<BranchResult> {
+async function dispatchRetrying(quick: QuickCalls, alert: OperatorAlert): Promise<BranchResult> {
   const key = claimKeys.ops(alert.episodeKey);
   const me = holder();
   if (!(await quick.tryMark(key, me))) return 'claimed_elsewhere';
@@ -100,7 +100,10 @@ async function dispatchRetrying(alert: OperatorAlert): Promise<BranchResult> {
 
 /** One alert: its own workflow, id = ops|<episodeKey>, so repeated reports are one dispatch. */
 export async function operatorAlertWorkflow(alert: OperatorAlert): Promise<BranchResult> {
-  return patched(OPS_ALERT_WORKFLOW_PATCH) ? dispatchRetrying(alert) : dispatchOperatorAlert(alert);
+  const quick = quickCalls();
+  return patched(OPS_ALERT_WORKFLOW_PATCH)
+    ? dispatchRetrying(quick, alert)
+    : dispatchOperatorAlert(quick, alert);
 }
 
 /**
@@ -126,6 +129,12 @@ export async function handOffOperatorAlert(alert: OperatorAlert, wait: boolean):
 }
 
 /** The dispatch for this history: a retrying alert workflow, or the inline one histories before it recorded. */
-export function sendOperatorAlert(alert: OperatorAlert, wait: boolean): Promise<BranchResult> {
-  return patched(OPS_ALERT_WORKFLOW_PATCH) ? handOffOperatorAlert(alert, wait) : dispatchOperatorAlert(alert);
+export function sendOperatorAlert(
+  quick: QuickCalls,
+  alert: OperatorAlert,
+  wait: boolean,
+): Promise<BranchResult> {
+  return patched(OPS_ALERT_WORKFLOW_PATCH)
+    ? handOffOperatorAlert(alert, wait)
+    : dispatchOperatorAlert(quick, alert);
 }
