@@ -12,11 +12,6 @@ export const runIndexes: IndexSpec[] = [
   { collection: 'runs', key: { updatedAt: 1, _id: 1 }, options: { name: 'updated_at' } },
 ];
 
-/** What the sweep needs to name a run's episode and the families it owes, without its large fields. */
-export type RunRef = Omit<Run, 'finalAnswer' | 'error' | 'checkpoint' | 'callback'> & {
-  callback?: Omit<NonNullable<Run['callback']>, 'secret'>;
-};
-
 const NOTIFIABLE: RunStatus[] = ['paused', 'finished', 'failed', 'cancelled'];
 
 export type RunStore = ReturnType<typeof createRunStore>;
