@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Connection, type Client } from '@temporalio/client';
-import Long from 'long';
+import { msToTs } from '@temporalio/common/lib/time';
 import webpush from 'web-push';
 import { PUSH_FAN_OUT_WIDTH } from '../activities';
 import { sweepScheduleId } from '../client/schedules';
@@ -227,7 +227,7 @@ describe('lifecycle: SIGTERM and probes', function () {
     try {
       await connection.workflowService.registerNamespace({
         namespace,
-        workflowExecutionRetentionPeriod: { seconds: Long.fromNumber(86_400) },
+        workflowExecutionRetentionPeriod: msToTs('1 day'),
       });
       // A new namespace takes a moment to be served.
       const probe = searchAttributesProbe(connection, namespace);
