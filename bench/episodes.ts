@@ -25,8 +25,7 @@ import { createRunEngine, type Caller } from '../engine/runEngine';
 import { pushSenderFor } from '../net/pushSender';
 import { createStores, ensureAllIndexes } from '../store';
 import { connectMongo } from '../store/mongo';
-import { CallbackReceiver } from '../test/support/callbackReceiver';
-import { startPushService } from '../test/support/pushService';
+import { CallbackReceiver, startPushService, startServers, type ServerStack } from '../test/support';
 import type { PushPayload } from '../domain/push';
 import type { EpisodeResult } from '../workflows/episode';
 import { createWorker, WORKFLOWS_PATH } from '../worker';
@@ -47,11 +46,9 @@ import {
   round,
   runMain,
   sdkWarnings,
-  startBenchStack,
   table,
   uniqueName,
   writeResults,
-  type BenchStack,
   type Section,
 } from './support';
 
@@ -150,7 +147,11 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
   if (!tuning) throw new Error(`BENCH_WORKER_TUNING must be one of ${Object.keys(TUNINGS).join(', ')}`);
   const temporalArgs = (process.env.BENCH_TEMPORAL_ARGS ?? '').split(/\s+/).filter(Boolean);
   const mongoArgs = (process.env.BENCH_MONGO_ARGS ?? '').split(/\s+/).filter(Boolean);
-  const stack: BenchStack = await startBenchStack('episodes', { temporal: true, temporalArgs, mongoArgs });
+  const stack: ServerStack = await startServers('bench-episodes', {
+    temporal: true,
+    temporalArgs,
+    mongoArgs,
+  });
   const cleanups: (() => Promise<unknown> | unknown)[] = [];
   try {
     const push = await startPushService();

@@ -33,6 +33,7 @@ import { createClaimStore, type ClaimRow } from '../store/claims';
 import { createPushDeliveryStore } from '../store/pushDeliveries';
 import { createRunStore } from '../store/runs';
 import { DEFAULT_EPISODE_OPTIONS } from '../workflows/ids';
+import { startServers, type ServerStack } from '../test/support';
 import {
   commandLine,
   installQuietRuntime,
@@ -41,12 +42,10 @@ import {
   nowMs,
   round,
   runMain,
-  startBenchStack,
   table,
   uniqueName,
   writeResults,
   RoundTrips,
-  type BenchStack,
   type HeadlineRow,
   type Section,
 } from './support';
@@ -374,7 +373,7 @@ export interface SweepBenchResult {
 export async function runSweepBench(): Promise<SweepBenchResult> {
   installQuietRuntime();
   const ladder = sizes();
-  const stack: BenchStack = await startBenchStack('sweep', { temporal: true });
+  const stack: ServerStack = await startServers('bench-sweep', { temporal: true });
   const mongo = new MongoClient(stack.mongoUrl, { monitorCommands: true, serverSelectionTimeoutMS: 5000 });
   let connection: Connection | undefined;
   try {

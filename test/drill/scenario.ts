@@ -1,4 +1,4 @@
-// The fault drill, shared by `npm run drill` (bench/drill.ts, full size, its own stack) and its small
+// The fault drill, shared by `npm run drill` (test/drill/main.ts, full size, its own stack) and its small
 // version in `npm test` (test/drill.test.ts, on a throwaway stack of its own).
 //
 // Runs are driven through the real API, each through a few pauses (human input, usage park) and an end
@@ -14,23 +14,28 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { Webhook } from 'standardwebhooks';
 import webpush from 'web-push';
-import { PUSH_FAN_OUT_WIDTH } from '../activities';
-import type { SweepReport } from '../activities/sweep';
-import { startApi, type ApiHandle } from '../api/server';
-import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
-import { sweepScheduleId } from '../client/schedules';
-import { loadConfig } from '../config';
-import type { OperatorAlert } from '../domain/ops';
-import type { PushPayload } from '../domain/push';
-import { PROJECT_ROOT, type ServerProcess } from '../stack/embedded';
-import { createStores } from '../store';
+import { PUSH_FAN_OUT_WIDTH } from '../../activities';
+import type { SweepReport } from '../../activities/sweep';
+import { startApi, type ApiHandle } from '../../api/server';
+import { createOutcomeEmitter, episodeOptions } from '../../client/emitter';
+import { sweepScheduleId } from '../../client/schedules';
+import { loadConfig } from '../../config';
+import type { OperatorAlert } from '../../domain/ops';
+import type { PushPayload } from '../../domain/push';
+import { PROJECT_ROOT, type ServerProcess } from '../../stack/embedded';
+import { createStores } from '../../store';
 import { MongoClient, MongoServerSelectionError, type Db } from 'mongodb';
-import { connectMongo, type Mongo } from '../store/mongo';
-import { CallbackReceiver } from '../test/support/callbackReceiver';
-import { ApiClient } from '../test/support/harness';
-import { startPushService, type PushService, type SubscriptionJSON } from '../test/support/pushService';
-import { TEST_JWT_SECRET } from '../test/support/stack';
-import { childProcessEnv, WorkerProcess } from '../test/support/workerProcess';
+import { connectMongo, type Mongo } from '../../store/mongo';
+import {
+  CallbackReceiver,
+  childProcessEnv,
+  startPushService,
+  WorkerProcess,
+  type PushService,
+  type SubscriptionJSON,
+} from '../support';
+import { ApiClient } from '../support/harness';
+import { TEST_JWT_SECRET } from '../support/stack';
 
 export interface DrillStack {
   mongoUrl: string;
