@@ -27,10 +27,12 @@ import { createStores, ensureAllIndexes, type Stores } from '../store';
 import { connectMongo } from '../store/mongo';
 import {
   CallbackReceiver,
+  runScenario,
   startPushService,
   startServers,
   type PushService,
   type ServerStack,
+  type Step,
 } from '../test/support';
 import type { PushPayload } from '../domain/push';
 import type { EpisodeResult } from '../workflows/episode';
@@ -187,10 +189,8 @@ interface EpisodesBench {
   activityStats: Record<string, { count: number; p50: number; p99: number }>;
 }
 
-type BenchStep = (bench: EpisodesBench) => Promise<void> | void;
-
 /** The benchmark, in order: set up, warm up, bursts, paced, compare, report. */
-const EPISODES_SCENARIO: BenchStep[] = [
+const EPISODES_SCENARIO: Step<EpisodesBench>[] = [
   startServersAndStandIns,
   configure,
   connectStoreAndTemporal,
@@ -225,20 +225,20 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
     batch: 0,
     phases: { ours: [], bare: [] },
   } as unknown as EpisodesBench; // the steps fill in the rest, in the scenario's order
-  try {
-    for (const step of EPISODES_SCENARIO) await step(bench);
-    const { throughputRatio, p99Ratio, met } = bench.comparison;
-    return { throughputRatio, p99Ratio, met };
-  } finally {
-    for (const cleanup of bench.cleanups.reverse()) {
-      try {
-        await cleanup();
-      } catch {
-        // keep stopping the rest
-      }
+  await runScenario(bench, EPISODES_SCENARIO, tearDown);
+  const { throughputRatio, p99Ratio, met } = bench.comparison;
+  return { throughputRatio, p99Ratio, met };
+}
+
+async function tearDown(bench: EpisodesBench): Promise<void> {
+  for (const cleanup of bench.cleanups.reverse()) {
+    try {
+      await cleanup();
+    } catch {
+      // keep stopping the rest
     }
-    await bench.stack?.stop();
   }
+  await bench.stack?.stop();
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -373,8 +373,8 @@ export async function countClaimsAndWorkflows(drill: Drill): Promise<void> {
   drill.workflowCounts = workflowCounts;
 }
 
-/** Everything counted, and the invariants it breaks. */
-export function drillCounts(drill: Drill): DrillCounts {
+/** The drill's result: everything counted, and the invariants it breaks. */
+export function checkInvariants(drill: Drill): void {
   const { options, tally } = drill;
   const answers = drill.pushCounts.answers;
   const result: DrillCounts = {
@@ -414,7 +414,7 @@ export function drillCounts(drill: Drill): DrillCounts {
     violations: [],
   };
   result.violations = drillViolations(result, options);
-  return result;
+  drill.result = result;
 }
 
 /** The drill's invariants over the counts; each violation is one line. */

@@ -25,20 +25,22 @@ import { connectMongo, type Mongo } from '../../store/mongo';
 import {
   CallbackReceiver,
   childProcessEnv,
+  runScenario,
   startPushService,
   WorkerProcess,
   type PushService,
+  type Step,
   type SubscriptionJSON,
 } from '../support';
 import { ApiClient } from '../support/harness';
 import { TEST_JWT_SECRET } from '../support/stack';
 import {
+  checkInvariants,
   claimsOf,
   countAlerts,
   countCallbacks,
   countClaimsAndWorkflows,
   countPushes,
-  drillCounts,
   type DrillCounts,
 } from './counts';
 
@@ -247,12 +249,12 @@ export interface Drill {
   refusedAlertPosts: number;
   claimCounts: DrillCounts['claims'];
   workflowCounts: DrillCounts['workflows'];
+  /** Everything counted, with the invariants it breaks: the drill's result. */
+  result: DrillCounts;
 }
 
-type DrillStep = (drill: Drill) => Promise<void> | void;
-
 /** The drill, in order: set up, drive through the faults, settle, count. */
-const DRILL_SCENARIO: DrillStep[] = [
+const DRILL_SCENARIO: Step<Drill>[] = [
   startOutsideParties,
   configureTheSystem,
   startApiAndClients,
@@ -265,6 +267,7 @@ const DRILL_SCENARIO: DrillStep[] = [
   countCallbacks,
   countAlerts,
   countClaimsAndWorkflows,
+  checkInvariants,
 ];
 
 export async function runDrill(options: DrillOptions): Promise<DrillCounts> {
@@ -298,12 +301,8 @@ export async function runDrill(options: DrillOptions): Promise<DrillCounts> {
       runErrors: [],
     },
   } as unknown as Drill; // the steps fill in the rest, in the scenario's order
-  try {
-    for (const step of DRILL_SCENARIO) await step(drill);
-    return drillCounts(drill);
-  } finally {
-    await tearDown(drill);
-  }
+  await runScenario(drill, DRILL_SCENARIO, tearDown);
+  return drill.result;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
