@@ -30,7 +30,13 @@ import { createStores, ensureAllIndexes } from '../store';
 import { prefKey } from '../store/notificationPrefs';
 import { connectMongo } from '../store/mongo';
 import { subscriptionId, type PushSubscriptionRow } from '../store/pushSubscriptions';
-import { startPushService, type PushService, type SubscriptionJSON } from '../test/support/pushService';
+import {
+  startPushService,
+  startServers,
+  type PushService,
+  type ServerStack,
+  type SubscriptionJSON,
+} from '../test/support';
 import { formatProfile, profiled, type ProfileSummary } from './profile';
 import {
   commandLine,
@@ -41,11 +47,9 @@ import {
   nowMs,
   round,
   runMain,
-  startBenchStack,
   table,
   uniqueName,
   writeResults,
-  type BenchStack,
   type Section,
 } from './support';
 
@@ -116,7 +120,7 @@ function timedStore<T extends object>(label: string, store: T, into: Map<string,
 }
 
 export async function runPushBench(): Promise<PushBenchResult> {
-  const stack: BenchStack = await startBenchStack('push', { temporal: false });
+  const stack: ServerStack = await startServers('bench-push', { temporal: false });
   let push: PushService | undefined;
   let closeMongo: (() => Promise<void>) | undefined;
   let closeSender: (() => void) | undefined;

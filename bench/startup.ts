@@ -7,8 +7,8 @@ import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import webpush from 'web-push';
 import { freePort, PROJECT_ROOT } from '../stack/embedded';
-import { childProcessEnv } from '../test/support/workerProcess';
-import { median, startBenchStack, uniqueName } from './support';
+import { childProcessEnv, startServers } from '../test/support';
+import { median, uniqueName } from './support';
 
 const REPS = Number(process.env.STARTUP_REPS ?? 5);
 const IDLE_S = Number(process.env.STARTUP_IDLE_SECONDS ?? 5);
@@ -58,7 +58,7 @@ const spread = (values: number[], digits = 0): string =>
 async function main(): Promise<void> {
   console.log('bench:startup: npm run build');
   execFileSync('npm', ['run', '-s', 'build'], { cwd: PROJECT_ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
-  const stack = await startBenchStack('startup', { temporal: true });
+  const stack = await startServers('bench-startup', { temporal: true });
   try {
     const vapid = webpush.generateVAPIDKeys();
     const base = {

@@ -1,92 +1,26 @@
-// What every benchmark shares: a throwaway stack (or the servers MONGO_URL / TEMPORAL_ADDRESS name), timing and
-// percentile helpers, and the results files (bench/results/latest.json, latest.md, latency.svg).
+// What every benchmark shares: timing and percentile helpers, CPU and round-trip meters, and the results files
+// (bench/results/latest.json, latest.md, latency.svg). The servers and the loopback stand-ins come from
+// test/support, which the drill and the fuzzer use too.
 //
 // Benchmarks are scripts, not tests (design habit 10): they print figures and a ratio against a baseline measured
 // in the same run, and never assert on time. They exit non-zero only when something broke (an error, or a path
 // that did not deliver everything it was asked to).
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Runtime } from '@temporalio/worker';
 import type { CommandFailedEvent, CommandStartedEvent, CommandSucceededEvent, MongoClient } from 'mongodb';
 import { inLanes as inLanesOf } from '../activities/context';
-import { launcherEnv } from '../config';
-import {
-  launchMongo,
-  launchTemporal,
-  readStackSpec,
-  type ServerProcess,
-  type StackSpec,
-} from '../stack/embedded';
+import type { ServerStack } from '../test/support';
 import { renderLatencySvg, type CdfSeries } from './chart';
 
 export const BENCH_DIR = __dirname;
 export const RESULTS_DIR = path.join(BENCH_DIR, 'results');
 
 // ---------------------------------------------------------------------------------------------------------------
-// The stack
-
-export interface BenchStack {
-  mongoUrl: string;
-  /** Undefined when the benchmark asked for Mongo only. */
-  temporalAddress?: string;
-  /** Where the embedded servers came from: "embedded" (started here) or "external" (MONGO_URL / TEMPORAL_ADDRESS). */
-  origin: { mongo: 'embedded' | 'external'; temporal?: 'embedded' | 'external' };
-  /** The embedded servers' process ids (none for external servers), for CPU accounting. */
-  pids: { mongo?: number; temporal?: number };
-  stop(): Promise<void>;
-}
-
-export interface StackWants {
-  temporal: boolean;
-  /** Extra Temporal dev-server arguments (a bench may try dev-server pragmas without editing temporal-dev.yml). */
-  temporalArgs?: string[];
-  /** Extra FerretDB arguments (e.g. -pprof=127.0.0.1:6060 to profile it). */
-  mongoArgs?: string[];
-}
-
-/**
- * Starts FerretDB (and the Temporal dev server when asked) on free ports under a mkdtemp folder, unless the
- * environment names external servers. stop() stops what was started and removes the folder.
- */
-export async function startBenchStack(name: string, wants: StackWants): Promise<BenchStack> {
-  const env = launcherEnv();
-  const dataRoot = mkdtempSync(path.join(os.tmpdir(), `flow-notify-bench-${name}-`));
-  const spec: StackSpec = readStackSpec();
-  if (wants.temporalArgs?.length) spec.temporal.args = [...spec.temporal.args, ...wants.temporalArgs];
-  if (wants.mongoArgs?.length) spec.mongo.args = [...spec.mongo.args, ...wants.mongoArgs];
-  const started: ServerProcess[] = [];
-  const stop = async (): Promise<void> => {
-    await Promise.allSettled(started.map((server) => server.stop()));
-    rmSync(dataRoot, { recursive: true, force: true });
-  };
-  try {
-    // A server that dies mid-benchmark says so (with its exit code or signal) instead of leaving only ECONNREFUSED.
-    const serverLog = (line: string): void => console.error(`[bench stack] ${line}`);
-    const options = { dataRoot, freePorts: true, test: true, log: serverLog };
-    const [mongo, temporal] = await Promise.all([
-      env.mongoUrl ? undefined : launchMongo(spec, options),
-      !wants.temporal || env.temporalAddress ? undefined : launchTemporal(spec, options),
-    ]);
-    if (mongo) started.push(mongo.server);
-    if (temporal) started.push(temporal.server);
-    return {
-      mongoUrl: env.mongoUrl ?? mongo!.url,
-      temporalAddress: wants.temporal ? (env.temporalAddress ?? temporal!.address) : undefined,
-      origin: {
-        mongo: env.mongoUrl ? 'external' : 'embedded',
-        ...(wants.temporal ? { temporal: env.temporalAddress ? 'external' : 'embedded' } : {}),
-      },
-      pids: { mongo: mongo?.server.pid, temporal: temporal?.server.pid },
-      stop,
-    };
-  } catch (err) {
-    await stop();
-    throw err;
-  }
-}
+// Processes and the Temporal runtime
 
 /** CPU time (user + system, ms) a process has used so far, from /proc; undefined off Linux or once it exited. */
 export function processCpuMs(pid: number): number | undefined {
@@ -337,7 +271,7 @@ export interface Section {
   title: string;
   command: string;
   machine: MachineInfo;
-  stack: BenchStack['origin'];
+  stack: ServerStack['origin'];
   /** Headline rows for the markdown table: what was measured, ours, baseline, ratio, target, met. */
   headline: HeadlineRow[];
   /** Everything else the benchmark measured. */

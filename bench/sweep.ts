@@ -15,10 +15,10 @@
 // (a second load of the owed runs, which the sweep no longer does) would be counted apart and shown, and the
 // reapers' 2 are printed beside the pass, never hidden.
 //
-// Sizes: BENCH_SWEEP_RUNS (a comma-separated list), default 100,000 as the issue asks. BENCH_SWEEP_BASELINE_SAMPLE
-// (default 400) caps how many runs the per-run check checks one by one: the listing is always measured whole, and
-// the per-run part is scaled linearly to the window (it costs the same round trips for every run); the report says
-// "scaled" wherever it is.
+// Sizes: BENCH_SWEEP_RUNS (a comma-separated list), default 100,000, the size the targets are set for.
+// BENCH_SWEEP_BASELINE_SAMPLE (default 400) caps how many runs the per-run check checks one by one: the listing is
+// always measured whole, and the per-run part is scaled linearly to the window (it costs the same round trips for
+// every run); the report says "scaled" wherever it is.
 // A ladder of sizes below 100,000 also prints a projection to 100,000 from its two largest sizes.
 import { Client, Connection } from '@temporalio/client';
 import { MongoClient, type Db } from 'mongodb';
@@ -33,6 +33,7 @@ import { createClaimStore, type ClaimRow } from '../store/claims';
 import { createPushDeliveryStore } from '../store/pushDeliveries';
 import { createRunStore } from '../store/runs';
 import { DEFAULT_EPISODE_OPTIONS } from '../workflows/ids';
+import { startServers, type ServerStack } from '../test/support';
 import {
   commandLine,
   installQuietRuntime,
@@ -41,17 +42,15 @@ import {
   nowMs,
   round,
   runMain,
-  startBenchStack,
   table,
   uniqueName,
   writeResults,
   RoundTrips,
-  type BenchStack,
   type HeadlineRow,
   type Section,
 } from './support';
 
-const ISSUE_RUNS = 100_000;
+const TARGET_RUNS = 100_000;
 const UNCLAIMED_EVERY = 100; // 1 %
 const BATCH = 5000;
 const BASELINE_SAMPLE = Number(process.env.BENCH_SWEEP_BASELINE_SAMPLE ?? 400);
@@ -61,7 +60,7 @@ const NOTIFIABLE: Run['status'][] = ['paused', 'finished', 'failed', 'cancelled'
 const GRACE_SECONDS = 300;
 
 function sizes(): number[] {
-  const raw = process.env.BENCH_SWEEP_RUNS ?? String(ISSUE_RUNS);
+  const raw = process.env.BENCH_SWEEP_RUNS ?? String(TARGET_RUNS);
   const list = raw
     .split(',')
     .map((s) => Number(s.trim()))
@@ -374,7 +373,7 @@ export interface SweepBenchResult {
 export async function runSweepBench(): Promise<SweepBenchResult> {
   installQuietRuntime();
   const ladder = sizes();
-  const stack: BenchStack = await startBenchStack('sweep', { temporal: true });
+  const stack: ServerStack = await startServers('bench-sweep', { temporal: true });
   const mongo = new MongoClient(stack.mongoUrl, { monitorCommands: true, serverSelectionTimeoutMS: 5000 });
   let connection: Connection | undefined;
   try {
@@ -392,9 +391,9 @@ export async function runSweepBench(): Promise<SweepBenchResult> {
 
     const top = results[results.length - 1];
     const projection =
-      top.runs < ISSUE_RUNS && results.length >= 2 ? project(results, ISSUE_RUNS) : undefined;
+      top.runs < TARGET_RUNS && results.length >= 2 ? project(results, TARGET_RUNS) : undefined;
     const met = { speedup: top.speedup >= TARGET_SPEEDUP, roundTrips: top.sweep.roundTrips <= top.pages + 1 };
-    // The issue's "pages + 1": the listing's pages and the one claims pre-check. Loading the owed runs whole is
+    // The target "pages + 1": the listing's pages and the one claims pre-check. Loading the owed runs whole is
     // shown beside it (it is 0 when nothing is owed), and the reapers after that.
     log('');
     const rows: (string | number)[][] = [
@@ -483,7 +482,7 @@ export async function runSweepBench(): Promise<SweepBenchResult> {
     if (projection) {
       headline.push(
         {
-          figure: `wall time, s, at ${ISSUE_RUNS.toLocaleString('en')} runs (projected)`,
+          figure: `wall time, s, at ${TARGET_RUNS.toLocaleString('en')} runs (projected)`,
           ours: String(round(projection.sweep.ms / 1000, 0)),
           baseline: String(round(projection.baseline.ms / 1000, 0)),
           ratio: projection.speedup,
@@ -491,7 +490,7 @@ export async function runSweepBench(): Promise<SweepBenchResult> {
           met: projection.speedup >= TARGET_SPEEDUP,
         },
         {
-          figure: `database round trips at ${ISSUE_RUNS.toLocaleString('en')} runs (projected)`,
+          figure: `database round trips at ${TARGET_RUNS.toLocaleString('en')} runs (projected)`,
           ours: String(projection.sweep.roundTrips),
           baseline: String(projection.baseline.roundTrips),
           ratio: round(projection.baseline.roundTrips / projection.sweep.roundTrips, 1),
@@ -534,7 +533,7 @@ export async function runSweepBench(): Promise<SweepBenchResult> {
           : []),
         ...(projection
           ? [
-              `${ISSUE_RUNS.toLocaleString('en')} runs were not run; that row is projected from the two largest ` +
+              `${TARGET_RUNS.toLocaleString('en')} runs were not run; that row is projected from the two largest ` +
                 'measured sizes (time by their growth exponent, round trips linearly in pages).',
             ]
           : []),

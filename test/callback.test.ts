@@ -6,7 +6,6 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { Webhook } from 'standardwebhooks';
-import type { ApiHandle } from '../api/server';
 import { createOutcomeEmitter } from '../client/emitter';
 import { emitFromRunner } from '../client/runner';
 import type { Config } from '../config';
@@ -14,18 +13,11 @@ import { owedEpisode } from '../domain/sweep';
 import { signWebhook } from '../net/webhookSignature';
 import { PROJECT_ROOT } from '../stack/embedded';
 import type { Stores } from '../store';
-import type { Mongo } from '../store/mongo';
 import type { EpisodeResult } from '../workflows/episode';
 import { CallbackReceiver } from './support/callbackReceiver';
-import {
-  ApiClient,
-  openStores,
-  startTestApi,
-  startTestWorker,
-  temporalClient,
-  type RunningWorker,
-} from './support/harness';
-import { testConfig, testStack } from './support/stack';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { ApiClient } from './support/harness';
+import { testStack } from './support/stack';
 
 describe('Standard Webhooks signing', () => {
   it('signs the specification’s vector to its expected signature', () => {
@@ -40,30 +32,22 @@ describe('Standard Webhooks signing', () => {
 });
 
 async function family(overrides: Record<string, string>) {
-  const config = testConfig({
-    CALLBACK_RETRY_SECONDS: '1,1,1,1',
-    SWEEP_INTERVAL_SECONDS: '3600',
-    ...overrides,
-  });
-  const { mongo, stores } = await openStores(config);
   const logged: string[] = [];
-  const worker = await startTestWorker(config, stores, { log: (line) => logged.push(line) });
-  const { api, client: anonymous } = await startTestApi(config);
-  const temporal = await temporalClient(config);
-  return { config, mongo, stores, worker, api, alice: anonymous.as('alice', 'acme'), temporal, logged };
+  const stack = await startFamilyStack(
+    { CALLBACK_RETRY_SECONDS: '1,1,1,1', SWEEP_INTERVAL_SECONDS: '3600', ...overrides },
+    { workerLog: (line) => logged.push(line) },
+  );
+  return { ...stack, alice: stack.anonymous.as('alice', 'acme'), logged };
 }
 
 describe('callback family', function () {
   let receiver: CallbackReceiver;
   let other: CallbackReceiver;
+  let stack: FamilyStack;
   let config: Config;
-  let mongo: Mongo;
   let stores: Stores;
-  let worker: RunningWorker;
-  let api: ApiHandle;
   let alice: ApiClient;
   let client: Client;
-  let closeClient: () => Promise<void>;
 
   before(async () => {
     receiver = await CallbackReceiver.start();
@@ -73,14 +57,11 @@ describe('callback family', function () {
       CALLBACK_TIMEOUT_SECONDS: '1',
       CALLBACK_TEST_RATE_LIMIT: '3',
     });
-    ({ config, mongo, stores, worker, api, alice } = f);
-    ({ client, close: closeClient } = f.temporal);
+    stack = f;
+    ({ config, stores, alice, client } = f);
   });
   after(async () => {
-    await api?.close();
-    await worker?.stop();
-    await closeClient?.();
-    await mongo?.client.close();
+    await stack?.stop();
     await receiver?.close();
     await other?.close();
   });
@@ -390,9 +371,7 @@ describe('callback family in strict mode', () => {
     try {
       const res = await f.alice.post('/api/v1/runs', { callback: { url: receiver.url } });
       await f.alice.post(`/api/v1/runs/${res.body.id}/cancel`);
-      const result = (await f.temporal.client.workflow
-        .getHandle(`${res.body.id}:end`)
-        .result()) as EpisodeResult;
+      const result = (await f.client.workflow.getHandle(`${res.body.id}:end`).result()) as EpisodeResult;
       assert.equal(result.callback, 'gave_up');
       assert.equal(receiver.received.length, 0);
       const claim = await f.stores.claims.describe(`cb|${res.body.id}:end`);
@@ -408,10 +387,7 @@ describe('callback family in strict mode', () => {
       assert.deepEqual(ping.body, { delivered: false, category: 'refused: private address' });
       assert.equal(receiver.received.length, 0);
     } finally {
-      await f.api.close();
-      await f.worker.stop();
-      await f.temporal.close();
-      await f.mongo.client.close();
+      await f.stop();
       await receiver.close();
     }
   });

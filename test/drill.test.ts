@@ -1,20 +1,16 @@
-// The fault drill, small: the invariants of `npm run drill` (bench/drillScenario.ts) with 20 episodes across 5 runs
+// The fault drill, small: the invariants of `npm run drill` (test/drill/scenario.ts) with 20 episodes across 5 runs
 // through one worker SIGKILL, one Temporal restart, one Mongo restart, 30 % of push requests answered 500 then 20 %
 // answered 429, and failing receivers. It runs on a throwaway Temporal and FerretDB of its own, as the full drill
 // does: the shared test servers may be external, and other suites should never see a restart.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { FULL_FAULTS, formatDrill, runDrill } from '../bench/drillScenario';
-import { startThrowawayStack } from '../stack/embedded';
+import { FULL_FAULTS, formatDrill, runDrill } from './drill/scenario';
+import { startServers } from './support';
 
 describe('fault drill (small)', function () {
   this.timeout(300_000);
 
   it('20 episodes across 5 runs, emitted 3x from two processes, through a worker kill and server restarts: nothing lost, repeats only at the kill', async () => {
-    const dataRoot = mkdtempSync(path.join(tmpdir(), 'flow-notify-drill-test-'));
-    const stack = await startThrowawayStack(dataRoot, {});
+    const stack = await startServers('drill-test', { temporal: true, external: false });
     try {
       const lines: string[] = [];
       const counts = await runDrill({
@@ -34,7 +30,6 @@ describe('fault drill (small)', function () {
       assert.deepEqual(counts.violations, [], `the drill's log:\n${lines.join('\n')}`);
     } finally {
       await stack.stop();
-      rmSync(dataRoot, { recursive: true, force: true });
     }
   });
 });

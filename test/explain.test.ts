@@ -6,26 +6,17 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import webpush from 'web-push';
-import type { ApiHandle } from '../api/server';
 import type { RunExplanation } from '../client/explain';
 import type { Config } from '../config';
 import type { OperatorAlert } from '../domain/ops';
-import { pushSenderFor } from '../net/pushSender';
 import { PROJECT_ROOT } from '../stack/embedded';
-import type { Mongo } from '../store/mongo';
 import { subscriptionId } from '../store/pushSubscriptions';
 import type { EpisodeResult } from '../workflows/episode';
 import { CallbackReceiver } from './support/callbackReceiver';
-import {
-  openStores,
-  startTestApi,
-  startTestWorker,
-  temporalClient,
-  type ApiClient,
-  type RunningWorker,
-} from './support/harness';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import type { ApiClient } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
-import { testConfig, testStack } from './support/stack';
+import { testStack } from './support/stack';
 
 const UI = 'https://temporal-ui.ops.test';
 
@@ -33,44 +24,35 @@ describe('flow-notify explain', function () {
   let push: PushService;
   let receiver: CallbackReceiver;
   let webhook: CallbackReceiver;
+  let stack: FamilyStack;
   let config: Config;
-  let mongo: Mongo;
-  let worker: RunningWorker;
-  let api: ApiHandle;
   let alice: ApiClient;
   let client: Client;
-  let closeClient: () => Promise<void>;
 
   before(async () => {
     push = await startPushService();
     receiver = await CallbackReceiver.start();
     webhook = await CallbackReceiver.start();
     const vapid = webpush.generateVAPIDKeys();
-    config = testConfig({
-      VAPID_PUBLIC_KEY: vapid.publicKey,
-      VAPID_PRIVATE_KEY: vapid.privateKey,
-      PUSH_ALLOW_PRIVATE: '1',
-      CALLBACK_ALLOW_PRIVATE: '1',
-      CALLBACK_RETRY_SECONDS: '1,1',
-      OPS_ALERT_WEBHOOK_URL: webhook.url,
-      // An alert whose webhook keeps refusing gives up after about 7 s (durable timers 2 s, 4 s ...).
-      OPS_ALERT_RETRY_HOURS: '0.002',
-      SWEEP_INTERVAL_SECONDS: '3600',
-    });
-    let stores;
-    ({ mongo, stores } = await openStores(config));
-    const sender = () => pushSenderFor(config, { ca: push.ca });
-    worker = await startTestWorker(config, stores, { pushSender: sender() });
-    const started = await startTestApi(config, { pushSender: sender() });
-    api = started.api;
-    alice = started.client.as('alice', 'acme');
-    ({ client, close: closeClient } = await temporalClient(config));
+    stack = await startFamilyStack(
+      {
+        VAPID_PUBLIC_KEY: vapid.publicKey,
+        VAPID_PRIVATE_KEY: vapid.privateKey,
+        PUSH_ALLOW_PRIVATE: '1',
+        CALLBACK_ALLOW_PRIVATE: '1',
+        CALLBACK_RETRY_SECONDS: '1,1',
+        OPS_ALERT_WEBHOOK_URL: webhook.url,
+        // An alert whose webhook keeps refusing gives up after about 7 s (durable timers 2 s, 4 s ...).
+        OPS_ALERT_RETRY_HOURS: '0.002',
+        SWEEP_INTERVAL_SECONDS: '3600',
+      },
+      { push },
+    );
+    ({ config, client } = stack);
+    alice = stack.anonymous.as('alice', 'acme');
   });
   after(async () => {
-    await api?.close();
-    await worker?.stop();
-    await closeClient?.();
-    await mongo?.client.close();
+    await stack?.stop();
     await push?.close();
     await receiver?.close();
     await webhook?.close();

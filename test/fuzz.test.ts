@@ -12,7 +12,7 @@ import http from 'node:http';
 import { gzipSync } from 'node:zlib';
 import type { Db } from 'mongodb';
 import webpush from 'web-push';
-import { FUZZED_ROUTES, fuzzRoutes, selectRoutes, type FuzzReport } from '../bench/fuzzRoutes';
+import { FUZZED_ROUTES, fuzzRoutes, selectRoutes, type FuzzReport } from './fuzz/routes';
 import { mintToken } from '../api/auth';
 import type { ApiHandle } from '../api/server';
 import { pushSenderFor } from '../net/pushSender';

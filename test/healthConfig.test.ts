@@ -3,58 +3,39 @@
 // Real servers; the operator webhook is a loopback receiver.
 import assert from 'node:assert/strict';
 import type { Client } from '@temporalio/client';
-import type { ApiHandle } from '../api/server';
 import { createHealthSignaler } from '../client/health';
 import type { Config } from '../config';
 import type { OperatorAlert } from '../domain/ops';
 import { createRunEngine } from '../engine/runEngine';
 import type { Stores } from '../store';
-import type { Mongo } from '../store/mongo';
 import { CallbackReceiver } from './support/callbackReceiver';
-import {
-  ApiClient,
-  openStores,
-  startTestApi,
-  startTestWorker,
-  temporalClient,
-  type RunningWorker,
-} from './support/harness';
-import { testConfig } from './support/stack';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { ApiClient } from './support/harness';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('run-health configuration', function () {
   let webhook: CallbackReceiver;
+  let stack: FamilyStack;
   let config: Config;
-  let mongo: Mongo;
   let stores: Stores;
-  let worker: RunningWorker;
-  let api: ApiHandle;
   let alice: ApiClient;
   let client: Client;
-  let closeClient: () => Promise<void>;
   const caller = { userId: 'alice', teamId: 'acme' };
 
   before(async () => {
     webhook = await CallbackReceiver.start();
-    config = testConfig({
+    stack = await startFamilyStack({
       OPS_ALERT_WEBHOOK_URL: webhook.url,
       STALL_AFTER_SECONDS: '2',
       HEALTH_REAP_SECONDS: '3600',
       SWEEP_INTERVAL_SECONDS: '3600',
     });
-    ({ mongo, stores } = await openStores(config));
-    worker = await startTestWorker(config, stores);
-    const started = await startTestApi(config);
-    api = started.api;
-    alice = started.client.as('alice', 'acme');
-    ({ client, close: closeClient } = await temporalClient(config));
+    ({ config, stores, client } = stack);
+    alice = stack.anonymous.as('alice', 'acme');
   });
   after(async () => {
-    await api?.close();
-    await worker?.stop();
-    await closeClient?.();
-    await mongo?.client.close();
+    await stack?.stop();
     await webhook?.close();
   });
 

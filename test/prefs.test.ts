@@ -3,61 +3,44 @@
 import assert from 'node:assert/strict';
 import type { Client } from '@temporalio/client';
 import webpush from 'web-push';
-import type { ApiHandle } from '../api/server';
 import type { Config } from '../config';
 import type { PushPayload } from '../domain/push';
 import type { EpisodeResult } from '../workflows/episode';
-import { pushSenderFor } from '../net/pushSender';
 import { MongoClient } from 'mongodb';
 import { ensureAllIndexes, type Stores } from '../store';
 import { createNotificationPrefStore } from '../store/notificationPrefs';
 import type { Mongo } from '../store/mongo';
-import {
-  ApiClient,
-  openStores,
-  startTestApi,
-  startTestWorker,
-  temporalClient,
-  type RunningWorker,
-} from './support/harness';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { ApiClient } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
-import { testConfig } from './support/stack';
 
 describe('push preferences and devices', function () {
   let push: PushService;
+  let stack: FamilyStack;
   let config: Config;
   let mongo: Mongo;
   let stores: Stores;
-  let api: ApiHandle;
-  let worker: RunningWorker;
   let client: Client;
-  let closeClient: () => Promise<void>;
   let anonymous: ApiClient;
 
   before(async () => {
     push = await startPushService();
     const vapid = webpush.generateVAPIDKeys();
-    config = testConfig({
-      VAPID_PUBLIC_KEY: vapid.publicKey,
-      VAPID_PRIVATE_KEY: vapid.privateKey,
-      VAPID_SUBJECT: 'mailto:ops@flow.test',
-      PUSH_ALLOW_PRIVATE: '1',
-      SWEEP_INTERVAL_SECONDS: '3600',
-    });
-    ({ mongo, stores } = await openStores(config));
-    const sender = () => pushSenderFor(config, { ca: push.ca });
-    worker = await startTestWorker(config, stores, { pushSender: sender() });
-    const started = await startTestApi(config, { pushSender: sender() });
-    api = started.api;
-    anonymous = started.client;
-    ({ client, close: closeClient } = await temporalClient(config));
+    stack = await startFamilyStack(
+      {
+        VAPID_PUBLIC_KEY: vapid.publicKey,
+        VAPID_PRIVATE_KEY: vapid.privateKey,
+        VAPID_SUBJECT: 'mailto:ops@flow.test',
+        PUSH_ALLOW_PRIVATE: '1',
+        SWEEP_INTERVAL_SECONDS: '3600',
+      },
+      { push },
+    );
+    ({ config, mongo, stores, client, anonymous } = stack);
   });
 
   after(async () => {
-    await api?.close();
-    await worker?.stop();
-    await closeClient?.();
-    await mongo?.client.close();
+    await stack?.stop();
     await push?.close();
   });
 

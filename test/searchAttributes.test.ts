@@ -7,52 +7,34 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
-import type { ApiHandle } from '../api/server';
 import type { Config } from '../config';
 import { PROJECT_ROOT } from '../stack/embedded';
 import type { Stores } from '../store';
-import type { Mongo } from '../store/mongo';
 import { searchAttributes } from '../workflows/ids';
 import { CallbackReceiver } from './support/callbackReceiver';
-import {
-  ApiClient,
-  openStores,
-  startTestApi,
-  startTestWorker,
-  temporalClient,
-  type RunningWorker,
-} from './support/harness';
-import { TEST_JWT_SECRET, testConfig, testStack } from './support/stack';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { ApiClient } from './support/harness';
+import { TEST_JWT_SECRET, testStack } from './support/stack';
 import { childProcessEnv } from './support/workerProcess';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('search attributes', function () {
   let webhook: CallbackReceiver;
+  let stack: FamilyStack;
   let config: Config;
-  let mongo: Mongo;
   let stores: Stores;
-  let worker: RunningWorker;
-  let api: ApiHandle;
   let alice: ApiClient;
   let client: Client;
-  let closeClient: () => Promise<void>;
 
   before(async () => {
     webhook = await CallbackReceiver.start();
-    config = testConfig({ OPS_ALERT_WEBHOOK_URL: webhook.url, SWEEP_INTERVAL_SECONDS: '3600' });
-    ({ mongo, stores } = await openStores(config));
-    worker = await startTestWorker(config, stores);
-    const started = await startTestApi(config);
-    api = started.api;
-    alice = started.client.as('alice', 'acme');
-    ({ client, close: closeClient } = await temporalClient(config));
+    stack = await startFamilyStack({ OPS_ALERT_WEBHOOK_URL: webhook.url, SWEEP_INTERVAL_SECONDS: '3600' });
+    ({ config, stores, client } = stack);
+    alice = stack.anonymous.as('alice', 'acme');
   });
   after(async () => {
-    await api?.close();
-    await worker?.stop();
-    await closeClient?.();
-    await mongo?.client.close();
+    await stack?.stop();
     await webhook?.close();
   });
 

@@ -4,24 +4,15 @@
 import assert from 'node:assert/strict';
 import type { Client } from '@temporalio/client';
 import webpush from 'web-push';
-import type { ApiHandle } from '../api/server';
 import type { SweepReport } from '../activities/sweep';
 import type { Config } from '../config';
 import type { PushPayload } from '../domain/push';
-import { pushSenderFor } from '../net/pushSender';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
 import type { EpisodeResult } from '../workflows/episode';
-import {
-  openStores,
-  startTestApi,
-  startTestWorker,
-  temporalClient,
-  type ApiClient,
-  type RunningWorker,
-} from './support/harness';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import type { ApiClient } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
-import { testConfig } from './support/stack';
 import { sweepWorkflow } from '../workflows/sweep';
 
 const WATCHED_RUNS = 50;
@@ -30,41 +21,34 @@ const PASSES = 5;
 describe('standby veto and the sweep', function () {
   this.timeout(300_000);
   let push: PushService;
+  let stack: FamilyStack;
   let config: Config;
   let mongo: Mongo;
   let stores: Stores;
-  let api: ApiHandle;
-  let worker: RunningWorker;
   let client: Client;
-  let closeClient: () => Promise<void>;
   let alice: ApiClient;
   let subscription: SubscriptionJSON;
 
   before(async () => {
     push = await startPushService();
     const vapid = webpush.generateVAPIDKeys();
-    config = testConfig({
-      VAPID_PUBLIC_KEY: vapid.publicKey,
-      VAPID_PRIVATE_KEY: vapid.privateKey,
-      PUSH_ALLOW_PRIVATE: '1',
-      SWEEP_INTERVAL_SECONDS: '3600',
-    });
-    ({ mongo, stores } = await openStores(config));
-    const sender = () => pushSenderFor(config, { ca: push.ca });
-    worker = await startTestWorker(config, stores, { pushSender: sender() });
-    const started = await startTestApi(config, { pushSender: sender() });
-    api = started.api;
-    alice = started.client.as('alice', 'acme');
-    ({ client, close: closeClient } = await temporalClient(config));
+    stack = await startFamilyStack(
+      {
+        VAPID_PUBLIC_KEY: vapid.publicKey,
+        VAPID_PRIVATE_KEY: vapid.privateKey,
+        PUSH_ALLOW_PRIVATE: '1',
+        SWEEP_INTERVAL_SECONDS: '3600',
+      },
+      { push },
+    );
+    ({ config, mongo, stores, client } = stack);
+    alice = stack.anonymous.as('alice', 'acme');
     subscription = push.endpoint('alice');
     const res = await alice.post('/api/v1/notifications/push/subscriptions', subscription);
     assert.equal(res.status, 201, res.text);
   });
   after(async () => {
-    await api?.close();
-    await worker?.stop();
-    await closeClient?.();
-    await mongo?.client.close();
+    await stack?.stop();
     await push?.close();
   });
 

@@ -1,14 +1,11 @@
 // Concurrent conflicting transitions on the real servers: exactly one wins, the loser is a 409 that wrote
 // nothing (no phantom events), and the run's health workflow follows the winner.
 import assert from 'node:assert/strict';
-import type { ApiHandle } from '../api/server';
-import type { Config } from '../config';
 import { createRunEngine, type EngineDeps } from '../engine/runEngine';
 import { IllegalTransitionError } from '../domain/runStatus';
 import type { Stores } from '../store';
-import type { Mongo } from '../store/mongo';
-import { ApiClient, openStores, startTestApi, startTestWorker, type RunningWorker } from './support/harness';
-import { testConfig } from './support/stack';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { ApiClient } from './support/harness';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -32,29 +29,21 @@ const WRITES: Record<Op, { events: string[]; phase: string }> = {
 };
 
 describe('concurrent transitions', function () {
-  let config: Config;
-  let mongo: Mongo;
+  let stack: FamilyStack;
   let stores: Stores;
-  let worker: RunningWorker;
-  let api: ApiHandle;
   let alice: ApiClient;
 
   before(async () => {
-    config = testConfig({
+    stack = await startFamilyStack({
       STALL_AFTER_SECONDS: '3600',
       HEALTH_REAP_SECONDS: '3600',
       SWEEP_INTERVAL_SECONDS: '3600',
     });
-    ({ mongo, stores } = await openStores(config));
-    worker = await startTestWorker(config, stores);
-    const started = await startTestApi(config);
-    api = started.api;
-    alice = started.client.as('alice', 'acme');
+    ({ stores } = stack);
+    alice = stack.anonymous.as('alice', 'acme');
   });
   after(async () => {
-    await api?.close();
-    await worker?.stop();
-    await mongo?.client.close();
+    await stack?.stop();
   });
 
   const pairs: [Op, Op][] = [

@@ -24,15 +24,11 @@ import { createECDH, randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import jwt from 'jsonwebtoken';
 import type { Db } from 'mongodb';
-import { mintToken } from '../api/auth';
-import { RUN_STATUSES } from '../domain/runStatus';
-import { PREF_KINDS, prefKey } from '../store/notificationPrefs';
-
-export interface SubscriptionJSON {
-  endpoint: string;
-  expirationTime?: number | null;
-  keys: { p256dh: string; auth: string };
-}
+import { mintToken } from '../../api/auth';
+import { RUN_STATUSES } from '../../domain/runStatus';
+import { PREF_KINDS, prefKey } from '../../store/notificationPrefs';
+import type { SubscriptionJSON } from '../support';
+import { TEST_JWT_SECRET } from '../support/stack';
 
 export interface FuzzOptions {
   baseUrl: string;
@@ -93,7 +89,6 @@ export interface FuzzReport {
   failures: FuzzFailure[];
 }
 
-const TEST_JWT_SECRET = 'test-secret-for-flow-notify-32-bytes-or-more';
 const BODY_LIMIT = 1024 * 1024; // api/app.ts: jsonLimit '1mb'
 const STANDARD_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 const COLLECTIONS = [

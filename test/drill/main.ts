@@ -1,12 +1,9 @@
 // npm run drill: the fault drill at full size, on a stack of its own so it can restart the servers.
 //   npm run drill -- [--runs 50] [--episodes-per-run 4]
 // Prints the counts (sent, repeated, lost, ...) and the invariants; exits 1 when one did not hold.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { startThrowawayStack } from '../stack/embedded';
-import { formatDrill, FULL_FAULTS, runDrill } from './drillScenario';
+import { startServers } from '../support';
+import { formatDrill, FULL_FAULTS, runDrill } from './scenario';
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
@@ -18,11 +15,9 @@ async function main(): Promise<number> {
   });
   const runs = Number(values.runs);
   const episodesPerRun = Number(values['episodes-per-run']);
-  const dataRoot = mkdtempSync(path.join(tmpdir(), 'flow-notify-drill-'));
   const started = Date.now();
-  // Ctrl-C or a kill skips the finally below: the exit hooks kill the servers, this removes their data.
-  process.once('exit', () => rmSync(dataRoot, { recursive: true, force: true }));
-  const stack = await startThrowawayStack(dataRoot, {});
+  // Servers of its own, whatever MONGO_URL / TEMPORAL_ADDRESS say: the drill restarts them.
+  const stack = await startServers('drill', { temporal: true, external: false });
   const log = (line: string) =>
     console.log(`[${((Date.now() - started) / 1000).toFixed(1).padStart(6)} s] ${line}`);
   log(
@@ -46,7 +41,6 @@ async function main(): Promise<number> {
     return counts.violations.length ? 1 : 0;
   } finally {
     await stack.stop();
-    rmSync(dataRoot, { recursive: true, force: true });
   }
 }
 
