@@ -34,6 +34,7 @@ import {
 } from '../support';
 import { ApiClient } from '../support/harness';
 import { TEST_JWT_SECRET } from '../support/stack';
+import { sweepWorkflow } from '../../workflows/sweep';
 import {
   checkInvariants,
   claimsOf,
@@ -914,7 +915,7 @@ function owedClaimKeys(episodes: EpisodePlan[]): string[] {
 async function sweep(drill: Drill): Promise<SweepReport | undefined> {
   try {
     return (await Promise.race([
-      drill.client.workflow.execute('sweepWorkflow', {
+      drill.client.workflow.execute(sweepWorkflow, {
         taskQueue: drill.config.temporalTaskQueue,
         workflowId: `drill-sweep-${Date.now()}`,
       }),
