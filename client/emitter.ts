@@ -15,6 +15,7 @@ import {
   type EpisodeOptions,
 } from '../workflows/ids';
 import { TypedSearchAttributes } from '@temporalio/common';
+import type { Emitter, Metrics } from '../observability/metrics';
 
 export interface EmitResult {
   episodeId: string;
@@ -70,6 +71,9 @@ export function createOutcomeEmitter(deps: {
   taskQueue: string;
   runs: RunStore;
   options?: EpisodeOptions;
+  metrics?: Metrics;
+  /** Who emits, for the episodes-started counter. */
+  emitter?: Emitter;
 }) {
   const options = deps.options ?? DEFAULT_EPISODE_OPTIONS;
   return {
@@ -90,6 +94,7 @@ export function createOutcomeEmitter(deps: {
       const outcome = buildRunOutcome(run, bodyError);
       if (!outcome) return undefined;
       const started = await startEpisode(deps.client, deps.taskQueue, outcome, options, reuse);
+      if (started) deps.metrics?.episodeStarted(deps.emitter ?? 'api', outcome.kind);
       return { episodeId: outcome.episodeId, kind: outcome.kind, started };
     },
   };
