@@ -14,6 +14,10 @@
 // queueing) and a paced phase (PACED episodes one per PACE_MS: the latency an episode sees when nothing queues
 // ahead of it). The worker for ours is createWorker's, with its defaults, unless BENCH_WORKER_TUNING names a
 // variant (see TUNINGS), which then applies to the bare worker too; "timed" also times every activity.
+//
+// BENCH_METRICS=1: the worker and the emitter record metrics (as with WORKER_METRICS_PORT), the SDK runs its own
+// Prometheus exporter, and both are scraped every SCRAPE_MS while the bench runs: the figures then carry the cost
+// of metrics (compare with a run without it), and the end prints what a scrape shows.
 import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { bundleWorkflowCode, NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
@@ -30,6 +34,9 @@ import { startPushService } from '../test/support/pushService';
 import type { PushPayload } from '../domain/push';
 import type { EpisodeResult } from '../workflows/episode';
 import { createWorker, WORKFLOWS_PATH } from '../worker';
+import { Registry } from 'prom-client';
+import { createMetrics } from '../observability/metrics';
+import { freePort } from '../stack/embedded';
 import type { BareActivities } from './bareWorkflow';
 import {
   cdfPoints,
@@ -67,6 +74,9 @@ const TEAMS = 20;
 const TARGET_THROUGHPUT = 0.8;
 const TARGET_P99 = 2;
 const BARE_QUEUE_SUFFIX = '-bare';
+const METRICS = process.env.BENCH_METRICS === '1';
+/** How often BENCH_METRICS scrapes both registries (Prometheus' usual interval is 15 s or more). */
+const SCRAPE_MS = 5000;
 
 /** Worker option variants to try (BENCH_WORKER_TUNING=name); "default" is createWorker as it is. */
 const TUNINGS: Record<string, Partial<WorkerOptions>> = {
@@ -144,7 +154,9 @@ export interface EpisodesBenchResult {
 }
 
 export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
-  installQuietRuntime();
+  const sdkMetricsAddress = METRICS ? `127.0.0.1:${await freePort()}` : undefined;
+  installQuietRuntime(sdkMetricsAddress);
+  const metrics = METRICS ? createMetrics(new Registry()) : undefined;
   const tuningName = process.env.BENCH_WORKER_TUNING ?? 'default';
   const tuning = TUNINGS[tuningName];
   if (!tuning) throw new Error(`BENCH_WORKER_TUNING must be one of ${Object.keys(TUNINGS).join(', ')}`);
@@ -179,7 +191,19 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
     cleanups.push(() => mongo.client.close());
     const roundTrips = countCommands ? new RoundTrips(mongo.client) : undefined;
     await ensureAllIndexes(mongo.db);
-    const stores = createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds });
+    const stores = createStores(mongo.db, {
+      claimGraceSeconds: config.claimGraceSeconds,
+      onClaimTakeover: metrics && ((key) => metrics.claimTakeover(key)),
+    });
+    // Both registries scraped as Prometheus would (more often), so the scrape's own cost is in the figures.
+    const scrapeBoth = async (): Promise<string> =>
+      metrics && sdkMetricsAddress
+        ? `${await metrics.registry.metrics()}\n${await (await fetch(`http://${sdkMetricsAddress}/metrics`)).text()}`
+        : '';
+    if (metrics) {
+      const scraper = setInterval(() => void scrapeBoth().catch(() => undefined), SCRAPE_MS);
+      cleanups.push(() => clearInterval(scraper));
+    }
 
     const connection = await NativeConnection.connect({ address: config.temporalAddress });
     const clientConnection = await Connection.connect({ address: config.temporalAddress });
@@ -205,6 +229,7 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
             pushSender,
             workflowBundle: bundle,
             log: () => undefined,
+            metrics,
           })
         : await Worker.create({
             connection,
@@ -212,7 +237,7 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
             taskQueue: config.temporalTaskQueue,
             workflowBundle: bundle,
             activities: timedActivities(
-              createActivities({ config, stores, client, pushSender, log: () => undefined }),
+              createActivities({ config, stores, client, pushSender, log: () => undefined, metrics }),
               activityMs,
             ),
             ...tuning,
@@ -260,6 +285,8 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
       taskQueue: config.temporalTaskQueue,
       runs: stores.runs,
       options: { callbackRetrySeconds: config.callbackRetrySeconds },
+      metrics,
+      emitter: 'api',
     });
     // Runs are created and completed through the engine before the clock starts (their own writes are not the
     // episode); the timed part starts at the emitter, as the engine would call it right after the transition.
@@ -735,7 +762,26 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
         'The push service, the callback receiver, both workers and the driver share one Node process.',
       ],
     };
-    writeResults('episodes', section);
+    if (metrics) {
+      const scraped = await scrapeBoth();
+      log(
+        'a scrape after the bench (flow_notify_* series but process metrics, and the SDK\'s with "workflow"):',
+      );
+      for (const line of scraped.split('\n')) {
+        if (
+          /^flow_notify_(?!process_|nodejs_)\w+(_total|_count|_sum)?({|\s)/.test(line) &&
+          !/_bucket/.test(line)
+        )
+          log(`  ${line}`);
+        else if (
+          /^temporal_(workflow_completed|activity_execution_latency_count|workflow_task_execution_latency_count)/.test(
+            line,
+          )
+        )
+          log(`  ${line}`);
+      }
+    }
+    writeResults(METRICS ? 'episodes+metrics' : 'episodes', section);
     return { throughputRatio, p99Ratio, met };
   } finally {
     for (const cleanup of cleanups.reverse()) {
