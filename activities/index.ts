@@ -5,6 +5,7 @@ import type { PushSender } from '../net/pushSender';
 import type { HostLookup } from '../net/ssrfGuard';
 import type { Stores } from '../store';
 import type { Metrics } from '../observability/metrics';
+import { createLogger, logAt } from '../observability/log';
 import { episodeOptions } from '../client/emitter';
 import { createCallbackActivities } from './callback';
 import { createClaimActivities } from './claims';
@@ -35,8 +36,9 @@ export const OPS_WEBHOOK_TIMEOUT_MS = 10_000;
 
 export function createActivities(deps: ActivityDeps) {
   const now = deps.now ?? (() => new Date());
-  const log = deps.log ?? ((line: string) => console.error(line));
   const { stores, config, metrics } = deps;
+  const log =
+    deps.log ?? logAt(createLogger({ level: config.logLevel, format: config.logFormat, name: 'worker' }));
   const activities = {
     ...createEpisodeActivities({ episodes: stores.episodes, now }),
     ...createClaimActivities({ claims: stores.claims }),
