@@ -1,6 +1,7 @@
 // The worker's composition root: config → Mongo, Temporal → push sink → createActivities → Worker.
 import { existsSync } from 'node:fs';
 import type { Server } from 'node:http';
+import { createServer, type AddressInfo } from 'node:net';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import {
@@ -22,7 +23,6 @@ import {
   type Log,
   type Logger,
 } from './observability/log';
-import { freePort } from './stack/embedded';
 import { createActivities } from './activities';
 import Koa from 'koa';
 import { healthRouter } from './api/routes/health';
@@ -117,6 +117,18 @@ function activityLog(logger: Logger): Log {
   };
 }
 
+/** A loopback port free now, for the SDK's exporter (the native core binds it; it cannot report a port 0). */
+function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
 /** Largest answer read from the SDK's own exporter (a few hundred series in practice). */
 const SDK_METRICS_MAX_BYTES = 4 * 1024 * 1024;
 
@@ -180,7 +192,7 @@ async function main(): Promise<void> {
   const logger = createLogger({ level: config.logLevel, format: config.logFormat, name: 'worker' });
   const metrics = config.workerMetricsPort === undefined ? undefined : createMetrics(new Registry());
   // The SDK's exporter on a free loopback port (its own server, in the native core); /metrics reads it.
-  const sdkMetricsAddress = metrics ? `127.0.0.1:${await freePort()}` : undefined;
+  const sdkMetricsAddress = metrics ? `127.0.0.1:${await freeLoopbackPort()}` : undefined;
   // Before any connection: the runtime is the process's one, and its logger takes the SDK's lines, the native
   // core's included (forwarded, filtered at LOG_LEVEL, never below DEBUG).
   Runtime.install({
