@@ -15,6 +15,10 @@ import { terminate } from './support/processes';
 import { startPushService, type PushService } from './support/pushService';
 import { TEST_JWT_SECRET, testStack } from './support/stack';
 import { childProcessEnv, WorkerProcess } from './support/workerProcess';
+import { Registry } from 'prom-client';
+import { createMetrics } from '../observability/metrics';
+import { createClaimStore } from '../store/claims';
+import { connectMongo } from '../store/mongo';
 
 /** `name{labels} value` lines of a Prometheus text answer, keyed by `name{labels}` as written. */
 export function parseMetrics(text: string): Map<string, number> {
@@ -276,6 +280,30 @@ describe('observability: /metrics on the API and the worker, structured logs wit
       assert.ok(value.length >= 16, name);
       const leaked = all.filter((line) => line.includes(value));
       assert.deepEqual(leaked, [], `${name} appears in the logs`);
+    }
+  });
+
+  it('counts a stale claim taken over, by family, once per takeover', async () => {
+    const mongo = await connectMongo(testStack().mongoUrl, `${vars.MONGO_DB}_takeover`);
+    try {
+      const metrics = createMetrics(new Registry(), { processMetrics: false });
+      let clock = Date.now();
+      const claims = createClaimStore(mongo.db, {
+        graceSeconds: 60,
+        now: () => new Date(clock),
+        onTakeover: (key) => metrics.claimTakeover(key),
+      });
+      assert.ok(await claims.tryMark('cb|run_t:end', 'worker-a'));
+      assert.equal(await claims.tryMark('cb|run_t:end', 'worker-b'), false, 'inside the grace: refused');
+      clock += 61_000;
+      assert.ok(await claims.tryMark('cb|run_t:end', 'worker-b'), 'past the grace: taken over');
+      assert.ok(await claims.tryMark('cb|run_t:end', 'worker-b'), 'the new holder re-enters: no takeover');
+      const series = parseMetrics(await metrics.registry.metrics());
+      assert.equal(series.get('flow_notify_claim_takeovers_total{family="callback"}'), 1);
+      assert.equal(series.get('flow_notify_claim_takeovers_total{family="push"}'), undefined);
+    } finally {
+      await mongo.db.dropDatabase();
+      await mongo.client.close();
     }
   });
 });
