@@ -1,6 +1,6 @@
 // Metrics and logs of real processes: a worker (worker.ts, WORKER_METRICS_PORT) and an API (api/server.ts), both
 // at LOG_LEVEL=debug in JSON, drive one episode of each family (a push, a signed callback, an operator alert)
-// plus a callback that gives up and a sweep pass. Both /metrics endpoints are scraped before and after and every
+// plus a callback that gives up and a sweep pass that starts an episode whose emit was lost. Both /metrics endpoints are scraped before and after and every
 // counter must have moved by exactly what happened; then every line both processes wrote is searched for the
 // secrets they handled.
 import assert from 'node:assert/strict';
@@ -19,6 +19,9 @@ import { Registry } from 'prom-client';
 import { createMetrics } from '../observability/metrics';
 import { createClaimStore } from '../store/claims';
 import { connectMongo } from '../store/mongo';
+import { createStores } from '../store';
+import { createRunEngine } from '../engine/runEngine';
+import type { OutcomeEmitter } from '../client/emitter';
 
 /** `name{labels} value` lines of a Prometheus text answer, keyed by `name{labels}` as written. */
 export function parseMetrics(text: string): Map<string, number> {
@@ -149,7 +152,7 @@ describe('observability: /metrics on the API and the worker, structured logs wit
 
   const secrets: Record<string, string> = {};
 
-  it('counts one episode of each family, a callback given up and a sweep pass, exactly', async () => {
+  it('counts one episode of each family, a callback given up and a sweep pass that starts a lost episode, exactly', async () => {
     const before = {
       api: (await scrape(`${apiUrl}/metrics`)).series,
       worker: (await scrape(workerMetricsUrl)).series,
@@ -207,19 +210,31 @@ describe('observability: /metrics on the API and the worker, structured logs wit
     await push.waitFor(3, sub, 30_000);
     secrets.vapidJwt = push.received(sub)[0].jwt;
 
-    // A sweep pass, now: every episode is settled, so it lists the three runs and owes nothing.
+    // A run whose emit was lost (an engine whose emitter does nothing: the API died after the write): the sweep
+    // owes it and starts its episode; it lists the four runs.
+    const mongo = await connectMongo(vars.MONGO_URL, vars.MONGO_DB);
+    try {
+      const stores = createStores(mongo.db, { claimGraceSeconds: 300 });
+      const lostEmit = { emitRunOutcome: async () => undefined } as unknown as OutcomeEmitter;
+      const engine = createRunEngine({ ...stores, emitter: lostEmit });
+      const lost = await engine.create({ userId: 'alice', teamId: 'acme' }, { title: 'Lost emit' });
+      await engine.complete({ userId: 'alice', teamId: 'acme' }, lost._id, 'done');
+    } finally {
+      await mongo.client.close();
+    }
     const { client, close } = await temporalClient(loadConfig(vars));
     try {
       await client.schedule.getHandle(sweepScheduleId(vars.TEMPORAL_TASK_QUEUE)).trigger();
     } finally {
       await close();
     }
+    await push.waitFor(4, sub, 30_000);
 
     const expectedWorker: Record<string, number> = {
-      'flow_notify_push_sends_total{result="delivered"}': 3,
+      'flow_notify_push_sends_total{result="delivered"}': 4,
       'flow_notify_outcome_to_first_push_seconds_count{kind="run_paused"}': 1,
       'flow_notify_outcome_to_first_push_seconds_count{kind="run_failed"}': 1,
-      'flow_notify_outcome_to_first_push_seconds_count{kind="run_finished"}': 1,
+      'flow_notify_outcome_to_first_push_seconds_count{kind="run_finished"}': 2,
       'flow_notify_callback_attempts_total{result="delivered",status_class="2xx"}': 1,
       'flow_notify_callback_attempts_total{result="stop",status_class="4xx"}': 1,
       'flow_notify_callback_attempt_duration_seconds_count{result="delivered"}': 1,
@@ -227,9 +242,10 @@ describe('observability: /metrics on the API and the worker, structured logs wit
       flow_notify_callbacks_given_up_total: 1,
       'flow_notify_operator_alerts_total{kind="run_failed",result="sent"}': 1,
       flow_notify_sweep_pass_seconds_count: 1,
-      flow_notify_sweep_runs_listed_total: 3,
-      flow_notify_sweep_episodes_owed_total: 0,
-      flow_notify_sweep_episodes_started_total: 0,
+      flow_notify_sweep_runs_listed_total: 4,
+      flow_notify_sweep_episodes_owed_total: 1,
+      flow_notify_sweep_episodes_started_total: 1,
+      'flow_notify_episodes_started_total{emitter="sweep",kind="run_finished"}': 1,
       flow_notify_push_prunes_total: 0,
     };
     const expectedApi: Record<string, number> = {
