@@ -1,8 +1,8 @@
 // Metrics and logs of real processes: a worker (worker.ts, WORKER_METRICS_PORT) and an API (api/server.ts), both
-// at LOG_LEVEL=debug in JSON, drive one episode of each family (a push, a signed callback, an operator alert)
-// plus a callback that gives up and a sweep pass that starts an episode whose emit was lost. Both /metrics endpoints are scraped before and after and every
-// counter must have moved by exactly what happened; then every line both processes wrote is searched for the
-// secrets they handled.
+// at LOG_LEVEL=debug in JSON, drive one episode of each family (a push, a signed callback, an operator alert),
+// a callback that gives up, and a sweep pass that starts an episode whose emit was lost. Both /metrics endpoints
+// are scraped before and after and every counter must have moved by exactly what happened; then every line both
+// processes wrote is searched for the secrets they handled.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import webpush from 'web-push';
