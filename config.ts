@@ -90,12 +90,29 @@ export interface Config extends TemporalConnectionConfig {
   shutdownGraceSeconds: number;
   /** The worker's own probe endpoint (/healthz, /readyz); undefined: off. */
   workerHealthPort?: number;
+  /** The worker's Prometheus endpoint (/metrics, the SDK's metrics included); undefined: off. */
+  workerMetricsPort?: number;
+  logLevel: LogLevel;
+  /** undefined: pretty when stdout is a terminal, JSON otherwise. */
+  logFormat?: 'json' | 'pretty';
   /** Task slots of one worker process; undefined: the SDK's defaults. */
   workerMaxConcurrentActivities?: number;
   workerMaxConcurrentWorkflowTasks?: number;
 }
 
 type Env = Record<string, string | undefined>;
+
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+function oneOf<T extends string>(env: Env, name: string, values: readonly T[]): T | undefined {
+  const raw = read(env, name)?.toLowerCase();
+  if (raw === undefined) return undefined;
+  if (!(values as readonly string[]).includes(raw)) {
+    throw new ConfigError(`${name} must be one of ${values.join(', ')}, got "${raw}"`);
+  }
+  return raw as T;
+}
 
 function read(env: Env, name: string): string | undefined {
   const value = env[name]?.trim();
@@ -372,6 +389,9 @@ export function loadConfig(env: Env = process.env): Config {
     opsAlertRetryHours: positiveNumber(env, 'OPS_ALERT_RETRY_HOURS', 24),
     shutdownGraceSeconds: positiveInt(env, 'SHUTDOWN_GRACE_SECONDS', 30),
     workerHealthPort: optionalPort(env, 'WORKER_HEALTH_PORT'),
+    workerMetricsPort: optionalPort(env, 'WORKER_METRICS_PORT'),
+    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS) ?? 'info',
+    logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'] as const),
     workerMaxConcurrentActivities: optionalCount(env, 'WORKER_MAX_CONCURRENT_ACTIVITIES', 10_000),
     workerMaxConcurrentWorkflowTasks: optionalCount(env, 'WORKER_MAX_CONCURRENT_WORKFLOW_TASKS', 10_000),
   };

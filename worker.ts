@@ -1,9 +1,28 @@
 // The worker's composition root: config → Mongo, Temporal → push sink → createActivities → Worker.
 import { existsSync } from 'node:fs';
 import type { Server } from 'node:http';
+import { createServer, type AddressInfo } from 'node:net';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker, type WorkflowBundle, type WorkflowBundleOption } from '@temporalio/worker';
+import {
+  NativeConnection,
+  Runtime,
+  Worker,
+  type WorkflowBundle,
+  type WorkflowBundleOption,
+} from '@temporalio/worker';
+import { Registry } from 'prom-client';
+import { activityContext } from './activities/context';
+import { metricsRouter } from './api/routes/metrics';
+import { createMetrics, type Metrics } from './observability/metrics';
+import {
+  createLogger,
+  temporalLevel,
+  temporalLogger,
+  workflowFields,
+  type Log,
+  type Logger,
+} from './observability/log';
 import { createActivities } from './activities';
 import Koa from 'koa';
 import { healthRouter } from './api/routes/health';
@@ -27,7 +46,9 @@ export interface WorkerDeps {
   callbackLookup?: HostLookup;
   /** Tests and benchmarks bundle the workflows once and share the bundle between workers. */
   workflowBundle?: WorkflowBundle;
-  log?: (line: string) => void;
+  log?: Log;
+  /** Undefined: no application metrics (WORKER_METRICS_PORT unset). */
+  metrics?: Metrics;
 }
 
 export const WORKFLOWS_PATH = require.resolve('./workflows');
@@ -76,7 +97,66 @@ export async function createWorker(deps: WorkerDeps): Promise<Worker> {
       pushSender: deps.pushSender,
       callbackLookup: deps.callbackLookup,
       log: deps.log,
+      metrics: deps.metrics,
     }),
+  });
+}
+
+/** The activities' lines: at warn (they report what went wrong), with what the running activity tells. */
+function activityLog(logger: Logger): Log {
+  return (line, fields) => {
+    const info = activityContext()?.info;
+    const known = info
+      ? workflowFields({
+          workflowId: info.workflowExecution?.workflowId,
+          workflowType: info.workflowType,
+          activityType: info.activityType,
+        })
+      : {};
+    logger.warn({ ...known, ...fields }, line);
+  };
+}
+
+/** A loopback port free now, for the SDK's exporter (the native core binds it; it cannot report a port 0). */
+function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Largest answer read from the SDK's own exporter (a few hundred series in practice). */
+const SDK_METRICS_MAX_BYTES = 4 * 1024 * 1024;
+
+/**
+ * The worker's /metrics on WORKER_METRICS_PORT: the application's registry, then the Temporal SDK's own metrics,
+ * read from its exporter on a loopback port nobody else is told of, so one target serves both.
+ */
+async function startWorkerMetrics(config: Config, metrics: Metrics, sdkMetricsUrl: string): Promise<Server> {
+  const app = new Koa();
+  const sdkMetrics = async (): Promise<string> => {
+    try {
+      const res = await fetch(sdkMetricsUrl, { signal: AbortSignal.timeout(2000) });
+      const text = await res.text();
+      if (!res.ok || text.length > SDK_METRICS_MAX_BYTES) throw new Error(`answered ${res.status}`);
+      return text;
+    } catch (err) {
+      return `# the Temporal SDK's metrics could not be read: ${String(err).split('\n')[0]}\n`;
+    }
+  };
+  app.use(
+    metricsRouter(async () => {
+      const [own, sdk] = await Promise.all([metrics.registry.metrics(), sdkMetrics()]);
+      return `${own}\n${sdk}`;
+    }).routes(),
+  );
+  return new Promise((resolve, reject) => {
+    const server = app.listen(config.workerMetricsPort ?? 0, config.host, () => resolve(server));
+    server.once('error', reject);
   });
 }
 
@@ -109,29 +189,59 @@ async function startWorkerHealth(
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
+  const logger = createLogger({ level: config.logLevel, format: config.logFormat, name: 'worker' });
+  const metrics = config.workerMetricsPort === undefined ? undefined : createMetrics(new Registry());
+  // The SDK's exporter on a free loopback port (its own server, in the native core); /metrics reads it.
+  const sdkMetricsAddress = metrics ? `127.0.0.1:${await freeLoopbackPort()}` : undefined;
+  // Before any connection: the runtime is the process's one, and its logger takes the SDK's lines, the native
+  // core's included (forwarded, filtered at LOG_LEVEL, never below DEBUG).
+  Runtime.install({
+    logger: temporalLogger(logger),
+    telemetryOptions: {
+      logging: { forward: {}, filter: { core: temporalLevel(config.logLevel), other: 'ERROR' } },
+      ...(sdkMetricsAddress ? { metrics: { prometheus: { bindAddress: sdkMetricsAddress } } } : {}),
+    },
+  });
   const mongo = await connectMongo(config.mongoUrl, config.mongoDb);
   await ensureAllIndexes(mongo.db);
-  const stores = createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds });
+  const stores = createStores(mongo.db, {
+    claimGraceSeconds: config.claimGraceSeconds,
+    onClaimTakeover: metrics && ((key) => metrics.claimTakeover(key)),
+  });
   const connection = await NativeConnection.connect(temporalConnectionOptions(config));
   const clientConnection = await Connection.connect(temporalConnectionOptions(config));
   const client = new Client({ connection: clientConnection, namespace: config.temporalNamespace });
   const pushSender = pushSenderFor(config);
-  const worker = await createWorker({ config, connection, client, stores, pushSender });
+  const worker = await createWorker({
+    config,
+    connection,
+    client,
+    stores,
+    pushSender,
+    metrics,
+    log: activityLog(logger),
+  });
   // The probes listen before the start line: whoever waits for that line may probe at once.
   const health =
     config.workerHealthPort === undefined
       ? undefined
       : await startWorkerHealth(config, worker, clientConnection, mongo);
   if (health)
-    console.log(`flow-notify worker: probes on http://${config.host}:${config.workerHealthPort}/readyz`);
-  console.log(
+    logger.info(`flow-notify worker: probes on http://${config.host}:${config.workerHealthPort}/readyz`);
+  const metricsServer =
+    metrics && sdkMetricsAddress
+      ? await startWorkerMetrics(config, metrics, `http://${sdkMetricsAddress}/metrics`)
+      : undefined;
+  if (metricsServer)
+    logger.info(`flow-notify worker: metrics on http://${config.host}:${config.workerMetricsPort}/metrics`);
+  logger.info(
     `flow-notify worker: task queue ${config.temporalTaskQueue} on ${config.temporalAddress}; ` +
       `web push ${pushSender ? 'on' : 'off (no VAPID keys)'}; sweep every ${config.sweepIntervalSeconds}s; ` +
       `workflows ${existsSync(path.join(__dirname, WORKFLOW_BUNDLE_FILE)) ? 'prebuilt bundle' : 'bundled at start'}`,
   );
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () =>
-      console.log(
+      logger.info(
         `flow-notify worker: ${signal}: no new tasks; up to ${config.shutdownGraceSeconds}s for those in flight`,
       ),
     );
@@ -140,6 +250,7 @@ async function main(): Promise<void> {
     await worker.run(); // returns after SIGINT/SIGTERM once in-flight tasks are done (or cancelled past the grace)
   } finally {
     health?.close();
+    metricsServer?.close();
     pushSender?.close();
     await clientConnection.close();
     await connection.close();

@@ -4,6 +4,8 @@ import type { Config } from '../config';
 import type { PushSender } from '../net/pushSender';
 import type { HostLookup } from '../net/ssrfGuard';
 import type { Stores } from '../store';
+import type { Metrics } from '../observability/metrics';
+import { createLogger, logAt } from '../observability/log';
 import { episodeOptions } from '../client/emitter';
 import { createCallbackActivities } from './callback';
 import { createClaimActivities } from './claims';
@@ -24,6 +26,8 @@ export interface ActivityDeps {
   callbackLookup?: HostLookup;
   now?: () => Date;
   log?: (line: string) => void;
+  /** Undefined: no metrics are recorded (the worker without WORKER_METRICS_PORT). */
+  metrics?: Metrics;
 }
 
 export const PUSH_FAN_OUT_WIDTH = 16;
@@ -33,14 +37,19 @@ export const OPS_WEBHOOK_TIMEOUT_MS = 10_000;
 
 export function createActivities(deps: ActivityDeps) {
   const now = deps.now ?? (() => new Date());
-  const log = deps.log ?? ((line: string) => console.error(line));
-  const { stores, config } = deps;
-  return {
+  const { stores, config, metrics } = deps;
+  const log =
+    deps.log ?? logAt(createLogger({ level: config.logLevel, format: config.logFormat, name: 'worker' }));
+  const activities = {
     ...createEpisodeActivities({ episodes: stores.episodes, now }),
     ...createClaimActivities({ claims: stores.claims }),
     ...createPushActivities({
       ...stores,
-      sender: deps.pushSender,
+      pushSubscriptions: metrics
+        ? countedPrunes(stores.pushSubscriptions, metrics)
+        : stores.pushSubscriptions,
+      sender: metrics && deps.pushSender ? countedSender(deps.pushSender, metrics) : deps.pushSender,
+      metrics,
       studioUrl: config.studioUrl,
       fanOutWidth: PUSH_FAN_OUT_WIDTH,
       now,
@@ -82,7 +91,74 @@ export function createActivities(deps: ActivityDeps) {
       lookbackSeconds: SWEEP_LOOKBACK_SECONDS,
       pageSize: SWEEP_PAGE_SIZE,
       now,
+      metrics,
     }),
+  };
+  return metrics ? instrumented(activities, metrics) : activities;
+}
+
+/** Every send's result, counted as the sender classified it; prunes follow from the results that prune. */
+function countedSender(sender: PushSender, metrics: Metrics): PushSender {
+  return {
+    ...sender,
+    send: async (...args) => {
+      const outcome = await sender.send(...args);
+      metrics.pushSent(outcome.result);
+      return outcome;
+    },
+  } as PushSender;
+}
+
+function countedPrunes(store: Stores['pushSubscriptions'], metrics: Metrics): Stores['pushSubscriptions'] {
+  return {
+    ...store,
+    prune: async (id) => {
+      await store.prune(id);
+      metrics.pushPruned();
+    },
+  };
+}
+
+/**
+ * The metrics known from an activity's own result, recorded around it so the activity modules stay as they are:
+ * callback attempts (result, status class, duration), callbacks given up, operator alerts, sweep passes.
+ */
+function instrumented<
+  T extends ReturnType<typeof createCallbackActivities> &
+    ReturnType<typeof createClaimActivities> &
+    ReturnType<typeof createOpsActivities> &
+    ReturnType<typeof createSweepActivities>,
+>(activities: T, metrics: Metrics): T {
+  const { sendCallback, markDelivered, postOperatorAlert, sweepOnce } = activities;
+  return {
+    ...activities,
+    async sendCallback(...args: Parameters<typeof sendCallback>) {
+      const started = performance.now();
+      const attempt = await sendCallback(...args);
+      metrics.callbackAttempt(attempt.result, attempt.status, (performance.now() - started) / 1000);
+      return attempt;
+    },
+    async markDelivered(key: string, holder: string, result?: string) {
+      const settled = await markDelivered(key, holder, result);
+      if (settled && key.startsWith('cb|') && result?.startsWith('gave_up')) metrics.callbackGaveUp();
+      return settled;
+    },
+    async postOperatorAlert(...args: Parameters<typeof postOperatorAlert>) {
+      try {
+        const sent = await postOperatorAlert(...args);
+        metrics.operatorAlert(args[0].kind, sent);
+        return sent;
+      } catch (err) {
+        metrics.operatorAlert(args[0].kind, 'failed');
+        throw err;
+      }
+    },
+    async sweepOnce() {
+      const started = performance.now();
+      const pass = await sweepOnce();
+      metrics.sweepPass((performance.now() - started) / 1000, pass);
+      return pass;
+    },
   };
 }
 

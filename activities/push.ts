@@ -10,6 +10,7 @@ import type { PushSubscriptionRow, PushSubscriptionStore } from '../store/pushSu
 import type { InteractionStore } from '../store/interactions';
 import type { RunStore } from '../store/runs';
 import type { WatchStore } from '../store/watches';
+import type { Metrics } from '../observability/metrics';
 
 export interface FanOutResult {
   attempted: number;
@@ -147,6 +148,7 @@ export interface PushActivityDeps {
   fanOutWidth: number;
   now: () => Date;
   log: (line: string) => void;
+  metrics?: Metrics;
 }
 
 export type PushDeliveryResult =
@@ -187,6 +189,7 @@ export function createPushActivities(deps: PushActivityDeps) {
         subs.map((sub) => sub._id),
       );
       const pending = subs.filter((sub) => !reached.has(sub._id));
+      let firstPushSeen = false;
       const context = activityContext();
       // Heartbeats on progress, not on a timer: every step of a send is bounded (lookup 5 s, exchange 5 s, wait
       // slices 2 s), so a lane stuck longer than the heartbeat timeout is a wedge Temporal should notice and retry.
@@ -230,6 +233,11 @@ export function createPushActivities(deps: PushActivityDeps) {
         pending,
         payload,
         async (sub) => {
+          // The episode's first push: no earlier attempt reached anyone, and this is this attempt's first.
+          if (reached.size === 0 && !firstPushSeen) {
+            firstPushSeen = true;
+            deps.metrics?.firstPush(outcome.kind, outcome.occurredAt, deps.now());
+          }
           await recordDelivery({
             episodeId: outcome.episodeId,
             subscriptionId: sub._id,

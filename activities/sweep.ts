@@ -16,6 +16,7 @@ import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
 import type { RunStore } from '../store/runs';
 import type { EpisodeOptions } from '../workflows/ids';
+import type { Metrics } from '../observability/metrics';
 
 /**
  * How far before the lookback window the claims pre-check reads. A claim is written after its episode began (the
@@ -40,6 +41,7 @@ export interface SweepDeps {
   lookbackSeconds: number;
   pageSize: number;
   now: () => Date;
+  metrics?: Metrics;
 }
 
 export interface SweepPass {
@@ -86,6 +88,7 @@ export function createSweepActivities(deps: SweepDeps) {
               await startEpisode(deps.client, deps.taskQueue, outcome, deps.episodeOptions, 'ALLOW_DUPLICATE')
             ) {
               pass.started++;
+              deps.metrics?.episodeStarted('sweep', outcome.kind);
             }
             progress.beat({ phase: 'starting', ...pass });
           });

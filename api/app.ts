@@ -8,6 +8,7 @@ import { requireAuth, type AuthOptions, type AuthState } from './auth';
 import type { EpisodeView } from './episodesView';
 import { errorMiddleware, onBodyError } from './errors';
 import { healthRouter, type HealthProbes } from './routes/health';
+import { metricsRouter } from './routes/metrics';
 import { notificationsRouter, type NotificationRouteDeps } from './routes/notifications';
 import { openApiRouter } from './openapi';
 import { runsRouter, type RunsRouterDeps } from './routes/runs';
@@ -35,11 +36,31 @@ export interface AppDeps {
   studioDir?: string;
   now?: () => Date;
   log?: (line: string) => void;
+  /** GET /metrics answers this (Prometheus text); undefined: no such route. */
+  scrapeMetrics?: () => Promise<string>;
+  /** One debug line per request (method, path, status, duration: never headers, bodies or the query). */
+  logRequest?: (fields: { method: string; path: string; status: number; ms: number }) => void;
 }
 
 export function createApp(deps: AppDeps): Koa<AuthState> {
   const now = deps.now ?? (() => new Date());
   const app = new Koa<AuthState>();
+  if (deps.logRequest) {
+    const logRequest = deps.logRequest;
+    app.use(async (ctx, next) => {
+      const started = performance.now();
+      try {
+        await next();
+      } finally {
+        logRequest({
+          method: ctx.method,
+          path: ctx.path,
+          status: ctx.status,
+          ms: Math.round(performance.now() - started),
+        });
+      }
+    });
+  }
   app.use(securityHeaders());
   app.use(errorMiddleware(deps.log ?? ((line) => console.error(line))));
   app.use(
@@ -59,6 +80,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
     ...(deps.notifications ? [notificationsRouter(deps.notifications)] : []),
   ];
   app.use(health.routes());
+  if (deps.scrapeMetrics) app.use(metricsRouter(deps.scrapeMetrics).routes());
   app.use(openApiRouter([health, ...callerRouters]).routes());
   app.use(serveStudio(deps.studioDir));
 

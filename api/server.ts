@@ -16,6 +16,9 @@ import { connectMongo, pingMongo, type Mongo } from '../store/mongo';
 import { createStores, ensureAllIndexes } from '../store';
 import { createApp } from './app';
 import { createEpisodeView } from './episodesView';
+import { Registry } from 'prom-client';
+import { createMetrics, type Metrics } from '../observability/metrics';
+import { createLogger, logAt, type Log, type Logger } from '../observability/log';
 
 export interface ApiHandle {
   server: Server;
@@ -24,14 +27,22 @@ export interface ApiHandle {
 }
 
 export interface ApiOptions {
-  log?: (line: string) => void;
+  /** Where the API's lines go; by default the logger's (LOG_LEVEL, LOG_FORMAT), at warn. */
+  log?: Log;
+  /** The structured logger; by default one from the config, on stdout. */
+  logger?: Logger;
+  /** The registry GET /metrics shows; by default a new one, without process metrics. */
+  metrics?: Metrics;
   /** The push sink for the test route; by default the one the config asks for. */
   pushSender?: PushSender;
 }
 
 /** Builds every dependency from config and listens. Tests call this with their own config. */
 export async function startApi(config: Config, options: ApiOptions = {}): Promise<ApiHandle> {
-  const log = options.log ?? ((line: string) => console.error(line));
+  const logger =
+    options.logger ?? createLogger({ level: config.logLevel, format: config.logFormat, name: 'api' });
+  const log = options.log ?? logAt(logger);
+  const metrics = options.metrics ?? createMetrics(new Registry(), { processMetrics: false });
   let draining = false;
   const pushSender = options.pushSender ?? pushSenderFor(config);
   const connection = await Connection.connect(temporalConnectionOptions(config));
@@ -50,6 +61,8 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     taskQueue: config.temporalTaskQueue,
     runs: stores.runs,
     options: episodeOptions(config),
+    metrics,
+    emitter: 'api',
   });
   const engine = createRunEngine({
     ...stores,
@@ -60,7 +73,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
       options: healthOptions(config),
     }),
     onEmitError: (runId, err) =>
-      log(`outcome emit for ${runId} failed, the sweep will replay it: ${String(err)}`),
+      log(`outcome emit failed, the sweep will replay it: ${String(err)}`, { runId }),
   });
   const app = createApp({
     auth: {
@@ -117,6 +130,8 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
         }
       : undefined,
     log,
+    scrapeMetrics: () => metrics.registry.metrics(),
+    logRequest: (fields) => logger.debug(fields, 'request'),
   });
   const server = await new Promise<Server>((resolve, reject) => {
     const s = app.listen(config.port, config.host, () => resolve(s));
@@ -152,10 +167,11 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
-  const api = await startApi(config);
-  console.log(`flow-notify api: listening on ${api.url}`);
+  const logger = createLogger({ level: config.logLevel, format: config.logFormat, name: 'api' });
+  const api = await startApi(config, { logger, metrics: createMetrics(new Registry()) });
+  logger.info(`flow-notify api: listening on ${api.url}`);
   const stop = (signal: string): void => {
-    console.log(`flow-notify api: ${signal}: no new connections; finishing the requests in flight`);
+    logger.info(`flow-notify api: ${signal}: no new connections; finishing the requests in flight`);
     api.close().then(
       () => process.exit(0),
       () => process.exit(1),

@@ -14,6 +14,10 @@
 // queueing) and a paced phase (PACED episodes one per PACE_MS: the latency an episode sees when nothing queues
 // ahead of it). The worker for ours is createWorker's, with its defaults, unless BENCH_WORKER_TUNING names a
 // variant (see TUNINGS), which then applies to the bare worker too; "timed" also times every activity.
+//
+// BENCH_METRICS=1: the worker and the emitter record metrics (as with WORKER_METRICS_PORT), the SDK runs its own
+// Prometheus exporter, and both are scraped every SCRAPE_MS while the bench runs: the figures then carry the cost
+// of metrics (compare with a run without it), and the end prints what a scrape shows.
 import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { bundleWorkflowCode, NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
@@ -37,6 +41,9 @@ import {
 import type { PushPayload } from '../domain/push';
 import type { EpisodeResult } from '../workflows/episode';
 import { createWorker, WORKFLOWS_PATH } from '../worker';
+import { Registry } from 'prom-client';
+import { createMetrics, type Metrics } from '../observability/metrics';
+import { freePort } from '../stack/embedded';
 import type { BareActivities } from './bareWorkflow';
 import {
   cdfPoints,
@@ -72,6 +79,9 @@ const TEAMS = 20;
 const TARGET_THROUGHPUT = 0.8;
 const TARGET_P99 = 2;
 const BARE_QUEUE_SUFFIX = '-bare';
+const METRICS = process.env.BENCH_METRICS === '1';
+/** How often BENCH_METRICS scrapes both registries (Prometheus' usual interval is 15 s or more). */
+const SCRAPE_MS = 5000;
 
 /** Worker option variants to try (BENCH_WORKER_TUNING=name); "default" is createWorker as it is. */
 const TUNINGS: Record<string, Partial<WorkerOptions>> = {
@@ -158,6 +168,9 @@ interface EpisodesBench {
   countCommands: boolean;
   /** Run in reverse order when the benchmark ends, whatever happened; then the servers stop. */
   cleanups: (() => Promise<unknown> | unknown)[];
+  /** BENCH_METRICS=1: the registry the worker and emitter record into, and where the SDK's exporter listens. */
+  metrics?: Metrics;
+  sdkMetricsAddress?: string;
 
   stack: ServerStack;
   push: PushService;
@@ -207,7 +220,8 @@ const EPISODES_SCENARIO: Step<EpisodesBench>[] = [
 ];
 
 export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
-  installQuietRuntime();
+  const sdkMetricsAddress = METRICS ? `127.0.0.1:${await freePort()}` : undefined;
+  installQuietRuntime(sdkMetricsAddress);
   const tuningName = process.env.BENCH_WORKER_TUNING ?? 'default';
   const tuning = TUNINGS[tuningName];
   if (!tuning) throw new Error(`BENCH_WORKER_TUNING must be one of ${Object.keys(TUNINGS).join(', ')}`);
@@ -218,6 +232,8 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
     mongoArgs: (process.env.BENCH_MONGO_ARGS ?? '').split(/\s+/).filter(Boolean),
     countCommands: Boolean(process.env.BENCH_COUNT_COMMANDS),
     cleanups: [],
+    metrics: METRICS ? createMetrics(new Registry()) : undefined,
+    sdkMetricsAddress,
     activityMs: new Map(),
     firstActivityAt: new Map(),
     pushDepthAt: new Map(),
@@ -271,13 +287,30 @@ function configure(bench: EpisodesBench): void {
   });
 }
 
+/** Both registries as one scrape would read them (BENCH_METRICS), or nothing. */
+async function scrapeBoth(bench: EpisodesBench): Promise<string> {
+  const { metrics, sdkMetricsAddress } = bench;
+  if (!metrics || !sdkMetricsAddress) return '';
+  const sdk = await (await fetch(`http://${sdkMetricsAddress}/metrics`)).text();
+  return `${await metrics.registry.metrics()}\n${sdk}`;
+}
+
 async function connectStoreAndTemporal(bench: EpisodesBench): Promise<void> {
   const { config, cleanups } = bench;
   const mongo = await connectMongo(config.mongoUrl, config.mongoDb, { monitorCommands: bench.countCommands });
   cleanups.push(() => mongo.client.close());
   bench.roundTrips = bench.countCommands ? new RoundTrips(mongo.client) : undefined;
   await ensureAllIndexes(mongo.db);
-  bench.stores = createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds });
+  const { metrics } = bench;
+  bench.stores = createStores(mongo.db, {
+    claimGraceSeconds: config.claimGraceSeconds,
+    onClaimTakeover: metrics && ((key) => metrics.claimTakeover(key)),
+  });
+  if (metrics) {
+    // Both registries scraped as Prometheus would (more often), so the scrape's own cost is in the figures.
+    const scraper = setInterval(() => void scrapeBoth(bench).catch(() => undefined), SCRAPE_MS);
+    cleanups.push(() => clearInterval(scraper));
+  }
 
   bench.connection = await NativeConnection.connect({ address: config.temporalAddress });
   const clientConnection = await Connection.connect({ address: config.temporalAddress });
@@ -288,7 +321,7 @@ async function connectStoreAndTemporal(bench: EpisodesBench): Promise<void> {
 
 /** Ours (createWorker, or Worker.create with the tuning) and the bare workflow's, on its own task queue. */
 async function startBothWorkers(bench: EpisodesBench): Promise<void> {
-  const { config, connection, client, stores, tuning } = bench;
+  const { config, connection, client, stores, tuning, metrics } = bench;
   // Bundle once per worker kind, as the test harness does.
   const [bundle, bareBundle] = await Promise.all([
     bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger }),
@@ -306,6 +339,7 @@ async function startBothWorkers(bench: EpisodesBench): Promise<void> {
           pushSender,
           workflowBundle: bundle,
           log: () => undefined,
+          metrics,
         })
       : await Worker.create({
           connection,
@@ -313,7 +347,7 @@ async function startBothWorkers(bench: EpisodesBench): Promise<void> {
           taskQueue: config.temporalTaskQueue,
           workflowBundle: bundle,
           activities: timedActivities(
-            createActivities({ config, stores, client, pushSender, log: () => undefined }),
+            createActivities({ config, stores, client, pushSender, log: () => undefined, metrics }),
             bench.activityMs,
           ),
           ...tuning,
@@ -369,6 +403,8 @@ function prepareEngineAndEmitter(bench: EpisodesBench): void {
     taskQueue: config.temporalTaskQueue,
     runs: stores.runs,
     options: { callbackRetrySeconds: config.callbackRetrySeconds },
+    metrics: bench.metrics,
+    emitter: 'api',
   });
   bench.engine = createRunEngine({
     runs: stores.runs,
@@ -793,7 +829,7 @@ function printActivityDurations(bench: EpisodesBench): void {
 }
 
 /** The episodes section of bench/results (latest.json, latest.md, latency.svg). */
-function writeSection(bench: EpisodesBench): void {
+async function writeSection(bench: EpisodesBench): Promise<void> {
   const { phases, paced, comparison: c, tuningName, tuning } = bench;
   const { latency } = c;
   const section: Section = {
@@ -905,7 +941,18 @@ function writeSection(bench: EpisodesBench): void {
       'The push service, the callback receiver, both workers and the driver share one Node process.',
     ],
   };
-  writeResults('episodes', section);
+  if (bench.metrics) printScrape(await scrapeBoth(bench));
+  writeResults(METRICS ? 'episodes+metrics' : 'episodes', section);
+}
+
+/** The flow_notify_* series (no process metrics, no buckets) and the SDK's workflow and activity counts. */
+function printScrape(scraped: string): void {
+  log('a scrape after the bench (flow_notify_* series but process metrics, and the SDK\'s with "workflow"):');
+  const ours = /^flow_notify_(?!process_|nodejs_)\w+(_total|_count|_sum)?({|\s)/;
+  const sdk =
+    /^temporal_(workflow_completed|activity_execution_latency_count|workflow_task_execution_latency_count)/;
+  for (const line of scraped.split('\n'))
+    if ((ours.test(line) && !line.includes('_bucket')) || sdk.test(line)) log(`  ${line}`);
 }
 
 if (require.main === module) runMain(async () => void (await runEpisodesBench()));

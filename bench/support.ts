@@ -121,14 +121,17 @@ export interface Counted<T> {
 let runtimeInstalled = false;
 
 /** Temporal's Rust core logs warnings to stderr by default; a benchmark wants its own output only. */
-export function installQuietRuntime(): void {
+export function installQuietRuntime(sdkMetricsAddress?: string): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
   // Core's own (Rust) logs: errors only, forwarded to the same logger (a dying server otherwise floods stderr
-  // with connection-retry warnings).
+  // with connection-retry warnings). With an address, the SDK's Prometheus exporter too (BENCH_METRICS).
   Runtime.install({
     logger: quietLogger,
-    telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' }, forward: {} } },
+    telemetryOptions: {
+      logging: { filter: { core: 'ERROR', other: 'ERROR' }, forward: {} },
+      ...(sdkMetricsAddress ? { metrics: { prometheus: { bindAddress: sdkMetricsAddress } } } : {}),
+    },
   });
 }
 

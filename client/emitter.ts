@@ -17,6 +17,7 @@ import {
 } from '../workflows/ids';
 import type { episodeWorkflow } from '../workflows/episode';
 import { TypedSearchAttributes } from '@temporalio/common';
+import type { Emitter, Metrics } from '../observability/metrics';
 
 export interface EmitResult {
   episodeId: string;
@@ -72,6 +73,9 @@ export function createOutcomeEmitter(deps: {
   taskQueue: string;
   runs: RunStore;
   options?: EpisodeOptions;
+  metrics?: Metrics;
+  /** Who emits, for the episodes-started counter. */
+  emitter?: Emitter;
 }) {
   const options = deps.options ?? DEFAULT_EPISODE_OPTIONS;
   return {
@@ -92,6 +96,7 @@ export function createOutcomeEmitter(deps: {
       const outcome = buildRunOutcome(run, bodyError);
       if (!outcome) return undefined;
       const started = await startEpisode(deps.client, deps.taskQueue, outcome, options, reuse);
+      if (started) deps.metrics?.episodeStarted(deps.emitter ?? 'api', outcome.kind);
       return { episodeId: outcome.episodeId, kind: outcome.kind, started };
     },
   };

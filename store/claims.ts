@@ -40,11 +40,16 @@ export const claimIndexes: IndexSpec[] = [
 export interface ClaimStoreOptions {
   graceSeconds: number;
   now?: () => Date;
+  /** Told of every stale claim taken over (metrics). */
+  onTakeover?: (key: string) => void;
 }
 
 export type ClaimStore = ReturnType<typeof createClaimStore>;
 
-export function createClaimStore(db: Db, { graceSeconds, now = () => new Date() }: ClaimStoreOptions) {
+export function createClaimStore(
+  db: Db,
+  { graceSeconds, now = () => new Date(), onTakeover }: ClaimStoreOptions,
+) {
   const claims = db.collection<ClaimRow>('sent_notifications');
   const graceMs = graceSeconds * 1000;
   const isShielding = (row: ClaimRow, at: Date): boolean =>
@@ -79,6 +84,7 @@ export function createClaimStore(db: Db, { graceSeconds, now = () => new Date() 
           throw err;
         }
         await claims.deleteOne({ _id: key, holder: row.holder, delivered: false });
+        onTakeover?.(key);
       }
       return false;
     },

@@ -43,6 +43,7 @@ export async function ensureAllIndexes(db: Db): Promise<IndexReport> {
 export interface StoreOptions {
   claimGraceSeconds: number;
   now?: () => Date;
+  onClaimTakeover?: (key: string) => void;
 }
 
 export function createStores(db: Db, options: StoreOptions) {
@@ -52,7 +53,11 @@ export function createStores(db: Db, options: StoreOptions) {
     events: createEventStore(db),
     interactions: createInteractionStore(db),
     watches: createWatchStore(db),
-    claims: createClaimStore(db, { graceSeconds: options.claimGraceSeconds, now: options.now }),
+    claims: createClaimStore(db, {
+      graceSeconds: options.claimGraceSeconds,
+      now: options.now,
+      onTakeover: options.onClaimTakeover,
+    }),
     episodes: createEpisodeStore(db),
     pushSubscriptions: createPushSubscriptionStore(db),
     notificationPrefs: createNotificationPrefStore(db),

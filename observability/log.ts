@@ -1,0 +1,209 @@
+// Structured logs: one JSON line per event (pino), or a readable line for a person at a terminal. The worker's
+// activities, the Temporal SDK (its TS side and, forwarded, its native core) and the API all write through one
+// logger, so a line carries runId / episodeId / family / workflowId where they are known.
+import { Writable } from 'node:stream';
+import type { LogLevel as TemporalLevel, LogMetadata, Logger as TemporalLogger } from '@temporalio/common';
+import pino, { type Logger } from 'pino';
+import type { LogLevel } from '../config';
+
+/** The fields a line carries when they are known. */
+export interface LogFields {
+  runId?: string;
+  episodeId?: string;
+  family?: 'push' | 'callback' | 'ops' | 'health' | 'sweep';
+  workflowId?: string;
+  [field: string]: unknown;
+}
+
+/** What the code logs through: a message and its fields. Callers that pass only a line keep working. */
+export type Log = (line: string, fields?: LogFields) => void;
+
+export interface LoggerOptions {
+  level: LogLevel;
+  /** undefined: pretty when the destination is a terminal, JSON otherwise. */
+  format?: 'json' | 'pretty';
+  /** 'api' or 'worker': the `name` field of every line. */
+  name: string;
+  /** Default: stdout. */
+  destination?: NodeJS.WritableStream & { isTTY?: boolean };
+}
+
+/**
+ * Field names whose values never reach a log line, wherever an object carrying them is logged: callback secrets,
+ * tokens and Authorization headers, the VAPID private key, subscription keys (p256dh/auth).
+ */
+export const REDACTED_PATHS = [
+  'secret',
+  '*.secret',
+  'callback.secret',
+  '*.callback.secret',
+  'token',
+  '*.token',
+  'authorization',
+  '*.authorization',
+  'headers.authorization',
+  '*.headers.authorization',
+  'privateKey',
+  '*.privateKey',
+  'vapid.privateKey',
+  'keys',
+  '*.keys',
+  'p256dh',
+  '*.p256dh',
+  'auth',
+  'taskToken',
+  '*.taskToken',
+  '*.auth',
+];
+
+export function createLogger(options: LoggerOptions): Logger {
+  const destination = options.destination ?? process.stdout;
+  const format = options.format ?? (destination.isTTY ? 'pretty' : 'json');
+  return pino(
+    {
+      name: options.name,
+      level: options.level,
+      base: { name: options.name, pid: process.pid },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      formatters: { level: (label) => ({ level: label }) },
+      redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+    },
+    format === 'pretty' ? prettyStream(destination) : (destination as pino.DestinationStream),
+  );
+}
+
+/** A Log over a logger at one level: the ad-hoc lines of old were all about something that went wrong. */
+export function logAt(logger: Logger, level: 'debug' | 'info' | 'warn' | 'error' = 'warn'): Log {
+  return (line, fields) => logger[level](fields ?? {}, line);
+}
+
+const FIRST_FIELDS = ['runId', 'episodeId', 'family', 'workflowId'];
+const SKIPPED = new Set(['time', 'level', 'msg', 'name', 'pid', 'hostname']);
+
+/** A readable line per JSON line: time, level, name, message, then the fields (known ones first). */
+export function prettyLine(json: string): string {
+  let entry: Record<string, unknown>;
+  try {
+    entry = JSON.parse(json) as Record<string, unknown>;
+  } catch {
+    return json;
+  }
+  const time = typeof entry.time === 'string' ? entry.time.slice(11, 23) : '';
+  const level = String(entry.level ?? '')
+    .toUpperCase()
+    .padEnd(5);
+  const keys = Object.keys(entry).filter((key) => !SKIPPED.has(key));
+  keys.sort((a, b) => rank(a) - rank(b));
+  const fields = keys.map(
+    (key) => `${key}=${typeof entry[key] === 'string' ? entry[key] : JSON.stringify(entry[key])}`,
+  );
+  return [time, level, `[${String(entry.name ?? '')}]`, String(entry.msg ?? ''), ...fields].join(' ');
+}
+
+const rank = (key: string): number => {
+  const at = FIRST_FIELDS.indexOf(key);
+  return at < 0 ? FIRST_FIELDS.length : at;
+};
+
+function prettyStream(destination: NodeJS.WritableStream): Writable {
+  return new Writable({
+    write(chunk: Buffer | string, _encoding, done) {
+      const text = chunk.toString();
+      const out = text
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => prettyLine(line) + '\n')
+        .join('');
+      destination.write(out);
+      done();
+    },
+  });
+}
+
+const FAMILY_OF_ACTIVITY: Record<string, LogFields['family']> = {
+  deliverPush: 'push',
+  isStandbyVetoed: 'push',
+  sendCallback: 'callback',
+  classifyFailedRun: 'ops',
+  postOperatorAlert: 'ops',
+  stampOpsMarker: 'ops',
+  sweepOnce: 'sweep',
+  sweepReapExpired: 'sweep',
+};
+
+/**
+ * What a workflow id tells (workflows/ids.ts): an episode workflow's id is its episode id, which begins with the
+ * run id; a health workflow's is health:<runId>. The family comes from the activity running, when one is.
+ */
+export function workflowFields(info: {
+  workflowId?: string;
+  workflowType?: string;
+  activityType?: string;
+}): LogFields {
+  const fields: LogFields = {};
+  const { workflowId, workflowType, activityType } = info;
+  if (workflowId) {
+    fields.workflowId = workflowId;
+    if (workflowType === 'episodeWorkflow') {
+      fields.episodeId = workflowId;
+      fields.runId = workflowId.split(':')[0];
+    } else if (workflowType === 'runHealthWorkflow' && workflowId.startsWith('health:')) {
+      fields.runId = workflowId.slice('health:'.length);
+      fields.family = 'health';
+    } else if (workflowType === 'operatorAlertWorkflow') fields.family = 'ops';
+  }
+  const family = activityType ? FAMILY_OF_ACTIVITY[activityType] : undefined;
+  if (family) fields.family = family;
+  return fields;
+}
+
+/** pino's level for each of the SDK's. */
+const FROM_TEMPORAL: Record<TemporalLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {
+  TRACE: 'trace',
+  DEBUG: 'debug',
+  INFO: 'info',
+  WARN: 'warn',
+  ERROR: 'error',
+};
+
+/** The SDK's level for ours: its native core logs at most DEBUG (TRACE would carry payloads and gRPC frames). */
+export function temporalLevel(level: LogLevel): TemporalLevel {
+  switch (level) {
+    case 'trace':
+    case 'debug':
+      return 'DEBUG';
+    case 'info':
+      return 'INFO';
+    case 'warn':
+      return 'WARN';
+    default:
+      return 'ERROR';
+  }
+}
+
+/**
+ * The Temporal SDK's Logger over ours. Its `runId` is a Temporal workflow run id, not a Flow run id: it becomes
+ * `temporalRunId`, so `runId` always means the Flow run.
+ */
+export function temporalLogger(logger: Logger): TemporalLogger {
+  const child = logger.child({ component: 'temporal' });
+  const write = (level: TemporalLevel, message: string, meta?: LogMetadata): void => {
+    const { runId, ...rest } = meta ?? {};
+    const fields = {
+      ...rest,
+      ...(runId === undefined ? {} : { temporalRunId: runId }),
+      ...workflowFields(rest as { workflowId?: string; workflowType?: string; activityType?: string }),
+    };
+    child[FROM_TEMPORAL[level] ?? 'info'](fields, message);
+  };
+  return {
+    log: write,
+    trace: (message, meta) => write('TRACE', message, meta),
+    debug: (message, meta) => write('DEBUG', message, meta),
+    info: (message, meta) => write('INFO', message, meta),
+    warn: (message, meta) => write('WARN', message, meta),
+    error: (message, meta) => write('ERROR', message, meta),
+  };
+}
+
+export type { Logger };

@@ -1,0 +1,174 @@
+// The application's Prometheus metrics: one object over a registry passed in, with one small method per event,
+// called where the result is known. Every label value comes from a closed set (families, kinds, results, status
+// classes), never from a run, an episode or a user: a series per run would grow without bound.
+import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+
+export type Emitter = 'api' | 'runner' | 'sweep';
+export type Family = 'push' | 'callback' | 'ops';
+
+/** Push sends as the sender classified them (net/pushSender's PushResult). */
+const PUSH_RESULTS = ['delivered', 'gone', 'refused', 'unresolved', 'rejected', 'config_fault', 'failed'];
+const OUTCOME_KINDS = ['run_paused', 'run_finished', 'run_failed', 'run_cancelled'];
+
+/** A bounded label value: anything outside the known set is counted as "other". */
+const bounded = (value: string, known: readonly string[]): string =>
+  known.includes(value) ? value : 'other';
+
+/** 2xx, 4xx, ...; "none" when no HTTP answer came (network, deadline, guard). */
+export function statusClass(status: number | undefined): string {
+  return status === undefined || status < 100 || status > 599 ? 'none' : `${Math.floor(status / 100)}xx`;
+}
+
+/** The family of a claim key (store/claims.ts: the episode id, cb|…, ops|…). */
+export function familyOfClaim(key: string): Family {
+  return key.startsWith('cb|') ? 'callback' : key.startsWith('ops|') ? 'ops' : 'push';
+}
+
+export interface MetricsOptions {
+  /** Process metrics (CPU, memory, event loop lag, GC), prefixed flow_notify_process_. Default on. */
+  processMetrics?: boolean;
+}
+
+export function createMetrics(registry: Registry, options: MetricsOptions = {}) {
+  const registers = [registry];
+  if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'flow_notify_' });
+
+  const episodesStarted = new Counter({
+    name: 'flow_notify_episodes_started_total',
+    help: 'Episode workflows started, by who started them and the outcome kind (a start refused as a duplicate is not counted).',
+    labelNames: ['emitter', 'kind'] as const,
+    registers,
+  });
+  const pushSends = new Counter({
+    name: 'flow_notify_push_sends_total',
+    help: 'Web Push sends by result (delivered, gone, refused, unresolved, rejected, config_fault, failed).',
+    labelNames: ['result'] as const,
+    registers,
+  });
+  const pushPrunes = new Counter({
+    name: 'flow_notify_push_prunes_total',
+    help: 'Push subscriptions pruned by the fan-out (gone, refused, or a host unresolved in 3 episodes in a row).',
+    registers,
+  });
+  const firstPush = new Histogram({
+    name: 'flow_notify_outcome_to_first_push_seconds',
+    help: 'From the outcome (the run paused or ended) to the first push of its episode accepted by a push service.',
+    labelNames: ['kind'] as const,
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800],
+    registers,
+  });
+  const callbackAttempts = new Counter({
+    name: 'flow_notify_callback_attempts_total',
+    help: 'Callback attempts by result (delivered, retry, stop) and HTTP status class (2xx..5xx, none).',
+    labelNames: ['result', 'status_class'] as const,
+    registers,
+  });
+  const callbackDuration = new Histogram({
+    name: 'flow_notify_callback_attempt_duration_seconds',
+    help: "One callback attempt: the guard's lookup, connect and the whole exchange.",
+    labelNames: ['result'] as const,
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers,
+  });
+  const callbacksGivenUp = new Counter({
+    name: 'flow_notify_callbacks_given_up_total',
+    help: 'Callbacks settled as given up (a final refusal, or the retry schedule ran out).',
+    registers,
+  });
+  const operatorAlerts = new Counter({
+    name: 'flow_notify_operator_alerts_total',
+    help: 'Operator alert POSTs by alert kind and result (sent, already_sent, failed).',
+    labelNames: ['kind', 'result'] as const,
+    registers,
+  });
+  const claimTakeovers = new Counter({
+    name: 'flow_notify_claim_takeovers_total',
+    help: 'Stale claims taken over (a holder died or stalled past CLAIM_GRACE_SECONDS), by family.',
+    labelNames: ['family'] as const,
+    registers,
+  });
+  const sweepPasses = new Histogram({
+    name: 'flow_notify_sweep_pass_seconds',
+    help: 'Reconciliation sweep passes and how long each took (its _count is the number of passes).',
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+    registers,
+  });
+  const sweepRuns = new Counter({
+    name: 'flow_notify_sweep_runs_listed_total',
+    help: 'Runs the sweep listed in its lookback window.',
+    registers,
+  });
+  const sweepOwed = new Counter({
+    name: 'flow_notify_sweep_episodes_owed_total',
+    help: 'Episodes the sweep found with a claim missing.',
+    registers,
+  });
+  const sweepStarted = new Counter({
+    name: 'flow_notify_sweep_episodes_started_total',
+    help: 'Of those, episodes the sweep started (the rest were running already).',
+    registers,
+  });
+  const healthAlerts = new Counter({
+    name: 'flow_notify_health_alerts_total',
+    help: 'Run-health alerts (stall, stall_recovered, budget_warning, budget_exceeded) handed to the operator, by kind.',
+    labelNames: ['kind'] as const,
+    registers,
+  });
+
+  return {
+    registry,
+    episodeStarted(emitter: Emitter, kind: string): void {
+      episodesStarted.inc({ emitter, kind: bounded(kind, OUTCOME_KINDS) });
+    },
+    pushSent(result: string): void {
+      pushSends.inc({ result: bounded(result, PUSH_RESULTS) });
+    },
+    pushPruned(): void {
+      pushPrunes.inc();
+    },
+    firstPush(kind: string, occurredAt: string, now: Date): void {
+      const seconds = (now.getTime() - Date.parse(occurredAt)) / 1000;
+      if (Number.isFinite(seconds))
+        firstPush.observe({ kind: bounded(kind, OUTCOME_KINDS) }, Math.max(0, seconds));
+    },
+    callbackAttempt(
+      result: 'delivered' | 'retry' | 'stop',
+      status: number | undefined,
+      seconds: number,
+    ): void {
+      callbackAttempts.inc({ result, status_class: statusClass(status) });
+      callbackDuration.observe({ result }, seconds);
+    },
+    callbackGaveUp(): void {
+      callbacksGivenUp.inc();
+    },
+    operatorAlert(kind: string, result: 'sent' | 'already_sent' | 'failed'): void {
+      operatorAlerts.inc({ kind: bounded(kind, ALERT_KINDS), result });
+      if (result === 'sent' && HEALTH_ALERT_KINDS.includes(kind)) healthAlerts.inc({ kind });
+    },
+    claimTakeover(key: string): void {
+      claimTakeovers.inc({ family: familyOfClaim(key) });
+    },
+    sweepPass(seconds: number, pass: { scanned: number; unsettled: number; started: number }): void {
+      sweepPasses.observe(seconds);
+      sweepRuns.inc(pass.scanned);
+      sweepOwed.inc(pass.unsettled);
+      sweepStarted.inc(pass.started);
+    },
+  };
+}
+
+const HEALTH_ALERT_KINDS = ['stall', 'stall_recovered', 'budget_warning', 'budget_exceeded'];
+/** domain/ops.ts's OperatorAlertKind, plus the kinds other parts may add; anything else is "other". */
+const ALERT_KINDS = [
+  'run_failed',
+  'route_decision_error',
+  ...HEALTH_ALERT_KINDS,
+  'callback_exhausted',
+  'push_config_fault',
+];
+
+export type Metrics = ReturnType<typeof createMetrics>;
+
+/** The Prometheus text exposition content type prom-client writes. */
+export const METRICS_CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;

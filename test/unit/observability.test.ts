@@ -1,0 +1,151 @@
+// The logger's and the metrics' pure parts: formats, redaction, the fields a workflow id tells, bounded labels.
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { Registry } from 'prom-client';
+import { ConfigError, loadConfig } from '../../config';
+import { createLogger, prettyLine, temporalLogger, workflowFields } from '../../observability/log';
+import { createMetrics, familyOfClaim, statusClass } from '../../observability/metrics';
+
+/** A destination that keeps what was written; `isTTY` as a terminal (or not) would say. */
+function capture(isTTY: boolean): Writable & { isTTY: boolean; text(): string } {
+  let text = '';
+  const stream = new Writable({
+    write(chunk: Buffer | string, _encoding, done) {
+      text += chunk.toString();
+      done();
+    },
+  }) as Writable & { isTTY: boolean; text(): string };
+  stream.isTTY = isTTY;
+  stream.text = () => text;
+  return stream;
+}
+
+const flush = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('observability', () => {
+  it('JSON when not a terminal, a readable line on one, whichever LOG_FORMAT forces', async () => {
+    const piped = capture(false);
+    createLogger({ level: 'info', name: 'worker', destination: piped }).warn(
+      { runId: 'run_1', family: 'push' },
+      'push: pruned',
+    );
+    const tty = capture(true);
+    createLogger({ level: 'info', name: 'worker', destination: tty }).warn(
+      { runId: 'run_1' },
+      'push: pruned',
+    );
+    const forced = capture(true);
+    createLogger({ level: 'info', name: 'api', format: 'json', destination: forced }).info('listening');
+    await flush();
+    const entry = JSON.parse(piped.text()) as Record<string, unknown>;
+    assert.deepEqual(
+      { level: entry.level, name: entry.name, msg: entry.msg, runId: entry.runId, family: entry.family },
+      { level: 'warn', name: 'worker', msg: 'push: pruned', runId: 'run_1', family: 'push' },
+    );
+    assert.match(entry.time as string, /^\d{4}-\d\d-\d\dT/);
+    assert.match(tty.text(), /^\d\d:\d\d:\d\d\.\d{3} WARN {2}\[worker\] push: pruned runId=run_1\n$/);
+    assert.equal((JSON.parse(forced.text()) as { msg: string }).msg, 'listening');
+  });
+
+  it('LOG_LEVEL filters; fields named like secrets are redacted wherever they sit', async () => {
+    const out = capture(false);
+    const logger = createLogger({ level: 'warn', name: 'api', destination: out });
+    logger.info('not shown');
+    logger.warn(
+      {
+        callback: { url: 'https://hooks.example', secret: 'whsec_SECRET1' },
+        headers: { authorization: 'Bearer JWT2' },
+        sub: { keys: { p256dh: 'KEY3', auth: 'KEY4' } },
+        vapid: { privateKey: 'PRIV5' },
+      },
+      'something',
+    );
+    await flush();
+    const text = out.text();
+    assert.equal(text.trim().split('\n').length, 1);
+    for (const secret of ['SECRET1', 'JWT2', 'KEY3', 'KEY4', 'PRIV5'])
+      assert.ok(!text.includes(secret), secret);
+    assert.ok(text.includes('https://hooks.example'), 'the rest of the object is kept');
+  });
+
+  it("the SDK's lines: its run id becomes temporalRunId, runId is the Flow run from the workflow id", async () => {
+    const out = capture(false);
+    temporalLogger(createLogger({ level: 'debug', name: 'worker', destination: out })).debug(
+      'Activity started',
+      {
+        workflowId: 'run_9:end',
+        runId: 'b5c0-temporal',
+        workflowType: 'episodeWorkflow',
+        activityType: 'sendCallback',
+      },
+    );
+    await flush();
+    const entry = JSON.parse(out.text()) as Record<string, unknown>;
+    assert.deepEqual(
+      [entry.runId, entry.temporalRunId, entry.episodeId, entry.family, entry.component],
+      ['run_9', 'b5c0-temporal', 'run_9:end', 'callback', 'temporal'],
+    );
+    assert.deepEqual(workflowFields({ workflowId: 'health:run_4', workflowType: 'runHealthWorkflow' }), {
+      workflowId: 'health:run_4',
+      runId: 'run_4',
+      family: 'health',
+    });
+  });
+
+  it('prettyLine leaves a line that is not JSON as it is', () => {
+    assert.equal(prettyLine('plain text'), 'plain text');
+  });
+
+  it('label values are bounded: status classes, claim families, unknown kinds as "other"', async () => {
+    assert.deepEqual(
+      [statusClass(204), statusClass(429), statusClass(undefined), statusClass(999)],
+      ['2xx', '4xx', 'none', 'none'],
+    );
+    assert.deepEqual(['run_1:end', 'cb|run_1:end', 'ops|health:run_1:stall:1'].map(familyOfClaim), [
+      'push',
+      'callback',
+      'ops',
+    ]);
+    const metrics = createMetrics(new Registry(), { processMetrics: false });
+    metrics.pushSent('delivered');
+    metrics.pushSent('run_1 something unbounded');
+    metrics.operatorAlert('stall', 'sent');
+    const text = await metrics.registry.metrics();
+    assert.match(text, /^flow_notify_push_sends_total\{result="delivered"\} 1$/m);
+    assert.match(text, /^flow_notify_push_sends_total\{result="other"\} 1$/m);
+    assert.match(text, /^flow_notify_health_alerts_total\{kind="stall"\} 1$/m);
+    assert.ok(!text.includes('run_1'));
+  });
+
+  it('LOG_LEVEL, LOG_FORMAT and WORKER_METRICS_PORT are read once, and a bad value is one line naming it', () => {
+    const base = { MONGO_URL: 'mongodb://127.0.0.1:1/', AUTH_JWT_SECRET: 'x'.repeat(32) };
+    const config = loadConfig({
+      ...base,
+      LOG_LEVEL: 'DEBUG',
+      LOG_FORMAT: 'pretty',
+      WORKER_METRICS_PORT: '9464',
+    });
+    assert.deepEqual(
+      [config.logLevel, config.logFormat, config.workerMetricsPort],
+      ['debug', 'pretty', 9464],
+    );
+    const defaults = loadConfig(base);
+    assert.deepEqual(
+      [defaults.logLevel, defaults.logFormat, defaults.workerMetricsPort],
+      ['info', undefined, undefined],
+    );
+    assert.throws(
+      () => loadConfig({ ...base, LOG_LEVEL: 'verbose' }),
+      (err: Error) => {
+        assert.ok(err instanceof ConfigError);
+        assert.match(err.message, /^LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent/);
+        return true;
+      },
+    );
+    assert.throws(() => loadConfig({ ...base, LOG_FORMAT: 'xml' }), /LOG_FORMAT must be one of json, pretty/);
+    assert.throws(
+      () => loadConfig({ ...base, WORKER_METRICS_PORT: 'x' }),
+      /WORKER_METRICS_PORT must be a TCP port/,
+    );
+  });
+});
