@@ -27,6 +27,8 @@ const PATH_FIXTURES = {
     'fixtures/episode-history-callback-threw.json',
   'a push released while the callback retried, before RELEASED_PUSH_RETRIED_PATCH':
     'fixtures/episode-history-push-released-callback-retrying.json',
+  'a callback that gave up (503 on both attempts), before CALLBACK_EXHAUSTED_ALERT_PATCH':
+    'fixtures/episode-history-callback-gave-up.json',
 };
 const CURRENT = path.resolve(__dirname, FIXTURES['operator alert in its own retrying workflow (current)']);
 
