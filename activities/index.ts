@@ -48,6 +48,7 @@ export function createActivities(deps: ActivityDeps) {
     }),
     ...createCallbackActivities({
       runs: stores.runs,
+      callbackAttempts: stores.callbackAttempts,
       allowPrivate: config.callbackAllowPrivate,
       timeoutMs: config.callbackTimeoutSeconds * 1000,
       lookup: deps.callbackLookup,
@@ -75,6 +76,7 @@ export function createActivities(deps: ActivityDeps) {
       runs: stores.runs,
       claims: stores.claims,
       pushDeliveries: stores.pushDeliveries,
+      callbackAttempts: stores.callbackAttempts,
       client: deps.client,
       taskQueue: config.temporalTaskQueue,
       episodeOptions: episodeOptions(config),

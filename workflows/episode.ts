@@ -2,7 +2,7 @@
 // claim key; one failing never holds up the others. The workflow only decides; activities do the I/O.
 import { patched, proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { shouldNotify } from '../domain/callback';
+import { callbackWaitSeconds, shouldNotify } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, kindFor } from '../domain/push';
 import { holder, quick, type BranchResult } from './common';
@@ -36,9 +36,6 @@ export const RELEASED_PUSH_RETRIED_PATCH = 'released-family-retried-while-siblin
 
 /** Marks histories whose thrown callback branch releases its cb| claim (older ones left it pending). */
 export const CALLBACK_RELEASES_ON_THROW = 'callback-branch-releases-claim-on-throw';
-
-/** A receiver's Retry-After is honoured, up to this. */
-const MAX_CALLBACK_WAIT_SECONDS = 3600;
 
 export interface EpisodeResult {
   episodeId: string;
@@ -81,7 +78,13 @@ async function callbackBranch(outcome: RunOutcome, options: EpisodeOptions): Pro
   const waits = options.callbackRetrySeconds;
   try {
     for (let attempt = 0; ; attempt++) {
-      const result = await callbackAttempt.sendCallback(outcome.episodeId, outcome.runId);
+      // Where the attempt sits in the schedule is for the attempt log only: histories recorded without it
+      // replay the same commands (an activity's input is not part of what replay compares).
+      const result = await callbackAttempt.sendCallback(outcome.episodeId, outcome.runId, {
+        attempt: attempt + 1,
+        waitIfRetried: waits[attempt],
+        trigger: 'episode',
+      });
       if (result.result === 'delivered') {
         await quick.markDelivered(key, me);
         return 'delivered';
@@ -90,11 +93,7 @@ async function callbackBranch(outcome: RunOutcome, options: EpisodeOptions): Pro
         await quick.markDelivered(key, me, `gave_up: ${result.detail}`);
         return 'gave_up';
       }
-      const wait = Math.min(
-        Math.max(waits[attempt], result.retryAfterSeconds ?? 0),
-        MAX_CALLBACK_WAIT_SECONDS,
-      );
-      await sleep(wait * 1000);
+      await sleep(callbackWaitSeconds(waits[attempt], result.retryAfterSeconds) * 1000);
     }
   } catch (err) {
     // An attempt (or a settle) that failed past its retries: release the claim, so the claim, the episodes view

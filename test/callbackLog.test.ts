@@ -1,0 +1,173 @@
+// The callback attempt log, redelivery and the alert when retries run out, on the real servers: a loopback
+// receiver that verifies every signature with the npm standardwebhooks library, as a launcher's endpoint would.
+import assert from 'node:assert/strict';
+import type { Client } from '@temporalio/client';
+import type { ApiHandle } from '../api/server';
+import { createSweepActivities } from '../activities/sweep';
+import type { Config } from '../config';
+import type { Stores } from '../store';
+import type { Mongo } from '../store/mongo';
+import type { EpisodeResult } from '../workflows/episode';
+import { CallbackReceiver } from './support/callbackReceiver';
+import {
+  ApiClient,
+  openStores,
+  startTestApi,
+  startTestWorker,
+  temporalClient,
+  type RunningWorker,
+} from './support/harness';
+import { testConfig } from './support/stack';
+
+describe('callback attempt log', function () {
+  let receiver: CallbackReceiver;
+  let webhook: CallbackReceiver;
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let worker: RunningWorker;
+  let api: ApiHandle;
+  let alice: ApiClient;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+
+  before(async () => {
+    receiver = await CallbackReceiver.start();
+    webhook = await CallbackReceiver.start();
+    config = testConfig({
+      CALLBACK_ALLOW_PRIVATE: '1',
+      CALLBACK_TIMEOUT_SECONDS: '1',
+      CALLBACK_RETRY_SECONDS: '1,1',
+      CALLBACK_REDELIVER_RATE_LIMIT: '3',
+      SWEEP_INTERVAL_SECONDS: '3600',
+      OPS_ALERT_WEBHOOK_URL: webhook.url,
+    });
+    ({ mongo, stores } = await openStores(config));
+    worker = await startTestWorker(config, stores);
+    const started = await startTestApi(config);
+    api = started.api;
+    alice = started.client.as('alice', 'acme');
+    ({ client, close: closeClient } = await temporalClient(config));
+  });
+  after(async () => {
+    await api?.close();
+    await worker?.stop();
+    await closeClient?.();
+    await mongo?.client.close();
+    await receiver?.close();
+    await webhook?.close();
+  });
+  beforeEach(() => {
+    receiver.received.length = 0;
+    webhook.received.length = 0;
+    receiver.answerAlways({ status: 204 });
+  });
+
+  const episodeResult = (id: string) => client.workflow.getHandle(id).result() as Promise<EpisodeResult>;
+
+  async function launch(): Promise<{ id: string; secret: string }> {
+    const res = await alice.post('/api/v1/runs', {
+      title: 'Nightly import',
+      callback: { url: receiver.url },
+    });
+    assert.equal(res.status, 201, res.text);
+    return { id: res.body.id, secret: res.body.callback.secret };
+  }
+
+  const attemptsOf = async (runId: string) => (await stores.callbackAttempts.listForRun(runId, 100)) ?? [];
+
+  it('records every attempt: number, status or error category, duration and the wait before the next', async () => {
+    receiver.answer(
+      { status: 500 },
+      { status: 503, headers: { 'retry-after': '2' } },
+      { status: 200, delayMs: 3000 }, // past the 1 s deadline: a timeout, no status
+    );
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'done' });
+    assert.equal((await episodeResult(`${id}:end`)).callback, 'gave_up');
+    assert.equal(receiver.received.length, 3);
+
+    const rows = await attemptsOf(id);
+    assert.deepEqual(
+      rows.map((r) => [r.episodeId, r.attempt, r.result, r.status, r.error, r.nextWaitSeconds, r.trigger]),
+      [
+        [`${id}:end`, 1, 'retry', 500, undefined, 1, 'episode'],
+        // The receiver's Retry-After (2 s) outweighs the schedule's 1 s.
+        [`${id}:end`, 2, 'retry', 503, undefined, 2, 'episode'],
+        // The last of the schedule: no wait follows.
+        [`${id}:end`, 3, 'retry', undefined, 'timeout', undefined, 'episode'],
+      ],
+    );
+    assert.equal(rows[1].retryAfterSeconds, 2);
+    for (const [i, row] of rows.entries()) {
+      assert.equal(row.runId, id);
+      assert.ok(row.durationMs >= 0 && row.durationMs < 5000, `duration ${row.durationMs}`);
+      // Each row's time is when its request left: within a second of what the receiver saw.
+      assert.ok(Math.abs(row.at.getTime() - receiver.received[i].at.getTime()) < 1000);
+    }
+    assert.ok(rows[2].durationMs >= 900, 'the timed-out attempt took its whole deadline');
+
+    // The same attempts, per episode, in GET /runs/:id/episodes.
+    const view = await alice.get(`/api/v1/runs/${id}/episodes`);
+    assert.equal(view.status, 200, view.text);
+    const [episode] = view.body.episodes;
+    assert.equal(episode.families.callback.result, 'gave_up: timeout');
+    assert.deepEqual(
+      episode.callbackAttempts.map((a: Record<string, unknown>) => [
+        a.attempt,
+        a.result,
+        a.status ?? a.error,
+        a.nextWaitSeconds ?? null,
+      ]),
+      [
+        [1, 'retry', 500, 1],
+        [2, 'retry', 503, 2],
+        [3, 'retry', 'timeout', null],
+      ],
+    );
+    assert.equal(typeof episode.callbackAttempts[0].at, 'string');
+    assert.equal(typeof episode.callbackAttempts[0].durationMs, 'number');
+    assert.equal(episode.callbackAttempts[0].workflowRunId, undefined, 'no Temporal internals for users');
+    // Another team sees nothing of it.
+    assert.equal((await alice.as('eve', 'other').get(`/api/v1/runs/${id}/episodes`)).status, 404);
+  });
+
+  it('a delivered first attempt is one row; an episode without a callback has none', async () => {
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    assert.equal((await episodeResult(`${id}:end`)).callback, 'delivered');
+    const rows = await attemptsOf(id);
+    assert.deepEqual(
+      rows.map((r) => [r.attempt, r.result, r.status, r.nextWaitSeconds]),
+      [[1, 'delivered', 204, undefined]],
+    );
+    const plain = (await alice.post('/api/v1/runs', {})).body.id as string;
+    await alice.post(`/api/v1/runs/${plain}/cancel`);
+    await episodeResult(`${plain}:end`);
+    const view = await alice.get(`/api/v1/runs/${plain}/episodes`);
+    assert.deepEqual(view.body.episodes[0].callbackAttempts, []);
+  });
+
+  it('attempts older than 30 days are reaped by the sweep where the server has no TTL index', async () => {
+    const now = new Date();
+    const old = new Date(now.getTime() - 31 * 24 * 3600_000);
+    const base = { runId: 'run_reap', durationMs: 5, result: 'retry' as const, trigger: 'episode' as const };
+    await stores.callbackAttempts.record({ ...base, episodeId: 'run_reap:end', at: old, status: 503 });
+    await stores.callbackAttempts.record({ ...base, episodeId: 'run_reap:end', at: now, status: 503 });
+    const sweep = createSweepActivities({
+      ...stores,
+      client,
+      taskQueue: config.temporalTaskQueue,
+      episodeOptions: { callbackRetrySeconds: [1] },
+      families: { ops: false },
+      lookbackSeconds: 60,
+      pageSize: 10,
+      now: () => now,
+    });
+    assert.ok((await sweep.sweepReapExpired()) >= 1);
+    assert.deepEqual(
+      (await attemptsOf('run_reap')).map((r) => r.attempt),
+      [2],
+    );
+  });
+});
