@@ -59,6 +59,16 @@ export function createEpisodeView(deps: {
   callbackAttempts: CallbackAttemptStore;
 }) {
   return {
+    /** The callback family's claim of one episode of the run; undefined when the team has no such episode. */
+    async callbackClaim(
+      teamId: string,
+      runId: string,
+      episodeId: string,
+    ): Promise<{ state: ClaimState; result?: string } | undefined> {
+      if (!(await deps.episodes.getForRun(teamId, runId, episodeId))) return undefined;
+      return deps.claims.describe(claimKeys.callback(episodeId));
+    },
+
     async listForRun(teamId: string, runId: string): Promise<EpisodeSummary[]> {
       const [rows, attempts] = await Promise.all([
         deps.episodes.listForRun(teamId, runId),

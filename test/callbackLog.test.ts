@@ -2,6 +2,7 @@
 // receiver that verifies every signature with the npm standardwebhooks library, as a launcher's endpoint would.
 import assert from 'node:assert/strict';
 import type { Client } from '@temporalio/client';
+import { Webhook } from 'standardwebhooks';
 import type { ApiHandle } from '../api/server';
 import { createSweepActivities } from '../activities/sweep';
 import type { Config } from '../config';
@@ -146,6 +147,116 @@ describe('callback attempt log', function () {
     await episodeResult(`${plain}:end`);
     const view = await alice.get(`/api/v1/runs/${plain}/episodes`);
     assert.deepEqual(view.body.episodes[0].callbackAttempts, []);
+  });
+
+  const redeliver = (as: ApiClient, runId: string, episodeId: string) =>
+    as.post(`/api/v1/runs/${runId}/episodes/${encodeURIComponent(episodeId)}/callback/redeliver`);
+  const redelivery = (episodeId: string) =>
+    client.workflow.getHandle(`cb-redeliver|${episodeId}`).result() as Promise<unknown>;
+
+  async function gaveUp(): Promise<{ id: string; secret: string; episodeId: string }> {
+    receiver.answerAlways({ status: 503 });
+    const launched = await launch();
+    await alice.post(`/api/v1/runs/${launched.id}/cancel`);
+    const episodeId = `${launched.id}:end`;
+    assert.equal((await episodeResult(episodeId)).callback, 'gave_up');
+    receiver.answerAlways({ status: 204 });
+    return { ...launched, episodeId };
+  }
+
+  it('redeliver: 202, the same webhook-id with a fresh timestamp and signature, numbered after the schedule', async () => {
+    const { id, secret, episodeId } = await gaveUp();
+    assert.equal(receiver.received.length, 3);
+    const res = await redeliver(alice, id, episodeId);
+    assert.equal(res.status, 202, res.text);
+    assert.deepEqual(res.body, { episodeId, webhookId: episodeId });
+    await redelivery(episodeId);
+    assert.equal(receiver.received.length, 4);
+    const [first, , , again] = receiver.received;
+    assert.equal(again.headers['webhook-id'], episodeId, 'receivers dedupe on it');
+    assert.ok(Number(again.headers['webhook-timestamp']) > Number(first.headers['webhook-timestamp']));
+    assert.notEqual(again.headers['webhook-signature'], first.headers['webhook-signature']);
+    assert.deepEqual(
+      new Webhook(secret).verify(again.body, again.headers as Record<string, string>),
+      JSON.parse(first.body),
+      'the same event, signed for this attempt',
+    );
+    assert.deepEqual(
+      (await attemptsOf(id)).map((r) => [r.attempt, r.result, r.status, r.trigger]),
+      [
+        [1, 'retry', 503, 'episode'],
+        [2, 'retry', 503, 'episode'],
+        [3, 'retry', 503, 'episode'],
+        [4, 'delivered', 204, 'redeliver'],
+      ],
+    );
+    const view = await alice.get(`/api/v1/runs/${id}/episodes`);
+    assert.equal(view.body.episodes[0].families.callback.result, 'redelivered');
+    assert.equal(view.body.episodes[0].callbackAttempts.length, 4);
+  });
+
+  it('redeliver: 409 while the episode still runs its schedule, and while another redelivery runs (two API processes)', async () => {
+    receiver.answerAlways({ status: 503 });
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    const episodeId = `${id}:end`;
+    const deadline = Date.now() + 10_000;
+    while ((await stores.claims.state(`cb|${episodeId}`)) !== 'pending' && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50));
+    const during = await redeliver(alice, id, episodeId);
+    assert.equal(during.status, 409, during.text);
+    assert.equal(during.body.error, 'a delivery of this episode is in progress');
+    assert.equal((await episodeResult(episodeId)).callback, 'gave_up');
+    assert.equal(receiver.received.length, 3, 'the refused request sent nothing');
+
+    // Two API processes asked at once: one redelivery starts, the other is refused while it runs.
+    receiver.answerAlways({ status: 204, delayMs: 500 });
+    const second = await startTestApi(config);
+    try {
+      const both = await Promise.all([
+        redeliver(alice, id, episodeId),
+        redeliver(second.client.as('alice', 'acme'), id, episodeId),
+      ]);
+      assert.deepEqual(both.map((r) => r.status).sort(), [202, 409], both.map((r) => r.text).join(' | '));
+      await redelivery(episodeId);
+      assert.equal(receiver.received.length, 4, 'one redelivery went out');
+      // Once it is over, another may start.
+      assert.equal((await redeliver(alice, id, episodeId)).status, 202);
+      await redelivery(episodeId);
+      assert.equal(receiver.received.length, 5);
+      assert.deepEqual(
+        (await attemptsOf(id)).map((r) => r.attempt),
+        [1, 2, 3, 4, 5],
+      );
+    } finally {
+      await second.api.close();
+    }
+  });
+
+  it('redeliver: 404 for an unknown episode or another team; 409 when nothing is owed; 429 past the rate limit', async () => {
+    const { id, episodeId } = await gaveUp();
+    assert.equal((await redeliver(alice, id, `${id}:input:nope`)).status, 404);
+    assert.equal((await redeliver(alice.as('eve', 'other'), id, episodeId)).status, 404);
+    const other = await launch();
+    assert.equal((await redeliver(alice, other.id, episodeId)).status, 404, "another run's episode");
+    // A run without a callback owes none.
+    const plain = (await alice.post('/api/v1/runs', {})).body.id as string;
+    await alice.post(`/api/v1/runs/${plain}/cancel`);
+    await episodeResult(`${plain}:end`);
+    const none = await redeliver(alice, plain, `${plain}:end`);
+    assert.equal(none.status, 409);
+    assert.equal(none.body.error, 'the run has no callback URL');
+    assert.equal(receiver.received.length, 3, 'nothing sent so far');
+
+    // Three redeliveries per run per window here (CALLBACK_REDELIVER_RATE_LIMIT): the fourth is refused.
+    for (let i = 0; i < 3; i++) {
+      assert.equal((await redeliver(alice, id, episodeId)).status, 202);
+      await redelivery(episodeId);
+    }
+    const limited = await redeliver(alice, id, episodeId);
+    assert.equal(limited.status, 429, limited.text);
+    assert.ok(Number(limited.headers.get('retry-after')) > 0);
+    assert.equal(receiver.received.length, 6);
   });
 
   it('attempts older than 30 days are reaped by the sweep where the server has no TTL index', async () => {

@@ -23,6 +23,13 @@ export const HEALTH_OBSERVE_SIGNAL = 'observe';
 /** A router decision error's dispatch: the alert's claim key, so repeated reports meet the same workflow. */
 export const operatorAlertWorkflowId = (episodeKey: string): string => `ops|${episodeKey}`;
 
+/**
+ * A redelivery of an episode's callback. One id per episode, a new execution per redelivery: Temporal runs at
+ * most one execution of an id at a time, in every namespace replica, so a second redelivery while one runs is
+ * refused at its start (the API's 409) whichever API process asks; a closed one may be followed by another.
+ */
+export const callbackRedeliverWorkflowId = (episodeId: string): string => `cb-redeliver|${episodeId}`;
+
 /** FlowOutcomeKind: the outcome kind, with the pause told apart by its reason. */
 export function outcomeKindAttribute(outcome: {
   kind: string;
