@@ -5,6 +5,7 @@ import type { PushSender } from '../net/pushSender';
 import type { HostLookup } from '../net/ssrfGuard';
 import type { Stores } from '../store';
 import { episodeOptions } from '../client/emitter';
+import { raisePushConfigFault } from '../client/operator';
 import { createCallbackActivities } from './callback';
 import { createClaimActivities } from './claims';
 import { createEpisodeActivities } from './episodes';
@@ -41,6 +42,14 @@ export function createActivities(deps: ActivityDeps) {
     ...createPushActivities({
       ...stores,
       sender: deps.pushSender,
+      raiseConfigFault:
+        config.opsAlertWebhookUrl === undefined
+          ? undefined
+          : (fault) =>
+              raisePushConfigFault(
+                { client: deps.client, taskQueue: config.temporalTaskQueue, claims: stores.claims, now },
+                fault,
+              ),
       studioUrl: config.studioUrl,
       fanOutWidth: PUSH_FAN_OUT_WIDTH,
       now,

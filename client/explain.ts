@@ -406,14 +406,19 @@ export async function explainRun(deps: ExplainDeps, runId: string): Promise<RunE
   episodeIds.splice(limits.episodes);
 
   const familyKeys = episodeIds.flatMap((id) => Object.values(claimKeys).map((key) => key(id)));
-  const [familyClaims, healthAlertClaims, routeAlertClaims, attemptRows] = await Promise.all([
-    deps.claims.byKeys(familyKeys),
-    deps.claims.byPrefix(claimKeys.ops(`health:${runId}:`), limits.alertClaims),
-    deps.claims.byPrefix(claimKeys.ops(`route:${runId}:`), limits.alertClaims),
-    deps.callbackAttempts.listForRun(runId, limits.callbackAttempts),
-  ]);
+  const [familyClaims, healthAlertClaims, routeAlertClaims, callbackAlertClaims, attemptRows] =
+    await Promise.all([
+      deps.claims.byKeys(familyKeys),
+      deps.claims.byPrefix(claimKeys.ops(`health:${runId}:`), limits.alertClaims),
+      deps.claims.byPrefix(claimKeys.ops(`route:${runId}:`), limits.alertClaims),
+      deps.claims.byPrefix(claimKeys.ops(`callback:${runId}:`), limits.alertClaims),
+      deps.callbackAttempts.listForRun(runId, limits.callbackAttempts),
+    ]);
   const claimByKey = new Map(
-    [...familyClaims, ...healthAlertClaims, ...routeAlertClaims].map((r) => [r._id, r]),
+    [...familyClaims, ...healthAlertClaims, ...routeAlertClaims, ...callbackAlertClaims].map((r) => [
+      r._id,
+      r,
+    ]),
   );
 
   const episodes: EpisodeView[] = [];
@@ -471,11 +476,19 @@ export async function explainRun(deps: ExplainDeps, runId: string): Promise<RunE
 
   const operatorAlerts = gatherAlerts(
     episodeIds,
-    [...healthAlertClaims, ...routeAlertClaims],
+    [...healthAlertClaims, ...routeAlertClaims, ...callbackAlertClaims],
     claimByKey,
     infos,
     histories,
   );
+
+  // Alerts found only through their sends (a push_config_fault, keyed by push service and hour, not by run):
+  // their claims are read by key.
+  const unread = operatorAlerts.filter((a) => !claimByKey.has(a.claim.key)).map((a) => a.claim.key);
+  for (const row of await deps.claims.byKeys(unread)) {
+    const alert = operatorAlerts.find((a) => a.claim.key === row._id);
+    if (alert) alert.claim = claimView(row._id, row);
+  }
 
   const workflows: WorkflowView[] = infos.map((info, i) => {
     const h = histories[i];

@@ -3,9 +3,12 @@
 import assert from 'node:assert/strict';
 import type { Client } from '@temporalio/client';
 import { Webhook } from 'standardwebhooks';
+import webpush from 'web-push';
 import type { ApiHandle } from '../api/server';
 import { createSweepActivities } from '../activities/sweep';
 import type { Config } from '../config';
+import type { OperatorAlert } from '../domain/ops';
+import { pushSenderFor } from '../net/pushSender';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
 import type { EpisodeResult } from '../workflows/episode';
@@ -18,6 +21,7 @@ import {
   temporalClient,
   type RunningWorker,
 } from './support/harness';
+import { startPushService, type PushService } from './support/pushService';
 import { testConfig } from './support/stack';
 
 describe('callback attempt log', function () {
@@ -259,6 +263,48 @@ describe('callback attempt log', function () {
     assert.equal(receiver.received.length, 6);
   });
 
+  it('a callback that gave up raises one callback_exhausted operator alert through the dispatcher', async () => {
+    const { id, episodeId } = await gaveUp();
+    const alerts = async () => {
+      const deadline = Date.now() + 15_000;
+      for (;;) {
+        const found = webhook.received.filter(
+          (r) =>
+            (JSON.parse(r.body) as OperatorAlert).kind === 'callback_exhausted' && r.body.includes(`"${id}"`),
+        );
+        if (found.length || Date.now() > deadline) return found;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    };
+    const [sent, ...more] = await alerts();
+    assert.ok(sent, 'an alert reached the operator webhook');
+    assert.equal(more.length, 0);
+    const alert = JSON.parse(sent.body) as OperatorAlert;
+    assert.deepEqual(
+      { ...alert, at: undefined },
+      {
+        version: '1',
+        kind: 'callback_exhausted',
+        severity: 'warning',
+        runId: id,
+        teamId: 'acme',
+        episodeKey: `callback:${episodeId}`,
+        summary: `The completion callback of run ${id} gave up after 3 attempts: http 503`,
+        detail: {
+          episodeId,
+          attempts: 3,
+          lastError: 'http 503',
+          redeliver: `/api/v1/runs/${id}/episodes/${episodeId}/callback/redeliver`,
+        },
+        at: undefined,
+      },
+    );
+    assert.equal(sent.headers['idempotency-key'], `ops|callback:${episodeId}`);
+    // Its own ops| workflow and claim: settled once sent.
+    await client.workflow.getHandle(`ops|callback:${episodeId}`).result();
+    assert.equal(await stores.claims.state(`ops|callback:${episodeId}`), 'delivered');
+  });
+
   it('attempts older than 30 days are reaped by the sweep where the server has no TTL index', async () => {
     const now = new Date();
     const old = new Date(now.getTime() - 31 * 24 * 3600_000);
@@ -280,5 +326,85 @@ describe('callback attempt log', function () {
       (await attemptsOf('run_reap')).map((r) => r.attempt),
       [2],
     );
+  });
+});
+
+describe('push_config_fault operator alert', function () {
+  let push: PushService;
+  let webhook: CallbackReceiver;
+  let mongo: Mongo;
+  let worker: RunningWorker;
+  let api: ApiHandle;
+  let alice: ApiClient;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+
+  before(async () => {
+    push = await startPushService();
+    webhook = await CallbackReceiver.start();
+    const vapid = webpush.generateVAPIDKeys();
+    const config = testConfig({
+      VAPID_PUBLIC_KEY: vapid.publicKey,
+      VAPID_PRIVATE_KEY: vapid.privateKey,
+      PUSH_ALLOW_PRIVATE: '1',
+      SWEEP_INTERVAL_SECONDS: '3600',
+      OPS_ALERT_WEBHOOK_URL: webhook.url,
+    });
+    let stores: Stores;
+    ({ mongo, stores } = await openStores(config));
+    worker = await startTestWorker(config, stores, { pushSender: pushSenderFor(config, { ca: push.ca }) });
+    const started = await startTestApi(config, { pushSender: pushSenderFor(config, { ca: push.ca }) });
+    api = started.api;
+    alice = started.client.as('alice', 'acme');
+    ({ client, close: closeClient } = await temporalClient(config));
+  });
+  after(async () => {
+    await api?.close();
+    await worker?.stop();
+    await closeClient?.();
+    await mongo?.client.close();
+    await push?.close();
+    await webhook?.close();
+  });
+
+  it('a push service answering 403 to our VAPID identity alerts the operator once per hour per origin', async () => {
+    const phone = push.endpoint('alice-phone');
+    const laptop = push.endpoint('alice-laptop');
+    for (const subscription of [phone, laptop]) {
+      assert.equal((await alice.post('/api/v1/notifications/push/subscriptions', subscription)).status, 201);
+      push.failAlways(subscription, 403);
+    }
+    // Two episodes, each reaching both subscriptions on the same push service: four refusals, one alert.
+    const hourBefore = new Date().toISOString().slice(0, 13);
+    for (let i = 0; i < 2; i++) {
+      const run = (await alice.post('/api/v1/runs', { title: `Report ${i}` })).body.id as string;
+      await alice.post(`/api/v1/runs/${run}/cancel`);
+      await client.workflow.getHandle(`${run}:end`).result();
+    }
+    assert.ok(push.attempts().filter((a) => a.status === 403).length >= 4);
+    // Keyed by the UTC hour it was met in (the test may straddle one).
+    const hours = [hourBefore, new Date().toISOString().slice(0, 13)];
+    const deadline = Date.now() + 15_000;
+    while (!webhook.received.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    const alerts = webhook.received.map((r) => JSON.parse(r.body) as OperatorAlert);
+    assert.equal(alerts.length, 1, JSON.stringify(alerts));
+    const [alert] = alerts;
+    assert.ok(
+      hours.map((h) => `push-config:${push.origin}:${h}`).includes(alert.episodeKey),
+      alert.episodeKey,
+    );
+    assert.deepEqual(
+      [alert.kind, alert.severity, alert.detail.origin, alert.detail.status],
+      ['push_config_fault', 'critical', push.origin, 403],
+    );
+    assert.equal(webhook.received[0].headers['idempotency-key'], `ops|${alert.episodeKey}`);
+    await client.workflow.getHandle(`ops|${alert.episodeKey}`).result();
+    // A later episode in the same hour raises nothing more.
+    const run = (await alice.post('/api/v1/runs', { title: 'Report 2' })).body.id as string;
+    await alice.post(`/api/v1/runs/${run}/cancel`);
+    await client.workflow.getHandle(`${run}:end`).result();
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal(webhook.received.length, 1);
+    assert.match(alerts[0].summary, /VAPID/);
   });
 });

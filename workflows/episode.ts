@@ -9,7 +9,7 @@ import { holder, quick, type BranchResult } from './common';
 import { DEFAULT_EPISODE_OPTIONS, type EpisodeOptions } from './ids';
 
 export type { BranchResult };
-import { sendOperatorAlert } from './operatorAlert';
+import { handOffOperatorAlert, sendOperatorAlert } from './operatorAlert';
 
 // A fan-out heartbeats after every accepted send; a worker that dies mid fan-out is noticed within the
 // heartbeat timeout and the retry skips the endpoints already reached.
@@ -36,6 +36,9 @@ export const RELEASED_PUSH_RETRIED_PATCH = 'released-family-retried-while-siblin
 
 /** Marks histories whose thrown callback branch releases its cb| claim (older ones left it pending). */
 export const CALLBACK_RELEASES_ON_THROW = 'callback-branch-releases-claim-on-throw';
+
+/** Marks histories in which a callback that gave up raises a callback_exhausted operator alert. */
+export const CALLBACK_EXHAUSTED_ALERT_PATCH = 'callback-gave-up-alerts-operator';
 
 export interface EpisodeResult {
   episodeId: string;
@@ -91,6 +94,8 @@ async function callbackBranch(outcome: RunOutcome, options: EpisodeOptions): Pro
       }
       if (result.result === 'stop' || attempt >= waits.length) {
         await quick.markDelivered(key, me, `gave_up: ${result.detail}`);
+        if (patched(CALLBACK_EXHAUSTED_ALERT_PATCH))
+          await alertCallbackExhausted(outcome, attempt + 1, result.detail);
         return 'gave_up';
       }
       await sleep(callbackWaitSeconds(waits[attempt], result.retryAfterSeconds) * 1000);
@@ -101,6 +106,23 @@ async function callbackBranch(outcome: RunOutcome, options: EpisodeOptions): Pro
     if (!patched(CALLBACK_RELEASES_ON_THROW)) throw err;
     await quick.unmark(key, me).catch(() => undefined); // failing too: the claim goes stale after the grace
     return 'released';
+  }
+}
+
+/**
+ * The operator hears of a callback that gave up, through its own ops|callback:<episode> workflow; the branch only
+ * waits for that start. Best effort: the callback's own result stands whatever happens here.
+ */
+async function alertCallbackExhausted(
+  outcome: RunOutcome,
+  attempts: number,
+  lastError: string,
+): Promise<void> {
+  try {
+    const alert = await quick.callbackExhaustedAlert(outcome, attempts, lastError);
+    if (alert) await handOffOperatorAlert(alert, false);
+  } catch {
+    // The alert is lost, not the callback's settlement: the claim is settled already.
   }
 }
 
