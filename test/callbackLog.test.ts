@@ -263,6 +263,15 @@ describe('callback attempt log', function () {
     assert.equal(receiver.received.length, 6);
   });
 
+  it('redeliver: an episode whose record is missing (a view write that failed) is found by its claim', async () => {
+    const { id, episodeId } = await gaveUp();
+    await mongo.db.collection('episodes').deleteOne({ _id: episodeId as never });
+    const res = await redeliver(alice, id, episodeId);
+    assert.equal(res.status, 202, res.text);
+    await redelivery(episodeId);
+    assert.equal(receiver.received.length, 4);
+  });
+
   it('a callback that gave up raises one callback_exhausted operator alert through the dispatcher', async () => {
     const { id, episodeId } = await gaveUp();
     const alerts = async () => {

@@ -190,7 +190,14 @@ export function runsRouter(deps: RunsRouterDeps) {
       deps.now(),
     );
     if (!admission.admitted) throw tooManyRequests('redeliveries for this run', admission.retryAfterSeconds);
-    if (!(await deps.redeliverCallback({ runId: run._id, teamId: run.teamId, episodeId }))) {
+    let started: boolean;
+    try {
+      started = await deps.redeliverCallback({ runId: run._id, teamId: run.teamId, episodeId });
+    } catch (err) {
+      await admission.release(); // nothing was sent: the slot goes back
+      throw err;
+    }
+    if (!started) {
       await admission.release();
       throw new HttpError(409, 'a delivery of this episode is in progress');
     }
