@@ -29,6 +29,10 @@ const PATH_FIXTURES = {
     'fixtures/episode-history-push-released-callback-retrying.json',
   'a callback that gave up (503 on both attempts), before CALLBACK_EXHAUSTED_ALERT_PATCH':
     'fixtures/episode-history-callback-gave-up.json',
+  'a callback that gave up and alerted the operator (CALLBACK_EXHAUSTED_ALERT_PATCH)':
+    'fixtures/episode-history-callback-gave-up-alerted.json',
+  'a redelivery of a callback that gave up (callbackRedeliverWorkflow)':
+    'fixtures/callback-redeliver-history.json',
 };
 const CURRENT = path.resolve(__dirname, FIXTURES['operator alert in its own retrying workflow (current)']);
 
