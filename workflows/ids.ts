@@ -25,8 +25,8 @@ export const operatorAlertWorkflowId = (episodeKey: string): string => `ops|${ep
 
 /**
  * A redelivery of an episode's callback. One id per episode, a new execution per redelivery: Temporal runs at
- * most one execution of an id at a time, in every namespace replica, so a second redelivery while one runs is
- * refused at its start (the API's 409) whichever API process asks; a closed one may be followed by another.
+ * most one running execution of an id in a namespace, so a second redelivery while one runs is refused at its
+ * start (the API's 409) whichever API process asks; a closed one may be followed by another.
  */
 export const callbackRedeliverWorkflowId = (episodeId: string): string => `cb-redeliver|${episodeId}`;
 
