@@ -14,6 +14,7 @@ import { renderExplanation } from './client/explainText';
 import { ConfigError, loadEmitterConfig, loadOperatorConfig } from './config';
 import { createClaimReader } from './store/claims';
 import { createEpisodeStore } from './store/episodes';
+import { createCallbackAttemptStore } from './store/callbackAttempts';
 import { createPushDeliveryStore } from './store/pushDeliveries';
 import { createPushSubscriptionStore } from './store/pushSubscriptions';
 import { createRunStore } from './store/runs';
@@ -100,6 +101,7 @@ async function explain(args: string[]): Promise<void> {
         episodes: createEpisodeStore(mongo.db),
         claims: createClaimReader(mongo.db),
         pushDeliveries: createPushDeliveryStore(mongo.db),
+        callbackAttempts: createCallbackAttemptStore(mongo.db),
         pushSubscriptions: createPushSubscriptionStore(mongo.db),
         client: new Client({ connection, namespace: config.temporalNamespace }),
         namespace: config.temporalNamespace,

@@ -73,6 +73,7 @@ export interface Config extends TemporalConnectionConfig {
   pushMaxSubscriptionsPerUser: number;
   pushTestRate: RateRule;
   callbackTestRate: RateRule;
+  callbackRedeliverRate: RateRule;
   routeErrorRatePerRun: RateRule;
   routeErrorRatePerTeam: RateRule;
   /** Waits between callback attempts: n waits → n + 1 attempts. */
@@ -377,6 +378,10 @@ export function loadConfig(env: Env = process.env): Config {
     callbackTestRate: {
       limit: positiveCount(env, 'CALLBACK_TEST_RATE_LIMIT', 5),
       windowSeconds: positiveInt(env, 'CALLBACK_TEST_RATE_WINDOW_SECONDS', 60),
+    },
+    callbackRedeliverRate: {
+      limit: positiveCount(env, 'CALLBACK_REDELIVER_RATE_LIMIT', 5),
+      windowSeconds: positiveInt(env, 'CALLBACK_REDELIVER_RATE_WINDOW_SECONDS', 60),
     },
     routeErrorRatePerRun: {
       limit: positiveCount(env, 'ROUTE_ERROR_LIMIT_PER_RUN', 20),

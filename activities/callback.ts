@@ -1,6 +1,6 @@
 // The callback family's I/O: one signed POST to the run's callback URL per call, behind the outbound guard.
 // The workflow owns the retry schedule (durable timers); this reports how one attempt went.
-import { callbackBody } from '../domain/callback';
+import { callbackBody, callbackWaitSeconds } from '../domain/callback';
 import { signWebhook } from '../net/webhookSignature';
 import {
   checkCallbackTarget,
@@ -15,6 +15,8 @@ import {
 import { retryAfterMs } from '../net/retryAfter';
 import type { Run } from '../domain/run';
 import type { RunStore } from '../store/runs';
+import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callbackAttempts';
+import { activityContext } from './context';
 
 export type CallbackAttempt =
   | { result: 'delivered'; status: number }
@@ -23,6 +25,8 @@ export type CallbackAttempt =
 
 export interface CallbackDeps {
   runs: RunStore;
+  /** The attempt log; absent where activity functions are called without a store (the test ping). */
+  callbackAttempts?: CallbackAttemptStore;
   allowPrivate: boolean;
   timeoutMs: number;
   lookup?: HostLookup;
@@ -103,43 +107,124 @@ export async function sendTestCallback(
   }
 }
 
+/** Where an attempt sits in its delivery, so its row in the attempt log says what came next. */
+export interface AttemptPlace {
+  /** This attempt's number in the caller's own count (1-based): the log's numbering starts looking there. */
+  attempt: number;
+  /** The schedule's wait after this attempt if it asks for another; absent for the last one. */
+  waitIfRetried?: number;
+  trigger: CallbackAttemptRow['trigger'];
+}
+
+/** How many times a row is written before the attempt is reported without it (the send is what counts). */
+const RECORD_TRIES = 3;
+
 export function createCallbackActivities(deps: CallbackDeps) {
-  return {
-    async sendCallback(episodeId: string, runId: string): Promise<CallbackAttempt> {
-      const run = await deps.runs.getById(runId);
-      if (!run?.callback) return { result: 'stop', detail: 'the run has no callback' };
-      const body = callbackBody(run, episodeId);
-      if (!body) return { result: 'stop', detail: `a ${run.status} run gets no callback` };
-      // What the owner sees (the claim's gave_up result) is a category; the detail is logged for operators.
-      const failed = (category: DeliveryCategory, detail: string): string => {
-        deps.log?.(`callback: run ${runId} episode ${episodeId}: ${category}: ${detail}`);
-        return category;
-      };
-      let res;
+  /** Writes the attempt's row; a store that stays down loses the row, never the attempt's result. */
+  async function recordAttempt(row: Omit<CallbackAttemptRow, '_id' | 'attempt'>, from: number) {
+    if (!deps.callbackAttempts) return;
+    for (let tries = 1; ; tries++) {
       try {
-        res = await postSignedCallback(deps, run.callback, episodeId, JSON.stringify(body));
+        await deps.callbackAttempts.record(row, from);
+        return;
       } catch (err) {
-        // No verdict from the resolver, or a name that does not exist now: both follow the retry schedule (a
-        // receiver's name can come back within it). Every other refusal is final.
-        if (err instanceof ResolverUnavailableError) {
-          return { result: 'retry', detail: failed(err.category, err.message) };
+        if (tries >= RECORD_TRIES) {
+          deps.log?.(`callback: attempt of episode ${row.episodeId} not recorded: ${String(err)}`);
+          return;
         }
-        if (err instanceof TargetRefusedError) {
-          const result = err.category === 'refused: dns' ? 'retry' : 'stop';
-          return { result, detail: failed(err.category, err.reason) };
-        }
-        return { result: 'retry', detail: failed(failureCategory(err), String(err)) };
+        await new Promise((resolve) => setTimeout(resolve, 500 * tries));
       }
-      const result = classifyCallbackStatus(res.status);
-      if (result === 'delivered') return { result, status: res.status };
-      const detail = failed(`http ${res.status}`, `receiver answered ${res.status}`);
-      if (result === 'stop') return { result, status: res.status, detail };
-      return {
-        result,
-        status: res.status,
-        detail,
-        retryAfterSeconds: secondsOf(retryAfterMs(res.headers['retry-after'], deps.now().getTime())),
-      };
+    }
+  }
+
+  return {
+    /**
+     * One attempt, recorded in the attempt log. `place` comes from the workflow (absent in activity tasks
+     * scheduled before the log existed: then the log numbers it from 1 and notes no wait).
+     */
+    async sendCallback(episodeId: string, runId: string, place?: AttemptPlace): Promise<CallbackAttempt> {
+      const at = deps.now();
+      const started = Date.now();
+      const attempt = await attemptOnce(episodeId, runId);
+      if (attempt.sent) {
+        const { outcome } = attempt;
+        const info = activityContext()?.info;
+        const wait =
+          outcome.result === 'retry' && place?.waitIfRetried !== undefined
+            ? callbackWaitSeconds(place.waitIfRetried, outcome.retryAfterSeconds)
+            : undefined;
+        await recordAttempt(
+          {
+            episodeId,
+            runId,
+            at,
+            durationMs: Date.now() - started,
+            result: outcome.result,
+            ...(outcome.status !== undefined ? { status: outcome.status } : { error: attempt.error }),
+            ...(outcome.result === 'retry' && outcome.retryAfterSeconds !== undefined
+              ? { retryAfterSeconds: outcome.retryAfterSeconds }
+              : {}),
+            ...(wait !== undefined ? { nextWaitSeconds: wait } : {}),
+            trigger: place?.trigger ?? 'episode',
+            ...(info
+              ? {
+                  activityAttempt: info.attempt,
+                  workflowId: info.workflowExecution?.workflowId,
+                  workflowRunId: info.workflowExecution?.runId,
+                }
+              : {}),
+          },
+          place?.attempt ?? 1,
+        );
+      }
+      return attempt.outcome;
     },
   };
+
+  /**
+   * The attempt itself. `sent`: a request was tried (answered, refused by the guard, timed out...), so it
+   * belongs in the log; a run without a callback is not an attempt.
+   */
+  async function attemptOnce(
+    episodeId: string,
+    runId: string,
+  ): Promise<
+    | { sent: false; outcome: CallbackAttempt }
+    | { sent: true; outcome: CallbackAttempt; error: DeliveryCategory }
+  > {
+    const stop = (detail: string) => ({ sent: false as const, outcome: { result: 'stop' as const, detail } });
+    const run = await deps.runs.getById(runId);
+    if (!run?.callback) return stop('the run has no callback');
+    const body = callbackBody(run, episodeId);
+    if (!body) return stop(`a ${run.status} run gets no callback`);
+    // What the owner sees (the claim's gave_up result) is a category; the detail is logged for operators.
+    const failed = (category: DeliveryCategory, detail: string): string => {
+      deps.log?.(`callback: run ${runId} episode ${episodeId}: ${category}: ${detail}`);
+      return category;
+    };
+    let res;
+    try {
+      res = await postSignedCallback(deps, run.callback, episodeId, JSON.stringify(body));
+    } catch (err) {
+      const error = failureCategory(err);
+      const sent = (outcome: CallbackAttempt) => ({ sent: true as const, outcome, error });
+      // No verdict from the resolver, or a name that does not exist now: both follow the retry schedule (a
+      // receiver's name can come back within it). Every other refusal is final.
+      if (err instanceof ResolverUnavailableError) {
+        return sent({ result: 'retry', detail: failed(err.category, err.message) });
+      }
+      if (err instanceof TargetRefusedError) {
+        const result = err.category === 'refused: dns' ? 'retry' : 'stop';
+        return sent({ result, detail: failed(err.category, err.reason) });
+      }
+      return sent({ result: 'retry', detail: failed(error, String(err)) });
+    }
+    const error = `http ${res.status}` as const;
+    const result = classifyCallbackStatus(res.status);
+    if (result === 'delivered') return { sent: true, outcome: { result, status: res.status }, error };
+    const detail = failed(error, `receiver answered ${res.status}`);
+    if (result === 'stop') return { sent: true, outcome: { result, status: res.status, detail }, error };
+    const retryAfterSeconds = secondsOf(retryAfterMs(res.headers['retry-after'], deps.now().getTime()));
+    return { sent: true, outcome: { result, status: res.status, detail, retryAfterSeconds }, error };
+  }
 }

@@ -9,5 +9,6 @@ export function createClaimActivities(deps: { claims: ClaimStore }) {
     renewClaim: (key: string, holder: string) => deps.claims.renew(key, holder),
     unmark: (key: string, holder: string) => deps.claims.unmark(key, holder),
     wasDelivered: (key: string) => deps.claims.wasDelivered(key),
+    resettleClaim: (key: string, result: string) => deps.claims.resettle(key, result),
   };
 }

@@ -7,6 +7,7 @@ import type { Stores } from '../store';
 import type { Metrics } from '../observability/metrics';
 import { createLogger, logAt } from '../observability/log';
 import { episodeOptions } from '../client/emitter';
+import { raisePushConfigFault } from '../client/operator';
 import { createCallbackActivities } from './callback';
 import { createClaimActivities } from './claims';
 import { createEpisodeActivities } from './episodes';
@@ -50,6 +51,14 @@ export function createActivities(deps: ActivityDeps) {
         : stores.pushSubscriptions,
       sender: metrics && deps.pushSender ? countedSender(deps.pushSender, metrics) : deps.pushSender,
       metrics,
+      raiseConfigFault:
+        config.opsAlertWebhookUrl === undefined
+          ? undefined
+          : (fault) =>
+              raisePushConfigFault(
+                { client: deps.client, taskQueue: config.temporalTaskQueue, claims: stores.claims, now },
+                fault,
+              ),
       studioUrl: config.studioUrl,
       fanOutWidth: PUSH_FAN_OUT_WIDTH,
       now,
@@ -57,6 +66,7 @@ export function createActivities(deps: ActivityDeps) {
     }),
     ...createCallbackActivities({
       runs: stores.runs,
+      callbackAttempts: stores.callbackAttempts,
       allowPrivate: config.callbackAllowPrivate,
       timeoutMs: config.callbackTimeoutSeconds * 1000,
       lookup: deps.callbackLookup,
@@ -84,6 +94,7 @@ export function createActivities(deps: ActivityDeps) {
       runs: stores.runs,
       claims: stores.claims,
       pushDeliveries: stores.pushDeliveries,
+      callbackAttempts: stores.callbackAttempts,
       client: deps.client,
       taskQueue: config.temporalTaskQueue,
       episodeOptions: episodeOptions(config),

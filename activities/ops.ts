@@ -1,6 +1,6 @@
 // The operator family's I/O: classify a failed run from the store, POST an alert to the operator webhook and
 // stamp the run's transition marker off a confirmed claim.
-import { runFailedAlert, type OperatorAlert } from '../domain/ops';
+import { callbackExhaustedAlert, runFailedAlert, type OperatorAlert } from '../domain/ops';
 import type { RunOutcome } from '../domain/outcome';
 import type { ClaimStore } from '../store/claims';
 import type { RunStore } from '../store/runs';
@@ -78,6 +78,16 @@ export function createOpsActivities(deps: OpsDeps) {
       if (!deps.webhookUrl || outcome.kind !== 'run_failed') return undefined;
       const run = await deps.runs.getById(outcome.runId);
       return run ? runFailedAlert(run, outcome.episodeId, outcome.occurredAt) : undefined;
+    },
+
+    /** The alert for a callback that gave up; undefined when the operator family is off. */
+    async callbackExhaustedAlert(
+      outcome: RunOutcome,
+      attempts: number,
+      lastError: string,
+    ): Promise<OperatorAlert | undefined> {
+      if (!deps.webhookUrl) return undefined;
+      return callbackExhaustedAlert(outcome, attempts, lastError, deps.now().toISOString());
     },
 
     /**

@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import type { RunOutcome } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, kindFor, renderPush, type PushKind, type PushPayload } from '../domain/push';
 import type { PushSender, SendOutcome } from '../net/pushSender';
+import type { PushConfigFault } from '../domain/ops';
 import { activityContext, inLanes } from './context';
 import type { NotificationPrefStore, PrefKind } from '../store/notificationPrefs';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
@@ -33,6 +34,8 @@ export interface FanOutDeps {
   onProgress?: () => void;
   /** Aborted: start no new send (the activity is cancelled). */
   signal?: AbortSignal;
+  /** A push service refused our VAPID identity (401/403): the operator is told (push_config_fault). */
+  onConfigFault?: (origin: string, status: number) => Promise<void>;
 }
 
 const HUMAN_INPUT_TTL_S = 24 * 3600;
@@ -111,6 +114,7 @@ export async function fanOut(
           `push: OPERATOR ACTION NEEDED: ${new URL(sub.endpoint).origin} answered ${outcome.status} to our VAPID ` +
             'identity; check VAPID_PUBLIC_KEY / VAPID_PRIVATE_KEY / VAPID_SUBJECT (subscription kept)',
         );
+        await deps.onConfigFault?.(new URL(sub.endpoint).origin, outcome.status ?? 0);
         return;
       case 'failed':
         result.failed++;
@@ -149,6 +153,8 @@ export interface PushActivityDeps {
   now: () => Date;
   log: (line: string) => void;
   metrics?: Metrics;
+  /** Raises a push_config_fault operator alert (deduped per origin and hour); absent: the operator family is off. */
+  raiseConfigFault?: (fault: PushConfigFault) => Promise<void>;
 }
 
 export type PushDeliveryResult =
@@ -229,6 +235,7 @@ export function createPushActivities(deps: PushActivityDeps) {
           // A worker shutting down past its grace cancels the activity: the fan-out stops starting sends (the
           // ones reached are recorded), and the next attempt, on any worker, skips them.
           signal: context?.cancellationSignal,
+          onConfigFault: configFaultReporter(outcome),
         },
         pending,
         payload,
@@ -257,6 +264,21 @@ export function createPushActivities(deps: PushActivityDeps) {
       return { addressable: true, ...result, alreadyDelivered: subs.length - pending.length };
     },
   };
+
+  /** Once per origin per fan-out; a failure to raise it is logged, never a failed push. */
+  function configFaultReporter(outcome: RunOutcome): FanOutDeps['onConfigFault'] {
+    const raise = deps.raiseConfigFault;
+    if (!raise) return undefined;
+    const raised = new Set<string>();
+    const { runId, teamId, episodeId } = outcome;
+    return async (origin, status) => {
+      if (raised.has(origin)) return;
+      raised.add(origin);
+      await raise({ origin, status, runId, teamId, episodeId }).catch((err: unknown) =>
+        deps.log(`push: the push_config_fault alert for ${origin} was not raised: ${String(err)}`),
+      );
+    };
+  }
 
   async function render(outcome: RunOutcome, kind: Exclude<PushKind, 'test'>): Promise<PushPayload> {
     let prompt: string | undefined;

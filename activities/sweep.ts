@@ -14,6 +14,7 @@ import { activityContext, inLanes } from './context';
 import { owedEpisode, type SweepFamilies } from '../domain/sweep';
 import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
+import type { CallbackAttemptStore } from '../store/callbackAttempts';
 import type { RunStore } from '../store/runs';
 import type { EpisodeOptions } from '../workflows/ids';
 import type { Metrics } from '../observability/metrics';
@@ -34,6 +35,7 @@ export interface SweepDeps {
   runs: RunStore;
   claims: ClaimStore;
   pushDeliveries: PushDeliveryStore;
+  callbackAttempts: CallbackAttemptStore;
   client: Client;
   taskQueue: string;
   episodeOptions: EpisodeOptions;
@@ -104,7 +106,11 @@ export function createSweepActivities(deps: SweepDeps) {
     async sweepReapExpired(): Promise<number> {
       const progress = heartbeats();
       try {
-        return (await deps.claims.reapExpired()) + (await deps.pushDeliveries.reapExpired(deps.now()));
+        return (
+          (await deps.claims.reapExpired()) +
+          (await deps.pushDeliveries.reapExpired(deps.now())) +
+          (await deps.callbackAttempts.reapExpired(deps.now()))
+        );
       } finally {
         progress.stop();
       }

@@ -30,6 +30,8 @@ export interface AppDeps {
   rateLimits: RunsRouterDeps['rateLimits'];
   routeErrorLimits: RunsRouterDeps['routeErrorLimits'];
   callbackTestLimit: RunsRouterDeps['callbackTestLimit'];
+  redeliverCallback: RunsRouterDeps['redeliverCallback'];
+  callbackRedeliverLimit: RunsRouterDeps['callbackRedeliverLimit'];
   probes: HealthProbes;
   /** Present only when web push is enabled (webPushEnabled): otherwise the notification routes do not exist. */
   notifications?: NotificationRouteDeps;

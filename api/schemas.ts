@@ -85,6 +85,15 @@ export const eventBody = z
 
 export const runParams = z.object({ id });
 export const interactionParams = z.object({ id, iid: id });
+/** An episode id: the run id and what it waits on (a usage cap name up to 64 characters, a sequence). */
+export const episodeParams = z.object({
+  id,
+  episodeId: z
+    .string()
+    .min(1)
+    .max(300)
+    .regex(/^[A-Za-z0-9_.:-]+$/, 'must be letters, digits, or _ . : -'),
+});
 export const watchParams = z.object({ assistantId: id, runId: id });
 
 /** Well inside the 100 levels a MongoDB document may nest (the event's data sits one level down). */

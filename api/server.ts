@@ -10,6 +10,7 @@ import { searchAttributesProbe } from '../client/searchAttributes';
 import { createHealthSignaler, healthOptions } from '../client/health';
 import { notifyOperator } from '../client/operator';
 import { sendTestCallback } from '../activities/callback';
+import { startCallbackRedelivery } from '../client/redeliver';
 import { createRunEngine } from '../engine/runEngine';
 import { pushSenderFor, type PushSender } from '../net/pushSender';
 import { connectMongo, pingMongo, type Mongo } from '../store/mongo';
@@ -102,6 +103,8 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     rateLimits: stores.rateLimits,
     routeErrorLimits: { perRun: config.routeErrorRatePerRun, perTeam: config.routeErrorRatePerTeam },
     callbackTestLimit: config.callbackTestRate,
+    redeliverCallback: (input) => startCallbackRedelivery(client, config.temporalTaskQueue, input),
+    callbackRedeliverLimit: config.callbackRedeliverRate,
     probes: {
       temporal: async () => void (await connection.workflowService.getSystemInfo({})),
       mongo: () => pingMongo(mongo.db),

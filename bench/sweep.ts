@@ -30,6 +30,7 @@ import type { Run } from '../domain/run';
 import { owedEpisode, type SweepFamilies } from '../domain/sweep';
 import { ensureAllIndexes } from '../store';
 import { createClaimStore, type ClaimRow } from '../store/claims';
+import { createCallbackAttemptStore } from '../store/callbackAttempts';
 import { createPushDeliveryStore } from '../store/pushDeliveries';
 import { createRunStore } from '../store/runs';
 import { DEFAULT_EPISODE_OPTIONS } from '../workflows/ids';
@@ -200,6 +201,7 @@ async function measure(
     runs: runStore,
     claims,
     pushDeliveries: createPushDeliveryStore(db),
+    callbackAttempts: createCallbackAttemptStore(db),
     client,
     taskQueue,
     episodeOptions: DEFAULT_EPISODE_OPTIONS,

@@ -1,11 +1,12 @@
 // flow-notify explain: "what did we tell whom about run X", gathered for an operator from the claims, the push
-// deliveries and the Temporal histories of every workflow the run touched. Reads only; everything is bounded
+// deliveries, the callback attempt log and the Temporal histories of every workflow the run touched. Reads only; everything is bounded
 // (episodes, workflows, history events, rows) and a listing cut short says so.
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { claimKeys } from '../domain/outcome';
 import type { OperatorAlert } from '../domain/ops';
+import type { CallbackAttemptStore } from '../store/callbackAttempts';
 import type { ClaimReader, ClaimRow } from '../store/claims';
 import type { EpisodeStore } from '../store/episodes';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
@@ -21,6 +22,8 @@ export const EXPLAIN_LIMITS = {
   /** Per workflow execution: an episode has a few dozen events; a long-lived health workflow continues-as-new. */
   historyEvents: 5_000,
   deliveriesPerEpisode: 500,
+  /** Per run: the schedule's attempts of every episode plus its (rate-limited) redeliveries. */
+  callbackAttempts: 1000,
   alertClaims: 200,
 };
 
@@ -48,6 +51,7 @@ export interface ExplainDeps {
   episodes: Pick<EpisodeStore, 'listForRunAnyTeam'>;
   claims: ClaimReader;
   pushDeliveries: Pick<PushDeliveryStore, 'listForEpisode'>;
+  callbackAttempts: Pick<CallbackAttemptStore, 'listForRun'>;
   pushSubscriptions: Pick<PushSubscriptionStore, 'endpointsByIds'>;
   client: Client;
   namespace: string;
@@ -74,15 +78,23 @@ export interface PushDeliveryView {
   at: string;
 }
 
+/** One row of the callback attempt log (callback_attempts): what the receiver saw, attempt by attempt. */
 export interface CallbackAttemptView {
-  /** 1-based, across every execution of the episode's workflow. */
+  /** 1-based, across every delivery of the episode (its schedule, re-runs, redeliveries). */
   attempt: number;
+  /** When the request left. */
   at: string;
-  /** delivered, retry, stop; or failed (the activity itself failed past its retries). */
+  /** delivered, retry or stop. */
   result: string;
   status?: number;
+  /** Why it did not deliver: http <status>, or the error category (timeout, network error, refused: …). */
   detail?: string;
   retryAfterSeconds?: number;
+  durationMs: number;
+  /** The wait before the next attempt of the schedule, when one followed. */
+  nextWaitSeconds?: number;
+  /** episode (its own schedule) or redeliver. */
+  trigger: string;
   /** Temporal's attempts of this one activity (more than 1: a worker was lost mid-attempt). */
   activityAttempts: number;
   workflowId: string;
@@ -394,13 +406,19 @@ export async function explainRun(deps: ExplainDeps, runId: string): Promise<RunE
   episodeIds.splice(limits.episodes);
 
   const familyKeys = episodeIds.flatMap((id) => Object.values(claimKeys).map((key) => key(id)));
-  const [familyClaims, healthAlertClaims, routeAlertClaims] = await Promise.all([
-    deps.claims.byKeys(familyKeys),
-    deps.claims.byPrefix(claimKeys.ops(`health:${runId}:`), limits.alertClaims),
-    deps.claims.byPrefix(claimKeys.ops(`route:${runId}:`), limits.alertClaims),
-  ]);
+  const [familyClaims, healthAlertClaims, routeAlertClaims, callbackAlertClaims, attemptRows] =
+    await Promise.all([
+      deps.claims.byKeys(familyKeys),
+      deps.claims.byPrefix(claimKeys.ops(`health:${runId}:`), limits.alertClaims),
+      deps.claims.byPrefix(claimKeys.ops(`route:${runId}:`), limits.alertClaims),
+      deps.claims.byPrefix(claimKeys.ops(`callback:${runId}:`), limits.alertClaims),
+      deps.callbackAttempts.listForRun(runId, limits.callbackAttempts),
+    ]);
   const claimByKey = new Map(
-    [...familyClaims, ...healthAlertClaims, ...routeAlertClaims].map((r) => [r._id, r]),
+    [...familyClaims, ...healthAlertClaims, ...routeAlertClaims, ...callbackAlertClaims].map((r) => [
+      r._id,
+      r,
+    ]),
   );
 
   const episodes: EpisodeView[] = [];
@@ -413,29 +431,25 @@ export async function explainRun(deps: ExplainDeps, runId: string): Promise<RunE
     const runsOfEpisode = infos
       .map((info, i) => ({ info, history: histories[i] }))
       .filter(({ info }) => info.type === workflowTypes.episode && info.workflowId === episodeId);
-    const callbackAttempts: CallbackAttemptView[] = [];
-    for (const { info, history } of runsOfEpisode) {
-      for (const activity of history.activities) {
-        if (activity.view.type !== 'sendCallback' || activity.view.outcome === 'open') continue;
-        const result = activity.result as
-          { result: string; status?: number; detail?: string; retryAfterSeconds?: number } | undefined;
-        callbackAttempts.push({
-          attempt: callbackAttempts.length + 1,
-          at: activity.view.closedAt ?? activity.view.scheduledAt,
-          result: activity.view.outcome === 'completed' ? (result?.result ?? '?') : 'failed',
-          ...(result?.status !== undefined ? { status: result.status } : {}),
-          ...(result?.detail !== undefined
-            ? { detail: result.detail }
-            : activity.view.failure
-              ? { detail: activity.view.failure }
-              : {}),
-          ...(result?.retryAfterSeconds !== undefined ? { retryAfterSeconds: result.retryAfterSeconds } : {}),
-          activityAttempts: activity.view.attempts,
-          workflowId: info.workflowId,
-          workflowRunId: info.runId,
-        });
-      }
-    }
+    const callbackAttempts: CallbackAttemptView[] = attemptRows
+      .filter((a) => a.episodeId === episodeId)
+      .map((a) => {
+        const detail = a.result === 'delivered' ? undefined : a.status ? `http ${a.status}` : a.error;
+        return {
+          attempt: a.attempt,
+          at: a.at.toISOString(),
+          result: a.result,
+          ...(a.status !== undefined ? { status: a.status } : {}),
+          ...(detail !== undefined ? { detail } : {}),
+          ...(a.retryAfterSeconds !== undefined ? { retryAfterSeconds: a.retryAfterSeconds } : {}),
+          durationMs: a.durationMs,
+          ...(a.nextWaitSeconds !== undefined ? { nextWaitSeconds: a.nextWaitSeconds } : {}),
+          trigger: a.trigger,
+          activityAttempts: a.activityAttempt ?? 1,
+          workflowId: a.workflowId ?? '',
+          workflowRunId: a.workflowRunId ?? '',
+        };
+      });
     const closed = runsOfEpisode.filter(({ history }) => history.result !== undefined).at(-1);
     episodes.push({
       episodeId,
@@ -462,11 +476,19 @@ export async function explainRun(deps: ExplainDeps, runId: string): Promise<RunE
 
   const operatorAlerts = gatherAlerts(
     episodeIds,
-    [...healthAlertClaims, ...routeAlertClaims],
+    [...healthAlertClaims, ...routeAlertClaims, ...callbackAlertClaims],
     claimByKey,
     infos,
     histories,
   );
+
+  // Alerts found only through their sends (a push_config_fault, keyed by push service and hour, not by run):
+  // their claims are read by key.
+  const unread = operatorAlerts.filter((a) => !claimByKey.has(a.claim.key)).map((a) => a.claim.key);
+  for (const row of await deps.claims.byKeys(unread)) {
+    const alert = operatorAlerts.find((a) => a.claim.key === row._id);
+    if (alert) alert.claim = claimView(row._id, row);
+  }
 
   const workflows: WorkflowView[] = infos.map((info, i) => {
     const h = histories[i];

@@ -47,7 +47,8 @@ export function renderExplanation(x: RunExplanation): string {
         const status = a.status !== undefined ? ` HTTP ${a.status}` : '';
         const detail = a.detail ? ` (${a.detail})` : '';
         const retries = a.activityAttempts > 1 ? ` [${a.activityAttempts} activity attempts]` : '';
-        line(`      #${a.attempt} ${a.at} ${a.result}${status}${detail}${retries}`);
+        const redelivered = a.trigger === 'redeliver' ? ' [redelivery]' : '';
+        line(`      #${a.attempt} ${a.at} ${a.result}${status}${detail}${retries}${redelivered}`);
       }
     }
   }

@@ -1,7 +1,15 @@
 // notifyOperator: escalates a router decision error through the operator dispatcher and its claim, so each
 // decision alerts once however often it is reported (by the API or by a library caller).
 import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import { routeDecisionAlert, type RouteDecisionError } from '../domain/ops';
+import {
+  pushConfigFaultAlert,
+  routeDecisionAlert,
+  type OperatorAlert,
+  type PushConfigFault,
+  type RouteDecisionError,
+} from '../domain/ops';
+import { claimKeys } from '../domain/outcome';
+import type { ClaimStore } from '../store/claims';
 import { operatorAlertWorkflowId, runAttributes, workflowTypes } from '../workflows/ids';
 import type { operatorAlertWorkflow } from '../workflows/operatorAlert';
 import { TypedSearchAttributes } from '@temporalio/common';
@@ -29,4 +37,36 @@ export async function notifyOperator(
       return { episodeKey: alert.episodeKey, started: false };
     throw err;
   }
+}
+
+/** Starts an alert's own ops|<episodeKey> workflow; false when one of that key is running already. */
+async function startAlert(client: Client, taskQueue: string, alert: OperatorAlert): Promise<boolean> {
+  try {
+    await client.workflow.start<typeof operatorAlertWorkflow>(workflowTypes.operatorAlert, {
+      workflowId: operatorAlertWorkflowId(alert.episodeKey),
+      taskQueue,
+      args: [alert],
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+      workflowIdConflictPolicy: 'FAIL',
+      typedSearchAttributes: new TypedSearchAttributes(runAttributes(alert.runId, alert.teamId)),
+    });
+    return true;
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) return false;
+    throw err;
+  }
+}
+
+/**
+ * push_config_fault: at most once an hour per push service origin. The alert's key carries the origin and the
+ * hour, so its ops| claim dedupes every report of that hour (every episode, worker and replica); reports after
+ * the claim is taken skip the start with one claim read.
+ */
+export async function raisePushConfigFault(
+  deps: { client: Client; taskQueue: string; claims: Pick<ClaimStore, 'isMarked'>; now: () => Date },
+  fault: PushConfigFault,
+): Promise<void> {
+  const alert = pushConfigFaultAlert(fault, deps.now());
+  if (await deps.claims.isMarked(claimKeys.ops(alert.episodeKey))) return;
+  await startAlert(deps.client, deps.taskQueue, alert);
 }

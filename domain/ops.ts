@@ -1,9 +1,17 @@
 // The operator family's pure parts: the alert the webhook receives, and how a failed run is classified.
 import type { HealthAlert } from './health';
+import type { RunOutcome } from './outcome';
 import type { Run } from './run';
 
 export type OperatorAlertKind =
-  'run_failed' | 'route_decision_error' | 'stall' | 'stall_recovered' | 'budget_warning' | 'budget_exceeded';
+  | 'run_failed'
+  | 'route_decision_error'
+  | 'stall'
+  | 'stall_recovered'
+  | 'budget_warning'
+  | 'budget_exceeded'
+  | 'callback_exhausted'
+  | 'push_config_fault';
 
 export type Severity = 'info' | 'warning' | 'error' | 'critical';
 
@@ -75,4 +83,65 @@ export function routeDecisionAlert(report: RouteDecisionError, at: string): Oper
 
 export function healthAlert(alert: HealthAlert, runId: string, teamId: string, at: string): OperatorAlert {
   return { version: '1', ...alert, runId, teamId, at };
+}
+
+/**
+ * A run's completion callback gave up (its schedule ran out, or the receiver or the outbound guard refused it):
+ * the launcher's receiver lost it unless someone redelivers it. One per episode.
+ */
+export function callbackExhaustedAlert(
+  outcome: Pick<RunOutcome, 'runId' | 'teamId' | 'episodeId'>,
+  attempts: number,
+  lastError: string,
+  at: string,
+): OperatorAlert {
+  const { runId, teamId, episodeId } = outcome;
+  return {
+    version: '1',
+    kind: 'callback_exhausted',
+    severity: 'warning',
+    runId,
+    teamId,
+    episodeKey: `callback:${episodeId}`,
+    summary: `The completion callback of run ${runId} gave up after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${lastError}`,
+    detail: {
+      episodeId,
+      attempts,
+      lastError,
+      redeliver: `/api/v1/runs/${runId}/episodes/${episodeId}/callback/redeliver`,
+    },
+    at,
+  };
+}
+
+export interface PushConfigFault {
+  /** The push service's origin (scheme, host, port of the endpoint). */
+  origin: string;
+  /** 401 or 403. */
+  status: number;
+  /** The episode that met it first: the alert is filed under its run. */
+  runId: string;
+  teamId: string;
+  episodeId: string;
+}
+
+/**
+ * A push service refused our VAPID identity (401/403): nothing reaches its subscribers until an operator fixes the
+ * keys or subject. Keyed by origin and UTC hour, so it alerts at most once an hour per push service.
+ */
+export function pushConfigFaultAlert(fault: PushConfigFault, at: Date): OperatorAlert {
+  const hour = at.toISOString().slice(0, 13);
+  return {
+    version: '1',
+    kind: 'push_config_fault',
+    severity: 'critical',
+    runId: fault.runId,
+    teamId: fault.teamId,
+    episodeKey: `push-config:${fault.origin}:${hour}`,
+    summary:
+      `Push service ${fault.origin} answered ${fault.status} to our VAPID identity: check VAPID_PUBLIC_KEY, ` +
+      'VAPID_PRIVATE_KEY and VAPID_SUBJECT',
+    detail: { origin: fault.origin, status: fault.status, hour, episodeId: fault.episodeId },
+    at: at.toISOString(),
+  };
 }

@@ -102,6 +102,18 @@ export function createClaimStore(
     },
 
     /**
+     * A settled claim's result brought up to date (a redelivery of a callback that gave up): still settled, and
+     * kept another retention period from now. False when it is not settled.
+     */
+    async resettle(key: string, result: string): Promise<boolean> {
+      const update = await claims.updateOne(
+        { _id: key, delivered: true },
+        { $set: { sent_at: now(), result } },
+      );
+      return update.matchedCount === 1;
+    },
+
+    /**
      * Keeps a pending claim in hand for another grace (a holder that retries for hours). False when holder no
      * longer holds it pending (taken over, or settled).
      */

@@ -43,6 +43,11 @@ export function createEpisodeStore(db: Db) {
       return episodes.find({ runId }).sort({ recordedAt: 1 }).limit(limit).toArray();
     },
 
+    /** One episode of a run, in the caller's team; null when unknown there. */
+    async getForRun(teamId: string, runId: string, episodeId: string): Promise<EpisodeRow | null> {
+      return episodes.findOne({ _id: episodeId, runId, teamId });
+    },
+
     async listForRun(teamId: string, runId: string): Promise<EpisodeRow[]> {
       return episodes.find({ runId, teamId }).sort({ recordedAt: 1 }).toArray();
     },

@@ -1,5 +1,6 @@
 // Every store over one database, for the composition roots (worker.ts, api/server.ts) and tests.
 import type { Db } from 'mongodb';
+import { callbackAttemptIndexes, createCallbackAttemptStore } from './callbackAttempts';
 import { claimIndexes, createClaimStore } from './claims';
 import { createEpisodeStore, episodeIndexes } from './episodes';
 import { createEventStore, eventIndexes } from './events';
@@ -31,6 +32,7 @@ export const ALL_INDEXES = [
   ...pushDeliveryIndexes,
   ...runHealthIndexes,
   ...rateLimitIndexes,
+  ...callbackAttemptIndexes,
 ];
 
 /** Indexes, then the idempotent data migrations every start-up runs before serving. */
@@ -64,6 +66,7 @@ export function createStores(db: Db, options: StoreOptions) {
     pushDeliveries: createPushDeliveryStore(db),
     runHealth: createRunHealthStore(db),
     rateLimits: createRateLimitStore(db),
+    callbackAttempts: createCallbackAttemptStore(db),
   };
 }
 

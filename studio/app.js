@@ -855,6 +855,7 @@
   const FAMILY_STATE = { delivered: 'Delivered', pending: 'Pending', absent: '—' };
   const FAMILY_RESULT = {
     delivered: 'Delivered',
+    redelivered: 'Redelivered',
     not_addressable: 'Nobody to notify',
     not_owed: 'Not owed',
   };
@@ -879,6 +880,106 @@
           ? `${label}: reached ${devices} ${devices === 1 ? 'device' : 'devices'}`
           : label;
     return h('td', {}, h('span', { class: `pill pill-${state}`, title }, label));
+  }
+
+  /** What the receiver answered, or why there was no answer (a category: timeout, network error, refused: …). */
+  const attemptAnswer = (attempt) =>
+    attempt.status !== undefined ? `HTTP ${attempt.status}` : humanize(attempt.error || 'no answer');
+  const ATTEMPT_RESULT = { delivered: 'Delivered', retry: 'Retry', stop: 'Stopped' };
+
+  /** A callback that gave up may be sent again (same webhook-id) from the page. */
+  const gaveUp = (episode) => {
+    const claim = (episode.families || {}).callback || {};
+    return claim.state === 'delivered' && String(claim.result || '').startsWith('gave_up');
+  };
+
+  /**
+   * One episode's callback attempts (the attempt log), with "Redeliver" on a callback that gave up. The button
+   * asks for a redelivery, then follows the log until its attempt shows, and draws the page again.
+   */
+  function callbackAttemptsSection(runId, episode, label) {
+    const attempts = episode.callbackAttempts || [];
+    const status = h('p', { class: 'muted', role: 'status' });
+    const button = gaveUp(episode)
+      ? h(
+          'button',
+          {
+            type: 'button',
+            class: 'button',
+            onclick: async () => {
+              button.disabled = true;
+              status.textContent = 'Redelivering…';
+              const path = `/runs/${encodeURIComponent(runId)}/episodes/${encodeURIComponent(
+                episode.episodeId,
+              )}/callback/redeliver`;
+              try {
+                await api('POST', path);
+              } catch (err) {
+                if (err.status === 401) return;
+                status.textContent = err.message;
+                button.disabled = false;
+                return;
+              }
+              const deadline = Date.now() + 20000;
+              while (Date.now() < deadline) {
+                await new Promise((resolve) => setTimeout(resolve, 500));
+                const { episodes } = await api('GET', `/runs/${encodeURIComponent(runId)}/episodes`).catch(
+                  () => ({ episodes: [] }),
+                );
+                const now = episodes.find((e) => e.episodeId === episode.episodeId);
+                if (now && (now.callbackAttempts || []).length > attempts.length) break;
+              }
+              if (currentRunId() === runId) await renderRun(runId);
+            },
+          },
+          'Redeliver',
+        )
+      : null;
+    return h(
+      'div',
+      { class: 'attempts' },
+      h(
+        'div',
+        { class: 'table-wrap' },
+        h(
+          'table',
+          {},
+          h('caption', {}, `Callback attempts of ${label}`),
+          h(
+            'thead',
+            {},
+            h(
+              'tr',
+              {},
+              h('th', { scope: 'col' }, 'Attempt'),
+              h('th', { scope: 'col' }, 'When'),
+              h('th', { scope: 'col' }, 'Answer'),
+              h('th', { scope: 'col' }, 'Result'),
+              h('th', { scope: 'col', class: 'hide-narrow' }, 'Took'),
+              h('th', { scope: 'col' }, 'Next try in'),
+            ),
+          ),
+          h(
+            'tbody',
+            {},
+            attempts.map((attempt) =>
+              h(
+                'tr',
+                {},
+                h('td', {}, `#${attempt.attempt}`, attempt.trigger === 'redeliver' ? ' (Redelivery)' : ''),
+                h('td', {}, timeAgo(attempt.at)),
+                h('td', {}, attemptAnswer(attempt)),
+                h('td', {}, ATTEMPT_RESULT[attempt.result] || humanize(attempt.result)),
+                h('td', { class: 'hide-narrow' }, `${attempt.durationMs} ms`),
+                h('td', {}, attempt.nextWaitSeconds !== undefined ? `${attempt.nextWaitSeconds} s` : '—'),
+              ),
+            ),
+          ),
+        ),
+      ),
+      button,
+      status,
+    );
   }
 
   async function renderRun(runId) {
@@ -948,6 +1049,13 @@
         ...['push', 'callback', 'ops'].map((family) => familyCell(episode, family)),
       ),
     );
+    const shortId = (episode) =>
+      String(episode.episodeId).startsWith(`${run.id}:`)
+        ? episode.episodeId.slice(run.id.length + 1)
+        : episode.episodeId;
+    const attemptSections = episodes
+      .filter((episode) => (episode.callbackAttempts || []).length > 0)
+      .map((episode) => callbackAttemptsSection(run.id, episode, shortId(episode)));
 
     main.replaceChildren(
       back,
@@ -999,6 +1107,20 @@
               ),
             ),
       ),
+      attemptSections.length
+        ? h(
+            'section',
+            { class: 'card', 'aria-labelledby': 'callbacks-title' },
+            h('h2', { id: 'callbacks-title' }, 'Callback attempts'),
+            h(
+              'p',
+              { class: 'muted' },
+              'Every signed POST to the launcher’s URL. A callback that gave up can be sent again: the same ' +
+                'webhook-id, so a receiver that saw it already can ignore it.',
+            ),
+            attemptSections,
+          )
+        : null,
     );
   }
 

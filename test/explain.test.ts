@@ -258,8 +258,17 @@ describe('flow-notify explain', function () {
       // Every POST the webhook refused is a failed send of the alert's own workflow; then the claim gave up.
       const posts = webhook.received.length - before.alerts;
       assert.ok(posts >= 2, `${posts} alert POSTs`);
-      assert.equal(report.operatorAlerts.length, 1);
-      const [alert] = report.operatorAlerts;
+      // The run's failure, and the callback that gave up (callback_exhausted, its own ops|callback:… alert).
+      assert.deepEqual(
+        report.operatorAlerts.map((a) => [a.episodeKey, a.kind, a.claim.key]).sort(),
+        [
+          [`${runId}:end`, 'run_failed', `ops|${runId}:end`],
+          [`callback:${runId}:end`, 'callback_exhausted', `ops|callback:${runId}:end`],
+        ].sort(),
+      );
+      const exhausted = report.operatorAlerts.find((a) => a.kind === 'callback_exhausted')!;
+      assert.notEqual(exhausted.claim.state, 'absent', 'its claim is found by the run');
+      const alert = report.operatorAlerts.find((a) => a.kind === 'run_failed')!;
       assert.match(alert.claim.result ?? '', /^gave_up/);
       assert.ok(alert.sends.length >= 1);
       for (const send of alert.sends) {

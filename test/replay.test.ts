@@ -33,6 +33,12 @@ const PATH_FIXTURES = {
   // come after scheduled quick calls in one history.
   'started before LOCAL_QUICK_PATCH and continued after it':
     'fixtures/episode-history-started-before-local-quick.json',
+  'a callback that gave up (503 on both attempts), before CALLBACK_EXHAUSTED_ALERT_PATCH':
+    'fixtures/episode-history-callback-gave-up.json',
+  'a callback that gave up and alerted the operator (CALLBACK_EXHAUSTED_ALERT_PATCH)':
+    'fixtures/episode-history-callback-gave-up-alerted.json',
+  'a redelivery of a callback that gave up (callbackRedeliverWorkflow)':
+    'fixtures/callback-redeliver-history.json',
 };
 const CURRENT = path.resolve(__dirname, FIXTURES['quick calls chosen once at the start (current)']);
 

@@ -11,6 +11,7 @@ import type { Run } from '../domain/run';
 import { owedEpisode, type SweepFamilies } from '../domain/sweep';
 import { ensureAllIndexes } from '../store';
 import { createClaimStore, type ClaimRow } from '../store/claims';
+import { createCallbackAttemptStore } from '../store/callbackAttempts';
 import { createPushDeliveryStore } from '../store/pushDeliveries';
 import { createRunStore } from '../store/runs';
 import { DEFAULT_EPISODE_OPTIONS } from '../workflows/ids';
@@ -120,6 +121,7 @@ describe('the reconciliation sweep at scale', function () {
       runs: createRunStore(db),
       claims: createClaimStore(db, { graceSeconds: GRACE_SECONDS, now: () => now }),
       pushDeliveries: createPushDeliveryStore(db),
+      callbackAttempts: createCallbackAttemptStore(db),
       client,
       taskQueue,
       episodeOptions: DEFAULT_EPISODE_OPTIONS,

@@ -25,6 +25,7 @@ const QUICK_CALLS = [
   'recordEpisode',
   'isStandbyVetoed',
   'classifyFailedRun',
+  'callbackExhaustedAlert',
   'stampOpsMarker',
   'opsAlertSettings',
   'healthSettings',

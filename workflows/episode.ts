@@ -2,14 +2,14 @@
 // claim key; one failing never holds up the others. The workflow only decides; activities do the I/O.
 import { patched, proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { shouldNotify } from '../domain/callback';
+import { callbackWaitSeconds, shouldNotify } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, kindFor } from '../domain/push';
 import { holder, quickCalls, type BranchResult, type QuickCalls } from './common';
 import { DEFAULT_EPISODE_OPTIONS, type EpisodeOptions } from './ids';
 
 export type { BranchResult };
-import { sendOperatorAlert } from './operatorAlert';
+import { handOffOperatorAlert, sendOperatorAlert } from './operatorAlert';
 
 // A fan-out heartbeats after every accepted send; a worker that dies mid fan-out is noticed within the
 // heartbeat timeout and the retry skips the endpoints already reached.
@@ -37,8 +37,8 @@ export const RELEASED_PUSH_RETRIED_PATCH = 'released-family-retried-while-siblin
 /** Marks histories whose thrown callback branch releases its cb| claim (older ones left it pending). */
 export const CALLBACK_RELEASES_ON_THROW = 'callback-branch-releases-claim-on-throw';
 
-/** A receiver's Retry-After is honoured, up to this. */
-const MAX_CALLBACK_WAIT_SECONDS = 3600;
+/** Marks histories in which a callback that gave up raises a callback_exhausted operator alert. */
+export const CALLBACK_EXHAUSTED_ALERT_PATCH = 'callback-gave-up-alerts-operator';
 
 export interface EpisodeResult {
   episodeId: string;
@@ -85,20 +85,24 @@ async function callbackBranch(
   const waits = options.callbackRetrySeconds;
   try {
     for (let attempt = 0; ; attempt++) {
-      const result = await callbackAttempt.sendCallback(outcome.episodeId, outcome.runId);
+      // Where the attempt sits in the schedule is for the attempt log only: histories recorded without it
+      // replay the same commands (an activity's input is not part of what replay compares).
+      const result = await callbackAttempt.sendCallback(outcome.episodeId, outcome.runId, {
+        attempt: attempt + 1,
+        waitIfRetried: waits[attempt],
+        trigger: 'episode',
+      });
       if (result.result === 'delivered') {
         await quick.markDelivered(key, me);
         return 'delivered';
       }
       if (result.result === 'stop' || attempt >= waits.length) {
         await quick.markDelivered(key, me, `gave_up: ${result.detail}`);
+        if (patched(CALLBACK_EXHAUSTED_ALERT_PATCH))
+          await alertCallbackExhausted(quick, outcome, attempt + 1, result.detail);
         return 'gave_up';
       }
-      const wait = Math.min(
-        Math.max(waits[attempt], result.retryAfterSeconds ?? 0),
-        MAX_CALLBACK_WAIT_SECONDS,
-      );
-      await sleep(wait * 1000);
+      await sleep(callbackWaitSeconds(waits[attempt], result.retryAfterSeconds) * 1000);
     }
   } catch (err) {
     // An attempt (or a settle) that failed past its retries: release the claim, so the claim, the episodes view
@@ -106,6 +110,24 @@ async function callbackBranch(
     if (!patched(CALLBACK_RELEASES_ON_THROW)) throw err;
     await quick.unmark(key, me).catch(() => undefined); // failing too: the claim goes stale after the grace
     return 'released';
+  }
+}
+
+/**
+ * The operator hears of a callback that gave up, through its own ops|callback:<episode> workflow; the branch only
+ * waits for that start. Best effort: the callback's own result stands whatever happens here.
+ */
+async function alertCallbackExhausted(
+  quick: QuickCalls,
+  outcome: RunOutcome,
+  attempts: number,
+  lastError: string,
+): Promise<void> {
+  try {
+    const alert = await quick.callbackExhaustedAlert(outcome, attempts, lastError);
+    if (alert) await handOffOperatorAlert(alert, false);
+  } catch {
+    // The alert is lost, not the callback's settlement: the claim is settled already.
   }
 }
 

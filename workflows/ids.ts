@@ -12,6 +12,7 @@ export const workflowTypes = {
   episode: 'episodeWorkflow',
   health: 'runHealthWorkflow',
   operatorAlert: 'operatorAlertWorkflow',
+  callbackRedeliver: 'callbackRedeliverWorkflow',
   sweep: 'sweepWorkflow',
 } as const;
 
@@ -43,6 +44,13 @@ export const healthWorkflowId = (runId: string): string => `health:${runId}`;
 
 /** A router decision error's dispatch: the alert's claim key, so repeated reports meet the same workflow. */
 export const operatorAlertWorkflowId = (episodeKey: string): string => `ops|${episodeKey}`;
+
+/**
+ * A redelivery of an episode's callback. One id per episode, a new execution per redelivery: Temporal runs at
+ * most one running execution of an id in a namespace, so a second redelivery while one runs is refused at its
+ * start (the API's 409) whichever API process asks; a closed one may be followed by another.
+ */
+export const callbackRedeliverWorkflowId = (episodeId: string): string => `cb-redeliver|${episodeId}`;
 
 /** FlowOutcomeKind: the outcome kind, with the pause told apart by its reason. */
 export function outcomeKindAttribute(outcome: {

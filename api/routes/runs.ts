@@ -10,6 +10,7 @@ import {
   answerBody,
   completeBody,
   createRunBody,
+  episodeParams,
   eventBody,
   failBody,
   interactionParams,
@@ -37,6 +38,10 @@ export interface RunsRouterDeps {
   routeErrorLimits: { perRun: RateLimit; perTeam: RateLimit };
   /** Test pings per run: each is an outbound POST the caller chooses the moment of. */
   callbackTestLimit: RateLimit;
+  /** Starts a redelivery of an episode's callback; false while one of that episode is running. */
+  redeliverCallback: (input: { runId: string; teamId: string; episodeId: string }) => Promise<boolean>;
+  /** Redeliveries per run: outbound POSTs too. */
+  callbackRedeliverLimit: RateLimit;
   now: () => Date;
 }
 
@@ -160,6 +165,44 @@ export function runsRouter(deps: RunsRouterDeps) {
     );
     if (!admission.admitted) throw tooManyRequests('test pings for this run', admission.retryAfterSeconds);
     ctx.body = await deps.testCallback({ ...run, callback });
+  });
+
+  const redeliver = validate({
+    summary:
+      "runs an episode's callback again: the same webhook-id, a fresh timestamp and signature (202; 409 while a " +
+      'delivery of the episode is in progress)',
+    params: episodeParams,
+    success: 202,
+  });
+  router.post('/:id/episodes/:episodeId/callback/redeliver', redeliver, async (ctx) => {
+    const { id, episodeId } = ctx.state.input.params;
+    const run = await engine.get(ctx.state.caller, id);
+    const claim = await deps.episodes.callbackClaim(run.teamId, run._id, episodeId);
+    if (!claim) throw new NotFoundError('no such episode of this run');
+    if (!run.callback) throw new HttpError(409, 'the run has no callback URL');
+    // The episode's own schedule holds its claim pending; absent: no delivery was owed, or it was released and
+    // the sweep replays it. Only a settled one (delivered or gave up) may be delivered again.
+    if (claim.state === 'pending') throw new HttpError(409, 'a delivery of this episode is in progress');
+    if (claim.state === 'absent') throw new HttpError(409, 'no delivery of this episode has settled yet');
+    const admission = await deps.rateLimits.hit(
+      `callback-redeliver|${run._id}`,
+      deps.callbackRedeliverLimit,
+      deps.now(),
+    );
+    if (!admission.admitted) throw tooManyRequests('redeliveries for this run', admission.retryAfterSeconds);
+    let started: boolean;
+    try {
+      started = await deps.redeliverCallback({ runId: run._id, teamId: run.teamId, episodeId });
+    } catch (err) {
+      await admission.release(); // nothing was sent: the slot goes back
+      throw err;
+    }
+    if (!started) {
+      await admission.release();
+      throw new HttpError(409, 'a delivery of this episode is in progress');
+    }
+    ctx.status = 202;
+    ctx.body = { episodeId, webhookId: episodeId };
   });
 
   router.post('/:id/events', event, async (ctx) => {

@@ -1,0 +1,91 @@
+// callback_attempts: one row per HTTP attempt of a run's completion callback (the episode's own schedule and every
+// redelivery), for GET /runs/:id/episodes, the studio and flow-notify explain. Kept 30 days: a TTL index where the
+// server has one (MongoDB), the sweep's reaper where it has not (FerretDB v1: FerretDB/FerretDB#2415, TTL only
+// came with v2).
+//
+// Rows are insert-only and their _id is `<episodeId>|<attempt>`: an attempt number is taken by inserting it
+// (E11000 = taken, try the next), the one exclusivity FerretDB v1 has, so numbers stay unique and continue across
+// re-runs of the episode and redeliveries without a counter or a read-modify-write.
+import type { Db } from 'mongodb';
+import type { DeliveryCategory } from '../net/ssrfGuard';
+import { CLAIM_RETENTION_SECONDS } from './claims';
+import { isDuplicateKey, type IndexSpec } from './mongo';
+
+export const CALLBACK_ATTEMPT_RETENTION_SECONDS = CLAIM_RETENTION_SECONDS;
+
+export interface CallbackAttemptRow {
+  _id: string; // episodeId|attempt
+  episodeId: string;
+  runId: string;
+  /** 1-based, across every delivery of the episode (its schedule, re-runs, redeliveries). */
+  attempt: number;
+  /** When the request started. */
+  at: Date;
+  durationMs: number;
+  /** delivered (2xx), retry (worth another try) or stop (a refusal, a 4xx): how this one attempt went. */
+  result: 'delivered' | 'retry' | 'stop';
+  /** The receiver's HTTP status, when it answered. */
+  status?: number;
+  /** Why there was no answer (failureCategory: timeout, network, refused: …), when there was none. */
+  error?: DeliveryCategory;
+  /** The receiver's Retry-After, in seconds, when it sent one. */
+  retryAfterSeconds?: number;
+  /** The wait before the next attempt of the schedule; absent when none followed (delivered, stopped, last one). */
+  nextWaitSeconds?: number;
+  /** episode (its own schedule) or redeliver (a manual redelivery). */
+  trigger: 'episode' | 'redeliver';
+  /** The Temporal activity's attempt (more than 1: a worker was lost mid-attempt) and its workflow. */
+  activityAttempt?: number;
+  workflowId?: string;
+  workflowRunId?: string;
+}
+
+export const callbackAttemptIndexes: IndexSpec[] = [
+  { collection: 'callback_attempts', key: { runId: 1, at: 1 }, options: { name: 'run_at' } },
+  {
+    collection: 'callback_attempts',
+    key: { at: 1 },
+    options: { name: 'at_ttl', expireAfterSeconds: CALLBACK_ATTEMPT_RETENTION_SECONDS },
+  },
+];
+
+/** How many numbers one record tries past its first guess before it gives up (a bound, never reached in use). */
+const MAX_PROBES = 1000;
+
+export type CallbackAttemptStore = ReturnType<typeof createCallbackAttemptStore>;
+
+export function createCallbackAttemptStore(db: Db) {
+  const rows = db.collection<CallbackAttemptRow>('callback_attempts');
+  return {
+    /**
+     * Records an attempt under the first free number from `from` on (the caller's guess: its own count of
+     * attempts), and answers the number it took.
+     */
+    async record(row: Omit<CallbackAttemptRow, '_id' | 'attempt'>, from = 1): Promise<number> {
+      for (let attempt = Math.max(1, from); attempt < from + MAX_PROBES; attempt++) {
+        try {
+          await rows.insertOne({ _id: `${row.episodeId}|${attempt}`, ...row, attempt });
+          return attempt;
+        } catch (err) {
+          if (!isDuplicateKey(err)) throw err;
+        }
+      }
+      throw new Error(`callback attempts of ${row.episodeId}: no free number from ${from}`);
+    },
+
+    /** Every attempt of a run's episodes, oldest first, at most `limit` (one read for the episodes view). */
+    async listForRun(runId: string, limit: number): Promise<CallbackAttemptRow[]> {
+      return rows.find({ runId }).sort({ at: 1, attempt: 1 }).limit(limit).toArray();
+    },
+
+    /** How many attempts an episode has had: where a redelivery's numbering starts guessing. */
+    async countForEpisode(episodeId: string): Promise<number> {
+      return rows.countDocuments({ episodeId });
+    },
+
+    async reapExpired(now: Date): Promise<number> {
+      const cutoff = new Date(now.getTime() - CALLBACK_ATTEMPT_RETENTION_SECONDS * 1000);
+      return (await rows.deleteMany({ at: { $lt: cutoff } })).deletedCount;
+    },
+  };
+}

@@ -1,0 +1,419 @@
+// The callback attempt log, redelivery and the alert when retries run out, on the real servers: a loopback
+// receiver that verifies every signature with the npm standardwebhooks library, as a launcher's endpoint would.
+import assert from 'node:assert/strict';
+import type { Client } from '@temporalio/client';
+import { Webhook } from 'standardwebhooks';
+import webpush from 'web-push';
+import type { ApiHandle } from '../api/server';
+import { createSweepActivities } from '../activities/sweep';
+import type { Config } from '../config';
+import type { OperatorAlert } from '../domain/ops';
+import { pushSenderFor } from '../net/pushSender';
+import type { Stores } from '../store';
+import type { Mongo } from '../store/mongo';
+import type { EpisodeResult } from '../workflows/episode';
+import { CallbackReceiver } from './support/callbackReceiver';
+import {
+  ApiClient,
+  openStores,
+  startTestApi,
+  startTestWorker,
+  temporalClient,
+  type RunningWorker,
+} from './support/harness';
+import { startPushService, type PushService } from './support/pushService';
+import { testConfig } from './support/stack';
+
+describe('callback attempt log', function () {
+  let receiver: CallbackReceiver;
+  let webhook: CallbackReceiver;
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let worker: RunningWorker;
+  let api: ApiHandle;
+  let alice: ApiClient;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+
+  before(async () => {
+    receiver = await CallbackReceiver.start();
+    webhook = await CallbackReceiver.start();
+    config = testConfig({
+      CALLBACK_ALLOW_PRIVATE: '1',
+      CALLBACK_TIMEOUT_SECONDS: '1',
+      CALLBACK_RETRY_SECONDS: '1,1',
+      CALLBACK_REDELIVER_RATE_LIMIT: '3',
+      SWEEP_INTERVAL_SECONDS: '3600',
+      OPS_ALERT_WEBHOOK_URL: webhook.url,
+    });
+    ({ mongo, stores } = await openStores(config));
+    worker = await startTestWorker(config, stores);
+    const started = await startTestApi(config);
+    api = started.api;
+    alice = started.client.as('alice', 'acme');
+    ({ client, close: closeClient } = await temporalClient(config));
+  });
+  after(async () => {
+    await api?.close();
+    await worker?.stop();
+    await closeClient?.();
+    await mongo?.client.close();
+    await receiver?.close();
+    await webhook?.close();
+  });
+  beforeEach(() => {
+    receiver.received.length = 0;
+    webhook.received.length = 0;
+    receiver.answerAlways({ status: 204 });
+  });
+
+  const episodeResult = (id: string) => client.workflow.getHandle(id).result() as Promise<EpisodeResult>;
+
+  async function launch(): Promise<{ id: string; secret: string }> {
+    const res = await alice.post('/api/v1/runs', {
+      title: 'Nightly import',
+      callback: { url: receiver.url },
+    });
+    assert.equal(res.status, 201, res.text);
+    return { id: res.body.id, secret: res.body.callback.secret };
+  }
+
+  const attemptsOf = async (runId: string) => (await stores.callbackAttempts.listForRun(runId, 100)) ?? [];
+
+  it('records every attempt: number, status or error category, duration and the wait before the next', async () => {
+    receiver.answer(
+      { status: 500 },
+      { status: 503, headers: { 'retry-after': '2' } },
+      { status: 200, delayMs: 3000 }, // past the 1 s deadline: a timeout, no status
+    );
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'done' });
+    assert.equal((await episodeResult(`${id}:end`)).callback, 'gave_up');
+    assert.equal(receiver.received.length, 3);
+
+    const rows = await attemptsOf(id);
+    assert.deepEqual(
+      rows.map((r) => [r.episodeId, r.attempt, r.result, r.status, r.error, r.nextWaitSeconds, r.trigger]),
+      [
+        [`${id}:end`, 1, 'retry', 500, undefined, 1, 'episode'],
+        // The receiver's Retry-After (2 s) outweighs the schedule's 1 s.
+        [`${id}:end`, 2, 'retry', 503, undefined, 2, 'episode'],
+        // The last of the schedule: no wait follows.
+        [`${id}:end`, 3, 'retry', undefined, 'timeout', undefined, 'episode'],
+      ],
+    );
+    assert.equal(rows[1].retryAfterSeconds, 2);
+    for (const [i, row] of rows.entries()) {
+      assert.equal(row.runId, id);
+      assert.ok(row.durationMs >= 0 && row.durationMs < 5000, `duration ${row.durationMs}`);
+      // Each row's time is when its request left: within a second of what the receiver saw.
+      assert.ok(Math.abs(row.at.getTime() - receiver.received[i].at.getTime()) < 1000);
+    }
+    assert.ok(rows[2].durationMs >= 900, 'the timed-out attempt took its whole deadline');
+
+    // The same attempts, per episode, in GET /runs/:id/episodes.
+    const view = await alice.get(`/api/v1/runs/${id}/episodes`);
+    assert.equal(view.status, 200, view.text);
+    const [episode] = view.body.episodes;
+    assert.equal(episode.families.callback.result, 'gave_up: timeout');
+    assert.deepEqual(
+      episode.callbackAttempts.map((a: Record<string, unknown>) => [
+        a.attempt,
+        a.result,
+        a.status ?? a.error,
+        a.nextWaitSeconds ?? null,
+      ]),
+      [
+        [1, 'retry', 500, 1],
+        [2, 'retry', 503, 2],
+        [3, 'retry', 'timeout', null],
+      ],
+    );
+    assert.equal(typeof episode.callbackAttempts[0].at, 'string');
+    assert.equal(typeof episode.callbackAttempts[0].durationMs, 'number');
+    assert.equal(episode.callbackAttempts[0].workflowRunId, undefined, 'no Temporal internals for users');
+    // Another team sees nothing of it.
+    assert.equal((await alice.as('eve', 'other').get(`/api/v1/runs/${id}/episodes`)).status, 404);
+  });
+
+  it('a delivered first attempt is one row; an episode without a callback has none', async () => {
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    assert.equal((await episodeResult(`${id}:end`)).callback, 'delivered');
+    const rows = await attemptsOf(id);
+    assert.deepEqual(
+      rows.map((r) => [r.attempt, r.result, r.status, r.nextWaitSeconds]),
+      [[1, 'delivered', 204, undefined]],
+    );
+    const plain = (await alice.post('/api/v1/runs', {})).body.id as string;
+    await alice.post(`/api/v1/runs/${plain}/cancel`);
+    await episodeResult(`${plain}:end`);
+    const view = await alice.get(`/api/v1/runs/${plain}/episodes`);
+    assert.deepEqual(view.body.episodes[0].callbackAttempts, []);
+  });
+
+  const redeliver = (as: ApiClient, runId: string, episodeId: string) =>
+    as.post(`/api/v1/runs/${runId}/episodes/${encodeURIComponent(episodeId)}/callback/redeliver`);
+  const redelivery = (episodeId: string) =>
+    client.workflow.getHandle(`cb-redeliver|${episodeId}`).result() as Promise<unknown>;
+
+  async function gaveUp(): Promise<{ id: string; secret: string; episodeId: string }> {
+    receiver.answerAlways({ status: 503 });
+    const launched = await launch();
+    await alice.post(`/api/v1/runs/${launched.id}/cancel`);
+    const episodeId = `${launched.id}:end`;
+    assert.equal((await episodeResult(episodeId)).callback, 'gave_up');
+    receiver.answerAlways({ status: 204 });
+    return { ...launched, episodeId };
+  }
+
+  it('redeliver: 202, the same webhook-id with a fresh timestamp and signature, numbered after the schedule', async () => {
+    const { id, secret, episodeId } = await gaveUp();
+    assert.equal(receiver.received.length, 3);
+    const res = await redeliver(alice, id, episodeId);
+    assert.equal(res.status, 202, res.text);
+    assert.deepEqual(res.body, { episodeId, webhookId: episodeId });
+    await redelivery(episodeId);
+    assert.equal(receiver.received.length, 4);
+    const [first, , , again] = receiver.received;
+    assert.equal(again.headers['webhook-id'], episodeId, 'receivers dedupe on it');
+    assert.ok(Number(again.headers['webhook-timestamp']) > Number(first.headers['webhook-timestamp']));
+    assert.notEqual(again.headers['webhook-signature'], first.headers['webhook-signature']);
+    assert.deepEqual(
+      new Webhook(secret).verify(again.body, again.headers as Record<string, string>),
+      JSON.parse(first.body),
+      'the same event, signed for this attempt',
+    );
+    assert.deepEqual(
+      (await attemptsOf(id)).map((r) => [r.attempt, r.result, r.status, r.trigger]),
+      [
+        [1, 'retry', 503, 'episode'],
+        [2, 'retry', 503, 'episode'],
+        [3, 'retry', 503, 'episode'],
+        [4, 'delivered', 204, 'redeliver'],
+      ],
+    );
+    const view = await alice.get(`/api/v1/runs/${id}/episodes`);
+    assert.equal(view.body.episodes[0].families.callback.result, 'redelivered');
+    assert.equal(view.body.episodes[0].callbackAttempts.length, 4);
+  });
+
+  it('redeliver: 409 while the episode still runs its schedule, and while another redelivery runs (two API processes)', async () => {
+    receiver.answerAlways({ status: 503 });
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    const episodeId = `${id}:end`;
+    const deadline = Date.now() + 10_000;
+    while ((await stores.claims.state(`cb|${episodeId}`)) !== 'pending' && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50));
+    const during = await redeliver(alice, id, episodeId);
+    assert.equal(during.status, 409, during.text);
+    assert.equal(during.body.error, 'a delivery of this episode is in progress');
+    assert.equal((await episodeResult(episodeId)).callback, 'gave_up');
+    assert.equal(receiver.received.length, 3, 'the refused request sent nothing');
+
+    // Two API processes asked at once: one redelivery starts, the other is refused while it runs.
+    receiver.answerAlways({ status: 204, delayMs: 500 });
+    const second = await startTestApi(config);
+    try {
+      const both = await Promise.all([
+        redeliver(alice, id, episodeId),
+        redeliver(second.client.as('alice', 'acme'), id, episodeId),
+      ]);
+      assert.deepEqual(both.map((r) => r.status).sort(), [202, 409], both.map((r) => r.text).join(' | '));
+      await redelivery(episodeId);
+      assert.equal(receiver.received.length, 4, 'one redelivery went out');
+      // Once it is over, another may start.
+      assert.equal((await redeliver(alice, id, episodeId)).status, 202);
+      await redelivery(episodeId);
+      assert.equal(receiver.received.length, 5);
+      assert.deepEqual(
+        (await attemptsOf(id)).map((r) => r.attempt),
+        [1, 2, 3, 4, 5],
+      );
+    } finally {
+      await second.api.close();
+    }
+  });
+
+  it('redeliver: 404 for an unknown episode or another team; 409 when nothing is owed; 429 past the rate limit', async () => {
+    const { id, episodeId } = await gaveUp();
+    assert.equal((await redeliver(alice, id, `${id}:input:nope`)).status, 404);
+    assert.equal((await redeliver(alice.as('eve', 'other'), id, episodeId)).status, 404);
+    const other = await launch();
+    assert.equal((await redeliver(alice, other.id, episodeId)).status, 404, "another run's episode");
+    // A run without a callback owes none.
+    const plain = (await alice.post('/api/v1/runs', {})).body.id as string;
+    await alice.post(`/api/v1/runs/${plain}/cancel`);
+    await episodeResult(`${plain}:end`);
+    const none = await redeliver(alice, plain, `${plain}:end`);
+    assert.equal(none.status, 409);
+    assert.equal(none.body.error, 'the run has no callback URL');
+    assert.equal(receiver.received.length, 3, 'nothing sent so far');
+
+    // Three redeliveries per run per window here (CALLBACK_REDELIVER_RATE_LIMIT): the fourth is refused.
+    for (let i = 0; i < 3; i++) {
+      assert.equal((await redeliver(alice, id, episodeId)).status, 202);
+      await redelivery(episodeId);
+    }
+    const limited = await redeliver(alice, id, episodeId);
+    assert.equal(limited.status, 429, limited.text);
+    assert.ok(Number(limited.headers.get('retry-after')) > 0);
+    assert.equal(receiver.received.length, 6);
+  });
+
+  it('redeliver: an episode whose record is missing (a view write that failed) is found by its claim', async () => {
+    const { id, episodeId } = await gaveUp();
+    await mongo.db.collection('episodes').deleteOne({ _id: episodeId as never });
+    const res = await redeliver(alice, id, episodeId);
+    assert.equal(res.status, 202, res.text);
+    await redelivery(episodeId);
+    assert.equal(receiver.received.length, 4);
+  });
+
+  it('a callback that gave up raises one callback_exhausted operator alert through the dispatcher', async () => {
+    const { id, episodeId } = await gaveUp();
+    const alerts = async () => {
+      const deadline = Date.now() + 15_000;
+      for (;;) {
+        const found = webhook.received.filter(
+          (r) =>
+            (JSON.parse(r.body) as OperatorAlert).kind === 'callback_exhausted' && r.body.includes(`"${id}"`),
+        );
+        if (found.length || Date.now() > deadline) return found;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    };
+    const [sent, ...more] = await alerts();
+    assert.ok(sent, 'an alert reached the operator webhook');
+    assert.equal(more.length, 0);
+    const alert = JSON.parse(sent.body) as OperatorAlert;
+    assert.deepEqual(
+      { ...alert, at: undefined },
+      {
+        version: '1',
+        kind: 'callback_exhausted',
+        severity: 'warning',
+        runId: id,
+        teamId: 'acme',
+        episodeKey: `callback:${episodeId}`,
+        summary: `The completion callback of run ${id} gave up after 3 attempts: http 503`,
+        detail: {
+          episodeId,
+          attempts: 3,
+          lastError: 'http 503',
+          redeliver: `/api/v1/runs/${id}/episodes/${episodeId}/callback/redeliver`,
+        },
+        at: undefined,
+      },
+    );
+    assert.equal(sent.headers['idempotency-key'], `ops|callback:${episodeId}`);
+    // Its own ops| workflow and claim: settled once sent.
+    await client.workflow.getHandle(`ops|callback:${episodeId}`).result();
+    assert.equal(await stores.claims.state(`ops|callback:${episodeId}`), 'delivered');
+  });
+
+  it('attempts older than 30 days are reaped by the sweep where the server has no TTL index', async () => {
+    const now = new Date();
+    const old = new Date(now.getTime() - 31 * 24 * 3600_000);
+    const base = { runId: 'run_reap', durationMs: 5, result: 'retry' as const, trigger: 'episode' as const };
+    await stores.callbackAttempts.record({ ...base, episodeId: 'run_reap:end', at: old, status: 503 });
+    await stores.callbackAttempts.record({ ...base, episodeId: 'run_reap:end', at: now, status: 503 });
+    const sweep = createSweepActivities({
+      ...stores,
+      client,
+      taskQueue: config.temporalTaskQueue,
+      episodeOptions: { callbackRetrySeconds: [1] },
+      families: { ops: false },
+      lookbackSeconds: 60,
+      pageSize: 10,
+      now: () => now,
+    });
+    assert.ok((await sweep.sweepReapExpired()) >= 1);
+    assert.deepEqual(
+      (await attemptsOf('run_reap')).map((r) => r.attempt),
+      [2],
+    );
+  });
+});
+
+describe('push_config_fault operator alert', function () {
+  let push: PushService;
+  let webhook: CallbackReceiver;
+  let mongo: Mongo;
+  let worker: RunningWorker;
+  let api: ApiHandle;
+  let alice: ApiClient;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+
+  before(async () => {
+    push = await startPushService();
+    webhook = await CallbackReceiver.start();
+    const vapid = webpush.generateVAPIDKeys();
+    const config = testConfig({
+      VAPID_PUBLIC_KEY: vapid.publicKey,
+      VAPID_PRIVATE_KEY: vapid.privateKey,
+      PUSH_ALLOW_PRIVATE: '1',
+      SWEEP_INTERVAL_SECONDS: '3600',
+      OPS_ALERT_WEBHOOK_URL: webhook.url,
+    });
+    let stores: Stores;
+    ({ mongo, stores } = await openStores(config));
+    worker = await startTestWorker(config, stores, { pushSender: pushSenderFor(config, { ca: push.ca }) });
+    const started = await startTestApi(config, { pushSender: pushSenderFor(config, { ca: push.ca }) });
+    api = started.api;
+    alice = started.client.as('alice', 'acme');
+    ({ client, close: closeClient } = await temporalClient(config));
+  });
+  after(async () => {
+    await api?.close();
+    await worker?.stop();
+    await closeClient?.();
+    await mongo?.client.close();
+    await push?.close();
+    await webhook?.close();
+  });
+
+  it('a push service answering 403 to our VAPID identity alerts the operator once per hour per origin', async () => {
+    const phone = push.endpoint('alice-phone');
+    const laptop = push.endpoint('alice-laptop');
+    for (const subscription of [phone, laptop]) {
+      assert.equal((await alice.post('/api/v1/notifications/push/subscriptions', subscription)).status, 201);
+      push.failAlways(subscription, 403);
+    }
+    // Two episodes, each reaching both subscriptions on the same push service: four refusals, one alert.
+    const hourBefore = new Date().toISOString().slice(0, 13);
+    for (let i = 0; i < 2; i++) {
+      const run = (await alice.post('/api/v1/runs', { title: `Report ${i}` })).body.id as string;
+      await alice.post(`/api/v1/runs/${run}/cancel`);
+      await client.workflow.getHandle(`${run}:end`).result();
+    }
+    assert.ok(push.attempts().filter((a) => a.status === 403).length >= 4);
+    // Keyed by the UTC hour it was met in (the test may straddle one).
+    const hours = [hourBefore, new Date().toISOString().slice(0, 13)];
+    const deadline = Date.now() + 15_000;
+    while (!webhook.received.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    const alerts = webhook.received.map((r) => JSON.parse(r.body) as OperatorAlert);
+    assert.equal(alerts.length, 1, JSON.stringify(alerts));
+    const [alert] = alerts;
+    assert.ok(
+      hours.map((h) => `push-config:${push.origin}:${h}`).includes(alert.episodeKey),
+      alert.episodeKey,
+    );
+    assert.deepEqual(
+      [alert.kind, alert.severity, alert.detail.origin, alert.detail.status],
+      ['push_config_fault', 'critical', push.origin, 403],
+    );
+    assert.equal(webhook.received[0].headers['idempotency-key'], `ops|${alert.episodeKey}`);
+    await client.workflow.getHandle(`ops|${alert.episodeKey}`).result();
+    // A later episode in the same hour raises nothing more.
+    const run = (await alice.post('/api/v1/runs', { title: 'Report 2' })).body.id as string;
+    await alice.post(`/api/v1/runs/${run}/cancel`);
+    await client.workflow.getHandle(`${run}:end`).result();
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal(webhook.received.length, 1);
+    assert.match(alerts[0].summary, /VAPID/);
+  });
+});

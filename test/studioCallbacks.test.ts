@@ -1,0 +1,135 @@
+// The studio's run page and callbacks, in a real browser (Debian's Chromium driven by playwright-core) against the
+// real API, worker, Temporal and FerretDB, with a loopback callback receiver: the attempt log per episode, and
+// the "Redeliver" button on a callback that gave up.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { ApiHandle } from '../api/server';
+import { freePort } from '../stack/embedded';
+import type { Mongo } from '../store/mongo';
+import { CallbackReceiver } from './support/callbackReceiver';
+import {
+  ApiClient,
+  openStores,
+  startTestApi,
+  startTestWorker,
+  temporalClient,
+  type RunningWorker,
+} from './support/harness';
+import { testConfig } from './support/stack';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const CHROMIUM_FLAGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+describe('studio run page: callback attempts and redeliver (Chromium)', function () {
+  let receiver: CallbackReceiver;
+  let mongo: Mongo;
+  let worker: RunningWorker;
+  let api: ApiHandle;
+  let origin: string;
+  let alice: ApiClient;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  let context: BrowserContext;
+  let page: Page;
+  let dir: string;
+
+  before(async () => {
+    receiver = await CallbackReceiver.start();
+    const port = await freePort();
+    origin = `http://127.0.0.1:${port}`;
+    const config = testConfig({
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      CALLBACK_ALLOW_PRIVATE: '1',
+      CALLBACK_RETRY_SECONDS: '1',
+      SWEEP_INTERVAL_SECONDS: '3600',
+    });
+    let stores;
+    ({ mongo, stores } = await openStores(config));
+    worker = await startTestWorker(config, stores);
+    const started = await startTestApi(config);
+    api = started.api;
+    alice = started.client.as('alice', 'acme');
+    ({ client, close: closeClient } = await temporalClient(config));
+    dir = mkdtempSync(path.join(tmpdir(), 'flow-studio-chromium-'));
+    context = await chromium.launchPersistentContext(dir, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: CHROMIUM_FLAGS,
+      viewport: { width: 1280, height: 860 },
+    });
+    page = context.pages()[0] ?? (await context.newPage());
+    await page.goto(`${origin}/`);
+    await page.getByLabel('Access token').fill(alice.token ?? '');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Runs' }).waitFor();
+  });
+  after(async () => {
+    await context?.close().catch(() => undefined);
+    if (dir) rmSync(dir, { recursive: true, force: true });
+    await api?.close();
+    await worker?.stop();
+    await closeClient?.();
+    await mongo?.client.close();
+    await receiver?.close();
+  });
+
+  it('shows each attempt of a callback that gave up, and "Redeliver" sends it again with the same webhook-id', async () => {
+    receiver.answerAlways({ status: 503 });
+    const created = await alice.post('/api/v1/runs', {
+      title: 'Ledger close',
+      callback: { url: receiver.url },
+    });
+    const runId = created.body.id as string;
+    await alice.post(`/api/v1/runs/${runId}/cancel`);
+    assert.equal(
+      ((await client.workflow.getHandle(`${runId}:end`).result()) as { callback: string }).callback,
+      'gave_up',
+    );
+    receiver.answerAlways({ status: 204 });
+
+    await page.goto(`${origin}/runs/${runId}`);
+    const attempts = page.getByRole('table', { name: 'Callback attempts of end' });
+    await attempts.waitFor();
+    const rows = attempts.locator('tbody tr');
+    assert.equal(await rows.count(), 2);
+    assert.match(await rows.nth(0).innerText(), /#1[\s\S]*HTTP 503[\s\S]*Retry[\s\S]*1 s/);
+    assert.match(await rows.nth(1).innerText(), /#2[\s\S]*HTTP 503/);
+    const cell = page.locator(`tr[data-episode-id="${runId}:end"] td`).nth(4);
+    assert.equal(await cell.innerText(), 'Gave up: http 503');
+
+    await page.getByRole('button', { name: 'Redeliver' }).click();
+    // The page follows the redelivery until its attempt is in the log, then shows it and drops the button.
+    await page.getByRole('cell', { name: 'Delivered', exact: true }).waitFor({ timeout: 15_000 });
+    assert.equal(await rows.count(), 3);
+    assert.match(await rows.nth(2).innerText(), /#3 \(Redelivery\)[\s\S]*HTTP 204[\s\S]*Delivered/);
+    assert.equal(await page.getByRole('button', { name: 'Redeliver' }).count(), 0);
+    assert.equal(await cell.innerText(), 'Redelivered');
+    assert.equal(receiver.received.length, 3);
+    assert.equal(receiver.received[2].headers['webhook-id'], `${runId}:end`);
+  });
+
+  it('a delivered callback lists its attempt and offers no "Redeliver"', async () => {
+    const created = await alice.post('/api/v1/runs', { title: 'Digest', callback: { url: receiver.url } });
+    const runId = created.body.id as string;
+    await alice.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'sent' });
+    await client.workflow.getHandle(`${runId}:end`).result();
+    await page.goto(`${origin}/runs/${runId}`);
+    const attempts = page.getByRole('table', { name: 'Callback attempts of end' });
+    await attempts.waitFor();
+    assert.equal(await attempts.locator('tbody tr').count(), 1);
+    assert.equal(await page.getByRole('button', { name: 'Redeliver' }).count(), 0);
+  });
+});
