@@ -241,6 +241,8 @@ describe('observability: /metrics on the API and the worker, structured logs wit
       'flow_notify_callback_attempt_duration_seconds_count{result="stop"}': 1,
       flow_notify_callbacks_given_up_total: 1,
       'flow_notify_operator_alerts_total{kind="run_failed",result="sent"}': 1,
+      // The refused callback gave up: the operator hears of it.
+      'flow_notify_operator_alerts_total{kind="callback_exhausted",result="sent"}': 1,
       flow_notify_sweep_pass_seconds_count: 1,
       flow_notify_sweep_runs_listed_total: 4,
       flow_notify_sweep_episodes_owed_total: 1,
