@@ -60,7 +60,8 @@ describe('family independence', function () {
       SWEEP_INTERVAL_SECONDS: '3600',
     });
     ({ mongo, stores } = await openStores(config));
-    worker = await startTestWorker(config, stores);
+    // Fast retries: the callback activity that always throws spends its three attempts in ~1.5 s, not 15.
+    worker = await startTestWorker(config, stores, { fastRetries: true });
     let anonymous: ApiClient;
     ({ api, client: anonymous } = await startTestApi(config));
     alice = anonymous.as('alice', 'acme');
@@ -116,8 +117,12 @@ describe('family independence', function () {
 
 describe('family independence: a released push does not wait for the callback', function () {
   this.timeout(180_000);
-  /** Short settings: a sweep every 10 s, a callback that keeps retrying for about a minute. */
-  const SWEEP_SECONDS = 10;
+  /**
+   * Short settings: a sweep every 5 s, fast fan-out retries (released ~3 s after the run ends), and a callback
+   * that keeps retrying for 25 s: a push that waited for the callback to finish would come ~20 s after its
+   * release, well past the one sweep interval (plus slack) it is allowed.
+   */
+  const SWEEP_SECONDS = 5;
   let push: PushService;
   let receiver: CallbackReceiver;
   let config: Config;
@@ -139,12 +144,12 @@ describe('family independence: a released push does not wait for the callback', 
       PUSH_ALLOW_PRIVATE: '1',
       CALLBACK_ALLOW_PRIVATE: '1',
       CALLBACK_TIMEOUT_SECONDS: '2',
-      CALLBACK_RETRY_SECONDS: '30,30',
+      CALLBACK_RETRY_SECONDS: '25',
       SWEEP_INTERVAL_SECONDS: String(SWEEP_SECONDS),
     });
     ({ mongo, stores } = await openStores(config));
     const sender = () => pushSenderFor(config, { ca: push.ca });
-    worker = await startTestWorker(config, stores, { pushSender: sender() });
+    worker = await startTestWorker(config, stores, { pushSender: sender(), fastRetries: true });
     let anonymous: ApiClient;
     ({ api, client: anonymous } = await startTestApi(config, { pushSender: sender() }));
     alice = anonymous.as('alice', 'acme');
@@ -162,7 +167,7 @@ describe('family independence: a released push does not wait for the callback', 
   it('push released while the callback retries: the push arrives within one sweep interval of its release', async () => {
     const subscription = push.endpoint('alice');
     assert.equal((await alice.post('/api/v1/notifications/push/subscriptions', subscription)).status, 201);
-    // Every send of the first try fails: 5 fan-out attempts (~30 s of backoff), 3 sends each.
+    // Every send of the first try fails: 5 fan-out attempts (~3 s of fast backoff), 3 sends each.
     push.failAlways(subscription, 500);
     receiver.answerAlways({ status: 503 });
     const launched = await alice.post('/api/v1/runs', { title: 'Apart', callback: { url: receiver.url } });

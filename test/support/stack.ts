@@ -15,6 +15,7 @@ interface TestStack extends RunningStack {
 
 let stack: TestStack | undefined;
 let bundle: Promise<WorkflowBundle> | undefined;
+let fastRetriesBundle: Promise<WorkflowBundle> | undefined;
 
 export function testStack(): TestStack {
   if (!stack) throw new Error('the test stack is not started (run tests through npm test / mocha)');
@@ -39,8 +40,19 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
   });
 }
 
-/** The workflows, bundled once per test run and shared by every test worker. */
-export function workflowBundle(): Promise<WorkflowBundle> {
+/**
+ * The workflows, bundled once per test run and shared by every test worker. `fastRetries`: the same workflows
+ * with Temporal's activity retry backoff shortened (support/fastRetries.ts), bundled once too.
+ */
+export function workflowBundle(options: { fastRetries?: boolean } = {}): Promise<WorkflowBundle> {
+  if (options.fastRetries) {
+    fastRetriesBundle ??= bundleWorkflowCode({
+      workflowsPath: WORKFLOWS_PATH,
+      workflowInterceptorModules: [require.resolve('./fastRetries')],
+      logger: quietLogger,
+    });
+    return fastRetriesBundle;
+  }
   bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger });
   return bundle;
 }
