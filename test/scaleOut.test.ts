@@ -62,6 +62,8 @@ describe('scale out: two workers and two APIs on one Temporal and one database',
       VAPID_PRIVATE_KEY: vapid.privateKey,
       PUSH_ALLOW_PRIVATE: '1',
       CALLBACK_ALLOW_PRIVATE: '1',
+      // A callback attempt lost with the killed worker is retried once its start-to-close (this + 20 s) passed.
+      CALLBACK_TIMEOUT_SECONDS: '5',
       SWEEP_INTERVAL_SECONDS: String(SWEEP_SECONDS),
       PORT: '0',
     };
