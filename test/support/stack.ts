@@ -17,8 +17,22 @@ let stack: TestStack | undefined;
 let bundle: Promise<WorkflowBundle> | undefined;
 let fastRetriesBundle: Promise<WorkflowBundle> | undefined;
 
+/** Where a worker process of `mocha --parallel` finds the servers the main process started. */
+const SHARED_STACK_VARIABLE = 'FLOW_NOTIFY_TEST_STACK';
+
 export function testStack(): TestStack {
-  if (!stack) throw new Error('the test stack is not started (run tests through npm test / mocha)');
+  if (!stack) {
+    // A parallel worker: the main process ran the global setup (and will stop the servers); use its servers.
+    const shared = process.env[SHARED_STACK_VARIABLE];
+    if (!shared) throw new Error('the test stack is not started (run tests through npm test / mocha)');
+    const { mongoUrl, temporalAddress, dataRoot } = JSON.parse(shared) as TestStack;
+    stack = { mongoUrl, temporalAddress, dataRoot, stop: async () => undefined };
+    try {
+      Runtime.install({ logger: quietLogger });
+    } catch {
+      // already in use in this process: its logger stays
+    }
+  }
   return stack;
 }
 
@@ -75,6 +89,12 @@ export async function mochaGlobalSetup(): Promise<void> {
   const dataRoot = mkdtempSync(path.join(tmpdir(), 'flow-notify-test-'));
   const started = Date.now();
   stack = { ...(await startThrowawayStack(dataRoot, launcherEnv())), dataRoot };
+  // `mocha --parallel` starts its workers after this, with this environment.
+  process.env[SHARED_STACK_VARIABLE] = JSON.stringify({
+    mongoUrl: stack.mongoUrl,
+    temporalAddress: stack.temporalAddress,
+    dataRoot,
+  });
   console.log(
     `test stack: mongo ${stack.mongoUrl} temporal ${stack.temporalAddress} (ready in ${Date.now() - started} ms)`,
   );
