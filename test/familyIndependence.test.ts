@@ -119,8 +119,8 @@ describe('family independence: a released push does not wait for the callback', 
   this.timeout(180_000);
   /**
    * Short settings: a sweep every 5 s, fast fan-out retries (released ~3 s after the run ends), and a callback
-   * that keeps retrying for 25 s: a push that waited for the callback to finish would come ~20 s after its
-   * release, well past the one sweep interval (plus slack) it is allowed.
+   * that keeps retrying for 15 s. The push must arrive while that callback still retries (a push that waited for
+   * the callback to finish would come after it) and within one sweep interval (plus slack) of its release.
    */
   const SWEEP_SECONDS = 5;
   let push: PushService;
@@ -144,7 +144,7 @@ describe('family independence: a released push does not wait for the callback', 
       PUSH_ALLOW_PRIVATE: '1',
       CALLBACK_ALLOW_PRIVATE: '1',
       CALLBACK_TIMEOUT_SECONDS: '2',
-      CALLBACK_RETRY_SECONDS: '25',
+      CALLBACK_RETRY_SECONDS: '15',
       SWEEP_INTERVAL_SECONDS: String(SWEEP_SECONDS),
     });
     ({ mongo, stores } = await openStores(config));
@@ -187,8 +187,12 @@ describe('family independence: a released push does not wait for the callback', 
     assert.equal(await stores.claims.state(`cb|${episodeId}`), 'pending', 'the callback is still retrying');
 
     const slackMs = 8_000;
+    let callbackAtArrival: string | undefined;
     const arrived = await push.waitFor(1, subscription, SWEEP_SECONDS * 1000 + slackMs).then(
-      ([first]) => first.at.getTime() - releasedAt,
+      async ([first]) => {
+        callbackAtArrival = await stores.claims.state(`cb|${episodeId}`);
+        return first.at.getTime() - releasedAt;
+      },
       () => undefined,
     );
     const result = (await client.workflow.getHandle(episodeId).result()) as EpisodeResult;
@@ -197,6 +201,7 @@ describe('family independence: a released push does not wait for the callback', 
       arrived !== undefined && arrived <= SWEEP_SECONDS * 1000 + slackMs,
       `the push came ${arrived ?? `not within ${SWEEP_SECONDS * 1000 + slackMs}`} ms after its release; episode ${JSON.stringify(result)}`,
     );
+    assert.equal(callbackAtArrival, 'pending', 'the push came while the callback still retried');
     assert.deepEqual(
       { push: result.push, callback: result.callback },
       { push: 'delivered', callback: 'gave_up' },
