@@ -367,7 +367,6 @@ export function loadConfig(env: Env = process.env): Config {
       .split(',')
       .map((s) => s.trim().toLowerCase())
       .filter(Boolean),
-    callbackTimeoutSeconds: positiveInt(env, 'CALLBACK_TIMEOUT_SECONDS', 10),
     sweepIntervalSeconds: positiveInt(env, 'SWEEP_INTERVAL_SECONDS', 120),
     claimGraceSeconds: positiveInt(env, 'CLAIM_GRACE_SECONDS', 300),
     pushMaxSubscriptionsPerUser: positiveCount(env, 'PUSH_MAX_SUBSCRIPTIONS_PER_USER', 20),
@@ -413,6 +412,7 @@ export type EmitterConfig = Pick<
   | 'temporalNamespace'
   | 'temporalTaskQueue'
   | 'callbackRetrySeconds'
+  | 'callbackTimeoutSeconds'
   | 'sweepIntervalSeconds'
   | 'stallAfterSeconds'
   | 'healthReapSeconds'
@@ -427,6 +427,8 @@ export function loadEmitterConfig(env: Env = process.env): EmitterConfig {
     temporalNamespace: read(env, 'TEMPORAL_NAMESPACE') ?? 'default',
     temporalTaskQueue: read(env, 'TEMPORAL_TASK_QUEUE') ?? 'flow-notify',
     callbackRetrySeconds: secondsList(env, 'CALLBACK_RETRY_SECONDS', [20, 60, 180, 540]),
+    // Also an episode option: a callback attempt's start-to-close is this plus a margin.
+    callbackTimeoutSeconds: positiveInt(env, 'CALLBACK_TIMEOUT_SECONDS', 10),
     // An episode's released push is retried after one sweep interval (EpisodeOptions.releasedRetrySeconds).
     sweepIntervalSeconds: positiveInt(env, 'SWEEP_INTERVAL_SECONDS', 120),
     stallAfterSeconds: positiveInt(env, 'STALL_AFTER_SECONDS', 900),

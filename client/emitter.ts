@@ -7,6 +7,7 @@ import type { RunError } from '../domain/run';
 import type { RunStore } from '../store/runs';
 import type { Config } from '../config';
 import {
+  CALLBACK_ATTEMPT_MARGIN_SECONDS,
   DEFAULT_EPISODE_OPTIONS,
   episodeWorkflowId,
   outcomeKindAttribute,
@@ -60,11 +61,12 @@ export type OutcomeEmitter = ReturnType<typeof createOutcomeEmitter>;
 
 /** The episode options a config asks for; every emitter and the sweep pass the same. */
 export function episodeOptions(
-  config: Pick<Config, 'callbackRetrySeconds' | 'sweepIntervalSeconds'>,
+  config: Pick<Config, 'callbackRetrySeconds' | 'sweepIntervalSeconds' | 'callbackTimeoutSeconds'>,
 ): EpisodeOptions {
   return {
     callbackRetrySeconds: config.callbackRetrySeconds,
     releasedRetrySeconds: config.sweepIntervalSeconds,
+    callbackAttemptSeconds: config.callbackTimeoutSeconds + CALLBACK_ATTEMPT_MARGIN_SECONDS,
   };
 }
 

@@ -175,16 +175,25 @@ describe('callback family', function () {
   });
 
   it('what the owner is told of a callback that never got through is a category: timeout, http 503', async () => {
+    // Two runs side by side, one per receiver: each schedule runs its five attempts to the end.
     receiver.answerAlways({ status: 200, delayMs: 3000 });
-    const slow = await launch();
-    await alice.post(`/api/v1/runs/${slow.id}/cancel`);
-    assert.equal((await episodeResult(`${slow.id}:end`)).callback, 'gave_up');
-    assert.equal((await stores.claims.describe(`cb|${slow.id}:end`)).result, 'gave_up: timeout');
-    receiver.answerAlways({ status: 503 });
-    const down = await launch();
-    await alice.post(`/api/v1/runs/${down.id}/cancel`);
-    assert.equal((await episodeResult(`${down.id}:end`)).callback, 'gave_up');
-    assert.equal((await stores.claims.describe(`cb|${down.id}:end`)).result, 'gave_up: http 503');
+    other.answerAlways({ status: 503 });
+    try {
+      const slow = await launch();
+      const down = await launch(other.url);
+      await alice.post(`/api/v1/runs/${slow.id}/cancel`);
+      await alice.post(`/api/v1/runs/${down.id}/cancel`);
+      const [slowResult, downResult] = await Promise.all([
+        episodeResult(`${slow.id}:end`),
+        episodeResult(`${down.id}:end`),
+      ]);
+      assert.equal(slowResult.callback, 'gave_up');
+      assert.equal((await stores.claims.describe(`cb|${slow.id}:end`)).result, 'gave_up: timeout');
+      assert.equal(downResult.callback, 'gave_up');
+      assert.equal((await stores.claims.describe(`cb|${down.id}:end`)).result, 'gave_up: http 503');
+    } finally {
+      other.answerAlways({ status: 204 });
+    }
   });
 
   it('a 307 to another loopback receiver is not followed', async () => {

@@ -3,10 +3,11 @@
 // servers, one episode of each family (push, callback, operator alert) driven through them, the runner CLI run
 // from the build, and both stopped with SIGTERM.
 import assert from 'node:assert/strict';
-import { execFileSync, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, type ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import webpush from 'web-push';
 import { sweepScheduleId } from '../client/schedules';
 import { freePort, PROJECT_ROOT } from '../stack/embedded';
@@ -18,26 +19,30 @@ import { startProcess, terminate } from './support/processes';
 import { childProcessEnv, WorkerProcess } from './support/workerProcess';
 import { loadConfig } from '../config';
 
+const execFileAsync = promisify(execFile);
+
 /**
  * Builds the package as `npm run build` does into `dir`/dist, with the files a release ships, and installs its
  * production dependencies there (the workflow bundle is made last: webpack resolves the workflows' imports from
- * the copy's own node_modules).
+ * the copy's own node_modules). The compile and the install write to different places and run side by side.
  */
-export function buildCopy(dir: string): void {
+export async function buildCopy(dir: string): Promise<void> {
   const dist = path.join(dir, 'dist');
-  execFileSync('npx', ['tsc', '-p', 'tsconfig.build.json', '--outDir', dist], { cwd: PROJECT_ROOT });
   for (const file of ['package.json', 'package-lock.json', 'bin']) {
     cpSync(path.join(PROJECT_ROOT, file), path.join(dir, file), { recursive: true });
   }
+  await Promise.all([
+    execFileAsync('npx', ['tsc', '-p', 'tsconfig.build.json', '--outDir', dist], { cwd: PROJECT_ROOT }),
+    execFileAsync(
+      'npm',
+      ['ci', '--omit=dev', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'],
+      {
+        cwd: dir,
+        env: childProcessEnv({}),
+      },
+    ),
+  ]);
   cpSync(path.join(PROJECT_ROOT, 'studio'), path.join(dist, 'studio'), { recursive: true });
-  execFileSync(
-    'npm',
-    ['ci', '--omit=dev', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'],
-    {
-      cwd: dir,
-      env: childProcessEnv({}),
-    },
-  );
   execFileSync(process.execPath, ['-r', 'ts-node/register', 'scripts/bundleWorkflows.ts', dist], {
     cwd: PROJECT_ROOT,
   });
@@ -55,7 +60,7 @@ describe('the production build (dist/, production dependencies only)', function 
 
   before(async () => {
     dir = mkdtempSync(path.join(tmpdir(), 'flow-notify-dist-'));
-    buildCopy(dir);
+    await buildCopy(dir);
     push = await startPushService();
     callbacks = await CallbackReceiver.start();
     opsHook = await CallbackReceiver.start();

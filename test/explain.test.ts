@@ -42,8 +42,9 @@ describe('flow-notify explain', function () {
         CALLBACK_ALLOW_PRIVATE: '1',
         CALLBACK_RETRY_SECONDS: '1,1',
         OPS_ALERT_WEBHOOK_URL: webhook.url,
-        // An alert whose webhook keeps refusing gives up after about 7 s (durable timers 2 s, 4 s ...).
-        OPS_ALERT_RETRY_HOURS: '0.002',
+        // An alert whose webhook keeps refusing gives up after two POSTs: 0.0015 h = 5.4 s, and the attempt at
+        // 2 s would wait 4 s more (durable timers 2 s, 4 s ...).
+        OPS_ALERT_RETRY_HOURS: '0.0015',
         SWEEP_INTERVAL_SECONDS: '3600',
       },
       { push },

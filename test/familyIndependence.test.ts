@@ -60,7 +60,8 @@ describe('family independence', function () {
       SWEEP_INTERVAL_SECONDS: '3600',
     });
     ({ mongo, stores } = await openStores(config));
-    worker = await startTestWorker(config, stores);
+    // Fast retries: the callback activity that always throws spends its three attempts in ~1.5 s, not 15.
+    worker = await startTestWorker(config, stores, { fastRetries: true });
     let anonymous: ApiClient;
     ({ api, client: anonymous } = await startTestApi(config));
     alice = anonymous.as('alice', 'acme');
@@ -116,8 +117,12 @@ describe('family independence', function () {
 
 describe('family independence: a released push does not wait for the callback', function () {
   this.timeout(180_000);
-  /** Short settings: a sweep every 10 s, a callback that keeps retrying for about a minute. */
-  const SWEEP_SECONDS = 10;
+  /**
+   * Short settings: a sweep every 5 s, fast fan-out retries (released ~3 s after the run ends), and a callback
+   * that keeps retrying for 15 s. The push must arrive while that callback still retries (a push that waited for
+   * the callback to finish would come after it) and within one sweep interval (plus slack) of its release.
+   */
+  const SWEEP_SECONDS = 5;
   let push: PushService;
   let receiver: CallbackReceiver;
   let config: Config;
@@ -139,12 +144,12 @@ describe('family independence: a released push does not wait for the callback', 
       PUSH_ALLOW_PRIVATE: '1',
       CALLBACK_ALLOW_PRIVATE: '1',
       CALLBACK_TIMEOUT_SECONDS: '2',
-      CALLBACK_RETRY_SECONDS: '30,30',
+      CALLBACK_RETRY_SECONDS: '15',
       SWEEP_INTERVAL_SECONDS: String(SWEEP_SECONDS),
     });
     ({ mongo, stores } = await openStores(config));
     const sender = () => pushSenderFor(config, { ca: push.ca });
-    worker = await startTestWorker(config, stores, { pushSender: sender() });
+    worker = await startTestWorker(config, stores, { pushSender: sender(), fastRetries: true });
     let anonymous: ApiClient;
     ({ api, client: anonymous } = await startTestApi(config, { pushSender: sender() }));
     alice = anonymous.as('alice', 'acme');
@@ -162,7 +167,7 @@ describe('family independence: a released push does not wait for the callback', 
   it('push released while the callback retries: the push arrives within one sweep interval of its release', async () => {
     const subscription = push.endpoint('alice');
     assert.equal((await alice.post('/api/v1/notifications/push/subscriptions', subscription)).status, 201);
-    // Every send of the first try fails: 5 fan-out attempts (~30 s of backoff), 3 sends each.
+    // Every send of the first try fails: 5 fan-out attempts (~3 s of fast backoff), 3 sends each.
     push.failAlways(subscription, 500);
     receiver.answerAlways({ status: 503 });
     const launched = await alice.post('/api/v1/runs', { title: 'Apart', callback: { url: receiver.url } });
@@ -182,8 +187,12 @@ describe('family independence: a released push does not wait for the callback', 
     assert.equal(await stores.claims.state(`cb|${episodeId}`), 'pending', 'the callback is still retrying');
 
     const slackMs = 8_000;
+    let callbackAtArrival: string | undefined;
     const arrived = await push.waitFor(1, subscription, SWEEP_SECONDS * 1000 + slackMs).then(
-      ([first]) => first.at.getTime() - releasedAt,
+      async ([first]) => {
+        callbackAtArrival = await stores.claims.state(`cb|${episodeId}`);
+        return first.at.getTime() - releasedAt;
+      },
       () => undefined,
     );
     const result = (await client.workflow.getHandle(episodeId).result()) as EpisodeResult;
@@ -192,6 +201,7 @@ describe('family independence: a released push does not wait for the callback', 
       arrived !== undefined && arrived <= SWEEP_SECONDS * 1000 + slackMs,
       `the push came ${arrived ?? `not within ${SWEEP_SECONDS * 1000 + slackMs}`} ms after its release; episode ${JSON.stringify(result)}`,
     );
+    assert.equal(callbackAtArrival, 'pending', 'the push came while the callback still retried');
     assert.deepEqual(
       { push: result.push, callback: result.callback },
       { push: 'delivered', callback: 'gave_up' },

@@ -87,7 +87,8 @@ const alertsIn = (webhook: CallbackReceiver, since = 0) =>
 describe('operator alerts retry through webhook trouble', function () {
   let s: Suite;
   before(async () => {
-    s = await startSuite({ STALL_AFTER_SECONDS: '3', HEALTH_REAP_SECONDS: '3600', CLAIM_GRACE_SECONDS: '6' });
+    // A 4 s claim grace: the alert's retry waits are capped at a third of it (2 s, then 1.3 s).
+    s = await startSuite({ STALL_AFTER_SECONDS: '3', HEALTH_REAP_SECONDS: '3600', CLAIM_GRACE_SECONDS: '4' });
     if (process.env.RECORD_OPS_HISTORY === '1') {
       s.webhook.answer({ status: 503 });
       const alert = routeDecisionAlert(
@@ -106,7 +107,7 @@ describe('operator alerts retry through webhook trouble', function () {
   });
   after(() => stopSuite(s));
 
-  it('the receiver answers 503 for 25 s, then 200: every alert (stall, stall_recovered, budget, router, failed run) arrives exactly once', async () => {
+  it('the receiver answers 503 for 14 s, then 200: every alert (stall, stall_recovered, budget, router, failed run) arrives exactly once', async () => {
     const { webhook, alice, stores } = s;
     webhook.answerAlways({ status: 503 });
     const outageStart = Date.now();
@@ -137,11 +138,11 @@ describe('operator alerts retry through webhook trouble', function () {
     await alice.post(`/api/v1/runs/${staller}/complete`, { finalAnswer: 'ok' });
 
     const routerKey = `ops|route:${router}:dec_1`;
-    await sleep(Math.max(0, outageStart + 20_000 - Date.now()));
+    await sleep(Math.max(0, outageStart + 12_000 - Date.now()));
     assert.equal(await stores.claims.state(routerKey), 'pending', 'still in hand while it retries');
-    assert.ok(await stores.claims.isMarked(routerKey), 'renewed: past the 6 s grace it still shields');
+    assert.ok(await stores.claims.isMarked(routerKey), 'renewed: three graces on (4 s) it still shields');
 
-    await sleep(Math.max(0, outageStart + 25_000 - Date.now()));
+    await sleep(Math.max(0, outageStart + 14_000 - Date.now()));
     const recovered = Date.now();
     webhook.answerAlways({ status: 204 });
 
@@ -158,7 +159,7 @@ describe('operator alerts retry through webhook trouble', function () {
     for (const key of expected) assert.ok(tried().has(key), `${key} was never tried during the outage`);
     const deadline = Date.now() + 30_000;
     while ([...tried()].some((k) => !delivered().includes(k)) && Date.now() < deadline) await sleep(200);
-    await sleep(5000); // nothing more may come
+    await sleep(3000); // nothing more may come: more than twice the longest retry wait (1.3 s)
     const counts: Record<string, number> = {};
     for (const key of delivered()) counts[key] = (counts[key] ?? 0) + 1;
     for (const key of tried())

@@ -55,7 +55,8 @@ describe('push family', function () {
     });
     ({ mongo, stores } = await openStores(config));
     const sender = () => pushSenderFor(config, { ca: push.ca });
-    worker = await startTestWorker(config, stores, { pushSender: sender() });
+    // Fast retries: an episode whose every send fails goes through its five fan-out attempts in ~3 s, not 30.
+    worker = await startTestWorker(config, stores, { pushSender: sender(), fastRetries: true });
     const started = await startTestApi(config, { pushSender: sender() });
     api = started.api;
     anonymous = started.client;

@@ -62,6 +62,8 @@ describe('scale out: two workers and two APIs on one Temporal and one database',
       VAPID_PRIVATE_KEY: vapid.privateKey,
       PUSH_ALLOW_PRIVATE: '1',
       CALLBACK_ALLOW_PRIVATE: '1',
+      // A callback attempt lost with the killed worker is retried once its start-to-close (this + 20 s) passed.
+      CALLBACK_TIMEOUT_SECONDS: '5',
       SWEEP_INTERVAL_SECONDS: String(SWEEP_SECONDS),
       PORT: '0',
     };
@@ -77,8 +79,9 @@ describe('scale out: two workers and two APIs on one Temporal and one database',
     }
     caDir = mkdtempSync(path.join(tmpdir(), 'flow-notify-scale-ca-'));
     writeFileSync(path.join(caDir, 'ca.pem'), push.ca);
-    for (let i = 0; i < 2; i++) workers.push(await WorkerProcess.start({ vars, trustCa: push.ca }));
-    for (let i = 0; i < 2; i++) {
+    // The four processes start side by side: each spends seconds loading TypeScript (and a worker bundling its
+    // workflows) that need not wait for the others.
+    const startApi = async () => {
       const port = await freePort();
       const started = await startProcess(
         PROJECT_ROOT,
@@ -86,8 +89,13 @@ describe('scale out: two workers and two APIs on one Temporal and one database',
         childProcessEnv({ ...vars, PORT: String(port), NODE_EXTRA_CA_CERTS: path.join(caDir, 'ca.pem') }),
         'flow-notify api: listening',
       );
-      apis.push({ ...started, client: new ApiClient(`http://127.0.0.1:${port}`).as('alice', 'acme') });
-    }
+      return { ...started, client: new ApiClient(`http://127.0.0.1:${port}`).as('alice', 'acme') };
+    };
+    const startWorker = () => WorkerProcess.start({ vars, trustCa: push.ca });
+    const [w0, w1, a0, a1] = await Promise.allSettled([startWorker(), startWorker(), startApi(), startApi()]);
+    for (const w of [w0, w1]) if (w.status === 'fulfilled') workers.push(w.value);
+    for (const a of [a0, a1]) if (a.status === 'fulfilled') apis.push(a.value);
+    for (const r of [w0, w1, a0, a1]) if (r.status === 'rejected') throw r.reason;
   });
 
   after(async () => {

@@ -25,11 +25,14 @@ const fanOut = proxyActivities<Activities>({
 });
 
 // One HTTP attempt per call; the schedule between attempts is the workflow's (durable timers). Temporal's own
-// retries here only cover a worker lost mid-attempt.
-const callbackAttempt = proxyActivities<Activities>({
-  startToCloseTimeout: '1 minute',
-  retry: { initialInterval: '5 seconds', maximumAttempts: 3 },
-});
+// retries here only cover a worker lost mid-attempt, noticed once the attempt's start-to-close has passed.
+const callbackAttempts = (options: EpisodeOptions) =>
+  proxyActivities<Activities>({
+    startToCloseTimeout: options.callbackAttemptSeconds
+      ? `${options.callbackAttemptSeconds} seconds`
+      : '1 minute',
+    retry: { initialInterval: '5 seconds', maximumAttempts: 3 },
+  });
 
 /** Marks histories in which a released push is retried on a timer while a sibling branch still runs. */
 export const RELEASED_PUSH_RETRIED_PATCH = 'released-family-retried-while-siblings-run';
@@ -83,6 +86,7 @@ async function callbackBranch(
   const me = holder();
   if (!(await quick.tryMark(key, me))) return 'claimed_elsewhere';
   const waits = options.callbackRetrySeconds;
+  const callbackAttempt = callbackAttempts(options);
   try {
     for (let attempt = 0; ; attempt++) {
       // Where the attempt sits in the schedule is for the attempt log only: histories recorded without it

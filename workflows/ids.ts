@@ -84,9 +84,19 @@ export interface EpisodeOptions {
    * sweep cannot replay the episode yet. Absent in histories started before it: the sweep's default.
    */
   releasedRetrySeconds?: number;
+  /**
+   * One callback attempt's start-to-close: the receiver's own timeout (CALLBACK_TIMEOUT_SECONDS) plus room for the
+   * run's read and the resolver, so a worker lost mid-attempt is noticed that soon. Absent in histories started
+   * before it: one minute.
+   */
+  callbackAttemptSeconds?: number;
 }
+
+/** What a callback attempt may take beyond the receiver's timeout (the run's read, the resolver, signing). */
+export const CALLBACK_ATTEMPT_MARGIN_SECONDS = 20;
 
 export const DEFAULT_EPISODE_OPTIONS: EpisodeOptions = {
   callbackRetrySeconds: [20, 60, 180, 540],
   releasedRetrySeconds: 120,
+  callbackAttemptSeconds: 10 + CALLBACK_ATTEMPT_MARGIN_SECONDS,
 };

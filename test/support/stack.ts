@@ -15,9 +15,24 @@ interface TestStack extends RunningStack {
 
 let stack: TestStack | undefined;
 let bundle: Promise<WorkflowBundle> | undefined;
+let fastRetriesBundle: Promise<WorkflowBundle> | undefined;
+
+/** Where a worker process of `mocha --parallel` finds the servers the main process started. */
+const SHARED_STACK_VARIABLE = 'FLOW_NOTIFY_TEST_STACK';
 
 export function testStack(): TestStack {
-  if (!stack) throw new Error('the test stack is not started (run tests through npm test / mocha)');
+  if (!stack) {
+    // A parallel worker: the main process ran the global setup (and will stop the servers); use its servers.
+    const shared = process.env[SHARED_STACK_VARIABLE];
+    if (!shared) throw new Error('the test stack is not started (run tests through npm test / mocha)');
+    const { mongoUrl, temporalAddress, dataRoot } = JSON.parse(shared) as TestStack;
+    stack = { mongoUrl, temporalAddress, dataRoot, stop: async () => undefined };
+    try {
+      Runtime.install({ logger: quietLogger });
+    } catch {
+      // already in use in this process: its logger stays
+    }
+  }
   return stack;
 }
 
@@ -39,8 +54,19 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
   });
 }
 
-/** The workflows, bundled once per test run and shared by every test worker. */
-export function workflowBundle(): Promise<WorkflowBundle> {
+/**
+ * The workflows, bundled once per test run and shared by every test worker. `fastRetries`: the same workflows
+ * with Temporal's activity retry backoff shortened (support/fastRetries.ts), bundled once too.
+ */
+export function workflowBundle(options: { fastRetries?: boolean } = {}): Promise<WorkflowBundle> {
+  if (options.fastRetries) {
+    fastRetriesBundle ??= bundleWorkflowCode({
+      workflowsPath: WORKFLOWS_PATH,
+      workflowInterceptorModules: [require.resolve('./fastRetries')],
+      logger: quietLogger,
+    });
+    return fastRetriesBundle;
+  }
   bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger });
   return bundle;
 }
@@ -63,6 +89,12 @@ export async function mochaGlobalSetup(): Promise<void> {
   const dataRoot = mkdtempSync(path.join(tmpdir(), 'flow-notify-test-'));
   const started = Date.now();
   stack = { ...(await startThrowawayStack(dataRoot, launcherEnv())), dataRoot };
+  // `mocha --parallel` starts its workers after this, with this environment.
+  process.env[SHARED_STACK_VARIABLE] = JSON.stringify({
+    mongoUrl: stack.mongoUrl,
+    temporalAddress: stack.temporalAddress,
+    dataRoot,
+  });
   console.log(
     `test stack: mongo ${stack.mongoUrl} temporal ${stack.temporalAddress} (ready in ${Date.now() - started} ms)`,
   );

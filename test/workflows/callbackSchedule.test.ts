@@ -8,6 +8,7 @@ import { Worker } from '@temporalio/worker';
 import type { Activities } from '../../activities';
 import type { RunOutcome } from '../../domain/outcome';
 import { episodeWorkflow } from '../../workflows';
+import { DEFAULT_EPISODE_OPTIONS, type EpisodeOptions } from '../../workflows/ids';
 import { workflowBundle } from '../support/stack';
 import { startTimeSkipping, type TimeSkipping } from '../support/timeSkipping';
 
@@ -40,7 +41,7 @@ describe('the callback schedule on time-skipping Temporal', function () {
   });
 
   /** Runs one episode whose callback answers `answers` in turn; returns the claim results and the timers. */
-  async function runEpisode(answers: Attempt[], taskQueue: string) {
+  async function runEpisode(answers: Attempt[], taskQueue: string, options?: EpisodeOptions) {
     const settled: Array<string | undefined> = [];
     let attempts = 0;
     const activities = {
@@ -61,14 +62,22 @@ describe('the callback schedule on time-skipping Temporal', function () {
     const workflowId = `${outcome.episodeId}/${taskQueue}`;
     const started = Date.now();
     const result = await worker.runUntil(
-      env.client.workflow.execute(episodeWorkflow, { taskQueue, workflowId, args: [outcome] }),
+      env.client.workflow.execute(episodeWorkflow, {
+        taskQueue,
+        workflowId,
+        args: options ? [outcome, options] : [outcome],
+      }),
     );
     const history = await env.client.workflow.getHandle(workflowId).fetchHistory();
     const timers = (history.events ?? [])
       .map((event) => event.timerStartedEventAttributes?.startToFireTimeout?.seconds)
       .filter((seconds) => seconds != null)
       .map(Number);
-    return { result, attempts, settled, timers, wallMs: Date.now() - started };
+    const attemptTimeouts = (history.events ?? [])
+      .map((event) => event.activityTaskScheduledEventAttributes)
+      .filter((scheduled) => scheduled?.activityType?.name === 'sendCallback')
+      .map((scheduled) => Number(scheduled!.startToCloseTimeout?.seconds));
+    return { result, attempts, settled, timers, attemptTimeouts, wallMs: Date.now() - started };
   }
 
   it('a receiver that keeps answering 503 is tried five times, 20/60/180/540 s apart, then given up', async () => {
@@ -105,5 +114,21 @@ describe('the callback schedule on time-skipping Temporal', function () {
     assert.equal(run.result.callback, 'gave_up');
     assert.equal(run.attempts, 1);
     assert.deepEqual(run.timers, []);
+  });
+
+  it("a callback attempt's start-to-close is the receiver's timeout plus a margin; older histories keep a minute", async () => {
+    const stop: Attempt[] = [{ result: 'stop', detail: 'http 410' }];
+    const defaults = await runEpisode(stop, 'ts-callback-attempt-default');
+    assert.deepEqual(defaults.attemptTimeouts, [DEFAULT_EPISODE_OPTIONS.callbackAttemptSeconds]);
+    assert.equal(DEFAULT_EPISODE_OPTIONS.callbackAttemptSeconds, 30, 'CALLBACK_TIMEOUT_SECONDS 10 + 20');
+    const short = await runEpisode(stop, 'ts-callback-attempt-short', {
+      ...DEFAULT_EPISODE_OPTIONS,
+      callbackAttemptSeconds: 22,
+    });
+    assert.deepEqual(short.attemptTimeouts, [22]);
+    const older = await runEpisode(stop, 'ts-callback-attempt-older', {
+      callbackRetrySeconds: DEFAULT_EPISODE_OPTIONS.callbackRetrySeconds,
+    });
+    assert.deepEqual(older.attemptTimeouts, [60]);
   });
 });
