@@ -18,6 +18,7 @@ import type { ApiClient } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
 import { testStack } from './support/stack';
 
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const UI = 'https://temporal-ui.ops.test';
 
 describe('flow-notify explain', function () {
@@ -234,17 +235,20 @@ describe('flow-notify explain', function () {
       assert.deepEqual([ended.callback, ended.ops], ['gave_up', 'gave_up']);
 
       const alertWorkflowId = `ops|${runId}:end`;
+      // The episode and the run's failure alert closed; the callback's exhausted alert (started once the callback
+      // gave up) sent at least once.
       const closed = (r: RunExplanation) =>
         [`${runId}:end`, alertWorkflowId].every(
           (id) => r.workflows.find((w) => w.workflowId === id)?.status === 'COMPLETED',
-        );
+        ) && r.operatorAlerts.some((a) => a.kind === 'callback_exhausted' && a.sends.length > 0);
       let report!: RunExplanation;
-      const deadline = Date.now() + 20_000;
+      // Each look is a CLI process (seconds under load): allow several.
+      const deadline = Date.now() + 60_000;
       do {
         const run = cli(runId, '--json');
         assert.equal(run.status, 0, run.stderr);
         report = JSON.parse(run.stdout) as RunExplanation;
-      } while (!closed(report) && Date.now() < deadline);
+      } while (!closed(report) && Date.now() < deadline && (await sleep(1000), true));
 
       const [end] = report.episodes;
       const callbacks = receiver.received.length - before.callbacks;
