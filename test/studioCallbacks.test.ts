@@ -7,19 +7,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import type { ApiHandle } from '../api/server';
 import { freePort } from '../stack/embedded';
-import type { Mongo } from '../store/mongo';
 import { CallbackReceiver } from './support/callbackReceiver';
-import {
-  ApiClient,
-  openStores,
-  startTestApi,
-  startTestWorker,
-  temporalClient,
-  type RunningWorker,
-} from './support/harness';
-import { testConfig } from './support/stack';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import type { ApiClient } from './support/harness';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const CHROMIUM_FLAGS = [
@@ -34,13 +25,10 @@ const CHROMIUM_FLAGS = [
 
 describe('studio run page: callback attempts and redeliver (Chromium)', function () {
   let receiver: CallbackReceiver;
-  let mongo: Mongo;
-  let worker: RunningWorker;
-  let api: ApiHandle;
+  let stack: FamilyStack;
   let origin: string;
   let alice: ApiClient;
   let client: Client;
-  let closeClient: () => Promise<void>;
   let context: BrowserContext;
   let page: Page;
   let dir: string;
@@ -49,20 +37,15 @@ describe('studio run page: callback attempts and redeliver (Chromium)', function
     receiver = await CallbackReceiver.start();
     const port = await freePort();
     origin = `http://127.0.0.1:${port}`;
-    const config = testConfig({
+    stack = await startFamilyStack({
       HOST: '127.0.0.1',
       PORT: String(port),
       CALLBACK_ALLOW_PRIVATE: '1',
       CALLBACK_RETRY_SECONDS: '1',
       SWEEP_INTERVAL_SECONDS: '3600',
     });
-    let stores;
-    ({ mongo, stores } = await openStores(config));
-    worker = await startTestWorker(config, stores);
-    const started = await startTestApi(config);
-    api = started.api;
-    alice = started.client.as('alice', 'acme');
-    ({ client, close: closeClient } = await temporalClient(config));
+    ({ client } = stack);
+    alice = stack.anonymous.as('alice', 'acme');
     dir = mkdtempSync(path.join(tmpdir(), 'flow-studio-chromium-'));
     context = await chromium.launchPersistentContext(dir, {
       executablePath: CHROMIUM,
@@ -79,10 +62,7 @@ describe('studio run page: callback attempts and redeliver (Chromium)', function
   after(async () => {
     await context?.close().catch(() => undefined);
     if (dir) rmSync(dir, { recursive: true, force: true });
-    await api?.close();
-    await worker?.stop();
-    await closeClient?.();
-    await mongo?.client.close();
+    await stack?.stop();
     await receiver?.close();
   });
 
