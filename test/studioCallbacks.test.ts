@@ -2,26 +2,13 @@
 // real API, worker, Temporal and FerretDB, with a loopback callback receiver: the attempt log per episode, and
 // the "Redeliver" button on a callback that gave up.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import type { Client } from '@temporalio/client';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { freePort } from '../stack/embedded';
 import { CallbackReceiver } from './support/callbackReceiver';
+import { launchChromium, type LaunchedChromium } from './support/chromium';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import type { ApiClient } from './support/harness';
-
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const CHROMIUM_FLAGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 describe('studio run page: callback attempts and redeliver (Chromium)', function () {
   let receiver: CallbackReceiver;
@@ -29,9 +16,8 @@ describe('studio run page: callback attempts and redeliver (Chromium)', function
   let origin: string;
   let alice: ApiClient;
   let client: Client;
-  let context: BrowserContext;
+  let browser: LaunchedChromium;
   let page: Page;
-  let dir: string;
 
   before(async () => {
     receiver = await CallbackReceiver.start();
@@ -46,22 +32,15 @@ describe('studio run page: callback attempts and redeliver (Chromium)', function
     });
     ({ client } = stack);
     alice = stack.anonymous.as('alice', 'acme');
-    dir = mkdtempSync(path.join(tmpdir(), 'flow-studio-chromium-'));
-    context = await chromium.launchPersistentContext(dir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: CHROMIUM_FLAGS,
-      viewport: { width: 1280, height: 860 },
-    });
-    page = context.pages()[0] ?? (await context.newPage());
+    browser = await launchChromium();
+    ({ page } = browser);
     await page.goto(`${origin}/`);
     await page.getByLabel('Access token').fill(alice.token ?? '');
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { level: 1, name: 'Runs' }).waitFor();
   });
   after(async () => {
-    await context?.close().catch(() => undefined);
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await browser?.close();
     await stack?.stop();
     await receiver?.close();
   });
