@@ -23,18 +23,15 @@
 import { Client, Connection } from '@temporalio/client';
 import { MongoClient, type Db } from 'mongodb';
 import { SWEEP_LOOKBACK_SECONDS, SWEEP_PAGE_SIZE } from '../activities';
-import { createSweepActivities, type SweepPass } from '../activities/sweep';
+import type { SweepPass } from '../activities/sweep';
 import { startEpisode } from '../client/emitter';
 import { buildRunOutcome } from '../domain/outcome';
 import type { Run } from '../domain/run';
 import { owedEpisode, type SweepFamilies } from '../domain/sweep';
 import { ensureAllIndexes } from '../store';
-import { createClaimStore, type ClaimRow } from '../store/claims';
-import { createCallbackAttemptStore } from '../store/callbackAttempts';
-import { createPushDeliveryStore } from '../store/pushDeliveries';
-import { createRunStore } from '../store/runs';
+import type { ClaimRow } from '../store/claims';
 import { DEFAULT_EPISODE_OPTIONS } from '../workflows/ids';
-import { startServers, type ServerStack } from '../test/support';
+import { startServers, sweepActivitiesOn, type ServerStack } from '../test/support';
 import {
   commandLine,
   installQuietRuntime,
@@ -195,20 +192,18 @@ async function measure(
       `${seeded.unclaimedEpisodes} episodes unclaimed) in ${round((nowMs() - seedStart) / 1000, 1)} s`,
   );
 
-  const runStore = createRunStore(db);
-  const claims = createClaimStore(db, { graceSeconds: GRACE_SECONDS, now: () => now });
-  const sweep = createSweepActivities({
+  const {
+    sweep,
     runs: runStore,
     claims,
-    pushDeliveries: createPushDeliveryStore(db),
-    callbackAttempts: createCallbackAttemptStore(db),
+  } = sweepActivitiesOn(db, {
     client,
     taskQueue,
-    episodeOptions: DEFAULT_EPISODE_OPTIONS,
     families: FAMILIES,
+    graceSeconds: GRACE_SECONDS,
     lookbackSeconds: SWEEP_LOOKBACK_SECONDS,
     pageSize: SWEEP_PAGE_SIZE,
-    now: () => now,
+    now,
   });
 
   // Ours: one sweep pass, then the reapers the sweep workflow runs after it.

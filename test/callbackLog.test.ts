@@ -4,42 +4,31 @@ import assert from 'node:assert/strict';
 import type { Client } from '@temporalio/client';
 import { Webhook } from 'standardwebhooks';
 import webpush from 'web-push';
-import type { ApiHandle } from '../api/server';
 import { createSweepActivities } from '../activities/sweep';
 import type { Config } from '../config';
 import type { OperatorAlert } from '../domain/ops';
-import { pushSenderFor } from '../net/pushSender';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
 import type { EpisodeResult } from '../workflows/episode';
 import { CallbackReceiver } from './support/callbackReceiver';
-import {
-  ApiClient,
-  openStores,
-  startTestApi,
-  startTestWorker,
-  temporalClient,
-  type RunningWorker,
-} from './support/harness';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { ApiClient, startTestApi } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
-import { testConfig } from './support/stack';
 
 describe('callback attempt log', function () {
   let receiver: CallbackReceiver;
   let webhook: CallbackReceiver;
+  let stack: FamilyStack;
   let config: Config;
   let mongo: Mongo;
   let stores: Stores;
-  let worker: RunningWorker;
-  let api: ApiHandle;
   let alice: ApiClient;
   let client: Client;
-  let closeClient: () => Promise<void>;
 
   before(async () => {
     receiver = await CallbackReceiver.start();
     webhook = await CallbackReceiver.start();
-    config = testConfig({
+    stack = await startFamilyStack({
       CALLBACK_ALLOW_PRIVATE: '1',
       CALLBACK_TIMEOUT_SECONDS: '1',
       CALLBACK_RETRY_SECONDS: '1,1',
@@ -47,18 +36,11 @@ describe('callback attempt log', function () {
       SWEEP_INTERVAL_SECONDS: '3600',
       OPS_ALERT_WEBHOOK_URL: webhook.url,
     });
-    ({ mongo, stores } = await openStores(config));
-    worker = await startTestWorker(config, stores);
-    const started = await startTestApi(config);
-    api = started.api;
-    alice = started.client.as('alice', 'acme');
-    ({ client, close: closeClient } = await temporalClient(config));
+    ({ config, mongo, stores, client } = stack);
+    alice = stack.anonymous.as('alice', 'acme');
   });
   after(async () => {
-    await api?.close();
-    await worker?.stop();
-    await closeClient?.();
-    await mongo?.client.close();
+    await stack?.stop();
     await receiver?.close();
     await webhook?.close();
   });
@@ -341,37 +323,29 @@ describe('callback attempt log', function () {
 describe('push_config_fault operator alert', function () {
   let push: PushService;
   let webhook: CallbackReceiver;
-  let mongo: Mongo;
-  let worker: RunningWorker;
-  let api: ApiHandle;
+  let stack: FamilyStack;
   let alice: ApiClient;
   let client: Client;
-  let closeClient: () => Promise<void>;
 
   before(async () => {
     push = await startPushService();
     webhook = await CallbackReceiver.start();
     const vapid = webpush.generateVAPIDKeys();
-    const config = testConfig({
-      VAPID_PUBLIC_KEY: vapid.publicKey,
-      VAPID_PRIVATE_KEY: vapid.privateKey,
-      PUSH_ALLOW_PRIVATE: '1',
-      SWEEP_INTERVAL_SECONDS: '3600',
-      OPS_ALERT_WEBHOOK_URL: webhook.url,
-    });
-    let stores: Stores;
-    ({ mongo, stores } = await openStores(config));
-    worker = await startTestWorker(config, stores, { pushSender: pushSenderFor(config, { ca: push.ca }) });
-    const started = await startTestApi(config, { pushSender: pushSenderFor(config, { ca: push.ca }) });
-    api = started.api;
-    alice = started.client.as('alice', 'acme');
-    ({ client, close: closeClient } = await temporalClient(config));
+    stack = await startFamilyStack(
+      {
+        VAPID_PUBLIC_KEY: vapid.publicKey,
+        VAPID_PRIVATE_KEY: vapid.privateKey,
+        PUSH_ALLOW_PRIVATE: '1',
+        SWEEP_INTERVAL_SECONDS: '3600',
+        OPS_ALERT_WEBHOOK_URL: webhook.url,
+      },
+      { push },
+    );
+    ({ client } = stack);
+    alice = stack.anonymous.as('alice', 'acme');
   });
   after(async () => {
-    await api?.close();
-    await worker?.stop();
-    await closeClient?.();
-    await mongo?.client.close();
+    await stack?.stop();
     await push?.close();
     await webhook?.close();
   });

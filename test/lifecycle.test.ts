@@ -12,7 +12,6 @@ import { Connection, type Client } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
 import webpush from 'web-push';
 import { PUSH_FAN_OUT_WIDTH } from '../activities';
-import { sweepScheduleId } from '../client/schedules';
 import { searchAttributesProbe } from '../client/searchAttributes';
 import { loadConfig, type Config } from '../config';
 import type { PushPayload } from '../domain/push';
@@ -25,7 +24,8 @@ import { ApiClient, openStores, startTestApi, temporalClient } from './support/h
 import { startPushService, type PushService, type ReceivedPush } from './support/pushService';
 import { startProcess, terminate } from './support/processes';
 import { slowLink } from './support/slowLink';
-import { TEST_JWT_SECRET, testStack } from './support/stack';
+import { deleteSweepSchedule, processStackVars } from './support/processStack';
+import { testStack } from './support/stack';
 import { childProcessEnv, WorkerProcess } from './support/workerProcess';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -53,21 +53,18 @@ describe('lifecycle: SIGTERM and probes', function () {
     push = await startPushService();
     link = await slowLink(Number(new URL(push.origin).port), 120);
     const vapid = webpush.generateVAPIDKeys();
-    const suffix = randomBytes(4).toString('hex');
-    vars = {
-      MONGO_URL: testStack().mongoUrl,
-      MONGO_DB: `t_life_${suffix}`,
-      TEMPORAL_ADDRESS: testStack().temporalAddress,
-      TEMPORAL_TASK_QUEUE: `flow-notify-life-${suffix}`,
-      AUTH_JWT_SECRET: TEST_JWT_SECRET,
-      VAPID_PUBLIC_KEY: vapid.publicKey,
-      VAPID_PRIVATE_KEY: vapid.privateKey,
-      PUSH_ALLOW_PRIVATE: '1',
-      CALLBACK_ALLOW_PRIVATE: '1',
-      SWEEP_INTERVAL_SECONDS: '3600',
-      SHUTDOWN_GRACE_SECONDS: String(GRACE_SECONDS),
-      PORT: '0',
-    };
+    vars = processStackVars(
+      { db: 't_life', queue: 'life' },
+      {
+        VAPID_PUBLIC_KEY: vapid.publicKey,
+        VAPID_PRIVATE_KEY: vapid.privateKey,
+        PUSH_ALLOW_PRIVATE: '1',
+        CALLBACK_ALLOW_PRIVATE: '1',
+        SWEEP_INTERVAL_SECONDS: '3600',
+        SHUTDOWN_GRACE_SECONDS: String(GRACE_SECONDS),
+        PORT: '0',
+      },
+    );
     config = loadConfig(vars);
     ({ mongo, stores } = await openStores(config));
     ({ client, close: closeClient } = await temporalClient(config));
@@ -89,10 +86,7 @@ describe('lifecycle: SIGTERM and probes', function () {
   after(async () => {
     if (api) await terminate(api.child);
     await worker?.stop();
-    await client?.schedule
-      .getHandle(sweepScheduleId(config.temporalTaskQueue))
-      .delete()
-      .catch(() => undefined);
+    if (client) await deleteSweepSchedule(client, config.temporalTaskQueue);
     await closeClient?.();
     await mongo?.client.close();
     await link?.close();

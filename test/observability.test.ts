@@ -12,6 +12,7 @@ import { freePort, PROJECT_ROOT } from '../stack/embedded';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { ApiClient, temporalClient } from './support/harness';
 import { terminate } from './support/processes';
+import { deleteSweepScheduleOf, processStackVars } from './support/processStack';
 import { startPushService, type PushService } from './support/pushService';
 import { TEST_JWT_SECRET, testStack } from './support/stack';
 import { childProcessEnv, WorkerProcess } from './support/workerProcess';
@@ -90,26 +91,22 @@ describe('observability: /metrics on the API and the worker, structured logs wit
     callbacks = await CallbackReceiver.start();
     opsHook = await CallbackReceiver.start();
     const vapid = webpush.generateVAPIDKeys();
-    const suffix = Math.random().toString(16).slice(2, 10);
-    const stack = testStack();
     const metricsPort = await freePort();
-    vars = {
-      MONGO_URL: stack.mongoUrl,
-      MONGO_DB: `t_obs_${suffix}`,
-      TEMPORAL_ADDRESS: stack.temporalAddress,
-      TEMPORAL_TASK_QUEUE: `flow-notify-obs-${suffix}`,
-      AUTH_JWT_SECRET: TEST_JWT_SECRET,
-      VAPID_PUBLIC_KEY: vapid.publicKey,
-      VAPID_PRIVATE_KEY: vapid.privateKey,
-      PUSH_ALLOW_PRIVATE: '1',
-      CALLBACK_ALLOW_PRIVATE: '1',
-      CALLBACK_RETRY_SECONDS: '1',
-      OPS_ALERT_WEBHOOK_URL: opsHook.url,
-      SWEEP_INTERVAL_SECONDS: '3600',
-      PORT: String(await freePort()),
-      LOG_LEVEL: 'debug',
-      LOG_FORMAT: 'json',
-    };
+    vars = processStackVars(
+      { db: 't_obs', queue: 'obs' },
+      {
+        VAPID_PUBLIC_KEY: vapid.publicKey,
+        VAPID_PRIVATE_KEY: vapid.privateKey,
+        PUSH_ALLOW_PRIVATE: '1',
+        CALLBACK_ALLOW_PRIVATE: '1',
+        CALLBACK_RETRY_SECONDS: '1',
+        OPS_ALERT_WEBHOOK_URL: opsHook.url,
+        SWEEP_INTERVAL_SECONDS: '3600',
+        PORT: String(await freePort()),
+        LOG_LEVEL: 'debug',
+        LOG_FORMAT: 'json',
+      },
+    );
     apiUrl = `http://127.0.0.1:${vars.PORT}`;
     workerMetricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
     worker = await WorkerProcess.start({
@@ -123,14 +120,7 @@ describe('observability: /metrics on the API and the worker, structured logs wit
   after(async () => {
     if (api) await terminate(api.child);
     await worker?.stop();
-    if (vars) {
-      const { client, close } = await temporalClient(loadConfig(vars));
-      await client.schedule
-        .getHandle(sweepScheduleId(vars.TEMPORAL_TASK_QUEUE))
-        .delete()
-        .catch(() => undefined);
-      await close();
-    }
+    if (vars) await deleteSweepScheduleOf(loadConfig(vars));
     await push?.close();
     await callbacks?.close();
     await opsHook?.close();

@@ -4,10 +4,9 @@
 // pushes reach the service worker through CDP ServiceWorker.deliverPushMessage, carrying exactly what the
 // server sent (as the loopback service decrypted it).
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { chromium, type BrowserContext, type CDPSession, type Page } from 'playwright-core';
+import type { BrowserContext, CDPSession, Page } from 'playwright-core';
 import webpush from 'web-push';
 import type { ApiHandle } from '../api/server';
 import type { Config } from '../config';
@@ -16,22 +15,11 @@ import { pushSenderFor } from '../net/pushSender';
 import { freePort, PROJECT_ROOT } from '../stack/embedded';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
+import { launchChromium, type LaunchedChromium } from './support/chromium';
 import { ApiClient, openStores, startTestApi, startTestWorker, type RunningWorker } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
 import { testConfig } from './support/stack';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-// playwright-core adds --headless and --user-data-dir itself; the rest keeps Chromium off this machine's
-// closed network (every background connection would be refused) and out of first-run UI.
-const CHROMIUM_FLAGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const RESULTS = path.join(PROJECT_ROOT, 'test-results');
 const TOKEN_KEY = 'flow.studio.token';
 const FAKE_SUBSCRIPTION_KEY = '__flowTestSubscription';
@@ -55,7 +43,7 @@ describe('studio (Chromium)', function () {
   let alice: ApiClient; // the studio user, team acme
   let dave: ApiClient; // a teammate who owns some runs and never enables push
   let studioSub: SubscriptionJSON; // what the page's PushManager hands out
-  const browsers: { context: BrowserContext; dir: string }[] = [];
+  const browsers: LaunchedChromium[] = [];
   const browserLog: string[] = []; // console errors of the page and the worker, shown when a wait fails
 
   // Shared by the tests that follow one another in alice's browser.
@@ -111,10 +99,7 @@ describe('studio (Chromium)', function () {
   });
 
   after(async () => {
-    for (const { context: c, dir } of browsers) {
-      await c.close().catch(() => undefined);
-      rmSync(dir, { recursive: true, force: true });
-    }
+    for (const browser of browsers) await browser.close();
     await api?.close();
     await worker?.stop();
     await mongo?.client.close();
@@ -122,16 +107,10 @@ describe('studio (Chromium)', function () {
   });
 
   /** A fresh Chromium profile (a persistent context: a real profile, not an incognito one). */
-  async function launchBrowser(): Promise<{ context: BrowserContext; page: Page }> {
-    const dir = mkdtempSync(path.join(tmpdir(), 'flow-studio-chromium-'));
-    const launched = await chromium.launchPersistentContext(dir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: CHROMIUM_FLAGS,
-      viewport: { width: 1280, height: 860 },
-    });
-    browsers.push({ context: launched, dir });
-    return { context: launched, page: launched.pages()[0] ?? (await launched.newPage()) };
+  async function launchBrowser(): Promise<LaunchedChromium> {
+    const launched = await launchChromium();
+    browsers.push(launched);
+    return launched;
   }
 
   /**

@@ -2,87 +2,46 @@
 // real API, worker, Temporal and FerretDB, with a loopback callback receiver: the attempt log per episode, and
 // the "Redeliver" button on a callback that gave up.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import type { Client } from '@temporalio/client';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import type { ApiHandle } from '../api/server';
+import type { Page } from 'playwright-core';
 import { freePort } from '../stack/embedded';
-import type { Mongo } from '../store/mongo';
 import { CallbackReceiver } from './support/callbackReceiver';
-import {
-  ApiClient,
-  openStores,
-  startTestApi,
-  startTestWorker,
-  temporalClient,
-  type RunningWorker,
-} from './support/harness';
-import { testConfig } from './support/stack';
-
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const CHROMIUM_FLAGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
+import { launchChromium, type LaunchedChromium } from './support/chromium';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import type { ApiClient } from './support/harness';
 
 describe('studio run page: callback attempts and redeliver (Chromium)', function () {
   let receiver: CallbackReceiver;
-  let mongo: Mongo;
-  let worker: RunningWorker;
-  let api: ApiHandle;
+  let stack: FamilyStack;
   let origin: string;
   let alice: ApiClient;
   let client: Client;
-  let closeClient: () => Promise<void>;
-  let context: BrowserContext;
+  let browser: LaunchedChromium;
   let page: Page;
-  let dir: string;
 
   before(async () => {
     receiver = await CallbackReceiver.start();
     const port = await freePort();
     origin = `http://127.0.0.1:${port}`;
-    const config = testConfig({
+    stack = await startFamilyStack({
       HOST: '127.0.0.1',
       PORT: String(port),
       CALLBACK_ALLOW_PRIVATE: '1',
       CALLBACK_RETRY_SECONDS: '1',
       SWEEP_INTERVAL_SECONDS: '3600',
     });
-    let stores;
-    ({ mongo, stores } = await openStores(config));
-    worker = await startTestWorker(config, stores);
-    const started = await startTestApi(config);
-    api = started.api;
-    alice = started.client.as('alice', 'acme');
-    ({ client, close: closeClient } = await temporalClient(config));
-    dir = mkdtempSync(path.join(tmpdir(), 'flow-studio-chromium-'));
-    context = await chromium.launchPersistentContext(dir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: CHROMIUM_FLAGS,
-      viewport: { width: 1280, height: 860 },
-    });
-    page = context.pages()[0] ?? (await context.newPage());
+    ({ client } = stack);
+    alice = stack.anonymous.as('alice', 'acme');
+    browser = await launchChromium();
+    ({ page } = browser);
     await page.goto(`${origin}/`);
     await page.getByLabel('Access token').fill(alice.token ?? '');
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { level: 1, name: 'Runs' }).waitFor();
   });
   after(async () => {
-    await context?.close().catch(() => undefined);
-    if (dir) rmSync(dir, { recursive: true, force: true });
-    await api?.close();
-    await worker?.stop();
-    await closeClient?.();
-    await mongo?.client.close();
+    await browser?.close();
+    await stack?.stop();
     await receiver?.close();
   });
 

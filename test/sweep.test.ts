@@ -5,17 +5,13 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
-import { createSweepActivities } from '../activities/sweep';
 import type { Config } from '../config';
 import type { Run } from '../domain/run';
 import { owedEpisode, type SweepFamilies } from '../domain/sweep';
 import { ensureAllIndexes } from '../store';
 import { createClaimStore, type ClaimRow } from '../store/claims';
-import { createCallbackAttemptStore } from '../store/callbackAttempts';
-import { createPushDeliveryStore } from '../store/pushDeliveries';
-import { createRunStore } from '../store/runs';
-import { DEFAULT_EPISODE_OPTIONS } from '../workflows/ids';
 import { openStores, startTestWorker, temporalClient } from './support/harness';
+import { sweepActivitiesOn } from './support/sweep';
 import { testConfig } from './support/stack';
 import { sweepWorkflow } from '../workflows/sweep';
 
@@ -117,18 +113,14 @@ describe('the reconciliation sweep at scale', function () {
     await db.collection<ClaimRow>('sent_notifications').insertMany(rows);
 
     const taskQueue = `sweep-no-worker-${randomBytes(4).toString('hex')}`;
-    const sweep = createSweepActivities({
-      runs: createRunStore(db),
-      claims: createClaimStore(db, { graceSeconds: GRACE_SECONDS, now: () => now }),
-      pushDeliveries: createPushDeliveryStore(db),
-      callbackAttempts: createCallbackAttemptStore(db),
+    const { sweep } = sweepActivitiesOn(db, {
       client,
       taskQueue,
-      episodeOptions: DEFAULT_EPISODE_OPTIONS,
       families: FAMILIES,
+      graceSeconds: GRACE_SECONDS,
       lookbackSeconds: 24 * 3600,
       pageSize: PAGE_SIZE,
-      now: () => now,
+      now,
     });
 
     const first = await counted(() => sweep.sweepOnce());

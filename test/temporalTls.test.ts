@@ -10,12 +10,12 @@ import { Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import type { ApiHandle } from '../api/server';
 import { temporalConnectionOptions } from '../client/connection';
-import { sweepScheduleId } from '../client/schedules';
 import { ConfigError, loadConfig, type Config } from '../config';
 import { PROJECT_ROOT } from '../stack/embedded';
 import { CallbackReceiver } from './support/callbackReceiver';
-import { startTestApi, temporalClient, type ApiClient } from './support/harness';
-import { TEST_JWT_SECRET, testStack } from './support/stack';
+import { startTestApi, type ApiClient } from './support/harness';
+import { deleteSweepScheduleOf, processStackVars } from './support/processStack';
+import { testStack } from './support/stack';
 import { startTlsFront, testPki, type TestPki, type TlsFront } from './support/tlsFront';
 import { childProcessEnv, WorkerProcess } from './support/workerProcess';
 
@@ -37,40 +37,28 @@ describe('a secured Temporal (TLS, mTLS, API key) through a TLS front', function
     pki = testPki();
     front = await startTlsFront(testStack().temporalAddress, pki);
     callbacks = await CallbackReceiver.start();
-    const suffix = Math.random().toString(16).slice(2, 10);
-    vars = {
-      MONGO_URL: testStack().mongoUrl,
-      MONGO_DB: `t_tls_${suffix}`,
-      TEMPORAL_ADDRESS: front.address,
-      TEMPORAL_TASK_QUEUE: `flow-notify-tls-${suffix}`,
-      TEMPORAL_TLS: '1',
-      TEMPORAL_TLS_CA: pki.caFile,
-      TEMPORAL_TLS_CERT: pki.clientCertFile,
-      TEMPORAL_TLS_KEY: pki.clientKeyFile,
-      TEMPORAL_TLS_SERVER_NAME: 'localhost',
-      TEMPORAL_API_KEY: API_KEY,
-      AUTH_JWT_SECRET: TEST_JWT_SECRET,
-      CALLBACK_ALLOW_PRIVATE: '1',
-      SWEEP_INTERVAL_SECONDS: '3600',
-      PORT: '0',
-    };
+    vars = processStackVars(
+      { db: 't_tls', queue: 'tls' },
+      {
+        TEMPORAL_ADDRESS: front.address,
+        TEMPORAL_TLS: '1',
+        TEMPORAL_TLS_CA: pki.caFile,
+        TEMPORAL_TLS_CERT: pki.clientCertFile,
+        TEMPORAL_TLS_KEY: pki.clientKeyFile,
+        TEMPORAL_TLS_SERVER_NAME: 'localhost',
+        TEMPORAL_API_KEY: API_KEY,
+        CALLBACK_ALLOW_PRIVATE: '1',
+        SWEEP_INTERVAL_SECONDS: '3600',
+        PORT: '0',
+      },
+    );
     config = loadConfig(vars);
   });
 
   after(async () => {
     await worker?.stop();
     await api?.close();
-    if (config) {
-      const { client, close } = await temporalClient({
-        ...config,
-        temporalAddress: testStack().temporalAddress,
-      });
-      await client.schedule
-        .getHandle(sweepScheduleId(config.temporalTaskQueue))
-        .delete()
-        .catch(() => undefined);
-      await close();
-    }
+    if (config) await deleteSweepScheduleOf({ ...config, temporalAddress: testStack().temporalAddress });
     await callbacks?.close();
     await front?.close();
     pki?.remove();

@@ -7,7 +7,6 @@ import type { Client } from '@temporalio/client';
 import webpush from 'web-push';
 import { PUSH_FAN_OUT_WIDTH } from '../activities';
 import type { ApiHandle } from '../api/server';
-import { sweepScheduleId } from '../client/schedules';
 import { loadConfig, type Config } from '../config';
 import type { PushPayload } from '../domain/push';
 import type { Stores } from '../store';
@@ -16,7 +15,7 @@ import type { EpisodeResult } from '../workflows/episode';
 import { subscriptionId } from '../store/pushSubscriptions';
 import { openStores, startTestApi, temporalClient, type ApiClient } from './support/harness';
 import { startPushService, type PushService, type ReceivedPush } from './support/pushService';
-import { TEST_JWT_SECRET, testStack } from './support/stack';
+import { deleteSweepSchedule, processStackVars } from './support/processStack';
 import { slowLink } from './support/slowLink';
 import { WorkerProcess } from './support/workerProcess';
 
@@ -47,22 +46,18 @@ describe('a worker killed mid fan-out (a real process kill)', function () {
     push = await startPushService();
     link = await slowLink(Number(new URL(push.origin).port), 120);
     const vapid = webpush.generateVAPIDKeys();
-    const suffix = Math.random().toString(16).slice(2, 10);
-    const stack = testStack();
-    vars = {
-      MONGO_URL: stack.mongoUrl,
-      MONGO_DB: `t_kill_${suffix}`,
-      TEMPORAL_ADDRESS: stack.temporalAddress,
-      TEMPORAL_TASK_QUEUE: `flow-notify-kill-${suffix}`,
-      AUTH_JWT_SECRET: TEST_JWT_SECRET,
-      VAPID_PUBLIC_KEY: vapid.publicKey,
-      VAPID_PRIVATE_KEY: vapid.privateKey,
-      VAPID_SUBJECT: 'mailto:ops@flow.test',
-      PUSH_ALLOW_PRIVATE: '1',
-      STUDIO_URL: 'https://studio.flow.test',
-      SWEEP_INTERVAL_SECONDS: '3600',
-      PORT: '0',
-    };
+    vars = processStackVars(
+      { db: 't_kill', queue: 'kill' },
+      {
+        VAPID_PUBLIC_KEY: vapid.publicKey,
+        VAPID_PRIVATE_KEY: vapid.privateKey,
+        VAPID_SUBJECT: 'mailto:ops@flow.test',
+        PUSH_ALLOW_PRIVATE: '1',
+        STUDIO_URL: 'https://studio.flow.test',
+        SWEEP_INTERVAL_SECONDS: '3600',
+        PORT: '0',
+      },
+    );
     config = loadConfig(vars);
     ({ mongo, stores } = await openStores(config));
     const started = await startTestApi(config);
@@ -89,10 +84,7 @@ describe('a worker killed mid fan-out (a real process kill)', function () {
 
   after(async () => {
     await worker?.stop();
-    await client?.schedule
-      .getHandle(sweepScheduleId(config.temporalTaskQueue))
-      .delete()
-      .catch(() => undefined);
+    if (client) await deleteSweepSchedule(client, config.temporalTaskQueue);
     await api?.close();
     await closeClient?.();
     await mongo?.client.close();

@@ -16,7 +16,6 @@ import webpush from 'web-push';
 import type { SweepReport } from '../../activities/sweep';
 import { startApi, type ApiHandle } from '../../api/server';
 import { createOutcomeEmitter, episodeOptions, type OutcomeEmitter } from '../../client/emitter';
-import { sweepScheduleId } from '../../client/schedules';
 import { loadConfig, type Config } from '../../config';
 import { PROJECT_ROOT, type ServerProcess } from '../../stack/embedded';
 import { createStores } from '../../store';
@@ -33,7 +32,7 @@ import {
   type SubscriptionJSON,
 } from '../support';
 import { ApiClient } from '../support/harness';
-import { TEST_JWT_SECRET } from '../support/stack';
+import { deleteSweepSchedule, processStackVars } from '../support/processStack';
 import { sweepWorkflow } from '../../workflows/sweep';
 import {
   checkInvariants,
@@ -321,28 +320,26 @@ async function startOutsideParties(drill: Drill): Promise<void> {
 function configureTheSystem(drill: Drill): void {
   const { stack, suffix } = drill;
   const vapid = webpush.generateVAPIDKeys();
-  drill.vars = {
-    MONGO_URL: stack.mongoUrl,
-    MONGO_DB: `drill_${suffix}`,
-    TEMPORAL_ADDRESS: stack.temporalAddress,
-    TEMPORAL_TASK_QUEUE: `flow-notify-drill-${suffix}`,
-    AUTH_JWT_SECRET: TEST_JWT_SECRET,
-    VAPID_PUBLIC_KEY: vapid.publicKey,
-    VAPID_PRIVATE_KEY: vapid.privateKey,
-    VAPID_SUBJECT: 'mailto:drill@flow.test',
-    PUSH_ALLOW_PRIVATE: '1',
-    // The crowd user stands for a team's many devices (24 endpoints): above the default 20 per user.
-    PUSH_MAX_SUBSCRIPTIONS_PER_USER: '32',
-    CALLBACK_ALLOW_PRIVATE: '1',
-    OPS_ALERT_WEBHOOK_URL: drill.opsWebhook.url,
-    STUDIO_URL: 'https://studio.flow.test',
-    SWEEP_INTERVAL_SECONDS: '5',
-    CLAIM_GRACE_SECONDS: String(drill.graceSeconds),
-    CALLBACK_RETRY_SECONDS: '1,1,2,2,4,8',
-    CALLBACK_TIMEOUT_SECONDS: '5',
-    HEALTH_REAP_SECONDS: '3',
-    PORT: '0',
-  };
+  drill.vars = processStackVars(
+    { db: 'drill', queue: 'drill', suffix, stack },
+    {
+      VAPID_PUBLIC_KEY: vapid.publicKey,
+      VAPID_PRIVATE_KEY: vapid.privateKey,
+      VAPID_SUBJECT: 'mailto:drill@flow.test',
+      PUSH_ALLOW_PRIVATE: '1',
+      // The crowd user stands for a team's many devices (24 endpoints): above the default 20 per user.
+      PUSH_MAX_SUBSCRIPTIONS_PER_USER: '32',
+      CALLBACK_ALLOW_PRIVATE: '1',
+      OPS_ALERT_WEBHOOK_URL: drill.opsWebhook.url,
+      STUDIO_URL: 'https://studio.flow.test',
+      SWEEP_INTERVAL_SECONDS: '5',
+      CLAIM_GRACE_SECONDS: String(drill.graceSeconds),
+      CALLBACK_RETRY_SECONDS: '1,1,2,2,4,8',
+      CALLBACK_TIMEOUT_SECONDS: '5',
+      HEALTH_REAP_SECONDS: '3',
+      PORT: '0',
+    },
+  );
   drill.config = loadConfig(drill.vars);
 }
 
@@ -367,12 +364,7 @@ async function startApiAndClients(drill: Drill): Promise<void> {
   const connection = await Connection.connect({ address: config.temporalAddress });
   cleanup.push(() => connection.close());
   drill.client = new Client({ connection, namespace: config.temporalNamespace });
-  cleanup.push(() =>
-    drill.client.schedule
-      .getHandle(sweepScheduleId(config.temporalTaskQueue))
-      .delete()
-      .catch(() => undefined),
-  );
+  cleanup.push(() => deleteSweepSchedule(drill.client, config.temporalTaskQueue));
   drill.emitter = createOutcomeEmitter({
     client: drill.client,
     taskQueue: config.temporalTaskQueue,

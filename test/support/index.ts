@@ -6,4 +6,5 @@ export { CallbackReceiver } from './callbackReceiver';
 export { startPushService, type PushService, type SubscriptionJSON } from './pushService';
 export { runScenario, type Step } from './scenario';
 export { startServers, type ServerStack, type StackWants } from './servers';
+export { sweepActivitiesOn } from './sweep';
 export { childProcessEnv, WorkerProcess } from './workerProcess';

@@ -1,0 +1,49 @@
+// The sweep activities on one database, as the worker registers them, for the sweep test and bench:sweep: the
+// stores built on that database, a clock stopped at `now`, the default episode options.
+import type { Client } from '@temporalio/client';
+import type { Db } from 'mongodb';
+import { createSweepActivities } from '../../activities/sweep';
+import type { SweepFamilies } from '../../domain/sweep';
+import { createCallbackAttemptStore } from '../../store/callbackAttempts';
+import { createClaimStore, type ClaimStore } from '../../store/claims';
+import { createPushDeliveryStore } from '../../store/pushDeliveries';
+import { createRunStore, type RunStore } from '../../store/runs';
+import { DEFAULT_EPISODE_OPTIONS } from '../../workflows/ids';
+
+export interface SweepOnDbOptions {
+  client: Client;
+  /** Where the sweep starts the episodes it finds owed. */
+  taskQueue: string;
+  families: SweepFamilies;
+  graceSeconds: number;
+  lookbackSeconds: number;
+  pageSize: number;
+  now: Date;
+}
+
+export interface SweepOnDb {
+  sweep: ReturnType<typeof createSweepActivities>;
+  /** The stores the sweep reads, for a caller that checks the same rows another way. */
+  runs: RunStore;
+  claims: ClaimStore;
+}
+
+export function sweepActivitiesOn(db: Db, options: SweepOnDbOptions): SweepOnDb {
+  const { client, taskQueue, families, graceSeconds, lookbackSeconds, pageSize, now } = options;
+  const runs = createRunStore(db);
+  const claims = createClaimStore(db, { graceSeconds, now: () => now });
+  const sweep = createSweepActivities({
+    runs,
+    claims,
+    pushDeliveries: createPushDeliveryStore(db),
+    callbackAttempts: createCallbackAttemptStore(db),
+    client,
+    taskQueue,
+    episodeOptions: DEFAULT_EPISODE_OPTIONS,
+    families,
+    lookbackSeconds,
+    pageSize,
+    now: () => now,
+  });
+  return { sweep, runs, claims };
+}
