@@ -467,7 +467,7 @@ const ROUTES: RouteSpec[] = [
     // A few of the caller's devices; a 204 deletes one (a delete, not a record), which later cases no longer name.
     before: (fx) => fx.subscribe(3),
     consumes: (fx, req) => {
-      for (const endpoint of req.ownDevices) fx.unsubscribed(endpoint);
+      for (const device of req.devices) fx.unsubscribed(device.endpoint);
     },
   },
   {
@@ -1102,6 +1102,8 @@ interface Answer {
 }
 
 const RUN_BATCH = 2;
+const INTRUDER = 'intruder';
+const TEAMMATE = 'fuzz-teammate';
 
 class Fixtures {
   /** The caller's runs by state and kind (see `kind`). */
@@ -1136,33 +1138,34 @@ class Fixtures {
     return `${state}${this.kind?.callback ? '+callback' : ''}${this.kind?.settled ? '+settled' : ''}`;
   }
 
-  /** The id (sha256 of the endpoint) of one of the caller's devices, subscribing one when none is left. */
-  async ownDevice(): Promise<{ id: string; endpoint: string }> {
+  /** One of the current member's devices, subscribing one when none is left. */
+  async ownDevice(): Promise<{ owner: string; endpoint: string }> {
     if (!this.subscribed.length) await this.subscribe(1);
-    const endpoint = this.subscribed[0];
-    return { id: subscriptionId(endpoint), endpoint };
+    return { owner: this.user, endpoint: this.subscribed[0] };
   }
 
-  /** A device of a fuzz-team teammate, or of another team's user. */
-  async foreignDevice(whose: 'teammate' | 'otherTeam'): Promise<string> {
+  /** A device of a fuzz-team teammate, or of another team's user (the intruder). */
+  async foreignDevice(whose: 'teammate' | 'otherTeam'): Promise<{ owner: string; endpoint: string }> {
+    const owner = whose === 'otherTeam' ? INTRUDER : TEAMMATE;
     let endpoint = this.foreign.get(whose);
     if (!endpoint) {
       const token =
         whose === 'otherTeam'
           ? this.tokens.intruder
-          : mintToken(this.tokens.secret, 'fuzz-teammate', 'fuzz-team', '1d');
+          : mintToken(this.tokens.secret, owner, 'fuzz-team', '1d');
       const sub = this.subscription(0);
       await this.setup(token, 'POST', '/api/v1/notifications/push/subscriptions', sub);
       endpoint = sub.endpoint;
       this.foreign.set(whose, endpoint);
     }
-    return subscriptionId(endpoint);
+    return { owner, endpoint };
   }
 
-  /** A 2xx deleted this device of the caller's. */
+  /** A 2xx deleted this device (its owner asked): later cases name another. */
   unsubscribed(endpoint: string): void {
     const list = this.subscribed;
     if (list.includes(endpoint)) list.splice(list.indexOf(endpoint), 1);
+    for (const [whose, e] of this.foreign) if (e === endpoint) this.foreign.delete(whose);
   }
 
   /** The endpoints the current member subscribed (by a valid case or by a route's set-up). */
@@ -1301,10 +1304,10 @@ interface ResolvedRequest {
   runStates: RunState[];
   /** Every param is a real resource (no raw segment): the route itself answers. */
   wellFormed: boolean;
-  /** The caller's own devices named in the path (by endpoint). */
-  ownDevices: string[];
-  /** Resources named in the path that are not the caller's (a teammate's device): no 2xx may touch them. */
-  foreign: string[];
+  /** The user the caller's valid token names (none without one). */
+  callerUser?: string;
+  /** The devices named in the path, and whose they are: a 2xx may touch only the caller's own. */
+  devices: { whose: 'own' | 'teammate' | 'otherTeam'; owner: string; endpoint: string }[];
 }
 
 function b64url(value: unknown): string {
@@ -1498,8 +1501,7 @@ async function resolve(route: RouteSpec, c: FuzzCase, fx: Fixtures): Promise<Res
   const runTeams: string[] = [];
   const runIds: string[] = [];
   const runStates: RunState[] = [];
-  const ownDevices: string[] = [];
-  const foreign: string[] = [];
+  const devices: ResolvedRequest['devices'] = [];
   let wellFormed = true;
   let named: RunFixture | undefined;
   const segments: Record<string, string> = {};
@@ -1512,14 +1514,9 @@ async function resolve(route: RouteSpec, c: FuzzCase, fx: Fixtures): Promise<Res
       wellFormed = false;
       segments[name] = segmentText(choice);
     } else if (choice.k === 'device') {
-      if (choice.whose === 'own') {
-        const device = await fx.ownDevice();
-        ownDevices.push(device.endpoint);
-        segments[name] = device.id;
-      } else {
-        segments[name] = await fx.foreignDevice(choice.whose);
-        foreign.push(`${choice.whose === 'teammate' ? "a teammate's" : "another team's"} device`);
-      }
+      const device = choice.whose === 'own' ? await fx.ownDevice() : await fx.foreignDevice(choice.whose);
+      devices.push({ whose: choice.whose, owner: device.owner, endpoint: device.endpoint });
+      segments[name] = subscriptionId(device.endpoint);
     } else if (choice.k === 'episode') {
       const run = choice.of === 'run' ? named : await fx.otherTeamRun();
       segments[name] = `${run?.runId ?? 'run_ffffffffffffffffffffffffffffffff'}:end`;
@@ -1558,6 +1555,7 @@ async function resolve(route: RouteSpec, c: FuzzCase, fx: Fixtures): Promise<Res
     if (body !== undefined && c.contentType !== null) headers['content-type'] = c.contentType;
   }
   const callerTeam = c.auth.k === 'valid' ? 'fuzz-team' : c.auth.k === 'otherTeam' ? 'other-team' : undefined;
+  const callerUser = c.auth.k === 'valid' ? fx.user : c.auth.k === 'otherTeam' ? INTRUDER : undefined;
   return {
     method: c.method,
     path,
@@ -1568,8 +1566,8 @@ async function resolve(route: RouteSpec, c: FuzzCase, fx: Fixtures): Promise<Res
     runIds,
     runStates,
     wellFormed,
-    ownDevices,
-    foreign,
+    callerUser,
+    devices,
   };
 }
 
@@ -1728,8 +1726,11 @@ function check(
   ) {
     problems.push(`answered ${status} to ${req.callerTeam} about another team's run`);
   }
-  if (status < 300 && req.method !== 'OPTIONS' && req.method !== 'HEAD' && req.foreign.length)
-    problems.push(`answered ${status} about ${req.foreign.join(', ')}`);
+  const notTheirs = req.devices.filter((d) => d.owner !== req.callerUser);
+  if (status < 300 && req.method !== 'OPTIONS' && req.method !== 'HEAD' && notTheirs.length)
+    problems.push(
+      `answered ${status} to ${req.callerUser ?? 'no user'} about the ${notTheirs[0].whose} device`,
+    );
   // A create that succeeds writes its whole record: exactly these documents (or, by command, these inserts).
   if (status < 300 && req.method === route.method && req.wellFormed && route.template) {
     const repeat = route.repeatOf !== undefined && req.runStates.includes(route.repeatOf);
@@ -1900,7 +1901,7 @@ export async function fuzzRoutes(options: FuzzOptions): Promise<FuzzReport> {
   const secret = options.jwtSecret ?? process.env.AUTH_JWT_SECRET ?? TEST_JWT_SECRET;
   const tokens = {
     owner: mintToken(secret, 'fuzz-user', 'fuzz-team', '1d'),
-    intruder: mintToken(secret, 'intruder', 'other-team', '1d'),
+    intruder: mintToken(secret, INTRUDER, 'other-team', '1d'),
     secret,
   };
   let subscriptions = 0;
