@@ -23,8 +23,9 @@ import { TEST_JWT_SECRET, testConfig } from './support/stack';
 
 const DEFAULT_SEED = 20_260_509;
 /**
- * 25 routes × 200 cases = 5,000 requests: about 100 s on a busy 2-CPU box (load 8), mostly waiting for answers;
- * successful transitions (each starts a Temporal workflow and needs a fresh run) cost the most.
+ * 32 routes × 200 cases = 6,400 requests: about 90 s on a busy 2-CPU box (load 12; the 26 routes before the
+ * callback, device and probe routes took 69 s in the same conditions), mostly waiting for answers; successful
+ * transitions and redeliveries (each starts a Temporal workflow and needs a fresh run) cost the most.
  */
 const DEFAULT_RUNS = 200;
 

@@ -13,7 +13,8 @@
 //     command counters, or with countMode 'documents' every collection's count), and a 2xx of a create route
 //     writes exactly its whole record (e.g. POST /runs: the run and its run_started event; a transition also its
 //     run_transitions row, which won the run's revision);
-//   - no caller without a valid token gets a JSON or empty 2xx, and no caller gets a 2xx on another team's run;
+//   - no caller without a valid token gets a JSON or empty 2xx, and no caller gets a 2xx on another team's run or
+//     on another user's push device;
 // and after each route /healthz answers 200 and the store still holds only whole records: every document has
 // its domain shape, every run its run_started event, one run_paused event per pause, its run_<status> event once
 // ended, the pending interaction of a human-input pause; no event, interaction or watch of a missing run.
