@@ -16,14 +16,16 @@ import { FUZZED_ROUTES, fuzzRoutes, selectRoutes, type FuzzReport } from './fuzz
 import { mintToken } from '../api/auth';
 import type { ApiHandle } from '../api/server';
 import { pushSenderFor } from '../net/pushSender';
+import { CallbackReceiver } from './support/callbackReceiver';
 import { openStores, startTestApi } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
 import { TEST_JWT_SECRET, testConfig } from './support/stack';
 
 const DEFAULT_SEED = 20_260_509;
 /**
- * 25 routes × 200 cases = 5,000 requests: about 100 s on a busy 2-CPU box (load 8), mostly waiting for answers;
- * successful transitions (each starts a Temporal workflow and needs a fresh run) cost the most.
+ * 32 routes × 200 cases = 6,400 requests: about 90 s on a busy 2-CPU box (load 12; the 26 routes before the
+ * callback, device and probe routes took 69 s in the same conditions), mostly waiting for answers; successful
+ * transitions and redeliveries (each starts a Temporal workflow and needs a fresh run) cost the most.
  */
 const DEFAULT_RUNS = 200;
 
@@ -33,15 +35,19 @@ describe('bad input (fuzz)', function () {
   const only = process.env.FUZZ_ROUTES?.split(',').filter(Boolean);
   const fresh = process.env.FUZZ_FRESH === '1';
   let push: PushService;
+  /** The callback routes' runs call back here (loopback): test pings reach it, nothing leaves the machine. */
+  let receiver: CallbackReceiver;
   /** What the API logged (the first line of every 5xx's stack), shown when a case fails. */
   const serverLog: string[] = [];
 
   before(async () => {
     push = await startPushService();
+    receiver = await CallbackReceiver.start();
   });
 
   after(async () => {
     await push?.close();
+    await receiver?.close();
   });
 
   /** An API with web push on (loopback push service) over its own database. */
@@ -55,6 +61,10 @@ describe('bad input (fuzz)', function () {
       SWEEP_INTERVAL_SECONDS: '3600',
       // Valid test pushes keep reaching the send path (a 429 past the limit is a valid answer too, but says less).
       PUSH_TEST_RATE_LIMIT: '100000',
+      // The same for test pings and redeliveries; callbacks may reach the loopback receiver.
+      CALLBACK_TEST_RATE_LIMIT: '100000',
+      CALLBACK_REDELIVER_RATE_LIMIT: '100000',
+      CALLBACK_ALLOW_PRIVATE: '1',
     });
     const { mongo } = await openStores(config);
     const { api } = await startTestApi(config, {
@@ -83,6 +93,7 @@ describe('bad input (fuzz)', function () {
         seed,
         jwtSecret: TEST_JWT_SECRET,
         subscription: () => push.endpoint(`fuzz-${n++}`),
+        callbackUrl: receiver.url,
         only: routes,
         countMode: process.env.FUZZ_COUNT_MODE === 'documents' ? 'documents' : 'commands',
         log: process.env.FUZZ_VERBOSE ? (line) => console.log(`      ${line}`) : undefined,
@@ -210,6 +221,13 @@ describe('bad input (fuzz)', function () {
     for (const r of report.routes)
       if (!r.failure && r.cases < numRuns)
         failures.push(`${r.route}: only ${r.cases} of ${numRuns} cases ran`);
+    // Test pings are real sends, to the loopback receiver only: only run.test events (no worker runs redeliveries).
+    const pinged = report.routes.find((r) => r.route === 'POST /api/v1/runs/:id/callback/test');
+    if (pinged?.statuses['200'] && !pinged.failure) {
+      const types = receiver.received.map((r) => (JSON.parse(r.body) as { type?: string }).type);
+      if (!types.length || types.some((type) => type !== 'run.test'))
+        failures.push(`the callback receiver got ${JSON.stringify(types)}, expected run.test pings`);
+    }
     if (failures.length && serverLog.length)
       failures.push(`the API's log (last 10 lines):\n${serverLog.slice(-10).join('\n')}`);
     assert.deepEqual(failures, [], failures.join('\n\n'));

@@ -13,7 +13,8 @@
 //     command counters, or with countMode 'documents' every collection's count), and a 2xx of a create route
 //     writes exactly its whole record (e.g. POST /runs: the run and its run_started event; a transition also its
 //     run_transitions row, which won the run's revision);
-//   - no caller without a valid token gets a JSON or empty 2xx, and no caller gets a 2xx on another team's run;
+//   - no caller without a valid token gets a JSON or empty 2xx, and no caller gets a 2xx on another team's run or
+//     on another user's push device;
 // and after each route /healthz answers 200 and the store still holds only whole records: every document has
 // its domain shape, every run its run_started event, one run_paused event per pause, its run_<status> event once
 // ended, the pending interaction of a human-input pause; no event, interaction or watch of a missing run.
@@ -25,8 +26,11 @@ import fc from 'fast-check';
 import jwt from 'jsonwebtoken';
 import type { Db } from 'mongodb';
 import { mintToken } from '../../api/auth';
+import { claimKeys } from '../../domain/outcome';
 import { RUN_STATUSES } from '../../domain/runStatus';
+import { createClaimStore } from '../../store/claims';
 import { PREF_KINDS, prefKey } from '../../store/notificationPrefs';
+import { subscriptionId } from '../../store/pushSubscriptions';
 import type { SubscriptionJSON } from '../support';
 import { TEST_JWT_SECRET } from '../support/stack';
 
@@ -46,6 +50,11 @@ export interface FuzzOptions {
   only?: string[];
   /** Per-request timeout: an API that has not answered by then counts as a hang. */
   timeoutMs?: number;
+  /**
+   * A loopback receiver for the runs of the callback routes (the API needs CALLBACK_ALLOW_PRIVATE=1 to call it).
+   * Without one those runs have no callback: the routes answer 409 and send nothing.
+   */
+  callbackUrl?: string;
   /**
    * How "a refused request stored nothing" is checked: 'commands' (default) compares the server's write command
    * counters around each case; 'documents' counts every collection's documents before and after (exact, slow).
@@ -130,7 +139,11 @@ type RawSegment = { k: 'raw'; text: string; encode: boolean };
 type RunRef = { k: 'own'; state: RunState } | { k: 'otherTeam' } | { k: 'missing' } | RawSegment;
 type InteractionRef = { k: 'ofRun' } | { k: 'otherRun' } | { k: 'missing' } | RawSegment;
 type AssistantRef = { k: 'ok'; id: string } | RawSegment;
-type ParamChoice = RunRef | InteractionRef | AssistantRef;
+/** A push device (its id, the sha256 of its endpoint): the caller's, a teammate's, another team's user's. */
+type DeviceRef = { k: 'device'; whose: 'own' | 'teammate' | 'otherTeam' } | { k: 'missing' } | RawSegment;
+/** An outcome episode: the `:end` episode of the run named in the same path, or of another team's run. */
+type EpisodeRef = { k: 'episode'; of: 'run' | 'otherRun' } | { k: 'missing' } | RawSegment;
+type ParamChoice = RunRef | InteractionRef | AssistantRef | DeviceRef | EpisodeRef;
 
 type TokenFlaw =
   | 'wrongSecret'
@@ -211,6 +224,20 @@ interface RouteSpec {
   repeatOf?: RunState;
   /** Set-up before the route's cases, as the route's caller. */
   before?: (fx: Fixtures) => Promise<void>;
+  /** What a path param stands for when it is not a run (by name: iid, assistantId, runId and id are). */
+  paramKinds?: Record<string, 'device' | 'episode'>;
+  /**
+   * The caller's fixture runs of this route: with a callback to the loopback receiver; `settled`: an ended run's
+   * `:end` episode also has a settled callback claim (it gave up), as a worker would have left it.
+   */
+  runs?: { callback: true; settled?: true };
+  /** A 2xx of the route's method used up what it named: the fixtures forget it (e.g. a deleted device). */
+  consumes?: (fx: Fixtures, req: ResolvedRequest, c: FuzzCase) => void;
+  /**
+   * A refusal (409) may come after the route took a rate-limit slot and gave it back: one insert, then deletes,
+   * and no rate_limits row of the request left. Any other write of a refusal still fails the case.
+   */
+  givesBackSlot?: true;
 }
 
 const none = (): Partial<Counts> => ({});
@@ -433,7 +460,50 @@ const ROUTES: RouteSpec[] = [
           }
         : { scope: variant % 2 ? 'team' : 'own' },
   },
+  {
+    name: 'DELETE /api/v1/notifications/push/subscriptions/:id',
+    method: 'DELETE',
+    template: '/api/v1/notifications/push/subscriptions/:id',
+    paramKinds: { id: 'device' },
+    // A few of the caller's devices; a 204 deletes one (a delete, not a record), which later cases no longer name.
+    before: (fx) => fx.subscribe(3),
+    consumes: (fx, req) => {
+      for (const device of req.devices) fx.unsubscribed(device.endpoint);
+    },
+  },
+  {
+    name: 'POST /api/v1/runs/:id/callback/test',
+    method: 'POST',
+    template: '/api/v1/runs/:id/callback/test',
+    // The caller's runs call back the fuzzer's loopback receiver: a 200 is a real signed POST to it, nothing else.
+    runs: { callback: true },
+    valid: () => ({}),
+    onSuccess: none,
+    // The test ping's rate-limit row (rate_limits), nothing else.
+    inserts: 1,
+  },
+  {
+    name: 'POST /api/v1/runs/:id/episodes/:episodeId/callback/redeliver',
+    method: 'POST',
+    template: '/api/v1/runs/:id/episodes/:episodeId/callback/redeliver',
+    paramKinds: { episodeId: 'episode' },
+    runs: { callback: true, settled: true },
+    preferred: ['finished', 'failed', 'cancelled'],
+    valid: () => ({}),
+    onSuccess: none,
+    // The redelivery's rate-limit row; its workflow starts on the fuzz API's task queue, where no worker polls (so
+    // nothing is sent and no callback_attempts row is written). It stays running: the episode is in progress.
+    inserts: 1,
+    givesBackSlot: true,
+    // Half the redelivered runs are replaced (fresh 202s later), half kept (a 409: in progress, slot given back).
+    consumes: (fx, req, c) => {
+      if (c.body.k === 'valid' && c.body.variant % 2 === 0) for (const id of req.runIds) fx.forget(id);
+    },
+  },
   { name: 'GET /healthz', method: 'GET', template: '/healthz', onSuccess: none },
+  { name: 'GET /readyz', method: 'GET', template: '/readyz', onSuccess: none },
+  { name: 'GET /metrics', method: 'GET', template: '/metrics', onSuccess: none },
+  { name: 'GET /api/v1/openapi.json', method: 'GET', template: '/api/v1/openapi.json', onSuccess: none },
   { name: 'ANY unknown paths', method: 'GET', template: '' },
 ];
 
@@ -528,6 +598,23 @@ const assistantRef: fc.Arbitrary<AssistantRef> = fc.oneof(
     weight: 4,
     arbitrary: fc.stringMatching(/^[A-Za-z0-9_:-]{1,24}$/).map((id) => ({ k: 'ok' as const, id })),
   },
+  { weight: 2, arbitrary: badSegment },
+);
+
+const deviceRef: fc.Arbitrary<DeviceRef> = fc.oneof(
+  { withCrossShrink: true },
+  { weight: 6, arbitrary: fc.constant({ k: 'device' as const, whose: 'own' as const }) },
+  { weight: 1, arbitrary: fc.constant({ k: 'device' as const, whose: 'teammate' as const }) },
+  { weight: 1, arbitrary: fc.constant({ k: 'device' as const, whose: 'otherTeam' as const }) },
+  { weight: 1, arbitrary: fc.constant({ k: 'missing' as const }) },
+  { weight: 2, arbitrary: badSegment },
+);
+
+const episodeRef: fc.Arbitrary<EpisodeRef> = fc.oneof(
+  { withCrossShrink: true },
+  { weight: 6, arbitrary: fc.constant({ k: 'episode' as const, of: 'run' as const }) },
+  { weight: 1, arbitrary: fc.constant({ k: 'episode' as const, of: 'otherRun' as const }) },
+  { weight: 1, arbitrary: fc.constant({ k: 'missing' as const }) },
   { weight: 2, arbitrary: badSegment },
 );
 
@@ -944,6 +1031,15 @@ function caseArbitrary(route: RouteSpec): fc.Arbitrary<FuzzCase> {
   const params: Record<string, fc.Arbitrary<ParamChoice>> = {};
   const realParams: Record<string, fc.Arbitrary<ParamChoice>> = {};
   for (const name of paramNames(route.template)) {
+    const kind = route.paramKinds?.[name];
+    if (kind) {
+      params[name] = kind === 'device' ? deviceRef : episodeRef;
+      realParams[name] =
+        kind === 'device'
+          ? fc.constant({ k: 'device' as const, whose: 'own' as const })
+          : fc.constant({ k: 'episode' as const, of: 'run' as const });
+      continue;
+    }
     params[name] = name === 'iid' ? interactionRef : name === 'assistantId' ? assistantRef : runRef;
     realParams[name] =
       name === 'iid'
@@ -1007,25 +1103,70 @@ interface Answer {
 }
 
 const RUN_BATCH = 2;
+const INTRUDER = 'intruder';
+const TEAMMATE = 'fuzz-teammate';
 
 class Fixtures {
-  private readonly runs = new Map<RunState, RunFixture>();
+  /** The caller's runs by state and kind (see `kind`). */
+  private readonly runs = new Map<string, RunFixture>();
   private other?: RunFixture;
   private readonly endpoints = new Map<string, string[]>();
+  /** Devices of a teammate and of another team's user, subscribed when a case first names them. */
+  private readonly foreign = new Map<'teammate' | 'otherTeam', string>();
   /** The fuzz-team member the current route's valid tokens name (each route has its own). */
   user = 'fuzz-user';
+  /** What the current route's runs are made with (RouteSpec.runs). */
+  private kind: RouteSpec['runs'];
 
   constructor(
     private readonly baseUrl: string,
     readonly tokens: { owner: string; intruder: string; secret: string },
     readonly subscription: (n: number) => SubscriptionJSON,
     private readonly timeoutMs: number,
+    private readonly db: Db,
+    /** The loopback receiver that runs made with a callback call back (and nothing else). */
+    private readonly callbackUrl: string | undefined,
   ) {}
 
   /** Valid tokens now name this member of fuzz-team (runs are the team's, so fixtures carry over). */
-  actAs(user: string): void {
+  actAs(user: string, runs?: RouteSpec['runs']): void {
     this.user = user;
     this.tokens.owner = mintToken(this.tokens.secret, user, 'fuzz-team', '1d');
+    this.kind = runs;
+  }
+
+  private key(state: RunState): string {
+    return `${state}${this.kind?.callback ? '+callback' : ''}${this.kind?.settled ? '+settled' : ''}`;
+  }
+
+  /** One of the current member's devices, subscribing one when none is left. */
+  async ownDevice(): Promise<{ owner: string; endpoint: string }> {
+    if (!this.subscribed.length) await this.subscribe(1);
+    return { owner: this.user, endpoint: this.subscribed[0] };
+  }
+
+  /** A device of a fuzz-team teammate, or of another team's user (the intruder). */
+  async foreignDevice(whose: 'teammate' | 'otherTeam'): Promise<{ owner: string; endpoint: string }> {
+    const owner = whose === 'otherTeam' ? INTRUDER : TEAMMATE;
+    let endpoint = this.foreign.get(whose);
+    if (!endpoint) {
+      const token =
+        whose === 'otherTeam'
+          ? this.tokens.intruder
+          : mintToken(this.tokens.secret, owner, 'fuzz-team', '1d');
+      const sub = this.subscription(0);
+      await this.setup(token, 'POST', '/api/v1/notifications/push/subscriptions', sub);
+      endpoint = sub.endpoint;
+      this.foreign.set(whose, endpoint);
+    }
+    return { owner, endpoint };
+  }
+
+  /** A 2xx deleted this device (its owner asked): later cases name another. */
+  unsubscribed(endpoint: string): void {
+    const list = this.subscribed;
+    if (list.includes(endpoint)) list.splice(list.indexOf(endpoint), 1);
+    for (const [whose, e] of this.foreign) if (e === endpoint) this.foreign.delete(whose);
   }
 
   /** The endpoints the current member subscribed (by a valid case or by a route's set-up). */
@@ -1045,20 +1186,21 @@ class Fixtures {
   }
 
   /** Spare runs per state, prepared a batch at a time (in parallel: most of a run's set-up is Temporal latency). */
-  private readonly stock = new Map<RunState, RunFixture[]>();
+  private readonly stock = new Map<string, RunFixture[]>();
 
   async run(state: RunState): Promise<RunFixture> {
-    let run = this.runs.get(state);
+    const key = this.key(state);
+    let run = this.runs.get(key);
     if (!run) {
-      let spare = this.stock.get(state) ?? [];
+      let spare = this.stock.get(key) ?? [];
       if (!spare.length) {
         spare = await Promise.all(
           Array.from({ length: RUN_BATCH }, () => this.prepare(this.tokens.owner, 'fuzz-team', state)),
         );
       }
       run = spare.shift() as RunFixture;
-      this.stock.set(state, spare);
-      this.runs.set(state, run);
+      this.stock.set(key, spare);
+      this.runs.set(key, run);
     }
     return run;
   }
@@ -1084,9 +1226,10 @@ class Fixtures {
   moved(runId: string, state: RunState, interactionId?: string): void {
     const run = this.forget(runId);
     if (!run) return;
-    this.stock.set(state, [
+    const key = this.key(state);
+    this.stock.set(key, [
       { ...run, interactionId: interactionId ?? run.interactionId },
-      ...(this.stock.get(state) ?? []),
+      ...(this.stock.get(key) ?? []),
     ]);
   }
 
@@ -1109,7 +1252,8 @@ class Fixtures {
   }
 
   private async prepare(token: string, teamId: string, state: RunState): Promise<RunFixture> {
-    const created = await this.setup(token, 'POST', '/api/v1/runs', { title: `fuzz ${state}` });
+    const callback = this.kind?.callback && this.callbackUrl ? { url: this.callbackUrl } : undefined;
+    const created = await this.setup(token, 'POST', '/api/v1/runs', { title: `fuzz ${state}`, callback });
     const runId = (JSON.parse(created.text) as { id: string }).id;
     const at = (op: string) => `/api/v1/runs/${runId}/${op}`;
     const run: RunFixture = { runId, teamId };
@@ -1128,6 +1272,17 @@ class Fixtures {
     };
     const step = then[state];
     if (step) await this.setup(token, 'POST', at(step[0]), step[1]);
+    if (this.kind?.settled && callback && ['finished', 'failed', 'cancelled'].includes(state)) {
+      // What a worker leaves when the ended run's callback gave up (no worker runs here): its claim, settled.
+      this.setupRequests++;
+      const claims = createClaimStore(this.db, { graceSeconds: 60 });
+      const key = claimKeys.callback(`${runId}:end`);
+      if (
+        !(await claims.tryMark(key, 'fuzz-fixture')) ||
+        !(await claims.markDelivered(key, 'fuzz-fixture', 'gave_up'))
+      )
+        throw new Error(`could not settle the callback claim ${key}`);
+    }
     return run;
   }
 }
@@ -1150,6 +1305,10 @@ interface ResolvedRequest {
   runStates: RunState[];
   /** Every param is a real resource (no raw segment): the route itself answers. */
   wellFormed: boolean;
+  /** The user the caller's valid token names (none without one). */
+  callerUser?: string;
+  /** The devices named in the path, and whose they are: a 2xx may touch only the caller's own. */
+  devices: { whose: 'own' | 'teammate' | 'otherTeam'; owner: string; endpoint: string }[];
 }
 
 function b64url(value: unknown): string {
@@ -1343,16 +1502,28 @@ async function resolve(route: RouteSpec, c: FuzzCase, fx: Fixtures): Promise<Res
   const runTeams: string[] = [];
   const runIds: string[] = [];
   const runStates: RunState[] = [];
+  const devices: ResolvedRequest['devices'] = [];
   let wellFormed = true;
   let named: RunFixture | undefined;
   const segments: Record<string, string> = {};
-  // Runs first: the interaction param is "of the run" named in the same path.
-  const names = paramNames(route.template).sort((a, b) => Number(a === 'iid') - Number(b === 'iid'));
+  // Runs first: the interaction and episode params are "of the run" named in the same path.
+  const later = (name: string) => Number(name === 'iid' || route.paramKinds?.[name] === 'episode');
+  const names = paramNames(route.template).sort((a, b) => later(a) - later(b));
   for (const name of names) {
     const choice = c.params[name];
     if (choice.k === 'raw') {
       wellFormed = false;
       segments[name] = segmentText(choice);
+    } else if (choice.k === 'device') {
+      const device = choice.whose === 'own' ? await fx.ownDevice() : await fx.foreignDevice(choice.whose);
+      devices.push({ whose: choice.whose, owner: device.owner, endpoint: device.endpoint });
+      segments[name] = subscriptionId(device.endpoint);
+    } else if (choice.k === 'episode') {
+      const run = choice.of === 'run' ? named : await fx.otherTeamRun();
+      segments[name] = `${run?.runId ?? 'run_ffffffffffffffffffffffffffffffff'}:end`;
+    } else if (choice.k === 'missing' && route.paramKinds?.[name]) {
+      segments[name] =
+        route.paramKinds[name] === 'device' ? '0'.repeat(64) : 'run_00000000000000000000000000000000:end';
     } else if (choice.k === 'own' || choice.k === 'otherTeam') {
       named = choice.k === 'own' ? await fx.run(choice.state) : await fx.otherTeamRun();
       runTeams.push(named.teamId);
@@ -1385,7 +1556,20 @@ async function resolve(route: RouteSpec, c: FuzzCase, fx: Fixtures): Promise<Res
     if (body !== undefined && c.contentType !== null) headers['content-type'] = c.contentType;
   }
   const callerTeam = c.auth.k === 'valid' ? 'fuzz-team' : c.auth.k === 'otherTeam' ? 'other-team' : undefined;
-  return { method: c.method, path, headers, body, callerTeam, runTeams, runIds, runStates, wellFormed };
+  const callerUser = c.auth.k === 'valid' ? fx.user : c.auth.k === 'otherTeam' ? INTRUDER : undefined;
+  return {
+    method: c.method,
+    path,
+    headers,
+    body,
+    callerTeam,
+    runTeams,
+    runIds,
+    runStates,
+    wellFormed,
+    callerUser,
+    devices,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1525,13 +1709,13 @@ function check(
     problems.push(`a ${req.method} (${status}) wrote to the store: ${wrote}`);
   // The path as fetch sent it (a relative "//…" or "/\\…" would parse as a host, so keep the origin in front).
   const pathname = new URL(`http://x${req.path}`).pathname;
-  // Without a token only the studio's files (HTML, scripts, styles, images) and /healthz answer a 2xx: a JSON or
-  // empty 2xx (a 204, say) came from a route behind the gate.
+  // Without a token only the studio's files (HTML, scripts, styles, images), the probes (/healthz, /readyz; /metrics
+  // is text) and the OpenAPI document answer a 2xx: a JSON or empty 2xx (a 204, say) came from a route behind the gate.
   if (
     status < 300 &&
     req.callerTeam === undefined &&
     (/^application\/json/i.test(answer.contentType) || !answer.contentType) &&
-    !/^\/healthz\/?$/i.test(pathname)
+    !/^\/(healthz|readyz|api\/v1\/openapi\.json)\/?$/i.test(pathname)
   ) {
     problems.push(`answered ${status} (${answer.contentType || 'no content type'}) without a valid token`);
   }
@@ -1543,6 +1727,11 @@ function check(
   ) {
     problems.push(`answered ${status} to ${req.callerTeam} about another team's run`);
   }
+  const notTheirs = req.devices.filter((d) => d.owner !== req.callerUser);
+  if (status < 300 && req.method !== 'OPTIONS' && req.method !== 'HEAD' && notTheirs.length)
+    problems.push(
+      `answered ${status} to ${req.callerUser ?? 'no user'} about the ${notTheirs[0].whose} device`,
+    );
   // A create that succeeds writes its whole record: exactly these documents (or, by command, these inserts).
   if (status < 300 && req.method === route.method && req.wellFormed && route.template) {
     const repeat = route.repeatOf !== undefined && req.runStates.includes(route.repeatOf);
@@ -1713,7 +1902,7 @@ export async function fuzzRoutes(options: FuzzOptions): Promise<FuzzReport> {
   const secret = options.jwtSecret ?? process.env.AUTH_JWT_SECRET ?? TEST_JWT_SECRET;
   const tokens = {
     owner: mintToken(secret, 'fuzz-user', 'fuzz-team', '1d'),
-    intruder: mintToken(secret, 'intruder', 'other-team', '1d'),
+    intruder: mintToken(secret, INTRUDER, 'other-team', '1d'),
     secret,
   };
   let subscriptions = 0;
@@ -1722,6 +1911,8 @@ export async function fuzzRoutes(options: FuzzOptions): Promise<FuzzReport> {
     tokens,
     () => (options.subscription ?? defaultSubscription)(subscriptions++),
     timeoutMs,
+    options.db,
+    options.callbackUrl,
   );
   const commandsAvailable =
     (options.countMode ?? 'commands') === 'commands' && !!(await commandSnapshot(options.db));
@@ -1750,7 +1941,7 @@ export async function fuzzRoutes(options: FuzzOptions): Promise<FuzzReport> {
     const routeStarted = Date.now();
     // One seed per route (the run's seed plus the route's index), so a route replays on its own.
     const routeSeed = (seed + ROUTES.indexOf(route)) | 0;
-    fx.actAs(`fuzz-user-${ROUTES.indexOf(route)}`);
+    fx.actAs(`fuzz-user-${ROUTES.indexOf(route)}`, route.runs);
     await route.before?.(fx);
     const statuses: Record<string, number> = {};
     let cases = 0;
@@ -1772,6 +1963,19 @@ export async function fuzzRoutes(options: FuzzOptions): Promise<FuzzReport> {
       const afterSnapshot = await snapshot();
       last = { snapshot: afterSnapshot, setupRequests: fx.setupRequests, route };
       const written = diff(before, afterSnapshot);
+      // A refusal that took a rate-limit slot and gave it back: exactly its one insert, and its row is gone.
+      if (
+        route.givesBackSlot &&
+        !('error' in answer) &&
+        answer.status === 409 &&
+        mode === 'commands' &&
+        written.insert === 1 &&
+        !written.update &&
+        !written.findAndModify &&
+        (written.delete ?? 0) >= 2 &&
+        !(await options.db.collection('rate_limits').countDocuments({ at: { $gte: new Date(sentAt) } }))
+      )
+        delete written.insert;
       split.setupMs += t1 - t0;
       split.answerMs += took;
       split.checkMs += Date.now() - t1 - took;
@@ -1788,6 +1992,7 @@ export async function fuzzRoutes(options: FuzzOptions): Promise<FuzzReport> {
         throw new Error(`${problems.join('; ')}\n${describe(req, answer)}${context}`);
       }
       if (!('error' in answer) && answer.status < 300 && req.method !== 'GET' && req.method !== 'HEAD') {
+        if (req.method === route.method && req.wellFormed) route.consumes?.(fx, req, c);
         // The run may have moved (or, for an unrelated method, may not): either way, start the next case afresh.
         if (
           req.method === route.method &&

@@ -4,44 +4,8 @@
 import assert from 'node:assert/strict';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type Router from '@koa/router';
-import { createApp, type AppDeps } from '../../api/app';
 import { documentedRoutes, OPENAPI_PATH } from '../../api/openapi';
-
-const inert = {} as never;
-
-function appWithEveryRoute() {
-  return createApp({
-    auth: {
-      jwtSecret: 'unit-test-secret-of-at-least-32-bytes!',
-      maxLifetimeSeconds: 3600,
-      clockSkewSeconds: 60,
-    },
-    engine: inert,
-    runs: inert,
-    watches: inert,
-    episodes: inert,
-    runHealth: inert,
-    notifyOperator: inert,
-    replayOutcome: inert,
-    testCallback: inert,
-    probes: { temporal: async () => undefined, mongo: async () => undefined },
-    notifications: {
-      vapidPublicKey: 'BPublicKey',
-      endpointRules: { allowInsecure: false, allowlist: [] },
-      studioUrl: 'https://studio.example.com',
-      now: () => new Date(),
-      log: () => undefined,
-    },
-  } as unknown as AppDeps);
-}
-
-/** The routers the app dispatches to, read off its middleware (router.routes() carries its router). */
-function routersOf(app: ReturnType<typeof createApp>): Router[] {
-  return app.middleware
-    .map((mw) => (mw as { router?: Router }).router)
-    .filter((router): router is Router => router !== undefined);
-}
+import { appWithEveryRoute, routersOf } from './everyRoute';
 
 describe('the OpenAPI document', () => {
   const app = appWithEveryRoute();

@@ -1,0 +1,31 @@
+// The route fuzzer lists its routes by hand (test/fuzz/routes.ts): a route added to a router without a place there
+// would go unfuzzed without anyone noticing. Every route the app answers is fuzzed, or excluded here with a reason.
+import assert from 'node:assert/strict';
+import { documentedRoutes } from '../../api/openapi';
+import { FUZZED_ROUTES } from '../fuzz/routes';
+import { appWithEveryRoute, routersOf } from './everyRoute';
+
+/** Routes the fuzzer leaves alone, each with why. Keep it short. */
+const NOT_FUZZED: Record<string, string> = {
+  'GET /{*rest}':
+    "the catch-all (studio files, 404s): fuzzed as 'ANY unknown paths', which draws whole paths instead",
+};
+
+describe('the route fuzzer', () => {
+  it('fuzzes every route the app answers, or excludes it with a reason', () => {
+    const routes = documentedRoutes(routersOf(appWithEveryRoute({ metrics: true }))).map(
+      (route) => `${route.method} ${route.path}`,
+    );
+    assert.ok(routes.length >= 25, `only ${routes.length} routes found`);
+    const missing = routes.filter((route) => !FUZZED_ROUTES.includes(route) && !(route in NOT_FUZZED));
+    assert.deepEqual(missing, [], `routes neither fuzzed nor excluded:\n${missing.join('\n')}`);
+    // The lists stay honest: no entry for a route that no longer exists, none both fuzzed and excluded.
+    const stale = [
+      ...FUZZED_ROUTES.filter((name) => name !== 'ANY unknown paths' && !routes.includes(name)),
+      ...Object.keys(NOT_FUZZED).filter((name) => !routes.includes(name)),
+    ];
+    assert.deepEqual(stale, [], `listed but not a route of the app:\n${stale.join('\n')}`);
+    const both = Object.keys(NOT_FUZZED).filter((name) => FUZZED_ROUTES.includes(name));
+    assert.deepEqual(both, [], 'fuzzed and excluded at once');
+  });
+});
