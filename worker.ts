@@ -15,6 +15,7 @@ import { Registry } from 'prom-client';
 import { activityContext } from './activities/context';
 import { metricsRouter } from './api/routes/metrics';
 import { createMetrics, type Metrics } from './observability/metrics';
+import { readSdkMetrics } from './observability/sdkMetrics';
 import {
   createLogger,
   temporalLevel,
@@ -129,28 +130,15 @@ function freeLoopbackPort(): Promise<number> {
   });
 }
 
-/** Largest answer read from the SDK's own exporter (a few hundred series in practice). */
-const SDK_METRICS_MAX_BYTES = 4 * 1024 * 1024;
-
 /**
  * The worker's /metrics on WORKER_METRICS_PORT: the application's registry, then the Temporal SDK's own metrics,
  * read from its exporter on a loopback port nobody else is told of, so one target serves both.
  */
 async function startWorkerMetrics(config: Config, metrics: Metrics, sdkMetricsUrl: string): Promise<Server> {
   const app = new Koa();
-  const sdkMetrics = async (): Promise<string> => {
-    try {
-      const res = await fetch(sdkMetricsUrl, { signal: AbortSignal.timeout(2000) });
-      const text = await res.text();
-      if (!res.ok || text.length > SDK_METRICS_MAX_BYTES) throw new Error(`answered ${res.status}`);
-      return text;
-    } catch (err) {
-      return `# the Temporal SDK's metrics could not be read: ${String(err).split('\n')[0]}\n`;
-    }
-  };
   app.use(
     metricsRouter(async () => {
-      const [own, sdk] = await Promise.all([metrics.registry.metrics(), sdkMetrics()]);
+      const [own, sdk] = await Promise.all([metrics.registry.metrics(), readSdkMetrics(sdkMetricsUrl)]);
       return `${own}\n${sdk}`;
     }).routes(),
   );
