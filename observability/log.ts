@@ -29,47 +29,62 @@ export interface LoggerOptions {
 }
 
 /**
- * Field names whose values never reach a log line, wherever an object carrying them is logged: callback secrets,
- * tokens and Authorization headers, the VAPID private key, subscription keys (p256dh/auth).
+ * Field names (any case) whose values never reach a log line: callback secrets, tokens and Authorization headers,
+ * the VAPID private key, subscription keys (p256dh/auth).
  */
-export const REDACTED_PATHS = [
-  'secret',
-  '*.secret',
-  'callback.secret',
-  '*.callback.secret',
-  'token',
-  '*.token',
-  'authorization',
-  '*.authorization',
-  'headers.authorization',
-  '*.headers.authorization',
-  'privateKey',
-  '*.privateKey',
-  'vapid.privateKey',
-  'keys',
-  '*.keys',
-  'p256dh',
-  '*.p256dh',
-  'auth',
-  'taskToken',
-  '*.taskToken',
-  '*.auth',
-];
+const REDACTED_FIELDS = new Set(
+  ['secret', 'token', 'authorization', 'privateKey', 'keys', 'p256dh', 'auth', 'taskToken'].map((name) =>
+    name.toLowerCase(),
+  ),
+);
+
+/** Nesting walked for secrets; anything deeper is dropped whole, so no depth lets one through. */
+const MAX_LOGGED_DEPTH = 8;
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> => {
+  if (typeof value !== 'object' || value === null) return false;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  return proto === Object.prototype || proto === null;
+};
+
+/**
+ * A copy of a logged value with every field named like a secret censored, at any depth of plain objects and
+ * arrays (pino's own redaction takes fixed paths, so a secret one level deeper than foreseen would be written).
+ * Other objects (errors, dates, buffers) are left to pino's serializers.
+ */
+function redactSecrets(value: unknown, depth = 0): unknown {
+  if (!Array.isArray(value) && !isPlainObject(value)) return value;
+  if (depth >= MAX_LOGGED_DEPTH) return '[too deep]';
+  if (Array.isArray(value)) return value.map((item) => redactSecrets(item, depth + 1));
+  const copy: Record<string, unknown> = {};
+  for (const [key, field] of Object.entries(value))
+    copy[key] = REDACTED_FIELDS.has(key.toLowerCase()) ? '[redacted]' : redactSecrets(field, depth + 1);
+  return copy;
+}
+
+const redactFields = (fields: Record<string, unknown>): Record<string, unknown> =>
+  redactSecrets(fields) as Record<string, unknown>;
 
 export function createLogger(options: LoggerOptions): Logger {
   const destination = options.destination ?? process.stdout;
   const format = options.format ?? (destination.isTTY ? 'pretty' : 'json');
-  return pino(
+  const logger = pino(
     {
       name: options.name,
       level: options.level,
       base: { name: options.name, pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
-      formatters: { level: (label) => ({ level: label }) },
-      redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+      formatters: { level: (label) => ({ level: label }), log: redactFields },
     },
     format === 'pretty' ? prettyStream(destination) : (destination as pino.DestinationStream),
   );
+  // A child's bindings skip pino's formatters: they pass the same redaction here (children of children inherit
+  // this method through the prototype).
+  const pinoChild = logger.child;
+  logger.child = function (this: Logger, bindings, childOptions) {
+    return pinoChild.call(this, redactFields(bindings), childOptions);
+  } as Logger['child'];
+  return logger;
 }
 
 /** A Log over a logger at one level: the ad-hoc lines of old were all about something that went wrong. */

@@ -68,6 +68,24 @@ describe('observability', () => {
     assert.ok(text.includes('https://hooks.example'), 'the rest of the object is kept');
   });
 
+  it('a secret nested deeper than one level, in an array or a child logger, is redacted too', async () => {
+    const out = capture(false);
+    const logger = createLogger({ level: 'info', name: 'worker', destination: out });
+    logger.child({ request: { headers: { Authorization: 'Bearer CHILD6' } } }).warn(
+      {
+        episode: { launcher: { callback: { url: 'https://hooks.example', secret: 'whsec_DEEP7' } } },
+        attempts: [{ request: { headers: { authorization: 'Bearer ARRAY8' } } }],
+        deep: { a: { b: { c: { d: { e: { f: { g: { token: 'TOO_DEEP9' } } } } } } } },
+      },
+      'nested',
+    );
+    await flush();
+    const text = out.text();
+    for (const secret of ['CHILD6', 'DEEP7', 'ARRAY8', 'TOO_DEEP9'])
+      assert.ok(!text.includes(secret), secret);
+    assert.ok(text.includes('https://hooks.example'), 'the rest of the object is kept');
+  });
+
   it("the SDK's lines: its run id becomes temporalRunId, runId is the Flow run from the workflow id", async () => {
     const out = capture(false);
     temporalLogger(createLogger({ level: 'debug', name: 'worker', destination: out })).debug(
