@@ -4,7 +4,9 @@
 import { Writable } from 'node:stream';
 import type { LogLevel as TemporalLevel, LogMetadata, Logger as TemporalLogger } from '@temporalio/common';
 import pino, { type Logger } from 'pino';
+import type { Activities } from '../activities';
 import type { LogLevel } from '../config';
+import { callbackRedeliverWorkflowId, healthWorkflowId, workflowTypes } from '../workflows/ids';
 
 /** The fields a line carries when they are known. */
 export interface LogFields {
@@ -135,20 +137,44 @@ function prettyStream(destination: NodeJS.WritableStream): Writable {
   });
 }
 
-const FAMILY_OF_ACTIVITY: Record<string, LogFields['family']> = {
+/**
+ * The family each registered activity serves; undefined for the claim activities, which every family shares (the
+ * workflow tells which). Typed over the activities themselves, so a new one cannot be left out.
+ */
+export const ACTIVITY_FAMILIES: Record<keyof Activities, LogFields['family']> = {
+  recordEpisode: undefined,
+  tryMark: undefined,
+  markDelivered: undefined,
+  renewClaim: undefined,
+  unmark: undefined,
+  wasDelivered: undefined,
+  resettleClaim: undefined,
   deliverPush: 'push',
   isStandbyVetoed: 'push',
   sendCallback: 'callback',
+  opsAlertSettings: 'ops',
   classifyFailedRun: 'ops',
+  callbackExhaustedAlert: 'ops',
   postOperatorAlert: 'ops',
   stampOpsMarker: 'ops',
+  healthSettings: 'health',
+  persistedRunStatus: 'health',
+  saveHealth: 'health',
+  reapHealth: 'health',
   sweepOnce: 'sweep',
   sweepReapExpired: 'sweep',
 };
 
+const HEALTH_ID_PREFIX = healthWorkflowId('');
+const REDELIVER_ID_PREFIX = callbackRedeliverWorkflowId('');
+
+/** An episode id begins with its run id (domain/outcome.ts). */
+const runOfEpisode = (episodeId: string): string => episodeId.split(':')[0];
+
 /**
  * What a workflow id tells (workflows/ids.ts): an episode workflow's id is its episode id, which begins with the
- * run id; a health workflow's is health:<runId>. The family comes from the activity running, when one is.
+ * run id; a health workflow's is health:<runId>; a callback redelivery's is cb-redeliver|<episodeId>. The family
+ * comes from the workflow when it serves one, else from the activity running.
  */
 export function workflowFields(info: {
   workflowId?: string;
@@ -159,15 +185,34 @@ export function workflowFields(info: {
   const { workflowId, workflowType, activityType } = info;
   if (workflowId) {
     fields.workflowId = workflowId;
-    if (workflowType === 'episodeWorkflow') {
-      fields.episodeId = workflowId;
-      fields.runId = workflowId.split(':')[0];
-    } else if (workflowType === 'runHealthWorkflow' && workflowId.startsWith('health:')) {
-      fields.runId = workflowId.slice('health:'.length);
-      fields.family = 'health';
-    } else if (workflowType === 'operatorAlertWorkflow') fields.family = 'ops';
+    switch (workflowType) {
+      case workflowTypes.episode:
+        fields.episodeId = workflowId;
+        fields.runId = runOfEpisode(workflowId);
+        break;
+      case workflowTypes.health:
+        if (workflowId.startsWith(HEALTH_ID_PREFIX)) fields.runId = workflowId.slice(HEALTH_ID_PREFIX.length);
+        fields.family = 'health';
+        break;
+      case workflowTypes.callbackRedeliver:
+        if (workflowId.startsWith(REDELIVER_ID_PREFIX)) {
+          fields.episodeId = workflowId.slice(REDELIVER_ID_PREFIX.length);
+          fields.runId = runOfEpisode(fields.episodeId);
+        }
+        fields.family = 'callback';
+        break;
+      case workflowTypes.operatorAlert:
+        fields.family = 'ops';
+        break;
+      case workflowTypes.sweep:
+        fields.family = 'sweep';
+        break;
+    }
   }
-  const family = activityType ? FAMILY_OF_ACTIVITY[activityType] : undefined;
+  const family =
+    activityType && Object.hasOwn(ACTIVITY_FAMILIES, activityType)
+      ? ACTIVITY_FAMILIES[activityType as keyof Activities]
+      : undefined;
   if (family) fields.family = family;
   return fields;
 }

@@ -3,7 +3,23 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { Registry } from 'prom-client';
 import { ConfigError, loadConfig } from '../../config';
-import { createLogger, prettyLine, temporalLogger, workflowFields } from '../../observability/log';
+import type { Client } from '@temporalio/client';
+import { createActivities } from '../../activities';
+import {
+  ACTIVITY_FAMILIES,
+  createLogger,
+  prettyLine,
+  temporalLogger,
+  workflowFields,
+} from '../../observability/log';
+import type { Stores } from '../../store';
+import {
+  callbackRedeliverWorkflowId,
+  episodeWorkflowId,
+  healthWorkflowId,
+  operatorAlertWorkflowId,
+  workflowTypes,
+} from '../../workflows/ids';
 import { createMetrics, familyOfClaim, statusClass } from '../../observability/metrics';
 
 /** A destination that keeps what was written; `isTTY` as a terminal (or not) would say. */
@@ -108,6 +124,50 @@ describe('observability', () => {
       runId: 'run_4',
       family: 'health',
     });
+  });
+
+  it('every workflow id scheme tells what it can: run, episode, family', () => {
+    const episodeId = 'run_7:end';
+    const of = (workflowId: string, workflowType: string, activityType?: string) =>
+      workflowFields({ workflowId, workflowType, activityType });
+    assert.deepEqual(of(episodeWorkflowId(episodeId), workflowTypes.episode), {
+      workflowId: episodeId,
+      episodeId,
+      runId: 'run_7',
+    });
+    assert.deepEqual(of(healthWorkflowId('run_7'), workflowTypes.health), {
+      workflowId: 'health:run_7',
+      runId: 'run_7',
+      family: 'health',
+    });
+    assert.deepEqual(
+      of(callbackRedeliverWorkflowId(episodeId), workflowTypes.callbackRedeliver, 'wasDelivered'),
+      {
+        workflowId: `cb-redeliver|${episodeId}`,
+        episodeId,
+        runId: 'run_7',
+        family: 'callback',
+      },
+    );
+    assert.deepEqual(
+      of(operatorAlertWorkflowId(episodeId), workflowTypes.operatorAlert, 'callbackExhaustedAlert'),
+      {
+        workflowId: `ops|${episodeId}`,
+        family: 'ops',
+      },
+    );
+    assert.deepEqual(of('sweep-schedule-workflow', workflowTypes.sweep), {
+      workflowId: 'sweep-schedule-workflow',
+      family: 'sweep',
+    });
+  });
+
+  it('every activity the worker registers has a family, or says it has none of its own', () => {
+    const config = loadConfig({ MONGO_URL: 'mongodb://127.0.0.1:1/', AUTH_JWT_SECRET: 'x'.repeat(32) });
+    const registered = Object.keys(
+      createActivities({ config, stores: {} as Stores, client: {} as Client, log: () => undefined }),
+    );
+    assert.deepEqual([...registered].sort(), Object.keys(ACTIVITY_FAMILIES).sort());
   });
 
   it('prettyLine leaves a line that is not JSON as it is', () => {
