@@ -7,6 +7,7 @@ import type { Stores } from '../store';
 import type { Metrics } from '../observability/metrics';
 import { createLogger, logAt } from '../observability/log';
 import { episodeOptions } from '../client/emitter';
+import { claimFamily } from '../domain/outcome';
 import { raisePushConfigFault } from '../client/operator';
 import { createCallbackActivities } from './callback';
 import { createClaimActivities } from './claims';
@@ -151,7 +152,8 @@ function instrumented<
     },
     async markDelivered(key: string, holder: string, result?: string) {
       const settled = await markDelivered(key, holder, result);
-      if (settled && key.startsWith('cb|') && result?.startsWith('gave_up')) metrics.callbackGaveUp();
+      if (settled && claimFamily(key) === 'callback' && result?.startsWith('gave_up'))
+        metrics.callbackGaveUp();
       return settled;
     },
     async postOperatorAlert(...args: Parameters<typeof postOperatorAlert>) {

@@ -20,7 +20,8 @@ import {
   operatorAlertWorkflowId,
   workflowTypes,
 } from '../../workflows/ids';
-import { createMetrics, familyOfClaim, statusClass } from '../../observability/metrics';
+import { claimFamily } from '../../domain/outcome';
+import { createMetrics, statusClass } from '../../observability/metrics';
 
 /** A destination that keeps what was written; `isTTY` as a terminal (or not) would say. */
 function capture(isTTY: boolean): Writable & { isTTY: boolean; text(): string } {
@@ -179,7 +180,7 @@ describe('observability', () => {
       [statusClass(204), statusClass(429), statusClass(undefined), statusClass(999)],
       ['2xx', '4xx', 'none', 'none'],
     );
-    assert.deepEqual(['run_1:end', 'cb|run_1:end', 'ops|health:run_1:stall:1'].map(familyOfClaim), [
+    assert.deepEqual(['run_1:end', 'cb|run_1:end', 'ops|health:run_1:stall:1'].map(claimFamily), [
       'push',
       'callback',
       'ops',
