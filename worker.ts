@@ -47,7 +47,7 @@ export interface WorkerDeps {
   callbackLookup?: HostLookup;
   /** Tests and benchmarks bundle the workflows once and share the bundle between workers. */
   workflowBundle?: WorkflowBundle;
-  log?: Log;
+  log: Log;
   /** Undefined: no application metrics (WORKER_METRICS_PORT unset). */
   metrics?: Metrics;
 }

@@ -5,7 +5,7 @@ import type { PushSender } from '../net/pushSender';
 import type { HostLookup } from '../net/ssrfGuard';
 import type { Stores } from '../store';
 import type { Metrics } from '../observability/metrics';
-import { createLogger, logAt } from '../observability/log';
+import type { Log } from '../observability/log';
 import { episodeOptions } from '../client/emitter';
 import { claimFamily } from '../domain/outcome';
 import { raisePushConfigFault } from '../client/operator';
@@ -27,7 +27,8 @@ export interface ActivityDeps {
   /** The callbacks' resolver; injected by tests (a resolver that fails on purpose). Default: the system's. */
   callbackLookup?: HostLookup;
   now?: () => Date;
-  log?: (line: string) => void;
+  /** Where the activities report what went wrong (the worker's logger, with what the running activity tells). */
+  log: Log;
   /** Undefined: no metrics are recorded (the worker without WORKER_METRICS_PORT). */
   metrics?: Metrics;
 }
@@ -39,9 +40,7 @@ export const OPS_WEBHOOK_TIMEOUT_MS = 10_000;
 
 export function createActivities(deps: ActivityDeps) {
   const now = deps.now ?? (() => new Date());
-  const { stores, config, metrics } = deps;
-  const log =
-    deps.log ?? logAt(createLogger({ level: config.logLevel, format: config.logFormat, name: 'worker' }));
+  const { stores, config, metrics, log } = deps;
   const activities = {
     ...createEpisodeActivities({ episodes: stores.episodes, now }),
     ...createClaimActivities({ claims: stores.claims }),

@@ -21,7 +21,7 @@ export interface RunningWorker {
 export async function startTestWorker(
   config: Config,
   stores: Stores,
-  extra: Pick<WorkerDeps, 'pushSender' | 'callbackLookup' | 'log'> = {},
+  extra: Pick<WorkerDeps, 'pushSender' | 'callbackLookup'> & Partial<Pick<WorkerDeps, 'log'>> = {},
 ): Promise<RunningWorker> {
   const connection = await nativeConnection();
   const { client, close } = await temporalClient(config);
