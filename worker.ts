@@ -1,7 +1,6 @@
 // The worker's composition root: config → Mongo, Temporal → push sink → createActivities → Worker.
 import { existsSync } from 'node:fs';
 import type { Server } from 'node:http';
-import { createServer, type AddressInfo } from 'node:net';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import {
@@ -32,6 +31,7 @@ import { searchAttributesProbe } from './client/searchAttributes';
 import { assertSearchAttributes } from './client/searchAttributes';
 import { ensureSweepSchedule } from './client/schedules';
 import { ConfigError, loadConfigOrExit, type Config } from './config';
+import { freePort } from './net/freePort';
 import { pushSenderFor, type PushSender } from './net/pushSender';
 import type { HostLookup } from './net/ssrfGuard';
 import { createStores, ensureAllIndexes, type Stores } from './store';
@@ -118,18 +118,6 @@ function activityLog(logger: Logger): Log {
   };
 }
 
-/** A loopback port free now, for the SDK's exporter (the native core binds it; it cannot report a port 0). */
-function freeLoopbackPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 /**
  * The worker's /metrics on WORKER_METRICS_PORT: the application's registry, then the Temporal SDK's own metrics,
  * read from its exporter on a loopback port nobody else is told of, so one target serves both.
@@ -180,7 +168,7 @@ async function main(): Promise<void> {
   const logger = createLogger({ level: config.logLevel, format: config.logFormat, name: 'worker' });
   const metrics = config.workerMetricsPort === undefined ? undefined : createMetrics(new Registry());
   // The SDK's exporter on a free loopback port (its own server, in the native core); /metrics reads it.
-  const sdkMetricsAddress = metrics ? `127.0.0.1:${await freeLoopbackPort()}` : undefined;
+  const sdkMetricsAddress = metrics ? `127.0.0.1:${await freePort()}` : undefined;
   // Before any connection: the runtime is the process's one, and its logger takes the SDK's lines, the native
   // core's included (forwarded, filtered at LOG_LEVEL, never below DEBUG).
   Runtime.install({
