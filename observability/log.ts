@@ -89,7 +89,7 @@ export function createLogger(options: LoggerOptions): Logger {
   return logger;
 }
 
-/** A Log over a logger at one level: the ad-hoc lines of old were all about something that went wrong. */
+/** A Log over a logger at one level; warn by default, as the code logs through a Log to report what went wrong. */
 export function logAt(logger: Logger, level: 'debug' | 'info' | 'warn' | 'error' = 'warn'): Log {
   return (line, fields) => logger[level](fields ?? {}, line);
 }
