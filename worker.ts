@@ -1,7 +1,6 @@
 // The worker's composition root: config → Mongo, Temporal → push sink → createActivities → Worker.
 import { existsSync } from 'node:fs';
 import type { Server } from 'node:http';
-import { createServer, type AddressInfo } from 'node:net';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import {
@@ -15,6 +14,7 @@ import { Registry } from 'prom-client';
 import { activityContext } from './activities/context';
 import { metricsRouter } from './api/routes/metrics';
 import { createMetrics, type Metrics } from './observability/metrics';
+import { readSdkMetrics } from './observability/sdkMetrics';
 import {
   createLogger,
   temporalLevel,
@@ -31,6 +31,7 @@ import { searchAttributesProbe } from './client/searchAttributes';
 import { assertSearchAttributes } from './client/searchAttributes';
 import { ensureSweepSchedule } from './client/schedules';
 import { ConfigError, loadConfigOrExit, type Config } from './config';
+import { freePort } from './net/freePort';
 import { pushSenderFor, type PushSender } from './net/pushSender';
 import type { HostLookup } from './net/ssrfGuard';
 import { createStores, ensureAllIndexes, type Stores } from './store';
@@ -46,7 +47,7 @@ export interface WorkerDeps {
   callbackLookup?: HostLookup;
   /** Tests and benchmarks bundle the workflows once and share the bundle between workers. */
   workflowBundle?: WorkflowBundle;
-  log?: Log;
+  log: Log;
   /** Undefined: no application metrics (WORKER_METRICS_PORT unset). */
   metrics?: Metrics;
 }
@@ -117,40 +118,15 @@ function activityLog(logger: Logger): Log {
   };
 }
 
-/** A loopback port free now, for the SDK's exporter (the native core binds it; it cannot report a port 0). */
-function freeLoopbackPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-/** Largest answer read from the SDK's own exporter (a few hundred series in practice). */
-const SDK_METRICS_MAX_BYTES = 4 * 1024 * 1024;
-
 /**
  * The worker's /metrics on WORKER_METRICS_PORT: the application's registry, then the Temporal SDK's own metrics,
  * read from its exporter on a loopback port nobody else is told of, so one target serves both.
  */
 async function startWorkerMetrics(config: Config, metrics: Metrics, sdkMetricsUrl: string): Promise<Server> {
   const app = new Koa();
-  const sdkMetrics = async (): Promise<string> => {
-    try {
-      const res = await fetch(sdkMetricsUrl, { signal: AbortSignal.timeout(2000) });
-      const text = await res.text();
-      if (!res.ok || text.length > SDK_METRICS_MAX_BYTES) throw new Error(`answered ${res.status}`);
-      return text;
-    } catch (err) {
-      return `# the Temporal SDK's metrics could not be read: ${String(err).split('\n')[0]}\n`;
-    }
-  };
   app.use(
     metricsRouter(async () => {
-      const [own, sdk] = await Promise.all([metrics.registry.metrics(), sdkMetrics()]);
+      const [own, sdk] = await Promise.all([metrics.registry.metrics(), readSdkMetrics(sdkMetricsUrl)]);
       return `${own}\n${sdk}`;
     }).routes(),
   );
@@ -192,7 +168,7 @@ async function main(): Promise<void> {
   const logger = createLogger({ level: config.logLevel, format: config.logFormat, name: 'worker' });
   const metrics = config.workerMetricsPort === undefined ? undefined : createMetrics(new Registry());
   // The SDK's exporter on a free loopback port (its own server, in the native core); /metrics reads it.
-  const sdkMetricsAddress = metrics ? `127.0.0.1:${await freeLoopbackPort()}` : undefined;
+  const sdkMetricsAddress = metrics ? `127.0.0.1:${await freePort()}` : undefined;
   // Before any connection: the runtime is the process's one, and its logger takes the SDK's lines, the native
   // core's included (forwarded, filtered at LOG_LEVEL, never below DEBUG).
   Runtime.install({

@@ -5,8 +5,9 @@ import type { PushSender } from '../net/pushSender';
 import type { HostLookup } from '../net/ssrfGuard';
 import type { Stores } from '../store';
 import type { Metrics } from '../observability/metrics';
-import { createLogger, logAt } from '../observability/log';
+import type { Log } from '../observability/log';
 import { episodeOptions } from '../client/emitter';
+import { claimFamily } from '../domain/outcome';
 import { raisePushConfigFault } from '../client/operator';
 import { createCallbackActivities } from './callback';
 import { createClaimActivities } from './claims';
@@ -26,7 +27,8 @@ export interface ActivityDeps {
   /** The callbacks' resolver; injected by tests (a resolver that fails on purpose). Default: the system's. */
   callbackLookup?: HostLookup;
   now?: () => Date;
-  log?: (line: string) => void;
+  /** Where the activities report what went wrong (the worker's logger, with what the running activity tells). */
+  log: Log;
   /** Undefined: no metrics are recorded (the worker without WORKER_METRICS_PORT). */
   metrics?: Metrics;
 }
@@ -38,9 +40,7 @@ export const OPS_WEBHOOK_TIMEOUT_MS = 10_000;
 
 export function createActivities(deps: ActivityDeps) {
   const now = deps.now ?? (() => new Date());
-  const { stores, config, metrics } = deps;
-  const log =
-    deps.log ?? logAt(createLogger({ level: config.logLevel, format: config.logFormat, name: 'worker' }));
+  const { stores, config, metrics, log } = deps;
   const activities = {
     ...createEpisodeActivities({ episodes: stores.episodes, now }),
     ...createClaimActivities({ claims: stores.claims }),
@@ -151,7 +151,8 @@ function instrumented<
     },
     async markDelivered(key: string, holder: string, result?: string) {
       const settled = await markDelivered(key, holder, result);
-      if (settled && key.startsWith('cb|') && result?.startsWith('gave_up')) metrics.callbackGaveUp();
+      if (settled && claimFamily(key) === 'callback' && result?.startsWith('gave_up'))
+        metrics.callbackGaveUp();
       return settled;
     },
     async postOperatorAlert(...args: Parameters<typeof postOperatorAlert>) {

@@ -33,7 +33,8 @@ export interface HealthState {
   terminalStatus?: 'finished' | 'failed' | 'cancelled';
 }
 
-export type HealthAlertKind = 'stall' | 'stall_recovered' | 'budget_warning' | 'budget_exceeded';
+export const HEALTH_ALERT_KINDS = ['stall', 'stall_recovered', 'budget_warning', 'budget_exceeded'] as const;
+export type HealthAlertKind = (typeof HEALTH_ALERT_KINDS)[number];
 
 export interface HealthAlert {
   kind: HealthAlertKind;

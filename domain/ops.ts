@@ -1,17 +1,16 @@
 // The operator family's pure parts: the alert the webhook receives, and how a failed run is classified.
-import type { HealthAlert } from './health';
+import { HEALTH_ALERT_KINDS, type HealthAlert } from './health';
 import type { RunOutcome } from './outcome';
 import type { Run } from './run';
 
-export type OperatorAlertKind =
-  | 'run_failed'
-  | 'route_decision_error'
-  | 'stall'
-  | 'stall_recovered'
-  | 'budget_warning'
-  | 'budget_exceeded'
-  | 'callback_exhausted'
-  | 'push_config_fault';
+export const OPERATOR_ALERT_KINDS = [
+  'run_failed',
+  'route_decision_error',
+  ...HEALTH_ALERT_KINDS,
+  'callback_exhausted',
+  'push_config_fault',
+] as const;
+export type OperatorAlertKind = (typeof OPERATOR_ALERT_KINDS)[number];
 
 export type Severity = 'info' | 'warning' | 'error' | 'critical';
 

@@ -3,7 +3,8 @@
 import { callbackWanted, type Run, type RunError } from './run';
 import type { PauseReason, RunStatus } from './runStatus';
 
-export type OutcomeKind = 'run_paused' | 'run_finished' | 'run_failed' | 'run_cancelled';
+export const OUTCOME_KINDS = ['run_paused', 'run_finished', 'run_failed', 'run_cancelled'] as const;
+export type OutcomeKind = (typeof OUTCOME_KINDS)[number];
 
 export interface RunOutcome {
   version: 1;
@@ -106,3 +107,15 @@ export const claimKeys = {
   callback: (episodeId: string) => `cb|${episodeId}`,
   ops: (episodeId: string) => `ops|${episodeId}`,
 };
+
+export type ClaimFamily = keyof typeof claimKeys;
+
+const CALLBACK_CLAIM_PREFIX = claimKeys.callback('');
+const OPS_CLAIM_PREFIX = claimKeys.ops('');
+
+/** The family a claim key belongs to (claimKeys read backwards): prefixed keys, else the push family's. */
+export function claimFamily(key: string): ClaimFamily {
+  if (key.startsWith(CALLBACK_CLAIM_PREFIX)) return 'callback';
+  if (key.startsWith(OPS_CLAIM_PREFIX)) return 'ops';
+  return 'push';
+}

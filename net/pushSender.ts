@@ -42,8 +42,16 @@ export interface PushOptions {
  * accepted as is. config_fault: 401/403, our VAPID identity is wrong for this service (an operator problem, never
  * a prune). failed: still failing after retries, or the resolver could not answer: worth another try.
  */
-export type PushResult =
-  'delivered' | 'gone' | 'refused' | 'unresolved' | 'rejected' | 'config_fault' | 'failed';
+export const PUSH_RESULTS = [
+  'delivered',
+  'gone',
+  'refused',
+  'unresolved',
+  'rejected',
+  'config_fault',
+  'failed',
+] as const;
+export type PushResult = (typeof PUSH_RESULTS)[number];
 
 export interface SendOutcome {
   result: PushResult;

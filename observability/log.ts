@@ -4,7 +4,9 @@
 import { Writable } from 'node:stream';
 import type { LogLevel as TemporalLevel, LogMetadata, Logger as TemporalLogger } from '@temporalio/common';
 import pino, { type Logger } from 'pino';
+import type { Activities } from '../activities';
 import type { LogLevel } from '../config';
+import { callbackRedeliverWorkflowId, healthWorkflowId, workflowTypes } from '../workflows/ids';
 
 /** The fields a line carries when they are known. */
 export interface LogFields {
@@ -29,50 +31,65 @@ export interface LoggerOptions {
 }
 
 /**
- * Field names whose values never reach a log line, wherever an object carrying them is logged: callback secrets,
- * tokens and Authorization headers, the VAPID private key, subscription keys (p256dh/auth).
+ * Field names (any case) whose values never reach a log line: callback secrets, tokens and Authorization headers,
+ * the VAPID private key, subscription keys (p256dh/auth).
  */
-export const REDACTED_PATHS = [
-  'secret',
-  '*.secret',
-  'callback.secret',
-  '*.callback.secret',
-  'token',
-  '*.token',
-  'authorization',
-  '*.authorization',
-  'headers.authorization',
-  '*.headers.authorization',
-  'privateKey',
-  '*.privateKey',
-  'vapid.privateKey',
-  'keys',
-  '*.keys',
-  'p256dh',
-  '*.p256dh',
-  'auth',
-  'taskToken',
-  '*.taskToken',
-  '*.auth',
-];
+const REDACTED_FIELDS = new Set(
+  ['secret', 'token', 'authorization', 'privateKey', 'keys', 'p256dh', 'auth', 'taskToken'].map((name) =>
+    name.toLowerCase(),
+  ),
+);
+
+/** Nesting walked for secrets; anything deeper is dropped whole, so no depth lets one through. */
+const MAX_LOGGED_DEPTH = 8;
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> => {
+  if (typeof value !== 'object' || value === null) return false;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  return proto === Object.prototype || proto === null;
+};
+
+/**
+ * A copy of a logged value with every field named like a secret censored, at any depth of plain objects and
+ * arrays (pino's own redaction takes fixed paths, so a secret one level deeper than foreseen would be written).
+ * Other objects (errors, dates, buffers) are left to pino's serializers.
+ */
+function redactSecrets(value: unknown, depth = 0): unknown {
+  if (!Array.isArray(value) && !isPlainObject(value)) return value;
+  if (depth >= MAX_LOGGED_DEPTH) return '[too deep]';
+  if (Array.isArray(value)) return value.map((item) => redactSecrets(item, depth + 1));
+  const copy: Record<string, unknown> = {};
+  for (const [key, field] of Object.entries(value))
+    copy[key] = REDACTED_FIELDS.has(key.toLowerCase()) ? '[redacted]' : redactSecrets(field, depth + 1);
+  return copy;
+}
+
+const redactFields = (fields: Record<string, unknown>): Record<string, unknown> =>
+  redactSecrets(fields) as Record<string, unknown>;
 
 export function createLogger(options: LoggerOptions): Logger {
   const destination = options.destination ?? process.stdout;
   const format = options.format ?? (destination.isTTY ? 'pretty' : 'json');
-  return pino(
+  const logger = pino(
     {
       name: options.name,
       level: options.level,
       base: { name: options.name, pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
-      formatters: { level: (label) => ({ level: label }) },
-      redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+      formatters: { level: (label) => ({ level: label }), log: redactFields },
     },
     format === 'pretty' ? prettyStream(destination) : (destination as pino.DestinationStream),
   );
+  // A child's bindings skip pino's formatters: they pass the same redaction here (children of children inherit
+  // this method through the prototype).
+  const pinoChild = logger.child;
+  logger.child = function (this: Logger, bindings, childOptions) {
+    return pinoChild.call(this, redactFields(bindings), childOptions);
+  } as Logger['child'];
+  return logger;
 }
 
-/** A Log over a logger at one level: the ad-hoc lines of old were all about something that went wrong. */
+/** A Log over a logger at one level; warn by default, as the code logs through a Log to report what went wrong. */
 export function logAt(logger: Logger, level: 'debug' | 'info' | 'warn' | 'error' = 'warn'): Log {
   return (line, fields) => logger[level](fields ?? {}, line);
 }
@@ -120,20 +137,44 @@ function prettyStream(destination: NodeJS.WritableStream): Writable {
   });
 }
 
-const FAMILY_OF_ACTIVITY: Record<string, LogFields['family']> = {
+/**
+ * The family each registered activity serves; undefined for the claim activities, which every family shares (the
+ * workflow tells which). Typed over the activities themselves, so a new one cannot be left out.
+ */
+export const ACTIVITY_FAMILIES: Record<keyof Activities, LogFields['family']> = {
+  recordEpisode: undefined,
+  tryMark: undefined,
+  markDelivered: undefined,
+  renewClaim: undefined,
+  unmark: undefined,
+  wasDelivered: undefined,
+  resettleClaim: undefined,
   deliverPush: 'push',
   isStandbyVetoed: 'push',
   sendCallback: 'callback',
+  opsAlertSettings: 'ops',
   classifyFailedRun: 'ops',
+  callbackExhaustedAlert: 'ops',
   postOperatorAlert: 'ops',
   stampOpsMarker: 'ops',
+  healthSettings: 'health',
+  persistedRunStatus: 'health',
+  saveHealth: 'health',
+  reapHealth: 'health',
   sweepOnce: 'sweep',
   sweepReapExpired: 'sweep',
 };
 
+const HEALTH_ID_PREFIX = healthWorkflowId('');
+const REDELIVER_ID_PREFIX = callbackRedeliverWorkflowId('');
+
+/** An episode id begins with its run id (domain/outcome.ts). */
+const runOfEpisode = (episodeId: string): string => episodeId.split(':')[0];
+
 /**
  * What a workflow id tells (workflows/ids.ts): an episode workflow's id is its episode id, which begins with the
- * run id; a health workflow's is health:<runId>. The family comes from the activity running, when one is.
+ * run id; a health workflow's is health:<runId>; a callback redelivery's is cb-redeliver|<episodeId>. The family
+ * comes from the workflow when it serves one, else from the activity running.
  */
 export function workflowFields(info: {
   workflowId?: string;
@@ -144,15 +185,34 @@ export function workflowFields(info: {
   const { workflowId, workflowType, activityType } = info;
   if (workflowId) {
     fields.workflowId = workflowId;
-    if (workflowType === 'episodeWorkflow') {
-      fields.episodeId = workflowId;
-      fields.runId = workflowId.split(':')[0];
-    } else if (workflowType === 'runHealthWorkflow' && workflowId.startsWith('health:')) {
-      fields.runId = workflowId.slice('health:'.length);
-      fields.family = 'health';
-    } else if (workflowType === 'operatorAlertWorkflow') fields.family = 'ops';
+    switch (workflowType) {
+      case workflowTypes.episode:
+        fields.episodeId = workflowId;
+        fields.runId = runOfEpisode(workflowId);
+        break;
+      case workflowTypes.health:
+        if (workflowId.startsWith(HEALTH_ID_PREFIX)) fields.runId = workflowId.slice(HEALTH_ID_PREFIX.length);
+        fields.family = 'health';
+        break;
+      case workflowTypes.callbackRedeliver:
+        if (workflowId.startsWith(REDELIVER_ID_PREFIX)) {
+          fields.episodeId = workflowId.slice(REDELIVER_ID_PREFIX.length);
+          fields.runId = runOfEpisode(fields.episodeId);
+        }
+        fields.family = 'callback';
+        break;
+      case workflowTypes.operatorAlert:
+        fields.family = 'ops';
+        break;
+      case workflowTypes.sweep:
+        fields.family = 'sweep';
+        break;
+    }
   }
-  const family = activityType ? FAMILY_OF_ACTIVITY[activityType] : undefined;
+  const family =
+    activityType && Object.hasOwn(ACTIVITY_FAMILIES, activityType)
+      ? ACTIVITY_FAMILIES[activityType as keyof Activities]
+      : undefined;
   if (family) fields.family = family;
   return fields;
 }

@@ -2,26 +2,22 @@
 // called where the result is known. Every label value comes from a closed set (families, kinds, results, status
 // classes), never from a run, an episode or a user: a series per run would grow without bound.
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { HEALTH_ALERT_KINDS } from '../domain/health';
+import { OPERATOR_ALERT_KINDS } from '../domain/ops';
+import { claimFamily, OUTCOME_KINDS } from '../domain/outcome';
+import { PUSH_RESULTS } from '../net/pushSender';
 
 export type Emitter = 'api' | 'runner' | 'sweep';
-export type Family = 'push' | 'callback' | 'ops';
 
-/** Push sends as the sender classified them (net/pushSender's PushResult). */
-const PUSH_RESULTS = ['delivered', 'gone', 'refused', 'unresolved', 'rejected', 'config_fault', 'failed'];
-const OUTCOME_KINDS = ['run_paused', 'run_finished', 'run_failed', 'run_cancelled'];
-
-/** A bounded label value: anything outside the known set is counted as "other". */
+/** A bounded label value: anything outside the domain's set is counted as "other". */
 const bounded = (value: string, known: readonly string[]): string =>
   known.includes(value) ? value : 'other';
+
+const HEALTH_KINDS: readonly string[] = HEALTH_ALERT_KINDS;
 
 /** 2xx, 4xx, ...; "none" when no HTTP answer came (network, deadline, guard). */
 export function statusClass(status: number | undefined): string {
   return status === undefined || status < 100 || status > 599 ? 'none' : `${Math.floor(status / 100)}xx`;
-}
-
-/** The family of a claim key (store/claims.ts: the episode id, cb|…, ops|…). */
-export function familyOfClaim(key: string): Family {
-  return key.startsWith('cb|') ? 'callback' : key.startsWith('ops|') ? 'ops' : 'push';
 }
 
 export interface MetricsOptions {
@@ -41,7 +37,7 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}) 
   });
   const pushSends = new Counter({
     name: 'flow_notify_push_sends_total',
-    help: 'Web Push sends by result (delivered, gone, refused, unresolved, rejected, config_fault, failed).',
+    help: `Web Push sends by result (${PUSH_RESULTS.join(', ')}).`,
     labelNames: ['result'] as const,
     registers,
   });
@@ -110,7 +106,7 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}) 
   });
   const healthAlerts = new Counter({
     name: 'flow_notify_health_alerts_total',
-    help: 'Run-health alerts (stall, stall_recovered, budget_warning, budget_exceeded) handed to the operator, by kind.',
+    help: `Run-health alerts (${HEALTH_ALERT_KINDS.join(', ')}) handed to the operator, by kind.`,
     labelNames: ['kind'] as const,
     registers,
   });
@@ -143,11 +139,11 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}) 
       callbacksGivenUp.inc();
     },
     operatorAlert(kind: string, result: 'sent' | 'already_sent' | 'failed'): void {
-      operatorAlerts.inc({ kind: bounded(kind, ALERT_KINDS), result });
-      if (result === 'sent' && HEALTH_ALERT_KINDS.includes(kind)) healthAlerts.inc({ kind });
+      operatorAlerts.inc({ kind: bounded(kind, OPERATOR_ALERT_KINDS), result });
+      if (result === 'sent' && HEALTH_KINDS.includes(kind)) healthAlerts.inc({ kind });
     },
     claimTakeover(key: string): void {
-      claimTakeovers.inc({ family: familyOfClaim(key) });
+      claimTakeovers.inc({ family: claimFamily(key) });
     },
     sweepPass(seconds: number, pass: { scanned: number; unsettled: number; started: number }): void {
       sweepPasses.observe(seconds);
@@ -157,16 +153,6 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}) 
     },
   };
 }
-
-const HEALTH_ALERT_KINDS = ['stall', 'stall_recovered', 'budget_warning', 'budget_exceeded'];
-/** domain/ops.ts's OperatorAlertKind, plus the kinds other parts may add; anything else is "other". */
-const ALERT_KINDS = [
-  'run_failed',
-  'route_decision_error',
-  ...HEALTH_ALERT_KINDS,
-  'callback_exhausted',
-  'push_config_fault',
-];
 
 export type Metrics = ReturnType<typeof createMetrics>;
 

@@ -2,10 +2,12 @@
 // Used by `npm start` (fixed ports, data kept under .data/) and `npm test` (free ports, throwaway data).
 import { ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { parse } from 'yaml';
+import { freePort } from '../net/freePort';
+
+export { freePort };
 
 export const PROJECT_ROOT = path.resolve(__dirname, '..');
 
@@ -36,20 +38,6 @@ export interface LaunchOptions {
   /** Test mode: add the spec's testArgs (e.g. no Web UI). */
   test?: boolean;
   log?: (line: string) => void;
-}
-
-export async function freePort(host = '127.0.0.1'): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, host, () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
 }
 
 function findBinary(spec: ServerSpec, what: string): string {

@@ -21,10 +21,11 @@ export interface RunningWorker {
 export async function startTestWorker(
   config: Config,
   stores: Stores,
-  extra: Pick<WorkerDeps, 'pushSender' | 'callbackLookup' | 'log'> & {
-    /** Temporal's activity retry backoff a tenth as long (support/fastRetries.ts). */
-    fastRetries?: boolean;
-  } = {},
+  extra: Pick<WorkerDeps, 'pushSender' | 'callbackLookup'> &
+    Partial<Pick<WorkerDeps, 'log'>> & {
+      /** Temporal's activity retry backoff a tenth as long (support/fastRetries.ts). */
+      fastRetries?: boolean;
+    } = {},
 ): Promise<RunningWorker> {
   const { fastRetries, ...deps } = extra;
   const connection = await nativeConnection();

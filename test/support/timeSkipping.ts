@@ -6,19 +6,12 @@ import { spawn } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { freePort } from '../../net/freePort';
 import { PROJECT_ROOT } from '../../stack/embedded';
 
 export const TEST_SERVER_PATH = path.join(PROJECT_ROOT, 'tools', 'test-server', 'temporal-test-server');
 
 const START_TIMEOUT_MS = 60_000;
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 const accepts = (port: number): Promise<boolean> =>
   new Promise((resolve) => {

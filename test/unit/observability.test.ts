@@ -3,8 +3,25 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { Registry } from 'prom-client';
 import { ConfigError, loadConfig } from '../../config';
-import { createLogger, prettyLine, temporalLogger, workflowFields } from '../../observability/log';
-import { createMetrics, familyOfClaim, statusClass } from '../../observability/metrics';
+import type { Client } from '@temporalio/client';
+import { createActivities } from '../../activities';
+import {
+  ACTIVITY_FAMILIES,
+  createLogger,
+  prettyLine,
+  temporalLogger,
+  workflowFields,
+} from '../../observability/log';
+import type { Stores } from '../../store';
+import {
+  callbackRedeliverWorkflowId,
+  episodeWorkflowId,
+  healthWorkflowId,
+  operatorAlertWorkflowId,
+  workflowTypes,
+} from '../../workflows/ids';
+import { claimFamily } from '../../domain/outcome';
+import { createMetrics, statusClass } from '../../observability/metrics';
 
 /** A destination that keeps what was written; `isTTY` as a terminal (or not) would say. */
 function capture(isTTY: boolean): Writable & { isTTY: boolean; text(): string } {
@@ -68,6 +85,24 @@ describe('observability', () => {
     assert.ok(text.includes('https://hooks.example'), 'the rest of the object is kept');
   });
 
+  it('a secret nested deeper than one level, in an array or a child logger, is redacted too', async () => {
+    const out = capture(false);
+    const logger = createLogger({ level: 'info', name: 'worker', destination: out });
+    logger.child({ request: { headers: { Authorization: 'Bearer CHILD6' } } }).warn(
+      {
+        episode: { launcher: { callback: { url: 'https://hooks.example', secret: 'whsec_DEEP7' } } },
+        attempts: [{ request: { headers: { authorization: 'Bearer ARRAY8' } } }],
+        deep: { a: { b: { c: { d: { e: { f: { g: { token: 'TOO_DEEP9' } } } } } } } },
+      },
+      'nested',
+    );
+    await flush();
+    const text = out.text();
+    for (const secret of ['CHILD6', 'DEEP7', 'ARRAY8', 'TOO_DEEP9'])
+      assert.ok(!text.includes(secret), secret);
+    assert.ok(text.includes('https://hooks.example'), 'the rest of the object is kept');
+  });
+
   it("the SDK's lines: its run id becomes temporalRunId, runId is the Flow run from the workflow id", async () => {
     const out = capture(false);
     temporalLogger(createLogger({ level: 'debug', name: 'worker', destination: out })).debug(
@@ -92,6 +127,50 @@ describe('observability', () => {
     });
   });
 
+  it('every workflow id scheme tells what it can: run, episode, family', () => {
+    const episodeId = 'run_7:end';
+    const of = (workflowId: string, workflowType: string, activityType?: string) =>
+      workflowFields({ workflowId, workflowType, activityType });
+    assert.deepEqual(of(episodeWorkflowId(episodeId), workflowTypes.episode), {
+      workflowId: episodeId,
+      episodeId,
+      runId: 'run_7',
+    });
+    assert.deepEqual(of(healthWorkflowId('run_7'), workflowTypes.health), {
+      workflowId: 'health:run_7',
+      runId: 'run_7',
+      family: 'health',
+    });
+    assert.deepEqual(
+      of(callbackRedeliverWorkflowId(episodeId), workflowTypes.callbackRedeliver, 'wasDelivered'),
+      {
+        workflowId: `cb-redeliver|${episodeId}`,
+        episodeId,
+        runId: 'run_7',
+        family: 'callback',
+      },
+    );
+    assert.deepEqual(
+      of(operatorAlertWorkflowId(episodeId), workflowTypes.operatorAlert, 'callbackExhaustedAlert'),
+      {
+        workflowId: `ops|${episodeId}`,
+        family: 'ops',
+      },
+    );
+    assert.deepEqual(of('sweep-schedule-workflow', workflowTypes.sweep), {
+      workflowId: 'sweep-schedule-workflow',
+      family: 'sweep',
+    });
+  });
+
+  it('every activity the worker registers has a family, or says it has none of its own', () => {
+    const config = loadConfig({ MONGO_URL: 'mongodb://127.0.0.1:1/', AUTH_JWT_SECRET: 'x'.repeat(32) });
+    const registered = Object.keys(
+      createActivities({ config, stores: {} as Stores, client: {} as Client, log: () => undefined }),
+    );
+    assert.deepEqual([...registered].sort(), Object.keys(ACTIVITY_FAMILIES).sort());
+  });
+
   it('prettyLine leaves a line that is not JSON as it is', () => {
     assert.equal(prettyLine('plain text'), 'plain text');
   });
@@ -101,7 +180,7 @@ describe('observability', () => {
       [statusClass(204), statusClass(429), statusClass(undefined), statusClass(999)],
       ['2xx', '4xx', 'none', 'none'],
     );
-    assert.deepEqual(['run_1:end', 'cb|run_1:end', 'ops|health:run_1:stall:1'].map(familyOfClaim), [
+    assert.deepEqual(['run_1:end', 'cb|run_1:end', 'ops|health:run_1:stall:1'].map(claimFamily), [
       'push',
       'callback',
       'ops',
