@@ -119,21 +119,44 @@ export interface AttemptPlace {
 /** How many times a row is written before the attempt is reported without it (the send is what counts). */
 const RECORD_TRIES = 3;
 
+/**
+ * The whole time the attempt log may take after the request (every try, every number probed): the row is
+ * written after the receiver answered, so a store that stalls must not hold the activity past its start-to-close
+ * (Temporal would run it again and POST a second time). Past it the row is lost, never the attempt's result.
+ */
+export const RECORD_DEADLINE_MS = 3000;
+
 export function createCallbackActivities(deps: CallbackDeps) {
-  /** Writes the attempt's row; a store that stays down loses the row, never the attempt's result. */
+  /** Writes the attempt's row within RECORD_DEADLINE_MS; a store that stays down or slow loses the row. */
   async function recordAttempt(row: Omit<CallbackAttemptRow, '_id' | 'attempt'>, from: number) {
-    if (!deps.callbackAttempts) return;
-    for (let tries = 1; ; tries++) {
-      try {
-        await deps.callbackAttempts.record(row, from);
-        return;
-      } catch (err) {
-        if (tries >= RECORD_TRIES) {
-          deps.log?.(`callback: attempt of episode ${row.episodeId} not recorded: ${String(err)}`);
+    const store = deps.callbackAttempts;
+    if (!store) return;
+    const deadline = Date.now() + RECORD_DEADLINE_MS;
+    const notRecorded = (why: string) =>
+      deps.log?.(`callback: attempt of episode ${row.episodeId} not recorded: ${why}`);
+    const write = async () => {
+      for (let tries = 1; ; tries++) {
+        try {
+          await store.record(row, from, deadline);
           return;
+        } catch (err) {
+          const pause = 500 * tries;
+          if (tries >= RECORD_TRIES || Date.now() + pause >= deadline) return notRecorded(String(err));
+          await new Promise((resolve) => setTimeout(resolve, pause));
         }
-        await new Promise((resolve) => setTimeout(resolve, 500 * tries));
       }
+    };
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        notRecorded(`no answer from the store within ${RECORD_DEADLINE_MS} ms`);
+        resolve();
+      }, RECORD_DEADLINE_MS);
+    });
+    try {
+      await Promise.race([write(), expired]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 

@@ -59,10 +59,15 @@ export function createCallbackAttemptStore(db: Db) {
   return {
     /**
      * Records an attempt under the first free number from `from` on (the caller's guess: its own count of
-     * attempts), and answers the number it took.
+     * attempts), and answers the number it took. Past `deadline` (epoch ms) it stops probing.
      */
-    async record(row: Omit<CallbackAttemptRow, '_id' | 'attempt'>, from = 1): Promise<number> {
+    async record(
+      row: Omit<CallbackAttemptRow, '_id' | 'attempt'>,
+      from = 1,
+      deadline = Infinity,
+    ): Promise<number> {
       for (let attempt = Math.max(1, from); attempt < from + MAX_PROBES; attempt++) {
+        if (Date.now() >= deadline) break;
         try {
           await rows.insertOne({ _id: `${row.episodeId}|${attempt}`, ...row, attempt });
           return attempt;
@@ -70,7 +75,7 @@ export function createCallbackAttemptStore(db: Db) {
           if (!isDuplicateKey(err)) throw err;
         }
       }
-      throw new Error(`callback attempts of ${row.episodeId}: no free number from ${from}`);
+      throw new Error(`callback attempts of ${row.episodeId}: no free number from ${from} in time`);
     },
 
     /** Every attempt of a run's episodes, oldest first, at most `limit` (one read for the episodes view). */

@@ -5,6 +5,7 @@ import type { Client } from '@temporalio/client';
 import { Webhook } from 'standardwebhooks';
 import webpush from 'web-push';
 import type { ApiHandle } from '../api/server';
+import { createCallbackActivities } from '../activities/callback';
 import { createSweepActivities } from '../activities/sweep';
 import type { Config } from '../config';
 import type { OperatorAlert } from '../domain/ops';
@@ -151,6 +152,31 @@ describe('callback attempt log', function () {
     await episodeResult(`${plain}:end`);
     const view = await alice.get(`/api/v1/runs/${plain}/episodes`);
     assert.deepEqual(view.body.episodes[0].callbackAttempts, []);
+  });
+
+  it('an attempt log that hangs costs the attempt at most its own deadline: one POST, a settled result', async () => {
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    await episodeResult(`${id}:end`);
+    receiver.received.length = 0;
+    // The store stalls (a primary lost mid-insert: insertOne waits for its socket timeout); the activity must
+    // still answer well inside its start-to-close, or Temporal runs it again and POSTs a second time.
+    const hanging = { ...stores.callbackAttempts, record: () => new Promise<number>(() => undefined) };
+    const activities = createCallbackActivities({
+      runs: stores.runs,
+      callbackAttempts: hanging,
+      allowPrivate: true,
+      timeoutMs: 1000,
+      now: () => new Date(),
+    });
+    const started = Date.now();
+    const settled = await Promise.race([
+      activities.sendCallback(`${id}:end`, id, { attempt: 2, trigger: 'redeliver' }),
+      new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 10_000)),
+    ]);
+    assert.deepEqual(settled, { result: 'delivered', status: 204 });
+    assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
+    assert.equal(receiver.received.length, 1);
   });
 
   const redeliver = (as: ApiClient, runId: string, episodeId: string) =>
