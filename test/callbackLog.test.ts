@@ -240,7 +240,8 @@ describe('callback attempt log', function () {
     assert.equal(receiver.received.length, 3, 'the refused request sent nothing');
 
     // Two API processes asked at once: one redelivery starts, the other is refused while it runs.
-    receiver.answerAlways({ status: 204, delayMs: 500 });
+    // They fail too (503), so the callback still reads gave_up and may be redelivered again.
+    receiver.answerAlways({ status: 503, delayMs: 500 });
     const second = await startTestApi(config);
     try {
       const both = await Promise.all([
@@ -278,7 +279,9 @@ describe('callback attempt log', function () {
     assert.equal(none.body.error, 'the run has no callback URL');
     assert.equal(receiver.received.length, 3, 'nothing sent so far');
 
-    // Three redeliveries per run per window here (CALLBACK_REDELIVER_RATE_LIMIT): the fourth is refused.
+    // Three redeliveries per run per window here (CALLBACK_REDELIVER_RATE_LIMIT): the fourth is refused. They
+    // fail, so each leaves the callback gave_up (a delivered one is not redelivered).
+    receiver.answerAlways({ status: 503 });
     for (let i = 0; i < 3; i++) {
       assert.equal((await redeliver(alice, id, episodeId)).status, 202);
       await redelivery(episodeId);
@@ -287,6 +290,30 @@ describe('callback attempt log', function () {
     assert.equal(limited.status, 429, limited.text);
     assert.ok(Number(limited.headers.get('retry-after')) > 0);
     assert.equal(receiver.received.length, 6);
+  });
+
+  it('redeliver: 409 for a callback that was delivered, so a failed redelivery never overwrites it', async () => {
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    const episodeId = `${id}:end`;
+    assert.equal((await episodeResult(episodeId)).callback, 'delivered');
+    receiver.answerAlways({ status: 503 });
+    const res = await redeliver(alice, id, episodeId);
+    assert.equal(res.status, 409, res.text);
+    assert.equal(res.body.error, 'the callback was delivered; only one that gave up is redelivered');
+    assert.equal(receiver.received.length, 1, 'nothing more was sent');
+    assert.equal(await stores.claims.state(`cb|${episodeId}`), 'delivered');
+    const view = await alice.get(`/api/v1/runs/${id}/episodes`);
+    assert.equal(view.body.episodes[0].families.callback.result, 'delivered');
+
+    // One that gave up and was then redelivered is delivered too: no second redelivery.
+    const again = await gaveUp();
+    assert.equal((await redeliver(alice, again.id, again.episodeId)).status, 202);
+    await redelivery(again.episodeId);
+    receiver.answerAlways({ status: 503 });
+    assert.equal((await redeliver(alice, again.id, again.episodeId)).status, 409);
+    const after = await alice.get(`/api/v1/runs/${again.id}/episodes`);
+    assert.equal(after.body.episodes[0].families.callback.result, 'redelivered');
   });
 
   it('redeliver: an episode whose record is missing (a view write that failed) is found by its claim', async () => {
