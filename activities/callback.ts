@@ -128,7 +128,7 @@ export const RECORD_DEADLINE_MS = 3000;
 
 export function createCallbackActivities(deps: CallbackDeps) {
   /** Writes the attempt's row within RECORD_DEADLINE_MS; a store that stays down or slow loses the row. */
-  async function recordAttempt(row: Omit<CallbackAttemptRow, '_id' | 'attempt'>, from: number) {
+  async function recordAttempt(row: Omit<CallbackAttemptRow, '_id' | 'attempt'>, guess: number | 'count') {
     const store = deps.callbackAttempts;
     if (!store) return;
     const deadline = Date.now() + RECORD_DEADLINE_MS;
@@ -137,6 +137,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
     const write = async () => {
       for (let tries = 1; ; tries++) {
         try {
+          const from = guess === 'count' ? (await store.countForEpisode(row.episodeId)) + 1 : guess;
           await store.record(row, from, deadline);
           return;
         } catch (err) {
@@ -197,7 +198,9 @@ export function createCallbackActivities(deps: CallbackDeps) {
                 }
               : {}),
           },
-          place?.attempt ?? 1,
+          // A redelivery comes after every attempt so far: the episode's count is its first guess (probing
+          // from 1 would insert once per attempt already logged).
+          place?.trigger === 'redeliver' ? 'count' : (place?.attempt ?? 1),
         );
       }
       return attempt.outcome;

@@ -78,12 +78,16 @@ export function createCallbackAttemptStore(db: Db) {
       throw new Error(`callback attempts of ${row.episodeId}: no free number from ${from} in time`);
     },
 
-    /** Every attempt of a run's episodes, oldest first, at most `limit` (one read for the episodes view). */
+    /**
+     * The newest `limit` attempts of a run's episodes, oldest first (one read for the episodes view): past the
+     * cap, the latest (what a launcher is asking about) are kept and the oldest left out.
+     */
     async listForRun(runId: string, limit: number): Promise<CallbackAttemptRow[]> {
-      return rows.find({ runId }).sort({ at: 1, attempt: 1 }).limit(limit).toArray();
+      const newest = await rows.find({ runId }).sort({ at: -1, attempt: -1 }).limit(limit).toArray();
+      return newest.reverse();
     },
 
-    /** How many attempts an episode has had: where a redelivery's numbering starts guessing. */
+    /** How many attempts an episode has had: a redelivery's first guess at its number (count + 1). */
     async countForEpisode(episodeId: string): Promise<number> {
       return rows.countDocuments({ episodeId });
     },

@@ -7,10 +7,14 @@ import webpush from 'web-push';
 import type { ApiHandle } from '../api/server';
 import { createCallbackActivities } from '../activities/callback';
 import { createSweepActivities } from '../activities/sweep';
+import { MAX_ATTEMPTS_SHOWN } from '../api/episodesView';
+import { explainRun } from '../client/explain';
+import { renderExplanation } from '../client/explainText';
 import type { Config } from '../config';
 import type { OperatorAlert } from '../domain/ops';
 import { pushSenderFor } from '../net/pushSender';
 import type { Stores } from '../store';
+import { createClaimReader } from '../store/claims';
 import type { Mongo } from '../store/mongo';
 import type { EpisodeResult } from '../workflows/episode';
 import { CallbackReceiver } from './support/callbackReceiver';
@@ -365,6 +369,63 @@ describe('callback attempt log', function () {
     // Its own ops| workflow and claim: settled once sent.
     await client.workflow.getHandle(`ops|callback:${episodeId}`).result();
     assert.equal(await stores.claims.state(`ops|callback:${episodeId}`), 'delivered');
+  });
+
+  it('past the cap the newest attempts are shown, oldest first, and the view and explain say they were cut', async () => {
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    const episodeId = `${id}:end`;
+    assert.equal((await episodeResult(episodeId)).callback, 'delivered'); // attempt 1
+    // 1000 later attempts (as if redelivered for weeks): 1001 in all, one past what is shown.
+    const first = (await attemptsOf(id))[0].at.getTime();
+    await mongo.db.collection('callback_attempts').insertMany(
+      Array.from({ length: MAX_ATTEMPTS_SHOWN }, (_, i) => ({
+        _id: `${episodeId}|${i + 2}` as never,
+        episodeId,
+        runId: id,
+        attempt: i + 2,
+        at: new Date(first + (i + 1) * 1000),
+        durationMs: 3,
+        result: 'retry',
+        status: 503,
+        trigger: 'redeliver',
+      })),
+    );
+    const newest = await stores.callbackAttempts.listForRun(id, 3);
+    assert.deepEqual(
+      newest.map((r) => r.attempt),
+      [999, 1000, 1001],
+    );
+
+    const view = await alice.get(`/api/v1/runs/${id}/episodes`);
+    assert.equal(view.status, 200, view.text);
+    const shown = view.body.episodes[0].callbackAttempts as { attempt: number }[];
+    assert.equal(shown.length, MAX_ATTEMPTS_SHOWN);
+    assert.deepEqual([shown[0].attempt, shown.at(-1)!.attempt], [2, 1001]);
+    assert.equal(view.body.callbackAttemptsTruncated, true);
+
+    const explained = await explainRun(
+      {
+        ...stores,
+        claims: createClaimReader(mongo.db),
+        client,
+        namespace: 'default',
+        temporalUiUrl: 'http://ui',
+        limits: { callbackAttempts: 10 },
+      },
+      id,
+    );
+    assert.deepEqual(
+      explained!.episodes[0].callbackAttempts.map((a) => a.attempt),
+      Array.from({ length: 10 }, (_, i) => 992 + i),
+    );
+    assert.equal(explained!.truncated.callbackAttempts, true);
+    assert.match(renderExplanation(explained!), /callback attempts \(10, older ones not shown\)/);
+    // Not cut: no flag.
+    const { id: small } = await launch();
+    await alice.post(`/api/v1/runs/${small}/cancel`);
+    await episodeResult(`${small}:end`);
+    assert.equal((await alice.get(`/api/v1/runs/${small}/episodes`)).body.callbackAttemptsTruncated, false);
   });
 
   it('attempts older than 30 days are reaped by the sweep where the server has no TTL index', async () => {

@@ -43,7 +43,7 @@ export async function callbackRedeliverWorkflow(input: RedeliverInput): Promise<
   // The API checked this before starting; checked again here, so nothing that starts this workflow can make a
   // redelivery overlap the episode's own schedule.
   if (!(await store.wasDelivered(key))) return { result: 'not_settled' };
-  // The attempt log numbers it after the episode's attempts (it probes from 1 for the first free number).
+  // The attempt log numbers it after the episode's attempts (the activity starts from their count).
   const sent = await attempt.sendCallback(input.episodeId, input.runId, { attempt: 1, trigger: 'redeliver' });
   if (sent.result === 'delivered') {
     await store.resettleClaim(key, 'redelivered');

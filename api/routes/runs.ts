@@ -88,7 +88,7 @@ export function runsRouter(deps: RunsRouterDeps) {
   router.get('/:id/episodes', episodes, async (ctx) => {
     const { id } = ctx.state.input.params;
     await engine.get(ctx.state.caller, id);
-    ctx.body = { episodes: await deps.episodes.listForRun(ctx.state.caller.teamId, id) };
+    ctx.body = await deps.episodes.listForRun(ctx.state.caller.teamId, id);
   });
 
   const health = validate({
