@@ -67,6 +67,25 @@ export async function raisePushConfigFault(
   fault: PushConfigFault,
 ): Promise<void> {
   const alert = pushConfigFaultAlert(fault, deps.now());
-  if (await deps.claims.isMarked(claimKeys.ops(alert.episodeKey))) return;
-  await startAlert(deps.client, deps.taskQueue, alert);
+  // Both steps have a whole deadline: a stalled store or Temporal must not leave it pending for good.
+  if (await withinMs(CLAIM_READ_DEADLINE_MS, deps.claims.isMarked(claimKeys.ops(alert.episodeKey)))) return;
+  await deps.client.withDeadline(Date.now() + ALERT_START_DEADLINE_MS, () =>
+    startAlert(deps.client, deps.taskQueue, alert),
+  );
+}
+
+const CLAIM_READ_DEADLINE_MS = 2000;
+const ALERT_START_DEADLINE_MS = 5000;
+
+/** The promise's answer, or a rejection once `ms` have passed. */
+async function withinMs<T>(ms: number, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, expired]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -6,12 +6,14 @@ import { Webhook } from 'standardwebhooks';
 import webpush from 'web-push';
 import type { ApiHandle } from '../api/server';
 import { createCallbackActivities } from '../activities/callback';
+import { createActivities } from '../activities';
 import { createSweepActivities } from '../activities/sweep';
 import { MAX_ATTEMPTS_SHOWN } from '../api/episodesView';
 import { explainRun } from '../client/explain';
 import { renderExplanation } from '../client/explainText';
 import type { Config } from '../config';
 import type { OperatorAlert } from '../domain/ops';
+import { buildRunOutcome } from '../domain/outcome';
 import { pushSenderFor } from '../net/pushSender';
 import type { Stores } from '../store';
 import { createClaimReader } from '../store/claims';
@@ -456,6 +458,8 @@ describe('push_config_fault operator alert', function () {
   let push: PushService;
   let webhook: CallbackReceiver;
   let mongo: Mongo;
+  let config: Config;
+  let stores: Stores;
   let worker: RunningWorker;
   let api: ApiHandle;
   let alice: ApiClient;
@@ -466,14 +470,13 @@ describe('push_config_fault operator alert', function () {
     push = await startPushService();
     webhook = await CallbackReceiver.start();
     const vapid = webpush.generateVAPIDKeys();
-    const config = testConfig({
+    config = testConfig({
       VAPID_PUBLIC_KEY: vapid.publicKey,
       VAPID_PRIVATE_KEY: vapid.privateKey,
       PUSH_ALLOW_PRIVATE: '1',
       SWEEP_INTERVAL_SECONDS: '3600',
       OPS_ALERT_WEBHOOK_URL: webhook.url,
     });
-    let stores: Stores;
     ({ mongo, stores } = await openStores(config));
     worker = await startTestWorker(config, stores, { pushSender: pushSenderFor(config, { ca: push.ca }) });
     const started = await startTestApi(config, { pushSender: pushSenderFor(config, { ca: push.ca }) });
@@ -529,5 +532,46 @@ describe('push_config_fault operator alert', function () {
     await new Promise((r) => setTimeout(r, 1000));
     assert.equal(webhook.received.length, 1);
     assert.match(alerts[0].summary, /VAPID/);
+  });
+
+  it('a slow Temporal or store behind the alert never stalls the sends of a fan-out', async () => {
+    const phone = push.endpoint('bob-phone');
+    assert.equal(
+      (await alice.as('bob', 'acme').post('/api/v1/notifications/push/subscriptions', phone)).status,
+      201,
+    );
+    push.failAlways(phone, 403);
+    const run = (await alice.as('bob', 'acme').post('/api/v1/runs', { title: 'Slow alert' })).body
+      .id as string;
+    await alice.as('bob', 'acme').post(`/api/v1/runs/${run}/cancel`);
+    await client.workflow.getHandle(`${run}:end`).result();
+    // The alert's claim read never answers (a stalled store; a Temporal that stalls its start is the same lane).
+    const claims = { ...stores.claims, isMarked: () => new Promise<boolean>(() => undefined) };
+    const sender = pushSenderFor(config, { ca: push.ca });
+    const lines: string[] = [];
+    try {
+      const activities = createActivities({
+        config,
+        stores: { ...stores, claims },
+        client,
+        pushSender: sender,
+        log: (line) => lines.push(line),
+      });
+      const outcome = buildRunOutcome((await stores.runs.getById(run))!)!;
+      const before = push.attempts().length;
+      const settled = await Promise.race([
+        activities.deliverPush(outcome),
+        new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 8000)),
+      ]);
+      assert.notEqual(settled, 'still running');
+      assert.ok(push.attempts().length > before, 'the send went out');
+      // And the alert itself gives up within its own deadline (logged), rather than hang for good.
+      const deadline = Date.now() + 5000;
+      const gaveUp = () => lines.some((l) => /push_config_fault alert .* was not raised/.test(l));
+      while (!gaveUp() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      assert.ok(gaveUp(), lines.join('\n'));
+    } finally {
+      sender?.close();
+    }
   });
 });
