@@ -16,6 +16,7 @@ import { retryAfterMs } from '../net/retryAfter';
 import type { Run } from '../domain/run';
 import type { RunStore } from '../store/runs';
 import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callbackAttempts';
+import type { Metrics } from '../observability/metrics';
 import { activityContext } from './context';
 
 export type CallbackAttempt =
@@ -33,6 +34,8 @@ export interface CallbackDeps {
   now: () => Date;
   /** Operator logs: the detail behind a category (addresses, resolver codes) goes here, never to the owner. */
   log?: (line: string) => void;
+  /** Counts and times each attempt sent; absent: nothing is recorded. */
+  metrics?: Pick<Metrics, 'callbackAttempt'>;
 }
 
 const MAX_RESPONSE_BYTES = 16 * 1024;
@@ -167,11 +170,10 @@ export function createCallbackActivities(deps: CallbackDeps) {
      * scheduled before the log existed: then the log numbers it from 1 and notes no wait).
      */
     async sendCallback(episodeId: string, runId: string, place?: AttemptPlace): Promise<CallbackAttempt> {
-      const at = deps.now();
-      const started = Date.now();
       const attempt = await attemptOnce(episodeId, runId);
       if (attempt.sent) {
-        const { outcome } = attempt;
+        const { outcome, at, durationMs } = attempt;
+        deps.metrics?.callbackAttempt(outcome.result, outcome.status, durationMs / 1000);
         const info = activityContext()?.info;
         const wait =
           outcome.result === 'retry' && place?.waitIfRetried !== undefined
@@ -182,7 +184,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
             episodeId,
             runId,
             at,
-            durationMs: Date.now() - started,
+            durationMs,
             result: outcome.result,
             ...(outcome.status !== undefined ? { status: outcome.status } : { error: attempt.error }),
             ...(outcome.result === 'retry' && outcome.retryAfterSeconds !== undefined
@@ -209,15 +211,25 @@ export function createCallbackActivities(deps: CallbackDeps) {
 
   /**
    * The attempt itself. `sent`: a request was tried (answered, refused by the guard, timed out...), so it
-   * belongs in the log; a run without a callback is not an attempt.
+   * belongs in the log and the metrics, `at` and `durationMs` covering it from the guard's lookup to the last
+   * byte; a run without a callback is not an attempt.
    */
   async function attemptOnce(
     episodeId: string,
     runId: string,
   ): Promise<
     | { sent: false; outcome: CallbackAttempt }
-    | { sent: true; outcome: CallbackAttempt; error: DeliveryCategory }
+    | { sent: true; outcome: CallbackAttempt; error: DeliveryCategory; at: Date; durationMs: number }
   > {
+    let at = deps.now();
+    let started = Date.now();
+    const sent = (outcome: CallbackAttempt, error: DeliveryCategory) => ({
+      sent: true as const,
+      outcome,
+      error,
+      at,
+      durationMs: Date.now() - started,
+    });
     const stop = (detail: string) => ({ sent: false as const, outcome: { result: 'stop' as const, detail } });
     const run = await deps.runs.getById(runId);
     if (!run?.callback) return stop('the run has no callback');
@@ -229,28 +241,29 @@ export function createCallbackActivities(deps: CallbackDeps) {
       return category;
     };
     let res;
+    at = deps.now();
+    started = Date.now();
     try {
       res = await postSignedCallback(deps, run.callback, episodeId, JSON.stringify(body));
     } catch (err) {
       const error = failureCategory(err);
-      const sent = (outcome: CallbackAttempt) => ({ sent: true as const, outcome, error });
       // No verdict from the resolver, or a name that does not exist now: both follow the retry schedule (a
       // receiver's name can come back within it). Every other refusal is final.
       if (err instanceof ResolverUnavailableError) {
-        return sent({ result: 'retry', detail: failed(err.category, err.message) });
+        return sent({ result: 'retry', detail: failed(err.category, err.message) }, error);
       }
       if (err instanceof TargetRefusedError) {
         const result = err.category === 'refused: dns' ? 'retry' : 'stop';
-        return sent({ result, detail: failed(err.category, err.reason) });
+        return sent({ result, detail: failed(err.category, err.reason) }, error);
       }
-      return sent({ result: 'retry', detail: failed(error, String(err)) });
+      return sent({ result: 'retry', detail: failed(error, String(err)) }, error);
     }
     const error = `http ${res.status}` as const;
     const result = classifyCallbackStatus(res.status);
-    if (result === 'delivered') return { sent: true, outcome: { result, status: res.status }, error };
+    if (result === 'delivered') return sent({ result, status: res.status }, error);
     const detail = failed(error, `receiver answered ${res.status}`);
-    if (result === 'stop') return { sent: true, outcome: { result, status: res.status, detail }, error };
+    if (result === 'stop') return sent({ result, status: res.status, detail }, error);
     const retryAfterSeconds = secondsOf(retryAfterMs(res.headers['retry-after'], deps.now().getTime()));
-    return { sent: true, outcome: { result, status: res.status, detail, retryAfterSeconds }, error };
+    return sent({ result, status: res.status, detail, retryAfterSeconds }, error);
   }
 }

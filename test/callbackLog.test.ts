@@ -15,6 +15,8 @@ import type { Config } from '../config';
 import type { OperatorAlert } from '../domain/ops';
 import { buildRunOutcome } from '../domain/outcome';
 import { pushSenderFor } from '../net/pushSender';
+import { createMetrics } from '../observability/metrics';
+import { Registry } from 'prom-client';
 import type { Stores } from '../store';
 import { createClaimReader } from '../store/claims';
 import type { Mongo } from '../store/mongo';
@@ -183,6 +185,44 @@ describe('callback attempt log', function () {
     assert.deepEqual(settled, { result: 'delivered', status: 204 });
     assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
     assert.equal(receiver.received.length, 1);
+  });
+
+  it('the attempt metrics count sent attempts only, timed from the lookup to the last byte', async () => {
+    const registry = new Registry();
+    const activities = createActivities({
+      config,
+      stores,
+      client,
+      metrics: createMetrics(registry, { processMetrics: false }),
+      log: () => undefined,
+    });
+    const sample = async (name: string) =>
+      (await registry.getSingleMetric(name)?.get())?.values.filter((v) => v.value > 0) ?? [];
+    // A run without a callback: no attempt, nothing recorded.
+    const plain = (await alice.post('/api/v1/runs', {})).body.id as string;
+    await alice.post(`/api/v1/runs/${plain}/cancel`);
+    await episodeResult(`${plain}:end`);
+    assert.equal((await activities.sendCallback(`${plain}:end`, plain)).result, 'stop');
+    assert.deepEqual(await sample('flow_notify_callback_attempts_total'), []);
+    assert.deepEqual(await sample('flow_notify_callback_attempt_duration_seconds'), []);
+    // One sent attempt: counted once, its duration the one in its log row.
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    await episodeResult(`${id}:end`);
+    receiver.answer({ status: 204, delayMs: 300 });
+    assert.equal(
+      (await activities.sendCallback(`${id}:end`, id, { attempt: 2, trigger: 'redeliver' })).result,
+      'delivered',
+    );
+    const counted = await sample('flow_notify_callback_attempts_total');
+    assert.deepEqual(
+      counted.map((v) => [v.labels.result, v.labels.status_class, v.value]),
+      [['delivered', '2xx', 1]],
+    );
+    const durations = await sample('flow_notify_callback_attempt_duration_seconds');
+    const sum = durations.find((v) => (v as { metricName?: string }).metricName?.endsWith('_sum'))!.value;
+    const row = (await attemptsOf(id)).find((r) => r.attempt === 2)!;
+    assert.equal(sum, row.durationMs / 1000);
   });
 
   const redeliver = (as: ApiClient, runId: string, episodeId: string) =>
