@@ -565,6 +565,14 @@ describe('push_config_fault operator alert', function () {
     );
     assert.equal(webhook.received[0].headers['idempotency-key'], `ops|${alert.episodeKey}`);
     await client.workflow.getHandle(`ops|${alert.episodeKey}`).result();
+    // Filed under whichever run met the fault first, but not about it: that run's ops marker is left alone.
+    const filedUnder = await stores.runs.getById(alert.runId);
+    assert.ok(filedUnder);
+    assert.deepEqual(
+      [filedUnder.opsAlerted ?? [], filedUnder.opsAlertedAt],
+      [[], undefined],
+      'no push-config stamp on an unrelated run',
+    );
     // A later episode in the same hour raises nothing more.
     const run = (await alice.post('/api/v1/runs', { title: 'Report 2' })).body.id as string;
     await alice.post(`/api/v1/runs/${run}/cancel`);
