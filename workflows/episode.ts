@@ -5,7 +5,7 @@ import type { Activities } from '../activities';
 import { callbackWaitSeconds, shouldNotify } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, kindFor } from '../domain/push';
-import { holder, quickCalls, type BranchResult, type QuickCalls } from './common';
+import { callbackAttemptCalls, holder, quickCalls, type BranchResult, type QuickCalls } from './common';
 import { DEFAULT_EPISODE_OPTIONS, type EpisodeOptions } from './ids';
 
 export type { BranchResult };
@@ -24,12 +24,7 @@ const fanOut = proxyActivities<Activities>({
   },
 });
 
-// One HTTP attempt per call; the schedule between attempts is the workflow's (durable timers). Temporal's own
-// retries here only cover a worker lost mid-attempt.
-const callbackAttempt = proxyActivities<Activities>({
-  startToCloseTimeout: '1 minute',
-  retry: { initialInterval: '5 seconds', maximumAttempts: 3 },
-});
+const callbackAttempt = callbackAttemptCalls;
 
 /** Marks histories in which a released push is retried on a timer while a sibling branch still runs. */
 export const RELEASED_PUSH_RETRIED_PATCH = 'released-family-retried-while-siblings-run';
