@@ -16,6 +16,7 @@ import { retryAfterMs } from '../net/retryAfter';
 import type { Run } from '../domain/run';
 import type { RunStore } from '../store/runs';
 import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callbackAttempts';
+import type { Metrics } from '../observability/metrics';
 import { activityContext } from './context';
 
 export type CallbackAttempt =
@@ -33,6 +34,8 @@ export interface CallbackDeps {
   now: () => Date;
   /** Operator logs: the detail behind a category (addresses, resolver codes) goes here, never to the owner. */
   log?: (line: string) => void;
+  /** Counts and times each attempt sent; absent: nothing is recorded. */
+  metrics?: Pick<Metrics, 'callbackAttempt'>;
 }
 
 const MAX_RESPONSE_BYTES = 16 * 1024;
@@ -119,21 +122,45 @@ export interface AttemptPlace {
 /** How many times a row is written before the attempt is reported without it (the send is what counts). */
 const RECORD_TRIES = 3;
 
+/**
+ * The whole time the attempt log may take after the request (every try, every number probed): the row is
+ * written after the receiver answered, so a store that stalls must not hold the activity past its start-to-close
+ * (Temporal would run it again and POST a second time). Past it the row is lost, never the attempt's result.
+ */
+export const RECORD_DEADLINE_MS = 3000;
+
 export function createCallbackActivities(deps: CallbackDeps) {
-  /** Writes the attempt's row; a store that stays down loses the row, never the attempt's result. */
-  async function recordAttempt(row: Omit<CallbackAttemptRow, '_id' | 'attempt'>, from: number) {
-    if (!deps.callbackAttempts) return;
-    for (let tries = 1; ; tries++) {
-      try {
-        await deps.callbackAttempts.record(row, from);
-        return;
-      } catch (err) {
-        if (tries >= RECORD_TRIES) {
-          deps.log?.(`callback: attempt of episode ${row.episodeId} not recorded: ${String(err)}`);
+  /** Writes the attempt's row within RECORD_DEADLINE_MS; a store that stays down or slow loses the row. */
+  async function recordAttempt(row: Omit<CallbackAttemptRow, '_id' | 'attempt'>, guess: number | 'count') {
+    const store = deps.callbackAttempts;
+    if (!store) return;
+    const deadline = Date.now() + RECORD_DEADLINE_MS;
+    const notRecorded = (why: string) =>
+      deps.log?.(`callback: attempt of episode ${row.episodeId} not recorded: ${why}`);
+    const write = async () => {
+      for (let tries = 1; ; tries++) {
+        try {
+          const from = guess === 'count' ? (await store.countForEpisode(row.episodeId)) + 1 : guess;
+          await store.record(row, from, deadline);
           return;
+        } catch (err) {
+          const pause = 500 * tries;
+          if (tries >= RECORD_TRIES || Date.now() + pause >= deadline) return notRecorded(String(err));
+          await new Promise((resolve) => setTimeout(resolve, pause));
         }
-        await new Promise((resolve) => setTimeout(resolve, 500 * tries));
       }
+    };
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        notRecorded(`no answer from the store within ${RECORD_DEADLINE_MS} ms`);
+        resolve();
+      }, RECORD_DEADLINE_MS);
+    });
+    try {
+      await Promise.race([write(), expired]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -143,11 +170,10 @@ export function createCallbackActivities(deps: CallbackDeps) {
      * scheduled before the log existed: then the log numbers it from 1 and notes no wait).
      */
     async sendCallback(episodeId: string, runId: string, place?: AttemptPlace): Promise<CallbackAttempt> {
-      const at = deps.now();
-      const started = Date.now();
       const attempt = await attemptOnce(episodeId, runId);
       if (attempt.sent) {
-        const { outcome } = attempt;
+        const { outcome, at, durationMs } = attempt;
+        deps.metrics?.callbackAttempt(outcome.result, outcome.status, durationMs / 1000);
         const info = activityContext()?.info;
         const wait =
           outcome.result === 'retry' && place?.waitIfRetried !== undefined
@@ -158,7 +184,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
             episodeId,
             runId,
             at,
-            durationMs: Date.now() - started,
+            durationMs,
             result: outcome.result,
             ...(outcome.status !== undefined ? { status: outcome.status } : { error: attempt.error }),
             ...(outcome.result === 'retry' && outcome.retryAfterSeconds !== undefined
@@ -174,7 +200,9 @@ export function createCallbackActivities(deps: CallbackDeps) {
                 }
               : {}),
           },
-          place?.attempt ?? 1,
+          // A redelivery comes after every attempt so far: the episode's count is its first guess (probing
+          // from 1 would insert once per attempt already logged).
+          place?.trigger === 'redeliver' ? 'count' : (place?.attempt ?? 1),
         );
       }
       return attempt.outcome;
@@ -183,15 +211,25 @@ export function createCallbackActivities(deps: CallbackDeps) {
 
   /**
    * The attempt itself. `sent`: a request was tried (answered, refused by the guard, timed out...), so it
-   * belongs in the log; a run without a callback is not an attempt.
+   * belongs in the log and the metrics, `at` and `durationMs` covering it from the guard's lookup to the last
+   * byte; a run without a callback is not an attempt.
    */
   async function attemptOnce(
     episodeId: string,
     runId: string,
   ): Promise<
     | { sent: false; outcome: CallbackAttempt }
-    | { sent: true; outcome: CallbackAttempt; error: DeliveryCategory }
+    | { sent: true; outcome: CallbackAttempt; error: DeliveryCategory; at: Date; durationMs: number }
   > {
+    let at = deps.now();
+    let started = Date.now();
+    const sent = (outcome: CallbackAttempt, error: DeliveryCategory) => ({
+      sent: true as const,
+      outcome,
+      error,
+      at,
+      durationMs: Date.now() - started,
+    });
     const stop = (detail: string) => ({ sent: false as const, outcome: { result: 'stop' as const, detail } });
     const run = await deps.runs.getById(runId);
     if (!run?.callback) return stop('the run has no callback');
@@ -203,28 +241,29 @@ export function createCallbackActivities(deps: CallbackDeps) {
       return category;
     };
     let res;
+    at = deps.now();
+    started = Date.now();
     try {
       res = await postSignedCallback(deps, run.callback, episodeId, JSON.stringify(body));
     } catch (err) {
       const error = failureCategory(err);
-      const sent = (outcome: CallbackAttempt) => ({ sent: true as const, outcome, error });
       // No verdict from the resolver, or a name that does not exist now: both follow the retry schedule (a
       // receiver's name can come back within it). Every other refusal is final.
       if (err instanceof ResolverUnavailableError) {
-        return sent({ result: 'retry', detail: failed(err.category, err.message) });
+        return sent({ result: 'retry', detail: failed(err.category, err.message) }, error);
       }
       if (err instanceof TargetRefusedError) {
         const result = err.category === 'refused: dns' ? 'retry' : 'stop';
-        return sent({ result, detail: failed(err.category, err.reason) });
+        return sent({ result, detail: failed(err.category, err.reason) }, error);
       }
-      return sent({ result: 'retry', detail: failed(error, String(err)) });
+      return sent({ result: 'retry', detail: failed(error, String(err)) }, error);
     }
     const error = `http ${res.status}` as const;
     const result = classifyCallbackStatus(res.status);
-    if (result === 'delivered') return { sent: true, outcome: { result, status: res.status }, error };
+    if (result === 'delivered') return sent({ result, status: res.status }, error);
     const detail = failed(error, `receiver answered ${res.status}`);
-    if (result === 'stop') return { sent: true, outcome: { result, status: res.status, detail }, error };
+    if (result === 'stop') return sent({ result, status: res.status, detail }, error);
     const retryAfterSeconds = secondsOf(retryAfterMs(res.headers['retry-after'], deps.now().getTime()));
-    return { sent: true, outcome: { result, status: res.status, detail, retryAfterSeconds }, error };
+    return sent({ result, status: res.status, detail, retryAfterSeconds }, error);
   }
 }

@@ -72,6 +72,7 @@ export function createActivities(deps: ActivityDeps) {
       lookup: deps.callbackLookup,
       now,
       log,
+      metrics,
     }),
     ...createOpsActivities({
       runs: stores.runs,
@@ -132,23 +133,17 @@ function countedPrunes(store: Stores['pushSubscriptions'], metrics: Metrics): St
 
 /**
  * The metrics known from an activity's own result, recorded around it so the activity modules stay as they are:
- * callback attempts (result, status class, duration), callbacks given up, operator alerts, sweep passes.
+ * callbacks given up, operator alerts, sweep passes. (Callback attempts are recorded by sendCallback itself: only
+ * an attempt sent counts, timed from its lookup to its last byte.)
  */
 function instrumented<
-  T extends ReturnType<typeof createCallbackActivities> &
-    ReturnType<typeof createClaimActivities> &
+  T extends ReturnType<typeof createClaimActivities> &
     ReturnType<typeof createOpsActivities> &
     ReturnType<typeof createSweepActivities>,
 >(activities: T, metrics: Metrics): T {
-  const { sendCallback, markDelivered, postOperatorAlert, sweepOnce } = activities;
+  const { markDelivered, postOperatorAlert, sweepOnce } = activities;
   return {
     ...activities,
-    async sendCallback(...args: Parameters<typeof sendCallback>) {
-      const started = performance.now();
-      const attempt = await sendCallback(...args);
-      metrics.callbackAttempt(attempt.result, attempt.status, (performance.now() - started) / 1000);
-      return attempt;
-    },
     async markDelivered(key: string, holder: string, result?: string) {
       const settled = await markDelivered(key, holder, result);
       if (settled && claimFamily(key) === 'callback' && result?.startsWith('gave_up'))

@@ -119,8 +119,13 @@ export function createOpsActivities(deps: OpsDeps) {
       return 'sent';
     },
 
-    /** The transition marker, certified off the settled claim (wasDelivered), never off a pending one. */
+    /**
+     * The transition marker, certified off the settled claim (wasDelivered), never off a pending one. Only for
+     * alerts about their run: a push_config_fault is about a push service origin and only filed under whichever
+     * run met it first, whose marker it must not touch.
+     */
     async stampOpsMarker(alert: OperatorAlert): Promise<boolean> {
+      if (alert.kind === 'push_config_fault') return false;
       if (!(await deps.claims.wasDelivered(claimKeys.ops(alert.episodeKey)))) return false;
       await deps.runs.stampOpsMarker(alert.runId, alert.episodeKey, deps.now());
       return true;

@@ -265,7 +265,10 @@ export function createPushActivities(deps: PushActivityDeps) {
     },
   };
 
-  /** Once per origin per fan-out; a failure to raise it is logged, never a failed push. */
+  /**
+   * Once per origin per fan-out, not awaited: the alert (a claim read, a workflow start) must never stall the
+   * lane's sends; raisePushConfigFault bounds both. A failure to raise it is logged, never a failed push.
+   */
   function configFaultReporter(outcome: RunOutcome): FanOutDeps['onConfigFault'] {
     const raise = deps.raiseConfigFault;
     if (!raise) return undefined;
@@ -274,9 +277,10 @@ export function createPushActivities(deps: PushActivityDeps) {
     return async (origin, status) => {
       if (raised.has(origin)) return;
       raised.add(origin);
-      await raise({ origin, status, runId, teamId, episodeId }).catch((err: unknown) =>
+      void raise({ origin, status, runId, teamId, episodeId }).catch((err: unknown) =>
         deps.log(`push: the push_config_fault alert for ${origin} was not raised: ${String(err)}`),
       );
+      return Promise.resolve();
     };
   }
 

@@ -46,7 +46,7 @@ export interface EpisodeSummary {
   families: Record<keyof typeof claimKeys, { state: ClaimState; result?: string }>;
   /** Push endpoints the episode reached. */
   pushDeliveries: number;
-  /** Every attempt of its completion callback, oldest first (the schedule's and redeliveries). */
+  /** Every attempt of its completion callback, oldest first (the schedule's and redeliveries), newest 1000 per run. */
   callbackAttempts: CallbackAttemptSummary[];
 }
 
@@ -75,15 +75,21 @@ export function createEpisodeView(deps: {
       return episodeId.startsWith(`${runId}:`) && claim.state !== 'absent' ? claim : undefined;
     },
 
-    async listForRun(teamId: string, runId: string): Promise<EpisodeSummary[]> {
-      const [rows, attempts] = await Promise.all([
+    /** `callbackAttemptsTruncated`: the run has more attempts than MAX_ATTEMPTS_SHOWN; the oldest are left out. */
+    async listForRun(
+      teamId: string,
+      runId: string,
+    ): Promise<{ episodes: EpisodeSummary[]; callbackAttemptsTruncated: boolean }> {
+      const [rows, read] = await Promise.all([
         deps.episodes.listForRun(teamId, runId),
-        // One read for the whole run (by run id, on its index), grouped below.
-        deps.callbackAttempts.listForRun(runId, MAX_ATTEMPTS_SHOWN),
+        // One read for the whole run (by run id, on its index), grouped below; one past the cap says it was cut.
+        deps.callbackAttempts.listForRun(runId, MAX_ATTEMPTS_SHOWN + 1),
       ]);
+      const callbackAttemptsTruncated = read.length > MAX_ATTEMPTS_SHOWN;
+      const attempts = callbackAttemptsTruncated ? read.slice(1) : read;
       const attemptsOf = (episodeId: string) =>
         attempts.filter((a) => a.episodeId === episodeId).map(attemptSummary);
-      return Promise.all(
+      const episodes = await Promise.all(
         rows.map(async (row) => {
           const families = Object.fromEntries(
             await Promise.all(
@@ -103,6 +109,7 @@ export function createEpisodeView(deps: {
           };
         }),
       );
+      return { episodes, callbackAttemptsTruncated };
     },
   };
 }

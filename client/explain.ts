@@ -177,7 +177,8 @@ export interface RunExplanation {
   episodes: EpisodeView[];
   operatorAlerts: OperatorAlertView[];
   workflows: WorkflowView[];
-  truncated: { episodes: boolean; workflows: boolean };
+  /** callbackAttempts: the run has more than the limit; the newest are shown. */
+  truncated: { episodes: boolean; workflows: boolean; callbackAttempts: boolean };
   temporalUiUrl: string;
 }
 
@@ -406,14 +407,17 @@ export async function explainRun(deps: ExplainDeps, runId: string): Promise<RunE
   episodeIds.splice(limits.episodes);
 
   const familyKeys = episodeIds.flatMap((id) => Object.values(claimKeys).map((key) => key(id)));
-  const [familyClaims, healthAlertClaims, routeAlertClaims, callbackAlertClaims, attemptRows] =
+  const [familyClaims, healthAlertClaims, routeAlertClaims, callbackAlertClaims, attemptRowsRead] =
     await Promise.all([
       deps.claims.byKeys(familyKeys),
       deps.claims.byPrefix(claimKeys.ops(`health:${runId}:`), limits.alertClaims),
       deps.claims.byPrefix(claimKeys.ops(`route:${runId}:`), limits.alertClaims),
       deps.claims.byPrefix(claimKeys.ops(`callback:${runId}:`), limits.alertClaims),
-      deps.callbackAttempts.listForRun(runId, limits.callbackAttempts),
+      deps.callbackAttempts.listForRun(runId, limits.callbackAttempts + 1),
     ]);
+  // One past the limit says the oldest were cut (the store keeps the newest).
+  const attemptsTruncated = attemptRowsRead.length > limits.callbackAttempts;
+  const attemptRows = attemptsTruncated ? attemptRowsRead.slice(1) : attemptRowsRead;
   const claimByKey = new Map(
     [...familyClaims, ...healthAlertClaims, ...routeAlertClaims, ...callbackAlertClaims].map((r) => [
       r._id,
@@ -526,7 +530,11 @@ export async function explainRun(deps: ExplainDeps, runId: string): Promise<RunE
     episodes,
     operatorAlerts,
     workflows,
-    truncated: { episodes: episodesTruncated, workflows: workflowsTruncated },
+    truncated: {
+      episodes: episodesTruncated,
+      workflows: workflowsTruncated,
+      callbackAttempts: attemptsTruncated,
+    },
     temporalUiUrl: deps.temporalUiUrl,
   };
 }

@@ -42,7 +42,8 @@ export function renderExplanation(x: RunExplanation): string {
       }
     }
     if (e.callbackAttempts.length) {
-      line(`    callback attempts (${e.callbackAttempts.length}):`);
+      const cut = x.truncated.callbackAttempts ? ', older ones not shown' : '';
+      line(`    callback attempts (${e.callbackAttempts.length}${cut}):`);
       for (const a of e.callbackAttempts) {
         const status = a.status !== undefined ? ` HTTP ${a.status}` : '';
         const detail = a.detail ? ` (${a.detail})` : '';

@@ -1,6 +1,6 @@
 // notifyOperator: escalates a router decision error through the operator dispatcher and its claim, so each
 // decision alerts once however often it is reported (by the API or by a library caller).
-import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import {
   pushConfigFaultAlert,
   routeDecisionAlert,
@@ -13,6 +13,7 @@ import type { ClaimStore } from '../store/claims';
 import { operatorAlertWorkflowId, runAttributes, workflowTypes } from '../workflows/ids';
 import type { operatorAlertWorkflow } from '../workflows/operatorAlert';
 import { TypedSearchAttributes } from '@temporalio/common';
+import { startUnlessRunning } from './startUnlessRunning';
 
 export async function notifyOperator(
   client: Client,
@@ -21,40 +22,20 @@ export async function notifyOperator(
   now: Date,
 ): Promise<{ episodeKey: string; started: boolean }> {
   const alert = routeDecisionAlert(report, now.toISOString());
-  try {
-    await client.workflow.start<typeof operatorAlertWorkflow>(workflowTypes.operatorAlert, {
-      workflowId: operatorAlertWorkflowId(alert.episodeKey),
-      taskQueue,
-      args: [alert],
-      // A closed dispatch may run again (its claim still dedupes); a running one is not doubled.
-      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-      workflowIdConflictPolicy: 'FAIL',
-      typedSearchAttributes: new TypedSearchAttributes(runAttributes(report.runId, report.teamId)),
-    });
-    return { episodeKey: alert.episodeKey, started: true };
-  } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError)
-      return { episodeKey: alert.episodeKey, started: false };
-    throw err;
-  }
+  return { episodeKey: alert.episodeKey, started: await startAlert(client, taskQueue, alert) };
 }
 
-/** Starts an alert's own ops|<episodeKey> workflow; false when one of that key is running already. */
+/**
+ * Starts an alert's own ops|<episodeKey> workflow; false when one of that key is running already. A closed
+ * dispatch may run again (its claim still dedupes); a running one is not doubled.
+ */
 async function startAlert(client: Client, taskQueue: string, alert: OperatorAlert): Promise<boolean> {
-  try {
-    await client.workflow.start<typeof operatorAlertWorkflow>(workflowTypes.operatorAlert, {
-      workflowId: operatorAlertWorkflowId(alert.episodeKey),
-      taskQueue,
-      args: [alert],
-      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-      workflowIdConflictPolicy: 'FAIL',
-      typedSearchAttributes: new TypedSearchAttributes(runAttributes(alert.runId, alert.teamId)),
-    });
-    return true;
-  } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) return false;
-    throw err;
-  }
+  return startUnlessRunning<typeof operatorAlertWorkflow>(client, workflowTypes.operatorAlert, {
+    workflowId: operatorAlertWorkflowId(alert.episodeKey),
+    taskQueue,
+    args: [alert],
+    typedSearchAttributes: new TypedSearchAttributes(runAttributes(alert.runId, alert.teamId)),
+  });
 }
 
 /**
@@ -67,6 +48,25 @@ export async function raisePushConfigFault(
   fault: PushConfigFault,
 ): Promise<void> {
   const alert = pushConfigFaultAlert(fault, deps.now());
-  if (await deps.claims.isMarked(claimKeys.ops(alert.episodeKey))) return;
-  await startAlert(deps.client, deps.taskQueue, alert);
+  // Both steps have a whole deadline: a stalled store or Temporal must not leave it pending for good.
+  if (await withinMs(CLAIM_READ_DEADLINE_MS, deps.claims.isMarked(claimKeys.ops(alert.episodeKey)))) return;
+  await deps.client.withDeadline(Date.now() + ALERT_START_DEADLINE_MS, () =>
+    startAlert(deps.client, deps.taskQueue, alert),
+  );
+}
+
+const CLAIM_READ_DEADLINE_MS = 2000;
+const ALERT_START_DEADLINE_MS = 5000;
+
+/** The promise's answer, or a rejection once `ms` have passed. */
+async function withinMs<T>(ms: number, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, expired]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -1,8 +1,9 @@
 // Starts a redelivery of an episode's callback (workflows/redeliver.ts) for the API's redeliver route.
-import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { callbackRedeliverWorkflowId, runAttributes, workflowTypes } from '../workflows/ids';
 import type { callbackRedeliverWorkflow, RedeliverInput } from '../workflows/redeliver';
+import { startUnlessRunning } from './startUnlessRunning';
 
 /** False: a redelivery of this episode is running now (whichever process started it). */
 export async function startCallbackRedelivery(
@@ -10,19 +11,11 @@ export async function startCallbackRedelivery(
   taskQueue: string,
   input: RedeliverInput,
 ): Promise<boolean> {
-  try {
-    await client.workflow.start<typeof callbackRedeliverWorkflow>(workflowTypes.callbackRedeliver, {
-      workflowId: callbackRedeliverWorkflowId(input.episodeId),
-      taskQueue,
-      args: [input],
-      // A closed redelivery may be followed by another; a running one is never doubled.
-      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-      workflowIdConflictPolicy: 'FAIL',
-      typedSearchAttributes: new TypedSearchAttributes(runAttributes(input.runId, input.teamId)),
-    });
-    return true;
-  } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) return false;
-    throw err;
-  }
+  // A closed redelivery may be followed by another; a running one is never doubled.
+  return startUnlessRunning<typeof callbackRedeliverWorkflow>(client, workflowTypes.callbackRedeliver, {
+    workflowId: callbackRedeliverWorkflowId(input.episodeId),
+    taskQueue,
+    args: [input],
+    typedSearchAttributes: new TypedSearchAttributes(runAttributes(input.runId, input.teamId)),
+  });
 }

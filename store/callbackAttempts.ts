@@ -59,10 +59,15 @@ export function createCallbackAttemptStore(db: Db) {
   return {
     /**
      * Records an attempt under the first free number from `from` on (the caller's guess: its own count of
-     * attempts), and answers the number it took.
+     * attempts), and answers the number it took. Past `deadline` (epoch ms) it stops probing.
      */
-    async record(row: Omit<CallbackAttemptRow, '_id' | 'attempt'>, from = 1): Promise<number> {
+    async record(
+      row: Omit<CallbackAttemptRow, '_id' | 'attempt'>,
+      from = 1,
+      deadline = Infinity,
+    ): Promise<number> {
       for (let attempt = Math.max(1, from); attempt < from + MAX_PROBES; attempt++) {
+        if (Date.now() >= deadline) break;
         try {
           await rows.insertOne({ _id: `${row.episodeId}|${attempt}`, ...row, attempt });
           return attempt;
@@ -70,15 +75,19 @@ export function createCallbackAttemptStore(db: Db) {
           if (!isDuplicateKey(err)) throw err;
         }
       }
-      throw new Error(`callback attempts of ${row.episodeId}: no free number from ${from}`);
+      throw new Error(`callback attempts of ${row.episodeId}: no free number from ${from} in time`);
     },
 
-    /** Every attempt of a run's episodes, oldest first, at most `limit` (one read for the episodes view). */
+    /**
+     * The newest `limit` attempts of a run's episodes, oldest first (one read for the episodes view): past the
+     * cap, the latest (what a launcher is asking about) are kept and the oldest left out.
+     */
     async listForRun(runId: string, limit: number): Promise<CallbackAttemptRow[]> {
-      return rows.find({ runId }).sort({ at: 1, attempt: 1 }).limit(limit).toArray();
+      const newest = await rows.find({ runId }).sort({ at: -1, attempt: -1 }).limit(limit).toArray();
+      return newest.reverse();
     },
 
-    /** How many attempts an episode has had: where a redelivery's numbering starts guessing. */
+    /** How many attempts an episode has had: a redelivery's first guess at its number (count + 1). */
     async countForEpisode(episodeId: string): Promise<number> {
       return rows.countDocuments({ episodeId });
     },

@@ -4,10 +4,20 @@ import assert from 'node:assert/strict';
 import type { Client } from '@temporalio/client';
 import { Webhook } from 'standardwebhooks';
 import webpush from 'web-push';
+import { createCallbackActivities } from '../activities/callback';
+import { createActivities } from '../activities';
 import { createSweepActivities } from '../activities/sweep';
+import { MAX_ATTEMPTS_SHOWN } from '../api/episodesView';
+import { explainRun } from '../client/explain';
+import { renderExplanation } from '../client/explainText';
 import type { Config } from '../config';
 import type { OperatorAlert } from '../domain/ops';
+import { buildRunOutcome } from '../domain/outcome';
+import { pushSenderFor } from '../net/pushSender';
+import { createMetrics } from '../observability/metrics';
+import { Registry } from 'prom-client';
 import type { Stores } from '../store';
+import { createClaimReader } from '../store/claims';
 import type { Mongo } from '../store/mongo';
 import type { EpisodeResult } from '../workflows/episode';
 import { CallbackReceiver } from './support/callbackReceiver';
@@ -135,6 +145,69 @@ describe('callback attempt log', function () {
     assert.deepEqual(view.body.episodes[0].callbackAttempts, []);
   });
 
+  it('an attempt log that hangs costs the attempt at most its own deadline: one POST, a settled result', async () => {
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    await episodeResult(`${id}:end`);
+    receiver.received.length = 0;
+    // The store stalls (a primary lost mid-insert: insertOne waits for its socket timeout); the activity must
+    // still answer well inside its start-to-close, or Temporal runs it again and POSTs a second time.
+    const hanging = { ...stores.callbackAttempts, record: () => new Promise<number>(() => undefined) };
+    const activities = createCallbackActivities({
+      runs: stores.runs,
+      callbackAttempts: hanging,
+      allowPrivate: true,
+      timeoutMs: 1000,
+      now: () => new Date(),
+    });
+    const started = Date.now();
+    const settled = await Promise.race([
+      activities.sendCallback(`${id}:end`, id, { attempt: 2, trigger: 'redeliver' }),
+      new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 10_000)),
+    ]);
+    assert.deepEqual(settled, { result: 'delivered', status: 204 });
+    assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
+    assert.equal(receiver.received.length, 1);
+  });
+
+  it('the attempt metrics count sent attempts only, timed from the lookup to the last byte', async () => {
+    const registry = new Registry();
+    const activities = createActivities({
+      config,
+      stores,
+      client,
+      metrics: createMetrics(registry, { processMetrics: false }),
+      log: () => undefined,
+    });
+    const sample = async (name: string) =>
+      (await registry.getSingleMetric(name)?.get())?.values.filter((v) => v.value > 0) ?? [];
+    // A run without a callback: no attempt, nothing recorded.
+    const plain = (await alice.post('/api/v1/runs', {})).body.id as string;
+    await alice.post(`/api/v1/runs/${plain}/cancel`);
+    await episodeResult(`${plain}:end`);
+    assert.equal((await activities.sendCallback(`${plain}:end`, plain)).result, 'stop');
+    assert.deepEqual(await sample('flow_notify_callback_attempts_total'), []);
+    assert.deepEqual(await sample('flow_notify_callback_attempt_duration_seconds'), []);
+    // One sent attempt: counted once, its duration the one in its log row.
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    await episodeResult(`${id}:end`);
+    receiver.answer({ status: 204, delayMs: 300 });
+    assert.equal(
+      (await activities.sendCallback(`${id}:end`, id, { attempt: 2, trigger: 'redeliver' })).result,
+      'delivered',
+    );
+    const counted = await sample('flow_notify_callback_attempts_total');
+    assert.deepEqual(
+      counted.map((v) => [v.labels.result, v.labels.status_class, v.value]),
+      [['delivered', '2xx', 1]],
+    );
+    const durations = await sample('flow_notify_callback_attempt_duration_seconds');
+    const sum = durations.find((v) => (v as { metricName?: string }).metricName?.endsWith('_sum'))!.value;
+    const row = (await attemptsOf(id)).find((r) => r.attempt === 2)!;
+    assert.equal(sum, row.durationMs / 1000);
+  });
+
   const redeliver = (as: ApiClient, runId: string, episodeId: string) =>
     as.post(`/api/v1/runs/${runId}/episodes/${encodeURIComponent(episodeId)}/callback/redeliver`);
   const redelivery = (episodeId: string) =>
@@ -196,7 +269,8 @@ describe('callback attempt log', function () {
     assert.equal(receiver.received.length, 3, 'the refused request sent nothing');
 
     // Two API processes asked at once: one redelivery starts, the other is refused while it runs.
-    receiver.answerAlways({ status: 204, delayMs: 500 });
+    // They fail too (503), so the callback still reads gave_up and may be redelivered again.
+    receiver.answerAlways({ status: 503, delayMs: 500 });
     const second = await startTestApi(config);
     try {
       const both = await Promise.all([
@@ -234,7 +308,9 @@ describe('callback attempt log', function () {
     assert.equal(none.body.error, 'the run has no callback URL');
     assert.equal(receiver.received.length, 3, 'nothing sent so far');
 
-    // Three redeliveries per run per window here (CALLBACK_REDELIVER_RATE_LIMIT): the fourth is refused.
+    // Three redeliveries per run per window here (CALLBACK_REDELIVER_RATE_LIMIT): the fourth is refused. They
+    // fail, so each leaves the callback gave_up (a delivered one is not redelivered).
+    receiver.answerAlways({ status: 503 });
     for (let i = 0; i < 3; i++) {
       assert.equal((await redeliver(alice, id, episodeId)).status, 202);
       await redelivery(episodeId);
@@ -243,6 +319,30 @@ describe('callback attempt log', function () {
     assert.equal(limited.status, 429, limited.text);
     assert.ok(Number(limited.headers.get('retry-after')) > 0);
     assert.equal(receiver.received.length, 6);
+  });
+
+  it('redeliver: 409 for a callback that was delivered, so a failed redelivery never overwrites it', async () => {
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    const episodeId = `${id}:end`;
+    assert.equal((await episodeResult(episodeId)).callback, 'delivered');
+    receiver.answerAlways({ status: 503 });
+    const res = await redeliver(alice, id, episodeId);
+    assert.equal(res.status, 409, res.text);
+    assert.equal(res.body.error, 'the callback was delivered; only one that gave up is redelivered');
+    assert.equal(receiver.received.length, 1, 'nothing more was sent');
+    assert.equal(await stores.claims.state(`cb|${episodeId}`), 'delivered');
+    const view = await alice.get(`/api/v1/runs/${id}/episodes`);
+    assert.equal(view.body.episodes[0].families.callback.result, 'delivered');
+
+    // One that gave up and was then redelivered is delivered too: no second redelivery.
+    const again = await gaveUp();
+    assert.equal((await redeliver(alice, again.id, again.episodeId)).status, 202);
+    await redelivery(again.episodeId);
+    receiver.answerAlways({ status: 503 });
+    assert.equal((await redeliver(alice, again.id, again.episodeId)).status, 409);
+    const after = await alice.get(`/api/v1/runs/${again.id}/episodes`);
+    assert.equal(after.body.episodes[0].families.callback.result, 'redelivered');
   });
 
   it('redeliver: an episode whose record is missing (a view write that failed) is found by its claim', async () => {
@@ -296,6 +396,63 @@ describe('callback attempt log', function () {
     assert.equal(await stores.claims.state(`ops|callback:${episodeId}`), 'delivered');
   });
 
+  it('past the cap the newest attempts are shown, oldest first, and the view and explain say they were cut', async () => {
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    const episodeId = `${id}:end`;
+    assert.equal((await episodeResult(episodeId)).callback, 'delivered'); // attempt 1
+    // 1000 later attempts (as if redelivered for weeks): 1001 in all, one past what is shown.
+    const first = (await attemptsOf(id))[0].at.getTime();
+    await mongo.db.collection('callback_attempts').insertMany(
+      Array.from({ length: MAX_ATTEMPTS_SHOWN }, (_, i) => ({
+        _id: `${episodeId}|${i + 2}` as never,
+        episodeId,
+        runId: id,
+        attempt: i + 2,
+        at: new Date(first + (i + 1) * 1000),
+        durationMs: 3,
+        result: 'retry',
+        status: 503,
+        trigger: 'redeliver',
+      })),
+    );
+    const newest = await stores.callbackAttempts.listForRun(id, 3);
+    assert.deepEqual(
+      newest.map((r) => r.attempt),
+      [999, 1000, 1001],
+    );
+
+    const view = await alice.get(`/api/v1/runs/${id}/episodes`);
+    assert.equal(view.status, 200, view.text);
+    const shown = view.body.episodes[0].callbackAttempts as { attempt: number }[];
+    assert.equal(shown.length, MAX_ATTEMPTS_SHOWN);
+    assert.deepEqual([shown[0].attempt, shown.at(-1)!.attempt], [2, 1001]);
+    assert.equal(view.body.callbackAttemptsTruncated, true);
+
+    const explained = await explainRun(
+      {
+        ...stores,
+        claims: createClaimReader(mongo.db),
+        client,
+        namespace: 'default',
+        temporalUiUrl: 'http://ui',
+        limits: { callbackAttempts: 10 },
+      },
+      id,
+    );
+    assert.deepEqual(
+      explained!.episodes[0].callbackAttempts.map((a) => a.attempt),
+      Array.from({ length: 10 }, (_, i) => 992 + i),
+    );
+    assert.equal(explained!.truncated.callbackAttempts, true);
+    assert.match(renderExplanation(explained!), /callback attempts \(10, older ones not shown\)/);
+    // Not cut: no flag.
+    const { id: small } = await launch();
+    await alice.post(`/api/v1/runs/${small}/cancel`);
+    await episodeResult(`${small}:end`);
+    assert.equal((await alice.get(`/api/v1/runs/${small}/episodes`)).body.callbackAttemptsTruncated, false);
+  });
+
   it('attempts older than 30 days are reaped by the sweep where the server has no TTL index', async () => {
     const now = new Date();
     const old = new Date(now.getTime() - 31 * 24 * 3600_000);
@@ -324,6 +481,8 @@ describe('push_config_fault operator alert', function () {
   let push: PushService;
   let webhook: CallbackReceiver;
   let stack: FamilyStack;
+  let config: Config;
+  let stores: Stores;
   let alice: ApiClient;
   let client: Client;
 
@@ -341,7 +500,7 @@ describe('push_config_fault operator alert', function () {
       },
       { push },
     );
-    ({ client } = stack);
+    ({ client, config, stores } = stack);
     alice = stack.anonymous.as('alice', 'acme');
   });
   after(async () => {
@@ -382,6 +541,14 @@ describe('push_config_fault operator alert', function () {
     );
     assert.equal(webhook.received[0].headers['idempotency-key'], `ops|${alert.episodeKey}`);
     await client.workflow.getHandle(`ops|${alert.episodeKey}`).result();
+    // Filed under whichever run met the fault first, but not about it: that run's ops marker is left alone.
+    const filedUnder = await stores.runs.getById(alert.runId);
+    assert.ok(filedUnder);
+    assert.deepEqual(
+      [filedUnder.opsAlerted ?? [], filedUnder.opsAlertedAt],
+      [[], undefined],
+      'no push-config stamp on an unrelated run',
+    );
     // A later episode in the same hour raises nothing more.
     const run = (await alice.post('/api/v1/runs', { title: 'Report 2' })).body.id as string;
     await alice.post(`/api/v1/runs/${run}/cancel`);
@@ -389,5 +556,46 @@ describe('push_config_fault operator alert', function () {
     await new Promise((r) => setTimeout(r, 1000));
     assert.equal(webhook.received.length, 1);
     assert.match(alerts[0].summary, /VAPID/);
+  });
+
+  it('a slow Temporal or store behind the alert never stalls the sends of a fan-out', async () => {
+    const phone = push.endpoint('bob-phone');
+    assert.equal(
+      (await alice.as('bob', 'acme').post('/api/v1/notifications/push/subscriptions', phone)).status,
+      201,
+    );
+    push.failAlways(phone, 403);
+    const run = (await alice.as('bob', 'acme').post('/api/v1/runs', { title: 'Slow alert' })).body
+      .id as string;
+    await alice.as('bob', 'acme').post(`/api/v1/runs/${run}/cancel`);
+    await client.workflow.getHandle(`${run}:end`).result();
+    // The alert's claim read never answers (a stalled store; a Temporal that stalls its start is the same lane).
+    const claims = { ...stores.claims, isMarked: () => new Promise<boolean>(() => undefined) };
+    const sender = pushSenderFor(config, { ca: push.ca });
+    const lines: string[] = [];
+    try {
+      const activities = createActivities({
+        config,
+        stores: { ...stores, claims },
+        client,
+        pushSender: sender,
+        log: (line) => lines.push(line),
+      });
+      const outcome = buildRunOutcome((await stores.runs.getById(run))!)!;
+      const before = push.attempts().length;
+      const settled = await Promise.race([
+        activities.deliverPush(outcome),
+        new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 8000)),
+      ]);
+      assert.notEqual(settled, 'still running');
+      assert.ok(push.attempts().length > before, 'the send went out');
+      // And the alert itself gives up within its own deadline (logged), rather than hang for good.
+      const deadline = Date.now() + 5000;
+      const gaveUp = () => lines.some((l) => /push_config_fault alert .* was not raised/.test(l));
+      while (!gaveUp() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      assert.ok(gaveUp(), lines.join('\n'));
+    } finally {
+      sender?.close();
+    }
   });
 });

@@ -206,7 +206,7 @@ describe('flow-notify explain', function () {
         ['completed', 1],
       ],
     );
-    assert.deepEqual(report.truncated, { episodes: false, workflows: false });
+    assert.deepEqual(report.truncated, { episodes: false, workflows: false, callbackAttempts: false });
 
     // The human form carries the same facts.
     const text = cli(runId);

@@ -53,6 +53,23 @@ export const LOCAL_QUICK_PATCH = 'quick-calls-are-local-activities';
 const scheduled = proxyActivities<Activities>({ startToCloseTimeout: '30 seconds', retry: QUICK_RETRY });
 const local = proxyLocalActivities<Activities>({ startToCloseTimeout: '30 seconds', retry: QUICK_RETRY });
 
+/**
+ * Store calls outside `QuickCalls` (the redelivery's claim check and resettle): run the way quick calls run in
+ * executions that decided at their start. Timeouts and retries are not compared on replay.
+ */
+export const localStoreCalls = local;
+
+/**
+ * One HTTP attempt of a callback per call (the episode's schedule and a redelivery): the schedule between attempts
+ * is the workflow's (durable timers); Temporal's own retries only cover a worker lost mid-attempt, noticed once
+ * the attempt's start-to-close (the receiver's timeout plus a margin; a minute where none was given) has passed.
+ */
+export const callbackAttemptCalls = (attemptSeconds?: number) =>
+  proxyActivities<Activities>({
+    startToCloseTimeout: attemptSeconds ? `${attemptSeconds} seconds` : '1 minute',
+    retry: { initialInterval: '5 seconds', maximumAttempts: 3 },
+  });
+
 /** The per-call choice that histories started before QUICK_DECIDED_AT_START_PATCH replay. */
 const chosenPerCall = Object.fromEntries(
   QUICK_CALLS.map((name) => [

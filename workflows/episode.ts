@@ -5,7 +5,7 @@ import type { Activities } from '../activities';
 import { callbackWaitSeconds, shouldNotify } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, kindFor } from '../domain/push';
-import { holder, quickCalls, type BranchResult, type QuickCalls } from './common';
+import { callbackAttemptCalls, holder, quickCalls, type BranchResult, type QuickCalls } from './common';
 import { DEFAULT_EPISODE_OPTIONS, type EpisodeOptions } from './ids';
 
 export type { BranchResult };
@@ -23,16 +23,6 @@ const fanOut = proxyActivities<Activities>({
     maximumAttempts: FAN_OUT_ATTEMPTS,
   },
 });
-
-// One HTTP attempt per call; the schedule between attempts is the workflow's (durable timers). Temporal's own
-// retries here only cover a worker lost mid-attempt, noticed once the attempt's start-to-close has passed.
-const callbackAttempts = (options: EpisodeOptions) =>
-  proxyActivities<Activities>({
-    startToCloseTimeout: options.callbackAttemptSeconds
-      ? `${options.callbackAttemptSeconds} seconds`
-      : '1 minute',
-    retry: { initialInterval: '5 seconds', maximumAttempts: 3 },
-  });
 
 /** Marks histories in which a released push is retried on a timer while a sibling branch still runs. */
 export const RELEASED_PUSH_RETRIED_PATCH = 'released-family-retried-while-siblings-run';
@@ -86,7 +76,7 @@ async function callbackBranch(
   const me = holder();
   if (!(await quick.tryMark(key, me))) return 'claimed_elsewhere';
   const waits = options.callbackRetrySeconds;
-  const callbackAttempt = callbackAttempts(options);
+  const callbackAttempt = callbackAttemptCalls(options.callbackAttemptSeconds);
   try {
     for (let attempt = 0; ; attempt++) {
       // Where the attempt sits in the schedule is for the attempt log only: histories recorded without it

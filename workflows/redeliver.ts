@@ -5,9 +5,8 @@
 // Never two deliveries of one episode at once: the episode's own schedule holds the cb| claim pending while it
 // runs and settles it for good (delivered, or gave_up) when it ends; a redelivery runs only on a settled claim,
 // which no schedule takes again, and Temporal runs one execution of this id at a time.
-import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
-import type { Activities } from '../activities';
 import { claimKeys } from '../domain/outcome';
+import { callbackAttemptCalls, localStoreCalls } from './common';
 
 export interface RedeliverInput {
   runId: string;
@@ -22,28 +21,16 @@ export interface RedeliverResult {
   detail?: string;
 }
 
-// One HTTP attempt; Temporal's retries only cover a worker lost mid-attempt (as in the episode's schedule).
-const attempt = proxyActivities<Activities>({
-  startToCloseTimeout: '1 minute',
-  retry: { initialInterval: '5 seconds', maximumAttempts: 3 },
-});
-
-const store = proxyLocalActivities<Activities>({
-  startToCloseTimeout: '30 seconds',
-  retry: {
-    initialInterval: '1 second',
-    backoffCoefficient: 2,
-    maximumInterval: '10 seconds',
-    maximumAttempts: 10,
-  },
-});
+// The episode's own callback attempt options, and the store calls as quick calls run (workflows/common.ts).
+const attempt = callbackAttemptCalls();
+const store = localStoreCalls;
 
 export async function callbackRedeliverWorkflow(input: RedeliverInput): Promise<RedeliverResult> {
   const key = claimKeys.callback(input.episodeId);
   // The API checked this before starting; checked again here, so nothing that starts this workflow can make a
   // redelivery overlap the episode's own schedule.
   if (!(await store.wasDelivered(key))) return { result: 'not_settled' };
-  // The attempt log numbers it after the episode's attempts (it probes from 1 for the first free number).
+  // The attempt log numbers it after the episode's attempts (the activity starts from their count).
   const sent = await attempt.sendCallback(input.episodeId, input.runId, { attempt: 1, trigger: 'redeliver' });
   if (sent.result === 'delivered') {
     await store.resettleClaim(key, 'redelivered');

@@ -88,7 +88,7 @@ export function runsRouter(deps: RunsRouterDeps) {
   router.get('/:id/episodes', episodes, async (ctx) => {
     const { id } = ctx.state.input.params;
     await engine.get(ctx.state.caller, id);
-    ctx.body = { episodes: await deps.episodes.listForRun(ctx.state.caller.teamId, id) };
+    ctx.body = await deps.episodes.listForRun(ctx.state.caller.teamId, id);
   });
 
   const health = validate({
@@ -169,8 +169,8 @@ export function runsRouter(deps: RunsRouterDeps) {
 
   const redeliver = validate({
     summary:
-      "runs an episode's callback again: the same webhook-id, a fresh timestamp and signature (202; 409 while a " +
-      'delivery of the episode is in progress)',
+      "runs an episode's callback that gave up again: the same webhook-id, a fresh timestamp and signature (202; " +
+      '409 while a delivery of the episode is in progress or when it was delivered)',
     params: episodeParams,
     success: 202,
   });
@@ -184,6 +184,10 @@ export function runsRouter(deps: RunsRouterDeps) {
     // the sweep replays it. Only a settled one (delivered or gave up) may be delivered again.
     if (claim.state === 'pending') throw new HttpError(409, 'a delivery of this episode is in progress');
     if (claim.state === 'absent') throw new HttpError(409, 'no delivery of this episode has settled yet');
+    // Only a callback that gave up: a redelivery that failed settles `gave_up: …`, which must never overwrite a
+    // delivered (or redelivered) one.
+    if (!claim.result?.startsWith('gave_up'))
+      throw new HttpError(409, 'the callback was delivered; only one that gave up is redelivered');
     const admission = await deps.rateLimits.hit(
       `callback-redeliver|${run._id}`,
       deps.callbackRedeliverLimit,
