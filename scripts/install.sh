@@ -45,7 +45,7 @@ if [ "$want_temporal" = 1 ] && [ ! -x tools/venv/bin/temporal ] && [ ! -x tools/
   fi
 fi
 
-if [ "$want_mongo" = 1 ] && { [ ! -x tools/bin/ferretdb ] || [ tools/ferretdb/main.go -nt tools/bin/ferretdb ] ||
+if [ "$want_mongo" = 1 ] && { [ ! -x tools/bin/ferretdb ] || [ -n "$(find tools/ferretdb -maxdepth 1 -name '*.go' -newer tools/bin/ferretdb)" ] ||
   [ tools/ferretdb/go.sum -nt tools/bin/ferretdb ] || [ -n "$(find tools/ferretdb/patch -newer tools/bin/ferretdb)" ]; }; then
   step "FerretDB v1.24.2 (go build of tools/ferretdb; the first build takes about a minute)"
   mkdir -p tools/bin
@@ -59,6 +59,9 @@ if [ "$want_mongo" = 1 ] && { [ ! -x tools/bin/ferretdb ] || [ tools/ferretdb/ma
     rm -rf .patched && mkdir -p .patched && cp -R "$upstream" .patched/FerretDB && chmod -R u+w .patched
     cp patch/metadata.go .patched/FerretDB/internal/backends/sqlite/metadata/metadata.go
     cp patch/collection.go .patched/FerretDB/internal/backends/sqlite/collection.go
+    cp patch/registry.go .patched/FerretDB/internal/backends/sqlite/metadata/registry.go
+    cp patch/backends_collection.go .patched/FerretDB/internal/backends/collection.go
+    cp patch/msg_find.go patch/msg_getmore.go patch/msg_explain.go patch/ordered.go .patched/FerretDB/internal/handler/
     cp go.mod .patched/go.mod && cp go.sum .patched/go.sum
     go mod edit -modfile=.patched/go.mod -replace github.com/FerretDB/FerretDB=./.patched/FerretDB
     go build -trimpath -modfile=.patched/go.mod -o ../bin/ferretdb .

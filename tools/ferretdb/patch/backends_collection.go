@@ -79,6 +79,10 @@ type QueryParams struct {
 	Sort   *types.Document
 	Limit  int64
 
+	// OrderBy is the query's whole sort (Flow Notify's patch). A backend may return the documents in that order
+	// from an index; it then sets QueryResult.Ordered and the handler does not sort them again.
+	OrderBy *types.Document
+
 	OnlyRecordIDs bool
 	Comment       string
 }
@@ -86,6 +90,9 @@ type QueryParams struct {
 // QueryResult represents the results of Collection.Query method.
 type QueryResult struct {
 	Iter types.DocumentsIterator
+
+	// Ordered reports that Iter yields documents in QueryParams.OrderBy's order (Flow Notify's patch).
+	Ordered bool
 }
 
 // Query executes a query against the collection.
@@ -136,6 +143,11 @@ type ExplainParams struct {
 	Filter *types.Document
 	Sort   *types.Document
 	Limit  int64
+
+	// OrderBy and RequestedLimit are the query's whole sort and limit (Flow Notify's patch), for the report of
+	// what an index serves.
+	OrderBy        *types.Document
+	RequestedLimit int64
 }
 
 // ExplainResult represents the results of Collection.Explain method.

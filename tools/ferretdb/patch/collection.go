@@ -18,8 +18,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
+	"time"
 
 	sqlite3 "modernc.org/sqlite"
 	sqlite3lib "modernc.org/sqlite/lib"
@@ -67,14 +69,27 @@ func (c *collection) Query(ctx context.Context, params *backends.QueryParams) (*
 
 	q := prepareSelectClause(meta.TableName, params.Comment, meta.Capped(), params.OnlyRecordIDs)
 
-	var whereClause string
+	var orderBy *types.Document
+	if params.Sort.Len() == 0 {
+		orderBy = params.OrderBy
+	}
+
+	plan, err := c.pushdown(ctx, db, meta, params.Filter, orderBy)
+	if err != nil {
+		return nil, err
+	}
+
 	var args []any
+	var ordered bool
 
-	// that logic should exist in one place
-	// TODO https://github.com/FerretDB/FerretDB/issues/3235
-	whereClause, args = idPushdown(params.Filter)
+	if plan != nil {
+		var whereClause string
+		whereClause, args = whereOf(plan.conds)
+		q += whereClause
+		q += plan.orderBy
+		ordered = plan.orderBy != ""
+	}
 
-	q += whereClause
 	q += prepareOrderByClause(params.Sort)
 
 	if params.Limit != 0 {
@@ -88,7 +103,8 @@ func (c *collection) Query(ctx context.Context, params *backends.QueryParams) (*
 	}
 
 	return &backends.QueryResult{
-		Iter: newQueryIterator(ctx, rows, params.OnlyRecordIDs),
+		Iter:    newQueryIterator(ctx, rows, params.OnlyRecordIDs),
+		Ordered: ordered,
 	}, nil
 }
 
@@ -262,21 +278,34 @@ func (c *collection) Explain(ctx context.Context, params *backends.ExplainParams
 
 	selectClause := prepareSelectClause(meta.TableName, "", meta.Capped(), false)
 
-	var filterPushdown bool
-	var whereClause string
+	var orderBy *types.Document
+	if params.Sort.Len() == 0 {
+		orderBy = params.OrderBy
+	}
+
+	plan, err := c.pushdown(ctx, db, meta, params.Filter, orderBy)
+	if err != nil {
+		return nil, err
+	}
+
+	var whereClause, orderByClause string
 	var args []any
 
-	// that logic should exist in one place
-	// TODO https://github.com/FerretDB/FerretDB/issues/3235
-	whereClause, args = idPushdown(params.Filter)
-	filterPushdown = whereClause != ""
+	if plan != nil {
+		whereClause, args = whereOf(plan.conds)
+		orderByClause = plan.orderBy
+	}
 
-	orderByClause := prepareOrderByClause(params.Sort)
+	filterPushdown := whereClause != ""
+	// Rows read in the sort's order stream, and the query's limit ends the read.
+	streamed := orderByClause != ""
+
+	orderByClause += prepareOrderByClause(params.Sort)
 	sortPushdown := orderByClause != ""
 
 	q := `EXPLAIN QUERY PLAN ` + selectClause + whereClause + orderByClause
 
-	var limitPushdown bool
+	limitPushdown := streamed && params.RequestedLimit != 0
 
 	if params.Limit != 0 {
 		q += ` LIMIT ?`
@@ -569,4 +598,362 @@ func pushableID(v any) bool {
 	default:
 		return false
 	}
+}
+
+// fieldCond is one index field's part of a pushed-down filter.
+type fieldCond struct {
+	sql  string
+	args []any
+	kind condKind
+}
+
+type condKind int
+
+const (
+	condEqual condKind = iota // one value: the index is pinned on this field
+	condIn                    // several values
+	condRange                 // $gt/$gte/$lt/$lte
+)
+
+// indexPlan is how one index serves a query: conditions on its leading fields, and the query's sort when the
+// index yields rows in that order.
+type indexPlan struct {
+	fields  []string // the fields conds constrain, in index order
+	conds   []fieldCond
+	orderBy string   // ORDER BY clause, when the index serves the sort
+	sorted  []string // the sort's fields, when it does
+}
+
+// pushdown is Flow Notify's patch: the WHERE (and ORDER BY) of a query, read from an index. Upstream SQLite
+// FerretDB pushes only an `_id` equality down, so every other filter read the whole collection and evaluated it
+// in Go. Here the filter's conditions on the leading fields of one of the collection's indexes narrow the read;
+// every caller still filters each row with the whole filter (common.FilterIterator), so a pushed-down condition
+// needs only to select a superset of the matching rows:
+//   - equality and $in with strings, numbers, dates and booleans, then one range with a string, number or date
+//     bound, on FieldExpr (SQL values: a date is its milliseconds, a boolean 0 or 1, so a number equal to one is
+//     read too and dropped by the Go filter);
+//   - a missing field or null is NULL, never selected by these comparisons, as MongoDB never matches it with
+//     them; null and other types are not pushed down;
+//   - ranges keep MongoDB's type bracketing: a number bound adds `< ''` (SQLite ranks every number below every
+//     text), a string bound `>= ''`;
+//   - a field holding an array matches through its elements in MongoDB, which an index on the field's value
+//     cannot see: before using a field, one indexed read asks whether any row of the narrowed range holds an
+//     array there (its value is JSON text starting with '['), and the field is then not pushed down.
+//
+// The sort is served when its fields are the index's fields after those pinned by equality, in the index's
+// directions or all reversed: rows then stream in order and a limit ends the read (the handler checks the order).
+func (c *collection) pushdown(ctx context.Context, db *fsql.DB, meta *metadata.Collection, filter, orderBy *types.Document) (*indexPlan, error) { //nolint:lll // for readability
+	if where, args := idPushdown(filter); where != "" {
+		return &indexPlan{fields: []string{"_id"}, conds: []fieldCond{{sql: strings.TrimPrefix(where, " WHERE "), args: args}}}, nil
+	}
+
+	var best *indexPlan
+
+	for _, index := range meta.Settings.Indexes {
+		if index.Name == backends.DefaultIndexName {
+			continue
+		}
+
+		plan := planIndex(index, filter, orderBy)
+		if plan == nil {
+			continue
+		}
+
+		plan, err := c.withoutArrays(ctx, db, meta, plan, index, filter, orderBy)
+		if err != nil {
+			return nil, err
+		}
+
+		if plan != nil && (best == nil || plan.better(best)) {
+			best = plan
+		}
+	}
+
+	return best, nil
+}
+
+// better prefers more constrained fields, then a served sort.
+func (p *indexPlan) better(than *indexPlan) bool {
+	if len(p.conds) != len(than.conds) {
+		return len(p.conds) > len(than.conds)
+	}
+
+	return p.orderBy != "" && than.orderBy == ""
+}
+
+// planIndex is how index serves filter and orderBy: nil when it serves neither.
+func planIndex(index metadata.IndexInfo, filter, orderBy *types.Document) *indexPlan {
+	plan := new(indexPlan)
+	pinned := 0
+
+	for _, key := range index.Key {
+		expr, ok := metadata.FieldExpr(key.Field)
+		if !ok || strings.Contains(key.Field, ".") || filter == nil || !filter.Has(key.Field) {
+			break
+		}
+
+		cond, ok := condition(expr, must.NotFail(filter.Get(key.Field)))
+		if !ok {
+			break
+		}
+
+		plan.fields = append(plan.fields, key.Field)
+		plan.conds = append(plan.conds, cond)
+
+		if cond.kind == condEqual && pinned == len(plan.conds)-1 {
+			pinned++
+		}
+
+		if cond.kind == condRange {
+			break
+		}
+	}
+
+	plan.orderBy, plan.sorted = orderClause(index, plan.conds, pinned, orderBy)
+
+	if len(plan.conds) == 0 && plan.orderBy == "" {
+		return nil
+	}
+
+	return plan
+}
+
+// orderClause is the ORDER BY that reads index in orderBy's order once its first pinned fields are fixed by
+// equality, or "". A condition past the pinned fields must be a range on the sort's first field: an $in reads
+// several runs of the index, each in order but not the whole.
+func orderClause(index metadata.IndexInfo, conds []fieldCond, pinned int, orderBy *types.Document) (string, []string) { //nolint:lll // for readability
+	keys := orderBy.Keys()
+	if len(keys) == 0 || pinned+len(keys) > len(index.Key) || len(conds) > pinned+1 {
+		return "", nil
+	}
+
+	if len(conds) == pinned+1 && conds[pinned].kind != condRange {
+		return "", nil
+	}
+
+	var forward, backward bool
+	clauses := make([]string, len(keys))
+
+	for i, field := range keys {
+		key := index.Key[pinned+i]
+		expr, ok := metadata.FieldExpr(field)
+		if !ok || key.Field != field || strings.Contains(field, ".") {
+			return "", nil
+		}
+
+		descending := must.NotFail(orderBy.Get(field)).(int64) == -1
+		if descending == key.Descending {
+			forward = true
+		} else {
+			backward = true
+		}
+
+		clauses[i] = expr
+		if descending {
+			clauses[i] += " DESC"
+		}
+	}
+
+	if forward && backward {
+		return "", nil
+	}
+
+	return " ORDER BY " + strings.Join(clauses, ", "), keys
+}
+
+// condition is the pushed-down form of one field's filter value, when it has one.
+func condition(expr string, v any) (fieldCond, bool) {
+	if arg, ok := sqlValue(v); ok {
+		return fieldCond{sql: expr + " = ?", args: []any{arg}, kind: condEqual}, true
+	}
+
+	op, ok := v.(*types.Document)
+	if !ok || op.Len() == 0 {
+		return fieldCond{}, false
+	}
+
+	if op.Len() == 1 && op.Has("$in") {
+		list, ok := must.NotFail(op.Get("$in")).(*types.Array)
+		if !ok || list.Len() == 0 || list.Len() > maxIDsPushedDown {
+			return fieldCond{}, false
+		}
+
+		args := make([]any, list.Len())
+		for i := range args {
+			if args[i], ok = sqlValue(must.NotFail(list.Get(i))); !ok {
+				return fieldCond{}, false
+			}
+		}
+
+		marks := strings.TrimSuffix(strings.Repeat("?, ", len(args)), ", ")
+
+		return fieldCond{sql: expr + " IN (" + marks + ")", args: args, kind: condIn}, true
+	}
+
+	var parts []string
+	var args []any
+	var lower, upper bool
+	var texts, numbers int
+
+	for _, name := range op.Keys() {
+		var sqlOp string
+
+		switch name {
+		case "$gt":
+			sqlOp, lower = ">", true
+		case "$gte":
+			sqlOp, lower = ">=", true
+		case "$lt":
+			sqlOp, upper = "<", true
+		case "$lte":
+			sqlOp, upper = "<=", true
+		default:
+			return fieldCond{}, false
+		}
+
+		bound := must.NotFail(op.Get(name))
+		if _, isBool := bound.(bool); isBool {
+			return fieldCond{}, false
+		}
+
+		arg, ok := sqlValue(bound)
+		if !ok {
+			return fieldCond{}, false
+		}
+
+		if _, isText := arg.(string); isText {
+			texts++
+		} else {
+			numbers++
+		}
+
+		parts = append(parts, expr+" "+sqlOp+" ?")
+		args = append(args, arg)
+	}
+
+	switch {
+	case texts > 0 && numbers > 0:
+		return fieldCond{}, false
+	case numbers > 0 && !upper:
+		parts = append(parts, expr+" < ''")
+	case texts > 0 && !lower:
+		parts = append(parts, expr+" >= ''")
+	}
+
+	return fieldCond{sql: strings.Join(parts, " AND "), args: args, kind: condRange}, true
+}
+
+// sqlValue is v as FieldExpr yields it, for the types pushed down.
+func sqlValue(v any) (any, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case int32:
+		return int64(v), true
+	case int64:
+		return v, true
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, false
+		}
+
+		return v, true
+	case time.Time:
+		return v.UnixMilli(), true
+	case bool:
+		if v {
+			return int64(1), true
+		}
+
+		return int64(0), true
+	default:
+		return nil, false
+	}
+}
+
+// withoutArrays keeps the plan's conditions up to the first field that holds an array in a row of the range the
+// conditions before it select, and its sort only if no sorted field does.
+func (c *collection) withoutArrays(ctx context.Context, db *fsql.DB, meta *metadata.Collection, plan *indexPlan, index metadata.IndexInfo, filter, orderBy *types.Document) (*indexPlan, error) { //nolint:lll // for readability
+	for i, field := range plan.fields {
+		has, err := holdsArray(ctx, db, meta, plan.conds[:i], field)
+		if err != nil {
+			return nil, err
+		}
+
+		if has {
+			// Only the fields before this one, and no sort.
+			if i == 0 {
+				return nil, nil
+			}
+
+			return &indexPlan{fields: plan.fields[:i], conds: plan.conds[:i]}, nil
+		}
+	}
+
+	for _, field := range plan.sorted {
+		has, err := holdsArray(ctx, db, meta, plan.conds, field)
+		if err != nil {
+			return nil, err
+		}
+
+		if has {
+			if len(plan.conds) == 0 {
+				return nil, nil
+			}
+
+			return &indexPlan{fields: plan.fields, conds: plan.conds}, nil
+		}
+	}
+
+	return plan, nil
+}
+
+// holdsArray asks the index whether a row selected by conds holds an array in field: arrays are JSON text
+// starting with '[' under FieldExpr, so the read is the index's range ['[', '\') within conds.
+func holdsArray(ctx context.Context, db *fsql.DB, meta *metadata.Collection, conds []fieldCond, field string) (bool, error) { //nolint:lll // for readability
+	expr, _ := metadata.FieldExpr(field)
+	path, _ := metadata.FieldPath(field)
+
+	where, args := whereOf(conds)
+	if where == "" {
+		where = " WHERE "
+	} else {
+		where += " AND "
+	}
+
+	q := fmt.Sprintf(
+		`SELECT 1 FROM %q%s%s >= '[' AND %s < '\' AND json_type(%s, %s) = 'array' LIMIT 1`,
+		meta.TableName, where, expr, expr, metadata.DefaultColumn, path,
+	)
+
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return false, lazyerrors.Error(err)
+	}
+
+	defer rows.Close()
+
+	has := rows.Next()
+	if err = rows.Err(); err != nil {
+		return false, lazyerrors.Error(err)
+	}
+
+	return has, nil
+}
+
+// whereOf is the WHERE clause of conds (empty for none).
+func whereOf(conds []fieldCond) (string, []any) {
+	if len(conds) == 0 {
+		return "", nil
+	}
+
+	parts := make([]string, len(conds))
+	var args []any
+
+	for i, cond := range conds {
+		parts[i] = "(" + cond.sql + ")"
+		args = append(args, cond.args...)
+	}
+
+	return " WHERE " + strings.Join(parts, " AND "), args
 }

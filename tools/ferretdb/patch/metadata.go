@@ -15,7 +15,12 @@
 // Package metadata provides access to databases and collections information.
 package metadata
 
-import "github.com/FerretDB/FerretDB/internal/backends"
+import (
+	"regexp"
+	"strings"
+
+	"github.com/FerretDB/FerretDB/internal/backends"
+)
 
 // Collection will probably have a method for getting column name / SQLite path expression for the given document field
 // once we implement field extraction.
@@ -64,4 +69,35 @@ func (c *Collection) deepCopy() *Collection {
 		TableName: c.TableName,
 		Settings:  c.Settings.deepCopy(),
 	}
+}
+
+// pathSegment is a field name an index expression can quote as it is.
+var pathSegment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// FieldPath is the JSON path, as an SQL string literal, of a field that Flow Notify's patch indexes and pushes
+// filters down to, and whether the field can have one (plain names only: they need no quoting inside the path).
+func FieldPath(field string) (string, bool) {
+	segments := strings.Split(field, ".")
+	for _, s := range segments {
+		if !pathSegment.MatchString(s) {
+			return "", false
+		}
+	}
+
+	return `'$."` + strings.Join(segments, `"."`) + `"'`, true
+}
+
+// FieldExpr is the SQL expression of a field's value that Flow Notify's patch indexes and pushes filters down
+// to. Upstream indexes the field's JSON text (`->"field"`), which compares strings with their quotes and numbers
+// (dates are milliseconds) as text, so no range could use it; `->>` is the SQL value: numbers compare as numbers,
+// strings as their UTF-8 bytes (BSON's order within each type), NULL for a missing field or null, and the JSON
+// text of an array or an object. The same text builds the index (registry.go) and every query against it
+// (collection.go): SQLite matches an index to a query by the expression's text.
+func FieldExpr(field string) (string, bool) {
+	path, ok := FieldPath(field)
+	if !ok {
+		return "", false
+	}
+
+	return DefaultColumn + "->>" + path, true
 }

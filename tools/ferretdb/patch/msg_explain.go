@@ -163,6 +163,15 @@ func (h *Handler) MsgExplain(connCtx context.Context, msg *wire.OpMsg) (*wire.Op
 		qp.Limit = params.Limit
 	}
 
+	// Flow Notify's patch: what an index can serve of the whole sort and limit.
+	if !h.DisablePushdown && params.Sort.Len() != 0 && !params.Sort.Has("$natural") {
+		qp.OrderBy = params.Sort
+	}
+
+	if !h.DisablePushdown && params.Skip == 0 {
+		qp.RequestedLimit = params.Limit
+	}
+
 	res, err := coll.Explain(connCtx, qp)
 	if err != nil {
 		return nil, lazyerrors.Error(err)

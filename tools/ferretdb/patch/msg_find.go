@@ -130,7 +130,7 @@ func (h *Handler) MsgFind(connCtx context.Context, msg *wire.OpMsg) (*wire.OpMsg
 	// closer accumulates all things that should be closed / canceled.
 	closer := iterator.NewMultiCloser(iterator.CloserFunc(cancel))
 
-	iter, err := h.makeFindIter(queryRes.Iter, closer, params)
+	iter, err := h.makeFindIter(queryRes.Iter, closer, params, queryRes.Ordered)
 	if err != nil {
 		return nil, handleMaxTimeMSError(err, params.MaxTimeMS, "find")
 	}
@@ -283,6 +283,11 @@ func (h *Handler) makeFindQueryParams(ctx context.Context, params *common.FindPa
 		qp.Limit = params.Limit
 	}
 
+	// Flow Notify's patch: the backend may serve the whole sort from an index (QueryResult.Ordered).
+	if !h.DisablePushdown && params.Sort.Len() != 0 && !params.Sort.Has("$natural") {
+		qp.OrderBy = params.Sort
+	}
+
 	h.L.DebugContext(ctx, fmt.Sprintf("Converted %+v for %+v to %+v.", params, cInfo, qp))
 
 	return qp, nil
@@ -295,12 +300,21 @@ func (h *Handler) makeFindQueryParams(ctx context.Context, params *common.FindPa
 // and the returned iterator is wrapped with it.
 //
 //nolint:lll // for readability
-func (h *Handler) makeFindIter(iter types.DocumentsIterator, closer *iterator.MultiCloser, params *common.FindParams) (types.DocumentsIterator, error) {
+//
+// ordered (Flow Notify's patch): the backend already returns the documents in params.Sort's order, read from an
+// index, so they stream (a limit stops the read) instead of being read whole and sorted in memory; the order is
+// still checked document by document (OrderedIterator).
+func (h *Handler) makeFindIter(iter types.DocumentsIterator, closer *iterator.MultiCloser, params *common.FindParams, ordered bool) (types.DocumentsIterator, error) {
 	closer.Add(iter)
 
 	iter = common.FilterIterator(iter, closer, params.Filter)
 
-	iter, err := common.SortIterator(iter, closer, params.Sort)
+	var err error
+	if ordered {
+		iter, err = OrderedIterator(iter, closer, params.Sort)
+	} else {
+		iter, err = common.SortIterator(iter, closer, params.Sort)
+	}
 	if err != nil {
 		closer.Close()
 

@@ -475,6 +475,17 @@ func (r *Registry) indexesCreate(ctx context.Context, dbName, collectionName str
 
 		columns := make([]string, len(index.Key))
 		for i, key := range index.Key {
+			// Flow Notify's patch: every index but the unique _id one (which IDColumn matches) indexes FieldExpr,
+			// the form collection.go pushes filters and sorts down to.
+			if expr, ok := FieldExpr(key.Field); ok && index.Name != backends.DefaultIndexName {
+				columns[i] = expr
+				if key.Descending {
+					columns[i] += " DESC"
+				}
+
+				continue
+			}
+
 			fields := strings.Split(key.Field, ".")
 			for j, f := range fields {
 				fields[j] = fmt.Sprintf("%q", f)
