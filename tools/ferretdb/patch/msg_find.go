@@ -299,11 +299,11 @@ func (h *Handler) makeFindQueryParams(ctx context.Context, params *common.FindPa
 // All iterators, including the initial one, are added to the passed closer,
 // and the returned iterator is wrapped with it.
 //
-//nolint:lll // for readability
-//
 // ordered (Flow Notify's patch): the backend already returns the documents in params.Sort's order, read from an
 // index, so they stream (a limit stops the read) instead of being read whole and sorted in memory; the order is
 // still checked document by document (OrderedIterator).
+//
+//nolint:lll // for readability
 func (h *Handler) makeFindIter(iter types.DocumentsIterator, closer *iterator.MultiCloser, params *common.FindParams, ordered bool) (types.DocumentsIterator, error) {
 	closer.Add(iter)
 
