@@ -634,8 +634,8 @@ type indexPlan struct {
 //     read too and dropped by the Go filter);
 //   - a missing field or null is NULL, never selected by these comparisons, as MongoDB never matches it with
 //     them; null and other types are not pushed down;
-//   - ranges keep MongoDB's type bracketing: a number bound adds `< ”` (SQLite ranks every number below every
-//     text), a string bound `>= ”`;
+//   - ranges keep MongoDB's type bracketing: a number bound adds "below the empty text" (SQLite ranks every
+//     number below every text), a string bound "from the empty text on";
 //   - a field holding an array matches through its elements in MongoDB, which an index on the field's value
 //     cannot see: before using a field, one indexed read asks whether any row of the narrowed range holds an
 //     array there (its value is JSON text starting with '['), and the field is then not pushed down.
