@@ -51,9 +51,9 @@ if [ "$want_mongo" = 1 ] && { [ ! -x tools/bin/ferretdb ] || [ -n "$(find tools/
   mkdir -p tools/bin
   (
     cd tools/ferretdb
-    # The module, patched: a copy with the files of tools/ferretdb/patch over its own (lookups by _id, equality or
-    # $in, use the _id index whatever else the filter holds; see those files), built through a copy of go.mod
-    # that points at it.
+    # The module, patched: a copy with the files of tools/ferretdb/patch over its own (filters, sorts and limits
+    # answered from the collection's indexes; docs/store.md and those files say how), built through a copy of
+    # go.mod that points at it.
     go mod download github.com/FerretDB/FerretDB
     upstream="$(go list -m -f '{{.Dir}}' github.com/FerretDB/FerretDB)"
     rm -rf .patched && mkdir -p .patched && cp -R "$upstream" .patched/FerretDB && chmod -R u+w .patched
