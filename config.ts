@@ -67,6 +67,8 @@ export interface Config extends TemporalConnectionConfig {
   pushAllowPrivate: boolean;
   /** Host suffixes a push endpoint must match; empty = any public https host. */
   pushEndpointAllowlist: string[];
+  /** An endpoint that keeps failing to be a push service is pruned after 3 episodes spanning at least this. */
+  pushPruneMinHours: number;
   /** undefined: the operator family is off. */
   opsAlertWebhookUrl?: string;
   /** Abuse bounds on what users register and trigger. */
@@ -367,6 +369,7 @@ export function loadConfig(env: Env = process.env): Config {
       .split(',')
       .map((s) => s.trim().toLowerCase())
       .filter(Boolean),
+    pushPruneMinHours: positiveNumber(env, 'PUSH_PRUNE_MIN_HOURS', 24),
     sweepIntervalSeconds: positiveInt(env, 'SWEEP_INTERVAL_SECONDS', 120),
     claimGraceSeconds: positiveInt(env, 'CLAIM_GRACE_SECONDS', 300),
     pushMaxSubscriptionsPerUser: positiveCount(env, 'PUSH_MAX_SUBSCRIPTIONS_PER_USER', 20),

@@ -61,6 +61,7 @@ export function createActivities(deps: ActivityDeps) {
               ),
       studioUrl: config.studioUrl,
       fanOutWidth: PUSH_FAN_OUT_WIDTH,
+      pruneMinHours: config.pushPruneMinHours,
       now,
       log,
     }),

@@ -34,8 +34,12 @@ export interface FanOutDeps {
   onProgress?: () => void;
   /** Aborted: start no new send (the activity is cancelled). */
   signal?: AbortSignal;
-  /** A push service refused our VAPID identity (401/403): the operator is told (push_config_fault). */
+  /** A known push service refused our VAPID identity (401/403): the operator is told (push_config_fault). */
   onConfigFault?: (origin: string, status: number) => Promise<void>;
+  /** When an episode happens, for the prune streak's span. Default: the system clock. */
+  now?: () => Date;
+  /** PUSH_PRUNE_MIN_HOURS: how long a streak must span before it prunes. Default 24. */
+  pruneMinHours?: number;
 }
 
 const HUMAN_INPUT_TTL_S = 24 * 3600;
@@ -44,8 +48,12 @@ const WRITE_BEATS_FOR_MS = 60_000;
 
 type PushDeliveryRecord = Parameters<PushDeliveryStore['recordMany']>[0][number];
 
-/** A subscription whose host did not exist (ENOTFOUND) in this many consecutive episodes is pruned. */
+/**
+ * A subscription that found no push service there (unresolved, denied) in this many consecutive episodes,
+ * spanning at least PUSH_PRUNE_MIN_HOURS, is pruned.
+ */
 export const PRUNE_AFTER_UNRESOLVED_EPISODES = 3;
+const DEFAULT_PRUNE_MIN_HOURS = 24;
 const OUTCOME_TTL_S = 4 * 24 * 3600;
 
 /** Web Push Topic: at most 32 base64url characters, one per episode, so a queued older copy is replaced. */
@@ -63,11 +71,11 @@ export function pushOptionsFor(payload: PushPayload) {
 
 /**
  * Sends one payload to many subscriptions, at most `width` at a time. Dead endpoints (404/410, refused by the
- * outbound guard, or a host that did not exist in PRUNE_AFTER_UNRESOLVED_EPISODES episodes in a row) are pruned;
- * a resolver that could not answer is a transient failure like a 5xx. onDelivered runs right after each accepted send and the lane waits for it
- * (the worker records the delivery there, which is also the subscription's "last success": no update of the
- * subscription row: a second write per send, and an updateMany over 2,000 ids took 35 s on FerretDB v1), so
- * a crash repeats at most the `width` sends in flight.
+ * outbound guard, or no push service there in PRUNE_AFTER_UNRESOLVED_EPISODES episodes in a row spanning
+ * pruneMinHours) are pruned; a resolver that could not answer is a transient failure like a 5xx. onDelivered
+ * runs right after each accepted send and the lane waits for it (the worker records the delivery there, which is
+ * also the subscription's "last success": no update of the subscription row: a second write per send, and an
+ * updateMany over 2,000 ids took 35 s on FerretDB v1), so a crash repeats at most the `width` sends in flight.
  */
 export async function fanOut(
   deps: FanOutDeps,
@@ -77,6 +85,8 @@ export async function fanOut(
 ): Promise<Omit<FanOutResult, 'alreadyDelivered'>> {
   const options = pushOptionsFor(payload);
   const result = { attempted: subs.length, delivered: 0, pruned: 0, failed: 0, retryable: 0 };
+  const now = deps.now ?? (() => new Date());
+  const pruneMinMs = (deps.pruneMinHours ?? DEFAULT_PRUNE_MIN_HOURS) * 3600_000;
   const handle = async (sub: PushSubscriptionRow, outcome: SendOutcome): Promise<void> => {
     switch (outcome.result) {
       case 'delivered':
@@ -85,18 +95,22 @@ export async function fanOut(
         // Only rows that carry a count pay for the write: the common send stays one write (onDelivered's).
         if (sub.unresolved) await deps.subscriptions.clearUnresolved(sub._id);
         return;
-      case 'unresolved': {
-        // Not worth another attempt in this episode; the next episodes tell whether the name is really gone.
-        const count = await deps.subscriptions.markUnresolved(sub._id, payload.episodeId);
-        if (count >= PRUNE_AFTER_UNRESOLVED_EPISODES) {
+      case 'unresolved':
+      case 'denied': {
+        // Not worth another attempt in this episode; the next episodes tell whether it is really gone. Counted,
+        // and pruned only once it has lasted: one wrong DNS answer (a sinkhole, a split horizon) meets every
+        // subscription of a push service in one fan-out, and close episodes are not independent evidence.
+        const at = now();
+        const streak = await deps.subscriptions.markUnresolved(sub._id, payload.episodeId, at);
+        const spanMs = at.getTime() - streak.since.getTime();
+        const inARow = `${streak.count} episodes in a row over ${(spanMs / 3600_000).toFixed(1)} h`;
+        if (streak.count >= PRUNE_AFTER_UNRESOLVED_EPISODES && spanMs >= pruneMinMs) {
           result.pruned++;
           await deps.subscriptions.prune(sub._id);
-          deps.log(
-            `push: pruned subscription ${sub._id} of ${sub.userId} (${outcome.detail}, ${count} episodes in a row)`,
-          );
+          deps.log(`push: pruned subscription ${sub._id} of ${sub.userId} (${outcome.detail}, ${inARow})`);
         } else {
           result.failed++;
-          deps.log(`push: subscription ${sub._id} of ${sub.userId}: ${outcome.detail} (${count} in a row)`);
+          deps.log(`push: subscription ${sub._id} of ${sub.userId}: ${outcome.detail} (${inARow})`);
         }
         return;
       }
@@ -150,6 +164,8 @@ export interface PushActivityDeps {
   sender?: PushSender;
   studioUrl: string;
   fanOutWidth: number;
+  /** PUSH_PRUNE_MIN_HOURS (default 24). */
+  pruneMinHours?: number;
   now: () => Date;
   log: (line: string) => void;
   metrics?: Metrics;
@@ -236,6 +252,8 @@ export function createPushActivities(deps: PushActivityDeps) {
           // ones reached are recorded), and the next attempt, on any worker, skips them.
           signal: context?.cancellationSignal,
           onConfigFault: configFaultReporter(outcome),
+          now: deps.now,
+          pruneMinHours: deps.pruneMinHours,
         },
         pending,
         payload,

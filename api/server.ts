@@ -127,6 +127,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
           rateLimits: stores.rateLimits,
           maxSubscriptionsPerUser: config.pushMaxSubscriptionsPerUser,
           testPushRate: config.pushTestRate,
+          pushPruneMinHours: config.pushPruneMinHours,
           studioUrl: config.studioUrl,
           now: () => new Date(),
           log,

@@ -9,9 +9,11 @@
 import http from 'node:http';
 import { retryAfterMs } from './retryAfter';
 import https from 'node:https';
+import net from 'node:net';
 import webpush from 'web-push';
 import type { Config, VapidConfig } from '../config';
 import type { PushPayload } from '../domain/push';
+import { hostMatches, isKnownPushService } from '../domain/pushServices';
 import {
   checkCallbackTarget,
   pinnedLookup,
@@ -36,17 +38,22 @@ export interface PushOptions {
 }
 
 /**
- * delivered: 2xx. gone: 404/410, prune. refused: the guard refused the endpoint (scheme, allowlist, address),
- * prune. unresolved: the endpoint's name does not exist (ENOTFOUND): counted on the row, pruned only when it
- * repeats (a push service's host does not vanish for one lookup). rejected: 400/413, this message will never be
- * accepted as is. config_fault: 401/403, our VAPID identity is wrong for this service (an operator problem, never
- * a prune). failed: still failing after retries, or the resolver could not answer: worth another try.
+ * delivered: 2xx. gone: 404/410, prune. refused: the guard refused the endpoint itself (scheme, allowlist, a
+ * private address written in the URL), prune. unresolved: the endpoint's name does not exist (ENOTFOUND) or
+ * resolves to an address we may not go to: nothing is sent, and it is counted on the row, pruned only when it
+ * lasts (a push service's host does not vanish for one lookup; a DNS sinkhole or a split-horizon mistake must not
+ * delete every subscription of a push service in one fan-out). denied: 401/403 from a host that is no known push
+ * service: counted like unresolved (anyone's host can answer 403; it says nothing about our identity).
+ * rejected: 400/413, this message will never be accepted as is. config_fault: 401/403 from a known push service,
+ * our VAPID identity is wrong for it (an operator problem, never a prune). failed: still failing after retries, or
+ * the resolver could not answer: worth another try.
  */
 export const PUSH_RESULTS = [
   'delivered',
   'gone',
   'refused',
   'unresolved',
+  'denied',
   'rejected',
   'config_fault',
   'failed',
@@ -117,10 +124,11 @@ const VAPID_LIFETIME_S = 12 * 3600;
 const VAPID_REFRESH_BEFORE_S = 3600;
 
 export function hostAllowed(hostname: string, allowlist: string[]): boolean {
-  if (!allowlist.length) return true;
-  const host = hostname.toLowerCase();
-  return allowlist.some((suffix) => host === suffix || host.endsWith(`.${suffix}`));
+  return !allowlist.length || hostMatches(hostname, allowlist);
 }
+
+/** The URL names its host by address: no DNS answer is involved, and none will ever change it. */
+const isAddressLiteral = (url: URL): boolean => net.isIP(url.hostname.replace(/^\[|\]$/g, '')) !== 0;
 
 export type PushSender = ReturnType<typeof createPushSender>;
 
@@ -215,8 +223,9 @@ export function createPushSender(options: PushSenderOptions) {
       hooks: SendHooks = {},
     ): Promise<SendOutcome> {
       let checked: CheckedTarget;
+      let url: URL | undefined;
       try {
-        const url = new URL(target.endpoint);
+        url = new URL(target.endpoint);
         if (url.protocol !== 'https:' && !options.allowPrivate) {
           throw new TargetRefusedError('push endpoint must be https');
         }
@@ -234,8 +243,11 @@ export function createPushSender(options: PushSenderOptions) {
           return { result: 'failed', detail: err.message, attempts: 0 };
         if (!(err instanceof TargetRefusedError))
           return { result: 'failed', detail: String(err), attempts: 0 };
-        const result = err.category === 'refused: dns' ? 'unresolved' : 'refused';
-        return { result, detail: err.reason, attempts: 0 };
+        // A DNS answer may be wrong for a while (sinkhole, split horizon): counted, not a verdict on the endpoint.
+        const byDns =
+          err.category === 'refused: dns' ||
+          (err.category === 'refused: private address' && url !== undefined && !isAddressLiteral(url));
+        return { result: byDns ? 'unresolved' : 'refused', detail: err.reason, attempts: 0 };
       }
 
       const details = webpush.generateRequestDetails(
@@ -260,7 +272,18 @@ export function createPushSender(options: PushSenderOptions) {
           if (status >= 200 && status < 300) return { result: 'delivered', status, attempts: attempt };
           if (status === 404 || status === 410) return { result: 'gone', status, attempts: attempt };
           if (status === 400 || status === 413) return { result: 'rejected', status, attempts: attempt };
-          if (status === 401 || status === 403) return { result: 'config_fault', status, attempts: attempt };
+          if (status === 401 || status === 403) {
+            // Only a push service we know pages the operator: a user's own host answering 403 must not.
+            const known = isKnownPushService(checked.url.hostname, options.allowlist);
+            return known
+              ? { result: 'config_fault', status, attempts: attempt }
+              : {
+                  result: 'denied',
+                  status,
+                  detail: `${checked.url.host} answered ${status}`,
+                  attempts: attempt,
+                };
+          }
           last = { result: 'failed', status, detail: `push service answered ${status}`, attempts: attempt };
           if (status === 429) {
             const after = retryAfterMs(res.headers['retry-after'], now());

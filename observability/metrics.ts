@@ -43,7 +43,9 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}) 
   });
   const pushPrunes = new Counter({
     name: 'flow_notify_push_prunes_total',
-    help: 'Push subscriptions pruned by the fan-out (gone, refused, or a host unresolved in 3 episodes in a row).',
+    help:
+      'Push subscriptions pruned by the fan-out (gone, refused, or no push service there in 3 episodes ' +
+      'in a row spanning PUSH_PRUNE_MIN_HOURS).',
     registers,
   });
   const firstPush = new Histogram({

@@ -16,8 +16,12 @@ export interface PushSubscriptionRow {
   updatedAt: Date;
   /** From the User-Agent of the latest subscribe (domain/deviceLabel.ts, bounded); absent on older rows. */
   label?: string;
-  /** Consecutive episodes whose send found no such host (ENOTFOUND); absent after a success. */
-  unresolved?: { count: number; episodeId: string };
+  /**
+   * Consecutive episodes whose send found no push service there (no such host, a forbidden address, a 401/403
+   * from an unknown host), and when the first of them was; absent after a success. `since` is absent on rows
+   * counted before it was kept: the next episode sets it.
+   */
+  unresolved?: { count: number; episodeId: string; since?: Date };
 }
 
 export const pushSubscriptionIndexes: IndexSpec[] = [
@@ -128,19 +132,24 @@ export function createPushSubscriptionStore(db: Db) {
     },
 
     /**
-     * Counts one more episode whose send found no such host, once per episode however often the fan-out is
-     * retried, and answers the count.
+     * Counts one more episode whose send found no push service there, once per episode however often the fan-out
+     * is retried, and answers the streak: how many episodes, and since when (the first one's `now`).
      */
-    async markUnresolved(id: string, episodeId: string): Promise<number> {
+    async markUnresolved(id: string, episodeId: string, now: Date): Promise<{ count: number; since: Date }> {
       await subs.updateOne(
         { _id: id, 'unresolved.episodeId': { $ne: episodeId } },
-        { $inc: { 'unresolved.count': 1 }, $set: { 'unresolved.episodeId': episodeId } },
+        {
+          $inc: { 'unresolved.count': 1 },
+          $set: { 'unresolved.episodeId': episodeId },
+          // Set by the streak's first episode only (an absent field is set by $min).
+          $min: { 'unresolved.since': now },
+        },
       );
       const row = await subs.findOne({ _id: id }, { projection: { unresolved: 1 } });
-      return row?.unresolved?.count ?? 0;
+      return { count: row?.unresolved?.count ?? 0, since: row?.unresolved?.since ?? now };
     },
 
-    /** A send went through: the unresolved count starts again. */
+    /** A send went through: the streak (count and since) starts again. */
     async clearUnresolved(id: string): Promise<void> {
       await subs.updateOne({ _id: id }, { $unset: { unresolved: '' } });
     },

@@ -495,6 +495,8 @@ describe('push_config_fault operator alert', function () {
         VAPID_PUBLIC_KEY: vapid.publicKey,
         VAPID_PRIVATE_KEY: vapid.privateKey,
         PUSH_ALLOW_PRIVATE: '1',
+        // The loopback push service is a known one only when allowlisted (see pushPrune.test.ts otherwise).
+        PUSH_ENDPOINT_ALLOWLIST: '127.0.0.1',
         SWEEP_INTERVAL_SECONDS: '3600',
         OPS_ALERT_WEBHOOK_URL: webhook.url,
       },
@@ -509,7 +511,7 @@ describe('push_config_fault operator alert', function () {
     await webhook?.close();
   });
 
-  it('a push service answering 403 to our VAPID identity alerts the operator once per hour per origin', async () => {
+  it('an allowlisted push service answering 403 to our VAPID identity alerts the operator once per hour per origin', async () => {
     const phone = push.endpoint('alice-phone');
     const laptop = push.endpoint('alice-laptop');
     for (const subscription of [phone, laptop]) {

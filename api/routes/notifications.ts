@@ -38,6 +38,8 @@ export interface NotificationRouteDeps {
   maxSubscriptionsPerUser?: number;
   /** Default 5 a minute (PUSH_TEST_RATE_LIMIT, PUSH_TEST_RATE_WINDOW_SECONDS). */
   testPushRate?: RateLimit;
+  /** Default 24 (PUSH_PRUNE_MIN_HOURS): a test push counts toward pruning like any episode. */
+  pushPruneMinHours?: number;
   studioUrl: string;
   now: () => Date;
   log: (line: string) => void;
@@ -174,7 +176,15 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
     const signal = AbortSignal.timeout(TEST_PUSH_DEADLINE_MS);
     let sent = 0;
     const sending = fanOut(
-      { subscriptions: store, sender: deps.sender, width: 8, log: deps.log, signal },
+      {
+        subscriptions: store,
+        sender: deps.sender,
+        width: 8,
+        log: deps.log,
+        signal,
+        now: deps.now,
+        pruneMinHours: deps.pushPruneMinHours,
+      },
       subs,
       payload,
       async () => {
