@@ -1,6 +1,7 @@
 // The callback attempt log, redelivery and the alert when retries run out, on the real servers: a loopback
 // receiver that verifies every signature with the npm standardwebhooks library, as a launcher's endpoint would.
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { Webhook } from 'standardwebhooks';
 import webpush from 'web-push';
@@ -22,10 +23,16 @@ import type { Mongo } from '../store/mongo';
 import type { EpisodeResult } from '../workflows/episode';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
-import { ApiClient, startTestApi } from './support/harness';
+import { ApiClient, saveHistory, startTestApi } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
 
 describe('callback attempt log', function () {
+  /** RECORD_FIXTURES=1 saves the histories these tests produce (from the code as it is) as replay fixtures. */
+  const record = (workflowId: string, name: string): void => {
+    if (process.env.RECORD_FIXTURES === '1')
+      saveHistory(config, workflowId, path.resolve(__dirname, 'fixtures', name));
+  };
+
   let receiver: CallbackReceiver;
   let webhook: CallbackReceiver;
   let stack: FamilyStack;
@@ -315,6 +322,7 @@ describe('callback attempt log', function () {
       assert.equal((await redeliver(alice, id, episodeId)).status, 202);
       await redelivery(episodeId);
     }
+    record(`cb-redeliver|${episodeId}`, 'callback-redeliver-failed-history.json');
     const limited = await redeliver(alice, id, episodeId);
     assert.equal(limited.status, 429, limited.text);
     assert.ok(Number(limited.headers.get('retry-after')) > 0);
