@@ -340,6 +340,7 @@ describe('callback attempt log', function () {
     const res = await redeliver(alice, id, episodeId);
     assert.equal(res.status, 202, res.text);
     assert.deepEqual(await redelivery(episodeId), { result: 'failed', status: 503, detail: 'http 503' });
+    record(`cb-redeliver|${episodeId}`, 'callback-redeliver-delivered-claim-history.json');
     assert.equal(receiver.received.length, 2);
     assert.deepEqual(await stores.claims.describe(`cb|${episodeId}`), {
       state: 'delivered',
