@@ -165,6 +165,11 @@ export function createCallbackActivities(deps: CallbackDeps) {
   }
 
   return {
+    /** The attempts the episode has logged (0 without a log). */
+    async callbackAttemptCount(episodeId: string): Promise<number> {
+      return (await deps.callbackAttempts?.countForEpisode(episodeId)) ?? 0;
+    },
+
     /**
      * One attempt, recorded in the attempt log. `place` comes from the workflow (absent in activity tasks
      * scheduled before the log existed: then the log numbers it from 1 and notes no wait).

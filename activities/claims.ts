@@ -9,6 +9,7 @@ export function createClaimActivities(deps: { claims: ClaimStore }) {
     renewClaim: (key: string, holder: string) => deps.claims.renew(key, holder),
     unmark: (key: string, holder: string) => deps.claims.unmark(key, holder),
     wasDelivered: (key: string) => deps.claims.wasDelivered(key),
+    describeClaim: (key: string) => deps.claims.describe(key),
     resettleClaim: (key: string, result: string) => deps.claims.resettle(key, result),
   };
 }

@@ -75,6 +75,11 @@ export function createEpisodeView(deps: {
       return episodeId.startsWith(`${runId}:`) && claim.state !== 'absent' ? claim : undefined;
     },
 
+    /** How many attempts of its callback the episode has logged (a redelivery request's view of them). */
+    callbackAttemptCount(episodeId: string): Promise<number> {
+      return deps.callbackAttempts.countForEpisode(episodeId);
+    },
+
     /** `callbackAttemptsTruncated`: the run has more attempts than MAX_ATTEMPTS_SHOWN; the oldest are left out. */
     async listForRun(
       teamId: string,

@@ -38,6 +38,11 @@ export interface Run {
    */
   assistantWatchers?: string[];
   finalAnswer?: string;
+  /**
+   * Answers of complete operations not yet applied, by the token their transition row names: the row never holds
+   * the answer, so a caller finishing a transition whose writer died reads it here. The status write clears it.
+   */
+  pendingAnswers?: Record<string, string>;
   error?: RunError;
   /** The engine checkpoint, saved together with the status it belongs to. */
   checkpoint?: { status: RunStatus; at: Date; node?: string };
@@ -51,7 +56,7 @@ export interface Run {
 
 /** The run as the API shows it: never the callback secret. */
 export function publicRun(run: Run): Record<string, unknown> {
-  const { _id, callback, pause, ...rest } = run;
+  const { _id, callback, pause, pendingAnswers: _pending, ...rest } = run;
   return {
     id: _id,
     ...rest,

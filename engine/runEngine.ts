@@ -85,6 +85,7 @@ export function createRunEngine(deps: EngineDeps) {
     items: Item[],
     unset: (keyof Run)[] = [],
     bodyError?: RunError,
+    answer?: string,
   ): Promise<Run> {
     const status = nextStatus(run.status, run.pause?.reason, op);
     const at = now();
@@ -99,31 +100,60 @@ export function createRunEngine(deps: EngineDeps) {
       set: { ...set, status, updatedAt: at },
       unset,
       events: items,
+      ...(answer !== undefined ? { answer: newId('ans') } : {}),
       at,
     };
+    if (transition.answer !== undefined && answer !== undefined)
+      await runs.stageAnswer(run._id, transition.answer, answer);
     if (!(await runTransitions.claim(transition))) {
+      if (transition.answer !== undefined) await runs.dropStagedAnswer(run._id, transition.answer);
       await finishStuck(run);
       throw new IllegalTransitionError(`the run changed while ${op.replace('_', '-')} was applied`);
     }
-    return complete(run, transition, bodyError);
+    return complete(run, transition, bodyError, answer);
+  }
+
+  /** The transition's fields and events with its answer (kept out of the row) put back. */
+  function withAnswer(t: RunTransition, answer: string | undefined) {
+    if (t.answer === undefined || answer === undefined) return { set: t.set, items: t.events };
+    return {
+      set: { ...t.set, finalAnswer: answer },
+      items: t.events.map((item) => ({ ...item, data: { ...item.data, finalAnswer: answer } })),
+    };
+  }
+
+  /** A transition row's answer: staged on the run until the status write, on the run's finalAnswer after it. */
+  function answerOf(run: Run, t: RunTransition): string | undefined {
+    if (t.answer === undefined) return undefined;
+    return run.pendingAnswers?.[t.answer] ?? run.finalAnswer;
   }
 
   /** Everything after the win; safe to repeat (the status write is filtered on the revision, events have ids). */
-  async function complete(run: Run, t: RunTransition, bodyError?: RunError): Promise<Run> {
+  async function complete(run: Run, t: RunTransition, bodyError?: RunError, answer?: string): Promise<Run> {
+    // Only this revision's row and the one before it are ever read again.
+    await runTransitions.forget(run._id, t.revision - 2);
+    const { set, items } = withAnswer(t, answer);
+    const unset: (keyof Run)[] = t.answer !== undefined ? [...t.unset, 'pendingAnswers'] : t.unset;
     const expected = { status: run.status, revision: t.revision };
-    const updated =
-      (await runs.transition(run._id, expected, t.set, t.unset)) ?? (await runs.getById(run._id));
+    const updated = (await runs.transition(run._id, expected, set, unset)) ?? (await runs.getById(run._id));
     if (!updated || (updated.revision ?? 0) <= t.revision)
       throw new IllegalTransitionError('the run changed while the transition was applied');
-    await writeEvents(run, t);
+    if ((updated.revision ?? 0) > t.revision + 1) {
+      // The run is two revisions past: this revision's row had been removed and a caller that read the run
+      // before then inserted it again. That is no win; nothing of it is written.
+      await runTransitions.forget(run._id, t.revision);
+      if (t.answer !== undefined) await runs.dropStagedAnswer(run._id, t.answer);
+      throw new IllegalTransitionError('the run changed while the transition was applied');
+    }
+    await writeEvents(run, t, items);
     if (t.status !== 'running') await emit(updated, bodyError);
     return updated;
   }
 
-  async function writeEvents(run: Run, t: RunTransition): Promise<void> {
-    const ids = t.events.map((item, i) => ({ id: `evt_${run._id}_r${t.revision}_${i}`, ...item }));
+  async function writeEvents(run: Run, t: RunTransition, items: Item[]): Promise<void> {
+    const ids = items.map((item, i) => ({ id: `evt_${run._id}_r${t.revision}_${i}`, ...item }));
     await events.append(run, ids, t.at);
-    await observe(run, t.events);
+    await observe(run, items);
   }
 
   /**
@@ -135,7 +165,7 @@ export function createRunEngine(deps: EngineDeps) {
     const current = await runs.getById(run._id);
     if (!current || (current.revision ?? 0) !== revision) return;
     const t = await runTransitions.get(run._id, revision);
-    if (t && current.status === run.status) await complete(current, t, t.set.error);
+    if (t && current.status === run.status) await complete(current, t, t.set.error, answerOf(current, t));
   }
 
   /** Appends events outside a transition (run_started, progress), then lets run health observe them. */
@@ -190,7 +220,7 @@ export function createRunEngine(deps: EngineDeps) {
     const revision = run.revision ?? 0;
     if (revision === 0) return;
     const t = await runTransitions.get(run._id, revision - 1);
-    if (t) await writeEvents(run, t);
+    if (t) await writeEvents(run, t, withAnswer(t, answerOf(run, t)).items);
   }
 
   async function pauseWithoutHuman(caller: Caller, runId: string, op: 'park' | 'soft_pause', wall?: string) {
@@ -211,7 +241,13 @@ export function createRunEngine(deps: EngineDeps) {
     );
   }
 
-  async function end(caller: Caller, runId: string, op: 'complete' | 'fail' | 'cancel', set: Partial<Run>) {
+  async function end(
+    caller: Caller,
+    runId: string,
+    op: 'complete' | 'fail' | 'cancel',
+    set: Partial<Run>,
+    answer?: string,
+  ) {
     const run = await load(caller, runId);
     const status = nextStatus(run.status, run.pause?.reason, op);
     const at = now();
@@ -222,6 +258,7 @@ export function createRunEngine(deps: EngineDeps) {
       [{ type: `run_${status}`, data: { ...set } }],
       [],
       set.error,
+      answer,
     );
   }
 
@@ -368,7 +405,7 @@ export function createRunEngine(deps: EngineDeps) {
     },
 
     complete(caller: Caller, runId: string, finalAnswer: string): Promise<Run> {
-      return end(caller, runId, 'complete', { finalAnswer });
+      return end(caller, runId, 'complete', {}, finalAnswer);
     },
 
     fail(caller: Caller, runId: string, error: RunError): Promise<Run> {

@@ -83,8 +83,14 @@ export function createClaimStore(
           if (isDuplicateKey(err)) return false;
           throw err;
         }
-        await claims.deleteOne({ _id: key, holder: row.holder, delivered: false });
-        onTakeover?.(key);
+        // Only the generation read: a holder that renewed (or settled) since keeps its claim.
+        const removed = await claims.deleteOne({
+          _id: key,
+          holder: row.holder,
+          delivered: false,
+          sent_at: row.sent_at,
+        });
+        if (removed.deletedCount === 1) onTakeover?.(key);
       }
       return false;
     },

@@ -16,7 +16,7 @@ import { createRateLimitStore, rateLimitIndexes } from './rateLimits';
 import { createRunHealthStore, runHealthIndexes } from './runHealth';
 import { createRunStore, runIndexes } from './runs';
 import { createRunTransitionStore } from './runTransitions';
-import { createWatchStore, watchIndexes } from './watches';
+import { createWatchStore, migrateWatchesOntoRuns, watchIndexes } from './watches';
 import { ensureIndexes, type IndexReport } from './mongo';
 
 /** Every collection's indexes, declared by the store module whose queries need them. */
@@ -39,6 +39,7 @@ export const ALL_INDEXES = [
 export async function ensureAllIndexes(db: Db): Promise<IndexReport> {
   const report = await ensureIndexes(db, ALL_INDEXES);
   await migrateNotificationPrefs(db);
+  await migrateWatchesOntoRuns(db);
   return report;
 }
 

@@ -2,7 +2,9 @@
 // is the transition's win: FerretDB v1 evaluates an update's filter and its write apart, so two conditional
 // status updates can both match; only one insert of a key can succeed. The row carries the whole transition
 // (the run's new fields and its events), so a transition whose writer died half-way is finished by the next
-// caller that meets it instead of leaving the run stuck on a revision no one can take.
+// caller that meets it instead of leaving the run stuck on a revision no one can take. Only the run's current
+// revision and the one before are ever read, so older rows are removed as the run moves on (at most two per run);
+// a complete's answer stays out of the row (the run holds it until the status write, see Run.pendingAnswers).
 import type { Db } from 'mongodb';
 import type { Run } from '../domain/run';
 import type { RunStatus } from '../domain/runStatus';
@@ -19,6 +21,11 @@ export interface RunTransition {
   set: Partial<Run>;
   unset: (keyof Run)[];
   events: { type: string; data?: Record<string, unknown> }[];
+  /**
+   * Set when the transition carries a final answer: the key of Run.pendingAnswers holding it until the status
+   * write. The answer belongs in `set.finalAnswer` and in the data of the transition's events.
+   */
+  answer?: string;
   at: Date;
 }
 
@@ -42,6 +49,12 @@ export function createRunTransitionStore(db: Db) {
 
     async get(runId: string, revision: number): Promise<RunTransition | null> {
       return rows.findOne({ _id: transitionKey(runId, revision) });
+    },
+
+    /** Removes one revision's row (by its key: FerretDB v1 answers only _id from an index). */
+    async forget(runId: string, revision: number): Promise<void> {
+      if (revision < 0) return;
+      await rows.deleteOne({ _id: transitionKey(runId, revision) });
     },
   };
 }

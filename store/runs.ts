@@ -86,6 +86,16 @@ export function createRunStore(db: Db) {
       return false;
     },
 
+    /** A complete operation's answer, put where a caller finishing its transition can read it (see Run). */
+    async stageAnswer(runId: string, token: string, answer: string): Promise<void> {
+      await runs.updateOne({ _id: runId }, { $set: { [`pendingAnswers.${token}`]: answer } });
+    },
+
+    /** The answer of a complete operation that lost its revision. */
+    async dropStagedAnswer(runId: string, token: string): Promise<void> {
+      await runs.updateOne({ _id: runId }, { $unset: { [`pendingAnswers.${token}`]: '' } });
+    },
+
     /** The operator transition marker: which confirmed operator alerts this run has had. */
     async stampOpsMarker(runId: string, episodeKey: string, at: Date): Promise<void> {
       await runs.updateOne(

@@ -2,6 +2,7 @@
 // pause push (its terminal push still goes out).
 import type { Db } from 'mongodb';
 import type { IndexSpec } from './mongo';
+import { createRunStore } from './runs';
 
 export interface AssistantRunWatch {
   /** assistantId|runId: one row per pair, so PUT is idempotent. */
@@ -11,11 +12,32 @@ export interface AssistantRunWatch {
   teamId: string;
   active: boolean;
   updatedAt: Date;
+  /** Set once start-up has made sure the run carries this watch (watches made before runs did). */
+  onRun?: boolean;
 }
 
 export const watchIndexes: IndexSpec[] = [
   { collection: 'assistant_run_watches', key: { runId: 1, active: 1 }, options: { name: 'run_active' } },
 ];
+
+/**
+ * Start-up: the run's copy of every watch not known to have one (made before runs carried their watchers, or left
+ * without one by a crash between the route's two writes), so the sweep sees the veto instead of restarting the
+ * pause every pass. Idempotent; each watch is written once. Returns the watches it went through.
+ */
+export async function migrateWatchesOntoRuns(db: Db): Promise<number> {
+  const watches = db.collection<AssistantRunWatch>('assistant_run_watches');
+  const runs = createRunStore(db);
+  let migrated = 0;
+  for await (const w of watches.find({ active: true, onRun: { $ne: true } })) {
+    await runs.addWatcher(w.teamId, w.runId, w.assistantId);
+    // A DELETE that ran meanwhile removed the run's copy before the row: take back the copy just made.
+    const kept = await watches.updateOne({ _id: w._id }, { $set: { onRun: true } });
+    if (kept.matchedCount === 0) await runs.removeWatcher(w.teamId, w.runId, w.assistantId, new Date());
+    migrated++;
+  }
+  return migrated;
+}
 
 export type WatchStore = ReturnType<typeof createWatchStore>;
 

@@ -1,6 +1,7 @@
 // The callback attempt log, redelivery and the alert when retries run out, on the real servers: a loopback
 // receiver that verifies every signature with the npm standardwebhooks library, as a launcher's endpoint would.
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { Webhook } from 'standardwebhooks';
 import webpush from 'web-push';
@@ -9,6 +10,7 @@ import { createActivities } from '../activities';
 import { createSweepActivities } from '../activities/sweep';
 import { MAX_ATTEMPTS_SHOWN } from '../api/episodesView';
 import { explainRun } from '../client/explain';
+import { startCallbackRedelivery } from '../client/redeliver';
 import { renderExplanation } from '../client/explainText';
 import type { Config } from '../config';
 import type { OperatorAlert } from '../domain/ops';
@@ -22,10 +24,16 @@ import type { Mongo } from '../store/mongo';
 import type { EpisodeResult } from '../workflows/episode';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
-import { ApiClient, startTestApi } from './support/harness';
+import { ApiClient, saveHistory, startTestApi } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
 
 describe('callback attempt log', function () {
+  /** RECORD_FIXTURES=1 saves the histories these tests produce (from the code as it is) as replay fixtures. */
+  const record = (workflowId: string, name: string): void => {
+    if (process.env.RECORD_FIXTURES === '1')
+      saveHistory(config, workflowId, path.resolve(__dirname, 'fixtures', name));
+  };
+
   let receiver: CallbackReceiver;
   let webhook: CallbackReceiver;
   let stack: FamilyStack;
@@ -315,34 +323,83 @@ describe('callback attempt log', function () {
       assert.equal((await redeliver(alice, id, episodeId)).status, 202);
       await redelivery(episodeId);
     }
+    record(`cb-redeliver|${episodeId}`, 'callback-redeliver-failed-history.json');
     const limited = await redeliver(alice, id, episodeId);
     assert.equal(limited.status, 429, limited.text);
     assert.ok(Number(limited.headers.get('retry-after')) > 0);
     assert.equal(receiver.received.length, 6);
   });
 
-  it('redeliver: 409 for a callback that was delivered, so a failed redelivery never overwrites it', async () => {
+  it('redeliver: a delivered callback is sent again; the claim stays delivered, the attempt is logged, a failure alerts nobody', async () => {
     const { id } = await launch();
     await alice.post(`/api/v1/runs/${id}/cancel`);
     const episodeId = `${id}:end`;
     assert.equal((await episodeResult(episodeId)).callback, 'delivered');
+    // The receiver acknowledged, then lost it: it asks again, and this time the attempt fails.
     receiver.answerAlways({ status: 503 });
     const res = await redeliver(alice, id, episodeId);
-    assert.equal(res.status, 409, res.text);
-    assert.equal(res.body.error, 'the callback was delivered; only one that gave up is redelivered');
-    assert.equal(receiver.received.length, 1, 'nothing more was sent');
-    assert.equal(await stores.claims.state(`cb|${episodeId}`), 'delivered');
+    assert.equal(res.status, 202, res.text);
+    assert.deepEqual(await redelivery(episodeId), { result: 'failed', status: 503, detail: 'http 503' });
+    record(`cb-redeliver|${episodeId}`, 'callback-redeliver-delivered-claim-history.json');
+    assert.equal(receiver.received.length, 2);
+    assert.deepEqual(await stores.claims.describe(`cb|${episodeId}`), {
+      state: 'delivered',
+      result: 'delivered',
+    });
+    assert.deepEqual(
+      (await attemptsOf(id)).map((r) => [r.attempt, r.result, r.status, r.trigger]),
+      [
+        [1, 'delivered', 204, 'episode'],
+        [2, 'retry', 503, 'redeliver'],
+      ],
+    );
+    // And again, delivered this time: still the same claim.
+    receiver.answerAlways({ status: 204 });
+    assert.equal((await redeliver(alice, id, episodeId)).status, 202);
+    assert.deepEqual(await redelivery(episodeId), { result: 'delivered', status: 204 });
+    assert.deepEqual(await stores.claims.describe(`cb|${episodeId}`), {
+      state: 'delivered',
+      result: 'delivered',
+    });
     const view = await alice.get(`/api/v1/runs/${id}/episodes`);
     assert.equal(view.body.episodes[0].families.callback.result, 'delivered');
+    assert.deepEqual(
+      view.body.episodes[0].callbackAttempts.map((a: Record<string, unknown>) => a.result),
+      ['delivered', 'retry', 'delivered'],
+    );
+    assert.deepEqual(webhook.received, [], 'a failed redelivery alerts nobody');
 
-    // One that gave up and was then redelivered is delivered too: no second redelivery.
+    // One that gave up and was then redelivered may be redelivered again; failing, it stays redelivered.
     const again = await gaveUp();
     assert.equal((await redeliver(alice, again.id, again.episodeId)).status, 202);
     await redelivery(again.episodeId);
     receiver.answerAlways({ status: 503 });
-    assert.equal((await redeliver(alice, again.id, again.episodeId)).status, 409);
+    assert.equal((await redeliver(alice, again.id, again.episodeId)).status, 202);
+    assert.equal(((await redelivery(again.episodeId)) as { result: string }).result, 'failed');
     const after = await alice.get(`/api/v1/runs/${again.id}/episodes`);
     assert.equal(after.body.episodes[0].families.callback.result, 'redelivered');
+  });
+
+  it('redeliver: a request made while another redelivery was in flight, started once that one ended, sends nothing', async () => {
+    const { id, episodeId } = await gaveUp();
+    // What the route saw: the schedule's 3 attempts, before the redelivery in flight logged its own.
+    const seenAttempts = (await attemptsOf(id)).length;
+    assert.equal((await redeliver(alice, id, episodeId)).status, 202);
+    await redelivery(episodeId);
+    assert.equal(receiver.received.length, 4);
+    // The late request's start lands after that redelivery closed.
+    assert.equal(
+      await startCallbackRedelivery(client, config.temporalTaskQueue, {
+        runId: id,
+        teamId: 'acme',
+        episodeId,
+        seenAttempts,
+      }),
+      true,
+    );
+    assert.deepEqual(await redelivery(episodeId), { result: 'superseded' });
+    assert.equal(receiver.received.length, 4, 'nothing more was sent');
+    assert.equal((await attemptsOf(id)).length, 4);
   });
 
   it('redeliver: an episode whose record is missing (a view write that failed) is found by its claim', async () => {

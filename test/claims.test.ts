@@ -144,6 +144,41 @@ describe('episode claims (sent_notifications)', () => {
     }
   });
 
+  it('a holder renewing between a takeover reading its claim and deleting it keeps the claim', async () => {
+    const holder = store();
+    await holder.tryMark('renewed', 'slow-holder');
+    advance(400);
+    // The contender's database: once its takeover marker is in, the holder renews, before the stale row goes.
+    const interleaved = new Proxy(mongo.db, {
+      get(target, prop, receiver) {
+        if (prop !== 'collection') return Reflect.get(target, prop, receiver);
+        return (name: string) => {
+          const collection = target.collection<ClaimRow>(name);
+          return new Proxy(collection, {
+            get(c, p, r) {
+              if (p !== 'insertOne') return Reflect.get(c, p, r);
+              return async (doc: ClaimRow) => {
+                const result = await c.insertOne(doc);
+                if (doc._id.startsWith('takeover|'))
+                  assert.equal(await holder.renew('renewed', 'slow-holder'), true);
+                return result;
+              };
+            },
+          });
+        };
+      },
+    });
+    const takenOver: string[] = [];
+    const contender = createClaimStore(interleaved, {
+      graceSeconds: 300,
+      now,
+      onTakeover: (key) => takenOver.push(key),
+    });
+    assert.equal(await contender.tryMark('renewed', 'contender'), false, 'the renewed claim is not stale');
+    assert.deepEqual(takenOver, []);
+    assert.equal(await holder.markDelivered('renewed', 'slow-holder'), true, 'the holder still holds it');
+  });
+
   it('20 concurrent takeovers of one stale claim: exactly one wins', async () => {
     await store().tryMark('stale', 'crashed-holder');
     advance(400);

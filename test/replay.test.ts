@@ -39,6 +39,10 @@ const PATH_FIXTURES = {
     'fixtures/episode-history-callback-gave-up-alerted.json',
   'a redelivery of a callback that gave up (callbackRedeliverWorkflow)':
     'fixtures/callback-redeliver-history.json',
+  'a redelivery that failed again (503), before REDELIVER_ANY_SETTLED_PATCH':
+    'fixtures/callback-redeliver-failed-history.json',
+  'a failed redelivery of a delivered callback (REDELIVER_ANY_SETTLED_PATCH)':
+    'fixtures/callback-redeliver-delivered-claim-history.json',
 };
 const CURRENT = path.resolve(__dirname, FIXTURES['quick calls chosen once at the start (current)']);
 

@@ -7,7 +7,7 @@ import webpush from 'web-push';
 import type { SweepReport } from '../activities/sweep';
 import type { Config } from '../config';
 import type { PushPayload } from '../domain/push';
-import type { Stores } from '../store';
+import { ensureAllIndexes, type Stores } from '../store';
 import type { Mongo } from '../store/mongo';
 import type { EpisodeResult } from '../workflows/episode';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
@@ -125,5 +125,37 @@ describe('standby veto and the sweep', function () {
       'the pause whose replay start was lost is pushed by the sweep, once',
     );
     assert.equal(push.received().length, 2);
+  });
+
+  it('a watch made before runs carried their watchers is copied onto its run at start-up, once', async () => {
+    const run = await alice.post('/api/v1/runs', { title: 'Watched the old way' });
+    assert.equal(run.status, 201, run.text);
+    const runId: string = run.body.id;
+    // The old shape: the watch row alone, no copy on the run.
+    await mongo.db.collection('assistant_run_watches').insertOne({
+      _id: `asst_old|${runId}`,
+      assistantId: 'asst_old',
+      runId,
+      teamId: 'acme',
+      active: true,
+      updatedAt: new Date(),
+    } as never);
+    const paused = await alice.post(`/api/v1/runs/${runId}/pause`, { prompt: 'Proceed?' });
+    assert.equal(paused.status, 200, paused.text);
+    const episodeId = `${runId}:input:${paused.body.interactionId}`;
+    assert.equal(((await handle(episodeId).result()) as EpisodeResult).push, 'vetoed');
+    const execution = (await handle(episodeId).describe()).runId;
+
+    await ensureAllIndexes(mongo.db);
+    await ensureAllIndexes(mongo.db); // start-up again: nothing more to do
+    assert.deepEqual((await stores.runs.getById(runId))?.assistantWatchers, ['asst_old']);
+    const report = await sweep();
+    assert.equal(
+      (await handle(episodeId).describe()).runId,
+      execution,
+      'the sweep left the vetoed pause alone',
+    );
+    assert.equal(report.started, 0, JSON.stringify(report));
+    assert.equal(pushesFor(episodeId).length, 0);
   });
 });

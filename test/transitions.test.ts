@@ -132,4 +132,78 @@ describe('concurrent transitions', function () {
     await engine.resume(caller, run._id);
     assert.equal((await engine.complete(caller, run._id, 'ok')).status, 'finished', 'the run moves on');
   });
+
+  it('keeps only the current and the previous transition of a run, and never the answer', async () => {
+    const caller = { userId: 'alice', teamId: 'acme' };
+    const engine = createRunEngine({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
+    const run = await engine.create(caller, { title: 'many pauses' });
+    const rows = stack.mongo.db.collection('run_transitions');
+    for (let i = 0; i < 6; i++) {
+      await engine.softPause(caller, run._id);
+      await engine.resume(caller, run._id);
+      assert.ok((await rows.countDocuments({ runId: run._id })) <= 2, `after ${2 * (i + 1)} transitions`);
+    }
+    const answer = `the answer ${'x'.repeat(50_000)}`;
+    const ended = await engine.complete(caller, run._id, answer);
+    assert.equal(ended.finalAnswer, answer);
+    assert.equal(ended.revision, 13);
+    const kept = await rows.find({ runId: run._id }).toArray();
+    assert.deepEqual(
+      kept.map((r) => r.revision).sort((a, b) => a - b),
+      [11, 12],
+      'the last two revisions',
+    );
+    assert.ok(!JSON.stringify(kept).includes('the answer'), 'no transition row holds the answer');
+    const finished = (await stores.events.listForRun(run._id)).find((e) => e.type === 'run_finished');
+    assert.equal(finished?.data.finalAnswer, answer, 'the event still carries the answer');
+    // A caller that read the run two transitions ago cannot win a revision whose row was removed.
+    const stale = { ...ended, status: 'running' as const, revision: 10 };
+    const staleRuns: EngineDeps['runs'] = { ...stores.runs, getForTeam: async () => stale };
+    const late = createRunEngine({
+      ...stores,
+      runs: staleRuns,
+      emitter: { emitRunOutcome: async () => undefined },
+    });
+    await assert.rejects(
+      late.cancel(caller, run._id),
+      (err: unknown) => err instanceof IllegalTransitionError,
+    );
+    assert.equal((await stores.runs.getById(run._id))?.status, 'finished');
+    const types = (await stores.events.listForRun(run._id)).map((e) => e.type);
+    assert.equal(types.filter((t) => t === 'run_cancelled').length, 0, 'the stale transition wrote nothing');
+    assert.ok((await rows.countDocuments({ runId: run._id })) <= 2);
+  });
+
+  it('a complete whose writer died after winning is finished with its answer', async () => {
+    const caller = { userId: 'alice', teamId: 'acme' };
+    const silent = { emitRunOutcome: async () => undefined };
+    let dies = true;
+    const runs: EngineDeps['runs'] = {
+      ...stores.runs,
+      async transition(...args) {
+        if (dies) {
+          dies = false;
+          throw new Error('worker killed before the status write');
+        }
+        return stores.runs.transition(...args);
+      },
+    };
+    const dying = createRunEngine({ ...stores, runs, emitter: silent });
+    const engine = createRunEngine({ ...stores, emitter: silent });
+    const run = await engine.create(caller, { title: 'half-done answer' });
+    await assert.rejects(dying.complete(caller, run._id, 'the real answer'), /worker killed/);
+    await assert.rejects(
+      engine.cancel(caller, run._id),
+      (err: unknown) => err instanceof IllegalTransitionError,
+    );
+    const ended = await stores.runs.getById(run._id);
+    assert.equal(ended?.status, 'finished', 'the won transition was finished');
+    assert.equal(ended?.finalAnswer, 'the real answer');
+    const events = await stores.events.listForRun(run._id);
+    assert.deepEqual(
+      events.map((e) => e.type),
+      ['run_started', 'run_finished'],
+    );
+    assert.equal(events[1].data.finalAnswer, 'the real answer');
+  });
 });

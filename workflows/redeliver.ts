@@ -4,7 +4,13 @@
 //
 // Never two deliveries of one episode at once: the episode's own schedule holds the cb| claim pending while it
 // runs and settles it for good (delivered, or gave_up) when it ends; a redelivery runs only on a settled claim,
-// which no schedule takes again, and Temporal runs one execution of this id at a time.
+// which no schedule takes again, and Temporal runs one execution of this id at a time. A request decided while
+// another redelivery was in flight, whose start landed after that one closed, sends nothing (seenAttempts).
+//
+// Any settled claim may be redelivered (a receiver that acknowledged and then lost the message asks again): a
+// delivered one stays as it is whatever the redelivery's outcome, which only the attempt log records; one that
+// gave up is brought up to date.
+import { patched } from '@temporalio/workflow';
 import { claimKeys } from '../domain/outcome';
 import { callbackAttemptCalls, localStoreCalls } from './common';
 
@@ -12,11 +18,19 @@ export interface RedeliverInput {
   runId: string;
   teamId: string;
   episodeId: string;
+  /**
+   * The episode's logged attempts when the request was decided: more by the time this runs means another
+   * delivery ended in between (the request came while it was in flight).
+   */
+  seenAttempts?: number;
 }
 
 export interface RedeliverResult {
-  /** delivered or failed: how the attempt went; not_settled: the episode's own delivery is not over. */
-  result: 'delivered' | 'failed' | 'not_settled';
+  /**
+   * delivered or failed: how the attempt went; not_settled: the episode's own delivery is not over; superseded:
+   * another delivery ended after the request was decided (nothing sent).
+   */
+  result: 'delivered' | 'failed' | 'not_settled' | 'superseded';
   status?: number;
   detail?: string;
 }
@@ -25,8 +39,39 @@ export interface RedeliverResult {
 const attempt = callbackAttemptCalls();
 const store = localStoreCalls;
 
+/** Marks executions that redeliver any settled callback and check the request's view of the attempt log. */
+export const REDELIVER_ANY_SETTLED_PATCH = 'redeliver-any-settled';
+
 export async function callbackRedeliverWorkflow(input: RedeliverInput): Promise<RedeliverResult> {
   const key = claimKeys.callback(input.episodeId);
+  if (!patched(REDELIVER_ANY_SETTLED_PATCH)) return redeliverGaveUp(input, key);
+  // The API checked the claim before starting; checked again here, so nothing that starts this workflow can make
+  // a redelivery overlap the episode's own schedule.
+  const claim = await store.describeClaim(key);
+  if (claim.state !== 'delivered') return { result: 'not_settled' };
+  if (
+    input.seenAttempts !== undefined &&
+    (await store.callbackAttemptCount(input.episodeId)) > input.seenAttempts
+  )
+    return { result: 'superseded' };
+  const gaveUp = claim.result?.startsWith('gave_up') ?? false;
+  // The attempt log numbers it after the episode's attempts (the activity starts from their count).
+  const sent = await attempt.sendCallback(input.episodeId, input.runId, { attempt: 1, trigger: 'redeliver' });
+  if (sent.result === 'delivered') {
+    if (gaveUp) await store.resettleClaim(key, 'redelivered');
+    return { result: 'delivered', status: sent.status };
+  }
+  // A failure never overwrites a delivery, and raises no alert: the launcher asked and sees the outcome.
+  if (gaveUp) await store.resettleClaim(key, `gave_up: ${sent.detail}`);
+  return {
+    result: 'failed',
+    ...(sent.status !== undefined ? { status: sent.status } : {}),
+    detail: sent.detail,
+  };
+}
+
+/** Executions started before REDELIVER_ANY_SETTLED_PATCH: only a callback that gave up (the route refused others). */
+async function redeliverGaveUp(input: RedeliverInput, key: string): Promise<RedeliverResult> {
   // The API checked this before starting; checked again here, so nothing that starts this workflow can make a
   // redelivery overlap the episode's own schedule.
   if (!(await store.wasDelivered(key))) return { result: 'not_settled' };

@@ -39,7 +39,12 @@ export interface RunsRouterDeps {
   /** Test pings per run: each is an outbound POST the caller chooses the moment of. */
   callbackTestLimit: RateLimit;
   /** Starts a redelivery of an episode's callback; false while one of that episode is running. */
-  redeliverCallback: (input: { runId: string; teamId: string; episodeId: string }) => Promise<boolean>;
+  redeliverCallback: (input: {
+    runId: string;
+    teamId: string;
+    episodeId: string;
+    seenAttempts?: number;
+  }) => Promise<boolean>;
   /** Redeliveries per run: outbound POSTs too. */
   callbackRedeliverLimit: RateLimit;
   now: () => Date;
@@ -169,8 +174,8 @@ export function runsRouter(deps: RunsRouterDeps) {
 
   const redeliver = validate({
     summary:
-      "runs an episode's callback that gave up again: the same webhook-id, a fresh timestamp and signature (202; " +
-      '409 while a delivery of the episode is in progress or when it was delivered)',
+      "sends an episode's callback again, delivered or not: the same webhook-id, a fresh timestamp and signature " +
+      '(202; 409 while a delivery of the episode is in progress or before one has settled)',
     params: episodeParams,
     success: 202,
   });
@@ -181,13 +186,13 @@ export function runsRouter(deps: RunsRouterDeps) {
     if (!claim) throw new NotFoundError('no such episode of this run');
     if (!run.callback) throw new HttpError(409, 'the run has no callback URL');
     // The episode's own schedule holds its claim pending; absent: no delivery was owed, or it was released and
-    // the sweep replays it. Only a settled one (delivered or gave up) may be delivered again.
+    // the sweep replays it. A settled one, delivered or gave up, may be delivered again (the workflow checks again,
+    // and leaves a delivered claim as it is).
     if (claim.state === 'pending') throw new HttpError(409, 'a delivery of this episode is in progress');
     if (claim.state === 'absent') throw new HttpError(409, 'no delivery of this episode has settled yet');
-    // Only a callback that gave up: a redelivery that failed settles `gave_up: …`, which must never overwrite a
-    // delivered (or redelivered) one.
-    if (!claim.result?.startsWith('gave_up'))
-      throw new HttpError(409, 'the callback was delivered; only one that gave up is redelivered');
+    // The attempts logged so far: a redelivery in flight now logs one more before it ends, and a start that lands
+    // after it ended then sends nothing (workflows/redeliver.ts).
+    const seenAttempts = await deps.episodes.callbackAttemptCount(episodeId);
     const admission = await deps.rateLimits.hit(
       `callback-redeliver|${run._id}`,
       deps.callbackRedeliverLimit,
@@ -196,7 +201,7 @@ export function runsRouter(deps: RunsRouterDeps) {
     if (!admission.admitted) throw tooManyRequests('redeliveries for this run', admission.retryAfterSeconds);
     let started: boolean;
     try {
-      started = await deps.redeliverCallback({ runId: run._id, teamId: run.teamId, episodeId });
+      started = await deps.redeliverCallback({ runId: run._id, teamId: run.teamId, episodeId, seenAttempts });
     } catch (err) {
       await admission.release(); // nothing was sent: the slot goes back
       throw err;
