@@ -68,6 +68,59 @@ describe('abuse limits', function () {
     assert.equal((await subscribe(alice, push.endpoint('alice-4'))).status, 201);
   });
 
+  it('the subscription cap holds under 200 concurrent registrations from two API processes', async () => {
+    const racer = anonymous.as('racer', 'acme');
+    const racerOnSecond = new ApiClient(second.url, racer.token);
+    const answers = await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        subscribe(i % 2 ? racerOnSecond : racer, push.endpoint(`racer-${i}`)),
+      ),
+    );
+    const statuses = answers.map((a) => a.status);
+    assert.deepEqual([...new Set(statuses)].sort(), [201, 409], answers.find((a) => a.status >= 500)?.text);
+    const kept = await stores.pushSubscriptions.listForUsers(['racer']);
+    assert.ok(kept.length <= 3, `${kept.length} rows kept against a cap of 3`);
+    assert.ok(kept.length >= 1, 'the burst locked the user out');
+    assert.equal(statuses.filter((s) => s === 201).length, kept.length, 'every 201 kept its row');
+    // Removing one frees its place for the next registration.
+    const removed = await racer.delete('/api/v1/notifications/push/subscriptions', {
+      endpoint: kept[0].endpoint,
+    });
+    assert.equal(removed.status, 204);
+    assert.equal((await subscribe(racerOnSecond, push.endpoint('racer-after'))).status, 201);
+  });
+
+  it('a slot abandoned long ago is reclaimed when its user is full; a moved row frees its old slot', async () => {
+    const store = stores.pushSubscriptions;
+    const now = new Date();
+    const abandon = (userId: string, at: Date) =>
+      mongo.db.collection('push_subscription_slots').insertMany(
+        [0, 1, 2].map((slot) => ({
+          _id: `${userId}|${slot}|0` as never,
+          key: userId,
+          slot,
+          n: 0,
+          at,
+          subscriptionId: 'never-written',
+        })),
+      );
+    // Three slots taken by registrations that never wrote their rows (a crash in between).
+    await abandon('ivy', new Date(now.getTime() - 3600_000));
+    await abandon('jay', now);
+    const ivy = { userId: 'ivy', teamId: 'acme' };
+    assert.equal(await store.register(ivy, push.endpoint('ivy-0'), now, 3), 'created');
+    assert.equal(
+      await store.register({ userId: 'jay', teamId: 'acme' }, push.endpoint('jay-0'), now, 3),
+      'limit_reached',
+    );
+    // A row moving to another user (the same browser) gives its slot back to its old owner.
+    const subs = [push.endpoint('ivy-1'), push.endpoint('ivy-2')];
+    for (const sub of subs) assert.equal(await store.register(ivy, sub, now, 3), 'created');
+    assert.equal(await store.register(ivy, push.endpoint('ivy-3'), now, 3), 'limit_reached');
+    assert.equal(await store.register({ userId: 'kim', teamId: 'acme' }, subs[0], now, 3), 'updated');
+    assert.equal(await store.register(ivy, push.endpoint('ivy-4'), now, 3), 'created');
+  });
+
   it("another user's endpoint is taken over only with the same keys.auth; otherwise 409", async () => {
     const carol = anonymous.as('carol', 'acme');
     const mallory = anonymous.as('mallory', 'evil');
@@ -135,3 +188,4 @@ describe('abuse limits', function () {
     assert.equal(other.status, 202, other.text);
   });
 });
+
