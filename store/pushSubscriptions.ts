@@ -56,7 +56,7 @@ export async function removeSubscription(db: Db, filter: { _id: string; userId?:
   return removed;
 }
 
-/** By its exact id: a slot use is never written again once given back, so this never frees someone else's. */
+/** By its exact id: the slot's next use gets a new id, so this frees only the use it names. */
 async function releaseSlot(db: Db, slotId: string): Promise<void> {
   await db
     .collection<SubscriptionSlotRow>('push_subscription_slots')
