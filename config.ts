@@ -76,6 +76,13 @@ export interface Config extends TemporalConnectionConfig {
   pushTestRate: RateRule;
   callbackTestRate: RateRule;
   callbackRedeliverRate: RateRule;
+  /** The same outbound POSTs across every run of one user and of one team. */
+  callbackTestRatePerUser: RateRule;
+  callbackTestRatePerTeam: RateRule;
+  callbackRedeliverRatePerUser: RateRule;
+  callbackRedeliverRatePerTeam: RateRule;
+  /** Runs with a callback one team may create per minute. */
+  runCreateRate: RateRule;
   routeErrorRatePerRun: RateRule;
   routeErrorRatePerTeam: RateRule;
   /** Waits between callback attempts: n waits → n + 1 attempts. */
@@ -385,6 +392,23 @@ export function loadConfig(env: Env = process.env): Config {
       limit: positiveCount(env, 'CALLBACK_REDELIVER_RATE_LIMIT', 5),
       windowSeconds: positiveInt(env, 'CALLBACK_REDELIVER_RATE_WINDOW_SECONDS', 60),
     },
+    callbackTestRatePerUser: {
+      limit: positiveCount(env, 'CALLBACK_TEST_RATE_LIMIT_PER_USER', 10),
+      windowSeconds: positiveInt(env, 'CALLBACK_TEST_RATE_WINDOW_SECONDS', 60),
+    },
+    callbackTestRatePerTeam: {
+      limit: positiveCount(env, 'CALLBACK_TEST_RATE_LIMIT_PER_TEAM', 30),
+      windowSeconds: positiveInt(env, 'CALLBACK_TEST_RATE_WINDOW_SECONDS', 60),
+    },
+    callbackRedeliverRatePerUser: {
+      limit: positiveCount(env, 'CALLBACK_REDELIVER_RATE_LIMIT_PER_USER', 20),
+      windowSeconds: positiveInt(env, 'CALLBACK_REDELIVER_RATE_WINDOW_SECONDS', 60),
+    },
+    callbackRedeliverRatePerTeam: {
+      limit: positiveCount(env, 'CALLBACK_REDELIVER_RATE_LIMIT_PER_TEAM', 60),
+      windowSeconds: positiveInt(env, 'CALLBACK_REDELIVER_RATE_WINDOW_SECONDS', 60),
+    },
+    runCreateRate: { limit: positiveCount(env, 'RUN_CREATE_RATE_LIMIT', 120), windowSeconds: 60 },
     routeErrorRatePerRun: {
       limit: positiveCount(env, 'ROUTE_ERROR_LIMIT_PER_RUN', 20),
       windowSeconds: positiveInt(env, 'ROUTE_ERROR_WINDOW_SECONDS', 3600),

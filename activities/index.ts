@@ -97,6 +97,7 @@ export function createActivities(deps: ActivityDeps) {
       claims: stores.claims,
       pushDeliveries: stores.pushDeliveries,
       callbackAttempts: stores.callbackAttempts,
+      rateLimits: stores.rateLimits,
       client: deps.client,
       taskQueue: config.temporalTaskQueue,
       episodeOptions: episodeOptions(config),

@@ -15,6 +15,7 @@ import { owedEpisode, type SweepFamilies } from '../domain/sweep';
 import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
 import type { CallbackAttemptStore } from '../store/callbackAttempts';
+import type { RateLimitStore } from '../store/rateLimits';
 import type { RunStore } from '../store/runs';
 import type { EpisodeOptions } from '../workflows/ids';
 import type { Metrics } from '../observability/metrics';
@@ -36,6 +37,7 @@ export interface SweepDeps {
   claims: ClaimStore;
   pushDeliveries: PushDeliveryStore;
   callbackAttempts: CallbackAttemptStore;
+  rateLimits: RateLimitStore;
   client: Client;
   taskQueue: string;
   episodeOptions: EpisodeOptions;
@@ -109,7 +111,8 @@ export function createSweepActivities(deps: SweepDeps) {
         return (
           (await deps.claims.reapExpired()) +
           (await deps.pushDeliveries.reapExpired(deps.now())) +
-          (await deps.callbackAttempts.reapExpired(deps.now()))
+          (await deps.callbackAttempts.reapExpired(deps.now())) +
+          (await deps.rateLimits.reapExpired(deps.now()))
         );
       } finally {
         progress.stop();

@@ -29,9 +29,10 @@ export interface AppDeps {
   testCallback: RunsRouterDeps['testCallback'];
   rateLimits: RunsRouterDeps['rateLimits'];
   routeErrorLimits: RunsRouterDeps['routeErrorLimits'];
-  callbackTestLimit: RunsRouterDeps['callbackTestLimit'];
+  callbackTestLimits: RunsRouterDeps['callbackTestLimits'];
   redeliverCallback: RunsRouterDeps['redeliverCallback'];
-  callbackRedeliverLimit: RunsRouterDeps['callbackRedeliverLimit'];
+  callbackRedeliverLimits: RunsRouterDeps['callbackRedeliverLimits'];
+  runCreateLimit: RunsRouterDeps['runCreateLimit'];
   probes: HealthProbes;
   /** Present only when web push is enabled (webPushEnabled): otherwise the notification routes do not exist. */
   notifications?: NotificationRouteDeps;

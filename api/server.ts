@@ -102,9 +102,18 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
       ),
     rateLimits: stores.rateLimits,
     routeErrorLimits: { perRun: config.routeErrorRatePerRun, perTeam: config.routeErrorRatePerTeam },
-    callbackTestLimit: config.callbackTestRate,
+    callbackTestLimits: {
+      perRun: config.callbackTestRate,
+      perUser: config.callbackTestRatePerUser,
+      perTeam: config.callbackTestRatePerTeam,
+    },
     redeliverCallback: (input) => startCallbackRedelivery(client, config.temporalTaskQueue, input),
-    callbackRedeliverLimit: config.callbackRedeliverRate,
+    callbackRedeliverLimits: {
+      perRun: config.callbackRedeliverRate,
+      perUser: config.callbackRedeliverRatePerUser,
+      perTeam: config.callbackRedeliverRatePerTeam,
+    },
+    runCreateLimit: config.runCreateRate,
     probes: {
       temporal: async () => void (await connection.workflowService.getSystemInfo({})),
       mongo: () => pingMongo(mongo.db),

@@ -1,9 +1,11 @@
 // push_subscriptions: one row per browser endpoint, upserted on the endpoint with the caller's team as
 // provenance, listed by user with no tenant filter, pruned when the push service says the endpoint is gone.
 // A subscription's last success is its newest push_deliveries row (insert-only, see activities/push.ts).
+// push_subscription_slots, kept here beside it, holds the per-user cap (see takeUserSlot).
 import { createHash } from 'node:crypto';
 import type { Db } from 'mongodb';
 import { isDuplicateKey, type IndexSpec } from './mongo';
+import { takeSlot, type SlotRow } from './slots';
 
 export interface PushSubscriptionRow {
   /** sha256 of the endpoint: upserting on _id keeps "one row per endpoint" without a compare-and-swap. */
@@ -22,11 +24,48 @@ export interface PushSubscriptionRow {
    * counted before it was kept: the next episode sets it.
    */
   unresolved?: { count: number; episodeId: string; since?: Date };
+  /** The user slot it holds (push_subscription_slots); absent on rows made before the cap had slots. */
+  slotId?: string;
+}
+
+/** One use of one of a user's PUSH_MAX_SUBSCRIPTIONS_PER_USER slots; `key` is the user id. */
+export interface SubscriptionSlotRow extends SlotRow {
+  subscriptionId: string;
+  /** Given back: the subscription was removed, moved to another user, or never written. */
+  released?: true;
 }
 
 export const pushSubscriptionIndexes: IndexSpec[] = [
   { collection: 'push_subscriptions', key: { userId: 1 }, options: { name: 'user' } },
+  { collection: 'push_subscription_slots', key: { key: 1 }, options: { name: 'user' } },
 ];
+
+/**
+ * A slot taken by a registration that never wrote its row (a crash in between), or whose row went away without
+ * giving it back, is reclaimed when its user is full and it is older than this: far longer than a registration
+ * takes between taking the slot and writing its row.
+ */
+const SLOT_RECLAIM_MS = 10 * 60_000;
+
+/**
+ * Deletes a subscription row and gives its user slot back. Every removal goes through here (the routes' delete,
+ * prune); a removal that skips it only costs its user the slot until a registration finds it abandoned.
+ */
+export async function removeSubscription(db: Db, filter: { _id: string; userId?: string }): Promise<boolean> {
+  const subs = db.collection<PushSubscriptionRow>('push_subscriptions');
+  const row = await subs.findOne(filter, { projection: { slotId: 1 } });
+  if (!row) return false;
+  const removed = (await subs.deleteOne(filter)).deletedCount === 1;
+  if (removed && row.slotId) await releaseSlot(db, row.slotId);
+  return removed;
+}
+
+/** By its exact id: the slot's next use gets a new id, so this frees only the use it names. */
+async function releaseSlot(db: Db, slotId: string): Promise<void> {
+  await db
+    .collection<SubscriptionSlotRow>('push_subscription_slots')
+    .updateOne({ _id: slotId }, { $set: { released: true } });
+}
 
 export const subscriptionId = (endpoint: string): string =>
   createHash('sha256').update(endpoint).digest('hex');
@@ -55,6 +94,53 @@ export type PushSubscriptionStore = ReturnType<typeof createPushSubscriptionStor
 
 export function createPushSubscriptionStore(db: Db) {
   const subs = db.collection<PushSubscriptionRow>('push_subscriptions');
+  const slots = db.collection<SubscriptionSlotRow>('push_subscription_slots');
+
+  /**
+   * One of the user's `capacity` slots for subscription `subscriptionId`, or undefined when all are held. When
+   * they are, a slot held past SLOT_RECLAIM_MS by no row that names it is given back first.
+   */
+  async function takeUserSlot(
+    userId: string,
+    subscriptionId: string,
+    capacity: number,
+    now: Date,
+  ): Promise<SubscriptionSlotRow | undefined> {
+    const take = async () => {
+      const rows = await slots.find({ key: userId }).toArray();
+      const taken = await takeSlot(slots, {
+        key: userId,
+        capacity,
+        rows,
+        held: (row) => !row.released,
+        at: now,
+        fields: { subscriptionId },
+      });
+      // The slot's earlier uses were given back: only the newest is kept (a slot's rows never grow).
+      for (const row of rows) {
+        if (taken && row.slot === taken.slot && row.n < taken.n) await slots.deleteOne({ _id: row._id });
+      }
+      return taken;
+    };
+    const taken = await take();
+    if (taken || !(await reclaimAbandoned(userId, now))) return taken;
+    return take();
+  }
+
+  /** Gives back the user's slots that no row names, taken long enough ago. True when one was. */
+  async function reclaimAbandoned(userId: string, now: Date): Promise<boolean> {
+    const old = (await slots.find({ key: userId }).toArray()).filter(
+      (row) => !row.released && row.at.getTime() < now.getTime() - SLOT_RECLAIM_MS,
+    );
+    if (!old.length) return false;
+    const named = new Set(
+      (await subs.find({ userId }, { projection: { slotId: 1 } }).toArray()).map((row) => row.slotId),
+    );
+    const abandoned = old.filter((row) => !named.has(row._id));
+    for (const row of abandoned) await releaseSlot(db, row._id);
+    return abandoned.length > 0;
+  }
+
   return {
     /** True when the endpoint is new, false when an existing row was updated. No guards: seeding and tests. */
     async upsert(
@@ -73,8 +159,12 @@ export function createPushSubscriptionStore(db: Db) {
 
     /**
      * The route's upsert, with the abuse guards: a row of another user is taken over only with the same keys.auth
-     * (the browser that holds the subscription), and a user holds at most `maxPerUser` rows (checked before the
-     * write, so a refusal stores nothing; registrations racing each other may pass it together).
+     * (the browser that holds the subscription), and a user holds at most `maxPerUser` rows.
+     *
+     * The cap holds under concurrency on FerretDB v1 and MongoDB alike: a row new to the user first takes one of
+     * the user's slots, and a slot is taken by an insert on its unique _id (store/slots.ts), the one write that is
+     * exclusive on both servers. Counting the user's rows and then writing let racing registrations all pass the
+     * count. A refusal stores nothing; a registration that loses after taking a slot gives it back.
      */
     async register(
       owner: { userId: string; teamId: string },
@@ -85,37 +175,53 @@ export function createPushSubscriptionStore(db: Db) {
       label?: string,
     ): Promise<'created' | 'updated' | 'held_by_another_user' | 'limit_reached'> {
       const _id = subscriptionId(subscription.endpoint);
-      const existing = await subs.findOne({ _id }, { projection: { userId: 1, 'keys.auth': 1 } });
-      const sameUser = existing?.userId === owner.userId;
-      if (existing && !sameUser && existing.keys.auth !== subscription.keys.auth)
-        return 'held_by_another_user';
-      if (!sameUser && (await subs.countDocuments({ userId: owner.userId })) >= maxPerUser)
-        return 'limit_reached';
+      const update = rowUpdate(owner, subscription, now, label);
+      const existing = await subs.findOne({ _id }, { projection: { userId: 1, 'keys.auth': 1, slotId: 1 } });
+      if (existing?.userId === owner.userId) {
+        // Already the user's: it holds its slot. Gone or moved meanwhile: the caller may register again.
+        const result = await subs.updateOne({ _id, userId: owner.userId }, update);
+        return result.matchedCount === 1 ? 'updated' : 'held_by_another_user';
+      }
+      if (existing && existing.keys.auth !== subscription.keys.auth) return 'held_by_another_user';
+      const held = await subs.find({ userId: owner.userId }, { projection: { slotId: 1 } }).toArray();
+      if (held.length >= maxPerUser) return 'limit_reached';
+      // Rows made before the cap had slots hold none: they shrink what the slots may hand out.
+      const unslotted = held.filter((row) => !row.slotId).length;
+      const slot = await takeUserSlot(owner.userId, _id, maxPerUser - unslotted, now);
+      if (!slot) return 'limit_reached';
       try {
-        const result = await subs.updateOne(
-          // The guard again in the write: a row that changed hands meanwhile is not matched, and the upsert's
-          // insert then hits its _id.
-          { _id, $or: [{ userId: owner.userId }, { 'keys.auth': subscription.keys.auth }] },
-          rowUpdate(owner, subscription, now, label),
-          { upsert: true },
-        );
-        return result.upsertedCount === 1 ? 'created' : 'updated';
+        if (existing) {
+          // The same browser under another user: the row moves here with its new slot, the old slot is freed.
+          const moved = await subs.updateOne(
+            { _id, userId: existing.userId, 'keys.auth': subscription.keys.auth },
+            { ...update, $set: { ...update.$set, slotId: slot._id } },
+          );
+          if (moved.matchedCount !== 1) {
+            await releaseSlot(db, slot._id);
+            return 'held_by_another_user';
+          }
+          if (existing.slotId) await releaseSlot(db, existing.slotId);
+          return 'updated';
+        }
+        await subs.insertOne({ _id, ...update.$set, ...update.$setOnInsert, slotId: slot._id });
+        return 'created';
       } catch (err) {
-        if (isDuplicateKey(err)) return 'held_by_another_user';
-        throw err;
+        await releaseSlot(db, slot._id);
+        if (!isDuplicateKey(err)) throw err;
+        // The same endpoint registered concurrently: this user's now (an update), or another user's.
+        const result = await subs.updateOne({ _id, userId: owner.userId }, update);
+        return result.matchedCount === 1 ? 'updated' : 'held_by_another_user';
       }
     },
 
     /** Deletes only the caller's own row: one user cannot remove another's endpoint. */
     async deleteByEndpoint(userId: string, endpoint: string): Promise<boolean> {
-      const result = await subs.deleteOne({ _id: subscriptionId(endpoint), userId });
-      return result.deletedCount === 1;
+      return removeSubscription(db, { _id: subscriptionId(endpoint), userId });
     },
 
     /** Removes one of the caller's own subscriptions by its id; another user's id removes nothing. */
     async deleteById(userId: string, id: string): Promise<boolean> {
-      const result = await subs.deleteOne({ _id: id, userId });
-      return result.deletedCount === 1;
+      return removeSubscription(db, { _id: id, userId });
     },
 
     /** Every subscription of these users, in one query. */
@@ -154,8 +260,9 @@ export function createPushSubscriptionStore(db: Db) {
       await subs.updateOne({ _id: id }, { $unset: { unresolved: '' } });
     },
 
+    /** The push service said the endpoint is gone: the row goes, and its user's slot with it. */
     async prune(id: string): Promise<void> {
-      await subs.deleteOne({ _id: id });
+      await removeSubscription(db, { _id: id });
     },
   };
 }

@@ -1,16 +1,15 @@
-// rate_limits: one row per admitted hit of a rate-limited action (a sliding window per key), so a limit holds
-// across every API process. A hit is counted before it writes, so a refusal stores nothing; two hits racing for
-// the last slot are settled by counting again after the insert (the loser deletes its row and is refused).
-// Rows expire by TTL where the server has it; every hit also deletes its own key's rows older than the window.
-import { randomUUID } from 'node:crypto';
+// rate_limits: a sliding window per key held in `limit` slots (store/slots.ts), so a limit holds across every API
+// process and a burst racing on one key admits up to the limit and at least one. A hit is one use of a slot whose
+// last use has left the window; a refusal stores nothing.
+// Rows expire by TTL where the server has it; the sweep's reaper removes them where it has not (FerretDB v1). Only
+// the reaper and a hit giving back its own fresh row delete, so no one deletes a row someone else just wrote.
 import type { Db } from 'mongodb';
-import { isDuplicateKey, type IndexSpec } from './mongo';
+import type { IndexSpec } from './mongo';
+import { takeSlot, type SlotRow } from './slots';
 
-export interface RateLimitRow {
-  /** `<key>|<hit id>` when the hit has an id (a repeat of it is not counted again), else random. */
-  _id: string;
-  key: string;
-  at: Date;
+export interface RateLimitRow extends SlotRow {
+  /** The hit's id, when it has one: a repeat of it inside the window is not counted again. */
+  hitId?: string;
   expiresAt: Date;
 }
 
@@ -40,43 +39,46 @@ export type RateLimitStore = ReturnType<typeof createRateLimitStore>;
 export function createRateLimitStore(db: Db) {
   const rows = db.collection<RateLimitRow>('rate_limits');
 
-  async function refusal(key: string, rule: RateLimit, now: Date): Promise<Admission> {
-    const since = new Date(now.getTime() - rule.windowSeconds * 1000);
-    const [oldest] = await rows.find({ key, at: { $gt: since } }, { sort: { at: 1 }, limit: 1 }).toArray();
-    const freeAt = oldest ? oldest.at.getTime() + rule.windowSeconds * 1000 : now.getTime();
+  function refusal(inWindow: RateLimitRow[], rule: RateLimit, now: Date): Admission {
+    const oldest = Math.min(...inWindow.map((row) => row.at.getTime()));
+    const freeAt = Number.isFinite(oldest) ? oldest + rule.windowSeconds * 1000 : now.getTime();
     return { admitted: false, retryAfterSeconds: Math.max(1, Math.ceil((freeAt - now.getTime()) / 1000)) };
   }
 
   return {
     /**
      * Admits a hit on `key` when fewer than `rule.limit` were admitted in the last `rule.windowSeconds`. A hit with
-     * an id that was already admitted inside the window is admitted again without counting (a retried request).
+     * an id that was already admitted inside the window is admitted again without counting (a retried request;
+     * two copies of one hit racing each other may both count: stricter, never looser).
      */
     async hit(key: string, rule: RateLimit, now: Date, hitId?: string): Promise<Admission> {
-      const since = new Date(now.getTime() - rule.windowSeconds * 1000);
-      const inWindow = { key, at: { $gt: since } };
-      await rows.deleteMany({ key, at: { $lte: since } });
-      const _id = hitId === undefined ? randomUUID() : `${key}|${hitId}`;
-      const noop = { admitted: true as const, release: async () => undefined };
-      if (hitId !== undefined && (await rows.countDocuments({ _id, ...inWindow }, { limit: 1 }))) return noop;
-      if ((await rows.countDocuments(inWindow)) >= rule.limit) return refusal(key, rule, now);
-      try {
-        await rows.insertOne({
-          _id,
-          key,
-          at: now,
+      const since = now.getTime() - rule.windowSeconds * 1000;
+      const held = (row: RateLimitRow) => row.at.getTime() > since;
+      // The key's rows, in the window or not yet reaped: the latter carry each slot's last use.
+      const current = await rows.find({ key }).toArray();
+      const inWindow = current.filter(held);
+      if (hitId !== undefined && inWindow.some((row) => row.hitId === hitId)) {
+        return { admitted: true, release: async () => undefined };
+      }
+      if (inWindow.length >= rule.limit) return refusal(inWindow, rule, now);
+      const use = await takeSlot(rows, {
+        key,
+        capacity: rule.limit,
+        rows: current,
+        held,
+        at: now,
+        fields: {
           expiresAt: new Date(now.getTime() + rule.windowSeconds * 1000),
-        });
-      } catch (err) {
-        if (hitId !== undefined && isDuplicateKey(err)) return noop; // the same hit, admitted concurrently
-        throw err;
-      }
-      const release = async (): Promise<void> => void (await rows.deleteOne({ _id }));
-      if ((await rows.countDocuments(inWindow)) > rule.limit) {
-        await release();
-        return refusal(key, rule, now);
-      }
-      return { admitted: true, release };
+          ...(hitId !== undefined ? { hitId } : {}),
+        },
+      });
+      if (!use) return refusal((await rows.find({ key }).toArray()).filter(held), rule, now);
+      return { admitted: true, release: async () => void (await rows.deleteOne({ _id: use._id })) };
+    },
+
+    /** TTL does this where the server has it; the sweep's reaper where it has not. */
+    async reapExpired(now: Date): Promise<number> {
+      return (await rows.deleteMany({ expiresAt: { $lte: now } })).deletedCount;
     },
   };
 }

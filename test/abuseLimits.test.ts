@@ -6,7 +6,9 @@ import type { ApiHandle } from '../api/server';
 import type { Config } from '../config';
 import type { Mongo } from '../store/mongo';
 import type { Stores } from '../store';
-import { ApiClient, openStores, startTestApi } from './support/harness';
+import { claimKeys } from '../domain/outcome';
+import { ApiClient, openStores, startTestApi, temporalClient } from './support/harness';
+import { CallbackReceiver } from './support/callbackReceiver';
 import { startPushService, type PushService } from './support/pushService';
 import { testConfig } from './support/stack';
 
@@ -66,6 +68,59 @@ describe('abuse limits', function () {
     });
     assert.equal(removed.status, 204);
     assert.equal((await subscribe(alice, push.endpoint('alice-4'))).status, 201);
+  });
+
+  it('the subscription cap holds under 200 concurrent registrations from two API processes', async () => {
+    const racer = anonymous.as('racer', 'acme');
+    const racerOnSecond = new ApiClient(second.url, racer.token);
+    const answers = await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        subscribe(i % 2 ? racerOnSecond : racer, push.endpoint(`racer-${i}`)),
+      ),
+    );
+    const statuses = answers.map((a) => a.status);
+    assert.deepEqual([...new Set(statuses)].sort(), [201, 409], answers.find((a) => a.status >= 500)?.text);
+    const kept = await stores.pushSubscriptions.listForUsers(['racer']);
+    assert.ok(kept.length <= 3, `${kept.length} rows kept against a cap of 3`);
+    assert.ok(kept.length >= 1, 'the burst locked the user out');
+    assert.equal(statuses.filter((s) => s === 201).length, kept.length, 'every 201 kept its row');
+    // Removing one frees its place for the next registration.
+    const removed = await racer.delete('/api/v1/notifications/push/subscriptions', {
+      endpoint: kept[0].endpoint,
+    });
+    assert.equal(removed.status, 204);
+    assert.equal((await subscribe(racerOnSecond, push.endpoint('racer-after'))).status, 201);
+  });
+
+  it('a slot abandoned long ago is reclaimed when its user is full; a moved row frees its old slot', async () => {
+    const store = stores.pushSubscriptions;
+    const now = new Date();
+    const abandon = (userId: string, at: Date) =>
+      mongo.db.collection('push_subscription_slots').insertMany(
+        [0, 1, 2].map((slot) => ({
+          _id: `${userId}|${slot}|0` as never,
+          key: userId,
+          slot,
+          n: 0,
+          at,
+          subscriptionId: 'never-written',
+        })),
+      );
+    // Three slots taken by registrations that never wrote their rows (a crash in between).
+    await abandon('ivy', new Date(now.getTime() - 3600_000));
+    await abandon('jay', now);
+    const ivy = { userId: 'ivy', teamId: 'acme' };
+    assert.equal(await store.register(ivy, push.endpoint('ivy-0'), now, 3), 'created');
+    assert.equal(
+      await store.register({ userId: 'jay', teamId: 'acme' }, push.endpoint('jay-0'), now, 3),
+      'limit_reached',
+    );
+    // A row moving to another user (the same browser) gives its slot back to its old owner.
+    const subs = [push.endpoint('ivy-1'), push.endpoint('ivy-2')];
+    for (const sub of subs) assert.equal(await store.register(ivy, sub, now, 3), 'created');
+    assert.equal(await store.register(ivy, push.endpoint('ivy-3'), now, 3), 'limit_reached');
+    assert.equal(await store.register({ userId: 'kim', teamId: 'acme' }, subs[0], now, 3), 'updated');
+    assert.equal(await store.register(ivy, push.endpoint('ivy-4'), now, 3), 'created');
   });
 
   it("another user's endpoint is taken over only with the same keys.auth; otherwise 409", async () => {
@@ -133,5 +188,128 @@ describe('abuse limits', function () {
       error: { code: 'router_timeout', message: 'no decision' },
     });
     assert.equal(other.status, 202, other.text);
+  });
+});
+
+describe('outbound callback limits per user and per team', function () {
+  this.timeout(60_000);
+  let receiver: CallbackReceiver;
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let api: ApiHandle;
+  let anonymous: ApiClient;
+  const redelivered: string[] = [];
+
+  before(async () => {
+    receiver = await CallbackReceiver.start();
+    config = testConfig({
+      CALLBACK_ALLOW_PRIVATE: '1',
+      CALLBACK_TEST_RATE_LIMIT: '5',
+      CALLBACK_TEST_RATE_LIMIT_PER_USER: '3',
+      CALLBACK_TEST_RATE_LIMIT_PER_TEAM: '4',
+      CALLBACK_REDELIVER_RATE_LIMIT: '5',
+      CALLBACK_REDELIVER_RATE_LIMIT_PER_USER: '3',
+      CALLBACK_REDELIVER_RATE_LIMIT_PER_TEAM: '4',
+      RUN_CREATE_RATE_LIMIT: '6',
+    });
+    ({ mongo, stores } = await openStores(config));
+    ({ api, client: anonymous } = await startTestApi(config));
+  });
+  after(async () => {
+    // The redeliveries started here have no worker on this task queue: end them.
+    const temporal = await temporalClient(config);
+    for (const episodeId of redelivered) {
+      await temporal.client.workflow
+        .getHandle(`cb-redeliver|${episodeId}`)
+        .terminate()
+        .catch(() => undefined);
+    }
+    await temporal.close();
+    await api?.close();
+    await mongo?.client.close();
+    await receiver?.close();
+  });
+
+  const launch = async (as: ApiClient): Promise<string> => {
+    const res = await as.post('/api/v1/runs', { callback: { url: receiver.url } });
+    assert.equal(res.status, 201, res.text);
+    return res.body.id as string;
+  };
+  const retryAfter = (res: { headers: Headers }) => Number(res.headers.get('retry-after'));
+
+  it('test pings: the (n+1)th across runs of one user, then of one team, is 429 with Retry-After', async () => {
+    const [ann, ben] = [anonymous.as('ann', 'pingers'), anonymous.as('ben', 'pingers')];
+    const runs = [
+      await launch(ann),
+      await launch(ann),
+      await launch(ann),
+      await launch(ann),
+      await launch(ben),
+    ];
+    const ping = (as: ApiClient, runId: string) => as.post(`/api/v1/runs/${runId}/callback/test`);
+    for (const runId of runs.slice(0, 3)) assert.equal((await ping(ann, runId)).status, 200);
+    const perUser = await ping(ann, runs[3]);
+    assert.equal(perUser.status, 429, perUser.text);
+    assert.equal(perUser.body.error, 'too many test pings from this user; try again later');
+    assert.ok(retryAfter(perUser) >= 1 && retryAfter(perUser) <= 60, String(retryAfter(perUser)));
+    const sent = receiver.received.length;
+    assert.equal((await ping(ben, runs[4])).status, 200);
+    const perTeam = await ping(ben, runs[4]);
+    assert.equal(perTeam.status, 429, perTeam.text);
+    assert.equal(perTeam.body.error, 'too many test pings from this team; try again later');
+    assert.ok(retryAfter(perTeam) >= 1 && retryAfter(perTeam) <= 60, String(retryAfter(perTeam)));
+    assert.equal(receiver.received.length, sent + 1, 'a refused ping sends nothing');
+    // A refusal by the user's or the team's bound gave the run's slot back.
+    assert.equal(
+      await mongo.db.collection('rate_limits').countDocuments({ key: `callback-test|${runs[3]}` }),
+      0,
+    );
+    const other = anonymous.as('cat', 'elsewhere');
+    assert.equal((await ping(other, await launch(other))).status, 200);
+  });
+
+  it('redeliveries: the (n+1)th across runs of one user, then of one team, is 429 with Retry-After', async () => {
+    const [dan, eve] = [anonymous.as('dan', 'redeliverers'), anonymous.as('eve', 'redeliverers')];
+    const runs = [
+      await launch(dan),
+      await launch(dan),
+      await launch(dan),
+      await launch(dan),
+      await launch(eve),
+    ];
+    // Each run's callback gave up (as its schedule would have settled it).
+    for (const runId of runs) {
+      const key = claimKeys.callback(`${runId}:end`);
+      if (await stores.claims.tryMark(key, 'seed'))
+        await stores.claims.markDelivered(key, 'seed', 'gave_up: http 503');
+    }
+    const again = async (as: ApiClient, runId: string) => {
+      const res = await as.post(`/api/v1/runs/${runId}/episodes/${runId}:end/callback/redeliver`);
+      if (res.status === 202) redelivered.push(`${runId}:end`);
+      return res;
+    };
+    for (const runId of runs.slice(0, 3)) assert.equal((await again(dan, runId)).status, 202);
+    const perUser = await again(dan, runs[3]);
+    assert.equal(perUser.status, 429, perUser.text);
+    assert.equal(perUser.body.error, 'too many redeliveries from this user; try again later');
+    assert.ok(retryAfter(perUser) >= 1 && retryAfter(perUser) <= 60, String(retryAfter(perUser)));
+    assert.equal((await again(eve, runs[4])).status, 202);
+    const perTeam = await again(eve, runs[3]);
+    assert.equal(perTeam.status, 429, perTeam.text);
+    assert.equal(perTeam.body.error, 'too many redeliveries from this team; try again later');
+    assert.ok(retryAfter(perTeam) >= 1 && retryAfter(perTeam) <= 60, String(retryAfter(perTeam)));
+  });
+
+  it('run creation with a callback past RUN_CREATE_RATE_LIMIT per team is 429; without one it is not', async () => {
+    const fay = anonymous.as('fay', 'creators');
+    for (let i = 0; i < 6; i++) await launch(i % 2 ? fay : anonymous.as('gus', 'creators'));
+    const refused = await fay.post('/api/v1/runs', { callback: { url: receiver.url } });
+    assert.equal(refused.status, 429, refused.text);
+    assert.equal(refused.body.error, 'too many runs with a callback from this team; try again later');
+    assert.ok(retryAfter(refused) >= 1 && retryAfter(refused) <= 60, String(retryAfter(refused)));
+    assert.equal((await fay.post('/api/v1/runs', { title: 'no callback' })).status, 201);
+    const other = anonymous.as('hal', 'makers');
+    assert.equal((await other.post('/api/v1/runs', { callback: { url: receiver.url } })).status, 201);
   });
 });

@@ -64,6 +64,11 @@ describe('bad input (fuzz)', function () {
       // The same for test pings and redeliveries; callbacks may reach the loopback receiver.
       CALLBACK_TEST_RATE_LIMIT: '100000',
       CALLBACK_REDELIVER_RATE_LIMIT: '100000',
+      CALLBACK_TEST_RATE_LIMIT_PER_USER: '100000',
+      CALLBACK_TEST_RATE_LIMIT_PER_TEAM: '100000',
+      CALLBACK_REDELIVER_RATE_LIMIT_PER_USER: '100000',
+      CALLBACK_REDELIVER_RATE_LIMIT_PER_TEAM: '100000',
+      RUN_CREATE_RATE_LIMIT: '100000',
       CALLBACK_ALLOW_PRIVATE: '1',
     });
     const { mongo } = await openStores(config);

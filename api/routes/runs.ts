@@ -36,8 +36,8 @@ export interface RunsRouterDeps {
   /** Each new decision starts a workflow and an operator webhook: bounded per run and per team. */
   rateLimits: RateLimitStore;
   routeErrorLimits: { perRun: RateLimit; perTeam: RateLimit };
-  /** Test pings per run: each is an outbound POST the caller chooses the moment of. */
-  callbackTestLimit: RateLimit;
+  /** Test pings per run, user and team: each is an outbound POST the caller chooses the moment of. */
+  callbackTestLimits: PerRunUserTeam;
   /** Starts a redelivery of an episode's callback; false while one of that episode is running. */
   redeliverCallback: (input: {
     runId: string;
@@ -45,14 +45,46 @@ export interface RunsRouterDeps {
     episodeId: string;
     seenAttempts?: number;
   }) => Promise<boolean>;
-  /** Redeliveries per run: outbound POSTs too. */
-  callbackRedeliverLimit: RateLimit;
+  /** Redeliveries per run, user and team: outbound POSTs too. */
+  callbackRedeliverLimits: PerRunUserTeam;
+  /** Runs with a callback per team: each run owes an outbound POST (and its retries) when it ends. */
+  runCreateLimit: RateLimit;
   now: () => Date;
+}
+
+/** One bound per run, per user (across the runs of a user) and per team (across the runs of a team). */
+export interface PerRunUserTeam {
+  perRun: RateLimit;
+  perUser: RateLimit;
+  perTeam: RateLimit;
 }
 
 export function runsRouter(deps: RunsRouterDeps) {
   const { engine } = deps;
   const router = new Router<AuthState>({ prefix: '/api/v1/runs' });
+
+  /**
+   * Hits each bound in turn: the first that refuses answers 429 naming it, and gives back the slots the ones
+   * before it took. Answers a release of them all (the step the bounds guard did not happen).
+   */
+  async function admit(
+    bounds: { key: string; rule: RateLimit; what: string }[],
+  ): Promise<() => Promise<void>> {
+    const now = deps.now();
+    const taken: (() => Promise<void>)[] = [];
+    const release = async () => {
+      for (const giveBack of taken) await giveBack();
+    };
+    for (const { key, rule, what } of bounds) {
+      const admission = await deps.rateLimits.hit(key, rule, now);
+      if (!admission.admitted) {
+        await release();
+        throw tooManyRequests(what, admission.retryAfterSeconds);
+      }
+      taken.push(admission.release);
+    }
+    return release;
+  }
 
   const create = validate({
     summary: 'starts a run; a callback secret made here is shown this once',
@@ -65,7 +97,23 @@ export function runsRouter(deps: RunsRouterDeps) {
   });
   router.post('/', create, async (ctx) => {
     const body = ctx.state.input.body;
-    const run = await engine.create(ctx.state.caller, body);
+    const { caller } = ctx.state;
+    const release = body.callback
+      ? await admit([
+          {
+            key: `run-create|${caller.teamId}`,
+            rule: deps.runCreateLimit,
+            what: 'runs with a callback from this team',
+          },
+        ])
+      : undefined;
+    let run: Run;
+    try {
+      run = await engine.create(caller, body);
+    } catch (err) {
+      await release?.(); // no run, no callback owed
+      throw err;
+    }
     ctx.status = 201;
     const shown = publicRun(run);
     ctx.body = {
@@ -163,12 +211,16 @@ export function runsRouter(deps: RunsRouterDeps) {
     const run = await engine.get(ctx.state.caller, ctx.state.input.params.id);
     const { callback } = run;
     if (!callback) throw new HttpError(409, 'the run has no callback URL');
-    const admission = await deps.rateLimits.hit(
-      `callback-test|${run._id}`,
-      deps.callbackTestLimit,
-      deps.now(),
-    );
-    if (!admission.admitted) throw tooManyRequests('test pings for this run', admission.retryAfterSeconds);
+    const limits = deps.callbackTestLimits;
+    await admit([
+      { key: `callback-test|${run._id}`, rule: limits.perRun, what: 'test pings for this run' },
+      {
+        key: `callback-test-user|${ctx.state.caller.userId}`,
+        rule: limits.perUser,
+        what: 'test pings from this user',
+      },
+      { key: `callback-test-team|${run.teamId}`, rule: limits.perTeam, what: 'test pings from this team' },
+    ]);
     ctx.body = await deps.testCallback({ ...run, callback });
   });
 
@@ -193,21 +245,29 @@ export function runsRouter(deps: RunsRouterDeps) {
     // The attempts logged so far: a redelivery in flight now logs one more before it ends, and a start that lands
     // after it ended then sends nothing (workflows/redeliver.ts).
     const seenAttempts = await deps.episodes.callbackAttemptCount(episodeId);
-    const admission = await deps.rateLimits.hit(
-      `callback-redeliver|${run._id}`,
-      deps.callbackRedeliverLimit,
-      deps.now(),
-    );
-    if (!admission.admitted) throw tooManyRequests('redeliveries for this run', admission.retryAfterSeconds);
+    const limits = deps.callbackRedeliverLimits;
+    const release = await admit([
+      { key: `callback-redeliver|${run._id}`, rule: limits.perRun, what: 'redeliveries for this run' },
+      {
+        key: `callback-redeliver-user|${ctx.state.caller.userId}`,
+        rule: limits.perUser,
+        what: 'redeliveries from this user',
+      },
+      {
+        key: `callback-redeliver-team|${run.teamId}`,
+        rule: limits.perTeam,
+        what: 'redeliveries from this team',
+      },
+    ]);
     let started: boolean;
     try {
       started = await deps.redeliverCallback({ runId: run._id, teamId: run.teamId, episodeId, seenAttempts });
     } catch (err) {
-      await admission.release(); // nothing was sent: the slot goes back
+      await release(); // nothing was sent: the slots go back
       throw err;
     }
     if (!started) {
-      await admission.release();
+      await release();
       throw new HttpError(409, 'a delivery of this episode is in progress');
     }
     ctx.status = 202;

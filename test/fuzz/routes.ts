@@ -218,8 +218,11 @@ interface RouteSpec {
   movesTo?: RunState;
   /** Exact document count changes a 2xx (of this route's method) must show (countMode 'documents'). */
   onSuccess?: (status: number) => Partial<Counts> | undefined;
-  /** Exact insert commands a 2xx must show (countMode 'commands'): one per collection its record spans. */
-  inserts?: number;
+  /**
+   * Exact insert commands a 2xx must show (countMode 'commands'): one per collection its record spans, and one per
+   * rate-limit bound the request was counted against.
+   */
+  inserts?: number | ((answer: Answer) => number);
   /** A 2xx on a run already in this state is an idempotent repeat (the same answer again): it writes nothing. */
   repeatOf?: RunState;
   /** Set-up before the route's cases, as the route's caller. */
@@ -234,13 +237,22 @@ interface RouteSpec {
   /** A 2xx of the route's method used up what it named: the fixtures forget it (e.g. a deleted device). */
   consumes?: (fx: Fixtures, req: ResolvedRequest, c: FuzzCase) => void;
   /**
-   * A refusal (409) may come after the route took a rate-limit slot and gave it back: one insert, then deletes,
-   * and no rate_limits row of the request left. Any other write of a refusal still fails the case.
+   * A refusal (409) may come after the route took its rate-limit slots and gave them back: one insert per bound,
+   * as many deletes, and no rate_limits row of the request left. Any other write of a refusal still fails the case.
    */
   givesBackSlot?: true;
 }
 
 const none = (): Partial<Counts> => ({});
+
+/** The run the answer shows was launched with a callback (the body the API parsed named one). */
+function launchedWithCallback(answer: Answer): boolean {
+  try {
+    return (JSON.parse(answer.text) as { callback?: unknown }).callback !== undefined;
+  } catch {
+    return false;
+  }
+}
 const ROUTES: RouteSpec[] = [
   {
     name: 'POST /api/v1/runs',
@@ -262,7 +274,8 @@ const ROUTES: RouteSpec[] = [
         },
       ][variant % 4],
     onSuccess: () => ({ runs: 1, events: 1 }),
-    inserts: 2,
+    // A run with a callback is also counted against its team's RUN_CREATE_RATE_LIMIT (a rate_limits row).
+    inserts: (answer) => (launchedWithCallback(answer) ? 3 : 2),
   },
   { name: 'GET /api/v1/runs', method: 'GET', template: '/api/v1/runs', onSuccess: none },
   { name: 'GET /api/v1/runs/:id', method: 'GET', template: '/api/v1/runs/:id', onSuccess: none },
@@ -479,8 +492,8 @@ const ROUTES: RouteSpec[] = [
     runs: { callback: true },
     valid: () => ({}),
     onSuccess: none,
-    // The test ping's rate-limit row (rate_limits), nothing else.
-    inserts: 1,
+    // The test ping's rate-limit rows (rate_limits: per run, user and team), nothing else.
+    inserts: 3,
   },
   {
     name: 'POST /api/v1/runs/:id/episodes/:episodeId/callback/redeliver',
@@ -491,9 +504,10 @@ const ROUTES: RouteSpec[] = [
     preferred: ['finished', 'failed', 'cancelled'],
     valid: () => ({}),
     onSuccess: none,
-    // The redelivery's rate-limit row; its workflow starts on the fuzz API's task queue, where no worker polls (so
-    // nothing is sent and no callback_attempts row is written). It stays running: the episode is in progress.
-    inserts: 1,
+    // The redelivery's rate-limit rows (per run, user and team); its workflow starts on the fuzz API's task queue,
+    // where no worker polls (so nothing is sent and no callback_attempts row is written). It stays running: the
+    // episode is in progress.
+    inserts: 3,
     givesBackSlot: true,
     // Half the redelivered runs are replaced (fresh 202s later), half kept (a 409: in progress, slot given back).
     consumes: (fx, req, c) => {
@@ -1741,7 +1755,7 @@ function check(
         ? route.onSuccess?.(status)
         : route.inserts === undefined
           ? undefined
-          : { insert: route.inserts };
+          : { insert: typeof route.inserts === 'number' ? route.inserts : route.inserts(answer as Answer) };
     if (expected) {
       const got = mode === 'documents' ? written : { insert: written.insert ?? 0 };
       const want = Object.fromEntries(
@@ -1963,16 +1977,17 @@ export async function fuzzRoutes(options: FuzzOptions): Promise<FuzzReport> {
       const afterSnapshot = await snapshot();
       last = { snapshot: afterSnapshot, setupRequests: fx.setupRequests, route };
       const written = diff(before, afterSnapshot);
-      // A refusal that took a rate-limit slot and gave it back: exactly its one insert, and its row is gone.
+      // A refusal that took its rate-limit slots and gave them back: exactly their inserts, and their rows are gone.
+      const slots = typeof route.inserts === 'number' ? route.inserts : 1;
       if (
         route.givesBackSlot &&
         !('error' in answer) &&
         answer.status === 409 &&
         mode === 'commands' &&
-        written.insert === 1 &&
+        written.insert === slots &&
         !written.update &&
         !written.findAndModify &&
-        (written.delete ?? 0) >= 2 &&
+        (written.delete ?? 0) >= slots &&
         !(await options.db.collection('rate_limits').countDocuments({ at: { $gte: new Date(sentAt) } }))
       )
         delete written.insert;

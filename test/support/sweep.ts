@@ -7,6 +7,7 @@ import type { SweepFamilies } from '../../domain/sweep';
 import { createCallbackAttemptStore } from '../../store/callbackAttempts';
 import { createClaimStore, type ClaimStore } from '../../store/claims';
 import { createPushDeliveryStore } from '../../store/pushDeliveries';
+import { createRateLimitStore } from '../../store/rateLimits';
 import { createRunStore, type RunStore } from '../../store/runs';
 import { DEFAULT_EPISODE_OPTIONS } from '../../workflows/ids';
 
@@ -37,6 +38,7 @@ export function sweepActivitiesOn(db: Db, options: SweepOnDbOptions): SweepOnDb 
     claims,
     pushDeliveries: createPushDeliveryStore(db),
     callbackAttempts: createCallbackAttemptStore(db),
+    rateLimits: createRateLimitStore(db),
     client,
     taskQueue,
     episodeOptions: DEFAULT_EPISODE_OPTIONS,
