@@ -58,6 +58,9 @@ export interface Config extends TemporalConnectionConfig {
   authJwtSecret?: string;
   /** undefined: only HS256 tokens of authJwtSecret are accepted. */
   authJwks?: JwksConfig;
+  /** When set, every token (HS256 included) must carry this iss / aud. */
+  authIssuer?: string;
+  authAudience?: string;
   authMaxTokenLifetimeSeconds: number;
   authClockSkewSeconds: number;
   /** undefined: web push is off. */
@@ -229,9 +232,24 @@ function vapid(env: Env): VapidConfig | undefined {
 /** Below this an HS256 secret can be brute-forced offline from one token (RFC 7518 §3.2 asks for 256 bits). */
 const MIN_SECRET_BYTES = 32;
 
+/** A positive whole number of seconds no larger than `max`. */
+function boundedSeconds(env: Env, name: string, fallback: number, max: number): number {
+  const value = positiveInt(env, name, fallback);
+  if (value > max) throw new ConfigError(`${name} must be at most ${max} seconds, got "${value}"`);
+  return value;
+}
+
 function auth(
   env: Env,
-): Pick<Config, 'authJwtSecret' | 'authJwks' | 'authMaxTokenLifetimeSeconds' | 'authClockSkewSeconds'> {
+): Pick<
+  Config,
+  | 'authJwtSecret'
+  | 'authJwks'
+  | 'authIssuer'
+  | 'authAudience'
+  | 'authMaxTokenLifetimeSeconds'
+  | 'authClockSkewSeconds'
+> {
   const jwksUrl = read(env, 'AUTH_JWKS_URL');
   const authJwks = jwksUrl === undefined ? undefined : jwks(env);
   const authJwtSecret = authJwks ? read(env, 'AUTH_JWT_SECRET') : required(env, 'AUTH_JWT_SECRET');
@@ -243,8 +261,16 @@ function auth(
   return {
     authJwtSecret,
     authJwks,
-    authMaxTokenLifetimeSeconds: positiveInt(env, 'AUTH_MAX_TOKEN_LIFETIME_SECONDS', 7 * 24 * 3600),
-    authClockSkewSeconds: positiveInt(env, 'AUTH_CLOCK_SKEW_SECONDS', 60),
+    authIssuer: read(env, 'AUTH_ISSUER'),
+    authAudience: read(env, 'AUTH_AUDIENCE'),
+    // Past these a stolen token lives for months, or an expired one is honoured for hours.
+    authMaxTokenLifetimeSeconds: boundedSeconds(
+      env,
+      'AUTH_MAX_TOKEN_LIFETIME_SECONDS',
+      7 * 24 * 3600,
+      30 * 24 * 3600,
+    ),
+    authClockSkewSeconds: boundedSeconds(env, 'AUTH_CLOCK_SKEW_SECONDS', 60, 300),
   };
 }
 
@@ -457,6 +483,8 @@ export function launcherEnv(env: Env = process.env) {
     temporalAddress: read(env, 'TEMPORAL_ADDRESS'),
     temporalNamespace: read(env, 'TEMPORAL_NAMESPACE') ?? 'default',
     authJwtSecret: read(env, 'AUTH_JWT_SECRET'),
+    authIssuer: read(env, 'AUTH_ISSUER'),
+    authAudience: read(env, 'AUTH_AUDIENCE'),
     vapidPublicKey: read(env, 'VAPID_PUBLIC_KEY'),
     vapidPrivateKey: read(env, 'VAPID_PRIVATE_KEY'),
     host: read(env, 'HOST') ?? '127.0.0.1',

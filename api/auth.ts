@@ -38,6 +38,9 @@ export interface AuthOptions {
   /** HS256 secret (at least 32 bytes; config.ts checks). Absent: only JWKS tokens are accepted. */
   jwtSecret?: string;
   jwks?: JwksOptions;
+  /** When set, every token must carry this iss / aud, whichever key signed it. */
+  issuer?: string;
+  audience?: string;
   maxLifetimeSeconds: number;
   clockSkewSeconds: number;
   now?: () => Date;
@@ -96,10 +99,19 @@ function jwksVerifier(options: JwksOptions, clockTolerance: number): Verify {
   };
 }
 
-function secretVerifier(secret: string, clockTolerance: number): Verify {
+function secretVerifier(
+  secret: string,
+  clockTolerance: number,
+  expected: { issuer?: string; audience?: string },
+): Verify {
   const key = new TextEncoder().encode(secret);
   return async (token) => {
-    const { payload } = await jwtVerify(token, key, { algorithms: ['HS256'], clockTolerance });
+    const { payload } = await jwtVerify(token, key, {
+      algorithms: ['HS256'],
+      clockTolerance,
+      ...(expected.issuer === undefined ? {} : { issuer: expected.issuer }),
+      ...(expected.audience === undefined ? {} : { audience: expected.audience }),
+    });
     return { payload, user: 'sub', team: 'team' };
   };
 }
@@ -108,7 +120,9 @@ function secretVerifier(secret: string, clockTolerance: number): Verify {
 export function createTokenVerifier(options: AuthOptions): (token: string) => Promise<Caller> {
   const now = options.now ?? (() => new Date());
   const skew = options.clockSkewSeconds;
-  const bySecret = options.jwtSecret ? secretVerifier(options.jwtSecret, skew) : undefined;
+  // A token of the local secret is held to the same issuer and audience as the provider's.
+  const expected = { issuer: options.issuer, audience: options.audience };
+  const bySecret = options.jwtSecret ? secretVerifier(options.jwtSecret, skew, expected) : undefined;
   const byJwks = options.jwks ? jwksVerifier(options.jwks, skew) : undefined;
   return async (token) => {
     let alg: unknown;
@@ -170,6 +184,13 @@ export function mintToken(
   userId: string,
   teamId: string,
   expiresIn: jwt.SignOptions['expiresIn'] = '1d',
+  expected: { issuer?: string; audience?: string } = {},
 ) {
-  return jwt.sign({ team: teamId }, secret, { algorithm: 'HS256', subject: userId, expiresIn });
+  return jwt.sign({ team: teamId }, secret, {
+    algorithm: 'HS256',
+    subject: userId,
+    expiresIn,
+    ...(expected.issuer === undefined ? {} : { issuer: expected.issuer }),
+    ...(expected.audience === undefined ? {} : { audience: expected.audience }),
+  });
 }

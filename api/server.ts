@@ -80,6 +80,8 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     auth: {
       jwtSecret: config.authJwtSecret,
       jwks: config.authJwks,
+      issuer: config.authIssuer,
+      audience: config.authAudience,
       maxLifetimeSeconds: config.authMaxTokenLifetimeSeconds,
       clockSkewSeconds: config.authClockSkewSeconds,
     },

@@ -64,6 +64,25 @@ describe('identity', function () {
       assert.equal(ok.status, 200, ok.text);
     });
 
+    it('AUTH_ISSUER and AUTH_AUDIENCE, set without a JWKS, are checked on HS256 tokens', async () => {
+      const { api: strict } = await startTestApi(
+        testConfig({ AUTH_ISSUER: 'https://flow.test/', AUTH_AUDIENCE: 'flow-notify' }),
+      );
+      try {
+        const iat = nowSeconds();
+        const claims = { sub: 'alice', team: 'acme', iat, exp: iat + 600 };
+        const get = (token: string) => new ApiClient(strict.url, token).get('/api/v1/runs');
+        const plain = await get(hs256(claims));
+        assert.equal(plain.status, 401, plain.text);
+        const wrong = await get(hs256({ ...claims, iss: 'https://flow.test/', aud: 'other' }));
+        assert.equal(wrong.status, 401, wrong.text);
+        const right = await get(hs256({ ...claims, iss: 'https://flow.test/', aud: 'flow-notify' }));
+        assert.equal(right.status, 200, right.text);
+      } finally {
+        await strict.close();
+      }
+    });
+
     it('npm run token prints a token the API accepts', async () => {
       const printed = spawnSync(
         process.execPath,
@@ -96,6 +115,52 @@ describe('identity', function () {
         assert.match(lines[0], /AUTH_JWT_SECRET must be at least 32 bytes/);
       });
     }
+  });
+
+  describe('start-up bounds', () => {
+    const cases: [string, Record<string, string>, RegExp][] = [
+      [
+        'a clock skew over 300 s',
+        { AUTH_CLOCK_SKEW_SECONDS: '301' },
+        /AUTH_CLOCK_SKEW_SECONDS must be at most 300 seconds, got "301"/,
+      ],
+      [
+        'a token lifetime over 30 days',
+        { AUTH_MAX_TOKEN_LIFETIME_SECONDS: String(30 * 86400 + 1) },
+        /AUTH_MAX_TOKEN_LIFETIME_SECONDS must be at most 2592000 seconds/,
+      ],
+    ];
+    for (const [what, env, message] of cases) {
+      it(`api/server.ts: ${what} stops start-up with one line naming it (exit 78)`, () => {
+        const result = spawnSync(process.execPath, ['-r', 'ts-node/register', 'api/server.ts'], {
+          cwd: PROJECT_ROOT,
+          env: {
+            PATH: process.env.PATH ?? '',
+            MONGO_URL: testStack().mongoUrl,
+            TEMPORAL_ADDRESS: testStack().temporalAddress,
+            AUTH_JWT_SECRET: TEST_JWT_SECRET,
+            ...env,
+          },
+          encoding: 'utf8',
+          timeout: 30_000,
+        });
+        assert.equal(result.status, 78, result.stderr);
+        const lines = result.stderr.trim().split('\n');
+        assert.equal(lines.length, 1, result.stderr);
+        assert.match(lines[0], message);
+      });
+    }
+
+    it('the bounds themselves are accepted', () => {
+      const config = loadConfig({
+        MONGO_URL: 'mongodb://127.0.0.1:1',
+        AUTH_JWT_SECRET: TEST_JWT_SECRET,
+        AUTH_CLOCK_SKEW_SECONDS: '300',
+        AUTH_MAX_TOKEN_LIFETIME_SECONDS: String(30 * 86400),
+      });
+      assert.equal(config.authClockSkewSeconds, 300);
+      assert.equal(config.authMaxTokenLifetimeSeconds, 30 * 86400);
+    });
   });
 
   describe('JWKS configuration', () => {
@@ -210,10 +275,20 @@ describe('identity', function () {
       assert.equal(back.status, 201, back.text);
     });
 
-    it('an HS256 token of the local secret is still accepted beside the JWKS', async () => {
+    it('an HS256 token of the local secret is accepted beside the JWKS, held to the same issuer and audience', async () => {
       const iat = nowSeconds();
-      const res = await call(hs256({ sub: 'dave', team: 'acme', iat, exp: iat + 600 }));
+      const claims = { sub: 'dave', team: 'acme', iat, exp: iat + 600 };
+      const res = await call(hs256({ ...claims, iss: idp.issuer, aud: audience }));
       assert.equal(res.status, 201, res.text);
+      for (const [what, token] of [
+        ['no iss or aud', hs256(claims)],
+        ['no aud', hs256({ ...claims, iss: idp.issuer })],
+        ['another issuer', hs256({ ...claims, iss: 'https://evil.test/', aud: audience })],
+        ['another audience', hs256({ ...claims, iss: idp.issuer, aud: 'another-app' })],
+      ] as const) {
+        const refused = await call(token);
+        assert.equal(refused.status, 401, `${what}: ${refused.text}`);
+      }
     });
   });
 });
