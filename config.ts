@@ -19,6 +19,10 @@ export interface JwksConfig {
   userClaim: string;
   teamClaim: string;
   cooldownSeconds: number;
+  /** How long a fetched key set is fresh. */
+  cacheSeconds: number;
+  /** How long past its freshness the last good key set still serves while reloads fail. */
+  maxStaleSeconds: number;
 }
 
 /** At most `limit` in any `windowSeconds`. */
@@ -292,6 +296,8 @@ function jwks(env: Env): JwksConfig {
     userClaim: read(env, 'AUTH_USER_CLAIM') ?? 'sub',
     teamClaim: read(env, 'AUTH_TEAM_CLAIM') ?? 'team',
     cooldownSeconds: positiveInt(env, 'AUTH_JWKS_COOLDOWN_SECONDS', 30),
+    cacheSeconds: positiveInt(env, 'AUTH_JWKS_CACHE_SECONDS', 600),
+    maxStaleSeconds: positiveInt(env, 'AUTH_JWKS_MAX_STALE_SECONDS', 86400),
   };
 }
 

@@ -84,6 +84,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
       audience: config.authAudience,
       maxLifetimeSeconds: config.authMaxTokenLifetimeSeconds,
       clockSkewSeconds: config.authClockSkewSeconds,
+      log,
     },
     engine,
     runs: stores.runs,

@@ -190,6 +190,78 @@ describe('identity', function () {
     });
   });
 
+  describe('an identity provider outage: the last good key set', () => {
+    const audience = 'flow-notify';
+    let idp: JwksServer;
+    let api: ApiHandle;
+    const call = (token: string) => new ApiClient(api.url, token).get('/api/v1/runs');
+    const many = (n: number, token: string) => Promise.all(Array.from({ length: n }, () => call(token)));
+
+    before(async () => {
+      idp = await JwksServer.start();
+      await idp.addKey('rsa-1', 'RS256');
+      ({ api } = await startTestApi(
+        testConfig({
+          AUTH_JWKS_URL: idp.url,
+          AUTH_ISSUER: idp.issuer,
+          AUTH_AUDIENCE: audience,
+          AUTH_JWKS_COOLDOWN_SECONDS: '1',
+          AUTH_JWKS_CACHE_SECONDS: '1',
+          AUTH_JWKS_MAX_STALE_SECONDS: '3',
+        }),
+      ));
+    });
+    after(async () => {
+      await api.close();
+      await idp.stop();
+    });
+
+    it('serves the last good keys while reloads fail, one fetch for many requests, backed off; 503 once too old', async () => {
+      const token = await idp.sign('rsa-1', { sub: 'erin', team: 'acme' }, audience);
+      const good = await call(token);
+      const fetchedAt = Date.now();
+      assert.equal(good.status, 200, good.text);
+      assert.equal(idp.fetches, 1);
+
+      idp.failWith = 503;
+      await new Promise((resolve) => setTimeout(resolve, 1100)); // past AUTH_JWKS_CACHE_SECONDS: stale
+      const during = await many(20, token);
+      assert.deepEqual(
+        during.map((r) => r.status),
+        Array(20).fill(200),
+        `stale keys still verify: ${during.find((r) => r.status !== 200)?.text}`,
+      );
+      assert.equal(idp.fetches, 2, 'twenty requests during the outage: one reload');
+      // The failed reload backs off: the next requests do not ask the provider again at once.
+      const next = await many(5, token);
+      assert.deepEqual(
+        next.map((r) => r.status),
+        Array(5).fill(200),
+      );
+      assert.equal(idp.fetches, 2, 'backed off');
+
+      // Past the freshness plus AUTH_JWKS_MAX_STALE_SECONDS the set is too old to trust: 503, as without keys.
+      let last = next[0];
+      while (last.status === 200 && Date.now() - fetchedAt < 15_000) {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        last = await call(token);
+      }
+      assert.equal(last.status, 503, last.text);
+      assert.match(last.body.error, /identity provider keys are unavailable/);
+      assert.ok(Date.now() - fetchedAt >= 4000, `served stale for only ${Date.now() - fetchedAt} ms`);
+      assert.ok(idp.fetches < 8, `${idp.fetches} fetches: the reloads back off`);
+
+      idp.failWith = undefined;
+      let back = last;
+      const deadline = Date.now() + 30_000;
+      while (back.status !== 200 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        back = await call(token);
+      }
+      assert.equal(back.status, 200, `the provider is back: ${back.text}`);
+    });
+  });
+
   describe('tokens of an identity provider (JWKS)', () => {
     const audience = 'flow-notify';
     let idp: JwksServer;
