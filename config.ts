@@ -100,6 +100,10 @@ export interface Config extends TemporalConnectionConfig {
   workerHealthPort?: number;
   /** The worker's Prometheus endpoint (/metrics, the SDK's metrics included); undefined: off. */
   workerMetricsPort?: number;
+  /** The API's /metrics on a port of its own (on HOST); undefined: off. */
+  metricsPort?: number;
+  /** The API port serves /metrics to this bearer; undefined: it answers 404 there. */
+  metricsToken?: string;
   logLevel: LogLevel;
   /** undefined: pretty when stdout is a terminal, JSON otherwise. */
   logFormat?: 'json' | 'pretty';
@@ -301,6 +305,14 @@ function jwks(env: Env): JwksConfig {
   };
 }
 
+/** Long enough not to be guessed, one word of printable ASCII (it travels in an Authorization header). */
+function metricsToken(env: Env): string | undefined {
+  const token = read(env, 'METRICS_TOKEN');
+  if (token !== undefined && (token.length < 16 || token.length > 4096 || !/^[\x21-\x7e]+$/.test(token)))
+    throw new ConfigError('METRICS_TOKEN must be one word of 16 to 4096 printable ASCII characters');
+  return token;
+}
+
 function pemFile(env: Env, name: string): Buffer | undefined {
   const file = read(env, name);
   if (file === undefined) return undefined;
@@ -426,6 +438,8 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownGraceSeconds: positiveInt(env, 'SHUTDOWN_GRACE_SECONDS', 30),
     workerHealthPort: optionalPort(env, 'WORKER_HEALTH_PORT'),
     workerMetricsPort: optionalPort(env, 'WORKER_METRICS_PORT'),
+    metricsPort: optionalPort(env, 'METRICS_PORT'),
+    metricsToken: metricsToken(env),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS) ?? 'info',
     logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'] as const),
     workerMaxConcurrentActivities: optionalCount(env, 'WORKER_MAX_CONCURRENT_ACTIVITIES', 10_000),

@@ -12,7 +12,7 @@ import {
 } from '@temporalio/worker';
 import { Registry } from 'prom-client';
 import { activityContext } from './activities/context';
-import { metricsRouter } from './api/routes/metrics';
+import { listenMetrics } from './api/routes/metrics';
 import { createMetrics, type Metrics } from './observability/metrics';
 import { readSdkMetrics } from './observability/sdkMetrics';
 import {
@@ -122,18 +122,15 @@ function activityLog(logger: Logger): Log {
  * The worker's /metrics on WORKER_METRICS_PORT: the application's registry, then the Temporal SDK's own metrics,
  * read from its exporter on a loopback port nobody else is told of, so one target serves both.
  */
-async function startWorkerMetrics(config: Config, metrics: Metrics, sdkMetricsUrl: string): Promise<Server> {
-  const app = new Koa();
-  app.use(
-    metricsRouter(async () => {
+function startWorkerMetrics(config: Config, metrics: Metrics, sdkMetricsUrl: string): Promise<Server> {
+  return listenMetrics(
+    async () => {
       const [own, sdk] = await Promise.all([metrics.registry.metrics(), readSdkMetrics(sdkMetricsUrl)]);
       return `${own}\n${sdk}`;
-    }).routes(),
+    },
+    config.workerMetricsPort ?? 0,
+    config.host,
   );
-  return new Promise((resolve, reject) => {
-    const server = app.listen(config.workerMetricsPort ?? 0, config.host, () => resolve(server));
-    server.once('error', reject);
-  });
 }
 
 /**

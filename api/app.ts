@@ -38,8 +38,8 @@ export interface AppDeps {
   studioDir?: string;
   now?: () => Date;
   log?: (line: string) => void;
-  /** GET /metrics answers this (Prometheus text); undefined: no such route. */
-  scrapeMetrics?: () => Promise<string>;
+  /** GET /metrics on the API port answers `scrape` (Prometheus text) to the bearer of `token`; undefined: 404. */
+  metrics?: { scrape: () => Promise<string>; token: string };
   /** One debug line per request (method, path, status, duration: never headers, bodies or the query). */
   logRequest?: (fields: { method: string; path: string; status: number; ms: number }) => void;
 }
@@ -82,7 +82,9 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
     ...(deps.notifications ? [notificationsRouter(deps.notifications)] : []),
   ];
   app.use(health.routes());
-  if (deps.scrapeMetrics) app.use(metricsRouter(deps.scrapeMetrics).routes());
+  // Metrics on the API port only when the operator asked for them there (METRICS_TOKEN): else a 404, token or not.
+  if (deps.metrics) app.use(metricsRouter(deps.metrics.scrape, { token: deps.metrics.token }).routes());
+  else app.use(absentFeature('/metrics'));
   app.use(openApiRouter([health, ...callerRouters]).routes());
   app.use(serveStudio(deps.studioDir));
 

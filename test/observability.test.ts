@@ -10,11 +10,11 @@ import { sweepScheduleId } from '../client/schedules';
 import { loadConfig } from '../config';
 import { freePort, PROJECT_ROOT } from '../stack/embedded';
 import { CallbackReceiver } from './support/callbackReceiver';
-import { ApiClient, temporalClient } from './support/harness';
+import { ApiClient, startTestApi, temporalClient } from './support/harness';
 import { terminate } from './support/processes';
 import { deleteSweepScheduleOf, processStackVars } from './support/processStack';
 import { startPushService, type PushService } from './support/pushService';
-import { TEST_JWT_SECRET, testStack } from './support/stack';
+import { TEST_JWT_SECRET, testConfig, testStack } from './support/stack';
 import { childProcessEnv, WorkerProcess } from './support/workerProcess';
 import { Registry } from 'prom-client';
 import { createMetrics } from '../observability/metrics';
@@ -73,6 +73,9 @@ async function startApiProcess(
   return { child };
 }
 
+const OPS_QUERY_TOKEN = 'ops-query-token-0123456789abcdef';
+const CALLBACK_QUERY_TOKEN = 'callback-query-token-0123456789abcdef';
+
 describe('observability: /metrics on the API and the worker, structured logs without secrets', function () {
   this.timeout(180_000);
   let push: PushService;
@@ -85,6 +88,7 @@ describe('observability: /metrics on the API and the worker, structured logs wit
   const apiLines: string[] = [];
   let apiUrl: string;
   let workerMetricsUrl: string;
+  let apiMetricsUrl: string;
 
   before(async () => {
     push = await startPushService();
@@ -100,14 +104,18 @@ describe('observability: /metrics on the API and the worker, structured logs wit
         PUSH_ALLOW_PRIVATE: '1',
         CALLBACK_ALLOW_PRIVATE: '1',
         CALLBACK_RETRY_SECONDS: '1',
-        OPS_ALERT_WEBHOOK_URL: opsHook.url,
+        // A token in the operator webhook's query string (as chat webhooks carry one): never logged.
+        OPS_ALERT_WEBHOOK_URL: `${opsHook.url}?token=${OPS_QUERY_TOKEN}`,
         SWEEP_INTERVAL_SECONDS: '3600',
         PORT: String(await freePort()),
+        // The API's metrics on their own loopback port (the API port answers 404 for /metrics).
+        METRICS_PORT: String(await freePort()),
         LOG_LEVEL: 'debug',
         LOG_FORMAT: 'json',
       },
     );
     apiUrl = `http://127.0.0.1:${vars.PORT}`;
+    apiMetricsUrl = `http://127.0.0.1:${vars.METRICS_PORT}/metrics`;
     workerMetricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
     worker = await WorkerProcess.start({
       vars: { ...vars, WORKER_METRICS_PORT: String(metricsPort) },
@@ -144,7 +152,7 @@ describe('observability: /metrics on the API and the worker, structured logs wit
 
   it('counts one episode of each family, a callback given up and a sweep pass that starts a lost episode, exactly', async () => {
     const before = {
-      api: (await scrape(`${apiUrl}/metrics`)).series,
+      api: (await scrape(apiMetricsUrl)).series,
       worker: (await scrape(workerMetricsUrl)).series,
     };
     const delta = (now: Map<string, number>, was: Map<string, number>, key: string): number =>
@@ -187,9 +195,11 @@ describe('observability: /metrics on the API and the worker, structured logs wit
 
     // A callback the receiver refuses (400): one attempt, given up; the run completes (a push, no alert).
     callbacks.answerAlways({ status: 400 });
+    secrets.opsQueryToken = OPS_QUERY_TOKEN;
+    secrets.callbackQueryToken = CALLBACK_QUERY_TOKEN;
     const refused = await alice.post('/api/v1/runs', {
       title: 'Refused',
-      callback: { url: callbacks.url, secret },
+      callback: { url: `${callbacks.url}?token=${CALLBACK_QUERY_TOKEN}`, secret },
     });
     assert.equal(refused.status, 201, refused.text);
     assert.equal(
@@ -248,10 +258,10 @@ describe('observability: /metrics on the API and the worker, structured logs wit
     const reached = (now: Map<string, number>, was: Map<string, number>, expected: Record<string, number>) =>
       Object.entries(expected).every(([key, value]) => delta(now, was, key) >= value);
     await scrapeUntil(workerMetricsUrl, (s) => reached(s, before.worker, expectedWorker));
-    await scrapeUntil(`${apiUrl}/metrics`, (s) => reached(s, before.api, expectedApi));
+    await scrapeUntil(apiMetricsUrl, (s) => reached(s, before.api, expectedApi));
     // Settled: a moment more must not move them past what happened.
     await new Promise((resolve) => setTimeout(resolve, 1000));
-    const after = { api: (await scrape(`${apiUrl}/metrics`)).series, worker: await scrape(workerMetricsUrl) };
+    const after = { api: (await scrape(apiMetricsUrl)).series, worker: await scrape(workerMetricsUrl) };
     const moved = (now: Map<string, number>, was: Map<string, number>, expected: Record<string, number>) =>
       Object.fromEntries(Object.keys(expected).map((key) => [key, delta(now, was, key)]));
     assert.deepEqual(moved(after.worker.series, before.worker, expectedWorker), expectedWorker);
@@ -263,10 +273,12 @@ describe('observability: /metrics on the API and the worker, structured logs wit
     }
     // The Temporal SDK's own metrics, from the same endpoint.
     assert.match(after.worker.text, /^temporal_\w+/m);
+    // Not on the API port: no METRICS_TOKEN was given.
+    assert.equal((await fetch(`${apiUrl}/metrics`)).status, 404);
   });
 
   it('writes one JSON line per event, with run, episode, family and workflow where known, and no secret', () => {
-    assert.equal(Object.keys(secrets).length, 7, 'the episodes ran and the secrets were gathered');
+    assert.equal(Object.keys(secrets).length, 9, 'the episodes ran and the secrets were gathered');
     const all = [...workerLines, ...apiLines];
     const entries = all.map((line) => {
       try {
@@ -313,5 +325,65 @@ describe('observability: /metrics on the API and the worker, structured logs wit
       await mongo.db.dropDatabase();
       await mongo.client.close();
     }
+  });
+});
+
+describe("the API's /metrics: off by default, on METRICS_PORT or behind METRICS_TOKEN", () => {
+  const metricsToken = 'metrics-token-0123456789abcdef';
+
+  it('by default the API port answers 404 for /metrics, with a user token or without', async () => {
+    const { api, client } = await startTestApi(testConfig());
+    try {
+      for (const caller of [client, client.as('alice', 'acme')]) {
+        const res = await caller.get('/metrics');
+        assert.equal(res.status, 404, res.text);
+        assert.deepEqual(res.body, { error: 'not found' });
+      }
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('METRICS_TOKEN: the API port serves /metrics to that bearer only', async () => {
+    const { api, client } = await startTestApi(testConfig({ METRICS_TOKEN: metricsToken }));
+    try {
+      for (const [what, caller] of [
+        ['no token', client],
+        ['another token', new ApiClient(api.url, 'another-token-0123456789abcdef')],
+        ["a user's token", client.as('alice', 'acme')],
+      ] as const) {
+        const res = await caller.get('/metrics');
+        assert.equal(res.status, 401, `${what}: ${res.text}`);
+      }
+      const ok = await new ApiClient(api.url, metricsToken).get('/metrics');
+      assert.equal(ok.status, 200, ok.text);
+      assert.match(ok.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
+      assert.match(ok.text, /^flow_notify_\w+/m);
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('METRICS_PORT: its own port serves /metrics without a token; the API port answers 404', async () => {
+    const port = await freePort();
+    const { api, client } = await startTestApi(testConfig({ METRICS_PORT: String(port) }));
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/metrics`);
+      assert.equal(res.status, 200);
+      assert.match(await res.text(), /^flow_notify_\w+/m);
+      assert.equal((await client.get('/metrics')).status, 404);
+    } finally {
+      await api.close();
+    }
+    await assert.rejects(fetch(`http://127.0.0.1:${port}/metrics`), 'closed with the API');
+  });
+
+  it('a METRICS_TOKEN shorter than 16 characters or a bad METRICS_PORT is one line naming it', () => {
+    const base = { MONGO_URL: 'mongodb://127.0.0.1:1', AUTH_JWT_SECRET: TEST_JWT_SECRET };
+    assert.throws(() => loadConfig({ ...base, METRICS_TOKEN: 'short' }), /^ConfigError: METRICS_TOKEN must be/);
+    assert.throws(() => loadConfig({ ...base, METRICS_PORT: 'x' }), /^ConfigError: METRICS_PORT must be a TCP port/);
+    const config = loadConfig({ ...base, METRICS_PORT: '9464', METRICS_TOKEN: metricsToken });
+    assert.equal(config.metricsPort, 9464);
+    assert.equal(config.metricsToken, metricsToken);
   });
 });
