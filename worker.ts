@@ -17,6 +17,7 @@ import { createMetrics, type Metrics } from './observability/metrics';
 import { readSdkMetrics } from './observability/sdkMetrics';
 import {
   createLogger,
+  logAt,
   temporalLevel,
   temporalLogger,
   workflowFields,
@@ -142,9 +143,11 @@ async function startWorkerHealth(
   worker: Worker,
   clientConnection: Connection,
   mongo: Mongo,
+  log: Log,
 ): Promise<Server> {
   const app = new Koa();
-  const router = healthRouter({
+  const router = healthRouter(
+    {
     temporal: async () => {
       if (worker.getState() !== 'RUNNING') throw new Error(`worker ${worker.getState().toLowerCase()}`);
       await clientConnection.workflowService.getSystemInfo({});
@@ -152,7 +155,9 @@ async function startWorkerHealth(
     mongo: () => pingMongo(mongo.db),
     searchAttributes: searchAttributesProbe(clientConnection, config.temporalNamespace),
     draining: () => ['STOPPING', 'DRAINING', 'DRAINED', 'STOPPED', 'FAILED'].includes(worker.getState()),
-  });
+    },
+    { log },
+  );
   app.use(router.routes());
   return new Promise((resolve, reject) => {
     const server = app.listen(config.workerHealthPort ?? 0, config.host, () => resolve(server));
@@ -198,7 +203,7 @@ async function main(): Promise<void> {
   const health =
     config.workerHealthPort === undefined
       ? undefined
-      : await startWorkerHealth(config, worker, clientConnection, mongo);
+      : await startWorkerHealth(config, worker, clientConnection, mongo, logAt(logger));
   if (health)
     logger.info(`flow-notify worker: probes on http://${config.host}:${config.workerHealthPort}/readyz`);
   const metricsServer =

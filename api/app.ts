@@ -75,7 +75,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
     }),
   );
 
-  const health = healthRouter(deps.probes);
+  const health = healthRouter(deps.probes, { log: deps.log });
   const callerRouters = [
     runsRouter({ ...deps, now }),
     watchesRouter({ runs: deps.runs, watches: deps.watches, replayOutcome: deps.replayOutcome, now }),
