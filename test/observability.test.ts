@@ -380,8 +380,14 @@ describe("the API's /metrics: off by default, on METRICS_PORT or behind METRICS_
 
   it('a METRICS_TOKEN shorter than 16 characters or a bad METRICS_PORT is one line naming it', () => {
     const base = { MONGO_URL: 'mongodb://127.0.0.1:1', AUTH_JWT_SECRET: TEST_JWT_SECRET };
-    assert.throws(() => loadConfig({ ...base, METRICS_TOKEN: 'short' }), /^ConfigError: METRICS_TOKEN must be/);
-    assert.throws(() => loadConfig({ ...base, METRICS_PORT: 'x' }), /^ConfigError: METRICS_PORT must be a TCP port/);
+    assert.throws(
+      () => loadConfig({ ...base, METRICS_TOKEN: 'short' }),
+      /^ConfigError: METRICS_TOKEN must be/,
+    );
+    assert.throws(
+      () => loadConfig({ ...base, METRICS_PORT: 'x' }),
+      /^ConfigError: METRICS_PORT must be a TCP port/,
+    );
     const config = loadConfig({ ...base, METRICS_PORT: '9464', METRICS_TOKEN: metricsToken });
     assert.equal(config.metricsPort, 9464);
     assert.equal(config.metricsToken, metricsToken);
