@@ -104,6 +104,8 @@ export interface Config extends TemporalConnectionConfig {
   metricsPort?: number;
   /** The API port serves /metrics to this bearer; undefined: it answers 404 there. */
   metricsToken?: string;
+  /** A TLS-terminating proxy sits in front: its X-Forwarded-* headers are believed, and answers carry HSTS. */
+  trustProxy: boolean;
   logLevel: LogLevel;
   /** undefined: pretty when stdout is a terminal, JSON otherwise. */
   logFormat?: 'json' | 'pretty';
@@ -440,6 +442,7 @@ export function loadConfig(env: Env = process.env): Config {
     workerMetricsPort: optionalPort(env, 'WORKER_METRICS_PORT'),
     metricsPort: optionalPort(env, 'METRICS_PORT'),
     metricsToken: metricsToken(env),
+    trustProxy: flag(env, 'TRUST_PROXY'),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS) ?? 'info',
     logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'] as const),
     workerMaxConcurrentActivities: optionalCount(env, 'WORKER_MAX_CONCURRENT_ACTIVITIES', 10_000),

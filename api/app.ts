@@ -40,6 +40,8 @@ export interface AppDeps {
   log?: (line: string) => void;
   /** GET /metrics on the API port answers `scrape` (Prometheus text) to the bearer of `token`; undefined: 404. */
   metrics?: { scrape: () => Promise<string>; token: string };
+  /** A TLS-terminating proxy sits in front (TRUST_PROXY): X-Forwarded-* are believed, answers carry HSTS. */
+  trustProxy?: boolean;
   /** One debug line per request (method, path, status, duration: never headers, bodies or the query). */
   logRequest?: (fields: { method: string; path: string; status: number; ms: number }) => void;
 }
@@ -47,6 +49,7 @@ export interface AppDeps {
 export function createApp(deps: AppDeps): Koa<AuthState> {
   const now = deps.now ?? (() => new Date());
   const app = new Koa<AuthState>();
+  app.proxy = deps.trustProxy ?? false;
   if (deps.logRequest) {
     const logRequest = deps.logRequest;
     app.use(async (ctx, next) => {
@@ -63,7 +66,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
       }
     });
   }
-  app.use(securityHeaders());
+  app.use(securityHeaders({ trustProxy: app.proxy }));
   app.use(errorMiddleware(deps.log ?? ((line) => console.error(line))));
   app.use(
     bodyParser({

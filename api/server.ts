@@ -140,11 +140,14 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
         }
       : undefined,
     log,
+    trustProxy: config.trustProxy,
     metrics: config.metricsToken ? { scrape, token: config.metricsToken } : undefined,
     logRequest: (fields) => logger.debug(fields, 'request'),
   });
   const metricsServer =
-    config.metricsPort === undefined ? undefined : await listenMetrics(scrape, config.metricsPort, config.host);
+    config.metricsPort === undefined
+      ? undefined
+      : await listenMetrics(scrape, config.metricsPort, config.host);
   const server = await new Promise<Server>((resolve, reject) => {
     const s = app.listen(config.port, config.host, () => resolve(s));
     s.once('error', reject);
