@@ -9,7 +9,9 @@ import webpush from 'web-push';
 import { sweepScheduleId } from '../client/schedules';
 import { loadConfig } from '../config';
 import { freePort, PROJECT_ROOT } from '../stack/embedded';
+import { mintToken } from '../api/auth';
 import { CallbackReceiver } from './support/callbackReceiver';
+import { JwksServer } from './support/jwksServer';
 import { ApiClient, startTestApi, temporalClient } from './support/harness';
 import { terminate } from './support/processes';
 import { deleteSweepScheduleOf, processStackVars } from './support/processStack';
@@ -75,6 +77,8 @@ async function startApiProcess(
 
 const OPS_QUERY_TOKEN = 'ops-query-token-0123456789abcdef';
 const CALLBACK_QUERY_TOKEN = 'callback-query-token-0123456789abcdef';
+const JWKS_QUERY_TOKEN = 'jwks-query-token-0123456789abcdef';
+const AUDIENCE = 'flow-notify';
 
 describe('observability: /metrics on the API and the worker, structured logs without secrets', function () {
   this.timeout(180_000);
@@ -89,9 +93,14 @@ describe('observability: /metrics on the API and the worker, structured logs wit
   let apiUrl: string;
   let workerMetricsUrl: string;
   let apiMetricsUrl: string;
+  let idp: JwksServer;
 
   before(async () => {
     push = await startPushService();
+    // An identity provider that is down: the API logs why it has no keys, naming the key set's URL.
+    idp = await JwksServer.start();
+    await idp.addKey('rsa-1', 'RS256');
+    idp.failWith = 500;
     callbacks = await CallbackReceiver.start();
     opsHook = await CallbackReceiver.start();
     const vapid = webpush.generateVAPIDKeys();
@@ -110,6 +119,10 @@ describe('observability: /metrics on the API and the worker, structured logs wit
         PORT: String(await freePort()),
         // The API's metrics on their own loopback port (the API port answers 404 for /metrics).
         METRICS_PORT: String(await freePort()),
+        // A token in the key set URL's query string: never logged.
+        AUTH_JWKS_URL: `${idp.url}?token=${JWKS_QUERY_TOKEN}`,
+        AUTH_ISSUER: idp.issuer,
+        AUTH_AUDIENCE: AUDIENCE,
         LOG_LEVEL: 'debug',
         LOG_FORMAT: 'json',
       },
@@ -130,6 +143,7 @@ describe('observability: /metrics on the API and the worker, structured logs wit
     await worker?.stop();
     if (vars) await deleteSweepScheduleOf(loadConfig(vars));
     await push?.close();
+    await idp?.stop();
     await callbacks?.close();
     await opsHook?.close();
   });
@@ -158,10 +172,32 @@ describe('observability: /metrics on the API and the worker, structured logs wit
     const delta = (now: Map<string, number>, was: Map<string, number>, key: string): number =>
       (now.get(key) ?? 0) - (was.get(key) ?? 0);
 
-    const alice = new ApiClient(apiUrl).as('alice', 'acme');
+    const alice = new ApiClient(
+      apiUrl,
+      mintToken(TEST_JWT_SECRET, 'alice', 'acme', '1d', { issuer: idp.issuer, audience: AUDIENCE }),
+    );
     secrets.jwt = alice.token!;
     secrets.jwtSecret = TEST_JWT_SECRET;
     secrets.vapidPrivateKey = vars.VAPID_PRIVATE_KEY;
+    // The provider's keys cannot be had: 503, and the operator's log says why.
+    const idpToken = await idp.sign('rsa-1', { sub: 'erin', team: 'acme' }, AUDIENCE);
+    secrets.idpToken = idpToken;
+    secrets.jwksQueryToken = JWKS_QUERY_TOKEN;
+    assert.equal((await new ApiClient(apiUrl, idpToken).get('/api/v1/runs')).status, 503);
+    // Credentials in headers and the query string that no route reads.
+    secrets.cookie = 'session-cookie-0123456789abcdef';
+    secrets.apiKey = 'x-api-key-0123456789abcdef';
+    secrets.accessToken = 'query-access-token-0123456789abcdef';
+    const withHeaders = await alice.request(
+      'GET',
+      `/api/v1/runs?access_token=${secrets.accessToken}`,
+      undefined,
+      {
+        cookie: `session=${secrets.cookie}`,
+        'x-api-key': secrets.apiKey,
+      },
+    );
+    assert.equal(withHeaders.status, 200, withHeaders.text);
     const sub = push.endpoint('alice-laptop');
     secrets.p256dh = sub.keys.p256dh;
     secrets.auth = sub.keys.auth;
@@ -278,7 +314,7 @@ describe('observability: /metrics on the API and the worker, structured logs wit
   });
 
   it('writes one JSON line per event, with run, episode, family and workflow where known, and no secret', () => {
-    assert.equal(Object.keys(secrets).length, 9, 'the episodes ran and the secrets were gathered');
+    assert.equal(Object.keys(secrets).length, 14, 'the episodes ran and the secrets were gathered');
     const all = [...workerLines, ...apiLines];
     const entries = all.map((line) => {
       try {
@@ -295,6 +331,17 @@ describe('observability: /metrics on the API and the worker, structured logs wit
           e.component === 'temporal' && e.family === 'callback' && typeof e.episodeId === 'string' && e.runId,
       ),
       'an SDK line about a callback activity names its run, episode and family',
+    );
+    // The key set's URL is named, without its query string.
+    assert.ok(
+      entries.some(
+        (e) =>
+          e.name === 'api' &&
+          /keys could not be fetched from http:\/\/127\.0\.0\.1:\d+\/\.well-known\/jwks\.json\?\[redacted\]/.test(
+            String(e.msg),
+          ),
+      ),
+      'the API says which key set it could not fetch',
     );
     for (const [name, value] of Object.entries(secrets)) {
       assert.ok(value.length >= 16, name);
