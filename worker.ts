@@ -148,13 +148,13 @@ async function startWorkerHealth(
   const app = new Koa();
   const router = healthRouter(
     {
-    temporal: async () => {
-      if (worker.getState() !== 'RUNNING') throw new Error(`worker ${worker.getState().toLowerCase()}`);
-      await clientConnection.workflowService.getSystemInfo({});
-    },
-    mongo: () => pingMongo(mongo.db),
-    searchAttributes: searchAttributesProbe(clientConnection, config.temporalNamespace),
-    draining: () => ['STOPPING', 'DRAINING', 'DRAINED', 'STOPPED', 'FAILED'].includes(worker.getState()),
+      temporal: async () => {
+        if (worker.getState() !== 'RUNNING') throw new Error(`worker ${worker.getState().toLowerCase()}`);
+        await clientConnection.workflowService.getSystemInfo({});
+      },
+      mongo: () => pingMongo(mongo.db),
+      searchAttributes: searchAttributesProbe(clientConnection, config.temporalNamespace),
+      draining: () => ['STOPPING', 'DRAINING', 'DRAINED', 'STOPPED', 'FAILED'].includes(worker.getState()),
     },
     { log },
   );
