@@ -19,6 +19,10 @@ export interface JwksConfig {
   userClaim: string;
   teamClaim: string;
   cooldownSeconds: number;
+  /** How long a fetched key set is fresh. */
+  cacheSeconds: number;
+  /** How long past its freshness the last good key set still serves while reloads fail. */
+  maxStaleSeconds: number;
 }
 
 /** At most `limit` in any `windowSeconds`. */
@@ -58,6 +62,9 @@ export interface Config extends TemporalConnectionConfig {
   authJwtSecret?: string;
   /** undefined: only HS256 tokens of authJwtSecret are accepted. */
   authJwks?: JwksConfig;
+  /** When set, every token (HS256 included) must carry this iss / aud. */
+  authIssuer?: string;
+  authAudience?: string;
   authMaxTokenLifetimeSeconds: number;
   authClockSkewSeconds: number;
   /** undefined: web push is off. */
@@ -102,6 +109,12 @@ export interface Config extends TemporalConnectionConfig {
   workerHealthPort?: number;
   /** The worker's Prometheus endpoint (/metrics, the SDK's metrics included); undefined: off. */
   workerMetricsPort?: number;
+  /** The API's /metrics on a port of its own (on HOST); undefined: off. */
+  metricsPort?: number;
+  /** The API port serves /metrics to this bearer; undefined: it answers 404 there. */
+  metricsToken?: string;
+  /** A TLS-terminating proxy sits in front: its X-Forwarded-* headers are believed, and answers carry HSTS. */
+  trustProxy: boolean;
   logLevel: LogLevel;
   /** undefined: pretty when stdout is a terminal, JSON otherwise. */
   logFormat?: 'json' | 'pretty';
@@ -238,9 +251,24 @@ function vapid(env: Env): VapidConfig | undefined {
 /** Below this an HS256 secret can be brute-forced offline from one token (RFC 7518 §3.2 asks for 256 bits). */
 const MIN_SECRET_BYTES = 32;
 
+/** A positive whole number of seconds no larger than `max`. */
+function boundedSeconds(env: Env, name: string, fallback: number, max: number): number {
+  const value = positiveInt(env, name, fallback);
+  if (value > max) throw new ConfigError(`${name} must be at most ${max} seconds, got "${value}"`);
+  return value;
+}
+
 function auth(
   env: Env,
-): Pick<Config, 'authJwtSecret' | 'authJwks' | 'authMaxTokenLifetimeSeconds' | 'authClockSkewSeconds'> {
+): Pick<
+  Config,
+  | 'authJwtSecret'
+  | 'authJwks'
+  | 'authIssuer'
+  | 'authAudience'
+  | 'authMaxTokenLifetimeSeconds'
+  | 'authClockSkewSeconds'
+> {
   const jwksUrl = read(env, 'AUTH_JWKS_URL');
   const authJwks = jwksUrl === undefined ? undefined : jwks(env);
   const authJwtSecret = authJwks ? read(env, 'AUTH_JWT_SECRET') : required(env, 'AUTH_JWT_SECRET');
@@ -252,8 +280,16 @@ function auth(
   return {
     authJwtSecret,
     authJwks,
-    authMaxTokenLifetimeSeconds: positiveInt(env, 'AUTH_MAX_TOKEN_LIFETIME_SECONDS', 7 * 24 * 3600),
-    authClockSkewSeconds: positiveInt(env, 'AUTH_CLOCK_SKEW_SECONDS', 60),
+    authIssuer: read(env, 'AUTH_ISSUER'),
+    authAudience: read(env, 'AUTH_AUDIENCE'),
+    // Past these a stolen token lives for months, or an expired one is honoured for hours.
+    authMaxTokenLifetimeSeconds: boundedSeconds(
+      env,
+      'AUTH_MAX_TOKEN_LIFETIME_SECONDS',
+      7 * 24 * 3600,
+      30 * 24 * 3600,
+    ),
+    authClockSkewSeconds: boundedSeconds(env, 'AUTH_CLOCK_SKEW_SECONDS', 60, 300),
   };
 }
 
@@ -275,7 +311,17 @@ function jwks(env: Env): JwksConfig {
     userClaim: read(env, 'AUTH_USER_CLAIM') ?? 'sub',
     teamClaim: read(env, 'AUTH_TEAM_CLAIM') ?? 'team',
     cooldownSeconds: positiveInt(env, 'AUTH_JWKS_COOLDOWN_SECONDS', 30),
+    cacheSeconds: positiveInt(env, 'AUTH_JWKS_CACHE_SECONDS', 600),
+    maxStaleSeconds: positiveInt(env, 'AUTH_JWKS_MAX_STALE_SECONDS', 86400),
   };
+}
+
+/** Long enough not to be guessed, one word of printable ASCII (it travels in an Authorization header). */
+function metricsToken(env: Env): string | undefined {
+  const token = read(env, 'METRICS_TOKEN');
+  if (token !== undefined && (token.length < 16 || token.length > 4096 || !/^[\x21-\x7e]+$/.test(token)))
+    throw new ConfigError('METRICS_TOKEN must be one word of 16 to 4096 printable ASCII characters');
+  return token;
 }
 
 function pemFile(env: Env, name: string): Buffer | undefined {
@@ -421,6 +467,9 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownGraceSeconds: positiveInt(env, 'SHUTDOWN_GRACE_SECONDS', 30),
     workerHealthPort: optionalPort(env, 'WORKER_HEALTH_PORT'),
     workerMetricsPort: optionalPort(env, 'WORKER_METRICS_PORT'),
+    metricsPort: optionalPort(env, 'METRICS_PORT'),
+    metricsToken: metricsToken(env),
+    trustProxy: flag(env, 'TRUST_PROXY'),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS) ?? 'info',
     logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'] as const),
     workerMaxConcurrentActivities: optionalCount(env, 'WORKER_MAX_CONCURRENT_ACTIVITIES', 10_000),
@@ -484,6 +533,8 @@ export function launcherEnv(env: Env = process.env) {
     temporalAddress: read(env, 'TEMPORAL_ADDRESS'),
     temporalNamespace: read(env, 'TEMPORAL_NAMESPACE') ?? 'default',
     authJwtSecret: read(env, 'AUTH_JWT_SECRET'),
+    authIssuer: read(env, 'AUTH_ISSUER'),
+    authAudience: read(env, 'AUTH_AUDIENCE'),
     vapidPublicKey: read(env, 'VAPID_PUBLIC_KEY'),
     vapidPrivateKey: read(env, 'VAPID_PRIVATE_KEY'),
     host: read(env, 'HOST') ?? '127.0.0.1',

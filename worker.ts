@@ -12,11 +12,12 @@ import {
 } from '@temporalio/worker';
 import { Registry } from 'prom-client';
 import { activityContext } from './activities/context';
-import { metricsRouter } from './api/routes/metrics';
+import { listenMetrics } from './api/routes/metrics';
 import { createMetrics, type Metrics } from './observability/metrics';
 import { readSdkMetrics } from './observability/sdkMetrics';
 import {
   createLogger,
+  logAt,
   temporalLevel,
   temporalLogger,
   workflowFields,
@@ -122,18 +123,15 @@ function activityLog(logger: Logger): Log {
  * The worker's /metrics on WORKER_METRICS_PORT: the application's registry, then the Temporal SDK's own metrics,
  * read from its exporter on a loopback port nobody else is told of, so one target serves both.
  */
-async function startWorkerMetrics(config: Config, metrics: Metrics, sdkMetricsUrl: string): Promise<Server> {
-  const app = new Koa();
-  app.use(
-    metricsRouter(async () => {
+function startWorkerMetrics(config: Config, metrics: Metrics, sdkMetricsUrl: string): Promise<Server> {
+  return listenMetrics(
+    async () => {
       const [own, sdk] = await Promise.all([metrics.registry.metrics(), readSdkMetrics(sdkMetricsUrl)]);
       return `${own}\n${sdk}`;
-    }).routes(),
+    },
+    config.workerMetricsPort ?? 0,
+    config.host,
   );
-  return new Promise((resolve, reject) => {
-    const server = app.listen(config.workerMetricsPort ?? 0, config.host, () => resolve(server));
-    server.once('error', reject);
-  });
 }
 
 /**
@@ -145,17 +143,21 @@ async function startWorkerHealth(
   worker: Worker,
   clientConnection: Connection,
   mongo: Mongo,
+  log: Log,
 ): Promise<Server> {
   const app = new Koa();
-  const router = healthRouter({
-    temporal: async () => {
-      if (worker.getState() !== 'RUNNING') throw new Error(`worker ${worker.getState().toLowerCase()}`);
-      await clientConnection.workflowService.getSystemInfo({});
+  const router = healthRouter(
+    {
+      temporal: async () => {
+        if (worker.getState() !== 'RUNNING') throw new Error(`worker ${worker.getState().toLowerCase()}`);
+        await clientConnection.workflowService.getSystemInfo({});
+      },
+      mongo: () => pingMongo(mongo.db),
+      searchAttributes: searchAttributesProbe(clientConnection, config.temporalNamespace),
+      draining: () => ['STOPPING', 'DRAINING', 'DRAINED', 'STOPPED', 'FAILED'].includes(worker.getState()),
     },
-    mongo: () => pingMongo(mongo.db),
-    searchAttributes: searchAttributesProbe(clientConnection, config.temporalNamespace),
-    draining: () => ['STOPPING', 'DRAINING', 'DRAINED', 'STOPPED', 'FAILED'].includes(worker.getState()),
-  });
+    { log },
+  );
   app.use(router.routes());
   return new Promise((resolve, reject) => {
     const server = app.listen(config.workerHealthPort ?? 0, config.host, () => resolve(server));
@@ -201,7 +203,7 @@ async function main(): Promise<void> {
   const health =
     config.workerHealthPort === undefined
       ? undefined
-      : await startWorkerHealth(config, worker, clientConnection, mongo);
+      : await startWorkerHealth(config, worker, clientConnection, mongo, logAt(logger));
   if (health)
     logger.info(`flow-notify worker: probes on http://${config.host}:${config.workerHealthPort}/readyz`);
   const metricsServer =

@@ -39,8 +39,10 @@ export interface AppDeps {
   studioDir?: string;
   now?: () => Date;
   log?: (line: string) => void;
-  /** GET /metrics answers this (Prometheus text); undefined: no such route. */
-  scrapeMetrics?: () => Promise<string>;
+  /** GET /metrics on the API port answers `scrape` (Prometheus text) to the bearer of `token`; undefined: 404. */
+  metrics?: { scrape: () => Promise<string>; token: string };
+  /** A TLS-terminating proxy sits in front (TRUST_PROXY): X-Forwarded-* are believed, answers carry HSTS. */
+  trustProxy?: boolean;
   /** One debug line per request (method, path, status, duration: never headers, bodies or the query). */
   logRequest?: (fields: { method: string; path: string; status: number; ms: number }) => void;
 }
@@ -48,6 +50,7 @@ export interface AppDeps {
 export function createApp(deps: AppDeps): Koa<AuthState> {
   const now = deps.now ?? (() => new Date());
   const app = new Koa<AuthState>();
+  app.proxy = deps.trustProxy ?? false;
   if (deps.logRequest) {
     const logRequest = deps.logRequest;
     app.use(async (ctx, next) => {
@@ -64,7 +67,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
       }
     });
   }
-  app.use(securityHeaders());
+  app.use(securityHeaders({ trustProxy: app.proxy }));
   app.use(errorMiddleware(deps.log ?? ((line) => console.error(line))));
   app.use(
     bodyParser({
@@ -76,14 +79,16 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
     }),
   );
 
-  const health = healthRouter(deps.probes);
+  const health = healthRouter(deps.probes, { log: deps.log });
   const callerRouters = [
     runsRouter({ ...deps, now }),
     watchesRouter({ runs: deps.runs, watches: deps.watches, replayOutcome: deps.replayOutcome, now }),
     ...(deps.notifications ? [notificationsRouter(deps.notifications)] : []),
   ];
   app.use(health.routes());
-  if (deps.scrapeMetrics) app.use(metricsRouter(deps.scrapeMetrics).routes());
+  // Metrics on the API port only when the operator asked for them there (METRICS_TOKEN): else a 404, token or not.
+  if (deps.metrics) app.use(metricsRouter(deps.metrics.scrape, { token: deps.metrics.token }).routes());
+  else app.use(absentFeature('/metrics'));
   app.use(openApiRouter([health, ...callerRouters]).routes());
   app.use(serveStudio(deps.studioDir));
 

@@ -3,18 +3,10 @@
 // deployment's identity provider and verified against its JWKS. Either way it must carry a numeric exp within the
 // maximum lifetime, and an iat (when present) not in the future.
 import jwt from 'jsonwebtoken';
-import {
-  createRemoteJWKSet,
-  customFetch,
-  decodeProtectedHeader,
-  errors,
-  jwtVerify,
-  type FlattenedJWSInput,
-  type JWSHeaderParameters,
-  type JWTPayload,
-} from 'jose';
+import { decodeProtectedHeader, errors, jwtVerify, type JWTPayload } from 'jose';
 import type { Middleware } from 'koa';
 import type { Caller } from '../engine/runEngine';
+import { KeysUnavailableError, remoteKeySet } from './authKeys';
 import { HttpError } from './errors';
 
 export interface AuthState {
@@ -30,61 +22,35 @@ export interface JwksOptions {
   /** Claim names of the provider's tokens (sub and team unless configured). */
   userClaim: string;
   teamClaim: string;
-  /** After a fetch, an unknown kid waits this long before the keys are fetched again (a rotation). */
+  /** After a good fetch, an unknown kid waits this long before the keys are fetched again (a rotation). */
   cooldownSeconds: number;
+  /** How long a fetched key set is fresh. */
+  cacheSeconds: number;
+  /** How long past its freshness the last good key set still serves while reloads fail. */
+  maxStaleSeconds: number;
 }
 
 export interface AuthOptions {
   /** HS256 secret (at least 32 bytes; config.ts checks). Absent: only JWKS tokens are accepted. */
   jwtSecret?: string;
   jwks?: JwksOptions;
+  /** When set, every token must carry this iss / aud, whichever key signed it. */
+  issuer?: string;
+  audience?: string;
   maxLifetimeSeconds: number;
   clockSkewSeconds: number;
   now?: () => Date;
+  /** Where a failed key reload is told (the caller only learns the keys are unavailable). */
+  log?: (line: string) => void;
 }
 
-/** The whole JWKS exchange: this deadline, and at most this much of the answer. */
-const JWKS_TIMEOUT_MS = 5000;
-const JWKS_MAX_BYTES = 64 * 1024;
 /** A user or team id longer than this is not an id. */
 const MAX_ID_LENGTH = 256;
 
-class KeysUnavailableError extends Error {}
-
-/** fetch for the JWKS with a size cap (jose brings the deadline and refuses redirects). */
-async function cappedFetch(url: string, init: RequestInit): Promise<Response> {
-  const res = await fetch(url, init);
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  if (res.body) {
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      size += chunk.length;
-      if (size > JWKS_MAX_BYTES) throw new Error(`JWKS answer larger than ${JWKS_MAX_BYTES} bytes`);
-      chunks.push(chunk);
-    }
-  }
-  return new Response(Buffer.concat(chunks), { status: res.status, headers: res.headers });
-}
-
-/** Errors of a key set that was fetched and read: the token's fault (401), not the provider's (503). */
-const TOKEN_FAULTS = [errors.JWKSNoMatchingKey, errors.JWKSMultipleMatchingKeys, errors.JOSENotSupported];
-
 type Verify = (token: string) => Promise<{ payload: JWTPayload; user: string; team: string }>;
 
-function jwksVerifier(options: JwksOptions, clockTolerance: number): Verify {
-  const remote = createRemoteJWKSet(new URL(options.url), {
-    timeoutDuration: JWKS_TIMEOUT_MS,
-    cooldownDuration: options.cooldownSeconds * 1000,
-    [customFetch]: cappedFetch,
-  });
-  const keys = async (header: JWSHeaderParameters, token: FlattenedJWSInput) => {
-    try {
-      return await remote(header, token);
-    } catch (err) {
-      if (TOKEN_FAULTS.some((fault) => err instanceof fault)) throw err;
-      throw new KeysUnavailableError(err instanceof Error ? err.message : String(err));
-    }
-  };
+function jwksVerifier(options: JwksOptions, clockTolerance: number, log?: (line: string) => void): Verify {
+  const keys = remoteKeySet({ ...options, log });
   return async (token) => {
     const { payload } = await jwtVerify(token, keys, {
       algorithms: ['RS256', 'ES256'],
@@ -96,10 +62,19 @@ function jwksVerifier(options: JwksOptions, clockTolerance: number): Verify {
   };
 }
 
-function secretVerifier(secret: string, clockTolerance: number): Verify {
+function secretVerifier(
+  secret: string,
+  clockTolerance: number,
+  expected: { issuer?: string; audience?: string },
+): Verify {
   const key = new TextEncoder().encode(secret);
   return async (token) => {
-    const { payload } = await jwtVerify(token, key, { algorithms: ['HS256'], clockTolerance });
+    const { payload } = await jwtVerify(token, key, {
+      algorithms: ['HS256'],
+      clockTolerance,
+      ...(expected.issuer === undefined ? {} : { issuer: expected.issuer }),
+      ...(expected.audience === undefined ? {} : { audience: expected.audience }),
+    });
     return { payload, user: 'sub', team: 'team' };
   };
 }
@@ -108,8 +83,10 @@ function secretVerifier(secret: string, clockTolerance: number): Verify {
 export function createTokenVerifier(options: AuthOptions): (token: string) => Promise<Caller> {
   const now = options.now ?? (() => new Date());
   const skew = options.clockSkewSeconds;
-  const bySecret = options.jwtSecret ? secretVerifier(options.jwtSecret, skew) : undefined;
-  const byJwks = options.jwks ? jwksVerifier(options.jwks, skew) : undefined;
+  // A token of the local secret is held to the same issuer and audience as the provider's.
+  const expected = { issuer: options.issuer, audience: options.audience };
+  const bySecret = options.jwtSecret ? secretVerifier(options.jwtSecret, skew, expected) : undefined;
+  const byJwks = options.jwks ? jwksVerifier(options.jwks, skew, options.log) : undefined;
   return async (token) => {
     let alg: unknown;
     try {
@@ -170,6 +147,13 @@ export function mintToken(
   userId: string,
   teamId: string,
   expiresIn: jwt.SignOptions['expiresIn'] = '1d',
+  expected: { issuer?: string; audience?: string } = {},
 ) {
-  return jwt.sign({ team: teamId }, secret, { algorithm: 'HS256', subject: userId, expiresIn });
+  return jwt.sign({ team: teamId }, secret, {
+    algorithm: 'HS256',
+    subject: userId,
+    expiresIn,
+    ...(expected.issuer === undefined ? {} : { issuer: expected.issuer }),
+    ...(expected.audience === undefined ? {} : { audience: expected.audience }),
+  });
 }

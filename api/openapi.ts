@@ -10,7 +10,7 @@ export const OPENAPI_PATH = '/api/v1/openapi.json';
 const API_VERSION = '1.0.0';
 
 /** Paths that answer without a bearer token. */
-const PUBLIC = new Set(['/healthz', OPENAPI_PATH]);
+const PUBLIC = new Set(['/healthz', '/readyz', OPENAPI_PATH]);
 
 export interface DocumentedRoute {
   method: string;

@@ -16,6 +16,7 @@ import { pushSenderFor, type PushSender } from '../net/pushSender';
 import { connectMongo, pingMongo, type Mongo } from '../store/mongo';
 import { createStores, ensureAllIndexes } from '../store';
 import { createApp } from './app';
+import { listenMetrics } from './routes/metrics';
 import { createEpisodeView } from './episodesView';
 import { Registry } from 'prom-client';
 import { createMetrics, type Metrics } from '../observability/metrics';
@@ -24,6 +25,8 @@ import { createLogger, logAt, type Log, type Logger } from '../observability/log
 export interface ApiHandle {
   server: Server;
   url: string;
+  /** METRICS_PORT's /metrics; undefined: off. */
+  metricsUrl?: string;
   close(graceMs?: number): Promise<void>;
 }
 
@@ -76,12 +79,16 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     onEmitError: (runId, err) =>
       log(`outcome emit failed, the sweep will replay it: ${String(err)}`, { runId }),
   });
+  const scrape = (): Promise<string> => metrics.registry.metrics();
   const app = createApp({
     auth: {
       jwtSecret: config.authJwtSecret,
       jwks: config.authJwks,
+      issuer: config.authIssuer,
+      audience: config.authAudience,
       maxLifetimeSeconds: config.authMaxTokenLifetimeSeconds,
       clockSkewSeconds: config.authClockSkewSeconds,
+      log,
     },
     engine,
     runs: stores.runs,
@@ -143,18 +150,28 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
         }
       : undefined,
     log,
-    scrapeMetrics: () => metrics.registry.metrics(),
+    trustProxy: config.trustProxy,
+    metrics: config.metricsToken ? { scrape, token: config.metricsToken } : undefined,
     logRequest: (fields) => logger.debug(fields, 'request'),
   });
+  const metricsServer =
+    config.metricsPort === undefined
+      ? undefined
+      : await listenMetrics(scrape, config.metricsPort, config.host);
   const server = await new Promise<Server>((resolve, reject) => {
     const s = app.listen(config.port, config.host, () => resolve(s));
     s.once('error', reject);
   });
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
+  const metricsAddress = metricsServer?.address();
   return {
     server,
     url: `http://${config.host}:${port}`,
+    metricsUrl:
+      typeof metricsAddress === 'object' && metricsAddress
+        ? `http://${config.host}:${metricsAddress.port}/metrics`
+        : undefined,
     /**
      * Stops accepting, lets the requests in flight finish (at most `graceMs`, SHUTDOWN_GRACE_SECONDS by
      * default), then cuts what is left and closes the connections to the servers.
@@ -171,6 +188,10 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
       clearInterval(idle);
       server.closeAllConnections();
       await closed;
+      if (metricsServer) {
+        metricsServer.closeAllConnections();
+        await new Promise((resolve) => metricsServer.close(resolve));
+      }
       pushSender?.close();
       await connection.close();
       await mongo.client.close();
@@ -182,6 +203,7 @@ async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const logger = createLogger({ level: config.logLevel, format: config.logFormat, name: 'api' });
   const api = await startApi(config, { logger, metrics: createMetrics(new Registry()) });
+  if (api.metricsUrl) logger.info(`flow-notify api: metrics on ${api.metricsUrl}`);
   logger.info(`flow-notify api: listening on ${api.url}`);
   const stop = (signal: string): void => {
     logger.info(`flow-notify api: ${signal}: no new connections; finishing the requests in flight`);

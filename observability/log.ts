@@ -31,37 +31,74 @@ export interface LoggerOptions {
 }
 
 /**
- * Field names (any case) whose values never reach a log line: callback secrets, tokens and Authorization headers,
- * the VAPID private key, subscription keys (p256dh/auth).
+ * Field names whose values never reach a log line: callback secrets, tokens and Authorization headers, cookies,
+ * API keys, passwords, the VAPID private key, subscription keys (p256dh/auth), webhook signatures. Matched by
+ * pattern, in any case and spelling (apiKey, x-api-key, client_secret, set-cookie, accessToken, taskToken...).
  */
-const REDACTED_FIELDS = new Set(
-  ['secret', 'token', 'authorization', 'privateKey', 'keys', 'p256dh', 'auth', 'taskToken'].map((name) =>
-    name.toLowerCase(),
-  ),
-);
+const SECRET_NAME =
+  /secret|token|passw(or)?d|passphrase|^pwd$|api-?key|private-?key|access-?key|authorization|cookie|credential|session-?id|signature|^auth$|^keys$|^p256dh$/;
+
+const isSecretName = (name: string): boolean => SECRET_NAME.test(name.toLowerCase().replace(/_/g, '-'));
+
+/** scheme://[user[:password]@]rest[?query][#fragment], in any text. */
+const URL_IN_TEXT = /\b([a-z][a-z\d+.-]*:\/\/)([^\s/?#@'"<>]+@)?([^\s?#'"<>]*)([?#][^\s'"<>]*)?/gi;
+
+/** Text with every URL's credentials and query string (and fragment) cut out: both often carry a token. */
+export function scrubUrls(text: string): string {
+  if (!text.includes('://')) return text;
+  return text.replace(
+    URL_IN_TEXT,
+    (_all, scheme: string, credentials: string | undefined, rest: string, query: string | undefined) =>
+      `${scheme}${credentials ? '[redacted]@' : ''}${rest}${query ? '?[redacted]' : ''}`,
+  );
+}
 
 /** Nesting walked for secrets; anything deeper is dropped whole, so no depth lets one through. */
 const MAX_LOGGED_DEPTH = 8;
 
-const isPlainObject = (value: unknown): value is Record<string, unknown> => {
-  if (typeof value !== 'object' || value === null) return false;
-  const proto = Object.getPrototypeOf(value) as unknown;
-  return proto === Object.prototype || proto === null;
-};
-
 /**
- * A copy of a logged value with every field named like a secret censored, at any depth of plain objects and
- * arrays (pino's own redaction takes fixed paths, so a secret one level deeper than foreseen would be written).
- * Other objects (errors, dates, buffers) are left to pino's serializers.
+ * A copy of a logged value that is safe to write: every field named like a secret censored, and the credentials
+ * and query strings of URLs cut out of every string, at any depth of objects, arrays, errors (their own
+ * properties and their cause) and class instances (pino's own redaction takes fixed paths and plain objects).
  */
-function redactSecrets(value: unknown, depth = 0): unknown {
-  if (!Array.isArray(value) && !isPlainObject(value)) return value;
+function redactSecrets(value: unknown, depth = 0, ancestors = new WeakSet<object>()): unknown {
+  if (typeof value === 'string') return scrubUrls(value);
+  if (typeof value !== 'object' || value === null) return value;
   if (depth >= MAX_LOGGED_DEPTH) return '[too deep]';
-  if (Array.isArray(value)) return value.map((item) => redactSecrets(item, depth + 1));
-  const copy: Record<string, unknown> = {};
-  for (const [key, field] of Object.entries(value))
-    copy[key] = REDACTED_FIELDS.has(key.toLowerCase()) ? '[redacted]' : redactSecrets(field, depth + 1);
-  return copy;
+  if (ancestors.has(value)) return '[circular]';
+  ancestors.add(value);
+  try {
+    return redactObject(value, (item) => redactSecrets(item, depth + 1, ancestors));
+  } finally {
+    ancestors.delete(value);
+  }
+}
+
+function redactObject(value: object, walk: (item: unknown) => unknown): unknown {
+  const fields = (source: object, into: Record<string, unknown> = {}): Record<string, unknown> => {
+    for (const [key, field] of Object.entries(source))
+      into[key] = isSecretName(key) ? '[redacted]' : walk(field);
+    return into;
+  };
+  if (Array.isArray(value)) return value.map(walk);
+  if (value instanceof Error) {
+    const error = fields(value, {
+      type: value.constructor?.name || value.name,
+      message: scrubUrls(value.message),
+      ...(value.stack ? { stack: scrubUrls(value.stack) } : {}),
+    });
+    // A cause given to the constructor is not enumerable: walk it all the same.
+    if (value.cause !== undefined && !Object.hasOwn(error, 'cause')) error.cause = walk(value.cause);
+    return error;
+  }
+  if (value instanceof URL) return scrubUrls(value.href);
+  if (value instanceof Date) return value;
+  if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) return `[${value.byteLength} bytes]`;
+  if (value instanceof Map) return walk(Object.fromEntries(value));
+  if (value instanceof Set) return walk([...value]);
+  const toJSON = (value as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === 'function') return walk(toJSON.call(value));
+  return fields(value);
 }
 
 const redactFields = (fields: Record<string, unknown>): Record<string, unknown> =>
@@ -77,6 +114,8 @@ export function createLogger(options: LoggerOptions): Logger {
       base: { name: options.name, pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }), log: redactFields },
+      // The fields arrive redacted (errors made plain by redactFields); the message has its URLs scrubbed.
+      serializers: { err: (err: unknown) => err, msg: (msg: unknown) => redactSecrets(msg) },
     },
     format === 'pretty' ? prettyStream(destination) : (destination as pino.DestinationStream),
   );

@@ -1,6 +1,6 @@
 // npm run token -- --user U --team T [--expires 7d]: prints a bearer token for the local AUTH_JWT_SECRET
 // (the environment's, else the one the embedded default generated under .data/). The API refuses tokens that
-// live longer than AUTH_MAX_TOKEN_LIFETIME_SECONDS (7 days by default).
+// live longer than AUTH_MAX_TOKEN_LIFETIME_SECONDS (7 days by default); AUTH_ISSUER / AUTH_AUDIENCE, when set, go in.
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -31,4 +31,5 @@ if (!secret) {
   );
   process.exit(1);
 }
-console.log(mintToken(secret, values.user, values.team, values.expires as never));
+const { authIssuer: issuer, authAudience: audience } = launcherEnv();
+console.log(mintToken(secret, values.user, values.team, values.expires as never, { issuer, audience }));

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { ApiHandle } from '../api/server';
+import { API_CSP } from '../api/securityHeaders';
 import { STUDIO_DIR } from '../api/studio';
 import { ApiClient, startTestApi } from './support/harness';
 import { testConfig } from './support/stack';
@@ -24,6 +25,11 @@ function assertCommon(headers: Headers, what: string): void {
   assert.equal(headers.get('referrer-policy'), 'no-referrer', what);
   assert.equal(headers.get('x-frame-options'), 'DENY', what);
   assert.equal(directives(headers.get('content-security-policy')).get('frame-ancestors'), "'none'", what);
+  // No other origin's window keeps a handle on ours, and no other origin may embed what we answer.
+  assert.equal(headers.get('cross-origin-opener-policy'), 'same-origin', what);
+  assert.equal(headers.get('cross-origin-resource-policy'), 'same-origin', what);
+  // Served over plain HTTP, not behind a trusted TLS proxy: HSTS would be ignored, and is not sent.
+  assert.equal(headers.get('strict-transport-security'), null, what);
 }
 
 describe('security headers', () => {
@@ -61,13 +67,40 @@ describe('security headers', () => {
       ['wrong method', () => alice.request('PATCH', '/api/v1/runs'), 405],
       ['bad JSON', () => alice.request('POST', '/api/v1/runs', '{'), 400],
       ['GET /healthz', () => anonymous.get('/healthz'), 200],
+      ['GET /readyz', () => anonymous.get('/readyz'), 200],
+      ['GET /metrics (not served)', () => anonymous.get('/metrics'), 404],
+      ['GET /api/v1/openapi.json', () => anonymous.get('/api/v1/openapi.json'), 200],
     ];
     for (const [what, call, status] of cases) {
       const res = await call();
       assert.equal(res.status, status, what);
       assertCommon(res.headers, what);
-      assert.equal(directives(res.headers.get('content-security-policy')).get('default-src'), "'none'", what);
+      // The API's policy exactly: nothing may load, not even a script of our own.
+      assert.equal(res.headers.get('content-security-policy'), API_CSP, what);
     }
+  });
+
+  it('Strict-Transport-Security behind a TLS-terminating proxy (TRUST_PROXY=1), unless it says the request was plain', async () => {
+    const { api: proxied, client } = await startTestApi(testConfig({ TRUST_PROXY: '1' }));
+    try {
+      for (const [what, headers, hsts] of [
+        ['forwarded https', { 'x-forwarded-proto': 'https' }, true],
+        ['no forwarded protocol', {}, true],
+        ['forwarded http', { 'x-forwarded-proto': 'http' }, false],
+      ] as const) {
+        for (const p of ['/', '/healthz', '/api/v1/runs']) {
+          const res = await client.request('GET', p, undefined, headers);
+          const value = res.headers.get('strict-transport-security');
+          if (hsts) assert.match(value ?? '', /^max-age=31536000$/, `${what} ${p}`);
+          else assert.equal(value, null, `${what} ${p}`);
+        }
+      }
+    } finally {
+      await proxied.close();
+    }
+    // Without TRUST_PROXY a forwarded protocol is anyone's word: no HSTS.
+    const res = await anonymous.request('GET', '/healthz', undefined, { 'x-forwarded-proto': 'https' });
+    assert.equal(res.headers.get('strict-transport-security'), null);
   });
 
   it('the studio page has no inline script, inline style or event-handler attribute', () => {

@@ -64,6 +64,25 @@ describe('identity', function () {
       assert.equal(ok.status, 200, ok.text);
     });
 
+    it('AUTH_ISSUER and AUTH_AUDIENCE, set without a JWKS, are checked on HS256 tokens', async () => {
+      const { api: strict } = await startTestApi(
+        testConfig({ AUTH_ISSUER: 'https://flow.test/', AUTH_AUDIENCE: 'flow-notify' }),
+      );
+      try {
+        const iat = nowSeconds();
+        const claims = { sub: 'alice', team: 'acme', iat, exp: iat + 600 };
+        const get = (token: string) => new ApiClient(strict.url, token).get('/api/v1/runs');
+        const plain = await get(hs256(claims));
+        assert.equal(plain.status, 401, plain.text);
+        const wrong = await get(hs256({ ...claims, iss: 'https://flow.test/', aud: 'other' }));
+        assert.equal(wrong.status, 401, wrong.text);
+        const right = await get(hs256({ ...claims, iss: 'https://flow.test/', aud: 'flow-notify' }));
+        assert.equal(right.status, 200, right.text);
+      } finally {
+        await strict.close();
+      }
+    });
+
     it('npm run token prints a token the API accepts', async () => {
       const printed = spawnSync(
         process.execPath,
@@ -98,6 +117,52 @@ describe('identity', function () {
     }
   });
 
+  describe('start-up bounds', () => {
+    const cases: [string, Record<string, string>, RegExp][] = [
+      [
+        'a clock skew over 300 s',
+        { AUTH_CLOCK_SKEW_SECONDS: '301' },
+        /AUTH_CLOCK_SKEW_SECONDS must be at most 300 seconds, got "301"/,
+      ],
+      [
+        'a token lifetime over 30 days',
+        { AUTH_MAX_TOKEN_LIFETIME_SECONDS: String(30 * 86400 + 1) },
+        /AUTH_MAX_TOKEN_LIFETIME_SECONDS must be at most 2592000 seconds/,
+      ],
+    ];
+    for (const [what, env, message] of cases) {
+      it(`api/server.ts: ${what} stops start-up with one line naming it (exit 78)`, () => {
+        const result = spawnSync(process.execPath, ['-r', 'ts-node/register', 'api/server.ts'], {
+          cwd: PROJECT_ROOT,
+          env: {
+            PATH: process.env.PATH ?? '',
+            MONGO_URL: testStack().mongoUrl,
+            TEMPORAL_ADDRESS: testStack().temporalAddress,
+            AUTH_JWT_SECRET: TEST_JWT_SECRET,
+            ...env,
+          },
+          encoding: 'utf8',
+          timeout: 30_000,
+        });
+        assert.equal(result.status, 78, result.stderr);
+        const lines = result.stderr.trim().split('\n');
+        assert.equal(lines.length, 1, result.stderr);
+        assert.match(lines[0], message);
+      });
+    }
+
+    it('the bounds themselves are accepted', () => {
+      const config = loadConfig({
+        MONGO_URL: 'mongodb://127.0.0.1:1',
+        AUTH_JWT_SECRET: TEST_JWT_SECRET,
+        AUTH_CLOCK_SKEW_SECONDS: '300',
+        AUTH_MAX_TOKEN_LIFETIME_SECONDS: String(30 * 86400),
+      });
+      assert.equal(config.authClockSkewSeconds, 300);
+      assert.equal(config.authMaxTokenLifetimeSeconds, 30 * 86400);
+    });
+  });
+
   describe('JWKS configuration', () => {
     const base = {
       MONGO_URL: 'mongodb://127.0.0.1:1',
@@ -122,6 +187,78 @@ describe('identity', function () {
       assert.equal(config.authJwtSecret, undefined);
       assert.equal(config.authJwks?.userClaim, 'sub');
       assert.throws(() => loadConfig({ MONGO_URL: base.MONGO_URL }), /AUTH_JWT_SECRET is required/);
+    });
+  });
+
+  describe('an identity provider outage: the last good key set', () => {
+    const audience = 'flow-notify';
+    let idp: JwksServer;
+    let api: ApiHandle;
+    const call = (token: string) => new ApiClient(api.url, token).get('/api/v1/runs');
+    const many = (n: number, token: string) => Promise.all(Array.from({ length: n }, () => call(token)));
+
+    before(async () => {
+      idp = await JwksServer.start();
+      await idp.addKey('rsa-1', 'RS256');
+      ({ api } = await startTestApi(
+        testConfig({
+          AUTH_JWKS_URL: idp.url,
+          AUTH_ISSUER: idp.issuer,
+          AUTH_AUDIENCE: audience,
+          AUTH_JWKS_COOLDOWN_SECONDS: '1',
+          AUTH_JWKS_CACHE_SECONDS: '1',
+          AUTH_JWKS_MAX_STALE_SECONDS: '3',
+        }),
+      ));
+    });
+    after(async () => {
+      await api.close();
+      await idp.stop();
+    });
+
+    it('serves the last good keys while reloads fail, one fetch for many requests, backed off; 503 once too old', async () => {
+      const token = await idp.sign('rsa-1', { sub: 'erin', team: 'acme' }, audience);
+      const good = await call(token);
+      const fetchedAt = Date.now();
+      assert.equal(good.status, 200, good.text);
+      assert.equal(idp.fetches, 1);
+
+      idp.failWith = 503;
+      await new Promise((resolve) => setTimeout(resolve, 1100)); // past AUTH_JWKS_CACHE_SECONDS: stale
+      const during = await many(20, token);
+      assert.deepEqual(
+        during.map((r) => r.status),
+        Array(20).fill(200),
+        `stale keys still verify: ${during.find((r) => r.status !== 200)?.text}`,
+      );
+      assert.equal(idp.fetches, 2, 'twenty requests during the outage: one reload');
+      // The failed reload backs off: the next requests do not ask the provider again at once.
+      const next = await many(5, token);
+      assert.deepEqual(
+        next.map((r) => r.status),
+        Array(5).fill(200),
+      );
+      assert.equal(idp.fetches, 2, 'backed off');
+
+      // Past the freshness plus AUTH_JWKS_MAX_STALE_SECONDS the set is too old to trust: 503, as without keys.
+      let last = next[0];
+      while (last.status === 200 && Date.now() - fetchedAt < 15_000) {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        last = await call(token);
+      }
+      assert.equal(last.status, 503, last.text);
+      assert.match(last.body.error, /identity provider keys are unavailable/);
+      assert.ok(Date.now() - fetchedAt >= 4000, `served stale for only ${Date.now() - fetchedAt} ms`);
+      assert.ok(idp.fetches < 8, `${idp.fetches} fetches: the reloads back off`);
+
+      idp.failWith = undefined;
+      let back = last;
+      const deadline = Date.now() + 30_000;
+      while (back.status !== 200 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        back = await call(token);
+      }
+      assert.equal(back.status, 200, `the provider is back: ${back.text}`);
     });
   });
 
@@ -210,10 +347,20 @@ describe('identity', function () {
       assert.equal(back.status, 201, back.text);
     });
 
-    it('an HS256 token of the local secret is still accepted beside the JWKS', async () => {
+    it('an HS256 token of the local secret is accepted beside the JWKS, held to the same issuer and audience', async () => {
       const iat = nowSeconds();
-      const res = await call(hs256({ sub: 'dave', team: 'acme', iat, exp: iat + 600 }));
+      const claims = { sub: 'dave', team: 'acme', iat, exp: iat + 600 };
+      const res = await call(hs256({ ...claims, iss: idp.issuer, aud: audience }));
       assert.equal(res.status, 201, res.text);
+      for (const [what, token] of [
+        ['no iss or aud', hs256(claims)],
+        ['no aud', hs256({ ...claims, iss: idp.issuer })],
+        ['another issuer', hs256({ ...claims, iss: 'https://evil.test/', aud: audience })],
+        ['another audience', hs256({ ...claims, iss: idp.issuer, aud: 'another-app' })],
+      ] as const) {
+        const refused = await call(token);
+        assert.equal(refused.status, 401, `${what}: ${refused.text}`);
+      }
     });
   });
 });

@@ -9,12 +9,14 @@ import webpush from 'web-push';
 import { sweepScheduleId } from '../client/schedules';
 import { loadConfig } from '../config';
 import { freePort, PROJECT_ROOT } from '../stack/embedded';
+import { mintToken } from '../api/auth';
 import { CallbackReceiver } from './support/callbackReceiver';
-import { ApiClient, temporalClient } from './support/harness';
+import { JwksServer } from './support/jwksServer';
+import { ApiClient, startTestApi, temporalClient } from './support/harness';
 import { terminate } from './support/processes';
 import { deleteSweepScheduleOf, processStackVars } from './support/processStack';
 import { startPushService, type PushService } from './support/pushService';
-import { TEST_JWT_SECRET, testStack } from './support/stack';
+import { TEST_JWT_SECRET, testConfig, testStack } from './support/stack';
 import { childProcessEnv, WorkerProcess } from './support/workerProcess';
 import { Registry } from 'prom-client';
 import { createMetrics } from '../observability/metrics';
@@ -73,6 +75,11 @@ async function startApiProcess(
   return { child };
 }
 
+const OPS_QUERY_TOKEN = 'ops-query-token-0123456789abcdef';
+const CALLBACK_QUERY_TOKEN = 'callback-query-token-0123456789abcdef';
+const JWKS_QUERY_TOKEN = 'jwks-query-token-0123456789abcdef';
+const AUDIENCE = 'flow-notify';
+
 describe('observability: /metrics on the API and the worker, structured logs without secrets', function () {
   this.timeout(180_000);
   let push: PushService;
@@ -85,9 +92,15 @@ describe('observability: /metrics on the API and the worker, structured logs wit
   const apiLines: string[] = [];
   let apiUrl: string;
   let workerMetricsUrl: string;
+  let apiMetricsUrl: string;
+  let idp: JwksServer;
 
   before(async () => {
     push = await startPushService();
+    // An identity provider that is down: the API logs why it has no keys, naming the key set's URL.
+    idp = await JwksServer.start();
+    await idp.addKey('rsa-1', 'RS256');
+    idp.failWith = 500;
     callbacks = await CallbackReceiver.start();
     opsHook = await CallbackReceiver.start();
     const vapid = webpush.generateVAPIDKeys();
@@ -100,14 +113,22 @@ describe('observability: /metrics on the API and the worker, structured logs wit
         PUSH_ALLOW_PRIVATE: '1',
         CALLBACK_ALLOW_PRIVATE: '1',
         CALLBACK_RETRY_SECONDS: '1',
-        OPS_ALERT_WEBHOOK_URL: opsHook.url,
+        // A token in the operator webhook's query string (as chat webhooks carry one): never logged.
+        OPS_ALERT_WEBHOOK_URL: `${opsHook.url}?token=${OPS_QUERY_TOKEN}`,
         SWEEP_INTERVAL_SECONDS: '3600',
         PORT: String(await freePort()),
+        // The API's metrics on their own loopback port (the API port answers 404 for /metrics).
+        METRICS_PORT: String(await freePort()),
+        // A token in the key set URL's query string: never logged.
+        AUTH_JWKS_URL: `${idp.url}?token=${JWKS_QUERY_TOKEN}`,
+        AUTH_ISSUER: idp.issuer,
+        AUTH_AUDIENCE: AUDIENCE,
         LOG_LEVEL: 'debug',
         LOG_FORMAT: 'json',
       },
     );
     apiUrl = `http://127.0.0.1:${vars.PORT}`;
+    apiMetricsUrl = `http://127.0.0.1:${vars.METRICS_PORT}/metrics`;
     workerMetricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
     worker = await WorkerProcess.start({
       vars: { ...vars, WORKER_METRICS_PORT: String(metricsPort) },
@@ -122,6 +143,7 @@ describe('observability: /metrics on the API and the worker, structured logs wit
     await worker?.stop();
     if (vars) await deleteSweepScheduleOf(loadConfig(vars));
     await push?.close();
+    await idp?.stop();
     await callbacks?.close();
     await opsHook?.close();
   });
@@ -144,16 +166,38 @@ describe('observability: /metrics on the API and the worker, structured logs wit
 
   it('counts one episode of each family, a callback given up and a sweep pass that starts a lost episode, exactly', async () => {
     const before = {
-      api: (await scrape(`${apiUrl}/metrics`)).series,
+      api: (await scrape(apiMetricsUrl)).series,
       worker: (await scrape(workerMetricsUrl)).series,
     };
     const delta = (now: Map<string, number>, was: Map<string, number>, key: string): number =>
       (now.get(key) ?? 0) - (was.get(key) ?? 0);
 
-    const alice = new ApiClient(apiUrl).as('alice', 'acme');
+    const alice = new ApiClient(
+      apiUrl,
+      mintToken(TEST_JWT_SECRET, 'alice', 'acme', '1d', { issuer: idp.issuer, audience: AUDIENCE }),
+    );
     secrets.jwt = alice.token!;
     secrets.jwtSecret = TEST_JWT_SECRET;
     secrets.vapidPrivateKey = vars.VAPID_PRIVATE_KEY;
+    // The provider's keys cannot be had: 503, and the operator's log says why.
+    const idpToken = await idp.sign('rsa-1', { sub: 'erin', team: 'acme' }, AUDIENCE);
+    secrets.idpToken = idpToken;
+    secrets.jwksQueryToken = JWKS_QUERY_TOKEN;
+    assert.equal((await new ApiClient(apiUrl, idpToken).get('/api/v1/runs')).status, 503);
+    // Credentials in headers and the query string that no route reads.
+    secrets.cookie = 'session-cookie-0123456789abcdef';
+    secrets.apiKey = 'x-api-key-0123456789abcdef';
+    secrets.accessToken = 'query-access-token-0123456789abcdef';
+    const withHeaders = await alice.request(
+      'GET',
+      `/api/v1/runs?access_token=${secrets.accessToken}`,
+      undefined,
+      {
+        cookie: `session=${secrets.cookie}`,
+        'x-api-key': secrets.apiKey,
+      },
+    );
+    assert.equal(withHeaders.status, 200, withHeaders.text);
     const sub = push.endpoint('alice-laptop');
     secrets.p256dh = sub.keys.p256dh;
     secrets.auth = sub.keys.auth;
@@ -187,9 +231,11 @@ describe('observability: /metrics on the API and the worker, structured logs wit
 
     // A callback the receiver refuses (400): one attempt, given up; the run completes (a push, no alert).
     callbacks.answerAlways({ status: 400 });
+    secrets.opsQueryToken = OPS_QUERY_TOKEN;
+    secrets.callbackQueryToken = CALLBACK_QUERY_TOKEN;
     const refused = await alice.post('/api/v1/runs', {
       title: 'Refused',
-      callback: { url: callbacks.url, secret },
+      callback: { url: `${callbacks.url}?token=${CALLBACK_QUERY_TOKEN}`, secret },
     });
     assert.equal(refused.status, 201, refused.text);
     assert.equal(
@@ -248,10 +294,10 @@ describe('observability: /metrics on the API and the worker, structured logs wit
     const reached = (now: Map<string, number>, was: Map<string, number>, expected: Record<string, number>) =>
       Object.entries(expected).every(([key, value]) => delta(now, was, key) >= value);
     await scrapeUntil(workerMetricsUrl, (s) => reached(s, before.worker, expectedWorker));
-    await scrapeUntil(`${apiUrl}/metrics`, (s) => reached(s, before.api, expectedApi));
+    await scrapeUntil(apiMetricsUrl, (s) => reached(s, before.api, expectedApi));
     // Settled: a moment more must not move them past what happened.
     await new Promise((resolve) => setTimeout(resolve, 1000));
-    const after = { api: (await scrape(`${apiUrl}/metrics`)).series, worker: await scrape(workerMetricsUrl) };
+    const after = { api: (await scrape(apiMetricsUrl)).series, worker: await scrape(workerMetricsUrl) };
     const moved = (now: Map<string, number>, was: Map<string, number>, expected: Record<string, number>) =>
       Object.fromEntries(Object.keys(expected).map((key) => [key, delta(now, was, key)]));
     assert.deepEqual(moved(after.worker.series, before.worker, expectedWorker), expectedWorker);
@@ -263,10 +309,12 @@ describe('observability: /metrics on the API and the worker, structured logs wit
     }
     // The Temporal SDK's own metrics, from the same endpoint.
     assert.match(after.worker.text, /^temporal_\w+/m);
+    // Not on the API port: no METRICS_TOKEN was given.
+    assert.equal((await fetch(`${apiUrl}/metrics`)).status, 404);
   });
 
   it('writes one JSON line per event, with run, episode, family and workflow where known, and no secret', () => {
-    assert.equal(Object.keys(secrets).length, 7, 'the episodes ran and the secrets were gathered');
+    assert.equal(Object.keys(secrets).length, 14, 'the episodes ran and the secrets were gathered');
     const all = [...workerLines, ...apiLines];
     const entries = all.map((line) => {
       try {
@@ -283,6 +331,17 @@ describe('observability: /metrics on the API and the worker, structured logs wit
           e.component === 'temporal' && e.family === 'callback' && typeof e.episodeId === 'string' && e.runId,
       ),
       'an SDK line about a callback activity names its run, episode and family',
+    );
+    // The key set's URL is named, without its query string.
+    assert.ok(
+      entries.some(
+        (e) =>
+          e.name === 'api' &&
+          /keys could not be fetched from http:\/\/127\.0\.0\.1:\d+\/\.well-known\/jwks\.json\?\[redacted\]/.test(
+            String(e.msg),
+          ),
+      ),
+      'the API says which key set it could not fetch',
     );
     for (const [name, value] of Object.entries(secrets)) {
       assert.ok(value.length >= 16, name);
@@ -313,5 +372,71 @@ describe('observability: /metrics on the API and the worker, structured logs wit
       await mongo.db.dropDatabase();
       await mongo.client.close();
     }
+  });
+});
+
+describe("the API's /metrics: off by default, on METRICS_PORT or behind METRICS_TOKEN", () => {
+  const metricsToken = 'metrics-token-0123456789abcdef';
+
+  it('by default the API port answers 404 for /metrics, with a user token or without', async () => {
+    const { api, client } = await startTestApi(testConfig());
+    try {
+      for (const caller of [client, client.as('alice', 'acme')]) {
+        const res = await caller.get('/metrics');
+        assert.equal(res.status, 404, res.text);
+        assert.deepEqual(res.body, { error: 'not found' });
+      }
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('METRICS_TOKEN: the API port serves /metrics to that bearer only', async () => {
+    const { api, client } = await startTestApi(testConfig({ METRICS_TOKEN: metricsToken }));
+    try {
+      for (const [what, caller] of [
+        ['no token', client],
+        ['another token', new ApiClient(api.url, 'another-token-0123456789abcdef')],
+        ["a user's token", client.as('alice', 'acme')],
+      ] as const) {
+        const res = await caller.get('/metrics');
+        assert.equal(res.status, 401, `${what}: ${res.text}`);
+      }
+      const ok = await new ApiClient(api.url, metricsToken).get('/metrics');
+      assert.equal(ok.status, 200, ok.text);
+      assert.match(ok.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
+      assert.match(ok.text, /^flow_notify_\w+/m);
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('METRICS_PORT: its own port serves /metrics without a token; the API port answers 404', async () => {
+    const port = await freePort();
+    const { api, client } = await startTestApi(testConfig({ METRICS_PORT: String(port) }));
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/metrics`);
+      assert.equal(res.status, 200);
+      assert.match(await res.text(), /^flow_notify_\w+/m);
+      assert.equal((await client.get('/metrics')).status, 404);
+    } finally {
+      await api.close();
+    }
+    await assert.rejects(fetch(`http://127.0.0.1:${port}/metrics`), 'closed with the API');
+  });
+
+  it('a METRICS_TOKEN shorter than 16 characters or a bad METRICS_PORT is one line naming it', () => {
+    const base = { MONGO_URL: 'mongodb://127.0.0.1:1', AUTH_JWT_SECRET: TEST_JWT_SECRET };
+    assert.throws(
+      () => loadConfig({ ...base, METRICS_TOKEN: 'short' }),
+      /^ConfigError: METRICS_TOKEN must be/,
+    );
+    assert.throws(
+      () => loadConfig({ ...base, METRICS_PORT: 'x' }),
+      /^ConfigError: METRICS_PORT must be a TCP port/,
+    );
+    const config = loadConfig({ ...base, METRICS_PORT: '9464', METRICS_TOKEN: metricsToken });
+    assert.equal(config.metricsPort, 9464);
+    assert.equal(config.metricsToken, metricsToken);
   });
 });

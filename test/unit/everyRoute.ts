@@ -29,7 +29,7 @@ export function appWithEveryRoute(options: { metrics?: boolean } = {}) {
       now: () => new Date(),
       log: () => undefined,
     },
-    ...(options.metrics ? { scrapeMetrics: async () => '' } : {}),
+    ...(options.metrics ? { metrics: { scrape: async () => '', token: 'unit-test-metrics-token' } } : {}),
   } as unknown as AppDeps);
 }
 

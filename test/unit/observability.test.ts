@@ -103,6 +103,60 @@ describe('observability', () => {
     assert.ok(text.includes('https://hooks.example'), 'the rest of the object is kept');
   });
 
+  it('errors and class instances are walked, secret-like names matched by pattern, URLs lose credentials and query', async () => {
+    const out = capture(false);
+    const logger = createLogger({ level: 'info', name: 'worker', destination: out });
+    class Upstream {
+      constructor(
+        readonly apiKey: string,
+        readonly host: string,
+      ) {}
+    }
+    const err = Object.assign(
+      new Error('fetch failed for https://user:ERRPASS1@idp.example/keys?token=ERRQUERY2'),
+      {
+        request: { headers: { 'x-api-key': 'ERRAPIKEY3', Cookie: 'session=ERRCOOKIE4' } },
+        password: 'ERRPASS5',
+      },
+    );
+    err.cause = Object.assign(new Error('inner'), { clientSecret: 'CAUSESECRET6' });
+    logger.warn(
+      {
+        err,
+        error: err,
+        upstream: new Upstream('CLASSKEY7', 'upstream.example'),
+        headers: { 'X-Api-Key': 'APIKEY8', cookie: 'sid=COOKIE9', 'set-cookie': ['sid=SETCOOKIE10'] },
+        clientSecret: 'CLIENTSECRET11',
+        accessToken: 'ACCESS12',
+        db: { password: 'DBPASS13' },
+        target: 'https://hooks.example/in?token=QUERY14&x=1',
+        mongo: 'mongodb://admin:MONGOPASS15@db.internal:27017/flow?authSource=admin',
+        url: new URL('https://u:URLPASS16@x.example/p?sig=URLSIG17'),
+        episodeKey: 'run_1:end',
+        claimKey: 'cb|run_1:end',
+      },
+      'calling https://ops.example/hook?token=MSGQUERY18 as https://bob:MSGPASS19@ops.example/',
+    );
+    logger.error(new Error('plain https://carol:ERRMSGPASS20@h.example/?code=ERRMSGQUERY21'));
+    await flush();
+    const text = out.text();
+    for (let n = 1; n <= 21; n++) {
+      const leaked = text.match(new RegExp(`[A-Z]{4,}${n}\\b`));
+      assert.equal(leaked, null, `${leaked?.[0]} is in the log:\n${text}`);
+    }
+    for (const kept of [
+      'upstream.example',
+      'https://hooks.example/in',
+      'db.internal:27017/flow',
+      'https://ops.example/hook',
+      'fetch failed for https://',
+      'run_1:end',
+      'cb|run_1:end',
+      'inner',
+    ])
+      assert.ok(text.includes(kept), `${kept} is kept:\n${text}`);
+  });
+
   it("the SDK's lines: its run id becomes temporalRunId, runId is the Flow run from the workflow id", async () => {
     const out = capture(false);
     temporalLogger(createLogger({ level: 'debug', name: 'worker', destination: out })).debug(

@@ -54,6 +54,16 @@ describe('the OpenAPI document', () => {
     assert.ok(examples >= 10);
   });
 
+  it('the routes that answer without a token say so; the others ask for the bearer', () => {
+    const open = Object.entries(document.paths)
+      .filter(([, ops]) =>
+        Object.values(ops).some((op) => Array.isArray((op as { security?: unknown }).security)),
+      )
+      .map(([path]) => path)
+      .sort();
+    assert.deepEqual(open, ['/api/v1/openapi.json', '/healthz', '/readyz']);
+  });
+
   it('documents request bodies as JSON Schema, path parameters by name', () => {
     const pause = document.paths['/api/v1/runs/{id}/pause'].post as {
       parameters: Array<{ name: string; in: string }>;
