@@ -62,6 +62,7 @@ if [ "$want_mongo" = 1 ] && { [ ! -x tools/bin/ferretdb ] || [ -n "$(find tools/
     cp patch/registry.go .patched/FerretDB/internal/backends/sqlite/metadata/registry.go
     cp patch/backends_collection.go .patched/FerretDB/internal/backends/collection.go
     cp patch/msg_find.go patch/msg_getmore.go patch/msg_explain.go patch/ordered.go .patched/FerretDB/internal/handler/
+    cp patch/update.go .patched/FerretDB/internal/handler/common/update.go
     cp go.mod .patched/go.mod && cp go.sum .patched/go.sum
     go mod edit -modfile=.patched/go.mod -replace github.com/FerretDB/FerretDB=./.patched/FerretDB
     go build -trimpath -modfile=.patched/go.mod -o ../bin/ferretdb .

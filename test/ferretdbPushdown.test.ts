@@ -255,6 +255,25 @@ describe('FerretDB pushdown (the project patch)', function () {
     assert.deepEqual(ids(await plain.find({ teamId: 'm' }).sort({ createdAt: 1 }).toArray()), ['m2', 'm1']);
   });
 
+  it('writes an update of many documents in batches: every one, counted once, and updateOne one', async () => {
+    await launch();
+    const docs = Array.from({ length: 1234 }, (_, i) => ({
+      _id: `u${i}`,
+      team: i % 2 ? 'odd' : 'even',
+      n: 0,
+    }));
+    const { indexed } = await twins(docs, [{ key: { team: 1 }, name: 'team' }]);
+    const many = await indexed.updateMany({ team: 'odd' }, { $inc: { n: 1 } });
+    assert.deepEqual([many.matchedCount, many.modifiedCount], [617, 617]);
+    const unchanged = await indexed.updateMany({ team: 'odd' }, { $set: { team: 'odd' } });
+    assert.deepEqual([unchanged.matchedCount, unchanged.modifiedCount], [617, 0]);
+    const one = await indexed.updateOne({ team: 'even' }, { $inc: { n: 5 } });
+    assert.deepEqual([one.matchedCount, one.modifiedCount], [1, 1]);
+    assert.equal(await indexed.countDocuments({ n: 1 }), 617);
+    assert.equal(await indexed.countDocuments({ n: 5 }), 1);
+    assert.equal(await indexed.countDocuments({ n: 0 }), 616);
+  });
+
   it('rebuilds the indexes an unpatched FerretDB made at start-up, once, keeping the data', async () => {
     // Made by FerretDB v1.24.2 with the project's earlier patch, whose indexes hold the fields' JSON text.
     mkdirSync(path.join(dataRoot, 'ferretdb'), { recursive: true });
