@@ -6,7 +6,7 @@ import type { PushSender, SendOutcome } from '../net/pushSender';
 import type { PushConfigFault } from '../domain/ops';
 import { activityContext, inLanes } from './context';
 import type { NotificationPrefStore, PrefKind } from '../store/notificationPrefs';
-import type { PushDeliveryStore } from '../store/pushDeliveries';
+import type { PushDelivery, PushDeliveryStore } from '../store/pushDeliveries';
 import type { PushSubscriptionRow, PushSubscriptionStore } from '../store/pushSubscriptions';
 import type { InteractionStore } from '../store/interactions';
 import type { RunStore } from '../store/runs';
@@ -46,8 +46,6 @@ const HUMAN_INPUT_TTL_S = 24 * 3600;
 /** How long a delivery-record write in flight keeps the fan-out's heartbeat going. */
 const WRITE_BEATS_FOR_MS = 60_000;
 
-type PushDeliveryRecord = Parameters<PushDeliveryStore['recordMany']>[0][number];
-
 /**
  * A subscription that found no push service there (unresolved, denied) in this many consecutive episodes,
  * spanning at least PUSH_PRUNE_MIN_HOURS, is pruned.
@@ -73,9 +71,8 @@ export function pushOptionsFor(payload: PushPayload) {
  * Sends one payload to many subscriptions, at most `width` at a time. Dead endpoints (404/410, refused by the
  * outbound guard, or no push service there in PRUNE_AFTER_UNRESOLVED_EPISODES episodes in a row spanning
  * pruneMinHours) are pruned; a resolver that could not answer is a transient failure like a 5xx. onDelivered
- * runs right after each accepted send and the lane waits for it (the worker records the delivery there, which is
- * also the subscription's "last success": no update of the subscription row: a second write per send, and an
- * updateMany over 2,000 ids took 35 s on FerretDB v1), so a crash repeats at most the `width` sends in flight.
+ * runs right after each accepted send and the lane waits for it (the worker records the delivery there; how long
+ * that takes bounds what a crash repeats, see deliverPush).
  */
 export async function fanOut(
   deps: FanOutDeps,
@@ -206,7 +203,7 @@ export function createPushActivities(deps: PushActivityDeps) {
       const subs = await deps.pushSubscriptions.listForUsers([...recipients]);
       if (!subs.length) return { addressable: false, reason: 'no subscription' };
       // By the rows' own ids: the one lookup FerretDB v1 does not answer by decoding the whole collection.
-      const reached = await deps.pushDeliveries.deliveredSubscriptions(
+      const { subscriptionIds: reached, nextBatch } = await deps.pushDeliveries.reached(
         outcome.episodeId,
         subs.map((sub) => sub._id),
       );
@@ -219,9 +216,10 @@ export function createPushActivities(deps: PushActivityDeps) {
       beat();
       // A delivery record being written is progress too (our own store, slow under load, not the outside world):
       // beat while it is in flight, but only for so long, so a wedged write is still noticed. A failed write is
-      // tried again within that time (recordMany keeps what an earlier try wrote): the push it records has gone
-      // out, and failing the activity for a store blip (a MongoDB restart) would send it again on the next attempt.
-      const recordDelivery = groupCommit(async (rows: PushDeliveryRecord[]) => {
+      // tried again within that time (each part on its own: a batch is never written twice for a blip in the
+      // other): the push it records has gone out, and failing the activity for a store blip (a MongoDB restart)
+      // would send it again on the next attempt.
+      const persist = async (what: string, write: () => Promise<void>): Promise<void> => {
         const started = Date.now();
         const timer = setInterval(() => {
           if (Date.now() - started < WRITE_BEATS_FOR_MS) beat();
@@ -229,18 +227,36 @@ export function createPushActivities(deps: PushActivityDeps) {
         try {
           for (let wait = 500; ; wait = Math.min(wait * 2, 5000)) {
             try {
-              await deps.pushDeliveries.recordMany(rows);
-              return;
+              return await write();
             } catch (err) {
               if (Date.now() - started + wait >= WRITE_BEATS_FOR_MS) throw err;
-              deps.log(`push: recording ${rows.length} deliveries failed, retrying: ${String(err)}`);
+              deps.log(`push: recording ${what} failed, retrying: ${String(err)}`);
               await new Promise((resolve) => setTimeout(resolve, wait));
             }
           }
         } finally {
           clearInterval(timer);
         }
+      };
+      // One write per batch of accepted sends (group commit): a row of the episode's deliveries, and the
+      // devices' last success on their subscription rows (one updateMany by _id).
+      const writeBatch = deps.pushDeliveries.batchWriter(outcome.episodeId, nextBatch);
+      const recordDelivery = groupCommit(async (batch: PushDelivery[]) => {
+        const newest = new Date(Math.max(...batch.map((d) => d.at.getTime())));
+        await Promise.all([
+          persist(`${batch.length} deliveries`, () => writeBatch(batch)),
+          process.env.NO_LAST === '1' ? Promise.resolve() : persist(`the last success of ${batch.length} subscriptions`, () =>
+            deps.pushSubscriptions.recordSuccess(
+              batch.map((d) => d.subscriptionId),
+              newest,
+            ),
+          ),
+        ]);
       });
+      // A lane takes its next endpoint while its record is written; only past `width` records not yet known
+      // written does it wait for the oldest. So a crash repeats at most 2 × width sends (those in flight and
+      // those awaiting their record), and a lane rarely waits on the store: it was most of a fan-out's time.
+      const unrecorded: Promise<void>[] = [];
       const result = await fanOut(
         {
           subscriptions: deps.pushSubscriptions,
@@ -263,14 +279,14 @@ export function createPushActivities(deps: PushActivityDeps) {
             firstPushSeen = true;
             deps.metrics?.firstPush(outcome.kind, outcome.occurredAt, deps.now());
           }
-          await recordDelivery({
-            episodeId: outcome.episodeId,
-            subscriptionId: sub._id,
-            userId: sub.userId,
-            at: deps.now(),
-          });
+          const written = recordDelivery({ subscriptionId: sub._id, userId: sub.userId, at: deps.now() });
+          written.catch(() => undefined); // awaited below (its failure fails the fan-out), never unhandled
+          unrecorded.push(written);
+          while (unrecorded.length > deps.fanOutWidth) await unrecorded.shift();
         },
-      );
+      ).finally(() => Promise.allSettled(unrecorded));
+      // Every accepted send recorded before the activity answers (or a failed record fails it: retried).
+      await Promise.all(unrecorded);
       // Endpoints that failed only transiently get another activity attempt (which skips the ones reached);
       // the last attempt reports instead, and the workflow settles on what was delivered.
       const attempt = context?.info.attempt ?? FAN_OUT_ATTEMPTS;
