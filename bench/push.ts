@@ -88,7 +88,7 @@ function resolverLike(): { lookup: HostLookup; calls: () => number } {
   return { lookup, calls: () => calls };
 }
 
-type PathName = 'ours' | 'fanOut' | 'plain';
+type PathName = 'ours' | 'oursWarm' | 'fanOut' | 'plain';
 
 interface PathRun {
   ms: number;
@@ -232,6 +232,20 @@ export async function runPushBench(): Promise<PushBenchResult> {
           );
           return { ms: nowMs() - start, delivered: r.delivered };
         }
+        // Devices with no push in the last minute: every one's lastSuccessAt is written (the worst case).
+        await mongo.db
+          .collection<PushSubscriptionRow>('push_subscriptions')
+          .updateMany({ teamId }, { $unset: { lastSuccessAt: '' } });
+        const start = nowMs();
+        const result = await activities.deliverPush(outcome);
+        const ms = nowMs() - start;
+        if (!result.addressable) throw new Error(`deliverPush found nothing to deliver: ${result.reason}`);
+        return { ms, delivered: result.delivered };
+      },
+      async oursWarm(count) {
+        if (count < SUBSCRIPTIONS) return paths.fanOut(count);
+        // Devices pushed within the last minute (by the runs before): their lastSuccessAt is not written again.
+        const outcome = outcomeFor();
         const start = nowMs();
         const result = await activities.deliverPush(outcome);
         const ms = nowMs() - start;
@@ -289,10 +303,10 @@ export async function runPushBench(): Promise<PushBenchResult> {
       `bench:push — ${SUBSCRIPTIONS} subscriptions (${USERS} recipients), width ${WIDTH}, ${REPS} reps after a ` +
         `${WARMUP}-push warm-up per path; mongo ${stack.origin.mongo}`,
     );
-    const order: PathName[] = ['ours', 'fanOut', 'plain'];
+    const order: PathName[] = ['ours', 'oursWarm', 'fanOut', 'plain'];
     for (const name of order) await runPath(name, WARMUP);
 
-    const runs: Record<PathName, PathRun[]> = { ours: [], fanOut: [], plain: [] };
+    const runs: Record<PathName, PathRun[]> = { ours: [], oursWarm: [], fanOut: [], plain: [] };
     for (let rep = 0; rep < REPS; rep++) {
       const rotated = [...order.slice(rep % order.length), ...order.slice(0, rep % order.length)];
       for (const name of rotated) runs[name].push(await runPath(name, SUBSCRIPTIONS));
@@ -309,12 +323,14 @@ export async function runPushBench(): Promise<PushBenchResult> {
 
     const pps = {
       ours: round(median(runs.ours.map((r) => rate(r.ms))), 0),
+      oursWarm: round(median(runs.oursWarm.map((r) => rate(r.ms))), 0),
       fanOut: round(median(runs.fanOut.map((r) => rate(r.ms))), 0),
       plain: round(median(runs.plain.map((r) => rate(r.ms))), 0),
     };
     // Paired per rep (the paths of one rep ran back to back): steadier than the ratio of medians on a busy machine.
     const pairedRatios = runs.ours.map((r, i) => round(runs.plain[i].ms / r.ms, 2));
     const ratio = round(pps.ours / pps.plain, 2);
+    const ratioWarm = round(pps.oursWarm / pps.plain, 2);
     const ratioFanOut = round(pps.fanOut / pps.plain, 2);
     const met = ratio >= TARGET;
     const storeKeys = [...new Set(runs.ours.flatMap((r) => Object.keys(r.storeMs)))];
@@ -338,13 +354,14 @@ export async function runPushBench(): Promise<PushBenchResult> {
       table([
         ['path', 'pushes/s (median)', 'runs'],
         ['ours: deliverPush (as the worker runs it)', pps.ours, samples('ours')],
+        ['ours: deliverPush, devices pushed within the minute', pps.oursWarm, samples('oursWarm')],
         ['ours: fanOut alone (no delivery records)', pps.fanOut, samples('fanOut')],
         ['plain web-push sendNotification loop', pps.plain, samples('plain')],
       ]),
     );
     log(
       `ratio ours/plain = ${ratio} (per rep: ${pairedRatios.join(', ')}); target ≥ ${TARGET}: ` +
-        `${met ? 'met' : 'NOT met'} (fanOut alone/plain = ` +
+        `${met ? 'met' : 'NOT met'} (devices pushed within the minute: ${ratioWarm}; fanOut alone/plain = ` +
         `${ratioFanOut})`,
     );
 
@@ -448,6 +465,13 @@ export async function runPushBench(): Promise<PushBenchResult> {
           met,
         },
         {
+          figure: 'pushes/s: deliverPush to devices pushed within the minute vs plain',
+          ours: String(pps.oursWarm),
+          baseline: String(pps.plain),
+          ratio: ratioWarm,
+          target: '(reference)',
+        },
+        {
           figure: 'pushes/s: fanOut alone (no delivery records) vs plain',
           ours: String(pps.fanOut),
           baseline: String(pps.plain),
@@ -473,6 +497,7 @@ export async function runPushBench(): Promise<PushBenchResult> {
         runsMs: Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, v.map((r) => round(r.ms, 0))])),
         cpuMsPerRun: Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, v.map((r) => r.cpuMs)])),
         ratio,
+        ratioWarm,
         ratioFanOut,
         pairedRatiosOursPlain: pairedRatios,
         target: TARGET,
@@ -500,6 +525,9 @@ export async function runPushBench(): Promise<PushBenchResult> {
           'and the record of every accepted send (group-committed: the sends accepted during one write go in the next, ' +
           'one push_deliveries row plus one updateMany of lastSuccessAt; a lane waits only past W unrecorded sends, so ' +
           'a crash repeats at most 2W).',
+        'ours runs with every device\'s lastSuccessAt cleared beforehand (each is written: the worst case); ' +
+          'ours, devices pushed within the minute, runs right after (lastSuccessAt is kept to the minute, so none ' +
+          'is written again).',
         'fanOut alone = the same sender and lanes with no delivery records.',
         'plain = W lanes each awaiting web-push sendNotification with vapidDetails and an https.Agent without keep-alive.',
         'The loopback push service runs in the same process and verifies VAPID and decrypts every message, for every path.',

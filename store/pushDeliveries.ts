@@ -80,12 +80,15 @@ export type PushDeliveryStore = ReturnType<typeof createPushDeliveryStore>;
 export function createPushDeliveryStore(db: Db) {
   const rows = db.collection<PushDeliveryRow>('push_deliveries');
 
-  /** Who this episode reached among `subscriptionIds`, and the first batch number nobody holds yet. */
+  /**
+   * Who this episode reached among `subscriptionIds` (each with its newest delivery), and the first batch number
+   * nobody holds yet.
+   */
   async function reached(
     episodeId: string,
     subscriptionIds: string[],
-  ): Promise<{ subscriptionIds: Set<string>; nextBatch: number }> {
-    const found = new Set<string>();
+  ): Promise<{ subscriptions: Map<string, Date>; nextBatch: number }> {
+    const found = new Map<string, Date>();
     let nextBatch = 0;
     // Rows of the old shape go in the first read: one round trip for an episode of any age.
     let ids = subscriptionIds.map((subscriptionId) => legacyId(episodeId, subscriptionId));
@@ -93,7 +96,10 @@ export function createPushDeliveryStore(db: Db) {
       for (let n = from; n < from + size; n++) ids.push(batchId(episodeId, n));
       const page = await rows.find({ _id: { $in: ids } }).toArray();
       for (const row of page) {
-        for (const delivery of deliveriesOf(row)) found.add(delivery.subscriptionId);
+        for (const { subscriptionId, at } of deliveriesOf(row)) {
+          const seen = found.get(subscriptionId);
+          if (!seen || at > seen) found.set(subscriptionId, at);
+        }
         const n = 'deliveries' in row ? Number(row._id.slice(row._id.lastIndexOf('|#') + 2)) : -1;
         nextBatch = Math.max(nextBatch, n + 1);
       }
@@ -103,7 +109,7 @@ export function createPushDeliveryStore(db: Db) {
     }
     // A subscription pruned and subscribed again since is not among the caller's.
     const wanted = new Set(subscriptionIds);
-    return { subscriptionIds: new Set([...found].filter((id) => wanted.has(id))), nextBatch };
+    return { subscriptions: new Map([...found].filter(([id]) => wanted.has(id))), nextBatch };
   }
 
   return {
@@ -111,7 +117,7 @@ export function createPushDeliveryStore(db: Db) {
 
     /** Which of these subscriptions this episode already reached. */
     async deliveredSubscriptions(episodeId: string, subscriptionIds: string[]): Promise<Set<string>> {
-      return (await reached(episodeId, subscriptionIds)).subscriptionIds;
+      return new Set((await reached(episodeId, subscriptionIds)).subscriptions.keys());
     },
 
     /**

@@ -460,7 +460,7 @@ describe('push delivery records', () => {
         at: new Date(at.getTime() - 1000),
       } as never);
       const first = await stores.pushDeliveries.reached(episodeId, ['s0', 's1']);
-      assert.deepEqual([...first.subscriptionIds], ['s0']);
+      assert.deepEqual([...first.subscriptions.keys()], ['s0']);
       assert.equal(first.nextBatch, 0);
       // Two writers from the same number (a retried attempt beside a slow one): neither loses its batch.
       const a = stores.pushDeliveries.batchWriter(episodeId, 0);
@@ -469,7 +469,7 @@ describe('push delivery records', () => {
       await b([delivery('s3')]);
       await a([delivery('s2'), delivery('s4')]); // written again after a write that failed once it had landed
       const later = await stores.pushDeliveries.reached(episodeId, ['s0', 's1', 's3', 's4', 's5']);
-      assert.deepEqual([...later.subscriptionIds].sort(), ['s0', 's1', 's3', 's4']);
+      assert.deepEqual([...later.subscriptions.keys()].sort(), ['s0', 's1', 's3', 's4']);
       assert.equal(later.nextBatch, 3);
       assert.equal(await stores.pushDeliveries.countForEpisode(episodeId), 5);
       const listed = await stores.pushDeliveries.listForEpisode(episodeId, 3);
@@ -489,7 +489,7 @@ describe('push delivery records', () => {
         many,
         Array.from({ length: 71 }, (_, n) => `m${n}`),
       );
-      assert.equal(all.subscriptionIds.size, 70);
+      assert.equal(all.subscriptions.size, 70);
       assert.equal(all.nextBatch, 70);
       // Reaped like the rows of the old shape: by the newest delivery in it.
       const reaped = await stores.pushDeliveries.reapExpired(new Date(Date.now() + 31 * 24 * 3600 * 1000));
