@@ -525,7 +525,7 @@ export async function runPushBench(): Promise<PushBenchResult> {
           'and the record of every accepted send (group-committed: the sends accepted during one write go in the next, ' +
           'one push_deliveries row plus one updateMany of lastSuccessAt; a lane waits only past W unrecorded sends, so ' +
           'a crash repeats at most 2W).',
-        'ours runs with every device\'s lastSuccessAt cleared beforehand (each is written: the worst case); ' +
+        "ours runs with every device's lastSuccessAt cleared beforehand (each is written: the worst case); " +
           'ours, devices pushed within the minute, runs right after (lastSuccessAt is kept to the minute, so none ' +
           'is written again).',
         'fanOut alone = the same sender and lanes with no delivery records.',

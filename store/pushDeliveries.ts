@@ -162,9 +162,7 @@ export function createPushDeliveryStore(db: Db) {
           return [sub._id, row?.at] as const;
         }),
       );
-      return new Map(
-        last.flatMap(([id, at]) => (at && at.getTime() >= cutoff ? [[id, at] as const] : [])),
-      );
+      return new Map(last.flatMap(([id, at]) => (at && at.getTime() >= cutoff ? [[id, at] as const] : [])));
     },
 
     /** Subscriptions the episode reached, each once. */

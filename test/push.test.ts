@@ -608,7 +608,8 @@ describe('push delivery records', () => {
         'subscriptions without the push',
       );
       const repeated = [...copies].filter(([, n]) => n > 1).map(([id]) => id);
-      for (const id of repeated) assert.ok(!recorded.has(id), `${id} was recorded as reached, yet sent again`);
+      for (const id of repeated)
+        assert.ok(!recorded.has(id), `${id} was recorded as reached, yet sent again`);
       assert.ok(repeated.length <= 2 * WIDTH, `${repeated.length} sent twice`);
       assert.equal(await stores.pushDeliveries.countForEpisode(outcome.episodeId), ids.length);
       const rows = await stores.pushSubscriptions.listForUsers(users);
