@@ -34,6 +34,8 @@ export interface ActivityDeps {
 }
 
 export const PUSH_FAN_OUT_WIDTH = 16;
+/** What a crash mid fan-out repeats at most: the sends in flight and as many awaiting their record. */
+export const PUSH_REPEATS_PER_CRASH = 2 * PUSH_FAN_OUT_WIDTH;
 export const SWEEP_LOOKBACK_SECONDS = 24 * 3600;
 export const SWEEP_PAGE_SIZE = 1000;
 export const OPS_WEBHOOK_TIMEOUT_MS = 10_000;

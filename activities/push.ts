@@ -6,7 +6,7 @@ import type { PushSender, SendOutcome } from '../net/pushSender';
 import type { PushConfigFault } from '../domain/ops';
 import { activityContext, inLanes } from './context';
 import type { NotificationPrefStore, PrefKind } from '../store/notificationPrefs';
-import type { PushDeliveryStore } from '../store/pushDeliveries';
+import type { PushDelivery, PushDeliveryStore } from '../store/pushDeliveries';
 import type { PushSubscriptionRow, PushSubscriptionStore } from '../store/pushSubscriptions';
 import type { InteractionStore } from '../store/interactions';
 import type { RunStore } from '../store/runs';
@@ -45,8 +45,11 @@ export interface FanOutDeps {
 const HUMAN_INPUT_TTL_S = 24 * 3600;
 /** How long a delivery-record write in flight keeps the fan-out's heartbeat going. */
 const WRITE_BEATS_FOR_MS = 60_000;
-
-type PushDeliveryRecord = Parameters<PushDeliveryStore['recordMany']>[0][number];
+/**
+ * A device's last success is kept to the minute: a row written less than this before is not written again (on
+ * FerretDB v1 an update costs a transaction per row, and a busy team's devices are pushed many times a minute).
+ */
+export const LAST_SUCCESS_GRAIN_MS = 60_000;
 
 /**
  * A subscription that found no push service there (unresolved, denied) in this many consecutive episodes,
@@ -73,9 +76,8 @@ export function pushOptionsFor(payload: PushPayload) {
  * Sends one payload to many subscriptions, at most `width` at a time. Dead endpoints (404/410, refused by the
  * outbound guard, or no push service there in PRUNE_AFTER_UNRESOLVED_EPISODES episodes in a row spanning
  * pruneMinHours) are pruned; a resolver that could not answer is a transient failure like a 5xx. onDelivered
- * runs right after each accepted send and the lane waits for it (the worker records the delivery there, which is
- * also the subscription's "last success": no update of the subscription row: a second write per send, and an
- * updateMany over 2,000 ids took 35 s on FerretDB v1), so a crash repeats at most the `width` sends in flight.
+ * runs right after each accepted send and the lane waits for it (the worker records the delivery there; how long
+ * that takes bounds what a crash repeats, see deliverPush).
  */
 export async function fanOut(
   deps: FanOutDeps,
@@ -206,7 +208,7 @@ export function createPushActivities(deps: PushActivityDeps) {
       const subs = await deps.pushSubscriptions.listForUsers([...recipients]);
       if (!subs.length) return { addressable: false, reason: 'no subscription' };
       // By the rows' own ids: the one lookup FerretDB v1 does not answer by decoding the whole collection.
-      const reached = await deps.pushDeliveries.deliveredSubscriptions(
+      const { subscriptions: reached, nextBatch } = await deps.pushDeliveries.reached(
         outcome.episodeId,
         subs.map((sub) => sub._id),
       );
@@ -219,9 +221,9 @@ export function createPushActivities(deps: PushActivityDeps) {
       beat();
       // A delivery record being written is progress too (our own store, slow under load, not the outside world):
       // beat while it is in flight, but only for so long, so a wedged write is still noticed. A failed write is
-      // tried again within that time (recordMany keeps what an earlier try wrote): the push it records has gone
-      // out, and failing the activity for a store blip (a MongoDB restart) would send it again on the next attempt.
-      const recordDelivery = groupCommit(async (rows: PushDeliveryRecord[]) => {
+      // tried again within that time: the push it records has gone out, and failing the activity for a store blip
+      // (a MongoDB restart) would send it again on the next attempt.
+      const persist = async (what: string, write: () => Promise<void>): Promise<void> => {
         const started = Date.now();
         const timer = setInterval(() => {
           if (Date.now() - started < WRITE_BEATS_FOR_MS) beat();
@@ -229,18 +231,57 @@ export function createPushActivities(deps: PushActivityDeps) {
         try {
           for (let wait = 500; ; wait = Math.min(wait * 2, 5000)) {
             try {
-              await deps.pushDeliveries.recordMany(rows);
-              return;
+              return await write();
             } catch (err) {
               if (Date.now() - started + wait >= WRITE_BEATS_FOR_MS) throw err;
-              deps.log(`push: recording ${rows.length} deliveries failed, retrying: ${String(err)}`);
+              deps.log(`push: recording ${what} failed, retrying: ${String(err)}`);
               await new Promise((resolve) => setTimeout(resolve, wait));
             }
           }
         } finally {
           clearInterval(timer);
         }
+      };
+      // One write per batch of accepted sends (group commit): a row of the episode's deliveries. A lane takes
+      // its next endpoint while its record is written; only past `width` records not yet known written does it
+      // wait for the oldest. So a crash repeats at most 2 × width sends (those in flight and those awaiting their
+      // record), and a lane rarely waits on the store: it was most of a fan-out's time.
+      const writeBatch = deps.pushDeliveries.batchWriter(outcome.episodeId, nextBatch);
+      const recordDelivery = groupCommit((batch: PushDelivery[]) =>
+        persist(`${batch.length} deliveries`, () => writeBatch(batch)),
+      );
+      const unrecorded: Promise<void>[] = [];
+      // The devices' last success, on their subscription rows: one updateMany by _id per batch of its own, which
+      // no lane waits for (FerretDB updates row by row: the slowest write of a fan-out), only the activity's end.
+      const recordSuccess = groupCommit(async (batch: PushDelivery[]) => {
+        const newest = new Date(Math.max(...batch.map((d) => d.at.getTime())));
+        const ids = batch.map((d) => d.subscriptionId);
+        await persist(`the last success of ${ids.length} subscriptions`, () =>
+          deps.pushSubscriptions.recordSuccess(ids, newest),
+        );
       });
+      const successes: Promise<void>[] = [];
+      const noteSuccess = (sub: PushSubscriptionRow, delivery: PushDelivery): void => {
+        const last = sub.lastSuccessAt?.getTime() ?? -Infinity;
+        if (delivery.at.getTime() - last < LAST_SUCCESS_GRAIN_MS) return;
+        const written = recordSuccess(delivery);
+        written.catch(() => undefined); // awaited at the end
+        successes.push(written);
+      };
+      // Reached by an attempt that ended (a crash) before it wrote their last success: written now, in one go.
+      const behind = subs.filter((sub) => {
+        const at = reached.get(sub._id);
+        return at && !(sub.lastSuccessAt && sub.lastSuccessAt >= at);
+      });
+      if (behind.length) {
+        const newest = new Date(Math.max(...behind.map((sub) => reached.get(sub._id)!.getTime())));
+        const ids = behind.map((sub) => sub._id);
+        const written = persist(`the last success of ${ids.length} subscriptions`, () =>
+          deps.pushSubscriptions.recordSuccess(ids, newest),
+        );
+        written.catch(() => undefined); // awaited at the end
+        successes.push(written);
+      }
       const result = await fanOut(
         {
           subscriptions: deps.pushSubscriptions,
@@ -263,14 +304,16 @@ export function createPushActivities(deps: PushActivityDeps) {
             firstPushSeen = true;
             deps.metrics?.firstPush(outcome.kind, outcome.occurredAt, deps.now());
           }
-          await recordDelivery({
-            episodeId: outcome.episodeId,
-            subscriptionId: sub._id,
-            userId: sub.userId,
-            at: deps.now(),
-          });
+          const delivery = { subscriptionId: sub._id, userId: sub.userId, at: deps.now() };
+          const written = recordDelivery(delivery);
+          written.catch(() => undefined); // awaited below (its failure fails the fan-out), never unhandled
+          unrecorded.push(written);
+          noteSuccess(sub, delivery);
+          while (unrecorded.length > deps.fanOutWidth) await unrecorded.shift();
         },
-      );
+      ).finally(() => Promise.allSettled([...unrecorded, ...successes]));
+      // Every accepted send recorded before the activity answers (or a failed record fails it: retried).
+      await Promise.all([...unrecorded, ...successes]);
       // Endpoints that failed only transiently get another activity attempt (which skips the ones reached);
       // the last attempt reports instead, and the workflow settles on what was delivered.
       const attempt = context?.info.attempt ?? FAN_OUT_ATTEMPTS;

@@ -2,9 +2,10 @@
 //
 //   ours      the deliverPush activity function, called directly: what the worker runs for an episode. The
 //             recipients and subscriptions queries, the production sender (createPushSender: VAPID JWT cached
-//             per origin, keep-alive pinned agent), bounded-parallel fanOut of width W, and the push_deliveries
-//             record of every accepted send (what lets a retried activity skip endpoints already reached), group-
-//             committed: a lane waits for its record, and the records gathered meanwhile go in one insertMany.
+//             per origin, keep-alive pinned agent), bounded-parallel fanOut of width W, and the record of every
+//             accepted send (what lets a retried activity skip endpoints already reached), group-committed: the
+//             sends accepted while one write is in flight go in the next, one push_deliveries row and one
+//             updateMany of their subscriptions' lastSuccessAt; a lane waits only past W unrecorded sends.
 //   fanOut    the same sends through fanOut alone, with no delivery records: the network path by itself.
 //   plain     the baseline: W lanes, each awaiting web-push sendNotification(sub, payload, { vapidDetails, TTL,
 //             agent }) in turn: a fresh VAPID signature, key parsing and TLS connection per message.
@@ -40,6 +41,7 @@ import {
 import { formatProfile, profiled, type ProfileSummary } from './profile';
 import {
   commandLine,
+  cpuMeter,
   inLanes,
   log,
   machineInfo,
@@ -58,7 +60,7 @@ const WIDTH = Number(process.env.BENCH_PUSH_WIDTH ?? 16);
 const REPS = Number(process.env.BENCH_PUSH_REPS ?? 3);
 const WARMUP = Math.min(300, SUBSCRIPTIONS);
 const USERS = 200; // the owner and 199 teammates who chose team-wide scope, SUBSCRIPTIONS / USERS endpoints each
-const TARGET = 2.5;
+const TARGET = 3.0;
 const STUDIO = 'https://studio.flow.bench';
 const DNS_REPS = Number(process.env.BENCH_PUSH_DNS_REPS ?? 5);
 /** libuv's default thread pool: at most this many getaddrinfo calls run at once. */
@@ -86,12 +88,14 @@ function resolverLike(): { lookup: HostLookup; calls: () => number } {
   return { lookup, calls: () => calls };
 }
 
-type PathName = 'ours' | 'fanOut' | 'plain';
+type PathName = 'ours' | 'oursWarm' | 'fanOut' | 'plain';
 
 interface PathRun {
   ms: number;
   /** ours: time inside each store method, summed over the lanes that called it concurrently. */
   storeMs: Record<string, number>;
+  /** CPU ms of the bench process (sends, the push service's decryption) and of FerretDB: steadier than wall time on a loaded machine. */
+  cpuMs: Record<string, number>;
 }
 
 export interface PushBenchResult {
@@ -101,20 +105,26 @@ export interface PushBenchResult {
   met: boolean;
 }
 
-/** The same store with every method timed into `into` (by "label.method"). */
+/**
+ * The same store with every method timed into `into` (by "label.method"); a method that answers a function (a
+ * writer) answers it timed under the same name.
+ */
 function timedStore<T extends object>(label: string, store: T, into: Map<string, number>): T {
+  const timed =
+    (key: string, fn: (...a: unknown[]) => unknown, self?: unknown) =>
+    (...args: unknown[]): unknown => {
+      const start = nowMs();
+      const got = fn.apply(self, args);
+      if (typeof got === 'function') return timed(key, got as (...a: unknown[]) => unknown);
+      const done = (): void => void into.set(key, (into.get(key) ?? 0) + nowMs() - start);
+      if (got instanceof Promise) return got.finally(done);
+      done();
+      return got;
+    };
   const wrapped: Record<string, unknown> = {};
   for (const [name, fn] of Object.entries(store)) {
     if (typeof fn !== 'function') continue;
-    wrapped[name] = async (...args: unknown[]) => {
-      const start = nowMs();
-      try {
-        return await (fn as (...a: unknown[]) => Promise<unknown>).apply(store, args);
-      } finally {
-        const key = `${label}.${name}`;
-        into.set(key, (into.get(key) ?? 0) + nowMs() - start);
-      }
-    };
+    wrapped[name] = timed(`${label}.${name}`, fn as (...a: unknown[]) => unknown, store);
   }
   return wrapped as T;
 }
@@ -215,18 +225,27 @@ export async function runPushBench(): Promise<PushBenchResult> {
           // Warm-up: the same sends and delivery records over a slice (deliverPush always takes every
           // recipient's subscriptions); it primes the JIT, the keep-alive pool and the cached VAPID JWT.
           const subs = (await stores.pushSubscriptions.listForUsers(users)).slice(0, count);
-          const record = groupCommit(stores.pushDeliveries.recordMany);
+          const record = groupCommit(stores.pushDeliveries.batchWriter(outcome.episodeId, 0));
           const start = nowMs();
           const r = await fanOut(fanOutDeps, subs, payloadOf(outcome), async (sub) =>
-            record({
-              episodeId: outcome.episodeId,
-              subscriptionId: sub._id,
-              userId: sub.userId,
-              at: new Date(),
-            }),
+            record({ subscriptionId: sub._id, userId: sub.userId, at: new Date() }),
           );
           return { ms: nowMs() - start, delivered: r.delivered };
         }
+        // Devices with no push in the last minute: every one's lastSuccessAt is written (the worst case).
+        await mongo.db
+          .collection<PushSubscriptionRow>('push_subscriptions')
+          .updateMany({ teamId }, { $unset: { lastSuccessAt: '' } });
+        const start = nowMs();
+        const result = await activities.deliverPush(outcome);
+        const ms = nowMs() - start;
+        if (!result.addressable) throw new Error(`deliverPush found nothing to deliver: ${result.reason}`);
+        return { ms, delivered: result.delivered };
+      },
+      async oursWarm(count) {
+        if (count < SUBSCRIPTIONS) return paths.fanOut(count);
+        // Devices pushed within the last minute (by the runs before): their lastSuccessAt is not written again.
+        const outcome = outcomeFor();
         const start = nowMs();
         const result = await activities.deliverPush(outcome);
         const ms = nowMs() - start;
@@ -265,7 +284,9 @@ export async function runPushBench(): Promise<PushBenchResult> {
     const runPath = async (name: PathName, count: number): Promise<PathRun> => {
       service.reset();
       storeMs.clear();
+      const cpu = cpuMeter({ mongo: stack.pids.mongo });
       const { ms, delivered } = await paths[name](count);
+      const cpuMs = cpu();
       const received = service.received().length;
       const rejected = service.rejections().length;
       if (delivered !== count || received !== count || rejected) {
@@ -274,7 +295,7 @@ export async function runPushBench(): Promise<PushBenchResult> {
             `(${rejected} rejected${rejected ? `: ${service.rejections()[0].reason}` : ''})`,
         );
       }
-      return { ms, storeMs: Object.fromEntries([...storeMs].map(([k, v]) => [k, round(v, 0)])) };
+      return { ms, storeMs: Object.fromEntries([...storeMs].map(([k, v]) => [k, round(v, 0)])), cpuMs };
     };
     const rate = (ms: number): number => (SUBSCRIPTIONS / ms) * 1000;
 
@@ -282,10 +303,10 @@ export async function runPushBench(): Promise<PushBenchResult> {
       `bench:push — ${SUBSCRIPTIONS} subscriptions (${USERS} recipients), width ${WIDTH}, ${REPS} reps after a ` +
         `${WARMUP}-push warm-up per path; mongo ${stack.origin.mongo}`,
     );
-    const order: PathName[] = ['ours', 'fanOut', 'plain'];
+    const order: PathName[] = ['ours', 'oursWarm', 'fanOut', 'plain'];
     for (const name of order) await runPath(name, WARMUP);
 
-    const runs: Record<PathName, PathRun[]> = { ours: [], fanOut: [], plain: [] };
+    const runs: Record<PathName, PathRun[]> = { ours: [], oursWarm: [], fanOut: [], plain: [] };
     for (let rep = 0; rep < REPS; rep++) {
       const rotated = [...order.slice(rep % order.length), ...order.slice(0, rep % order.length)];
       for (const name of rotated) runs[name].push(await runPath(name, SUBSCRIPTIONS));
@@ -295,18 +316,21 @@ export async function runPushBench(): Promise<PushBenchResult> {
         .join(', ');
       log(
         `  rep ${rep + 1}: ${rotated.map((name) => `${name} ${round(rate(runs[name][rep].ms), 0)}/s`).join(', ')}` +
-          ` (ours ${round(runs.ours[rep].ms / 1000, 1)} s; store calls summed over lanes: ${storeCalls})`,
+          ` (ours ${round(runs.ours[rep].ms / 1000, 1)} s; store calls summed over lanes: ${storeCalls}; CPU ms ` +
+          `${rotated.map((name) => `${name} ${JSON.stringify(runs[name][rep].cpuMs)}`).join(', ')})`,
       );
     }
 
     const pps = {
       ours: round(median(runs.ours.map((r) => rate(r.ms))), 0),
+      oursWarm: round(median(runs.oursWarm.map((r) => rate(r.ms))), 0),
       fanOut: round(median(runs.fanOut.map((r) => rate(r.ms))), 0),
       plain: round(median(runs.plain.map((r) => rate(r.ms))), 0),
     };
     // Paired per rep (the paths of one rep ran back to back): steadier than the ratio of medians on a busy machine.
     const pairedRatios = runs.ours.map((r, i) => round(runs.plain[i].ms / r.ms, 2));
     const ratio = round(pps.ours / pps.plain, 2);
+    const ratioWarm = round(pps.oursWarm / pps.plain, 2);
     const ratioFanOut = round(pps.fanOut / pps.plain, 2);
     const met = ratio >= TARGET;
     const storeKeys = [...new Set(runs.ours.flatMap((r) => Object.keys(r.storeMs)))];
@@ -330,13 +354,14 @@ export async function runPushBench(): Promise<PushBenchResult> {
       table([
         ['path', 'pushes/s (median)', 'runs'],
         ['ours: deliverPush (as the worker runs it)', pps.ours, samples('ours')],
+        ['ours: deliverPush, devices pushed within the minute', pps.oursWarm, samples('oursWarm')],
         ['ours: fanOut alone (no delivery records)', pps.fanOut, samples('fanOut')],
         ['plain web-push sendNotification loop', pps.plain, samples('plain')],
       ]),
     );
     log(
       `ratio ours/plain = ${ratio} (per rep: ${pairedRatios.join(', ')}); target ≥ ${TARGET}: ` +
-        `${met ? 'met' : 'NOT met'} (fanOut alone/plain = ` +
+        `${met ? 'met' : 'NOT met'} (devices pushed within the minute: ${ratioWarm}; fanOut alone/plain = ` +
         `${ratioFanOut})`,
     );
 
@@ -440,6 +465,13 @@ export async function runPushBench(): Promise<PushBenchResult> {
           met,
         },
         {
+          figure: 'pushes/s: deliverPush to devices pushed within the minute vs plain',
+          ours: String(pps.oursWarm),
+          baseline: String(pps.plain),
+          ratio: ratioWarm,
+          target: '(reference)',
+        },
+        {
           figure: 'pushes/s: fanOut alone (no delivery records) vs plain',
           ours: String(pps.fanOut),
           baseline: String(pps.plain),
@@ -463,7 +495,9 @@ export async function runPushBench(): Promise<PushBenchResult> {
         pushesPerSecond: pps,
         oursStoreMsSummedOverLanes: storeMedians,
         runsMs: Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, v.map((r) => round(r.ms, 0))])),
+        cpuMsPerRun: Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, v.map((r) => r.cpuMs)])),
         ratio,
+        ratioWarm,
         ratioFanOut,
         pairedRatiosOursPlain: pairedRatios,
         target: TARGET,
@@ -488,8 +522,12 @@ export async function runPushBench(): Promise<PushBenchResult> {
       notes: [
         'ours = the deliverPush activity function called directly (what the worker runs): recipients and subscription ' +
           'queries, the production sender (VAPID JWT cached per origin, keep-alive pinned agent), fanOut of width W, ' +
-          'and the push_deliveries record of every accepted send (group-committed: each lane awaits its record, ' +
-          'so a crash repeats at most W sends; the records that gathered during one write go in the next insertMany).',
+          'and the record of every accepted send (group-committed: the sends accepted during one write go in the next, ' +
+          'one push_deliveries row plus one updateMany of lastSuccessAt; a lane waits only past W unrecorded sends, so ' +
+          'a crash repeats at most 2W).',
+        "ours runs with every device's lastSuccessAt cleared beforehand (each is written: the worst case); " +
+          'ours, devices pushed within the minute, runs right after (lastSuccessAt is kept to the minute, so none ' +
+          'is written again).',
         'fanOut alone = the same sender and lanes with no delivery records.',
         'plain = W lanes each awaiting web-push sendNotification with vapidDetails and an https.Agent without keep-alive.',
         'The loopback push service runs in the same process and verifies VAPID and decrypts every message, for every path.',

@@ -1,6 +1,6 @@
 // push_subscriptions: one row per browser endpoint, upserted on the endpoint with the caller's team as
 // provenance, listed by user with no tenant filter, pruned when the push service says the endpoint is gone.
-// A subscription's last success is its newest push_deliveries row (insert-only, see activities/push.ts).
+// A subscription's last success is kept on its row (lastSuccessAt), written once per batch of the fan-out.
 // push_subscription_slots, kept here beside it, holds the per-user cap (see takeUserSlot).
 import { createHash } from 'node:crypto';
 import type { Db } from 'mongodb';
@@ -26,6 +26,8 @@ export interface PushSubscriptionRow {
   unresolved?: { count: number; episodeId: string; since?: Date };
   /** The user slot it holds (push_subscription_slots); absent on rows made before the cap had slots. */
   slotId?: string;
+  /** The newest push the service accepted (absent: none since this was recorded here). */
+  lastSuccessAt?: Date;
 }
 
 /** One use of one of a user's PUSH_MAX_SUBSCRIPTIONS_PER_USER slots; `key` is the user id. */
@@ -263,6 +265,12 @@ export function createPushSubscriptionStore(db: Db) {
     /** The push service said the endpoint is gone: the row goes, and its user's slot with it. */
     async prune(id: string): Promise<void> {
       await removeSubscription(db, { _id: id });
+    },
+
+    /** A fan-out's batch went through: one write for all of it, by _id (pushed down), never moving back. */
+    async recordSuccess(ids: string[], at: Date): Promise<void> {
+      if (!ids.length) return;
+      await subs.updateMany({ _id: { $in: ids } }, { $max: { lastSuccessAt: at } });
     },
   };
 }

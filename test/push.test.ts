@@ -7,9 +7,11 @@ import type { ApiHandle } from '../api/server';
 import type { Config } from '../config';
 import type { PushPayload } from '../domain/push';
 import type { EpisodeResult } from '../workflows/episode';
-import { groupCommit } from '../activities/push';
+import { createPushActivities, groupCommit } from '../activities/push';
+import type { RunOutcome } from '../domain/outcome';
 import type { SweepReport } from '../activities/sweep';
-import { pushSenderFor } from '../net/pushSender';
+import { pushSenderFor, type PushSender } from '../net/pushSender';
+import { subscriptionId } from '../store/pushSubscriptions';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
 import {
@@ -443,24 +445,182 @@ describe('push delivery records', () => {
     assert.deepEqual(writes.at(-1), [5]);
   });
 
-  it('recordMany keeps rows an earlier attempt recorded and adds the rest; the read goes by _id', async () => {
+  it('batches: a second writer takes the next number, a batch written twice counts once, rows of the old shape stay readable', async () => {
     const { mongo, stores } = await openStores(testConfig());
     try {
       const episodeId = `run_rec_${Date.now()}:end`;
-      const row = (subscriptionId: string) => ({
+      const at = new Date();
+      const delivery = (subscriptionId: string) => ({ subscriptionId, userId: 'alice', at });
+      // A row of the old shape (one per send), as an existing .data folder holds it.
+      await mongo.db.collection('push_deliveries').insertOne({
+        _id: `${episodeId}|s0`,
         episodeId,
-        subscriptionId,
+        subscriptionId: 's0',
         userId: 'alice',
-        at: new Date(),
-      });
-      await stores.pushDeliveries.recordMany([row('s1'), row('s2')]);
-      await stores.pushDeliveries.recordMany([row('s2'), row('s3'), row('s1')]);
-      const reached = await stores.pushDeliveries.deliveredSubscriptions(episodeId, ['s1', 's3', 's4']);
-      assert.deepEqual([...reached].sort(), ['s1', 's3']);
-      assert.deepEqual([...(await stores.pushDeliveries.deliveredSubscriptions(episodeId, []))], []);
-      assert.equal(await stores.pushDeliveries.countForEpisode(episodeId), 3);
+        at: new Date(at.getTime() - 1000),
+      } as never);
+      const first = await stores.pushDeliveries.reached(episodeId, ['s0', 's1']);
+      assert.deepEqual([...first.subscriptions.keys()], ['s0']);
+      assert.equal(first.nextBatch, 0);
+      // Two writers from the same number (a retried attempt beside a slow one): neither loses its batch.
+      const a = stores.pushDeliveries.batchWriter(episodeId, 0);
+      const b = stores.pushDeliveries.batchWriter(episodeId, 0);
+      await a([delivery('s1'), delivery('s2')]);
+      await b([delivery('s3')]);
+      await a([delivery('s2'), delivery('s4')]); // written again after a write that failed once it had landed
+      const later = await stores.pushDeliveries.reached(episodeId, ['s0', 's1', 's3', 's4', 's5']);
+      assert.deepEqual([...later.subscriptions.keys()].sort(), ['s0', 's1', 's3', 's4']);
+      assert.equal(later.nextBatch, 3);
+      assert.equal(await stores.pushDeliveries.countForEpisode(episodeId), 5);
+      const listed = await stores.pushDeliveries.listForEpisode(episodeId, 3);
+      assert.deepEqual(
+        listed.map((d) => [d.episodeId, d.subscriptionId]),
+        [
+          [episodeId, 's0'],
+          [episodeId, 's1'],
+          [episodeId, 's2'],
+        ],
+      );
+      // Past the first page of batch numbers, the read goes on.
+      const many = `run_many_${Date.now()}:end`;
+      const write = stores.pushDeliveries.batchWriter(many, 0);
+      for (let n = 0; n < 70; n++) await write([delivery(`m${n}`)]);
+      const all = await stores.pushDeliveries.reached(
+        many,
+        Array.from({ length: 71 }, (_, n) => `m${n}`),
+      );
+      assert.equal(all.subscriptions.size, 70);
+      assert.equal(all.nextBatch, 70);
+      // Reaped like the rows of the old shape: by the newest delivery in it.
+      const reaped = await stores.pushDeliveries.reapExpired(new Date(Date.now() + 31 * 24 * 3600 * 1000));
+      assert.ok(reaped >= 74, `reaped ${reaped}`);
+      assert.equal(await stores.pushDeliveries.countForEpisode(episodeId), 0);
     } finally {
       await mongo.client.close();
+    }
+  });
+
+  it('a fan-out resumed after a crash mid-lane sends nobody recorded twice, records everyone and each device’s last success', async function () {
+    this.timeout(60_000);
+    const push = await startPushService();
+    const { mongo, stores } = await openStores(testConfig());
+    const vapid = webpush.generateVAPIDKeys();
+    const config = testConfig({
+      VAPID_PUBLIC_KEY: vapid.publicKey,
+      VAPID_PRIVATE_KEY: vapid.privateKey,
+      VAPID_SUBJECT: 'mailto:ops@flow.test',
+      PUSH_ALLOW_PRIVATE: '1',
+    });
+    const sender = pushSenderFor(config, { ca: push.ca })!;
+    try {
+      const teamId = `crash_${Date.now()}`;
+      const users = ['ann', 'ben', 'cid'].map((u) => `${u}_${teamId}`);
+      const now = new Date();
+      const ids: string[] = [];
+      /** the push service's endpoint id → our subscription id */
+      const idOfEndpoint = new Map<string, string>();
+      for (const user of users) {
+        if (user !== users[0]) await stores.notificationPrefs.setScope(user, teamId, 'team', now);
+        for (let i = 0; i < 20; i++) {
+          const sub = push.endpoint(`${user}${i}`);
+          ids.push(subscriptionId(sub.endpoint));
+          idOfEndpoint.set(push.idOf(sub), subscriptionId(sub.endpoint));
+          await stores.pushSubscriptions.upsert({ userId: user, teamId }, sub, now);
+        }
+      }
+      const runId = `run_crash_${Date.now()}`;
+      const outcome: RunOutcome = {
+        version: 1,
+        episodeId: `${runId}:end`,
+        kind: 'run_finished',
+        runId,
+        teamId,
+        ownerId: users[0],
+        title: 'Fleet rollout',
+        status: 'finished',
+        finalAnswer: 'done',
+        callbackRequested: false,
+        occurredAt: now.toISOString(),
+      };
+      const WIDTH = 4;
+      const activities = (crash?: { after: number }) => {
+        let accepted = 0;
+        let crashed = false;
+        const never = () => new Promise<never>(() => undefined);
+        // The process dies: from then on nothing it starts reaches the push service or the store.
+        const dies = <T extends object>(target: T): T =>
+          new Proxy(target, {
+            get(obj, key) {
+              const value = Reflect.get(obj, key) as unknown;
+              if (typeof value !== 'function' || !crash) return value;
+              return (...args: unknown[]) => {
+                if (crashed) return never();
+                const got = (value as (...a: unknown[]) => unknown).apply(obj, args);
+                if (typeof got !== 'function') return got;
+                return (...inner: unknown[]) =>
+                  crashed ? never() : (got as (...a: unknown[]) => unknown)(...inner);
+              };
+            },
+          });
+        const crashing: PushSender = {
+          ...sender,
+          send: async (...args) => {
+            if (crashed) return never();
+            const outcome = await sender.send(...args);
+            if (crash && outcome.result === 'delivered' && ++accepted >= crash.after) crashed = true;
+            return outcome;
+          },
+        };
+        return createPushActivities({
+          ...stores,
+          pushDeliveries: dies(stores.pushDeliveries),
+          pushSubscriptions: dies(stores.pushSubscriptions),
+          sender: crashing,
+          studioUrl: STUDIO,
+          fanOutWidth: WIDTH,
+          now: () => new Date(),
+          log: () => undefined,
+        });
+      };
+
+      void activities({ after: 25 }).deliverPush(outcome);
+      // The sends in flight at the crash land; then nothing moves.
+      let seen = -1;
+      while (push.received().length !== seen || seen < 25) {
+        seen = push.received().length;
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      }
+      const recorded = await stores.pushDeliveries.deliveredSubscriptions(outcome.episodeId, ids);
+      assert.ok(seen < ids.length, `the crash came after the fan-out ended (${seen})`);
+
+      const resumed = await activities().deliverPush(outcome);
+      assert.ok(resumed.addressable);
+      assert.equal(resumed.alreadyDelivered, recorded.size);
+      assert.equal(resumed.delivered, ids.length - recorded.size);
+      const copies = new Map(ids.map((id) => [id, 0]));
+      for (const received of push.received()) {
+        const id = idOfEndpoint.get(received.endpointId)!;
+        copies.set(id, copies.get(id)! + 1);
+      }
+      assert.deepEqual(
+        [...copies].filter(([, n]) => n === 0),
+        [],
+        'subscriptions without the push',
+      );
+      const repeated = [...copies].filter(([, n]) => n > 1).map(([id]) => id);
+      for (const id of repeated)
+        assert.ok(!recorded.has(id), `${id} was recorded as reached, yet sent again`);
+      assert.ok(repeated.length <= 2 * WIDTH, `${repeated.length} sent twice`);
+      assert.equal(await stores.pushDeliveries.countForEpisode(outcome.episodeId), ids.length);
+      const rows = await stores.pushSubscriptions.listForUsers(users);
+      const withLast = rows.filter((row) => row.lastSuccessAt instanceof Date).length;
+      assert.equal(withLast, ids.length, 'subscription rows carrying their last success');
+      const last = await stores.pushDeliveries.lastSuccess(rows, new Date());
+      assert.equal(last.size, ids.length);
+    } finally {
+      sender.close();
+      await mongo.client.close();
+      await push.close();
     }
   });
 });

@@ -130,7 +130,7 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
   router.get('/push/subscriptions', listDevices, async (ctx) => {
     const rows = await subscriptions().listForUsers([ctx.state.caller.userId]);
     const last = deps.deliveries
-      ? await deps.deliveries.lastSuccess(rows.map((row) => row._id))
+      ? await deps.deliveries.lastSuccess(rows, deps.now())
       : new Map<string, Date>();
     ctx.body = {
       subscriptions: rows

@@ -2,7 +2,7 @@
 // steps run last in the drill's scenario (test/drill/scenario.ts), on the context the earlier steps filled in.
 import { Webhook } from 'standardwebhooks';
 import type { Db } from 'mongodb';
-import { PUSH_FAN_OUT_WIDTH } from '../../activities';
+import { PUSH_REPEATS_PER_CRASH } from '../../activities';
 import type { SweepReport } from '../../activities/sweep';
 import type { OperatorAlert } from '../../domain/ops';
 import type { PushPayload } from '../../domain/push';
@@ -428,9 +428,9 @@ export function drillViolations(c: DrillCounts, options: Pick<DrillOptions, 'fau
     v.push(`${outside} repeated pushes outside kill windows (${JSON.stringify(c.push.repeatedBy)})`);
   if (c.push.repeatsWithOtherTag)
     v.push(`${c.push.repeatsWithOtherTag} repeats differed from their first copy`);
-  if (c.push.maxRepeatsPerKillAndEpisode > PUSH_FAN_OUT_WIDTH) {
+  if (c.push.maxRepeatsPerKillAndEpisode > PUSH_REPEATS_PER_CRASH) {
     v.push(
-      `one kill repeated ${c.push.maxRepeatsPerKillAndEpisode} sends of one episode (> ${PUSH_FAN_OUT_WIDTH})`,
+      `one kill repeated ${c.push.maxRepeatsPerKillAndEpisode} sends of one episode (> ${PUSH_REPEATS_PER_CRASH})`,
     );
   }
   if (c.callbacks.lost)
