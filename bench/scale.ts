@@ -11,7 +11,7 @@
 // The team measured (the same at every size): 200 members, each with one device on the loopback push service and
 // team-wide scope; 100 finished runs in the sweep's window, 10 of them with no claims (unclaimed episodes).
 // Each size runs on its own database, with the system as the suites run it (startFamilyStack: worker and API in
-// this process, on the servers started here), then these, BENCH_REPS times (default 3) after a warm-up:
+// this process, on the servers started here); these paths, BENCH_REPS times (default 3) after a warm-up:
 //
 //   pause → last push     POST /runs/:id/pause on a fresh run until the push service has all 200 pushes
 //   GET /runs             the team's runs, REQUESTS times in a row: p50 and p95
@@ -21,10 +21,13 @@
 //   sweep pass            sweepOnce (as bench:sweep calls it) over the window, starting the unclaimed episodes
 //                         on a task queue with no worker (after the first rep: answered AlreadyStarted)
 //
-// A rep's figure per path is its median (GET /runs: its p50 and p95); a size's figure is the median of its reps,
-// and its spread the reps' min–max. Ratio = a size's figure / the baseline's; its spread divides the reps' min and
-// max by the baseline's figure. At the largest size: RSS of FerretDB, of this process (worker, API, driver and
-// push stand-in) and of Temporal, and the database's file size.
+// Every size is seeded and warmed up first, each with its system running; then each rep goes round the sizes
+// (alternating the order), so a size's rep and the baseline's ran minutes apart under the same load. A rep's
+// figure per path is its median (GET /runs: its p50 and p95); a size's figure is the median of its reps, with
+// their min–max. Ratio = the median over reps of (a size's rep / the baseline's rep of the same round), with their
+// min–max as its spread. At the largest size, with every size's database still stored: RSS of FerretDB, of this
+// process (the workers and APIs of every size, the driver, the push stand-in) and of Temporal, and the database's
+// file size.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { Db } from 'mongodb';
@@ -424,14 +427,20 @@ function databaseBytes(stack: ServerStack, db: string): number | undefined {
   }
 }
 
-async function measureSize(
-  stack: ServerStack,
+/** One size, seeded and warmed up, with its system running: its reps run interleaved with the other sizes'. */
+interface PreparedSize {
+  result: SizeResult;
+  family: FamilyStack;
+  /** Runs every path once and adds the figures to result.reps. */
+  rep(): Promise<void>;
+}
+
+async function prepareSize(
   push: PushService,
   devices: SubscriptionJSON[],
   size: number,
-  largest: boolean,
-  reps = REPS,
-): Promise<SizeResult> {
+  started: FamilyStack[],
+): Promise<PreparedSize> {
   const vapid = webpush.generateVAPIDKeys();
   const family = await startFamilyStack(
     {
@@ -444,112 +453,113 @@ async function measureSize(
     },
     { push },
   );
-  try {
-    const db = family.mongo.db;
-    const now = Date.now();
-    log(`  ${size.toLocaleString('en')} rows of other teams (database ${db.databaseName}):`);
-    const seedStart = nowMs();
-    const seedSeconds = await seedOthers(db, size, now);
-    const seedTotalSeconds = round((nowMs() - seedStart) / 1000, 1);
-    const counts = otherWorld(size, now).counts;
-    const seeded = Object.values(counts).reduce((a, b) => a + b, 0);
-    log(`    seeded ${seeded} rows in ${seedTotalSeconds} s (${round(seeded / seedTotalSeconds, 0)} rows/s)`);
-    await seedTeam(family, devices, db.databaseName, new Date());
+  started.push(family);
+  const db = family.mongo.db;
+  const now = Date.now();
+  log(`  ${size.toLocaleString('en')} rows of other teams (database ${db.databaseName}):`);
+  const seedStart = nowMs();
+  const seedSeconds = await seedOthers(db, size, now);
+  const seedTotalSeconds = round((nowMs() - seedStart) / 1000, 1);
+  const counts = otherWorld(size, now).counts;
+  const seeded = Object.values(counts).reduce((a, b) => a + b, 0);
+  log(`    seeded ${seeded} rows in ${seedTotalSeconds} s (${round(seeded / seedTotalSeconds, 0)} rows/s)`);
+  await seedTeam(family, devices, db.databaseName, new Date());
 
-    const owner = family.anonymous.as(member(0), TEAM);
-    const viewer = family.anonymous.as(member(1), TEAM);
-    let pausedRunId = '';
-    let newcomers = 0;
-    const noWorkerQueue = uniqueName('bench-scale-no-worker');
-    const sweepReports: SizeResult['sweep'] = [];
-
-    const paths = {
-      async pauseToLastPush(): Promise<number> {
-        const run = (await ok(
-          owner.post('/api/v1/runs', { title: 'Quarterly report' }),
-          201,
-          'create run',
-        )) as { id: string };
-        push.reset();
-        const start = nowMs();
-        await ok(
-          owner.post(`/api/v1/runs/${run.id}/pause`, { prompt: 'Approve the numbers?' }),
-          200,
-          'pause',
+  const owner = family.anonymous.as(member(0), TEAM);
+  const viewer = family.anonymous.as(member(1), TEAM);
+  let pausedRunId = '';
+  let newcomers = 0;
+  const noWorkerQueue = uniqueName('bench-scale-no-worker');
+  const result: SizeResult = {
+    size,
+    counts,
+    seedSeconds,
+    seedTotalSeconds,
+    seedRowsPerSecond: round(seeded / seedTotalSeconds, 0),
+    reps: Object.fromEntries(METRICS.map((m) => [m.key, [] as number[]])) as Record<Metric, number[]>,
+    sweep: [],
+  };
+  const paths = {
+    async pauseToLastPush(): Promise<number> {
+      const run = (await ok(
+        owner.post('/api/v1/runs', { title: 'Quarterly report' }),
+        201,
+        'create run',
+      )) as { id: string };
+      push.reset();
+      const start = nowMs();
+      await ok(owner.post(`/api/v1/runs/${run.id}/pause`, { prompt: 'Approve the numbers?' }), 200, 'pause');
+      await push.waitFor(MEMBERS, undefined, PUSH_TIMEOUT_MS);
+      const ms = nowMs() - start;
+      pausedRunId = run.id;
+      return ms;
+    },
+    async listRuns(): Promise<number[]> {
+      const samples: number[] = [];
+      for (let i = 0; i < REQUESTS; i++)
+        samples.push(await timedMs(() => ok(owner.get('/api/v1/runs'), 200, 'GET /runs')));
+      return samples;
+    },
+    async subscribe(): Promise<number> {
+      const samples: number[] = [];
+      for (let i = 0; i < SAMPLES; i++) {
+        const newcomer = family.anonymous.as(`newcomer_${++newcomers}`, TEAM);
+        const device = push.endpoint();
+        samples.push(
+          await timedMs(() =>
+            ok(newcomer.post('/api/v1/notifications/push/subscriptions', device), 201, 'subscribe'),
+          ),
         );
-        await push.waitFor(MEMBERS, undefined, PUSH_TIMEOUT_MS);
-        const ms = nowMs() - start;
-        pausedRunId = run.id;
-        return ms;
-      },
-      async listRuns(): Promise<number[]> {
-        const samples: number[] = [];
-        for (let i = 0; i < REQUESTS; i++)
-          samples.push(await timedMs(() => ok(owner.get('/api/v1/runs'), 200, 'GET /runs')));
-        return samples;
-      },
-      async subscribe(): Promise<number> {
-        const samples: number[] = [];
-        for (let i = 0; i < SAMPLES; i++) {
-          const newcomer = family.anonymous.as(`newcomer_${++newcomers}`, TEAM);
-          const device = push.endpoint();
-          samples.push(
-            await timedMs(() =>
-              ok(newcomer.post('/api/v1/notifications/push/subscriptions', device), 201, 'subscribe'),
-            ),
-          );
-        }
-        return median(samples);
-      },
-      async deviceList(): Promise<number> {
-        const samples: number[] = [];
-        for (let i = 0; i < SAMPLES; i++)
-          samples.push(
-            await timedMs(() =>
-              ok(viewer.get('/api/v1/notifications/push/subscriptions'), 200, 'device list'),
-            ),
-          );
-        return median(samples);
-      },
-      async episodesView(): Promise<number> {
-        const samples: number[] = [];
-        for (let i = 0; i < SAMPLES; i++)
-          samples.push(
-            await timedMs(() => ok(owner.get(`/api/v1/runs/${pausedRunId}/episodes`), 200, 'episodes view')),
-          );
-        return median(samples);
-      },
-      async sweepPass(): Promise<number> {
-        const { sweep } = sweepActivitiesOn(db, {
-          client: family.client,
-          taskQueue: noWorkerQueue,
-          families: FAMILIES,
-          graceSeconds: family.config.claimGraceSeconds,
-          lookbackSeconds: SWEEP_LOOKBACK_SECONDS,
-          pageSize: SWEEP_PAGE_SIZE,
-          now: new Date(),
-        });
-        const start = nowMs();
-        const report = await sweep.sweepOnce();
-        const ms = nowMs() - start;
-        sweepReports.push(report);
-        return ms;
-      },
-    };
+      }
+      return median(samples);
+    },
+    async deviceList(): Promise<number> {
+      const samples: number[] = [];
+      for (let i = 0; i < SAMPLES; i++)
+        samples.push(
+          await timedMs(() => ok(viewer.get('/api/v1/notifications/push/subscriptions'), 200, 'device list')),
+        );
+      return median(samples);
+    },
+    async episodesView(): Promise<number> {
+      const samples: number[] = [];
+      for (let i = 0; i < SAMPLES; i++)
+        samples.push(
+          await timedMs(() => ok(owner.get(`/api/v1/runs/${pausedRunId}/episodes`), 200, 'episodes view')),
+        );
+      return median(samples);
+    },
+    async sweepPass(): Promise<number> {
+      const { sweep } = sweepActivitiesOn(db, {
+        client: family.client,
+        taskQueue: noWorkerQueue,
+        families: FAMILIES,
+        graceSeconds: family.config.claimGraceSeconds,
+        lookbackSeconds: SWEEP_LOOKBACK_SECONDS,
+        pageSize: SWEEP_PAGE_SIZE,
+        now: new Date(),
+      });
+      const start = nowMs();
+      const report = await sweep.sweepOnce();
+      const ms = nowMs() - start;
+      result.sweep.push(report);
+      return ms;
+    },
+  };
 
-    // Warm-up: every path once (JIT, connection pools, SQLite's page cache after the writes).
-    const warm = nowMs();
-    await paths.pauseToLastPush();
-    await ok(owner.get('/api/v1/runs'), 200, 'GET /runs');
-    await paths.sweepPass();
-    sweepReports.length = 0;
-    log(`    warm-up ${round((nowMs() - warm) / 1000, 1)} s`);
+  // Warm-up: every path once (JIT, connection pools, SQLite's page cache after the writes).
+  const warm = nowMs();
+  await paths.pauseToLastPush();
+  await ok(owner.get('/api/v1/runs'), 200, 'GET /runs');
+  await paths.sweepPass();
+  result.sweep.length = 0;
+  log(`    warm-up ${round((nowMs() - warm) / 1000, 1)} s`);
 
-    const figures = Object.fromEntries(METRICS.map((m) => [m.key, [] as number[]])) as Record<
-      Metric,
-      number[]
-    >;
-    for (let rep = 0; rep < reps; rep++) {
+  const figures = result.reps;
+  return {
+    result,
+    family,
+    async rep() {
       figures.pauseToLastPush.push(await paths.pauseToLastPush());
       const list = await paths.listRuns();
       figures.listRunsP50.push(percentile(list, 50));
@@ -558,38 +568,26 @@ async function measureSize(
       figures.deviceList.push(await paths.deviceList());
       figures.episodesView.push(await paths.episodesView());
       figures.sweepPass.push(await paths.sweepPass());
+      const rep = figures.sweepPass.length - 1;
       log(
-        `    rep ${rep + 1}: ` +
+        `    ${size.toLocaleString('en')}, rep ${rep + 1}: ` +
           METRICS.map((m) => `${m.key} ${round(figures[m.key][rep], 0)}`).join(', ') +
-          ` ms; sweep ${JSON.stringify(sweepReports[rep])}`,
+          ` ms; sweep ${JSON.stringify(result.sweep[rep])}`,
       );
-    }
+    },
+  };
+}
 
-    const result: SizeResult = {
-      size,
-      counts,
-      seedSeconds,
-      seedTotalSeconds,
-      seedRowsPerSecond: round(seeded / seedTotalSeconds, 0),
-      reps: figures,
-      sweep: sweepReports,
-    };
-    if (largest) {
-      const memory = (pid: number | undefined) => (pid ? processMemory(pid) : undefined);
-      result.memory = {
-        ferretdb: memory(stack.pids.mongo),
-        'bench process (worker + API + driver + push stand-in)': memory(process.pid),
-        temporal: memory(stack.pids.temporal),
-      };
-      const bytes = databaseBytes(stack, db.databaseName);
-      result.databaseMiB = bytes === undefined ? undefined : round(bytes / 2 ** 20, 1);
-    }
-    await db.dropDatabase().catch(() => undefined);
-    return result;
-  } finally {
-    await deleteSweepSchedule(family.client, family.config.temporalTaskQueue);
-    await family.stop();
-  }
+/** At the largest size, with every size's database still there: memory of the processes, the database's files. */
+function measureFootprint(stack: ServerStack, result: SizeResult, db: string): void {
+  const memory = (pid: number | undefined) => (pid ? processMemory(pid) : undefined);
+  result.memory = {
+    ferretdb: memory(stack.pids.mongo),
+    'bench process (workers + APIs of every size, driver, push stand-in)': memory(process.pid),
+    temporal: memory(stack.pids.temporal),
+  };
+  const bytes = databaseBytes(stack, db);
+  result.databaseMiB = bytes === undefined ? undefined : round(bytes / 2 ** 20, 1);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -611,6 +609,7 @@ export async function runScaleBench(): Promise<ScaleBenchResult> {
     dataRoot: '',
   });
   const push = await startPushService();
+  const results: SizeResult[] = [];
   try {
     const devices = Array.from({ length: MEMBERS }, (_, i) => push.endpoint(member(i)));
     log(
@@ -620,13 +619,25 @@ export async function runScaleBench(): Promise<ScaleBenchResult> {
           .join(', ')}); team of ${MEMBERS} team-wide members, one device each; ${REPS} reps; ` +
         `mongo ${stack.origin.mongo}, temporal ${stack.origin.temporal}`,
     );
-    // The first size measured ran slower than the next ones in trial runs (a cold Temporal task queue, JIT):
-    // one rep of the baseline first, not counted, so the baseline is not the one size paying for it.
-    log(`  process warm-up (not counted):`);
-    await measureSize(stack, push, devices, ladder[0], false, 1);
-    const results: SizeResult[] = [];
-    for (const size of ladder)
-      results.push(await measureSize(stack, push, devices, size, size === ladder.at(-1)));
+    // Every size is seeded and warmed up first; then the reps go round the sizes, in alternating order, so a
+    // size's rep and the baseline's run minutes apart under the same load (this machine is shared).
+    const started: FamilyStack[] = [];
+    try {
+      const prepared: PreparedSize[] = [];
+      for (const size of ladder) prepared.push(await prepareSize(push, devices, size, started));
+      for (let rep = 0; rep < REPS; rep++) {
+        for (const size of rep % 2 ? [...prepared].reverse() : prepared) await size.rep();
+      }
+      const top = prepared.at(-1)!;
+      measureFootprint(stack, top.result, top.family.mongo.db.databaseName);
+      results.push(...prepared.map((p) => p.result));
+    } finally {
+      for (const family of started) {
+        await family.mongo.db.dropDatabase().catch(() => undefined);
+        await deleteSweepSchedule(family.client, family.config.temporalTaskQueue);
+        await family.stop();
+      }
+    }
     return report(stack, results);
   } finally {
     await push.close().catch(() => undefined);
@@ -641,7 +652,7 @@ function report(stack: ServerStack, results: SizeResult[]): ScaleBenchResult {
   const ratios: ScaleBenchResult['ratios'] = {};
   let met = true;
   const header = [
-    'ms (median of reps, min–max)',
+    'ms: median of reps (min–max)',
     ...results.map((r) => r.size.toLocaleString('en')),
     ...rest.flatMap((r) => [`ratio ${r.size.toLocaleString('en')} (spread)`, 'target']),
   ];
@@ -655,8 +666,10 @@ function report(stack: ServerStack, results: SizeResult[]): ScaleBenchResult {
       cells.push(`${round(figure(r, key), 0)} (${round(lo, 0)}–${round(hi, 0)})`);
     }
     for (const r of rest) {
-      const ratio = round(figure(r, key) / b, 2);
-      const [lo, hi] = spread(r, key).map((v) => round(v / b, 2));
+      // Paired per rep (a size's rep and the baseline's ran in the same round): steadier on a busy machine.
+      const paired = r.reps[key].map((v, i) => v / base.reps[key][i]);
+      const ratio = round(median(paired), 2);
+      const [lo, hi] = [Math.min(...paired), Math.max(...paired)].map((v) => round(v, 2));
       const ok = ratio <= TARGET;
       met &&= ok;
       (ratios[r.size] ??= {} as Record<Metric, number>)[key] = ratio;
@@ -720,7 +733,8 @@ function report(stack: ServerStack, results: SizeResult[]): ScaleBenchResult {
         'with insertMany after ensureIndexes; they are 2–29 days old, outside the sweep window.',
       `The team: ${MEMBERS} members with team-wide scope and one device each; ${WINDOW_RUNS} finished runs in the ` +
         `sweep window, ${UNCLAIMED} with no claims.`,
-      'Worker and API run in the bench process (startFamilyStack); its RSS includes the driver and push stand-in.',
+      'Every size is seeded first, then the reps go round the sizes; ratios are paired per rep (median, min–max).',
+      'Worker and API of every size run in the bench process (startFamilyStack), with the driver and push stand-in.',
     ],
   };
   writeResults('scale', section);
