@@ -16,7 +16,8 @@
 //   pause → last push     POST /runs/:id/pause on a fresh run until the push service has all 200 pushes
 //   GET /runs             the team's runs, REQUESTS times in a row: p50 and p95
 //   subscribe             POST /notifications/push/subscriptions, a new member's device, SAMPLES times: median
-//   device list           GET /notifications/push/subscriptions of a member with deliveries, SAMPLES times
+//   device list           GET /notifications/push/subscriptions of a member with deliveries, SAMPLES times; and
+//                         of the last newcomer, whose device has had no push (its last success is found nowhere)
 //   episodes view         GET /runs/:id/episodes of the run just paused (200 deliveries), SAMPLES times
 //   sweep pass            sweepOnce (as bench:sweep calls it) over the window, starting the unclaimed episodes
 //                         on a task queue with no worker (after the first rep: answered AlreadyStarted)
@@ -373,6 +374,7 @@ type Metric =
   | 'listRunsP95'
   | 'subscribe'
   | 'deviceList'
+  | 'deviceListNew'
   | 'episodesView'
   | 'sweepPass';
 
@@ -382,6 +384,7 @@ const METRICS: { key: Metric; label: string }[] = [
   { key: 'listRunsP95', label: `GET /runs p95 (${REQUESTS} requests)` },
   { key: 'subscribe', label: 'subscribe (POST subscription)' },
   { key: 'deviceList', label: 'device list (GET subscriptions)' },
+  { key: 'deviceListNew', label: 'device list, a device with no push yet' },
   { key: 'episodesView', label: 'episodes view (GET /runs/:id/episodes)' },
   { key: 'sweepPass', label: `sweep pass (${WINDOW_RUNS} runs in window, ${UNCLAIMED} unclaimed)` },
 ];
@@ -513,11 +516,13 @@ async function prepareSize(
       }
       return median(samples);
     },
-    async deviceList(): Promise<number> {
+    /** A member whose device has had pushes, or the last newcomer, whose device has had none yet. */
+    async deviceList(fresh = false): Promise<number> {
+      const caller = fresh ? family.anonymous.as(`newcomer_${newcomers}`, TEAM) : viewer;
       const samples: number[] = [];
       for (let i = 0; i < SAMPLES; i++)
         samples.push(
-          await timedMs(() => ok(viewer.get('/api/v1/notifications/push/subscriptions'), 200, 'device list')),
+          await timedMs(() => ok(caller.get('/api/v1/notifications/push/subscriptions'), 200, 'device list')),
         );
       return median(samples);
     },
@@ -566,6 +571,7 @@ async function prepareSize(
       figures.listRunsP95.push(percentile(list, 95));
       figures.subscribe.push(await paths.subscribe());
       figures.deviceList.push(await paths.deviceList());
+      figures.deviceListNew.push(await paths.deviceList(true));
       figures.episodesView.push(await paths.episodesView());
       figures.sweepPass.push(await paths.sweepPass());
       const rep = figures.sweepPass.length - 1;
