@@ -75,7 +75,7 @@ import {
 const REPS = Number(process.env.BENCH_REPS ?? 3);
 const BATCH = Number(process.env.BENCH_SCALE_BATCH ?? 10_000);
 const REQUESTS = 20; // GET /runs per rep (p50, p95)
-const SAMPLES = 5; // subscribe, device list, episodes view per rep (median)
+const SAMPLES = 10; // subscribe, device list, episodes view per rep (median)
 const TARGET = 1.5;
 const TEAM = 'team_measured';
 const MEMBERS = 200;
