@@ -34,6 +34,17 @@ export function processCpuMs(pid: number): number | undefined {
   }
 }
 
+/** Resident memory of a process now and at its peak (MiB), from /proc; undefined off Linux or once it exited. */
+export function processMemory(pid: number): { rssMiB: number; peakRssMiB: number } | undefined {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1]);
+    return { rssMiB: round(kib('VmRSS') / 1024, 0), peakRssMiB: round(kib('VmHWM') / 1024, 0) };
+  } catch {
+    return undefined;
+  }
+}
+
 /** CPU ms used by this process and the named others since the returned function's creation. */
 export function cpuMeter(pids: Record<string, number | undefined>): () => Record<string, number> {
   const self0 = process.cpuUsage();

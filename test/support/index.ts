@@ -3,6 +3,8 @@
 // scenario runner of the drill and bench:episodes.
 // Benchmarks import test support from here only; nothing under test/ imports from bench/.
 export { CallbackReceiver } from './callbackReceiver';
+export { startFamilyStack, type FamilyStack } from './familyStack';
+export { deleteSweepSchedule } from './processStack';
 export { startPushService, type PushService, type SubscriptionJSON } from './pushService';
 export { runScenario, type Step } from './scenario';
 export { startServers, type ServerStack, type StackWants } from './servers';
