@@ -41,7 +41,7 @@ import type { CallbackAttemptRow } from '../store/callbackAttempts';
 import type { ClaimRow } from '../store/claims';
 import type { EpisodeRow } from '../store/episodes';
 import { prefKey, type NotificationPrefRow } from '../store/notificationPrefs';
-import { createPushDeliveryStore } from '../store/pushDeliveries';
+import type { PushDeliveryBatchRow } from '../store/pushDeliveries';
 import { subscriptionId, type PushSubscriptionRow } from '../store/pushSubscriptions';
 import {
   deleteSweepSchedule,
@@ -225,16 +225,18 @@ function otherClaim(w: OtherWorld, m: number): ClaimRow {
 }
 
 /** Five deliveries per episode, to five members of the run's team. */
-function otherDelivery(w: OtherWorld, d: number) {
+/** One batch row of a fan-out (store/pushDeliveries.ts), holding one delivery: a row per delivery stored. */
+function otherDelivery(w: OtherWorld, d: number): PushDeliveryBatchRow {
   const { run, episodeId } = otherEpisodeRun(w, Math.floor(d / 5));
   const users = w.counts.push_subscriptions;
   const owner = Number(run.ownerId.slice('other_u'.length));
   const member = (Math.floor(owner / OTHER_TEAM_SIZE) * OTHER_TEAM_SIZE + (d % 5)) % users;
+  const at = new Date(run.updatedAt.getTime() + 2_000);
   return {
+    _id: `${episodeId}|#${d % 5}`,
     episodeId,
-    subscriptionId: subscriptionId(otherEndpoint(member)),
-    userId: otherUser(member),
-    at: new Date(run.updatedAt.getTime() + 2_000),
+    at,
+    deliveries: [{ subscriptionId: subscriptionId(otherEndpoint(member)), userId: otherUser(member), at }],
   };
 }
 
@@ -297,12 +299,11 @@ const SEEDERS: Record<Collection, (db: Db, w: OtherWorld) => Promise<void>> = {
       (m) => otherClaim(w, m),
       insertUnordered(db, 'sent_notifications'),
     ),
-  // Through the store's own write, so the rows have whatever shape the fan-out records.
   push_deliveries: (db, w) =>
     seedCollection(
       w.counts.push_deliveries,
       (d) => otherDelivery(w, d),
-      createPushDeliveryStore(db).recordMany,
+      insertUnordered(db, 'push_deliveries'),
     ),
   callback_attempts: (db, w) =>
     seedCollection(
