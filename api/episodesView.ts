@@ -4,6 +4,7 @@ import type { ClaimState, ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
 import type { EpisodeStore } from '../store/episodes';
 import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callbackAttempts';
+import type { PageCursor } from '../store/paging';
 
 /** What a launcher sees of one callback attempt (no Temporal internals). */
 export type CallbackAttemptSummary = Pick<
@@ -19,7 +20,7 @@ export type CallbackAttemptSummary = Pick<
   | 'trigger'
 >;
 
-/** Attempts shown per run: the schedule's 11 at most per episode, plus rate-limited redeliveries. */
+/** Attempts shown per episode: the schedule's 11 at most, plus rate-limited redeliveries. */
 export const MAX_ATTEMPTS_SHOWN = 1000;
 
 function attemptSummary(row: CallbackAttemptRow): CallbackAttemptSummary {
@@ -46,7 +47,7 @@ export interface EpisodeSummary {
   families: Record<keyof typeof claimKeys, { state: ClaimState; result?: string }>;
   /** Push endpoints the episode reached. */
   pushDeliveries: number;
-  /** Every attempt of its completion callback, oldest first (the schedule's and redeliveries), newest 1000 per run. */
+  /** Every attempt of its completion callback, oldest first (the schedule's and redeliveries), newest 1000. */
   callbackAttempts: CallbackAttemptSummary[];
 }
 
@@ -80,41 +81,43 @@ export function createEpisodeView(deps: {
       return deps.callbackAttempts.countForEpisode(episodeId);
     },
 
-    /** `callbackAttemptsTruncated`: the run has more attempts than MAX_ATTEMPTS_SHOWN; the oldest are left out. */
+    /**
+     * One page of the run's episodes, newest first, each with its newest attempts (one read per episode, on its
+     * index). `callbackAttemptsTruncated`: an episode of the page has more than MAX_ATTEMPTS_SHOWN; its oldest are
+     * left out. `next`: where the next (older) page starts, when there is one.
+     */
     async listForRun(
       teamId: string,
       runId: string,
-    ): Promise<{ episodes: EpisodeSummary[]; callbackAttemptsTruncated: boolean }> {
-      const [rows, read] = await Promise.all([
-        deps.episodes.listForRun(teamId, runId),
-        // One read for the whole run (by run id, on its index), grouped below; one past the cap says it was cut.
-        deps.callbackAttempts.listForRun(runId, MAX_ATTEMPTS_SHOWN + 1),
-      ]);
-      const callbackAttemptsTruncated = read.length > MAX_ATTEMPTS_SHOWN;
-      const attempts = callbackAttemptsTruncated ? read.slice(1) : read;
-      const attemptsOf = (episodeId: string) =>
-        attempts.filter((a) => a.episodeId === episodeId).map(attemptSummary);
+      page: { limit: number; before?: PageCursor },
+    ): Promise<{ episodes: EpisodeSummary[]; callbackAttemptsTruncated: boolean; next?: PageCursor }> {
+      const { rows, next } = await deps.episodes.listForRun(teamId, runId, page.limit, page.before);
+      let callbackAttemptsTruncated = false;
       const episodes = await Promise.all(
         rows.map(async (row) => {
-          const families = Object.fromEntries(
-            await Promise.all(
+          const [families, pushDeliveries, read] = await Promise.all([
+            Promise.all(
               (Object.keys(claimKeys) as (keyof typeof claimKeys)[]).map(
                 async (family) => [family, await deps.claims.describe(claimKeys[family](row._id))] as const,
               ),
-            ),
-          ) as EpisodeSummary['families'];
-          const pushDeliveries = await deps.pushDeliveries.countForEpisode(row._id);
+            ).then((entries) => Object.fromEntries(entries) as EpisodeSummary['families']),
+            deps.pushDeliveries.countForEpisode(row._id),
+            // One past the cap says it was cut.
+            deps.callbackAttempts.listForEpisode(row._id, MAX_ATTEMPTS_SHOWN + 1),
+          ]);
+          const cut = read.length > MAX_ATTEMPTS_SHOWN;
+          if (cut) callbackAttemptsTruncated = true;
           return {
             episodeId: row._id,
             kind: row.kind,
             recordedAt: row.recordedAt,
             families,
             pushDeliveries,
-            callbackAttempts: attemptsOf(row._id),
+            callbackAttempts: (cut ? read.slice(1) : read).map(attemptSummary),
           };
         }),
       );
-      return { episodes, callbackAttemptsTruncated };
+      return { episodes, callbackAttemptsTruncated, ...(next ? { next } : {}) };
     },
   };
 }

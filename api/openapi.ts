@@ -37,13 +37,23 @@ const jsonSchema = (schema: z.ZodType): Record<string, unknown> => {
 };
 
 function parameters(spec: RouteSpec): unknown[] {
-  const shape = spec.params instanceof z.ZodObject ? (spec.params.shape as Record<string, z.ZodType>) : {};
-  return Object.entries(shape).map(([name, schema]) => ({
-    name,
-    in: 'path',
-    required: true,
-    schema: jsonSchema(schema),
-  }));
+  const shapeOf = (schema?: z.ZodType) =>
+    schema instanceof z.ZodObject ? (schema.shape as Record<string, z.ZodType>) : {};
+  return [
+    ...Object.entries(shapeOf(spec.params)).map(([name, schema]) => ({
+      name,
+      in: 'path',
+      required: true,
+      schema: jsonSchema(schema),
+    })),
+    ...Object.entries(shapeOf(spec.query)).map(([name, schema]) => ({
+      name,
+      in: 'query',
+      required: !schema.safeParse(undefined).success,
+      ...(schema.description ? { description: schema.description } : {}),
+      schema: jsonSchema(schema),
+    })),
+  ];
 }
 
 function operation(route: DocumentedRoute): Record<string, unknown> {
@@ -51,7 +61,7 @@ function operation(route: DocumentedRoute): Record<string, unknown> {
   const success = String(spec?.success ?? 200);
   return {
     summary: spec?.summary,
-    ...(spec?.params ? { parameters: parameters(spec) } : {}),
+    ...(spec?.params || spec?.query ? { parameters: parameters(spec) } : {}),
     ...(spec?.body
       ? {
           requestBody: {

@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import { CALLBACK_EVENTS } from '../domain/run';
 import { ENGINE_EVENT_TYPES } from '../engine/runEngine';
+import { decodeCursor } from '../store/paging';
 
 const id = z
   .string()
@@ -137,3 +138,34 @@ export const routeDecisionErrorBody = z.strictObject({
   decisionId: id,
   error: z.strictObject({ code: text(128).min(1), message: text(10_000) }),
 });
+
+/**
+ * `?limit=&before=` of a newest-first listing: `before` is the `nextBefore` of the previous page, opaque to the
+ * caller; `limit` is bounded so one request reads a bounded number of rows.
+ */
+export const pageQuery = (defaultLimit: number, maxLimit: number) =>
+  z.strictObject({
+    limit: z.coerce
+      .number({ error: 'limit must be a whole number' })
+      .int('limit must be a whole number')
+      .min(1, `limit must be 1 to ${maxLimit}`)
+      .max(maxLimit, `limit must be 1 to ${maxLimit}`)
+      .default(defaultLimit)
+      .describe(`rows per page (default ${defaultLimit})`),
+    before: z
+      .string()
+      .max(200, 'before must be the nextBefore of a previous page')
+      .transform((value, ctx) => {
+        const cursor = decodeCursor(value);
+        if (!cursor)
+          ctx.addIssue({ code: 'custom', message: 'before must be the nextBefore of a previous page' });
+        return cursor ?? z.NEVER;
+      })
+      .optional()
+      .describe("the previous page's nextBefore: the page after it (older rows)"),
+  });
+
+/** Pages of GET /runs, GET /runs/:id/episodes and the device list. */
+export const runsPage = pageQuery(50, 200);
+export const episodesPage = pageQuery(50, 200);
+export const devicesPage = pageQuery(50, 200);

@@ -8,6 +8,8 @@ import { HttpError, jsonBody } from './errors';
 export interface RouteSpec {
   summary: string;
   params?: z.ZodType;
+  /** The query string (each parameter once: a repeated one is an array, which a string schema refuses). */
+  query?: z.ZodType;
   body?: z.ZodType;
   /** Request bodies shown in the OpenAPI document; a test checks that each one validates. */
   examples?: unknown[];
@@ -19,6 +21,7 @@ type Parsed<T> = T extends z.ZodType ? z.output<T> : undefined;
 
 export interface Input<S extends RouteSpec> {
   params: S['params'] extends z.ZodType ? z.output<S['params']> : Record<string, string>;
+  query: Parsed<S['query']>;
   body: Parsed<S['body']>;
 }
 
@@ -51,13 +54,14 @@ export type Validated<S extends RouteSpec> = Middleware<{ input: Input<S> }> & {
 export function validate<S extends RouteSpec>(spec: S): Validated<S> {
   const middleware: Middleware<{ input: Input<S> }> = async (ctx, next) => {
     const params = spec.params ? parse(spec.params, ctx.params) : ctx.params;
+    const query: unknown = spec.query ? parse(spec.query, { ...ctx.query }) : undefined;
     let body: unknown;
     if (spec.body) {
       const badJsonIsTheSchemas =
         verbatimSchemas.get(spec.body)?.ownsBadJson && (ctx.state as { bodyError?: string }).bodyError;
       body = parse(spec.body, badJsonIsTheSchemas ? undefined : jsonBody(ctx as never));
     }
-    ctx.state.input = { params, body } as Input<S>;
+    ctx.state.input = { params, query, body } as Input<S>;
     await next();
   };
   return Object.assign(middleware, { spec });

@@ -17,6 +17,7 @@ import {
 import type { EventStore } from '../store/events';
 import type { InteractionStore } from '../store/interactions';
 import type { RunStore } from '../store/runs';
+import type { Page, PageCursor } from '../store/paging';
 import type { RunTransition, RunTransitionStore } from '../store/runTransitions';
 
 export interface Caller {
@@ -265,8 +266,9 @@ export function createRunEngine(deps: EngineDeps) {
   return {
     get: load,
 
-    async list(caller: Caller): Promise<Run[]> {
-      return runs.listForTeam(caller.teamId);
+    /** The caller's team's runs, newest first, a page at a time. */
+    async list(caller: Caller, page: { limit: number; before?: PageCursor }): Promise<Page<Run>> {
+      return runs.listForTeam(caller.teamId, page.limit, page.before);
     },
 
     /** Launches a run; returns it with the callback secret, which the caller sees this once. */

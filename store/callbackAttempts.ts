@@ -9,7 +9,7 @@
 import type { Db } from 'mongodb';
 import type { DeliveryCategory } from '../net/ssrfGuard';
 import { CLAIM_RETENTION_SECONDS } from './claims';
-import { isDuplicateKey, type IndexSpec } from './mongo';
+import { isDuplicateKey, type IndexSpec, type RetiredIndex } from './mongo';
 
 export const CALLBACK_ATTEMPT_RETENTION_SECONDS = CLAIM_RETENTION_SECONDS;
 
@@ -41,12 +41,23 @@ export interface CallbackAttemptRow {
 }
 
 export const callbackAttemptIndexes: IndexSpec[] = [
-  { collection: 'callback_attempts', key: { runId: 1, at: 1 }, options: { name: 'run_at' } },
+  // Newest first, by run (operator tools) or by episode (the episodes view, a redelivery's count).
+  { collection: 'callback_attempts', key: { runId: 1, at: -1, _id: -1 }, options: { name: 'run_recent' } },
+  {
+    collection: 'callback_attempts',
+    key: { episodeId: 1, at: -1, _id: -1 },
+    options: { name: 'episode_recent' },
+  },
   {
     collection: 'callback_attempts',
     key: { at: 1 },
     options: { name: 'at_ttl', expireAfterSeconds: CALLBACK_ATTEMPT_RETENTION_SECONDS },
   },
+];
+
+/** Replaced by run_recent (it could not serve the newest-first sort). */
+export const retiredCallbackAttemptIndexes: RetiredIndex[] = [
+  { collection: 'callback_attempts', name: 'run_at' },
 ];
 
 /** How many numbers one record tries past its first guess before it gives up (a bound, never reached in use). */
@@ -79,11 +90,17 @@ export function createCallbackAttemptStore(db: Db) {
     },
 
     /**
-     * The newest `limit` attempts of a run's episodes, oldest first (one read for the episodes view): past the
-     * cap, the latest (what a launcher is asking about) are kept and the oldest left out.
+     * The newest `limit` attempts of a run's episodes, oldest first (operator tools): past the cap, the latest
+     * (what a launcher is asking about) are kept and the oldest left out.
      */
     async listForRun(runId: string, limit: number): Promise<CallbackAttemptRow[]> {
-      const newest = await rows.find({ runId }).sort({ at: -1, attempt: -1 }).limit(limit).toArray();
+      const newest = await rows.find({ runId }).sort({ at: -1, _id: -1 }).limit(limit).toArray();
+      return newest.reverse();
+    },
+
+    /** The newest `limit` attempts of one episode, oldest first (the episodes view). */
+    async listForEpisode(episodeId: string, limit: number): Promise<CallbackAttemptRow[]> {
+      const newest = await rows.find({ episodeId }).sort({ at: -1, _id: -1 }).limit(limit).toArray();
       return newest.reverse();
     },
 

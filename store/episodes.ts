@@ -1,7 +1,8 @@
 // episodes: one row per outcome episode, written by the episode workflow, read by GET /runs/:id/episodes.
 import type { Db } from 'mongodb';
 import type { RunOutcome } from '../domain/outcome';
-import type { IndexSpec } from './mongo';
+import type { IndexSpec, RetiredIndex } from './mongo';
+import { pageNewestFirst, type Page, type PageCursor } from './paging';
 
 export interface EpisodeRow {
   _id: string;
@@ -13,8 +14,16 @@ export interface EpisodeRow {
 }
 
 export const episodeIndexes: IndexSpec[] = [
-  { collection: 'episodes', key: { runId: 1, recordedAt: 1 }, options: { name: 'run_episodes' } },
+  // A run's episodes in either direction, _id breaking ties in recordedAt (the view pages newest first).
+  {
+    collection: 'episodes',
+    key: { runId: 1, recordedAt: -1, _id: -1 },
+    options: { name: 'run_recorded' },
+  },
 ];
+
+/** Replaced by run_recorded (it could not serve the tie-break on _id). */
+export const retiredEpisodeIndexes: RetiredIndex[] = [{ collection: 'episodes', name: 'run_episodes' }];
 
 export type EpisodeStore = ReturnType<typeof createEpisodeStore>;
 
@@ -40,7 +49,7 @@ export function createEpisodeStore(db: Db) {
 
     /** The system's view (operator tools): no tenant filter, oldest first, at most `limit`. */
     async listForRunAnyTeam(runId: string, limit: number): Promise<EpisodeRow[]> {
-      return episodes.find({ runId }).sort({ recordedAt: 1 }).limit(limit).toArray();
+      return episodes.find({ runId }).sort({ recordedAt: 1, _id: 1 }).limit(limit).toArray();
     },
 
     /** One episode of a run, in the caller's team; null when unknown there. */
@@ -48,8 +57,14 @@ export function createEpisodeStore(db: Db) {
       return episodes.findOne({ _id: episodeId, runId, teamId });
     },
 
-    async listForRun(teamId: string, runId: string): Promise<EpisodeRow[]> {
-      return episodes.find({ runId, teamId }).sort({ recordedAt: 1 }).toArray();
+    /** A run's episodes in the caller's team, newest first: `limit` of them from `before` on. */
+    async listForRun(
+      teamId: string,
+      runId: string,
+      limit: number,
+      before?: PageCursor,
+    ): Promise<Page<EpisodeRow>> {
+      return pageNewestFirst(episodes, { runId, teamId }, 'recordedAt', limit, before);
     },
   };
 }

@@ -1,8 +1,12 @@
 // Every store over one database, for the composition roots (worker.ts, api/server.ts) and tests.
 import type { Db } from 'mongodb';
-import { callbackAttemptIndexes, createCallbackAttemptStore } from './callbackAttempts';
+import {
+  callbackAttemptIndexes,
+  createCallbackAttemptStore,
+  retiredCallbackAttemptIndexes,
+} from './callbackAttempts';
 import { claimIndexes, createClaimStore } from './claims';
-import { createEpisodeStore, episodeIndexes } from './episodes';
+import { createEpisodeStore, episodeIndexes, retiredEpisodeIndexes } from './episodes';
 import { createEventStore, eventIndexes } from './events';
 import { createInteractionStore, interactionIndexes } from './interactions';
 import {
@@ -11,10 +15,14 @@ import {
   notificationPrefIndexes,
 } from './notificationPrefs';
 import { createPushDeliveryStore, pushDeliveryIndexes } from './pushDeliveries';
-import { createPushSubscriptionStore, pushSubscriptionIndexes } from './pushSubscriptions';
+import {
+  createPushSubscriptionStore,
+  pushSubscriptionIndexes,
+  retiredPushSubscriptionIndexes,
+} from './pushSubscriptions';
 import { createRateLimitStore, rateLimitIndexes } from './rateLimits';
 import { createRunHealthStore, runHealthIndexes } from './runHealth';
-import { createRunStore, runIndexes } from './runs';
+import { createRunStore, retiredRunIndexes, runIndexes } from './runs';
 import { createRunTransitionStore } from './runTransitions';
 import { createWatchStore, migrateWatchesOntoRuns, watchIndexes } from './watches';
 import { ensureIndexes, type IndexReport } from './mongo';
@@ -35,9 +43,17 @@ export const ALL_INDEXES = [
   ...callbackAttemptIndexes,
 ];
 
+/** Indexes a store module replaced: dropped at start-up where they still exist. */
+export const RETIRED_INDEXES = [
+  ...retiredRunIndexes,
+  ...retiredEpisodeIndexes,
+  ...retiredPushSubscriptionIndexes,
+  ...retiredCallbackAttemptIndexes,
+];
+
 /** Indexes, then the idempotent data migrations every start-up runs before serving. */
 export async function ensureAllIndexes(db: Db): Promise<IndexReport> {
-  const report = await ensureIndexes(db, ALL_INDEXES);
+  const report = await ensureIndexes(db, ALL_INDEXES, RETIRED_INDEXES);
   await migrateNotificationPrefs(db);
   await migrateWatchesOntoRuns(db);
   return report;

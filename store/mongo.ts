@@ -15,6 +15,12 @@ export interface IndexSpec {
   options: CreateIndexesOptions & { name: string };
 }
 
+/** An index a store module no longer declares (replaced by another): start-up drops it where it still exists. */
+export interface RetiredIndex {
+  collection: string;
+  name: string;
+}
+
 export interface Mongo {
   client: MongoClient;
   db: Db;
@@ -143,7 +149,27 @@ export interface IndexReport {
   ttl: boolean;
 }
 
-export async function ensureIndexes(db: Db, specs: IndexSpec[]): Promise<IndexReport> {
+/** NamespaceNotFound, IndexNotFound: nothing to drop (a new database, or a start-up that already dropped it). */
+function isAlreadyGone(err: unknown): boolean {
+  return err instanceof MongoServerError && (err.code === 26 || err.code === 27);
+}
+
+/**
+ * Drops the retired indexes first (a replacement may reuse their key), then creates the declared ones: idempotent,
+ * so an existing data folder moves to the new indexes at its next start-up.
+ */
+export async function ensureIndexes(
+  db: Db,
+  specs: IndexSpec[],
+  retired: RetiredIndex[] = [],
+): Promise<IndexReport> {
+  for (const { collection, name } of retired) {
+    try {
+      await db.collection(collection).dropIndex(name);
+    } catch (err) {
+      if (!isAlreadyGone(err)) throw err;
+    }
+  }
   let ttl = true;
   for (const spec of specs) {
     const collection = db.collection(spec.collection);

@@ -4,7 +4,8 @@
 // push_subscription_slots, kept here beside it, holds the per-user cap (see takeUserSlot).
 import { createHash } from 'node:crypto';
 import type { Db } from 'mongodb';
-import { isDuplicateKey, type IndexSpec } from './mongo';
+import { isDuplicateKey, type IndexSpec, type RetiredIndex } from './mongo';
+import { pageNewestFirst, type Page, type PageCursor } from './paging';
 import { takeSlot, type SlotRow } from './slots';
 
 export interface PushSubscriptionRow {
@@ -38,8 +39,18 @@ export interface SubscriptionSlotRow extends SlotRow {
 }
 
 export const pushSubscriptionIndexes: IndexSpec[] = [
-  { collection: 'push_subscriptions', key: { userId: 1 }, options: { name: 'user' } },
+  // By user: the fan-out's $in and the device list newest first (_id breaks ties).
+  {
+    collection: 'push_subscriptions',
+    key: { userId: 1, createdAt: -1, _id: -1 },
+    options: { name: 'user_created' },
+  },
   { collection: 'push_subscription_slots', key: { key: 1 }, options: { name: 'user' } },
+];
+
+/** Replaced by user_created, whose leading field serves what it did. */
+export const retiredPushSubscriptionIndexes: RetiredIndex[] = [
+  { collection: 'push_subscriptions', name: 'user' },
 ];
 
 /**
@@ -230,6 +241,15 @@ export function createPushSubscriptionStore(db: Db) {
     async listForUsers(userIds: string[]): Promise<PushSubscriptionRow[]> {
       if (!userIds.length) return [];
       return subs.find({ userId: { $in: userIds } }).toArray();
+    },
+
+    /** One user's devices, newest first: `limit` of them from `before` on (never the keys). */
+    async listForUser(
+      userId: string,
+      limit: number,
+      before?: PageCursor,
+    ): Promise<Page<Omit<PushSubscriptionRow, 'keys'>>> {
+      return pageNewestFirst(subs, { userId }, 'createdAt', limit, before, { keys: 0 });
     },
 
     /** Endpoints by subscription id, never the keys (operator tools: which push service a delivery went to). */

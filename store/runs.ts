@@ -4,13 +4,18 @@ import type { Collection, Db } from 'mongodb';
 import type { Run } from '../domain/run';
 import type { SweepRef } from '../domain/sweep';
 import type { RunStatus } from '../domain/runStatus';
-import type { IndexSpec } from './mongo';
+import type { IndexSpec, RetiredIndex } from './mongo';
+import { pageNewestFirst, type Page, type PageCursor } from './paging';
 
 export const runIndexes: IndexSpec[] = [
-  { collection: 'runs', key: { teamId: 1, createdAt: -1 }, options: { name: 'team_recent' } },
+  // listForTeam: a team's runs newest first, a page at a time (_id breaks ties in createdAt).
+  { collection: 'runs', key: { teamId: 1, createdAt: -1, _id: -1 }, options: { name: 'team_created' } },
   // listNotifiableRefs: runs that changed inside the sweep's lookback window.
   { collection: 'runs', key: { updatedAt: 1, _id: 1 }, options: { name: 'updated_at' } },
 ];
+
+/** Replaced by team_created (it could not serve the tie-break on _id). */
+export const retiredRunIndexes: RetiredIndex[] = [{ collection: 'runs', name: 'team_recent' }];
 
 const NOTIFIABLE: RunStatus[] = ['paused', 'finished', 'failed', 'cancelled'];
 
@@ -104,8 +109,9 @@ export function createRunStore(db: Db) {
       );
     },
 
-    async listForTeam(teamId: string, limit = 100): Promise<Run[]> {
-      return runs.find({ teamId }).sort({ createdAt: -1 }).limit(limit).toArray();
+    /** A team's runs, newest first: `limit` of them from `before` on. */
+    async listForTeam(teamId: string, limit: number, before?: PageCursor): Promise<Page<Run>> {
+      return pageNewestFirst(runs, { teamId }, 'createdAt', limit, before);
     },
 
     /**

@@ -9,6 +9,7 @@ import type { EpisodeResult } from '../workflows/episode';
 import { MongoClient } from 'mongodb';
 import { ensureAllIndexes, type Stores } from '../store';
 import { createNotificationPrefStore } from '../store/notificationPrefs';
+import { subscriptionId } from '../store/pushSubscriptions';
 import type { Mongo } from '../store/mongo';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { ApiClient } from './support/harness';
@@ -238,13 +239,16 @@ describe('push preferences and devices', function () {
       const list = before.body.subscriptions as Record<string, unknown>[];
       assert.equal(list.length, 2);
       const host = new URL(laptop.endpoint).host;
+      // Newest first (two subscribes may share a millisecond: then by id, so compare the set).
+      const times = list.map((d) => Date.parse(String(d.createdAt)));
       assert.deepEqual(
-        list.map((d) => [d.host, d.label, d.lastSuccessAt]),
-        [
-          [host, 'Chrome on Linux', null],
-          [host, `${'x'.repeat(79)}…`, null],
-        ],
+        times,
+        [...times].sort((a, b) => b - a),
       );
+      assert.deepEqual(list.map((d) => [d.host, d.label, d.lastSuccessAt]).sort(), [
+        [host, 'Chrome on Linux', null],
+        [host, `${'x'.repeat(79)}…`, null],
+      ]);
       for (const device of list) {
         assert.deepEqual(Object.keys(device).sort(), ['createdAt', 'host', 'id', 'label', 'lastSuccessAt']);
         assert.match(String(device.id), /^[0-9a-f]{64}$/);
@@ -264,6 +268,42 @@ describe('push preferences and devices', function () {
         lastSuccessAt: string | null;
       }[];
       for (const device of after) assert.ok(device.lastSuccessAt && Date.parse(device.lastSuccessAt) > 0);
+    });
+
+    it('the device list pages newest first by cursor; ties in createdAt neither skip nor repeat a device', async () => {
+      const yan = anonymous.as('yan', 'zeta');
+      const base = Date.now() - 3_600_000;
+      const ids: { id: string; at: number }[] = [];
+      for (const [n, i] of [0, 0, 0, 1, 2, 2].entries()) {
+        const subscription = push.endpoint(`yan-device-${n}`);
+        await stores.pushSubscriptions.upsert(
+          { userId: 'yan', teamId: 'zeta' },
+          subscription,
+          new Date(base + i),
+        );
+        ids.push({ id: subscriptionId(subscription.endpoint), at: base + i });
+      }
+      await subscribe(anonymous.as('zed', 'zeta'), 'zed-laptop'); // another user's device stays out
+      const expected = ids.sort((a, b) => b.at - a.at || (a.id < b.id ? 1 : -1)).map((d) => d.id);
+      for (const limit of [1, 2, 4, 6]) {
+        const seen: string[] = [];
+        let before: string | undefined;
+        do {
+          const res = await yan.get(
+            `/api/v1/notifications/push/subscriptions?limit=${limit}` +
+              (before ? `&before=${encodeURIComponent(before)}` : ''),
+          );
+          assert.equal(res.status, 200, res.text);
+          seen.push(...(res.body.subscriptions as { id: string }[]).map((d) => d.id));
+          before = res.body.nextBefore;
+        } while (before);
+        assert.deepEqual(seen, expected, `limit ${limit}`);
+      }
+      for (const query of ['limit=0', 'limit=201', 'before=nope', 'page=2']) {
+        const res = await yan.get(`/api/v1/notifications/push/subscriptions?${query}`);
+        assert.equal(res.status, 400, query);
+        assert.match(res.body.error, /^invalid request: /);
+      }
     });
 
     it('DELETE by id removes one of the caller’s own; another user’s id or a made-up one is 404', async () => {

@@ -48,9 +48,11 @@ describe('runs API', function () {
   let alice: ApiClient;
   let mongo: MongoClient;
   let stores: Stores;
+  let mongoDb: string;
 
   before(async () => {
     const config = testConfig();
+    mongoDb = config.mongoDb;
     const started = await startTestApi(config);
     api = started.api;
     alice = started.client.as('alice', 'acme');
@@ -154,7 +156,7 @@ describe('runs API', function () {
   });
 
   it('refuses bad bodies with 400 and a clear message, and stores nothing', async () => {
-    const before = (await alice.get('/api/v1/runs')).body.runs.length;
+    const before = (await alice.get('/api/v1/runs?limit=200')).body.runs.length;
     for (const body of [
       { callback: { url: 'ftp://example.com/x' } },
       { callback: { url: 'https://user:pw@example.com/x' } },
@@ -170,7 +172,7 @@ describe('runs API', function () {
       'content-type': 'application/json',
     });
     assert.equal(bad.status, 400);
-    assert.equal((await alice.get('/api/v1/runs')).body.runs.length, before);
+    assert.equal((await alice.get('/api/v1/runs?limit=200')).body.runs.length, before);
   });
 
   it('progress events: accepted, engine event types refused, usage needs spent', async () => {
@@ -191,6 +193,127 @@ describe('runs API', function () {
     assert.equal((await alice.delete(`/api/v1/assistants/asst_1/watches/${id}`)).status, 204);
     assert.equal(await stores.watches.hasActiveWatch(id), false);
     assert.equal((await alice.put('/api/v1/assistants/asst_1/watches/run_nope')).status, 404);
+  });
+
+  describe('paging', () => {
+    /** Every page of a listing from the first on, following nextBefore: the ids in the order shown. */
+    async function allPages(client: ApiClient, path: string, key: string, limit: number): Promise<string[]> {
+      const ids: string[] = [];
+      let before: string | undefined;
+      for (let page = 0; page < 100; page++) {
+        const sep = path.includes('?') ? '&' : '?';
+        const res = await client.get(
+          `${path}${sep}limit=${limit}${before ? `&before=${encodeURIComponent(before)}` : ''}`,
+        );
+        assert.equal(res.status, 200, res.text);
+        const rows = res.body[key] as Record<string, string>[];
+        assert.ok(rows.length <= limit);
+        ids.push(...rows.map((row) => row.id ?? row.episodeId));
+        before = res.body.nextBefore as string | undefined;
+        if (!before) return ids;
+        assert.equal(rows.length, limit, 'a page with a next one is full');
+      }
+      throw new Error('no last page');
+    }
+
+    /** Newest first, ties in time by id, descending: the order every listing pages in. */
+    const newestFirst = (rows: { id: string; at: Date }[]): string[] =>
+      [...rows]
+        .sort((a, b) => b.at.getTime() - a.at.getTime() || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
+        .map((row) => row.id);
+
+    it('GET /runs pages newest first by cursor; ties in createdAt neither skip nor repeat a run', async () => {
+      const team = `paging_${Date.now()}`;
+      const bob = alice.as('bob', team);
+      const base = Date.now() - 3_600_000;
+      // 11 runs over 4 distinct times: runs of 4 and 3 share a millisecond, so page ends fall inside ties.
+      const times = [0, 0, 0, 0, 1, 2, 2, 2, 3, 3, 3].map((i) => new Date(base + i * 1000));
+      const seeded = times.map((at, i) => ({ id: `run_page_${team}_${String(i).padStart(2, '0')}`, at }));
+      for (const { id, at } of seeded)
+        await stores.runs.insert({
+          _id: id,
+          teamId: team,
+          ownerId: 'bob',
+          title: id,
+          status: 'running',
+          revision: 0,
+          pauseCount: 0,
+          createdAt: at,
+          updatedAt: at,
+        } as never);
+      // Another team's runs at the same times stay out of every page.
+      for (const { id, at } of seeded.slice(0, 5))
+        await stores.runs.insert({
+          ...(await stores.runs.getById(id))!,
+          _id: `${id}_x`,
+          teamId: `${team}_x`,
+          createdAt: at,
+        });
+      const expected = newestFirst(seeded);
+      for (const limit of [1, 2, 3, 4, 5, 20]) {
+        assert.deepEqual(await allPages(bob, '/api/v1/runs', 'runs', limit), expected, `limit ${limit}`);
+      }
+      const first = await bob.get('/api/v1/runs?limit=3');
+      assert.equal(typeof first.body.nextBefore, 'string');
+      assert.equal((await bob.get('/api/v1/runs')).body.nextBefore, undefined, 'one default page holds 11');
+    });
+
+    it('GET /runs/:id/episodes pages newest first by cursor, across ties in recordedAt', async () => {
+      const { body: run } = await alice.post('/api/v1/runs', { title: 'many episodes' });
+      const base = Date.now() - 3_600_000;
+      const seeded = [0, 1, 1, 1, 2, 3, 3].map((i, n) => ({
+        id: `${run.id}:input:int_${n}`,
+        at: new Date(base + i * 1000),
+      }));
+      await mongo
+        .db(mongoDb)
+        .collection('episodes')
+        .insertMany(
+          seeded.map(({ id, at }) => ({
+            _id: id as never,
+            runId: run.id,
+            teamId: 'acme',
+            kind: 'human_input_requested',
+            outcome: {},
+            recordedAt: at,
+          })),
+        );
+      const expected = newestFirst(seeded);
+      for (const limit of [1, 2, 3, 7]) {
+        assert.deepEqual(
+          await allPages(alice, `/api/v1/runs/${run.id}/episodes`, 'episodes', limit),
+          expected,
+          `limit ${limit}`,
+        );
+      }
+      const page = await alice.get(`/api/v1/runs/${run.id}/episodes?limit=2`);
+      assert.deepEqual(Object.keys(page.body).sort(), [
+        'callbackAttemptsTruncated',
+        'episodes',
+        'nextBefore',
+      ]);
+    });
+
+    it('a bad limit or before is a 400 that says which', async () => {
+      const { body: run } = await alice.post('/api/v1/runs', { title: 'bad pages' });
+      for (const path of ['/api/v1/runs', `/api/v1/runs/${run.id}/episodes`]) {
+        for (const [query, field] of [
+          ['limit=0', 'limit'],
+          ['limit=201', 'limit'],
+          ['limit=2.5', 'limit'],
+          ['limit=ten', 'limit'],
+          ['limit=1&limit=2', 'limit'],
+          ['before=not-a-cursor', 'before'],
+          [`before=${Buffer.from('["x","y"]').toString('base64url')}`, 'before'],
+          [`before=${'A'.repeat(300)}`, 'before'],
+          ['after=x', 'after'],
+        ]) {
+          const res = await alice.get(`${path}?${query}`);
+          assert.equal(res.status, 400, `${path}?${query}: ${res.text}`);
+          assert.match(res.body.error, new RegExp(`^invalid request: .*${field}`), `${path}?${query}`);
+        }
+      }
+    });
   });
 
   describe('auth', () => {

@@ -87,7 +87,7 @@ describe('the test stack', () => {
         callback: 'not_owed',
         ops: 'not_owed',
       });
-      const recorded = await stores.episodes.listForRun('team1', 'run_foundation');
+      const { rows: recorded } = await stores.episodes.listForRun('team1', 'run_foundation', 10);
       assert.equal(recorded.length, 1);
       assert.equal(recorded[0].kind, 'run_finished');
     } finally {

@@ -22,6 +22,8 @@ import {
   type EndpointRules,
 } from '../pushSchemas';
 import { validate } from '../validate';
+import { devicesPage } from '../schemas';
+import { encodeCursor } from '../../store/paging';
 
 export interface NotificationRouteDeps {
   vapidPublicKey: string;
@@ -125,23 +127,25 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
 
   const listDevices = validate({
     summary:
-      "the caller's own devices: id, push service host, label, created, last success (never the endpoint or keys)",
+      "the caller's own devices, newest first, a page at a time: id, push service host, label, created, last " +
+      "success (never the endpoint or keys; nextBefore: the next page's before)",
+    query: devicesPage,
   });
   router.get('/push/subscriptions', listDevices, async (ctx) => {
-    const rows = await subscriptions().listForUsers([ctx.state.caller.userId]);
+    const { limit, before } = ctx.state.input.query;
+    const { rows, next } = await subscriptions().listForUser(ctx.state.caller.userId, limit, before);
     const last = deps.deliveries
       ? await deps.deliveries.lastSuccess(rows, deps.now())
       : new Map<string, Date>();
     ctx.body = {
-      subscriptions: rows
-        .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime())
-        .map((row) => ({
-          id: row._id,
-          host: new URL(row.endpoint).host,
-          label: row.label ?? 'Unknown browser',
-          createdAt: row.createdAt.toISOString(),
-          lastSuccessAt: last.get(row._id)?.toISOString() ?? null,
-        })),
+      subscriptions: rows.map((row) => ({
+        id: row._id,
+        host: new URL(row.endpoint).host,
+        label: row.label ?? 'Unknown browser',
+        createdAt: row.createdAt.toISOString(),
+        lastSuccessAt: last.get(row._id)?.toISOString() ?? null,
+      })),
+      ...(next ? { nextBefore: encodeCursor(next) } : {}),
     };
   });
 

@@ -11,6 +11,7 @@ import {
   completeBody,
   createRunBody,
   episodeParams,
+  episodesPage,
   eventBody,
   failBody,
   interactionParams,
@@ -18,7 +19,9 @@ import {
   pauseBody,
   routeDecisionErrorBody,
   runParams,
+  runsPage,
 } from '../schemas';
+import { encodeCursor } from '../../store/paging';
 import { validate } from '../validate';
 import { NotFoundError } from '../../domain/errors';
 import type { RouteDecisionError } from '../../domain/ops';
@@ -125,8 +128,13 @@ export function runsRouter(deps: RunsRouterDeps) {
     };
   });
 
-  router.get('/', validate({ summary: "the caller's team's runs" }), async (ctx) => {
-    ctx.body = { runs: (await engine.list(ctx.state.caller)).map(publicRun) };
+  const list = validate({
+    summary: "the caller's team's runs, newest first, a page at a time (nextBefore: the next page's before)",
+    query: runsPage,
+  });
+  router.get('/', list, async (ctx) => {
+    const { rows, next } = await engine.list(ctx.state.caller, ctx.state.input.query);
+    ctx.body = { runs: rows.map(publicRun), ...(next ? { nextBefore: encodeCursor(next) } : {}) };
   });
 
   const getRun = validate({ summary: 'one run (never its callback secret)', params: runParams });
@@ -135,13 +143,21 @@ export function runsRouter(deps: RunsRouterDeps) {
   });
 
   const episodes = validate({
-    summary: "the run's outcome episodes and, per family, its claim state, deliveries and callback attempts",
+    summary:
+      "the run's outcome episodes, newest first, a page at a time, and per family its claim state, deliveries " +
+      "and callback attempts (nextBefore: the next page's before)",
     params: runParams,
+    query: episodesPage,
   });
   router.get('/:id/episodes', episodes, async (ctx) => {
     const { id } = ctx.state.input.params;
     await engine.get(ctx.state.caller, id);
-    ctx.body = await deps.episodes.listForRun(ctx.state.caller.teamId, id);
+    const { next, ...page } = await deps.episodes.listForRun(
+      ctx.state.caller.teamId,
+      id,
+      ctx.state.input.query,
+    );
+    ctx.body = { ...page, ...(next ? { nextBefore: encodeCursor(next) } : {}) };
   });
 
   const health = validate({

@@ -1,0 +1,441 @@
+// Every query the service issues that is not a single-document read or write by _id: what it filters, sorts and
+// limits, and the index meant to serve it. The README's "Queries and indexes" table is this table.
+// test/queryInventory.test.ts asks the server's explain about every hot entry (built from the sample values below)
+// against a store holding other teams' rows; test/unit/queryInventory.test.ts fails when a store module has a
+// query call without an entry here, or a single-document write not keyed by _id.
+import type { Document } from 'mongodb';
+import { CLAIM_RETENTION_SECONDS } from './claims';
+
+export interface QueryEntry {
+  /** The store module (store/<module>.ts) whose method issues it, and the method. */
+  module: string;
+  method: string;
+  collection: string;
+  /** How the driver is called (countDocuments, deleteMany and updateMany narrow their rows as find does). */
+  op: 'find' | 'findOne' | 'countDocuments' | 'deleteMany' | 'updateMany';
+  /** A filter of the query's shape, with the sample values below. */
+  filter: Document;
+  sort?: Document;
+  limit?: number;
+  /** The index meant to serve it: a name from the module's IndexSpec list, `_id_`, or `none`. */
+  index: string;
+  /** On a request, fan-out or sweep path: its cost must follow the rows it returns, never the rows stored. */
+  hot: boolean;
+  note: string;
+  /** Call sites in the module that issue this same query (1 unless said). */
+  sites?: number;
+}
+
+/** Representative values: the team, user, run and times the inventory's queries are asked about. */
+export const SAMPLE = {
+  teamId: 'team_sample',
+  userId: 'user_sample',
+  otherUserId: 'user_sample_2',
+  runId: 'run_sample',
+  episodeId: 'run_sample:end',
+  subscriptionId: 'a'.repeat(64),
+  rateKey: 'push-test|user_sample',
+  /** "Now" for the sample: every time bound below is derived from it. */
+  now: new Date('2026-12-01T12:00:00Z'),
+  /** A page's cursor time (its last row's). */
+  cursorAt: new Date('2026-12-01T11:00:00Z'),
+} as const;
+
+const minutesAgo = (minutes: number): Date => new Date(SAMPLE.now.getTime() - minutes * 60_000);
+const retentionCutoff = new Date(SAMPLE.now.getTime() - CLAIM_RETENTION_SECONDS * 1000);
+/** A page of 50 rows, read as limit + 2 (one past the page, and the cursor's own row). */
+const PAGE_READ = 52;
+
+export const QUERY_INVENTORY: QueryEntry[] = [
+  // runs
+  {
+    module: 'runs',
+    method: 'listForTeam',
+    collection: 'runs',
+    op: 'find',
+    filter: { teamId: SAMPLE.teamId, createdAt: { $lte: SAMPLE.cursorAt } },
+    sort: { createdAt: -1, _id: -1 },
+    limit: PAGE_READ,
+    index: 'team_created',
+    hot: true,
+    note: 'GET /runs, a later page (the first has no createdAt bound); through pageNewestFirst',
+  },
+  {
+    module: 'runs',
+    method: 'listNotifiableRefs',
+    collection: 'runs',
+    op: 'find',
+    filter: {
+      updatedAt: { $gte: minutesAgo(10) },
+      status: { $in: ['paused', 'finished', 'failed', 'cancelled'] },
+    },
+    index: 'updated_at',
+    hot: true,
+    note: 'the sweep: runs changed in its window (one cursor, a batch per page: pages + 1 round trips)',
+  },
+  // episodes
+  {
+    module: 'episodes',
+    method: 'listForRun',
+    collection: 'episodes',
+    op: 'find',
+    filter: { runId: SAMPLE.runId, teamId: SAMPLE.teamId, recordedAt: { $lte: SAMPLE.cursorAt } },
+    sort: { recordedAt: -1, _id: -1 },
+    limit: PAGE_READ,
+    index: 'run_recorded',
+    hot: true,
+    note: 'GET /runs/:id/episodes, a later page; teamId is checked after the narrowed read; through pageNewestFirst',
+  },
+  {
+    module: 'episodes',
+    method: 'listForRunAnyTeam',
+    collection: 'episodes',
+    op: 'find',
+    filter: { runId: SAMPLE.runId },
+    sort: { recordedAt: 1, _id: 1 },
+    limit: 101,
+    index: 'run_recorded',
+    hot: false,
+    note: 'flow-notify explain (operators)',
+  },
+  // callback_attempts
+  {
+    module: 'callbackAttempts',
+    method: 'listForRun',
+    collection: 'callback_attempts',
+    op: 'find',
+    filter: { runId: SAMPLE.runId },
+    sort: { at: -1, _id: -1 },
+    limit: 201,
+    index: 'run_recent',
+    hot: false,
+    note: 'flow-notify explain (operators): the newest attempts of the run',
+  },
+  {
+    module: 'callbackAttempts',
+    method: 'listForEpisode',
+    collection: 'callback_attempts',
+    op: 'find',
+    filter: { episodeId: SAMPLE.episodeId },
+    sort: { at: -1, _id: -1 },
+    limit: 1001,
+    index: 'episode_recent',
+    hot: true,
+    note: 'the attempt log of each episode on a page of GET /runs/:id/episodes (newest 1,000)',
+  },
+  {
+    module: 'callbackAttempts',
+    method: 'countForEpisode',
+    collection: 'callback_attempts',
+    op: 'countDocuments',
+    filter: { episodeId: SAMPLE.episodeId },
+    index: 'episode_recent',
+    hot: true,
+    note: "a redelivery's first guess at its attempt number",
+  },
+  {
+    module: 'callbackAttempts',
+    method: 'reapExpired',
+    collection: 'callback_attempts',
+    op: 'deleteMany',
+    filter: { at: { $lt: retentionCutoff } },
+    index: 'at_ttl',
+    hot: true,
+    note: "the sweep's reaper, every pass where the server has no TTL index (FerretDB v1)",
+  },
+  // push_subscriptions
+  {
+    module: 'pushSubscriptions',
+    method: 'register',
+    collection: 'push_subscriptions',
+    op: 'countDocuments',
+    filter: { userId: SAMPLE.userId },
+    index: 'user_created',
+    hot: true,
+    note: 'subscribe: the per-user cap',
+  },
+  {
+    module: 'pushSubscriptions',
+    method: 'listForUsers',
+    collection: 'push_subscriptions',
+    op: 'find',
+    filter: { userId: { $in: [SAMPLE.userId, SAMPLE.otherUserId] } },
+    index: 'user_created',
+    hot: true,
+    note: "the fan-out: every recipient's devices in one read",
+  },
+  {
+    module: 'pushSubscriptions',
+    method: 'listForUser',
+    collection: 'push_subscriptions',
+    op: 'find',
+    filter: { userId: SAMPLE.userId, createdAt: { $lte: SAMPLE.cursorAt } },
+    sort: { createdAt: -1, _id: -1 },
+    limit: PAGE_READ,
+    index: 'user_created',
+    hot: true,
+    note: 'the device list, a later page; through pageNewestFirst',
+  },
+  {
+    module: 'pushSubscriptions',
+    method: 'endpointsByIds',
+    collection: 'push_subscriptions',
+    op: 'find',
+    filter: { _id: { $in: [SAMPLE.subscriptionId] } },
+    index: '_id_',
+    hot: false,
+    note: 'flow-notify explain (operators)',
+  },
+  // notification_prefs
+  {
+    module: 'notificationPrefs',
+    method: 'migrateNotificationPrefs',
+    collection: 'notification_prefs',
+    op: 'find',
+    filter: { userId: { $exists: false } },
+    index: 'none',
+    hot: false,
+    note: 'start-up migration of rows keyed before prefs were per team: reads the whole collection once per start',
+  },
+  {
+    module: 'notificationPrefs',
+    method: 'listTeamWide',
+    collection: 'notification_prefs',
+    op: 'find',
+    filter: { teamId: SAMPLE.teamId, scope: 'team' },
+    index: 'team_scope',
+    hot: false,
+    note: 'library surface (not called by the service)',
+  },
+  {
+    module: 'notificationPrefs',
+    method: 'listRecipients',
+    collection: 'notification_prefs',
+    op: 'find',
+    filter: { teamId: SAMPLE.teamId, $or: [{ scope: 'team' }, { userId: SAMPLE.userId }] },
+    index: 'team_scope',
+    hot: true,
+    note: "the fan-out's recipients: the team's rows, $or checked after the narrowed read",
+  },
+  // rate_limits
+  {
+    module: 'rateLimits',
+    method: 'hit',
+    collection: 'rate_limits',
+    op: 'deleteMany',
+    filter: { key: SAMPLE.rateKey, at: { $lte: minutesAgo(10) } },
+    index: 'key_at',
+    hot: true,
+    note: "every rate-limited request: its key's rows older than the window",
+  },
+  {
+    module: 'rateLimits',
+    method: 'hit',
+    collection: 'rate_limits',
+    op: 'countDocuments',
+    filter: { _id: `${SAMPLE.rateKey}|hit_1`, key: SAMPLE.rateKey, at: { $gt: minutesAgo(10) } },
+    index: '_id_',
+    hot: true,
+    note: 'a retried hit (with an id) already admitted? (limit 1)',
+  },
+  {
+    module: 'rateLimits',
+    method: 'hit',
+    collection: 'rate_limits',
+    op: 'countDocuments',
+    filter: { key: SAMPLE.rateKey, at: { $gt: minutesAgo(10) } },
+    index: 'key_at',
+    hot: true,
+    note: 'hits in the window, before and after the insert',
+    sites: 2,
+  },
+  {
+    module: 'rateLimits',
+    method: 'hit (refusal)',
+    collection: 'rate_limits',
+    op: 'find',
+    filter: { key: SAMPLE.rateKey, at: { $gt: minutesAgo(10) } },
+    sort: { at: 1 },
+    limit: 1,
+    index: 'key_at',
+    hot: true,
+    note: "a refusal's Retry-After: the oldest hit in the window",
+  },
+  // assistant_run_watches
+  {
+    module: 'watches',
+    method: 'exists',
+    collection: 'assistant_run_watches',
+    op: 'countDocuments',
+    filter: { _id: `asst_1|${SAMPLE.runId}`, teamId: SAMPLE.teamId },
+    index: '_id_',
+    hot: true,
+    note: 'DELETE of a watch (limit 1)',
+  },
+  {
+    module: 'watches',
+    method: 'hasActiveWatch',
+    collection: 'assistant_run_watches',
+    op: 'countDocuments',
+    filter: { runId: SAMPLE.runId, active: true },
+    index: 'run_active',
+    hot: true,
+    note: 'the standby veto, every pause push (limit 1)',
+  },
+  // sent_notifications
+  {
+    module: 'claims',
+    method: 'wasDelivered',
+    collection: 'sent_notifications',
+    op: 'countDocuments',
+    filter: { _id: SAMPLE.episodeId, delivered: true },
+    index: '_id_',
+    hot: true,
+    note: 'certifying side state off a settled claim (limit 1)',
+  },
+  {
+    module: 'claims',
+    method: 'markedSince',
+    collection: 'sent_notifications',
+    op: 'find',
+    filter: { sent_at: { $gte: minutesAgo(70) } },
+    index: 'sent_at_ttl',
+    hot: true,
+    note: "the sweep's claims pre-check: the claims written in its window (and an hour's slack), one read",
+  },
+  {
+    module: 'claims',
+    method: 'reapExpired',
+    collection: 'sent_notifications',
+    op: 'deleteMany',
+    filter: { sent_at: { $lt: retentionCutoff } },
+    index: 'sent_at_ttl',
+    hot: true,
+    note: "the sweep's reaper (FerretDB v1 has no TTL)",
+  },
+  {
+    module: 'claims',
+    method: 'byKeys',
+    collection: 'sent_notifications',
+    op: 'find',
+    filter: { _id: { $in: [SAMPLE.episodeId, `cb|${SAMPLE.episodeId}`] } },
+    index: '_id_',
+    hot: false,
+    note: 'flow-notify explain (operators)',
+  },
+  {
+    module: 'claims',
+    method: 'byPrefix',
+    collection: 'sent_notifications',
+    op: 'find',
+    filter: { _id: { $gte: `ops|health:${SAMPLE.runId}:`, $lt: `ops|health:${SAMPLE.runId};` } },
+    sort: { _id: 1 },
+    limit: 51,
+    index: '_id_',
+    hot: false,
+    note: "flow-notify explain (operators): one run's alert claims, an _id range",
+  },
+  // push_deliveries (as the store is on main)
+  {
+    module: 'pushDeliveries',
+    method: 'deliveredSubscriptions',
+    collection: 'push_deliveries',
+    op: 'find',
+    filter: { _id: { $in: [`${SAMPLE.episodeId}|${SAMPLE.subscriptionId}`] } },
+    index: '_id_',
+    hot: true,
+    note: 'the fan-out: endpoints this episode already reached',
+  },
+  {
+    module: 'pushDeliveries',
+    method: 'lastSuccess',
+    collection: 'push_deliveries',
+    op: 'findOne',
+    filter: { subscriptionId: SAMPLE.subscriptionId },
+    sort: { at: -1 },
+    limit: 1,
+    index: 'none',
+    hot: true,
+    note: "the device list: each device's newest push (no index on subscriptionId yet)",
+  },
+  {
+    module: 'pushDeliveries',
+    method: 'countForEpisode',
+    collection: 'push_deliveries',
+    op: 'countDocuments',
+    filter: { episodeId: SAMPLE.episodeId },
+    index: 'episode',
+    hot: true,
+    note: 'GET /runs/:id/episodes: endpoints each episode reached',
+  },
+  {
+    module: 'pushDeliveries',
+    method: 'listForEpisode',
+    collection: 'push_deliveries',
+    op: 'find',
+    filter: { episodeId: SAMPLE.episodeId },
+    sort: { at: 1 },
+    limit: 201,
+    index: 'episode',
+    hot: false,
+    note: 'flow-notify explain (operators); sorted in memory (the index has no at)',
+  },
+  {
+    module: 'pushDeliveries',
+    method: 'reapExpired',
+    collection: 'push_deliveries',
+    op: 'deleteMany',
+    filter: { at: { $lt: retentionCutoff } },
+    index: 'at_ttl',
+    hot: true,
+    note: "the sweep's reaper (FerretDB v1 has no TTL)",
+  },
+  // events
+  {
+    module: 'events',
+    method: 'listForRun',
+    collection: 'events',
+    op: 'find',
+    filter: { runId: SAMPLE.runId },
+    sort: { at: 1 },
+    index: 'run_timeline',
+    hot: false,
+    note: "a run's whole event stream (tests and diagnostics only)",
+  },
+];
+
+/** The table as the README shows it (test/unit/queryInventory.test.ts keeps the two the same). */
+export function inventoryMarkdown(entries: QueryEntry[] = QUERY_INVENTORY): string {
+  const shape = (doc: Document | undefined): string => (doc ? JSON.stringify(shapeOf(doc)) : '');
+  const rows = entries.map((e) =>
+    [
+      `\`${e.collection}\``,
+      `\`${e.module}.${e.method}\``,
+      e.op,
+      `\`${shape(e.filter)}\``,
+      e.sort ? `\`${shape(e.sort)}\`` : '',
+      e.limit !== undefined ? 'yes' : '',
+      e.index === 'none' ? 'none' : `\`${e.index}\``,
+      e.hot ? 'hot' : '',
+      e.note,
+    ].join(' | '),
+  );
+  return [
+    '| collection | issued by | op | filter | sort | limit | index | hot | note |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    ...rows.map((row) => `| ${row} |`),
+  ].join('\n');
+}
+
+/** A filter's shape: each value replaced by what it is (`=`, `$in`, a range), so the table does not age. */
+function shapeOf(doc: Document): Document {
+  return Object.fromEntries(
+    Object.entries(doc).map(([key, value]) => {
+      if (key === '$or' && Array.isArray(value)) return [key, value.map((d: Document) => shapeOf(d))];
+      if (typeof value === 'number' && (value === 1 || value === -1)) return [key, value];
+      if (value && typeof value === 'object' && !(value instanceof Date) && !Array.isArray(value))
+        return [key, Object.fromEntries(Object.keys(value as Document).map((op) => [op, '…']))];
+      return [key, '…'];
+    }),
+  );
+}
