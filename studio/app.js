@@ -301,10 +301,51 @@
     return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, '0')).join('');
   }
 
+  /** Every page of a listing (the device list is short: a user holds a bounded number of devices). */
+  async function allPages(path, key) {
+    const rows = [];
+    let before;
+    for (let page = 0; page < 50; page++) {
+      const query = before ? `?before=${encodeURIComponent(before)}` : '';
+      const answer = await api('GET', `${path}${query}`);
+      rows.push(...answer[key]);
+      before = answer.nextBefore;
+      if (!before) break;
+    }
+    return rows;
+  }
+
+  /** A button that loads the listing's next (older) page and hands its rows to `append`; gone after the last. */
+  function olderButton(label, path, key, nextBefore, append) {
+    if (!nextBefore) return null;
+    let before = nextBefore;
+    const button = h(
+      'button',
+      {
+        type: 'button',
+        class: 'button button-quiet older',
+        onclick: async () => {
+          button.disabled = true;
+          try {
+            const answer = await api('GET', `${path}?before=${encodeURIComponent(before)}`);
+            before = answer.nextBefore;
+            append(answer[key], !!before);
+          } catch (err) {
+            if (err.status === 401) return;
+          }
+          if (before) button.disabled = false;
+          else button.remove();
+        },
+      },
+      label,
+    );
+    return button;
+  }
+
   async function loadDevices() {
     try {
       push.thisDeviceId = await deviceIdOf(push.subscription).catch(() => '');
-      push.devices = (await api('GET', '/notifications/push/subscriptions')).subscriptions;
+      push.devices = await allPages('/notifications/push/subscriptions', 'subscriptions');
     } catch {
       push.devices = null;
     }
@@ -759,8 +800,9 @@
 
   async function loadRuns(card) {
     let runs;
+    let nextBefore;
     try {
-      runs = (await api('GET', '/runs')).runs;
+      ({ runs, nextBefore } = await api('GET', '/runs'));
     } catch (err) {
       if (err.status === 401) return;
       card.replaceChildren(
@@ -769,14 +811,15 @@
       );
       return;
     }
-    runs.sort((a, b) => String(b.createdAt).localeCompare(String(a.createdAt)));
+    // Newest first, a page at a time: the count says "50+" while older runs are not loaded yet.
     const me = claimsOf(getToken()).sub;
-    const heading = h(
-      'h2',
-      { id: 'runs-title' },
-      'All runs ',
-      h('span', { class: 'count', 'aria-label': `${runs.length} runs` }, String(runs.length)),
-    );
+    const count = h('span', { class: 'count' });
+    const showCount = (n, more) => {
+      count.textContent = more ? `${n}+` : String(n);
+      count.setAttribute('aria-label', more ? `${n} runs shown, more to load` : `${n} runs`);
+    };
+    showCount(runs.length, !!nextBefore);
+    const heading = h('h2', { id: 'runs-title' }, 'All runs ', count);
     if (runs.length === 0) {
       card.replaceChildren(
         heading,
@@ -789,7 +832,7 @@
       );
       return;
     }
-    const rows = runs.map((run) =>
+    const runRow = (run) =>
       h(
         'tr',
         { 'data-run-id': run.id },
@@ -802,8 +845,14 @@
         h('td', {}, statusBadge(run.status)),
         h('td', { class: 'hide-narrow' }, run.ownerId === me ? 'You' : run.ownerId),
         h('td', { class: 'hide-narrow' }, timeAgo(run.updatedAt || run.createdAt)),
-      ),
-    );
+      );
+    const tbody = h('tbody', {}, runs.map(runRow));
+    let shown = runs.length;
+    const older = olderButton('Show older runs', '/runs', 'runs', nextBefore, (more, hasMore) => {
+      tbody.append(...more.map(runRow));
+      shown += more.length;
+      showCount(shown, hasMore);
+    });
     card.replaceChildren(
       heading,
       h(
@@ -825,9 +874,10 @@
               h('th', { scope: 'col', class: 'hide-narrow' }, 'Updated'),
             ),
           ),
-          h('tbody', {}, rows),
+          tbody,
         ),
       ),
+      ...(older ? [older] : []),
     );
   }
 
@@ -923,9 +973,10 @@
               const deadline = Date.now() + 20000;
               while (Date.now() < deadline) {
                 await new Promise((resolve) => setTimeout(resolve, 500));
-                const { episodes } = await api('GET', `/runs/${encodeURIComponent(runId)}/episodes`).catch(
-                  () => ({ episodes: [] }),
-                );
+                const episodes = await allPages(
+                  `/runs/${encodeURIComponent(runId)}/episodes`,
+                  'episodes',
+                ).catch(() => []);
                 const now = episodes.find((e) => e.episodeId === episode.episodeId);
                 if (now && (now.callbackAttempts || []).length > attempts.length) break;
               }
@@ -990,9 +1041,10 @@
     let run;
     let episodes;
     try {
-      [run, { episodes }] = await Promise.all([
+      // The API pages episodes newest first; a run has few, so the page shows them all, oldest first.
+      [run, episodes] = await Promise.all([
         api('GET', `/runs/${encodeURIComponent(runId)}`),
-        api('GET', `/runs/${encodeURIComponent(runId)}/episodes`),
+        allPages(`/runs/${encodeURIComponent(runId)}/episodes`, 'episodes').then((rows) => rows.reverse()),
       ]);
     } catch (err) {
       if (err.status === 401) return;

@@ -522,4 +522,38 @@ describe('studio (Chromium)', function () {
     await waitForText(fresh.page, 'This browser cannot receive push notifications');
     assert.equal(await fresh.page.getByRole('button', { name: 'Enable notifications' }).count(), 0);
   });
+
+  it('the runs list shows the newest page and "Show older runs" loads the rest, each run once', async () => {
+    // A team of its own with more runs than one page (50), three of them in one millisecond at a page's edge.
+    const base = Date.now() - 3_600_000;
+    const ids: string[] = [];
+    for (let i = 0; i < 53; i++) {
+      const at = new Date(base + Math.min(i, 50) * 1000);
+      const id = `run_studio_page_${String(i).padStart(2, '0')}`;
+      ids.push(id);
+      await stores.runs.insert({
+        _id: id,
+        teamId: 'paged',
+        ownerId: 'pat',
+        title: `Paged run ${i}`,
+        status: 'finished',
+        revision: 0,
+        pauseCount: 0,
+        createdAt: at,
+        updatedAt: at,
+      } as never);
+    }
+    const fresh = await launchBrowser();
+    await signIn(fresh.page, alice.as('pat', 'paged'));
+    const rows = fresh.page.locator('tr[data-run-id]');
+    const count = fresh.page.locator('#runs-title .count');
+    await fresh.page.locator('#runs-title .count', { hasText: '50+' }).waitFor();
+    assert.equal(await rows.count(), 50);
+    await fresh.page.getByRole('button', { name: 'Show older runs' }).click();
+    await fresh.page.locator('#runs-title .count', { hasText: /^53$/ }).waitFor();
+    assert.equal(await count.getAttribute('aria-label'), '53 runs');
+    const shown = await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-run-id')));
+    assert.deepEqual([...shown].sort(), [...ids].sort(), 'each run once');
+    assert.equal(await fresh.page.getByRole('button', { name: 'Show older runs' }).count(), 0);
+  });
 });

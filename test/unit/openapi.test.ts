@@ -75,4 +75,27 @@ describe('the OpenAPI document', () => {
     );
     assert.deepEqual(pause.requestBody.content['application/json'].schema.required, ['prompt']);
   });
+
+  it("documents the paged listings' query parameters, optional, with their bounds", () => {
+    type Parameter = { name: string; in: string; required: boolean; schema: Record<string, unknown> };
+    for (const path of [
+      '/api/v1/runs',
+      '/api/v1/runs/{id}/episodes',
+      '/api/v1/notifications/push/subscriptions',
+    ]) {
+      const parameters = (document.paths[path].get as unknown as { parameters: Parameter[] }).parameters;
+      const query = parameters.filter((p) => p.in === 'query');
+      assert.deepEqual(
+        query.map((p) => [p.name, p.required]),
+        [
+          ['limit', false],
+          ['before', false],
+        ],
+        path,
+      );
+      assert.equal(query[0].schema.maximum, 200, path);
+      assert.equal(query[0].schema.minimum, 1, path);
+      assert.equal(query[1].schema.type, 'string', path);
+    }
+  });
 });
