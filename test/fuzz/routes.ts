@@ -979,6 +979,12 @@ const querySuffix: fc.Arbitrary<string | null> = fc.oneof(
         '?x=' + 'y'.repeat(2_000),
       ),
       fc.string({ unit: 'binary', maxLength: 30 }).map((s) => `?q=${encodeURIComponent(s)}`),
+      // The paged listings' own parameters: any limit, and cursors that are or look like one.
+      fc.string({ unit: 'binary', maxLength: 12 }).map((s) => `?limit=${encodeURIComponent(s)}`),
+      fc
+        .tuple(fc.oneof(fc.integer(), fc.double(), fc.string()), fc.oneof(fc.string(), fc.integer()))
+        .map((pair) => `?before=${Buffer.from(JSON.stringify(pair)).toString('base64url')}`),
+      fc.string({ unit: 'binary', maxLength: 40 }).map((s) => `?limit=2&before=${encodeURIComponent(s)}`),
     ),
   },
 );
