@@ -282,6 +282,16 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     hot: true,
     note: 'the standby veto, every pause push (limit 1)',
   },
+  {
+    module: 'watches',
+    method: 'migrateWatchesOntoRuns',
+    collection: 'assistant_run_watches',
+    op: 'find',
+    filter: { active: true, onRun: { $ne: true } },
+    index: 'none',
+    hot: false,
+    note: 'start-up: copies watches written before runs carried them; reads the whole collection once per start',
+  },
   // sent_notifications
   {
     module: 'claims',
