@@ -2,7 +2,7 @@
 // limits, and the index meant to serve it. The README's "Queries and indexes" table is this table.
 // test/queryInventory.test.ts asks the server's explain about every hot entry (built from the sample values below)
 // against a store holding other teams' rows; test/unit/queryInventory.test.ts fails when a store module has a
-// query call without an entry here, or a single-document write not keyed by _id.
+// query call without an entry here, or a single-document write not keyed by _id that has none.
 import type { Document } from 'mongodb';
 import { CLAIM_RETENTION_SECONDS } from './claims';
 
@@ -11,8 +11,11 @@ export interface QueryEntry {
   module: string;
   method: string;
   collection: string;
-  /** How the driver is called (countDocuments, deleteMany and updateMany narrow their rows as find does). */
-  op: 'find' | 'findOne' | 'countDocuments' | 'deleteMany' | 'updateMany';
+  /**
+   * How the driver is called (countDocuments, deleteMany and updateMany narrow their rows as find does; a
+   * single-document write is listed only when its filter is not an _id literal in the source).
+   */
+  op: 'find' | 'findOne' | 'countDocuments' | 'deleteMany' | 'updateMany' | 'deleteOne' | 'updateOne';
   /** A filter of the query's shape, with the sample values below. */
   filter: Document;
   sort?: Document;
@@ -146,13 +149,55 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   // push_subscriptions
   {
     module: 'pushSubscriptions',
-    method: 'register',
+    method: 'register, reclaimAbandoned',
     collection: 'push_subscriptions',
-    op: 'countDocuments',
+    op: 'find',
     filter: { userId: SAMPLE.userId },
     index: 'user_created',
     hot: true,
-    note: 'subscribe: the per-user cap',
+    note: "subscribe: the user's rows and the slots they name (the per-user cap)",
+    sites: 2,
+  },
+  {
+    module: 'pushSubscriptions',
+    method: 'takeUserSlot, reclaimAbandoned',
+    collection: 'push_subscription_slots',
+    op: 'find',
+    filter: { key: SAMPLE.userId },
+    index: 'user',
+    hot: true,
+    note: "subscribe: the user's slots",
+    sites: 2,
+  },
+  {
+    module: 'pushSubscriptions',
+    method: 'takeUserSlot (takeSlot)',
+    collection: 'push_subscription_slots',
+    op: 'find',
+    filter: { key: SAMPLE.userId, slot: 0 },
+    index: 'user',
+    hot: true,
+    note: 'subscribe: the slot just taken, read again (store/slots.ts); slot is checked after the narrowed read',
+  },
+  {
+    module: 'pushSubscriptions',
+    method: 'removeSubscription',
+    collection: 'push_subscriptions',
+    op: 'findOne',
+    filter: { _id: SAMPLE.subscriptionId, userId: SAMPLE.userId },
+    index: '_id_',
+    hot: true,
+    note: 'removing a device or pruning an endpoint: the filter is passed in, always by _id',
+  },
+  {
+    module: 'pushSubscriptions',
+    method: 'removeSubscription',
+    collection: 'push_subscriptions',
+    op: 'deleteOne',
+    filter: { _id: SAMPLE.subscriptionId, userId: SAMPLE.userId },
+    index: '_id_',
+    hot: true,
+    note: 'the same filter',
   },
   {
     module: 'pushSubscriptions',
@@ -222,44 +267,32 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     module: 'rateLimits',
     method: 'hit',
     collection: 'rate_limits',
-    op: 'deleteMany',
-    filter: { key: SAMPLE.rateKey, at: { $lte: minutesAgo(10) } },
+    op: 'find',
+    filter: { key: SAMPLE.rateKey },
     index: 'key_at',
     hot: true,
-    note: "every rate-limited request: its key's rows older than the window",
-  },
-  {
-    module: 'rateLimits',
-    method: 'hit',
-    collection: 'rate_limits',
-    op: 'countDocuments',
-    filter: { _id: `${SAMPLE.rateKey}|hit_1`, key: SAMPLE.rateKey, at: { $gt: minutesAgo(10) } },
-    index: '_id_',
-    hot: true,
-    note: 'a retried hit (with an id) already admitted? (limit 1)',
-  },
-  {
-    module: 'rateLimits',
-    method: 'hit',
-    collection: 'rate_limits',
-    op: 'countDocuments',
-    filter: { key: SAMPLE.rateKey, at: { $gt: minutesAgo(10) } },
-    index: 'key_at',
-    hot: true,
-    note: 'hits in the window, before and after the insert',
+    note: "every rate-limited request: the key's rows (its slots), and again for a refusal's Retry-After",
     sites: 2,
   },
   {
     module: 'rateLimits',
-    method: 'hit (refusal)',
+    method: 'hit (takeSlot)',
     collection: 'rate_limits',
     op: 'find',
-    filter: { key: SAMPLE.rateKey, at: { $gt: minutesAgo(10) } },
-    sort: { at: 1 },
-    limit: 1,
+    filter: { key: SAMPLE.rateKey, slot: 0 },
     index: 'key_at',
     hot: true,
-    note: "a refusal's Retry-After: the oldest hit in the window",
+    note: 'the slot just taken, read again (store/slots.ts); slot is checked after the narrowed read',
+  },
+  {
+    module: 'rateLimits',
+    method: 'reapExpired',
+    collection: 'rate_limits',
+    op: 'deleteMany',
+    filter: { expiresAt: { $lte: SAMPLE.now } },
+    index: 'expires_ttl',
+    hot: true,
+    note: "the sweep's reaper (FerretDB v1 has no TTL)",
   },
   // assistant_run_watches
   {

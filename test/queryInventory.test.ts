@@ -80,7 +80,22 @@ async function seed(db: Db): Promise<void> {
         updatedAt: at,
       });
       const key = teamId === SAMPLE.teamId && i === 0 ? SAMPLE.rateKey : `push-test|${userId}`;
-      add('rate_limits', { _id: `${key}|${i}`, key, at, expiresAt: new Date(at.getTime() + 600_000) });
+      add('rate_limits', {
+        _id: `${key}|${i % 5}|${i}`,
+        key,
+        slot: i % 5,
+        n: i,
+        at,
+        expiresAt: new Date(at.getTime() + 600_000),
+      });
+      add('push_subscription_slots', {
+        _id: `${userId}|0|0`,
+        key: userId,
+        slot: 0,
+        n: 0,
+        at,
+        subscriptionId,
+      });
       add('assistant_run_watches', {
         _id: `asst_${i}|${runId}`,
         assistantId: `asst_${i}`,
