@@ -207,7 +207,7 @@ export function createPushActivities(deps: PushActivityDeps) {
       if (!recipients.size) return { addressable: false, reason: 'no recipient' };
       const subs = await deps.pushSubscriptions.listForUsers([...recipients]);
       if (!subs.length) return { addressable: false, reason: 'no subscription' };
-      // By the rows' own ids: the one lookup FerretDB v1 does not answer by decoding the whole collection.
+      // By the batch rows' own ids: one indexed read whatever the episode's size.
       const { subscriptions: reached, nextBatch } = await deps.pushDeliveries.reached(
         outcome.episodeId,
         subs.map((sub) => sub._id),

@@ -34,10 +34,9 @@ export interface Mongo {
  *   connection the server dropped (FerretDB v1 sends no topologyVersion, so it polls anyway; a MongoDB replica
  *   set would stream);
  * - socketTimeoutMS: an operation on a server that hung without closing its sockets fails instead of waiting
- *   forever. Generous on purpose: it bounds silence on the socket, not work, and FerretDB v1 evaluates most
- *   filters in Go over the whole collection, so a legitimate read (the sweep's claims range, the reaper's
- *   deleteMany) can be silent for a long while at scale; a connection the server closed is caught by the write
- *   guard below, not by this.
+ *   forever. Generous on purpose: it bounds silence on the socket, not work (a reaper's deleteMany of a month's
+ *   rows, or a filter no index serves, can be silent for a long while at scale); a connection the server closed
+ *   is caught by the write guard below, not by this.
  */
 export const MONGO_CLIENT_OPTIONS: MongoClientOptions = {
   serverSelectionTimeoutMS: 5000,

@@ -51,7 +51,7 @@ export function createRunTransitionStore(db: Db) {
       return rows.findOne({ _id: transitionKey(runId, revision) });
     },
 
-    /** Removes one revision's row (by its key: FerretDB v1 answers only _id from an index). */
+    /** Removes one revision's row, by its key. */
     async forget(runId: string, revision: number): Promise<void> {
       if (revision < 0) return;
       await rows.deleteOne({ _id: transitionKey(runId, revision) });
