@@ -184,13 +184,14 @@ describe('observability: /metrics on the API and the worker, structured logs wit
     secrets.idpToken = idpToken;
     secrets.jwksQueryToken = JWKS_QUERY_TOKEN;
     assert.equal((await new ApiClient(apiUrl, idpToken).get('/api/v1/runs')).status, 503);
-    // Credentials in headers and the query string that no route reads.
+    // Credentials in headers and the query string that no route reads (a route without query parameters: the
+    // paged listings refuse unknown ones).
     secrets.cookie = 'session-cookie-0123456789abcdef';
     secrets.apiKey = 'x-api-key-0123456789abcdef';
     secrets.accessToken = 'query-access-token-0123456789abcdef';
     const withHeaders = await alice.request(
       'GET',
-      `/api/v1/runs?access_token=${secrets.accessToken}`,
+      `/api/v1/notifications/prefs?access_token=${secrets.accessToken}`,
       undefined,
       {
         cookie: `session=${secrets.cookie}`,
