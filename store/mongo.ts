@@ -76,7 +76,7 @@ function loadDriverInternals(): DriverInternals {
 }
 
 /**
- * A workaround for a driver bug (mongodb 6.22, still in 7.9; README "The MongoDB driver patch") that wedged
+ * A workaround for a driver bug (mongodb 6.22, still in 7.9; docs/mongodb-driver-patch.md) that wedged
  * clients for good after a FerretDB restart. When the server closes a connection, Node destroys the socket at once
  * but emits 'close' a moment later; a command written in between finds the connection open, `socket.write` returns
  * false on the destroyed socket, and the driver waits for a 'drain' that never comes (so does a large write whose
