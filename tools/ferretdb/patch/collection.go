@@ -647,25 +647,39 @@ func (c *collection) pushdown(ctx context.Context, db *fsql.DB, meta *metadata.C
 		return &indexPlan{fields: []string{"_id"}, conds: []fieldCond{{sql: strings.TrimPrefix(where, " WHERE "), args: args}}}, nil
 	}
 
-	var best *indexPlan
+	var plans []*indexPlan
 
 	for _, index := range meta.Settings.Indexes {
 		if index.Name == backends.DefaultIndexName {
 			continue
 		}
 
-		plan := planIndex(index, filter, orderBy)
-		if plan == nil {
-			continue
+		if plan := planIndex(index, filter, orderBy); plan != nil {
+			plans = append(plans, plan)
 		}
+	}
 
-		plan, err := c.withoutArrays(ctx, db, meta, plan, index, filter, orderBy)
+	// Best first: the array probes of the best plan are usually the only ones a query pays for.
+	sort.SliceStable(plans, func(i, j int) bool { return plans[i].better(plans[j]) })
+
+	var best *indexPlan
+
+	for _, plan := range plans {
+		checked, err := c.withoutArrays(ctx, db, meta, plan)
 		if err != nil {
 			return nil, err
 		}
 
-		if plan != nil && (best == nil || plan.better(best)) {
-			best = plan
+		if checked == plan {
+			if best == nil || checked.better(best) {
+				best = checked
+			}
+
+			break
+		}
+
+		if checked != nil && (best == nil || checked.better(best)) {
+			best = checked
 		}
 	}
 
@@ -871,9 +885,10 @@ func sqlValue(v any) (any, bool) {
 	}
 }
 
-// withoutArrays keeps the plan's conditions up to the first field that holds an array in a row of the range the
-// conditions before it select, and its sort only if no sorted field does.
-func (c *collection) withoutArrays(ctx context.Context, db *fsql.DB, meta *metadata.Collection, plan *indexPlan, index metadata.IndexInfo, filter, orderBy *types.Document) (*indexPlan, error) { //nolint:lll // for readability
+// withoutArrays answers plan itself when no field it uses holds an array. Otherwise it keeps the plan's
+// conditions up to the first field that holds an array in a row of the range the conditions before it select,
+// and its sort only if no sorted field does.
+func (c *collection) withoutArrays(ctx context.Context, db *fsql.DB, meta *metadata.Collection, plan *indexPlan) (*indexPlan, error) { //nolint:lll // for readability
 	for i, field := range plan.fields {
 		has, err := holdsArray(ctx, db, meta, plan.conds[:i], field)
 		if err != nil {
