@@ -1,5 +1,5 @@
 // Every query the service issues that is not a single-document read or write by _id: what it filters, sorts and
-// limits, and the index meant to serve it. The README's "Queries and indexes" table is this table.
+// limits, and the index meant to serve it. The "Queries and indexes" table of docs/development.md is this table.
 // test/queryInventory.test.ts asks the server's explain about every hot entry (built from the sample values below)
 // against a store holding other teams' rows; test/unit/queryInventory.test.ts fails when a store module has a
 // query call without an entry here, or a single-document write not keyed by _id that has none.
@@ -446,7 +446,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
 ];
 
-/** The table as the README shows it (test/unit/queryInventory.test.ts keeps the two the same). */
+/** The table as docs/development.md shows it (test/unit/queryInventory.test.ts keeps the two the same). */
 export function inventoryMarkdown(entries: QueryEntry[] = QUERY_INVENTORY): string {
   const shape = (doc: Document | undefined): string => (doc ? JSON.stringify(shapeOf(doc)) : '');
   const rows = entries.map((e) =>

@@ -1,6 +1,6 @@
 // The query inventory (store/queryInventory.ts) stays complete: every query call site of a store module has an
 // entry, every single-document write is keyed by _id (so it needs none), nothing outside store/ queries the
-// database, every entry names an index its module declares, and the README shows the same table.
+// database, every entry names an index its module declares, and docs/development.md shows the same table.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -101,8 +101,8 @@ describe('the query inventory', () => {
     }
   });
 
-  it('is the table the README shows', () => {
-    // Cells compared trimmed: a formatter may pad the README's columns.
+  it('is the table docs/development.md shows', () => {
+    // Cells compared trimmed: a formatter may pad the columns.
     const normal = (markdown: string): string =>
       markdown
         .split('\n')
@@ -114,10 +114,10 @@ describe('the query inventory', () => {
             .join('|'),
         )
         .join('\n');
-    const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const readme = readFileSync(path.join(ROOT, 'docs', 'development.md'), 'utf8');
     assert.ok(
       normal(readme).includes(normal(inventoryMarkdown())),
-      'README.md "Queries and indexes" differs: paste inventoryMarkdown() there (npx ts-node -e ...)',
+      'docs/development.md "Queries and indexes" differs: paste inventoryMarkdown() there (npx ts-node -e ...)',
     );
   });
 });
