@@ -1159,20 +1159,23 @@
               ),
             ),
       ),
-      attemptSections.length
-        ? h(
-            'section',
-            { class: 'card', 'aria-labelledby': 'callbacks-title' },
-            h('h2', { id: 'callbacks-title' }, 'Callback attempts'),
+      // DOM replaceChildren, unlike h(), would print a null child as the text "null".
+      ...(attemptSections.length
+        ? [
             h(
-              'p',
-              { class: 'muted' },
-              'Every signed POST to the launcher’s URL. A callback that gave up can be sent again: the same ' +
-                'webhook-id, so a receiver that saw it already can ignore it.',
+              'section',
+              { class: 'card', 'aria-labelledby': 'callbacks-title' },
+              h('h2', { id: 'callbacks-title' }, 'Callback attempts'),
+              h(
+                'p',
+                { class: 'muted' },
+                'Every signed POST to the launcher’s URL. A callback that gave up can be sent again: the same ' +
+                  'webhook-id, so a receiver that saw it already can ignore it.',
+              ),
+              attemptSections,
             ),
-            attemptSections,
-          )
-        : null,
+          ]
+        : []),
     );
   }
 
