@@ -1,7 +1,8 @@
 // flowKv: a one-table IndexedDB key/value store shared by the page and the service worker. The worker has no
 // localStorage, and it needs the signed-in user's token to re-register a rotated push subscription
 // (pushsubscriptionchange) when no studio tab is open — the usual moment a browser rotates one.
-// Loaded with <script> by index.html and with importScripts() by sw.js; defines self.flowKv.
+// Loaded with <script> by index.html and with importScripts() by sw.js; defines self.flowKv. A classic
+// script, not an ES module: importScripts() cannot load a module.
 (function (scope) {
   'use strict';
   var DB_NAME = 'flow-studio';

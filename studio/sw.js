@@ -1,6 +1,6 @@
-// Flow Studio's service worker. app.js registers it only when the user clicks "Enable notifications" (never at
-// page load). It renders the server's Web Push payload as an OS notification, opens the run when the
-// notification is clicked, and re-registers a subscription the browser rotates.
+// Flow Studio's service worker. The page (shared/push.js) registers it only when the user clicks "Enable
+// notifications" (never at page load). It renders the server's Web Push payload as an OS notification, opens
+// the run when the notification is clicked, and re-registers a subscription the browser rotates.
 //
 // Payload (the contract): {"v": 1, "kind", "title", "body", "url", "tag", "runId", "episodeId"}; `tag` is the
 // episode id, so a repeated delivery of one episode replaces its notification instead of stacking.
@@ -9,7 +9,7 @@
 importScripts('/kv.js');
 
 const API = '/api/v1';
-const TOKEN_KEY = 'token'; // flowKv key; app.js keeps it in step with the signed-in user while push is on
+const TOKEN_KEY = 'token'; // flowKv key; shared/push.js keeps it current while push is on
 
 // No caching and nothing to migrate: a new version may take over at once, and claiming the open studio tabs
 // lets a notification click navigate them (Client.navigate only works on a client this worker controls).

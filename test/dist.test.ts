@@ -140,6 +140,11 @@ describe('the production build (dist/, production dependencies only)', function 
     const studio = await fetch(`http://127.0.0.1:${vars.PORT}/`);
     assert.equal(studio.status, 200, 'the built API serves the studio');
     assert.match(await studio.text(), /<html/i);
+    // The studio's ES modules sit in subfolders: the build copies them and serves them as JavaScript.
+    const module = await fetch(`http://127.0.0.1:${vars.PORT}/views/run.js`);
+    assert.equal(module.status, 200, 'the built API serves the studio modules');
+    assert.equal(module.headers.get('content-type'), 'text/javascript; charset=utf-8');
+    assert.match(await module.text(), /export async function renderRun/);
 
     const sub = push.endpoint('alice-laptop');
     assert.equal((await alice.post('/api/v1/notifications/push/subscriptions', sub)).status, 201);

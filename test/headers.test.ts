@@ -2,13 +2,19 @@
 // included) one that allows nothing; all of them nosniff, no framing and no Referer. The studio's page has no
 // inline script or style, so the strict policy cannot break it (test/studio.test.ts runs it in Chromium).
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { ApiHandle } from '../api/server';
 import { API_CSP } from '../api/securityHeaders';
 import { STUDIO_DIR } from '../api/studio';
 import { ApiClient, startTestApi } from './support/harness';
 import { testConfig } from './support/stack';
+
+/** Every script of the studio (the entry, its ES modules, the service worker), as paths under STUDIO_DIR. */
+const studioScripts = (): string[] =>
+  readdirSync(STUDIO_DIR, { recursive: true, encoding: 'utf8' })
+    .filter((file) => file.endsWith('.js'))
+    .map((file) => file.split(path.sep).join('/'));
 
 function directives(csp: string | null): Map<string, string> {
   assert.ok(csp, 'a content-security-policy header');
@@ -44,9 +50,20 @@ describe('security headers', () => {
   after(() => api.close());
 
   it('the studio: a strict CSP (same-origin scripts and styles only, nothing inline) on every file', async () => {
-    for (const p of ['/', '/runs/run_x', '/app.js', '/kv.js', '/sw.js', '/styles.css', '/icon.svg']) {
+    const scripts = studioScripts().map((file) => `/${file}`);
+    assert.ok(scripts.includes('/shared/api.js'), 'the ES modules app.js imports');
+    for (const p of ['/', '/runs/run_x', ...scripts, '/styles.css', '/icon.svg']) {
       const res = await anonymous.get(p);
       assert.equal(res.status, 200, p);
+      if (p.endsWith('.js')) {
+        // A module script is refused unless served as JavaScript; only the service worker skips the cache.
+        assert.equal(res.headers.get('content-type'), 'text/javascript; charset=utf-8', p);
+        assert.equal(
+          res.headers.get('cache-control'),
+          p === '/sw.js' ? 'no-cache' : 'public, max-age=300',
+          p,
+        );
+      }
       assertCommon(res.headers, p);
       const csp = directives(res.headers.get('content-security-policy'));
       assert.equal(csp.get('default-src'), "'none'", p);
@@ -110,7 +127,7 @@ describe('security headers', () => {
     }
     assert.doesNotMatch(html, /<style\b|\sstyle=|\son[a-z]+=/i);
     // Markup the scripts build is held to the same rule.
-    for (const file of ['app.js', 'sw.js', 'kv.js']) {
+    for (const file of studioScripts()) {
       const js = readFileSync(path.join(STUDIO_DIR, file), 'utf8');
       assert.doesNotMatch(js, /\sstyle=|\son[a-z]+="|javascript:|\beval\(|new Function\(/, file);
     }

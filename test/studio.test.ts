@@ -523,6 +523,30 @@ describe('studio (Chromium)', function () {
     assert.equal(await fresh.page.getByRole('button', { name: 'Enable notifications' }).count(), 0);
   });
 
+  it('a refused token ends the session and says why; an unknown address says so; "Sign out" forgets the token', async () => {
+    const fresh = await launchBrowser();
+    const exceptions: string[] = [];
+    fresh.page.on('pageerror', (e) => exceptions.push(e.message));
+    await fresh.page.goto(`${origin}/`);
+    await fresh.page.getByLabel('Access token').fill('not.a.token');
+    await fresh.page.getByRole('button', { name: 'Sign in' }).click();
+    await waitForText(fresh.page, 'That token was refused');
+
+    await signIn(fresh.page, alice);
+    await fresh.page.evaluate((k) => localStorage.setItem(k, 'not.a.token'), TOKEN_KEY);
+    await fresh.page.reload();
+    await waitForText(fresh.page, 'Your session ended');
+    assert.equal(await fresh.page.evaluate((k) => localStorage.getItem(k), TOKEN_KEY), null);
+
+    await signIn(fresh.page, alice);
+    await fresh.page.goto(`${origin}/no/such/page`);
+    await fresh.page.getByRole('heading', { name: 'Page not found' }).waitFor();
+    await fresh.page.getByRole('button', { name: 'Sign out' }).click();
+    await fresh.page.getByLabel('Access token').waitFor();
+    assert.equal(await fresh.page.evaluate((k) => localStorage.getItem(k), TOKEN_KEY), null);
+    assert.deepEqual(exceptions, []);
+  });
+
   it('the runs list shows the newest page and "Show older runs" loads the rest, each run once', async () => {
     // A team of its own with more runs than one page (50), three of them in one millisecond at a page's edge.
     const base = Date.now() - 3_600_000;

@@ -91,4 +91,24 @@ describe('studio run page: callback attempts and redeliver (Chromium)', function
     assert.equal(await attempts.locator('tbody tr').count(), 1);
     assert.equal(await page.getByRole('button', { name: 'Redeliver' }).count(), 0);
   });
+
+  it('a failed run without a callback shows its episodes and no stray text after them', async () => {
+    const created = await alice.post('/api/v1/runs', { title: 'Quarterly report' });
+    const runId = created.body.id as string;
+    await alice.post(`/api/v1/runs/${runId}/fail`, {
+      error: { code: 'tool_crashed', message: 'The SQL tool crashed.' },
+    });
+    await client.workflow.getHandle(`${runId}:end`).result();
+    await page.goto(`${origin}/runs/${runId}`);
+    await page.locator(`tr[data-episode-id="${runId}:end"]`).waitFor();
+    assert.equal(await page.getByRole('heading', { name: 'Callback attempts' }).count(), 0);
+    // Every text node of the page's main area outside the cards: nothing may be printed between or after them.
+    const stray = await page.evaluate(() =>
+      Array.from(document.getElementById('main')?.childNodes ?? [])
+        .filter((node) => node.nodeType === Node.TEXT_NODE && (node.textContent ?? '').trim() !== '')
+        .map((node) => node.textContent),
+    );
+    assert.deepEqual(stray, []);
+    assert.doesNotMatch(await page.locator('#main').innerText(), /\bnull\b/);
+  });
 });

@@ -1,0 +1,198 @@
+// A run's page (the deep link notifications open): its facts, its outcome episodes with each family's claim,
+// and the callback attempts of the episodes that made any.
+import { allPages, api, claimsOf, getToken } from '../shared/api.js';
+import { dataTable, errorCard, h, humanize, main, statusBadge, timeAgo } from '../shared/dom.js';
+import { currentRunId } from '../shared/router.js';
+import { callbackAttemptsSection } from './attempts.js';
+
+const PAUSE_TEXT = {
+  human_input: 'Waiting for a person to answer.',
+  usage_park: 'Parked at a usage cap.',
+  operator: 'Paused by an operator.',
+};
+const EPISODE_KINDS = {
+  run_paused: 'Paused',
+  run_finished: 'Finished',
+  run_failed: 'Failed',
+  run_cancelled: 'Cancelled',
+};
+
+/** What the episode was, read off its id (<runId>:input:<iid>, :park:<wall>:<n>, :soft-pause:<n>, :end). */
+function episodeLabel(episode) {
+  const id = String(episode.episodeId);
+  if (id.includes(':input:')) return 'Asked for input';
+  const park = /:park:([^:]+):\d+$/.exec(id);
+  if (park) return `Parked at ${park[1]}`;
+  if (id.includes(':soft-pause:')) return 'Paused by an operator';
+  return EPISODE_KINDS[episode.kind] || humanize(episode.kind || 'episode');
+}
+
+/** The run's id is the page's subject: an episode shows what follows it (input:<iid>, park:<wall>:<n>, end). */
+const shortId = (run, episode) =>
+  String(episode.episodeId).startsWith(`${run.id}:`)
+    ? episode.episodeId.slice(run.id.length + 1)
+    : episode.episodeId;
+
+const FAMILY_STATE = { delivered: 'Delivered', pending: 'Pending', absent: '—' };
+const FAMILY_RESULT = {
+  delivered: 'Delivered',
+  redelivered: 'Redelivered',
+  not_addressable: 'Nobody to notify',
+  not_owed: 'Not owed',
+};
+
+/** One family's claim on the episode: its state ("absent" reads as a dash) and, once settled, how it ended. */
+function familyCell(episode, family) {
+  const raw = (episode.families || {})[family];
+  const claim = typeof raw === 'string' ? { state: raw } : raw || { state: 'absent' };
+  const state = claim.state || 'absent';
+  let label = FAMILY_STATE[state] || humanize(state);
+  if (state === 'delivered' && claim.result) label = FAMILY_RESULT[claim.result] || humanize(claim.result);
+  const devices =
+    family === 'push' && typeof episode.pushDeliveries === 'number' ? episode.pushDeliveries : 0;
+  const title =
+    state === 'absent'
+      ? 'Not claimed: nothing was sent by this family'
+      : devices > 0
+        ? `${label}: reached ${devices} ${devices === 1 ? 'device' : 'devices'}`
+        : label;
+  return h('td', {}, h('span', { class: `pill pill-${state}`, title }, label));
+}
+
+function episodeRow(run, episode) {
+  return h(
+    'tr',
+    { 'data-episode-id': episode.episodeId },
+    h('td', {}, h('code', { class: 'episode-id', title: episode.episodeId }, shortId(run, episode))),
+    h('td', {}, episodeLabel(episode)),
+    h('td', { class: 'hide-narrow' }, timeAgo(episode.recordedAt)),
+    ...['push', 'callback', 'ops'].map((family) => familyCell(episode, family)),
+  );
+}
+
+/** The facts list and what the run ended with (its pause, final answer or error). */
+function detailsCard(run) {
+  const facts = [
+    ['Run ID', h('code', {}, run.id)],
+    ['Owner', run.ownerId === claimsOf(getToken()).sub ? `${run.ownerId} (you)` : run.ownerId],
+    ['Started', timeAgo(run.createdAt)],
+    [run.endedAt ? 'Ended' : 'Updated', timeAgo(run.endedAt || run.updatedAt)],
+    ['Pauses', String(run.pauseCount ?? 0)],
+  ];
+  if (run.budget) facts.push(['Budget', String(run.budget.limit)]);
+  const detail = [];
+  if (run.status === 'paused' && run.pause) {
+    const text = PAUSE_TEXT[run.pause.reason] || 'Paused.';
+    detail.push(
+      h('p', { class: 'message message-warning' }, text, run.pause.wall ? ` Cap: ${run.pause.wall}.` : ''),
+    );
+  }
+  if (run.finalAnswer) {
+    detail.push(h('h3', {}, 'Final answer'), h('blockquote', { class: 'answer' }, run.finalAnswer));
+  }
+  if (run.error) {
+    detail.push(
+      h('h3', {}, 'Error'),
+      h('p', { class: 'message message-error' }, h('code', {}, run.error.code), ' ', run.error.message),
+    );
+  }
+  return h(
+    'section',
+    { class: 'card', 'aria-label': 'Run details' },
+    h(
+      'dl',
+      { class: 'facts' },
+      facts.map(([term, value]) => h('div', {}, h('dt', {}, term), h('dd', {}, value))),
+    ),
+    detail,
+  );
+}
+
+const EPISODE_COLUMNS = [
+  ['Episode'],
+  ['Outcome'],
+  ['Recorded', 'hide-narrow'],
+  ['Push'],
+  ['Callback'],
+  ['Operator'],
+];
+
+function episodesCard(run, episodes) {
+  return h(
+    'section',
+    { class: 'card', 'aria-labelledby': 'episodes-title' },
+    h('h2', { id: 'episodes-title' }, 'Outcome episodes'),
+    h(
+      'p',
+      { class: 'muted' },
+      'Each pause and the end of the run is one episode. Push notifies the run’s people, Callback ' +
+        'the launcher’s URL, Operator the on-call webhook.',
+    ),
+    episodes.length === 0
+      ? h('p', { class: 'empty' }, 'No episodes yet: the run has not paused or ended.')
+      : dataTable({
+          caption: 'Outcome episodes of this run',
+          captionHidden: true,
+          columns: EPISODE_COLUMNS,
+          tbody: h(
+            'tbody',
+            {},
+            episodes.map((episode) => episodeRow(run, episode)),
+          ),
+        }),
+  );
+}
+
+/** The card of callback attempts, or none when no episode made an attempt (a run without a callback). */
+function callbacksCards(run, episodes) {
+  const redrawn = async () => {
+    if (currentRunId() === run.id) await renderRun(run.id);
+  };
+  const sections = episodes
+    .filter((episode) => (episode.callbackAttempts || []).length > 0)
+    .map((episode) => callbackAttemptsSection(run.id, episode, shortId(run, episode), redrawn));
+  if (sections.length === 0) return [];
+  return [
+    h(
+      'section',
+      { class: 'card', 'aria-labelledby': 'callbacks-title' },
+      h('h2', { id: 'callbacks-title' }, 'Callback attempts'),
+      h(
+        'p',
+        { class: 'muted' },
+        'Every signed POST to the launcher’s URL. A callback that gave up can be sent again: the same ' +
+          'webhook-id, so a receiver that saw it already can ignore it.',
+      ),
+      sections,
+    ),
+  ];
+}
+
+export async function renderRun(runId) {
+  document.title = 'Run · Flow Studio';
+  const back = h('a', { href: '/', class: 'back' }, '← All runs');
+  main.replaceChildren(back, h('p', { class: 'muted' }, 'Loading the run…'));
+  let run;
+  let episodes;
+  try {
+    // The API pages episodes newest first; a run has few, so the page shows them all, oldest first.
+    [run, episodes] = await Promise.all([
+      api('GET', `/runs/${encodeURIComponent(runId)}`),
+      allPages(`/runs/${encodeURIComponent(runId)}/episodes`, 'episodes').then((rows) => rows.reverse()),
+    ]);
+  } catch (err) {
+    if (err.status === 401) return;
+    const text = err.status === 404 ? 'There is no such run in your team.' : err.message;
+    main.replaceChildren(back, errorCard('Run not found', text));
+    return;
+  }
+  document.title = `${run.title || run.id} · Flow Studio`;
+  // Every child is an element: DOM replaceChildren (unlike h()) would print a null as the text "null".
+  main.replaceChildren(
+    back,
+    h('div', { class: 'page-head run-head' }, h('h1', {}, run.title || run.id), statusBadge(run.status)),
+    detailsCard(run),
+    episodesCard(run, episodes),
+    ...callbacksCards(run, episodes),
+  );
+}
