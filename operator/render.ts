@@ -1,5 +1,13 @@
 // flow-notify explain's human-readable form: the same RunExplanation as --json, laid out for a person.
-import type { ClaimView, RunExplanation } from './explain';
+import type {
+  AlertSendView,
+  CallbackAttemptView,
+  ClaimView,
+  EpisodeView,
+  RunExplanation,
+} from './explanation';
+
+type Line = (s?: string) => void;
 
 const claim = (c: ClaimView): string =>
   c.state === 'absent'
@@ -10,7 +18,19 @@ const claim = (c: ClaimView): string =>
 
 export function renderExplanation(x: RunExplanation): string {
   const out: string[] = [];
-  const line = (s = ''): void => void out.push(s);
+  const line: Line = (s = '') => void out.push(s);
+  renderRun(x, line);
+  line();
+  line(`episodes (${x.episodes.length}${x.truncated.episodes ? ', more not shown' : ''})`);
+  for (const e of x.episodes) renderEpisode(e, x.truncated.callbackAttempts, line);
+  line();
+  renderAlerts(x, line);
+  line();
+  renderWorkflows(x, line);
+  return out.join('\n') + '\n';
+}
+
+function renderRun(x: RunExplanation, line: Line): void {
   if (x.run) {
     line(`run ${x.runId} "${x.run.title}": ${x.run.status} (team ${x.run.teamId}, owner ${x.run.ownerId})`);
     line(`  created ${x.run.createdAt}${x.run.endedAt ? `, ended ${x.run.endedAt}` : ''}`);
@@ -18,56 +38,60 @@ export function renderExplanation(x: RunExplanation): string {
   } else {
     line(`run ${x.runId}: not in the runs store (only its workflows remain)`);
   }
+}
 
-  line();
-  line(`episodes (${x.episodes.length}${x.truncated.episodes ? ', more not shown' : ''})`);
-  for (const e of x.episodes) {
-    line(`- ${e.episodeId}${e.kind ? ` [${e.kind}]` : ''}${e.recordedAt ? ` recorded ${e.recordedAt}` : ''}`);
-    if (e.branches) {
+function renderEpisode(e: EpisodeView, attemptsTruncated: boolean, line: Line): void {
+  line(`- ${e.episodeId}${e.kind ? ` [${e.kind}]` : ''}${e.recordedAt ? ` recorded ${e.recordedAt}` : ''}`);
+  if (e.branches) {
+    line(
+      `    workflow result: ${Object.entries(e.branches)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')}`,
+    );
+  }
+  for (const family of ['push', 'callback', 'ops'] as const) {
+    line(`    ${family.padEnd(8)} claim ${claim(e.families[family])}`);
+  }
+  if (e.pushDeliveries.length) {
+    line(`    push deliveries (${e.pushDeliveries.length}${e.pushDeliveriesTruncated ? '+' : ''}):`);
+    for (const d of e.pushDeliveries) {
       line(
-        `    workflow result: ${Object.entries(e.branches)
-          .map(([k, v]) => `${k} ${v}`)
-          .join(', ')}`,
+        `      ${d.at} to ${d.userId} via ${d.pushService ?? '(subscription pruned)'} sub ${d.subscriptionId.slice(0, 12)}…`,
       );
     }
-    for (const family of ['push', 'callback', 'ops'] as const) {
-      line(`    ${family.padEnd(8)} claim ${claim(e.families[family])}`);
-    }
-    if (e.pushDeliveries.length) {
-      line(`    push deliveries (${e.pushDeliveries.length}${e.pushDeliveriesTruncated ? '+' : ''}):`);
-      for (const d of e.pushDeliveries) {
-        line(
-          `      ${d.at} to ${d.userId} via ${d.pushService ?? '(subscription pruned)'} sub ${d.subscriptionId.slice(0, 12)}…`,
-        );
-      }
-    }
-    if (e.callbackAttempts.length) {
-      const cut = x.truncated.callbackAttempts ? ', older ones not shown' : '';
-      line(`    callback attempts (${e.callbackAttempts.length}${cut}):`);
-      for (const a of e.callbackAttempts) {
-        const status = a.status !== undefined ? ` HTTP ${a.status}` : '';
-        const detail = a.detail ? ` (${a.detail})` : '';
-        const retries = a.activityAttempts > 1 ? ` [${a.activityAttempts} activity attempts]` : '';
-        const redelivered = a.trigger === 'redeliver' ? ' [redelivery]' : '';
-        line(`      #${a.attempt} ${a.at} ${a.result}${status}${detail}${retries}${redelivered}`);
-      }
-    }
   }
+  if (e.callbackAttempts.length) {
+    const cut = attemptsTruncated ? ', older ones not shown' : '';
+    line(`    callback attempts (${e.callbackAttempts.length}${cut}):`);
+    for (const a of e.callbackAttempts) line(`      ${callbackAttempt(a)}`);
+  }
+}
 
-  line();
+function callbackAttempt(a: CallbackAttemptView): string {
+  const status = a.status !== undefined ? ` HTTP ${a.status}` : '';
+  const detail = a.detail ? ` (${a.detail})` : '';
+  const retries = a.activityAttempts > 1 ? ` [${a.activityAttempts} activity attempts]` : '';
+  const redelivered = a.trigger === 'redeliver' ? ' [redelivery]' : '';
+  return `#${a.attempt} ${a.at} ${a.result}${status}${detail}${retries}${redelivered}`;
+}
+
+function renderAlerts(x: RunExplanation, line: Line): void {
   line(`operator alerts (${x.operatorAlerts.length})`);
   for (const a of x.operatorAlerts) {
     line(
       `- ${a.episodeKey}${a.kind ? ` [${a.kind}${a.severity ? `/${a.severity}` : ''}]` : ''}: claim ${claim(a.claim)}`,
     );
     if (a.summary) line(`    ${a.summary}`);
-    for (const s of a.sends) {
-      const retries = s.activityAttempts > 1 ? ` after ${s.activityAttempts} attempts` : '';
-      line(`    sent ${s.at}: ${s.result}${retries}${s.failure ? ` (${s.failure})` : ''}`);
-    }
+    for (const s of a.sends) line(`    ${alertSend(s)}`);
   }
+}
 
-  line();
+function alertSend(s: AlertSendView): string {
+  const retries = s.activityAttempts > 1 ? ` after ${s.activityAttempts} attempts` : '';
+  return `sent ${s.at}: ${s.result}${retries}${s.failure ? ` (${s.failure})` : ''}`;
+}
+
+function renderWorkflows(x: RunExplanation, line: Line): void {
   line(`workflows (${x.workflows.length}${x.truncated.workflows ? ', more not shown' : ''})`);
   for (const w of x.workflows) {
     line(`- ${w.workflowId} (${w.type}) ${w.status}, ${w.startTime} → ${w.closeTime ?? 'open'}`);
@@ -81,5 +105,4 @@ export function renderExplanation(x: RunExplanation): string {
     for (const f of w.workflowTaskFailures) line(`    workflow task failed: ${f}`);
     if (w.failure) line(`    failed: ${w.failure}`);
   }
-  return out.join('\n') + '\n';
 }
