@@ -1,11 +1,16 @@
 // Where `npm start` runs the embedded servers, recorded under .data/ while it runs, so a command started beside
 // it (flow-notify explain, emit) finds them without MONGO_URL / TEMPORAL_ADDRESS. The record names the launcher's
 // pid: a record left by a launcher that died is ignored.
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { PROJECT_ROOT } from './embedded';
 
-export const DEFAULT_STACK_STATE_FILE = path.join(PROJECT_ROOT, '.data', 'stack.json');
+// A build's CLI (dist/cli.js) runs from dist/: the checkout, and npm start's .data/, are one folder further up.
+const CHECKOUT = existsSync(path.join(PROJECT_ROOT, 'package.json'))
+  ? PROJECT_ROOT
+  : path.dirname(PROJECT_ROOT);
+
+export const DEFAULT_STACK_STATE_FILE = path.join(CHECKOUT, '.data', 'stack.json');
 
 export interface EmbeddedStackState {
   /** The launcher (npm start) that started the servers and stops them. */
