@@ -3,15 +3,17 @@
 // Prints one JSON line: {"emitted": true, "episodeId", "started"} or {"emitted": false, "reason"}.
 //   flow-notify explain <runId> [--json]
 // What we told whom about a run (operators; reads under the config's credentials). Exit 3: no such run.
+// Beside a running `npm start`, both find its embedded servers without MONGO_URL / TEMPORAL_ADDRESS.
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { temporalConnectionOptions } from './client/connection';
 import { createOutcomeEmitter, episodeOptions } from './client/emitter';
 import { createHealthSignaler, healthOptions } from './client/health';
 import { emitFromRunner, FINAL_DISPOSITIONS, isDisposition, NON_FINAL_DISPOSITIONS } from './client/runner';
-import { explainRun, RUN_ID_PATTERN } from './client/explain';
-import { renderExplanation } from './client/explainText';
-import { ConfigError, loadEmitterConfig, loadOperatorConfig } from './config';
+import { explainRun, RUN_ID_PATTERN } from './operator/explain';
+import { renderExplanation } from './operator/render';
+import { childEnv, ConfigError, launcherEnv, loadEmitterConfig, loadOperatorConfig } from './config';
+import { findRunningStack, stackEnv } from './stack/stackState';
 import { createClaimReader } from './store/claims';
 import { createEpisodeStore } from './store/episodes';
 import { createCallbackAttemptStore } from './store/callbackAttempts';
@@ -41,13 +43,7 @@ async function main(argv: string[]): Promise<void> {
   if (!values.run || !values.team || !values.disposition) fail(USAGE, 2);
   if (!isDisposition(values.disposition)) fail(`unknown disposition "${values.disposition}"\n${USAGE}`, 2);
 
-  let config;
-  try {
-    config = loadEmitterConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) fail(`configuration error: ${err.message}`, 78);
-    throw err;
-  }
+  const config = loadBesideNpmStart(loadEmitterConfig);
   const mongo = await connectMongo(config.mongoUrl, config.mongoDb);
   const connection = await Connection.connect(temporalConnectionOptions(config));
   try {
@@ -72,12 +68,22 @@ async function main(argv: string[]): Promise<void> {
   }
 }
 
-function loadOr78<T>(load: () => T): T {
+/**
+ * The config from the environment; MONGO_URL / TEMPORAL_ADDRESS it leaves unset come from the embedded servers of
+ * an `npm start` running in this checkout, if one is. A bad config exits 78 with one line.
+ */
+function loadBesideNpmStart<T>(load: (env: Record<string, string | undefined>) => T): T {
+  const launcher = launcherEnv();
+  const stack = findRunningStack(launcher.stackStateFile);
   try {
-    return load();
+    return load(childEnv(stack ? stackEnv(stack, launcher) : {}));
   } catch (err) {
-    if (err instanceof ConfigError) fail(`configuration error: ${err.message}`, 78);
-    throw err;
+    if (!(err instanceof ConfigError)) throw err;
+    const advice =
+      stack || launcher.mongoUrl
+        ? ''
+        : ' (no npm start is running in this checkout: start it, or set MONGO_URL and TEMPORAL_ADDRESS)';
+    fail(`configuration error: ${err.message}${advice}`, 78);
   }
 }
 
@@ -90,7 +96,7 @@ async function explain(args: string[]): Promise<void> {
   if (positionals.length !== 1) fail(USAGE, 2);
   const runId = positionals[0];
   if (!RUN_ID_PATTERN.test(runId)) fail(`not a run id: "${runId.slice(0, 140)}"`, 2);
-  const config = loadOr78(() => loadOperatorConfig());
+  const config = loadBesideNpmStart(loadOperatorConfig);
   const mongo = await connectMongo(config.mongoUrl, config.mongoDb);
   const connection = await Connection.connect(temporalConnectionOptions(config));
   let found;

@@ -526,12 +526,15 @@ export function loadOperatorConfig(env: Env = process.env): OperatorConfig {
   };
 }
 
-/** What the launcher (npm start) and the test stack need before a full config exists. */
+/** What the launcher (npm start), the test stack and the CLI's search for it need before a full config exists. */
 export function launcherEnv(env: Env = process.env) {
   return {
     mongoUrl: read(env, 'MONGO_URL'),
     temporalAddress: read(env, 'TEMPORAL_ADDRESS'),
     temporalNamespace: read(env, 'TEMPORAL_NAMESPACE') ?? 'default',
+    temporalUiUrl: read(env, 'TEMPORAL_UI_URL'),
+    /** Where npm start records the embedded servers it runs (default .data/stack.json). */
+    stackStateFile: read(env, 'FLOW_NOTIFY_STACK_FILE'),
     authJwtSecret: read(env, 'AUTH_JWT_SECRET'),
     authIssuer: read(env, 'AUTH_ISSUER'),
     authAudience: read(env, 'AUTH_AUDIENCE'),

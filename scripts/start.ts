@@ -16,6 +16,7 @@ import {
   readStackSpec,
   type ServerProcess,
 } from '../stack/embedded';
+import { DEFAULT_STACK_STATE_FILE, removeStackState, writeStackState } from '../stack/stackState';
 
 const log = (line: string): void => console.log(`flow-notify: ${line}`);
 
@@ -43,6 +44,7 @@ function localSecrets(): LocalSecrets {
 async function main(): Promise<void> {
   const env = launcherEnv();
   const spec = readStackSpec();
+  const stateFile = env.stackStateFile ?? DEFAULT_STACK_STATE_FILE;
   const servers: ServerProcess[] = [];
   const children: ChildProcess[] = [];
   let stopping = false;
@@ -62,6 +64,7 @@ async function main(): Promise<void> {
         ),
       );
       await Promise.all(servers.map((s) => s.stop()));
+      removeStackState(process.pid, stateFile);
     }
     process.exit(code);
   };
@@ -91,6 +94,16 @@ async function main(): Promise<void> {
     }
   }
   if (!env.mongoUrl || !env.temporalAddress) {
+    // So flow-notify explain / emit beside this find the servers (stack/stackState.ts).
+    writeStackState(
+      {
+        pid: process.pid,
+        mongoUrl: extra.MONGO_URL,
+        temporalAddress: extra.TEMPORAL_ADDRESS,
+        temporalUiUrl: uiUrl,
+      },
+      stateFile,
+    );
     const secrets = localSecrets();
     if (!env.authJwtSecret) extra.AUTH_JWT_SECRET = secrets.authJwtSecret;
     if (!env.vapidPublicKey && !env.vapidPrivateKey) {

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import webpush from 'web-push';
-import type { RunExplanation } from '../client/explain';
+import type { RunExplanation } from '../operator/explanation';
 import type { Config } from '../config';
 import type { OperatorAlert } from '../domain/ops';
 import { PROJECT_ROOT } from '../stack/embedded';

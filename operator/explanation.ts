@@ -1,0 +1,124 @@
+// The model flow-notify explain builds (operator/explain.ts) and prints as --json or as text (operator/render.ts).
+import type { claimKeys } from '../domain/outcome';
+
+export interface ClaimView {
+  key: string;
+  state: 'absent' | 'pending' | 'delivered';
+  /** How it ended, once delivered (delivered, not_addressable, gave_up: …). */
+  result?: string;
+  /** Claimed at while pending, settled at once delivered. */
+  at?: string;
+  holder?: string;
+}
+
+export interface PushDeliveryView {
+  userId: string;
+  subscriptionId: string;
+  /** The push service's origin; null when the subscription was pruned since. */
+  pushService: string | null;
+  at: string;
+}
+
+/** One row of the callback attempt log (callback_attempts): what the receiver saw, attempt by attempt. */
+export interface CallbackAttemptView {
+  /** 1-based, across every delivery of the episode (its schedule, re-runs, redeliveries). */
+  attempt: number;
+  /** When the request left. */
+  at: string;
+  /** delivered, retry or stop. */
+  result: string;
+  status?: number;
+  /** Why it did not deliver: http <status>, or the error category (timeout, network error, refused: …). */
+  detail?: string;
+  retryAfterSeconds?: number;
+  durationMs: number;
+  /** The wait before the next attempt of the schedule, when one followed. */
+  nextWaitSeconds?: number;
+  /** episode (its own schedule) or redeliver. */
+  trigger: string;
+  /** Temporal's attempts of this one activity (more than 1: a worker was lost mid-attempt). */
+  activityAttempts: number;
+  workflowId: string;
+  workflowRunId: string;
+}
+
+export interface EpisodeView {
+  episodeId: string;
+  kind?: string;
+  recordedAt?: string;
+  families: Record<keyof typeof claimKeys, ClaimView>;
+  /** Each family's branch result, from the newest closed execution of the episode workflow. */
+  branches?: Record<string, string>;
+  pushDeliveries: PushDeliveryView[];
+  pushDeliveriesTruncated: boolean;
+  callbackAttempts: CallbackAttemptView[];
+}
+
+export interface AlertSendView {
+  at: string;
+  /** sent, already_sent, or failed (the webhook refused past the retries). */
+  result: string;
+  failure?: string;
+  activityAttempts: number;
+  workflowId: string;
+  workflowRunId: string;
+}
+
+export interface OperatorAlertView {
+  episodeKey: string;
+  kind?: string;
+  severity?: string;
+  summary?: string;
+  claim: ClaimView;
+  sends: AlertSendView[];
+}
+
+export interface ActivityView {
+  type: string;
+  activityId: string;
+  scheduledAt: string;
+  closedAt?: string;
+  /** completed, failed, timed_out, canceled, or open. */
+  outcome: string;
+  attempts: number;
+  /** The last failure: of the final attempt when it failed, else of the attempt before a success. */
+  failure?: string;
+}
+
+export interface WorkflowView {
+  workflowId: string;
+  runId: string;
+  type: string;
+  status: string;
+  startTime: string;
+  closeTime?: string;
+  uiUrl: string;
+  historyEvents: number;
+  historyTruncated: boolean;
+  activities: ActivityView[];
+  /** Activities run inside workflow tasks (claims, store writes): counted, not listed. */
+  localActivities: number;
+  workflowTaskFailures: string[];
+  failure?: string;
+}
+
+export interface RunExplanation {
+  version: 1;
+  runId: string;
+  run: {
+    teamId: string;
+    ownerId: string;
+    title: string;
+    status: string;
+    createdAt: string;
+    endedAt?: string;
+    /** The callback receiver's origin only: a path or query may carry a token. */
+    callbackOrigin?: string;
+  } | null;
+  episodes: EpisodeView[];
+  operatorAlerts: OperatorAlertView[];
+  workflows: WorkflowView[];
+  /** callbackAttempts: the run has more than the limit; the newest are shown. */
+  truncated: { episodes: boolean; workflows: boolean; callbackAttempts: boolean };
+  temporalUiUrl: string;
+}

@@ -1,0 +1,108 @@
+// flow-notify explain's human-readable form: the same RunExplanation as --json, laid out for a person.
+import type {
+  AlertSendView,
+  CallbackAttemptView,
+  ClaimView,
+  EpisodeView,
+  RunExplanation,
+} from './explanation';
+
+type Line = (s?: string) => void;
+
+const claim = (c: ClaimView): string =>
+  c.state === 'absent'
+    ? 'absent (never claimed, released, or expired)'
+    : c.state === 'pending'
+      ? `pending since ${c.at} (${c.holder})`
+      : `${c.result} at ${c.at}`;
+
+export function renderExplanation(x: RunExplanation): string {
+  const out: string[] = [];
+  const line: Line = (s = '') => void out.push(s);
+  renderRun(x, line);
+  line();
+  line(`episodes (${x.episodes.length}${x.truncated.episodes ? ', more not shown' : ''})`);
+  for (const e of x.episodes) renderEpisode(e, x.truncated.callbackAttempts, line);
+  line();
+  renderAlerts(x, line);
+  line();
+  renderWorkflows(x, line);
+  return out.join('\n') + '\n';
+}
+
+function renderRun(x: RunExplanation, line: Line): void {
+  if (x.run) {
+    line(`run ${x.runId} "${x.run.title}": ${x.run.status} (team ${x.run.teamId}, owner ${x.run.ownerId})`);
+    line(`  created ${x.run.createdAt}${x.run.endedAt ? `, ended ${x.run.endedAt}` : ''}`);
+    if (x.run.callbackOrigin) line(`  callback receiver ${x.run.callbackOrigin}`);
+  } else {
+    line(`run ${x.runId}: not in the runs store (only its workflows remain)`);
+  }
+}
+
+function renderEpisode(e: EpisodeView, attemptsTruncated: boolean, line: Line): void {
+  line(`- ${e.episodeId}${e.kind ? ` [${e.kind}]` : ''}${e.recordedAt ? ` recorded ${e.recordedAt}` : ''}`);
+  if (e.branches) {
+    line(
+      `    workflow result: ${Object.entries(e.branches)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')}`,
+    );
+  }
+  for (const family of ['push', 'callback', 'ops'] as const) {
+    line(`    ${family.padEnd(8)} claim ${claim(e.families[family])}`);
+  }
+  if (e.pushDeliveries.length) {
+    line(`    push deliveries (${e.pushDeliveries.length}${e.pushDeliveriesTruncated ? '+' : ''}):`);
+    for (const d of e.pushDeliveries) {
+      line(
+        `      ${d.at} to ${d.userId} via ${d.pushService ?? '(subscription pruned)'} sub ${d.subscriptionId.slice(0, 12)}…`,
+      );
+    }
+  }
+  if (e.callbackAttempts.length) {
+    const cut = attemptsTruncated ? ', older ones not shown' : '';
+    line(`    callback attempts (${e.callbackAttempts.length}${cut}):`);
+    for (const a of e.callbackAttempts) line(`      ${callbackAttempt(a)}`);
+  }
+}
+
+function callbackAttempt(a: CallbackAttemptView): string {
+  const status = a.status !== undefined ? ` HTTP ${a.status}` : '';
+  const detail = a.detail ? ` (${a.detail})` : '';
+  const retries = a.activityAttempts > 1 ? ` [${a.activityAttempts} activity attempts]` : '';
+  const redelivered = a.trigger === 'redeliver' ? ' [redelivery]' : '';
+  return `#${a.attempt} ${a.at} ${a.result}${status}${detail}${retries}${redelivered}`;
+}
+
+function renderAlerts(x: RunExplanation, line: Line): void {
+  line(`operator alerts (${x.operatorAlerts.length})`);
+  for (const a of x.operatorAlerts) {
+    line(
+      `- ${a.episodeKey}${a.kind ? ` [${a.kind}${a.severity ? `/${a.severity}` : ''}]` : ''}: claim ${claim(a.claim)}`,
+    );
+    if (a.summary) line(`    ${a.summary}`);
+    for (const s of a.sends) line(`    ${alertSend(s)}`);
+  }
+}
+
+function alertSend(s: AlertSendView): string {
+  const retries = s.activityAttempts > 1 ? ` after ${s.activityAttempts} attempts` : '';
+  return `sent ${s.at}: ${s.result}${retries}${s.failure ? ` (${s.failure})` : ''}`;
+}
+
+function renderWorkflows(x: RunExplanation, line: Line): void {
+  line(`workflows (${x.workflows.length}${x.truncated.workflows ? ', more not shown' : ''})`);
+  for (const w of x.workflows) {
+    line(`- ${w.workflowId} (${w.type}) ${w.status}, ${w.startTime} → ${w.closeTime ?? 'open'}`);
+    line(`    ${w.uiUrl}`);
+    const retried = w.activities.filter((a) => a.attempts > 1 || a.outcome !== 'completed');
+    const summary = `${w.activities.length} activities, ${w.localActivities} local, ${w.historyEvents} events${w.historyTruncated ? ' (history cut short)' : ''}`;
+    line(`    ${summary}`);
+    for (const a of retried) {
+      line(`    ${a.type} ${a.outcome} after ${a.attempts} attempt(s)${a.failure ? `: ${a.failure}` : ''}`);
+    }
+    for (const f of w.workflowTaskFailures) line(`    workflow task failed: ${f}`);
+    if (w.failure) line(`    failed: ${w.failure}`);
+  }
+}
