@@ -5,13 +5,21 @@
 import { spawn } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
+import { SearchAttributeType } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { freePort } from '../../net/freePort';
 import { PROJECT_ROOT } from '../../stack/embedded';
+import { searchAttributes } from '../../workflows/ids';
 
 export const TEST_SERVER_PATH = path.join(PROJECT_ROOT, 'tools', 'test-server', 'temporal-test-server');
 
 const START_TIMEOUT_MS = 60_000;
+
+/** The types of the project's search attributes (all keywords), as the operator service names them. */
+const KEYWORD = {
+  [SearchAttributeType.KEYWORD]: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+};
 
 const accepts = (port: number): Promise<boolean> =>
   new Promise((resolve) => {
@@ -59,6 +67,14 @@ export async function startTimeSkipping(): Promise<TimeSkipping> {
       address: `127.0.0.1:${port}`,
       namespace: 'default',
       supportsTimeSkipping: true,
+    });
+    // The test server starts with no custom search attribute and lists none (no ListSearchAttributes): register
+    // the project's, as the embedded dev server has them from its command line, so workflows that set them start.
+    await env.connection.operatorService.addSearchAttributes({
+      namespace: 'default',
+      searchAttributes: Object.fromEntries(
+        Object.values(searchAttributes).map((key) => [key.name, KEYWORD[key.type]]),
+      ),
     });
     return {
       env,

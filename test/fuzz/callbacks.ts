@@ -1,0 +1,36 @@
+// The fuzzer's callback routes (in api/routes/runs.ts): the test ping and the redelivery of a settled callback,
+// on runs that call back the fuzzer's loopback receiver.
+import { none, type RouteSpec } from './spec';
+
+export const CALLBACK_ROUTES: RouteSpec[] = [
+  {
+    name: 'POST /api/v1/runs/:id/callback/test',
+    method: 'POST',
+    template: '/api/v1/runs/:id/callback/test',
+    // The caller's runs call back the fuzzer's loopback receiver: a 200 is a real signed POST to it, nothing else.
+    runs: { callback: true },
+    valid: () => ({}),
+    onSuccess: none,
+    // The test ping's rate-limit rows (rate_limits: per run, user and team), nothing else.
+    inserts: 3,
+  },
+  {
+    name: 'POST /api/v1/runs/:id/episodes/:episodeId/callback/redeliver',
+    method: 'POST',
+    template: '/api/v1/runs/:id/episodes/:episodeId/callback/redeliver',
+    paramKinds: { episodeId: 'episode' },
+    runs: { callback: true, settled: true },
+    preferred: ['finished', 'failed', 'cancelled'],
+    valid: () => ({}),
+    onSuccess: none,
+    // The redelivery's rate-limit rows (per run, user and team); its workflow starts on the fuzz API's task queue,
+    // where no worker polls (so nothing is sent and no callback_attempts row is written). It stays running: the
+    // episode is in progress.
+    inserts: 3,
+    givesBackSlot: true,
+    // Half the redelivered runs are replaced (fresh 202s later), half kept (a 409: in progress, slot given back).
+    consumes: (fx, req, c) => {
+      if (c.body.k === 'valid' && c.body.variant % 2 === 0) for (const id of req.runIds) fx.forget(id);
+    },
+  },
+];
