@@ -32,7 +32,7 @@ export interface NewRun {
   watchedIssueIds?: string[];
 }
 
-export interface EngineDeps {
+export interface RunsServiceDeps {
   runs: RunStore;
   runTransitions: RunTransitionStore;
   events: EventStore;
@@ -46,7 +46,7 @@ export interface EngineDeps {
 }
 
 /** Event types the engine writes itself; a progress report may not forge them. */
-export const ENGINE_EVENT_TYPES = new Set([
+export const RESERVED_EVENT_TYPES = new Set([
   'human_input_requested',
   'run_paused',
   'run_resumed',
@@ -61,9 +61,9 @@ export function newCallbackSecret(): string {
 
 const newId = (prefix: string): string => `${prefix}_${randomUUID().replace(/-/g, '')}`;
 
-export type RunEngine = ReturnType<typeof createRunEngine>;
+export type RunsService = ReturnType<typeof createRunsService>;
 
-export function createRunEngine(deps: EngineDeps) {
+export function createRunsService(deps: RunsServiceDeps) {
   const now = deps.now ?? (() => new Date());
   const { runs, runTransitions, events, interactions } = deps;
 
