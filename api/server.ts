@@ -12,6 +12,7 @@ import { notifyOperator } from '../client/operator';
 import { sendTestCallback } from '../activities/callback';
 import { startCallbackRedelivery } from '../client/redeliver';
 import { createRunsService } from '../runs/service';
+import { withDeadline } from '../lib/deadline';
 import { pushSenderFor, type PushSender } from '../net/pushSender';
 import { connectMongo, pingMongo, type Mongo } from '../store/mongo';
 import { createStores, ensureAllIndexes } from '../store';
@@ -182,9 +183,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
       // Keep-alive connections with nothing in flight go now; the busy ones once their answer is out.
       const idle = setInterval(() => server.closeIdleConnections(), 50);
       server.closeIdleConnections();
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([closed, new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
-      clearTimeout(timer);
+      await withDeadline(closed, graceMs, () => undefined);
       clearInterval(idle);
       server.closeAllConnections();
       await closed;
