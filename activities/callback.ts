@@ -17,6 +17,7 @@ import type { Run } from '../domain/run';
 import type { RunStore } from '../store/runs';
 import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callbackAttempts';
 import type { Metrics } from '../observability/metrics';
+import { withDeadline } from '../lib/deadline';
 import { activityContext } from './context';
 
 export type CallbackAttempt =
@@ -150,18 +151,9 @@ export function createCallbackActivities(deps: CallbackDeps) {
         }
       }
     };
-    let timer: NodeJS.Timeout | undefined;
-    const expired = new Promise<void>((resolve) => {
-      timer = setTimeout(() => {
-        notRecorded(`no answer from the store within ${RECORD_DEADLINE_MS} ms`);
-        resolve();
-      }, RECORD_DEADLINE_MS);
-    });
-    try {
-      await Promise.race([write(), expired]);
-    } finally {
-      clearTimeout(timer);
-    }
+    await withDeadline(write(), RECORD_DEADLINE_MS, () =>
+      notRecorded(`no answer from the store within ${RECORD_DEADLINE_MS} ms`),
+    );
   }
 
   return {

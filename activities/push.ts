@@ -4,7 +4,8 @@ import type { RunOutcome } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, kindFor, renderPush, type PushKind, type PushPayload } from '../domain/push';
 import type { PushSender, SendOutcome } from '../net/pushSender';
 import type { PushConfigFault } from '../domain/ops';
-import { activityContext, inLanes } from './context';
+import { mapBounded } from '../lib/concurrency';
+import { activityContext } from './context';
 import type { NotificationPrefStore, PrefKind } from '../store/notificationPrefs';
 import type { PushDelivery, PushDeliveryStore } from '../store/pushDeliveries';
 import type { PushSubscriptionRow, PushSubscriptionStore } from '../store/pushSubscriptions';
@@ -143,7 +144,7 @@ export async function fanOut(
   // One resolution per host for the whole fan-out (2,000 endpoints on one push service = one lookup, not 2,000
   // through libuv's 4-thread pool); a retried activity starts a new fan-out, so it asks again.
   const hooks = { onProgress: deps.onProgress, resolved: new Map() };
-  await inLanes(
+  await mapBounded(
     subs,
     deps.width,
     async (sub) => {

@@ -10,7 +10,8 @@
 // Expired claims are reaped by a separate activity (sweepReapExpired): housekeeping, not reconciliation.
 import type { Client } from '@temporalio/client';
 import { startEpisode } from '../client/emitter';
-import { activityContext, inLanes } from './context';
+import { mapBounded } from '../lib/concurrency';
+import { activityContext } from './context';
 import { owedEpisode, type SweepFamilies } from '../domain/sweep';
 import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
@@ -87,7 +88,7 @@ export function createSweepActivities(deps: SweepDeps) {
           pass.unsettled += unsettled.length;
           progress.beat({ phase: 'starting', ...pass });
           // A few starts in flight at once: each is one Temporal round trip, idempotent by workflow id.
-          await inLanes(unsettled, START_LANES, async ({ outcome }) => {
+          await mapBounded(unsettled, START_LANES, async ({ outcome }) => {
             if (
               await startEpisode(deps.client, deps.taskQueue, outcome, deps.episodeOptions, 'ALLOW_DUPLICATE')
             ) {

@@ -1,7 +1,7 @@
 // createApp(deps): the Koa app. Everything it talks to is passed in; only api/server.ts builds the deps.
 import { bodyParser } from '@koa/bodyparser';
 import Koa from 'koa';
-import type { RunEngine } from '../engine/runEngine';
+import type { RunsService } from '../runs/service';
 import type { RunStore } from '../store/runs';
 import type { WatchStore } from '../store/watches';
 import { requireAuth, type AuthOptions, type AuthState } from './auth';
@@ -18,7 +18,7 @@ import { watchesRouter } from './routes/watches';
 
 export interface AppDeps {
   auth: AuthOptions;
-  engine: RunEngine;
+  runsService: RunsService;
   runs: RunStore;
   watches: WatchStore;
   /** Starts a run's current episode again (the watches router: a pause whose veto ended). */

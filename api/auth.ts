@@ -5,7 +5,7 @@
 import jwt from 'jsonwebtoken';
 import { decodeProtectedHeader, errors, jwtVerify, type JWTPayload } from 'jose';
 import type { Middleware } from 'koa';
-import type { Caller } from '../engine/runEngine';
+import type { Caller } from '../runs/service';
 import { KeysUnavailableError, remoteKeySet } from './authKeys';
 import { HttpError } from './errors';
 

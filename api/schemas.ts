@@ -1,7 +1,7 @@
 // Request bodies and path parameters of the runs and watches routes, validated at the edge (api/validate.ts). Unknown fields are refused so a typo is an error, not a silent no-op.
 import { z } from 'zod';
 import { CALLBACK_EVENTS } from '../domain/run';
-import { ENGINE_EVENT_TYPES } from '../engine/runEngine';
+import { RESERVED_EVENT_TYPES } from '../runs/service';
 import { decodeCursor } from '../store/paging';
 
 const id = z
@@ -67,7 +67,7 @@ export const eventBody = z
     type: z
       .string()
       .regex(/^[a-z][a-z0-9_]{0,63}$/, 'type must be a snake_case event name')
-      .refine((t) => !ENGINE_EVENT_TYPES.has(t), 'this event type is written by the engine itself'),
+      .refine((t) => !RESERVED_EVENT_TYPES.has(t), 'this event type is written by the engine itself'),
     spent: z.number().finite().nonnegative().optional(),
   })
   .refine(

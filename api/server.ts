@@ -1,4 +1,4 @@
-// The API's composition root: config → Mongo, Temporal client → stores, engine → Koa.
+// The API's composition root: config → Mongo, Temporal client → stores, runs service → Koa.
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import { Client, Connection } from '@temporalio/client';
@@ -11,7 +11,8 @@ import { createHealthSignaler, healthOptions } from '../client/health';
 import { notifyOperator } from '../client/operator';
 import { sendTestCallback } from '../activities/callback';
 import { startCallbackRedelivery } from '../client/redeliver';
-import { createRunEngine } from '../engine/runEngine';
+import { createRunsService } from '../runs/service';
+import { withDeadline } from '../lib/deadline';
 import { pushSenderFor, type PushSender } from '../net/pushSender';
 import { connectMongo, pingMongo, type Mongo } from '../store/mongo';
 import { createStores, ensureAllIndexes } from '../store';
@@ -68,7 +69,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     metrics,
     emitter: 'api',
   });
-  const engine = createRunEngine({
+  const runsService = createRunsService({
     ...stores,
     emitter,
     health: createHealthSignaler({
@@ -90,7 +91,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
       clockSkewSeconds: config.authClockSkewSeconds,
       log,
     },
-    engine,
+    runsService,
     runs: stores.runs,
     watches: stores.watches,
     replayOutcome: (runId, teamId) => emitter.emitRunOutcome(runId, undefined, teamId, 'ALLOW_DUPLICATE'),
@@ -182,9 +183,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
       // Keep-alive connections with nothing in flight go now; the busy ones once their answer is out.
       const idle = setInterval(() => server.closeIdleConnections(), 50);
       server.closeIdleConnections();
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([closed, new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
-      clearTimeout(timer);
+      await withDeadline(closed, graceMs, () => undefined);
       clearInterval(idle);
       server.closeAllConnections();
       await closed;

@@ -1,7 +1,7 @@
 // bench:episodes: outcome episodes through the embedded dev server and one worker, against a bare
 // workflow of the same shape on the same server, in the same run.
 //
-//   ours   500 runs created and completed through the real engine (createRunEngine) before the clock starts,
+//   ours   500 runs created and completed through the real engine (createRunsService) before the clock starts,
 //          each owing three pushes (the owner and two teammates who chose team-wide scope, one endpoint each, on
 //          the loopback push service) and a signed callback (loopback receiver). The clock starts when the
 //          outcome emitter (createOutcomeEmitter, as the engine calls it) is called for a run; episodes/s counts
@@ -25,7 +25,7 @@ import webpush from 'web-push';
 import { createActivities } from '../activities';
 import { createOutcomeEmitter, type OutcomeEmitter } from '../client/emitter';
 import { loadConfig, type Config } from '../config';
-import { createRunEngine, type Caller } from '../engine/runEngine';
+import { createRunsService, type Caller } from '../runs/service';
 import { pushSenderFor } from '../net/pushSender';
 import { createStores, ensureAllIndexes, type Stores } from '../store';
 import { connectMongo } from '../store/mongo';
@@ -189,7 +189,7 @@ interface EpisodesBench {
   /** Run owners (each with two teammates who chose team-wide scope). */
   owners: Caller[];
   emitter: OutcomeEmitter;
-  engine: ReturnType<typeof createRunEngine>;
+  engine: ReturnType<typeof createRunsService>;
   /** ours: when each run's outcome was emitted. */
   emittedAt: Map<string, number>;
   /** Phases so far (names the bare workflow ids and run titles apart). */
@@ -406,7 +406,7 @@ function prepareEngineAndEmitter(bench: EpisodesBench): void {
     metrics: bench.metrics,
     emitter: 'api',
   });
-  bench.engine = createRunEngine({
+  bench.engine = createRunsService({
     runs: stores.runs,
     runTransitions: stores.runTransitions,
     events: stores.events,
@@ -930,7 +930,7 @@ async function writeSection(bench: EpisodesBench): Promise<void> {
       { label: `paced: bare, start → first activity`, points: cdfPoints(paced.bare.latencyMs) },
     ],
     notes: [
-      `Each episode: a run completed through createRunEngine; the episode workflow records it, then pushes to 3 ` +
+      `Each episode: a run completed through createRunsService; the episode workflow records it, then pushes to 3 ` +
         `endpoints and sends 1 signed callback (7 activities). Bare: bench/bareWorkflow.ts, 7 no-op activities in ` +
         `the same shape, on its own worker and task queue on the same dev server.`,
       `Burst: ${LANES} concurrent emitters (bare: starters), ${REPS} rep(s) of ${EPISODES}; latency under a burst ` +

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Runtime } from '@temporalio/worker';
 import type { CommandFailedEvent, CommandStartedEvent, CommandSucceededEvent, MongoClient } from 'mongodb';
-import { inLanes as inLanesOf } from '../activities/context';
+import { mapBounded } from '../lib/concurrency';
 import type { ServerStack } from '../test/support';
 import { renderLatencySvg, type CdfSeries } from './chart';
 
@@ -213,9 +213,13 @@ export function round(value: number, digits = 1): number {
   return Math.round(value * f) / f;
 }
 
-/** Runs `count` jobs with at most `width` in flight, in order of index (the activities' inLanes, over indexes). */
-export function inLanes(count: number, width: number, job: (index: number) => Promise<void>): Promise<void> {
-  return inLanesOf(
+/** Runs `count` jobs with at most `width` in flight, in order of index (lib's mapBounded, over indexes). */
+export async function inLanes(
+  count: number,
+  width: number,
+  job: (index: number) => Promise<void>,
+): Promise<void> {
+  await mapBounded(
     Array.from({ length: count }, (_, index) => index),
     width,
     job,

@@ -9,6 +9,7 @@ import {
   type RouteDecisionError,
 } from '../domain/ops';
 import { claimKeys } from '../domain/outcome';
+import { withDeadline } from '../lib/deadline';
 import type { ClaimStore } from '../store/claims';
 import { operatorAlertWorkflowId, runAttributes, workflowTypes } from '../workflows/ids';
 import type { operatorAlertWorkflow } from '../workflows/operatorAlert';
@@ -49,7 +50,11 @@ export async function raisePushConfigFault(
 ): Promise<void> {
   const alert = pushConfigFaultAlert(fault, deps.now());
   // Both steps have a whole deadline: a stalled store or Temporal must not leave it pending for good.
-  if (await withinMs(CLAIM_READ_DEADLINE_MS, deps.claims.isMarked(claimKeys.ops(alert.episodeKey)))) return;
+  const claimed = deps.claims.isMarked(claimKeys.ops(alert.episodeKey));
+  const marked = await withDeadline(claimed, CLAIM_READ_DEADLINE_MS, () => {
+    throw new Error(`no answer within ${CLAIM_READ_DEADLINE_MS} ms`);
+  });
+  if (marked) return;
   await deps.client.withDeadline(Date.now() + ALERT_START_DEADLINE_MS, () =>
     startAlert(deps.client, deps.taskQueue, alert),
   );
@@ -57,16 +62,3 @@ export async function raisePushConfigFault(
 
 const CLAIM_READ_DEADLINE_MS = 2000;
 const ALERT_START_DEADLINE_MS = 5000;
-
-/** The promise's answer, or a rejection once `ms` have passed. */
-async function withinMs<T>(ms: number, promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, expired]);
-  } finally {
-    clearTimeout(timer);
-  }
-}

@@ -13,6 +13,7 @@ import dns from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
+import { withDeadline } from '../lib/deadline';
 
 /**
  * What a user may be shown of a refused or failed delivery. The detail (addresses, resolver codes) stays in
@@ -209,21 +210,16 @@ async function boundedLookup(
   host: string,
   timeoutMs: number,
 ): Promise<ResolvedAddress[]> {
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new ResolverUnavailableError('ETIMEOUT')), timeoutMs);
-    timer.unref();
-  });
   try {
-    return await Promise.race([lookup(host), expired]);
+    return await withDeadline(lookup(host), timeoutMs, () => {
+      throw new ResolverUnavailableError('ETIMEOUT');
+    });
   } catch (err) {
     if (err instanceof ResolverUnavailableError) throw err;
     const code = errorCode(err);
     if (NAME_DOES_NOT_EXIST.has(code))
       throw new TargetRefusedError(`host did not resolve (${code})`, 'refused: dns');
     throw new ResolverUnavailableError(code);
-  } finally {
-    clearTimeout(timer);
   }
 }
 

@@ -4,6 +4,7 @@
 // history decoding is operator/history.ts, the row-to-view conversions operator/views.ts, the text operator/render.ts.
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { claimKeys } from '../domain/outcome';
+import { mapBounded } from '../lib/concurrency';
 import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callbackAttempts';
 import type { ClaimReader, ClaimRow } from '../store/claims';
 import type { EpisodeRow, EpisodeStore } from '../store/episodes';
@@ -39,19 +40,6 @@ type Limits = typeof EXPLAIN_LIMITS;
 
 /** Histories read at once: a run with many workflows must not open a hundred streams on the frontend. */
 const HISTORY_READS_IN_FLIGHT = 8;
-
-async function mapLimited<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const results = new Array<R>(items.length);
-  let next = 0;
-  const lane = async (): Promise<void> => {
-    while (next < items.length) {
-      const i = next++;
-      results[i] = await fn(items[i]);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
-  return results;
-}
 
 /** Run ids are generated (`run_<hex>`); anything else is refused before it reaches a visibility query. */
 export const RUN_ID_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
@@ -142,7 +130,7 @@ async function readHistories(
   infos: WorkflowExecutionInfo[],
   maxEvents: number,
 ): Promise<Execution[]> {
-  return mapLimited(infos, HISTORY_READS_IN_FLIGHT, async (info) => ({
+  return mapBounded(infos, HISTORY_READS_IN_FLIGHT, async (info) => ({
     info,
     history: await readHistory(deps, { workflowId: info.workflowId, runId: info.runId }, maxEvents),
   }));

@@ -305,8 +305,8 @@ describe('callback family', function () {
         runs: stores.runs,
       });
       // A run the API never emits for: its outcome is the runner's to report.
-      const { createRunEngine } = await import('../engine/runEngine');
-      const silent = createRunEngine({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
+      const { createRunsService } = await import('../runs/service');
+      const silent = createRunsService({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
       const run = await silent.create(
         { userId: 'alice', teamId: 'acme' },
         { callback: { url: receiver.url } },

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import type { Client } from '@temporalio/client';
 import { createOutcomeEmitter } from '../client/emitter';
 import type { Config } from '../config';
-import { createRunEngine } from '../engine/runEngine';
+import { createRunsService } from '../runs/service';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
 import { openStores, startTestWorker, temporalClient, type RunningWorker } from './support/harness';
@@ -34,7 +34,7 @@ describe('outcome emitter', () => {
   const caller = { userId: 'alice', teamId: 'acme' };
   const emitterAndEngine = () => {
     const emitter = createOutcomeEmitter({ client, taskQueue: config.temporalTaskQueue, runs: stores.runs });
-    return { emitter, engine: createRunEngine({ ...stores, emitter }) };
+    return { emitter, engine: createRunsService({ ...stores, emitter }) };
   };
 
   it('five concurrent emits of one outcome start one workflow, and a later emit after it closed starts none', async () => {
@@ -60,7 +60,7 @@ describe('outcome emitter', () => {
   it('of five concurrent first emits exactly one starts the workflow', async () => {
     const { emitter } = emitterAndEngine();
     // An engine whose own emit goes nowhere, so the five below race for the first start.
-    const silent = createRunEngine({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
+    const silent = createRunsService({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
     const run = await silent.create(caller, { title: 'race' });
     await silent.cancel(caller, run._id);
     const results = await Promise.all(Array.from({ length: 5 }, () => emitter.emitRunOutcome(run._id)));

@@ -6,7 +6,7 @@ import type { Client } from '@temporalio/client';
 import { createHealthSignaler } from '../client/health';
 import type { Config } from '../config';
 import type { OperatorAlert } from '../domain/ops';
-import { createRunEngine } from '../engine/runEngine';
+import { createRunsService } from '../runs/service';
 import type { Stores } from '../store';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
@@ -52,7 +52,7 @@ describe('run-health configuration', function () {
   }
   /** A run written without telling health (as a runner pod's run would be), then signalled by `signaler`. */
   async function quietRun(body: { budget?: { limit: number } } = {}) {
-    const silent = createRunEngine({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
+    const silent = createRunsService({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
     return silent.create(caller, { title: 'Runner-first', ...body });
   }
 

@@ -23,7 +23,7 @@ import { createMetrics } from '../observability/metrics';
 import { createClaimStore } from '../store/claims';
 import { connectMongo } from '../store/mongo';
 import { createStores } from '../store';
-import { createRunEngine } from '../engine/runEngine';
+import { createRunsService } from '../runs/service';
 import type { OutcomeEmitter } from '../client/emitter';
 
 /** `name{labels} value` lines of a Prometheus text answer, keyed by `name{labels}` as written. */
@@ -253,7 +253,7 @@ describe('observability: /metrics on the API and the worker, structured logs wit
     try {
       const stores = createStores(mongo.db, { claimGraceSeconds: 300 });
       const lostEmit = { emitRunOutcome: async () => undefined } as unknown as OutcomeEmitter;
-      const engine = createRunEngine({ ...stores, emitter: lostEmit });
+      const engine = createRunsService({ ...stores, emitter: lostEmit });
       const lost = await engine.create({ userId: 'alice', teamId: 'acme' }, { title: 'Lost emit' });
       await engine.complete({ userId: 'alice', teamId: 'acme' }, lost._id, 'done');
     } finally {

@@ -10,7 +10,7 @@ import { createOutcomeEmitter, startEpisode } from '../client/emitter';
 import type { Config } from '../config';
 import type { OperatorAlert } from '../domain/ops';
 import { buildRunOutcome } from '../domain/outcome';
-import { createRunEngine, type Caller } from '../engine/runEngine';
+import { createRunsService, type Caller } from '../runs/service';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
 import type { EpisodeResult } from '../workflows/episode';
@@ -140,7 +140,7 @@ describe('operator family and run health', function () {
     });
 
     it('a run that is no longer failed when the alert is built owes nothing', async () => {
-      const silent = createRunEngine({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
+      const silent = createRunsService({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
       const run = await silent.create(caller, { title: 'flaky' });
       await silent.fail(caller, run._id, { code: 'oom', message: 'killed' });
       const outcome = buildRunOutcome((await stores.runs.getById(run._id))!)!;
@@ -247,7 +247,7 @@ describe('operator family and run health', function () {
     it('a blocking human wait found in flight cancels a stall about to fire', async () => {
       const id = await newRun();
       // The pause reaches the store but not the health workflow (a lost signal).
-      const deaf = createRunEngine({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
+      const deaf = createRunsService({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
       await deaf.pause(caller, id, 'Are you there?');
       await sleep(4000);
       assert.equal(alertsOf(id, 'stall').length, 0);

@@ -6,7 +6,7 @@ import type { Client } from '@temporalio/client';
 import type { ApiHandle } from '../api/server';
 import type { Config } from '../config';
 import { createOutcomeEmitter } from '../client/emitter';
-import { createRunEngine } from '../engine/runEngine';
+import { createRunsService } from '../runs/service';
 import { createPushSender, pushSenderFor, type PushSender } from '../net/pushSender';
 import type { Mongo } from '../store/mongo';
 import type { Stores } from '../store';
@@ -125,7 +125,7 @@ describe('push exchange deadlines and caps', function () {
       try {
         await stores.pushSubscriptions.upsert({ userId: 'hal', teamId: 'acme' }, wedged, new Date());
         await stores.pushSubscriptions.upsert({ userId: 'hal', teamId: 'acme' }, fine, new Date());
-        const engine = createRunEngine({
+        const engine = createRunsService({
           ...stores,
           emitter: createOutcomeEmitter({ client, taskQueue: config.temporalTaskQueue, runs: stores.runs }),
         });

@@ -161,9 +161,9 @@ describe('push endpoint guard', () => {
         await subscribe(stores, 'alice', `https://metadata.flow.test:${port}/push/${push.idOf(real)}`);
         await subscribe(stores, 'alice', `https://loopback.flow.test:${port}/push/${push.idOf(real)}`);
         await subscribe(stores, 'alice', real.endpoint, real.keys); // 127.0.0.1 itself: not public either
-        const { createRunEngine } = await import('../engine/runEngine');
+        const { createRunsService } = await import('../runs/service');
         const { createOutcomeEmitter } = await import('../client/emitter');
-        const engine = createRunEngine({
+        const engine = createRunsService({
           ...stores,
           emitter: createOutcomeEmitter({ client, taskQueue: config.temporalTaskQueue, runs: stores.runs }),
         });
@@ -197,9 +197,9 @@ describe('push endpoint guard', () => {
         await subscribe(stores, 'bob', good.endpoint, good.keys);
         await subscribe(stores, 'bob', `https://localhost:${port}/push/${push.idOf(viaName)}`, viaName.keys);
         await subscribe(stores, 'bob', `https://metadata.flow.test:${port}/push/${push.idOf(good)}`);
-        const { createRunEngine } = await import('../engine/runEngine');
+        const { createRunsService } = await import('../runs/service');
         const { createOutcomeEmitter } = await import('../client/emitter');
-        const engine = createRunEngine({
+        const engine = createRunsService({
           ...stores,
           emitter: createOutcomeEmitter({ client, taskQueue: config.temporalTaskQueue, runs: stores.runs }),
         });

@@ -8,7 +8,7 @@ import { createActivities } from '../activities';
 import type { Config } from '../config';
 import { BROWSER_PUSH_SERVICES, isKnownPushService } from '../domain/pushServices';
 import { buildRunOutcome } from '../domain/outcome';
-import { createRunEngine } from '../engine/runEngine';
+import { createRunsService } from '../runs/service';
 import { pushSenderFor, type PushSender } from '../net/pushSender';
 import type { HostLookup } from '../net/ssrfGuard';
 import type { Stores } from '../store';
@@ -169,7 +169,7 @@ describe('pruning endpoints that do not answer as a push service', function () {
   /** One episode of a run of this user (cancelled), pushed at the clock's time. */
   async function episodeAt(userId: string, at: Date, allowPrivate = false) {
     clock = at;
-    const engine = createRunEngine({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
+    const engine = createRunsService({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
     const caller = { userId, teamId: 'acme' };
     const run = await engine.create(caller, { title: 'prune' });
     await engine.cancel(caller, run._id);

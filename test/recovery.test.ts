@@ -14,7 +14,7 @@ import type { Config } from '../config';
 import { routeDecisionAlert, type OperatorAlert } from '../domain/ops';
 import { claimKeys } from '../domain/outcome';
 import { IllegalTransitionError } from '../domain/runStatus';
-import { createRunEngine, type Caller, type EngineDeps } from '../engine/runEngine';
+import { createRunsService, type Caller, type RunsServiceDeps } from '../runs/service';
 import type { Stores } from '../store';
 import { MONGO_CLIENT_OPTIONS, type Mongo } from '../store/mongo';
 import { startThrowawayStack } from '../stack/embedded';
@@ -131,7 +131,7 @@ describe('recovery from faults the drill found', function () {
     /** The engine over stores where the next write after a recorded answer fails once (or its ack is lost). */
     function engineFailingOnceAfter(which: 'event' | 'status') {
       let armed = false;
-      const interactions: EngineDeps['interactions'] = {
+      const interactions: RunsServiceDeps['interactions'] = {
         ...stores.interactions,
         async recordAnswer(...args) {
           const recorded = await stores.interactions.recordAnswer(...args);
@@ -143,7 +143,7 @@ describe('recovery from faults the drill found', function () {
         armed = false;
         return new Error('connection reset: Mongo is restarting');
       };
-      const events: EngineDeps['events'] = {
+      const events: RunsServiceDeps['events'] = {
         ...stores.events,
         async append(...args) {
           if (armed && which === 'event') throw lost();
@@ -154,7 +154,7 @@ describe('recovery from faults the drill found', function () {
           return stores.events.appendOnce(...args);
         },
       };
-      const runs: EngineDeps['runs'] = {
+      const runs: RunsServiceDeps['runs'] = {
         ...stores.runs,
         async transition(...args) {
           const updated = await stores.runs.transition(...args);
@@ -162,10 +162,10 @@ describe('recovery from faults the drill found', function () {
           return updated;
         },
       };
-      return createRunEngine({ ...stores, interactions, events, runs, emitter: silentEmitter });
+      return createRunsService({ ...stores, interactions, events, runs, emitter: silentEmitter });
     }
 
-    async function pausedRun(engine: ReturnType<typeof createRunEngine>) {
+    async function pausedRun(engine: ReturnType<typeof createRunsService>) {
       const run = await engine.create(caller, { title: 'Approve the import' });
       const { interactionId } = await engine.pause(caller, run._id, 'Import 1,204 rows?');
       return { runId: run._id, interactionId };
@@ -206,7 +206,7 @@ describe('recovery from faults the drill found', function () {
     });
 
     it('once the run has moved on, answering again is a 409, whatever the answer', async () => {
-      const engine = createRunEngine({ ...stores, emitter: silentEmitter });
+      const engine = createRunsService({ ...stores, emitter: silentEmitter });
       const { runId, interactionId } = await pausedRun(engine);
       await engine.answer(caller, runId, interactionId, 'yes');
       assert.equal((await engine.answer(caller, runId, interactionId, 'yes')).status, 'running');

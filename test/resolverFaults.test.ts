@@ -6,7 +6,7 @@ import webpush from 'web-push';
 import type { Config } from '../config';
 import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
 import { FAN_OUT_ATTEMPTS } from '../domain/push';
-import { createRunEngine, type RunEngine } from '../engine/runEngine';
+import { createRunsService, type RunsService } from '../runs/service';
 import { pushSenderFor } from '../net/pushSender';
 import { checkCallbackTarget, TargetRefusedError, type HostLookup } from '../net/ssrfGuard';
 import type { Stores } from '../store';
@@ -97,7 +97,7 @@ describe('resolver faults end to end', function () {
   let worker: RunningWorker;
   let client: Client;
   let closeClient: () => Promise<void>;
-  let engine: RunEngine;
+  let engine: RunsService;
 
   before(async () => {
     push = await startPushService();
@@ -118,7 +118,7 @@ describe('resolver faults end to end', function () {
       fastRetries: true,
     });
     ({ client, close: closeClient } = await temporalClient(config));
-    engine = createRunEngine({
+    engine = createRunsService({
       ...stores,
       emitter: createOutcomeEmitter({
         client,

@@ -1,7 +1,7 @@
 // Concurrent conflicting transitions on the real servers: exactly one wins, the loser is a 409 that wrote
 // nothing (no phantom events), and the run's health workflow follows the winner.
 import assert from 'node:assert/strict';
-import { createRunEngine, type EngineDeps } from '../engine/runEngine';
+import { createRunsService, type RunsServiceDeps } from '../runs/service';
 import { IllegalTransitionError } from '../domain/runStatus';
 import type { Stores } from '../store';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
@@ -107,7 +107,7 @@ describe('concurrent transitions', function () {
     const caller = { userId: 'alice', teamId: 'acme' };
     const silent = { emitRunOutcome: async () => undefined };
     let dies = true;
-    const runs: EngineDeps['runs'] = {
+    const runs: RunsServiceDeps['runs'] = {
       ...stores.runs,
       async transition(...args) {
         if (dies) {
@@ -117,8 +117,8 @@ describe('concurrent transitions', function () {
         return stores.runs.transition(...args);
       },
     };
-    const dying = createRunEngine({ ...stores, runs, emitter: silent });
-    const engine = createRunEngine({ ...stores, emitter: silent });
+    const dying = createRunsService({ ...stores, runs, emitter: silent });
+    const engine = createRunsService({ ...stores, emitter: silent });
     const run = await engine.create(caller, { title: 'half-done' });
     await assert.rejects(dying.softPause(caller, run._id), /worker killed/);
     assert.equal((await stores.runs.getById(run._id))?.status, 'running', 'the status write never landed');
@@ -135,7 +135,7 @@ describe('concurrent transitions', function () {
 
   it('keeps only the current and the previous transition of a run, and never the answer', async () => {
     const caller = { userId: 'alice', teamId: 'acme' };
-    const engine = createRunEngine({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
+    const engine = createRunsService({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
     const run = await engine.create(caller, { title: 'many pauses' });
     const rows = stack.mongo.db.collection('run_transitions');
     for (let i = 0; i < 6; i++) {
@@ -158,8 +158,8 @@ describe('concurrent transitions', function () {
     assert.equal(finished?.data.finalAnswer, answer, 'the event still carries the answer');
     // A caller that read the run two transitions ago cannot win a revision whose row was removed.
     const stale = { ...ended, status: 'running' as const, revision: 10 };
-    const staleRuns: EngineDeps['runs'] = { ...stores.runs, getForTeam: async () => stale };
-    const late = createRunEngine({
+    const staleRuns: RunsServiceDeps['runs'] = { ...stores.runs, getForTeam: async () => stale };
+    const late = createRunsService({
       ...stores,
       runs: staleRuns,
       emitter: { emitRunOutcome: async () => undefined },
@@ -178,7 +178,7 @@ describe('concurrent transitions', function () {
     const caller = { userId: 'alice', teamId: 'acme' };
     const silent = { emitRunOutcome: async () => undefined };
     let dies = true;
-    const runs: EngineDeps['runs'] = {
+    const runs: RunsServiceDeps['runs'] = {
       ...stores.runs,
       async transition(...args) {
         if (dies) {
@@ -188,8 +188,8 @@ describe('concurrent transitions', function () {
         return stores.runs.transition(...args);
       },
     };
-    const dying = createRunEngine({ ...stores, runs, emitter: silent });
-    const engine = createRunEngine({ ...stores, emitter: silent });
+    const dying = createRunsService({ ...stores, runs, emitter: silent });
+    const engine = createRunsService({ ...stores, emitter: silent });
     const run = await engine.create(caller, { title: 'half-done answer' });
     await assert.rejects(dying.complete(caller, run._id, 'the real answer'), /worker killed/);
     await assert.rejects(

@@ -5,6 +5,7 @@
 // Its answer is kept READINESS_CACHE_MS and shared by the requests meanwhile, so a busy prober costs the servers
 // one Temporal call and one ping a second, not one per hit.
 import Router from '@koa/router';
+import { withDeadline } from '../../lib/deadline';
 import { validate } from '../validate';
 
 export type Probe = () => Promise<void>;
@@ -14,19 +15,13 @@ export const READINESS_CACHE_MS = 1000;
 
 /** 'ok', or why the probe failed (for the log). */
 export async function check(probe: Probe): Promise<'ok' | string> {
-  let timer: NodeJS.Timeout | undefined;
   try {
-    await Promise.race([
-      probe(),
-      new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error('timed out')), PROBE_TIMEOUT_MS);
-      }),
-    ]);
+    await withDeadline(probe(), PROBE_TIMEOUT_MS, () => {
+      throw new Error('timed out');
+    });
     return 'ok';
   } catch (err) {
     return err instanceof Error ? err.message.split('\n')[0] : String(err);
-  } finally {
-    clearTimeout(timer);
   }
 }
 

@@ -5,6 +5,7 @@ import Router from '@koa/router';
 import { renderTestPush } from '../../domain/push';
 import { randomUUID } from 'node:crypto';
 import { fanOut } from '../../activities/push';
+import { withDeadline } from '../../lib/deadline';
 import type { PushSender } from '../../net/pushSender';
 import type { NotificationPrefStore } from '../../store/notificationPrefs';
 import type { PushDeliveryStore } from '../../store/pushDeliveries';
@@ -195,10 +196,11 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
         sent++;
       },
     );
-    const finished = await Promise.race([
+    const finished = await withDeadline(
       sending.then(() => true),
-      new Promise<false>((resolve) => signal.addEventListener('abort', () => resolve(false), { once: true })),
-    ]);
+      signal,
+      () => false,
+    );
     sending.catch((err: unknown) =>
       deps.log(`push test: ${err instanceof Error ? err.message : String(err)}`),
     );

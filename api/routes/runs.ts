@@ -3,7 +3,7 @@ import Router from '@koa/router';
 import type { CallbackTestResult } from '../../activities/callback';
 import { publicRun, type Run } from '../../domain/run';
 import { HttpError, tooManyRequests } from '../errors';
-import type { RunEngine } from '../../engine/runEngine';
+import type { RunsService } from '../../runs/service';
 import type { EpisodeView } from '../episodesView';
 import type { AuthState } from '../auth';
 import {
@@ -29,7 +29,7 @@ import type { RunHealthStore } from '../../store/runHealth';
 import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 
 export interface RunsRouterDeps {
-  engine: RunEngine;
+  runsService: RunsService;
   episodes: EpisodeView;
   runHealth: RunHealthStore;
   /** Sends the launcher's test ping (one signed run.test event) to the run's callback URL. */
@@ -63,7 +63,7 @@ export interface PerRunUserTeam {
 }
 
 export function runsRouter(deps: RunsRouterDeps) {
-  const { engine } = deps;
+  const { runsService } = deps;
   const router = new Router<AuthState>({ prefix: '/api/v1/runs' });
 
   /**
@@ -112,7 +112,7 @@ export function runsRouter(deps: RunsRouterDeps) {
       : undefined;
     let run: Run;
     try {
-      run = await engine.create(caller, body);
+      run = await runsService.create(caller, body);
     } catch (err) {
       await release?.(); // no run, no callback owed
       throw err;
@@ -133,13 +133,13 @@ export function runsRouter(deps: RunsRouterDeps) {
     query: runsPage,
   });
   router.get('/', list, async (ctx) => {
-    const { rows, next } = await engine.list(ctx.state.caller, ctx.state.input.query);
+    const { rows, next } = await runsService.list(ctx.state.caller, ctx.state.input.query);
     ctx.body = { runs: rows.map(publicRun), ...(next ? { nextBefore: encodeCursor(next) } : {}) };
   });
 
   const getRun = validate({ summary: 'one run (never its callback secret)', params: runParams });
   router.get('/:id', getRun, async (ctx) => {
-    ctx.body = publicRun(await engine.get(ctx.state.caller, ctx.state.input.params.id));
+    ctx.body = publicRun(await runsService.get(ctx.state.caller, ctx.state.input.params.id));
   });
 
   const episodes = validate({
@@ -151,7 +151,7 @@ export function runsRouter(deps: RunsRouterDeps) {
   });
   router.get('/:id/episodes', episodes, async (ctx) => {
     const { id } = ctx.state.input.params;
-    await engine.get(ctx.state.caller, id);
+    await runsService.get(ctx.state.caller, id);
     const { next, ...page } = await deps.episodes.listForRun(
       ctx.state.caller.teamId,
       id,
@@ -166,7 +166,7 @@ export function runsRouter(deps: RunsRouterDeps) {
   });
   router.get('/:id/health', health, async (ctx) => {
     const { id } = ctx.state.input.params;
-    await engine.get(ctx.state.caller, id);
+    await runsService.get(ctx.state.caller, id);
     const health = await deps.runHealth.getForTeam(ctx.state.caller.teamId, id);
     if (!health)
       throw new NotFoundError('no health recorded for this run (not started yet, or reaped after it ended)');
@@ -183,7 +183,7 @@ export function runsRouter(deps: RunsRouterDeps) {
   });
   router.post('/:id/route-decision-errors', routeDecisionError, async (ctx) => {
     const { decisionId, error } = ctx.state.input.body;
-    const run = await engine.get(ctx.state.caller, ctx.state.input.params.id);
+    const run = await runsService.get(ctx.state.caller, ctx.state.input.params.id);
     // A decision counts once (a retry of the same decisionId is admitted again); the team's bound is checked
     // after the run's, and a team refusal gives the run's slot back.
     const now = deps.now();
@@ -224,7 +224,7 @@ export function runsRouter(deps: RunsRouterDeps) {
     params: runParams,
   });
   router.post('/:id/callback/test', testCallback, async (ctx) => {
-    const run = await engine.get(ctx.state.caller, ctx.state.input.params.id);
+    const run = await runsService.get(ctx.state.caller, ctx.state.input.params.id);
     const { callback } = run;
     if (!callback) throw new HttpError(409, 'the run has no callback URL');
     const limits = deps.callbackTestLimits;
@@ -249,7 +249,7 @@ export function runsRouter(deps: RunsRouterDeps) {
   });
   router.post('/:id/episodes/:episodeId/callback/redeliver', redeliver, async (ctx) => {
     const { id, episodeId } = ctx.state.input.params;
-    const run = await engine.get(ctx.state.caller, id);
+    const run = await runsService.get(ctx.state.caller, id);
     const claim = await deps.episodes.callbackClaim(run.teamId, run._id, episodeId);
     if (!claim) throw new NotFoundError('no such episode of this run');
     if (!run.callback) throw new HttpError(409, 'the run has no callback URL');
@@ -292,7 +292,7 @@ export function runsRouter(deps: RunsRouterDeps) {
 
   router.post('/:id/events', event, async (ctx) => {
     const { type, ...data } = ctx.state.input.body;
-    const event = await engine.recordEvent(ctx.state.caller, ctx.state.input.params.id, type, data);
+    const event = await runsService.recordEvent(ctx.state.caller, ctx.state.input.params.id, type, data);
     ctx.status = 201;
     ctx.body = { id: event._id, type: event.type, at: event.at };
   });
@@ -305,7 +305,11 @@ export function runsRouter(deps: RunsRouterDeps) {
   });
   router.post('/:id/pause', pause, async (ctx) => {
     const { prompt } = ctx.state.input.body;
-    const { run, interactionId } = await engine.pause(ctx.state.caller, ctx.state.input.params.id, prompt);
+    const { run, interactionId } = await runsService.pause(
+      ctx.state.caller,
+      ctx.state.input.params.id,
+      prompt,
+    );
     ctx.body = { interactionId, run: publicRun(run) };
   });
 
@@ -317,7 +321,7 @@ export function runsRouter(deps: RunsRouterDeps) {
   });
   router.post('/:id/interactions/:iid/answer', answer, async (ctx) => {
     const { id, iid } = ctx.state.input.params;
-    ctx.body = publicRun(await engine.answer(ctx.state.caller, id, iid, ctx.state.input.body.answer));
+    ctx.body = publicRun(await runsService.answer(ctx.state.caller, id, iid, ctx.state.input.body.answer));
   });
 
   const park = validate({
@@ -328,17 +332,17 @@ export function runsRouter(deps: RunsRouterDeps) {
   });
   router.post('/:id/park', park, async (ctx) => {
     const { wall } = ctx.state.input.body;
-    ctx.body = publicRun(await engine.park(ctx.state.caller, ctx.state.input.params.id, wall));
+    ctx.body = publicRun(await runsService.park(ctx.state.caller, ctx.state.input.params.id, wall));
   });
 
   const softPause = validate({ summary: 'an operator soft-pause (no interaction)', params: runParams });
   router.post('/:id/soft-pause', softPause, async (ctx) => {
-    ctx.body = publicRun(await engine.softPause(ctx.state.caller, ctx.state.input.params.id));
+    ctx.body = publicRun(await runsService.softPause(ctx.state.caller, ctx.state.input.params.id));
   });
 
   const resume = validate({ summary: 'resumes a parked or soft-paused run', params: runParams });
   router.post('/:id/resume', resume, async (ctx) => {
-    ctx.body = publicRun(await engine.resume(ctx.state.caller, ctx.state.input.params.id));
+    ctx.body = publicRun(await runsService.resume(ctx.state.caller, ctx.state.input.params.id));
   });
 
   const complete = validate({
@@ -349,7 +353,9 @@ export function runsRouter(deps: RunsRouterDeps) {
   });
   router.post('/:id/complete', complete, async (ctx) => {
     const { finalAnswer } = ctx.state.input.body;
-    ctx.body = publicRun(await engine.complete(ctx.state.caller, ctx.state.input.params.id, finalAnswer));
+    ctx.body = publicRun(
+      await runsService.complete(ctx.state.caller, ctx.state.input.params.id, finalAnswer),
+    );
   });
 
   const fail = validate({
@@ -360,12 +366,12 @@ export function runsRouter(deps: RunsRouterDeps) {
   });
   router.post('/:id/fail', fail, async (ctx) => {
     const { error } = ctx.state.input.body;
-    ctx.body = publicRun(await engine.fail(ctx.state.caller, ctx.state.input.params.id, error));
+    ctx.body = publicRun(await runsService.fail(ctx.state.caller, ctx.state.input.params.id, error));
   });
 
   const cancel = validate({ summary: 'cancels the run', params: runParams });
   router.post('/:id/cancel', cancel, async (ctx) => {
-    ctx.body = publicRun(await engine.cancel(ctx.state.caller, ctx.state.input.params.id));
+    ctx.body = publicRun(await runsService.cancel(ctx.state.caller, ctx.state.input.params.id));
   });
 
   return router;

@@ -13,7 +13,7 @@ export function appWithEveryRoute(options: { metrics?: boolean } = {}) {
       maxLifetimeSeconds: 3600,
       clockSkewSeconds: 60,
     },
-    engine: inert,
+    runsService: inert,
     runs: inert,
     watches: inert,
     episodes: inert,

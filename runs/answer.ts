@@ -1,0 +1,89 @@
+// Answering the interaction a run waits on, which resumes the run.
+import { NotFoundError } from '../domain/errors';
+import type { Run } from '../domain/run';
+import { IllegalTransitionError } from '../domain/runStatus';
+import type { Interaction } from '../store/interactions';
+import { loadRun, type Caller, type RunsContext } from './context';
+import { applyTransition, repairLastTransition } from './transition';
+
+/**
+ * Answers the interaction the run waits on. Safe to retry: the answer is stored first, then the run resumes
+ * (its run_resumed event under an id derived from the interaction, then the status). When a store write
+ * after the answer failed (Mongo restarting), the client's retry finds the interaction answered and the run
+ * still paused on it, and finishes the transition instead of refusing, so the run cannot be left waiting
+ * forever on a question that was answered. A different answer is still refused (409) — after resuming the
+ * run on the answer that was stored first — and so is any answer once the run has moved on, except the
+ * repeat of the very answer that resumed it (a retry whose first try succeeded unseen): that returns the run.
+ */
+export async function answerInteraction(
+  ctx: RunsContext,
+  caller: Caller,
+  runId: string,
+  interactionId: string,
+  answer: string,
+): Promise<Run> {
+  const run = await loadRun(ctx, caller, runId);
+  const interaction = await ctx.interactions.get(runId, interactionId);
+  if (!interaction) throw new NotFoundError('interaction not found');
+  const waiting =
+    run.status === 'paused' &&
+    run.pause?.reason === 'human_input' &&
+    run.pause.interactionId === interactionId;
+  if (!waiting) return answerNotWaitedOn(ctx, run, interactionId, interaction, answer);
+  let stored = answer;
+  if (!(await ctx.interactions.recordAnswer(interactionId, answer, ctx.now()))) {
+    const current = await ctx.interactions.get(runId, interactionId);
+    if (current?.status !== 'answered' || current.answer === undefined)
+      throw new IllegalTransitionError('the interaction cannot be answered');
+    stored = current.answer;
+  }
+  const resumed = await resumeOnAnswer(ctx, run, interactionId);
+  if (stored !== answer) throw new IllegalTransitionError('the interaction was already answered');
+  return resumed;
+}
+
+/** An answer to an interaction the run no longer waits on: the repeat of the answer that resumed it, or a 409. */
+async function answerNotWaitedOn(
+  ctx: RunsContext,
+  run: Run,
+  interactionId: string,
+  interaction: Interaction,
+  answer: string,
+): Promise<Run> {
+  const resumedOnThisInteraction =
+    run.status === 'running' &&
+    run.pause?.interactionId === interactionId &&
+    interaction.status === 'answered';
+  if (resumedOnThisInteraction && interaction.answer === answer) {
+    await repairLastTransition(ctx, run); // the first try may have died after the status write
+    return run;
+  }
+  if (resumedOnThisInteraction) {
+    await repairLastTransition(ctx, run);
+    throw new IllegalTransitionError('the interaction was already answered');
+  }
+  throw new IllegalTransitionError('the run is not waiting on this interaction');
+}
+
+/**
+ * The second half of answer, idempotent: a retry (or a concurrent answerer) finishing the same transition
+ * writes no second run_resumed, and losing the status write to it is not a conflict.
+ */
+async function resumeOnAnswer(ctx: RunsContext, run: Run, interactionId: string): Promise<Run> {
+  const at = ctx.now();
+  const item = { type: 'run_resumed', data: { interaction_id: interactionId } };
+  try {
+    return await applyTransition(ctx, run, 'answer', {
+      set: { checkpoint: { status: 'running', at } },
+      events: [item],
+    });
+  } catch (err) {
+    if (!(err instanceof IllegalTransitionError)) throw err;
+    const current = await ctx.runs.getById(run._id);
+    if (current?.status === 'running' && current.pause?.interactionId === interactionId) {
+      await repairLastTransition(ctx, current);
+      return current;
+    }
+    throw err;
+  }
+}

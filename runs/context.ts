@@ -1,0 +1,47 @@
+// What every runs operation shares: the stores and signalers passed in, the clock, and the caller's run.
+import { randomUUID } from 'node:crypto';
+import type { OutcomeEmitter } from '../client/emitter';
+import type { HealthSignaler } from '../client/health';
+import { NotFoundError } from '../domain/errors';
+import type { Run } from '../domain/run';
+import type { EventStore } from '../store/events';
+import type { InteractionStore } from '../store/interactions';
+import type { RunStore } from '../store/runs';
+import type { RunTransitionStore } from '../store/runTransitions';
+
+export interface Caller {
+  userId: string;
+  teamId: string;
+}
+
+export interface RunsServiceDeps {
+  runs: RunStore;
+  runTransitions: RunTransitionStore;
+  events: EventStore;
+  interactions: InteractionStore;
+  emitter: OutcomeEmitter;
+  /** Run health sees every event the service writes; undefined where no one watches (some tests). */
+  health?: HealthSignaler;
+  now?: () => Date;
+  /** Where an emit or a health signal that failed is reported; the operation itself still succeeds. */
+  onEmitError?: (runId: string, err: unknown) => void;
+}
+
+/** The deps with the clock decided once. */
+export type RunsContext = Omit<RunsServiceDeps, 'now'> & { now: () => Date };
+
+export function runsContext(deps: RunsServiceDeps): RunsContext {
+  return { ...deps, now: deps.now ?? (() => new Date()) };
+}
+
+/** An event as an operation writes it; its id is derived where it is appended. */
+export type EventItem = { type: string; data?: Record<string, unknown> };
+
+export const newId = (prefix: string): string => `${prefix}_${randomUUID().replace(/-/g, '')}`;
+
+/** The caller's team's run, or a 404: a run of another team does not exist for the caller. */
+export async function loadRun(ctx: RunsContext, caller: Caller, runId: string): Promise<Run> {
+  const run = await ctx.runs.getForTeam(caller.teamId, runId);
+  if (!run) throw new NotFoundError('run not found');
+  return run;
+}

@@ -1,0 +1,19 @@
+// Events outside a transition (run_started, progress), and run health observing every event the service writes.
+import type { Run } from '../domain/run';
+import type { EventItem, RunsContext } from './context';
+
+/** Appends events outside a transition, then lets run health observe them. */
+export async function recordEvents(ctx: RunsContext, run: Run, items: EventItem[], at: Date) {
+  const written = await ctx.events.append(run, items, at);
+  await observe(ctx, run, items);
+  return written;
+}
+
+/** The run's health workflow sees the events; failing to tell it never fails the operation. */
+export async function observe(ctx: RunsContext, run: Run, items: EventItem[]): Promise<void> {
+  try {
+    await ctx.health?.observe(run, items);
+  } catch (err) {
+    ctx.onEmitError?.(run._id, err);
+  }
+}

@@ -1,0 +1,72 @@
+// Writes outside the status machine's transitions: a new run (run_started) and the progress events of a running one.
+import { randomBytes } from 'node:crypto';
+import type { CallbackEvent, Run } from '../domain/run';
+import { IllegalTransitionError, isTerminal } from '../domain/runStatus';
+import { loadRun, newId, type Caller, type RunsContext } from './context';
+import { recordEvents } from './events';
+
+export interface NewRun {
+  title?: string;
+  callback?: { url: string; secret?: string; events?: CallbackEvent[] };
+  budget?: { limit: number };
+  watchedIssueIds?: string[];
+}
+
+/** Event types the runs service writes itself; a progress report may not forge them. */
+export const RESERVED_EVENT_TYPES = new Set([
+  'human_input_requested',
+  'run_paused',
+  'run_resumed',
+  'run_finished',
+  'run_failed',
+  'run_cancelled',
+]);
+
+export function newCallbackSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64')}`;
+}
+
+/** Launches a run; returns it with the callback secret, which the caller sees this once. */
+export async function createRun(ctx: RunsContext, caller: Caller, input: NewRun): Promise<Run> {
+  const at = ctx.now();
+  const run: Run = {
+    _id: newId('run'),
+    teamId: caller.teamId,
+    ownerId: caller.userId,
+    title: input.title ?? 'Untitled run',
+    status: 'running',
+    revision: 0,
+    pauseCount: 0,
+    watchedIssueIds: input.watchedIssueIds ?? [],
+    ...(input.callback
+      ? {
+          callback: {
+            url: input.callback.url,
+            secret: input.callback.secret ?? newCallbackSecret(),
+            ...(input.callback.events ? { events: input.callback.events } : {}),
+          },
+        }
+      : {}),
+    ...(input.budget ? { budget: input.budget } : {}),
+    checkpoint: { status: 'running', at },
+    createdAt: at,
+    updatedAt: at,
+  };
+  await ctx.runs.insert(run);
+  await recordEvents(ctx, run, [{ type: 'run_started' }], at);
+  return run;
+}
+
+/** A progress event from the engine (node_started, usage, run_workspace_checkpoint, ...). */
+export async function recordProgress(
+  ctx: RunsContext,
+  caller: Caller,
+  runId: string,
+  type: string,
+  data: Record<string, unknown>,
+) {
+  const run = await loadRun(ctx, caller, runId);
+  if (isTerminal(run.status)) throw new IllegalTransitionError(`cannot record events on a ${run.status} run`);
+  const [event] = await recordEvents(ctx, run, [{ type, data }], ctx.now());
+  return event;
+}

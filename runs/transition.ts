@@ -1,0 +1,143 @@
+// A run's transition: read the run, ask the status machine whether the operation is legal, win the run's
+// revision (a concurrent operation makes it a 409), write the status, and only then append the transition's
+// events, let run health observe them and, when the run paused or ended, emit the outcome: a transition that
+// lost leaves nothing behind.
+import type { Run, RunError } from '../domain/run';
+import { IllegalTransitionError, nextStatus, type RunOperation } from '../domain/runStatus';
+import type { RunTransition } from '../store/runTransitions';
+import { newId, type EventItem, type RunsContext } from './context';
+import { observe } from './events';
+
+/** What a transition writes besides the status: fields, events, and what its outcome carries. */
+export interface TransitionChange {
+  set: Partial<Run>;
+  events: EventItem[];
+  unset?: (keyof Run)[];
+  /** The error the outcome's body carries (a failed run). */
+  bodyError?: RunError;
+  /** The final answer: staged on the run, not in the transition row. */
+  answer?: string;
+}
+
+/**
+ * The transition, decided on the run as read: its revision is won first (one insert; a concurrent operation
+ * makes this a 409 before anything is written), then the status, then the events, health and the outcome.
+ */
+export async function applyTransition(
+  ctx: RunsContext,
+  run: Run,
+  op: RunOperation,
+  change: TransitionChange,
+): Promise<Run> {
+  const { set, events, unset = [], bodyError, answer } = change;
+  const status = nextStatus(run.status, run.pause?.reason, op);
+  const at = ctx.now();
+  const revision = run.revision ?? 0;
+  const transition: RunTransition = {
+    _id: `${run._id}#${revision}`,
+    runId: run._id,
+    teamId: run.teamId,
+    revision,
+    op,
+    status,
+    set: { ...set, status, updatedAt: at },
+    unset,
+    events,
+    ...(answer !== undefined ? { answer: newId('ans') } : {}),
+    at,
+  };
+  if (transition.answer !== undefined && answer !== undefined)
+    await ctx.runs.stageAnswer(run._id, transition.answer, answer);
+  if (!(await ctx.runTransitions.claim(transition))) {
+    if (transition.answer !== undefined) await ctx.runs.dropStagedAnswer(run._id, transition.answer);
+    await finishStuckTransition(ctx, run);
+    throw new IllegalTransitionError(`the run changed while ${op.replace('_', '-')} was applied`);
+  }
+  return finishTransition(ctx, run, transition, bodyError, answer);
+}
+
+/**
+ * The run's last transition again, minus the status write that landed: its events (by their derived ids) and
+ * health. For a retry whose first try wrote the status but died before the rest.
+ */
+export async function repairLastTransition(ctx: RunsContext, run: Run): Promise<void> {
+  const revision = run.revision ?? 0;
+  if (revision === 0) return;
+  const t = await ctx.runTransitions.get(run._id, revision - 1);
+  if (t) await writeEvents(ctx, run, t, withAnswer(t, answerOf(run, t)).items);
+}
+
+/**
+ * Everything after the win of the transition's revision; safe to repeat (the status write is filtered on the
+ * revision, events have ids).
+ */
+async function finishTransition(
+  ctx: RunsContext,
+  run: Run,
+  t: RunTransition,
+  bodyError?: RunError,
+  answer?: string,
+): Promise<Run> {
+  // Only this revision's row and the one before it are ever read again.
+  await ctx.runTransitions.forget(run._id, t.revision - 2);
+  const { set, items } = withAnswer(t, answer);
+  const unset: (keyof Run)[] = t.answer !== undefined ? [...t.unset, 'pendingAnswers'] : t.unset;
+  const expected = { status: run.status, revision: t.revision };
+  const updated =
+    (await ctx.runs.transition(run._id, expected, set, unset)) ?? (await ctx.runs.getById(run._id));
+  if (!updated || (updated.revision ?? 0) <= t.revision)
+    throw new IllegalTransitionError('the run changed while the transition was applied');
+  if ((updated.revision ?? 0) > t.revision + 1) {
+    // The run is two revisions past: this revision's row had been removed and a caller that read the run
+    // before then inserted it again. That is no win; nothing of it is written.
+    await ctx.runTransitions.forget(run._id, t.revision);
+    if (t.answer !== undefined) await ctx.runs.dropStagedAnswer(run._id, t.answer);
+    throw new IllegalTransitionError('the run changed while the transition was applied');
+  }
+  await writeEvents(ctx, run, t, items);
+  if (t.status !== 'running') await emitOutcome(ctx, updated, bodyError);
+  return updated;
+}
+
+/**
+ * A revision someone won but whose status write never landed (its writer died): finish it now, so the run
+ * is not stuck on a revision nobody can take.
+ */
+async function finishStuckTransition(ctx: RunsContext, run: Run): Promise<void> {
+  const revision = run.revision ?? 0;
+  const current = await ctx.runs.getById(run._id);
+  if (!current || (current.revision ?? 0) !== revision) return;
+  const t = await ctx.runTransitions.get(run._id, revision);
+  if (t && current.status === run.status)
+    await finishTransition(ctx, current, t, t.set.error, answerOf(current, t));
+}
+
+async function writeEvents(ctx: RunsContext, run: Run, t: RunTransition, items: EventItem[]): Promise<void> {
+  const ids = items.map((item, i) => ({ id: `evt_${run._id}_r${t.revision}_${i}`, ...item }));
+  await ctx.events.append(run, ids, t.at);
+  await observe(ctx, run, items);
+}
+
+/** The transition's fields and events with its answer (kept out of the row) put back. */
+function withAnswer(t: RunTransition, answer: string | undefined) {
+  if (t.answer === undefined || answer === undefined) return { set: t.set, items: t.events };
+  return {
+    set: { ...t.set, finalAnswer: answer },
+    items: t.events.map((item) => ({ ...item, data: { ...item.data, finalAnswer: answer } })),
+  };
+}
+
+/** A transition row's answer: staged on the run until the status write, on the run's finalAnswer after it. */
+function answerOf(run: Run, t: RunTransition): string | undefined {
+  if (t.answer === undefined) return undefined;
+  return run.pendingAnswers?.[t.answer] ?? run.finalAnswer;
+}
+
+/** The run paused or ended: its outcome goes out; failing to emit never fails the operation (the sweep replays it). */
+async function emitOutcome(ctx: RunsContext, run: Run, bodyError?: RunError): Promise<void> {
+  try {
+    await ctx.emitter.emitRunOutcome(run._id, bodyError);
+  } catch (err) {
+    ctx.onEmitError?.(run._id, err);
+  }
+}
