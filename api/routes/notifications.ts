@@ -1,6 +1,6 @@
 // The notification routes: VAPID key, push subscriptions, test push, and the per-user scope. createApp
 // registers them only when web push is enabled (a subscription store plus both VAPID keys); a route whose
-// store is missing later still answers the seed's 404s.
+// store is missing later still answers the documented 404s.
 import Router from '@koa/router';
 import { renderTestPush } from '../../domain/push';
 import { randomUUID } from 'node:crypto';
@@ -67,7 +67,7 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
     return deps.prefs;
   };
 
-  // A route whose store is missing answers the seed's 404 before its input is looked at.
+  // A route whose store is missing answers its 404 before its input is looked at.
   router.use(['/push/subscriptions', '/push/test'], async (_ctx, next) => {
     subscriptions();
     await next();
