@@ -77,13 +77,14 @@ export function subscribeBody(rules: EndpointRules) {
               'keys.auth must be base64url of 16 bytes',
             ),
           },
-          // keys that are not an object hold no p256dh or auth: the fields are missing, as the studio has always been told.
+          // keys that are not an object hold no p256dh or auth: the fields are missing.
           { error: REQUIRED },
         ),
       },
       { error: INVALID },
     ),
-    // Presence is checked first, then types, then each rule (the studio relies on that order); and a body that is not JSON is a bad payload.
+    // Presence first, then types, then each rule (the order the studio relies on); a body that is not JSON is a
+    // bad payload.
     { precedence: [REQUIRED, INVALID], ownsBadJson: true },
   );
 }
