@@ -584,6 +584,11 @@ describe('config', () => {
     assert.equal(refusal({ PORT: 'x' }), 'PORT must be a TCP port number, got "x"');
     assert.equal(refusal({}), 'MONGO_URL is required');
     assert.equal(refusal({ MONGO_URL: base.MONGO_URL }), 'AUTH_JWT_SECRET is required');
+    assert.equal(refusal({ AUTH_JWKS_URL: 'nope', VAPID_PUBLIC_KEY: 'x' }), 'MONGO_URL is required');
+    assert.equal(
+      refusal({ ...base, AUTH_JWKS_URL: 'nope', AUTH_JWT_SECRET: '' }),
+      'AUTH_ISSUER is required when AUTH_JWKS_URL is set',
+    );
     assert.equal(
       refusal({ ...base, TEMPORAL_ADDRESS: 'x', SWEEP_INTERVAL_SECONDS: 'x' }),
       'TEMPORAL_ADDRESS must be host:port, got "x"',
@@ -638,6 +643,8 @@ describe('config', () => {
       mongoUrl: undefined,
       temporalAddress: undefined,
       temporalNamespace: 'default',
+      temporalUiUrl: undefined,
+      stackStateFile: undefined,
       authJwtSecret: undefined,
       authIssuer: undefined,
       authAudience: undefined,
@@ -651,6 +658,8 @@ describe('config', () => {
         MONGO_URL: 'm',
         TEMPORAL_ADDRESS: 't',
         TEMPORAL_NAMESPACE: 'n',
+        TEMPORAL_UI_URL: 'u',
+        FLOW_NOTIFY_STACK_FILE: 'f',
         AUTH_JWT_SECRET: 's',
         AUTH_ISSUER: 'i',
         AUTH_AUDIENCE: 'a',
@@ -663,6 +672,8 @@ describe('config', () => {
         mongoUrl: 'm',
         temporalAddress: 't',
         temporalNamespace: 'n',
+        temporalUiUrl: 'u',
+        stackStateFile: 'f',
         authJwtSecret: 's',
         authIssuer: 'i',
         authAudience: 'a',
