@@ -5,6 +5,7 @@
 import jwt from 'jsonwebtoken';
 import { decodeProtectedHeader, errors, jwtVerify, type JWTPayload } from 'jose';
 import type { Middleware } from 'koa';
+import type { JwksConfig } from '../config';
 import type { Caller } from '../runs/service';
 import { KeysUnavailableError, remoteKeySet } from './authKeys';
 import { HttpError } from './errors';
@@ -15,25 +16,10 @@ export interface AuthState {
   bodyError?: string;
 }
 
-export interface JwksOptions {
-  url: string;
-  issuer: string;
-  audience: string;
-  /** Claim names of the provider's tokens (sub and team unless configured). */
-  userClaim: string;
-  teamClaim: string;
-  /** After a good fetch, an unknown kid waits this long before the keys are fetched again (a rotation). */
-  cooldownSeconds: number;
-  /** How long a fetched key set is fresh. */
-  cacheSeconds: number;
-  /** How long past its freshness the last good key set still serves while reloads fail. */
-  maxStaleSeconds: number;
-}
-
 export interface AuthOptions {
   /** HS256 secret (at least 32 bytes; config.ts checks). Absent: only JWKS tokens are accepted. */
   jwtSecret?: string;
-  jwks?: JwksOptions;
+  jwks?: JwksConfig;
   /** When set, every token must carry this iss / aud, whichever key signed it. */
   issuer?: string;
   audience?: string;
@@ -49,7 +35,7 @@ const MAX_ID_LENGTH = 256;
 
 type Verify = (token: string) => Promise<{ payload: JWTPayload; user: string; team: string }>;
 
-function jwksVerifier(options: JwksOptions, clockTolerance: number, log?: (line: string) => void): Verify {
+function jwksVerifier(options: JwksConfig, clockTolerance: number, log?: (line: string) => void): Verify {
   const keys = remoteKeySet({ ...options, log });
   return async (token) => {
     const { payload } = await jwtVerify(token, keys, {
