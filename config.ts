@@ -546,10 +546,13 @@ export function childEnv(
   return { ...env, ...extra };
 }
 
-/** Every entry point ends this way on a ConfigError: one line and exit 78 (EX_CONFIG), never a half-working start. */
-export function exitOnConfigError(err: unknown): void {
+/**
+ * Every entry point ends this way on a ConfigError: one line (with `advice`, when there is some) and exit 78
+ * (EX_CONFIG), never a half-working start.
+ */
+export function exitOnConfigError(err: unknown, advice = ''): void {
   if (!(err instanceof ConfigError)) return;
-  process.stderr.write(`flow-notify: configuration error: ${err.message}\n`);
+  process.stderr.write(`flow-notify: configuration error: ${err.message}${advice}\n`);
   process.exit(78);
 }
 
