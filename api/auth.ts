@@ -2,8 +2,7 @@
 // A token is HS256 signed with the local secret (the embedded default, npm run token), or RS256/ES256 signed by a
 // deployment's identity provider and verified against its JWKS. Either way it must carry a numeric exp within the
 // maximum lifetime, and an iat (when present) not in the future.
-import jwt from 'jsonwebtoken';
-import { decodeProtectedHeader, errors, jwtVerify, type JWTPayload } from 'jose';
+import { decodeProtectedHeader, errors, jwtVerify, SignJWT, type JWTPayload } from 'jose';
 import type { Middleware } from 'koa';
 import type { JwksConfig } from '../config';
 import type { Caller } from '../runs/service';
@@ -127,19 +126,20 @@ export function requireAuth(options: AuthOptions): Middleware<AuthState> {
   };
 }
 
-/** Mints a token for the local secret (npm run token, tests). */
+/** Mints a token for the local secret (npm run token, tests). `expiresIn` is a time span: '1d', '2h', '90m'. */
 export function mintToken(
   secret: string,
   userId: string,
   teamId: string,
-  expiresIn: jwt.SignOptions['expiresIn'] = '1d',
+  expiresIn = '1d',
   expected: { issuer?: string; audience?: string } = {},
-) {
-  return jwt.sign({ team: teamId }, secret, {
-    algorithm: 'HS256',
-    subject: userId,
-    expiresIn,
-    ...(expected.issuer === undefined ? {} : { issuer: expected.issuer }),
-    ...(expected.audience === undefined ? {} : { audience: expected.audience }),
-  });
+): Promise<string> {
+  const token = new SignJWT({ team: teamId })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setSubject(userId)
+    .setIssuedAt()
+    .setExpirationTime(expiresIn);
+  if (expected.issuer !== undefined) token.setIssuer(expected.issuer);
+  if (expected.audience !== undefined) token.setAudience(expected.audience);
+  return token.sign(new TextEncoder().encode(secret));
 }
