@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import { Client, Connection } from '@temporalio/client';
-import { ConfigError, loadConfigOrExit, type Config } from '../config';
+import { exitOnConfigError, loadConfigOrExit, type Config } from '../config';
 import { temporalConnectionOptions } from '../client/connection';
 import { assertSearchAttributes } from '../client/searchAttributes';
 import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
@@ -217,10 +217,7 @@ async function main(): Promise<void> {
 
 if (require.main === module) {
   main().catch((err) => {
-    if (err instanceof ConfigError) {
-      console.error(`flow-notify: configuration error: ${err.message}`);
-      process.exit(78);
-    }
+    exitOnConfigError(err);
     console.error(`flow-notify api: ${err instanceof Error ? err.message : String(err)}`);
     process.exit(1);
   });
