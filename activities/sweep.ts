@@ -18,7 +18,7 @@ import type { PushDeliveryStore } from '../store/pushDeliveries';
 import type { CallbackAttemptStore } from '../store/callbackAttempts';
 import type { RateLimitStore } from '../store/rateLimits';
 import type { RunStore } from '../store/runs';
-import type { EpisodeOptions } from '../workflows/ids';
+import type { EpisodeOptions } from '../contract/workflows';
 import type { Metrics } from '../observability/metrics';
 
 /**

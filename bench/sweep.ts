@@ -30,7 +30,7 @@ import type { Run } from '../domain/run';
 import { owedEpisode, type SweepFamilies } from '../domain/sweep';
 import { ensureAllIndexes } from '../store';
 import type { ClaimRow } from '../store/claims';
-import { DEFAULT_EPISODE_OPTIONS } from '../workflows/ids';
+import { DEFAULT_EPISODE_OPTIONS } from '../contract/workflows';
 import { startServers, sweepActivitiesOn, type ServerStack } from '../test/support';
 import {
   commandLine,

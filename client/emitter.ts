@@ -15,7 +15,7 @@ import {
   searchAttributes,
   workflowTypes,
   type EpisodeOptions,
-} from '../workflows/ids';
+} from '../contract/workflows';
 import type { episodeWorkflow } from '../workflows/episode';
 import { TypedSearchAttributes } from '@temporalio/common';
 import type { Emitter, Metrics } from '../observability/metrics';

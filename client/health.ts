@@ -4,7 +4,7 @@ import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client
 import type { Config } from '../config';
 import type { ObservedEvent } from '../domain/health';
 import type { HealthInput, HealthOptions, runHealthWorkflow } from '../workflows/health';
-import { healthWorkflowId, observeSignal, runAttributes, workflowTypes } from '../workflows/ids';
+import { healthWorkflowId, observeSignal, runAttributes, workflowTypes } from '../contract/workflows';
 import { TypedSearchAttributes } from '@temporalio/common';
 
 export function healthOptions(

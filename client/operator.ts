@@ -11,7 +11,7 @@ import {
 import { claimKeys } from '../domain/outcome';
 import { withDeadline } from '../lib/deadline';
 import type { ClaimStore } from '../store/claims';
-import { operatorAlertWorkflowId, runAttributes, workflowTypes } from '../workflows/ids';
+import { operatorAlertWorkflowId, runAttributes, workflowTypes } from '../contract/workflows';
 import type { operatorAlertWorkflow } from '../workflows/operatorAlert';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { startUnlessRunning } from './startUnlessRunning';

@@ -1,7 +1,7 @@
 // Starts a redelivery of an episode's callback (workflows/redeliver.ts) for the API's redeliver route.
 import type { Client } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
-import { callbackRedeliverWorkflowId, runAttributes, workflowTypes } from '../workflows/ids';
+import { callbackRedeliverWorkflowId, runAttributes, workflowTypes } from '../contract/workflows';
 import type { callbackRedeliverWorkflow, RedeliverInput } from '../workflows/redeliver';
 import { startUnlessRunning } from './startUnlessRunning';
 

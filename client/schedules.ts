@@ -1,6 +1,6 @@
 // The sweep's Temporal Schedule: created at worker start-up, updated when the interval changes, never duplicated.
 import { Client, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
-import { workflowTypes } from '../workflows/ids';
+import { workflowTypes } from '../contract/workflows';
 
 export const sweepScheduleId = (taskQueue: string): string => `flow-notify-sweep:${taskQueue}`;
 

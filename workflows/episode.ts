@@ -6,7 +6,7 @@ import { callbackWaitSeconds, shouldNotify } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, kindFor } from '../domain/push';
 import { callbackAttemptCalls, holder, quickCalls, type BranchResult, type QuickCalls } from './common';
-import { DEFAULT_EPISODE_OPTIONS, type EpisodeOptions } from './ids';
+import { DEFAULT_EPISODE_OPTIONS, type EpisodeOptions } from '../contract/workflows';
 
 export type { BranchResult };
 import { handOffOperatorAlert, sendOperatorAlert } from './operatorAlert';

@@ -12,7 +12,7 @@ import {
 } from '../domain/health';
 import { healthAlert } from '../domain/ops';
 import { quickCalls } from './common';
-import { observeSignal } from './ids';
+import { observeSignal } from '../contract/workflows';
 import { sendOperatorAlert } from './operatorAlert';
 
 export interface HealthOptions {

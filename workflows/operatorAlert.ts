@@ -17,7 +17,7 @@ import type { Activities } from '../activities';
 import { claimKeys } from '../domain/outcome';
 import type { OperatorAlert } from '../domain/ops';
 import { holder, quickCalls, type BranchResult, type QuickCalls } from './common';
-import { operatorAlertWorkflowId, runAttributes } from './ids';
+import { operatorAlertWorkflowId, runAttributes } from '../contract/workflows';
 
 /** Marks histories in which alerts are their own retrying workflows; older ones replay the inline dispatch. */
 export const OPS_ALERT_WORKFLOW_PATCH = 'ops-alert-own-workflow-retrying';

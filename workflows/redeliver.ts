@@ -1,6 +1,6 @@
 // A manual redelivery of an episode's completion callback (POST /runs/:id/episodes/:episodeId/callback/redeliver):
 // one more signed attempt with the episode's webhook-id, recorded in the same attempt log, then the callback
-// claim's result is brought up to date. Its own workflow, id cb-redeliver|<episodeId> (workflows/ids.ts).
+// claim's result is brought up to date. Its own workflow, id cb-redeliver|<episodeId> (contract/workflows.ts).
 //
 // Never two deliveries of one episode at once: the episode's own schedule holds the cb| claim pending while it
 // runs and settles it for good (delivered, or gave_up) when it ends; a redelivery runs only on a settled claim,

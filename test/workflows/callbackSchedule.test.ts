@@ -8,7 +8,7 @@ import { Worker } from '@temporalio/worker';
 import type { Activities } from '../../activities';
 import type { RunOutcome } from '../../domain/outcome';
 import { episodeWorkflow } from '../../workflows';
-import { DEFAULT_EPISODE_OPTIONS, type EpisodeOptions } from '../../workflows/ids';
+import { DEFAULT_EPISODE_OPTIONS, type EpisodeOptions } from '../../contract/workflows';
 import { workflowBundle } from '../support/stack';
 import { startTimeSkipping, type TimeSkipping } from '../support/timeSkipping';
 

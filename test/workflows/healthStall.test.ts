@@ -10,7 +10,7 @@ import type { HealthState } from '../../domain/health';
 import type { OperatorAlert } from '../../domain/ops';
 import { runHealthWorkflow } from '../../workflows';
 import type { HealthOptions } from '../../workflows/health';
-import { observeSignal } from '../../workflows/ids';
+import { observeSignal } from '../../contract/workflows';
 import { workflowBundle } from '../support/stack';
 import { startTimeSkipping, type TimeSkipping } from '../support/timeSkipping';
 
