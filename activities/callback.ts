@@ -1,6 +1,7 @@
 // The callback family's I/O: one signed POST to the run's callback URL per call, behind the outbound guard.
 // The workflow owns the retry schedule (durable timers); this reports how one attempt went.
-import { callbackBody, callbackWaitSeconds } from '../domain/callback';
+import type { AttemptPlace, CallbackAttempt } from '../contract/activities';
+import { callbackBody, callbackWaitSeconds, type DeliveryCategory } from '../domain/callback';
 import { signWebhook } from '../net/webhookSignature';
 import {
   checkCallbackTarget,
@@ -8,7 +9,6 @@ import {
   postPinned,
   ResolverUnavailableError,
   TargetRefusedError,
-  type DeliveryCategory,
   type HostLookup,
   type PinnedResponse,
 } from '../net/ssrfGuard';
@@ -19,11 +19,6 @@ import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callback
 import type { Metrics } from '../observability/metrics';
 import { withDeadline } from '../lib/deadline';
 import { activityContext } from './context';
-
-export type CallbackAttempt =
-  | { result: 'delivered'; status: number }
-  | { result: 'retry'; status?: number; retryAfterSeconds?: number; detail: string }
-  | { result: 'stop'; status?: number; detail: string };
 
 export interface CallbackDeps {
   runs: RunStore;
@@ -109,15 +104,6 @@ export async function sendTestCallback(
   } catch (err) {
     return { delivered: false, category: failureCategory(err) };
   }
-}
-
-/** Where an attempt sits in its delivery, so its row in the attempt log says what came next. */
-export interface AttemptPlace {
-  /** This attempt's number in the caller's own count (1-based): the log's numbering starts looking there. */
-  attempt: number;
-  /** The schedule's wait after this attempt if it asks for another; absent for the last one. */
-  waitIfRetried?: number;
-  trigger: CallbackAttemptRow['trigger'];
 }
 
 /** How many times a row is written before the attempt is reported without it (the send is what counts). */

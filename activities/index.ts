@@ -1,6 +1,8 @@
-// createActivities(deps): every activity the worker registers, built from passed-in dependencies.
+// createActivities(deps): every activity the worker registers, built from passed-in dependencies, as the contract
+// declares them (contract/activities.ts: what the workflows call).
 import type { Client } from '@temporalio/client';
 import type { Config } from '../config';
+import type { Activities } from '../contract/activities';
 import type { PushSender } from '../net/pushSender';
 import type { HostLookup } from '../net/ssrfGuard';
 import type { Stores } from '../store';
@@ -40,10 +42,10 @@ export const SWEEP_LOOKBACK_SECONDS = 24 * 3600;
 export const SWEEP_PAGE_SIZE = 1000;
 export const OPS_WEBHOOK_TIMEOUT_MS = 10_000;
 
-export function createActivities(deps: ActivityDeps) {
+export function createActivities(deps: ActivityDeps): Activities {
   const now = deps.now ?? (() => new Date());
   const { stores, config, metrics, log } = deps;
-  const activities = {
+  const activities: Activities = {
     ...createEpisodeActivities({ episodes: stores.episodes, now }),
     ...createClaimActivities({ claims: stores.claims }),
     ...createPushActivities({
@@ -172,5 +174,3 @@ function instrumented<
     },
   };
 }
-
-export type Activities = ReturnType<typeof createActivities>;

@@ -1,5 +1,6 @@
 // The operator family's I/O: classify a failed run from the store, POST an alert to the operator webhook and
 // stamp the run's transition marker off a confirmed claim.
+import type { AlertClaim, AlertRetrySettings, AlertSend } from '../contract/activities';
 import { callbackExhaustedAlert, runFailedAlert, type OperatorAlert } from '../domain/ops';
 import type { RunOutcome } from '../domain/outcome';
 import type { ClaimStore } from '../store/claims';
@@ -19,22 +20,6 @@ export interface OpsDeps {
   claimGraceSeconds: number;
   now: () => Date;
 }
-
-/** How an alert workflow retries, from the worker's own config (not from whoever started it). */
-export interface AlertRetrySettings {
-  /** Give up (settle gave_up) once the next wait would pass this long since the first attempt. */
-  retryForMs: number;
-  /** Backoff cap: min(600 s, claim grace / 3), so the claim is renewed well before it goes stale. */
-  maxWaitMs: number;
-}
-
-/** The dispatcher's claim on the alert: postOperatorAlert settles it as soon as the receiver took the alert. */
-export interface AlertClaim {
-  key: string;
-  holder: string;
-}
-
-export type AlertSend = 'sent' | 'already_sent';
 
 /** The Idempotency-Key header: the alert's episode key, stable across attempts, replicas and sweeps. */
 export const alertIdempotencyKey = (alert: OperatorAlert): string => claimKeys.ops(alert.episodeKey);

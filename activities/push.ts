@@ -1,5 +1,6 @@
 // The push family's I/O: the standby veto, recipients, rendering and the bounded-parallel fan-out.
 import { createHash } from 'node:crypto';
+import type { FanOutResult, PushDeliveryResult } from '../contract/activities';
 import type { RunOutcome } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, kindFor, renderPush, type PushKind, type PushPayload } from '../domain/push';
 import type { PushSender, SendOutcome } from '../net/pushSender';
@@ -13,17 +14,6 @@ import type { InteractionStore } from '../store/interactions';
 import type { RunStore } from '../store/runs';
 import type { WatchStore } from '../store/watches';
 import type { Metrics } from '../observability/metrics';
-
-export interface FanOutResult {
-  attempted: number;
-  delivered: number;
-  /** Skipped because an earlier attempt of the same episode already reached them. */
-  alreadyDelivered: number;
-  pruned: number;
-  failed: number;
-  /** Of the failed, those worth another try (5xx, 429, network). */
-  retryable: number;
-}
 
 export interface FanOutDeps {
   subscriptions: PushSubscriptionStore;
@@ -175,10 +165,6 @@ export interface PushActivityDeps {
   /** Raises a push_config_fault operator alert (deduped per origin and hour); absent: the operator family is off. */
   raiseConfigFault?: (fault: PushConfigFault) => Promise<void>;
 }
-
-export type PushDeliveryResult =
-  | { addressable: false; reason: 'no sink' | 'no recipient' | 'no subscription' | 'no kind' }
-  | ({ addressable: true } & FanOutResult);
 
 export function createPushActivities(deps: PushActivityDeps) {
   return {

@@ -18,7 +18,7 @@ import type { PushDeliveryStore } from '../store/pushDeliveries';
 import type { CallbackAttemptStore } from '../store/callbackAttempts';
 import type { RateLimitStore } from '../store/rateLimits';
 import type { RunStore } from '../store/runs';
-import type { EpisodeOptions } from '../contract/workflows';
+import type { EpisodeOptions, SweepPass } from '../contract/workflows';
 import type { Metrics } from '../observability/metrics';
 
 /**
@@ -47,16 +47,6 @@ export interface SweepDeps {
   pageSize: number;
   now: () => Date;
   metrics?: Metrics;
-}
-
-export interface SweepPass {
-  scanned: number;
-  unsettled: number;
-  started: number;
-}
-
-export interface SweepReport extends SweepPass {
-  reaped: number;
 }
 
 /** What a pass reports in its heartbeats: where it is, for the Temporal UI and a post-mortem. */

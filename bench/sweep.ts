@@ -23,7 +23,7 @@
 import { Client, Connection } from '@temporalio/client';
 import { MongoClient, type Db } from 'mongodb';
 import { SWEEP_LOOKBACK_SECONDS, SWEEP_PAGE_SIZE } from '../activities';
-import type { SweepPass } from '../activities/sweep';
+import type { SweepPass } from '../contract/workflows';
 import { startEpisode } from '../client/emitter';
 import { buildRunOutcome } from '../domain/outcome';
 import type { Run } from '../domain/run';

@@ -1,12 +1,16 @@
-// Names and options shared by workflows, the worker and every client that starts or queries them. Nothing here
-// imports workflow code, so a client (the API process) loads no workflow module.
-import { defineSearchAttributeKey, SearchAttributeType, type SignalDefinition } from '@temporalio/common';
-import type { ObservedEvent } from '../domain/health';
+// The workflows as both sides of Temporal know them: type names, ids, signatures (arguments and results), options
+// and the signal. The worker registers the functions (workflows/index.ts); a client starts one by its name here and
+// types the call with its signature, so it loads no workflow code. Nothing here imports the project above domain/,
+// and nothing here may touch Node builtins: workflow code imports it too.
+import type { SignalDefinition } from '@temporalio/common';
+import type { HealthState, ObservedEvent } from '../domain/health';
+import type { OperatorAlert } from '../domain/ops';
+import type { RunOutcome } from '../domain/outcome';
 
 /**
- * The workflow types the worker registers (the functions workflows/index.ts exports). A client names one here
- * and types the call with the function itself (`start<typeof episodeWorkflow>(workflowTypes.episode, …)`), so
- * its arguments are checked without loading workflow code; a unit test holds these names to the exports.
+ * The workflow types the worker registers (the functions workflows/index.ts exports, each of the signature
+ * `Workflows` gives its name, which the type check there holds): a client starts one by name,
+ * `start<Workflows['episodeWorkflow']>(workflowTypes.episode, …)`; a unit test holds these names to the exports.
  */
 export const workflowTypes = {
   episode: 'episodeWorkflow',
@@ -14,7 +18,16 @@ export const workflowTypes = {
   operatorAlert: 'operatorAlertWorkflow',
   callbackRedeliver: 'callbackRedeliverWorkflow',
   sweep: 'sweepWorkflow',
-} as const;
+} as const satisfies Record<string, keyof Workflows>;
+
+/** Every workflow's signature, by the type name it is registered under. */
+export interface Workflows {
+  episodeWorkflow(outcome: RunOutcome, options?: EpisodeOptions): Promise<EpisodeResult>;
+  runHealthWorkflow(input: HealthInput): Promise<HealthState>;
+  operatorAlertWorkflow(alert: OperatorAlert): Promise<BranchResult>;
+  callbackRedeliverWorkflow(input: RedeliverInput): Promise<RedeliverResult>;
+  sweepWorkflow(): Promise<SweepReport>;
+}
 
 /**
  * What every process that sees a run's events sends its run-health workflow: the one definition, the object
@@ -24,17 +37,6 @@ export const observeSignal = { type: 'signal', name: 'observe' } as SignalDefini
   [ObservedEvent],
   'observe'
 >;
-
-/**
- * Search attributes: FlowRunId and FlowTeamId on every workflow of a run (episodes, its health, its operator
- * alerts), FlowOutcomeKind on episodes. Registered by the embedded stack; API and worker refuse a namespace
- * without them (client/searchAttributes.ts).
- */
-export const searchAttributes = {
-  runId: defineSearchAttributeKey('FlowRunId', SearchAttributeType.KEYWORD),
-  teamId: defineSearchAttributeKey('FlowTeamId', SearchAttributeType.KEYWORD),
-  outcomeKind: defineSearchAttributeKey('FlowOutcomeKind', SearchAttributeType.KEYWORD),
-};
 
 /** The episode workflow's id is the episode id itself, so a second start of one episode is refused. */
 export const episodeWorkflowId = (episodeId: string): string => episodeId;
@@ -52,29 +54,19 @@ export const operatorAlertWorkflowId = (episodeKey: string): string => `ops|${ep
  */
 export const callbackRedeliverWorkflowId = (episodeId: string): string => `cb-redeliver|${episodeId}`;
 
-/** FlowOutcomeKind: the outcome kind, with the pause told apart by its reason. */
-export function outcomeKindAttribute(outcome: {
-  kind: string;
-  pause?: { reason: 'human_input' | 'usage_park' | 'operator' };
-}): string {
-  if (outcome.kind !== 'run_paused') return outcome.kind;
-  switch (outcome.pause?.reason) {
-    case 'human_input':
-      return 'human_input_requested';
-    case 'usage_park':
-      return 'usage_parked';
-    case 'operator':
-      return 'soft_paused';
-    default:
-      return outcome.kind;
-  }
-}
+/** The sweep the schedule of a task queue starts. */
+export const sweepWorkflowId = (taskQueue: string): string => `sweep:${taskQueue}`;
 
-/** The run and team attributes every workflow of a run carries. */
-export const runAttributes = (runId: string, teamId: string) => [
-  { key: searchAttributes.runId, value: runId },
-  { key: searchAttributes.teamId, value: teamId },
-];
+/** How one family's branch of an episode (or an operator alert's dispatch) ended. */
+export type BranchResult =
+  'delivered' | 'not_addressable' | 'released' | 'claimed_elsewhere' | 'vetoed' | 'not_owed' | 'gave_up';
+
+export interface EpisodeResult {
+  episodeId: string;
+  push: BranchResult;
+  callback: BranchResult;
+  ops: BranchResult;
+}
 
 export interface EpisodeOptions {
   /** Waits between callback attempts (CALLBACK_RETRY_SECONDS): n waits → n + 1 attempts. */
@@ -100,3 +92,55 @@ export const DEFAULT_EPISODE_OPTIONS: EpisodeOptions = {
   releasedRetrySeconds: 120,
   callbackAttemptSeconds: 10 + CALLBACK_ATTEMPT_MARGIN_SECONDS,
 };
+
+export interface HealthOptions {
+  stallAfterSeconds: number;
+  /** How long terminal state is kept before it is reaped. */
+  reapAfterSeconds: number;
+  /** Whether alerts go out at all (OPS_ALERT_WEBHOOK_URL set). */
+  opsAlerts: boolean;
+}
+
+export interface HealthInput {
+  runId: string;
+  teamId: string;
+  /** Read by histories before HEALTH_SETTINGS_PATCH only: now the run document's budget counts. */
+  budgetLimit?: number;
+  /** Read by histories before HEALTH_SETTINGS_PATCH only: now the worker's own config counts. */
+  options: HealthOptions;
+  /** Carried over by continue-as-new. */
+  state?: HealthState;
+}
+
+export interface RedeliverInput {
+  runId: string;
+  teamId: string;
+  episodeId: string;
+  /**
+   * The episode's logged attempts when the request was decided: more by the time this runs means another
+   * delivery ended in between (the request came while it was in flight).
+   */
+  seenAttempts?: number;
+}
+
+export interface RedeliverResult {
+  /**
+   * delivered or failed: how the attempt went; not_settled: the episode's own delivery is not over; superseded:
+   * another delivery ended after the request was decided (nothing sent).
+   */
+  result: 'delivered' | 'failed' | 'not_settled' | 'superseded';
+  status?: number;
+  detail?: string;
+}
+
+/** One sweep pass: runs listed in the window, episodes found with a claim missing, and of those the ones started. */
+export interface SweepPass {
+  scanned: number;
+  unsettled: number;
+  started: number;
+}
+
+export interface SweepReport extends SweepPass {
+  /** Expired rows the pass reaped (claims, deliveries, attempts, rate limits). */
+  reaped: number;
+}

@@ -4,8 +4,8 @@
 import { Writable } from 'node:stream';
 import type { LogLevel as TemporalLevel, LogMetadata, Logger as TemporalLogger } from '@temporalio/common';
 import pino, { type Logger } from 'pino';
-import type { Activities } from '../activities';
 import type { LogLevel } from '../config';
+import type { Activities } from '../contract/activities';
 import { callbackRedeliverWorkflowId, healthWorkflowId, workflowTypes } from '../contract/workflows';
 
 /** The fields a line carries when they are known. */

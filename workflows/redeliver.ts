@@ -11,29 +11,9 @@
 // delivered one stays as it is whatever the redelivery's outcome, which only the attempt log records; one that
 // gave up is brought up to date.
 import { patched } from '@temporalio/workflow';
+import type { RedeliverInput, RedeliverResult } from '../contract/workflows';
 import { claimKeys } from '../domain/outcome';
 import { callbackAttemptCalls, localStoreCalls } from './common';
-
-export interface RedeliverInput {
-  runId: string;
-  teamId: string;
-  episodeId: string;
-  /**
-   * The episode's logged attempts when the request was decided: more by the time this runs means another
-   * delivery ended in between (the request came while it was in flight).
-   */
-  seenAttempts?: number;
-}
-
-export interface RedeliverResult {
-  /**
-   * delivered or failed: how the attempt went; not_settled: the episode's own delivery is not over; superseded:
-   * another delivery ended after the request was decided (nothing sent).
-   */
-  result: 'delivered' | 'failed' | 'not_settled' | 'superseded';
-  status?: number;
-  detail?: string;
-}
 
 // The episode's own callback attempt options, and the store calls as quick calls run (workflows/common.ts).
 const attempt = callbackAttemptCalls();
