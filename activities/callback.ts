@@ -30,8 +30,8 @@ export interface CallbackDeps {
   now: () => Date;
   /** Operator logs: the detail behind a category (addresses, resolver codes) goes here, never to the owner. */
   log?: (line: string) => void;
-  /** Counts and times each attempt sent; absent: nothing is recorded. */
-  metrics?: Pick<Metrics, 'callbackAttempt'>;
+  /** Counts and times each attempt sent, and the episodes' callbacks given up; absent: nothing is recorded. */
+  metrics?: Pick<Metrics, 'callbackAttempt' | 'callbackGaveUp'>;
 }
 
 const MAX_RESPONSE_BYTES = 16 * 1024;
@@ -188,9 +188,20 @@ export function createCallbackActivities(deps: CallbackDeps) {
           place?.trigger === 'redeliver' ? 'count' : (place?.attempt ?? 1),
         );
       }
+      if (endsSchedule(attempt.outcome, place)) deps.metrics?.callbackGaveUp();
       return attempt.outcome;
     },
   };
+
+  /**
+   * Whether the episode's own schedule gives up on this answer (the workflow settles the claim gave_up on it): a
+   * final refusal, or no delivery on the last attempt the schedule has (no wait after it). A redelivery's failure
+   * changes nothing of the kind; an attempt without its place (activity tasks scheduled before it) is not told.
+   */
+  function endsSchedule(outcome: CallbackAttempt, place: AttemptPlace | undefined): boolean {
+    if (!place || (place.trigger ?? 'episode') !== 'episode' || outcome.result === 'delivered') return false;
+    return outcome.result === 'stop' || place.waitIfRetried === undefined;
+  }
 
   /**
    * The attempt itself. `sent`: a request was tried (answered, refused by the guard, timed out...), so it

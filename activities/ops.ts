@@ -5,6 +5,7 @@ import { callbackExhaustedAlert, runFailedAlert, type OperatorAlert } from '../d
 import type { RunOutcome } from '../domain/outcome';
 import type { ClaimStore } from '../store/claims';
 import type { RunStore } from '../store/runs';
+import type { Metrics } from '../observability/metrics';
 import { claimKeys } from '../domain/outcome';
 import { ApplicationFailure } from '@temporalio/activity';
 
@@ -19,6 +20,8 @@ export interface OpsDeps {
   /** CLAIM_GRACE_SECONDS: a retrying alert renews its claim well inside it. */
   claimGraceSeconds: number;
   now: () => Date;
+  /** Counts each POST by alert kind and how it went; absent: nothing is recorded. */
+  metrics?: Pick<Metrics, 'operatorAlert'>;
 }
 
 /** The Idempotency-Key header: the alert's episode key, stable across attempts, replicas and sweeps. */
@@ -48,6 +51,27 @@ export function createOpsActivities(deps: OpsDeps) {
         await new Promise((r) => setTimeout(r, 500));
       }
     }
+  }
+
+  /** One POST; a retry after a send that went through answers already_sent (see postOperatorAlert). */
+  async function postOnce(alert: OperatorAlert, claim?: AlertClaim): Promise<AlertSend> {
+    if (!deps.webhookUrl) throw ApplicationFailure.nonRetryable('OPS_ALERT_WEBHOOK_URL is not set', 'OpsOff');
+    if (claim && (await deps.claims.wasDelivered(claim.key))) return 'already_sent';
+    const res = await fetch(deps.webhookUrl, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'user-agent': 'flow-notify-ops/1',
+        'idempotency-key': alertIdempotencyKey(alert),
+      },
+      body: JSON.stringify(alert),
+      redirect: 'error',
+      signal: AbortSignal.timeout(deps.timeoutMs),
+    });
+    await res.body?.cancel();
+    if (!res.ok) throw new Error(`operator webhook answered ${res.status}`);
+    if (claim) await settleAfterSend(claim);
+    return 'sent';
   }
 
   return {
@@ -84,24 +108,14 @@ export function createOpsActivities(deps: OpsDeps) {
      * covered by the Idempotency-Key header, the same on every attempt, so a receiver can dedupe it.
      */
     async postOperatorAlert(alert: OperatorAlert, claim?: AlertClaim): Promise<AlertSend> {
-      if (!deps.webhookUrl)
-        throw ApplicationFailure.nonRetryable('OPS_ALERT_WEBHOOK_URL is not set', 'OpsOff');
-      if (claim && (await deps.claims.wasDelivered(claim.key))) return 'already_sent';
-      const res = await fetch(deps.webhookUrl, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'user-agent': 'flow-notify-ops/1',
-          'idempotency-key': alertIdempotencyKey(alert),
-        },
-        body: JSON.stringify(alert),
-        redirect: 'error',
-        signal: AbortSignal.timeout(deps.timeoutMs),
-      });
-      await res.body?.cancel();
-      if (!res.ok) throw new Error(`operator webhook answered ${res.status}`);
-      if (claim) await settleAfterSend(claim);
-      return 'sent';
+      try {
+        const sent = await postOnce(alert, claim);
+        deps.metrics?.operatorAlert(alert.kind, sent);
+        return sent;
+      } catch (err) {
+        deps.metrics?.operatorAlert(alert.kind, 'failed');
+        throw err;
+      }
     },
 
     /**

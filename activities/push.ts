@@ -31,6 +31,8 @@ export interface FanOutDeps {
   now?: () => Date;
   /** PUSH_PRUNE_MIN_HOURS: how long a streak must span before it prunes. Default 24. */
   pruneMinHours?: number;
+  /** Counts each send's result and each prune; absent: nothing is recorded (the API's test push). */
+  metrics?: Pick<Metrics, 'pushSent' | 'pushPruned'>;
 }
 
 const HUMAN_INPUT_TTL_S = 24 * 3600;
@@ -81,6 +83,7 @@ export async function fanOut(
   const now = deps.now ?? (() => new Date());
   const pruneMinMs = (deps.pruneMinHours ?? DEFAULT_PRUNE_MIN_HOURS) * 3600_000;
   const handle = async (sub: PushSubscriptionRow, outcome: SendOutcome): Promise<void> => {
+    deps.metrics?.pushSent(outcome.result);
     switch (outcome.result) {
       case 'delivered':
         result.delivered++;
@@ -100,6 +103,7 @@ export async function fanOut(
         if (streak.count >= PRUNE_AFTER_UNRESOLVED_EPISODES && spanMs >= pruneMinMs) {
           result.pruned++;
           await deps.subscriptions.prune(sub._id);
+          deps.metrics?.pushPruned();
           deps.log(`push: pruned subscription ${sub._id} of ${sub.userId} (${outcome.detail}, ${inARow})`);
         } else {
           result.failed++;
@@ -111,6 +115,7 @@ export async function fanOut(
       case 'refused':
         result.pruned++;
         await deps.subscriptions.prune(sub._id);
+        deps.metrics?.pushPruned();
         deps.log(
           `push: pruned subscription ${sub._id} of ${sub.userId} (${outcome.status ?? outcome.detail})`,
         );
@@ -161,7 +166,8 @@ export interface PushActivityDeps {
   pruneMinHours?: number;
   now: () => Date;
   log: (line: string) => void;
-  metrics?: Metrics;
+  /** The fan-out's sends and prunes, and each episode's first push; absent: nothing is recorded. */
+  metrics?: Pick<Metrics, 'pushSent' | 'pushPruned' | 'firstPush'>;
   /** Raises a push_config_fault operator alert (deduped per origin and hour); absent: the operator family is off. */
   raiseConfigFault?: (fault: PushConfigFault) => Promise<void>;
 }
@@ -282,6 +288,7 @@ export function createPushActivities(deps: PushActivityDeps) {
           onConfigFault: configFaultReporter(outcome),
           now: deps.now,
           pruneMinHours: deps.pruneMinHours,
+          metrics: deps.metrics,
         },
         pending,
         payload,

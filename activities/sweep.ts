@@ -46,7 +46,8 @@ export interface SweepDeps {
   lookbackSeconds: number;
   pageSize: number;
   now: () => Date;
-  metrics?: Metrics;
+  /** Each pass (its time and counts) and each episode it started; absent: nothing is recorded. */
+  metrics?: Pick<Metrics, 'sweepPass' | 'episodeStarted'>;
 }
 
 /** What a pass reports in its heartbeats: where it is, for the Temporal UI and a post-mortem. */
@@ -57,6 +58,7 @@ interface SweepProgress extends SweepPass {
 export function createSweepActivities(deps: SweepDeps) {
   return {
     async sweepOnce(): Promise<SweepPass> {
+      const startedAt = performance.now();
       const pass: SweepPass = { scanned: 0, unsettled: 0, started: 0 };
       const since = new Date(deps.now().getTime() - deps.lookbackSeconds * 1000);
       const progress = heartbeats();
@@ -89,6 +91,7 @@ export function createSweepActivities(deps: SweepDeps) {
           });
           progress.beat({ phase: 'listing', ...pass });
         }
+        deps.metrics?.sweepPass((performance.now() - startedAt) / 1000, pass);
         return pass;
       } finally {
         progress.stop();
