@@ -21,7 +21,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['workflows'],
   ['activities'],
   ['operator'], // operator tools: explain, history decoding, rendering
-  ['runs', 'engine'], // the runs service (engine/ is its former name)
+  ['runs'], // the runs service
   ['api'],
   ['worker.ts', 'cli.ts', 'index.ts', 'scripts', 'bench'],
 ];
