@@ -10,6 +10,7 @@ import { searchAttributesProbe } from '../client/searchAttributes';
 import { createHealthSignaler, healthOptions } from '../client/health';
 import { notifyOperator } from '../client/operator';
 import { sendTestCallback } from '../activities/callback';
+import { fanOut } from '../activities/push';
 import { startCallbackRedelivery } from '../client/redeliver';
 import { createRunsService } from '../runs/service';
 import { withDeadline } from '../lib/deadline';
@@ -139,12 +140,29 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
           subscriptions: stores.pushSubscriptions,
           prefs: stores.notificationPrefs,
           deliveries: stores.pushDeliveries,
-          sender: pushSender,
+          // The worker's fan-out over the API's sender: a test push prunes and counts toward pruning as an
+          // episode's does.
+          fanOut: pushSender
+            ? (subs, payload, { width, signal, onDelivered }) =>
+                fanOut(
+                  {
+                    subscriptions: stores.pushSubscriptions,
+                    sender: pushSender,
+                    width,
+                    log,
+                    signal,
+                    now: () => new Date(),
+                    pruneMinHours: config.pushPruneMinHours,
+                  },
+                  subs,
+                  payload,
+                  onDelivered,
+                )
+            : undefined,
           endpointRules: { allowInsecure: config.pushAllowPrivate, allowlist: config.pushEndpointAllowlist },
           rateLimits: stores.rateLimits,
           maxSubscriptionsPerUser: config.pushMaxSubscriptionsPerUser,
           testPushRate: config.pushTestRate,
-          pushPruneMinHours: config.pushPruneMinHours,
           studioUrl: config.studioUrl,
           now: () => new Date(),
           log,
