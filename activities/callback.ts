@@ -1,6 +1,6 @@
 // The callback family's I/O: one signed POST to the run's callback URL per call, behind the outbound guard.
 // The workflow owns the retry schedule (durable timers); this reports how one attempt went.
-import { callbackBody, callbackWaitSeconds } from '../domain/callback';
+import { callbackBody, callbackWaitSeconds, testCallbackBody } from '../domain/callback';
 import { signWebhook } from '../net/webhookSignature';
 import {
   checkCallbackTarget,
@@ -97,7 +97,7 @@ export async function sendTestCallback(
   run: Pick<Run, '_id' | 'status'> & { callback: { url: string; secret: string } },
   webhookId: string,
 ): Promise<CallbackTestResult> {
-  const body = { version: '1', type: 'run.test', run: { id: run._id, status: run.status } };
+  const body = testCallbackBody(run);
   try {
     const res = await postSignedCallback(deps, run.callback, webhookId, JSON.stringify(body));
     const delivered = res.status >= 200 && res.status < 300;

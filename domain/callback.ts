@@ -17,6 +17,17 @@ export interface CallbackBody {
   };
 }
 
+/** The launcher's test ping (run.test): what a receiver's verifier can be checked with before a run ends. */
+export interface TestCallbackBody {
+  version: '1';
+  type: 'run.test';
+  run: { id: string; status: Run['status'] };
+}
+
+export function testCallbackBody(run: Pick<Run, '_id' | 'status'>): TestCallbackBody {
+  return { version: '1', type: 'run.test', run: { id: run._id, status: run.status } };
+}
+
 /** shouldNotify: paused runs get no callback (they are waiting; the resume that ends them fires it then). */
 export function shouldNotify(outcome: RunOutcome): boolean {
   return outcome.callbackRequested && outcome.kind !== 'run_paused';
