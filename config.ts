@@ -88,6 +88,10 @@ export interface Config extends TemporalConnectionConfig {
   callbackTestRatePerTeam: RateRule;
   callbackRedeliverRatePerUser: RateRule;
   callbackRedeliverRatePerTeam: RateRule;
+  /** Secret rotations per run (POST /runs/:id/callback/rotate-secret). */
+  callbackRotateRate: RateRule;
+  /** After a rotation, how long callbacks carry the previous secret's signature beside the new one's. */
+  callbackSecretOverlapSeconds: number;
   /** Runs with a callback one team may create per minute. */
   runCreateRate: RateRule;
   routeErrorRatePerRun: RateRule;
@@ -454,6 +458,12 @@ export function loadConfig(env: Env = process.env): Config {
       limit: positiveCount(env, 'CALLBACK_REDELIVER_RATE_LIMIT_PER_TEAM', 60),
       windowSeconds: positiveInt(env, 'CALLBACK_REDELIVER_RATE_WINDOW_SECONDS', 60),
     },
+    callbackRotateRate: {
+      limit: positiveCount(env, 'CALLBACK_ROTATE_RATE_LIMIT', 5),
+      windowSeconds: positiveInt(env, 'CALLBACK_ROTATE_RATE_WINDOW_SECONDS', 3600),
+    },
+    // A week at most: past that a leaked secret the rotation was meant to retire still signs.
+    callbackSecretOverlapSeconds: boundedSeconds(env, 'CALLBACK_SECRET_OVERLAP_SECONDS', 86400, 604800),
     runCreateRate: { limit: positiveCount(env, 'RUN_CREATE_RATE_LIMIT', 120), windowSeconds: 60 },
     routeErrorRatePerRun: {
       limit: positiveCount(env, 'ROUTE_ERROR_LIMIT_PER_RUN', 20),

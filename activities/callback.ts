@@ -1,6 +1,6 @@
 // The callback family's I/O: one signed POST to the run's callback URL per call, behind the outbound guard.
 // The workflow owns the retry schedule (durable timers); this reports how one attempt went.
-import { callbackBody, callbackWaitSeconds, testCallbackBody } from '../domain/callback';
+import { callbackBody, callbackWaitSeconds, signingSecrets, testCallbackBody } from '../domain/callback';
 import { signWebhook } from '../net/webhookSignature';
 import {
   checkCallbackTarget,
@@ -31,6 +31,8 @@ export interface CallbackDeps {
   callbackAttempts?: CallbackAttemptStore;
   allowPrivate: boolean;
   timeoutMs: number;
+  /** After a rotation, how long callbacks are signed with the previous secret too (signingSecrets). */
+  secretOverlapSeconds: number;
   lookup?: HostLookup;
   now: () => Date;
   /** Operator logs: the detail behind a category (addresses, resolver codes) goes here, never to the owner. */
@@ -58,7 +60,7 @@ export function classifyCallbackStatus(status: number): CallbackAttempt['result'
  */
 export async function postSignedCallback(
   deps: Omit<CallbackDeps, 'runs'>,
-  callback: { url: string; secret: string },
+  callback: Pick<NonNullable<Run['callback']>, 'url' | 'secret' | 'previousSecret'>,
   webhookId: string,
   json: string,
 ): Promise<PinnedResponse> {
@@ -66,13 +68,15 @@ export async function postSignedCallback(
     allowPrivate: deps.allowPrivate,
     lookup: deps.lookup,
   });
-  const timestamp = Math.floor(deps.now().getTime() / 1000);
+  const now = deps.now();
+  const timestamp = Math.floor(now.getTime() / 1000);
+  const secrets = signingSecrets(callback, now, deps.secretOverlapSeconds);
   return postPinned(target, {
     body: json,
     headers: {
       'content-type': 'application/json',
       'user-agent': 'flow-notify-callbacks/1',
-      ...signWebhook(callback.secret, webhookId, timestamp, json),
+      ...signWebhook(secrets, webhookId, timestamp, json),
     },
     timeoutMs: deps.timeoutMs,
     maxResponseBytes: MAX_RESPONSE_BYTES,
@@ -94,7 +98,7 @@ export interface CallbackTestResult {
  */
 export async function sendTestCallback(
   deps: Omit<CallbackDeps, 'runs'>,
-  run: Pick<Run, '_id' | 'status'> & { callback: { url: string; secret: string } },
+  run: Pick<Run, '_id' | 'status'> & { callback: NonNullable<Run['callback']> },
   webhookId: string,
 ): Promise<CallbackTestResult> {
   const body = testCallbackBody(run);

@@ -103,6 +103,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
         {
           allowPrivate: config.callbackAllowPrivate,
           timeoutMs: config.callbackTimeoutSeconds * 1000,
+          secretOverlapSeconds: config.callbackSecretOverlapSeconds,
           now: () => new Date(),
         },
         run,
@@ -122,6 +123,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
       perTeam: config.callbackRedeliverRatePerTeam,
     },
     runCreateLimit: config.runCreateRate,
+    callbackRotateLimit: config.callbackRotateRate,
     probes: {
       temporal: async () => void (await connection.workflowService.getSystemInfo({})),
       mongo: () => pingMongo(mongo.db),

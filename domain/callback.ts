@@ -28,6 +28,21 @@ export function testCallbackBody(run: Pick<Run, '_id' | 'status'>): TestCallback
   return { version: '1', type: 'run.test', run: { id: run._id, status: run.status } };
 }
 
+/**
+ * The secrets a callback sent at `now` is signed with, newest first: the run's, and for `overlapSeconds` after a
+ * rotation the one it replaced, so a receiver still holding that one keeps verifying until it has the new one.
+ */
+export function signingSecrets(
+  callback: Pick<NonNullable<Run['callback']>, 'secret' | 'previousSecret'>,
+  now: Date,
+  overlapSeconds: number,
+): string[] {
+  const previous = callback.previousSecret;
+  const overlapping =
+    previous !== undefined && now.getTime() < previous.rotatedAt.getTime() + overlapSeconds * 1000;
+  return overlapping ? [callback.secret, previous.secret] : [callback.secret];
+}
+
 /** shouldNotify: paused runs get no callback (they are waiting; the resume that ends them fires it then). */
 export function shouldNotify(outcome: RunOutcome): boolean {
   return outcome.callbackRequested && outcome.kind !== 'run_paused';
