@@ -1,4 +1,5 @@
-// Writes outside the status machine's transitions: a new run (run_started) and the progress events of a running one.
+// Writes outside the status machine's transitions: a new run (run_started), the progress events of a running one,
+// and a new callback secret.
 import { randomBytes } from 'node:crypto';
 import type { CallbackEvent, Run } from '../domain/run';
 import { ConflictError } from '../domain/errors';
