@@ -93,7 +93,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
   app.use(openApiRouter([health, ...callerRouters]).routes());
   app.use(serveStudio(deps.studioDir));
 
-  // Web push off (the seed's webPushEnabled): the notification routes do not exist, token or not.
+  // Web push off (no VAPID keys): the notification routes do not exist, token or not.
   if (!deps.notifications) app.use(absentFeature('/api/v1/notifications'));
 
   // Everything below needs a caller.

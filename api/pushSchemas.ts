@@ -1,4 +1,4 @@
-// The push routes' bodies, with the seed's exact messages. A subscription's endpoint is a URL the worker will POST
+// The push routes' bodies, with the fixed messages docs/api.md lists. A subscription's endpoint is a URL the worker will POST
 // to, so it is held to the outbound rules here, at the edge, before anything is stored.
 import { createPublicKey } from 'node:crypto';
 import { z } from 'zod';
@@ -77,13 +77,14 @@ export function subscribeBody(rules: EndpointRules) {
               'keys.auth must be base64url of 16 bytes',
             ),
           },
-          // keys that are not an object hold no p256dh or auth: the fields are missing, as the seed reads it.
+          // keys that are not an object hold no p256dh or auth: the fields are missing.
           { error: REQUIRED },
         ),
       },
       { error: INVALID },
     ),
-    // The seed checks presence, then types, then each rule; and a body that is not JSON is a bad payload.
+    // Presence first, then types, then each rule (the order the studio relies on); a body that is not JSON is a
+    // bad payload.
     { precedence: [REQUIRED, INVALID], ownsBadJson: true },
   );
 }
@@ -99,7 +100,7 @@ export const unsubscribeBody = verbatim(
 const SCOPE = 'scope must be own or team';
 const KINDS = `kinds must map ${PREF_KINDS.join(', ')} to true or false`;
 /**
- * ValidScope, and the optional per-kind switches: a body without kinds is the seed's, with the seed's message;
+ * ValidScope, and the optional per-kind switches: a body without kinds is the original one, with its fixed message;
  * a bad scope is still answered first.
  */
 export const prefsBody = verbatim(

@@ -1,5 +1,5 @@
 // Serves the studio (static files, no auth) and answers the catch-alls: an unknown GET under /api is a JSON
-// 404, any path answers GET, so other methods on unknown paths are 405 (as the seed's SPA catch-all does).
+// 404, any path answers GET, so other methods on unknown paths are 405 (an SPA catch-all).
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import Router from '@koa/router';

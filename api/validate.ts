@@ -25,9 +25,9 @@ export interface Input<S extends RouteSpec> {
   body: Parsed<S['body']>;
 }
 
-/** A schema whose refusals are fixed messages (the seed's): the chosen message is the whole answer. */
+/** A schema whose refusals are fixed messages (docs/api.md): the chosen message is the whole answer. */
 interface Verbatim {
-  /** Where several issues are found, the first of these messages that occurs wins (the seed's check order). */
+  /** Where several issues are found, the first of these messages that occurs wins (the documented check order). */
   precedence: string[];
   /** A body that is not JSON at all is handed to the schema as undefined instead of answered "invalid JSON body". */
   ownsBadJson: boolean;

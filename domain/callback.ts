@@ -3,6 +3,23 @@
 import type { RunOutcome } from './outcome';
 import { CALLBACK_EVENT_OF, type CallbackEvent, type Run } from './run';
 
+/**
+ * What a user may be shown of a refused or failed delivery. The detail (addresses, resolver codes) stays in
+ * operator logs: it describes the inside of our network.
+ */
+export type DeliveryCategory =
+  | 'refused: invalid url'
+  | 'refused: not allowed'
+  | 'refused: private address'
+  | 'refused: dns'
+  | 'dns: temporary failure'
+  | 'timeout'
+  | 'network error'
+  | `http ${number}`;
+
+/** What started a callback attempt: the episode's own schedule, or a manual redelivery. */
+export type CallbackTrigger = 'episode' | 'redeliver';
+
 export interface CallbackBody {
   version: '1';
   type: CallbackEvent;

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import type { Client } from '@temporalio/client';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import type { Stores } from '../store';
-import type { EpisodeResult } from '../workflows/episode';
+import type { EpisodeResult } from '../contract/workflows';
 import { CallbackReceiver, type ReceivedCallback } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import type { ApiClient } from './support/harness';

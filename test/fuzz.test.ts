@@ -115,7 +115,7 @@ describe('bad input (fuzz)', function () {
     const { api, close } = await startFuzzApi();
     // One socket, kept alive: every request below reuses the connection of the one before.
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-    const token = mintToken(TEST_JWT_SECRET, 'decode-user', 'decode-team', '1h');
+    const token = await mintToken(TEST_JWT_SECRET, 'decode-user', 'decode-team', '1h');
     const post = (headers: Record<string, string>, body: Buffer | Buffer[]) =>
       new Promise<{ status: number; body: unknown; reused: boolean }>((resolve, reject) => {
         const req = http.request(`${api.url}/api/v1/runs`, {

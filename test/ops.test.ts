@@ -13,7 +13,7 @@ import { buildRunOutcome } from '../domain/outcome';
 import { createRunsService, type Caller } from '../runs/service';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
-import type { EpisodeResult } from '../workflows/episode';
+import type { EpisodeResult } from '../contract/workflows';
 import { WORKFLOWS_PATH } from '../worker';
 import { CallbackReceiver } from './support/callbackReceiver';
 import {

@@ -11,7 +11,7 @@ import type { Config } from '../config';
 import { routeDecisionAlert, type OperatorAlert } from '../domain/ops';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
-import { operatorAlertWorkflowId } from '../workflows/ids';
+import { operatorAlertWorkflowId } from '../contract/workflows';
 import { WORKFLOWS_PATH } from '../worker';
 import { CallbackReceiver } from './support/callbackReceiver';
 import {

@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import webpush from 'web-push';
-import type { SweepReport } from '../../activities/sweep';
+import type { SweepReport } from '../../contract/workflows';
 import { startApi, type ApiHandle } from '../../api/server';
 import { createOutcomeEmitter, episodeOptions, type OutcomeEmitter } from '../../client/emitter';
 import { loadConfig, type Config } from '../../config';
