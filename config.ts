@@ -92,6 +92,10 @@ export interface Config extends TemporalConnectionConfig {
   callbackTestRatePerTeam: RateRule;
   callbackRedeliverRatePerUser: RateRule;
   callbackRedeliverRatePerTeam: RateRule;
+  /** Secret rotations per run (POST /runs/:id/callback/rotate-secret). */
+  callbackRotateRate: RateRule;
+  /** After a rotation, how long callbacks carry the previous secret's signature beside the new one's. */
+  callbackSecretOverlapSeconds: number;
   /** Runs with a callback one team may create per minute. */
   runCreateRate: RateRule;
   routeErrorRatePerRun: RateRule;
@@ -399,6 +403,8 @@ const vapidSection = z
 const deliverySection = section({
   studioUrl: ['STUDIO_URL', httpUrl.transform(withoutTrailingSlash)],
   callbackAllowPrivate: ['CALLBACK_ALLOW_PRIVATE', flag],
+  // A week at most: past that a leaked secret the rotation was meant to retire still signs.
+  callbackSecretOverlapSeconds: ['CALLBACK_SECRET_OVERLAP_SECONDS', boundedSeconds(86400, 604800)],
   pushAllowPrivate: ['PUSH_ALLOW_PRIVATE', flag],
   pushEndpointAllowlist: ['PUSH_ENDPOINT_ALLOWLIST', suffixList.default([])],
   pushPruneMinHours: ['PUSH_PRUNE_MIN_HOURS', positiveNumber.default(24)],
@@ -419,6 +425,8 @@ const limitsSection = section({
   callbackTestPerTeam: ['CALLBACK_TEST_RATE_LIMIT_PER_TEAM', count.default(30)],
   callbackRedeliverPerUser: ['CALLBACK_REDELIVER_RATE_LIMIT_PER_USER', count.default(20)],
   callbackRedeliverPerTeam: ['CALLBACK_REDELIVER_RATE_LIMIT_PER_TEAM', count.default(60)],
+  callbackRotate: ['CALLBACK_ROTATE_RATE_LIMIT', count.default(5)],
+  callbackRotateWindow: ['CALLBACK_ROTATE_RATE_WINDOW_SECONDS', seconds.default(3600)],
   runCreate: ['RUN_CREATE_RATE_LIMIT', count.default(120)],
   routeErrorPerRun: ['ROUTE_ERROR_LIMIT_PER_RUN', count.default(20)],
   routeErrorPerTeam: ['ROUTE_ERROR_LIMIT_PER_TEAM', count.default(200)],
@@ -434,6 +442,7 @@ const limitsSection = section({
     callbackTestRatePerTeam: rate(l.callbackTestPerTeam, l.callbackTestWindow),
     callbackRedeliverRatePerUser: rate(l.callbackRedeliverPerUser, l.callbackRedeliverWindow),
     callbackRedeliverRatePerTeam: rate(l.callbackRedeliverPerTeam, l.callbackRedeliverWindow),
+    callbackRotateRate: rate(l.callbackRotate, l.callbackRotateWindow),
     runCreateRate: rate(l.runCreate, 60),
     routeErrorRatePerRun: rate(l.routeErrorPerRun, l.routeErrorWindow),
     routeErrorRatePerTeam: rate(l.routeErrorPerTeam, l.routeErrorWindow),

@@ -104,6 +104,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
         {
           allowPrivate: config.callbackAllowPrivate,
           timeoutMs: config.callbackTimeoutSeconds * 1000,
+          secretOverlapSeconds: config.callbackSecretOverlapSeconds,
           now: () => new Date(),
         },
         run,
@@ -123,6 +124,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
       perTeam: config.callbackRedeliverRatePerTeam,
     },
     runCreateLimit: config.runCreateRate,
+    callbackRotateLimit: config.callbackRotateRate,
     probes: {
       temporal: async () => void (await connection.workflowService.getSystemInfo({})),
       mongo: () => pingMongo(mongo.db),
