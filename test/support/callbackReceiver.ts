@@ -18,6 +18,9 @@ export interface ScriptedAnswer {
 
 export class CallbackReceiver {
   readonly received: ReceivedCallback[] = [];
+  /** Requests arrived and not answered yet (a slow receiver holds them), and the most there were at once. */
+  open = 0;
+  peakOpen = 0;
   private script: ScriptedAnswer[] = [];
   private fallback: ScriptedAnswer = { status: 204 };
   private readonly sockets = new Set<import('node:net').Socket>();
@@ -64,6 +67,14 @@ export class CallbackReceiver {
   }
 
   private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
+    // Open from arrival until answered, or until the client gave up on it.
+    let closed = false;
+    const close = (): void => {
+      if (!closed) this.open--;
+      closed = true;
+    };
+    this.peakOpen = Math.max(this.peakOpen, ++this.open);
+    res.once('close', close);
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
@@ -74,6 +85,7 @@ export class CallbackReceiver {
       });
       const answer = this.script.shift() ?? this.fallback;
       const send = (): void => {
+        close();
         if (!res.destroyed) res.writeHead(answer.status, answer.headers).end();
       };
       if (answer.delayMs) setTimeout(send, answer.delayMs);
