@@ -104,6 +104,12 @@ export interface Config extends TemporalConnectionConfig {
   callbackRetrySeconds: number[];
   /** One callback attempt's whole exchange, connect to last body byte. */
   callbackTimeoutSeconds: number;
+  /** Callback attempts one worker has open to one receiver origin at once; the others wait their turn. */
+  callbackMaxInFlightPerOrigin: number;
+  /** Failures in a row to one origin before the worker holds its callbacks for a cool-down (a circuit breaker). */
+  callbackBreakerFailures: number;
+  /** The breaker's first cool-down; each failed probe doubles it, up to 20 times this. */
+  callbackBreakerCooldownSeconds: number;
   sweepIntervalSeconds: number;
   claimGraceSeconds: number;
   stallAfterSeconds: number;
@@ -410,6 +416,10 @@ const deliverySection = section({
   pushPruneMinHours: ['PUSH_PRUNE_MIN_HOURS', positiveNumber.default(24)],
   claimGraceSeconds: ['CLAIM_GRACE_SECONDS', seconds.default(300)],
   opsAlertRetryHours: ['OPS_ALERT_RETRY_HOURS', positiveNumber.default(24)],
+  // Per worker process: each worker paces its own attempts (net/originPacing.ts).
+  callbackMaxInFlightPerOrigin: ['CALLBACK_MAX_IN_FLIGHT_PER_ORIGIN', slots.default(8)],
+  callbackBreakerFailures: ['CALLBACK_BREAKER_FAILURES', count.default(20)],
+  callbackBreakerCooldownSeconds: ['CALLBACK_BREAKER_COOLDOWN_SECONDS', boundedSeconds(30, 3600)],
 });
 
 /** The abuse bounds. The per-user and per-team callback bounds share their run bound's window. */

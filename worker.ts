@@ -34,6 +34,7 @@ import { ensureSweepSchedule } from './client/schedules';
 import { exitOnConfigError, loadConfigOrExit, type Config } from './config';
 import { freePort } from './net/freePort';
 import { pushSenderFor, type PushSender } from './net/pushSender';
+import { createOriginPacing, type OriginPacing } from './net/originPacing';
 import type { HostLookup } from './net/ssrfGuard';
 import { createStores, ensureAllIndexes, type Stores } from './store';
 import { connectMongo, pingMongo, type Mongo } from './store/mongo';
@@ -51,6 +52,47 @@ export interface WorkerDeps {
   log: Log;
   /** Undefined: no application metrics (WORKER_METRICS_PORT unset). */
   metrics?: Metrics;
+  /** Tests hand one in to look at it; default: one built from the config, for this worker. */
+  callbackPacing?: OriginPacing;
+}
+
+/**
+ * The worker's pacing of callback attempts per receiver origin (CALLBACK_MAX_IN_FLIGHT_PER_ORIGIN, and a breaker
+ * after CALLBACK_BREAKER_FAILURES failures in a row): one per worker process, its breaker's changes logged and in
+ * the callback_breaker_open gauge.
+ */
+export function callbackPacingFor(
+  config: Pick<
+    Config,
+    'callbackMaxInFlightPerOrigin' | 'callbackBreakerFailures' | 'callbackBreakerCooldownSeconds'
+  >,
+  log: Log,
+  metrics?: Metrics,
+): OriginPacing {
+  return createOriginPacing({
+    maxInFlight: config.callbackMaxInFlightPerOrigin,
+    breakerFailures: config.callbackBreakerFailures,
+    cooldownMs: config.callbackBreakerCooldownSeconds * 1000,
+    maxCooldownMs: config.callbackBreakerCooldownSeconds * 20 * 1000,
+    onBreakerChange: (change) => {
+      if (change.state === 'open')
+        log(
+          `callback: breaker open for ${change.origin} after ${change.failures} failures in a row; its callbacks ` +
+            `are held for ${Math.round(change.cooldownMs / 1000)} s, then one probe goes`,
+          { origin: change.origin, breaker: 'open' },
+        );
+      else if (change.state === 'closed')
+        log(
+          `callback: breaker closed for ${change.origin}: it answered again after ` +
+            `${Math.round(change.openForMs / 1000)} s held`,
+          { origin: change.origin, breaker: 'closed' },
+        );
+      metrics?.callbackBreaker(
+        change.origin,
+        change.state === 'forgotten' ? undefined : change.state === 'open',
+      );
+    },
+  });
 }
 
 export const WORKFLOWS_PATH = require.resolve('./workflows');
@@ -98,6 +140,7 @@ export async function createWorker(deps: WorkerDeps): Promise<Worker> {
       client: deps.client,
       pushSender: deps.pushSender,
       callbackLookup: deps.callbackLookup,
+      callbackPacing: deps.callbackPacing ?? callbackPacingFor(config, deps.log, deps.metrics),
       log: deps.log,
       metrics: deps.metrics,
     }),

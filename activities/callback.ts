@@ -19,6 +19,7 @@ import {
   type PinnedResponse,
 } from '../net/ssrfGuard';
 import { retryAfterMs } from '../net/retryAfter';
+import { originOf, type OriginPacing, type PacingEntry, type PacingHold } from '../net/originPacing';
 import type { Run } from '../domain/run';
 import type { RunStore } from '../store/runs';
 import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callbackAttempts';
@@ -38,8 +39,10 @@ export interface CallbackDeps {
   now: () => Date;
   /** Operator logs: the detail behind a category (addresses, resolver codes) goes here, never to the owner. */
   log?: (line: string) => void;
-  /** Counts and times each attempt sent, and the episodes' callbacks given up; absent: nothing is recorded. */
-  metrics?: Pick<Metrics, 'callbackAttempt' | 'callbackGaveUp'>;
+  /** Counts and times each attempt sent, the held ones, and the episodes' callbacks given up; absent: nothing is recorded. */
+  metrics?: Pick<Metrics, 'callbackAttempt' | 'callbackGaveUp' | 'callbackHeld'>;
+  /** The worker's pacing per receiver origin (one per worker process); absent: attempts go out unpaced. */
+  pacing?: OriginPacing;
 }
 
 const MAX_RESPONSE_BYTES = 16 * 1024;
@@ -126,6 +129,41 @@ const RECORD_TRIES = 3;
  */
 export const RECORD_DEADLINE_MS = 3000;
 
+/** Room kept in an attempt's start-to-close beyond the request and the record: the run's read, the resolver. */
+const SLOT_WAIT_RESERVE_MS = 7000;
+
+/**
+ * How long an attempt may wait for a slot to its origin: what its start-to-close leaves once the request's own
+ * timeout, the record and a reserve are counted, so the wait never eats into the receiver's timeout and the
+ * activity never outlives its start-to-close (Temporal would run it again). Without an activity: the timeout.
+ */
+function slotWaitMs(startedAt: number, timeoutMs: number): number {
+  const startToClose = activityContext()?.info.startToCloseTimeoutMs;
+  if (!startToClose) return timeoutMs;
+  return startToClose - (Date.now() - startedAt) - timeoutMs - RECORD_DEADLINE_MS - SLOT_WAIT_RESERVE_MS;
+}
+
+/**
+ * The request in its origin's slot, its outcome told to the origin's breaker: an answer worth another try (5xx,
+ * 429, 408, 3xx), a timeout or a network error is the origin failing; any other answer is the origin up; a refusal
+ * by the guard or a resolver without an answer never reached it.
+ */
+async function inSlot(
+  entry: Extract<PacingEntry, { held: false }> | undefined,
+  request: () => Promise<PinnedResponse>,
+): Promise<PinnedResponse> {
+  if (!entry) return request();
+  try {
+    const res = await request();
+    entry.done(classifyCallbackStatus(res.status) === 'retry' ? 'failure' : 'success');
+    return res;
+  } catch (err) {
+    const reached = !(err instanceof TargetRefusedError || err instanceof ResolverUnavailableError);
+    entry.done(reached ? 'failure' : 'neutral');
+    throw err;
+  }
+}
+
 export function createCallbackActivities(deps: CallbackDeps) {
   /** Writes the attempt's row within RECORD_DEADLINE_MS; a store that stays down or slow loses the row. */
   async function recordAttempt(row: Omit<CallbackAttemptRow, '_id' | 'attempt'>, guess: number | 'count') {
@@ -163,10 +201,11 @@ export function createCallbackActivities(deps: CallbackDeps) {
      * scheduled before the log existed: then the log numbers it from 1 and notes no wait).
      */
     async sendCallback(episodeId: string, runId: string, place?: AttemptPlace): Promise<CallbackAttempt> {
-      const attempt = await attemptOnce(episodeId, runId);
+      const attempt = await attemptOnce(episodeId, runId, place?.trigger ?? 'episode');
       if (attempt.sent) {
         const { outcome, at, durationMs } = attempt;
-        deps.metrics?.callbackAttempt(outcome.result, outcome.status, durationMs / 1000);
+        if (attempt.held) deps.metrics?.callbackHeld(attempt.held);
+        else deps.metrics?.callbackAttempt(outcome.result, outcome.status, durationMs / 1000);
         const info = activityContext()?.info;
         const wait =
           outcome.result === 'retry' && place?.waitIfRetried !== undefined
@@ -221,13 +260,23 @@ export function createCallbackActivities(deps: CallbackDeps) {
   async function attemptOnce(
     episodeId: string,
     runId: string,
+    trigger: AttemptPlace['trigger'],
   ): Promise<
     | { sent: false; outcome: CallbackAttempt }
-    | { sent: true; outcome: CallbackAttempt; error: DeliveryCategory; at: Date; durationMs: number }
+    | {
+        sent: true;
+        outcome: CallbackAttempt;
+        error: DeliveryCategory | PacingHold;
+        /** The worker held it back (nothing went out): logged, but not the receiver's answer. */
+        held?: PacingHold;
+        at: Date;
+        durationMs: number;
+      }
   > {
+    const activityStarted = Date.now();
     let at = deps.now();
     let started = Date.now();
-    const sent = (outcome: CallbackAttempt, error: DeliveryCategory) => ({
+    const sent = (outcome: CallbackAttempt, error: DeliveryCategory | PacingHold) => ({
       sent: true as const,
       outcome,
       error,
@@ -247,8 +296,35 @@ export function createCallbackActivities(deps: CallbackDeps) {
     let res;
     at = deps.now();
     started = Date.now();
+    // A slot of the receiver's origin, and its breaker's say; a redelivery (a human asked) goes past an open
+    // breaker, still in a slot. The wait for a slot comes before the request's own timeout starts.
+    const origin = originOf(run.callback.url);
+    const entry =
+      deps.pacing && origin
+        ? await deps.pacing.enter(origin, {
+            maxWaitMs: slotWaitMs(activityStarted, deps.timeoutMs),
+            signal: activityContext()?.cancellationSignal,
+            bypassBreaker: trigger === 'redeliver',
+          })
+        : undefined;
+    if (entry?.held) {
+      // Worth another try and not the receiver's failure; an open breaker's cool-down sets the next wait.
+      const retryAfterSeconds = entry.held === 'breaker_open' ? secondsOf(entry.retryAfterMs) : undefined;
+      const detail =
+        entry.held === 'breaker_open'
+          ? `breaker_open: ${origin} failed too often in a row; this worker holds its callbacks for now`
+          : `paced: no slot to ${origin} came free in time`;
+      const outcome = {
+        result: 'retry' as const,
+        detail,
+        ...(retryAfterSeconds ? { retryAfterSeconds } : {}),
+      };
+      return { ...sent(outcome, entry.held), held: entry.held };
+    }
     try {
-      res = await postSignedCallback(deps, run.callback, episodeId, JSON.stringify(body));
+      res = await inSlot(entry, () =>
+        postSignedCallback(deps, run.callback!, episodeId, JSON.stringify(body)),
+      );
     } catch (err) {
       const error = failureCategory(err);
       // No verdict from the resolver, or a name that does not exist now: both follow the retry schedule (a

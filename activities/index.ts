@@ -3,6 +3,7 @@
 import type { Client } from '@temporalio/client';
 import type { Config } from '../config';
 import type { Activities } from '../contract/activities';
+import type { OriginPacing } from '../net/originPacing';
 import type { PushSender } from '../net/pushSender';
 import type { HostLookup } from '../net/ssrfGuard';
 import type { Stores } from '../store';
@@ -27,6 +28,8 @@ export interface ActivityDeps {
   pushSender?: PushSender;
   /** The callbacks' resolver; injected by tests (a resolver that fails on purpose). Default: the system's. */
   callbackLookup?: HostLookup;
+  /** The worker's one pacing of callback attempts per receiver origin; undefined: unpaced. */
+  callbackPacing?: OriginPacing;
   now?: () => Date;
   /** Where the activities report what went wrong (the worker's logger, with what the running activity tells). */
   log: Log;
@@ -78,6 +81,7 @@ export function createActivities(deps: ActivityDeps): Activities {
       now,
       log,
       metrics,
+      pacing: deps.callbackPacing,
     }),
     ...createOpsActivities({
       runs: stores.runs,

@@ -91,3 +91,6 @@ const MAX_CALLBACK_WAIT_SECONDS = 3600;
 export function callbackWaitSeconds(scheduled: number, retryAfterSeconds?: number): number {
   return Math.min(Math.max(scheduled, retryAfterSeconds ?? 0), MAX_CALLBACK_WAIT_SECONDS);
 }
+
+/** An attempt the worker held back without sending: the receiver's breaker is open, or no slot came in time. */
+export type PacingHold = 'breaker_open' | 'paced';

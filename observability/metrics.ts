@@ -1,7 +1,7 @@
 // The application's Prometheus metrics: one object over a registry passed in, with one small method per event,
 // called where the result is known. Every label value comes from a closed set (families, kinds, results, status
 // classes), never from a run, an episode or a user: a series per run would grow without bound.
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { HEALTH_ALERT_KINDS } from '../domain/health';
 import { OPERATOR_ALERT_KINDS } from '../domain/ops';
 import { claimFamily, OUTCOME_KINDS } from '../domain/outcome';
@@ -73,6 +73,22 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}) 
     help: 'Callbacks settled as given up (a final refusal, or the retry schedule ran out).',
     registers,
   });
+  // The one label not from a closed set: receiver origins, bounded by the pacing's cap on origins it tracks (a
+  // series exists from an origin's first opening until the pacing forgets the origin).
+  const breakerOpen = new Gauge({
+    name: 'flow_notify_callback_breaker_open',
+    help: "1 while a receiver origin's circuit breaker holds this worker's callbacks to it (open or half-open), else 0.",
+    labelNames: ['origin'] as const,
+    registers,
+  });
+  const callbacksHeld = new Counter({
+    name: 'flow_notify_callback_attempts_held_total',
+    help:
+      "Callback attempts that did not go out: their origin's breaker was open (breaker_open), or no slot " +
+      'under CALLBACK_MAX_IN_FLIGHT_PER_ORIGIN came free in time (paced).',
+    labelNames: ['reason'] as const,
+    registers,
+  });
   const operatorAlerts = new Counter({
     name: 'flow_notify_operator_alerts_total',
     help: 'Operator alert POSTs by alert kind and result (sent, already_sent, failed).',
@@ -139,6 +155,14 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}) 
     },
     callbackGaveUp(): void {
       callbacksGivenUp.inc();
+    },
+    callbackHeld(reason: 'breaker_open' | 'paced'): void {
+      callbacksHeld.inc({ reason });
+    },
+    /** An origin's breaker opened (true) or closed (false); undefined: the origin is no longer tracked. */
+    callbackBreaker(origin: string, open: boolean | undefined): void {
+      if (open === undefined) breakerOpen.remove({ origin });
+      else breakerOpen.set({ origin }, open ? 1 : 0);
     },
     operatorAlert(kind: string, result: 'sent' | 'already_sent' | 'failed'): void {
       operatorAlerts.inc({ kind: bounded(kind, OPERATOR_ALERT_KINDS), result });

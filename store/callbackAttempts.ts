@@ -7,7 +7,7 @@
 // (E11000 = taken, try the next), the one exclusivity FerretDB v1 has, so numbers stay unique and continue across
 // re-runs of the episode and redeliveries without a counter or a read-modify-write.
 import type { Db } from 'mongodb';
-import type { CallbackTrigger, DeliveryCategory } from '../domain/callback';
+import type { CallbackTrigger, DeliveryCategory, PacingHold } from '../domain/callback';
 import { CLAIM_RETENTION_SECONDS } from './claims';
 import { isDuplicateKey, type IndexSpec, type RetiredIndex } from './mongo';
 
@@ -26,8 +26,11 @@ export interface CallbackAttemptRow {
   result: 'delivered' | 'retry' | 'stop';
   /** The receiver's HTTP status, when it answered. */
   status?: number;
-  /** Why there was no answer (failureCategory: timeout, network, refused: …), when there was none. */
-  error?: DeliveryCategory;
+  /**
+   * Why there was no answer (failureCategory: timeout, network, refused: …), when there was none; breaker_open or
+   * paced: the worker held the attempt back (nothing was sent, the receiver is not blamed).
+   */
+  error?: DeliveryCategory | PacingHold;
   /** The receiver's Retry-After, in seconds, when it sent one. */
   retryAfterSeconds?: number;
   /** The wait before the next attempt of the schedule; absent when none followed (delivered, stopped, last one). */

@@ -48,6 +48,9 @@ export class CallbackReceiver {
   readonly received: ReceivedCallback[] = [];
   /** Signed callbacks whose body did not match the published schema of its type: what, and the body. */
   readonly schemaMismatches: string[] = [];
+  /** Requests arrived and not answered yet (a slow receiver holds them), and the most there were at once. */
+  open = 0;
+  peakOpen = 0;
   private script: ScriptedAnswer[] = [];
   private fallback: ScriptedAnswer = { status: 204 };
   private readonly sockets = new Set<import('node:net').Socket>();
@@ -94,6 +97,14 @@ export class CallbackReceiver {
   }
 
   private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
+    // Open from arrival until answered, or until the client gave up on it.
+    let closed = false;
+    const close = (): void => {
+      if (!closed) this.open--;
+      closed = true;
+    };
+    this.peakOpen = Math.max(this.peakOpen, ++this.open);
+    res.once('close', close);
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
@@ -104,6 +115,7 @@ export class CallbackReceiver {
       if (mismatch) this.schemaMismatches.push(`${mismatch}\n  body: ${body}`);
       const answer = this.script.shift() ?? this.fallback;
       const send = (): void => {
+        close();
         if (!res.destroyed) res.writeHead(answer.status, answer.headers).end();
       };
       if (answer.delayMs) setTimeout(send, answer.delayMs);

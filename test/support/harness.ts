@@ -22,7 +22,7 @@ export async function startTestWorker(
   config: Config,
   stores: Stores,
   extra: Pick<WorkerDeps, 'pushSender' | 'callbackLookup'> &
-    Partial<Pick<WorkerDeps, 'log'>> & {
+    Partial<Pick<WorkerDeps, 'log' | 'metrics'>> & {
       /** Temporal's activity retry backoff a tenth as long (support/fastRetries.ts). */
       fastRetries?: boolean;
     } = {},

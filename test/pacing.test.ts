@@ -1,0 +1,188 @@
+// Pacing per receiver origin, end to end on the real servers: one worker, a burst of run ends to one slow
+// receiver (concurrency measured at the receiver), then a receiver that always fails (attempts reaching it are
+// bounded once its breaker opens; the breaker shows in the metrics, the logs and the attempt log).
+import assert from 'node:assert/strict';
+import type { Client } from '@temporalio/client';
+import { Registry } from 'prom-client';
+import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
+import type { Config } from '../config';
+import { mapBounded } from '../lib/concurrency';
+import { originOf } from '../net/originPacing';
+import { createMetrics, type Metrics } from '../observability/metrics';
+import { createRunsService } from '../runs/service';
+import type { Stores } from '../store';
+import type { Mongo } from '../store/mongo';
+import type { EpisodeResult } from '../contract/workflows';
+import { CallbackReceiver } from './support/callbackReceiver';
+import { openStores, startTestWorker, temporalClient, type RunningWorker } from './support/harness';
+import { testConfig } from './support/stack';
+
+const MAX_IN_FLIGHT = 4;
+const BREAKER_FAILURES = 5;
+const COOLDOWN_SECONDS = 2;
+const caller = { userId: 'alice', teamId: 'acme' };
+
+async function until(
+  what: string,
+  check: () => boolean | Promise<boolean>,
+  timeoutMs: number,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+describe('callback pacing per receiver origin (one worker)', function () {
+  this.timeout(15 * 60_000);
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  let worker: RunningWorker;
+  let metrics: Metrics;
+  const logged: string[] = [];
+
+  before(async () => {
+    config = testConfig({
+      CALLBACK_ALLOW_PRIVATE: '1',
+      CALLBACK_MAX_IN_FLIGHT_PER_ORIGIN: String(MAX_IN_FLIGHT),
+      CALLBACK_BREAKER_FAILURES: String(BREAKER_FAILURES),
+      CALLBACK_BREAKER_COOLDOWN_SECONDS: String(COOLDOWN_SECONDS),
+      CALLBACK_RETRY_SECONDS: '1,1,1,1',
+      SWEEP_INTERVAL_SECONDS: '3600',
+    });
+    ({ mongo, stores } = await openStores(config));
+    ({ client, close: closeClient } = await temporalClient(config));
+    metrics = createMetrics(new Registry(), { processMetrics: false });
+    worker = await startTestWorker(config, stores, { metrics, log: (line) => logged.push(line) });
+  });
+  after(async () => {
+    await worker?.stop();
+    await closeClient?.();
+    await mongo?.client.close();
+  });
+
+  /** `n` runs with a callback to `url`, completed without an emit; then each one's outcome emitted (its episode). */
+  async function endRuns(n: number, url: string, callbackRetrySeconds = config.callbackRetrySeconds) {
+    const runs = createRunsService({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
+    const ids = await mapBounded(
+      Array.from({ length: n }, (_, i) => i),
+      16,
+      async () => {
+        const run = await runs.create(caller, { callback: { url } });
+        await runs.complete(caller, run._id, 'done');
+        return run._id;
+      },
+    );
+    const emitter = createOutcomeEmitter({
+      client,
+      taskQueue: config.temporalTaskQueue,
+      runs: stores.runs,
+      options: { ...episodeOptions(config), callbackRetrySeconds },
+    });
+    const started = Date.now();
+    const episodes = await mapBounded(ids, 32, async (id) => (await emitter.emitRunOutcome(id))!.episodeId);
+    return { episodes, started };
+  }
+
+  const result = (episodeId: string) =>
+    client.workflow.getHandle(episodeId).result() as Promise<EpisodeResult>;
+
+  it('500 run ends to one slow receiver: at most CALLBACK_MAX_IN_FLIGHT_PER_ORIGIN open at the receiver, each delivered once', async () => {
+    const receiver = await CallbackReceiver.start();
+    try {
+      receiver.answerAlways({ status: 204, delayMs: 200 });
+      const { episodes, started } = await endRuns(500, receiver.url);
+      const results = await mapBounded(episodes, 50, result);
+      const seconds = (Date.now() - started) / 1000;
+      console.log(
+        `      500 callbacks through ${MAX_IN_FLIGHT} slots to a 200 ms receiver: ${seconds.toFixed(1)} s from the ` +
+          `first emit (at least ${(500 * 0.2) / MAX_IN_FLIGHT} s at that pace); peak open at the receiver ` +
+          `${receiver.peakOpen}`,
+      );
+      assert.deepEqual(
+        results.filter((r) => r.callback !== 'delivered'),
+        [],
+        'every episode delivered its callback',
+      );
+      const ids = receiver.received.map((r) => String(r.headers['webhook-id']));
+      assert.equal(new Set(ids).size, 500, 'every episode reached the receiver');
+      assert.equal(ids.length, 500, 'and each exactly once');
+      assert.ok(receiver.peakOpen <= MAX_IN_FLIGHT, `peak ${receiver.peakOpen} open at the receiver`);
+      assert.ok(receiver.peakOpen >= 2, 'the slots were used side by side');
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('a receiver that always fails: after the breaker opens, attempts reaching it are bounded; metric, logs and attempt log show it', async () => {
+    const receiver = await CallbackReceiver.start();
+    const origin = originOf(receiver.url)!;
+    try {
+      receiver.answerAlways({ status: 503 });
+      // 60 episodes of 11 attempts each, a second apart: unpaced, all 660 would reach the receiver in ~15 s.
+      const { episodes } = await endRuns(60, receiver.url, [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]);
+      await until('a first attempt', () => receiver.received.length > 0, 120_000);
+      const from = receiver.received[0].at.getTime();
+      const windowMs = 30_000;
+      await new Promise((resolve) => setTimeout(resolve, from + windowMs - Date.now()));
+      const reached = receiver.received.filter((r) => r.at.getTime() < from + windowMs).length;
+
+      // What may reach it in the window: the failures that open the breaker, those already in flight beside the
+      // last of them, and one probe per cool-down (each at least 0.8 × COOLDOWN_SECONDS × 2^k after the last).
+      let probes = 0;
+      for (let t = 0, cooldown = 0.8 * COOLDOWN_SECONDS * 1000; t + cooldown < windowMs; cooldown *= 2) {
+        t += cooldown;
+        probes++;
+      }
+      const bound = BREAKER_FAILURES + (MAX_IN_FLIGHT - 1) + probes;
+      console.log(
+        `      503 always: ${reached} attempts reached the receiver in ${windowMs / 1000} s ` +
+          `(${Math.round((reached * 60_000) / windowMs)}/min; bound ${bound}: ${BREAKER_FAILURES} failures, ` +
+          `${MAX_IN_FLIGHT - 1} in flight, ${probes} probes; unpaced, 660 in ~15 s)`,
+      );
+      assert.ok(reached <= bound, `${reached} attempts reached the receiver in the window, bound ${bound}`);
+      assert.ok(reached >= BREAKER_FAILURES, 'the breaker opened only after its failures');
+
+      const scrape = await metrics.registry.metrics();
+      assert.match(scrape, new RegExp(`flow_notify_callback_breaker_open\\{origin="${origin}"\\} 1`));
+      assert.match(scrape, /flow_notify_callback_attempts_held_total\{reason="breaker_open"\} [1-9]/);
+      assert.ok(
+        logged.some((line) =>
+          line.startsWith(`callback: breaker open for ${origin} after ${BREAKER_FAILURES}`),
+        ),
+        'the opening is logged',
+      );
+      const rows = (
+        await mapBounded(episodes, 8, (id) => stores.callbackAttempts.listForEpisode(id, 20))
+      ).flat();
+      const held = rows.filter((row) => row.error === 'breaker_open');
+      assert.ok(held.length > 0, 'the attempt log says breaker_open');
+      assert.ok(held.every((row) => row.result === 'retry' && row.status === undefined));
+
+      // The receiver comes back: the next probe closes the breaker (one line, the gauge back to 0), and the
+      // episodes still on their schedule deliver.
+      receiver.answerAlways({ status: 204 });
+      await until(
+        'the breaker to close',
+        () => logged.some((line) => line.startsWith(`callback: breaker closed for ${origin}`)),
+        COOLDOWN_SECONDS * 20 * 1.5 * 1000 + 30_000,
+      );
+      assert.match(
+        await metrics.registry.metrics(),
+        new RegExp(`flow_notify_callback_breaker_open\\{origin="${origin}"\\} 0`),
+      );
+      const results = await mapBounded(episodes, 20, result);
+      assert.ok(results.every((r) => ['delivered', 'gave_up'].includes(r.callback)));
+      assert.ok(
+        results.some((r) => r.callback === 'delivered'),
+        'the ones left on their schedule deliver',
+      );
+    } finally {
+      await receiver.close();
+    }
+  });
+});
