@@ -41,6 +41,14 @@ export interface TemporalTlsConfig {
   serverName?: string;
 }
 
+/**
+ * Traces over OTLP/HTTP. Only whether they are on and the protocol are decided here; the endpoint, headers,
+ * timeout, sampler, batch delays and service name are the standard OTEL_* variables, read by the SDK itself.
+ */
+export interface TracingConfig {
+  protocol: 'http/protobuf' | 'http/json';
+}
+
 /** Where Temporal is and how to reach it: what every process that connects needs. */
 export interface TemporalConnectionConfig {
   temporalAddress: string;
@@ -118,6 +126,8 @@ export interface Config extends TemporalConnectionConfig {
   logLevel: LogLevel;
   /** undefined: pretty when stdout is a terminal, JSON otherwise. */
   logFormat?: 'json' | 'pretty';
+  /** undefined: no tracing (neither OTLP endpoint variable is set). */
+  tracing?: TracingConfig;
   /** Task slots of one worker process; undefined: the SDK's defaults. */
   workerMaxConcurrentActivities?: number;
   workerMaxConcurrentWorkflowTasks?: number;
@@ -352,6 +362,28 @@ function onOff(env: Env, name: string): boolean | undefined {
  * TEMPORAL_TLS on, or any of the TLS settings or the API key set, turns TLS on (an API key is never sent in the
  * clear); TEMPORAL_TLS=off beside them is a contradiction, refused.
  */
+/**
+ * On when OTEL_EXPORTER_OTLP_ENDPOINT (or its traces-only form) is set, unless the SDK is disabled or the traces
+ * exporter is `none`, as the OpenTelemetry specification has it. Only OTLP over HTTP is built in.
+ */
+function tracing(env: Env): TracingConfig | undefined {
+  const endpoints = ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_EXPORTER_OTLP_ENDPOINT'].filter(
+    (name) => read(env, name) !== undefined,
+  );
+  for (const name of endpoints) url(env, name, ['http:', 'https:']);
+  if (endpoints.length === 0 || read(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true') return undefined;
+  const exporter = read(env, 'OTEL_TRACES_EXPORTER')?.toLowerCase();
+  if (exporter === 'none') return undefined;
+  if (exporter !== undefined && exporter !== 'otlp') {
+    throw new ConfigError(`OTEL_TRACES_EXPORTER must be otlp or none, got "${exporter}"`);
+  }
+  const protocolVariable = read(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL')
+    ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'
+    : 'OTEL_EXPORTER_OTLP_PROTOCOL';
+  const protocol = oneOf(env, protocolVariable, ['http/protobuf', 'http/json'] as const);
+  return { protocol: protocol ?? 'http/protobuf' };
+}
+
 export function loadTemporalConnectionConfig(env: Env = process.env): TemporalConnectionConfig {
   const temporalAddress = hostPort(env, 'TEMPORAL_ADDRESS', '127.0.0.1:7233');
   const tlsFlag = onOff(env, 'TEMPORAL_TLS');
@@ -493,6 +525,7 @@ export type EmitterConfig = Pick<
   | 'stallAfterSeconds'
   | 'healthReapSeconds'
   | 'opsAlertWebhookUrl'
+  | 'tracing'
 >;
 
 export function loadEmitterConfig(env: Env = process.env): EmitterConfig {
@@ -510,6 +543,7 @@ export function loadEmitterConfig(env: Env = process.env): EmitterConfig {
     stallAfterSeconds: positiveInt(env, 'STALL_AFTER_SECONDS', 900),
     healthReapSeconds: positiveInt(env, 'HEALTH_REAP_SECONDS', 1800),
     opsAlertWebhookUrl: optionalUrl(env, 'OPS_ALERT_WEBHOOK_URL'),
+    tracing: tracing(env),
   };
 }
 
