@@ -6,6 +6,7 @@ import type { HostLookup } from '../net/ssrfGuard';
 import type { Stores } from '../store';
 import type { Metrics } from '../observability/metrics';
 import type { Log } from '../observability/log';
+import { inSpan, serverAddress, SpanKind } from '../observability/tracing';
 import { episodeOptions } from '../client/emitter';
 import { claimFamily } from '../domain/outcome';
 import { raisePushConfigFault } from '../client/operator';
@@ -43,6 +44,7 @@ export const OPS_WEBHOOK_TIMEOUT_MS = 10_000;
 export function createActivities(deps: ActivityDeps) {
   const now = deps.now ?? (() => new Date());
   const { stores, config, metrics, log } = deps;
+  const pushSender = deps.pushSender && config.tracing ? tracedSender(deps.pushSender) : deps.pushSender;
   const activities = {
     ...createEpisodeActivities({ episodes: stores.episodes, now }),
     ...createClaimActivities({ claims: stores.claims }),
@@ -51,7 +53,7 @@ export function createActivities(deps: ActivityDeps) {
       pushSubscriptions: metrics
         ? countedPrunes(stores.pushSubscriptions, metrics)
         : stores.pushSubscriptions,
-      sender: metrics && deps.pushSender ? countedSender(deps.pushSender, metrics) : deps.pushSender,
+      sender: metrics && pushSender ? countedSender(pushSender, metrics) : pushSender,
       metrics,
       raiseConfigFault:
         config.opsAlertWebhookUrl === undefined
@@ -122,6 +124,28 @@ function countedSender(sender: PushSender, metrics: Metrics): PushSender {
       metrics.pushSent(outcome.result);
       return outcome;
     },
+  } as PushSender;
+}
+
+/** Every send in a client span of its own (tracing on), under the fan-out activity's span. */
+function tracedSender(sender: PushSender): PushSender {
+  return {
+    ...sender,
+    send: (...args) =>
+      inSpan(
+        'push send',
+        {
+          kind: SpanKind.CLIENT,
+          attributes: serverAddress(args[0].endpoint),
+          resultAttributes: (outcome) => ({
+            'push.result': outcome.result,
+            'push.attempts': outcome.attempts,
+            ...(outcome.status !== undefined ? { 'http.response.status_code': outcome.status } : {}),
+          }),
+          failed: (outcome) => outcome.result !== 'delivered',
+        },
+        () => sender.send(...args),
+      ),
   } as PushSender;
 }
 
