@@ -15,7 +15,7 @@ import { activityContext } from './activities/context';
 import { listenMetrics } from './api/routes/metrics';
 import { createMetrics, type Metrics } from './observability/metrics';
 import { readSdkMetrics } from './observability/sdkMetrics';
-import { startTracing, TRACING_WORKFLOW_INTERCEPTORS, type Tracing } from './observability/tracing';
+import { startTracing, tracingWorkflowInterceptors, type Tracing } from './observability/tracing';
 import {
   createLogger,
   logAt,
@@ -65,9 +65,9 @@ export const WORKFLOWS_PATH = require.resolve('./workflows');
 export const WORKFLOW_BUNDLE_FILE = 'workflow-bundle.js';
 export const TRACED_WORKFLOW_BUNDLE_FILE = 'workflow-bundle-traced.js';
 
-/** Workflow interceptor modules of a bundle: the tracing ones when traced, none otherwise. */
-export const workflowInterceptorModules = (traced: boolean): string[] =>
-  traced ? [TRACING_WORKFLOW_INTERCEPTORS] : [];
+/** Workflow interceptor modules of a bundle: the tracing ones when traced (resolved from `from`), none otherwise. */
+export const workflowInterceptorModules = (traced: boolean, from?: string): string[] =>
+  traced ? [tracingWorkflowInterceptors(from)] : [];
 
 const prebuiltBundle = (traced: boolean): string =>
   path.join(__dirname, traced ? TRACED_WORKFLOW_BUNDLE_FILE : WORKFLOW_BUNDLE_FILE);

@@ -17,9 +17,13 @@ import type { TracingConfig } from '../config';
 /**
  * The workflow interceptors of Temporal's OpenTelemetry package: a workflow bundle built with them carries the
  * trace from the start through the workflow to its activities. Tracing off, bundles are built without them.
+ * `from`: resolved from that folder's node_modules (a build's copy), so the bundle holds one @temporalio/workflow.
  */
-export const TRACING_WORKFLOW_INTERCEPTORS =
-  require.resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors');
+export const tracingWorkflowInterceptors = (from?: string): string =>
+  require.resolve(
+    '@temporalio/interceptors-opentelemetry/lib/workflow-interceptors',
+    from ? { paths: [from] } : undefined,
+  );
 
 /** The SDK started for one process, and what its Temporal client and worker need to carry the trace. */
 export interface Tracing {

@@ -25,7 +25,7 @@ async function main(): Promise<void> {
   ] as const) {
     const { code } = await bundleWorkflowCode({
       workflowsPath: path.join(distDir, 'workflows'),
-      workflowInterceptorModules: workflowInterceptorModules(traced),
+      workflowInterceptorModules: workflowInterceptorModules(traced, distDir),
       logger,
     });
     const out = path.join(distDir, file);
