@@ -359,10 +359,6 @@ function onOff(env: Env, name: string): boolean | undefined {
 }
 
 /**
- * TEMPORAL_TLS on, or any of the TLS settings or the API key set, turns TLS on (an API key is never sent in the
- * clear); TEMPORAL_TLS=off beside them is a contradiction, refused.
- */
-/**
  * On when OTEL_EXPORTER_OTLP_ENDPOINT (or its traces-only form) is set, unless the SDK is disabled or the traces
  * exporter is `none`, as the OpenTelemetry specification has it. Only OTLP over HTTP is built in.
  */
@@ -384,6 +380,10 @@ function tracing(env: Env): TracingConfig | undefined {
   return { protocol: protocol ?? 'http/protobuf' };
 }
 
+/**
+ * TEMPORAL_TLS on, or any of the TLS settings or the API key set, turns TLS on (an API key is never sent in the
+ * clear); TEMPORAL_TLS=off beside them is a contradiction, refused.
+ */
 export function loadTemporalConnectionConfig(env: Env = process.env): TemporalConnectionConfig {
   const temporalAddress = hostPort(env, 'TEMPORAL_ADDRESS', '127.0.0.1:7233');
   const tlsFlag = onOff(env, 'TEMPORAL_TLS');
