@@ -12,7 +12,7 @@ import { createHealthSignaler, healthOptions } from './client/health';
 import { emitFromRunner, FINAL_DISPOSITIONS, isDisposition, NON_FINAL_DISPOSITIONS } from './client/runner';
 import { explainRun, RUN_ID_PATTERN } from './operator/explain';
 import { renderExplanation } from './operator/render';
-import { childEnv, ConfigError, launcherEnv, loadEmitterConfig, loadOperatorConfig } from './config';
+import { childEnv, exitOnConfigError, launcherEnv, loadEmitterConfig, loadOperatorConfig } from './config';
 import { findRunningStack, stackEnv } from './stack/stackState';
 import { createClaimReader } from './store/claims';
 import { createEpisodeStore } from './store/episodes';
@@ -90,12 +90,12 @@ function loadBesideNpmStart<T>(load: (env: Record<string, string | undefined>) =
   try {
     return load(childEnv(stack ? stackEnv(stack, launcher) : {}));
   } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
     const advice =
       stack || launcher.mongoUrl
         ? ''
         : ' (no npm start is running in this checkout: start it, or set MONGO_URL and TEMPORAL_ADDRESS)';
-    fail(`configuration error: ${err.message}${advice}`, 78);
+    exitOnConfigError(err, advice);
+    throw err;
   }
 }
 
@@ -141,4 +141,7 @@ async function explain(args: string[]): Promise<void> {
   process.stdout.write(values.json ? `${JSON.stringify(found, null, 2)}\n` : renderExplanation(found));
 }
 
-main(process.argv.slice(2)).catch((err) => fail(err instanceof Error ? err.message : String(err), 1));
+main(process.argv.slice(2)).catch((err) => {
+  exitOnConfigError(err);
+  fail(err instanceof Error ? err.message : String(err), 1);
+});

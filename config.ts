@@ -1,6 +1,7 @@
-// The one place that reads the environment. Every variable of the contract, typed, read once;
-// a bad value throws a ConfigError whose message is one line naming the variable.
+// The one place that reads the environment. Every variable of the contract, typed, read once: one zod schema per
+// section. A bad value throws a ConfigError whose message is one line naming the variable.
 import { readFileSync } from 'node:fs';
+import { z } from 'zod';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -12,12 +13,15 @@ export interface VapidConfig {
   subject: string;
 }
 
+/** A deployment's identity provider: its tokens are verified against the key set at `url`. */
 export interface JwksConfig {
   url: string;
   issuer: string;
   audience: string;
+  /** Claim names of the provider's tokens (sub and team unless configured). */
   userClaim: string;
   teamClaim: string;
+  /** After a good fetch, an unknown kid waits this long before the keys are fetched again (a rotation). */
   cooldownSeconds: number;
   /** How long a fetched key set is fresh. */
   cacheSeconds: number;
@@ -96,6 +100,10 @@ export interface Config extends TemporalConnectionConfig {
   callbackTestRatePerTeam: RateRule;
   callbackRedeliverRatePerUser: RateRule;
   callbackRedeliverRatePerTeam: RateRule;
+  /** Secret rotations per run (POST /runs/:id/callback/rotate-secret). */
+  callbackRotateRate: RateRule;
+  /** After a rotation, how long callbacks carry the previous secret's signature beside the new one's. */
+  callbackSecretOverlapSeconds: number;
   /** Runs with a callback one team may create per minute. */
   runCreateRate: RateRule;
   routeErrorRatePerRun: RateRule;
@@ -126,7 +134,7 @@ export interface Config extends TemporalConnectionConfig {
   logLevel: LogLevel;
   /** undefined: pretty when stdout is a terminal, JSON otherwise. */
   logFormat?: 'json' | 'pretty';
-  /** undefined: no tracing (neither OTLP endpoint variable is set). */
+  /** undefined: no tracing (no OTLP endpoint is set). */
   tracing?: TracingConfig;
   /** Task slots of one worker process; undefined: the SDK's defaults. */
   workerMaxConcurrentActivities?: number;
@@ -138,374 +146,382 @@ type Env = Record<string, string | undefined>;
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-function oneOf<T extends string>(env: Env, name: string, values: readonly T[]): T | undefined {
-  const raw = read(env, name)?.toLowerCase();
-  if (raw === undefined) return undefined;
-  if (!(values as readonly string[]).includes(raw)) {
-    throw new ConfigError(`${name} must be one of ${values.join(', ')}, got "${raw}"`);
-  }
-  return raw as T;
+// A section is one zod object keyed by variable name: an issue's path is its variable and its message the rest of
+// the line, so every refusal reads `<VARIABLE> <what is wrong>`.
+
+/** The environment as the sections read it: values trimmed, blank ones left out. */
+function present(env: Env): Env {
+  return Object.fromEntries(
+    Object.entries(env).flatMap(([name, value]) => (value?.trim() ? [[name, value.trim()]] : [])),
+  );
 }
 
-function read(env: Env, name: string): string | undefined {
-  const value = env[name]?.trim();
-  return value === '' ? undefined : value;
+/** Fields that each read one variable through a schema: `{ field: [VARIABLE, schema] }`, in the order read. */
+function section<F extends Record<string, readonly [string, z.ZodType]>>(fields: F) {
+  // Every variable arrives as a string (or not at all).
+  const shape = Object.fromEntries(Object.values(fields)) as Record<
+    string,
+    z.ZodType<unknown, string | undefined>
+  >;
+  return z.object(shape).transform(
+    (vars) =>
+      Object.fromEntries(Object.entries(fields).map(([field, [name]]) => [field, vars[name]])) as {
+        [K in keyof F]: z.output<F[K][1]>;
+      },
+  );
 }
 
-function required(env: Env, name: string): string {
-  const value = read(env, name);
-  if (value === undefined) throw new ConfigError(`${name} is required`);
-  return value;
+/** A section read from the environment, or its first refusal as a ConfigError. */
+function parse<S extends z.ZodType>(schema: S, env: Env): z.output<S> {
+  const result = schema.safeParse(env);
+  if (result.success) return result.data;
+  const [first] = result.error.issues;
+  throw new ConfigError(`${first.path.join('.')} ${first.message}`);
 }
 
-/** A positive whole number; `unit` only words the refusal (" of seconds" for durations). */
-function positiveInt(env: Env, name: string, fallback: number, unit = ' of seconds'): number {
-  const raw = read(env, name);
-  if (raw === undefined) return fallback;
-  if (!/^\d+$/.test(raw) || Number(raw) <= 0) {
-    throw new ConfigError(`${name} must be a positive whole number${unit}, got "${raw}"`);
-  }
-  return Number(raw);
-}
+/** A refusal that shows what was read: `<phrase>, got "<value>"`. */
+const got = (phrase: string) => ({
+  error: (issue: { input?: unknown }) => `${phrase}, got "${String(issue.input)}"`,
+});
 
-const positiveCount = (env: Env, name: string, fallback: number): number =>
-  positiveInt(env, name, fallback, '');
+const isPositiveWhole = (raw: string) => /^\d*[1-9]\d*$/.test(raw);
+const numeric = (accepts: (raw: string) => boolean, what: string) =>
+  z
+    .string()
+    .refine(accepts, got(`must be ${what}`))
+    .transform(Number);
 
-function optionalPort(env: Env, name: string): number | undefined {
-  const raw = read(env, name);
-  if (raw === undefined) return undefined;
-  if (!/^\d+$/.test(raw) || Number(raw) > 65535) {
-    throw new ConfigError(`${name} must be a TCP port number, got "${raw}"`);
-  }
-  return Number(raw);
-}
+const seconds = numeric(isPositiveWhole, 'a positive whole number of seconds');
+const count = numeric(isPositiveWhole, 'a positive whole number');
+const positiveNumber = numeric((raw) => /^\d+(\.\d+)?$/.test(raw) && Number(raw) > 0, 'a positive number');
+const port = numeric((raw) => /^\d+$/.test(raw) && Number(raw) <= 65535, 'a TCP port number');
+const slots = numeric(
+  (raw) => isPositiveWhole(raw) && Number(raw) <= 10_000,
+  'a whole number from 1 to 10000',
+);
+const boundedSeconds = (fallback: number, max: number) =>
+  seconds.default(fallback).refine((value) => value <= max, got(`must be at most ${max} seconds`));
+const secondsList = z
+  .string()
+  .refine(
+    (raw) => raw.split(',').length <= 10 && raw.split(',').every((part) => isPositiveWhole(part.trim())),
+    got('must be up to 10 comma-separated positive whole numbers of seconds'),
+  )
+  .transform((raw) => raw.split(',').map(Number));
 
-function positiveNumber(env: Env, name: string, fallback: number): number {
-  const raw = read(env, name);
-  if (raw === undefined) return fallback;
-  if (!/^\d+(\.\d+)?$/.test(raw) || Number(raw) <= 0) {
-    throw new ConfigError(`${name} must be a positive number, got "${raw}"`);
-  }
-  return Number(raw);
-}
+const flag = z
+  .enum(['0', '1'], got('must be 0 or 1'))
+  .default('0')
+  .transform((raw) => raw === '1');
+const onOff = z
+  .string()
+  .toLowerCase()
+  .pipe(z.enum(['1', 'true', 'on', '0', 'false', 'off'], got('must be on or off (1/0)')))
+  .transform((raw) => ['1', 'true', 'on'].includes(raw));
+const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
+  z
+    .string()
+    .toLowerCase()
+    .pipe(z.enum(values, got(`must be one of ${values.join(', ')}`)));
 
-function optionalCount(env: Env, name: string, max: number): number | undefined {
-  const raw = read(env, name);
-  if (raw === undefined) return undefined;
-  if (!/^\d+$/.test(raw) || Number(raw) <= 0 || Number(raw) > max) {
-    throw new ConfigError(`${name} must be a whole number from 1 to ${max}, got "${raw}"`);
-  }
-  return Number(raw);
-}
+/** One word of printable ASCII: it travels in an Authorization header. */
+const printableWord = (min: number, max: number, refusal: string) =>
+  z.string().regex(new RegExp(`^[\\x21-\\x7e]{${min},${max}}$`), refusal);
 
-function secondsList(env: Env, name: string, fallback: number[]): number[] {
-  const raw = read(env, name);
-  if (raw === undefined) return fallback;
-  const parts = raw.split(',').map((p) => p.trim());
-  if (!parts.every((p) => /^\d+$/.test(p) && Number(p) > 0) || parts.length > 10) {
-    throw new ConfigError(
-      `${name} must be up to 10 comma-separated positive whole numbers of seconds, got "${raw}"`,
-    );
-  }
-  return parts.map(Number);
-}
+/** A URL of one of `protocols`, kept as written. */
+const url = (...protocols: string[]) =>
+  z.string({ error: 'is required' }).superRefine((raw, ctx) => {
+    if (!URL.canParse(raw)) return ctx.addIssue(`is not a valid URL: "${raw}"`);
+    const { protocol } = new URL(raw);
+    if (!protocols.includes(protocol)) ctx.addIssue(`must use ${protocols.join(' or ')}, got "${protocol}"`);
+  });
+const httpUrl = url('http:', 'https:');
+const withoutTrailingSlash = (value: string) => value.replace(/\/+$/, '');
+const hostPort = z.string().regex(/^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/, got('must be host:port'));
+const hostName = z.string().regex(/^[A-Za-z0-9.-]{1,253}$/, got('must be a host name'));
+/** Host suffixes, compared in lower case. */
+const suffixList = z
+  .string()
+  .transform((list) => list.split(',').flatMap((suffix) => suffix.trim().toLowerCase() || []));
 
-function flag(env: Env, name: string): boolean {
-  const raw = read(env, name) ?? '0';
-  if (raw !== '0' && raw !== '1') throw new ConfigError(`${name} must be 0 or 1, got "${raw}"`);
-  return raw === '1';
-}
+/** The path of a PEM file, read now: a bad path is refused at start, not at the first connection. */
+const pemFile = z
+  .string()
+  .transform((file, ctx) => {
+    let content: Buffer;
+    try {
+      content = readFileSync(file);
+    } catch (err) {
+      ctx.addIssue(`cannot be read: "${file}" (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+      return z.NEVER;
+    }
+    if (content.length > 1_000_000 || !content.includes('-----BEGIN ')) {
+      ctx.addIssue(`must name a PEM file, "${file}" is not one`);
+      return z.NEVER;
+    }
+    return content;
+  })
+  .optional();
 
-function url(env: Env, name: string, protocols: string[], fallback?: string): string {
-  const raw = read(env, name) ?? fallback;
-  if (raw === undefined) throw new ConfigError(`${name} is required`);
-  let parsed: URL;
-  try {
-    parsed = new URL(raw);
-  } catch {
-    throw new ConfigError(`${name} is not a valid URL: "${raw}"`);
-  }
-  if (!protocols.includes(parsed.protocol)) {
-    throw new ConfigError(`${name} must use ${protocols.join(' or ')}, got "${parsed.protocol}"`);
-  }
-  return raw;
-}
+const serverSection = section({
+  host: ['HOST', z.string().default('127.0.0.1')],
+  port: ['PORT', port.default(8080)],
+});
 
-function optionalUrl(env: Env, name: string): string | undefined {
-  return read(env, name) === undefined ? undefined : url(env, name, ['http:', 'https:']);
-}
+const mongoSection = section({
+  mongoUrl: ['MONGO_URL', url('mongodb:', 'mongodb+srv:')],
+  mongoDb: ['MONGO_DB', z.string().default('flow')],
+});
 
-const BASE64URL = /^[A-Za-z0-9_-]+$/;
+/** Any of these turns TLS on (an API key is never sent in the clear); beside TEMPORAL_TLS=off they are refused. */
+const TEMPORAL_TLS_SETTINGS = [
+  'TEMPORAL_TLS_CA',
+  'TEMPORAL_TLS_CERT',
+  'TEMPORAL_TLS_SERVER_NAME',
+  'TEMPORAL_API_KEY',
+] as const;
 
-function vapid(env: Env): VapidConfig | undefined {
-  const publicKey = read(env, 'VAPID_PUBLIC_KEY');
-  const privateKey = read(env, 'VAPID_PRIVATE_KEY');
-  if (publicKey === undefined && privateKey === undefined) return undefined;
-  if (publicKey === undefined)
-    throw new ConfigError('VAPID_PUBLIC_KEY is missing while VAPID_PRIVATE_KEY is set');
-  if (privateKey === undefined)
-    throw new ConfigError('VAPID_PRIVATE_KEY is missing while VAPID_PUBLIC_KEY is set');
-  if (!BASE64URL.test(publicKey) || Buffer.from(publicKey, 'base64url').length !== 65) {
-    throw new ConfigError('VAPID_PUBLIC_KEY must be a base64url uncompressed P-256 point (65 bytes)');
-  }
-  if (!BASE64URL.test(privateKey) || Buffer.from(privateKey, 'base64url').length !== 32) {
-    throw new ConfigError('VAPID_PRIVATE_KEY must be a base64url P-256 private key (32 bytes)');
-  }
-  const subject = read(env, 'VAPID_SUBJECT') ?? 'mailto:flow-notify@localhost';
-  if (!/^(mailto:|https:\/\/)/.test(subject)) {
-    throw new ConfigError(`VAPID_SUBJECT must start with mailto: or https://, got "${subject}"`);
-  }
-  return { publicKey, privateKey, subject };
-}
+// Keyed by variable name (not a `section`): its refusals between variables name them.
+const temporalSection = z
+  .object({
+    TEMPORAL_ADDRESS: hostPort.default('127.0.0.1:7233'),
+    TEMPORAL_TLS: onOff.optional(),
+    TEMPORAL_TLS_CA: pemFile,
+    TEMPORAL_TLS_CERT: pemFile,
+    TEMPORAL_TLS_KEY: pemFile,
+    TEMPORAL_TLS_SERVER_NAME: hostName.optional(),
+    TEMPORAL_API_KEY: printableWord(1, 8192, 'must be one word of printable ASCII (up to 8 KiB)').optional(),
+  })
+  .superRefine((vars, ctx) => {
+    const refuse = (name: string, message: string) => ctx.addIssue({ code: 'custom', path: [name], message });
+    if (vars.TEMPORAL_TLS_CERT && !vars.TEMPORAL_TLS_KEY)
+      return refuse('TEMPORAL_TLS_KEY', 'is missing while TEMPORAL_TLS_CERT is set');
+    if (vars.TEMPORAL_TLS_KEY && !vars.TEMPORAL_TLS_CERT)
+      return refuse('TEMPORAL_TLS_CERT', 'is missing while TEMPORAL_TLS_KEY is set');
+    const set = TEMPORAL_TLS_SETTINGS.find((name) => vars[name] !== undefined);
+    if (vars.TEMPORAL_TLS === false && set) refuse(set, 'is set while TEMPORAL_TLS is off');
+  })
+  .transform((vars): TemporalConnectionConfig => {
+    const { TEMPORAL_TLS_CA: ca, TEMPORAL_TLS_CERT: crt, TEMPORAL_TLS_KEY: key } = vars;
+    const { TEMPORAL_TLS_SERVER_NAME: serverName, TEMPORAL_API_KEY: temporalApiKey } = vars;
+    const tlsOn = vars.TEMPORAL_TLS ?? TEMPORAL_TLS_SETTINGS.some((name) => vars[name] !== undefined);
+    return {
+      temporalAddress: vars.TEMPORAL_ADDRESS,
+      temporalTls: tlsOn
+        ? {
+            ...(ca && { ca }),
+            ...(crt && key && { clientCert: { crt, key } }),
+            ...(serverName && { serverName }),
+          }
+        : undefined,
+      ...(temporalApiKey && { temporalApiKey }),
+    };
+  });
+
+/** What the emitter hands the workflows beside the servers. */
+const workflowSection = section({
+  temporalNamespace: ['TEMPORAL_NAMESPACE', z.string().default('default')],
+  temporalTaskQueue: ['TEMPORAL_TASK_QUEUE', z.string().default('flow-notify')],
+  callbackRetrySeconds: ['CALLBACK_RETRY_SECONDS', secondsList.default([20, 60, 180, 540])],
+  // Also an episode option: a callback attempt's start-to-close is this plus a margin.
+  callbackTimeoutSeconds: ['CALLBACK_TIMEOUT_SECONDS', seconds.default(10)],
+  // An episode's released push is retried after one sweep interval (EpisodeOptions.releasedRetrySeconds).
+  sweepIntervalSeconds: ['SWEEP_INTERVAL_SECONDS', seconds.default(120)],
+  stallAfterSeconds: ['STALL_AFTER_SECONDS', seconds.default(900)],
+  healthReapSeconds: ['HEALTH_REAP_SECONDS', seconds.default(1800)],
+  opsAlertWebhookUrl: ['OPS_ALERT_WEBHOOK_URL', httpUrl.optional()],
+});
+
+/** Read only when AUTH_JWKS_URL is set. */
+const jwksSection = section({
+  // An identity provider signs tokens for every application it serves: without both, another app's token would do.
+  issuer: ['AUTH_ISSUER', z.string({ error: 'is required when AUTH_JWKS_URL is set' })],
+  audience: ['AUTH_AUDIENCE', z.string({ error: 'is required when AUTH_JWKS_URL is set' })],
+  // Keys fetched over plain http could be swapped on the way: only a loopback provider (tests, a sidecar) may use it.
+  url: [
+    'AUTH_JWKS_URL',
+    url('https:', 'http:').pipe(
+      z.string().refine((raw) => {
+        const { protocol, hostname } = new URL(raw);
+        return protocol === 'https:' || ['127.0.0.1', 'localhost', '[::1]'].includes(hostname);
+      }, got('must use https: (http only on loopback)')),
+    ),
+  ],
+  userClaim: ['AUTH_USER_CLAIM', z.string().default('sub')],
+  teamClaim: ['AUTH_TEAM_CLAIM', z.string().default('team')],
+  cooldownSeconds: ['AUTH_JWKS_COOLDOWN_SECONDS', seconds.default(30)],
+  cacheSeconds: ['AUTH_JWKS_CACHE_SECONDS', seconds.default(600)],
+  maxStaleSeconds: ['AUTH_JWKS_MAX_STALE_SECONDS', seconds.default(86400)],
+});
 
 /** Below this an HS256 secret can be brute-forced offline from one token (RFC 7518 §3.2 asks for 256 bits). */
 const MIN_SECRET_BYTES = 32;
+const bytes = (value: unknown) => Buffer.byteLength(String(value), 'utf8');
+const hs256Secret = z.string({ error: 'is required' }).refine((secret) => bytes(secret) >= MIN_SECRET_BYTES, {
+  error: (issue) =>
+    `must be at least ${MIN_SECRET_BYTES} bytes (e.g. openssl rand -base64 32), got ${bytes(issue.input)}`,
+});
 
-/** A positive whole number of seconds no larger than `max`. */
-function boundedSeconds(env: Env, name: string, fallback: number, max: number): number {
-  const value = positiveInt(env, name, fallback);
-  if (value > max) throw new ConfigError(`${name} must be at most ${max} seconds, got "${value}"`);
-  return value;
-}
-
-function auth(
-  env: Env,
-): Pick<
-  Config,
-  | 'authJwtSecret'
-  | 'authJwks'
-  | 'authIssuer'
-  | 'authAudience'
-  | 'authMaxTokenLifetimeSeconds'
-  | 'authClockSkewSeconds'
-> {
-  const jwksUrl = read(env, 'AUTH_JWKS_URL');
-  const authJwks = jwksUrl === undefined ? undefined : jwks(env);
-  const authJwtSecret = authJwks ? read(env, 'AUTH_JWT_SECRET') : required(env, 'AUTH_JWT_SECRET');
-  if (authJwtSecret !== undefined && Buffer.byteLength(authJwtSecret, 'utf8') < MIN_SECRET_BYTES) {
-    throw new ConfigError(
-      `AUTH_JWT_SECRET must be at least ${MIN_SECRET_BYTES} bytes (e.g. openssl rand -base64 32), got ${Buffer.byteLength(authJwtSecret, 'utf8')}`,
-    );
-  }
-  return {
-    authJwtSecret,
-    authJwks,
-    authIssuer: read(env, 'AUTH_ISSUER'),
-    authAudience: read(env, 'AUTH_AUDIENCE'),
+/** With a JWKS the HS256 secret is optional (the provider's tokens may be the only ones). */
+const authSection = (withJwks: boolean) =>
+  section({
+    authJwtSecret: ['AUTH_JWT_SECRET', withJwks ? hs256Secret.optional() : hs256Secret],
+    authIssuer: ['AUTH_ISSUER', z.string().optional()],
+    authAudience: ['AUTH_AUDIENCE', z.string().optional()],
     // Past these a stolen token lives for months, or an expired one is honoured for hours.
-    authMaxTokenLifetimeSeconds: boundedSeconds(
-      env,
+    authMaxTokenLifetimeSeconds: [
       'AUTH_MAX_TOKEN_LIFETIME_SECONDS',
-      7 * 24 * 3600,
-      30 * 24 * 3600,
-    ),
-    authClockSkewSeconds: boundedSeconds(env, 'AUTH_CLOCK_SKEW_SECONDS', 60, 300),
-  };
-}
+      boundedSeconds(7 * 24 * 3600, 30 * 24 * 3600),
+    ],
+    authClockSkewSeconds: ['AUTH_CLOCK_SKEW_SECONDS', boundedSeconds(60, 300)],
+  });
 
-function jwks(env: Env): JwksConfig {
-  const issuer = read(env, 'AUTH_ISSUER');
-  const audience = read(env, 'AUTH_AUDIENCE');
-  // An identity provider signs tokens for every application it serves: without both, another app's token would do.
-  if (issuer === undefined) throw new ConfigError('AUTH_ISSUER is required when AUTH_JWKS_URL is set');
-  if (audience === undefined) throw new ConfigError('AUTH_AUDIENCE is required when AUTH_JWKS_URL is set');
-  const jwksUrl = url(env, 'AUTH_JWKS_URL', ['https:', 'http:']);
-  // Keys fetched over plain http could be swapped on the way: only a loopback provider (tests, a sidecar) may use it.
-  const { protocol, hostname } = new URL(jwksUrl);
-  if (protocol === 'http:' && !['127.0.0.1', 'localhost', '[::1]'].includes(hostname))
-    throw new ConfigError(`AUTH_JWKS_URL must use https: (http only on loopback), got "${jwksUrl}"`);
-  return {
-    url: jwksUrl,
-    issuer,
-    audience,
-    userClaim: read(env, 'AUTH_USER_CLAIM') ?? 'sub',
-    teamClaim: read(env, 'AUTH_TEAM_CLAIM') ?? 'team',
-    cooldownSeconds: positiveInt(env, 'AUTH_JWKS_COOLDOWN_SECONDS', 30),
-    cacheSeconds: positiveInt(env, 'AUTH_JWKS_CACHE_SECONDS', 600),
-    maxStaleSeconds: positiveInt(env, 'AUTH_JWKS_MAX_STALE_SECONDS', 86400),
-  };
-}
+const base64urlKey = (length: number, refusal: string) =>
+  z
+    .string()
+    .refine(
+      (key) => /^[A-Za-z0-9_-]+$/.test(key) && Buffer.from(key, 'base64url').length === length,
+      refusal,
+    );
 
-/** Long enough not to be guessed, one word of printable ASCII (it travels in an Authorization header). */
-function metricsToken(env: Env): string | undefined {
-  const token = read(env, 'METRICS_TOKEN');
-  if (token !== undefined && (token.length < 16 || token.length > 4096 || !/^[\x21-\x7e]+$/.test(token)))
-    throw new ConfigError('METRICS_TOKEN must be one word of 16 to 4096 printable ASCII characters');
-  return token;
-}
-
-function pemFile(env: Env, name: string): Buffer | undefined {
-  const file = read(env, name);
-  if (file === undefined) return undefined;
-  let content: Buffer;
-  try {
-    content = readFileSync(file);
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code ?? String(err);
-    throw new ConfigError(`${name} cannot be read: "${file}" (${code})`);
-  }
-  if (content.length > 1_000_000 || !content.includes('-----BEGIN ')) {
-    throw new ConfigError(`${name} must name a PEM file, "${file}" is not one`);
-  }
-  return content;
-}
-
-function onOff(env: Env, name: string): boolean | undefined {
-  const raw = read(env, name)?.toLowerCase();
-  if (raw === undefined) return undefined;
-  if (['1', 'true', 'on'].includes(raw)) return true;
-  if (['0', 'false', 'off'].includes(raw)) return false;
-  throw new ConfigError(`${name} must be on or off (1/0), got "${raw}"`);
-}
-
-/**
- * On when OTEL_EXPORTER_OTLP_ENDPOINT (or its traces-only form) is set, unless the SDK is disabled or the traces
- * exporter is `none`, as the OpenTelemetry specification has it. Only OTLP over HTTP is built in.
- */
-function tracing(env: Env): TracingConfig | undefined {
-  const endpoints = ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_EXPORTER_OTLP_ENDPOINT'].filter(
-    (name) => read(env, name) !== undefined,
+/** Read only when either key is set: first both halves, then their shapes. */
+const vapidSection = z
+  .object({
+    VAPID_PUBLIC_KEY: z.string({ error: 'is missing while VAPID_PRIVATE_KEY is set' }),
+    VAPID_PRIVATE_KEY: z.string({ error: 'is missing while VAPID_PUBLIC_KEY is set' }),
+  })
+  .catchall(z.string())
+  .transform((vars): Env => vars) // the whole environment goes on to the next stage
+  .pipe(
+    section({
+      publicKey: [
+        'VAPID_PUBLIC_KEY',
+        base64urlKey(65, 'must be a base64url uncompressed P-256 point (65 bytes)'),
+      ],
+      privateKey: ['VAPID_PRIVATE_KEY', base64urlKey(32, 'must be a base64url P-256 private key (32 bytes)')],
+      subject: [
+        'VAPID_SUBJECT',
+        z
+          .string()
+          .regex(/^(mailto:|https:\/\/)/, got('must start with mailto: or https://'))
+          .default('mailto:flow-notify@localhost'),
+      ],
+    }),
   );
-  for (const name of endpoints) url(env, name, ['http:', 'https:']);
-  if (endpoints.length === 0 || read(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true') return undefined;
-  const exporter = read(env, 'OTEL_TRACES_EXPORTER')?.toLowerCase();
-  if (exporter === 'none') return undefined;
-  if (exporter !== undefined && exporter !== 'otlp') {
-    throw new ConfigError(`OTEL_TRACES_EXPORTER must be otlp or none, got "${exporter}"`);
-  }
-  const protocolVariable = read(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL')
-    ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'
-    : 'OTEL_EXPORTER_OTLP_PROTOCOL';
-  const protocol = oneOf(env, protocolVariable, ['http/protobuf', 'http/json'] as const);
-  return { protocol: protocol ?? 'http/protobuf' };
-}
+
+/** Where notifications go, and how long their records wait. STUDIO_URL's default is filled in from HOST and PORT. */
+const deliverySection = section({
+  studioUrl: ['STUDIO_URL', httpUrl.transform(withoutTrailingSlash)],
+  callbackAllowPrivate: ['CALLBACK_ALLOW_PRIVATE', flag],
+  // A week at most: past that a leaked secret the rotation was meant to retire still signs.
+  callbackSecretOverlapSeconds: ['CALLBACK_SECRET_OVERLAP_SECONDS', boundedSeconds(86400, 604800)],
+  pushAllowPrivate: ['PUSH_ALLOW_PRIVATE', flag],
+  pushEndpointAllowlist: ['PUSH_ENDPOINT_ALLOWLIST', suffixList.default([])],
+  pushPruneMinHours: ['PUSH_PRUNE_MIN_HOURS', positiveNumber.default(24)],
+  claimGraceSeconds: ['CLAIM_GRACE_SECONDS', seconds.default(300)],
+  opsAlertRetryHours: ['OPS_ALERT_RETRY_HOURS', positiveNumber.default(24)],
+});
+
+/** The abuse bounds. The per-user and per-team callback bounds share their run bound's window. */
+const limitsSection = section({
+  pushMaxSubscriptionsPerUser: ['PUSH_MAX_SUBSCRIPTIONS_PER_USER', count.default(20)],
+  pushTest: ['PUSH_TEST_RATE_LIMIT', count.default(5)],
+  pushTestWindow: ['PUSH_TEST_RATE_WINDOW_SECONDS', seconds.default(60)],
+  callbackTest: ['CALLBACK_TEST_RATE_LIMIT', count.default(5)],
+  callbackTestWindow: ['CALLBACK_TEST_RATE_WINDOW_SECONDS', seconds.default(60)],
+  callbackRedeliver: ['CALLBACK_REDELIVER_RATE_LIMIT', count.default(5)],
+  callbackRedeliverWindow: ['CALLBACK_REDELIVER_RATE_WINDOW_SECONDS', seconds.default(60)],
+  callbackTestPerUser: ['CALLBACK_TEST_RATE_LIMIT_PER_USER', count.default(10)],
+  callbackTestPerTeam: ['CALLBACK_TEST_RATE_LIMIT_PER_TEAM', count.default(30)],
+  callbackRedeliverPerUser: ['CALLBACK_REDELIVER_RATE_LIMIT_PER_USER', count.default(20)],
+  callbackRedeliverPerTeam: ['CALLBACK_REDELIVER_RATE_LIMIT_PER_TEAM', count.default(60)],
+  callbackRotate: ['CALLBACK_ROTATE_RATE_LIMIT', count.default(5)],
+  callbackRotateWindow: ['CALLBACK_ROTATE_RATE_WINDOW_SECONDS', seconds.default(3600)],
+  runCreate: ['RUN_CREATE_RATE_LIMIT', count.default(120)],
+  routeErrorPerRun: ['ROUTE_ERROR_LIMIT_PER_RUN', count.default(20)],
+  routeErrorPerTeam: ['ROUTE_ERROR_LIMIT_PER_TEAM', count.default(200)],
+  routeErrorWindow: ['ROUTE_ERROR_WINDOW_SECONDS', seconds.default(3600)],
+}).transform((l) => {
+  const rate = (limit: number, windowSeconds: number): RateRule => ({ limit, windowSeconds });
+  return {
+    pushMaxSubscriptionsPerUser: l.pushMaxSubscriptionsPerUser,
+    pushTestRate: rate(l.pushTest, l.pushTestWindow),
+    callbackTestRate: rate(l.callbackTest, l.callbackTestWindow),
+    callbackRedeliverRate: rate(l.callbackRedeliver, l.callbackRedeliverWindow),
+    callbackTestRatePerUser: rate(l.callbackTestPerUser, l.callbackTestWindow),
+    callbackTestRatePerTeam: rate(l.callbackTestPerTeam, l.callbackTestWindow),
+    callbackRedeliverRatePerUser: rate(l.callbackRedeliverPerUser, l.callbackRedeliverWindow),
+    callbackRedeliverRatePerTeam: rate(l.callbackRedeliverPerTeam, l.callbackRedeliverWindow),
+    callbackRotateRate: rate(l.callbackRotate, l.callbackRotateWindow),
+    runCreateRate: rate(l.runCreate, 60),
+    routeErrorRatePerRun: rate(l.routeErrorPerRun, l.routeErrorWindow),
+    routeErrorRatePerTeam: rate(l.routeErrorPerTeam, l.routeErrorWindow),
+  };
+});
+
+/** How the processes run: shutdown, probes and metrics, logs, task slots. */
+const processSection = section({
+  shutdownGraceSeconds: ['SHUTDOWN_GRACE_SECONDS', seconds.default(30)],
+  workerHealthPort: ['WORKER_HEALTH_PORT', port.optional()],
+  workerMetricsPort: ['WORKER_METRICS_PORT', port.optional()],
+  metricsPort: ['METRICS_PORT', port.optional()],
+  // Long enough not to be guessed.
+  metricsToken: [
+    'METRICS_TOKEN',
+    printableWord(16, 4096, 'must be one word of 16 to 4096 printable ASCII characters').optional(),
+  ],
+  trustProxy: ['TRUST_PROXY', flag],
+  logLevel: ['LOG_LEVEL', oneOf(LOG_LEVELS).default('info')],
+  logFormat: ['LOG_FORMAT', oneOf(['json', 'pretty']).optional()],
+  workerMaxConcurrentActivities: ['WORKER_MAX_CONCURRENT_ACTIVITIES', slots.optional()],
+  workerMaxConcurrentWorkflowTasks: ['WORKER_MAX_CONCURRENT_WORKFLOW_TASKS', slots.optional()],
+});
 
 /**
- * TEMPORAL_TLS on, or any of the TLS settings or the API key set, turns TLS on (an API key is never sent in the
- * clear); TEMPORAL_TLS=off beside them is a contradiction, refused.
+ * Traces are on with an OTLP endpoint (the traces-only one or the general one), unless the SDK is disabled or the
+ * traces exporter is `none`, as the OpenTelemetry specification has it. Only OTLP over HTTP is built in.
  */
-export function loadTemporalConnectionConfig(env: Env = process.env): TemporalConnectionConfig {
-  const temporalAddress = hostPort(env, 'TEMPORAL_ADDRESS', '127.0.0.1:7233');
-  const tlsFlag = onOff(env, 'TEMPORAL_TLS');
-  const ca = pemFile(env, 'TEMPORAL_TLS_CA');
-  const crt = pemFile(env, 'TEMPORAL_TLS_CERT');
-  const key = pemFile(env, 'TEMPORAL_TLS_KEY');
-  if (crt && !key) throw new ConfigError('TEMPORAL_TLS_KEY is missing while TEMPORAL_TLS_CERT is set');
-  if (key && !crt) throw new ConfigError('TEMPORAL_TLS_CERT is missing while TEMPORAL_TLS_KEY is set');
-  const serverName = read(env, 'TEMPORAL_TLS_SERVER_NAME');
-  if (serverName !== undefined && !/^[A-Za-z0-9.-]{1,253}$/.test(serverName)) {
-    throw new ConfigError(`TEMPORAL_TLS_SERVER_NAME must be a host name, got "${serverName}"`);
-  }
-  const temporalApiKey = read(env, 'TEMPORAL_API_KEY');
-  if (
-    temporalApiKey !== undefined &&
-    (temporalApiKey.length > 8192 || !/^[\x21-\x7e]+$/.test(temporalApiKey))
-  ) {
-    throw new ConfigError('TEMPORAL_API_KEY must be one word of printable ASCII (up to 8 KiB)');
-  }
-  const asked = (
-    [
-      ['TEMPORAL_TLS_CA', ca],
-      ['TEMPORAL_TLS_CERT', crt],
-      ['TEMPORAL_TLS_SERVER_NAME', serverName],
-      ['TEMPORAL_API_KEY', temporalApiKey],
-    ] as const
-  ).find(([, value]) => value !== undefined);
-  if (tlsFlag === false && asked) throw new ConfigError(`${asked[0]} is set while TEMPORAL_TLS is off`);
-  const tlsOn = tlsFlag ?? asked !== undefined;
-  return {
-    temporalAddress,
-    temporalTls: tlsOn
-      ? {
-          ...(ca ? { ca } : {}),
-          ...(crt && key ? { clientCert: { crt, key } } : {}),
-          ...(serverName ? { serverName } : {}),
-        }
-      : undefined,
-    ...(temporalApiKey ? { temporalApiKey } : {}),
-  };
-}
+const otlpProtocol = oneOf(['http/protobuf', 'http/json']);
+const tracingSection = section({
+  endpoint: ['OTEL_EXPORTER_OTLP_ENDPOINT', httpUrl.optional()],
+  tracesEndpoint: ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', httpUrl.optional()],
+  protocol: ['OTEL_EXPORTER_OTLP_PROTOCOL', otlpProtocol.optional()],
+  tracesProtocol: ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', otlpProtocol.optional()],
+  exporter: ['OTEL_TRACES_EXPORTER', oneOf(['otlp', 'none']).optional()],
+  sdkDisabled: ['OTEL_SDK_DISABLED', z.string().toLowerCase().optional()],
+}).transform((t): TracingConfig | undefined =>
+  (t.endpoint ?? t.tracesEndpoint) === undefined || t.sdkDisabled === 'true' || t.exporter === 'none'
+    ? undefined
+    : { protocol: t.tracesProtocol ?? t.protocol ?? 'http/protobuf' },
+);
 
-function hostPort(env: Env, name: string, fallback: string): string {
-  const raw = read(env, name) ?? fallback;
-  if (!/^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/.test(raw)) {
-    throw new ConfigError(`${name} must be host:port, got "${raw}"`);
-  }
-  return raw;
+const operatorSection = section({
+  temporalUiUrl: [
+    'TEMPORAL_UI_URL',
+    httpUrl.default('http://localhost:8233').transform(withoutTrailingSlash),
+  ],
+});
+
+export function loadTemporalConnectionConfig(env: Env = process.env): TemporalConnectionConfig {
+  return parse(temporalSection, present(env));
 }
 
 export function loadConfig(env: Env = process.env): Config {
-  const host = read(env, 'HOST') ?? '127.0.0.1';
-  const portRaw = read(env, 'PORT') ?? '8080';
-  if (!/^\d+$/.test(portRaw) || Number(portRaw) > 65535) {
-    throw new ConfigError(`PORT must be a TCP port number, got "${portRaw}"`);
-  }
-  const port = Number(portRaw);
+  const vars = present(env);
+  const { host, port } = parse(serverSection, vars);
+  const emitter = loadEmitterConfig(vars);
+  const authJwks = vars.AUTH_JWKS_URL === undefined ? undefined : parse(jwksSection, vars);
+  const vapidSet = vars.VAPID_PUBLIC_KEY !== undefined || vars.VAPID_PRIVATE_KEY !== undefined;
   return {
     host,
     port,
-    ...loadEmitterConfig(env),
-    ...auth(env),
-    vapid: vapid(env),
-    studioUrl: url(env, 'STUDIO_URL', ['http:', 'https:'], `http://${host}:${port}`).replace(/\/+$/, ''),
-    callbackAllowPrivate: flag(env, 'CALLBACK_ALLOW_PRIVATE'),
-    pushAllowPrivate: flag(env, 'PUSH_ALLOW_PRIVATE'),
-    pushEndpointAllowlist: (read(env, 'PUSH_ENDPOINT_ALLOWLIST') ?? '')
-      .split(',')
-      .map((s) => s.trim().toLowerCase())
-      .filter(Boolean),
-    pushPruneMinHours: positiveNumber(env, 'PUSH_PRUNE_MIN_HOURS', 24),
-    sweepIntervalSeconds: positiveInt(env, 'SWEEP_INTERVAL_SECONDS', 120),
-    claimGraceSeconds: positiveInt(env, 'CLAIM_GRACE_SECONDS', 300),
-    pushMaxSubscriptionsPerUser: positiveCount(env, 'PUSH_MAX_SUBSCRIPTIONS_PER_USER', 20),
-    pushTestRate: {
-      limit: positiveCount(env, 'PUSH_TEST_RATE_LIMIT', 5),
-      windowSeconds: positiveInt(env, 'PUSH_TEST_RATE_WINDOW_SECONDS', 60),
-    },
-    callbackTestRate: {
-      limit: positiveCount(env, 'CALLBACK_TEST_RATE_LIMIT', 5),
-      windowSeconds: positiveInt(env, 'CALLBACK_TEST_RATE_WINDOW_SECONDS', 60),
-    },
-    callbackRedeliverRate: {
-      limit: positiveCount(env, 'CALLBACK_REDELIVER_RATE_LIMIT', 5),
-      windowSeconds: positiveInt(env, 'CALLBACK_REDELIVER_RATE_WINDOW_SECONDS', 60),
-    },
-    callbackTestRatePerUser: {
-      limit: positiveCount(env, 'CALLBACK_TEST_RATE_LIMIT_PER_USER', 10),
-      windowSeconds: positiveInt(env, 'CALLBACK_TEST_RATE_WINDOW_SECONDS', 60),
-    },
-    callbackTestRatePerTeam: {
-      limit: positiveCount(env, 'CALLBACK_TEST_RATE_LIMIT_PER_TEAM', 30),
-      windowSeconds: positiveInt(env, 'CALLBACK_TEST_RATE_WINDOW_SECONDS', 60),
-    },
-    callbackRedeliverRatePerUser: {
-      limit: positiveCount(env, 'CALLBACK_REDELIVER_RATE_LIMIT_PER_USER', 20),
-      windowSeconds: positiveInt(env, 'CALLBACK_REDELIVER_RATE_WINDOW_SECONDS', 60),
-    },
-    callbackRedeliverRatePerTeam: {
-      limit: positiveCount(env, 'CALLBACK_REDELIVER_RATE_LIMIT_PER_TEAM', 60),
-      windowSeconds: positiveInt(env, 'CALLBACK_REDELIVER_RATE_WINDOW_SECONDS', 60),
-    },
-    runCreateRate: { limit: positiveCount(env, 'RUN_CREATE_RATE_LIMIT', 120), windowSeconds: 60 },
-    routeErrorRatePerRun: {
-      limit: positiveCount(env, 'ROUTE_ERROR_LIMIT_PER_RUN', 20),
-      windowSeconds: positiveInt(env, 'ROUTE_ERROR_WINDOW_SECONDS', 3600),
-    },
-    routeErrorRatePerTeam: {
-      limit: positiveCount(env, 'ROUTE_ERROR_LIMIT_PER_TEAM', 200),
-      windowSeconds: positiveInt(env, 'ROUTE_ERROR_WINDOW_SECONDS', 3600),
-    },
-    opsAlertRetryHours: positiveNumber(env, 'OPS_ALERT_RETRY_HOURS', 24),
-    shutdownGraceSeconds: positiveInt(env, 'SHUTDOWN_GRACE_SECONDS', 30),
-    workerHealthPort: optionalPort(env, 'WORKER_HEALTH_PORT'),
-    workerMetricsPort: optionalPort(env, 'WORKER_METRICS_PORT'),
-    metricsPort: optionalPort(env, 'METRICS_PORT'),
-    metricsToken: metricsToken(env),
-    trustProxy: flag(env, 'TRUST_PROXY'),
-    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS) ?? 'info',
-    logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'] as const),
-    workerMaxConcurrentActivities: optionalCount(env, 'WORKER_MAX_CONCURRENT_ACTIVITIES', 10_000),
-    workerMaxConcurrentWorkflowTasks: optionalCount(env, 'WORKER_MAX_CONCURRENT_WORKFLOW_TASKS', 10_000),
+    ...emitter,
+    authJwks,
+    ...parse(authSection(authJwks !== undefined), vars),
+    vapid: vapidSet ? parse(vapidSection, vars) : undefined,
+    ...parse(deliverySection, { STUDIO_URL: `http://${host}:${port}`, ...vars }),
+    ...parse(limitsSection, vars),
+    ...parse(processSection, vars),
   };
 }
 
@@ -529,21 +545,12 @@ export type EmitterConfig = Pick<
 >;
 
 export function loadEmitterConfig(env: Env = process.env): EmitterConfig {
+  const vars = present(env);
   return {
-    mongoUrl: url(env, 'MONGO_URL', ['mongodb:', 'mongodb+srv:']),
-    mongoDb: read(env, 'MONGO_DB') ?? 'flow',
-    ...loadTemporalConnectionConfig(env),
-    temporalNamespace: read(env, 'TEMPORAL_NAMESPACE') ?? 'default',
-    temporalTaskQueue: read(env, 'TEMPORAL_TASK_QUEUE') ?? 'flow-notify',
-    callbackRetrySeconds: secondsList(env, 'CALLBACK_RETRY_SECONDS', [20, 60, 180, 540]),
-    // Also an episode option: a callback attempt's start-to-close is this plus a margin.
-    callbackTimeoutSeconds: positiveInt(env, 'CALLBACK_TIMEOUT_SECONDS', 10),
-    // An episode's released push is retried after one sweep interval (EpisodeOptions.releasedRetrySeconds).
-    sweepIntervalSeconds: positiveInt(env, 'SWEEP_INTERVAL_SECONDS', 120),
-    stallAfterSeconds: positiveInt(env, 'STALL_AFTER_SECONDS', 900),
-    healthReapSeconds: positiveInt(env, 'HEALTH_REAP_SECONDS', 1800),
-    opsAlertWebhookUrl: optionalUrl(env, 'OPS_ALERT_WEBHOOK_URL'),
-    tracing: tracing(env),
+    ...parse(mongoSection, vars),
+    ...parse(temporalSection, vars),
+    ...parse(workflowSection, vars),
+    tracing: parse(tracingSection, vars),
   };
 }
 
@@ -551,31 +558,26 @@ export function loadEmitterConfig(env: Env = process.env): EmitterConfig {
 export type OperatorConfig = EmitterConfig & { temporalUiUrl: string };
 
 export function loadOperatorConfig(env: Env = process.env): OperatorConfig {
-  return {
-    ...loadEmitterConfig(env),
-    temporalUiUrl: url(env, 'TEMPORAL_UI_URL', ['http:', 'https:'], 'http://localhost:8233').replace(
-      /\/+$/,
-      '',
-    ),
-  };
+  return { ...loadEmitterConfig(env), ...parse(operatorSection, present(env)) };
 }
 
 /** What the launcher (npm start), the test stack and the CLI's search for it need before a full config exists. */
 export function launcherEnv(env: Env = process.env) {
+  const vars = present(env);
   return {
-    mongoUrl: read(env, 'MONGO_URL'),
-    temporalAddress: read(env, 'TEMPORAL_ADDRESS'),
-    temporalNamespace: read(env, 'TEMPORAL_NAMESPACE') ?? 'default',
-    temporalUiUrl: read(env, 'TEMPORAL_UI_URL'),
+    mongoUrl: vars.MONGO_URL,
+    temporalAddress: vars.TEMPORAL_ADDRESS,
+    temporalNamespace: vars.TEMPORAL_NAMESPACE ?? 'default',
+    temporalUiUrl: vars.TEMPORAL_UI_URL,
     /** Where npm start records the embedded servers it runs (default .data/stack.json). */
-    stackStateFile: read(env, 'FLOW_NOTIFY_STACK_FILE'),
-    authJwtSecret: read(env, 'AUTH_JWT_SECRET'),
-    authIssuer: read(env, 'AUTH_ISSUER'),
-    authAudience: read(env, 'AUTH_AUDIENCE'),
-    vapidPublicKey: read(env, 'VAPID_PUBLIC_KEY'),
-    vapidPrivateKey: read(env, 'VAPID_PRIVATE_KEY'),
-    host: read(env, 'HOST') ?? '127.0.0.1',
-    port: read(env, 'PORT') ?? '8080',
+    stackStateFile: vars.FLOW_NOTIFY_STACK_FILE,
+    authJwtSecret: vars.AUTH_JWT_SECRET,
+    authIssuer: vars.AUTH_ISSUER,
+    authAudience: vars.AUTH_AUDIENCE,
+    vapidPublicKey: vars.VAPID_PUBLIC_KEY,
+    vapidPrivateKey: vars.VAPID_PRIVATE_KEY,
+    host: vars.HOST ?? '127.0.0.1',
+    port: vars.PORT ?? '8080',
   };
 }
 
@@ -587,15 +589,21 @@ export function childEnv(
   return { ...env, ...extra };
 }
 
-/** Entry points call this: a bad config prints one line and exits non-zero, never starts half-working. */
+/**
+ * Every entry point ends this way on a ConfigError: one line (with `advice`, when there is some) and exit 78
+ * (EX_CONFIG), never a half-working start.
+ */
+export function exitOnConfigError(err: unknown, advice = ''): void {
+  if (!(err instanceof ConfigError)) return;
+  process.stderr.write(`flow-notify: configuration error: ${err.message}${advice}\n`);
+  process.exit(78);
+}
+
 export function loadConfigOrExit(env: Env = process.env): Config {
   try {
     return loadConfig(env);
   } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`flow-notify: configuration error: ${err.message}\n`);
-      process.exit(78); // EX_CONFIG
-    }
+    exitOnConfigError(err);
     throw err;
   }
 }

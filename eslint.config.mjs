@@ -27,7 +27,8 @@ export default tseslint.config(
     },
   },
   {
-    files: ['workflows/**/*.ts'],
+    // The contract is bundled with the workflows.
+    files: ['workflows/**/*.ts', 'contract/**/*.ts'],
     rules: {
       'no-restricted-imports': [
         'error',

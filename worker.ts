@@ -32,7 +32,7 @@ import { temporalConnectionOptions } from './client/connection';
 import { searchAttributesProbe } from './client/searchAttributes';
 import { assertSearchAttributes } from './client/searchAttributes';
 import { ensureSweepSchedule } from './client/schedules';
-import { ConfigError, loadConfigOrExit, type Config } from './config';
+import { exitOnConfigError, loadConfigOrExit, type Config } from './config';
 import { freePort } from './net/freePort';
 import { pushSenderFor, type PushSender } from './net/pushSender';
 import type { HostLookup } from './net/ssrfGuard';
@@ -276,10 +276,7 @@ async function main(): Promise<void> {
 
 if (require.main === module) {
   main().catch((err) => {
-    if (err instanceof ConfigError) {
-      console.error(`flow-notify: configuration error: ${err.message}`);
-      process.exit(78);
-    }
+    exitOnConfigError(err);
     console.error(`flow-notify worker: ${err instanceof Error ? err.message : String(err)}`);
     process.exit(1);
   });

@@ -1,6 +1,13 @@
 // The callback family's I/O: one signed POST to the run's callback URL per call, behind the outbound guard.
 // The workflow owns the retry schedule (durable timers); this reports how one attempt went.
-import { callbackBody, callbackWaitSeconds } from '../domain/callback';
+import type { AttemptPlace, CallbackAttempt } from '../contract/activities';
+import {
+  callbackBody,
+  callbackWaitSeconds,
+  signingSecrets,
+  testCallbackBody,
+  type DeliveryCategory,
+} from '../domain/callback';
 import { signWebhook } from '../net/webhookSignature';
 import {
   checkCallbackTarget,
@@ -8,7 +15,6 @@ import {
   postPinned,
   ResolverUnavailableError,
   TargetRefusedError,
-  type DeliveryCategory,
   type HostLookup,
   type PinnedResponse,
 } from '../net/ssrfGuard';
@@ -21,23 +27,20 @@ import { withDeadline } from '../lib/deadline';
 import { inSpan, serverAddress, SpanKind, traceHeaders } from '../observability/tracing';
 import { activityContext } from './context';
 
-export type CallbackAttempt =
-  | { result: 'delivered'; status: number }
-  | { result: 'retry'; status?: number; retryAfterSeconds?: number; detail: string }
-  | { result: 'stop'; status?: number; detail: string };
-
 export interface CallbackDeps {
   runs: RunStore;
   /** The attempt log; absent where activity functions are called without a store (the test ping). */
   callbackAttempts?: CallbackAttemptStore;
   allowPrivate: boolean;
   timeoutMs: number;
+  /** After a rotation, how long callbacks are signed with the previous secret too (signingSecrets). */
+  secretOverlapSeconds: number;
   lookup?: HostLookup;
   now: () => Date;
   /** Operator logs: the detail behind a category (addresses, resolver codes) goes here, never to the owner. */
   log?: (line: string) => void;
-  /** Counts and times each attempt sent; absent: nothing is recorded. */
-  metrics?: Pick<Metrics, 'callbackAttempt'>;
+  /** Counts and times each attempt sent, and the episodes' callbacks given up; absent: nothing is recorded. */
+  metrics?: Pick<Metrics, 'callbackAttempt' | 'callbackGaveUp'>;
 }
 
 const MAX_RESPONSE_BYTES = 16 * 1024;
@@ -60,7 +63,7 @@ export function classifyCallbackStatus(status: number): CallbackAttempt['result'
  */
 export function postSignedCallback(
   deps: Omit<CallbackDeps, 'runs'>,
-  callback: { url: string; secret: string },
+  callback: Pick<NonNullable<Run['callback']>, 'url' | 'secret' | 'previousSecret'>,
   webhookId: string,
   json: string,
 ): Promise<PinnedResponse> {
@@ -78,7 +81,7 @@ export function postSignedCallback(
 
 async function postSignedCallbackNow(
   deps: Omit<CallbackDeps, 'runs'>,
-  callback: { url: string; secret: string },
+  callback: Pick<NonNullable<Run['callback']>, 'url' | 'secret' | 'previousSecret'>,
   webhookId: string,
   json: string,
 ): Promise<PinnedResponse> {
@@ -86,14 +89,16 @@ async function postSignedCallbackNow(
     allowPrivate: deps.allowPrivate,
     lookup: deps.lookup,
   });
-  const timestamp = Math.floor(deps.now().getTime() / 1000);
+  const now = deps.now();
+  const timestamp = Math.floor(now.getTime() / 1000);
+  const secrets = signingSecrets(callback, now, deps.secretOverlapSeconds);
   return postPinned(target, {
     body: json,
     headers: {
       'content-type': 'application/json',
       'user-agent': 'flow-notify-callbacks/1',
       ...traceHeaders(),
-      ...signWebhook(callback.secret, webhookId, timestamp, json),
+      ...signWebhook(secrets, webhookId, timestamp, json),
     },
     timeoutMs: deps.timeoutMs,
     maxResponseBytes: MAX_RESPONSE_BYTES,
@@ -115,10 +120,10 @@ export interface CallbackTestResult {
  */
 export async function sendTestCallback(
   deps: Omit<CallbackDeps, 'runs'>,
-  run: Pick<Run, '_id' | 'status'> & { callback: { url: string; secret: string } },
+  run: Pick<Run, '_id' | 'status'> & { callback: NonNullable<Run['callback']> },
   webhookId: string,
 ): Promise<CallbackTestResult> {
-  const body = { version: '1', type: 'run.test', run: { id: run._id, status: run.status } };
+  const body = testCallbackBody(run);
   try {
     const res = await postSignedCallback(deps, run.callback, webhookId, JSON.stringify(body));
     const delivered = res.status >= 200 && res.status < 300;
@@ -130,15 +135,6 @@ export async function sendTestCallback(
   } catch (err) {
     return { delivered: false, category: failureCategory(err) };
   }
-}
-
-/** Where an attempt sits in its delivery, so its row in the attempt log says what came next. */
-export interface AttemptPlace {
-  /** This attempt's number in the caller's own count (1-based): the log's numbering starts looking there. */
-  attempt: number;
-  /** The schedule's wait after this attempt if it asks for another; absent for the last one. */
-  waitIfRetried?: number;
-  trigger: CallbackAttemptRow['trigger'];
 }
 
 /** How many times a row is written before the attempt is reported without it (the send is what counts). */
@@ -223,9 +219,20 @@ export function createCallbackActivities(deps: CallbackDeps) {
           place?.trigger === 'redeliver' ? 'count' : (place?.attempt ?? 1),
         );
       }
+      if (endsSchedule(attempt.outcome, place)) deps.metrics?.callbackGaveUp();
       return attempt.outcome;
     },
   };
+
+  /**
+   * Whether the episode's own schedule gives up on this answer (the workflow settles the claim gave_up on it): a
+   * final refusal, or no delivery on the last attempt the schedule has (no wait after it). A redelivery's failure
+   * changes nothing of the kind; an attempt without its place (activity tasks scheduled before it) is not told.
+   */
+  function endsSchedule(outcome: CallbackAttempt, place: AttemptPlace | undefined): boolean {
+    if (!place || (place.trigger ?? 'episode') !== 'episode' || outcome.result === 'delivered') return false;
+    return outcome.result === 'stop' || place.waitIfRetried === undefined;
+  }
 
   /**
    * The attempt itself. `sent`: a request was tried (answered, refused by the guard, timed out...), so it

@@ -1,9 +1,9 @@
 // The run-health workflow's I/O: its settings, the run's persisted status and its own saved state.
+import type { HealthSettings } from '../contract/activities';
 import type { HealthState } from '../domain/health';
 import type { RunStatus } from '../domain/runStatus';
 import type { RunHealthStore } from '../store/runHealth';
 import type { RunStore } from '../store/runs';
-import type { HealthOptions } from '../workflows/health';
 
 export interface HealthDeps {
   runs: RunStore;
@@ -22,7 +22,7 @@ export function createHealthActivities(deps: HealthDeps) {
      * Run health's settings: the worker's config and the run as persisted (its budget), never what the first
      * process to signal the run happened to know.
      */
-    async healthSettings(runId: string): Promise<{ options: HealthOptions; budgetLimit?: number }> {
+    async healthSettings(runId: string): Promise<HealthSettings> {
       const run = await deps.runs.getById(runId);
       return {
         options: {

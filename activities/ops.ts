@@ -1,9 +1,11 @@
 // The operator family's I/O: classify a failed run from the store, POST an alert to the operator webhook and
 // stamp the run's transition marker off a confirmed claim.
+import type { AlertClaim, AlertRetrySettings, AlertSend } from '../contract/activities';
 import { callbackExhaustedAlert, runFailedAlert, type OperatorAlert } from '../domain/ops';
 import type { RunOutcome } from '../domain/outcome';
 import type { ClaimStore } from '../store/claims';
 import type { RunStore } from '../store/runs';
+import type { Metrics } from '../observability/metrics';
 import { claimKeys } from '../domain/outcome';
 import { ApplicationFailure } from '@temporalio/activity';
 
@@ -18,23 +20,9 @@ export interface OpsDeps {
   /** CLAIM_GRACE_SECONDS: a retrying alert renews its claim well inside it. */
   claimGraceSeconds: number;
   now: () => Date;
+  /** Counts each POST by alert kind and how it went; absent: nothing is recorded. */
+  metrics?: Pick<Metrics, 'operatorAlert'>;
 }
-
-/** How an alert workflow retries, from the worker's own config (not from whoever started it). */
-export interface AlertRetrySettings {
-  /** Give up (settle gave_up) once the next wait would pass this long since the first attempt. */
-  retryForMs: number;
-  /** Backoff cap: min(600 s, claim grace / 3), so the claim is renewed well before it goes stale. */
-  maxWaitMs: number;
-}
-
-/** The dispatcher's claim on the alert: postOperatorAlert settles it as soon as the receiver took the alert. */
-export interface AlertClaim {
-  key: string;
-  holder: string;
-}
-
-export type AlertSend = 'sent' | 'already_sent';
 
 /** The Idempotency-Key header: the alert's episode key, stable across attempts, replicas and sweeps. */
 export const alertIdempotencyKey = (alert: OperatorAlert): string => claimKeys.ops(alert.episodeKey);
@@ -63,6 +51,27 @@ export function createOpsActivities(deps: OpsDeps) {
         await new Promise((r) => setTimeout(r, 500));
       }
     }
+  }
+
+  /** One POST; a retry after a send that went through answers already_sent (see postOperatorAlert). */
+  async function postOnce(alert: OperatorAlert, claim?: AlertClaim): Promise<AlertSend> {
+    if (!deps.webhookUrl) throw ApplicationFailure.nonRetryable('OPS_ALERT_WEBHOOK_URL is not set', 'OpsOff');
+    if (claim && (await deps.claims.wasDelivered(claim.key))) return 'already_sent';
+    const res = await fetch(deps.webhookUrl, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'user-agent': 'flow-notify-ops/1',
+        'idempotency-key': alertIdempotencyKey(alert),
+      },
+      body: JSON.stringify(alert),
+      redirect: 'error',
+      signal: AbortSignal.timeout(deps.timeoutMs),
+    });
+    await res.body?.cancel();
+    if (!res.ok) throw new Error(`operator webhook answered ${res.status}`);
+    if (claim) await settleAfterSend(claim);
+    return 'sent';
   }
 
   return {
@@ -99,24 +108,14 @@ export function createOpsActivities(deps: OpsDeps) {
      * covered by the Idempotency-Key header, the same on every attempt, so a receiver can dedupe it.
      */
     async postOperatorAlert(alert: OperatorAlert, claim?: AlertClaim): Promise<AlertSend> {
-      if (!deps.webhookUrl)
-        throw ApplicationFailure.nonRetryable('OPS_ALERT_WEBHOOK_URL is not set', 'OpsOff');
-      if (claim && (await deps.claims.wasDelivered(claim.key))) return 'already_sent';
-      const res = await fetch(deps.webhookUrl, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'user-agent': 'flow-notify-ops/1',
-          'idempotency-key': alertIdempotencyKey(alert),
-        },
-        body: JSON.stringify(alert),
-        redirect: 'error',
-        signal: AbortSignal.timeout(deps.timeoutMs),
-      });
-      await res.body?.cancel();
-      if (!res.ok) throw new Error(`operator webhook answered ${res.status}`);
-      if (claim) await settleAfterSend(claim);
-      return 'sent';
+      try {
+        const sent = await postOnce(alert, claim);
+        deps.metrics?.operatorAlert(alert.kind, sent);
+        return sent;
+      } catch (err) {
+        deps.metrics?.operatorAlert(alert.kind, 'failed');
+        throw err;
+      }
     },
 
     /**

@@ -1,5 +1,6 @@
 // The push family's I/O: the standby veto, recipients, rendering and the bounded-parallel fan-out.
 import { createHash } from 'node:crypto';
+import type { FanOutResult, PushDeliveryResult } from '../contract/activities';
 import type { RunOutcome } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, kindFor, renderPush, type PushKind, type PushPayload } from '../domain/push';
 import type { PushSender, SendOutcome } from '../net/pushSender';
@@ -13,17 +14,7 @@ import type { InteractionStore } from '../store/interactions';
 import type { RunStore } from '../store/runs';
 import type { WatchStore } from '../store/watches';
 import type { Metrics } from '../observability/metrics';
-
-export interface FanOutResult {
-  attempted: number;
-  delivered: number;
-  /** Skipped because an earlier attempt of the same episode already reached them. */
-  alreadyDelivered: number;
-  pruned: number;
-  failed: number;
-  /** Of the failed, those worth another try (5xx, 429, network). */
-  retryable: number;
-}
+import { inPushSendSpan } from '../observability/tracing';
 
 export interface FanOutDeps {
   subscriptions: PushSubscriptionStore;
@@ -41,6 +32,8 @@ export interface FanOutDeps {
   now?: () => Date;
   /** PUSH_PRUNE_MIN_HOURS: how long a streak must span before it prunes. Default 24. */
   pruneMinHours?: number;
+  /** Counts each send's result and each prune; absent: nothing is recorded (the API's test push). */
+  metrics?: Pick<Metrics, 'pushSent' | 'pushPruned'>;
 }
 
 const HUMAN_INPUT_TTL_S = 24 * 3600;
@@ -91,6 +84,7 @@ export async function fanOut(
   const now = deps.now ?? (() => new Date());
   const pruneMinMs = (deps.pruneMinHours ?? DEFAULT_PRUNE_MIN_HOURS) * 3600_000;
   const handle = async (sub: PushSubscriptionRow, outcome: SendOutcome): Promise<void> => {
+    deps.metrics?.pushSent(outcome.result);
     switch (outcome.result) {
       case 'delivered':
         result.delivered++;
@@ -110,6 +104,7 @@ export async function fanOut(
         if (streak.count >= PRUNE_AFTER_UNRESOLVED_EPISODES && spanMs >= pruneMinMs) {
           result.pruned++;
           await deps.subscriptions.prune(sub._id);
+          deps.metrics?.pushPruned();
           deps.log(`push: pruned subscription ${sub._id} of ${sub.userId} (${outcome.detail}, ${inARow})`);
         } else {
           result.failed++;
@@ -121,6 +116,7 @@ export async function fanOut(
       case 'refused':
         result.pruned++;
         await deps.subscriptions.prune(sub._id);
+        deps.metrics?.pushPruned();
         deps.log(
           `push: pruned subscription ${sub._id} of ${sub.userId} (${outcome.status ?? outcome.detail})`,
         );
@@ -148,7 +144,10 @@ export async function fanOut(
     subs,
     deps.width,
     async (sub) => {
-      await handle(sub, await deps.sender.send(sub, payload, options, hooks));
+      await handle(
+        sub,
+        await inPushSendSpan(sub.endpoint, () => deps.sender.send(sub, payload, options, hooks)),
+      );
       deps.onProgress?.();
     },
     deps.signal,
@@ -171,14 +170,11 @@ export interface PushActivityDeps {
   pruneMinHours?: number;
   now: () => Date;
   log: (line: string) => void;
-  metrics?: Metrics;
+  /** The fan-out's sends and prunes, and each episode's first push; absent: nothing is recorded. */
+  metrics?: Pick<Metrics, 'pushSent' | 'pushPruned' | 'firstPush'>;
   /** Raises a push_config_fault operator alert (deduped per origin and hour); absent: the operator family is off. */
   raiseConfigFault?: (fault: PushConfigFault) => Promise<void>;
 }
-
-export type PushDeliveryResult =
-  | { addressable: false; reason: 'no sink' | 'no recipient' | 'no subscription' | 'no kind' }
-  | ({ addressable: true } & FanOutResult);
 
 export function createPushActivities(deps: PushActivityDeps) {
   return {
@@ -296,6 +292,7 @@ export function createPushActivities(deps: PushActivityDeps) {
           onConfigFault: configFaultReporter(outcome),
           now: deps.now,
           pruneMinHours: deps.pruneMinHours,
+          metrics: deps.metrics,
         },
         pending,
         payload,

@@ -18,7 +18,7 @@ import type { PushDeliveryStore } from '../store/pushDeliveries';
 import type { CallbackAttemptStore } from '../store/callbackAttempts';
 import type { RateLimitStore } from '../store/rateLimits';
 import type { RunStore } from '../store/runs';
-import type { EpisodeOptions } from '../workflows/ids';
+import type { EpisodeOptions, SweepPass } from '../contract/workflows';
 import type { Metrics } from '../observability/metrics';
 
 /**
@@ -46,17 +46,8 @@ export interface SweepDeps {
   lookbackSeconds: number;
   pageSize: number;
   now: () => Date;
-  metrics?: Metrics;
-}
-
-export interface SweepPass {
-  scanned: number;
-  unsettled: number;
-  started: number;
-}
-
-export interface SweepReport extends SweepPass {
-  reaped: number;
+  /** Each pass (its time and counts) and each episode it started; absent: nothing is recorded. */
+  metrics?: Pick<Metrics, 'sweepPass' | 'episodeStarted'>;
 }
 
 /** What a pass reports in its heartbeats: where it is, for the Temporal UI and a post-mortem. */
@@ -67,6 +58,7 @@ interface SweepProgress extends SweepPass {
 export function createSweepActivities(deps: SweepDeps) {
   return {
     async sweepOnce(): Promise<SweepPass> {
+      const startedAt = performance.now();
       const pass: SweepPass = { scanned: 0, unsettled: 0, started: 0 };
       const since = new Date(deps.now().getTime() - deps.lookbackSeconds * 1000);
       const progress = heartbeats();
@@ -99,6 +91,7 @@ export function createSweepActivities(deps: SweepDeps) {
           });
           progress.beat({ phase: 'listing', ...pass });
         }
+        deps.metrics?.sweepPass((performance.now() - startedAt) / 1000, pass);
         return pass;
       } finally {
         progress.stop();

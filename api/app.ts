@@ -34,6 +34,7 @@ export interface AppDeps {
   redeliverCallback: RunsRouterDeps['redeliverCallback'];
   callbackRedeliverLimits: RunsRouterDeps['callbackRedeliverLimits'];
   runCreateLimit: RunsRouterDeps['runCreateLimit'];
+  callbackRotateLimit: RunsRouterDeps['callbackRotateLimit'];
   probes: HealthProbes;
   /** Present only when web push is enabled (webPushEnabled): otherwise the notification routes do not exist. */
   notifications?: NotificationRouteDeps;

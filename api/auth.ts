@@ -2,9 +2,9 @@
 // A token is HS256 signed with the local secret (the embedded default, npm run token), or RS256/ES256 signed by a
 // deployment's identity provider and verified against its JWKS. Either way it must carry a numeric exp within the
 // maximum lifetime, and an iat (when present) not in the future.
-import jwt from 'jsonwebtoken';
-import { decodeProtectedHeader, errors, jwtVerify, type JWTPayload } from 'jose';
+import { decodeProtectedHeader, errors, jwtVerify, SignJWT, type JWTPayload } from 'jose';
 import type { Middleware } from 'koa';
+import type { JwksConfig } from '../config';
 import type { Caller } from '../runs/service';
 import { KeysUnavailableError, remoteKeySet } from './authKeys';
 import { HttpError } from './errors';
@@ -15,25 +15,10 @@ export interface AuthState {
   bodyError?: string;
 }
 
-export interface JwksOptions {
-  url: string;
-  issuer: string;
-  audience: string;
-  /** Claim names of the provider's tokens (sub and team unless configured). */
-  userClaim: string;
-  teamClaim: string;
-  /** After a good fetch, an unknown kid waits this long before the keys are fetched again (a rotation). */
-  cooldownSeconds: number;
-  /** How long a fetched key set is fresh. */
-  cacheSeconds: number;
-  /** How long past its freshness the last good key set still serves while reloads fail. */
-  maxStaleSeconds: number;
-}
-
 export interface AuthOptions {
   /** HS256 secret (at least 32 bytes; config.ts checks). Absent: only JWKS tokens are accepted. */
   jwtSecret?: string;
-  jwks?: JwksOptions;
+  jwks?: JwksConfig;
   /** When set, every token must carry this iss / aud, whichever key signed it. */
   issuer?: string;
   audience?: string;
@@ -49,7 +34,7 @@ const MAX_ID_LENGTH = 256;
 
 type Verify = (token: string) => Promise<{ payload: JWTPayload; user: string; team: string }>;
 
-function jwksVerifier(options: JwksOptions, clockTolerance: number, log?: (line: string) => void): Verify {
+function jwksVerifier(options: JwksConfig, clockTolerance: number, log?: (line: string) => void): Verify {
   const keys = remoteKeySet({ ...options, log });
   return async (token) => {
     const { payload } = await jwtVerify(token, keys, {
@@ -141,19 +126,20 @@ export function requireAuth(options: AuthOptions): Middleware<AuthState> {
   };
 }
 
-/** Mints a token for the local secret (npm run token, tests). */
+/** Mints a token for the local secret (npm run token, tests). `expiresIn` is a time span: '1d', '2h', '90m'. */
 export function mintToken(
   secret: string,
   userId: string,
   teamId: string,
-  expiresIn: jwt.SignOptions['expiresIn'] = '1d',
+  expiresIn = '1d',
   expected: { issuer?: string; audience?: string } = {},
-) {
-  return jwt.sign({ team: teamId }, secret, {
-    algorithm: 'HS256',
-    subject: userId,
-    expiresIn,
-    ...(expected.issuer === undefined ? {} : { issuer: expected.issuer }),
-    ...(expected.audience === undefined ? {} : { audience: expected.audience }),
-  });
+): Promise<string> {
+  const token = new SignJWT({ team: teamId })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setSubject(userId)
+    .setIssuedAt()
+    .setExpirationTime(expiresIn);
+  if (expected.issuer !== undefined) token.setIssuer(expected.issuer);
+  if (expected.audience !== undefined) token.setAudience(expected.audience);
+  return token.sign(new TextEncoder().encode(secret));
 }

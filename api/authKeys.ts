@@ -9,6 +9,7 @@ import {
   type JSONWebKeySet,
   type JWSHeaderParameters,
 } from 'jose';
+import type { JwksConfig } from '../config';
 
 /** The keys could not be had: the provider's fault (503), not the token's. */
 export class KeysUnavailableError extends Error {}
@@ -20,12 +21,10 @@ const JWKS_MAX_BYTES = 64 * 1024;
 const FIRST_BACKOFF_MS = 1000;
 const MAX_BACKOFF_MS = 60_000;
 
-export interface KeySetOptions {
-  url: string;
-  cacheSeconds: number;
-  maxStaleSeconds: number;
-  /** After a good fetch, an unknown kid waits this long before the keys are fetched again (a rotation). */
-  cooldownSeconds: number;
+export interface KeySetOptions extends Pick<
+  JwksConfig,
+  'url' | 'cacheSeconds' | 'maxStaleSeconds' | 'cooldownSeconds'
+> {
   /** Default: a GET with the deadline and the size cap, no redirects. */
   fetchKeySet?: (url: string) => Promise<JSONWebKeySet>;
   /** Told once per failed reload (the URL and why); the caller only learns the keys are unavailable. */

@@ -1,6 +1,7 @@
 // What GET /runs/:id/episodes shows: every recorded episode of a run and each family's claim state.
 import { claimKeys } from '../domain/outcome';
-import type { ClaimState, ClaimStore } from '../store/claims';
+import type { ClaimState } from '../domain/outcome';
+import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
 import type { EpisodeStore } from '../store/episodes';
 import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callbackAttempts';

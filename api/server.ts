@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import { Client, Connection } from '@temporalio/client';
-import { ConfigError, loadConfigOrExit, type Config } from '../config';
+import { exitOnConfigError, loadConfigOrExit, type Config } from '../config';
 import { temporalConnectionOptions } from '../client/connection';
 import { assertSearchAttributes } from '../client/searchAttributes';
 import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
@@ -10,6 +10,7 @@ import { searchAttributesProbe } from '../client/searchAttributes';
 import { createHealthSignaler, healthOptions } from '../client/health';
 import { notifyOperator } from '../client/operator';
 import { sendTestCallback } from '../activities/callback';
+import { fanOut } from '../activities/push';
 import { startCallbackRedelivery } from '../client/redeliver';
 import { createRunsService } from '../runs/service';
 import { withDeadline } from '../lib/deadline';
@@ -110,6 +111,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
         {
           allowPrivate: config.callbackAllowPrivate,
           timeoutMs: config.callbackTimeoutSeconds * 1000,
+          secretOverlapSeconds: config.callbackSecretOverlapSeconds,
           now: () => new Date(),
         },
         run,
@@ -129,6 +131,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
       perTeam: config.callbackRedeliverRatePerTeam,
     },
     runCreateLimit: config.runCreateRate,
+    callbackRotateLimit: config.callbackRotateRate,
     probes: {
       temporal: async () => void (await connection.workflowService.getSystemInfo({})),
       mongo: () => pingMongo(mongo.db),
@@ -146,12 +149,29 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
           subscriptions: stores.pushSubscriptions,
           prefs: stores.notificationPrefs,
           deliveries: stores.pushDeliveries,
-          sender: pushSender,
+          // The worker's fan-out over the API's sender: a test push prunes and counts toward pruning as an
+          // episode's does.
+          fanOut: pushSender
+            ? (subs, payload, { width, signal, onDelivered }) =>
+                fanOut(
+                  {
+                    subscriptions: stores.pushSubscriptions,
+                    sender: pushSender,
+                    width,
+                    log,
+                    signal,
+                    now: () => new Date(),
+                    pruneMinHours: config.pushPruneMinHours,
+                  },
+                  subs,
+                  payload,
+                  onDelivered,
+                )
+            : undefined,
           endpointRules: { allowInsecure: config.pushAllowPrivate, allowlist: config.pushEndpointAllowlist },
           rateLimits: stores.rateLimits,
           maxSubscriptionsPerUser: config.pushMaxSubscriptionsPerUser,
           testPushRate: config.pushTestRate,
-          pushPruneMinHours: config.pushPruneMinHours,
           studioUrl: config.studioUrl,
           now: () => new Date(),
           log,
@@ -229,10 +249,7 @@ async function main(): Promise<void> {
 
 if (require.main === module) {
   main().catch((err) => {
-    if (err instanceof ConfigError) {
-      console.error(`flow-notify: configuration error: ${err.message}`);
-      process.exit(78);
-    }
+    exitOnConfigError(err);
     console.error(`flow-notify api: ${err instanceof Error ? err.message : String(err)}`);
     process.exit(1);
   });

@@ -39,7 +39,7 @@ import {
   type Step,
 } from '../test/support';
 import type { PushPayload } from '../domain/push';
-import type { EpisodeResult } from '../workflows/episode';
+import type { EpisodeResult } from '../contract/workflows';
 import { createWorker, WORKFLOWS_PATH } from '../worker';
 import { Registry } from 'prom-client';
 import { createMetrics, type Metrics } from '../observability/metrics';

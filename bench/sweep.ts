@@ -23,14 +23,14 @@
 import { Client, Connection } from '@temporalio/client';
 import { MongoClient, type Db } from 'mongodb';
 import { SWEEP_LOOKBACK_SECONDS, SWEEP_PAGE_SIZE } from '../activities';
-import type { SweepPass } from '../activities/sweep';
+import type { SweepPass } from '../contract/workflows';
 import { startEpisode } from '../client/emitter';
 import { buildRunOutcome } from '../domain/outcome';
 import type { Run } from '../domain/run';
 import { owedEpisode, type SweepFamilies } from '../domain/sweep';
 import { ensureAllIndexes } from '../store';
 import type { ClaimRow } from '../store/claims';
-import { DEFAULT_EPISODE_OPTIONS } from '../workflows/ids';
+import { DEFAULT_EPISODE_OPTIONS } from '../contract/workflows';
 import { startServers, sweepActivitiesOn, type ServerStack } from '../test/support';
 import {
   commandLine,

@@ -1,24 +1,22 @@
 // The outcome emitter: re-reads the persisted run, builds its outcome, and starts the episode workflow.
 // Used by the API process and by the runner CLI; the workflow id is the episode id, so however many
 // emitters fire for one episode, Temporal runs it once.
-import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
+import { TypedSearchAttributes } from '@temporalio/common';
 import { buildRunOutcome, type RunOutcome } from '../domain/outcome';
 import type { RunError } from '../domain/run';
 import type { RunStore } from '../store/runs';
 import type { Config } from '../config';
+import { outcomeKindAttribute, runAttributes, searchAttributes } from '../contract/searchAttributes';
 import {
   CALLBACK_ATTEMPT_MARGIN_SECONDS,
   DEFAULT_EPISODE_OPTIONS,
   episodeWorkflowId,
-  outcomeKindAttribute,
-  runAttributes,
-  searchAttributes,
   workflowTypes,
   type EpisodeOptions,
-} from '../workflows/ids';
-import type { episodeWorkflow } from '../workflows/episode';
-import { TypedSearchAttributes } from '@temporalio/common';
+} from '../contract/workflows';
 import type { Emitter, Metrics } from '../observability/metrics';
+import { startUnlessRunning } from './startUnlessRunning';
 
 export interface EmitResult {
   episodeId: string;
@@ -38,23 +36,20 @@ export async function startEpisode(
   options: EpisodeOptions,
   reuse: 'REJECT_DUPLICATE' | 'ALLOW_DUPLICATE' = 'REJECT_DUPLICATE',
 ): Promise<boolean> {
-  try {
-    await client.workflow.start<typeof episodeWorkflow>(workflowTypes.episode, {
+  return startUnlessRunning(
+    client,
+    workflowTypes.episode,
+    {
       workflowId: episodeWorkflowId(outcome.episodeId),
       taskQueue,
       args: [outcome, options],
-      workflowIdReusePolicy: reuse,
-      workflowIdConflictPolicy: 'FAIL',
       typedSearchAttributes: new TypedSearchAttributes([
         ...runAttributes(outcome.runId, outcome.teamId),
         { key: searchAttributes.outcomeKind, value: outcomeKindAttribute(outcome) },
       ]),
-    });
-    return true;
-  } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) return false;
-    throw err;
-  }
+    },
+    reuse,
+  );
 }
 
 export type OutcomeEmitter = ReturnType<typeof createOutcomeEmitter>;

@@ -3,9 +3,16 @@
 import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Config } from '../config';
 import type { ObservedEvent } from '../domain/health';
-import type { HealthInput, HealthOptions, runHealthWorkflow } from '../workflows/health';
-import { healthWorkflowId, observeSignal, runAttributes, workflowTypes } from '../workflows/ids';
 import { TypedSearchAttributes } from '@temporalio/common';
+import { runAttributes } from '../contract/searchAttributes';
+import {
+  healthWorkflowId,
+  observeSignal,
+  workflowTypes,
+  type HealthInput,
+  type HealthOptions,
+  type Workflows,
+} from '../contract/workflows';
 
 export function healthOptions(
   config: Pick<Config, 'stallAfterSeconds' | 'healthReapSeconds' | 'opsAlertWebhookUrl'>,
@@ -40,7 +47,7 @@ export function createHealthSignaler(deps: { client: Client; taskQueue: string; 
         // Health reads only these; the rest (a final answer, a prompt) stays out of its history.
         const event: ObservedEvent = { type, data: pick(data, ['node', 'spent']) };
         try {
-          await deps.client.workflow.signalWithStart<typeof runHealthWorkflow, [ObservedEvent]>(
+          await deps.client.workflow.signalWithStart<Workflows['runHealthWorkflow'], [ObservedEvent]>(
             workflowTypes.health,
             {
               workflowId: healthWorkflowId(run._id),

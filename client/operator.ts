@@ -11,8 +11,8 @@ import {
 import { claimKeys } from '../domain/outcome';
 import { withDeadline } from '../lib/deadline';
 import type { ClaimStore } from '../store/claims';
-import { operatorAlertWorkflowId, runAttributes, workflowTypes } from '../workflows/ids';
-import type { operatorAlertWorkflow } from '../workflows/operatorAlert';
+import { runAttributes } from '../contract/searchAttributes';
+import { operatorAlertWorkflowId, workflowTypes } from '../contract/workflows';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { startUnlessRunning } from './startUnlessRunning';
 
@@ -31,7 +31,7 @@ export async function notifyOperator(
  * dispatch may run again (its claim still dedupes); a running one is not doubled.
  */
 async function startAlert(client: Client, taskQueue: string, alert: OperatorAlert): Promise<boolean> {
-  return startUnlessRunning<typeof operatorAlertWorkflow>(client, workflowTypes.operatorAlert, {
+  return startUnlessRunning(client, workflowTypes.operatorAlert, {
     workflowId: operatorAlertWorkflowId(alert.episodeKey),
     taskQueue,
     args: [alert],

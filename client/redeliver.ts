@@ -1,8 +1,8 @@
 // Starts a redelivery of an episode's callback (workflows/redeliver.ts) for the API's redeliver route.
 import type { Client } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
-import { callbackRedeliverWorkflowId, runAttributes, workflowTypes } from '../workflows/ids';
-import type { callbackRedeliverWorkflow, RedeliverInput } from '../workflows/redeliver';
+import { runAttributes } from '../contract/searchAttributes';
+import { callbackRedeliverWorkflowId, workflowTypes, type RedeliverInput } from '../contract/workflows';
 import { startUnlessRunning } from './startUnlessRunning';
 
 /** False: a redelivery of this episode is running now (whichever process started it). */
@@ -12,7 +12,7 @@ export async function startCallbackRedelivery(
   input: RedeliverInput,
 ): Promise<boolean> {
   // A closed redelivery may be followed by another; a running one is never doubled.
-  return startUnlessRunning<typeof callbackRedeliverWorkflow>(client, workflowTypes.callbackRedeliver, {
+  return startUnlessRunning(client, workflowTypes.callbackRedeliver, {
     workflowId: callbackRedeliverWorkflowId(input.episodeId),
     taskQueue,
     args: [input],

@@ -1,6 +1,6 @@
 // The sweep's Temporal Schedule: created at worker start-up, updated when the interval changes, never duplicated.
 import { Client, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
-import { workflowTypes } from '../workflows/ids';
+import { sweepWorkflowId, workflowTypes } from '../contract/workflows';
 
 export const sweepScheduleId = (taskQueue: string): string => `flow-notify-sweep:${taskQueue}`;
 
@@ -14,7 +14,7 @@ export async function ensureSweepSchedule(
   const action = {
     type: 'startWorkflow' as const,
     workflowType: workflowTypes.sweep,
-    workflowId: `sweep:${taskQueue}`,
+    workflowId: sweepWorkflowId(taskQueue),
     taskQueue,
   };
   try {

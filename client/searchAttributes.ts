@@ -3,7 +3,7 @@
 // error); readiness (/readyz, the worker's probe) answers 503 naming them.
 import type { ConnectionLike } from '@temporalio/client';
 import { ConfigError } from '../config';
-import { searchAttributes } from '../workflows/ids';
+import { searchAttributes } from '../contract/searchAttributes';
 
 async function missingSearchAttributes(connection: ConnectionLike, namespace: string): Promise<string[]> {
   const listed = await connection.operatorService.listSearchAttributes({ namespace });

@@ -1,20 +1,26 @@
-// Starting a workflow that must never run twice at once: a closed execution of the id may be followed by another
-// (its own claims dedupe what it does), a running one is never doubled.
+// The one way a process starts a workflow that must never run twice at once: by its registered name, the
+// arguments checked against the contract's signature, and Temporal's answer when the id is taken read as "not
+// started" rather than an error.
 import { Client, WorkflowExecutionAlreadyStartedError, type WorkflowStartOptions } from '@temporalio/client';
-import type { Workflow } from '@temporalio/common';
+import type { Workflows } from '../contract/workflows';
 
-/** Starts the workflow; false when an execution of its id is running now (whichever process started it). */
-export async function startUnlessRunning<T extends Workflow>(
+/**
+ * Starts the workflow; false when Temporal refuses its id: an execution of it is running now (whichever process
+ * started it), or, under REJECT_DUPLICATE, one ran before. ALLOW_DUPLICATE (the default): a closed execution may
+ * be followed by another (its own claims dedupe what it does), a running one is never doubled.
+ */
+export async function startUnlessRunning<Name extends keyof Workflows>(
   client: Client,
-  workflowType: string,
-  options: Omit<WorkflowStartOptions<T>, 'workflowIdReusePolicy' | 'workflowIdConflictPolicy'>,
+  workflowType: Name,
+  options: Omit<WorkflowStartOptions<Workflows[Name]>, 'workflowIdReusePolicy' | 'workflowIdConflictPolicy'>,
+  reuse: 'ALLOW_DUPLICATE' | 'REJECT_DUPLICATE' = 'ALLOW_DUPLICATE',
 ): Promise<boolean> {
   try {
-    await client.workflow.start<T>(workflowType, {
+    await client.workflow.start<Workflows[Name]>(workflowType, {
       ...options,
-      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+      workflowIdReusePolicy: reuse,
       workflowIdConflictPolicy: 'FAIL',
-    } as WorkflowStartOptions<T>);
+    } as WorkflowStartOptions<Workflows[Name]>);
     return true;
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) return false;

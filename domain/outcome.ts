@@ -110,6 +110,9 @@ export const claimKeys = {
 
 export type ClaimFamily = keyof typeof claimKeys;
 
+/** A claim as its family sees it: none yet, held by a holder at work, or settled for good. */
+export type ClaimState = 'absent' | 'pending' | 'delivered';
+
 const CALLBACK_CLAIM_PREFIX = claimKeys.callback('');
 const OPS_CLAIM_PREFIX = claimKeys.ops('');
 

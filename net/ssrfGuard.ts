@@ -13,21 +13,8 @@ import dns from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
+import type { DeliveryCategory } from '../domain/callback';
 import { withDeadline } from '../lib/deadline';
-
-/**
- * What a user may be shown of a refused or failed delivery. The detail (addresses, resolver codes) stays in
- * operator logs: it describes the inside of our network.
- */
-export type DeliveryCategory =
-  | 'refused: invalid url'
-  | 'refused: not allowed'
-  | 'refused: private address'
-  | 'refused: dns'
-  | 'dns: temporary failure'
-  | 'timeout'
-  | 'network error'
-  | `http ${number}`;
 
 export class TargetRefusedError extends Error {
   override name = 'TargetRefusedError';

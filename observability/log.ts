@@ -4,9 +4,9 @@
 import { Writable } from 'node:stream';
 import type { LogLevel as TemporalLevel, LogMetadata, Logger as TemporalLogger } from '@temporalio/common';
 import pino, { type Logger } from 'pino';
-import type { Activities } from '../activities';
 import type { LogLevel } from '../config';
-import { callbackRedeliverWorkflowId, healthWorkflowId, workflowTypes } from '../workflows/ids';
+import type { Activities } from '../contract/activities';
+import { callbackRedeliverWorkflowId, healthWorkflowId, workflowTypes } from '../contract/workflows';
 
 /** The fields a line carries when they are known. */
 export interface LogFields {
@@ -213,7 +213,7 @@ const REDELIVER_ID_PREFIX = callbackRedeliverWorkflowId('');
 const runOfEpisode = (episodeId: string): string => episodeId.split(':')[0];
 
 /**
- * What a workflow id tells (workflows/ids.ts): an episode workflow's id is its episode id, which begins with the
+ * What a workflow id tells (contract/workflows.ts): an episode workflow's id is its episode id, which begins with the
  * run id; a health workflow's is health:<runId>; a callback redelivery's is cb-redeliver|<episodeId>. The family
  * comes from the workflow when it serves one, else from the activity running.
  */

@@ -13,6 +13,7 @@ import {
 import type { ClientInterceptors } from '@temporalio/client';
 import type { WorkerOptions } from '@temporalio/worker';
 import type { TracingConfig } from '../config';
+import type { SendOutcome } from '../net/pushSender';
 
 /**
  * The workflow interceptors of Temporal's OpenTelemetry package: a workflow bundle built with them carries the
@@ -103,6 +104,24 @@ export function inServerSpan(
         span.end();
       }
     }),
+  );
+}
+
+/** One push send as a client span: the push service's host, then the sender's verdict on the endpoint. */
+export function inPushSendSpan(endpoint: string, send: () => Promise<SendOutcome>): Promise<SendOutcome> {
+  return inSpan(
+    'push send',
+    {
+      kind: SpanKind.CLIENT,
+      attributes: serverAddress(endpoint),
+      resultAttributes: (outcome) => ({
+        'push.result': outcome.result,
+        'push.attempts': outcome.attempts,
+        ...(outcome.status !== undefined ? { 'http.response.status_code': outcome.status } : {}),
+      }),
+      failed: (outcome) => outcome.result !== 'delivered',
+    },
+    send,
   );
 }
 

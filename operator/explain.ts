@@ -11,7 +11,7 @@ import type { EpisodeRow, EpisodeStore } from '../store/episodes';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
 import type { PushSubscriptionStore } from '../store/pushSubscriptions';
 import type { RunStore } from '../store/runs';
-import { healthWorkflowId, workflowTypes } from '../workflows/ids';
+import { healthWorkflowId, workflowTypes } from '../contract/workflows';
 import type { EpisodeView, OperatorAlertView, RunExplanation } from './explanation';
 import { readHistory } from './history';
 import {

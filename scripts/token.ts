@@ -32,4 +32,10 @@ if (!secret) {
   process.exit(1);
 }
 const { authIssuer: issuer, authAudience: audience } = launcherEnv();
-console.log(mintToken(secret, values.user, values.team, values.expires as never, { issuer, audience }));
+mintToken(secret, values.user, values.team, values.expires, { issuer, audience }).then(
+  (token) => console.log(token),
+  (err: Error) => {
+    console.error(`--expires ${values.expires}: ${err.message} (e.g. 7d, 12h, 30m)`);
+    process.exit(2);
+  },
+);

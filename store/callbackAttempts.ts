@@ -7,7 +7,7 @@
 // (E11000 = taken, try the next), the one exclusivity FerretDB v1 has, so numbers stay unique and continue across
 // re-runs of the episode and redeliveries without a counter or a read-modify-write.
 import type { Db } from 'mongodb';
-import type { DeliveryCategory } from '../net/ssrfGuard';
+import type { CallbackTrigger, DeliveryCategory } from '../domain/callback';
 import { CLAIM_RETENTION_SECONDS } from './claims';
 import { isDuplicateKey, type IndexSpec, type RetiredIndex } from './mongo';
 
@@ -33,7 +33,7 @@ export interface CallbackAttemptRow {
   /** The wait before the next attempt of the schedule; absent when none followed (delivered, stopped, last one). */
   nextWaitSeconds?: number;
   /** episode (its own schedule) or redeliver (a manual redelivery). */
-  trigger: 'episode' | 'redeliver';
+  trigger: CallbackTrigger;
   /** The Temporal activity's attempt (more than 1: a worker was lost mid-attempt) and its workflow. */
   activityAttempt?: number;
   workflowId?: string;

@@ -9,6 +9,7 @@
 // generation, so exactly one contender may replace it. Keys: the episode id (push), cb|… (callback),
 // ops|… (operator). No tenant field: the key is global.
 import type { Db } from 'mongodb';
+import type { ClaimState } from '../domain/outcome';
 import { isDuplicateKey, type IndexSpec } from './mongo';
 
 export const CLAIM_RETENTION_SECONDS = 30 * 24 * 3600;
@@ -26,8 +27,6 @@ export interface ClaimRow {
   /** How a settled episode ended, when not simply delivered (e.g. a callback that gave up after its retries). */
   result?: string;
 }
-
-export type ClaimState = 'absent' | 'pending' | 'delivered';
 
 export const claimIndexes: IndexSpec[] = [
   {

@@ -13,7 +13,7 @@ import { owedEpisode } from '../domain/sweep';
 import { signWebhook } from '../net/webhookSignature';
 import { PROJECT_ROOT } from '../stack/embedded';
 import type { Stores } from '../store';
-import type { EpisodeResult } from '../workflows/episode';
+import type { EpisodeResult } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { ApiClient } from './support/harness';

@@ -21,7 +21,7 @@ import { Registry } from 'prom-client';
 import type { Stores } from '../store';
 import { createClaimReader } from '../store/claims';
 import type { Mongo } from '../store/mongo';
-import type { EpisodeResult } from '../workflows/episode';
+import type { EpisodeResult } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { ApiClient, saveHistory, startTestApi } from './support/harness';
@@ -166,6 +166,7 @@ describe('callback attempt log', function () {
       callbackAttempts: hanging,
       allowPrivate: true,
       timeoutMs: 1000,
+      secretOverlapSeconds: 0,
       now: () => new Date(),
     });
     const started = Date.now();

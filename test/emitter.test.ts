@@ -9,7 +9,7 @@ import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
 import { openStores, startTestWorker, temporalClient, type RunningWorker } from './support/harness';
 import { testConfig } from './support/stack';
-import { searchAttributes } from '../workflows/ids';
+import { searchAttributes } from '../contract/searchAttributes';
 
 describe('outcome emitter', () => {
   let config: Config;

@@ -11,7 +11,7 @@ import type { Config } from '../config';
 import type { OperatorAlert } from '../domain/ops';
 import { PROJECT_ROOT } from '../stack/embedded';
 import { subscriptionId } from '../store/pushSubscriptions';
-import type { EpisodeResult } from '../workflows/episode';
+import type { EpisodeResult } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import type { ApiClient } from './support/harness';

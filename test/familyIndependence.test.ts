@@ -9,9 +9,9 @@ import type { ApiHandle } from '../api/server';
 import type { Config } from '../config';
 import { pushSenderFor } from '../net/pushSender';
 import type { Stores } from '../store';
-import type { ClaimState } from '../store/claims';
+import type { ClaimState } from '../domain/outcome';
 import type { Mongo } from '../store/mongo';
-import type { BranchResult, EpisodeResult } from '../workflows/episode';
+import type { BranchResult, EpisodeResult } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
 import {
   openStores,

@@ -19,7 +19,7 @@ import { freePort, PROJECT_ROOT } from '../stack/embedded';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
 import { subscriptionId } from '../store/pushSubscriptions';
-import type { EpisodeResult } from '../workflows/episode';
+import type { EpisodeResult } from '../contract/workflows';
 import { ApiClient, openStores, startTestApi, temporalClient } from './support/harness';
 import { startPushService, type PushService, type ReceivedPush } from './support/pushService';
 import { startProcess, terminate } from './support/processes';

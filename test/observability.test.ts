@@ -176,7 +176,7 @@ describe('observability: /metrics on the API and the worker, structured logs wit
       apiUrl,
       mintToken(TEST_JWT_SECRET, 'alice', 'acme', '1d', { issuer: idp.issuer, audience: AUDIENCE }),
     );
-    secrets.jwt = alice.token!;
+    secrets.jwt = (await alice.token)!;
     secrets.jwtSecret = TEST_JWT_SECRET;
     secrets.vapidPrivateKey = vars.VAPID_PRIVATE_KEY;
     // The provider's keys cannot be had: 503, and the operator's log says why.

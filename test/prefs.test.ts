@@ -5,7 +5,7 @@ import type { Client } from '@temporalio/client';
 import webpush from 'web-push';
 import type { Config } from '../config';
 import type { PushPayload } from '../domain/push';
-import type { EpisodeResult } from '../workflows/episode';
+import type { EpisodeResult } from '../contract/workflows';
 import { MongoClient } from 'mongodb';
 import { ensureAllIndexes, type Stores } from '../store';
 import { createNotificationPrefStore } from '../store/notificationPrefs';

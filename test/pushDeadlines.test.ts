@@ -10,7 +10,7 @@ import { createRunsService } from '../runs/service';
 import { createPushSender, pushSenderFor, type PushSender } from '../net/pushSender';
 import type { Mongo } from '../store/mongo';
 import type { Stores } from '../store';
-import type { EpisodeResult } from '../workflows/episode';
+import type { EpisodeResult } from '../contract/workflows';
 import { openStores, startTestApi, startTestWorker, temporalClient } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
 import { testConfig } from './support/stack';

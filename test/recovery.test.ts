@@ -18,7 +18,7 @@ import { createRunsService, type Caller, type RunsServiceDeps } from '../runs/se
 import type { Stores } from '../store';
 import { MONGO_CLIENT_OPTIONS, type Mongo } from '../store/mongo';
 import { startThrowawayStack } from '../stack/embedded';
-import { operatorAlertWorkflowId } from '../workflows/ids';
+import { operatorAlertWorkflowId } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { openStores, startTestApi, startTestWorker, temporalClient, type ApiClient } from './support/harness';
 import { nativeConnection, testConfig, testStack, workflowBundle } from './support/stack';

@@ -11,7 +11,7 @@ import { pushSenderFor } from '../net/pushSender';
 import { checkCallbackTarget, TargetRefusedError, type HostLookup } from '../net/ssrfGuard';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
-import type { EpisodeResult } from '../workflows/episode';
+import type { EpisodeResult } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { openStores, startTestWorker, temporalClient, type RunningWorker } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';

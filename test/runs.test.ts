@@ -1,8 +1,8 @@
 // Runs through the API: every legal and illegal transition, the one-write pause, auth and team scoping.
 import assert from 'node:assert/strict';
-import jwt from 'jsonwebtoken';
 import type { ApiHandle } from '../api/server';
 import { ApiClient, openStores, startTestApi } from './support/harness';
+import { signToken } from './support/tokens';
 import { TEST_JWT_SECRET, testConfig } from './support/stack';
 import type { Stores } from '../store';
 import type { MongoClient } from 'mongodb';
@@ -323,19 +323,18 @@ describe('runs API', function () {
       assert.equal(noToken.status, 401);
       assert.equal(noToken.body.error, 'missing bearer token');
 
-      const forged = jwt.sign({ team: 'acme' }, 'not-the-secret', { subject: 'alice' });
+      const forged = await signToken({ team: 'acme', sub: 'alice' }, 'not-the-secret');
       const badSig = await new ApiClient(api.url, forged).get('/api/v1/runs');
       assert.equal(badSig.status, 401);
       assert.equal(badSig.body.error, 'invalid token');
 
-      const expired = jwt.sign({ team: 'acme', exp: Math.floor(Date.now() / 1000) - 60 }, TEST_JWT_SECRET, {
-        subject: 'alice',
-      });
+      const exp = Math.floor(Date.now() / 1000) - 60;
+      const expired = await signToken({ team: 'acme', sub: 'alice', exp }, TEST_JWT_SECRET);
       const old = await new ApiClient(api.url, expired).get('/api/v1/runs');
       assert.equal(old.status, 401);
       assert.equal(old.body.error, 'token expired');
 
-      const noTeam = jwt.sign({}, TEST_JWT_SECRET, { subject: 'alice' });
+      const noTeam = await signToken({ sub: 'alice' }, TEST_JWT_SECRET);
       assert.equal((await new ApiClient(api.url, noTeam).get('/api/v1/runs')).status, 401);
     });
 

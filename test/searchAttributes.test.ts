@@ -10,7 +10,7 @@ import { msToTs } from '@temporalio/common/lib/time';
 import type { Config } from '../config';
 import { PROJECT_ROOT } from '../stack/embedded';
 import type { Stores } from '../store';
-import { searchAttributes } from '../workflows/ids';
+import { searchAttributes } from '../contract/searchAttributes';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { ApiClient } from './support/harness';

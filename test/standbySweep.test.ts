@@ -4,12 +4,12 @@
 import assert from 'node:assert/strict';
 import type { Client } from '@temporalio/client';
 import webpush from 'web-push';
-import type { SweepReport } from '../activities/sweep';
+import type { SweepReport } from '../contract/workflows';
 import type { Config } from '../config';
 import type { PushPayload } from '../domain/push';
 import { ensureAllIndexes, type Stores } from '../store';
 import type { Mongo } from '../store/mongo';
-import type { EpisodeResult } from '../workflows/episode';
+import type { EpisodeResult } from '../contract/workflows';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import type { ApiClient } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';

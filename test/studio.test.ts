@@ -177,7 +177,7 @@ describe('studio (Chromium)', function () {
 
   async function signIn(target: Page, client: ApiClient): Promise<void> {
     await target.goto(`${origin}/`);
-    await target.getByLabel('Access token').fill(client.token ?? '');
+    await target.getByLabel('Access token').fill((await client.token) ?? '');
     await target.getByRole('button', { name: 'Sign in' }).click();
     await target.getByRole('heading', { level: 1, name: 'Runs' }).waitFor();
   }
@@ -504,7 +504,7 @@ describe('studio (Chromium)', function () {
     const fresh = await launchBrowser();
     try {
       await fresh.page.goto(`${off.api.url}/`);
-      await fresh.page.getByLabel('Access token').fill(alice.token ?? '');
+      await fresh.page.getByLabel('Access token').fill((await alice.token) ?? '');
       await fresh.page.getByRole('button', { name: 'Sign in' }).click();
       await waitForText(fresh.page, 'Web push is turned off on this Flow server.');
       assert.equal(await fresh.page.getByRole('button', { name: 'Enable notifications' }).count(), 0);

@@ -35,7 +35,7 @@ describe('studio run page: callback attempts and redeliver (Chromium)', function
     browser = await launchChromium();
     ({ page } = browser);
     await page.goto(`${origin}/`);
-    await page.getByLabel('Access token').fill(alice.token ?? '');
+    await page.getByLabel('Access token').fill((await alice.token) ?? '');
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { level: 1, name: 'Runs' }).waitFor();
   });

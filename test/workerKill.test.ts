@@ -11,7 +11,7 @@ import { loadConfig, type Config } from '../config';
 import type { PushPayload } from '../domain/push';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
-import type { EpisodeResult } from '../workflows/episode';
+import type { EpisodeResult } from '../contract/workflows';
 import { subscriptionId } from '../store/pushSubscriptions';
 import { openStores, startTestApi, temporalClient, type ApiClient } from './support/harness';
 import { startPushService, type PushService, type ReceivedPush } from './support/pushService';

@@ -7,7 +7,7 @@ import {
   type ActivityInterfaceFor,
   type RetryPolicy,
 } from '@temporalio/workflow';
-import type { Activities } from '../activities';
+import type { Activities } from '../contract/activities';
 
 const QUICK_RETRY: RetryPolicy = {
   initialInterval: '1 second',
@@ -93,9 +93,6 @@ const chosenPerCall = Object.fromEntries(
 export function quickCalls(): QuickCalls {
   return patched(QUICK_DECIDED_AT_START_PATCH) ? local : chosenPerCall;
 }
-
-export type BranchResult =
-  'delivered' | 'not_addressable' | 'released' | 'claimed_elsewhere' | 'vetoed' | 'not_owed' | 'gave_up';
 
 /** The holder of this execution's claims: a re-run of the same episode is another holder. */
 export function holder(): string {

@@ -1,14 +1,17 @@
 // One outcome episode: a run paused or ended. Each outbound family is an independent branch with its own
 // claim key; one failing never holds up the others. The workflow only decides; activities do the I/O.
 import { patched, proxyActivities, sleep } from '@temporalio/workflow';
-import type { Activities } from '../activities';
+import type { Activities } from '../contract/activities';
+import {
+  DEFAULT_EPISODE_OPTIONS,
+  type BranchResult,
+  type EpisodeOptions,
+  type EpisodeResult,
+} from '../contract/workflows';
 import { callbackWaitSeconds, shouldNotify } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, kindFor } from '../domain/push';
-import { callbackAttemptCalls, holder, quickCalls, type BranchResult, type QuickCalls } from './common';
-import { DEFAULT_EPISODE_OPTIONS, type EpisodeOptions } from './ids';
-
-export type { BranchResult };
+import { callbackAttemptCalls, holder, quickCalls, type QuickCalls } from './common';
 import { handOffOperatorAlert, sendOperatorAlert } from './operatorAlert';
 
 // A fan-out heartbeats after every accepted send; a worker that dies mid fan-out is noticed within the
@@ -32,13 +35,6 @@ export const CALLBACK_RELEASES_ON_THROW = 'callback-branch-releases-claim-on-thr
 
 /** Marks histories in which a callback that gave up raises a callback_exhausted operator alert. */
 export const CALLBACK_EXHAUSTED_ALERT_PATCH = 'callback-gave-up-alerts-operator';
-
-export interface EpisodeResult {
-  episodeId: string;
-  push: BranchResult;
-  callback: BranchResult;
-  ops: BranchResult;
-}
 
 async function pushBranch(quick: QuickCalls, outcome: RunOutcome): Promise<BranchResult> {
   const kind = kindFor(outcome);

@@ -11,17 +11,9 @@ import {
   type ObservedEvent,
 } from '../domain/health';
 import { healthAlert } from '../domain/ops';
+import { observeSignal, type HealthInput } from '../contract/workflows';
 import { quickCalls } from './common';
-import { observeSignal } from './ids';
 import { sendOperatorAlert } from './operatorAlert';
-
-export interface HealthOptions {
-  stallAfterSeconds: number;
-  /** How long terminal state is kept before it is reaped. */
-  reapAfterSeconds: number;
-  /** Whether alerts go out at all (OPS_ALERT_WEBHOOK_URL set). */
-  opsAlerts: boolean;
-}
 
 /**
  * Marks histories whose settings come from the worker (config and the persisted run) and whose paused runs
@@ -31,17 +23,6 @@ export const HEALTH_SETTINGS_PATCH = 'health-settings-from-worker';
 
 /** How often a run that keeps reporting usage has its settings (its budget) read again. */
 const SETTINGS_REFRESH_MS = 60_000;
-
-export interface HealthInput {
-  runId: string;
-  teamId: string;
-  /** Read by histories before HEALTH_SETTINGS_PATCH only: now the run document's budget counts. */
-  budgetLimit?: number;
-  /** Read by histories before HEALTH_SETTINGS_PATCH only: now the worker's own config counts. */
-  options: HealthOptions;
-  /** Carried over by continue-as-new. */
-  state?: HealthState;
-}
 
 /** Signals handled before the history is handed to a fresh run. */
 const SIGNALS_PER_RUN = 500;

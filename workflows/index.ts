@@ -1,6 +1,25 @@
 // The worker's only workflowsPath: every workflow type is exported from here.
-export { callbackRedeliverWorkflow } from './redeliver';
-export { episodeWorkflow } from './episode';
-export { runHealthWorkflow } from './health';
-export { operatorAlertWorkflow } from './operatorAlert';
-export { sweepWorkflow } from './sweep';
+import type { Workflows } from '../contract/workflows';
+import { callbackRedeliverWorkflow } from './redeliver';
+import { episodeWorkflow } from './episode';
+import { runHealthWorkflow } from './health';
+import { operatorAlertWorkflow } from './operatorAlert';
+import { sweepWorkflow } from './sweep';
+
+export {
+  callbackRedeliverWorkflow,
+  episodeWorkflow,
+  runHealthWorkflow,
+  operatorAlertWorkflow,
+  sweepWorkflow,
+};
+
+/** Fails to compile unless each workflow has the signature the contract gives its name (clients start it so). */
+type Implements<T extends Workflows> = T;
+export type RegisteredWorkflows = Implements<{
+  episodeWorkflow: typeof episodeWorkflow;
+  runHealthWorkflow: typeof runHealthWorkflow;
+  operatorAlertWorkflow: typeof operatorAlertWorkflow;
+  callbackRedeliverWorkflow: typeof callbackRedeliverWorkflow;
+  sweepWorkflow: typeof sweepWorkflow;
+}>;

@@ -13,11 +13,12 @@ import {
   startChild,
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import type { Activities } from '../activities';
+import type { Activities } from '../contract/activities';
+import { runAttributes } from '../contract/searchAttributes';
+import { operatorAlertWorkflowId, type BranchResult } from '../contract/workflows';
 import { claimKeys } from '../domain/outcome';
 import type { OperatorAlert } from '../domain/ops';
-import { holder, quickCalls, type BranchResult, type QuickCalls } from './common';
-import { operatorAlertWorkflowId, runAttributes } from './ids';
+import { holder, quickCalls, type QuickCalls } from './common';
 
 /** Marks histories in which alerts are their own retrying workflows; older ones replay the inline dispatch. */
 export const OPS_ALERT_WORKFLOW_PATCH = 'ops-alert-own-workflow-retrying';

@@ -1,6 +1,6 @@
 // A manual redelivery of an episode's completion callback (POST /runs/:id/episodes/:episodeId/callback/redeliver):
 // one more signed attempt with the episode's webhook-id, recorded in the same attempt log, then the callback
-// claim's result is brought up to date. Its own workflow, id cb-redeliver|<episodeId> (workflows/ids.ts).
+// claim's result is brought up to date. Its own workflow, id cb-redeliver|<episodeId> (contract/workflows.ts).
 //
 // Never two deliveries of one episode at once: the episode's own schedule holds the cb| claim pending while it
 // runs and settles it for good (delivered, or gave_up) when it ends; a redelivery runs only on a settled claim,
@@ -11,29 +11,9 @@
 // delivered one stays as it is whatever the redelivery's outcome, which only the attempt log records; one that
 // gave up is brought up to date.
 import { patched } from '@temporalio/workflow';
+import type { RedeliverInput, RedeliverResult } from '../contract/workflows';
 import { claimKeys } from '../domain/outcome';
 import { callbackAttemptCalls, localStoreCalls } from './common';
-
-export interface RedeliverInput {
-  runId: string;
-  teamId: string;
-  episodeId: string;
-  /**
-   * The episode's logged attempts when the request was decided: more by the time this runs means another
-   * delivery ended in between (the request came while it was in flight).
-   */
-  seenAttempts?: number;
-}
-
-export interface RedeliverResult {
-  /**
-   * delivered or failed: how the attempt went; not_settled: the episode's own delivery is not over; superseded:
-   * another delivery ended after the request was decided (nothing sent).
-   */
-  result: 'delivered' | 'failed' | 'not_settled' | 'superseded';
-  status?: number;
-  detail?: string;
-}
 
 // The episode's own callback attempt options, and the store calls as quick calls run (workflows/common.ts).
 const attempt = callbackAttemptCalls();

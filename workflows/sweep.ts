@@ -1,7 +1,7 @@
 // The sweep workflow a Temporal Schedule starts every SWEEP_INTERVAL_SECONDS.
 import { proxyActivities } from '@temporalio/workflow';
-import type { Activities } from '../activities';
-import type { SweepReport } from '../activities/sweep';
+import type { Activities } from '../contract/activities';
+import type { SweepReport } from '../contract/workflows';
 
 // Both activities heartbeat (per page, and a keep-alive while one query runs long): a worker killed mid-pass is
 // noticed within the heartbeat timeout and the pass retried on a live worker, instead of holding the schedule

@@ -2,14 +2,12 @@
 // registers them only when web push is enabled (a subscription store plus both VAPID keys); a route whose
 // store is missing later still answers the documented 404s.
 import Router from '@koa/router';
-import { renderTestPush } from '../../domain/push';
+import { renderTestPush, type PushPayload } from '../../domain/push';
 import { randomUUID } from 'node:crypto';
-import { fanOut } from '../../activities/push';
 import { withDeadline } from '../../lib/deadline';
-import type { PushSender } from '../../net/pushSender';
 import type { NotificationPrefStore } from '../../store/notificationPrefs';
 import type { PushDeliveryStore } from '../../store/pushDeliveries';
-import type { PushSubscriptionStore } from '../../store/pushSubscriptions';
+import type { PushSubscriptionRow, PushSubscriptionStore } from '../../store/pushSubscriptions';
 import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 import { deviceLabel } from '../../domain/deviceLabel';
 import type { AuthState } from '../auth';
@@ -26,14 +24,24 @@ import { validate } from '../validate';
 import { devicesPage } from '../schemas';
 import { encodeCursor } from '../../store/paging';
 
+/**
+ * Pushes one payload to the subscriptions given, at most `width` at a time, pruning dead endpoints as an episode's
+ * push does: the fan-out the worker's push activity runs, over the same live sender, handed in by the API's entry.
+ */
+export type PushFanOut = (
+  subs: PushSubscriptionRow[],
+  payload: PushPayload,
+  options: { width: number; signal: AbortSignal; onDelivered: () => Promise<void> },
+) => Promise<unknown>;
+
 export interface NotificationRouteDeps {
   vapidPublicKey: string;
   subscriptions?: PushSubscriptionStore;
   prefs?: NotificationPrefStore;
   /** Where a device's last success is read (the fan-out's delivery records). */
   deliveries?: PushDeliveryStore;
-  /** The live sink the test route pushes through (the same code the worker fans out with). */
-  sender?: PushSender;
+  /** What the test route pushes through; absent: web push is off. */
+  fanOut?: PushFanOut;
   endpointRules: EndpointRules;
   /** Shared by every API process: a user's test pushes are counted here (without it the test route is 404). */
   rateLimits?: RateLimitStore;
@@ -41,8 +49,6 @@ export interface NotificationRouteDeps {
   maxSubscriptionsPerUser?: number;
   /** Default 5 a minute (PUSH_TEST_RATE_LIMIT, PUSH_TEST_RATE_WINDOW_SECONDS). */
   testPushRate?: RateLimit;
-  /** Default 24 (PUSH_PRUNE_MIN_HOURS): a test push counts toward pruning like any episode. */
-  pushPruneMinHours?: number;
   studioUrl: string;
   now: () => Date;
   log: (line: string) => void;
@@ -52,6 +58,8 @@ const NOT_CONFIGURED = 'web push is not configured on this server';
 
 /** The test push answers by then with what got through; sends still in flight finish in the background. */
 export const TEST_PUSH_DEADLINE_MS = 10_000;
+/** A test push's sends in flight at once (a user has a few devices). */
+const TEST_PUSH_WIDTH = 8;
 
 export function notificationsRouter(deps: NotificationRouteDeps) {
   const maxSubscriptions = deps.maxSubscriptionsPerUser ?? 20;
@@ -169,7 +177,7 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
   });
   router.post('/push/test', pushTest, async (ctx) => {
     const store = subscriptions();
-    if (!deps.sender || !deps.rateLimits) throw new HttpError(404, NOT_CONFIGURED);
+    if (!deps.fanOut || !deps.rateLimits) throw new HttpError(404, NOT_CONFIGURED);
     const admission = await deps.rateLimits.hit(
       `push-test|${ctx.state.caller.userId}`,
       testPushRate,
@@ -180,22 +188,13 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
     const payload = renderTestPush(deps.studioUrl, ctx.state.caller.userId, randomUUID());
     const signal = AbortSignal.timeout(TEST_PUSH_DEADLINE_MS);
     let sent = 0;
-    const sending = fanOut(
-      {
-        subscriptions: store,
-        sender: deps.sender,
-        width: 8,
-        log: deps.log,
-        signal,
-        now: deps.now,
-        pruneMinHours: deps.pushPruneMinHours,
-      },
-      subs,
-      payload,
-      async () => {
+    const sending = deps.fanOut(subs, payload, {
+      width: TEST_PUSH_WIDTH,
+      signal,
+      onDelivered: async () => {
         sent++;
       },
-    );
+    });
     const finished = await withDeadline(
       sending.then(() => true),
       signal,

@@ -3,7 +3,7 @@
 import { Webhook } from 'standardwebhooks';
 import type { Db } from 'mongodb';
 import { PUSH_REPEATS_PER_CRASH } from '../../activities';
-import type { SweepReport } from '../../activities/sweep';
+import type { SweepReport } from '../../contract/workflows';
 import type { OperatorAlert } from '../../domain/ops';
 import type { PushPayload } from '../../domain/push';
 import type { CallbackReceiver, PushService } from '../support';

@@ -41,9 +41,9 @@ export class Fixtures implements RouteFixtures {
   ) {}
 
   /** Valid tokens now name this member of fuzz-team (runs are the team's, so fixtures carry over). */
-  actAs(user: string, runs?: RouteSpec['runs']): void {
+  async actAs(user: string, runs?: RouteSpec['runs']): Promise<void> {
     this.user = user;
-    this.tokens.owner = mintToken(this.tokens.secret, user, 'fuzz-team', '1d');
+    this.tokens.owner = await mintToken(this.tokens.secret, user, 'fuzz-team', '1d');
     this.kind = runs;
   }
 
@@ -65,7 +65,7 @@ export class Fixtures implements RouteFixtures {
       const token =
         whose === 'otherTeam'
           ? this.tokens.intruder
-          : mintToken(this.tokens.secret, owner, 'fuzz-team', '1d');
+          : await mintToken(this.tokens.secret, owner, 'fuzz-team', '1d');
       const sub = this.subscription(0);
       await this.setup(token, 'POST', '/api/v1/notifications/push/subscriptions', sub);
       endpoint = sub.endpoint;

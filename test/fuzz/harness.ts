@@ -111,8 +111,8 @@ export async function fuzzRouteList(all: RouteSpec[], options: FuzzOptions): Pro
   const timeoutMs = options.timeoutMs ?? 30_000;
   const secret = options.jwtSecret ?? process.env.AUTH_JWT_SECRET ?? TEST_JWT_SECRET;
   const tokens = {
-    owner: mintToken(secret, 'fuzz-user', 'fuzz-team', '1d'),
-    intruder: mintToken(secret, INTRUDER, 'other-team', '1d'),
+    owner: await mintToken(secret, 'fuzz-user', 'fuzz-team', '1d'),
+    intruder: await mintToken(secret, INTRUDER, 'other-team', '1d'),
     secret,
   };
   let subscriptions = 0;
@@ -154,7 +154,7 @@ export async function fuzzRouteList(all: RouteSpec[], options: FuzzOptions): Pro
     const routeStarted = Date.now();
     // One seed per route (the run's seed plus the route's index), so a route replays on its own.
     const routeSeed = (seed + all.indexOf(route)) | 0;
-    fx.actAs(`fuzz-user-${all.indexOf(route)}`, route.runs);
+    await fx.actAs(`fuzz-user-${all.indexOf(route)}`, route.runs);
     await route.before?.(fx);
     const statuses: Record<string, number> = {};
     let cases = 0;

@@ -1,7 +1,7 @@
 // Turning a symbolic case into the request it stands for: real ids for the params, a token for the auth choice,
 // the body's text with its edits and lazy values spliced in.
-import jwt from 'jsonwebtoken';
 import { subscriptionId } from '../../store/pushSubscriptions';
+import { signToken } from '../support/tokens';
 import { isPlainObject } from './check';
 import { INTRUDER, type Fixtures, type RunFixture } from './fixtures';
 import { paramNames, segmentText } from './generators';
@@ -21,10 +21,10 @@ function b64url(value: unknown): string {
   return Buffer.from(JSON.stringify(value)).toString('base64url');
 }
 
-function authHeader(choice: AuthChoice, tokens: Fixtures['tokens']): string | undefined {
+async function authHeader(choice: AuthChoice, tokens: Fixtures['tokens']): Promise<string | undefined> {
   const claims = { team: 'fuzz-team' };
-  const sign = (payload: object, secret = tokens.secret, options: jwt.SignOptions = {}) =>
-    jwt.sign(payload, secret, { algorithm: 'HS256', ...options });
+  const now = Math.floor(Date.now() / 1000);
+  const sign = (payload: Record<string, unknown>, secret = tokens.secret) => signToken(payload, secret);
   switch (choice.k) {
     case 'valid':
       return [
@@ -40,37 +40,33 @@ function authHeader(choice: AuthChoice, tokens: Fixtures['tokens']): string | un
     case 'garbage':
       return choice.value;
     case 'flawed': {
-      const token = ((): string => {
+      const token = await ((): Promise<string> | string => {
         switch (choice.flaw) {
           case 'wrongSecret':
-            return sign(claims, 'not-the-secret', { subject: 'fuzz-user' });
+            return sign({ ...claims, sub: 'fuzz-user' }, 'not-the-secret');
           case 'expired':
-            return sign({ ...claims, exp: Math.floor(Date.now() / 1000) - 60 }, tokens.secret, {
-              subject: 'fuzz-user',
-            });
+            return sign({ ...claims, sub: 'fuzz-user', exp: now - 60 });
           case 'notYetValid':
-            return sign({ ...claims, nbf: Math.floor(Date.now() / 1000) + 3600 }, tokens.secret, {
-              subject: 'fuzz-user',
-            });
+            return sign({ ...claims, sub: 'fuzz-user', nbf: now + 3600 });
           case 'noTeam':
-            return sign({}, tokens.secret, { subject: 'fuzz-user' });
+            return sign({ sub: 'fuzz-user' });
           case 'noSub':
             return sign(claims);
           case 'emptyTeam':
-            return sign({ team: '' }, tokens.secret, { subject: 'fuzz-user' });
+            return sign({ team: '', sub: 'fuzz-user' });
           case 'numericTeam':
             return sign({ team: 42, sub: 7 });
           case 'algNone':
             return `${b64url({ alg: 'none', typ: 'JWT' })}.${b64url({ ...claims, sub: 'fuzz-user' })}.`;
           case 'hs512':
-            return jwt.sign(claims, tokens.secret, { algorithm: 'HS512', subject: 'fuzz-user' });
+            return signToken({ ...claims, sub: 'fuzz-user' }, tokens.secret, 'HS512');
           case 'noExp':
-            return sign(claims, tokens.secret, { subject: 'fuzz-user' });
+            return sign({ ...claims, sub: 'fuzz-user' });
           case 'tooLong':
-            return sign(claims, tokens.secret, { subject: 'fuzz-user', expiresIn: '30d' });
+            return sign({ ...claims, sub: 'fuzz-user', exp: now + 30 * 24 * 3600 });
           case 'futureIat': {
-            const iat = Math.floor(Date.now() / 1000) + 3600;
-            return sign({ ...claims, iat, exp: iat + 600 }, tokens.secret, { subject: 'fuzz-user' });
+            const iat = now + 3600;
+            return sign({ ...claims, sub: 'fuzz-user', iat, exp: iat + 600 });
           }
           case 'tampered': {
             const [header, , signature] = tokens.owner.split('.');
@@ -250,7 +246,7 @@ export async function resolve(route: RouteSpec, c: FuzzCase, fx: Fixtures): Prom
   const path =
     (c.path ?? route.template.replace(/:(\w+)/g, (_, name: string) => segments[name])) + (c.query ?? '');
   const headers: Record<string, string> = {};
-  const auth = authHeader(c.auth, fx.tokens);
+  const auth = await authHeader(c.auth, fx.tokens);
   if (auth !== undefined) headers.authorization = auth;
   for (const [name, v] of c.headers) headers[name] = v;
   let body: string | Uint8Array | undefined;

@@ -73,7 +73,8 @@ export async function temporalClient(config: Config): Promise<{ client: Client; 
 export class ApiClient {
   constructor(
     readonly baseUrl: string,
-    readonly token?: string,
+    /** Minting is asynchronous: a client is made at once and its requests wait for the token. */
+    readonly token?: string | Promise<string>,
   ) {}
 
   as(userId: string, teamId: string): ApiClient {
@@ -81,11 +82,12 @@ export class ApiClient {
   }
 
   async request(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+    const token = await this.token;
     const res = await fetch(this.baseUrl + path, {
       method,
       headers: {
         ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-        ...(this.token ? { authorization: `Bearer ${this.token}` } : {}),
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
         ...headers,
       },
       body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),

@@ -9,7 +9,7 @@ import { createClaimStore, type ClaimStore } from '../../store/claims';
 import { createPushDeliveryStore } from '../../store/pushDeliveries';
 import { createRateLimitStore } from '../../store/rateLimits';
 import { createRunStore, type RunStore } from '../../store/runs';
-import { DEFAULT_EPISODE_OPTIONS } from '../../workflows/ids';
+import { DEFAULT_EPISODE_OPTIONS } from '../../contract/workflows';
 
 export interface SweepOnDbOptions {
   client: Client;

@@ -10,7 +10,7 @@ import { temporal } from '@temporalio/proto';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { freePort } from '../../net/freePort';
 import { PROJECT_ROOT } from '../../stack/embedded';
-import { searchAttributes } from '../../workflows/ids';
+import { searchAttributes } from '../../contract/searchAttributes';
 
 export const TEST_SERVER_PATH = path.join(PROJECT_ROOT, 'tools', 'test-server', 'temporal-test-server');
 

@@ -19,7 +19,7 @@ import {
   healthWorkflowId,
   operatorAlertWorkflowId,
   workflowTypes,
-} from '../../workflows/ids';
+} from '../../contract/workflows';
 import { claimFamily } from '../../domain/outcome';
 import { createMetrics, statusClass } from '../../observability/metrics';
 

@@ -5,10 +5,10 @@
 import assert from 'node:assert/strict';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
-import type { Activities } from '../../activities';
+import type { Activities } from '../../contract/activities';
 import type { RunOutcome } from '../../domain/outcome';
 import { episodeWorkflow } from '../../workflows';
-import { DEFAULT_EPISODE_OPTIONS, type EpisodeOptions } from '../../workflows/ids';
+import { DEFAULT_EPISODE_OPTIONS, type EpisodeOptions } from '../../contract/workflows';
 import { workflowBundle } from '../support/stack';
 import { startTimeSkipping, type TimeSkipping } from '../support/timeSkipping';
 

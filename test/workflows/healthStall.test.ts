@@ -5,12 +5,11 @@
 import assert from 'node:assert/strict';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
-import type { Activities } from '../../activities';
+import type { Activities } from '../../contract/activities';
 import type { HealthState } from '../../domain/health';
 import type { OperatorAlert } from '../../domain/ops';
 import { runHealthWorkflow } from '../../workflows';
-import type { HealthOptions } from '../../workflows/health';
-import { observeSignal } from '../../workflows/ids';
+import { observeSignal, type HealthOptions } from '../../contract/workflows';
 import { workflowBundle } from '../support/stack';
 import { startTimeSkipping, type TimeSkipping } from '../support/timeSkipping';
 

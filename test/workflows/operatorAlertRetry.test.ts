@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { ApplicationFailure } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
-import type { Activities } from '../../activities';
+import type { Activities } from '../../contract/activities';
 import type { OperatorAlert } from '../../domain/ops';
 import { operatorAlertWorkflow } from '../../workflows';
 import { workflowBundle } from '../support/stack';

@@ -1,0 +1,103 @@
+// Every activity the worker registers, as the workflows call it: its arguments and its result. The workflows
+// proxy this interface; activities/ implements it (createActivities is checked against it), so the workflow side
+// never imports activity code. Nothing here imports the project above domain/.
+import type { CallbackTrigger } from '../domain/callback';
+import type { HealthState } from '../domain/health';
+import type { OperatorAlert } from '../domain/ops';
+import type { ClaimState, RunOutcome } from '../domain/outcome';
+import type { RunStatus } from '../domain/runStatus';
+import type { HealthOptions, SweepPass } from './workflows';
+
+export interface Activities {
+  // Claims: the workflow is the holder; the claim outlives Temporal's retention.
+  tryMark(key: string, holder: string): Promise<boolean>;
+  markDelivered(key: string, holder: string, result?: string): Promise<boolean>;
+  renewClaim(key: string, holder: string): Promise<boolean>;
+  unmark(key: string, holder: string): Promise<void>;
+  wasDelivered(key: string): Promise<boolean>;
+  describeClaim(key: string): Promise<{ state: ClaimState; result?: string }>;
+  resettleClaim(key: string, result: string): Promise<boolean>;
+
+  /** The episode's record; the first of an episode wins. */
+  recordEpisode(outcome: RunOutcome): Promise<void>;
+
+  // Push.
+  isStandbyVetoed(runId: string): Promise<boolean>;
+  deliverPush(outcome: RunOutcome): Promise<PushDeliveryResult>;
+
+  // Callback: one attempt per call; the schedule is the workflow's.
+  callbackAttemptCount(episodeId: string): Promise<number>;
+  sendCallback(episodeId: string, runId: string, place?: AttemptPlace): Promise<CallbackAttempt>;
+
+  // Operator alerts.
+  opsAlertSettings(): Promise<AlertRetrySettings>;
+  classifyFailedRun(outcome: RunOutcome): Promise<OperatorAlert | undefined>;
+  callbackExhaustedAlert(
+    outcome: RunOutcome,
+    attempts: number,
+    lastError: string,
+  ): Promise<OperatorAlert | undefined>;
+  postOperatorAlert(alert: OperatorAlert, claim?: AlertClaim): Promise<AlertSend>;
+  stampOpsMarker(alert: OperatorAlert): Promise<boolean>;
+
+  // Run health.
+  healthSettings(runId: string): Promise<HealthSettings>;
+  persistedRunStatus(runId: string): Promise<RunStatus | undefined>;
+  saveHealth(state: HealthState): Promise<void>;
+  reapHealth(runId: string): Promise<void>;
+
+  // The sweep.
+  sweepOnce(): Promise<SweepPass>;
+  sweepReapExpired(): Promise<number>;
+}
+
+export interface FanOutResult {
+  attempted: number;
+  delivered: number;
+  /** Skipped because an earlier attempt of the same episode already reached them. */
+  alreadyDelivered: number;
+  pruned: number;
+  failed: number;
+  /** Of the failed, those worth another try (5xx, 429, network). */
+  retryable: number;
+}
+
+export type PushDeliveryResult =
+  | { addressable: false; reason: 'no sink' | 'no recipient' | 'no subscription' | 'no kind' }
+  | ({ addressable: true } & FanOutResult);
+
+export type CallbackAttempt =
+  | { result: 'delivered'; status: number }
+  | { result: 'retry'; status?: number; retryAfterSeconds?: number; detail: string }
+  | { result: 'stop'; status?: number; detail: string };
+
+/** Where an attempt sits in its delivery, so its row in the attempt log says what came next. */
+export interface AttemptPlace {
+  /** This attempt's number in the caller's own count (1-based): the log's numbering starts looking there. */
+  attempt: number;
+  /** The schedule's wait after this attempt if it asks for another; absent for the last one. */
+  waitIfRetried?: number;
+  trigger: CallbackTrigger;
+}
+
+/** How an alert workflow retries, from the worker's own config (not from whoever started it). */
+export interface AlertRetrySettings {
+  /** Give up (settle gave_up) once the next wait would pass this long since the first attempt. */
+  retryForMs: number;
+  /** Backoff cap: min(600 s, claim grace / 3), so the claim is renewed well before it goes stale. */
+  maxWaitMs: number;
+}
+
+/** The dispatcher's claim on the alert: postOperatorAlert settles it as soon as the receiver took the alert. */
+export interface AlertClaim {
+  key: string;
+  holder: string;
+}
+
+export type AlertSend = 'sent' | 'already_sent';
+
+/** Run health's settings: the worker's config and the run's budget as persisted. */
+export interface HealthSettings {
+  options: HealthOptions;
+  budgetLimit?: number;
+}

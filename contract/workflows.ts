@@ -1,0 +1,146 @@
+// The workflows as both sides of Temporal know them: type names, ids, signatures (arguments and results), options
+// and the signal. The worker registers the functions (workflows/index.ts); a client starts one by its name here and
+// types the call with its signature, so it loads no workflow code. Nothing here imports the project above domain/,
+// and nothing here may touch Node builtins: workflow code imports it too.
+import type { SignalDefinition } from '@temporalio/common';
+import type { HealthState, ObservedEvent } from '../domain/health';
+import type { OperatorAlert } from '../domain/ops';
+import type { RunOutcome } from '../domain/outcome';
+
+/**
+ * The workflow types the worker registers (the functions workflows/index.ts exports, each of the signature
+ * `Workflows` gives its name, which the type check there holds): a client starts one by name,
+ * `start<Workflows['episodeWorkflow']>(workflowTypes.episode, …)`; a unit test holds these names to the exports.
+ */
+export const workflowTypes = {
+  episode: 'episodeWorkflow',
+  health: 'runHealthWorkflow',
+  operatorAlert: 'operatorAlertWorkflow',
+  callbackRedeliver: 'callbackRedeliverWorkflow',
+  sweep: 'sweepWorkflow',
+} as const satisfies Record<string, keyof Workflows>;
+
+/** Every workflow's signature, by the type name it is registered under. */
+export interface Workflows {
+  episodeWorkflow(outcome: RunOutcome, options?: EpisodeOptions): Promise<EpisodeResult>;
+  runHealthWorkflow(input: HealthInput): Promise<HealthState>;
+  operatorAlertWorkflow(alert: OperatorAlert): Promise<BranchResult>;
+  callbackRedeliverWorkflow(input: RedeliverInput): Promise<RedeliverResult>;
+  sweepWorkflow(): Promise<SweepReport>;
+}
+
+/**
+ * What every process that sees a run's events sends its run-health workflow: the one definition, the object
+ * `defineSignal` would build, written out so that clients need not load @temporalio/workflow.
+ */
+export const observeSignal = { type: 'signal', name: 'observe' } as SignalDefinition<
+  [ObservedEvent],
+  'observe'
+>;
+
+/** The episode workflow's id is the episode id itself, so a second start of one episode is refused. */
+export const episodeWorkflowId = (episodeId: string): string => episodeId;
+
+/** One run-health workflow per run. */
+export const healthWorkflowId = (runId: string): string => `health:${runId}`;
+
+/** A router decision error's dispatch: the alert's claim key, so repeated reports meet the same workflow. */
+export const operatorAlertWorkflowId = (episodeKey: string): string => `ops|${episodeKey}`;
+
+/**
+ * A redelivery of an episode's callback. One id per episode, a new execution per redelivery: Temporal runs at
+ * most one running execution of an id in a namespace, so a second redelivery while one runs is refused at its
+ * start (the API's 409) whichever API process asks; a closed one may be followed by another.
+ */
+export const callbackRedeliverWorkflowId = (episodeId: string): string => `cb-redeliver|${episodeId}`;
+
+/** The sweep the schedule of a task queue starts. */
+export const sweepWorkflowId = (taskQueue: string): string => `sweep:${taskQueue}`;
+
+/** How one family's branch of an episode (or an operator alert's dispatch) ended. */
+export type BranchResult =
+  'delivered' | 'not_addressable' | 'released' | 'claimed_elsewhere' | 'vetoed' | 'not_owed' | 'gave_up';
+
+export interface EpisodeResult {
+  episodeId: string;
+  push: BranchResult;
+  callback: BranchResult;
+  ops: BranchResult;
+}
+
+export interface EpisodeOptions {
+  /** Waits between callback attempts (CALLBACK_RETRY_SECONDS): n waits → n + 1 attempts. */
+  callbackRetrySeconds: number[];
+  /**
+   * A released push is tried again after this (SWEEP_INTERVAL_SECONDS) while a sibling branch still runs, when the
+   * sweep cannot replay the episode yet. Absent in histories started before it: the sweep's default.
+   */
+  releasedRetrySeconds?: number;
+  /**
+   * One callback attempt's start-to-close: the receiver's own timeout (CALLBACK_TIMEOUT_SECONDS) plus room for the
+   * run's read and the resolver, so a worker lost mid-attempt is noticed that soon. Absent in histories started
+   * before it: one minute.
+   */
+  callbackAttemptSeconds?: number;
+}
+
+/** What a callback attempt may take beyond the receiver's timeout (the run's read, the resolver, signing). */
+export const CALLBACK_ATTEMPT_MARGIN_SECONDS = 20;
+
+export const DEFAULT_EPISODE_OPTIONS: EpisodeOptions = {
+  callbackRetrySeconds: [20, 60, 180, 540],
+  releasedRetrySeconds: 120,
+  callbackAttemptSeconds: 10 + CALLBACK_ATTEMPT_MARGIN_SECONDS,
+};
+
+export interface HealthOptions {
+  stallAfterSeconds: number;
+  /** How long terminal state is kept before it is reaped. */
+  reapAfterSeconds: number;
+  /** Whether alerts go out at all (OPS_ALERT_WEBHOOK_URL set). */
+  opsAlerts: boolean;
+}
+
+export interface HealthInput {
+  runId: string;
+  teamId: string;
+  /** Read by histories before HEALTH_SETTINGS_PATCH only: now the run document's budget counts. */
+  budgetLimit?: number;
+  /** Read by histories before HEALTH_SETTINGS_PATCH only: now the worker's own config counts. */
+  options: HealthOptions;
+  /** Carried over by continue-as-new. */
+  state?: HealthState;
+}
+
+export interface RedeliverInput {
+  runId: string;
+  teamId: string;
+  episodeId: string;
+  /**
+   * The episode's logged attempts when the request was decided: more by the time this runs means another
+   * delivery ended in between (the request came while it was in flight).
+   */
+  seenAttempts?: number;
+}
+
+export interface RedeliverResult {
+  /**
+   * delivered or failed: how the attempt went; not_settled: the episode's own delivery is not over; superseded:
+   * another delivery ended after the request was decided (nothing sent).
+   */
+  result: 'delivered' | 'failed' | 'not_settled' | 'superseded';
+  status?: number;
+  detail?: string;
+}
+
+/** One sweep pass: runs listed in the window, episodes found with a claim missing, and of those the ones started. */
+export interface SweepPass {
+  scanned: number;
+  unsettled: number;
+  started: number;
+}
+
+export interface SweepReport extends SweepPass {
+  /** Expired rows the pass reaped (claims, deliveries, attempts, rate limits). */
+  reaped: number;
+}
