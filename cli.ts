@@ -21,6 +21,7 @@ import { createPushDeliveryStore } from './store/pushDeliveries';
 import { createPushSubscriptionStore } from './store/pushSubscriptions';
 import { createRunStore } from './store/runs';
 import { connectMongo } from './store/mongo';
+import { inSpan, startTracing } from './observability/tracing';
 
 const USAGE = `usage: flow-notify emit --run <runId> --team <teamId> --disposition <disposition>
   final (emits):        ${FINAL_DISPOSITIONS.join(', ')}
@@ -44,10 +45,15 @@ async function main(argv: string[]): Promise<void> {
   if (!isDisposition(values.disposition)) fail(`unknown disposition "${values.disposition}"\n${USAGE}`, 2);
 
   const config = loadBesideNpmStart(loadEmitterConfig);
+  const tracing = await startTracing(config.tracing, 'flow-notify-runner');
   const mongo = await connectMongo(config.mongoUrl, config.mongoDb);
   const connection = await Connection.connect(temporalConnectionOptions(config));
   try {
-    const client = new Client({ connection, namespace: config.temporalNamespace });
+    const client = new Client({
+      connection,
+      namespace: config.temporalNamespace,
+      ...(tracing ? { interceptors: tracing.clientInterceptors } : {}),
+    });
     const emitter = createOutcomeEmitter({
       client,
       taskQueue: config.temporalTaskQueue,
@@ -60,11 +66,17 @@ async function main(argv: string[]): Promise<void> {
       options: healthOptions(config),
     });
     const message = { runId: values.run, teamId: values.team, disposition: values.disposition };
-    const result = await emitFromRunner(emitter, message, health);
+    // The root of the trace a run ended on a runner pod starts (tracing on): the episode's start hangs from it.
+    const result = await inSpan(
+      'flow-notify emit',
+      { attributes: { 'flow.run_id': message.runId, 'flow.disposition': message.disposition } },
+      () => emitFromRunner(emitter, message, health),
+    );
     process.stdout.write(`${JSON.stringify(result)}\n`);
   } finally {
     await connection.close();
     await mongo.client.close();
+    await tracing?.shutdown();
   }
 }
 

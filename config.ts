@@ -45,6 +45,14 @@ export interface TemporalTlsConfig {
   serverName?: string;
 }
 
+/**
+ * Traces over OTLP/HTTP. Only whether they are on and the protocol are decided here; the endpoint, headers,
+ * timeout, sampler, batch delays and service name are the standard OTEL_* variables, read by the SDK itself.
+ */
+export interface TracingConfig {
+  protocol: 'http/protobuf' | 'http/json';
+}
+
 /** Where Temporal is and how to reach it: what every process that connects needs. */
 export interface TemporalConnectionConfig {
   temporalAddress: string;
@@ -132,6 +140,8 @@ export interface Config extends TemporalConnectionConfig {
   logLevel: LogLevel;
   /** undefined: pretty when stdout is a terminal, JSON otherwise. */
   logFormat?: 'json' | 'pretty';
+  /** undefined: no tracing (no OTLP endpoint is set). */
+  tracing?: TracingConfig;
   /** Task slots of one worker process; undefined: the SDK's defaults. */
   workerMaxConcurrentActivities?: number;
   workerMaxConcurrentWorkflowTasks?: number;
@@ -477,6 +487,24 @@ const processSection = section({
   workerMaxConcurrentWorkflowTasks: ['WORKER_MAX_CONCURRENT_WORKFLOW_TASKS', slots.optional()],
 });
 
+/**
+ * Traces are on with an OTLP endpoint (the traces-only one or the general one), unless the SDK is disabled or the
+ * traces exporter is `none`, as the OpenTelemetry specification has it. Only OTLP over HTTP is built in.
+ */
+const otlpProtocol = oneOf(['http/protobuf', 'http/json']);
+const tracingSection = section({
+  endpoint: ['OTEL_EXPORTER_OTLP_ENDPOINT', httpUrl.optional()],
+  tracesEndpoint: ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', httpUrl.optional()],
+  protocol: ['OTEL_EXPORTER_OTLP_PROTOCOL', otlpProtocol.optional()],
+  tracesProtocol: ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', otlpProtocol.optional()],
+  exporter: ['OTEL_TRACES_EXPORTER', oneOf(['otlp', 'none']).optional()],
+  sdkDisabled: ['OTEL_SDK_DISABLED', z.string().toLowerCase().optional()],
+}).transform((t): TracingConfig | undefined =>
+  (t.endpoint ?? t.tracesEndpoint) === undefined || t.sdkDisabled === 'true' || t.exporter === 'none'
+    ? undefined
+    : { protocol: t.tracesProtocol ?? t.protocol ?? 'http/protobuf' },
+);
+
 const operatorSection = section({
   temporalUiUrl: [
     'TEMPORAL_UI_URL',
@@ -523,11 +551,17 @@ export type EmitterConfig = Pick<
   | 'stallAfterSeconds'
   | 'healthReapSeconds'
   | 'opsAlertWebhookUrl'
+  | 'tracing'
 >;
 
 export function loadEmitterConfig(env: Env = process.env): EmitterConfig {
   const vars = present(env);
-  return { ...parse(mongoSection, vars), ...parse(temporalSection, vars), ...parse(workflowSection, vars) };
+  return {
+    ...parse(mongoSection, vars),
+    ...parse(temporalSection, vars),
+    ...parse(workflowSection, vars),
+    tracing: parse(tracingSection, vars),
+  };
 }
 
 /** What an operator's tools (flow-notify explain) need: the emitter's servers and where the Temporal UI is. */

@@ -15,6 +15,7 @@ import { activityContext } from './activities/context';
 import { listenMetrics } from './api/routes/metrics';
 import { createMetrics, type Metrics } from './observability/metrics';
 import { readSdkMetrics } from './observability/sdkMetrics';
+import { startTracing, tracingWorkflowInterceptors, type Tracing } from './observability/tracing';
 import {
   createLogger,
   logAt,
@@ -54,6 +55,8 @@ export interface WorkerDeps {
   metrics?: Metrics;
   /** Tests hand one in to look at it; default: one built from the config, for this worker. */
   callbackPacing?: OriginPacing;
+  /** Undefined: no traces. Given, a given workflowBundle must have been built with the tracing interceptors. */
+  tracing?: Tracing;
 }
 
 /**
@@ -97,29 +100,56 @@ export function callbackPacingFor(
 
 export const WORKFLOWS_PATH = require.resolve('./workflows');
 
-/** `npm run build` bundles the workflows ahead of time into this file beside the compiled worker (dist/). */
+/**
+ * `npm run build` bundles the workflows ahead of time into these files beside the compiled worker (dist/): one
+ * plain, one with the tracing workflow interceptors (a worker with tracing on loads that one).
+ */
 export const WORKFLOW_BUNDLE_FILE = 'workflow-bundle.js';
+export const TRACED_WORKFLOW_BUNDLE_FILE = 'workflow-bundle-traced.js';
+
+/** Workflow interceptor modules of a bundle: the tracing ones when traced (resolved from `from`), none otherwise. */
+export const workflowInterceptorModules = (traced: boolean, from?: string): string[] =>
+  traced ? [tracingWorkflowInterceptors(from)] : [];
+
+const prebuiltBundle = (traced: boolean): string =>
+  path.join(__dirname, traced ? TRACED_WORKFLOW_BUNDLE_FILE : WORKFLOW_BUNDLE_FILE);
 
 /** The workflow code: a bundle given in, else the prebuilt one of a build, else the sources, bundled at start. */
 function workflowCode(
+  traced: boolean,
   given?: WorkflowBundle,
-): { workflowBundle: WorkflowBundleOption } | { workflowsPath: string } {
+):
+  | { workflowBundle: WorkflowBundleOption }
+  | { workflowsPath: string; interceptors: { workflowModules: string[] } } {
   if (given) return { workflowBundle: given };
-  const prebuilt = path.join(__dirname, WORKFLOW_BUNDLE_FILE);
+  const prebuilt = prebuiltBundle(traced);
   return existsSync(prebuilt)
     ? { workflowBundle: { codePath: prebuilt } }
-    : { workflowsPath: WORKFLOWS_PATH };
+    : {
+        workflowsPath: WORKFLOWS_PATH,
+        interceptors: { workflowModules: workflowInterceptorModules(traced) },
+      };
 }
 
 export async function createWorker(deps: WorkerDeps): Promise<Worker> {
   const { config } = deps;
   await assertSearchAttributes(deps.client.connection, config.temporalNamespace);
   await ensureSweepSchedule(deps.client, config.temporalTaskQueue, config.sweepIntervalSeconds);
+  const code = workflowCode(deps.tracing !== undefined, deps.workflowBundle);
   return Worker.create({
     connection: deps.connection,
     namespace: config.temporalNamespace,
     taskQueue: config.temporalTaskQueue,
-    ...workflowCode(deps.workflowBundle),
+    ...code,
+    ...(deps.tracing
+      ? {
+          interceptors: {
+            ...('interceptors' in code ? code.interceptors : {}),
+            ...deps.tracing.workerOptions.interceptors,
+          },
+          sinks: deps.tracing.workerOptions.sinks,
+        }
+      : {}),
     // The SDK sends a heartbeat at most every 0.8 × the heartbeat timeout (8 s of the fan-out's 10 s), leaving a
     // busy worker 2 s to get it through; a fan-out starved for CPU then timed out and was sent again. Every 2 s
     // leaves it 8.
@@ -211,6 +241,7 @@ async function startWorkerHealth(
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const logger = createLogger({ level: config.logLevel, format: config.logFormat, name: 'worker' });
+  const tracing = await startTracing(config.tracing, 'flow-notify-worker');
   const metrics = config.workerMetricsPort === undefined ? undefined : createMetrics(new Registry());
   // The SDK's exporter on a free loopback port (its own server, in the native core); /metrics reads it.
   const sdkMetricsAddress = metrics ? `127.0.0.1:${await freePort()}` : undefined;
@@ -231,7 +262,11 @@ async function main(): Promise<void> {
   });
   const connection = await NativeConnection.connect(temporalConnectionOptions(config));
   const clientConnection = await Connection.connect(temporalConnectionOptions(config));
-  const client = new Client({ connection: clientConnection, namespace: config.temporalNamespace });
+  const client = new Client({
+    connection: clientConnection,
+    namespace: config.temporalNamespace,
+    ...(tracing ? { interceptors: tracing.clientInterceptors } : {}),
+  });
   const pushSender = pushSenderFor(config);
   const worker = await createWorker({
     config,
@@ -240,6 +275,7 @@ async function main(): Promise<void> {
     stores,
     pushSender,
     metrics,
+    tracing,
     log: activityLog(logger),
   });
   // The probes listen before the start line: whoever waits for that line may probe at once.
@@ -258,7 +294,8 @@ async function main(): Promise<void> {
   logger.info(
     `flow-notify worker: task queue ${config.temporalTaskQueue} on ${config.temporalAddress}; ` +
       `web push ${pushSender ? 'on' : 'off (no VAPID keys)'}; sweep every ${config.sweepIntervalSeconds}s; ` +
-      `workflows ${existsSync(path.join(__dirname, WORKFLOW_BUNDLE_FILE)) ? 'prebuilt bundle' : 'bundled at start'}`,
+      `workflows ${existsSync(prebuiltBundle(tracing !== undefined)) ? 'prebuilt bundle' : 'bundled at start'}; ` +
+      `traces ${tracing ? 'on' : 'off'}`,
   );
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () =>
@@ -276,6 +313,7 @@ async function main(): Promise<void> {
     await clientConnection.close();
     await connection.close();
     await mongo.client.close();
+    await tracing?.shutdown();
   }
 }
 

@@ -25,6 +25,7 @@ import type { RunStore } from '../store/runs';
 import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callbackAttempts';
 import type { Metrics } from '../observability/metrics';
 import { withDeadline } from '../lib/deadline';
+import { inSpan, serverAddress, SpanKind, traceHeaders } from '../observability/tracing';
 import { activityContext } from './context';
 
 export interface CallbackDeps {
@@ -60,9 +61,28 @@ export function classifyCallbackStatus(status: number): CallbackAttempt['result'
 /**
  * One signed POST to a run's callback URL behind the outbound guard (Standard Webhooks: `webhookId` is the
  * receivers' dedup key, the timestamp is this attempt's). A refusal throws TargetRefusedError, a resolver that
- * could not answer ResolverUnavailableError; a network failure or the deadline throws too.
+ * could not answer ResolverUnavailableError; a network failure or the deadline throws too. Traced as one client
+ * span, whose context the request carries (`traceparent`).
  */
-export async function postSignedCallback(
+export function postSignedCallback(
+  deps: Omit<CallbackDeps, 'runs'>,
+  callback: Pick<NonNullable<Run['callback']>, 'url' | 'secret' | 'previousSecret'>,
+  webhookId: string,
+  json: string,
+): Promise<PinnedResponse> {
+  return inSpan(
+    'callback attempt',
+    {
+      kind: SpanKind.CLIENT,
+      attributes: { 'http.request.method': 'POST', ...serverAddress(callback.url), 'webhook.id': webhookId },
+      resultAttributes: (res) => ({ 'http.response.status_code': res.status }),
+      failed: (res) => classifyCallbackStatus(res.status) !== 'delivered',
+    },
+    () => postSignedCallbackNow(deps, callback, webhookId, json),
+  );
+}
+
+async function postSignedCallbackNow(
   deps: Omit<CallbackDeps, 'runs'>,
   callback: Pick<NonNullable<Run['callback']>, 'url' | 'secret' | 'previousSecret'>,
   webhookId: string,
@@ -80,6 +100,7 @@ export async function postSignedCallback(
     headers: {
       'content-type': 'application/json',
       'user-agent': 'flow-notify-callbacks/1',
+      ...traceHeaders(),
       ...signWebhook(secrets, webhookId, timestamp, json),
     },
     timeoutMs: deps.timeoutMs,

@@ -14,6 +14,7 @@ import type { InteractionStore } from '../store/interactions';
 import type { RunStore } from '../store/runs';
 import type { WatchStore } from '../store/watches';
 import type { Metrics } from '../observability/metrics';
+import { inPushSendSpan } from '../observability/tracing';
 
 export interface FanOutDeps {
   subscriptions: PushSubscriptionStore;
@@ -143,7 +144,10 @@ export async function fanOut(
     subs,
     deps.width,
     async (sub) => {
-      await handle(sub, await deps.sender.send(sub, payload, options, hooks));
+      await handle(
+        sub,
+        await inPushSendSpan(sub.endpoint, () => deps.sender.send(sub, payload, options, hooks)),
+      );
       deps.onProgress?.();
     },
     deps.signal,

@@ -15,6 +15,7 @@ import { runsRouter, type RunsRouterDeps } from './routes/runs';
 import { securityHeaders } from './securityHeaders';
 import { absentFeature, catchAllRouter, serveStudio } from './studio';
 import { watchesRouter } from './routes/watches';
+import { requestSpan } from './requestSpan';
 
 export interface AppDeps {
   auth: AuthOptions;
@@ -46,12 +47,15 @@ export interface AppDeps {
   trustProxy?: boolean;
   /** One debug line per request (method, path, status, duration: never headers, bodies or the query). */
   logRequest?: (fields: { method: string; path: string; status: number; ms: number }) => void;
+  /** One server span per request, named by its route (tracing on; off, no middleware at all). */
+  traceRequests?: boolean;
 }
 
 export function createApp(deps: AppDeps): Koa<AuthState> {
   const now = deps.now ?? (() => new Date());
   const app = new Koa<AuthState>();
   app.proxy = deps.trustProxy ?? false;
+  if (deps.traceRequests) app.use(requestSpan);
   if (deps.logRequest) {
     const logRequest = deps.logRequest;
     app.use(async (ctx, next) => {

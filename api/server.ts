@@ -23,6 +23,7 @@ import { createEpisodeView } from './episodesView';
 import { Registry } from 'prom-client';
 import { createMetrics, type Metrics } from '../observability/metrics';
 import { createLogger, logAt, type Log, type Logger } from '../observability/log';
+import { startTracing, type Tracing } from '../observability/tracing';
 
 export interface ApiHandle {
   server: Server;
@@ -41,6 +42,8 @@ export interface ApiOptions {
   metrics?: Metrics;
   /** The push sink for the test route; by default the one the config asks for. */
   pushSender?: PushSender;
+  /** The process's started tracing SDK; undefined: no traces (requests get no spans, starts carry none). */
+  tracing?: Pick<Tracing, 'clientInterceptors'>;
 }
 
 /** Builds every dependency from config and listens. Tests call this with their own config. */
@@ -60,7 +63,11 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
   }
   const mongo: Mongo = await connectMongo(config.mongoUrl, config.mongoDb);
   await ensureAllIndexes(mongo.db);
-  const client = new Client({ connection, namespace: config.temporalNamespace });
+  const client = new Client({
+    connection,
+    namespace: config.temporalNamespace,
+    ...(options.tracing ? { interceptors: options.tracing.clientInterceptors } : {}),
+  });
   const stores = createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds });
   const emitter = createOutcomeEmitter({
     client,
@@ -174,6 +181,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     trustProxy: config.trustProxy,
     metrics: config.metricsToken ? { scrape, token: config.metricsToken } : undefined,
     logRequest: (fields) => logger.debug(fields, 'request'),
+    traceRequests: options.tracing !== undefined,
   });
   const metricsServer =
     config.metricsPort === undefined
@@ -221,15 +229,19 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const logger = createLogger({ level: config.logLevel, format: config.logFormat, name: 'api' });
-  const api = await startApi(config, { logger, metrics: createMetrics(new Registry()) });
+  const tracing = await startTracing(config.tracing, 'flow-notify-api');
+  const api = await startApi(config, { logger, metrics: createMetrics(new Registry()), tracing });
   if (api.metricsUrl) logger.info(`flow-notify api: metrics on ${api.metricsUrl}`);
-  logger.info(`flow-notify api: listening on ${api.url}`);
+  logger.info(`flow-notify api: listening on ${api.url}${tracing ? '; traces on' : ''}`);
   const stop = (signal: string): void => {
     logger.info(`flow-notify api: ${signal}: no new connections; finishing the requests in flight`);
-    api.close().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
+    api
+      .close()
+      .then(() => tracing?.shutdown())
+      .then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);

@@ -102,6 +102,7 @@ describe('the production build (dist/, production dependencies only)', function 
 
   it('installs without ts-node or TypeScript, and require("flow-notify") loads the compiled entry', () => {
     assert.ok(existsSync(path.join(dir, 'dist/workflow-bundle.js')), 'the workflow bundle is built ahead');
+    assert.ok(existsSync(path.join(dir, 'dist/workflow-bundle-traced.js')), 'and its traced twin');
     assert.ok(!existsSync(path.join(dir, 'node_modules/ts-node')), 'ts-node is not a production dependency');
     assert.ok(
       !existsSync(path.join(dir, 'node_modules/typescript')),

@@ -1,5 +1,6 @@
 // Replay without servers: every recorded history in test/fixtures/ replays with the current workflow code (one
-// bundle, one replay worker, no Temporal server), every patched() id in workflows/ has its row in
+// bundle, one replay worker, no Temporal server), and again with the bundle a worker with tracing on runs (the
+// tracing workflow interceptors record nothing in a history: turning traces on or off breaks none), every patched() id in workflows/ has its row in
 // docs/versioning.md, and every fixture is named there. A change that breaks histories still running, a patch
 // without a row, or a fixture nobody replays fails here, in the fast layer. The suites on real servers record the
 // fixtures (RECORD_*_HISTORY=1, see docs/versioning.md).
@@ -8,7 +9,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { bundleWorkflowCode, Runtime, Worker, type ReplayResult } from '@temporalio/worker';
-import { WORKFLOWS_PATH } from '../../worker';
+import { WORKFLOWS_PATH, workflowInterceptorModules } from '../../worker';
 
 const ROOT = path.resolve(__dirname, '../..');
 const FIXTURES_DIR = path.join(ROOT, 'test', 'fixtures');
@@ -51,6 +52,7 @@ function idsInVersioningDoc(doc: string): Set<string> {
 
 describe('workflow replay without servers', function () {
   const results = new Map<string, ReplayResult>();
+  const tracedResults = new Map<string, ReplayResult>();
 
   before(async function () {
     this.timeout(300_000);
@@ -60,14 +62,24 @@ describe('workflow replay without servers', function () {
     } catch {
       // already in use in this process: its logger stays
     }
-    const workflowBundle = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quiet });
-    const histories = FIXTURES.map((name) => ({
-      // The fixture's file name stands for its workflow id, so each result says which fixture it replayed.
-      workflowId: name,
-      history: historyFromJSON(JSON.parse(readFileSync(path.join(FIXTURES_DIR, name), 'utf8'))),
-    }));
-    for await (const result of Worker.runReplayHistories({ workflowBundle }, histories))
-      results.set(result.workflowId, result);
+    const histories = () =>
+      FIXTURES.map((name) => ({
+        // The fixture's file name stands for its workflow id, so each result says which fixture it replayed.
+        workflowId: name,
+        history: historyFromJSON(JSON.parse(readFileSync(path.join(FIXTURES_DIR, name), 'utf8'))),
+      }));
+    for (const [traced, into] of [
+      [false, results],
+      [true, tracedResults],
+    ] as const) {
+      const workflowBundle = await bundleWorkflowCode({
+        workflowsPath: WORKFLOWS_PATH,
+        workflowInterceptorModules: workflowInterceptorModules(traced),
+        logger: quiet,
+      });
+      for await (const result of Worker.runReplayHistories({ workflowBundle }, histories()))
+        into.set(result.workflowId, result);
+    }
   });
 
   it('finds the recorded histories', () => {
@@ -80,10 +92,16 @@ describe('workflow replay without servers', function () {
       assert.ok(result, `${fixture} was not replayed`);
       if (result.error) throw result.error;
     });
+    it(`${fixture} replays with the current workflow code and the tracing interceptors`, () => {
+      const result = tracedResults.get(fixture);
+      assert.ok(result, `${fixture} was not replayed with the tracing interceptors`);
+      if (result.error) throw result.error;
+    });
   }
 
   it('replayed every fixture, and nothing else', () => {
     assert.deepEqual([...results.keys()].sort(), FIXTURES);
+    assert.deepEqual([...tracedResults.keys()].sort(), FIXTURES);
   });
 
   it('every patched() id in workflows/ has its row in docs/versioning.md, and every row a patched() id', () => {
