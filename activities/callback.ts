@@ -155,7 +155,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
     async sendCallback(episodeId: string, runId: string, place?: AttemptPlace): Promise<CallbackAttempt> {
       const attempt = await attemptOnce(episodeId, runId);
       if (attempt.sent) {
-        const { outcome, at, durationMs } = attempt;
+        const { outcome, at, durationMs, teamId } = attempt;
         deps.metrics?.callbackAttempt(outcome.result, outcome.status, durationMs / 1000);
         const info = activityContext()?.info;
         const wait =
@@ -166,6 +166,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
           {
             episodeId,
             runId,
+            teamId,
             at,
             durationMs,
             result: outcome.result,
@@ -175,6 +176,8 @@ export function createCallbackActivities(deps: CallbackDeps) {
               : {}),
             ...(wait !== undefined ? { nextWaitSeconds: wait } : {}),
             trigger: place?.trigger ?? 'episode',
+            // What a recover of the team's give-ups looks for.
+            ...(endsSchedule(outcome, place) ? { gaveUp: true as const } : {}),
             ...(info
               ? {
                   activityAttempt: info.attempt,
@@ -213,20 +216,30 @@ export function createCallbackActivities(deps: CallbackDeps) {
     runId: string,
   ): Promise<
     | { sent: false; outcome: CallbackAttempt }
-    | { sent: true; outcome: CallbackAttempt; error: DeliveryCategory; at: Date; durationMs: number }
+    | {
+        sent: true;
+        outcome: CallbackAttempt;
+        error: DeliveryCategory;
+        at: Date;
+        durationMs: number;
+        teamId: string;
+      }
   > {
     let at = deps.now();
     let started = Date.now();
+    let teamId = '';
     const sent = (outcome: CallbackAttempt, error: DeliveryCategory) => ({
       sent: true as const,
       outcome,
       error,
       at,
       durationMs: Date.now() - started,
+      teamId,
     });
     const stop = (detail: string) => ({ sent: false as const, outcome: { result: 'stop' as const, detail } });
     const run = await deps.runs.getById(runId);
     if (!run?.callback) return stop('the run has no callback');
+    teamId = run.teamId;
     const body = callbackBody(run, episodeId);
     if (!body) return stop(`a ${run.status} run gets no callback`);
     // What the owner sees (the claim's gave_up result) is a category; the detail is logged for operators.
