@@ -92,6 +92,8 @@ export interface Config extends TemporalConnectionConfig {
   callbackTestRatePerTeam: RateRule;
   callbackRedeliverRatePerUser: RateRule;
   callbackRedeliverRatePerTeam: RateRule;
+  /** Recovers of a team's callbacks that gave up, per team. */
+  callbackRecoverRatePerTeam: RateRule;
   /** Runs with a callback one team may create per minute. */
   runCreateRate: RateRule;
   routeErrorRatePerRun: RateRule;
@@ -419,6 +421,8 @@ const limitsSection = section({
   callbackTestPerTeam: ['CALLBACK_TEST_RATE_LIMIT_PER_TEAM', count.default(30)],
   callbackRedeliverPerUser: ['CALLBACK_REDELIVER_RATE_LIMIT_PER_USER', count.default(20)],
   callbackRedeliverPerTeam: ['CALLBACK_REDELIVER_RATE_LIMIT_PER_TEAM', count.default(60)],
+  callbackRecoverPerTeam: ['CALLBACK_RECOVER_RATE_LIMIT_PER_TEAM', count.default(10)],
+  callbackRecoverWindow: ['CALLBACK_RECOVER_RATE_WINDOW_SECONDS', seconds.default(3600)],
   runCreate: ['RUN_CREATE_RATE_LIMIT', count.default(120)],
   routeErrorPerRun: ['ROUTE_ERROR_LIMIT_PER_RUN', count.default(20)],
   routeErrorPerTeam: ['ROUTE_ERROR_LIMIT_PER_TEAM', count.default(200)],
@@ -434,6 +438,7 @@ const limitsSection = section({
     callbackTestRatePerTeam: rate(l.callbackTestPerTeam, l.callbackTestWindow),
     callbackRedeliverRatePerUser: rate(l.callbackRedeliverPerUser, l.callbackRedeliverWindow),
     callbackRedeliverRatePerTeam: rate(l.callbackRedeliverPerTeam, l.callbackRedeliverWindow),
+    callbackRecoverRatePerTeam: rate(l.callbackRecoverPerTeam, l.callbackRecoverWindow),
     runCreateRate: rate(l.runCreate, 60),
     routeErrorRatePerRun: rate(l.routeErrorPerRun, l.routeErrorWindow),
     routeErrorRatePerTeam: rate(l.routeErrorPerTeam, l.routeErrorWindow),
