@@ -47,9 +47,10 @@ export const RECOVER_ROUTES: RouteSpec[] = [
       return variant % 2 ? { since } : { since, until: new Date(now - 60_000).toISOString() };
     },
     onSuccess: none,
-    // The team's rate-limit row and the recover's row. Its workflow starts on the fuzz API's task queue, where no
-    // worker polls: it stays running, and later recovers of the team are refused (409, slot given back).
-    inserts: 2,
+    // The team's rate-limit row (the recover's own row is an upsert: an update command). Its workflow starts on the
+    // fuzz API's task queue, where no worker polls: it stays running, and later recovers of the team are refused
+    // (409, slot given back, no row written).
+    inserts: 1,
     givesBackSlot: true,
   },
   {
