@@ -1,12 +1,57 @@
-// Mocha runs the TypeScript sources through ts-node; test/support/stack.ts starts the real servers once.
-// `npx mocha test/x.test.ts` runs just that file: mocha adds command-line files to the configured spec, so the
-// whole-suite glob applies only when none are named.
-const namedFiles = process.argv.slice(2).some((arg) => /\.test\.ts$/.test(arg));
+// Mocha runs the TypeScript sources through ts-node; test/support/stack.ts starts the real servers once and
+// shares them with the parallel workers. The suites run side by side (`jobs` files at a time): they mostly wait
+// on the servers, and each has its own database, task queue and sweep schedule (testConfig), so none sees another's.
+// `npx mocha test/x.test.ts` runs just that file, in this process: mocha adds command-line files to the configured
+// spec, so the whole-suite list applies only when none are named.
+const fs = require('node:fs');
+const path = require('node:path');
+
+const namedFiles = process.argv.slice(2).filter((arg) => /\.test\.ts$/.test(arg));
+
+/**
+ * The longest files first, so that none of them starts last and runs on alone while the others are done (the
+ * small drill and the fuzzer take minutes; the rest are each a minute or less). The other files follow by name.
+ */
+const LONGEST_FIRST = [
+  'test/drill.test.ts',
+  'test/fuzz.test.ts',
+  'test/lifecycle.test.ts',
+  'test/identity.test.ts',
+  'test/startup.test.ts',
+  'test/explain.test.ts',
+  'test/temporalTls.test.ts',
+  'test/scaleOut.test.ts',
+  'test/dist.test.ts',
+  'test/studio.test.ts',
+  'test/ops.test.ts',
+  'test/callbackLog.test.ts',
+  'test/ferretdbPushdown.test.ts',
+];
+
+function testFiles(dir) {
+  return fs
+    .readdirSync(dir, { withFileTypes: true })
+    .flatMap((entry) => {
+      const file = path.join(dir, entry.name);
+      if (entry.isDirectory()) return testFiles(file);
+      return entry.name.endsWith('.test.ts') ? [file] : [];
+    })
+    .sort();
+}
+
+function wholeSuite() {
+  const all = testFiles('test');
+  const first = LONGEST_FIRST.filter((file) => all.includes(file));
+  return [...first, ...all.filter((file) => !first.includes(file))];
+}
 
 module.exports = {
   require: ['ts-node/register', 'test/support/stack.ts'],
-  spec: namedFiles ? [] : ['test/**/*.test.ts'],
+  spec: namedFiles.length ? [] : wholeSuite(),
   reporter: 'test/support/reporter.js',
+  // One named file runs in this process (no worker to start; `.only` and a debugger work as usual).
+  parallel: namedFiles.length !== 1,
+  jobs: 4,
   timeout: 60000,
   exit: true,
 };

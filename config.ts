@@ -94,6 +94,10 @@ export interface Config extends TemporalConnectionConfig {
   callbackRedeliverRatePerTeam: RateRule;
   /** Recovers of a team's callbacks that gave up, per team. */
   callbackRecoverRatePerTeam: RateRule;
+  /** Secret rotations per run (POST /runs/:id/callback/rotate-secret). */
+  callbackRotateRate: RateRule;
+  /** After a rotation, how long callbacks carry the previous secret's signature beside the new one's. */
+  callbackSecretOverlapSeconds: number;
   /** Runs with a callback one team may create per minute. */
   runCreateRate: RateRule;
   routeErrorRatePerRun: RateRule;
@@ -401,6 +405,8 @@ const vapidSection = z
 const deliverySection = section({
   studioUrl: ['STUDIO_URL', httpUrl.transform(withoutTrailingSlash)],
   callbackAllowPrivate: ['CALLBACK_ALLOW_PRIVATE', flag],
+  // A week at most: past that a leaked secret the rotation was meant to retire still signs.
+  callbackSecretOverlapSeconds: ['CALLBACK_SECRET_OVERLAP_SECONDS', boundedSeconds(86400, 604800)],
   pushAllowPrivate: ['PUSH_ALLOW_PRIVATE', flag],
   pushEndpointAllowlist: ['PUSH_ENDPOINT_ALLOWLIST', suffixList.default([])],
   pushPruneMinHours: ['PUSH_PRUNE_MIN_HOURS', positiveNumber.default(24)],
@@ -423,6 +429,8 @@ const limitsSection = section({
   callbackRedeliverPerTeam: ['CALLBACK_REDELIVER_RATE_LIMIT_PER_TEAM', count.default(60)],
   callbackRecoverPerTeam: ['CALLBACK_RECOVER_RATE_LIMIT_PER_TEAM', count.default(10)],
   callbackRecoverWindow: ['CALLBACK_RECOVER_RATE_WINDOW_SECONDS', seconds.default(3600)],
+  callbackRotate: ['CALLBACK_ROTATE_RATE_LIMIT', count.default(5)],
+  callbackRotateWindow: ['CALLBACK_ROTATE_RATE_WINDOW_SECONDS', seconds.default(3600)],
   runCreate: ['RUN_CREATE_RATE_LIMIT', count.default(120)],
   routeErrorPerRun: ['ROUTE_ERROR_LIMIT_PER_RUN', count.default(20)],
   routeErrorPerTeam: ['ROUTE_ERROR_LIMIT_PER_TEAM', count.default(200)],
@@ -439,6 +447,7 @@ const limitsSection = section({
     callbackRedeliverRatePerUser: rate(l.callbackRedeliverPerUser, l.callbackRedeliverWindow),
     callbackRedeliverRatePerTeam: rate(l.callbackRedeliverPerTeam, l.callbackRedeliverWindow),
     callbackRecoverRatePerTeam: rate(l.callbackRecoverPerTeam, l.callbackRecoverWindow),
+    callbackRotateRate: rate(l.callbackRotate, l.callbackRotateWindow),
     runCreateRate: rate(l.runCreate, 60),
     routeErrorRatePerRun: rate(l.routeErrorPerRun, l.routeErrorWindow),
     routeErrorRatePerTeam: rate(l.routeErrorPerTeam, l.routeErrorWindow),

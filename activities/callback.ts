@@ -1,7 +1,13 @@
 // The callback family's I/O: one signed POST to the run's callback URL per call, behind the outbound guard.
 // The workflow owns the retry schedule (durable timers); this reports how one attempt went.
 import type { AttemptPlace, CallbackAttempt } from '../contract/activities';
-import { callbackBody, callbackWaitSeconds, type DeliveryCategory } from '../domain/callback';
+import {
+  callbackBody,
+  callbackWaitSeconds,
+  signingSecrets,
+  testCallbackBody,
+  type DeliveryCategory,
+} from '../domain/callback';
 import { signWebhook } from '../net/webhookSignature';
 import {
   checkCallbackTarget,
@@ -26,6 +32,8 @@ export interface CallbackDeps {
   callbackAttempts?: CallbackAttemptStore;
   allowPrivate: boolean;
   timeoutMs: number;
+  /** After a rotation, how long callbacks are signed with the previous secret too (signingSecrets). */
+  secretOverlapSeconds: number;
   lookup?: HostLookup;
   now: () => Date;
   /** Operator logs: the detail behind a category (addresses, resolver codes) goes here, never to the owner. */
@@ -53,7 +61,7 @@ export function classifyCallbackStatus(status: number): CallbackAttempt['result'
  */
 export async function postSignedCallback(
   deps: Omit<CallbackDeps, 'runs'>,
-  callback: { url: string; secret: string },
+  callback: Pick<NonNullable<Run['callback']>, 'url' | 'secret' | 'previousSecret'>,
   webhookId: string,
   json: string,
 ): Promise<PinnedResponse> {
@@ -61,13 +69,15 @@ export async function postSignedCallback(
     allowPrivate: deps.allowPrivate,
     lookup: deps.lookup,
   });
-  const timestamp = Math.floor(deps.now().getTime() / 1000);
+  const now = deps.now();
+  const timestamp = Math.floor(now.getTime() / 1000);
+  const secrets = signingSecrets(callback, now, deps.secretOverlapSeconds);
   return postPinned(target, {
     body: json,
     headers: {
       'content-type': 'application/json',
       'user-agent': 'flow-notify-callbacks/1',
-      ...signWebhook(callback.secret, webhookId, timestamp, json),
+      ...signWebhook(secrets, webhookId, timestamp, json),
     },
     timeoutMs: deps.timeoutMs,
     maxResponseBytes: MAX_RESPONSE_BYTES,
@@ -89,10 +99,10 @@ export interface CallbackTestResult {
  */
 export async function sendTestCallback(
   deps: Omit<CallbackDeps, 'runs'>,
-  run: Pick<Run, '_id' | 'status'> & { callback: { url: string; secret: string } },
+  run: Pick<Run, '_id' | 'status'> & { callback: NonNullable<Run['callback']> },
   webhookId: string,
 ): Promise<CallbackTestResult> {
-  const body = { version: '1', type: 'run.test', run: { id: run._id, status: run.status } };
+  const body = testCallbackBody(run);
   try {
     const res = await postSignedCallback(deps, run.callback, webhookId, JSON.stringify(body));
     const delivered = res.status >= 200 && res.status < 300;

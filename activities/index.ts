@@ -74,6 +74,7 @@ export function createActivities(deps: ActivityDeps): Activities {
       callbackAttempts: stores.callbackAttempts,
       allowPrivate: config.callbackAllowPrivate,
       timeoutMs: config.callbackTimeoutSeconds * 1000,
+      secretOverlapSeconds: config.callbackSecretOverlapSeconds,
       lookup: deps.callbackLookup,
       now,
       log,

@@ -37,6 +37,7 @@ export interface AppDeps {
   callbackRecovers: CallbacksRouterDeps['callbackRecovers'];
   startRecover: CallbacksRouterDeps['startRecover'];
   recoverLimit: CallbacksRouterDeps['recoverLimit'];
+  callbackRotateLimit: RunsRouterDeps['callbackRotateLimit'];
   probes: HealthProbes;
   /** Present only when web push is enabled (webPushEnabled): otherwise the notification routes do not exist. */
   notifications?: NotificationRouteDeps;

@@ -3,6 +3,7 @@
 // that are enforced (zod 4's JSON Schema output is draft 2020-12, OpenAPI 3.1's dialect).
 import Router from '@koa/router';
 import { z } from 'zod';
+import { CALLBACK_EVENT_SCHEMAS, type CallbackEventType } from '../domain/callbackEvents';
 import { validate, type RouteSpec } from './validate';
 
 export const OPENAPI_PATH = '/api/v1/openapi.json';
@@ -35,6 +36,68 @@ const jsonSchema = (schema: z.ZodType): Record<string, unknown> => {
   const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' });
   return rest;
 };
+
+/**
+ * Each callback event type's body as JSON Schema. Published open (a field may be added within a version, so a
+ * receiver should not refuse one it does not know); `closed`: every object refuses fields it does not document,
+ * which is what the tests check the bodies sent against.
+ */
+export function callbackEventJsonSchemas(
+  options: { closed?: boolean } = {},
+): Record<CallbackEventType, Record<string, unknown>> {
+  const io = options.closed ? 'output' : 'input'; // zod closes objects (additionalProperties: false) on output
+  return Object.fromEntries(
+    Object.entries(CALLBACK_EVENT_SCHEMAS).map(([type, schema]): [string, Record<string, unknown>] => {
+      const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io });
+      return [type, rest];
+    }),
+  ) as Record<CallbackEventType, Record<string, unknown>>;
+}
+
+/** The Standard Webhooks headers every callback carries. */
+const WEBHOOK_HEADERS = [
+  [
+    'webhook-id',
+    'the episode id (a test ping: <runId>:test:<uuid>), the same on every attempt: dedupe on it',
+  ],
+  ['webhook-timestamp', "this attempt's time, in Unix seconds (signed; refuse one too far from now)"],
+  [
+    'webhook-signature',
+    'v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>"> with the secret, one per secret ' +
+      'space-separated (two during a rotation overlap): a receiver holding either secret verifies',
+  ],
+] as const;
+
+/** OpenAPI 3.1 `webhooks`: what this service POSTs to a run's callback URL, one entry per event type. */
+function webhooks(): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries(callbackEventJsonSchemas()).map(([type, schema]) => [
+      type,
+      {
+        post: {
+          summary: `${type}: ${String(schema.description)}`,
+          parameters: WEBHOOK_HEADERS.map(([name, description]) => ({
+            name,
+            in: 'header',
+            required: true,
+            description,
+            schema: { type: 'string' },
+          })),
+          requestBody: { required: true, content: { 'application/json': { schema } } },
+          responses: {
+            '2XX': {
+              description:
+                'received. 408, 429, 5xx, 3xx (never followed) and network errors are tried again on the ' +
+                'schedule (Retry-After honoured); any other 4xx ends the delivery. A test ping is never retried.',
+            },
+          },
+          // The receiver's side: it authenticates the sender by the signature, not by this API's bearer.
+          security: [],
+        },
+      },
+    ]),
+  );
+}
 
 function parameters(spec: RouteSpec): unknown[] {
   const shapeOf = (schema?: z.ZodType) =>
@@ -103,6 +166,7 @@ export function openApiDocument(routers: Router[]): Record<string, unknown> {
     openapi: '3.1.0',
     info: { title: 'Flow Notify', version: API_VERSION },
     paths,
+    webhooks: webhooks(),
     security: [{ bearer: [] }],
     components: {
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } },

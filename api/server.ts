@@ -105,6 +105,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
         {
           allowPrivate: config.callbackAllowPrivate,
           timeoutMs: config.callbackTimeoutSeconds * 1000,
+          secretOverlapSeconds: config.callbackSecretOverlapSeconds,
           now: () => new Date(),
         },
         run,
@@ -127,6 +128,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     callbackRecovers: stores.callbackRecovers,
     startRecover: (input) => startCallbackRecover(client, config.temporalTaskQueue, input),
     recoverLimit: config.callbackRecoverRatePerTeam,
+    callbackRotateLimit: config.callbackRotateRate,
     probes: {
       temporal: async () => void (await connection.workflowService.getSystemInfo({})),
       mongo: () => pingMongo(mongo.db),

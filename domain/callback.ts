@@ -34,6 +34,32 @@ export interface CallbackBody {
   };
 }
 
+/** The launcher's test ping (run.test): what a receiver's verifier can be checked with before a run ends. */
+export interface TestCallbackBody {
+  version: '1';
+  type: 'run.test';
+  run: { id: string; status: Run['status'] };
+}
+
+export function testCallbackBody(run: Pick<Run, '_id' | 'status'>): TestCallbackBody {
+  return { version: '1', type: 'run.test', run: { id: run._id, status: run.status } };
+}
+
+/**
+ * The secrets a callback sent at `now` is signed with, newest first: the run's, and for `overlapSeconds` after a
+ * rotation the one it replaced, so a receiver still holding that one keeps verifying until it has the new one.
+ */
+export function signingSecrets(
+  callback: Pick<NonNullable<Run['callback']>, 'secret' | 'previousSecret'>,
+  now: Date,
+  overlapSeconds: number,
+): string[] {
+  const previous = callback.previousSecret;
+  const overlapping =
+    previous !== undefined && now.getTime() < previous.rotatedAt.getTime() + overlapSeconds * 1000;
+  return overlapping ? [callback.secret, previous.secret] : [callback.secret];
+}
+
 /** shouldNotify: paused runs get no callback (they are waiting; the resume that ends them fires it then). */
 export function shouldNotify(outcome: RunOutcome): boolean {
   return outcome.callbackRequested && outcome.kind !== 'run_paused';

@@ -28,8 +28,16 @@ export interface Run {
   /** The current pause while status is paused; kept after resume as the last pause (for history). */
   pause?: RunPause;
   pauseCount: number;
-  /** events: the ends the launcher wants a callback for; absent, all of them. */
-  callback?: { url: string; secret: string; events?: CallbackEvent[] };
+  /**
+   * events: the ends the launcher wants a callback for; absent, all of them. previousSecret: the secret a rotation
+   * replaced, and when; callbacks carry its signature too for a while (signingSecrets).
+   */
+  callback?: {
+    url: string;
+    secret: string;
+    events?: CallbackEvent[];
+    previousSecret?: { secret: string; rotatedAt: Date };
+  };
   budget?: { limit: number };
   watchedIssueIds: string[];
   /**

@@ -4,19 +4,22 @@ import { createHmac } from 'node:crypto';
 /**
  * Standard Webhooks: webhook-signature = "v1," + base64(HMAC-SHA256(key, "<id>.<timestamp>.<body>")), where the
  * key is the base64 part of the whsec_ secret. The id stays the same across attempts; the timestamp is each
- * attempt's own.
+ * attempt's own. Several secrets (a rotation's overlap): one space-separated signature each, which a receiver
+ * holding any one of them verifies.
  */
 export function signWebhook(
-  secret: string,
+  secrets: string | string[],
   id: string,
   timestampSeconds: number,
   body: string,
 ): Record<string, string> {
-  const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
-  const signature = createHmac('sha256', key).update(`${id}.${timestampSeconds}.${body}`).digest('base64');
+  const signature = (secret: string) => {
+    const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
+    return `v1,${createHmac('sha256', key).update(`${id}.${timestampSeconds}.${body}`).digest('base64')}`;
+  };
   return {
     'webhook-id': id,
     'webhook-timestamp': String(timestampSeconds),
-    'webhook-signature': `v1,${signature}`,
+    'webhook-signature': [secrets].flat().map(signature).join(' '),
   };
 }

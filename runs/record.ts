@@ -1,6 +1,8 @@
-// Writes outside the status machine's transitions: a new run (run_started) and the progress events of a running one.
+// Writes outside the status machine's transitions: a new run (run_started), the progress events of a running one,
+// and a new callback secret.
 import { randomBytes } from 'node:crypto';
 import type { CallbackEvent, Run } from '../domain/run';
+import { ConflictError } from '../domain/errors';
 import { IllegalTransitionError, isTerminal } from '../domain/runStatus';
 import { loadRun, newId, type Caller, type RunsContext } from './context';
 import { recordEvents } from './events';
@@ -55,6 +57,20 @@ export async function createRun(ctx: RunsContext, caller: Caller, input: NewRun)
   await ctx.runs.insert(run);
   await recordEvents(ctx, run, [{ type: 'run_started' }], at);
   return run;
+}
+
+/**
+ * A new callback secret for the run, returned this once; the one it replaces keeps signing beside it for the
+ * overlap (signingSecrets). A second rotation ends the first one's overlap: only the latest previous secret is
+ * kept. Another rotation of the same run at the same moment makes this a conflict.
+ */
+export async function rotateCallbackSecret(ctx: RunsContext, caller: Caller, runId: string): Promise<string> {
+  const run = await loadRun(ctx, caller, runId);
+  if (!run.callback) throw new ConflictError('the run has no callback URL');
+  const secret = newCallbackSecret();
+  if (!(await ctx.runs.rotateCallbackSecret(run._id, run.callback.secret, secret, ctx.now())))
+    throw new ConflictError('the callback secret changed while it was rotated; rotate again');
+  return secret;
 }
 
 /** A progress event from the engine (node_started, usage, run_workspace_checkpoint, ...). */

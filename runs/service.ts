@@ -7,7 +7,7 @@ import { answerInteraction } from './answer';
 import { loadRun, runsContext, type Caller, type RunsServiceDeps } from './context';
 import { endRun } from './end';
 import { pauseForHuman, pauseWithoutHuman, resumeRun } from './pause';
-import { createRun, recordProgress, type NewRun } from './record';
+import { createRun, recordProgress, rotateCallbackSecret, type NewRun } from './record';
 
 export type { Caller, RunsServiceDeps } from './context';
 export { RESERVED_EVENT_TYPES, newCallbackSecret, type NewRun } from './record';
@@ -46,6 +46,9 @@ export function createRunsService(deps: RunsServiceDeps) {
     fail: (caller: Caller, runId: string, error: RunError) => endRun(ctx, caller, runId, 'fail', { error }),
 
     cancel: (caller: Caller, runId: string) => endRun(ctx, caller, runId, 'cancel', {}),
+
+    /** A new callback secret (shown this once); callbacks carry the old one's signature too for a while. */
+    rotateCallbackSecret: (caller: Caller, runId: string) => rotateCallbackSecret(ctx, caller, runId),
 
     /** A progress event from the engine (node_started, usage, run_workspace_checkpoint, ...). */
     recordEvent: (caller: Caller, runId: string, type: string, data: Record<string, unknown>) =>

@@ -50,7 +50,7 @@ export function createRunStore(db: Db) {
       const cursor = runs.find(
         { updatedAt: { $gte: since }, status: { $in: NOTIFIABLE } },
         {
-          projection: { checkpoint: 0, 'callback.secret': 0 },
+          projection: { checkpoint: 0, 'callback.secret': 0, 'callback.previousSecret': 0 },
           batchSize: pageSize + 1,
         },
       );
@@ -89,6 +89,26 @@ export function createRunStore(db: Db) {
       if (paused.matchedCount === 1) return true;
       await runs.updateOne({ _id: runId, teamId }, { $pull: { assistantWatchers: assistantId } });
       return false;
+    },
+
+    /**
+     * Replaces the run's callback secret with `next`, keeping `current` as the previous one from `at` on; only while
+     * `current` is still the run's secret. FerretDB v1 evaluates the filter and the write apart, so two rotations
+     * at once can both match there: the secret read back says which one holds. False: another one did.
+     */
+    async rotateCallbackSecret(runId: string, current: string, next: string, at: Date): Promise<boolean> {
+      const result = await runs.updateOne(
+        { _id: runId, 'callback.secret': current },
+        {
+          $set: {
+            'callback.secret': next,
+            'callback.previousSecret': { secret: current, rotatedAt: at },
+          },
+        },
+      );
+      if (result.modifiedCount !== 1) return false;
+      const stored = await runs.findOne({ _id: runId }, { projection: { 'callback.secret': 1 } });
+      return stored?.callback?.secret === next;
     },
 
     /** A complete operation's answer, put where a caller finishing its transition can read it (see Run). */

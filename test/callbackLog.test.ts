@@ -166,6 +166,7 @@ describe('callback attempt log', function () {
       callbackAttempts: hanging,
       allowPrivate: true,
       timeoutMs: 1000,
+      secretOverlapSeconds: 0,
       now: () => new Date(),
     });
     const started = Date.now();

@@ -19,6 +19,7 @@ import { pushSenderFor } from '../net/pushSender';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { openStores, startTestApi } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
+import { startServers, type ServerStack } from './support/servers';
 import { TEST_JWT_SECRET, testConfig } from './support/stack';
 
 const DEFAULT_SEED = 20_260_509;
@@ -35,6 +36,11 @@ describe('bad input (fuzz)', function () {
   const only = process.env.FUZZ_ROUTES?.split(',').filter(Boolean);
   const fresh = process.env.FUZZ_FRESH === '1';
   let push: PushService;
+  /**
+   * A FerretDB of its own: "a refused request stored nothing" reads the server's write counters, which count
+   * every database on the server, so a suite running beside this one on the shared server would show as writes.
+   */
+  let store: ServerStack;
   /** The callback routes' runs call back here (loopback): test pings reach it, nothing leaves the machine. */
   let receiver: CallbackReceiver;
   /** What the API logged (the first line of every 5xx's stack), shown when a case fails. */
@@ -43,17 +49,20 @@ describe('bad input (fuzz)', function () {
   before(async () => {
     push = await startPushService();
     receiver = await CallbackReceiver.start();
+    store = await startServers('fuzz', { temporal: false, external: false });
   });
 
   after(async () => {
     await push?.close();
     await receiver?.close();
+    await store?.stop();
   });
 
   /** An API with web push on (loopback push service) over its own database. */
   async function startFuzzApi(): Promise<{ api: ApiHandle; db: Db; close(): Promise<void> }> {
     const vapid = webpush.generateVAPIDKeys();
     const config = testConfig({
+      MONGO_URL: store.mongoUrl,
       VAPID_PUBLIC_KEY: vapid.publicKey,
       VAPID_PRIVATE_KEY: vapid.privateKey,
       VAPID_SUBJECT: 'mailto:ops@flow.test',

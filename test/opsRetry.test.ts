@@ -199,13 +199,19 @@ describe('an operator alert past its retry window', function () {
         args: [alert],
       });
     assert.equal(await run(), 'gave_up');
-    assert.equal(s.webhook.received.length, 4, 'attempts at 0, 2, 4 and 6 s');
+    // Attempts 2 s apart until the 7.2 s window closes: at 0, 2, 4 and 6 s when each is on time; on a loaded
+    // machine (the suites run side by side) late attempts can leave the fourth past the window.
+    const attempts = s.webhook.received.map((r) => r.at.getTime() - s.webhook.received[0].at.getTime());
+    assert.ok(
+      attempts.length >= 3 && attempts.length <= 4 && attempts.at(-1)! < 7200,
+      `attempts at ${attempts.join(', ')} ms`,
+    );
     assert.deepEqual(await s.stores.claims.describe(`ops|${alert.episodeKey}`), {
       state: 'delivered',
       result: 'gave_up: operator webhook answered 503',
     });
     s.webhook.answerAlways({ status: 204 });
     assert.equal(await run(), 'claimed_elsewhere');
-    assert.equal(s.webhook.received.length, 4);
+    assert.equal(s.webhook.received.length, attempts.length);
   }).timeout(60_000);
 });

@@ -246,8 +246,14 @@ describe('pruning endpoints that do not answer as a push service', function () {
     await episodeAt('sam', t0, true);
     await episodeAt('sam', new Date(t0.getTime() + 1 * HOUR_MS), true);
     push.recover(real);
-    await episodeAt('sam', new Date(t0.getTime() + 2 * HOUR_MS), true);
+    const recovered = await episodeAt('sam', new Date(t0.getTime() + 2 * HOUR_MS), true);
     assert.equal(push.received(real).length, 1);
+    // The streak starts again only on a send the sender saw go through (not one it gave up waiting for).
+    assert.equal(
+      recovered.addressable && recovered.delivered,
+      1,
+      `${JSON.stringify(recovered)}\n${lines.slice(-5).join('\n')}`,
+    );
     push.failAlways(real, 403);
     for (const hours of [25, 26, 27]) await episodeAt('sam', new Date(t0.getTime() + hours * HOUR_MS), true);
     const [row] = await stores.pushSubscriptions.listForUsers(['sam']);

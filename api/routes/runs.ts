@@ -52,6 +52,8 @@ export interface RunsRouterDeps {
   callbackRedeliverLimits: PerRunUserTeam;
   /** Runs with a callback per team: each run owes an outbound POST (and its retries) when it ends. */
   runCreateLimit: RateLimit;
+  /** Secret rotations per run: each one cuts the previous secret's overlap short. */
+  callbackRotateLimit: RateLimit;
   now: () => Date;
 }
 
@@ -238,6 +240,30 @@ export function runsRouter(deps: RunsRouterDeps) {
       { key: `callback-test-team|${run.teamId}`, rule: limits.perTeam, what: 'test pings from this team' },
     ]);
     ctx.body = await deps.testCallback({ ...run, callback });
+  });
+
+  const rotateSecret = validate({
+    summary:
+      "replaces the run's callback secret and shows the new one this once; for CALLBACK_SECRET_OVERLAP_SECONDS " +
+      'callbacks carry a signature with each secret, then with the new one only (409 without a callback)',
+    params: runParams,
+  });
+  router.post('/:id/callback/rotate-secret', rotateSecret, async (ctx) => {
+    const run = await runsService.get(ctx.state.caller, ctx.state.input.params.id);
+    if (!run.callback) throw new HttpError(409, 'the run has no callback URL');
+    const release = await admit([
+      {
+        key: `callback-rotate|${run._id}`,
+        rule: deps.callbackRotateLimit,
+        what: 'secret rotations for this run',
+      },
+    ]);
+    try {
+      ctx.body = { secret: await runsService.rotateCallbackSecret(ctx.state.caller, run._id) };
+    } catch (err) {
+      await release(); // nothing rotated
+      throw err;
+    }
   });
 
   const redeliver = validate({

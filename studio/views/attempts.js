@@ -16,14 +16,19 @@ const gaveUp = (episode) => {
 
 const episodesPath = (runId) => `/runs/${encodeURIComponent(runId)}/episodes`;
 
-/** Waits (up to 20 s) until the episode's log holds more than `known` attempts. */
+/**
+ * Waits (up to 20 s) until the episode's log holds more than `known` attempts and, when the last one delivered,
+ * its callback is settled too: a delivered redelivery settles just after its attempt is logged, and a page drawn
+ * in between would show the delivery with "Redeliver" still offered.
+ */
 async function moreAttempts(runId, episodeId, known) {
   const deadline = Date.now() + 20000;
   while (Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 500));
     const episodes = await allPages(episodesPath(runId), 'episodes').catch(() => []);
     const now = episodes.find((e) => e.episodeId === episodeId);
-    if (now && (now.callbackAttempts || []).length > known) break;
+    const logged = now ? now.callbackAttempts || [] : [];
+    if (logged.length > known && (logged[logged.length - 1].result !== 'delivered' || !gaveUp(now))) break;
   }
 }
 

@@ -757,7 +757,9 @@ async function restartServer(
  * The Mongo restart lands while a callback is retrying: the receiver refuses the next few attempts, and the
  * restart begins right after the first refusal, while that callback's branch holds its claim and waits on its
  * retry timer (its next attempt reads the run from the restarting store). Without receiver failures, or if no
- * callback comes within a minute, it restarts anyway (and the counts say so).
+ * callback comes within a step's timeout, it restarts anyway (and the counts say so). Not a fixed minute: in a
+ * small drill the first callbacks come with the first run ends, late in the drive, and a loaded machine (the
+ * suites run side by side) can take longer than that to get there.
  */
 async function restartMongoWhileCallbackRetries(drill: Drill): Promise<void> {
   const { callbacks, tally } = drill;
@@ -765,13 +767,14 @@ async function restartMongoWhileCallbackRetries(drill: Drill): Promise<void> {
     const from = callbacks.received.length + callbacks.pendingAnswers;
     drill.scripted.push({ receiver: callbacks, from, count: 4 });
     callbacks.answer({ status: 503 }, { status: 503 }, { status: 503 }, { status: 503 });
-    const deadline = Date.now() + 60_000;
+    const waitMs = drill.options.stepTimeoutMs ?? 240_000;
+    const deadline = Date.now() + waitMs;
     while (callbacks.received.length <= from && Date.now() < deadline) await sleep(20);
     tally.mongoRestartDuringCallbackRetry = callbacks.received.length > from;
     drill.log(
       tally.mongoRestartDuringCallbackRetry
         ? 'drill: a callback attempt was just refused (its branch is retrying): restarting Mongo'
-        : 'drill: no callback came within a minute: restarting Mongo without one retrying',
+        : `drill: no callback came within ${waitMs / 1000} s: restarting Mongo without one retrying`,
     );
   }
   await restartServer(drill, 'mongo', drill.stack.mongoServer);

@@ -1,5 +1,5 @@
-// The fuzzer's callback routes (in api/routes/runs.ts): the test ping and the redelivery of a settled callback,
-// on runs that call back the fuzzer's loopback receiver.
+// The fuzzer's callback routes (in api/routes/runs.ts): the test ping, the secret rotation and the redelivery of a
+// settled callback, on runs that call back the fuzzer's loopback receiver.
 import { none, type RouteSpec } from './spec';
 
 export const CALLBACK_ROUTES: RouteSpec[] = [
@@ -13,6 +13,17 @@ export const CALLBACK_ROUTES: RouteSpec[] = [
     onSuccess: none,
     // The test ping's rate-limit rows (rate_limits: per run, user and team), nothing else.
     inserts: 3,
+  },
+  {
+    name: 'POST /api/v1/runs/:id/callback/rotate-secret',
+    method: 'POST',
+    template: '/api/v1/runs/:id/callback/rotate-secret',
+    // A 200 replaces the run's secret (an update of the run, no document added) and sends nothing.
+    runs: { callback: true },
+    valid: () => ({}),
+    onSuccess: none,
+    // The rotation's rate-limit row (per run), nothing else.
+    inserts: 1,
   },
   {
     name: 'POST /api/v1/runs/:id/episodes/:episodeId/callback/redeliver',

@@ -1,7 +1,35 @@
 // A loopback callback receiver: records every request it gets and answers from a script, so tests can check
-// what a launcher's endpoint would see. Signatures are verified by the tests with the npm standardwebhooks library.
+// what a launcher's endpoint would see. Signatures are verified by the tests with the npm standardwebhooks library;
+// every signed body is checked here against the JSON Schema the OpenAPI document publishes for its event type
+// (closed: an undocumented field fails too), and close() fails the suite that received one that does not match.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import Ajv2020 from 'ajv/dist/2020';
+import addFormats from 'ajv-formats';
+import { callbackEventJsonSchemas } from '../../api/openapi';
+
+const ajv = new Ajv2020({ allErrors: true, strict: true });
+addFormats(ajv);
+const validators = new Map(
+  Object.entries(callbackEventJsonSchemas({ closed: true })).map(([type, schema]) => [
+    type,
+    ajv.compile(schema),
+  ]),
+);
+
+/** Why a callback body does not match the published schema of its type; undefined when it does. */
+export function callbackSchemaMismatch(body: string): string | undefined {
+  let event: { type?: unknown };
+  try {
+    event = JSON.parse(body) as { type?: unknown };
+  } catch {
+    return 'the body is not JSON';
+  }
+  const type = String(event?.type);
+  const validate = validators.get(type);
+  if (!validate) return `no published schema for the event type ${JSON.stringify(event?.type)}`;
+  return validate(event) ? undefined : `${type}: ${ajv.errorsText(validate.errors)}`;
+}
 
 export interface ReceivedCallback {
   headers: http.IncomingHttpHeaders;
@@ -18,6 +46,8 @@ export interface ScriptedAnswer {
 
 export class CallbackReceiver {
   readonly received: ReceivedCallback[] = [];
+  /** Signed callbacks whose body did not match the published schema of its type: what, and the body. */
+  readonly schemaMismatches: string[] = [];
   private script: ScriptedAnswer[] = [];
   private fallback: ScriptedAnswer = { status: 204 };
   private readonly sockets = new Set<import('node:net').Socket>();
@@ -67,11 +97,11 @@ export class CallbackReceiver {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
-      this.received.push({
-        headers: req.headers,
-        body: Buffer.concat(chunks).toString('utf8'),
-        at: new Date(),
-      });
+      const body = Buffer.concat(chunks).toString('utf8');
+      this.received.push({ headers: req.headers, body, at: new Date() });
+      // Callbacks are the signed requests (operator alerts, which some suites send here too, are not).
+      const mismatch = req.headers['webhook-signature'] ? callbackSchemaMismatch(body) : undefined;
+      if (mismatch) this.schemaMismatches.push(`${mismatch}\n  body: ${body}`);
       const answer = this.script.shift() ?? this.fallback;
       const send = (): void => {
         if (!res.destroyed) res.writeHead(answer.status, answer.headers).end();
@@ -81,8 +111,13 @@ export class CallbackReceiver {
     });
   }
 
+  /** Stops listening; fails when a callback received did not match its published schema. */
   async close(): Promise<void> {
     for (const socket of this.sockets) socket.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    if (this.schemaMismatches.length)
+      throw new Error(
+        `callbacks that do not match the published schema of their type:\n${this.schemaMismatches.join('\n')}`,
+      );
   }
 }

@@ -5,7 +5,10 @@ import assert from 'node:assert/strict';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { documentedRoutes, OPENAPI_PATH } from '../../api/openapi';
+import { callbackBody, testCallbackBody } from '../../domain/callback';
+import { callbackSchemaMismatch } from '../support/callbackReceiver';
 import { appWithEveryRoute, routersOf } from './everyRoute';
+import { aRun, AT } from './fixtures';
 
 describe('the OpenAPI document', () => {
   const app = appWithEveryRoute();
@@ -13,6 +16,12 @@ describe('the OpenAPI document', () => {
   let document: {
     openapi: string;
     paths: Record<string, Record<string, { summary?: string; requestBody?: unknown }>>;
+    webhooks: Record<string, { post: Webhook }>;
+  };
+  type Webhook = {
+    summary: string;
+    parameters: Array<{ name: string; in: string; required: boolean }>;
+    requestBody: { content: { 'application/json': { schema: Record<string, unknown> } } };
   };
 
   before(async () => {
@@ -97,5 +106,64 @@ describe('the OpenAPI document', () => {
       assert.equal(query[0].schema.minimum, 1, path);
       assert.equal(query[1].schema.type, 'string', path);
     }
+  });
+
+  it('publishes every callback event type under webhooks: its body as JSON Schema and the signature headers', () => {
+    assert.deepEqual(Object.keys(document.webhooks ?? {}).sort(), [
+      'run.cancelled',
+      'run.failed',
+      'run.finished',
+      'run.test',
+    ]);
+    for (const [type, { post }] of Object.entries(document.webhooks)) {
+      const schema = post.requestBody.content['application/json'].schema as {
+        properties: Record<string, { const?: string }>;
+        required: string[];
+      };
+      assert.equal(schema.properties.type.const, type);
+      assert.equal(schema.properties.version.const, '1');
+      assert.ok(schema.required.includes('run'), type);
+      assert.ok(post.summary.startsWith(`${type}: `), type);
+      assert.deepEqual(
+        post.parameters.map((p) => [p.name, p.in, p.required]),
+        [
+          ['webhook-id', 'header', true],
+          ['webhook-timestamp', 'header', true],
+          ['webhook-signature', 'header', true],
+        ],
+        type,
+      );
+    }
+    const ended = document.webhooks['run.failed'].post.requestBody.content['application/json'].schema as {
+      required: string[];
+    };
+    assert.deepEqual(ended.required, ['version', 'type', 'episodeId', 'run']);
+  });
+
+  it('the bodies the callback builders make match the published schema of their type', () => {
+    const ended = { endedAt: new Date(AT.getTime() + 60_000) };
+    const bodies = [
+      callbackBody(aRun({ status: 'finished', finalAnswer: 'Deployed.', ...ended }), 'run_abc:end'),
+      callbackBody(
+        aRun({ status: 'failed', error: { code: 'oom', message: 'Out of memory' }, ...ended }),
+        'e',
+      ),
+      callbackBody(aRun({ status: 'cancelled', ...ended }), 'run_abc:end'),
+      testCallbackBody(aRun()),
+      testCallbackBody(aRun({ status: 'paused' })),
+    ];
+    for (const body of bodies) assert.equal(callbackSchemaMismatch(JSON.stringify(body)), undefined);
+    // A field the schema does not document, or a status the type does not have, is caught.
+    const finished = callbackBody(aRun({ status: 'finished', ...ended }), 'e')!;
+    assert.match(
+      String(callbackSchemaMismatch(JSON.stringify({ ...finished, extra: 1 }))),
+      /must NOT have additional properties/,
+    );
+    assert.match(
+      String(
+        callbackSchemaMismatch(JSON.stringify({ ...finished, run: { ...finished.run, status: 'failed' } })),
+      ),
+      /run\/status must be equal to constant/,
+    );
   });
 });
