@@ -100,6 +100,8 @@ export interface Config extends TemporalConnectionConfig {
   callbackTestRatePerTeam: RateRule;
   callbackRedeliverRatePerUser: RateRule;
   callbackRedeliverRatePerTeam: RateRule;
+  /** Recovers of a team's callbacks that gave up, per team. */
+  callbackRecoverRatePerTeam: RateRule;
   /** Secret rotations per run (POST /runs/:id/callback/rotate-secret). */
   callbackRotateRate: RateRule;
   /** After a rotation, how long callbacks carry the previous secret's signature beside the new one's. */
@@ -445,6 +447,8 @@ const limitsSection = section({
   callbackTestPerTeam: ['CALLBACK_TEST_RATE_LIMIT_PER_TEAM', count.default(30)],
   callbackRedeliverPerUser: ['CALLBACK_REDELIVER_RATE_LIMIT_PER_USER', count.default(20)],
   callbackRedeliverPerTeam: ['CALLBACK_REDELIVER_RATE_LIMIT_PER_TEAM', count.default(60)],
+  callbackRecoverPerTeam: ['CALLBACK_RECOVER_RATE_LIMIT_PER_TEAM', count.default(10)],
+  callbackRecoverWindow: ['CALLBACK_RECOVER_RATE_WINDOW_SECONDS', seconds.default(3600)],
   callbackRotate: ['CALLBACK_ROTATE_RATE_LIMIT', count.default(5)],
   callbackRotateWindow: ['CALLBACK_ROTATE_RATE_WINDOW_SECONDS', seconds.default(3600)],
   runCreate: ['RUN_CREATE_RATE_LIMIT', count.default(120)],
@@ -462,6 +466,7 @@ const limitsSection = section({
     callbackTestRatePerTeam: rate(l.callbackTestPerTeam, l.callbackTestWindow),
     callbackRedeliverRatePerUser: rate(l.callbackRedeliverPerUser, l.callbackRedeliverWindow),
     callbackRedeliverRatePerTeam: rate(l.callbackRedeliverPerTeam, l.callbackRedeliverWindow),
+    callbackRecoverRatePerTeam: rate(l.callbackRecoverPerTeam, l.callbackRecoverWindow),
     callbackRotateRate: rate(l.callbackRotate, l.callbackRotateWindow),
     runCreateRate: rate(l.runCreate, 60),
     routeErrorRatePerRun: rate(l.routeErrorPerRun, l.routeErrorWindow),

@@ -224,7 +224,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
     async sendCallback(episodeId: string, runId: string, place?: AttemptPlace): Promise<CallbackAttempt> {
       const attempt = await attemptOnce(episodeId, runId, place?.trigger ?? 'episode');
       if (attempt.sent) {
-        const { outcome, at, durationMs } = attempt;
+        const { outcome, at, durationMs, teamId } = attempt;
         if (attempt.held) deps.metrics?.callbackHeld(attempt.held);
         else deps.metrics?.callbackAttempt(outcome.result, outcome.status, durationMs / 1000);
         const info = activityContext()?.info;
@@ -236,6 +236,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
           {
             episodeId,
             runId,
+            teamId,
             at,
             durationMs,
             result: outcome.result,
@@ -245,6 +246,8 @@ export function createCallbackActivities(deps: CallbackDeps) {
               : {}),
             ...(wait !== undefined ? { nextWaitSeconds: wait } : {}),
             trigger: place?.trigger ?? 'episode',
+            // What a recover of the team's give-ups looks for.
+            ...(endsSchedule(outcome, place) ? { gaveUp: true as const } : {}),
             ...(info
               ? {
                   activityAttempt: info.attempt,
@@ -292,21 +295,25 @@ export function createCallbackActivities(deps: CallbackDeps) {
         held?: PacingHold;
         at: Date;
         durationMs: number;
+        teamId: string;
       }
   > {
     const activityStarted = Date.now();
     let at = deps.now();
     let started = Date.now();
+    let teamId = '';
     const sent = (outcome: CallbackAttempt, error: DeliveryCategory | PacingHold) => ({
       sent: true as const,
       outcome,
       error,
       at,
       durationMs: Date.now() - started,
+      teamId,
     });
     const stop = (detail: string) => ({ sent: false as const, outcome: { result: 'stop' as const, detail } });
     const run = await deps.runs.getById(runId);
     if (!run?.callback) return stop('the run has no callback');
+    teamId = run.teamId;
     const body = callbackBody(run, episodeId);
     if (!body) return stop(`a ${run.status} run gets no callback`);
     // What the owner sees (the claim's gave_up result) is a category; the detail is logged for operators.

@@ -17,6 +17,7 @@ import { createEpisodeActivities } from './episodes';
 import { createHealthActivities } from './health';
 import { createOpsActivities } from './ops';
 import { createPushActivities } from './push';
+import { createRecoverActivities } from './recover';
 import { createSweepActivities } from './sweep';
 
 export interface ActivityDeps {
@@ -99,6 +100,12 @@ export function createActivities(deps: ActivityDeps): Activities {
       stallAfterSeconds: config.stallAfterSeconds,
       healthReapSeconds: config.healthReapSeconds,
       opsAlerts: config.opsAlertWebhookUrl !== undefined,
+      now,
+    }),
+    ...createRecoverActivities({
+      callbackAttempts: stores.callbackAttempts,
+      callbackRecovers: stores.callbackRecovers,
+      claims: stores.claims,
       now,
     }),
     ...createSweepActivities({

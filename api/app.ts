@@ -7,6 +7,7 @@ import type { WatchStore } from '../store/watches';
 import { requireAuth, type AuthOptions, type AuthState } from './auth';
 import type { EpisodeView } from './episodesView';
 import { errorMiddleware, onBodyError } from './errors';
+import { callbacksRouter, type CallbacksRouterDeps } from './routes/callbacks';
 import { healthRouter, type HealthProbes } from './routes/health';
 import { metricsRouter } from './routes/metrics';
 import { notificationsRouter, type NotificationRouteDeps } from './routes/notifications';
@@ -34,6 +35,9 @@ export interface AppDeps {
   redeliverCallback: RunsRouterDeps['redeliverCallback'];
   callbackRedeliverLimits: RunsRouterDeps['callbackRedeliverLimits'];
   runCreateLimit: RunsRouterDeps['runCreateLimit'];
+  callbackRecovers: CallbacksRouterDeps['callbackRecovers'];
+  startRecover: CallbacksRouterDeps['startRecover'];
+  recoverLimit: CallbacksRouterDeps['recoverLimit'];
   callbackRotateLimit: RunsRouterDeps['callbackRotateLimit'];
   probes: HealthProbes;
   /** Present only when web push is enabled (webPushEnabled): otherwise the notification routes do not exist. */
@@ -87,6 +91,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
   const health = healthRouter(deps.probes, { log: deps.log });
   const callerRouters = [
     runsRouter({ ...deps, now }),
+    callbacksRouter({ ...deps, now }),
     watchesRouter({ runs: deps.runs, watches: deps.watches, replayOutcome: deps.replayOutcome, now }),
     ...(deps.notifications ? [notificationsRouter(deps.notifications)] : []),
   ];

@@ -169,3 +169,8 @@ export const pageQuery = (defaultLimit: number, maxLimit: number) =>
 export const runsPage = pageQuery(50, 200);
 export const episodesPage = pageQuery(50, 200);
 export const devicesPage = pageQuery(50, 200);
+
+/** A recover's window: ISO times with an offset (Z or ±hh:mm). */
+const instant = z.iso.datetime({ offset: true }).transform((value) => new Date(value));
+export const recoverBody = z.strictObject({ since: instant, until: instant.optional() });
+export const recoverParams = z.object({ id });

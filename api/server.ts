@@ -12,6 +12,7 @@ import { notifyOperator } from '../client/operator';
 import { sendTestCallback } from '../activities/callback';
 import { fanOut } from '../activities/push';
 import { startCallbackRedelivery } from '../client/redeliver';
+import { startCallbackRecover } from '../client/recover';
 import { createRunsService } from '../runs/service';
 import { withDeadline } from '../lib/deadline';
 import { pushSenderFor, type PushSender } from '../net/pushSender';
@@ -131,6 +132,9 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
       perTeam: config.callbackRedeliverRatePerTeam,
     },
     runCreateLimit: config.runCreateRate,
+    callbackRecovers: stores.callbackRecovers,
+    startRecover: (input) => startCallbackRecover(client, config.temporalTaskQueue, input),
+    recoverLimit: config.callbackRecoverRatePerTeam,
     callbackRotateLimit: config.callbackRotateRate,
     probes: {
       temporal: async () => void (await connection.workflowService.getSystemInfo({})),

@@ -6,7 +6,7 @@ import type { HealthState } from '../domain/health';
 import type { OperatorAlert } from '../domain/ops';
 import type { ClaimState, RunOutcome } from '../domain/outcome';
 import type { RunStatus } from '../domain/runStatus';
-import type { HealthOptions, SweepPass } from './workflows';
+import type { HealthOptions, RecoverCounts, RecoverInput, SweepPass } from './workflows';
 
 export interface Activities {
   // Claims: the workflow is the holder; the claim outlives Temporal's retention.
@@ -29,6 +29,10 @@ export interface Activities {
   callbackAttemptCount(episodeId: string): Promise<number>;
   sendCallback(episodeId: string, runId: string, place?: AttemptPlace): Promise<CallbackAttempt>;
 
+  // Recover: a page of a team's callbacks that gave up in a window, and the recover's progress row.
+  gaveUpCallbacks(request: GaveUpRequest): Promise<GaveUpPage>;
+  saveRecoverProgress(recover: RecoverInput, counts: RecoverCounts, completed: boolean): Promise<void>;
+
   // Operator alerts.
   opsAlertSettings(): Promise<AlertRetrySettings>;
   classifyFailedRun(outcome: RunOutcome): Promise<OperatorAlert | undefined>;
@@ -49,6 +53,22 @@ export interface Activities {
   // The sweep.
   sweepOnce(): Promise<SweepPass>;
   sweepReapExpired(): Promise<number>;
+}
+
+export interface GaveUpRequest {
+  teamId: string;
+  /** [since, until), ISO. */
+  since: string;
+  until: string;
+  limit: number;
+  /** The previous page's last give-up (its time, ISO, and row id). */
+  after?: { at: string; id: string };
+}
+
+export interface GaveUpPage {
+  /** The page's callbacks that are still given up (a later delivery or redelivery takes one out). */
+  callbacks: { runId: string; episodeId: string; seenAttempts: number }[];
+  next?: { at: string; id: string };
 }
 
 export interface FanOutResult {

@@ -17,6 +17,7 @@ export const workflowTypes = {
   health: 'runHealthWorkflow',
   operatorAlert: 'operatorAlertWorkflow',
   callbackRedeliver: 'callbackRedeliverWorkflow',
+  callbackRecover: 'callbackRecoverWorkflow',
   sweep: 'sweepWorkflow',
 } as const satisfies Record<string, keyof Workflows>;
 
@@ -26,6 +27,7 @@ export interface Workflows {
   runHealthWorkflow(input: HealthInput): Promise<HealthState>;
   operatorAlertWorkflow(alert: OperatorAlert): Promise<BranchResult>;
   callbackRedeliverWorkflow(input: RedeliverInput): Promise<RedeliverResult>;
+  callbackRecoverWorkflow(input: RecoverInput): Promise<RecoverCounts>;
   sweepWorkflow(): Promise<SweepReport>;
 }
 
@@ -53,6 +55,12 @@ export const operatorAlertWorkflowId = (episodeKey: string): string => `ops|${ep
  * start (the API's 409) whichever API process asks; a closed one may be followed by another.
  */
 export const callbackRedeliverWorkflowId = (episodeId: string): string => `cb-redeliver|${episodeId}`;
+
+/**
+ * A recover of a team's callbacks that gave up: one id per team, so a second recover while one runs is refused
+ * at its start (the API's 409); a closed one may be followed by another.
+ */
+export const callbackRecoverWorkflowId = (teamId: string): string => `recover|${teamId}`;
 
 /** The sweep the schedule of a task queue starts. */
 export const sweepWorkflowId = (taskQueue: string): string => `sweep:${taskQueue}`;
@@ -131,6 +139,27 @@ export interface RedeliverResult {
   result: 'delivered' | 'failed' | 'not_settled' | 'superseded';
   status?: number;
   detail?: string;
+}
+
+export interface RecoverInput {
+  /** The recover's own id (its progress row, what GET /callbacks/recover/:id names). */
+  recoverId: string;
+  teamId: string;
+  /** The window the callbacks gave up in, [since, until), ISO. */
+  since: string;
+  until: string;
+  /** Carried over by continue-as-new: where the next page starts, and the totals so far. */
+  after?: { at: string; id: string };
+  progress?: RecoverCounts;
+}
+
+export interface RecoverCounts {
+  /** Callbacks that gave up in the window and had not been delivered since. */
+  found: number;
+  /** Of those, the ones a redelivery sent (delivered + failed). */
+  sent: number;
+  delivered: number;
+  failed: number;
 }
 
 /** One sweep pass: runs listed in the window, episodes found with a claim missing, and of those the ones started. */

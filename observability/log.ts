@@ -193,6 +193,8 @@ export const ACTIVITY_FAMILIES: Record<keyof Activities, LogFields['family']> = 
   isStandbyVetoed: 'push',
   sendCallback: 'callback',
   callbackAttemptCount: 'callback',
+  gaveUpCallbacks: 'callback',
+  saveRecoverProgress: 'callback',
   opsAlertSettings: 'ops',
   classifyFailedRun: 'ops',
   callbackExhaustedAlert: 'ops',

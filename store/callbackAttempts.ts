@@ -17,6 +17,8 @@ export interface CallbackAttemptRow {
   _id: string; // episodeId|attempt
   episodeId: string;
   runId: string;
+  /** The run's team (rows written before it was recorded have none). */
+  teamId?: string;
   /** 1-based, across every delivery of the episode (its schedule, re-runs, redeliveries). */
   attempt: number;
   /** When the request started. */
@@ -37,6 +39,8 @@ export interface CallbackAttemptRow {
   nextWaitSeconds?: number;
   /** episode (its own schedule) or redeliver (a manual redelivery). */
   trigger: CallbackTrigger;
+  /** The episode's own schedule gave up on this attempt (a refusal, or the last attempt it had). */
+  gaveUp?: true;
   /** The Temporal activity's attempt (more than 1: a worker was lost mid-attempt) and its workflow. */
   activityAttempt?: number;
   workflowId?: string;
@@ -50,6 +54,12 @@ export const callbackAttemptIndexes: IndexSpec[] = [
     collection: 'callback_attempts',
     key: { episodeId: 1, at: -1, _id: -1 },
     options: { name: 'episode_recent' },
+  },
+  // A team's give-ups in a window, oldest first (a recover pages through them).
+  {
+    collection: 'callback_attempts',
+    key: { teamId: 1, gaveUp: 1, at: 1, _id: 1 },
+    options: { name: 'team_gave_up' },
   },
   {
     collection: 'callback_attempts',
@@ -105,6 +115,35 @@ export function createCallbackAttemptStore(db: Db) {
     async listForEpisode(episodeId: string, limit: number): Promise<CallbackAttemptRow[]> {
       const newest = await rows.find({ episodeId }).sort({ at: -1, _id: -1 }).limit(limit).toArray();
       return newest.reverse();
+    },
+
+    /**
+     * The attempts on which a team's callbacks gave up in [since, until), oldest first, `limit` of them after
+     * `after` (the previous page's last row). The cursor's bound is `at >= after.at` (a range the index serves);
+     * the rows at exactly that time up to its _id were on earlier pages and are skipped here.
+     */
+    async listGaveUp(
+      teamId: string,
+      since: Date,
+      until: Date,
+      limit: number,
+      after?: { at: Date; id: string },
+    ): Promise<{ rows: CallbackAttemptRow[]; next?: { at: Date; id: string } }> {
+      const filter = { teamId, gaveUp: true as const, at: { $gte: after?.at ?? since, $lt: until } };
+      const seen = (row: CallbackAttemptRow): boolean =>
+        after !== undefined && row.at.getTime() === after.at.getTime() && row._id <= after.id;
+      for (let read = limit + (after ? 2 : 1); ; read *= 2) {
+        const found = await rows.find(filter, { sort: { at: 1, _id: 1 }, limit: read }).toArray();
+        const fresh = found.filter((row) => !seen(row));
+        if (fresh.length > limit || found.length < read) {
+          const page = fresh.slice(0, limit);
+          const last = page.at(-1);
+          return {
+            rows: page,
+            ...(fresh.length > limit && last ? { next: { at: last.at, id: last._id } } : {}),
+          };
+        }
+      }
     },
 
     /** How many attempts an episode has had: a redelivery's first guess at its number (count + 1). */

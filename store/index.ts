@@ -5,6 +5,7 @@ import {
   createCallbackAttemptStore,
   retiredCallbackAttemptIndexes,
 } from './callbackAttempts';
+import { callbackRecoverIndexes, createCallbackRecoverStore } from './callbackRecovers';
 import { claimIndexes, createClaimStore } from './claims';
 import { createEpisodeStore, episodeIndexes, retiredEpisodeIndexes } from './episodes';
 import { createEventStore, eventIndexes } from './events';
@@ -41,6 +42,7 @@ export const ALL_INDEXES = [
   ...runHealthIndexes,
   ...rateLimitIndexes,
   ...callbackAttemptIndexes,
+  ...callbackRecoverIndexes,
 ];
 
 /** Indexes a store module replaced: dropped at start-up where they still exist. */
@@ -84,6 +86,7 @@ export function createStores(db: Db, options: StoreOptions) {
     runHealth: createRunHealthStore(db),
     rateLimits: createRateLimitStore(db),
     callbackAttempts: createCallbackAttemptStore(db),
+    callbackRecovers: createCallbackRecoverStore(db),
   };
 }
 

@@ -138,6 +138,18 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'callbackAttempts',
+    method: 'listGaveUp',
+    collection: 'callback_attempts',
+    op: 'find',
+    filter: { teamId: SAMPLE.teamId, gaveUp: true, at: { $gte: minutesAgo(600), $lt: SAMPLE.now } },
+    sort: { at: 1, _id: 1 },
+    limit: 101,
+    index: 'team_gave_up',
+    hot: true,
+    note: "a recover's page of the team's give-ups in its window (POST /callbacks/recover), oldest first",
+  },
+  {
+    module: 'callbackAttempts',
     method: 'reapExpired',
     collection: 'callback_attempts',
     op: 'deleteMany',

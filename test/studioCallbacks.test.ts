@@ -1,6 +1,6 @@
 // The studio's run page and callbacks, in a real browser (Debian's Chromium driven by playwright-core) against the
 // real API, worker, Temporal and FerretDB, with a loopback callback receiver: the attempt log per episode, and
-// the "Redeliver" button on a callback that gave up.
+// the "Redeliver" button on a callback that gave up, and the runs page's "Recover failed callbacks" form.
 import assert from 'node:assert/strict';
 import type { Client } from '@temporalio/client';
 import type { Page } from 'playwright-core';
@@ -110,5 +110,30 @@ describe('studio run page: callback attempts and redeliver (Chromium)', function
     );
     assert.deepEqual(stray, []);
     assert.doesNotMatch(await page.locator('#main').innerText(), /\bnull\b/);
+  });
+
+  it('"Recover failed callbacks" on the runs page sends again what gave up, and shows its progress', async () => {
+    receiver.answerAlways({ status: 503 });
+    const created = await alice.post('/api/v1/runs', { title: 'Outage', callback: { url: receiver.url } });
+    const runId = created.body.id as string;
+    await alice.post(`/api/v1/runs/${runId}/cancel`);
+    assert.equal(
+      ((await client.workflow.getHandle(`${runId}:end`).result()) as { callback: string }).callback,
+      'gave_up',
+    );
+    receiver.answerAlways({ status: 204 });
+    const before = receiver.received.length;
+
+    await page.goto(`${origin}/`);
+    const form = page.getByRole('form', { name: 'Recover failed callbacks' });
+    await form.waitFor();
+    // The window starts a day ago by default: the callback that gave up above (the earlier ones were delivered).
+    await form.getByRole('button', { name: 'Recover' }).click();
+    await form
+      .getByRole('status')
+      .getByText('Done: 1 found, 1 sent, 1 delivered, 0 failed.')
+      .waitFor({ timeout: 20_000 });
+    assert.equal(receiver.received.length, before + 1);
+    assert.equal(receiver.received.at(-1)?.headers['webhook-id'], `${runId}:end`);
   });
 });

@@ -1,6 +1,7 @@
 // The worker's only workflowsPath: every workflow type is exported from here.
 import type { Workflows } from '../contract/workflows';
 import { callbackRedeliverWorkflow } from './redeliver';
+import { callbackRecoverWorkflow } from './recover';
 import { episodeWorkflow } from './episode';
 import { runHealthWorkflow } from './health';
 import { operatorAlertWorkflow } from './operatorAlert';
@@ -8,6 +9,7 @@ import { sweepWorkflow } from './sweep';
 
 export {
   callbackRedeliverWorkflow,
+  callbackRecoverWorkflow,
   episodeWorkflow,
   runHealthWorkflow,
   operatorAlertWorkflow,
@@ -21,5 +23,6 @@ export type RegisteredWorkflows = Implements<{
   runHealthWorkflow: typeof runHealthWorkflow;
   operatorAlertWorkflow: typeof operatorAlertWorkflow;
   callbackRedeliverWorkflow: typeof callbackRedeliverWorkflow;
+  callbackRecoverWorkflow: typeof callbackRecoverWorkflow;
   sweepWorkflow: typeof sweepWorkflow;
 }>;

@@ -1,7 +1,7 @@
 // The home page: the runs list beside the notifications card.
 import { h, main } from '../shared/dom.js';
 import { loadPushPanel, mountPushPanel, renderPushPanel } from './notifications.js';
-import { loadRuns, runsCard } from './runs.js';
+import { loadRuns, recoverCard, runsCard } from './runs.js';
 
 export async function renderHome() {
   document.title = 'Runs · Flow Studio';
@@ -14,7 +14,7 @@ export async function renderHome() {
       h('h1', {}, 'Runs'),
       h('p', { class: 'muted' }, 'Everything your team launched, newest first.'),
     ),
-    h('div', { class: 'layout' }, runs, pushPanel),
+    h('div', { class: 'layout' }, h('div', { class: 'stack' }, runs, recoverCard()), pushPanel),
   );
   renderPushPanel();
   await Promise.all([loadPushPanel(), loadRuns(runs)]);

@@ -108,3 +108,76 @@ export async function loadRuns(card) {
     ...(older ? [older] : []),
   );
 }
+
+/** datetime-local's value (local time, no zone) as ISO; empty stays empty. */
+const isoOf = (local) => (local ? new Date(local).toISOString() : '');
+/** A Date as a datetime-local value in the browser's zone. */
+const localOf = (date) =>
+  new Date(date.getTime() - date.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+
+function recoverProgress(p) {
+  const state = p.status === 'completed' ? 'Done' : 'Running';
+  return `${state}: ${p.found} found, ${p.sent} sent, ${p.delivered} delivered, ${p.failed} failed.`;
+}
+
+/**
+ * "Recover failed callbacks": redelivers every callback of the team that gave up in a window (at most 14 days),
+ * then shows the recover's progress until it completes.
+ */
+export function recoverCard() {
+  const since = h('input', { type: 'datetime-local', id: 'recover-since', name: 'since', required: true });
+  const until = h('input', { type: 'datetime-local', id: 'recover-until', name: 'until' });
+  since.value = localOf(new Date(Date.now() - 24 * 3600_000));
+  const status = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
+  const error = h('p', { class: 'message message-error', role: 'alert', hidden: true });
+  const submit = h('button', { type: 'submit', class: 'button button-primary' }, 'Recover');
+  const form = h(
+    'form',
+    { class: 'card recover', novalidate: true, 'aria-labelledby': 'recover-title' },
+    h('h2', { id: 'recover-title' }, 'Recover failed callbacks'),
+    h(
+      'p',
+      { class: 'muted' },
+      'Sends again every callback of your team that gave up in this window (at most 14 days), ',
+      'with the same webhook-id.',
+    ),
+    h('label', { for: 'recover-since' }, 'Gave up since'),
+    since,
+    h('label', { for: 'recover-until' }, 'Until (empty: now)'),
+    until,
+    error,
+    status,
+    h('div', { class: 'actions' }, submit),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    startRecover({ since, until, status, error, submit });
+  });
+  return form;
+}
+
+async function startRecover({ since, until, status, error, submit }) {
+  error.hidden = true;
+  if (!since.value) {
+    error.textContent = 'Choose when the window starts.';
+    error.hidden = false;
+    return;
+  }
+  submit.disabled = true;
+  try {
+    const body = { since: isoOf(since.value), ...(until.value ? { until: isoOf(until.value) } : {}) };
+    const { id } = await api('POST', '/callbacks/recover', body);
+    for (;;) {
+      const progress = await api('GET', `/callbacks/recover/${encodeURIComponent(id)}`);
+      status.textContent = recoverProgress(progress);
+      if (progress.status === 'completed') break;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  } catch (err) {
+    if (err.status === 401) return;
+    error.textContent = err.message;
+    error.hidden = false;
+  } finally {
+    submit.disabled = false;
+  }
+}

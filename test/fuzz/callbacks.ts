@@ -45,3 +45,29 @@ export const CALLBACK_ROUTES: RouteSpec[] = [
     },
   },
 ];
+
+/** The recover routes (api/routes/callbacks.ts). */
+export const RECOVER_ROUTES: RouteSpec[] = [
+  {
+    name: 'POST /api/v1/callbacks/recover',
+    method: 'POST',
+    template: '/api/v1/callbacks/recover',
+    valid: (_ctx, variant) => {
+      const now = Date.now();
+      const since = new Date(now - (1 + (variant % 24)) * 3_600_000).toISOString();
+      return variant % 2 ? { since } : { since, until: new Date(now - 60_000).toISOString() };
+    },
+    onSuccess: none,
+    // The team's rate-limit row (the recover's own row is an upsert: an update command). Its workflow starts on the
+    // fuzz API's task queue, where no worker polls: it stays running, and later recovers of the team are refused
+    // (409, slot given back, no row written).
+    inserts: 1,
+    givesBackSlot: true,
+  },
+  {
+    name: 'GET /api/v1/callbacks/recover/:id',
+    method: 'GET',
+    template: '/api/v1/callbacks/recover/:id',
+    onSuccess: none,
+  },
+];

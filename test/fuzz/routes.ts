@@ -25,7 +25,7 @@
 // The parts: one file per route family (runs.ts, watches.ts, notifications.ts, callbacks.ts, service.ts) holds
 // each route's description (spec.ts: RouteSpec); generators.ts draws the symbolic cases, fixtures.ts makes what
 // they name, request.ts turns a case into its request, check.ts holds the properties, harness.ts drives it all.
-import { CALLBACK_ROUTES } from './callbacks';
+import { CALLBACK_ROUTES, RECOVER_ROUTES } from './callbacks';
 import { fuzzRouteList, selectNames, type FuzzOptions, type FuzzReport } from './harness';
 import { NOTIFICATION_ROUTES } from './notifications';
 import { RUN_ROUTES } from './runs';
@@ -42,6 +42,7 @@ const ROUTES: RouteSpec[] = [
   ...WATCH_ROUTES,
   ...NOTIFICATION_ROUTES,
   ...CALLBACK_ROUTES,
+  ...RECOVER_ROUTES,
   ...SERVICE_ROUTES,
 ];
 

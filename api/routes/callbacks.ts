@@ -1,0 +1,95 @@
+// The team's callbacks as a whole: recover every callback that gave up in a window (one recover per team at a
+// time, workflows/recover.ts), and its progress.
+import { randomUUID } from 'node:crypto';
+import Router from '@koa/router';
+import type { RecoverInput } from '../../contract/workflows';
+import { NotFoundError } from '../../domain/errors';
+import type { CallbackRecoverStore } from '../../store/callbackRecovers';
+import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
+import type { AuthState } from '../auth';
+import { HttpError, tooManyRequests } from '../errors';
+import { recoverBody, recoverParams } from '../schemas';
+import { validate } from '../validate';
+
+/** The widest window one recover may cover. */
+export const RECOVER_MAX_WINDOW_DAYS = 14;
+
+export interface CallbacksRouterDeps {
+  callbackRecovers: CallbackRecoverStore;
+  /** Starts the team's recover workflow; false while one of the team is running. */
+  startRecover: (input: RecoverInput) => Promise<boolean>;
+  rateLimits: RateLimitStore;
+  /** Recovers per team: each may send every callback the team's receivers missed. */
+  recoverLimit: RateLimit;
+  now: () => Date;
+}
+
+export function callbacksRouter(deps: CallbacksRouterDeps) {
+  const router = new Router<AuthState>({ prefix: '/api/v1/callbacks' });
+
+  const recover = validate({
+    summary:
+      "redelivers every callback of the caller's team that gave up in [since, until) (at most 14 days; until " +
+      'defaults to now): the same webhook-id, a fresh signature (202 {id}; 409 while a recover of the team runs)',
+    body: recoverBody,
+    success: 202,
+    examples: [
+      { since: '2026-12-01T08:00:00Z' },
+      { since: '2026-12-01T08:00:00Z', until: '2026-12-01T12:00:00Z' },
+    ],
+  });
+  router.post('/recover', recover, async (ctx) => {
+    const now = deps.now();
+    const { since } = ctx.state.input.body;
+    const until = ctx.state.input.body.until ?? now;
+    if (since.getTime() > now.getTime()) throw new HttpError(400, 'since must not be in the future');
+    if (since.getTime() >= until.getTime()) throw new HttpError(400, 'since must be before until');
+    if (until.getTime() - since.getTime() > RECOVER_MAX_WINDOW_DAYS * 86_400_000)
+      throw new HttpError(400, `the window must be at most ${RECOVER_MAX_WINDOW_DAYS} days`);
+    const { teamId } = ctx.state.caller;
+    const admission = await deps.rateLimits.hit(`callback-recover-team|${teamId}`, deps.recoverLimit, now);
+    if (!admission.admitted) throw tooManyRequests('recovers from this team', admission.retryAfterSeconds);
+    const id = `rec_${randomUUID()}`;
+    let started: boolean;
+    try {
+      started = await deps.startRecover({
+        recoverId: id,
+        teamId,
+        since: since.toISOString(),
+        until: until.toISOString(),
+      });
+    } catch (err) {
+      await admission.release(); // nothing started: the slot goes back
+      throw err;
+    }
+    if (!started) {
+      await admission.release();
+      throw new HttpError(409, 'a recover of this team is running');
+    }
+    // Its row, so GET answers as soon as the id is out (the workflow writes it too, whichever comes first).
+    await deps.callbackRecovers.open({ id, teamId, since, until }, now);
+    ctx.status = 202;
+    ctx.body = { id };
+  });
+
+  const progress = validate({
+    summary: "a recover of the caller's team: running or completed, and found, sent, delivered, failed",
+    params: recoverParams,
+  });
+  router.get('/recover/:id', progress, async (ctx) => {
+    const row = await deps.callbackRecovers.getForTeam(ctx.state.caller.teamId, ctx.state.input.params.id);
+    if (!row) throw new NotFoundError('recover not found');
+    ctx.body = {
+      id: row._id,
+      status: row.status,
+      since: row.since.toISOString(),
+      until: row.until.toISOString(),
+      found: row.found,
+      sent: row.sent,
+      delivered: row.delivered,
+      failed: row.failed,
+    };
+  });
+
+  return router;
+}
