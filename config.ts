@@ -330,7 +330,11 @@ const temporalSection = z
 const workflowSection = section({
   temporalNamespace: ['TEMPORAL_NAMESPACE', z.string().default('default')],
   temporalTaskQueue: ['TEMPORAL_TASK_QUEUE', z.string().default('flow-notify')],
-  callbackRetrySeconds: ['CALLBACK_RETRY_SECONDS', secondsList.default([20, 60, 180, 540])],
+  // About a day: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (contract/workflows.ts' DEFAULT_EPISODE_OPTIONS too).
+  callbackRetrySeconds: [
+    'CALLBACK_RETRY_SECONDS',
+    secondsList.default([5, 300, 1800, 7200, 18_000, 36_000, 36_000]),
+  ],
   // Also an episode option: a callback attempt's start-to-close is this plus a margin.
   callbackTimeoutSeconds: ['CALLBACK_TIMEOUT_SECONDS', seconds.default(10)],
   // An episode's released push is retried after one sweep interval (EpisodeOptions.releasedRetrySeconds).

@@ -230,7 +230,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
         const info = activityContext()?.info;
         const wait =
           outcome.result === 'retry' && place?.waitIfRetried !== undefined
-            ? callbackWaitSeconds(place.waitIfRetried, outcome.retryAfterSeconds)
+            ? callbackWaitSeconds(place.waitIfRetried, outcome.retryAfterSeconds, place.scheduleUncapped)
             : undefined;
         await recordAttempt(
           {
@@ -244,7 +244,10 @@ export function createCallbackActivities(deps: CallbackDeps) {
             ...(outcome.result === 'retry' && outcome.retryAfterSeconds !== undefined
               ? { retryAfterSeconds: outcome.retryAfterSeconds }
               : {}),
-            ...(wait !== undefined ? { nextWaitSeconds: wait } : {}),
+            // The workflow starts its timer as this activity returns: the next attempt comes about then.
+            ...(wait !== undefined
+              ? { nextWaitSeconds: wait, nextAttemptAt: new Date(at.getTime() + durationMs + wait * 1000) }
+              : {}),
             trigger: place?.trigger ?? 'episode',
             // What a recover of the team's give-ups looks for.
             ...(endsSchedule(outcome, place) ? { gaveUp: true as const } : {}),

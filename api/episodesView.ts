@@ -18,6 +18,7 @@ export type CallbackAttemptSummary = Pick<
   | 'error'
   | 'retryAfterSeconds'
   | 'nextWaitSeconds'
+  | 'nextAttemptAt'
   | 'trigger'
 >;
 
@@ -25,7 +26,18 @@ export type CallbackAttemptSummary = Pick<
 export const MAX_ATTEMPTS_SHOWN = 1000;
 
 function attemptSummary(row: CallbackAttemptRow): CallbackAttemptSummary {
-  const { attempt, at, durationMs, result, status, error, retryAfterSeconds, nextWaitSeconds, trigger } = row;
+  const {
+    attempt,
+    at,
+    durationMs,
+    result,
+    status,
+    error,
+    retryAfterSeconds,
+    nextWaitSeconds,
+    nextAttemptAt,
+    trigger,
+  } = row;
   return Object.fromEntries(
     Object.entries({
       attempt,
@@ -36,6 +48,7 @@ function attemptSummary(row: CallbackAttemptRow): CallbackAttemptSummary {
       error,
       retryAfterSeconds,
       nextWaitSeconds,
+      nextAttemptAt,
       trigger,
     }).filter(([, v]) => v !== undefined),
   ) as CallbackAttemptSummary;

@@ -10,6 +10,7 @@ import type { Config } from '../config';
 import { outcomeKindAttribute, runAttributes, searchAttributes } from '../contract/searchAttributes';
 import {
   CALLBACK_ATTEMPT_MARGIN_SECONDS,
+  CALLBACK_RETRY_JITTER,
   DEFAULT_EPISODE_OPTIONS,
   episodeWorkflowId,
   workflowTypes,
@@ -62,6 +63,7 @@ export function episodeOptions(
     callbackRetrySeconds: config.callbackRetrySeconds,
     releasedRetrySeconds: config.sweepIntervalSeconds,
     callbackAttemptSeconds: config.callbackTimeoutSeconds + CALLBACK_ATTEMPT_MARGIN_SECONDS,
+    callbackRetryJitter: CALLBACK_RETRY_JITTER,
   };
 }
 

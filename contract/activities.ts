@@ -97,6 +97,8 @@ export interface AttemptPlace {
   attempt: number;
   /** The schedule's wait after this attempt if it asks for another; absent for the last one. */
   waitIfRetried?: number;
+  /** The wait is decided by callbackWaitSeconds' uncapped rule (episodes started with a jitter). */
+  scheduleUncapped?: boolean;
   trigger: CallbackTrigger;
 }
 

@@ -90,12 +90,36 @@ export interface EpisodeOptions {
    * before it: one minute.
    */
   callbackAttemptSeconds?: number;
+  /**
+   * Each wait of the callback schedule is drawn within ± this fraction of itself (CALLBACK_RETRY_JITTER: ±10 %),
+   * and the schedule's own waits stand whatever their length (a receiver's Retry-After only lengthens one, up to
+   * an hour). Absent in histories started before it: the waits exactly as listed, each capped at an hour.
+   */
+  callbackRetryJitter?: number;
 }
 
 /** What a callback attempt may take beyond the receiver's timeout (the run's read, the resolver, signing). */
 export const CALLBACK_ATTEMPT_MARGIN_SECONDS = 20;
 
+/** How far each wait of the callback schedule may move either way, as a fraction of it. */
+export const CALLBACK_RETRY_JITTER = 0.1;
+
+/**
+ * What the config's defaults start an episode with (config.ts holds the same schedule, CALLBACK_RETRY_SECONDS: a
+ * unit test keeps the two equal): eight attempts over about 27 and a half hours.
+ */
 export const DEFAULT_EPISODE_OPTIONS: EpisodeOptions = {
+  callbackRetrySeconds: [5, 300, 1800, 7200, 18_000, 36_000, 36_000],
+  releasedRetrySeconds: 120,
+  callbackAttemptSeconds: 10 + CALLBACK_ATTEMPT_MARGIN_SECONDS,
+  callbackRetryJitter: CALLBACK_RETRY_JITTER,
+};
+
+/**
+ * What an episode started without options runs with. The emitters and the sweep always pass theirs; this stays
+ * what such a start always meant (the schedule of about 13 minutes), so a history started that way replays.
+ */
+export const EPISODE_OPTIONS_WHEN_ABSENT: EpisodeOptions = {
   callbackRetrySeconds: [20, 60, 180, 540],
   releasedRetrySeconds: 120,
   callbackAttemptSeconds: 10 + CALLBACK_ATTEMPT_MARGIN_SECONDS,

@@ -87,9 +87,29 @@ export function callbackBody(run: Run, episodeId: string): CallbackBody | undefi
 /** A receiver's Retry-After is honoured, up to this. */
 const MAX_CALLBACK_WAIT_SECONDS = 3600;
 
-/** The wait before the next attempt: the schedule's, or the receiver's Retry-After when longer, capped. */
-export function callbackWaitSeconds(scheduled: number, retryAfterSeconds?: number): number {
-  return Math.min(Math.max(scheduled, retryAfterSeconds ?? 0), MAX_CALLBACK_WAIT_SECONDS);
+/**
+ * The wait before the next attempt: the schedule's, or the receiver's Retry-After when longer (a Retry-After counts
+ * up to an hour). `scheduleUncapped` (episodes started with a jitter, see EpisodeOptions.callbackRetryJitter): the
+ * schedule's own wait stands whatever its length, so a day's schedule keeps its 10-hour waits; without it (histories
+ * started before) the whole wait is capped at an hour, as it always was for them.
+ */
+export function callbackWaitSeconds(
+  scheduled: number,
+  retryAfterSeconds?: number,
+  scheduleUncapped = false,
+): number {
+  const retryAfter = retryAfterSeconds ?? 0;
+  if (scheduleUncapped) return Math.max(scheduled, Math.min(retryAfter, MAX_CALLBACK_WAIT_SECONDS));
+  return Math.min(Math.max(scheduled, retryAfter), MAX_CALLBACK_WAIT_SECONDS);
+}
+
+/**
+ * One wait of the schedule drawn within ±`jitter` of itself (0.1: ±10 %), in whole seconds and at least one, so
+ * that the callbacks of receivers that failed together (an outage) do not all come back at the same second. `draw`
+ * is uniform in [0, 1): in the workflow, Temporal's seeded Math.random, the same draw on every replay.
+ */
+export function jitteredWaitSeconds(scheduled: number, jitter: number, draw: number): number {
+  return Math.max(1, Math.round(scheduled * (1 + jitter * (2 * draw - 1))));
 }
 
 /** An attempt the worker held back without sending: the receiver's breaker is open, or no slot came in time. */

@@ -34,6 +34,8 @@ export interface CallbackAttemptView {
   durationMs: number;
   /** The wait before the next attempt of the schedule, when one followed. */
   nextWaitSeconds?: number;
+  /** When that next attempt is due. */
+  nextAttemptAt?: string;
   /** episode (its own schedule) or redeliver. */
   trigger: string;
   /** Temporal's attempts of this one activity (more than 1: a worker was lost mid-attempt). */

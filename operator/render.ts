@@ -72,7 +72,8 @@ function callbackAttempt(a: CallbackAttemptView): string {
   const detail = a.detail ? ` (${a.detail})` : '';
   const retries = a.activityAttempts > 1 ? ` [${a.activityAttempts} activity attempts]` : '';
   const redelivered = a.trigger === 'redeliver' ? ' [redelivery]' : '';
-  return `#${a.attempt} ${a.at} ${a.result}${status}${detail}${retries}${redelivered}`;
+  const next = a.nextAttemptAt ? `; next attempt ${a.nextAttemptAt} (in ${a.nextWaitSeconds} s)` : '';
+  return `#${a.attempt} ${a.at} ${a.result}${status}${detail}${retries}${redelivered}${next}`;
 }
 
 function renderAlerts(x: RunExplanation, line: Line): void {

@@ -75,6 +75,7 @@ export function callbackAttemptView(a: CallbackAttemptRow): CallbackAttemptView 
     ...(a.retryAfterSeconds !== undefined ? { retryAfterSeconds: a.retryAfterSeconds } : {}),
     durationMs: a.durationMs,
     ...(a.nextWaitSeconds !== undefined ? { nextWaitSeconds: a.nextWaitSeconds } : {}),
+    ...(a.nextAttemptAt !== undefined ? { nextAttemptAt: a.nextAttemptAt.toISOString() } : {}),
     trigger: a.trigger,
     activityAttempts: a.activityAttempt ?? 1,
     workflowId: a.workflowId ?? '',

@@ -37,6 +37,8 @@ export interface CallbackAttemptRow {
   retryAfterSeconds?: number;
   /** The wait before the next attempt of the schedule; absent when none followed (delivered, stopped, last one). */
   nextWaitSeconds?: number;
+  /** When that next attempt is due (the attempt's end plus the wait); absent where nextWaitSeconds is. */
+  nextAttemptAt?: Date;
   /** episode (its own schedule) or redeliver (a manual redelivery). */
   trigger: CallbackTrigger;
   /** The episode's own schedule gave up on this attempt (a refusal, or the last attempt it had). */

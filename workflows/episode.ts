@@ -3,12 +3,12 @@
 import { patched, proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../contract/activities';
 import {
-  DEFAULT_EPISODE_OPTIONS,
+  EPISODE_OPTIONS_WHEN_ABSENT,
   type BranchResult,
   type EpisodeOptions,
   type EpisodeResult,
 } from '../contract/workflows';
-import { callbackWaitSeconds, shouldNotify } from '../domain/callback';
+import { callbackWaitSeconds, jitteredWaitSeconds, shouldNotify } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, kindFor } from '../domain/push';
 import { callbackAttemptCalls, holder, quickCalls, type QuickCalls } from './common';
@@ -72,14 +72,23 @@ async function callbackBranch(
   const me = holder();
   if (!(await quick.tryMark(key, me))) return 'claimed_elsewhere';
   const waits = options.callbackRetrySeconds;
+  // Histories started without a jitter keep their waits as listed and draw nothing.
+  const jitter = options.callbackRetryJitter;
   const callbackAttempt = callbackAttemptCalls(options.callbackAttemptSeconds);
   try {
     for (let attempt = 0; ; attempt++) {
+      // The wait is drawn before the attempt (Math.random is Temporal's seeded one: the same on replay), so the
+      // attempt's row can say when the next one comes.
+      const scheduled =
+        jitter !== undefined && waits[attempt] !== undefined
+          ? jitteredWaitSeconds(waits[attempt], jitter, Math.random())
+          : waits[attempt];
       // Where the attempt sits in the schedule is for the attempt log only: histories recorded without it
       // replay the same commands (an activity's input is not part of what replay compares).
       const result = await callbackAttempt.sendCallback(outcome.episodeId, outcome.runId, {
         attempt: attempt + 1,
-        waitIfRetried: waits[attempt],
+        waitIfRetried: scheduled,
+        ...(jitter !== undefined ? { scheduleUncapped: true } : {}),
         trigger: 'episode',
       });
       if (result.result === 'delivered') {
@@ -92,7 +101,8 @@ async function callbackBranch(
           await alertCallbackExhausted(quick, outcome, attempt + 1, result.detail);
         return 'gave_up';
       }
-      await sleep(callbackWaitSeconds(waits[attempt], result.retryAfterSeconds) * 1000);
+      // A durable timer: hours of waiting cost nothing, and a restart of anything loses none of it.
+      await sleep(callbackWaitSeconds(scheduled!, result.retryAfterSeconds, jitter !== undefined) * 1000);
     }
   } catch (err) {
     // An attempt (or a settle) that failed past its retries: release the claim, so the claim, the episodes view
@@ -147,7 +157,7 @@ async function pushRetriedWhileSiblingsRun(
   for (;;) {
     const result = await contained(pushBranch(quick, outcome));
     if (result !== 'released' || !siblingsRunning() || !patched(RELEASED_PUSH_RETRIED_PATCH)) return result;
-    await sleep((options.releasedRetrySeconds ?? DEFAULT_EPISODE_OPTIONS.releasedRetrySeconds!) * 1000);
+    await sleep((options.releasedRetrySeconds ?? EPISODE_OPTIONS_WHEN_ABSENT.releasedRetrySeconds!) * 1000);
   }
 }
 
@@ -157,7 +167,7 @@ const contained = (branch: Promise<BranchResult>): Promise<BranchResult> =>
 
 export async function episodeWorkflow(
   outcome: RunOutcome,
-  options: EpisodeOptions = DEFAULT_EPISODE_OPTIONS,
+  options: EpisodeOptions = EPISODE_OPTIONS_WHEN_ABSENT,
 ): Promise<EpisodeResult> {
   const quick = quickCalls();
   // The episode's record (GET /runs/:id/episodes) is written beside the branches, not ahead of them: one write

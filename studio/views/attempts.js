@@ -69,9 +69,16 @@ function attemptRow(attempt) {
     h('td', {}, attemptAnswer(attempt)),
     h('td', {}, ATTEMPT_RESULT[attempt.result] || humanize(attempt.result)),
     h('td', { class: 'hide-narrow' }, `${attempt.durationMs} ms`),
-    h('td', {}, attempt.nextWaitSeconds !== undefined ? `${attempt.nextWaitSeconds} s` : '—'),
+    h('td', {}, nextTry(attempt)),
   );
 }
+
+/** When the schedule tries again after a failed attempt ("in 5 hours", the time on hover); rows logged before the
+ * time was kept show the wait. */
+const nextTry = (attempt) => {
+  if (attempt.nextAttemptAt) return timeAgo(attempt.nextAttemptAt);
+  return attempt.nextWaitSeconds !== undefined ? `after ${attempt.nextWaitSeconds} s` : '—';
+};
 
 const ATTEMPT_COLUMNS = [
   ['Attempt'],
@@ -79,7 +86,7 @@ const ATTEMPT_COLUMNS = [
   ['Answer'],
   ['Result'],
   ['Took', 'hide-narrow'],
-  ['Next try in'],
+  ['Next try'],
 ];
 
 /** The episode's attempts, titled by `label`; `onRedelivered` runs once a redelivery's attempt is logged. */

@@ -12,6 +12,8 @@ import {
   loadOperatorConfig,
   loadTemporalConnectionConfig,
 } from '../../config';
+import { episodeOptions } from '../../client/emitter';
+import { DEFAULT_EPISODE_OPTIONS } from '../../contract/workflows';
 
 const base = { MONGO_URL: 'mongodb://127.0.0.1:1/', AUTH_JWT_SECRET: 'x'.repeat(32) };
 const jwksBase = {
@@ -76,7 +78,7 @@ describe('config', () => {
       temporalAddress: '127.0.0.1:7233',
       temporalNamespace: 'default',
       temporalTaskQueue: 'flow-notify',
-      callbackRetrySeconds: [20, 60, 180, 540],
+      callbackRetrySeconds: [5, 300, 1800, 7200, 18_000, 36_000, 36_000],
       callbackTimeoutSeconds: 10,
       sweepIntervalSeconds: 120,
       stallAfterSeconds: 900,
@@ -131,6 +133,10 @@ describe('config', () => {
     ] as const) {
       assert.equal(config[absent], undefined, absent);
     }
+  });
+
+  it("the config's defaults start an episode with DEFAULT_EPISODE_OPTIONS (the schedule is written twice)", () => {
+    assert.deepEqual(episodeOptions(loadConfig(base)), DEFAULT_EPISODE_OPTIONS);
   });
 
   it('every variable set to a good value is read (trimmed; blank is unset)', () => {

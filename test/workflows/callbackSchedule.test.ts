@@ -1,14 +1,19 @@
-// The callback's retry schedule runs on durable timers of 20/60/180/540 s by default: minutes of waiting that the
-// dev server would make the suite sit through. Temporal's time-skipping test server jumps the clock instead, so
-// the real default schedule is checked as it is, in seconds of wall time. The activities are stand-ins here:
+// The callback's retry schedule runs on durable timers: by default 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (about
+// 27.5 hours, each wait jittered), the 13 minutes of 20/60/180/540 s in histories started before. Temporal's
+// time-skipping test server jumps the clock, so the real schedules are checked as they are, in seconds of wall time. The activities are stand-ins here:
 // what is under test is the workflow's decisions (the suites on the dev server drive the real ones).
 import assert from 'node:assert/strict';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
-import type { Activities } from '../../contract/activities';
+import type { Activities, AttemptPlace } from '../../contract/activities';
+import { callbackWaitSeconds } from '../../domain/callback';
 import type { RunOutcome } from '../../domain/outcome';
 import { episodeWorkflow } from '../../workflows';
-import { DEFAULT_EPISODE_OPTIONS, type EpisodeOptions } from '../../contract/workflows';
+import {
+  DEFAULT_EPISODE_OPTIONS,
+  EPISODE_OPTIONS_WHEN_ABSENT,
+  type EpisodeOptions,
+} from '../../contract/workflows';
 import { workflowBundle } from '../support/stack';
 import { startTimeSkipping, type TimeSkipping } from '../support/timeSkipping';
 
@@ -44,14 +49,27 @@ describe('the callback schedule on time-skipping Temporal', function () {
   async function runEpisode(answers: Attempt[], taskQueue: string, options?: EpisodeOptions) {
     const settled: Array<string | undefined> = [];
     let attempts = 0;
+    /** Each attempt as the activity saw it: when (the skipped clock), and when it would log the next one due. */
+    const sent: Array<{ atMs: number; place?: AttemptPlace; nextAttemptAtMs?: number }> = [];
     const activities = {
       tryMark: async () => true,
       unmark: async () => undefined,
       markDelivered: async (_key: string, _holder: string, result?: string) => void settled.push(result),
       recordEpisode: async () => undefined,
       isStandbyVetoed: async () => false,
+      callbackExhaustedAlert: async () => undefined, // no operator webhook
       deliverPush: async () => ({ addressable: false, reason: 'no sink' }),
-      sendCallback: async () => answers[Math.min(attempts++, answers.length - 1)],
+      sendCallback: async (_episode: string, _run: string, place?: AttemptPlace) => {
+        const answer = answers[Math.min(attempts++, answers.length - 1)];
+        const atMs = await env.currentTimeMs();
+        // The real activity logs this as the row's nextAttemptAt (activities/callback.ts), from the same inputs.
+        const wait =
+          answer.result === 'retry' && place?.waitIfRetried !== undefined
+            ? callbackWaitSeconds(place.waitIfRetried, answer.retryAfterSeconds, place.scheduleUncapped)
+            : undefined;
+        sent.push({ atMs, place, ...(wait !== undefined ? { nextAttemptAtMs: atMs + wait * 1000 } : {}) });
+        return answer;
+      },
     } as unknown as Partial<Activities>;
     const worker = await Worker.create({
       connection: env.nativeConnection,
@@ -77,10 +95,93 @@ describe('the callback schedule on time-skipping Temporal', function () {
       .map((event) => event.activityTaskScheduledEventAttributes)
       .filter((scheduled) => scheduled?.activityType?.name === 'sendCallback')
       .map((scheduled) => Number(scheduled!.startToCloseTimeout?.seconds));
-    return { result, attempts, settled, timers, attemptTimeouts, wallMs: Date.now() - started };
+    return {
+      result,
+      attempts,
+      settled,
+      timers,
+      attemptTimeouts,
+      sent,
+      history,
+      wallMs: Date.now() - started,
+    };
   }
 
-  it('a receiver that keeps answering 503 is tried five times, 20/60/180/540 s apart, then given up', async () => {
+  it('the default: a receiver that keeps answering 503 is tried eight times over about 27.5 hours, each wait jittered', async () => {
+    const run = await runEpisode(
+      [{ result: 'retry', status: 503, detail: 'http 503' }],
+      'ts-callback-day',
+      DEFAULT_EPISODE_OPTIONS,
+    );
+    assert.equal(run.result.callback, 'gave_up');
+    assert.equal(run.attempts, 8);
+    const schedule = DEFAULT_EPISODE_OPTIONS.callbackRetrySeconds;
+    assert.deepEqual(schedule, [5, 300, 1800, 7200, 18_000, 36_000, 36_000]);
+    assert.equal(run.timers.length, 7);
+    run.timers.forEach((timer, i) => {
+      const nominal = schedule[i];
+      assert.ok(
+        timer >= Math.round(nominal * 0.9) && timer <= Math.round(nominal * 1.1),
+        `wait ${i + 1}: ${timer} s, outside ${nominal} s ± 10 %`,
+      );
+    });
+    assert.notDeepEqual(run.timers, schedule, 'the waits are jittered');
+    // 27 h 35 min 5 s as listed; the jitter moves the whole by less than 10 %.
+    const total = run.timers.reduce((a, b) => a + b, 0);
+    const listed = schedule.reduce((a, b) => a + b, 0);
+    assert.equal(listed, 27 * 3600 + 35 * 60 + 5);
+    assert.ok(Math.abs(total - listed) <= listed * 0.1, `${total} s in all`);
+    const spanned = run.sent[7].atMs - run.sent[0].atMs;
+    assert.ok(
+      spanned >= total * 1000 && spanned < (total + 60) * 1000,
+      `first to last attempt: ${spanned} ms`,
+    );
+    // Each failed attempt is told the wait the workflow then sleeps (the row's nextWaitSeconds and nextAttemptAt),
+    // and the next attempt comes when that said; the last is told of none.
+    assert.deepEqual(
+      run.sent.map((s) => s.place?.waitIfRetried),
+      [...run.timers, undefined],
+    );
+    assert.ok(run.sent.every((s) => s.place?.scheduleUncapped === true));
+    for (let i = 0; i < 7; i++) {
+      const late = run.sent[i + 1].atMs - run.sent[i].nextAttemptAtMs!;
+      assert.ok(late >= 0 && late < 5000, `attempt ${i + 2} came ${late} ms after the time logged`);
+    }
+    assert.equal(run.sent[7].nextAttemptAtMs, undefined);
+    assert.ok(run.wallMs < 60_000, `27 hours of timers took ${run.wallMs} ms of wall time`);
+    // The draws are Temporal's seeded Math.random, so the history replays with this code.
+    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, run.history);
+  });
+
+  it("the default: a receiver's Retry-After lengthens a wait up to an hour, and never shortens one", async () => {
+    const run = await runEpisode(
+      [
+        { result: 'retry', status: 429, retryAfterSeconds: 300, detail: 'http 429' },
+        { result: 'retry', status: 503, retryAfterSeconds: 86_400, detail: 'http 503' },
+        { result: 'retry', status: 503, retryAfterSeconds: 60, detail: 'http 503' },
+        { result: 'delivered', status: 200 },
+      ],
+      'ts-callback-day-retry-after',
+      DEFAULT_EPISODE_OPTIONS,
+    );
+    assert.equal(run.result.callback, 'delivered');
+    assert.equal(run.attempts, 4);
+    assert.deepEqual(run.timers.slice(0, 2), [300, 3600]);
+    const third = run.timers[2];
+    assert.ok(
+      third >= 1620 && third <= 1980,
+      `third wait ${third} s: the schedule's 30 min ± 10 %, not 60 s`,
+    );
+    assert.deepEqual(
+      run.sent.map((s) =>
+        s.nextAttemptAtMs === undefined ? undefined : (s.nextAttemptAtMs - s.atMs) / 1000,
+      ),
+      [...run.timers, undefined],
+    );
+  });
+
+  it('a start without options keeps the schedule it always had: five attempts, 20/60/180/540 s apart', async () => {
+    assert.deepEqual(EPISODE_OPTIONS_WHEN_ABSENT.callbackRetrySeconds, [20, 60, 180, 540]);
     const run = await runEpisode([{ result: 'retry', status: 503, detail: 'http 503' }], 'ts-callback-503');
     assert.equal(run.result.callback, 'gave_up');
     assert.equal(run.attempts, 5);
@@ -92,7 +193,7 @@ describe('the callback schedule on time-skipping Temporal', function () {
     assert.ok(run.wallMs < 60_000, `13 minutes of timers took ${run.wallMs} ms of wall time`);
   });
 
-  it("a receiver's Retry-After stretches a wait, up to an hour", async () => {
+  it("histories started before the jitter: a receiver's Retry-After stretches a wait, the whole wait capped at an hour", async () => {
     const run = await runEpisode(
       [
         { result: 'retry', status: 429, retryAfterSeconds: 300, detail: 'http 429' },
@@ -104,6 +205,21 @@ describe('the callback schedule on time-skipping Temporal', function () {
     assert.equal(run.result.callback, 'delivered');
     assert.equal(run.attempts, 3);
     assert.deepEqual(run.timers, [300, 3600]);
+    assert.ok(run.sent.every((s) => s.place?.scheduleUncapped === undefined));
+  });
+
+  it('histories started before the jitter: a listed wait over an hour is still capped at one', async () => {
+    const run = await runEpisode(
+      [
+        { result: 'retry', status: 503, detail: 'http 503' },
+        { result: 'delivered', status: 200 },
+      ],
+      'ts-callback-old-cap',
+      { callbackRetrySeconds: [7200] },
+    );
+    assert.equal(run.result.callback, 'delivered');
+    assert.deepEqual(run.timers, [3600]);
+    assert.equal(run.sent[0].place?.waitIfRetried, 7200);
   });
 
   it('a refusal stops the schedule at once', async () => {
