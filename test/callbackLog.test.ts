@@ -111,6 +111,19 @@ describe('callback attempt log', function () {
       assert.ok(Math.abs(row.at.getTime() - receiver.received[i].at.getTime()) < 1000);
     }
     assert.ok(rows[2].durationMs >= 900, 'the timed-out attempt took its whole deadline');
+    // A failed attempt with another to come says when: its end plus the wait; the next request left no earlier
+    // (a durable timer) and soon after (the slack is for a busy machine). The last says nothing.
+    for (const i of [0, 1]) {
+      const due = rows[i].nextAttemptAt;
+      assert.ok(due instanceof Date, `row ${i + 1} has nextAttemptAt`);
+      assert.equal(
+        due.getTime(),
+        rows[i].at.getTime() + rows[i].durationMs + rows[i].nextWaitSeconds! * 1000,
+      );
+      const next = receiver.received[i + 1].at.getTime();
+      assert.ok(next >= due.getTime() - 100 && next < due.getTime() + 10_000, `due ${due.toISOString()}`);
+    }
+    assert.equal(rows[2].nextAttemptAt, undefined);
 
     // The same attempts, per episode, in GET /runs/:id/episodes.
     const view = await alice.get(`/api/v1/runs/${id}/episodes`);
@@ -131,6 +144,10 @@ describe('callback attempt log', function () {
       ],
     );
     assert.equal(typeof episode.callbackAttempts[0].at, 'string');
+    assert.deepEqual(
+      episode.callbackAttempts.map((a: Record<string, unknown>) => a.nextAttemptAt ?? null),
+      [rows[0].nextAttemptAt!.toISOString(), rows[1].nextAttemptAt!.toISOString(), null],
+    );
     assert.equal(typeof episode.callbackAttempts[0].durationMs, 'number');
     assert.equal(episode.callbackAttempts[0].workflowRunId, undefined, 'no Temporal internals for users');
     // Another team sees nothing of it.

@@ -166,6 +166,14 @@ describe('flow-notify explain', function () {
         [2, 'delivered', 204],
       ],
     );
+    // The failed one says when the next was due (its end plus the schedule's 1 s); the delivered one, nothing.
+    const [retried, delivered] = end.callbackAttempts;
+    assert.equal(retried.nextWaitSeconds, 1);
+    assert.equal(
+      retried.nextAttemptAt,
+      new Date(Date.parse(retried.at) + retried.durationMs + 1000).toISOString(),
+    );
+    assert.equal(delivered.nextAttemptAt, undefined);
     assert.equal(end.families.callback.state, 'delivered');
     assert.equal(end.families.callback.result, 'delivered');
     assert.equal(end.branches?.callback, 'delivered');
@@ -214,8 +222,9 @@ describe('flow-notify explain', function () {
     assert.match(text.stdout, new RegExp(`run ${runId} "Ledger close": failed`));
     assert.match(
       text.stdout,
-      /callback attempts \(2\):\n {6}#1 \S+ retry HTTP 503 \(http 503\)\n {6}#2 \S+ delivered HTTP 204/,
+      /callback attempts \(2\):\n {6}#1 \S+ retry HTTP 503 \(http 503\); next attempt \S+ \(in 1 s\)\n {6}#2 \S+ delivered HTTP 204\n/,
     );
+    assert.ok(text.stdout.includes(`next attempt ${retried.nextAttemptAt} (in 1 s)`));
     assert.match(text.stdout, new RegExp(`via ${push.origin.replace(/[.]/g, '\\.')}`));
     assert.ok(text.stdout.includes(endWorkflow.uiUrl));
   });
