@@ -91,6 +91,7 @@ describe('callback attempt log', function () {
     await alice.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'done' });
     assert.equal((await episodeResult(`${id}:end`)).callback, 'gave_up');
     assert.equal(receiver.received.length, 3);
+    record(`${id}:end`, 'episode-history-callback-jittered.json');
 
     const rows = await attemptsOf(id);
     assert.deepEqual(

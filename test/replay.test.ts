@@ -43,6 +43,9 @@ const PATH_FIXTURES = {
     'fixtures/callback-redeliver-failed-history.json',
   'a failed redelivery of a delivered callback (REDELIVER_ANY_SETTLED_PATCH)':
     'fixtures/callback-redeliver-delivered-claim-history.json',
+  // Its options carry callbackRetryJitter: each wait drawn from the workflow's seeded Math.random.
+  'a callback on the jittered schedule: 500, 503 with Retry-After, a timeout, given up':
+    'fixtures/episode-history-callback-jittered.json',
 };
 const CURRENT = path.resolve(__dirname, FIXTURES['quick calls chosen once at the start (current)']);
 
