@@ -90,7 +90,7 @@ export async function fanOut(
         result.delivered++;
         await onDelivered(sub);
         // Only rows that carry a count pay for the write: the common send stays one write (onDelivered's).
-        if (sub.unresolved) await deps.subscriptions.clearUnresolved(sub._id);
+        if (sub.unresolved) await deps.subscriptions.clearUnresolved(sub._id, now());
         return;
       case 'unresolved':
       case 'denied': {
@@ -259,6 +259,8 @@ export function createPushActivities(deps: PushActivityDeps) {
       });
       const successes: Promise<void>[] = [];
       const noteSuccess = (sub: PushSubscriptionRow, delivery: PushDelivery): void => {
+        // A row with a streak gets its last success from the write that clears the streak (fanOut).
+        if (sub.unresolved) return;
         const last = sub.lastSuccessAt?.getTime() ?? -Infinity;
         if (delivery.at.getTime() - last < LAST_SUCCESS_GRAIN_MS) return;
         const written = recordSuccess(delivery);

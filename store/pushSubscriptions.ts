@@ -277,9 +277,13 @@ export function createPushSubscriptionStore(db: Db) {
       return { count: row?.unresolved?.count ?? 0, since: row?.unresolved?.since ?? now };
     },
 
-    /** A send went through: the streak (count and since) starts again. */
-    async clearUnresolved(id: string): Promise<void> {
-      await subs.updateOne({ _id: id }, { $unset: { unresolved: '' } });
+    /**
+     * A send went through: the streak (count and since) starts again, and the row's last success is `at`, in the
+     * same write. FerretDB v1 writes a whole document back without compare-and-swap, so a separate last-success
+     * write racing this one could put the streak back.
+     */
+    async clearUnresolved(id: string, at: Date): Promise<void> {
+      await subs.updateOne({ _id: id }, { $unset: { unresolved: '' }, $max: { lastSuccessAt: at } });
     },
 
     /** The push service said the endpoint is gone: the row goes, and its user's slot with it. */
