@@ -25,32 +25,23 @@ export type CallbackAttemptSummary = Pick<
 /** Attempts shown per episode: the schedule's 11 at most, plus rate-limited redeliveries. */
 export const MAX_ATTEMPTS_SHOWN = 1000;
 
+/** The fields of an attempt row the episodes view shows, those present. */
+const SUMMARY_FIELDS = [
+  'attempt',
+  'at',
+  'durationMs',
+  'result',
+  'status',
+  'error',
+  'retryAfterSeconds',
+  'nextWaitSeconds',
+  'nextAttemptAt',
+  'trigger',
+] as const;
+
 function attemptSummary(row: CallbackAttemptRow): CallbackAttemptSummary {
-  const {
-    attempt,
-    at,
-    durationMs,
-    result,
-    status,
-    error,
-    retryAfterSeconds,
-    nextWaitSeconds,
-    nextAttemptAt,
-    trigger,
-  } = row;
   return Object.fromEntries(
-    Object.entries({
-      attempt,
-      at,
-      durationMs,
-      result,
-      status,
-      error,
-      retryAfterSeconds,
-      nextWaitSeconds,
-      nextAttemptAt,
-      trigger,
-    }).filter(([, v]) => v !== undefined),
+    SUMMARY_FIELDS.flatMap((field) => (row[field] === undefined ? [] : [[field, row[field]]])),
   ) as CallbackAttemptSummary;
 }
 
