@@ -48,7 +48,7 @@ describe('scale out: two workers and two APIs on one Temporal and one database',
 
   before(async () => {
     push = await startPushService();
-    link = await slowLink(Number(new URL(push.origin).port), 40);
+    link = await slowLink(Number(new URL(push.origin).port), 150);
     callbacks = await CallbackReceiver.start();
     const vapid = webpush.generateVAPIDKeys();
     const suffix = randomBytes(4).toString('hex');
