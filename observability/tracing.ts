@@ -10,10 +10,9 @@ import {
   type Attributes,
   type Span,
 } from '@opentelemetry/api';
-import type { ClientInterceptors } from '@temporalio/client';
-import type { WorkerOptions } from '@temporalio/worker';
 import type { TracingConfig } from '../config';
 import type { SendOutcome } from '../net/pushSender';
+import type { Tracing } from './tracingSdk';
 
 /**
  * The workflow interceptors of Temporal's OpenTelemetry package: a workflow bundle built with them carries the
@@ -26,15 +25,7 @@ export const tracingWorkflowInterceptors = (from?: string): string =>
     from ? { paths: [from] } : undefined,
   );
 
-/** The SDK started for one process, and what its Temporal client and worker need to carry the trace. */
-export interface Tracing {
-  /** For `new Client({ interceptors })`: workflow starts and signals carry the active span. */
-  clientInterceptors: ClientInterceptors;
-  /** For Worker.create: activity interceptors and the sink workflow spans leave the sandbox through. */
-  workerOptions: Required<Pick<WorkerOptions, 'interceptors' | 'sinks'>>;
-  /** Exports what is still buffered, then stops. */
-  shutdown(): Promise<void>;
-}
+export type { Tracing };
 
 /** Starts the SDK when tracing is on; `serviceName` unless OTEL_SERVICE_NAME names the service. */
 export async function startTracing(

@@ -12,8 +12,19 @@ import {
   OpenTelemetryActivityOutboundInterceptor,
   OpenTelemetryWorkflowClientInterceptor,
 } from '@temporalio/interceptors-opentelemetry';
+import type { ClientInterceptors } from '@temporalio/client';
+import type { WorkerOptions } from '@temporalio/worker';
 import type { TracingConfig } from '../config';
-import type { Tracing } from './tracing';
+
+/** The SDK started for one process, and what its Temporal client and worker need to carry the trace. */
+export interface Tracing {
+  /** For `new Client({ interceptors })`: workflow starts and signals carry the active span. */
+  clientInterceptors: ClientInterceptors;
+  /** For Worker.create: activity interceptors and the sink workflow spans leave the sandbox through. */
+  workerOptions: Required<Pick<WorkerOptions, 'interceptors' | 'sinks'>>;
+  /** Exports what is still buffered, then stops. */
+  shutdown(): Promise<void>;
+}
 
 export function startTracingSdk(config: TracingConfig, serviceName: string): Tracing {
   // Ours over the SDK's defaults, OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES over ours.
