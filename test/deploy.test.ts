@@ -2,8 +2,9 @@
 // the shape their tools read, and every metric any of their PromQL expressions names is in a scrape of the API
 // or the worker (the Temporal SDK's metrics included) after real traffic: a run that ends with a push and a
 // callback delivered on its second attempt, a failed run whose callback is refused (given up, operator alerted),
-// a run that stalls, a claim left by a dead worker and taken over, and a sweep pass. A renamed metric would
-// otherwise leave a panel empty and an alert silent, and nobody would notice until the night it mattered.
+// a receiver that is down (its breaker opens), a run that stalls, a claim left by a dead worker and taken over,
+// and a sweep pass. A renamed metric would otherwise leave a panel empty and an alert silent, and nobody would
+// notice until the night it mattered.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -263,6 +264,7 @@ describe('deploy/: the Grafana dashboard and the Prometheus alert rules', functi
       'FlowNotifyCallbackGiveUpsRising',
       'FlowNotifySweepStalled',
       'FlowNotifyWorkerTaskSlotsExhausted',
+      'FlowNotifyCallbackBreakerOpen',
     ])
       assert.ok(names.has(alert), alert);
   });
@@ -272,6 +274,8 @@ describe('deploy/: the Grafana dashboard and the Prometheus alert rules', functi
     let push: PushService;
     let callbacks: CallbackReceiver;
     let opsHook: CallbackReceiver;
+    /** A receiver that is down: its origin's breaker opens. */
+    let down: CallbackReceiver;
     let worker: WorkerProcess | undefined;
     let api: { child: ChildProcess } | undefined;
     let vars: Record<string, string>;
@@ -281,6 +285,8 @@ describe('deploy/: the Grafana dashboard and the Prometheus alert rules', functi
       push = await startPushService();
       callbacks = await CallbackReceiver.start();
       opsHook = await CallbackReceiver.start();
+      down = await CallbackReceiver.start();
+      down.answerAlways({ status: 503 });
       const vapid = webpush.generateVAPIDKeys();
       workerMetricsPort = await freePort();
       vars = processStackVars(
@@ -292,6 +298,8 @@ describe('deploy/: the Grafana dashboard and the Prometheus alert rules', functi
           CALLBACK_ALLOW_PRIVATE: '1',
           // One retry a second later: an attempt refused with a 503 is retried, a 400 gives up.
           CALLBACK_RETRY_SECONDS: '1',
+          // Two failures in a row open a receiver origin's breaker (the other receiver never fails twice in a row).
+          CALLBACK_BREAKER_FAILURES: '2',
           OPS_ALERT_WEBHOOK_URL: opsHook.url,
           SWEEP_INTERVAL_SECONDS: '3600',
           // A run left alone stalls quickly: a run-health alert.
@@ -319,6 +327,7 @@ describe('deploy/: the Grafana dashboard and the Prometheus alert rules', functi
       await push?.close();
       await callbacks?.close();
       await opsHook?.close();
+      await down?.close();
     });
 
     async function scrape(port: number): Promise<string> {
@@ -338,7 +347,7 @@ describe('deploy/: the Grafana dashboard and the Prometheus alert rules', functi
       }
     }
 
-    it('pushes, a retried and a refused callback, a stall, a takeover, a sweep pass: every name is scraped', async () => {
+    it('pushes, a retried and a refused callback, an open breaker, a stall, a takeover, a sweep pass: every name is scraped', async () => {
       const alice = new ApiClient(`http://127.0.0.1:${vars.PORT}`).as('alice', 'acme');
       const sub = push.endpoint('alice-laptop');
       assert.equal((await alice.post('/api/v1/notifications/push/subscriptions', sub)).status, 201);
@@ -371,6 +380,18 @@ describe('deploy/: the Grafana dashboard and the Prometheus alert rules', functi
       await callbacks.waitFor(3, 30_000);
       await opsHook.waitFor(2, 30_000);
       await push.waitFor(2, sub, 30_000);
+
+      // A receiver that is down: a run's two attempts fail and open its origin's breaker; the next run's attempt
+      // is held (breaker_open), nothing sent.
+      const toDown = async (title: string) => {
+        const created = await alice.post('/api/v1/runs', { title, callback: { url: down.url, secret } });
+        assert.equal(created.status, 201, created.text);
+        const ended = await alice.post(`/api/v1/runs/${created.body.id}/complete`, { finalAnswer: 'ok' });
+        assert.equal(ended.status, 200, ended.text);
+      };
+      await toDown('Unheard');
+      await down.waitFor(2, 30_000);
+      await toDown('Held back');
 
       // A run that shows no progress: the run-health workflow alerts the operator of a stall.
       const stalling = await alice.post('/api/v1/runs', { title: 'Stuck' });
@@ -408,6 +429,8 @@ describe('deploy/: the Grafana dashboard and the Prometheus alert rules', functi
         'flow_notify_outcome_to_first_push_seconds_bucket',
         'flow_notify_claim_takeovers_total',
         'flow_notify_health_alerts_total',
+        'flow_notify_callback_breaker_open',
+        'flow_notify_callback_attempts_held_total',
       ]);
       const apiText = await scrapeUntil(Number(vars.METRICS_PORT), ['flow_notify_episodes_started_total']);
       const worker = readExposition(workerText);
@@ -447,6 +470,7 @@ describe('deploy/: the Grafana dashboard and the Prometheus alert rules', functi
         'flow_notify_callback_attempts_total',
         'flow_notify_callbacks_given_up_total',
         'flow_notify_sweep_pass_seconds',
+        'flow_notify_callback_breaker_open',
         'temporal_worker_task_slots_available',
       ])
         assert.ok(families.has(family), `${family} is on the dashboard or in a rule`);
