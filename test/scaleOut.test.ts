@@ -159,13 +159,18 @@ describe('scale out: two workers and two APIs on one Temporal and one database',
     // Kill one worker once a quarter of the pushes are out and an activity has finished: the one that has run
     // the most so far. Which worker takes the burst is Temporal's choice (a workflow's tasks stick to the worker
     // that took its first, and on a loaded machine one worker can take nearly all of them); killing the busy one
-    // shows the other picking up its work, and both end up having run some.
+    // shows the other picking up its work, and both end up having run some. The link to the push service is held
+    // while the histories are read and the worker killed, so the burst cannot finish meanwhile however slow that is.
     const deadline = Date.now() + 60_000;
     let ranAtKill = new Map<string, number>();
     while (push.received().length < (RUNS * DEVICES) / 4 || !ranAtKill.size) {
       assert.ok(Date.now() < deadline, `the burst never got going: ${push.received().length} pushes`);
+      link.release();
       await sleep(push.received().length < (RUNS * DEVICES) / 4 ? 10 : 100);
-      if (push.received().length >= (RUNS * DEVICES) / 4) ranAtKill = await activitiesByWorker();
+      if (push.received().length >= (RUNS * DEVICES) / 4) {
+        link.hold();
+        ranAtKill = await activitiesByWorker();
+      }
     }
     const ran = (worker: WorkerProcess): number => ranAtKill.get(String(worker.pid)) ?? 0;
     const [victim, survivor] = ran(workers[1]) > ran(workers[0]) ? [workers[1], workers[0]] : workers;
@@ -173,6 +178,7 @@ describe('scale out: two workers and two APIs on one Temporal and one database',
     const survivorPid = survivor.pid!;
     await victim.kill();
     const pushesAtKill = push.received().length;
+    link.release();
     assert.ok(pushesAtKill < RUNS * DEVICES, 'the kill came after the burst');
 
     // Nothing lost: every episode ends delivered, with its callback and a push on every device.

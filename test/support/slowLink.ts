@@ -9,6 +9,9 @@ import net from 'node:net';
  */
 export async function slowLink(targetPort: number, delayMs: number) {
   const sockets = new Set<net.Socket>();
+  /** While held, bytes both ways wait here, in order, for release(). */
+  let held: (() => void)[] | undefined;
+  const pass = (deliver: () => void) => (held ? held.push(deliver) : deliver());
   const server = net.createServer((client) => {
     const upstream = net.connect(targetPort, '127.0.0.1');
     for (const s of [client, upstream]) {
@@ -16,15 +19,26 @@ export async function slowLink(targetPort: number, delayMs: number) {
       s.on('close', () => sockets.delete(s));
       s.on('error', () => undefined);
     }
-    client.on('data', (chunk) => upstream.write(chunk));
+    client.on('data', (chunk) => pass(() => upstream.write(chunk)));
     // Timers of equal duration fire in the order they were set, so the byte stream keeps its order.
-    upstream.on('data', (chunk) => setTimeout(() => client.writable && client.write(chunk), delayMs));
+    upstream.on('data', (chunk) =>
+      setTimeout(() => pass(() => client.writable && client.write(chunk)), delayMs),
+    );
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => setTimeout(() => client.destroy(), delayMs));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     port: (server.address() as net.AddressInfo).port,
+    /** Stops every byte both ways (nothing new reaches the service, no answer gets back) until release(). */
+    hold() {
+      held ??= [];
+    },
+    release() {
+      const waiting = held ?? [];
+      held = undefined;
+      for (const deliver of waiting) deliver();
+    },
     async close() {
       for (const s of sockets) s.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
