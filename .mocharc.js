@@ -21,6 +21,7 @@ const LONGEST_FIRST = [
   'test/explain.test.ts',
   'test/temporalTls.test.ts',
   'test/scaleOut.test.ts',
+  'test/callbackRestarts.test.ts',
   'test/dist.test.ts',
   'test/studio.test.ts',
   'test/ops.test.ts',
