@@ -14,7 +14,9 @@ const namedFiles = process.argv.slice(2).filter((arg) => /\.test\.ts$/.test(arg)
  */
 const LONGEST_FIRST = [
   'test/drill.test.ts',
-  'test/fuzz.test.ts',
+  'test/fuzz.part1.test.ts',
+  'test/fuzz.part2.test.ts',
+  'test/fuzz.part3.test.ts',
   'test/lifecycle.test.ts',
   'test/identity.test.ts',
   'test/startup.test.ts',
