@@ -54,7 +54,7 @@ module.exports = {
   reporter: 'test/support/reporter.js',
   // One named file runs in this process (no worker to start; `.only` and a debugger work as usual).
   parallel: namedFiles.length !== 1,
-  jobs: 4,
+  jobs: 5,
   timeout: 60000,
   exit: true,
 };

@@ -532,9 +532,14 @@ describe('studio (Chromium)', function () {
     await fresh.page.getByRole('button', { name: 'Sign in' }).click();
     await waitForText(fresh.page, 'That token was refused');
 
+    // The token goes bad while the page calls nothing (the not-found page makes no API call): swapped under the
+    // home page, one of its calls still in flight could meet the bad token, end the session there and forget it
+    // before the reload, which would then find no token at all.
     await signIn(fresh.page, alice);
+    await fresh.page.goto(`${origin}/no/such/page`);
+    await fresh.page.getByRole('heading', { name: 'Page not found' }).waitFor();
     await fresh.page.evaluate((k) => localStorage.setItem(k, 'not.a.token'), TOKEN_KEY);
-    await fresh.page.reload();
+    await fresh.page.goto(`${origin}/`);
     await waitForText(fresh.page, 'Your session ended');
     assert.equal(await fresh.page.evaluate((k) => localStorage.getItem(k), TOKEN_KEY), null);
 
