@@ -120,7 +120,12 @@ export async function startTestApi(
   config: Config,
   options: ApiOptions = {},
 ): Promise<{ api: ApiHandle; client: ApiClient }> {
-  const api = await startApi(config, { log: () => undefined, ...options });
+  // Quiet, except a request that failed with a 5xx (the error middleware's "<method> <path> failed: <stack>"): a
+  // suite seeing an unexpected 500 then shows why.
+  const log = (line: string) => {
+    if (/^[A-Z]+ \S+ failed: /.test(line)) console.error(`[test api] ${line}`);
+  };
+  const api = await startApi(config, { log, ...options });
   return { api, client: new ApiClient(api.url) };
 }
 
