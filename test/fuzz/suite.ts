@@ -5,8 +5,9 @@
 //   FUZZ_SEED=<seed> FUZZ_ROUTES='<route name>' npx mocha -g 'bad input'
 // FUZZ_RUNS sets the cases per route; FUZZ_ROUTES takes comma-separated route names (or parts of names);
 // FUZZ_FRESH=1 gives each route its own API and database; FUZZ_VERBOSE=1 prints a line per route;
-// FUZZ_REPORT=<file> keeps each part's report as JSON (<file>.part<N>); FUZZ_COUNT_MODE=documents checks "a refused request stored
-// nothing" by counting every collection's documents around each case (exact, slower) instead of write commands.
+// FUZZ_REPORT=<file> keeps each part's report as JSON (<file>.part<N>); FUZZ_COUNT_MODE=documents checks "a
+// refused request stored nothing" by counting every collection's documents around each case (exact, slower)
+// instead of write commands.
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -25,9 +26,9 @@ import { TEST_JWT_SECRET, testConfig } from '../support/stack';
 
 const DEFAULT_SEED = 20_260_509;
 /**
- * 32 routes × 200 cases = 6,400 requests: about 90 s on a busy 2-CPU box (load 12; the 26 routes before the
- * callback, device and probe routes took 69 s in the same conditions), mostly waiting for answers; successful
- * transitions and redeliveries (each starts a Temporal workflow and needs a fresh run) cost the most.
+ * 35 routes × 200 cases = 7,000 requests: 290 s in one file on a 2-core CI machine, 100 to 135 s per part in three
+ * (under load 11), mostly waiting for answers; successful transitions and redeliveries (each starts a Temporal
+ * workflow and needs a fresh run) cost the most.
  */
 const DEFAULT_RUNS = 200;
 
