@@ -196,7 +196,7 @@ describe('family independence: a released push does not wait for the callback', 
       () => undefined,
     );
     const result = (await client.workflow.getHandle(episodeId).result()) as EpisodeResult;
-    record(config, episodeId, 'episode-history-push-released-callback-retrying.json');
+    record(config, episodeId, 'episode-history-push-released-backoff.json');
     assert.ok(
       arrived !== undefined && arrived <= SWEEP_SECONDS * 1000 + slackMs,
       `the push came ${arrived ?? `not within ${SWEEP_SECONDS * 1000 + slackMs}`} ms after its release; episode ${JSON.stringify(result)}`,

@@ -28,6 +28,8 @@ const PATH_FIXTURES = {
     'fixtures/episode-history-callback-threw.json',
   'a push released while the callback retried, before RELEASED_PUSH_RETRIED_PATCH':
     'fixtures/episode-history-push-released-callback-retrying.json',
+  'a push released while the callback retried, its retries backing off (RELEASED_PUSH_BACKOFF_PATCH)':
+    'fixtures/episode-history-push-released-backoff.json',
   // Started by a worker on eb9b063 (quick calls scheduled, no patch) and finished by one that chose per call
   // (LOCAL_QUICK_PATCH): the callback's retry wait spanned the deploy, so the marker and a local activity
   // come after scheduled quick calls in one history.

@@ -30,6 +30,13 @@ const fanOut = proxyActivities<Activities>({
 /** Marks histories in which a released push is retried on a timer while a sibling branch still runs. */
 export const RELEASED_PUSH_RETRIED_PATCH = 'released-family-retried-while-siblings-run';
 
+/**
+ * Marks histories in which a released push's retries back off (one sweep interval, doubling to an hour): with a
+ * day-long callback schedule, one every sweep interval was hundreds of tries and thousands of history events.
+ */
+export const RELEASED_PUSH_BACKOFF_PATCH = 'released-push-retries-back-off';
+const RELEASED_RETRY_MAX_SECONDS = 3600;
+
 /** Marks histories whose thrown callback branch releases its cb| claim (older ones left it pending). */
 export const CALLBACK_RELEASES_ON_THROW = 'callback-branch-releases-claim-on-throw';
 
@@ -144,9 +151,9 @@ async function opsBranch(quick: QuickCalls, outcome: RunOutcome): Promise<Branch
 
 /**
  * The push family apart from its siblings: the sweep replays a released episode only once its workflow closed,
- * and a callback can retry for minutes (hours with a receiver's Retry-After). So while a sibling still runs, a
- * released push is tried again here, one sweep interval later (a durable timer), until it settles or the siblings
- * are done; then the workflow closes released and the sweep's next pass replays it.
+ * and a callback can retry for a day. So while a sibling still runs, a released push is tried again here on a
+ * durable timer, one sweep interval later, then doubling up to an hour, until it settles or the siblings are
+ * done; then the workflow closes released and the sweep's next pass replays it.
  */
 async function pushRetriedWhileSiblingsRun(
   quick: QuickCalls,
@@ -154,10 +161,14 @@ async function pushRetriedWhileSiblingsRun(
   options: EpisodeOptions,
   siblingsRunning: () => boolean,
 ): Promise<BranchResult> {
-  for (;;) {
+  const every = options.releasedRetrySeconds ?? EPISODE_OPTIONS_WHEN_ABSENT.releasedRetrySeconds!;
+  for (let retried = 0; ; retried++) {
     const result = await contained(pushBranch(quick, outcome));
     if (result !== 'released' || !siblingsRunning() || !patched(RELEASED_PUSH_RETRIED_PATCH)) return result;
-    await sleep((options.releasedRetrySeconds ?? EPISODE_OPTIONS_WHEN_ABSENT.releasedRetrySeconds!) * 1000);
+    const wait = patched(RELEASED_PUSH_BACKOFF_PATCH)
+      ? Math.min(every * 2 ** retried, Math.max(every, RELEASED_RETRY_MAX_SECONDS))
+      : every;
+    await sleep(wait * 1000);
   }
 }
 

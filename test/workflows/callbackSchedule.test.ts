@@ -45,10 +45,20 @@ describe('the callback schedule on time-skipping Temporal', function () {
     await server?.stop();
   });
 
-  /** Runs one episode whose callback answers `answers` in turn; returns the claim results and the timers. */
-  async function runEpisode(answers: Attempt[], taskQueue: string, options?: EpisodeOptions) {
+  /**
+   * Runs one episode whose callback answers `answers` in turn; returns the claim results and the timers. With
+   * `pushFails`, the episode owes a push whose every send fails (released each time); otherwise it owes none.
+   */
+  async function runEpisode(
+    answers: Attempt[],
+    taskQueue: string,
+    options?: EpisodeOptions,
+    pushFails = false,
+  ) {
     const settled: Array<string | undefined> = [];
     let attempts = 0;
+    /** When each push was tried (the skipped clock). */
+    const pushTries: number[] = [];
     /** Each attempt as the activity saw it: when (the skipped clock), and when it would log the next one due. */
     const sent: Array<{ atMs: number; place?: AttemptPlace; nextAttemptAtMs?: number }> = [];
     const activities = {
@@ -58,7 +68,19 @@ describe('the callback schedule on time-skipping Temporal', function () {
       recordEpisode: async () => undefined,
       isStandbyVetoed: async () => false,
       callbackExhaustedAlert: async () => undefined, // no operator webhook
-      deliverPush: async () => ({ addressable: false, reason: 'no sink' }),
+      deliverPush: async () => {
+        if (!pushFails) return { addressable: false, reason: 'no sink' };
+        pushTries.push(await env.currentTimeMs());
+        const failed = {
+          attempted: 1,
+          delivered: 0,
+          alreadyDelivered: 0,
+          pruned: 0,
+          failed: 1,
+          retryable: 1,
+        };
+        return { addressable: true, ...failed };
+      },
       sendCallback: async (_episode: string, _run: string, place?: AttemptPlace) => {
         const answer = answers[Math.min(attempts++, answers.length - 1)];
         const atMs = await env.currentTimeMs();
@@ -98,6 +120,7 @@ describe('the callback schedule on time-skipping Temporal', function () {
     return {
       result,
       attempts,
+      pushTries,
       settled,
       timers,
       attemptTimeouts,
@@ -150,6 +173,32 @@ describe('the callback schedule on time-skipping Temporal', function () {
     assert.equal(run.sent[7].nextAttemptAtMs, undefined);
     assert.ok(run.wallMs < 60_000, `27 hours of timers took ${run.wallMs} ms of wall time`);
     // The draws are Temporal's seeded Math.random, so the history replays with this code.
+    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, run.history);
+  });
+
+  it('a push released while the day-long callback retries is tried again with backoff: every sweep interval, doubling to an hour', async () => {
+    const run = await runEpisode(
+      [{ result: 'retry', status: 503, detail: 'http 503' }],
+      'ts-push-released-day',
+      { ...DEFAULT_EPISODE_OPTIONS, releasedRetrySeconds: 120 },
+      true,
+    );
+    assert.equal(run.result.callback, 'gave_up');
+    assert.equal(run.result.push, 'released');
+    // Every sweep interval for the whole 27.5 hours would be about 830 tries (and some 8,000 history events).
+    const gaps = run.pushTries.slice(1).map((at, i) => Math.round((at - run.pushTries[i]) / 1000));
+    const waits = gaps.map((gap) => [120, 240, 480, 960, 1920, 3600].find((w) => Math.abs(gap - w) < 30));
+    assert.deepEqual(
+      waits.slice(0, 6),
+      [120, 240, 480, 960, 1920, 3600],
+      `push retried after ${gaps.slice(0, 10).join(', ')}… s (${gaps.length} in all)`,
+    );
+    assert.ok(
+      waits.slice(6).every((w) => w === 3600),
+      `then hourly: ${gaps.slice(6, 16).join(', ')}… s`,
+    );
+    assert.ok(run.pushTries.length < 40, `${run.pushTries.length} push tries`);
+    assert.ok((run.history.events ?? []).length < 600, `${run.history.events?.length} history events`);
     await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, run.history);
   });
 
