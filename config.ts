@@ -93,6 +93,8 @@ export interface Config extends TemporalConnectionConfig {
   /** Abuse bounds on what users register and trigger. */
   pushMaxSubscriptionsPerUser: number;
   pushTestRate: RateRule;
+  /** Pushes one person gets from one team in a window before the rest fold into one digest. */
+  pushBurstRate: RateRule;
   callbackTestRate: RateRule;
   callbackRedeliverRate: RateRule;
   /** The same outbound POSTs across every run of one user and of one team. */
@@ -443,6 +445,8 @@ const limitsSection = section({
   pushMaxSubscriptionsPerUser: ['PUSH_MAX_SUBSCRIPTIONS_PER_USER', count.default(20)],
   pushTest: ['PUSH_TEST_RATE_LIMIT', count.default(5)],
   pushTestWindow: ['PUSH_TEST_RATE_WINDOW_SECONDS', seconds.default(60)],
+  pushBurst: ['PUSH_BURST_LIMIT', count.default(5)],
+  pushBurstWindow: ['PUSH_BURST_WINDOW_SECONDS', seconds.default(600)],
   callbackTest: ['CALLBACK_TEST_RATE_LIMIT', count.default(5)],
   callbackTestWindow: ['CALLBACK_TEST_RATE_WINDOW_SECONDS', seconds.default(60)],
   callbackRedeliver: ['CALLBACK_REDELIVER_RATE_LIMIT', count.default(5)],
@@ -464,6 +468,7 @@ const limitsSection = section({
   return {
     pushMaxSubscriptionsPerUser: l.pushMaxSubscriptionsPerUser,
     pushTestRate: rate(l.pushTest, l.pushTestWindow),
+    pushBurstRate: rate(l.pushBurst, l.pushBurstWindow),
     callbackTestRate: rate(l.callbackTest, l.callbackTestWindow),
     callbackRedeliverRate: rate(l.callbackRedeliver, l.callbackRedeliverWindow),
     callbackTestRatePerUser: rate(l.callbackTestPerUser, l.callbackTestWindow),

@@ -10,6 +10,7 @@ import type { Stores } from '../store';
 import type { Metrics } from '../observability/metrics';
 import type { Log } from '../observability/log';
 import { episodeOptions } from '../client/emitter';
+import { addToDigest } from '../client/digest';
 import { raisePushConfigFault } from '../client/operator';
 import { createCallbackActivities } from './callback';
 import { createClaimActivities } from './claims';
@@ -69,6 +70,13 @@ export function createActivities(deps: ActivityDeps): Activities {
       studioUrl: config.studioUrl,
       fanOutWidth: PUSH_FAN_OUT_WIDTH,
       pruneMinHours: config.pushPruneMinHours,
+      digests: {
+        pushHolds: stores.pushHolds,
+        rateLimits: stores.rateLimits,
+        burst: config.pushBurstRate,
+        add: (teamId, userId, entry) =>
+          addToDigest(deps.client, config.temporalTaskQueue, teamId, userId, entry),
+      },
       now,
       log,
     }),
@@ -114,6 +122,7 @@ export function createActivities(deps: ActivityDeps): Activities {
       pushDeliveries: stores.pushDeliveries,
       callbackAttempts: stores.callbackAttempts,
       rateLimits: stores.rateLimits,
+      pushHolds: stores.pushHolds,
       client: deps.client,
       taskQueue: config.temporalTaskQueue,
       episodeOptions: episodeOptions(config),

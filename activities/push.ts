@@ -1,13 +1,24 @@
 // The push family's I/O: the standby veto, recipients, rendering and the bounded-parallel fan-out.
 import { createHash } from 'node:crypto';
-import type { FanOutResult, PushDeliveryResult } from '../contract/activities';
+import type { DigestSend, DigestSendResult, FanOutResult, PushDeliveryResult } from '../contract/activities';
+import type { DigestEntry } from '../contract/workflows';
 import type { RunOutcome } from '../domain/outcome';
-import { FAN_OUT_ATTEMPTS, kindFor, renderPush, type PushKind, type PushPayload } from '../domain/push';
+import {
+  FAN_OUT_ATTEMPTS,
+  kindFor,
+  renderDigest,
+  renderPush,
+  type OutcomePushKind,
+  type PushPayload,
+} from '../domain/push';
+import { heldUntil } from '../domain/quietHours';
 import type { PushSender, SendOutcome } from '../net/pushSender';
 import type { PushConfigFault } from '../domain/ops';
 import { mapBounded } from '../lib/concurrency';
 import { activityContext } from './context';
-import type { NotificationPrefStore, PrefKind } from '../store/notificationPrefs';
+import type { NotificationPrefStore, Recipient } from '../store/notificationPrefs';
+import { holdId, type PushHoldRow, type PushHoldStore } from '../store/pushHolds';
+import type { RateLimit, RateLimitStore } from '../store/rateLimits';
 import type { PushDelivery, PushDeliveryStore } from '../store/pushDeliveries';
 import type { PushSubscriptionRow, PushSubscriptionStore } from '../store/pushSubscriptions';
 import type { InteractionStore } from '../store/interactions';
@@ -174,7 +185,22 @@ export interface PushActivityDeps {
   metrics?: Pick<Metrics, 'pushSent' | 'pushPruned' | 'firstPush'>;
   /** Raises a push_config_fault operator alert (deduped per origin and hour); absent: the operator family is off. */
   raiseConfigFault?: (fault: PushConfigFault) => Promise<void>;
+  /** Holding pushes for digests; absent: every recipient is pushed at once (no quiet hours, no burst bound). */
+  digests?: DigestDeps;
 }
+
+export interface DigestDeps {
+  pushHolds: PushHoldStore;
+  /** Where each person's pushes in a window are counted (one slot per push, keyed by person and team). */
+  rateLimits: RateLimitStore;
+  /** PUSH_BURST_LIMIT pushes in PUSH_BURST_WINDOW_SECONDS. */
+  burst: RateLimit;
+  /** Signal-with-start of the person's digest workflow. */
+  add: (teamId: string, userId: string, entry: DigestEntry) => Promise<void>;
+}
+
+/** Recipients whose burst count is taken at once. */
+const HOLD_WIDTH = 16;
 
 export function createPushActivities(deps: PushActivityDeps) {
   return {
@@ -196,141 +222,268 @@ export function createPushActivities(deps: PushActivityDeps) {
       // The reads that do not depend on each other go out together: each is a round trip before the first push.
       // Owner ∪ team-wide opt-ins, less whoever turned this kind off in this team: one query.
       const [listed, payload] = await Promise.all([
-        deps.notificationPrefs.listRecipients(outcome.teamId, outcome.ownerId, kind as PrefKind),
-        render(outcome, kind as Exclude<PushKind, 'test'>),
+        deps.notificationPrefs.listRecipientPrefs(outcome.teamId, outcome.ownerId, kind),
+        render(outcome, kind),
       ]);
-      const recipients = new Set(listed);
-      recipients.delete('');
-      if (!recipients.size) return { addressable: false, reason: 'no recipient' };
-      const subs = await deps.pushSubscriptions.listForUsers([...recipients]);
+      const recipients = listed.filter((recipient) => recipient.userId !== '');
+      if (!recipients.length) return { addressable: false, reason: 'no recipient' };
+      const subs = await deps.pushSubscriptions.listForUsers(recipients.map((r) => r.userId));
       if (!subs.length) return { addressable: false, reason: 'no subscription' };
-      // By the batch rows' own ids: one indexed read whatever the episode's size.
-      const { subscriptions: reached, nextBatch } = await deps.pushDeliveries.reached(
+      // Per-kind prefs came first (listRecipientPrefs): a kind turned off is never held. Only people with a
+      // device are held: a digest to no device is no digest.
+      const withDevice = new Set(subs.map((sub) => sub.userId));
+      const held = await holdWhereDue(
+        outcome,
+        kind,
+        recipients.filter((r) => withDevice.has(r.userId)),
+      );
+      const result = await sendRecorded(
         outcome.episodeId,
-        subs.map((sub) => sub._id),
-      );
-      const pending = subs.filter((sub) => !reached.has(sub._id));
-      let firstPushSeen = false;
-      const context = activityContext();
-      // Heartbeats on progress, not on a timer: every step of a send is bounded (lookup 5 s, exchange 5 s, wait
-      // slices 2 s), so a lane stuck longer than the heartbeat timeout is a wedge Temporal should notice and retry.
-      const beat = (): void => context?.heartbeat();
-      beat();
-      // A delivery record being written is progress too (our own store, slow under load, not the outside world):
-      // beat while it is in flight, but only for so long, so a wedged write is still noticed. A failed write is
-      // tried again within that time: the push it records has gone out, and failing the activity for a store blip
-      // (a MongoDB restart) would send it again on the next attempt.
-      const persist = async (what: string, write: () => Promise<void>): Promise<void> => {
-        const started = Date.now();
-        const timer = setInterval(() => {
-          if (Date.now() - started < WRITE_BEATS_FOR_MS) beat();
-        }, 2000);
-        try {
-          for (let wait = 500; ; wait = Math.min(wait * 2, 5000)) {
-            try {
-              return await write();
-            } catch (err) {
-              if (Date.now() - started + wait >= WRITE_BEATS_FOR_MS) throw err;
-              deps.log(`push: recording ${what} failed, retrying: ${String(err)}`);
-              await new Promise((resolve) => setTimeout(resolve, wait));
-            }
-          }
-        } finally {
-          clearInterval(timer);
-        }
-      };
-      // One write per batch of accepted sends (group commit): a row of the episode's deliveries. A lane takes
-      // its next endpoint while its record is written; only past `width` records not yet known written does it
-      // wait for the oldest. So a crash repeats at most 2 × width sends (those in flight and those awaiting their
-      // record), and a lane rarely waits on the store: it was most of a fan-out's time.
-      const writeBatch = deps.pushDeliveries.batchWriter(outcome.episodeId, nextBatch);
-      const recordDelivery = groupCommit((batch: PushDelivery[]) =>
-        persist(`${batch.length} deliveries`, () => writeBatch(batch)),
-      );
-      const unrecorded: Promise<void>[] = [];
-      // The devices' last success, on their subscription rows: one updateMany by _id per batch of its own, which
-      // no lane waits for (FerretDB updates row by row: the slowest write of a fan-out), only the activity's end.
-      const recordSuccess = groupCommit(async (batch: PushDelivery[]) => {
-        const newest = new Date(Math.max(...batch.map((d) => d.at.getTime())));
-        const ids = batch.map((d) => d.subscriptionId);
-        await persist(`the last success of ${ids.length} subscriptions`, () =>
-          deps.pushSubscriptions.recordSuccess(ids, newest),
-        );
-      });
-      const successes: Promise<void>[] = [];
-      const noteSuccess = (sub: PushSubscriptionRow, delivery: PushDelivery): void => {
-        // A row with a streak gets its last success from the write that clears the streak (fanOut).
-        if (sub.unresolved) return;
-        const last = sub.lastSuccessAt?.getTime() ?? -Infinity;
-        if (delivery.at.getTime() - last < LAST_SUCCESS_GRAIN_MS) return;
-        const written = recordSuccess(delivery);
-        written.catch(() => undefined); // awaited at the end
-        successes.push(written);
-      };
-      // Reached by an attempt that ended (a crash) before it wrote their last success: written now, in one go.
-      const behind = subs.filter((sub) => {
-        const at = reached.get(sub._id);
-        return at && !(sub.lastSuccessAt && sub.lastSuccessAt >= at);
-      });
-      if (behind.length) {
-        const newest = new Date(Math.max(...behind.map((sub) => reached.get(sub._id)!.getTime())));
-        const ids = behind.map((sub) => sub._id);
-        const written = persist(`the last success of ${ids.length} subscriptions`, () =>
-          deps.pushSubscriptions.recordSuccess(ids, newest),
-        );
-        written.catch(() => undefined); // awaited at the end
-        successes.push(written);
-      }
-      const result = await fanOut(
-        {
-          subscriptions: deps.pushSubscriptions,
-          sender: deps.sender,
-          width: deps.fanOutWidth,
-          log: deps.log,
-          onProgress: beat,
-          // A worker shutting down past its grace cancels the activity: the fan-out stops starting sends (the
-          // ones reached are recorded), and the next attempt, on any worker, skips them.
-          signal: context?.cancellationSignal,
-          onConfigFault: configFaultReporter(outcome),
-          now: deps.now,
-          pruneMinHours: deps.pruneMinHours,
-          metrics: deps.metrics,
-        },
-        pending,
+        subs.filter((sub) => !held.has(sub.userId)),
         payload,
-        async (sub) => {
-          // The episode's first push: no earlier attempt reached anyone, and this is this attempt's first.
-          if (reached.size === 0 && !firstPushSeen) {
-            firstPushSeen = true;
-            deps.metrics?.firstPush(outcome.kind, outcome.occurredAt, deps.now());
-          }
-          const delivery = { subscriptionId: sub._id, userId: sub.userId, at: deps.now() };
-          const written = recordDelivery(delivery);
-          written.catch(() => undefined); // awaited below (its failure fails the fan-out), never unhandled
-          unrecorded.push(written);
-          noteSuccess(sub, delivery);
-          while (unrecorded.length > deps.fanOutWidth) await unrecorded.shift();
+        {
+          onFirstPush: () => deps.metrics?.firstPush(outcome.kind, outcome.occurredAt, deps.now()),
+          onConfigFault: configFaultReporter(outcome),
         },
-      ).finally(() => Promise.allSettled([...unrecorded, ...successes]));
-      // Every accepted send recorded before the activity answers (or a failed record fails it: retried).
-      await Promise.all([...unrecorded, ...successes]);
-      // Endpoints that failed only transiently get another activity attempt (which skips the ones reached);
-      // the last attempt reports instead, and the workflow settles on what was delivered.
-      const attempt = context?.info.attempt ?? FAN_OUT_ATTEMPTS;
-      if (result.retryable > 0 && attempt < FAN_OUT_ATTEMPTS) {
-        throw new Error(
-          `${result.retryable} of ${pending.length} endpoints failed transiently; retrying them`,
-        );
-      }
-      return { addressable: true, ...result, alreadyDelivered: subs.length - pending.length };
+      );
+      return { addressable: true, ...result, ...(held.size ? { held: held.size } : {}) };
+    },
+
+    /** When the person can be reached by a digest now: undefined for now (epoch ms otherwise). */
+    async digestReleaseAt(teamId: string, userId: string): Promise<number | undefined> {
+      const hold = await deps.notificationPrefs.holdPrefs(userId, teamId);
+      return heldUntil(hold, 'digest', deps.now())?.getTime();
+    },
+
+    /**
+     * One digest to every device of the person, recorded as an episode's push is (a retry, or a worker killed
+     * mid-send, repeats nothing already sent), then its holds marked with its id.
+     */
+    async sendDigest(digest: DigestSend): Promise<DigestSendResult> {
+      if (!deps.sender) return { addressable: false, reason: 'no sink' };
+      const subs = await deps.pushSubscriptions.listForUsers([digest.userId]);
+      const payload = renderDigest({
+        digestId: digest.digestId,
+        tag: digest.tag,
+        counts: digest.counts,
+        newest: digest.listed,
+        studioUrl: deps.studioUrl,
+      });
+      const result = subs.length
+        ? await sendRecorded(digest.digestId, subs, payload, {
+            onConfigFault: configFaultReporter({
+              runId: '',
+              teamId: digest.teamId,
+              episodeId: digest.digestId,
+            }),
+          })
+        : undefined;
+      await deps.digests?.pushHolds.markSent(
+        digest.episodeIds.map((episodeId) => holdId(episodeId, digest.userId)),
+        digest.digestId,
+        deps.now(),
+      );
+      return result ? { addressable: true, ...result } : { addressable: false, reason: 'no subscription' };
     },
   };
+
+  /**
+   * Which of these recipients wait for their digest instead of a push now: held by an earlier attempt of this
+   * episode (always held again: never sent to), in quiet hours or do-not-disturb, or past their burst bound.
+   * Each held person gets a hold row and their digest the entry (both safe to repeat).
+   */
+  async function holdWhereDue(
+    outcome: RunOutcome,
+    kind: OutcomePushKind,
+    recipients: Recipient[],
+  ): Promise<Set<string>> {
+    const digests = deps.digests;
+    if (!digests || !recipients.length) return new Set();
+    const now = deps.now();
+    const earlier = await digests.pushHolds.heldOf(
+      outcome.episodeId,
+      recipients.map((r) => r.userId),
+    );
+    const holds: Omit<PushHoldRow, '_id'>[] = [];
+    const fresh: Omit<PushHoldRow, '_id'>[] = [];
+    const hold = (userId: string, reason: PushHoldRow['reason'], releaseAt: Date): void => {
+      const { episodeId, runId, teamId, title } = outcome;
+      const row = { episodeId, runId, teamId, userId, kind, title, reason, at: now, releaseAt };
+      holds.push(row);
+      fresh.push(row);
+    };
+    await mapBounded(recipients, HOLD_WIDTH, async ({ userId, hold: prefs }) => {
+      const before = earlier.get(userId);
+      if (before) return void holds.push(before);
+      // A kind that breaks through quiet hours passes the burst bound too: a run waits on it.
+      if (prefs.breakThrough.includes(kind)) return;
+      const quiet = heldUntil(prefs, kind, now);
+      if (quiet) return hold(userId, 'quiet', quiet);
+      // Counted once per episode (its id is the hit's): a retried fan-out is admitted again, not counted again.
+      const admission = await digests.rateLimits.hit(
+        `push-burst|${outcome.teamId}|${userId}`,
+        digests.burst,
+        now,
+        outcome.episodeId,
+      );
+      if (!admission.admitted)
+        hold(userId, 'burst', new Date(now.getTime() + admission.retryAfterSeconds * 1000));
+    });
+    await digests.pushHolds.hold(fresh);
+    await Promise.all(
+      holds.map((row) =>
+        digests.add(row.teamId, row.userId, {
+          episodeId: row.episodeId,
+          runId: row.runId,
+          kind: row.kind,
+          title: row.title,
+          at: row.at.toISOString(),
+          releaseAt: row.releaseAt.toISOString(),
+          reason: row.reason,
+        }),
+      ),
+    );
+    return new Set(holds.map((row) => row.userId));
+  }
+
+  /**
+   * Pushes one payload to these subscriptions, skipping those an earlier attempt under the same id reached, and
+   * records each accepted send before answering.
+   */
+  async function sendRecorded(
+    episodeId: string,
+    subs: PushSubscriptionRow[],
+    payload: PushPayload,
+    hooks: { onFirstPush?: () => void; onConfigFault: FanOutDeps['onConfigFault'] },
+  ): Promise<Omit<FanOutResult, 'held'>> {
+    const sender = deps.sender;
+    if (!sender) throw new Error('web push is off: nothing to send with');
+    // By the batch rows' own ids: one indexed read whatever the episode's size.
+    const { subscriptions: reached, nextBatch } = await deps.pushDeliveries.reached(
+      episodeId,
+      subs.map((sub) => sub._id),
+    );
+    const pending = subs.filter((sub) => !reached.has(sub._id));
+    let firstPushSeen = false;
+    const context = activityContext();
+    // Heartbeats on progress, not on a timer: every step of a send is bounded (lookup 5 s, exchange 5 s, wait
+    // slices 2 s), so a lane stuck longer than the heartbeat timeout is a wedge Temporal should notice and retry.
+    const beat = (): void => context?.heartbeat();
+    beat();
+    // A delivery record being written is progress too (our own store, slow under load, not the outside world):
+    // beat while it is in flight, but only for so long, so a wedged write is still noticed. A failed write is
+    // tried again within that time: the push it records has gone out, and failing the activity for a store blip
+    // (a MongoDB restart) would send it again on the next attempt.
+    const persist = async (what: string, write: () => Promise<void>): Promise<void> => {
+      const started = Date.now();
+      const timer = setInterval(() => {
+        if (Date.now() - started < WRITE_BEATS_FOR_MS) beat();
+      }, 2000);
+      try {
+        for (let wait = 500; ; wait = Math.min(wait * 2, 5000)) {
+          try {
+            return await write();
+          } catch (err) {
+            if (Date.now() - started + wait >= WRITE_BEATS_FOR_MS) throw err;
+            deps.log(`push: recording ${what} failed, retrying: ${String(err)}`);
+            await new Promise((resolve) => setTimeout(resolve, wait));
+          }
+        }
+      } finally {
+        clearInterval(timer);
+      }
+    };
+    // One write per batch of accepted sends (group commit): a row of the episode's deliveries. A lane takes
+    // its next endpoint while its record is written; only past `width` records not yet known written does it
+    // wait for the oldest. So a crash repeats at most 2 × width sends (those in flight and those awaiting their
+    // record), and a lane rarely waits on the store: it was most of a fan-out's time.
+    const writeBatch = deps.pushDeliveries.batchWriter(episodeId, nextBatch);
+    const recordDelivery = groupCommit((batch: PushDelivery[]) =>
+      persist(`${batch.length} deliveries`, () => writeBatch(batch)),
+    );
+    const unrecorded: Promise<void>[] = [];
+    // The devices' last success, on their subscription rows: one updateMany by _id per batch of its own, which
+    // no lane waits for (FerretDB updates row by row: the slowest write of a fan-out), only the activity's end.
+    const recordSuccess = groupCommit(async (batch: PushDelivery[]) => {
+      const newest = new Date(Math.max(...batch.map((d) => d.at.getTime())));
+      const ids = batch.map((d) => d.subscriptionId);
+      await persist(`the last success of ${ids.length} subscriptions`, () =>
+        deps.pushSubscriptions.recordSuccess(ids, newest),
+      );
+    });
+    const successes: Promise<void>[] = [];
+    const noteSuccess = (sub: PushSubscriptionRow, delivery: PushDelivery): void => {
+      // A row with a streak gets its last success from the write that clears the streak (fanOut).
+      if (sub.unresolved) return;
+      const last = sub.lastSuccessAt?.getTime() ?? -Infinity;
+      if (delivery.at.getTime() - last < LAST_SUCCESS_GRAIN_MS) return;
+      const written = recordSuccess(delivery);
+      written.catch(() => undefined); // awaited at the end
+      successes.push(written);
+    };
+    // Reached by an attempt that ended (a crash) before it wrote their last success: written now, in one go.
+    const behind = subs.filter((sub) => {
+      const at = reached.get(sub._id);
+      return at && !(sub.lastSuccessAt && sub.lastSuccessAt >= at);
+    });
+    if (behind.length) {
+      const newest = new Date(Math.max(...behind.map((sub) => reached.get(sub._id)!.getTime())));
+      const ids = behind.map((sub) => sub._id);
+      const written = persist(`the last success of ${ids.length} subscriptions`, () =>
+        deps.pushSubscriptions.recordSuccess(ids, newest),
+      );
+      written.catch(() => undefined); // awaited at the end
+      successes.push(written);
+    }
+    const result = await fanOut(
+      {
+        subscriptions: deps.pushSubscriptions,
+        sender,
+        width: deps.fanOutWidth,
+        log: deps.log,
+        onProgress: beat,
+        // A worker shutting down past its grace cancels the activity: the fan-out stops starting sends (the
+        // ones reached are recorded), and the next attempt, on any worker, skips them.
+        signal: context?.cancellationSignal,
+        onConfigFault: hooks.onConfigFault,
+        now: deps.now,
+        pruneMinHours: deps.pruneMinHours,
+        metrics: deps.metrics,
+      },
+      pending,
+      payload,
+      async (sub) => {
+        // The episode's first push: no earlier attempt reached anyone, and this is this attempt's first.
+        if (reached.size === 0 && !firstPushSeen) {
+          firstPushSeen = true;
+          hooks.onFirstPush?.();
+        }
+        const delivery = { subscriptionId: sub._id, userId: sub.userId, at: deps.now() };
+        const written = recordDelivery(delivery);
+        written.catch(() => undefined); // awaited below (its failure fails the fan-out), never unhandled
+        unrecorded.push(written);
+        noteSuccess(sub, delivery);
+        while (unrecorded.length > deps.fanOutWidth) await unrecorded.shift();
+      },
+    ).finally(() => Promise.allSettled([...unrecorded, ...successes]));
+    // Every accepted send recorded before the activity answers (or a failed record fails it: retried).
+    await Promise.all([...unrecorded, ...successes]);
+    // Endpoints that failed only transiently get another activity attempt (which skips the ones reached);
+    // the last attempt reports instead, and the workflow settles on what was delivered.
+    const attempt = context?.info.attempt ?? FAN_OUT_ATTEMPTS;
+    if (result.retryable > 0 && attempt < FAN_OUT_ATTEMPTS) {
+      throw new Error(`${result.retryable} of ${pending.length} endpoints failed transiently; retrying them`);
+    }
+    return { ...result, alreadyDelivered: subs.length - pending.length };
+  }
 
   /**
    * Once per origin per fan-out, not awaited: the alert (a claim read, a workflow start) must never stall the
    * lane's sends; raisePushConfigFault bounds both. A failure to raise it is logged, never a failed push.
    */
-  function configFaultReporter(outcome: RunOutcome): FanOutDeps['onConfigFault'] {
+  function configFaultReporter(
+    outcome: Pick<RunOutcome, 'runId' | 'teamId' | 'episodeId'>,
+  ): FanOutDeps['onConfigFault'] {
     const raise = deps.raiseConfigFault;
     if (!raise) return undefined;
     const raised = new Set<string>();
@@ -345,7 +498,7 @@ export function createPushActivities(deps: PushActivityDeps) {
     };
   }
 
-  async function render(outcome: RunOutcome, kind: Exclude<PushKind, 'test'>): Promise<PushPayload> {
+  async function render(outcome: RunOutcome, kind: OutcomePushKind): Promise<PushPayload> {
     let prompt: string | undefined;
     if (kind === 'human_input_requested' && outcome.pause?.interactionId) {
       prompt = (await deps.interactions.get(outcome.runId, outcome.pause.interactionId))?.prompt;

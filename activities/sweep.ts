@@ -17,6 +17,7 @@ import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
 import type { CallbackAttemptStore } from '../store/callbackAttempts';
 import type { RateLimitStore } from '../store/rateLimits';
+import type { PushHoldStore } from '../store/pushHolds';
 import type { RunStore } from '../store/runs';
 import type { EpisodeOptions, SweepPass } from '../contract/workflows';
 import type { Metrics } from '../observability/metrics';
@@ -39,6 +40,8 @@ export interface SweepDeps {
   pushDeliveries: PushDeliveryStore;
   callbackAttempts: CallbackAttemptStore;
   rateLimits: RateLimitStore;
+  /** Absent: no digests here (the sweep's own tests and bench). */
+  pushHolds?: PushHoldStore;
   client: Client;
   taskQueue: string;
   episodeOptions: EpisodeOptions;
@@ -106,7 +109,8 @@ export function createSweepActivities(deps: SweepDeps) {
           (await deps.claims.reapExpired()) +
           (await deps.pushDeliveries.reapExpired(deps.now())) +
           (await deps.callbackAttempts.reapExpired(deps.now())) +
-          (await deps.rateLimits.reapExpired(deps.now()))
+          (await deps.rateLimits.reapExpired(deps.now())) +
+          ((await deps.pushHolds?.reapExpired(deps.now())) ?? 0)
         );
       } finally {
         progress.stop();

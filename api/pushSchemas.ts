@@ -3,6 +3,7 @@
 import { createPublicKey } from 'node:crypto';
 import { z } from 'zod';
 import { hostAllowed } from '../net/pushSender';
+import { quietHoursProblem, type QuietHours } from '../domain/quietHours';
 import { PREF_KINDS, type PrefKind } from '../store/notificationPrefs';
 import { verbatim } from './validate';
 
@@ -99,6 +100,12 @@ export const unsubscribeBody = verbatim(
 
 const SCOPE = 'scope must be own or team';
 const KINDS = `kinds must map ${PREF_KINDS.join(', ')} to true or false`;
+const QUIET =
+  'quietHours must be {"start": "HH:MM", "end": "HH:MM", "timeZone": "<IANA zone>", "days"?: ["mon", ...]} or null';
+const DND = 'doNotDisturbUntil must be an ISO time (with its offset) or null';
+const BREAK_THROUGH = `breakThrough must list kinds among ${PREF_KINDS.join(', ')}`;
+/** An ISO 8601 date and time with its zone: a bare date or a local time would be read in the server's zone. */
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
 /**
  * ValidScope, and the optional per-kind switches: a body without kinds is the original one, with its fixed message;
  * a bad scope is still answered first.
@@ -115,10 +122,36 @@ export const prefsBody = verbatim(
           { error: KINDS },
         )
         .optional(),
+      quietHours: z
+        .strictObject(
+          {
+            start: z.string({ error: QUIET }),
+            end: z.string({ error: QUIET }),
+            timeZone: z.string({ error: QUIET }),
+            days: z.array(z.string({ error: QUIET }), { error: QUIET }).optional(),
+          },
+          { error: QUIET },
+        )
+        .superRefine((quiet, ctx) => {
+          const problem = quietHoursProblem(quiet as QuietHours);
+          if (problem) ctx.addIssue({ code: 'custom', message: problem });
+        })
+        .transform((quiet) => quiet as QuietHours)
+        .nullable()
+        .optional(),
+      doNotDisturbUntil: z
+        .string({ error: DND })
+        .refine((at) => ISO_TIME.test(at) && !Number.isNaN(Date.parse(at)), DND)
+        .transform((at) => new Date(at))
+        .nullable()
+        .optional(),
+      breakThrough: z
+        .array(z.enum(PREF_KINDS, { error: BREAK_THROUGH }), { error: BREAK_THROUGH })
+        .optional(),
     },
     { error: SCOPE },
   ),
-  { precedence: [SCOPE, KINDS] },
+  { precedence: [SCOPE, KINDS, QUIET, DND, BREAK_THROUGH] },
 );
 
 /** A device is named by its subscription's id (sha256 hex of the endpoint); any other id names no device (404). */

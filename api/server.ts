@@ -13,6 +13,7 @@ import { sendTestCallback } from '../activities/callback';
 import { fanOut } from '../activities/push';
 import { startCallbackRedelivery } from '../client/redeliver';
 import { startCallbackRecover } from '../client/recover';
+import { digestPrefsChanged } from '../client/digest';
 import { createRunsService } from '../runs/service';
 import { withDeadline } from '../lib/deadline';
 import { pushSenderFor, type PushSender } from '../net/pushSender';
@@ -177,6 +178,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
           maxSubscriptionsPerUser: config.pushMaxSubscriptionsPerUser,
           testPushRate: config.pushTestRate,
           studioUrl: config.studioUrl,
+          prefsChanged: (teamId, userId) => digestPrefsChanged(client, teamId, userId),
           now: () => new Date(),
           log,
         }

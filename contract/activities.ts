@@ -6,7 +6,7 @@ import type { HealthState } from '../domain/health';
 import type { OperatorAlert } from '../domain/ops';
 import type { ClaimState, RunOutcome } from '../domain/outcome';
 import type { RunStatus } from '../domain/runStatus';
-import type { HealthOptions, RecoverCounts, RecoverInput, SweepPass } from './workflows';
+import type { DigestEntry, HealthOptions, RecoverCounts, RecoverInput, SweepPass } from './workflows';
 
 export interface Activities {
   // Claims: the workflow is the holder; the claim outlives Temporal's retention.
@@ -24,6 +24,10 @@ export interface Activities {
   // Push.
   isStandbyVetoed(runId: string): Promise<boolean>;
   deliverPush(outcome: RunOutcome): Promise<PushDeliveryResult>;
+
+  // Digests: when the person can be reached now (epoch ms; undefined: now), and one digest's send.
+  digestReleaseAt(teamId: string, userId: string): Promise<number | undefined>;
+  sendDigest(digest: DigestSend): Promise<DigestSendResult>;
 
   // Callback: one attempt per call; the schedule is the workflow's.
   callbackAttemptCount(episodeId: string): Promise<number>;
@@ -80,7 +84,31 @@ export interface FanOutResult {
   failed: number;
   /** Of the failed, those worth another try (5xx, 429, network). */
   retryable: number;
+  /**
+   * Recipients held for their digest (quiet hours, do-not-disturb, a burst): settled like the ones reached.
+   * Absent in results recorded before digests.
+   */
+  held?: number;
 }
+
+/** One digest of a person in a team. */
+export interface DigestSend {
+  /** `digest|<workflowId>|<batch>`: its claim key, its deliveries' episode id, what its hold rows are marked with. */
+  digestId: string;
+  teamId: string;
+  userId: string;
+  /** The person's digests share it, so a newer one replaces the earlier. */
+  tag: string;
+  /** Newest first. */
+  listed: DigestEntry[];
+  counts: Record<string, number>;
+  /** Every episode the digest folds in. */
+  episodeIds: string[];
+}
+
+export type DigestSendResult =
+  | { addressable: false; reason: 'no sink' | 'no subscription' }
+  | ({ addressable: true } & Omit<FanOutResult, 'held'>);
 
 export type PushDeliveryResult =
   | { addressable: false; reason: 'no sink' | 'no recipient' | 'no subscription' | 'no kind' }

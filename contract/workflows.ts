@@ -19,6 +19,7 @@ export const workflowTypes = {
   callbackRedeliver: 'callbackRedeliverWorkflow',
   callbackRecover: 'callbackRecoverWorkflow',
   sweep: 'sweepWorkflow',
+  digest: 'digestWorkflow',
 } as const satisfies Record<string, keyof Workflows>;
 
 /** Every workflow's signature, by the type name it is registered under. */
@@ -29,6 +30,7 @@ export interface Workflows {
   callbackRedeliverWorkflow(input: RedeliverInput): Promise<RedeliverResult>;
   callbackRecoverWorkflow(input: RecoverInput): Promise<RecoverCounts>;
   sweepWorkflow(): Promise<SweepReport>;
+  digestWorkflow(input: DigestInput): Promise<DigestResult>;
 }
 
 /**
@@ -61,6 +63,67 @@ export const callbackRedeliverWorkflowId = (episodeId: string): string => `cb-re
  * at its start (the API's 409); a closed one may be followed by another.
  */
 export const callbackRecoverWorkflowId = (teamId: string): string => `recover|${teamId}`;
+
+/**
+ * One digest workflow per person in a team: the pushes held for them (quiet hours, do-not-disturb, a burst) wait
+ * there for one push when they can be reached. Started with signal-with-start by whoever holds a push.
+ */
+export const digestWorkflowId = (teamId: string, userId: string): string => `digest|${teamId}|${userId}`;
+
+/** A push held for a person: signal-with-start of their digest workflow. */
+export const digestEntrySignal = { type: 'signal', name: 'digestEntry' } as SignalDefinition<
+  [DigestEntry],
+  'digestEntry'
+>;
+
+/** The person changed quiet hours or do-not-disturb: their digest re-reads when it may go out. */
+export const prefsChangedSignal = { type: 'signal', name: 'prefsChanged' } as SignalDefinition<
+  [],
+  'prefsChanged'
+>;
+
+/** A digest lists at most this many held pushes (the newest); the rest are counted by kind. */
+export const DIGEST_MAX_LISTED = 20;
+
+export interface DigestEntry {
+  episodeId: string;
+  runId: string;
+  /** The push kind it would have been. */
+  kind: string;
+  title: string;
+  /** When it was held, ISO. */
+  at: string;
+  /** When the person can be reached for it, ISO. */
+  releaseAt: string;
+  /** quiet: quiet hours or do-not-disturb (re-read when the prefs change); burst: PUSH_BURST_LIMIT reached. */
+  reason: 'quiet' | 'burst';
+}
+
+/** What a digest has gathered and not sent yet. */
+export interface DigestBatch {
+  /** Every episode held in it (its hold rows are `<episodeId>|<userId>`). */
+  episodeIds: string[];
+  /** The newest DIGEST_MAX_LISTED entries, newest first. */
+  listed: DigestEntry[];
+  /** Every entry by kind. */
+  counts: Record<string, number>;
+  /** Epoch ms: the latest release of its burst entries, and of its quiet ones (re-read on prefsChanged). */
+  burstUntil: number;
+  quietUntil: number;
+}
+
+export interface DigestInput {
+  teamId: string;
+  userId: string;
+  /** Carried over by continue-as-new. */
+  batch?: DigestBatch;
+  sent?: number;
+}
+
+export interface DigestResult {
+  /** Digests this execution chain sent. */
+  sent: number;
+}
 
 /** The sweep the schedule of a task queue starts. */
 export const sweepWorkflowId = (taskQueue: string): string => `sweep:${taskQueue}`;

@@ -6,7 +6,16 @@ import type { RunOutcome } from './outcome';
 export const FAN_OUT_ATTEMPTS = 5;
 
 export type PushKind =
-  'human_input_requested' | 'usage_parked' | 'run_finished' | 'run_failed' | 'run_cancelled' | 'test';
+  | 'human_input_requested'
+  | 'usage_parked'
+  | 'run_finished'
+  | 'run_failed'
+  | 'run_cancelled'
+  | 'test'
+  | 'digest';
+
+/** The kinds an outcome pushes (a test push and a digest are made another way). */
+export type OutcomePushKind = Exclude<PushKind, 'test' | 'digest'>;
 
 /** The contract's Web Push payload (encrypted aes128gcm, VAPID-signed). */
 export interface PushPayload {
@@ -25,7 +34,7 @@ export interface PushPayload {
  * kindFor: a usage park gets its own kind; a pause with an empty interaction id is an operator soft-pause and
  * maps to no kind at all; an outcome with an empty subject (run) id is dropped the same way.
  */
-export function kindFor(outcome: RunOutcome): PushKind | undefined {
+export function kindFor(outcome: RunOutcome): OutcomePushKind | undefined {
   if (!outcome.runId) return undefined;
   switch (outcome.kind) {
     case 'run_paused':
@@ -52,7 +61,7 @@ export function runDeepLink(studioUrl: string, runId: string): string {
 /** Title and body per kind; the human-input body is the interaction's prompt. */
 export function renderPush(
   outcome: RunOutcome,
-  kind: Exclude<PushKind, 'test'>,
+  kind: OutcomePushKind,
   studioUrl: string,
   interactionPrompt?: string,
 ): PushPayload {
@@ -94,5 +103,57 @@ export function renderTestPush(studioUrl: string, userId: string, nonce: string)
     tag: episodeId,
     runId: '',
     episodeId,
+  };
+}
+
+/** One push held for a digest, as the digest lists it. */
+export interface DigestLine {
+  kind: string;
+  title: string;
+}
+
+/** Listed in a digest's body: the newest first, at most this many (the rest are only counted). */
+export const DIGEST_BODY_LINES = 5;
+
+const DIGEST_KIND_WORDS: Record<string, [string, string]> = {
+  run_finished: ['finished', 'finished'],
+  run_failed: ['failed', 'failed'],
+  run_cancelled: ['cancelled', 'was cancelled'],
+  human_input_requested: ['waiting for input', 'needs your input'],
+  usage_parked: ['waiting for input', 'is parked'],
+};
+
+/**
+ * A digest: how many runs finished, failed, were cancelled or wait for input, then the newest first. Its tag is
+ * the person's in the team (the digest workflow's id), so a newer digest replaces the earlier one; it links to
+ * the studio's run list.
+ */
+export function renderDigest(input: {
+  digestId: string;
+  tag: string;
+  counts: Record<string, number>;
+  /** Newest first. */
+  newest: DigestLine[];
+  studioUrl: string;
+}): PushPayload {
+  const total = Object.values(input.counts).reduce((sum, n) => sum + n, 0);
+  const grouped = new Map<string, number>();
+  for (const [kind, n] of Object.entries(input.counts)) {
+    const word = DIGEST_KIND_WORDS[kind]?.[0] ?? kind;
+    grouped.set(word, (grouped.get(word) ?? 0) + n);
+  }
+  const summary = [...grouped].filter(([, n]) => n > 0).map(([word, n]) => `${n} ${word}`);
+  const lines = input.newest
+    .slice(0, DIGEST_BODY_LINES)
+    .map((line) => `${clip(line.title || 'A run', 40)} ${DIGEST_KIND_WORDS[line.kind]?.[1] ?? line.kind}`);
+  return {
+    v: 1,
+    kind: 'digest',
+    title: total === 1 ? '1 run update while you were away' : `${total} run updates while you were away`,
+    body: clip([summary.join(', '), ...lines].join(' · '), 2 * BODY_LIMIT),
+    url: `${input.studioUrl}/`, // the run list
+    tag: input.tag,
+    runId: '',
+    episodeId: input.digestId,
   };
 }

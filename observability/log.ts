@@ -191,6 +191,8 @@ export const ACTIVITY_FAMILIES: Record<keyof Activities, LogFields['family']> = 
   resettleClaim: undefined,
   deliverPush: 'push',
   isStandbyVetoed: 'push',
+  digestReleaseAt: 'push',
+  sendDigest: 'push',
   sendCallback: 'callback',
   callbackAttemptCount: 'callback',
   gaveUpCallbacks: 'callback',
@@ -249,6 +251,9 @@ export function workflowFields(info: {
         break;
       case workflowTypes.sweep:
         fields.family = 'sweep';
+        break;
+      case workflowTypes.digest:
+        fields.family = 'push';
         break;
     }
   }

@@ -16,6 +16,7 @@ import {
   notificationPrefIndexes,
 } from './notificationPrefs';
 import { createPushDeliveryStore, pushDeliveryIndexes } from './pushDeliveries';
+import { createPushHoldStore, pushHoldIndexes } from './pushHolds';
 import {
   createPushSubscriptionStore,
   pushSubscriptionIndexes,
@@ -39,6 +40,7 @@ export const ALL_INDEXES = [
   ...pushSubscriptionIndexes,
   ...notificationPrefIndexes,
   ...pushDeliveryIndexes,
+  ...pushHoldIndexes,
   ...runHealthIndexes,
   ...rateLimitIndexes,
   ...callbackAttemptIndexes,
@@ -81,8 +83,9 @@ export function createStores(db: Db, options: StoreOptions) {
     }),
     episodes: createEpisodeStore(db),
     pushSubscriptions: createPushSubscriptionStore(db),
-    notificationPrefs: createNotificationPrefStore(db),
+    notificationPrefs: createNotificationPrefStore(db, options.now),
     pushDeliveries: createPushDeliveryStore(db),
+    pushHolds: createPushHoldStore(db),
     runHealth: createRunHealthStore(db),
     rateLimits: createRateLimitStore(db),
     callbackAttempts: createCallbackAttemptStore(db),

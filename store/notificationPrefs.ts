@@ -3,10 +3,11 @@
 // `own` in one keeps the team opt-in of the other.
 import type { Db } from 'mongodb';
 import type { PushKind } from '../domain/push';
+import { DEFAULT_BREAK_THROUGH, type HoldPrefs, type QuietHours } from '../domain/quietHours';
 import type { IndexSpec } from './mongo';
 
 export type NotificationScope = 'own' | 'team';
-export type PrefKind = Exclude<PushKind, 'test'>;
+export type PrefKind = Exclude<PushKind, 'test' | 'digest'>;
 export const PREF_KINDS: readonly PrefKind[] = [
   'human_input_requested',
   'usage_parked',
@@ -19,6 +20,26 @@ export type PrefKinds = Record<PrefKind, boolean>;
 export interface NotificationPrefs {
   scope: NotificationScope;
   kinds: PrefKinds;
+  quietHours?: QuietHours;
+  /** Only while it lies ahead. */
+  doNotDisturbUntil?: Date;
+  /** The kinds that arrive during quiet hours and do-not-disturb. */
+  breakThrough: PrefKind[];
+}
+
+/** A change to the prefs: what is absent keeps its value; null clears quiet hours or do-not-disturb. */
+export interface PrefsChange {
+  scope: NotificationScope;
+  kinds?: Partial<PrefKinds>;
+  quietHours?: QuietHours | null;
+  doNotDisturbUntil?: Date | null;
+  breakThrough?: PrefKind[];
+}
+
+/** A recipient of a push, with what decides whether it reaches them now or waits for their digest. */
+export interface Recipient {
+  userId: string;
+  hold: HoldPrefs;
 }
 
 export interface NotificationPrefRow {
@@ -28,6 +49,10 @@ export interface NotificationPrefRow {
   scope: NotificationScope;
   /** The kinds this user turned off in this team (absent or empty: every kind on). */
   off?: PrefKind[];
+  quietHours?: QuietHours;
+  doNotDisturbUntil?: Date;
+  /** Absent: DEFAULT_BREAK_THROUGH. */
+  breakThrough?: PrefKind[];
   updatedAt: Date;
 }
 
@@ -40,11 +65,35 @@ export const prefKey = (userId: string, teamId: string): string => JSON.stringif
 
 const allOn = (): PrefKinds => Object.fromEntries(PREF_KINDS.map((kind) => [kind, true])) as PrefKinds;
 
-function prefsOf(row: Pick<NotificationPrefRow, 'scope' | 'off'> | null): NotificationPrefs {
+const DEFAULT_BREAK = DEFAULT_BREAK_THROUGH as PrefKind[];
+
+type HoldFields = Pick<NotificationPrefRow, 'quietHours' | 'doNotDisturbUntil' | 'breakThrough'>;
+
+function prefsOf(
+  row: (Pick<NotificationPrefRow, 'scope' | 'off'> & HoldFields) | null,
+  now: Date,
+): NotificationPrefs {
   const kinds = allOn();
   for (const kind of row?.off ?? []) if (kind in kinds) kinds[kind] = false;
-  return { scope: row?.scope ?? 'own', kinds };
+  return {
+    scope: row?.scope ?? 'own',
+    kinds,
+    ...(row?.quietHours ? { quietHours: row.quietHours } : {}),
+    ...(row?.doNotDisturbUntil && row.doNotDisturbUntil > now
+      ? { doNotDisturbUntil: row.doNotDisturbUntil }
+      : {}),
+    breakThrough: row?.breakThrough ?? [...DEFAULT_BREAK],
+  };
 }
+
+const holdOf = (row: HoldFields | undefined): HoldPrefs => ({
+  ...(row?.quietHours ? { quietHours: row.quietHours } : {}),
+  ...(row?.doNotDisturbUntil ? { doNotDisturbUntil: row.doNotDisturbUntil } : {}),
+  breakThrough: row?.breakThrough ?? DEFAULT_BREAK,
+});
+
+const sameKinds = (a: readonly string[], b: readonly string[]): boolean =>
+  a.length === b.length && a.every((kind) => b.includes(kind));
 
 /**
  * Rows written before prefs were per team were keyed by the bare user id (and only ever held scope team).
@@ -74,11 +123,16 @@ export async function migrateNotificationPrefs(db: Db): Promise<number> {
 
 export type NotificationPrefStore = ReturnType<typeof createNotificationPrefStore>;
 
-export function createNotificationPrefStore(db: Db) {
+export function createNotificationPrefStore(db: Db, clock: () => Date = () => new Date()) {
   const prefs = db.collection<NotificationPrefRow>('notification_prefs');
   const store = {
-    async get(userId: string, teamId: string): Promise<NotificationPrefs> {
-      return prefsOf(await prefs.findOne({ _id: prefKey(userId, teamId) }));
+    async get(userId: string, teamId: string, now = clock()): Promise<NotificationPrefs> {
+      return prefsOf(await prefs.findOne({ _id: prefKey(userId, teamId) }), now);
+    },
+
+    /** What decides whether a push reaches this user in this team now (the digest's release time). */
+    async holdPrefs(userId: string, teamId: string): Promise<HoldPrefs> {
+      return holdOf((await prefs.findOne({ _id: prefKey(userId, teamId) })) ?? undefined);
     },
 
     async getScope(userId: string, teamId: string): Promise<NotificationScope> {
@@ -86,26 +140,42 @@ export function createNotificationPrefStore(db: Db) {
     },
 
     /**
-     * Sets the scope and, when given, the kinds named (the others keep their value). Back at the default the
-     * row is removed. Answers the prefs now in force.
+     * Sets the scope and, when given, the kinds named (the others keep their value), quiet hours, do-not-disturb
+     * (null clears either; a time already past clears it too) and the kinds that break through. Back at the
+     * default the row is removed. Answers the prefs now in force.
      */
-    async set(
-      userId: string,
-      teamId: string,
-      change: { scope: NotificationScope; kinds?: Partial<PrefKinds> },
-      now: Date,
-    ): Promise<NotificationPrefs> {
+    async set(userId: string, teamId: string, change: PrefsChange, now: Date): Promise<NotificationPrefs> {
       const _id = prefKey(userId, teamId);
       // A body without kinds changes the scope only: the kinds keep what this user chose before.
-      const next = await store.get(userId, teamId);
+      const next = await store.get(userId, teamId, now);
       next.scope = change.scope;
       for (const kind of PREF_KINDS) next.kinds[kind] = change.kinds?.[kind] ?? next.kinds[kind];
+      if (change.quietHours !== undefined) next.quietHours = change.quietHours ?? undefined;
+      if (change.doNotDisturbUntil !== undefined)
+        next.doNotDisturbUntil =
+          change.doNotDisturbUntil && change.doNotDisturbUntil > now ? change.doNotDisturbUntil : undefined;
+      if (change.breakThrough)
+        next.breakThrough = PREF_KINDS.filter((kind) => change.breakThrough!.includes(kind));
+      if (!next.quietHours) delete next.quietHours;
+      if (!next.doNotDisturbUntil) delete next.doNotDisturbUntil;
       const off = PREF_KINDS.filter((kind) => !next.kinds[kind]);
-      if (next.scope === 'own' && !off.length) await prefs.deleteOne({ _id });
+      const defaultBreak = sameKinds(next.breakThrough, DEFAULT_BREAK);
+      const atDefault =
+        next.scope === 'own' && !off.length && !next.quietHours && !next.doNotDisturbUntil && defaultBreak;
+      if (atDefault) await prefs.deleteOne({ _id });
       else
         await prefs.replaceOne(
           { _id },
-          { userId, teamId, scope: next.scope, off, updatedAt: now },
+          {
+            userId,
+            teamId,
+            scope: next.scope,
+            off,
+            ...(next.quietHours ? { quietHours: next.quietHours } : {}),
+            ...(next.doNotDisturbUntil ? { doNotDisturbUntil: next.doNotDisturbUntil } : {}),
+            ...(defaultBreak ? {} : { breakThrough: next.breakThrough }),
+            updatedAt: now,
+          },
           { upsert: true },
         );
       return next;
@@ -126,18 +196,27 @@ export function createNotificationPrefStore(db: Db) {
      * off, and every team-wide member who did not. One query whatever the team size.
      */
     async listRecipients(teamId: string, ownerId: string, kind: PrefKind): Promise<string[]> {
+      return (await store.listRecipientPrefs(teamId, ownerId, kind)).map((recipient) => recipient.userId);
+    },
+
+    /** listRecipients, each with their quiet hours, do-not-disturb and breakThrough: the same one query. */
+    async listRecipientPrefs(teamId: string, ownerId: string, kind: PrefKind): Promise<Recipient[]> {
       const rows = await prefs
         .find(
           { teamId, $or: [{ scope: 'team' }, { userId: ownerId }] },
-          { projection: { userId: 1, scope: 1, off: 1 } },
+          {
+            projection: { userId: 1, scope: 1, off: 1, quietHours: 1, doNotDisturbUntil: 1, breakThrough: 1 },
+          },
         )
         .toArray();
       const owner = rows.find((row) => row.userId === ownerId);
-      const recipients = new Set<string>();
-      if (ownerId && !owner?.off?.includes(kind)) recipients.add(ownerId);
+      const recipients = new Map<string, Recipient>();
+      if (ownerId && !owner?.off?.includes(kind))
+        recipients.set(ownerId, { userId: ownerId, hold: holdOf(owner) });
       for (const row of rows)
-        if (row.scope === 'team' && !row.off?.includes(kind)) recipients.add(row.userId);
-      return [...recipients];
+        if (row.scope === 'team' && !row.off?.includes(kind))
+          recipients.set(row.userId, { userId: row.userId, hold: holdOf(row) });
+      return [...recipients.values()];
     },
   };
   return store;

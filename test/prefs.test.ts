@@ -132,7 +132,11 @@ describe('push preferences and devices', function () {
 
     it('GET answers every kind on by default; a body without kinds keeps the seed’s answers', async () => {
       const pia = anonymous.as('pia', 'acme');
-      assert.deepEqual((await pia.get('/api/v1/notifications/prefs')).body, { scope: 'own', kinds: ALL_ON });
+      assert.deepEqual((await pia.get('/api/v1/notifications/prefs')).body, {
+        scope: 'own',
+        kinds: ALL_ON,
+        breakThrough: ['human_input_requested'],
+      });
       const put = await pia.put('/api/v1/notifications/prefs', { scope: 'team' });
       assert.equal(put.status, 200);
       assert.equal(put.body.scope, 'team');
@@ -153,6 +157,7 @@ describe('push preferences and devices', function () {
       assert.deepEqual((await pia.get('/api/v1/notifications/prefs')).body, {
         scope: 'own',
         kinds: { ...ALL_ON, run_finished: false, usage_parked: false },
+        breakThrough: ['human_input_requested'],
       });
       await pia.put('/api/v1/notifications/prefs', { scope: 'own', kinds: ALL_ON });
       assert.equal(await mongo.db.collection('notification_prefs').countDocuments({ userId: 'pia' }), 0);
@@ -166,7 +171,11 @@ describe('push preferences and devices', function () {
         kinds: { run_finished: false },
       });
       assert.equal(off.status, 200, off.text);
-      assert.deepEqual(off.body, { scope: 'own', kinds: { ...ALL_ON, run_finished: false } });
+      assert.deepEqual(off.body, {
+        scope: 'own',
+        kinds: { ...ALL_ON, run_finished: false },
+        breakThrough: ['human_input_requested'],
+      });
       const runs = await finishAndFail(quinn);
       assert.deepEqual(kindsReceived(sub, runs), ['run_failed']);
     });
@@ -222,6 +231,99 @@ describe('push preferences and devices', function () {
       } finally {
         await monitored.close();
       }
+    });
+  });
+
+  describe('quiet hours, do-not-disturb and breakThrough', () => {
+    const PREFS = '/api/v1/notifications/prefs';
+
+    it('are set, answered and cleared (null); a bad zone, time, day, kind or a far do-not-disturb is 400', async () => {
+      const ria = anonymous.as('ria', 'acme');
+      const quietHours = { start: '22:00', end: '07:00', timeZone: 'Europe/Berlin', days: ['mon', 'fri'] };
+      const dnd = new Date(Date.now() + 3600_000).toISOString();
+      const put = await ria.put(PREFS, {
+        scope: 'own',
+        quietHours,
+        doNotDisturbUntil: dnd,
+        breakThrough: [],
+      });
+      assert.equal(put.status, 200, put.text);
+      const got = (await ria.get(PREFS)).body;
+      assert.deepEqual(got.quietHours, quietHours);
+      assert.equal(got.doNotDisturbUntil, dnd);
+      assert.deepEqual(got.breakThrough, []);
+      // Absent keeps; the scope alone changes nothing else.
+      await ria.put(PREFS, { scope: 'team' });
+      assert.deepEqual((await ria.get(PREFS)).body.quietHours, quietHours);
+
+      const refusals: [object, RegExp][] = [
+        [{ quietHours: { ...quietHours, timeZone: 'Mars/Olympus' } }, /IANA time zone: Mars\/Olympus/],
+        [{ quietHours: { ...quietHours, start: '24:00' } }, /quietHours.start must be HH:MM/],
+        [{ quietHours: { ...quietHours, end: '7:00' } }, /quietHours.end must be HH:MM/],
+        [{ quietHours: { ...quietHours, days: ['funday'] } }, /quietHours.days .*funday/],
+        [{ quietHours: { start: '22:00' } }, /^quietHours must be/],
+        [{ quietHours: { ...quietHours, extra: 1 } }, /^quietHours must be/],
+        [{ doNotDisturbUntil: new Date(Date.now() + 8 * 24 * 3600_000).toISOString() }, /at most 7 days/],
+        [{ doNotDisturbUntil: 'tomorrow' }, /^doNotDisturbUntil must be an ISO time/],
+        [{ doNotDisturbUntil: '2026-12-01T08:00:00' }, /^doNotDisturbUntil must be an ISO time/],
+        [{ breakThrough: ['run_paused'] }, /^breakThrough must list kinds/],
+        [{ breakThrough: ['digest'] }, /^breakThrough must list kinds/],
+      ];
+      for (const [body, message] of refusals) {
+        const bad = await ria.put(PREFS, { scope: 'team', ...body });
+        assert.equal(bad.status, 400, JSON.stringify(body));
+        assert.match(bad.body.error, message, JSON.stringify(body));
+      }
+      assert.deepEqual((await ria.get(PREFS)).body.quietHours, quietHours, 'a refused PUT changes nothing');
+
+      // null clears; back at the default (own, every kind, the default breakThrough) the row goes.
+      const cleared = await ria.put(PREFS, {
+        scope: 'own',
+        quietHours: null,
+        doNotDisturbUntil: null,
+        breakThrough: ['human_input_requested'],
+      });
+      assert.equal(cleared.status, 200);
+      assert.equal(cleared.body.quietHours, undefined);
+      assert.equal(cleared.body.doNotDisturbUntil, undefined);
+      assert.equal(
+        await mongo.db.collection('notification_prefs').countDocuments({ userId: 'ria', teamId: 'acme' }),
+        0,
+      );
+    });
+
+    it('a do-not-disturb already past is no do-not-disturb', async () => {
+      const sol = anonymous.as('sol', 'acme');
+      const put = await sol.put(PREFS, { scope: 'own', doNotDisturbUntil: '2020-01-01T00:00:00Z' });
+      assert.equal(put.status, 200);
+      assert.equal((await sol.get(PREFS)).body.doNotDisturbUntil, undefined);
+    });
+
+    it('do-not-disturb holds a push for the digest; clearing it sends the digest then (its workflow re-timed)', async () => {
+      const tess = anonymous.as('tess', 'delta');
+      const phone = await subscribe(tess, 'tess-phone');
+      const until = new Date(Date.now() + 6 * 24 * 3600_000).toISOString();
+      assert.equal((await tess.put(PREFS, { scope: 'own', doNotDisturbUntil: until })).status, 200);
+      const res = await tess.post('/api/v1/runs', { title: 'Quiet run' });
+      const runId = res.body.id as string;
+      assert.equal((await tess.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'ok' })).status, 200);
+      const result = await episodeResult(`${runId}:end`);
+      assert.equal(result.push, 'delivered', 'held counts as settled');
+      assert.equal(push.received(phone).length, 0, 'nothing sent during do-not-disturb');
+      const hold = await mongo.db.collection('push_holds').findOne({ _id: `${runId}:end|tess` as never });
+      assert.equal(hold?.reason, 'quiet');
+
+      assert.equal((await tess.put(PREFS, { scope: 'own', doNotDisturbUntil: null })).status, 200);
+      const [digest] = await push.waitFor(1, phone, 30_000);
+      const payload = digest.payload as PushPayload;
+      assert.equal(payload.kind, 'digest');
+      assert.equal(payload.tag, 'digest|delta|tess');
+      assert.match(payload.body, /1 finished/);
+      assert.match(payload.body, /Quiet run finished/);
+      assert.equal(payload.url, `${config.studioUrl}/`);
+      await client.workflow.getHandle('digest|delta|tess').result();
+      const marked = await mongo.db.collection('push_holds').findOne({ _id: `${runId}:end|tess` as never });
+      assert.equal(marked?.digestId, payload.episodeId);
     });
   });
 

@@ -54,9 +54,13 @@ async function pushBranch(quick: QuickCalls, outcome: RunOutcome): Promise<Branc
   let settled: BranchResult;
   try {
     const result = await fanOut.deliverPush(outcome);
-    // Confirmed on one success; a deliberate no-op (no recipient, no sink) is confirmed too, never retried.
+    // Confirmed on one success; a deliberate no-op (no recipient, no sink) is confirmed too, never retried. A
+    // recipient held for their digest is settled as one reached (results recorded before digests carry no
+    // `held`: they decide as they did).
     if (!result.addressable) settled = 'not_addressable';
-    else settled = result.delivered + result.alreadyDelivered > 0 ? 'delivered' : 'released';
+    else
+      settled =
+        result.delivered + result.alreadyDelivered + (result.held ?? 0) > 0 ? 'delivered' : 'released';
   } catch {
     settled = 'released';
   }

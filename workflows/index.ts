@@ -2,6 +2,7 @@
 import type { Workflows } from '../contract/workflows';
 import { callbackRedeliverWorkflow } from './redeliver';
 import { callbackRecoverWorkflow } from './recover';
+import { digestWorkflow } from './digest';
 import { episodeWorkflow } from './episode';
 import { runHealthWorkflow } from './health';
 import { operatorAlertWorkflow } from './operatorAlert';
@@ -14,6 +15,7 @@ export {
   runHealthWorkflow,
   operatorAlertWorkflow,
   sweepWorkflow,
+  digestWorkflow,
 };
 
 /** Fails to compile unless each workflow has the signature the contract gives its name (clients start it so). */
@@ -25,4 +27,5 @@ export type RegisteredWorkflows = Implements<{
   callbackRedeliverWorkflow: typeof callbackRedeliverWorkflow;
   callbackRecoverWorkflow: typeof callbackRecoverWorkflow;
   sweepWorkflow: typeof sweepWorkflow;
+  digestWorkflow: typeof digestWorkflow;
 }>;

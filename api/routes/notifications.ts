@@ -10,6 +10,7 @@ import type { PushDeliveryStore } from '../../store/pushDeliveries';
 import type { PushSubscriptionRow, PushSubscriptionStore } from '../../store/pushSubscriptions';
 import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 import { deviceLabel } from '../../domain/deviceLabel';
+import { MAX_DO_NOT_DISTURB_MS } from '../../domain/quietHours';
 import type { AuthState } from '../auth';
 import { HttpError, tooManyRequests } from '../errors';
 import {
@@ -50,6 +51,8 @@ export interface NotificationRouteDeps {
   /** Default 5 a minute (PUSH_TEST_RATE_LIMIT, PUSH_TEST_RATE_WINDOW_SECONDS). */
   testPushRate?: RateLimit;
   studioUrl: string;
+  /** Tells the person's waiting digest that quiet hours or do-not-disturb changed; absent: no digests. */
+  prefsChanged?: (teamId: string, userId: string) => Promise<void>;
   now: () => Date;
   log: (line: string) => void;
 }
@@ -209,7 +212,8 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
 
   const getPrefs = validate({
     summary:
-      "the caller's notification prefs in the caller's team: scope (own or team) and each push kind on or off",
+      "the caller's notification prefs in the caller's team: scope (own or team), each push kind on or off, " +
+      'quiet hours, do-not-disturb (while ahead) and the kinds that break through both',
   });
   router.get('/prefs', getPrefs, async (ctx) => {
     ctx.body = await prefs().get(ctx.state.caller.userId, ctx.state.caller.teamId);
@@ -218,19 +222,37 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
   const putPrefs = validate({
     summary:
       "sets the caller's scope in the caller's team (own runs only, or the whole team's) and, when given, " +
-      'the push kinds named (the others keep their value); answers the prefs now in force',
+      'the push kinds named (the others keep their value), quiet hours and do-not-disturb (null clears; at ' +
+      'most 7 days ahead) and the kinds that break through them; answers the prefs now in force',
     body: prefsBody,
-    examples: [{ scope: 'team' }, { scope: 'own', kinds: { run_finished: false, run_cancelled: false } }],
+    examples: [
+      { scope: 'team' },
+      { scope: 'own', kinds: { run_finished: false, run_cancelled: false } },
+      {
+        scope: 'team',
+        quietHours: { start: '22:00', end: '07:00', timeZone: 'Europe/Berlin', days: ['mon', 'tue'] },
+        breakThrough: ['human_input_requested'],
+      },
+      { scope: 'team', doNotDisturbUntil: '2026-12-01T08:00:00+01:00' },
+    ],
   });
   router.put('/prefs', putPrefs, async (ctx) => {
     const store = prefs();
-    const { scope, kinds } = ctx.state.input.body;
+    const { scope, kinds, quietHours, doNotDisturbUntil, breakThrough } = ctx.state.input.body;
+    const now = deps.now();
+    if (doNotDisturbUntil && doNotDisturbUntil.getTime() - now.getTime() > MAX_DO_NOT_DISTURB_MS)
+      throw new HttpError(400, 'doNotDisturbUntil may be at most 7 days ahead');
+    const { userId, teamId } = ctx.state.caller;
     ctx.body = await store.set(
-      ctx.state.caller.userId,
-      ctx.state.caller.teamId,
-      { scope, kinds },
-      deps.now(),
+      userId,
+      teamId,
+      { scope, kinds, quietHours, doNotDisturbUntil, breakThrough },
+      now,
     );
+    // A digest waiting for this person goes out when they can be reached now: tell it to look again.
+    const holdsChanged =
+      quietHours !== undefined || doNotDisturbUntil !== undefined || breakThrough !== undefined;
+    if (holdsChanged && deps.prefsChanged) await deps.prefsChanged(teamId, userId);
   });
 
   return router;

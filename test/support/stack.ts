@@ -40,6 +40,12 @@ export const TEST_JWT_SECRET = 'test-secret-for-flow-notify-32-bytes-or-more';
 
 const unique = (prefix: string): string => `${prefix}_${randomBytes(4).toString('hex')}`;
 
+/**
+ * Suites push one person many times in minutes: the burst bound (PUSH_BURST_LIMIT, 5 by default) would fold their
+ * pushes into digests. A suite about bursts sets its own.
+ */
+export const TEST_PUSH_BURST_LIMIT = '100000';
+
 /** A config for one suite: its own database and task queue on the shared servers, plus any overrides. */
 export function testConfig(overrides: Record<string, string> = {}): Config {
   const s = testStack();
@@ -50,6 +56,7 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
     TEMPORAL_TASK_QUEUE: unique('flow-notify-test'),
     AUTH_JWT_SECRET: TEST_JWT_SECRET,
     PORT: '0',
+    PUSH_BURST_LIMIT: TEST_PUSH_BURST_LIMIT,
     ...overrides,
   });
 }

@@ -1,0 +1,41 @@
+// A person's digest workflow (workflows/digest.ts): the push activity adds a held push to it (signal-with-start:
+// started if it is not running), and the prefs route tells it that quiet hours or do-not-disturb changed.
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { TypedSearchAttributes } from '@temporalio/common';
+import { searchAttributes } from '../contract/searchAttributes';
+import {
+  digestEntrySignal,
+  digestWorkflowId,
+  prefsChangedSignal,
+  workflowTypes,
+  type DigestEntry,
+  type Workflows,
+} from '../contract/workflows';
+
+/** Adds the entry to the person's digest, starting it when none runs. Safe to repeat: the digest dedupes. */
+export async function addToDigest(
+  client: Client,
+  taskQueue: string,
+  teamId: string,
+  userId: string,
+  entry: DigestEntry,
+): Promise<void> {
+  await client.workflow.signalWithStart<Workflows['digestWorkflow'], [DigestEntry]>(workflowTypes.digest, {
+    workflowId: digestWorkflowId(teamId, userId),
+    taskQueue,
+    args: [{ teamId, userId }],
+    signal: digestEntrySignal,
+    signalArgs: [entry],
+    typedSearchAttributes: new TypedSearchAttributes([{ key: searchAttributes.teamId, value: teamId }]),
+  });
+}
+
+/** The person's digest, when one is waiting, re-reads when it may go out; none waiting: nothing to do. */
+export async function digestPrefsChanged(client: Client, teamId: string, userId: string): Promise<void> {
+  try {
+    await client.workflow.getHandle(digestWorkflowId(teamId, userId)).signal(prefsChangedSignal);
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return;
+    throw err;
+  }
+}

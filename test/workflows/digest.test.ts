@@ -1,0 +1,246 @@
+// A person's digest on time-skipping Temporal: it waits on a durable timer until the person can be reached (quiet
+// hours that cross midnight and daylight-saving switches, do-not-disturb cleared early), then sends once. The
+// activities are stand-ins that compute what the real ones do from the same pure rules (domain/quietHours.ts);
+// the suites on the dev server drive the real ones. The server's clock only moves forward (and leaps years ahead
+// once a worker stops), so each case skips to the next date it needs: the next 22:30, the next switch night.
+import assert from 'node:assert/strict';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker } from '@temporalio/worker';
+import type { Activities, DigestSend } from '../../contract/activities';
+import {
+  DIGEST_MAX_LISTED,
+  digestEntrySignal,
+  prefsChangedSignal,
+  type DigestEntry,
+} from '../../contract/workflows';
+import { heldUntil, type HoldPrefs } from '../../domain/quietHours';
+import { digestWorkflow } from '../../workflows';
+import { workflowBundle } from '../support/stack';
+import { startTimeSkipping, type TimeSkipping } from '../support/timeSkipping';
+
+const night = (timeZone: string): HoldPrefs => ({
+  quietHours: { start: '22:00', end: '07:00', timeZone },
+  breakThrough: ['human_input_requested'],
+});
+
+describe('the digest on time-skipping Temporal', function () {
+  this.timeout(180_000);
+  let server: TimeSkipping;
+  let env: TestWorkflowEnvironment;
+
+  before(async () => {
+    server = await startTimeSkipping();
+    env = server.env;
+  });
+  after(async () => {
+    await server?.stop();
+  });
+
+  /** The next `hh:mm` UTC on the server's clock, ISO. */
+  async function nextUtc(hours: number, minutes: number): Promise<string> {
+    const now = new Date(await env.currentTimeMs());
+    const day = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate());
+    const at = day + (hours * 60 + minutes) * 60_000;
+    return new Date(at > now.getTime() + 60_000 ? at : at + 24 * 3600_000).toISOString();
+  }
+
+  /** Skips the server's clock to `iso` (it must lie ahead). */
+  async function skipTo(iso: string): Promise<void> {
+    const ahead = Date.parse(iso) - (await env.currentTimeMs());
+    assert.ok(ahead > 0, `${iso} has passed on the test server`);
+    await env.sleep(ahead);
+  }
+
+  /**
+   * One digest: `prefs` are what the person's prefs say now (the stand-in reads them at each call), `entries` are
+   * held at the server's now; `meanwhile` runs once the digest waits. Answers what was sent, and when.
+   */
+  async function runDigest(
+    name: string,
+    prefs: { current: HoldPrefs },
+    entries: (nowMs: number) => DigestEntry[],
+    meanwhile: (signal: () => Promise<void>) => Promise<void> = async () => undefined,
+  ) {
+    const sent: Array<{ atMs: number; digest: DigestSend }> = [];
+    const settled: string[] = [];
+    const activities = {
+      tryMark: async () => true,
+      markDelivered: async (key: string, _holder: string, result?: string) =>
+        void settled.push(`${key}=${result}`),
+      digestReleaseAt: async () =>
+        heldUntil(prefs.current, 'digest', new Date(await env.currentTimeMs()))?.getTime(),
+      sendDigest: async (digest: DigestSend) => {
+        sent.push({ atMs: await env.currentTimeMs(), digest });
+        return {
+          addressable: true,
+          attempted: 1,
+          delivered: 1,
+          alreadyDelivered: 0,
+          pruned: 0,
+          failed: 0,
+          retryable: 0,
+        };
+      },
+    } as unknown as Partial<Activities>;
+    const taskQueue = `ts-digest-${name}`;
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      workflowBundle: await workflowBundle(),
+      activities,
+    });
+    const nowMs = await env.currentTimeMs();
+    const [first, ...rest] = entries(nowMs);
+    const result = await worker.runUntil(async () => {
+      const handle = await env.client.workflow.signalWithStart(digestWorkflow, {
+        workflowId: `digest|acme|${name}`,
+        taskQueue,
+        args: [{ teamId: 'acme', userId: name }],
+        signal: digestEntrySignal,
+        signalArgs: [first],
+      });
+      for (const entry of rest) await handle.signal(digestEntrySignal, entry);
+      await meanwhile(() => handle.signal(prefsChangedSignal));
+      return handle.result();
+    });
+    return { result, sent, settled, startedMs: nowMs };
+  }
+
+  const entry = (nowMs: number, n: number, extra: Partial<DigestEntry> = {}): DigestEntry => ({
+    episodeId: `run_${n}:end`,
+    runId: `run_${n}`,
+    kind: 'run_finished',
+    title: `Run ${n}`,
+    at: new Date(nowMs + n * 1000).toISOString(),
+    releaseAt: new Date(nowMs).toISOString(),
+    reason: 'quiet',
+    ...extra,
+  });
+
+  /** Held now for a person with these prefs: released when heldUntil says. */
+  const heldNow = (prefs: HoldPrefs, nowMs: number, n: number, kind = 'run_failed'): DigestEntry =>
+    entry(nowMs, n, {
+      kind,
+      releaseAt: heldUntil(prefs, kind, new Date(nowMs))!.toISOString(),
+    });
+
+  it('a window crossing midnight: held at 22:30, sent once at 07:00 the next morning', async () => {
+    const heldAt = await nextUtc(22, 30);
+    await skipTo(heldAt);
+    const prefs = { current: night('UTC') };
+    const run = await runDigest('midnight', prefs, (now) => [
+      heldNow(prefs.current, now, 1),
+      heldNow(prefs.current, now, 2, 'run_finished'),
+      heldNow(prefs.current, now, 1), // the same episode again (a retried fan-out): once
+    ]);
+    assert.equal(run.sent.length, 1);
+    const [{ atMs, digest }] = run.sent;
+    const morning = Date.parse(heldAt) + 8.5 * 3600_000;
+    assert.ok(atMs >= morning && atMs < morning + 60_000, new Date(atMs).toISOString());
+    assert.deepEqual(digest.counts, { run_failed: 1, run_finished: 1 });
+    assert.deepEqual(digest.episodeIds, ['run_1:end', 'run_2:end']);
+    assert.deepEqual(
+      digest.listed.map((e) => e.runId),
+      ['run_2', 'run_1'],
+      'newest first',
+    );
+    assert.equal(digest.tag, 'digest|acme|midnight');
+    assert.match(digest.digestId, /^digest\|digest\|acme\|midnight\|[0-9a-f]{8}\.1$/);
+    assert.deepEqual(run.settled, [`${digest.digestId}=delivered`]);
+    assert.deepEqual(run.result, { sent: 1 });
+  });
+
+  it('do-not-disturb cleared early: the digest goes out then, not at the old end', async () => {
+    const now = await env.currentTimeMs();
+    const prefs: { current: HoldPrefs } = {
+      current: { doNotDisturbUntil: new Date(now + 5 * 3600_000), breakThrough: [] },
+    };
+    const run = await runDigest(
+      'dnd',
+      prefs,
+      (at) => [heldNow(prefs.current, at, 1)],
+      async (prefsChanged) => {
+        await env.sleep(3600_000);
+        prefs.current = { breakThrough: [] }; // PUT doNotDisturbUntil: null
+        await prefsChanged();
+      },
+    );
+    assert.equal(run.sent.length, 1);
+    const after = run.sent[0].atMs - run.startedMs;
+    assert.ok(after >= 3600_000 && after < 3600_000 + 60_000, `sent ${after / 1000} s after the hold`);
+  });
+
+  it('entries past the bound are counted, not listed; the newest are listed', async () => {
+    const now = await env.currentTimeMs();
+    const prefs = { current: { breakThrough: [] } as HoldPrefs };
+    const total = DIGEST_MAX_LISTED + 7;
+    const run = await runDigest('bound', prefs, (at) =>
+      Array.from({ length: total }, (_, i) =>
+        entry(at, i + 1, {
+          kind: i % 3 === 0 ? 'run_failed' : 'run_finished',
+          reason: 'burst',
+          releaseAt: new Date(at + 600_000).toISOString(),
+        }),
+      ),
+    );
+    assert.equal(run.sent.length, 1);
+    const { digest, atMs } = run.sent[0];
+    assert.ok(atMs - now >= 600_000, 'at the end of the burst window');
+    assert.equal(digest.listed.length, DIGEST_MAX_LISTED);
+    assert.equal(digest.episodeIds.length, total);
+    assert.equal(digest.counts.run_failed + digest.counts.run_finished, total);
+    assert.equal(digest.listed[0].runId, `run_${total}`);
+    assert.equal(digest.listed.at(-1)!.runId, `run_${total - DIGEST_MAX_LISTED + 1}`);
+  });
+
+  it('a burst that ends inside quiet hours waits for their end', async () => {
+    const burstAt = await nextUtc(21, 55); // quiet hours (UTC) begin at 22:00
+    await skipTo(burstAt);
+    const prefs = { current: { ...night('UTC'), breakThrough: [] } as HoldPrefs };
+    const run = await runDigest('burst-into-night', prefs, (at) => [
+      entry(at, 1, { reason: 'burst', releaseAt: new Date(at + 600_000).toISOString() }),
+    ]);
+    assert.equal(run.sent.length, 1);
+    const morning = Date.parse(burstAt) + (9 * 60 + 5) * 60_000;
+    const at = run.sent[0].atMs;
+    assert.ok(at >= morning && at < morning + 60_000, new Date(at).toISOString());
+  });
+
+  /** The n-th Sunday of a month (n < 0: its last), as UTC midnight of that date. */
+  const sunday = (year: number, month: number, n: number): number => {
+    if (n > 0) {
+      const first = Date.UTC(year, month, 1);
+      return first + (((7 - new Date(first).getUTCDay()) % 7) + (n - 1) * 7) * 24 * 3600_000;
+    }
+    const last = Date.UTC(year, month + 1, 0);
+    return last - new Date(last).getUTCDay() * 24 * 3600_000;
+  };
+  const H = 3600_000;
+  // [name, zone, the switch's Sunday in a year, when held (22:30 local the night before), 07:00 local after it]
+  const dstCases: Array<[string, string, (year: number) => number, number, number]> = [
+    // New York: 2nd Sunday of March (EST to EDT) and 1st of November (EDT to EST), as on 2026-03-08 and 2026-11-01.
+    ['us-spring', 'America/New_York', (y) => sunday(y, 2, 2), 3.5 * H, 11 * H],
+    ['us-fall', 'America/New_York', (y) => sunday(y, 10, 1), 2.5 * H, 12 * H],
+    // Berlin: last Sunday of March (CET to CEST) and of October (CEST to CET), as on 2026-03-29 and 2026-10-25.
+    ['eu-spring', 'Europe/Berlin', (y) => sunday(y, 2, -1), -2.5 * H, 5 * H],
+    ['eu-fall', 'Europe/Berlin', (y) => sunday(y, 9, -1), -3.5 * H, 6 * H],
+  ];
+  for (const [name, zone, switchDay, heldOffset, endOffset] of dstCases) {
+    it(`a daylight-saving switch inside the window (${zone}, ${name}): sent at 07:00 local`, async () => {
+      const now = await env.currentTimeMs();
+      let year = new Date(now).getUTCFullYear();
+      while (switchDay(year) + heldOffset <= now + 60_000) year++;
+      const heldAt = new Date(switchDay(year) + heldOffset).toISOString();
+      const end = new Date(switchDay(year) + endOffset).toISOString();
+      await skipTo(heldAt);
+      const prefs = { current: night(zone) };
+      const run = await runDigest(name, prefs, (now) => [heldNow(prefs.current, now, 1)]);
+      assert.equal(run.sent.length, 1);
+      const at = run.sent[0].atMs;
+      assert.ok(
+        at >= Date.parse(end) && at < Date.parse(end) + 60_000,
+        `${new Date(at).toISOString()}, not ${end}`,
+      );
+    });
+  }
+});

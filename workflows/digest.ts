@@ -1,0 +1,132 @@
+// One person's digest in one team: the pushes held for them (quiet hours, do-not-disturb, a burst) gather here,
+// signalled by the push activity (signal-with-start), and go out as one push per device once the person can be
+// reached: a durable timer to the release time, re-timed when an entry or a prefs change moves it. Each digest
+// is sent under its own claim and recorded per device like an episode's push, so a worker lost mid-send repeats
+// nothing. The workflow only decides; activities read the prefs and send.
+import { condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import type { Activities } from '../contract/activities';
+import {
+  DIGEST_MAX_LISTED,
+  digestEntrySignal,
+  prefsChangedSignal,
+  type DigestBatch,
+  type DigestEntry,
+  type DigestInput,
+  type DigestResult,
+} from '../contract/workflows';
+import { FAN_OUT_ATTEMPTS } from '../domain/push';
+import { holder, localStoreCalls } from './common';
+
+const store = localStoreCalls;
+
+// As an episode's fan-out: heartbeats on progress, so a worker that dies mid-send is noticed within the
+// heartbeat timeout and the retry skips the devices already reached.
+const send = proxyActivities<Activities>({
+  startToCloseTimeout: '10 minutes',
+  heartbeatTimeout: '10 seconds',
+  retry: {
+    initialInterval: '2 seconds',
+    backoffCoefficient: 2,
+    maximumInterval: '1 minute',
+    maximumAttempts: FAN_OUT_ATTEMPTS,
+  },
+});
+
+const emptyBatch = (): DigestBatch => ({
+  episodeIds: [],
+  listed: [],
+  counts: {},
+  burstUntil: 0,
+  quietUntil: 0,
+});
+
+/** When the batch may go out (epoch ms): every reason it was held has passed. */
+const releaseOf = (batch: DigestBatch): number => Math.max(batch.burstUntil, batch.quietUntil);
+
+/** Adds an entry once per episode (a retried fan-out signals again); the newest DIGEST_MAX_LISTED are listed. */
+function add(batch: DigestBatch, seen: Set<string>, entry: DigestEntry): void {
+  if (seen.has(entry.episodeId)) return;
+  seen.add(entry.episodeId);
+  batch.episodeIds.push(entry.episodeId);
+  batch.counts[entry.kind] = (batch.counts[entry.kind] ?? 0) + 1;
+  const releaseAt = Date.parse(entry.releaseAt);
+  if (entry.reason === 'burst') batch.burstUntil = Math.max(batch.burstUntil, releaseAt);
+  else batch.quietUntil = Math.max(batch.quietUntil, releaseAt);
+  batch.listed.push(entry);
+  batch.listed.sort((a, b) => Date.parse(b.at) - Date.parse(a.at));
+  if (batch.listed.length > DIGEST_MAX_LISTED) batch.listed.length = DIGEST_MAX_LISTED;
+}
+
+export async function digestWorkflow(input: DigestInput): Promise<DigestResult> {
+  const { teamId, userId } = input;
+  const { workflowId, firstExecutionRunId } = workflowInfo();
+  let batch = input.batch ?? emptyBatch();
+  let seen = new Set(batch.episodeIds);
+  let sent = input.sent ?? 0;
+  let prefsChanged = false;
+  setHandler(digestEntrySignal, (entry) => add(batch, seen, entry));
+  setHandler(prefsChangedSignal, () => {
+    prefsChanged = true;
+  });
+
+  for (;;) {
+    // Started by signal-with-start, so its first entry is here; only a start without one waits (a while).
+    if (!batch.episodeIds.length && !(await condition(() => batch.episodeIds.length > 0, '1 hour')))
+      return { sent };
+    await untilReachable();
+    const out = batch;
+    batch = emptyBatch();
+    seen = new Set();
+    sent++;
+    // Unique across the person's executions: a later chain starts with another first run id.
+    await sendOnce(`digest|${workflowId}|${firstExecutionRunId.slice(0, 8)}.${sent}`, out);
+    // What arrived during the send is the next batch; nothing: done (the next hold starts a new execution).
+    if (!batch.episodeIds.length) return { sent };
+    if (workflowInfo().continueAsNewSuggested)
+      await continueAsNew<typeof digestWorkflow>({ teamId, userId, batch, sent });
+  }
+
+  /**
+   * Waits for the release time on a durable timer, re-timed when an entry moves it or the prefs change (re-read
+   * through an activity), and asks the prefs once more when it comes: a burst may end inside quiet hours.
+   */
+  async function untilReachable(): Promise<void> {
+    let askedAtRelease = false;
+    for (;;) {
+      if (prefsChanged) {
+        prefsChanged = false;
+        batch.quietUntil = (await store.digestReleaseAt(teamId, userId)) ?? 0;
+      }
+      const releaseAt = releaseOf(batch);
+      if (releaseAt > Date.now()) {
+        await condition(() => prefsChanged || releaseOf(batch) !== releaseAt, releaseAt - Date.now());
+        continue;
+      }
+      if (askedAtRelease) return;
+      askedAtRelease = true;
+      prefsChanged = true;
+    }
+  }
+
+  async function sendOnce(digestId: string, out: DigestBatch): Promise<void> {
+    const me = holder();
+    if (!(await store.tryMark(digestId, me))) return; // another execution holds it: sent or sending there
+    let result: string;
+    try {
+      const answer = await send.sendDigest({
+        digestId,
+        teamId,
+        userId,
+        tag: workflowId,
+        listed: out.listed,
+        counts: out.counts,
+        episodeIds: out.episodeIds,
+      });
+      if (!answer.addressable) result = `not_addressable: ${answer.reason}`;
+      else result = answer.delivered + answer.alreadyDelivered > 0 ? 'delivered' : 'failed';
+    } catch {
+      result = 'failed'; // every attempt failed: best effort, like an episode's push past its retries
+    }
+    await store.markDelivered(digestId, me, result);
+  }
+}
