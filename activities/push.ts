@@ -326,8 +326,7 @@ export function createPushActivities(deps: PushActivityDeps) {
         now,
         outcome.episodeId,
       );
-      if (!admission.admitted)
-        hold(userId, 'burst', new Date(now.getTime() + admission.retryAfterSeconds * 1000));
+      if (!admission.admitted) hold(userId, 'burst', admission.freeAt); // one time for the whole burst: one timer in the digest
     });
     await digests.pushHolds.hold(fresh);
     await Promise.all(

@@ -281,6 +281,8 @@ function configure(bench: EpisodesBench): void {
     VAPID_PRIVATE_KEY: vapid.privateKey,
     VAPID_SUBJECT: 'mailto:bench@flow.test',
     PUSH_ALLOW_PRIVATE: '1',
+    // Every episode's push is measured as sent: none folded into a digest by the burst bound.
+    PUSH_BURST_LIMIT: '100000',
     CALLBACK_ALLOW_PRIVATE: '1',
     STUDIO_URL: 'https://studio.flow.bench',
     SWEEP_INTERVAL_SECONDS: '86400',

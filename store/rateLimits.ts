@@ -23,7 +23,12 @@ export type Admission =
       admitted: true;
       /** Gives the slot back (a later step refused the request). */ release(): Promise<void>;
     }
-  | { admitted: false; retryAfterSeconds: number };
+  | {
+      admitted: false;
+      retryAfterSeconds: number;
+      /** When the oldest hit in the window leaves it: the same for every hit refused meanwhile. */
+      freeAt: Date;
+    };
 
 export const rateLimitIndexes: IndexSpec[] = [
   { collection: 'rate_limits', key: { key: 1, at: 1 }, options: { name: 'key_at' } },
@@ -42,7 +47,11 @@ export function createRateLimitStore(db: Db) {
   function refusal(inWindow: RateLimitRow[], rule: RateLimit, now: Date): Admission {
     const oldest = Math.min(...inWindow.map((row) => row.at.getTime()));
     const freeAt = Number.isFinite(oldest) ? oldest + rule.windowSeconds * 1000 : now.getTime();
-    return { admitted: false, retryAfterSeconds: Math.max(1, Math.ceil((freeAt - now.getTime()) / 1000)) };
+    return {
+      admitted: false,
+      retryAfterSeconds: Math.max(1, Math.ceil((freeAt - now.getTime()) / 1000)),
+      freeAt: new Date(Math.max(freeAt, now.getTime())),
+    };
   }
 
   return {

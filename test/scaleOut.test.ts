@@ -22,7 +22,7 @@ import { ApiClient, openStores, temporalClient } from './support/harness';
 import { startProcess, terminate } from './support/processes';
 import { startPushService, type PushService } from './support/pushService';
 import { slowLink } from './support/slowLink';
-import { TEST_JWT_SECRET, testStack } from './support/stack';
+import { TEST_JWT_SECRET, TEST_PUSH_BURST_LIMIT, testStack } from './support/stack';
 import { childProcessEnv, WorkerProcess } from './support/workerProcess';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -65,6 +65,7 @@ describe('scale out: two workers and two APIs on one Temporal and one database',
       // A callback attempt lost with the killed worker is retried once its start-to-close (this + 20 s) passed.
       CALLBACK_TIMEOUT_SECONDS: '5',
       SWEEP_INTERVAL_SECONDS: String(SWEEP_SECONDS),
+      PUSH_BURST_LIMIT: TEST_PUSH_BURST_LIMIT, // every run's push arrives, none folded into a digest
       PORT: '0',
     };
     config = loadConfig(vars);

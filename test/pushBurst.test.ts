@@ -1,0 +1,246 @@
+// Bursts and digests on the real stack: a person past PUSH_BURST_LIMIT pushes in PUSH_BURST_WINDOW_SECONDS from one
+// team gets the rest folded into one digest at the window's end, decrypted by the push service stand-in like any
+// push; every episode's claim settles delivered and the sweep replays nothing. A digest whose worker process is
+// killed at the window's end still goes out, once.
+import assert from 'node:assert/strict';
+import type { Client } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+import webpush from 'web-push';
+import type { ApiHandle } from '../api/server';
+import { loadConfig, type Config } from '../config';
+import {
+  digestWorkflowId,
+  type DigestResult,
+  type EpisodeResult,
+  type SweepReport,
+} from '../contract/workflows';
+import type { PushPayload } from '../domain/push';
+import type { Stores } from '../store';
+import type { Mongo } from '../store/mongo';
+import { sweepWorkflow } from '../workflows/sweep';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { openStores, startTestApi, temporalClient, type ApiClient } from './support/harness';
+import { deleteSweepSchedule, processStackVars } from './support/processStack';
+import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
+import { WorkerProcess } from './support/workerProcess';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const payloadsOf = (push: PushService, sub: SubscriptionJSON) =>
+  push.received(sub).map((r) => r.payload as PushPayload);
+
+/** Creates `count` runs of `owner`, then ends them all at once; answers their ids once every episode settled. */
+async function endRunsAtOnce(owner: ApiClient, client: Client, count: number): Promise<string[]> {
+  const runIds = await Promise.all(
+    Array.from({ length: count }, async (_, i) => {
+      const created = await owner.post('/api/v1/runs', { title: `Batch job ${i + 1}` });
+      assert.equal(created.status, 201, created.text);
+      return created.body.id as string;
+    }),
+  );
+  await Promise.all(
+    runIds.map(async (runId) => {
+      const done = await owner.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'ok' });
+      assert.equal(done.status, 200, done.text);
+    }),
+  );
+  const results = await Promise.all(
+    runIds.map((runId) => client.workflow.getHandle(`${runId}:end`).result() as Promise<EpisodeResult>),
+  );
+  assert.deepEqual(
+    results.map((r) => r.push),
+    runIds.map(() => 'delivered'),
+    'every push settled: sent or held',
+  );
+  return runIds;
+}
+
+describe('push bursts fold into one digest', function () {
+  this.timeout(240_000);
+  const LIMIT = 5;
+  const WINDOW_SECONDS = 15;
+  const RUNS = 20;
+  let push: PushService;
+  let stack: FamilyStack;
+  let config: Config;
+  let stores: Stores;
+  let client: Client;
+
+  before(async () => {
+    push = await startPushService();
+    const vapid = webpush.generateVAPIDKeys();
+    stack = await startFamilyStack(
+      {
+        VAPID_PUBLIC_KEY: vapid.publicKey,
+        VAPID_PRIVATE_KEY: vapid.privateKey,
+        VAPID_SUBJECT: 'mailto:ops@flow.test',
+        PUSH_ALLOW_PRIVATE: '1',
+        SWEEP_INTERVAL_SECONDS: '3600',
+        PUSH_BURST_LIMIT: String(LIMIT),
+        PUSH_BURST_WINDOW_SECONDS: String(WINDOW_SECONDS),
+      },
+      { push },
+    );
+    ({ config, stores, client } = stack);
+  });
+
+  after(async () => {
+    await stack?.stop();
+    await push?.close();
+  });
+
+  it(`${RUNS} run ends to a team-wide recipient: ${LIMIT} pushes and one digest per device, all decrypted; the sweep sends nothing more`, async () => {
+    const { anonymous } = stack;
+    const wes = anonymous.as('wes', 'burst');
+    const devices = [push.endpoint('wes-laptop'), push.endpoint('wes-phone')];
+    for (const device of devices) {
+      const res = await wes.post('/api/v1/notifications/push/subscriptions', device);
+      assert.equal(res.status, 201, res.text);
+    }
+    assert.equal((await wes.put('/api/v1/notifications/prefs', { scope: 'team' })).status, 200);
+
+    const runIds = await endRunsAtOnce(anonymous.as('olive', 'burst'), client, RUNS);
+    for (const runId of runIds) assert.equal(await stores.claims.state(`${runId}:end`), 'delivered');
+
+    const digestHandle = client.workflow.getHandle(digestWorkflowId('burst', 'wes'));
+    assert.deepEqual((await digestHandle.result()) as DigestResult, { sent: 1 });
+    for (const device of devices) {
+      const payloads = payloadsOf(push, device);
+      const runPushes = payloads.filter((p) => p.kind === 'run_finished');
+      const digests = payloads.filter((p) => p.kind === 'digest');
+      assert.equal(runPushes.length, LIMIT, device.endpoint);
+      assert.equal(digests.length, 1, device.endpoint);
+      const [digest] = digests;
+      assert.equal(digest.tag, digestWorkflowId('burst', 'wes'));
+      assert.equal(digest.title, `${RUNS - LIMIT} run updates while you were away`);
+      assert.match(digest.body, new RegExp(`^${RUNS - LIMIT} finished · Batch job \\d+ finished`));
+      assert.equal(digest.url, `${config.studioUrl}/`);
+      assert.equal(digest.runId, '');
+    }
+    // Every push went through the stand-in's protocol checks (VAPID, aes128gcm): nothing was refused.
+    assert.deepEqual(push.rejections(), []);
+
+    // The held runs' holds name the digest they went out in; the pushed runs have none.
+    const digestId = payloadsOf(push, devices[0]).find((p) => p.kind === 'digest')!.episodeId;
+    const pushed = new Set(payloadsOf(push, devices[0]).map((p) => p.runId));
+    let held = 0;
+    for (const runId of runIds) {
+      const holds = await stores.pushHolds.listForRun(runId);
+      if (pushed.has(runId)) assert.deepEqual(holds, [], runId);
+      else {
+        held++;
+        assert.equal(holds.length, 1, runId);
+        assert.equal(holds[0].reason, 'burst');
+        assert.equal(holds[0].digestId, digestId);
+      }
+    }
+    assert.equal(held, RUNS - LIMIT);
+    assert.equal(await stores.claims.state(digestId), 'delivered', "the digest's own claim");
+    assert.equal(await stores.pushDeliveries.countForEpisode(digestId), devices.length);
+
+    // What one digest costs in Temporal: its history, event by event.
+    const history = await digestHandle.fetchHistory();
+    const types = (history.events ?? []).map((e) => temporal.api.enums.v1.EventType[e.eventType ?? 0]);
+    const count = (needle: string) => types.filter((t) => t.includes(needle)).length;
+    console.log(
+      `      one digest of ${RUNS - LIMIT} entries: ${types.length} history events ` +
+        `(${count('SIGNALED')} signals, ${count('MARKER_RECORDED')} local activities, ` +
+        `${count('ACTIVITY_TASK_SCHEDULED')} activity, ${count('TIMER_STARTED')} timers, ` +
+        `${count('WORKFLOW_TASK_COMPLETED')} workflow tasks)`,
+    );
+    assert.equal(count('ACTIVITY_TASK_SCHEDULED'), 1, 'one send');
+
+    const report = (await client.workflow.execute(sweepWorkflow, {
+      taskQueue: config.temporalTaskQueue,
+      workflowId: `sweep-burst-${Date.now()}`,
+    })) as SweepReport;
+    assert.equal(report.started, 0, 'the sweep replays no episode: held is settled');
+    await sleep(1000);
+    for (const device of devices) assert.equal(push.received(device).length, LIMIT + 1);
+  });
+});
+
+describe('a digest whose worker process is killed at the window’s end', function () {
+  this.timeout(240_000);
+  let push: PushService;
+  let vars: Record<string, string>;
+  let config: Config;
+  let mongo: Mongo;
+  let stores: Stores;
+  let api: ApiHandle;
+  let kim: ApiClient;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  let worker: WorkerProcess | undefined;
+
+  before(async () => {
+    push = await startPushService();
+    const vapid = webpush.generateVAPIDKeys();
+    vars = processStackVars(
+      { db: 't_digest_kill', queue: 'digest-kill' },
+      {
+        VAPID_PUBLIC_KEY: vapid.publicKey,
+        VAPID_PRIVATE_KEY: vapid.privateKey,
+        VAPID_SUBJECT: 'mailto:ops@flow.test',
+        PUSH_ALLOW_PRIVATE: '1',
+        SWEEP_INTERVAL_SECONDS: '3600',
+        PUSH_BURST_LIMIT: '1',
+        PUSH_BURST_WINDOW_SECONDS: '12',
+        PORT: '0',
+      },
+    );
+    config = loadConfig(vars);
+    ({ mongo, stores } = await openStores(config));
+    const started = await startTestApi(config);
+    api = started.api;
+    kim = started.client.as('kim', 'acme');
+    ({ client, close: closeClient } = await temporalClient(config));
+    worker = await WorkerProcess.start({ vars, trustCa: push.ca });
+  });
+
+  after(async () => {
+    await worker?.stop();
+    if (client) await deleteSweepSchedule(client, config.temporalTaskQueue);
+    await api?.close();
+    await closeClient?.();
+    await mongo?.client.close();
+    await push?.close();
+  });
+
+  it('the timer fires while no worker runs; the restarted worker sends it once to each device', async () => {
+    const devices = [push.endpoint('kim-laptop'), push.endpoint('kim-phone'), push.endpoint('kim-tablet')];
+    for (const device of devices) {
+      const res = await kim.post('/api/v1/notifications/push/subscriptions', device);
+      assert.equal(res.status, 201, res.text);
+    }
+    const runIds = await endRunsAtOnce(kim, client, 4);
+    const holds = (await Promise.all(runIds.map((id) => stores.pushHolds.listForRun(id)))).flat();
+    assert.equal(holds.length, 3, 'one push through, three held');
+    const releaseAt = Math.max(...holds.map((h) => h.releaseAt.getTime()));
+
+    // SIGKILL just before the window ends: the digest's timer fires with no worker to run it.
+    await sleep(Math.max(0, releaseAt - Date.now() - 500));
+    await worker!.kill();
+    await sleep(Math.max(0, releaseAt - Date.now()) + 3000);
+    assert.deepEqual(
+      payloadsOf(push, devices[0]).filter((p) => p.kind === 'digest'),
+      [],
+      'nothing sent while the worker was down',
+    );
+    await worker!.start();
+
+    const handle = client.workflow.getHandle(digestWorkflowId('acme', 'kim'));
+    assert.deepEqual((await handle.result()) as DigestResult, { sent: 1 });
+    for (const device of devices) {
+      const digests = payloadsOf(push, device).filter((p) => p.kind === 'digest');
+      assert.equal(digests.length, 1, device.endpoint);
+      assert.match(digests[0].body, /^3 finished/);
+    }
+    const digestId = payloadsOf(push, devices[0]).find((p) => p.kind === 'digest')!.episodeId;
+    assert.equal(await stores.claims.state(digestId), 'delivered');
+    const marked = (await Promise.all(runIds.map((id) => stores.pushHolds.listForRun(id)))).flat();
+    assert.deepEqual(
+      marked.map((h) => h.digestId),
+      [digestId, digestId, digestId],
+    );
+  });
+});
