@@ -19,6 +19,7 @@ import { createEpisodeStore } from './store/episodes';
 import { createCallbackAttemptStore } from './store/callbackAttempts';
 import { createPushDeliveryStore } from './store/pushDeliveries';
 import { createPushSubscriptionStore } from './store/pushSubscriptions';
+import { createPushHoldStore } from './store/pushHolds';
 import { createRunStore } from './store/runs';
 import { connectMongo } from './store/mongo';
 import { inSpan, startTracing } from './observability/tracing';
@@ -121,6 +122,7 @@ async function explain(args: string[]): Promise<void> {
         pushDeliveries: createPushDeliveryStore(mongo.db),
         callbackAttempts: createCallbackAttemptStore(mongo.db),
         pushSubscriptions: createPushSubscriptionStore(mongo.db),
+        pushHolds: createPushHoldStore(mongo.db),
         client: new Client({ connection, namespace: config.temporalNamespace }),
         namespace: config.temporalNamespace,
         temporalUiUrl: config.temporalUiUrl,

@@ -3,6 +3,7 @@ import { claimKeys } from '../domain/outcome';
 import type { ClaimState } from '../domain/outcome';
 import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
+import type { PushHoldRow, PushHoldStore } from '../store/pushHolds';
 import type { EpisodeStore } from '../store/episodes';
 import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callbackAttempts';
 import type { PageCursor } from '../store/paging';
@@ -52,8 +53,31 @@ export interface EpisodeSummary {
   families: Record<keyof typeof claimKeys, { state: ClaimState; result?: string }>;
   /** Push endpoints the episode reached. */
   pushDeliveries: number;
+  /** Recipients held for their digest instead (quiet hours, do-not-disturb, a burst), and the digest it went in. */
+  pushHeld: HeldRecipient[];
   /** Every attempt of its completion callback, oldest first (the schedule's and redeliveries), newest 1000. */
   callbackAttempts: CallbackAttemptSummary[];
+}
+
+export interface HeldRecipient {
+  userId: string;
+  reason: PushHoldRow['reason'];
+  heldAt: Date;
+  releaseAt: Date;
+  /** The digest it went out in; absent while the digest waits. */
+  digestId?: string;
+  digestSentAt?: Date;
+}
+
+export function heldRecipient(row: PushHoldRow): HeldRecipient {
+  return {
+    userId: row.userId,
+    reason: row.reason,
+    heldAt: row.at,
+    releaseAt: row.releaseAt,
+    ...(row.digestId ? { digestId: row.digestId } : {}),
+    ...(row.digestSentAt ? { digestSentAt: row.digestSentAt } : {}),
+  };
 }
 
 export type EpisodeView = ReturnType<typeof createEpisodeView>;
@@ -63,6 +87,7 @@ export function createEpisodeView(deps: {
   claims: ClaimStore;
   pushDeliveries: PushDeliveryStore;
   callbackAttempts: CallbackAttemptStore;
+  pushHolds: PushHoldStore;
 }) {
   return {
     /** The callback family's claim of one episode of the run; undefined when the team has no such episode. */
@@ -96,7 +121,11 @@ export function createEpisodeView(deps: {
       runId: string,
       page: { limit: number; before?: PageCursor },
     ): Promise<{ episodes: EpisodeSummary[]; callbackAttemptsTruncated: boolean; next?: PageCursor }> {
-      const { rows, next } = await deps.episodes.listForRun(teamId, runId, page.limit, page.before);
+      const [{ rows, next }, holds] = await Promise.all([
+        deps.episodes.listForRun(teamId, runId, page.limit, page.before),
+        // The run's holds in one read (a run has a few episodes, each held for a few people at most).
+        deps.pushHolds.listForRun(runId),
+      ]);
       let callbackAttemptsTruncated = false;
       const episodes = await Promise.all(
         rows.map(async (row) => {
@@ -118,6 +147,7 @@ export function createEpisodeView(deps: {
             recordedAt: row.recordedAt,
             families,
             pushDeliveries,
+            pushHeld: holds.filter((hold) => hold.episodeId === row._id).map(heldRecipient),
             callbackAttempts: (cut ? read.slice(1) : read).map(attemptSummary),
           };
         }),

@@ -9,6 +9,7 @@ import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callback
 import type { ClaimReader, ClaimRow } from '../store/claims';
 import type { EpisodeRow, EpisodeStore } from '../store/episodes';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
+import type { PushHoldRow, PushHoldStore } from '../store/pushHolds';
 import type { PushSubscriptionStore } from '../store/pushSubscriptions';
 import type { RunStore } from '../store/runs';
 import { healthWorkflowId, workflowTypes } from '../contract/workflows';
@@ -20,6 +21,7 @@ import {
   claimView,
   gatherAlerts,
   pushDeliveryView,
+  pushHeldView,
   runView,
   workflowView,
   type Execution,
@@ -51,6 +53,8 @@ export interface ExplainDeps {
   pushDeliveries: Pick<PushDeliveryStore, 'listForEpisode'>;
   callbackAttempts: Pick<CallbackAttemptStore, 'listForRun'>;
   pushSubscriptions: Pick<PushSubscriptionStore, 'endpointsByIds'>;
+  /** Who was held for a digest instead of pushed; absent: not read. */
+  pushHolds?: Pick<PushHoldStore, 'listForRun'>;
   client: Client;
   namespace: string;
   /** Base of the Temporal UI, e.g. http://localhost:8233. */
@@ -63,10 +67,11 @@ export async function explainRun(deps: ExplainDeps, runId: string): Promise<RunE
   if (!RUN_ID_PATTERN.test(runId)) throw new Error(`not a run id: "${runId.slice(0, 140)}"`);
   const limits = { ...EXPLAIN_LIMITS, ...deps.limits };
 
-  const [run, episodeRows, listed] = await Promise.all([
+  const [run, episodeRows, listed, holds] = await Promise.all([
     deps.runs.getById(runId),
     deps.episodes.listForRunAnyTeam(runId, limits.episodes + 1),
     listRunWorkflows(deps, runId, limits.workflows),
+    deps.pushHolds?.listForRun(runId) ?? [],
   ]);
   if (!run && !episodeRows.length && !listed.length) return undefined;
 
@@ -79,7 +84,10 @@ export async function explainRun(deps: ExplainDeps, runId: string): Promise<RunE
   const episodes: EpisodeView[] = [];
   const rowById = new Map(episodeRows.map((row) => [row._id, row]));
   for (const episodeId of episodeIds) {
-    episodes.push(await episodeView(deps, episodeId, rowById.get(episodeId), executions, records, limits));
+    const held = holds.filter((hold) => hold.episodeId === episodeId);
+    episodes.push(
+      await episodeView(deps, episodeId, rowById.get(episodeId), executions, records, limits, held),
+    );
   }
   const operatorAlerts = gatherAlerts(episodeIds, records.alertClaims, records.claimByKey, executions);
   await readClaimsFoundBySends(deps, operatorAlerts, records.claimByKey);
@@ -196,6 +204,7 @@ async function episodeView(
   executions: Execution[],
   records: ClaimsAndAttempts,
   limits: Limits,
+  held: PushHoldRow[],
 ): Promise<EpisodeView> {
   const rows = await deps.pushDeliveries.listForEpisode(episodeId, limits.deliveriesPerEpisode + 1);
   const endpoints = await deps.pushSubscriptions.endpointsByIds([
@@ -219,6 +228,7 @@ async function episodeView(
       .slice(0, limits.deliveriesPerEpisode)
       .map((r) => pushDeliveryView(r, endpoints.get(r.subscriptionId))),
     pushDeliveriesTruncated: rows.length > limits.deliveriesPerEpisode,
+    pushHeld: held.map(pushHeldView),
     callbackAttempts: records.attemptRows
       .filter((a) => a.episodeId === episodeId)
       .map((a) => callbackAttemptView(a)),

@@ -53,7 +53,20 @@ export interface EpisodeView {
   branches?: Record<string, string>;
   pushDeliveries: PushDeliveryView[];
   pushDeliveriesTruncated: boolean;
+  /** Recipients held for their digest instead of pushed, and the digest each went out in. */
+  pushHeld: PushHeldView[];
   callbackAttempts: CallbackAttemptView[];
+}
+
+export interface PushHeldView {
+  userId: string;
+  /** quiet: quiet hours or do-not-disturb; burst: PUSH_BURST_LIMIT reached. */
+  reason: string;
+  heldAt: string;
+  releaseAt: string;
+  /** Absent while the digest waits. */
+  digestId?: string;
+  digestSentAt?: string;
 }
 
 export interface AlertSendView {

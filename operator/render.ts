@@ -60,6 +60,15 @@ function renderEpisode(e: EpisodeView, attemptsTruncated: boolean, line: Line): 
       );
     }
   }
+  if (e.pushHeld.length) {
+    line(`    held for a digest (${e.pushHeld.length}):`);
+    for (const h of e.pushHeld) {
+      const sent = h.digestId
+        ? `went out in ${h.digestId} at ${h.digestSentAt}`
+        : `digest waits (release ${h.releaseAt})`;
+      line(`      ${h.heldAt} ${h.userId} (${h.reason}): ${sent}`);
+    }
+  }
   if (e.callbackAttempts.length) {
     const cut = attemptsTruncated ? ', older ones not shown' : '';
     line(`    callback attempts (${e.callbackAttempts.length}${cut}):`);

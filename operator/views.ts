@@ -7,11 +7,13 @@ import type { Run } from '../domain/run';
 import type { CallbackAttemptRow } from '../store/callbackAttempts';
 import type { ClaimRow } from '../store/claims';
 import type { PushDelivery } from '../store/pushDeliveries';
+import type { PushHoldRow } from '../store/pushHolds';
 import type {
   CallbackAttemptView,
   ClaimView,
   OperatorAlertView,
   PushDeliveryView,
+  PushHeldView,
   RunExplanation,
   WorkflowView,
 } from './explanation';
@@ -61,6 +63,17 @@ export function pushDeliveryView(row: PushDelivery, endpoint: string | undefined
     subscriptionId: row.subscriptionId,
     pushService: endpoint ? originOf(endpoint) : null,
     at: row.at.toISOString(),
+  };
+}
+
+export function pushHeldView(row: PushHoldRow): PushHeldView {
+  return {
+    userId: row.userId,
+    reason: row.reason,
+    heldAt: row.at.toISOString(),
+    releaseAt: row.releaseAt.toISOString(),
+    ...(row.digestId ? { digestId: row.digestId } : {}),
+    ...(row.digestSentAt ? { digestSentAt: row.digestSentAt.toISOString() } : {}),
   };
 }
 

@@ -17,6 +17,9 @@ import {
 import type { PushPayload } from '../domain/push';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
+import { explainRun } from '../operator/explain';
+import { renderExplanation } from '../operator/render';
+import { createClaimReader } from '../store/claims';
 import { sweepWorkflow } from '../workflows/sweep';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { openStores, startTestApi, temporalClient, type ApiClient } from './support/harness';
@@ -134,6 +137,35 @@ describe('push bursts fold into one digest', function () {
       }
     }
     assert.equal(held, RUNS - LIMIT);
+
+    // The episodes view and explain say who was held and in which digest it went out.
+    const heldRun = runIds.find((runId) => !pushed.has(runId))!;
+    const olive = anonymous.as('olive', 'burst');
+    const view = await olive.get(`/api/v1/runs/${heldRun}/episodes`);
+    assert.equal(view.status, 200, view.text);
+    const [shown] = view.body.episodes as { pushHeld: Record<string, unknown>[]; pushDeliveries: number }[];
+    assert.equal(shown.pushDeliveries, 0);
+    assert.equal(shown.pushHeld.length, 1);
+    assert.equal(shown.pushHeld[0].userId, 'wes');
+    assert.equal(shown.pushHeld[0].reason, 'burst');
+    assert.equal(shown.pushHeld[0].digestId, digestId);
+    const explained = await explainRun(
+      {
+        ...stores,
+        claims: createClaimReader(stack.mongo.db),
+        client,
+        namespace: 'default',
+        temporalUiUrl: 'http://ui',
+      },
+      heldRun,
+    );
+    assert.equal(explained!.episodes[0].pushHeld[0].digestId, digestId);
+    assert.match(
+      renderExplanation(explained!),
+      new RegExp(
+        `held for a digest \\(1\\):\\n.* wes \\(burst\\): went out in ${digestId.replace(/[|.]/g, '\\$&')}`,
+      ),
+    );
     assert.equal(await stores.claims.state(digestId), 'delivered', "the digest's own claim");
     assert.equal(await stores.pushDeliveries.countForEpisode(digestId), devices.length);
 

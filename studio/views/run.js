@@ -56,7 +56,30 @@ function familyCell(episode, family) {
       : devices > 0
         ? `${label}: reached ${devices} ${devices === 1 ? 'device' : 'devices'}`
         : label;
-  return h('td', {}, h('span', { class: `pill pill-${state}`, title }, label));
+  return h(
+    'td',
+    {},
+    h('span', { class: `pill pill-${state}`, title }, label),
+    family === 'push' ? heldNote(episode) : '',
+  );
+}
+
+/** Recipients held for their digest (quiet hours, do-not-disturb, a burst) and the digest each went out in. */
+function heldNote(episode) {
+  const held = Array.isArray(episode.pushHeld) ? episode.pushHeld : [];
+  if (!held.length) return '';
+  const lines = held.map((x) => {
+    const why = x.reason === 'burst' ? 'too many pushes at once' : 'quiet hours or do not disturb';
+    const where = x.digestId
+      ? `went out in digest ${x.digestId}`
+      : `waits for the digest (due ${new Date(x.releaseAt).toLocaleString()})`;
+    return `${x.userId}: held (${why}), ${where}`;
+  });
+  return h(
+    'span',
+    { class: 'held-note', title: lines.join('\n'), 'data-held': String(held.length) },
+    ` ${held.length} held for a digest`,
+  );
 }
 
 function episodeRow(run, episode) {
