@@ -365,6 +365,42 @@ describe('studio (Chromium)', function () {
     );
   });
 
+  it('quiet hours, do not disturb in one click, and the kinds that break through are saved', async () => {
+    const prefs = async () => (await alice.get('/api/v1/notifications/prefs')).body;
+    await page.getByRole('button', { name: 'Turn on quiet hours' }).click();
+    await page.getByText(/^Saved: quiet from 22:00 to 07:00 \(.+\)\.$/).waitFor();
+    const quiet = (await prefs()).quietHours;
+    assert.equal(quiet.start, '22:00');
+    assert.equal(quiet.end, '07:00');
+    assert.ok(quiet.timeZone, 'the browser’s zone');
+    assert.equal(quiet.days, undefined, 'every day');
+
+    await page.getByRole('button', { name: 'For 1 hour' }).click();
+    await page.getByText('Do not disturb for an hour.').waitFor();
+    const hour = Date.parse((await prefs()).doNotDisturbUntil) - Date.now();
+    assert.ok(hour > 55 * 60_000 && hour <= 60 * 60_000, `${hour} ms`);
+    await page.getByRole('button', { name: 'Until tomorrow 08:00' }).click();
+    await page.getByText('Do not disturb until tomorrow 08:00.').waitFor();
+    const morning = Date.parse((await prefs()).doNotDisturbUntil) - Date.now();
+    assert.ok(morning > 0 && morning < 34 * 3600_000, `${morning} ms`);
+    await page.getByRole('button', { name: 'Resume now' }).click();
+    await page.getByText('Do not disturb is off.').waitFor();
+    assert.equal((await prefs()).doNotDisturbUntil, undefined);
+
+    const needsInput = page.getByRole('checkbox', { name: 'Needs my input' });
+    assert.equal(await needsInput.isChecked(), true, 'breaks through by default');
+    await needsInput.uncheck();
+    await page.getByText(/it waits for the summary\.$/).waitFor();
+    assert.deepEqual((await prefs()).breakThrough, []);
+    await needsInput.check();
+    await page.getByText(/even during quiet hours\.$/).waitFor();
+    assert.deepEqual((await prefs()).breakThrough, ['human_input_requested']);
+
+    await page.getByRole('button', { name: 'Turn off', exact: true }).click();
+    await page.getByText('Quiet hours are off.').waitFor();
+    assert.equal((await prefs()).quietHours, undefined);
+  });
+
   it('a push the server sent for a real episode, delivered through CDP, shows a notification; a repeat replaces it', async () => {
     const created = await alice.post('/api/v1/runs', { title: 'Quarterly report' });
     assert.equal(created.status, 201, created.text);

@@ -14,6 +14,9 @@ export const push = {
   subscription: null, // this browser's PushSubscription, when notifications are on
   scope: 'own',
   kinds: null, // { <push kind>: boolean }, from GET /notifications/prefs
+  quietHours: null, // { start, end, timeZone, days? } or null
+  doNotDisturbUntil: null, // ISO, while ahead
+  breakThrough: ['human_input_requested'], // the kinds that arrive during quiet hours and do not disturb
   devices: null, // the caller's devices, from GET /notifications/push/subscriptions
   thisDeviceId: '', // sha256 hex of this browser's endpoint: the server's id for it
   busy: false,
@@ -56,6 +59,9 @@ export async function refreshPush() {
       const prefs = await api('GET', '/notifications/prefs');
       push.scope = prefs.scope;
       push.kinds = prefs.kinds || null;
+      push.quietHours = prefs.quietHours || null;
+      push.doNotDisturbUntil = prefs.doNotDisturbUntil || null;
+      push.breakThrough = prefs.breakThrough || [];
     } catch {
       push.scope = 'own';
     }

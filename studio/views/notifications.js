@@ -1,5 +1,6 @@
 // The notifications card on the home page: whether this browser gets push, the buttons that turn it on and
-// off or send a test, and the preferences (whose runs, which kinds, which devices).
+// off or send a test, and the preferences (whose runs, which kinds, quiet hours, do not disturb and what breaks
+// through them, which devices).
 import { api } from '../shared/api.js';
 import { h } from '../shared/dom.js';
 import {
@@ -152,6 +153,190 @@ async function setKind(kind, on, phrase) {
   }
 }
 
+/** Saves a change to quiet hours, do not disturb or breakThrough; the answer is the prefs now in force. */
+async function saveHolds(change, success) {
+  try {
+    const saved = await api('PUT', '/notifications/prefs', { scope: push.scope, ...change });
+    push.quietHours = saved.quietHours || null;
+    push.doNotDisturbUntil = saved.doNotDisturbUntil || null;
+    push.breakThrough = saved.breakThrough || [];
+    say('success', success);
+  } catch (err) {
+    say('error', `Your choice was not saved: ${err.message}`);
+  }
+}
+
+const DAYS = [
+  ['mon', 'Mon'],
+  ['tue', 'Tue'],
+  ['wed', 'Wed'],
+  ['thu', 'Thu'],
+  ['fri', 'Fri'],
+  ['sat', 'Sat'],
+  ['sun', 'Sun'],
+];
+const browserZone = () => Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
+const atTime = (iso) =>
+  new Date(iso).toLocaleString([], { weekday: 'short', hour: '2-digit', minute: '2-digit' });
+
+/** Tomorrow at 08:00 in this browser's time, as an instant. */
+function tomorrowMorning() {
+  const at = new Date();
+  at.setDate(at.getDate() + 1);
+  at.setHours(8, 0, 0, 0);
+  return at.toISOString();
+}
+
+/** Quiet hours: a daily window in the browser's time zone (crossing midnight is fine), on the days ticked. */
+function quietFieldset() {
+  const current = push.quietHours;
+  const start = h('input', {
+    type: 'time',
+    name: 'quiet-start',
+    value: current ? current.start : '22:00',
+    required: true,
+  });
+  const end = h('input', {
+    type: 'time',
+    name: 'quiet-end',
+    value: current ? current.end : '07:00',
+    required: true,
+  });
+  const days = DAYS.map(([day, label]) =>
+    h(
+      'label',
+      { class: 'day' },
+      h('input', {
+        type: 'checkbox',
+        name: `quiet-day-${day}`,
+        value: day,
+        checked: !current || !current.days || current.days.includes(day),
+      }),
+      label,
+    ),
+  );
+  const zone = current ? current.timeZone : browserZone();
+  const save = () => {
+    const ticked = days.map((label) => label.querySelector('input')).filter((box) => box.checked);
+    if (!ticked.length) return say('error', 'Tick at least one day, or turn quiet hours off.');
+    const quietHours = { start: start.value, end: end.value, timeZone: zone };
+    if (ticked.length < DAYS.length) quietHours.days = ticked.map((box) => box.value);
+    return saveHolds({ quietHours }, `Saved: quiet from ${start.value} to ${end.value} (${zone}).`);
+  };
+  return h(
+    'fieldset',
+    { class: 'scope quiet' },
+    h('legend', {}, 'Quiet hours'),
+    h(
+      'p',
+      { class: 'muted' },
+      current
+        ? `On: ${current.start} to ${current.end}, ${current.timeZone}. Pushes wait and arrive as one summary when they end.`
+        : 'Off. Pushes held during quiet hours arrive as one summary when they end.',
+    ),
+    h('div', { class: 'quiet-times' }, h('label', {}, 'From ', start), h('label', {}, 'to ', end)),
+    h('div', { class: 'quiet-days' }, ...days),
+    h(
+      'div',
+      { class: 'actions' },
+      button(
+        { class: 'button', id: 'save-quiet', onclick: save },
+        current ? 'Save quiet hours' : 'Turn on quiet hours',
+      ),
+      current
+        ? button(
+            {
+              class: 'button button-quiet',
+              id: 'clear-quiet',
+              onclick: () => saveHolds({ quietHours: null }, 'Quiet hours are off.'),
+            },
+            'Turn off',
+          )
+        : null,
+    ),
+  );
+}
+
+/** Do not disturb in one click: an hour, or until tomorrow 08:00 here; resume at any time. */
+function dndFieldset() {
+  const until = push.doNotDisturbUntil;
+  return h(
+    'fieldset',
+    { class: 'scope dnd' },
+    h('legend', {}, 'Do not disturb'),
+    h('p', { class: 'muted', id: 'dnd-state' }, until ? `On until ${atTime(until)}.` : 'Off.'),
+    h(
+      'div',
+      { class: 'actions' },
+      button(
+        {
+          class: 'button',
+          id: 'dnd-hour',
+          onclick: () =>
+            saveHolds(
+              { doNotDisturbUntil: new Date(Date.now() + 3600_000).toISOString() },
+              'Do not disturb for an hour.',
+            ),
+        },
+        'For 1 hour',
+      ),
+      button(
+        {
+          class: 'button',
+          id: 'dnd-morning',
+          onclick: () =>
+            saveHolds({ doNotDisturbUntil: tomorrowMorning() }, 'Do not disturb until tomorrow 08:00.'),
+        },
+        'Until tomorrow 08:00',
+      ),
+      until
+        ? button(
+            {
+              class: 'button button-quiet',
+              id: 'dnd-off',
+              onclick: () => saveHolds({ doNotDisturbUntil: null }, 'Do not disturb is off.'),
+            },
+            'Resume now',
+          )
+        : null,
+    ),
+  );
+}
+
+/** The kinds that still arrive during quiet hours and do not disturb. */
+function breakThroughFieldset() {
+  const chosen = new Set(push.breakThrough || []);
+  return h(
+    'fieldset',
+    { class: 'scope kinds break-through' },
+    h('legend', {}, 'Still push me during quiet hours when'),
+    ...KIND_LABELS.map(([kind, label, phrase]) =>
+      h(
+        'label',
+        { class: 'choice' },
+        // Plain checkboxes: the kinds' own switches above carry the same labels.
+        h('input', {
+          type: 'checkbox',
+          name: `break-${kind}`,
+          checked: chosen.has(kind),
+          onchange: (event) => {
+            const next = new Set(push.breakThrough || []);
+            if (event.target.checked) next.add(kind);
+            else next.delete(kind);
+            return saveHolds(
+              { breakThrough: [...next] },
+              event.target.checked
+                ? `Saved: a push when ${phrase}, even during quiet hours.`
+                : `Saved: when ${phrase} during quiet hours, it waits for the summary.`,
+            );
+          },
+        }),
+        h('span', {}, label),
+      ),
+    ),
+  );
+}
+
 const warning = (...text) => h('p', { class: 'message message-warning' }, ...text);
 
 /** One line on where notifications stand: on, off, blocked, or why they cannot be used here. */
@@ -293,6 +478,9 @@ export function renderPushPanel() {
       ? [
           scopeFieldset(),
           push.kinds ? kindsFieldset() : null,
+          push.kinds ? quietFieldset() : null,
+          push.kinds ? dndFieldset() : null,
+          push.kinds ? breakThroughFieldset() : null,
           push.devices ? devicesSection(panelActions) : null,
         ]
       : [];
