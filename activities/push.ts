@@ -199,9 +199,6 @@ export interface DigestDeps {
   add: (teamId: string, userId: string, entry: DigestEntry) => Promise<void>;
 }
 
-/** Recipients whose burst count is taken at once. */
-const HOLD_WIDTH = 16;
-
 export function createPushActivities(deps: PushActivityDeps) {
   return {
     /** The standby veto: a run holding watched issue ids, or an active assistant watch, gets no pause push. */
@@ -312,22 +309,32 @@ export function createPushActivities(deps: PushActivityDeps) {
       holds.push(row);
       fresh.push(row);
     };
-    await mapBounded(recipients, HOLD_WIDTH, async ({ userId, hold: prefs }) => {
+    const counted: string[] = [];
+    for (const { userId, hold: prefs } of recipients) {
       const before = earlier.get(userId);
-      if (before) return void holds.push(before);
+      if (before) holds.push(before);
       // A kind that breaks through quiet hours passes the burst bound too: a run waits on it.
-      if (prefs.breakThrough.includes(kind)) return;
-      const quiet = heldUntil(prefs, kind, now);
-      if (quiet) return hold(userId, 'quiet', quiet);
-      // Counted once per episode (its id is the hit's): a retried fan-out is admitted again, not counted again.
-      const admission = await digests.rateLimits.hit(
-        `push-burst|${outcome.teamId}|${userId}`,
-        digests.burst,
-        now,
-        outcome.episodeId,
-      );
-      if (!admission.admitted) hold(userId, 'burst', admission.freeAt); // one time for the whole burst: one timer in the digest
-    });
+      else if (prefs.breakThrough.includes(kind)) continue;
+      else {
+        const quiet = heldUntil(prefs, kind, now);
+        if (quiet) hold(userId, 'quiet', quiet);
+        else counted.push(userId);
+      }
+    }
+    // Counted once per episode (its id is the hit's): a retried fan-out is admitted again, not counted again. All
+    // recipients in one go: a few round trips whatever the team's size.
+    const burstKey = (userId: string): string => `push-burst|${outcome.teamId}|${userId}`;
+    const admissions = await digests.rateLimits.hitMany(
+      counted.map(burstKey),
+      digests.burst,
+      now,
+      outcome.episodeId,
+    );
+    for (const userId of counted) {
+      const admission = admissions.get(burstKey(userId))!;
+      // One time for the whole burst: one timer in the digest.
+      if (!admission.admitted) hold(userId, 'burst', admission.freeAt);
+    }
     await digests.pushHolds.hold(fresh);
     await Promise.all(
       holds.map((row) =>

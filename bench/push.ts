@@ -185,6 +185,14 @@ export async function runPushBench(): Promise<PushBenchResult> {
       pushSubscriptions: timedStore('pushSubscriptions', stores.pushSubscriptions, storeMs),
       pushDeliveries: timedStore('pushDeliveries', stores.pushDeliveries, storeMs),
       notificationPrefs: timedStore('notificationPrefs', stores.notificationPrefs, storeMs),
+      // As the worker runs it: each recipient is checked for a hold (quiet hours, the burst count), with a bound
+      // this bench never reaches, so every push is sent and measured.
+      digests: {
+        pushHolds: timedStore('pushHolds', stores.pushHolds, storeMs),
+        rateLimits: timedStore('rateLimits', stores.rateLimits, storeMs),
+        burst: { limit: 1000, windowSeconds: 600 },
+        add: async () => undefined,
+      },
       sender,
       studioUrl: STUDIO,
       fanOutWidth: WIDTH,

@@ -186,10 +186,10 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     method: 'takeUserSlot (takeSlot)',
     collection: 'push_subscription_slots',
     op: 'find',
-    filter: { key: SAMPLE.userId, slot: 0 },
+    filter: { key: { $in: [SAMPLE.userId] } },
     index: 'user',
     hot: true,
-    note: 'subscribe: the slot just taken, read again (store/slots.ts); slot is checked after the narrowed read',
+    note: "subscribe: the slot just taken, read again (store/slots.ts takeSlots: the key's rows, slot checked after)",
   },
   {
     module: 'pushSubscriptions',
@@ -287,24 +287,26 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   // rate_limits
   {
     module: 'rateLimits',
-    method: 'hit',
+    method: 'hitMany (hit)',
     collection: 'rate_limits',
     op: 'find',
-    filter: { key: SAMPLE.rateKey },
+    filter: { key: { $in: [SAMPLE.rateKey, `push-burst|${SAMPLE.teamId}|${SAMPLE.userId}`] } },
     index: 'key_at',
     hot: true,
-    note: "every rate-limited request: the key's rows (its slots), and again for a refusal's Retry-After",
+    note:
+      "every rate-limited request, and a push's burst count (every recipient's key at once): the keys' rows " +
+      "(their slots), and again for a refusal's Retry-After",
     sites: 2,
   },
   {
     module: 'rateLimits',
-    method: 'hit (takeSlot)',
+    method: 'hitMany (takeSlots)',
     collection: 'rate_limits',
     op: 'find',
-    filter: { key: SAMPLE.rateKey, slot: 0 },
+    filter: { key: { $in: [SAMPLE.rateKey] } },
     index: 'key_at',
     hot: true,
-    note: 'the slot just taken, read again (store/slots.ts); slot is checked after the narrowed read',
+    note: "the slots just taken, read again (store/slots.ts takeSlots: the keys' rows, slot checked after)",
   },
   {
     module: 'rateLimits',

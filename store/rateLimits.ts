@@ -5,7 +5,7 @@
 // the reaper and a hit giving back its own fresh row delete, so no one deletes a row someone else just wrote.
 import type { Db } from 'mongodb';
 import type { IndexSpec } from './mongo';
-import { takeSlot, type SlotRow } from './slots';
+import { takeSlots, type SlotRow } from './slots';
 
 export interface RateLimitRow extends SlotRow {
   /** The hit's id, when it has one: a repeat of it inside the window is not counted again. */
@@ -41,6 +41,12 @@ export const rateLimitIndexes: IndexSpec[] = [
 
 export type RateLimitStore = ReturnType<typeof createRateLimitStore>;
 
+function groupByKey(rows: RateLimitRow[]): Map<string, RateLimitRow[]> {
+  const byKey = new Map<string, RateLimitRow[]>();
+  for (const row of rows) byKey.set(row.key, [...(byKey.get(row.key) ?? []), row]);
+  return byKey;
+}
+
 export function createRateLimitStore(db: Db) {
   const rows = db.collection<RateLimitRow>('rate_limits');
 
@@ -54,35 +60,69 @@ export function createRateLimitStore(db: Db) {
     };
   }
 
-  return {
+  const store = {
     /**
      * Admits a hit on `key` when fewer than `rule.limit` were admitted in the last `rule.windowSeconds`. A hit with
      * an id that was already admitted inside the window is admitted again without counting (a retried request;
      * two copies of one hit racing each other may both count: stricter, never looser).
      */
     async hit(key: string, rule: RateLimit, now: Date, hitId?: string): Promise<Admission> {
+      return (await store.hitMany([key], rule, now, hitId)).get(key)!;
+    },
+
+    /**
+     * hit for several keys at once (the same rule, the same hit): one read of every key's rows, their slots taken
+     * together (store/slots.ts takeSlots), so a fan-out to many people costs a few round trips, not a few each.
+     */
+    async hitMany(
+      keys: string[],
+      rule: RateLimit,
+      now: Date,
+      hitId?: string,
+    ): Promise<Map<string, Admission>> {
       const since = now.getTime() - rule.windowSeconds * 1000;
       const held = (row: RateLimitRow) => row.at.getTime() > since;
-      // The key's rows, in the window or not yet reaped: the latter carry each slot's last use.
-      const current = await rows.find({ key }).toArray();
-      const inWindow = current.filter(held);
-      if (hitId !== undefined && inWindow.some((row) => row.hitId === hitId)) {
-        return { admitted: true, release: async () => undefined };
+      const unique = [...new Set(keys)];
+      const answers = new Map<string, Admission>();
+      if (!unique.length) return answers;
+      // The keys' rows, in the window or not yet reaped: the latter carry each slot's last use.
+      const byKey = groupByKey(await rows.find({ key: { $in: unique } }).toArray());
+      const wanted: string[] = [];
+      for (const key of unique) {
+        const inWindow = (byKey.get(key) ?? []).filter(held);
+        if (hitId !== undefined && inWindow.some((row) => row.hitId === hitId)) {
+          answers.set(key, { admitted: true, release: async () => undefined });
+        } else if (inWindow.length >= rule.limit) answers.set(key, refusal(inWindow, rule, now));
+        else wanted.push(key);
       }
-      if (inWindow.length >= rule.limit) return refusal(inWindow, rule, now);
-      const use = await takeSlot(rows, {
-        key,
-        capacity: rule.limit,
-        rows: current,
-        held,
-        at: now,
-        fields: {
-          expiresAt: new Date(now.getTime() + rule.windowSeconds * 1000),
-          ...(hitId !== undefined ? { hitId } : {}),
-        },
+      const uses = await takeSlots(
+        rows,
+        wanted.map((key) => ({
+          key,
+          capacity: rule.limit,
+          rows: byKey.get(key) ?? [],
+          held,
+          at: now,
+          fields: {
+            expiresAt: new Date(now.getTime() + rule.windowSeconds * 1000),
+            ...(hitId !== undefined ? { hitId } : {}),
+          },
+        })),
+      );
+      const refused = wanted.filter((_, i) => !uses[i]);
+      const again = refused.length
+        ? groupByKey(await rows.find({ key: { $in: refused } }).toArray())
+        : new Map<string, RateLimitRow[]>();
+      wanted.forEach((key, i) => {
+        const use = uses[i];
+        answers.set(
+          key,
+          use
+            ? { admitted: true, release: async () => void (await rows.deleteOne({ _id: use._id })) }
+            : refusal((again.get(key) ?? []).filter(held), rule, now),
+        );
       });
-      if (!use) return refusal((await rows.find({ key }).toArray()).filter(held), rule, now);
-      return { admitted: true, release: async () => void (await rows.deleteOne({ _id: use._id })) };
+      return answers;
     },
 
     /** TTL does this where the server has it; the sweep's reaper where it has not. */
@@ -90,4 +130,5 @@ export function createRateLimitStore(db: Db) {
       return (await rows.deleteMany({ expiresAt: { $lte: now } })).deletedCount;
     },
   };
+  return store;
 }

@@ -9,8 +9,7 @@
 // held use is there. Of two such uses the one checked later sees the other: both are never kept.
 // This module owns no collection: the store that keeps the slots does (rate_limits, push_subscription_slots).
 import { randomInt } from 'node:crypto';
-import type { Collection, Filter, OptionalUnlessRequiredId } from 'mongodb';
-import { isDuplicateKey } from './mongo';
+import { MongoBulkWriteError, type Collection, type Filter, type OptionalUnlessRequiredId } from 'mongodb';
 
 export interface SlotRow {
   /** `<key>|<slot>|<n>`: the n-th use of the slot. */
@@ -23,42 +22,87 @@ export interface SlotRow {
 
 export const slotUseId = (key: string, slot: number, n: number): string => `${key}|${slot}|${n}`;
 
+export interface SlotRequest<R extends SlotRow> {
+  key: string;
+  capacity: number;
+  /** The key's rows as the caller just read them. */
+  rows: R[];
+  /** Whether a use still holds its slot. */
+  held: (row: R) => boolean;
+  at: Date;
+  fields: Omit<R, keyof SlotRow>;
+}
+
 /**
  * Takes one of the key's `capacity` slots for `fields`, or answers undefined when none is free. `rows` are the key's
  * rows as the caller just read them; `held` says whether a use still holds its slot.
  */
 export async function takeSlot<R extends SlotRow>(
   collection: Collection<R>,
-  input: {
-    key: string;
-    capacity: number;
-    rows: R[];
-    held: (row: R) => boolean;
-    at: Date;
-    fields: Omit<R, keyof SlotRow>;
-  },
+  input: SlotRequest<R>,
 ): Promise<R | undefined> {
-  const { key, capacity, rows, held, at } = input;
-  const heads = new Map<number, number>();
-  for (const row of rows) {
-    if (typeof row.slot === 'number') heads.set(row.slot, Math.max(heads.get(row.slot) ?? -1, row.n));
-  }
-  const taken = new Set(rows.filter(held).map((row) => row.slot));
-  const free = Array.from({ length: Math.max(0, capacity) }, (_, slot) => slot).filter((s) => !taken.has(s));
-  // From a random free slot on: racers spread over the slots instead of all queueing on the first.
-  const start = free.length ? randomInt(free.length) : 0;
-  for (const slot of [...free.slice(start), ...free.slice(0, start)]) {
-    const n = (heads.get(slot) ?? -1) + 1;
-    const use = { ...input.fields, _id: slotUseId(key, slot, n), key, slot, n, at } as R;
-    try {
-      await collection.insertOne(use as OptionalUnlessRequiredId<R>);
-    } catch (err) {
-      if (isDuplicateKey(err)) continue; // another taker won this use
-      throw err;
+  return (await takeSlots(collection, [input]))[0];
+}
+
+/** The positions of a bulk insert's documents that lost to an existing _id (E11000); any other failure throws. */
+function duplicatesOf(err: unknown): Set<number> {
+  if (!(err instanceof MongoBulkWriteError)) throw err;
+  const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+  if (!errors.length || errors.some((e) => e.code !== 11000)) throw err;
+  return new Set(errors.map((e) => e.index));
+}
+
+/**
+ * takeSlot for several keys at once (one each), in rounds: each round inserts every request's next try in one
+ * write and reads their keys again in one query, so n keys cost what one does. Answers each request's use, in
+ * order (undefined: no slot free for it).
+ */
+export async function takeSlots<R extends SlotRow>(
+  collection: Collection<R>,
+  requests: SlotRequest<R>[],
+): Promise<(R | undefined)[]> {
+  const plans = requests.map((input) => {
+    const heads = new Map<number, number>();
+    for (const row of input.rows) {
+      if (typeof row.slot === 'number') heads.set(row.slot, Math.max(heads.get(row.slot) ?? -1, row.n));
     }
-    const again = await collection.find({ key, slot } as Filter<R>).toArray();
-    if (!again.some((row) => row._id !== use._id && held(row as R))) return use;
-    await collection.deleteOne({ _id: use._id } as Filter<R>); // a stale read: give it back
+    const taken = new Set(input.rows.filter(input.held).map((row) => row.slot));
+    const free = Array.from({ length: Math.max(0, input.capacity) }, (_, slot) => slot).filter(
+      (slot) => !taken.has(slot),
+    );
+    // From a random free slot on: racers spread over the slots instead of all queueing on the first.
+    const start = free.length ? randomInt(free.length) : 0;
+    return { input, heads, order: [...free.slice(start), ...free.slice(0, start)], next: 0 };
+  });
+  const uses: (R | undefined)[] = requests.map(() => undefined);
+  let pending = plans.flatMap((plan, i) => (plan.order.length ? [i] : []));
+  while (pending.length) {
+    const tries = pending.map((i) => {
+      const { input, heads, order } = plans[i];
+      const slot = order[plans[i].next++];
+      const n = (heads.get(slot) ?? -1) + 1;
+      const { key, at } = input;
+      return { ...input.fields, _id: slotUseId(key, slot, n), key, slot, n, at } as R;
+    });
+    let lost = new Set<number>(); // another taker won this use
+    try {
+      await collection.insertMany(tries as OptionalUnlessRequiredId<R>[], { ordered: false });
+    } catch (err) {
+      lost = duplicatesOf(err);
+    }
+    const inserted = tries.flatMap((use, j) => (lost.has(j) ? [] : [j]));
+    const keys = [...new Set(inserted.map((j) => tries[j].key))];
+    const again = keys.length ? await collection.find({ key: { $in: keys } } as Filter<R>).toArray() : [];
+    for (const j of inserted) {
+      const use = tries[j];
+      const { held } = plans[pending[j]].input;
+      const beside = again.some(
+        (row) => row.key === use.key && row.slot === use.slot && row._id !== use._id && held(row as R),
+      );
+      if (!beside) uses[pending[j]] = use;
+      else await collection.deleteOne({ _id: use._id } as Filter<R>); // a stale read: give it back
+    }
+    pending = pending.filter((i) => !uses[i] && plans[i].next < plans[i].order.length);
   }
-  return undefined;
+  return uses;
 }

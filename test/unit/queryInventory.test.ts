@@ -18,7 +18,7 @@ const QUERY_CALL = /\.(find|countDocuments|deleteMany|updateMany)\(\s*(?!\(|\w+\
 /** findOne not keyed by _id is a query too. */
 const FIND_ONE_NOT_BY_ID = /\.findOne\(\s*(?!\{\s*_id\b)/g;
 /** The shared helpers that issue a query for their caller: a paged listing (store/paging.ts), a slot (slots.ts). */
-const HELPER_CALL = /\b(pageNewestFirst|takeSlot)\(\s*\w/g;
+const HELPER_CALL = /\b(pageNewestFirst|takeSlots?)\(\s*\w/g;
 const HELPERS = ['paging', 'slots'];
 const SINGLE_WRITE = /\.(updateOne|deleteOne|replaceOne)\(\s*(\{\s*_id\b)?/g;
 
