@@ -3,6 +3,7 @@
 // push; every episode's claim settles delivered and the sweep replays nothing. A digest whose worker process is
 // killed at the window's end still goes out, once.
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import webpush from 'web-push';
@@ -22,7 +23,7 @@ import { renderExplanation } from '../operator/render';
 import { createClaimReader } from '../store/claims';
 import { sweepWorkflow } from '../workflows/sweep';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
-import { openStores, startTestApi, temporalClient, type ApiClient } from './support/harness';
+import { openStores, saveHistory, startTestApi, temporalClient, type ApiClient } from './support/harness';
 import { deleteSweepSchedule, processStackVars } from './support/processStack';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
 import { WorkerProcess } from './support/workerProcess';
@@ -168,6 +169,16 @@ describe('push bursts fold into one digest', function () {
     );
     assert.equal(await stores.claims.state(digestId), 'delivered', "the digest's own claim");
     assert.equal(await stores.pushDeliveries.countForEpisode(digestId), devices.length);
+
+    // RECORD_DIGEST_HISTORY=1: the replay fixtures of a digest and of an episode whose recipient was held.
+    if (process.env.RECORD_DIGEST_HISTORY === '1') {
+      saveHistory(
+        config,
+        digestWorkflowId('burst', 'wes'),
+        path.join(__dirname, 'fixtures/digest-history.json'),
+      );
+      saveHistory(config, `${heldRun}:end`, path.join(__dirname, 'fixtures/episode-history-push-held.json'));
+    }
 
     // What one digest costs in Temporal: its history, event by event.
     const history = await digestHandle.fetchHistory();
