@@ -336,18 +336,21 @@ export function createPushActivities(deps: PushActivityDeps) {
       if (!admission.admitted) hold(userId, 'burst', admission.freeAt);
     }
     await digests.pushHolds.hold(fresh);
+    // A hold whose digest went out already is not signalled again (a retry of an old episode).
     await Promise.all(
-      holds.map((row) =>
-        digests.add(row.teamId, row.userId, {
-          episodeId: row.episodeId,
-          runId: row.runId,
-          kind: row.kind,
-          title: row.title,
-          at: row.at.toISOString(),
-          releaseAt: row.releaseAt.toISOString(),
-          reason: row.reason,
-        }),
-      ),
+      holds
+        .filter((row) => !row.digestId)
+        .map((row) =>
+          digests.add(row.teamId, row.userId, {
+            episodeId: row.episodeId,
+            runId: row.runId,
+            kind: row.kind,
+            title: row.title,
+            at: row.at.toISOString(),
+            releaseAt: row.releaseAt.toISOString(),
+            reason: row.reason,
+          }),
+        ),
     );
     return new Set(holds.map((row) => row.userId));
   }

@@ -61,7 +61,7 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
   const { teamId, userId } = input;
   const { workflowId, firstExecutionRunId } = workflowInfo();
   let batch = input.batch ?? emptyBatch();
-  let seen = new Set(batch.episodeIds);
+  const seen = new Set(batch.episodeIds);
   let sent = input.sent ?? 0;
   let prefsChanged = false;
   setHandler(digestEntrySignal, (entry) => add(batch, seen, entry));
@@ -76,7 +76,7 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
     await untilReachable();
     const out = batch;
     batch = emptyBatch();
-    seen = new Set();
+    // `seen` stays: an episode signalled again (a retried fan-out) after its digest went out is not sent twice.
     sent++;
     // Unique across the person's executions: a later chain starts with another first run id.
     await sendOnce(`digest|${workflowId}|${firstExecutionRunId.slice(0, 8)}.${sent}`, out);
