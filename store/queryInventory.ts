@@ -276,7 +276,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'notificationPrefs',
-    method: 'listRecipients',
+    method: 'listRecipientPrefs',
     collection: 'notification_prefs',
     op: 'find',
     filter: { teamId: SAMPLE.teamId, $or: [{ scope: 'team' }, { userId: SAMPLE.userId }] },
