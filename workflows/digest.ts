@@ -3,7 +3,14 @@
 // reached: a durable timer to the release time, re-timed when an entry or a prefs change moves it. Each digest
 // is sent under its own claim and recorded per device like an episode's push, so a worker lost mid-send repeats
 // nothing. The workflow only decides; activities read the prefs and send.
-import { condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  condition,
+  continueAsNew,
+  proxyActivities,
+  setHandler,
+  sleep,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { Activities } from '../contract/activities';
 import {
   DIGEST_MAX_LISTED,
@@ -31,6 +38,15 @@ const send = proxyActivities<Activities>({
     maximumAttempts: FAN_OUT_ATTEMPTS,
   },
 });
+
+/**
+ * A digest no device took (the push service down past the fan-out's own retries) is sent again on a durable
+ * timer, 5 minutes later and doubling to an hour, for a day: its entries were held from their episodes' pushes,
+ * so giving up at once would lose them.
+ */
+const RETRY_FIRST_SECONDS = 300;
+const RETRY_MAX_SECONDS = 3600;
+const RETRY_FOR_MS = 24 * 3600_000;
 
 const emptyBatch = (): DigestBatch => ({
   episodeIds: [],
@@ -111,22 +127,30 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
   async function sendOnce(digestId: string, out: DigestBatch): Promise<void> {
     const me = holder();
     if (!(await store.tryMark(digestId, me))) return; // another execution holds it: sent or sending there
-    let result: string;
-    try {
-      const answer = await send.sendDigest({
-        digestId,
-        teamId,
-        userId,
-        tag: workflowId,
-        listed: out.listed,
-        counts: out.counts,
-        episodeIds: out.episodeIds,
-      });
-      if (!answer.addressable) result = `not_addressable: ${answer.reason}`;
-      else result = answer.delivered + answer.alreadyDelivered > 0 ? 'delivered' : 'failed';
-    } catch {
-      result = 'failed'; // every attempt failed: best effort, like an episode's push past its retries
+    const giveUpAt = Date.now() + RETRY_FOR_MS;
+    for (let wait = RETRY_FIRST_SECONDS; ; wait = Math.min(wait * 2, RETRY_MAX_SECONDS)) {
+      let result: string;
+      try {
+        const answer = await send.sendDigest({
+          digestId,
+          teamId,
+          userId,
+          tag: workflowId,
+          listed: out.listed,
+          counts: out.counts,
+          episodeIds: out.episodeIds,
+        });
+        if (!answer.addressable) result = `not_addressable: ${answer.reason}`;
+        else result = answer.delivered + answer.alreadyDelivered > 0 ? 'delivered' : 'failed';
+      } catch {
+        result = 'failed'; // every attempt of the fan-out failed
+      }
+      if (result !== 'failed' || Date.now() + wait * 1000 > giveUpAt) {
+        await store.markDelivered(digestId, me, result);
+        return;
+      }
+      // No device took it: try again once the push service may be back.
+      await sleep(wait * 1000);
     }
-    await store.markDelivered(digestId, me, result);
   }
 }

@@ -60,6 +60,8 @@ describe('the digest on time-skipping Temporal', function () {
     prefs: { current: HoldPrefs },
     entries: (nowMs: number) => DigestEntry[],
     meanwhile: (signal: () => Promise<void>) => Promise<void> = async () => undefined,
+    /** How each send goes, in turn (the last repeats): a device took it, or none did. */
+    sends: Array<'delivered' | 'failed'> = ['delivered'],
   ) {
     const sent: Array<{ atMs: number; digest: DigestSend }> = [];
     const settled: string[] = [];
@@ -71,14 +73,15 @@ describe('the digest on time-skipping Temporal', function () {
         heldUntil(prefs.current, 'digest', new Date(await env.currentTimeMs()))?.getTime(),
       sendDigest: async (digest: DigestSend) => {
         sent.push({ atMs: await env.currentTimeMs(), digest });
+        const took = sends[Math.min(sent.length - 1, sends.length - 1)] === 'delivered';
         return {
           addressable: true,
           attempted: 1,
-          delivered: 1,
+          delivered: took ? 1 : 0,
           alreadyDelivered: 0,
           pruned: 0,
-          failed: 0,
-          retryable: 0,
+          failed: took ? 0 : 1,
+          retryable: took ? 0 : 1,
         };
       },
     } as unknown as Partial<Activities>;
@@ -191,6 +194,25 @@ describe('the digest on time-skipping Temporal', function () {
     assert.equal(digest.counts.run_failed + digest.counts.run_finished, total);
     assert.equal(digest.listed[0].runId, `run_${total}`);
     assert.equal(digest.listed.at(-1)!.runId, `run_${total - DIGEST_MAX_LISTED + 1}`);
+  });
+
+  it('a digest no device took is sent again, 5 minutes later then doubling; one that never goes through gives up after a day', async () => {
+    const prefs = { current: { breakThrough: [] } as HoldPrefs };
+    const burst = (at: number) => [
+      entry(at, 1, { reason: 'burst', releaseAt: new Date(at + 600_000).toISOString() }),
+    ];
+    const back = await runDigest('retried', prefs, burst, undefined, ['failed', 'failed', 'delivered']);
+    const gaps = back.sent.slice(1).map((s, i) => Math.round((s.atMs - back.sent[i].atMs) / 1000));
+    assert.deepEqual(gaps, [300, 600]);
+    assert.equal(back.settled.length, 1);
+    assert.match(back.settled[0], /=delivered$/);
+
+    const never = await runDigest('never', prefs, burst, undefined, ['failed']);
+    const span = never.sent.at(-1)!.atMs - never.sent[0].atMs;
+    assert.ok(span <= 24 * 3600_000 && span > 23 * 3600_000, `tried for ${span / 3600_000} h`);
+    assert.ok(never.sent.length < 30, `${never.sent.length} sends`);
+    assert.deepEqual(never.settled.length, 1);
+    assert.match(never.settled[0], /=failed$/);
   });
 
   it('a burst that ends inside quiet hours waits for their end', async () => {
