@@ -249,10 +249,18 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
       { scope, kinds, quietHours, doNotDisturbUntil, breakThrough },
       now,
     );
-    // A digest waiting for this person goes out when they can be reached now: tell it to look again.
+    // A digest waiting for this person goes out when they can be reached now: tell it to look again. The prefs
+    // are saved whatever happens here, and the digest reads them again when its timer fires anyway.
     const holdsChanged =
       quietHours !== undefined || doNotDisturbUntil !== undefined || breakThrough !== undefined;
-    if (holdsChanged && deps.prefsChanged) await deps.prefsChanged(teamId, userId);
+    if (holdsChanged && deps.prefsChanged)
+      await deps
+        .prefsChanged(teamId, userId)
+        .catch((err: unknown) =>
+          deps.log(
+            `prefs: could not tell ${userId}'s digest in ${teamId} that the prefs changed: ${String(err)}`,
+          ),
+        );
   });
 
   return router;
