@@ -1,4 +1,4 @@
-// What every workflow shares: how quick calls run, the claim holder, and how a branch ended.
+// What every workflow shares: how quick calls and fan-outs run, the claim holder, and how a branch ended.
 import {
   patched,
   proxyActivities,
@@ -8,6 +8,22 @@ import {
   type RetryPolicy,
 } from '@temporalio/workflow';
 import type { Activities } from '../contract/activities';
+import { FAN_OUT_ATTEMPTS } from '../domain/push';
+
+/**
+ * Push fan-outs (an episode's push, a digest): heartbeats after every accepted send, so a worker that dies mid
+ * fan-out is noticed within the heartbeat timeout and the retry skips the devices already reached.
+ */
+export const fanOutCalls = proxyActivities<Activities>({
+  startToCloseTimeout: '10 minutes',
+  heartbeatTimeout: '10 seconds',
+  retry: {
+    initialInterval: '2 seconds',
+    backoffCoefficient: 2,
+    maximumInterval: '1 minute',
+    maximumAttempts: FAN_OUT_ATTEMPTS,
+  },
+});
 
 const QUICK_RETRY: RetryPolicy = {
   initialInterval: '1 second',

@@ -3,15 +3,7 @@
 // reached: a durable timer to the release time, re-timed when an entry or a prefs change moves it. Each digest
 // is sent under its own claim and recorded per device like an episode's push, so a worker lost mid-send repeats
 // nothing. The workflow only decides; activities read the prefs and send.
-import {
-  condition,
-  continueAsNew,
-  proxyActivities,
-  setHandler,
-  sleep,
-  workflowInfo,
-} from '@temporalio/workflow';
-import type { Activities } from '../contract/activities';
+import { condition, continueAsNew, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import {
   DIGEST_MAX_LISTED,
   digestEntrySignal,
@@ -21,23 +13,9 @@ import {
   type DigestInput,
   type DigestResult,
 } from '../contract/workflows';
-import { FAN_OUT_ATTEMPTS } from '../domain/push';
-import { holder, localStoreCalls } from './common';
+import { fanOutCalls, holder, localStoreCalls } from './common';
 
 const store = localStoreCalls;
-
-// As an episode's fan-out: heartbeats on progress, so a worker that dies mid-send is noticed within the
-// heartbeat timeout and the retry skips the devices already reached.
-const send = proxyActivities<Activities>({
-  startToCloseTimeout: '10 minutes',
-  heartbeatTimeout: '10 seconds',
-  retry: {
-    initialInterval: '2 seconds',
-    backoffCoefficient: 2,
-    maximumInterval: '1 minute',
-    maximumAttempts: FAN_OUT_ATTEMPTS,
-  },
-});
 
 /**
  * A digest no device took (the push service down past the fan-out's own retries) is sent again on a durable
@@ -131,7 +109,7 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
     for (let wait = RETRY_FIRST_SECONDS; ; wait = Math.min(wait * 2, RETRY_MAX_SECONDS)) {
       let result: string;
       try {
-        const answer = await send.sendDigest({
+        const answer = await fanOutCalls.sendDigest({
           digestId,
           teamId,
           userId,

@@ -1,7 +1,6 @@
 // One outcome episode: a run paused or ended. Each outbound family is an independent branch with its own
 // claim key; one failing never holds up the others. The workflow only decides; activities do the I/O.
-import { patched, proxyActivities, sleep } from '@temporalio/workflow';
-import type { Activities } from '../contract/activities';
+import { patched, sleep } from '@temporalio/workflow';
 import {
   EPISODE_OPTIONS_WHEN_ABSENT,
   type BranchResult,
@@ -10,22 +9,9 @@ import {
 } from '../contract/workflows';
 import { callbackWaitSeconds, jitteredWaitSeconds, shouldNotify } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
-import { FAN_OUT_ATTEMPTS, kindFor } from '../domain/push';
-import { callbackAttemptCalls, holder, quickCalls, type QuickCalls } from './common';
+import { kindFor } from '../domain/push';
+import { callbackAttemptCalls, fanOutCalls, holder, quickCalls, type QuickCalls } from './common';
 import { handOffOperatorAlert, sendOperatorAlert } from './operatorAlert';
-
-// A fan-out heartbeats after every accepted send; a worker that dies mid fan-out is noticed within the
-// heartbeat timeout and the retry skips the endpoints already reached.
-const fanOut = proxyActivities<Activities>({
-  startToCloseTimeout: '10 minutes',
-  heartbeatTimeout: '10 seconds',
-  retry: {
-    initialInterval: '2 seconds',
-    backoffCoefficient: 2,
-    maximumInterval: '1 minute',
-    maximumAttempts: FAN_OUT_ATTEMPTS,
-  },
-});
 
 /** Marks histories in which a released push is retried on a timer while a sibling branch still runs. */
 export const RELEASED_PUSH_RETRIED_PATCH = 'released-family-retried-while-siblings-run';
@@ -53,7 +39,7 @@ async function pushBranch(quick: QuickCalls, outcome: RunOutcome): Promise<Branc
   if (!(await quick.tryMark(key, me))) return 'claimed_elsewhere';
   let settled: BranchResult;
   try {
-    const result = await fanOut.deliverPush(outcome);
+    const result = await fanOutCalls.deliverPush(outcome);
     // Confirmed on one success; a deliberate no-op (no recipient, no sink) is confirmed too, never retried. A
     // recipient held for their digest is settled as one reached (results recorded before digests carry no
     // `held`: they decide as they did).

@@ -88,3 +88,15 @@ export async function startTimeSkipping(): Promise<TimeSkipping> {
     throw err;
   }
 }
+
+/** A time-skipping server for the enclosing suite: started before it (handing `use` its environment), stopped after. */
+export function onTimeSkipping(use: (env: TestWorkflowEnvironment) => void): void {
+  let server: TimeSkipping | undefined;
+  before(async () => {
+    server = await startTimeSkipping();
+    use(server.env);
+  });
+  after(async () => {
+    await server?.stop();
+  });
+}

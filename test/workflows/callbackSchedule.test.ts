@@ -15,7 +15,7 @@ import {
   type EpisodeOptions,
 } from '../../contract/workflows';
 import { workflowBundle } from '../support/stack';
-import { startTimeSkipping, type TimeSkipping } from '../support/timeSkipping';
+import { onTimeSkipping } from '../support/timeSkipping';
 
 type Attempt = Awaited<ReturnType<Activities['sendCallback']>>;
 
@@ -34,16 +34,8 @@ const outcome: RunOutcome = {
 
 describe('the callback schedule on time-skipping Temporal', function () {
   this.timeout(120_000);
-  let server: TimeSkipping;
   let env: TestWorkflowEnvironment;
-
-  before(async () => {
-    server = await startTimeSkipping();
-    env = server.env;
-  });
-  after(async () => {
-    await server?.stop();
-  });
+  onTimeSkipping((started) => (env = started));
 
   /**
    * Runs one episode whose callback answers `answers` in turn; returns the claim results and the timers. With

@@ -16,7 +16,7 @@ import {
 import { heldUntil, type HoldPrefs } from '../../domain/quietHours';
 import { digestWorkflow } from '../../workflows';
 import { workflowBundle } from '../support/stack';
-import { startTimeSkipping, type TimeSkipping } from '../support/timeSkipping';
+import { onTimeSkipping } from '../support/timeSkipping';
 
 const night = (timeZone: string): HoldPrefs => ({
   quietHours: { start: '22:00', end: '07:00', timeZone },
@@ -25,16 +25,8 @@ const night = (timeZone: string): HoldPrefs => ({
 
 describe('the digest on time-skipping Temporal', function () {
   this.timeout(180_000);
-  let server: TimeSkipping;
   let env: TestWorkflowEnvironment;
-
-  before(async () => {
-    server = await startTimeSkipping();
-    env = server.env;
-  });
-  after(async () => {
-    await server?.stop();
-  });
+  onTimeSkipping((started) => (env = started));
 
   /** The next `hh:mm` UTC on the server's clock, ISO. */
   async function nextUtc(hours: number, minutes: number): Promise<string> {

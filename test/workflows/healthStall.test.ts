@@ -11,7 +11,7 @@ import type { OperatorAlert } from '../../domain/ops';
 import { runHealthWorkflow } from '../../workflows';
 import { observeSignal, type HealthOptions } from '../../contract/workflows';
 import { workflowBundle } from '../support/stack';
-import { startTimeSkipping, type TimeSkipping } from '../support/timeSkipping';
+import { onTimeSkipping } from '../support/timeSkipping';
 
 const STALL_AFTER_SECONDS = 900;
 const OPTIONS: HealthOptions = {
@@ -31,16 +31,8 @@ async function until(what: string, ready: () => boolean, timeoutMs = 30_000): Pr
 
 describe('the run-health stall on time-skipping Temporal', function () {
   this.timeout(120_000);
-  let server: TimeSkipping;
   let env: TestWorkflowEnvironment;
-
-  before(async () => {
-    server = await startTimeSkipping();
-    env = server.env;
-  });
-  after(async () => {
-    await server?.stop();
-  });
+  onTimeSkipping((started) => (env = started));
 
   it('a run silent past the stall threshold raises one stall alert; its next event one recovery alert', async () => {
     const taskQueue = 'ts-health-stall';

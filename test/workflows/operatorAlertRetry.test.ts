@@ -10,7 +10,7 @@ import type { Activities } from '../../contract/activities';
 import type { OperatorAlert } from '../../domain/ops';
 import { operatorAlertWorkflow } from '../../workflows';
 import { workflowBundle } from '../support/stack';
-import { startTimeSkipping, type TimeSkipping } from '../support/timeSkipping';
+import { onTimeSkipping } from '../support/timeSkipping';
 
 /** A ten-minute window, waits capped at 100 s (what CLAIM_GRACE_SECONDS=300 gives). */
 const SETTINGS = { retryForMs: 600_000, maxWaitMs: 100_000 };
@@ -29,16 +29,8 @@ const alert: OperatorAlert = {
 
 describe('the operator alert retry on time-skipping Temporal', function () {
   this.timeout(120_000);
-  let server: TimeSkipping;
   let env: TestWorkflowEnvironment;
-
-  before(async () => {
-    server = await startTimeSkipping();
-    env = server.env;
-  });
-  after(async () => {
-    await server?.stop();
-  });
+  onTimeSkipping((started) => (env = started));
 
   /** Runs one alert whose webhook sends answer with `send(attempt)`; returns what the workflow did. */
   async function runAlert(send: (attempt: number) => void, taskQueue: string) {
