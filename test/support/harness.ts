@@ -120,10 +120,11 @@ export async function startTestApi(
   config: Config,
   options: ApiOptions = {},
 ): Promise<{ api: ApiHandle; client: ApiClient }> {
-  // Quiet, except a request that failed with a 5xx (the error middleware's "<method> <path> failed: <stack>"): a
-  // suite seeing an unexpected 500 then shows why.
+  // Quiet, except a request that failed with a 5xx (the error middleware's "<method> <path> failed: <stack>"),
+  // one line each: a suite seeing an unexpected 500 then shows why (suites that stop a server on purpose show
+  // a few such lines too).
   const log = (line: string) => {
-    if (/^[A-Z]+ \S+ failed: /.test(line)) console.error(`[test api] ${line}`);
+    if (/^[A-Z]+ \S+ failed: /.test(line)) console.error(`[test api] ${line.split('\n')[0]}`);
   };
   const api = await startApi(config, { log, ...options });
   return { api, client: new ApiClient(api.url) };
