@@ -64,7 +64,7 @@ export interface WorkerDeps {
  * after CALLBACK_BREAKER_FAILURES failures in a row): one per worker process, its breaker's changes logged and in
  * the callback_breaker_open gauge.
  */
-export function callbackPacingFor(
+function callbackPacingFor(
   config: Pick<
     Config,
     'callbackMaxInFlightPerOrigin' | 'callbackBreakerFailures' | 'callbackBreakerCooldownSeconds'

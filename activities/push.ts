@@ -248,8 +248,8 @@ export function createPushActivities(deps: PushActivityDeps) {
 
     /** When the person can be reached by a digest now: undefined for now (epoch ms otherwise). */
     async digestReleaseAt(teamId: string, userId: string): Promise<number | undefined> {
-      const hold = await deps.notificationPrefs.holdPrefs(userId, teamId);
-      return heldUntil(hold, 'digest', deps.now())?.getTime();
+      const now = deps.now();
+      return heldUntil(await deps.notificationPrefs.get(userId, teamId, now), 'digest', now)?.getTime();
     },
 
     /**
@@ -337,20 +337,20 @@ export function createPushActivities(deps: PushActivityDeps) {
     }
     await digests.pushHolds.hold(fresh);
     // A hold whose digest went out already is not signalled again (a retry of an old episode).
-    await Promise.all(
-      holds
-        .filter((row) => !row.digestId)
-        .map((row) =>
-          digests.add(row.teamId, row.userId, {
-            episodeId: row.episodeId,
-            runId: row.runId,
-            kind: row.kind,
-            title: row.title,
-            at: row.at.toISOString(),
-            releaseAt: row.releaseAt.toISOString(),
-            reason: row.reason,
-          }),
-        ),
+    // Bounded like the sends: a burst across a big team is one signal-with-start per person.
+    await mapBounded(
+      holds.filter((row) => !row.digestId),
+      deps.fanOutWidth,
+      (row) =>
+        digests.add(row.teamId, row.userId, {
+          episodeId: row.episodeId,
+          runId: row.runId,
+          kind: row.kind,
+          title: row.title,
+          at: row.at.toISOString(),
+          releaseAt: row.releaseAt.toISOString(),
+          reason: row.reason,
+        }),
     );
     return new Set(holds.map((row) => row.userId));
   }

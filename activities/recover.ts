@@ -6,6 +6,10 @@ import { claimKeys } from '../domain/outcome';
 import type { CallbackAttemptStore } from '../store/callbackAttempts';
 import type { CallbackRecoverStore } from '../store/callbackRecovers';
 import type { ClaimStore } from '../store/claims';
+import { mapBounded } from '../lib/concurrency';
+
+/** A page's episodes checked at once (two reads each). */
+const STORE_READS_AT_ONCE = 8;
 
 export function createRecoverActivities(deps: {
   callbackAttempts: CallbackAttemptStore;
@@ -22,17 +26,20 @@ export function createRecoverActivities(deps: {
         request.limit,
         request.after ? { at: new Date(request.after.at), id: request.after.id } : undefined,
       );
-      const callbacks: GaveUpPage['callbacks'] = [];
+      // Once per episode (one that gave up twice in the window, a re-run, is recovered once); its claim and its
+      // attempt count read side by side, a few episodes at a time.
       const seen = new Set<string>();
-      for (const row of rows) {
-        if (seen.has(row.episodeId)) continue; // gave up twice in the window (a re-run episode): once
-        seen.add(row.episodeId);
+      const firsts = rows.filter((row) => !seen.has(row.episodeId) && seen.add(row.episodeId));
+      const checked = await mapBounded(firsts, STORE_READS_AT_ONCE, async (row) => {
+        const [claim, seenAttempts] = await Promise.all([
+          deps.claims.describe(claimKeys.callback(row.episodeId)),
+          deps.callbackAttempts.countForEpisode(row.episodeId),
+        ]);
         // Still given up: a redelivery since (manual, or an earlier recover) that was delivered is left alone.
-        const claim = await deps.claims.describe(claimKeys.callback(row.episodeId));
-        if (claim.state !== 'delivered' || !claim.result?.startsWith('gave_up')) continue;
-        const seenAttempts = await deps.callbackAttempts.countForEpisode(row.episodeId);
-        callbacks.push({ runId: row.runId, episodeId: row.episodeId, seenAttempts });
-      }
+        const givenUp = claim.state === 'delivered' && !!claim.result?.startsWith('gave_up');
+        return givenUp ? { runId: row.runId, episodeId: row.episodeId, seenAttempts } : undefined;
+      });
+      const callbacks = checked.filter((callback) => callback !== undefined);
       return { callbacks, ...(next ? { next: { at: next.at.toISOString(), id: next.id } } : {}) };
     },
 

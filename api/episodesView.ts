@@ -3,30 +3,17 @@ import { claimKeys } from '../domain/outcome';
 import type { ClaimState } from '../domain/outcome';
 import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
-import type { PushHoldRow, PushHoldStore } from '../store/pushHolds';
+import type { PushHoldStore } from '../store/pushHolds';
+import { pushHeldView } from '../operator/views';
+import type { PushHeldView } from '../operator/explanation';
 import type { EpisodeStore } from '../store/episodes';
 import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callbackAttempts';
 import type { PageCursor } from '../store/paging';
 
-/** What a launcher sees of one callback attempt (no Temporal internals). */
-export type CallbackAttemptSummary = Pick<
-  CallbackAttemptRow,
-  | 'attempt'
-  | 'at'
-  | 'durationMs'
-  | 'result'
-  | 'status'
-  | 'error'
-  | 'retryAfterSeconds'
-  | 'nextWaitSeconds'
-  | 'nextAttemptAt'
-  | 'trigger'
->;
-
 /** Attempts shown per episode: the schedule's 11 at most, plus rate-limited redeliveries. */
 export const MAX_ATTEMPTS_SHOWN = 1000;
 
-/** The fields of an attempt row the episodes view shows, those present. */
+/** The fields of an attempt row the episodes view shows, those present: what a launcher sees of an attempt. */
 const SUMMARY_FIELDS = [
   'attempt',
   'at',
@@ -39,6 +26,9 @@ const SUMMARY_FIELDS = [
   'nextAttemptAt',
   'trigger',
 ] as const;
+
+/** What a launcher sees of one callback attempt (no Temporal internals). */
+export type CallbackAttemptSummary = Pick<CallbackAttemptRow, (typeof SUMMARY_FIELDS)[number]>;
 
 function attemptSummary(row: CallbackAttemptRow): CallbackAttemptSummary {
   return Object.fromEntries(
@@ -54,30 +44,9 @@ export interface EpisodeSummary {
   /** Push endpoints the episode reached. */
   pushDeliveries: number;
   /** Recipients held for their digest instead (quiet hours, do-not-disturb, a burst), and the digest it went in. */
-  pushHeld: HeldRecipient[];
+  pushHeld: PushHeldView[];
   /** Every attempt of its completion callback, oldest first (the schedule's and redeliveries), newest 1000. */
   callbackAttempts: CallbackAttemptSummary[];
-}
-
-export interface HeldRecipient {
-  userId: string;
-  reason: PushHoldRow['reason'];
-  heldAt: Date;
-  releaseAt: Date;
-  /** The digest it went out in; absent while the digest waits. */
-  digestId?: string;
-  digestSentAt?: Date;
-}
-
-export function heldRecipient(row: PushHoldRow): HeldRecipient {
-  return {
-    userId: row.userId,
-    reason: row.reason,
-    heldAt: row.at,
-    releaseAt: row.releaseAt,
-    ...(row.digestId ? { digestId: row.digestId } : {}),
-    ...(row.digestSentAt ? { digestSentAt: row.digestSentAt } : {}),
-  };
 }
 
 export type EpisodeView = ReturnType<typeof createEpisodeView>;
@@ -147,7 +116,7 @@ export function createEpisodeView(deps: {
             recordedAt: row.recordedAt,
             families,
             pushDeliveries,
-            pushHeld: holds.filter((hold) => hold.episodeId === row._id).map(heldRecipient),
+            pushHeld: holds.filter((hold) => hold.episodeId === row._id).map(pushHeldView),
             callbackAttempts: (cut ? read.slice(1) : read).map(attemptSummary),
           };
         }),

@@ -130,11 +130,6 @@ export function createNotificationPrefStore(db: Db, clock: () => Date = () => ne
       return prefsOf(await prefs.findOne({ _id: prefKey(userId, teamId) }), now);
     },
 
-    /** What decides whether a push reaches this user in this team now (the digest's release time). */
-    async holdPrefs(userId: string, teamId: string): Promise<HoldPrefs> {
-      return holdOf((await prefs.findOne({ _id: prefKey(userId, teamId) })) ?? undefined);
-    },
-
     async getScope(userId: string, teamId: string): Promise<NotificationScope> {
       return (await store.get(userId, teamId)).scope;
     },
@@ -192,14 +187,10 @@ export function createNotificationPrefStore(db: Db, clock: () => Date = () => ne
     },
 
     /**
-     * Who gets a push of this kind for a run of this owner in this team: the owner unless they turned the kind
-     * off, and every team-wide member who did not. One query whatever the team size.
+     * Who gets a push of this kind for a run of this owner in this team (the owner unless they turned the kind
+     * off, and every team-wide member who did not), each with their quiet hours, do-not-disturb and
+     * breakThrough. One query whatever the team size.
      */
-    async listRecipients(teamId: string, ownerId: string, kind: PrefKind): Promise<string[]> {
-      return (await store.listRecipientPrefs(teamId, ownerId, kind)).map((recipient) => recipient.userId);
-    },
-
-    /** listRecipients, each with their quiet hours, do-not-disturb and breakThrough: the same one query. */
     async listRecipientPrefs(teamId: string, ownerId: string, kind: PrefKind): Promise<Recipient[]> {
       const rows = await prefs
         .find(

@@ -15,6 +15,10 @@ import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { ApiClient } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
 
+/** Who listRecipientPrefs names, by user id. */
+const userIdsOf = async (recipients: Promise<{ userId: string }[]>): Promise<string[]> =>
+  (await recipients).map((recipient) => recipient.userId);
+
 describe('push preferences and devices', function () {
   let push: PushService;
   let stack: FamilyStack;
@@ -196,13 +200,13 @@ describe('push preferences and devices', function () {
         kinds: { run_finished: false },
       });
       assert.deepEqual(
-        (await stores.notificationPrefs.listRecipients('delta', 'tom', 'run_finished')).sort(),
+        (await userIdsOf(stores.notificationPrefs.listRecipientPrefs('delta', 'tom', 'run_finished'))).sort(),
         ['rae', 'sam'],
       );
-      assert.deepEqual((await stores.notificationPrefs.listRecipients('delta', 'tom', 'run_failed')).sort(), [
-        'sam',
-        'tom',
-      ]);
+      assert.deepEqual(
+        (await userIdsOf(stores.notificationPrefs.listRecipientPrefs('delta', 'tom', 'run_failed'))).sort(),
+        ['sam', 'tom'],
+      );
     });
 
     it('recipients come from one prefs query whatever the team size', async () => {
@@ -224,7 +228,7 @@ describe('push preferences and devices', function () {
             now,
           );
         finds.length = 0;
-        const recipients = await prefs.listRecipients('epsilon', 'member1', 'run_failed');
+        const recipients = await userIdsOf(prefs.listRecipientPrefs('epsilon', 'member1', 'run_failed'));
         assert.equal(recipients.length, 20);
         assert.ok(recipients.includes('member0') && !recipients.includes('member1'));
         assert.deepEqual(finds, ['find notification_prefs']);

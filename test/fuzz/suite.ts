@@ -33,10 +33,10 @@ const DEFAULT_SEED = 20_260_509;
 const DEFAULT_RUNS = 200;
 
 /** How many test files share the routes: part N fuzzes the routes whose index modulo FUZZ_PARTS is N - 1. */
-export const FUZZ_PARTS = 3;
+const FUZZ_PARTS = 3;
 
 /** The routes of one part, in their global order (a route's seed is the run's seed plus its global index). */
-export const routesOfPart = (part: number): string[] =>
+const routesOfPart = (part: number): string[] =>
   FUZZED_ROUTES.filter((_, index) => index % FUZZ_PARTS === part - 1);
 
 /** One part's suite (1 to FUZZ_PARTS); the first also holds the tests that are not per route. */

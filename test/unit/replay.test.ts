@@ -62,12 +62,11 @@ describe('workflow replay without servers', function () {
     } catch {
       // already in use in this process: its logger stays
     }
-    const histories = () =>
-      FIXTURES.map((name) => ({
-        // The fixture's file name stands for its workflow id, so each result says which fixture it replayed.
-        workflowId: name,
-        history: historyFromJSON(JSON.parse(readFileSync(path.join(FIXTURES_DIR, name), 'utf8'))),
-      }));
+    const histories = FIXTURES.map((name) => ({
+      // The fixture's file name stands for its workflow id, so each result says which fixture it replayed.
+      workflowId: name,
+      history: historyFromJSON(JSON.parse(readFileSync(path.join(FIXTURES_DIR, name), 'utf8'))),
+    }));
     for (const [traced, into] of [
       [false, results],
       [true, tracedResults],
@@ -77,7 +76,7 @@ describe('workflow replay without servers', function () {
         workflowInterceptorModules: workflowInterceptorModules(traced),
         logger: quiet,
       });
-      for await (const result of Worker.runReplayHistories({ workflowBundle }, histories()))
+      for await (const result of Worker.runReplayHistories({ workflowBundle }, histories))
         into.set(result.workflowId, result);
     }
   });
