@@ -28,6 +28,7 @@ const LONGEST_FIRST = [
   'test/studio.test.ts',
   'test/ops.test.ts',
   'test/callbackLog.test.ts',
+  'test/ferretdbConformance.test.ts',
   'test/ferretdbPushdown.test.ts',
 ];
 
