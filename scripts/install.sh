@@ -52,8 +52,8 @@ if [ "$want_mongo" = 1 ] && { [ ! -x tools/bin/ferretdb ] || [ -n "$(find tools/
   (
     cd tools/ferretdb
     # The module, patched: a copy with the files of tools/ferretdb/patch over its own (filters, sorts and limits
-    # answered from the collection's indexes; docs/store.md and those files say how), built through a copy of
-    # go.mod that points at it.
+    # answered from the collection's indexes in MongoDB's order, writes atomic per document; docs/store.md and
+    # those files say how), built through a copy of go.mod that points at it.
     go mod download github.com/FerretDB/FerretDB
     upstream="$(go list -m -f '{{.Dir}}' github.com/FerretDB/FerretDB)"
     rm -rf .patched && mkdir -p .patched && cp -R "$upstream" .patched/FerretDB && chmod -R u+w .patched
@@ -61,7 +61,8 @@ if [ "$want_mongo" = 1 ] && { [ ! -x tools/bin/ferretdb ] || [ -n "$(find tools/
     cp patch/collection.go .patched/FerretDB/internal/backends/sqlite/collection.go
     cp patch/registry.go .patched/FerretDB/internal/backends/sqlite/metadata/registry.go
     cp patch/backends_collection.go .patched/FerretDB/internal/backends/collection.go
-    cp patch/msg_find.go patch/msg_getmore.go patch/msg_explain.go patch/ordered.go .patched/FerretDB/internal/handler/
+    cp patch/msg_find.go patch/msg_getmore.go patch/msg_explain.go patch/ordered.go patch/writelock.go \
+      patch/msg_update.go patch/msg_findandmodify.go patch/msg_delete.go .patched/FerretDB/internal/handler/
     cp patch/update.go .patched/FerretDB/internal/handler/common/update.go
     cp go.mod .patched/go.mod && cp go.sum .patched/go.sum
     go mod edit -modfile=.patched/go.mod -replace github.com/FerretDB/FerretDB=./.patched/FerretDB

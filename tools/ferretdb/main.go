@@ -50,10 +50,6 @@ func main() {
 		fatal("cannot create data folder: %s", err)
 	}
 
-	if err := migrateIndexes(dir); err != nil {
-		fatal("index migration: %s", err)
-	}
-
 	if *synchronous != "full" && *synchronous != "normal" {
 		fatal("bad -synchronous: %q", *synchronous)
 	}

@@ -267,7 +267,8 @@ func (cc *collectionContract) UpdateAll(ctx context.Context, params *UpdateAllPa
 		span.SetStatus(otelcodes.Error, "")
 	}
 
-	checkError(err)
+	// Flow Notify's patch: a unique index refusing an update is a duplicate key, as for an insert.
+	checkError(err, ErrorCodeInsertDuplicateID)
 
 	return res, err
 }

@@ -16,10 +16,13 @@ package sqlite
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -183,6 +186,12 @@ func (c *collection) UpdateAll(ctx context.Context, params *backends.UpdateAllPa
 
 			r, err := tx.ExecContext(ctx, q, string(b), arg)
 			if err != nil {
+				// Flow Notify's patch: a unique index refusing the new value is E11000, as for an insert.
+				var se *sqlite3.Error
+				if errors.As(err, &se) && se.Code() == sqlite3lib.SQLITE_CONSTRAINT_UNIQUE {
+					return backends.NewError(backends.ErrorCodeInsertDuplicateID, err)
+				}
+
 				return lazyerrors.Error(err)
 			}
 
@@ -197,7 +206,7 @@ func (c *collection) UpdateAll(ctx context.Context, params *backends.UpdateAllPa
 		return nil
 	})
 	if err != nil {
-		return nil, lazyerrors.Error(err)
+		return nil, err
 	}
 
 	return &res, nil
@@ -626,22 +635,23 @@ type indexPlan struct {
 
 // pushdown is Flow Notify's patch: the WHERE (and ORDER BY) of a query, read from an index. Upstream SQLite
 // FerretDB pushes only an `_id` equality down, so every other filter read the whole collection and evaluated it
-// in Go. Here the filter's conditions on the leading fields of one of the collection's indexes narrow the read;
-// every caller still filters each row with the whole filter (common.FilterIterator), so a pushed-down condition
-// needs only to select a superset of the matching rows:
-//   - equality and $in with strings, numbers, dates and booleans, then one range with a string, number or date
-//     bound, on FieldExpr (SQL values: a date is its milliseconds, a boolean 0 or 1, so a number equal to one is
-//     read too and dropped by the Go filter);
-//   - a missing field or null is NULL, never selected by these comparisons, as MongoDB never matches it with
-//     them; null and other types are not pushed down;
-//   - ranges keep MongoDB's type bracketing: a number bound adds "below the empty text" (SQLite ranks every
-//     number below every text), a string bound "from the empty text on";
+// in Go. Here the filter's conditions on the leading fields of one of the collection's indexes narrow the read.
+// Each index key is two columns (metadata.IndexColumns): the value's BSON type rank, then the value, so SQLite's
+// order of an index is MongoDB's order and a condition names the type it compares with:
+//   - equality and $in with null, numbers (compared exactly across int, long and double), strings, ObjectIDs,
+//     booleans and dates, then one range with bounds of one type, which MongoDB's type bracketing confines to
+//     that type's rank, as it is here;
+//   - every caller still filters each row with the whole filter (common.FilterIterator), so a pushed-down
+//     condition needs only to select a superset of the matching rows: conditions on other fields, $or and the
+//     rest are evaluated in Go on the narrowed rows;
 //   - a field holding an array matches through its elements in MongoDB, which an index on the field's value
 //     cannot see: before using a field, one indexed read asks whether any row of the narrowed range holds an
-//     array there (its value is JSON text starting with '['), and the field is then not pushed down.
+//     array there, and the field is then not pushed down.
 //
 // The sort is served when its fields are the index's fields after those pinned by equality, in the index's
-// directions or all reversed: rows then stream in order and a limit ends the read (the handler checks the order).
+// directions or all reversed, and no row of the range holds a value whose SQL value does not compare as BSON
+// does (metadata.UnorderedRanks: documents, arrays, binary data, timestamps, regular expressions): it is refused
+// before a row is read, and the rows then stream in MongoDB's order, so a limit ends the read.
 func (c *collection) pushdown(ctx context.Context, db *fsql.DB, meta *metadata.Collection, filter, orderBy *types.Document) (*indexPlan, error) { //nolint:lll // for readability
 	if where, args := idPushdown(filter); where != "" {
 		return &indexPlan{fields: []string{"_id"}, conds: []fieldCond{{sql: strings.TrimPrefix(where, " WHERE "), args: args}}}, nil
@@ -665,7 +675,7 @@ func (c *collection) pushdown(ctx context.Context, db *fsql.DB, meta *metadata.C
 	var best *indexPlan
 
 	for _, plan := range plans {
-		checked, err := c.withoutArrays(ctx, db, meta, plan)
+		checked, err := c.withoutUnordered(ctx, db, meta, plan)
 		if err != nil {
 			return nil, err
 		}
@@ -701,12 +711,11 @@ func planIndex(index metadata.IndexInfo, filter, orderBy *types.Document) *index
 	pinned := 0
 
 	for _, key := range index.Key {
-		expr, ok := metadata.FieldExpr(key.Field)
-		if !ok || strings.Contains(key.Field, ".") || filter == nil || !filter.Has(key.Field) {
+		if strings.Contains(key.Field, ".") || filter == nil || !filter.Has(key.Field) {
 			break
 		}
 
-		cond, ok := condition(expr, must.NotFail(filter.Get(key.Field)))
+		cond, ok := condition(key.Field, must.NotFail(filter.Get(key.Field)))
 		if !ok {
 			break
 		}
@@ -741,31 +750,35 @@ func orderClause(index metadata.IndexInfo, conds []fieldCond, pinned int, orderB
 		return "", nil
 	}
 
-	if len(conds) == pinned+1 && conds[pinned].kind != condRange {
+	ranged := len(conds) == pinned+1
+	if ranged && conds[pinned].kind != condRange {
 		return "", nil
 	}
 
 	var forward, backward bool
-	clauses := make([]string, len(keys))
+	var clauses []string
 
 	for i, field := range keys {
 		key := index.Key[pinned+i]
-		expr, ok := metadata.FieldExpr(field)
+		descending := must.NotFail(orderBy.Get(field)).(int64) == -1
+		columns, ok := metadata.IndexColumns(field, descending)
 		if !ok || key.Field != field || strings.Contains(field, ".") {
 			return "", nil
 		}
 
-		descending := must.NotFail(orderBy.Get(field)).(int64) == -1
 		if descending == key.Descending {
 			forward = true
 		} else {
 			backward = true
 		}
 
-		clauses[i] = expr
-		if descending {
-			clauses[i] += " DESC"
+		// A range fixes its field's type rank (condition): SQLite sees that an equality fixes a column, not an
+		// expression, and would sort the rows again if the rank stayed in the ORDER BY.
+		if i == 0 && ranged {
+			columns = columns[1:]
 		}
+
+		clauses = append(clauses, columns...)
 	}
 
 	if forward && backward {
@@ -776,9 +789,16 @@ func orderClause(index metadata.IndexInfo, conds []fieldCond, pinned int, orderB
 }
 
 // condition is the pushed-down form of one field's filter value, when it has one.
-func condition(expr string, v any) (fieldCond, bool) {
-	if arg, ok := sqlValue(v); ok {
-		return fieldCond{sql: expr + " = ?", args: []any{arg}, kind: condEqual}, true
+func condition(field string, v any) (fieldCond, bool) {
+	rankExpr, ok := metadata.RankExpr(field)
+	if !ok {
+		return fieldCond{}, false
+	}
+
+	expr, _ := metadata.FieldExpr(field)
+
+	if rank, arg, ok := sqlValue(v); ok {
+		return fieldCond{sql: fmt.Sprintf("%s = %d AND %s = ?", rankExpr, rank, expr), args: []any{arg}, kind: condEqual}, true
 	}
 
 	op, ok := v.(*types.Document)
@@ -792,105 +812,113 @@ func condition(expr string, v any) (fieldCond, bool) {
 			return fieldCond{}, false
 		}
 
+		var ranks []int
 		args := make([]any, list.Len())
+
 		for i := range args {
-			if args[i], ok = sqlValue(must.NotFail(list.Get(i))); !ok {
+			var rank int
+			if rank, args[i], ok = sqlValue(must.NotFail(list.Get(i))); !ok {
 				return fieldCond{}, false
+			}
+
+			if !slices.Contains(ranks, rank) {
+				ranks = append(ranks, rank)
 			}
 		}
 
 		marks := strings.TrimSuffix(strings.Repeat("?, ", len(args)), ", ")
+		sql := fmt.Sprintf("%s IN (%s) AND %s IN (%s)", rankExpr, joinInts(ranks), expr, marks)
 
-		return fieldCond{sql: expr + " IN (" + marks + ")", args: args, kind: condIn}, true
+		return fieldCond{sql: sql, args: args, kind: condIn}, true
 	}
 
-	var parts []string
+	parts := []string{""}
 	var args []any
-	var lower, upper bool
-	var texts, numbers int
+	rank := 0
 
 	for _, name := range op.Keys() {
 		var sqlOp string
 
 		switch name {
 		case "$gt":
-			sqlOp, lower = ">", true
+			sqlOp = ">"
 		case "$gte":
-			sqlOp, lower = ">=", true
+			sqlOp = ">="
 		case "$lt":
-			sqlOp, upper = "<", true
+			sqlOp = "<"
 		case "$lte":
-			sqlOp, upper = "<=", true
+			sqlOp = "<="
 		default:
 			return fieldCond{}, false
 		}
 
-		bound := must.NotFail(op.Get(name))
-		if _, isBool := bound.(bool); isBool {
+		boundRank, arg, ok := sqlValue(must.NotFail(op.Get(name)))
+		if !ok || (rank != 0 && boundRank != rank) {
 			return fieldCond{}, false
 		}
 
-		arg, ok := sqlValue(bound)
-		if !ok {
-			return fieldCond{}, false
-		}
-
-		if _, isText := arg.(string); isText {
-			texts++
-		} else {
-			numbers++
-		}
-
+		rank = boundRank
 		parts = append(parts, expr+" "+sqlOp+" ?")
 		args = append(args, arg)
 	}
 
-	switch {
-	case texts > 0 && numbers > 0:
-		return fieldCond{}, false
-	case numbers > 0 && !upper:
-		parts = append(parts, expr+" < ''")
-	case texts > 0 && !lower:
-		parts = append(parts, expr+" >= ''")
-	}
+	parts[0] = fmt.Sprintf("%s = %d", rankExpr, rank)
 
 	return fieldCond{sql: strings.Join(parts, " AND "), args: args, kind: condRange}, true
 }
 
-// sqlValue is v as FieldExpr yields it, for the types pushed down.
-func sqlValue(v any) (any, bool) {
+// sqlValue is v's BSON type rank and v as FieldExpr yields it, for the types pushed down.
+func sqlValue(v any) (int, any, bool) {
 	switch v := v.(type) {
+	case types.NullType:
+		return metadata.RankNull, int64(0), true
 	case string:
-		return v, true
+		return metadata.RankString, v, true
+	case types.ObjectID:
+		return metadata.RankObjectID, hex.EncodeToString(v[:]), true
 	case int32:
-		return int64(v), true
+		return metadata.RankNumber, int64(v), true
 	case int64:
-		return v, true
+		return metadata.RankNumber, v, true
 	case float64:
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, false
+			return 0, nil, false
 		}
 
-		return v, true
+		return metadata.RankNumber, v, true
 	case time.Time:
-		return v.UnixMilli(), true
+		return metadata.RankDate, v.UnixMilli(), true
 	case bool:
 		if v {
-			return int64(1), true
+			return metadata.RankBool, int64(1), true
 		}
 
-		return int64(0), true
+		return metadata.RankBool, int64(0), true
 	default:
-		return nil, false
+		return 0, nil, false
 	}
 }
 
-// withoutArrays answers plan itself when no field it uses holds an array. Otherwise it keeps the plan's
-// conditions up to the first field that holds an array in a row of the range the conditions before it select,
-// and its sort only if no sorted field does.
-func (c *collection) withoutArrays(ctx context.Context, db *fsql.DB, meta *metadata.Collection, plan *indexPlan) (*indexPlan, error) { //nolint:lll // for readability
+// joinInts is ranks as an SQL list, in order (the same query gets the same text).
+func joinInts(ranks []int) string {
+	ranks = slices.Clone(ranks)
+	sort.Ints(ranks)
+
+	s := make([]string, len(ranks))
+	for i, r := range ranks {
+		s[i] = strconv.Itoa(r)
+	}
+
+	return strings.Join(s, ", ")
+}
+
+// withoutUnordered answers plan itself when no field it uses holds an array and no sorted field holds a type
+// SQLite orders otherwise than MongoDB. Otherwise it keeps the plan's conditions up to the first field that holds
+// an array in a row of the range the conditions before it select, and its sort only if no sorted field holds such
+// a type.
+func (c *collection) withoutUnordered(ctx context.Context, db *fsql.DB, meta *metadata.Collection, plan *indexPlan) (*indexPlan, error) { //nolint:lll // for readability
 	for i, field := range plan.fields {
-		has, err := holdsArray(ctx, db, meta, plan.conds[:i], field)
+		has, err := holdsRank(ctx, db, meta, plan.conds[:i], field, []int{metadata.RankArray})
 		if err != nil {
 			return nil, err
 		}
@@ -906,7 +934,7 @@ func (c *collection) withoutArrays(ctx context.Context, db *fsql.DB, meta *metad
 	}
 
 	for _, field := range plan.sorted {
-		has, err := holdsArray(ctx, db, meta, plan.conds, field)
+		has, err := holdsRank(ctx, db, meta, plan.conds, field, metadata.UnorderedRanks)
 		if err != nil {
 			return nil, err
 		}
@@ -923,11 +951,9 @@ func (c *collection) withoutArrays(ctx context.Context, db *fsql.DB, meta *metad
 	return plan, nil
 }
 
-// holdsArray asks the index whether a row selected by conds holds an array in field: arrays are JSON text
-// starting with '[' under FieldExpr, so the read is the index's range ['[', '\') within conds.
-func holdsArray(ctx context.Context, db *fsql.DB, meta *metadata.Collection, conds []fieldCond, field string) (bool, error) { //nolint:lll // for readability
-	expr, _ := metadata.FieldExpr(field)
-	path, _ := metadata.FieldPath(field)
+// holdsRank asks the index whether a row selected by conds holds a value of one of ranks in field.
+func holdsRank(ctx context.Context, db *fsql.DB, meta *metadata.Collection, conds []fieldCond, field string, ranks []int) (bool, error) { //nolint:lll // for readability
+	rankExpr, _ := metadata.RankExpr(field)
 
 	where, args := whereOf(conds)
 	if where == "" {
@@ -936,10 +962,7 @@ func holdsArray(ctx context.Context, db *fsql.DB, meta *metadata.Collection, con
 		where += " AND "
 	}
 
-	q := fmt.Sprintf(
-		`SELECT 1 FROM %q%s%s >= '[' AND %s < '\' AND json_type(%s, %s) = 'array' LIMIT 1`,
-		meta.TableName, where, expr, expr, metadata.DefaultColumn, path,
-	)
+	q := fmt.Sprintf(`SELECT 1 FROM %q%s%s IN (%s) LIMIT 1`, meta.TableName, where, rankExpr, joinInts(ranks))
 
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {

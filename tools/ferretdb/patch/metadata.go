@@ -74,30 +74,84 @@ func (c *Collection) deepCopy() *Collection {
 // pathSegment is a field name an index expression can quote as it is.
 var pathSegment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// FieldPath is the JSON path, as an SQL string literal, of a field that Flow Notify's patch indexes and pushes
-// filters down to, and whether the field can have one (plain names only: they need no quoting inside the path).
-func FieldPath(field string) (string, bool) {
+// fieldPaths are the JSON paths, as SQL string literals, of a field's value and of its type in the document's
+// sjson schema ("$s"), and whether the field can have them (plain names only: they need no quoting inside a path).
+func fieldPaths(field string) (value, typ string, ok bool) {
 	segments := strings.Split(field, ".")
 	for _, s := range segments {
 		if !pathSegment.MatchString(s) {
-			return "", false
+			return "", "", false
 		}
 	}
 
-	return `'$."` + strings.Join(segments, `"."`) + `"'`, true
+	value = `'$."` + strings.Join(segments, `"."`) + `"'`
+	typ = `'$."$s".p."` + strings.Join(segments, `"."$s".p."`) + `".t'`
+
+	return value, typ, true
 }
 
-// FieldExpr is the SQL expression of a field's value that Flow Notify's patch indexes and pushes filters down
-// to. Upstream indexes the field's JSON text (`->"field"`), which compares strings with their quotes and numbers
-// (dates are milliseconds) as text, so no range could use it; `->>` is the SQL value: numbers compare as numbers,
-// strings as their UTF-8 bytes (BSON's order within each type), NULL for a missing field or null, and the JSON
-// text of an array or an object. The same text builds the index (registry.go) and every query against it
-// (collection.go): SQLite matches an index to a query by the expression's text.
-func FieldExpr(field string) (string, bool) {
-	path, ok := FieldPath(field)
+// BSON type ranks: MongoDB orders values of different types by these, then by value within a type. Missing and
+// null share the lowest rank, and int, long and double are one rank, compared by their numeric values.
+const (
+	RankNull      = 1
+	RankNumber    = 2
+	RankString    = 3
+	RankObject    = 4
+	RankArray     = 5
+	RankBinData   = 6
+	RankObjectID  = 7
+	RankBool      = 8
+	RankDate      = 9
+	RankTimestamp = 10
+	RankRegex     = 11
+)
+
+// UnorderedRanks are the types whose SQL values do not compare as BSON compares them (JSON text of documents
+// and arrays, base64 of binary data, timestamps, regular expressions): a sort is never served on them.
+var UnorderedRanks = []int{RankObject, RankArray, RankBinData, RankTimestamp, RankRegex}
+
+// RankExpr is the SQL expression of a field's BSON type rank, read from the document's sjson schema.
+func RankExpr(field string) (string, bool) {
+	_, typ, ok := fieldPaths(field)
 	if !ok {
 		return "", false
 	}
 
-	return DefaultColumn + "->>" + path, true
+	return "CASE " + DefaultColumn + "->>" + typ +
+		" WHEN 'double' THEN 2 WHEN 'int' THEN 2 WHEN 'long' THEN 2 WHEN 'string' THEN 3 WHEN 'object' THEN 4" +
+		" WHEN 'array' THEN 5 WHEN 'binData' THEN 6 WHEN 'objectId' THEN 7 WHEN 'bool' THEN 8 WHEN 'date' THEN 9" +
+		" WHEN 'timestamp' THEN 10 WHEN 'regex' THEN 11 ELSE 1 END", true
+}
+
+// FieldExpr is the SQL expression of a field's value within its rank: numbers as numbers (a double as REAL:
+// sjson writes one of 2^53 to 2^63 as integer text, which SQLite would read as a nearby but different integer),
+// a date as its milliseconds, a boolean 0 or 1, a string and an ObjectID's hex as text (UTF-8 bytes: BSON's
+// order), and 0 for null and a missing field, which MongoDB sorts, matches and unique-indexes as one value.
+func FieldExpr(field string) (string, bool) {
+	value, typ, ok := fieldPaths(field)
+	if !ok {
+		return "", false
+	}
+
+	v := DefaultColumn + "->>" + value
+
+	return "CASE " + DefaultColumn + "->>" + typ + " WHEN 'double' THEN CAST(" + v + " AS REAL) ELSE COALESCE(" + v + ", 0) END", true
+}
+
+// IndexColumns are the SQL columns Flow Notify's patch indexes a key on: its type rank, then its value, both in
+// the key's direction, so that SQLite's order of the index is MongoDB's order of the field. collection.go pushes
+// filters and sorts down to the same text (SQLite matches an index to a query by the expression's text).
+func IndexColumns(field string, descending bool) ([]string, bool) {
+	rank, ok := RankExpr(field)
+	if !ok {
+		return nil, false
+	}
+
+	value, _ := FieldExpr(field)
+
+	if descending {
+		return []string{rank + " DESC", value + " DESC"}, true
+	}
+
+	return []string{rank, value}, true
 }

@@ -13,9 +13,10 @@ import (
 )
 
 // OrderedIterator passes on documents the backend read in the sort's order from an index, checking each against
-// the one before with MongoDB's own sort comparison. SQLite orders an index by its values' SQL types, which agree
-// with BSON's order within one type; a sort field that mixes types the two orders rank differently (dates and
-// numbers, strings and ObjectIDs) fails the query loudly rather than returning documents out of order.
+// the one before with MongoDB's own sort comparison. The index orders each field by its BSON type rank, then by
+// its value, and a sort is served only where no row holds a type whose SQL value compares otherwise than BSON
+// (collection.go); this check is the guard behind that proof: a document out of order fails the query loudly
+// rather than reaching the client.
 func OrderedIterator(iter types.DocumentsIterator, closer *iterator.MultiCloser, sort *types.Document) (types.DocumentsIterator, error) { //nolint:lll // for readability
 	res := &orderedIterator{iter: iter}
 

@@ -16,6 +16,8 @@ package metadata
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -117,6 +119,12 @@ func (r *Registry) initCollections(ctx context.Context, dbName string, db *fsql.
 	}
 
 	if err = rows.Err(); err != nil {
+		return lazyerrors.Error(err)
+	}
+
+	rows.Close()
+
+	if err = r.upgradeIndexes(ctx, db, colls); err != nil {
 		return lazyerrors.Error(err)
 	}
 
@@ -465,44 +473,7 @@ func (r *Registry) indexesCreate(ctx context.Context, dbName, collectionName str
 			continue
 		}
 
-		q := "CREATE "
-
-		if index.Unique {
-			q += "UNIQUE "
-		}
-
-		q += "INDEX %q ON %q (%s)"
-
-		columns := make([]string, len(index.Key))
-		for i, key := range index.Key {
-			// Flow Notify's patch: every index but the unique _id one (which IDColumn matches) indexes FieldExpr,
-			// the form collection.go pushes filters and sorts down to.
-			if expr, ok := FieldExpr(key.Field); ok && index.Name != backends.DefaultIndexName {
-				columns[i] = expr
-				if key.Descending {
-					columns[i] += " DESC"
-				}
-
-				continue
-			}
-
-			fields := strings.Split(key.Field, ".")
-			for j, f := range fields {
-				fields[j] = fmt.Sprintf("%q", f)
-			}
-
-			columns[i] = fmt.Sprintf("%s->%s", DefaultColumn, strings.Join(fields, "->"))
-			if key.Descending {
-				columns[i] += " DESC"
-			}
-		}
-
-		q = fmt.Sprintf(
-			q,
-			c.TableName+"_"+index.Name,
-			c.TableName,
-			strings.Join(columns, ", "),
-		)
+		q := indexSQL(c.TableName, index)
 
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			_ = r.indexesDrop(ctx, dbName, collectionName, created)
@@ -520,6 +491,83 @@ func (r *Registry) indexesCreate(ctx context.Context, dbName, collectionName str
 	}
 
 	r.colls[dbName][collectionName] = c
+
+	return nil
+}
+
+// indexSQL is the statement that creates index on table. Flow Notify's patch: every index but the unique _id
+// one (which IDColumn matches) indexes each key's IndexColumns, the form collection.go pushes filters and sorts
+// down to; a key no path can name keeps upstream's JSON text.
+func indexSQL(table string, index IndexInfo) string {
+	q := "CREATE "
+
+	if index.Unique {
+		q += "UNIQUE "
+	}
+
+	q += "INDEX %q ON %q (%s)"
+
+	var columns []string
+
+	for _, key := range index.Key {
+		if keyColumns, ok := IndexColumns(key.Field, key.Descending); ok && index.Name != backends.DefaultIndexName {
+			columns = append(columns, keyColumns...)
+			continue
+		}
+
+		fields := strings.Split(key.Field, ".")
+		for j, f := range fields {
+			fields[j] = fmt.Sprintf("%q", f)
+		}
+
+		column := fmt.Sprintf("%s->%s", DefaultColumn, strings.Join(fields, "->"))
+		if key.Descending {
+			column += " DESC"
+		}
+
+		columns = append(columns, column)
+	}
+
+	return fmt.Sprintf(q, table+"_"+index.Name, table, strings.Join(columns, ", "))
+}
+
+// upgradeIndexes rebuilds, when the database is opened, every index whose SQL is not what indexSQL makes today:
+// upstream's (the fields' JSON text) and an earlier patch's (the values without their type ranks). Each index is
+// dropped and created in one transaction, so a crash leaves it in one form or the other, and a second start
+// changes nothing. Data an earlier version accepted may break a unique index's new meaning (two explicit nulls,
+// which MongoDB refuses): that index then keeps its old form, which still enforces what it did and serves no
+// pushdown, and the log says so; start-up never fails on it.
+func (r *Registry) upgradeIndexes(ctx context.Context, db *fsql.DB, colls map[string]*Collection) error {
+	for _, c := range colls {
+		for _, index := range c.Settings.Indexes {
+			name := c.TableName + "_" + index.Name
+			want := indexSQL(c.TableName, index)
+
+			var have string
+			err := db.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?`, name).Scan(&have)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return lazyerrors.Error(err)
+			}
+
+			if have == want {
+				continue
+			}
+
+			err = db.InTransaction(ctx, func(tx *fsql.Tx) error {
+				if _, err := tx.ExecContext(ctx, fmt.Sprintf("DROP INDEX IF EXISTS %q", name)); err != nil {
+					return err
+				}
+
+				_, err := tx.ExecContext(ctx, want)
+
+				return err
+			})
+			if err != nil {
+				r.l.WarnContext(ctx, "index kept in its earlier form: the data breaks its current meaning",
+					slog.String("index", name), slog.String("error", err.Error()))
+			}
+		}
+	}
 
 	return nil
 }

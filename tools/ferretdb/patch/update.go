@@ -48,7 +48,9 @@ type kvOp struct {
 //
 // Flow Notify's patch: modified documents are written updateBatch at a time, each batch in one backend call (one
 // SQLite transaction), instead of one transaction per document: on SQLite every commit syncs the write-ahead log,
-// so an update of 2,000 documents cost 2,000 syncs. A failing batch writes none of its documents.
+// so an update of 2,000 documents cost 2,000 syncs. As in MongoDB, the documents changed before one that fails
+// stay changed: a document that cannot be changed first writes those pending, and a batch the backend refuses
+// is written again one document at a time, up to the one it refuses.
 func UpdateDocument(ctx context.Context, c backends.Collection, cmd string, iter types.DocumentsIterator, param *Update) (*UpdateResult, error) { //nolint:lll // for readability
 	result := new(UpdateResult)
 
@@ -57,18 +59,36 @@ func UpdateDocument(ctx context.Context, c backends.Collection, cmd string, iter
 	var pending []*types.Document
 
 	flush := func() error {
-		if len(pending) == 0 {
+		docs := pending
+		pending = nil
+
+		if len(docs) == 0 {
 			return nil
 		}
 
-		if _, err := c.UpdateAll(ctx, &backends.UpdateAllParams{Docs: pending}); err != nil {
-			return lazyerrors.Error(err)
+		if _, err := c.UpdateAll(ctx, &backends.UpdateAllParams{Docs: docs}); err == nil {
+			result.Modified.Count += int32(len(docs))
+			return nil
 		}
 
-		result.Modified.Count += int32(len(pending))
-		pending = nil
+		for _, doc := range docs {
+			if _, err := c.UpdateAll(ctx, &backends.UpdateAllParams{Docs: []*types.Document{doc}}); err != nil {
+				return lazyerrors.Error(err)
+			}
+
+			result.Modified.Count++
+		}
 
 		return nil
+	}
+
+	// failed writes the documents changed before err, then answers err.
+	failed := func(err error) (*UpdateResult, error) {
+		if flushErr := flush(); flushErr != nil {
+			return nil, flushErr
+		}
+
+		return nil, lazyerrors.Error(err)
 	}
 
 	for {
@@ -77,7 +97,7 @@ func UpdateDocument(ctx context.Context, c backends.Collection, cmd string, iter
 		_, doc, err := iter.Next()
 		if err != nil {
 			if !errors.Is(err, iterator.ErrIteratorDone) {
-				return nil, lazyerrors.Error(err)
+				return failed(err)
 			}
 
 			if result.Matched.Count == 0 && param.Upsert {
@@ -112,7 +132,7 @@ func UpdateDocument(ctx context.Context, c backends.Collection, cmd string, iter
 		}
 
 		if err != nil {
-			return nil, lazyerrors.Error(err)
+			return failed(err)
 		}
 
 		if !doc.Has("_id") {
@@ -121,7 +141,7 @@ func UpdateDocument(ctx context.Context, c backends.Collection, cmd string, iter
 
 		// TODO https://github.com/FerretDB/FerretDB/issues/3454
 		if err = doc.ValidateData(); err != nil {
-			return nil, lazyerrors.Error(err)
+			return failed(err)
 		}
 
 		if upsert {
