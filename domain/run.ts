@@ -48,9 +48,10 @@ export interface Run {
   finalAnswer?: string;
   /**
    * Answers of complete operations not yet applied, by the token their transition row names: the row never holds
-   * the answer, so a caller finishing a transition whose writer died reads it here. The status write clears it.
+   * the answer, so a caller finishing a transition whose writer died reads it here; null: given up, its writer
+   * died before staging it. The status write clears them all.
    */
-  pendingAnswers?: Record<string, string>;
+  pendingAnswers?: Record<string, string | null>;
   error?: RunError;
   /** The engine checkpoint, saved together with the status it belongs to. */
   checkpoint?: { status: RunStatus; at: Date; node?: string };

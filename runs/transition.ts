@@ -21,7 +21,8 @@ export interface TransitionChange {
 
 /**
  * The transition, decided on the run as read: its revision is won first (one insert; a concurrent operation
- * makes this a 409 before anything is written), then the status, then the events, health and the outcome.
+ * makes this a 409 before anything is written), then its answer is staged on the run, then the status, the
+ * events, health and the outcome.
  */
 export async function applyTransition(
   ctx: RunsContext,
@@ -46,13 +47,14 @@ export async function applyTransition(
     ...(answer !== undefined ? { answer: newId('ans') } : {}),
     at,
   };
-  if (transition.answer !== undefined && answer !== undefined)
-    await ctx.runs.stageAnswer(run._id, transition.answer, answer);
+  const lost = () => new IllegalTransitionError(`the run changed while ${op.replace('_', '-')} was applied`);
   if (!(await ctx.runTransitions.claim(transition))) {
-    if (transition.answer !== undefined) await ctx.runs.dropStagedAnswer(run._id, transition.answer);
-    await finishStuckTransition(ctx, run);
-    throw new IllegalTransitionError(`the run changed while ${op.replace('_', '-')} was applied`);
+    // A winner that died before staging its answer gave the revision back: it is taken once more.
+    if ((await finishStuckTransition(ctx, run)) !== 'given-up' || !(await ctx.runTransitions.claim(transition)))
+      throw lost();
   }
+  if (transition.answer !== undefined && answer !== undefined)
+    if (!(await ctx.runs.stageAnswer(run._id, revision, transition.answer, answer))) throw lost();
   return finishTransition(ctx, run, transition, bodyError, answer);
 }
 
@@ -81,7 +83,7 @@ async function finishTransition(
   // Only this revision's row and the one before it are ever read again.
   await ctx.runTransitions.forget(run._id, t.revision - 2);
   const { set, items } = withAnswer(t, answer);
-  const unset: (keyof Run)[] = t.answer !== undefined ? [...t.unset, 'pendingAnswers'] : t.unset;
+  const unset: (keyof Run)[] = [...t.unset, 'pendingAnswers'];
   const expected = { status: run.status, revision: t.revision };
   const updated =
     (await ctx.runs.transition(run._id, expected, set, unset)) ?? (await ctx.runs.getById(run._id));
@@ -91,7 +93,6 @@ async function finishTransition(
     // The run is two revisions past: this revision's row had been removed and a caller that read the run
     // before then inserted it again. That is no win; nothing of it is written.
     await ctx.runTransitions.forget(run._id, t.revision);
-    if (t.answer !== undefined) await ctx.runs.dropStagedAnswer(run._id, t.answer);
     throw new IllegalTransitionError('the run changed while the transition was applied');
   }
   await writeEvents(ctx, run, t, items);
@@ -101,15 +102,25 @@ async function finishTransition(
 
 /**
  * A revision someone won but whose status write never landed (its writer died): finish it now, so the run
- * is not stuck on a revision nobody can take.
+ * is not stuck on a revision nobody can take; or, when it carries an answer its writer never staged, give it
+ * up (the row goes, and the revision is free again): a complete is never finished without its answer.
  */
-async function finishStuckTransition(ctx: RunsContext, run: Run): Promise<void> {
+async function finishStuckTransition(ctx: RunsContext, run: Run): Promise<'finished' | 'given-up' | 'none'> {
   const revision = run.revision ?? 0;
   const current = await ctx.runs.getById(run._id);
-  if (!current || (current.revision ?? 0) !== revision) return;
+  if (!current || (current.revision ?? 0) !== revision || current.status !== run.status) return 'none';
   const t = await ctx.runTransitions.get(run._id, revision);
-  if (t && current.status === run.status)
-    await finishTransition(ctx, current, t, t.set.error, answerOf(current, t));
+  if (!t) return 'none';
+  if (t.answer !== undefined && current.pendingAnswers?.[t.answer] == null) {
+    if (await ctx.runs.giveUpAnswer(run._id, revision, t.answer)) {
+      await ctx.runTransitions.forget(run._id, revision);
+      return 'given-up';
+    }
+    // Staged meanwhile: its writer is alive, and finishes it (as may this caller, below).
+    return finishStuckTransition(ctx, run);
+  }
+  await finishTransition(ctx, current, t, t.set.error, answerOf(current, t));
+  return 'finished';
 }
 
 async function writeEvents(ctx: RunsContext, run: Run, t: RunTransition, items: EventItem[]): Promise<void> {

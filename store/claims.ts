@@ -4,7 +4,7 @@
 //   pending    delivered:false — a live fan-out holds it; it shields the episode for the claim grace
 //   delivered  delivered:true — settled, never retried
 //
-// Exclusivity never depends on an atomic compare-and-swap (FerretDB v1 has none): a claim is won by inserting
+// Exclusivity never depends on an atomic compare-and-swap (upstream FerretDB v1 has none): a claim is won by inserting
 // the unique _id, and a stale claim is taken over by first inserting a takeover marker unique to that stale
 // generation, so exactly one contender may replace it. Keys: the episode id (push), cb|… (callback),
 // ops|… (operator). No tenant field: the key is global.

@@ -278,9 +278,8 @@ export function createPushSubscriptionStore(db: Db) {
     },
 
     /**
-     * A send went through: the streak (count and since) starts again, and the row's last success is `at`, in the
-     * same write. FerretDB v1 writes a whole document back without compare-and-swap, so a separate last-success
-     * write racing this one could put the streak back.
+     * A send went through: the streak (count and since) starts again, and the row's last success is `at`, in one
+     * write.
      */
     async clearUnresolved(id: string, at: Date): Promise<void> {
       await subs.updateOne({ _id: id }, { $unset: { unresolved: '' }, $max: { lastSuccessAt: at } });

@@ -1,10 +1,11 @@
 // run_transitions: one row per status transition of a run, keyed <runId>#<revision>. Inserting the unique _id
-// is the transition's win: FerretDB v1 evaluates an update's filter and its write apart, so two conditional
-// status updates can both match; only one insert of a key can succeed. The row carries the whole transition
+// is the transition's win (only one insert of a key can succeed, on any MongoDB-wire server, upstream FerretDB v1
+// included, whose conditional updates are not atomic). The row carries the whole transition
 // (the run's new fields and its events), so a transition whose writer died half-way is finished by the next
 // caller that meets it instead of leaving the run stuck on a revision no one can take. Only the run's current
 // revision and the one before are ever read, so older rows are removed as the run moves on (at most two per run);
-// a complete's answer stays out of the row (the run holds it until the status write, see Run.pendingAnswers).
+// a complete's answer stays out of the row (the winner stages it on the run until the status write, see
+// Run.pendingAnswers).
 import type { Db } from 'mongodb';
 import type { Run } from '../domain/run';
 import type { RunStatus } from '../domain/runStatus';

@@ -1,6 +1,6 @@
 // runs: one document per run. Reads are team-scoped for the API; the outcome emitters and the sweep read
 // without a tenant filter (they act for the system, not for a caller).
-import type { Collection, Db } from 'mongodb';
+import type { Collection, Db, Filter } from 'mongodb';
 import type { Run } from '../domain/run';
 import type { SweepRef } from '../domain/sweep';
 import type { RunStatus } from '../domain/runStatus';
@@ -93,8 +93,7 @@ export function createRunStore(db: Db) {
 
     /**
      * Replaces the run's callback secret with `next`, keeping `current` as the previous one from `at` on; only while
-     * `current` is still the run's secret. FerretDB v1 evaluates the filter and the write apart, so two rotations
-     * at once can both match there: the secret read back says which one holds. False: another one did.
+     * `current` is still the run's secret (one conditional write). False: another rotation did first.
      */
     async rotateCallbackSecret(runId: string, current: string, next: string, at: Date): Promise<boolean> {
       const result = await runs.updateOne(
@@ -106,19 +105,36 @@ export function createRunStore(db: Db) {
           },
         },
       );
-      if (result.modifiedCount !== 1) return false;
-      const stored = await runs.findOne({ _id: runId }, { projection: { 'callback.secret': 1 } });
-      return stored?.callback?.secret === next;
+      return result.modifiedCount === 1;
     },
 
-    /** A complete operation's answer, put where a caller finishing its transition can read it (see Run). */
-    async stageAnswer(runId: string, token: string, answer: string): Promise<void> {
-      await runs.updateOne({ _id: runId }, { $set: { [`pendingAnswers.${token}`]: answer } });
+    /**
+     * A complete's answer, put where a caller finishing its transition can read it (see Run.pendingAnswers), by
+     * the transition that won `revision`: only while the run is still there and no one gave the token up. False:
+     * the transition was taken over (giveUpAnswer) or the run moved on.
+     */
+    async stageAnswer(runId: string, revision: number, token: string, answer: string): Promise<boolean> {
+      const result = await runs.updateOne(
+        { _id: runId, ...atRevision(revision), [`pendingAnswers.${token}`]: { $exists: false } },
+        { $set: { [`pendingAnswers.${token}`]: answer } },
+      );
+      return result.modifiedCount === 1;
     },
 
-    /** The answer of a complete operation that lost its revision. */
-    async dropStagedAnswer(runId: string, token: string): Promise<void> {
-      await runs.updateOne({ _id: runId }, { $unset: { [`pendingAnswers.${token}`]: '' } });
+    /**
+     * Gives up the answer of the transition that won `revision` and never staged it (its writer died between
+     * the two): a null in its place, so a late stageAnswer of it fails. True: the token is given up (now or
+     * before); false: the answer is staged, or the run moved on.
+     */
+    async giveUpAnswer(runId: string, revision: number, token: string): Promise<boolean> {
+      const key = `pendingAnswers.${token}`;
+      const result = await runs.updateOne(
+        { _id: runId, ...atRevision(revision), [key]: { $exists: false } },
+        { $set: { [key]: null } },
+      );
+      if (result.modifiedCount === 1) return true;
+      const run = await runs.findOne({ _id: runId, ...atRevision(revision) }, { projection: { [key]: 1 } });
+      return run?.pendingAnswers?.[token] === null;
     },
 
     /** The operator transition marker: which confirmed operator alerts this run has had. */
@@ -148,14 +164,17 @@ export function createRunStore(db: Db) {
     ): Promise<Run | null> {
       const update: Record<string, unknown> = { $set: { ...set, revision: expected.revision + 1 } };
       if (unset.length) update.$unset = Object.fromEntries(unset.map((k) => [k, '']));
-      // Revision 0 is also a run written before revisions were kept (no field).
-      const revision = expected.revision === 0 ? { $in: [0, null] } : expected.revision;
       const result = await runs.updateOne(
-        { _id: runId, status: expected.status, revision } as Record<string, unknown>,
+        { _id: runId, status: expected.status, ...atRevision(expected.revision) },
         update,
       );
       if (result.modifiedCount !== 1) return null;
       return runs.findOne({ _id: runId });
     },
   };
+}
+
+/** A filter on a run's revision; revision 0 is also a run written before revisions were kept (no field). */
+function atRevision(revision: number): Filter<Run> {
+  return { revision: revision === 0 ? { $in: [0, null] } : revision } as Filter<Run>;
 }

@@ -151,4 +151,17 @@ describe('callback secret rotation', function () {
     assert.ok(Number(limited.headers.get('retry-after')) > 0);
     assert.equal((await stores.runs.getById(id))!.callback!.previousSecret?.secret, third);
   });
+
+  it('rotations of one run at the same moment: exactly one wins, and its secret is the one kept', async () => {
+    const { id, secret } = await launch();
+    const at = new Date();
+    const next = Array.from({ length: 20 }, (_, i) => `whsec_race${i}`);
+    const won = await Promise.all(next.map((n) => stores.runs.rotateCallbackSecret(id, secret, n, at)));
+    const winners = next.filter((_, i) => won[i]);
+    assert.equal(winners.length, 1, `winners: ${winners.join(', ')}`);
+    const callback = (await stores.runs.getById(id))!.callback!;
+    assert.equal(callback.secret, winners[0]);
+    assert.equal(callback.previousSecret?.secret, secret);
+  });
 });
+

@@ -206,4 +206,71 @@ describe('concurrent transitions', function () {
     );
     assert.equal(events[1].data.finalAnswer, 'the real answer');
   });
+
+  it('a complete that loses its revision writes nothing on the run, not even its answer', async () => {
+    const caller = { userId: 'alice', teamId: 'acme' };
+    const silent = { emitRunOutcome: async () => undefined };
+    const engine = createRunsService({ ...stores, emitter: silent });
+    const run = await engine.create(caller, { title: 'lost complete' });
+    // Someone else won revision 0 (its row is in) and has not written the status yet.
+    const stalled = { ...stores.runs, transition: async () => null };
+    const rival = createRunsService({ ...stores, runs: stalled, emitter: silent });
+    await assert.rejects(rival.cancel(caller, run._id), IllegalTransitionError);
+    const written: unknown[] = [];
+    const watched = createRunsService({ ...stores, runs: observedRuns(stores, written), emitter: silent });
+    await assert.rejects(
+      watched.complete(caller, run._id, 'never staged'),
+      (err: unknown) => err instanceof IllegalTransitionError,
+    );
+    const after = await stores.runs.getById(run._id);
+    assert.equal(after?.status, 'cancelled', 'the rival transition was finished');
+    assert.ok(!JSON.stringify(after).includes('never staged'), 'the loser left its answer on the run');
+    assert.deepEqual(
+      written.filter((w) => JSON.stringify(w).includes('never staged')),
+      [],
+      'the loser wrote its answer on the run before it lost',
+    );
+  });
+
+  it('a complete whose writer died between its win and its answer is taken over by the next operation', async () => {
+    const caller = { userId: 'alice', teamId: 'acme' };
+    const silent = { emitRunOutcome: async () => undefined };
+    const engine = createRunsService({ ...stores, emitter: silent });
+    const run = await engine.create(caller, { title: 'answer never staged' });
+    let claimed = false;
+    const dying = createRunsService({
+      ...stores,
+      runTransitions: {
+        ...stores.runTransitions,
+        async claim(t) {
+          claimed = await stores.runTransitions.claim(t);
+          if (claimed) throw new Error('worker killed after winning the revision');
+          return claimed;
+        },
+      },
+      emitter: silent,
+    });
+    await assert.rejects(dying.complete(caller, run._id, 'lost with the worker'), /worker killed/);
+    assert.ok(claimed, 'the dying complete won revision 0');
+    // The next operation neither finishes a complete without its answer nor stays locked out: it wins.
+    const cancelled = await engine.cancel(caller, run._id);
+    assert.equal(cancelled.status, 'cancelled');
+    assert.equal(cancelled.finalAnswer, undefined);
+    const types = (await stores.events.listForRun(run._id)).map((e) => e.type);
+    assert.deepEqual(types, ['run_started', 'run_cancelled'], 'no phantom run_finished');
+  });
 });
+
+/** The runs store, recording every write's arguments into `written`. */
+function observedRuns(stores: Stores, written: unknown[]): RunsServiceDeps['runs'] {
+  const observed = { ...stores.runs } as Record<string, unknown>;
+  for (const [name, fn] of Object.entries(stores.runs)) {
+    if (typeof fn !== 'function' || /^(get|list|find)/.test(name)) continue;
+    observed[name] = async (...args: unknown[]) => {
+      written.push([name, ...args]);
+      return (fn as (...a: unknown[]) => unknown).apply(stores.runs, args);
+    };
+  }
+  return observed as RunsServiceDeps['runs'];
+}
+
