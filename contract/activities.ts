@@ -85,7 +85,8 @@ export interface FanOutResult {
   /** Of the failed, those worth another try (5xx, 429, network). */
   retryable: number;
   /**
-   * Recipients held for their digest (quiet hours, do-not-disturb, a burst): settled like the ones reached.
+   * Recipients held for their digest (quiet hours, do-not-disturb, a burst): in their digest's hands, but no
+   * success (a fan-out whose sends all failed is released, whoever it held).
    * Absent in results recorded before digests.
    */
   held?: number;

@@ -16,7 +16,7 @@
 //   with a missing field, 1, 1.0 and Long 1 collide), also on a data folder an unpatched FerretDB wrote, which must
 //   start (twice) and keep that meaning.
 //
-// CONFORMANCE_SEED (default below) seeds the random parts, CONFORMANCE_QUERIES (default 1500, about 20 s) sizes the
+// CONFORMANCE_SEED (default below) seeds the random parts, CONFORMANCE_QUERIES (default 1000, about 15 s) sizes the
 // differential test (the drill runs it bigger, e.g. 20000); every failure names the seed and the query (canonical
 // EJSON). Tests wait on the server's answers, never on time.
 // CONFORMANCE_FERRETDB names another FerretDB binary to hold to the same (default: the stack's, tools/bin/ferretdb).
@@ -40,7 +40,7 @@ import {
 import { launchMongo, PROJECT_ROOT, readStackSpec, type ServerProcess } from '../stack/embedded';
 
 const SEED = Number(process.env.CONFORMANCE_SEED ?? 20261203);
-const QUERIES = Number(process.env.CONFORMANCE_QUERIES ?? 1500);
+const QUERIES = Number(process.env.CONFORMANCE_QUERIES ?? 1000);
 const REPRO = `CONFORMANCE_SEED=${SEED} CONFORMANCE_QUERIES=${QUERIES}`;
 
 /** mulberry32: a small seeded generator, so a failure names the seed that reproduces it. */

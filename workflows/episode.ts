@@ -23,6 +23,12 @@ export const RELEASED_PUSH_RETRIED_PATCH = 'released-family-retried-while-siblin
 export const RELEASED_PUSH_BACKOFF_PATCH = 'released-push-retries-back-off';
 const RELEASED_RETRY_MAX_SECONDS = 3600;
 
+/**
+ * Marks histories in which a recipient held for their digest is not a delivery: a fan-out that held someone but
+ * whose sends all failed releases the claim (older ones settled it, and the others were never tried again).
+ */
+export const HELD_IS_NOT_DELIVERED_PATCH = 'held-recipient-is-not-a-delivery';
+
 /** Marks histories whose thrown callback branch releases its cb| claim (older ones left it pending). */
 export const CALLBACK_RELEASES_ON_THROW = 'callback-branch-releases-claim-on-throw';
 
@@ -41,12 +47,13 @@ async function pushBranch(quick: QuickCalls, outcome: RunOutcome): Promise<Branc
   try {
     const result = await fanOutCalls.deliverPush(outcome);
     // Confirmed on one success; a deliberate no-op (no recipient, no sink) is confirmed too, never retried. A
-    // recipient held for their digest is settled as one reached (results recorded before digests carry no
-    // `held`: they decide as they did).
+    // recipient held for their digest is in their digest's hands: confirmed when nobody else was tried, released
+    // when every send failed (the retry holds them again, with no second digest entry).
+    const reached = result.addressable && result.delivered + result.alreadyDelivered > 0;
     if (!result.addressable) settled = 'not_addressable';
-    else
-      settled =
-        result.delivered + result.alreadyDelivered + (result.held ?? 0) > 0 ? 'delivered' : 'released';
+    else if (reached) settled = 'delivered';
+    else if (!result.held) settled = 'released';
+    else settled = !patched(HELD_IS_NOT_DELIVERED_PATCH) || result.attempted === 0 ? 'delivered' : 'released';
   } catch {
     settled = 'released';
   }
