@@ -31,6 +31,8 @@ export interface AuthOptions {
 
 /** A user or team id longer than this is not an id. */
 const MAX_ID_LENGTH = 256;
+/** What keys and workflow ids join a team and a user with: never inside either. */
+const ID_SEPARATOR = '|';
 
 type Verify = (token: string) => Promise<{ payload: JWTPayload; user: string; team: string }>;
 
@@ -108,6 +110,10 @@ export function createTokenVerifier(options: AuthOptions): (token: string) => Pr
     const teamId = payload[verified.team];
     if (!isId(userId) || !isId(teamId))
       throw new HttpError(401, `token must carry ${verified.user} and ${verified.team}`);
+    // Keys and workflow ids join a team and a user with "|" (digest|<team>|<user>, push-burst|…): an id holding
+    // one would share them with another tenant's.
+    if (userId.includes(ID_SEPARATOR) || teamId.includes(ID_SEPARATOR))
+      throw new HttpError(401, `${verified.user} and ${verified.team} must not contain "${ID_SEPARATOR}"`);
     return { userId, teamId };
   };
 }

@@ -84,6 +84,18 @@ describe('identity', function () {
       }
     });
 
+    it('a user or team id holding "|" is 401: team a with user b|c and team a|b with user c would share keys', async () => {
+      const exp = nowSeconds() + 600;
+      for (const [sub, team] of [
+        ['b|c', 'a'],
+        ['c', 'a|b'],
+      ]) {
+        const res = await as(hs256({ sub, team, iat: nowSeconds(), exp }));
+        assert.equal(res.status, 401, `${sub} in ${team}: ${res.text}`);
+        assert.equal(res.body.error, 'sub and team must not contain "|"');
+      }
+    });
+
     it('npm run token prints a token the API accepts', async () => {
       // Not spawnSync: the API runs in this process, and a loop blocked for seconds lets its keep-alive timer
       // and the client's idle socket race (the next request can meet a socket the server is closing).
