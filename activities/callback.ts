@@ -219,10 +219,16 @@ export function createCallbackActivities(deps: CallbackDeps) {
 
     /**
      * One attempt, recorded in the attempt log. `place` comes from the workflow (absent in activity tasks
-     * scheduled before the log existed: then the log numbers it from 1 and notes no wait).
+     * scheduled before the log existed: then the log numbers it from 1 and notes no wait), and so does the run's
+     * team, under which the run is read (absent in tasks scheduled before it was passed).
      */
-    async sendCallback(episodeId: string, runId: string, place?: AttemptPlace): Promise<CallbackAttempt> {
-      const attempt = await attemptOnce(episodeId, runId, place?.trigger ?? 'episode');
+    async sendCallback(
+      episodeId: string,
+      runId: string,
+      place?: AttemptPlace,
+      teamId?: string,
+    ): Promise<CallbackAttempt> {
+      const attempt = await attemptOnce(episodeId, runId, place?.trigger ?? 'episode', teamId);
       if (attempt.sent) {
         const { outcome, at, durationMs, teamId } = attempt;
         if (attempt.held) deps.metrics?.callbackHeld(attempt.held);
@@ -288,6 +294,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
     episodeId: string,
     runId: string,
     trigger: AttemptPlace['trigger'],
+    runTeamId: string | undefined,
   ): Promise<
     | { sent: false; outcome: CallbackAttempt }
     | {
@@ -314,7 +321,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
       teamId,
     });
     const stop = (detail: string) => ({ sent: false as const, outcome: { result: 'stop' as const, detail } });
-    const run = await deps.runs.getById(runId);
+    const run = runTeamId ? await deps.runs.getForTeam(runTeamId, runId) : await deps.runs.getById(runId);
     if (!run?.callback) return stop('the run has no callback');
     teamId = run.teamId;
     const body = callbackBody(run, episodeId);

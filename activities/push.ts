@@ -201,11 +201,15 @@ export interface DigestDeps {
 
 export function createPushActivities(deps: PushActivityDeps) {
   return {
-    /** The standby veto: a run holding watched issue ids, or an active assistant watch, gets no pause push. */
-    async isStandbyVetoed(runId: string): Promise<boolean> {
-      const run = await deps.runs.getById(runId);
-      if (run && run.watchedIssueIds.length > 0) return true;
-      return deps.watches.hasActiveWatch(runId);
+    /**
+     * The standby veto: a run holding watched issue ids, or an active assistant watch, gets no pause push; read
+     * under the run's team (the team is absent only from tasks scheduled before it was passed: then the run says).
+     */
+    async isStandbyVetoed(runId: string, teamId?: string): Promise<boolean> {
+      const run = teamId ? await deps.runs.getForTeam(teamId, runId) : await deps.runs.getById(runId);
+      if (!run) return false;
+      if (run.watchedIssueIds.length > 0) return true;
+      return deps.watches.hasActiveWatch(run.teamId, runId);
     },
 
     /**

@@ -22,7 +22,7 @@ export interface Activities {
   recordEpisode(outcome: RunOutcome): Promise<void>;
 
   // Push.
-  isStandbyVetoed(runId: string): Promise<boolean>;
+  isStandbyVetoed(runId: string, teamId?: string): Promise<boolean>;
   deliverPush(outcome: RunOutcome): Promise<PushDeliveryResult>;
 
   // Digests: when the person can be reached now (epoch ms; undefined: now), and one digest's send.
@@ -31,7 +31,12 @@ export interface Activities {
 
   // Callback: one attempt per call; the schedule is the workflow's.
   callbackAttemptCount(episodeId: string): Promise<number>;
-  sendCallback(episodeId: string, runId: string, place?: AttemptPlace): Promise<CallbackAttempt>;
+  sendCallback(
+    episodeId: string,
+    runId: string,
+    place?: AttemptPlace,
+    teamId?: string,
+  ): Promise<CallbackAttempt>;
 
   // Recover: a page of a team's callbacks that gave up in a window, and the recover's progress row.
   gaveUpCallbacks(request: GaveUpRequest): Promise<GaveUpPage>;

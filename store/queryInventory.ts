@@ -334,7 +334,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     method: 'hasActiveWatch',
     collection: 'assistant_run_watches',
     op: 'countDocuments',
-    filter: { runId: SAMPLE.runId, active: true },
+    filter: { runId: SAMPLE.runId, active: true, teamId: SAMPLE.teamId },
     index: 'run_active',
     hot: true,
     note: 'the standby veto, every pause push (limit 1)',

@@ -61,8 +61,9 @@ export function createWatchStore(db: Db) {
       return (await watches.countDocuments({ _id: `${assistantId}|${runId}`, teamId }, { limit: 1 })) > 0;
     },
 
-    async hasActiveWatch(runId: string): Promise<boolean> {
-      return (await watches.countDocuments({ runId, active: true }, { limit: 1 })) > 0;
+    /** An active watch on the run, under the run's own team. */
+    async hasActiveWatch(teamId: string, runId: string): Promise<boolean> {
+      return (await watches.countDocuments({ runId, active: true, teamId }, { limit: 1 })) > 0;
     },
   };
 }

@@ -197,6 +197,26 @@ describe('callback attempt log', function () {
     assert.equal(receiver.received.length, 1);
   });
 
+  it("an attempt reads the run under the episode's tenant: another team's view of the run sends nothing", async () => {
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    await episodeResult(`${id}:end`);
+    receiver.received.length = 0;
+    const activities = createCallbackActivities({
+      runs: stores.runs,
+      callbackAttempts: stores.callbackAttempts,
+      allowPrivate: true,
+      timeoutMs: 5000,
+      secretOverlapSeconds: 0,
+      now: () => new Date(),
+    });
+    const place = { attempt: 2, trigger: 'redeliver' } as const;
+    assert.equal((await activities.sendCallback(`${id}:end`, id, place, 'someone-else')).result, 'stop');
+    assert.equal(receiver.received.length, 0, "another tenant's attempt reached the receiver");
+    assert.equal((await activities.sendCallback(`${id}:end`, id, place, 'acme')).result, 'delivered');
+    assert.equal(receiver.received.length, 1);
+  });
+
   it('the attempt metrics count sent attempts only, timed from the lookup to the last byte', async () => {
     const registry = new Registry();
     const activities = createActivities({

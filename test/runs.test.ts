@@ -189,10 +189,26 @@ describe('runs API', function () {
   it('assistant watches: PUT then DELETE; unknown run is 404', async () => {
     const { id } = await runIn('running');
     assert.equal((await alice.put(`/api/v1/assistants/asst_1/watches/${id}`)).status, 200);
-    assert.equal(await stores.watches.hasActiveWatch(id), true);
+    assert.equal(await stores.watches.hasActiveWatch('acme', id), true);
     assert.equal((await alice.delete(`/api/v1/assistants/asst_1/watches/${id}`)).status, 204);
-    assert.equal(await stores.watches.hasActiveWatch(id), false);
+    assert.equal(await stores.watches.hasActiveWatch('acme', id), false);
     assert.equal((await alice.put('/api/v1/assistants/asst_1/watches/run_nope')).status, 404);
+  });
+
+  it("the standby veto reads the run's own tenant: a watch row of another team naming the run vetoes nothing", async () => {
+    const { id } = await runIn('running');
+    await mongo
+      .db(mongoDb)
+      .collection('assistant_run_watches')
+      .insertOne({
+        _id: `asst_x|${id}`,
+        assistantId: 'asst_x',
+        runId: id,
+        teamId: 'other',
+        active: true,
+      } as never);
+    assert.equal(await stores.watches.hasActiveWatch('acme', id), false);
+    assert.equal(await stores.watches.hasActiveWatch('other', id), true);
   });
 
   describe('paging', () => {

@@ -39,7 +39,8 @@ async function pushBranch(quick: QuickCalls, outcome: RunOutcome): Promise<Branc
   const kind = kindFor(outcome);
   if (!kind) return 'not_owed';
   // The veto comes before any claim, so the episode stays replayable once the watch ends.
-  if (kind === 'human_input_requested' && (await quick.isStandbyVetoed(outcome.runId))) return 'vetoed';
+  if (kind === 'human_input_requested' && (await quick.isStandbyVetoed(outcome.runId, outcome.teamId)))
+    return 'vetoed';
   const key = claimKeys.push(outcome.episodeId);
   const me = holder();
   if (!(await quick.tryMark(key, me))) return 'claimed_elsewhere';
@@ -89,12 +90,17 @@ async function callbackBranch(
           : waits[attempt];
       // Where the attempt sits in the schedule is for the attempt log only: histories recorded without it
       // replay the same commands (an activity's input is not part of what replay compares).
-      const result = await callbackAttempt.sendCallback(outcome.episodeId, outcome.runId, {
-        attempt: attempt + 1,
-        waitIfRetried: scheduled,
-        ...(jitter !== undefined ? { scheduleUncapped: true } : {}),
-        trigger: 'episode',
-      });
+      const result = await callbackAttempt.sendCallback(
+        outcome.episodeId,
+        outcome.runId,
+        {
+          attempt: attempt + 1,
+          waitIfRetried: scheduled,
+          ...(jitter !== undefined ? { scheduleUncapped: true } : {}),
+          trigger: 'episode',
+        },
+        outcome.teamId,
+      );
       if (result.result === 'delivered') {
         await quick.markDelivered(key, me);
         return 'delivered';

@@ -36,7 +36,12 @@ export async function callbackRedeliverWorkflow(input: RedeliverInput): Promise<
     return { result: 'superseded' };
   const gaveUp = claim.result?.startsWith('gave_up') ?? false;
   // The attempt log numbers it after the episode's attempts (the activity starts from their count).
-  const sent = await attempt.sendCallback(input.episodeId, input.runId, { attempt: 1, trigger: 'redeliver' });
+  const sent = await attempt.sendCallback(
+    input.episodeId,
+    input.runId,
+    { attempt: 1, trigger: 'redeliver' },
+    input.teamId,
+  );
   if (sent.result === 'delivered') {
     if (gaveUp) await store.resettleClaim(key, 'redelivered');
     return { result: 'delivered', status: sent.status };
@@ -56,7 +61,12 @@ async function redeliverGaveUp(input: RedeliverInput, key: string): Promise<Rede
   // redelivery overlap the episode's own schedule.
   if (!(await store.wasDelivered(key))) return { result: 'not_settled' };
   // The attempt log numbers it after the episode's attempts (the activity starts from their count).
-  const sent = await attempt.sendCallback(input.episodeId, input.runId, { attempt: 1, trigger: 'redeliver' });
+  const sent = await attempt.sendCallback(
+    input.episodeId,
+    input.runId,
+    { attempt: 1, trigger: 'redeliver' },
+    input.teamId,
+  );
   if (sent.result === 'delivered') {
     await store.resettleClaim(key, 'redelivered');
     return { result: 'delivered', status: sent.status };
