@@ -20,6 +20,7 @@ import { createOpsActivities } from './ops';
 import { createPushActivities } from './push';
 import { createRecoverActivities } from './recover';
 import { createSweepActivities } from './sweep';
+import { sweepLookbackSeconds } from '../domain/sweep';
 
 export interface ActivityDeps {
   config: Config;
@@ -45,9 +46,15 @@ export interface ActivityDeps {
 export const PUSH_FAN_OUT_WIDTH = 16;
 /** What a crash mid fan-out repeats at most: the sends in flight and as many awaiting their record. */
 export const PUSH_REPEATS_PER_CRASH = 2 * PUSH_FAN_OUT_WIDTH;
-export const SWEEP_LOOKBACK_SECONDS = 24 * 3600;
 export const SWEEP_PAGE_SIZE = 1000;
 export const OPS_WEBHOOK_TIMEOUT_MS = 10_000;
+
+/** How far back this config's sweep lists runs: the longest episode it can start, and then some. */
+export const sweepLookback = (config: Config): number =>
+  sweepLookbackSeconds(
+    { ...episodeOptions(config), opsAlertRetryHours: config.opsAlertRetryHours },
+    config.sweepIntervalSeconds,
+  );
 
 export function createActivities(deps: ActivityDeps): Activities {
   const now = deps.now ?? (() => new Date());
@@ -127,7 +134,7 @@ export function createActivities(deps: ActivityDeps): Activities {
       taskQueue: config.temporalTaskQueue,
       episodeOptions: episodeOptions(config),
       families: { ops: config.opsAlertWebhookUrl !== undefined },
-      lookbackSeconds: SWEEP_LOOKBACK_SECONDS,
+      lookbackSeconds: sweepLookback(config),
       pageSize: SWEEP_PAGE_SIZE,
       now,
       metrics,

@@ -33,7 +33,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { Db } from 'mongodb';
 import webpush from 'web-push';
-import { SWEEP_LOOKBACK_SECONDS, SWEEP_PAGE_SIZE } from '../activities';
+import { SWEEP_PAGE_SIZE, sweepLookback } from '../activities';
 import { buildRunOutcome, claimKeys } from '../domain/outcome';
 import type { Run } from '../domain/run';
 import { owedEpisode, type SweepFamilies } from '../domain/sweep';
@@ -559,7 +559,7 @@ async function prepareSize(
         taskQueue: noWorkerQueue,
         families: FAMILIES,
         graceSeconds: family.config.claimGraceSeconds,
-        lookbackSeconds: SWEEP_LOOKBACK_SECONDS,
+        lookbackSeconds: sweepLookback(family.config),
         pageSize: SWEEP_PAGE_SIZE,
         now: new Date(),
       });

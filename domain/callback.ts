@@ -85,7 +85,7 @@ export function callbackBody(run: Run, episodeId: string): CallbackBody | undefi
 }
 
 /** A receiver's Retry-After is honoured, up to this. */
-const MAX_CALLBACK_WAIT_SECONDS = 3600;
+export const MAX_CALLBACK_WAIT_SECONDS = 3600;
 
 /**
  * The wait before the next attempt: the schedule's, or the receiver's Retry-After when longer (a Retry-After counts

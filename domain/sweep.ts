@@ -1,9 +1,45 @@
 // What the reconciliation sweep owes an episode: the claim keys of the families that should have acted on it.
 // Pure, so the sweep can pre-check the claims of a whole window of listed runs at once.
-import { shouldNotify } from './callback';
+import { MAX_CALLBACK_WAIT_SECONDS, shouldNotify } from './callback';
 import { buildRunOutcome, claimKeys, type RunOutcome } from './outcome';
 import { kindFor } from './push';
 import type { Run } from './run';
+
+/** The sweep looks back at least this far: a day of runs that paused or ended. */
+const MIN_LOOKBACK_SECONDS = 24 * 3600;
+
+/** What bounds an episode's life: its callback schedule (EpisodeOptions) and its operator alert's retries. */
+export interface EpisodeLife {
+  callbackRetrySeconds: number[];
+  callbackRetryJitter?: number;
+  /** One attempt's start-to-close (absent: a minute). */
+  callbackAttemptSeconds?: number;
+  opsAlertRetryHours: number;
+}
+
+/**
+ * The longest an episode workflow can run (docs/versioning.md, "How long each workflow type can run"): its
+ * callback's waits (each lengthened by its jitter, or by a Retry-After up to an hour) and attempts (each tried
+ * three times with backoff, a worker lost mid-attempt), or its operator alert's retries, plus an hour of quick
+ * calls through a store outage.
+ */
+export function episodeLifetimeSeconds(life: EpisodeLife): number {
+  const jitter = life.callbackRetryJitter ?? 0;
+  const waits = life.callbackRetrySeconds.reduce(
+    (sum, wait) => sum + Math.max(Math.round(wait * (1 + jitter)), MAX_CALLBACK_WAIT_SECONDS),
+    0,
+  );
+  const attempts = (life.callbackRetrySeconds.length + 1) * (3 * (life.callbackAttemptSeconds ?? 60) + 15);
+  return Math.max(life.opsAlertRetryHours * 3600 + 30, waits + attempts) + 3600;
+}
+
+/**
+ * How far back the sweep lists runs: far enough that an episode which closes with a family released, however
+ * long it ran, is still in the window at the next pass (a run's updatedAt is its episode's start).
+ */
+export function sweepLookbackSeconds(life: EpisodeLife, sweepIntervalSeconds: number): number {
+  return Math.max(MIN_LOOKBACK_SECONDS, episodeLifetimeSeconds(life) + 2 * sweepIntervalSeconds);
+}
 
 export interface SweepFamilies {
   /** Failed runs get an operator alert when the operator family is on. */

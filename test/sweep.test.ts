@@ -14,6 +14,7 @@ import { openStores, startTestWorker, temporalClient } from './support/harness';
 import { sweepActivitiesOn } from './support/sweep';
 import { testConfig } from './support/stack';
 import { sweepWorkflow } from '../workflows/sweep';
+import { createActivities } from '../activities';
 
 const FAMILIES: SweepFamilies = { ops: false };
 const GRACE_SECONDS = 300;
@@ -168,6 +169,24 @@ describe('the reconciliation sweep at scale', function () {
       inRange.sort(),
       'a stale pending claim is not in hand; one older than the range reads as not in hand (its replay then loses the claim)',
     );
+  });
+
+  it('reaches an episode that closed after the default day-long callback schedule: a run ended 30 h ago whose push was released is replayed', async () => {
+    // The worker's own sweep, as createActivities wires it, on the default CALLBACK_RETRY_SECONDS (about 27.5 h).
+    const { mongo: storesMongo, stores } = await openStores(config);
+    try {
+      const sweep = createActivities({ config, stores, client, log: () => undefined });
+      const ended = run(0, new Date(Date.now() - 30 * 3600_000));
+      ended._id = `sweep_late_${RUN_PREFIX}`;
+      await storesMongo.db.collection<Run>('runs').insertOne(ended);
+      // No claim: the push family released it when the episode closed, a day and more after the run ended.
+      const pass = await sweep.sweepOnce();
+      assert.equal(pass.started, 1, `the pass reached ${pass.scanned} runs`);
+      const started = await client.workflow.getHandle(owedEpisode(ended, FAMILIES)!.episodeId).describe();
+      assert.equal(started.taskQueue, config.temporalTaskQueue);
+    } finally {
+      await storesMongo.client.close();
+    }
   });
 
   it('the sweep workflow runs both activities with a heartbeat timeout, so a dead worker is noticed in seconds', async () => {

@@ -1,0 +1,31 @@
+import assert from 'node:assert/strict';
+import { DEFAULT_EPISODE_OPTIONS } from '../../contract/workflows';
+import { episodeLifetimeSeconds, sweepLookbackSeconds } from '../../domain/sweep';
+import { loadConfig } from '../../config';
+import { episodeOptions } from '../../client/emitter';
+
+describe("the sweep's reach", () => {
+  const defaults = loadConfig({
+    AUTH_JWT_SECRET: 'x'.repeat(32),
+    MONGO_URL: 'mongodb://127.0.0.1:1/',
+    TEMPORAL_ADDRESS: '127.0.0.1:1',
+  });
+  const life = { ...episodeOptions(defaults), opsAlertRetryHours: defaults.opsAlertRetryHours };
+
+  it("follows an episode's longest life with the defaults: 33 h 56 min (docs/versioning.md)", () => {
+    assert.equal(episodeLifetimeSeconds(life), 33 * 3600 + 56 * 60);
+    assert.equal(sweepLookbackSeconds(life, defaults.sweepIntervalSeconds), 33 * 3600 + 56 * 60 + 240);
+  });
+
+  it('never looks back less than a day, and grows with a longer schedule or operator retries', () => {
+    const short = { callbackRetrySeconds: [1], opsAlertRetryHours: 1 };
+    assert.equal(sweepLookbackSeconds(short, 120), 24 * 3600);
+    const longer = { ...life, callbackRetrySeconds: [...life.callbackRetrySeconds, 86_400] };
+    assert.ok(sweepLookbackSeconds(longer, 120) > sweepLookbackSeconds(life, 120) + 86_400);
+    assert.ok(episodeLifetimeSeconds({ ...life, opsAlertRetryHours: 72 }) >= 72 * 3600);
+  });
+
+  it('reads histories started without jitter or an attempt deadline as the worker ran them', () => {
+    assert.ok(episodeLifetimeSeconds({ ...DEFAULT_EPISODE_OPTIONS, opsAlertRetryHours: 24 }) > 24 * 3600);
+  });
+});
