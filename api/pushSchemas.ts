@@ -3,7 +3,7 @@
 import { createPublicKey } from 'node:crypto';
 import { z } from 'zod';
 import { hostAllowed } from '../net/pushSender';
-import { quietHoursProblem, type QuietHours } from '../domain/quietHours';
+import { canonicalTimeZone, quietHoursProblem, type QuietHours } from '../domain/quietHours';
 import { PREF_KINDS, type PrefKind } from '../store/notificationPrefs';
 import { verbatim } from './validate';
 
@@ -136,7 +136,8 @@ export const prefsBody = verbatim(
           const problem = quietHoursProblem(quiet as QuietHours);
           if (problem) ctx.addIssue({ code: 'custom', message: problem });
         })
-        .transform((quiet) => quiet as QuietHours)
+        // Stored by its canonical name: one zone, one spelling (and one cached formatter in every worker).
+        .transform((quiet) => ({ ...quiet, timeZone: canonicalTimeZone(quiet.timeZone)! }) as QuietHours)
         .nullable()
         .optional(),
       doNotDisturbUntil: z

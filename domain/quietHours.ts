@@ -30,15 +30,20 @@ export const DEFAULT_BREAK_THROUGH: readonly string[] = ['human_input_requested'
 /** Do-not-disturb may be set at most this far ahead. */
 export const MAX_DO_NOT_DISTURB_MS = 7 * 24 * 3600_000;
 
-export function isTimeZone(zone: string): boolean {
-  if (!zone) return false;
+/**
+ * The zone's canonical IANA name (`aFrica/abIdjan` is `Africa/Abidjan`: Intl accepts any letter case), or
+ * undefined for a zone this runtime does not know. Prefs store this name, so one zone is one cached formatter.
+ */
+export function canonicalTimeZone(zone: string): string | undefined {
+  if (!zone) return undefined;
   try {
-    new Intl.DateTimeFormat(undefined, { timeZone: zone });
-    return true;
+    return new Intl.DateTimeFormat('en-US', { timeZone: zone }).resolvedOptions().timeZone;
   } catch {
-    return false; // RangeError: not a zone this runtime knows
+    return undefined; // RangeError: not a zone this runtime knows
   }
 }
+
+export const isTimeZone = (zone: string): boolean => canonicalTimeZone(zone) !== undefined;
 
 export const isClockTime = (time: string): boolean => /^([01]\d|2[0-3]):[0-5]\d$/.test(time);
 
@@ -50,30 +55,44 @@ export function quietHoursProblem(quiet: QuietHours): string | undefined {
   if (!isClockTime(quiet.end)) return `quietHours.end must be HH:MM (00:00 to 23:59), not ${quiet.end}`;
   if (quiet.start === quiet.end) return 'quietHours.start and quietHours.end must differ';
   if (!isTimeZone(quiet.timeZone)) return `quietHours.timeZone is not an IANA time zone: ${quiet.timeZone}`;
-  const wrong = (quiet.days ?? []).filter((day) => !isWeekday(day));
+  const days = quiet.days ?? [];
+  if (new Set(days).size !== days.length || days.length > WEEKDAYS.length)
+    return `quietHours.days must name each day once (at most ${WEEKDAYS.length})`;
+  const wrong = days.filter((day) => !isWeekday(day));
   if (wrong.length) return `quietHours.days must be among ${WEEKDAYS.join(', ')}; not ${wrong.join(', ')}`;
   if (quiet.days && !quiet.days.length)
     return 'quietHours.days must name at least one day (absent: every day)';
   return undefined;
 }
 
+/**
+ * Formatters by canonical zone (each holds some 28 KB outside V8's heap): a spelling that is not canonical builds
+ * one to learn its zone and keeps none of its own. Bounded above the ~600 IANA zones, oldest out first.
+ */
 const formatters = new Map<string, Intl.DateTimeFormat>();
+const MAX_CACHED_ZONES = 1000;
+
+/** How many formatters are cached (for the test of its bound). */
+export const cachedZoneCount = (): number => formatters.size;
 
 function formatterFor(zone: string): Intl.DateTimeFormat {
-  let formatter = formatters.get(zone);
-  if (!formatter) {
-    formatter = new Intl.DateTimeFormat('en-US', {
-      timeZone: zone,
-      hourCycle: 'h23',
-      year: 'numeric',
-      month: 'numeric',
-      day: 'numeric',
-      hour: 'numeric',
-      minute: 'numeric',
-      second: 'numeric',
-    });
-    formatters.set(zone, formatter);
-  }
+  const cached = formatters.get(zone);
+  if (cached) return cached;
+  const formatter = new Intl.DateTimeFormat('en-US', {
+    timeZone: zone,
+    hourCycle: 'h23',
+    year: 'numeric',
+    month: 'numeric',
+    day: 'numeric',
+    hour: 'numeric',
+    minute: 'numeric',
+    second: 'numeric',
+  });
+  const canonical = formatter.resolvedOptions().timeZone;
+  const known = formatters.get(canonical);
+  if (known) return known;
+  if (formatters.size >= MAX_CACHED_ZONES) formatters.delete(formatters.keys().next().value!);
+  formatters.set(canonical, formatter);
   return formatter;
 }
 

@@ -265,6 +265,11 @@ describe('push preferences and devices', function () {
         [{ quietHours: { ...quietHours, start: '24:00' } }, /quietHours.start must be HH:MM/],
         [{ quietHours: { ...quietHours, end: '7:00' } }, /quietHours.end must be HH:MM/],
         [{ quietHours: { ...quietHours, days: ['funday'] } }, /quietHours.days .*funday/],
+        [{ quietHours: { ...quietHours, days: ['mon', 'mon'] } }, /quietHours.days must name each day once/],
+        [
+          { quietHours: { ...quietHours, days: Array.from({ length: 100_000 }, () => 'mon') } },
+          /quietHours.days must name each day once/,
+        ],
         [{ quietHours: { start: '22:00' } }, /^quietHours must be/],
         [{ quietHours: { ...quietHours, extra: 1 } }, /^quietHours must be/],
         [{ doNotDisturbUntil: new Date(Date.now() + 8 * 24 * 3600_000).toISOString() }, /at most 7 days/],
@@ -279,6 +284,14 @@ describe('push preferences and devices', function () {
         assert.match(bad.body.error, message, JSON.stringify(body));
       }
       assert.deepEqual((await ria.get(PREFS)).body.quietHours, quietHours, 'a refused PUT changes nothing');
+
+      // A zone in any letter case is stored by its canonical name.
+      const spelled = await ria.put(PREFS, {
+        scope: 'own',
+        quietHours: { ...quietHours, timeZone: 'eUROPE/bERLIN' },
+      });
+      assert.equal(spelled.status, 200, spelled.text);
+      assert.equal((await ria.get(PREFS)).body.quietHours.timeZone, 'Europe/Berlin');
 
       // null clears; back at the default (own, every kind, the default breakThrough) the row goes.
       const cleared = await ria.put(PREFS, {

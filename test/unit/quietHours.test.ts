@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import {
+  cachedZoneCount,
+  canonicalTimeZone,
   heldUntil,
   isClockTime,
   isTimeZone,
@@ -36,6 +38,30 @@ describe('quiet hours', () => {
     assert.match(quietHoursProblem(night('UTC', { start: '25:00' }))!, /start/);
     assert.match(quietHoursProblem(night('UTC', { days: ['funday' as never] }))!, /funday/);
     assert.match(quietHoursProblem(night('UTC', { end: '22:00' }))!, /differ/);
+  });
+
+  it('knows a zone by its canonical name, and keeps one formatter per zone however it is spelled', () => {
+    assert.equal(canonicalTimeZone('aFrica/abIdjan'), 'Africa/Abidjan');
+    assert.equal(canonicalTimeZone('Europe/Berlin'), 'Europe/Berlin');
+    assert.equal(canonicalTimeZone('Mars/Olympus'), undefined);
+    const before = cachedZoneCount();
+    // 2,000 spellings of one zone (Intl accepts any letter case): each used to keep a formatter of its own.
+    const letters = 'africa/abidjan'.split('');
+    for (let n = 0; n < 2000; n++) {
+      const spelling = letters.map((c, i) => ((n >> i) & 1 ? c.toUpperCase() : c)).join('');
+      quietUntil(night(spelling), at('2026-12-03T23:30:00Z'));
+    }
+    assert.ok(cachedZoneCount() - before <= 1, `${cachedZoneCount() - before} formatters for one zone`);
+  });
+
+  it('days: at most the seven, each once', () => {
+    const week = ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'] as const;
+    assert.equal(quietHoursProblem(night('UTC', { days: [...week] })), undefined);
+    assert.match(quietHoursProblem(night('UTC', { days: ['mon', 'mon'] }))!, /each day once/);
+    assert.match(
+      quietHoursProblem(night('UTC', { days: Array.from({ length: 100_000 }, () => 'mon') }))!,
+      /each day once/,
+    );
   });
 
   it('a window crossing midnight holds from its start to the next morning', () => {
