@@ -11,6 +11,7 @@ import { createOutcomeEmitter, episodeOptions } from './client/emitter';
 import { createHealthSignaler, healthOptions } from './client/health';
 import { emitFromRunner, FINAL_DISPOSITIONS, isDisposition, NON_FINAL_DISPOSITIONS } from './client/runner';
 import { explainRun, RUN_ID_PATTERN } from './operator/explain';
+import { printableJson } from './lib/printable';
 import { renderExplanation } from './operator/render';
 import { childEnv, exitOnConfigError, launcherEnv, loadEmitterConfig, loadOperatorConfig } from './config';
 import { findRunningStack, stackEnv } from './stack/stackState';
@@ -140,7 +141,7 @@ async function explain(args: string[]): Promise<void> {
       3,
     );
   }
-  process.stdout.write(values.json ? `${JSON.stringify(found, null, 2)}\n` : renderExplanation(found));
+  process.stdout.write(values.json ? `${printableJson(found)}\n` : renderExplanation(found));
 }
 
 main(process.argv.slice(2)).catch((err) => {

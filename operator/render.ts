@@ -1,4 +1,5 @@
 // flow-notify explain's human-readable form: the same RunExplanation as --json, laid out for a person.
+import { printable } from '../lib/printable';
 import type {
   AlertSendView,
   CallbackAttemptView,
@@ -18,7 +19,8 @@ const claim = (c: ClaimView): string =>
 
 export function renderExplanation(x: RunExplanation): string {
   const out: string[] = [];
-  const line: Line = (s = '') => void out.push(s);
+  // Every line escaped whole: titles, errors and ids are tenant data.
+  const line: Line = (s = '') => void out.push(printable(s));
   renderRun(x, line);
   line();
   line(`episodes (${x.episodes.length}${x.truncated.episodes ? ', more not shown' : ''})`);

@@ -331,6 +331,20 @@ describe('flow-notify explain', function () {
     assert.equal(w?.type, 'operatorAlertWorkflow');
   });
 
+  it("prints a tenant's control characters escaped, never raw: no terminal escape reaches the operator's screen", async () => {
+    // A window title, a clear screen and a C1 control sequence introducer, in a title a tenant chose.
+    const title = 'Nightly \u001b]0;pwned\u0007\u001b[2J\u009b31m fake line\r\nok';
+    const created = await alice.post('/api/v1/runs', { title });
+    assert.equal(created.status, 201, created.text);
+    const id = created.body.id as string;
+    for (const args of [[id], [id, '--json']]) {
+      const shown = cli(...args);
+      assert.equal(shown.status, 0, shown.stderr);
+      assert.doesNotMatch(shown.stdout, /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/, args.join(' '));
+    }
+    assert.match(cli(id).stdout, /Nightly \\x1b\]0;pwned\\x07\\x1b\[2J\\x9b31m fake line\\r\\nok/);
+  });
+
   it('an unknown run is a clear message and exit code 3; a malformed id is a usage error', () => {
     const unknown = cli('run_0000000000000000000000000000dead', '--json');
     assert.equal(unknown.status, 3, unknown.stdout);
