@@ -50,7 +50,10 @@ export async function applyTransition(
   const lost = () => new IllegalTransitionError(`the run changed while ${op.replace('_', '-')} was applied`);
   if (!(await ctx.runTransitions.claim(transition))) {
     // A winner that died before staging its answer gave the revision back: it is taken once more.
-    if ((await finishStuckTransition(ctx, run)) !== 'given-up' || !(await ctx.runTransitions.claim(transition)))
+    if (
+      (await finishStuckTransition(ctx, run)) !== 'given-up' ||
+      !(await ctx.runTransitions.claim(transition))
+    )
       throw lost();
   }
   if (transition.answer !== undefined && answer !== undefined)

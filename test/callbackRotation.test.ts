@@ -164,4 +164,3 @@ describe('callback secret rotation', function () {
     assert.equal(callback.previousSecret?.secret, secret);
   });
 });
-

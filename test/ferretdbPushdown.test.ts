@@ -251,7 +251,10 @@ describe('FerretDB pushdown (the project patch)', function () {
     // MongoDB, and a limit ends the read there.
     const mixed = indexed.find({ teamId: 'm' }).sort({ createdAt: 1 }).limit(1);
     assert.deepEqual(ids(await mixed.toArray()), ['m2']);
-    assert.equal((await indexed.find({ teamId: 'm' }).sort({ createdAt: 1 }).limit(1).explain()).sortPushdown, true);
+    assert.equal(
+      (await indexed.find({ teamId: 'm' }).sort({ createdAt: 1 }).limit(1).explain()).sortPushdown,
+      true,
+    );
     assert.deepEqual(ids(await indexed.find({ teamId: 'm' }).sort({ createdAt: 1 }).toArray()), ['m2', 'm1']);
     assert.deepEqual(ids(await plain.find({ teamId: 'm' }).sort({ createdAt: 1 }).toArray()), ['m2', 'm1']);
   });

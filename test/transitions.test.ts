@@ -273,4 +273,3 @@ function observedRuns(stores: Stores, written: unknown[]): RunsServiceDeps['runs
   }
   return observed as RunsServiceDeps['runs'];
 }
-
