@@ -28,7 +28,7 @@ export async function startTestWorker(
     } = {},
 ): Promise<RunningWorker> {
   const { fastRetries, ...deps } = extra;
-  const connection = await nativeConnection();
+  const connection = await nativeConnection(config.temporalAddress);
   const { client, close } = await temporalClient(config);
   const worker = await createWorker({
     config,

@@ -87,8 +87,9 @@ const quietLogger = {
   error: (message: string) => console.error(message),
 };
 
-export async function nativeConnection(): Promise<NativeConnection> {
-  return NativeConnection.connect({ address: testStack().temporalAddress });
+/** A worker's connection: to the shared test stack, or to the Temporal a suite's config names. */
+export async function nativeConnection(address = testStack().temporalAddress): Promise<NativeConnection> {
+  return NativeConnection.connect({ address });
 }
 
 export async function mochaGlobalSetup(): Promise<void> {
