@@ -170,15 +170,16 @@ describe('push bursts fold into one digest', function () {
     assert.equal(await stores.claims.state(digestId), 'delivered', "the digest's own claim");
     assert.equal(await stores.pushDeliveries.countForEpisode(digestId), devices.length);
 
-    // RECORD_DIGEST_HISTORY=1: the replay fixtures of a digest and of an episode whose recipient was held.
-    if (process.env.RECORD_DIGEST_HISTORY === '1') {
+    // RECORD_DIGEST_HISTORY=1 and RECORD_HELD_EPISODE_HISTORY=1: the replay fixtures of a digest and of an episode
+    // whose recipient was held, as the code runs them now.
+    if (process.env.RECORD_DIGEST_HISTORY === '1')
       saveHistory(
         config,
         digestWorkflowId('burst', 'wes'),
-        path.join(__dirname, 'fixtures/digest-history.json'),
+        path.join(__dirname, 'fixtures/digest-history-continues-while-waiting.json'),
       );
+    if (process.env.RECORD_HELD_EPISODE_HISTORY === '1')
       saveHistory(config, `${heldRun}:end`, path.join(__dirname, 'fixtures/episode-history-push-held.json'));
-    }
 
     // What one digest costs in Temporal: its history, event by event.
     const history = await digestHandle.fetchHistory();

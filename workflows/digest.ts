@@ -3,7 +3,7 @@
 // reached: a durable timer to the release time, re-timed when an entry or a prefs change moves it. Each digest
 // is sent under its own claim and recorded per device like an episode's push, so a worker lost mid-send repeats
 // nothing. The workflow only decides; activities read the prefs and send.
-import { condition, continueAsNew, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
+import { condition, continueAsNew, patched, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import {
   DIGEST_MAX_LISTED,
   digestEntrySignal,
@@ -16,6 +16,12 @@ import {
 import { fanOutCalls, holder, localStoreCalls } from './common';
 
 const store = localStoreCalls;
+
+/**
+ * Marks executions that continue as new while they wait: a person held for days in a busy team signals one digest
+ * thousands of times, and past Temporal's history limit the execution was terminated with everything it held.
+ */
+export const DIGEST_CONTINUES_WHILE_WAITING_PATCH = 'digest-continues-as-new-while-waiting';
 
 /**
  * A digest no device took (the push service down past the fan-out's own retries) is sent again on a durable
@@ -54,6 +60,8 @@ function add(batch: DigestBatch, seen: Set<string>, entry: DigestEntry): void {
 export async function digestWorkflow(input: DigestInput): Promise<DigestResult> {
   const { teamId, userId } = input;
   const { workflowId, firstExecutionRunId } = workflowInfo();
+  // Decided once, first: each held push's signal wakes the wait to ask whether to continue as new.
+  const continuesWhileWaiting = patched(DIGEST_CONTINUES_WHILE_WAITING_PATCH);
   let batch = input.batch ?? emptyBatch();
   const seen = new Set(batch.episodeIds);
   let sent = input.sent ?? 0;
@@ -93,7 +101,16 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
       }
       const releaseAt = releaseOf(batch);
       if (releaseAt > Date.now()) {
-        await condition(() => prefsChanged || releaseOf(batch) !== releaseAt, releaseAt - Date.now());
+        // The batch goes on in a fresh history; a prefs change not yet read is read again at the release.
+        if (continuesWhileWaiting && workflowInfo().continueAsNewSuggested)
+          await continueAsNew<typeof digestWorkflow>({ teamId, userId, batch, sent });
+        await condition(
+          () =>
+            prefsChanged ||
+            releaseOf(batch) !== releaseAt ||
+            (continuesWhileWaiting && workflowInfo().continueAsNewSuggested),
+          releaseAt - Date.now(),
+        );
         continue;
       }
       if (askedAtRelease) return;
