@@ -448,6 +448,16 @@ describe('studio (Chromium)', function () {
 
   it('clicking the notification navigates the open studio tab to the run, or focuses it when already there', async () => {
     assert.equal(page.url(), `${origin}/`);
+    // The push reached the push service before its claim settled: the run page shows the claim as it is when it
+    // loads, so it opens once the claim says delivered (on a loaded machine that can come seconds later).
+    for (;;) {
+      const view = await alice.get(`/api/v1/runs/${runId}/episodes`);
+      const shown = (
+        view.body.episodes as { episodeId: string; families: { push: { state: string } } }[]
+      ).find((e) => e.episodeId === episodeId);
+      if (shown?.families.push.state === 'delivered') break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
     await clickNotification(page, episodeId);
     await page.waitForURL(`${origin}/runs/${runId}`);
     await page.getByRole('heading', { level: 1, name: 'Quarterly report' }).waitFor();
