@@ -143,6 +143,11 @@ describe('identity', function () {
         { AUTH_MAX_TOKEN_LIFETIME_SECONDS: String(30 * 86400 + 1) },
         /AUTH_MAX_TOKEN_LIFETIME_SECONDS must be at most 2592000 seconds/,
       ],
+      [
+        'a metrics port beyond loopback without METRICS_TOKEN',
+        { HOST: '0.0.0.0', METRICS_PORT: '9464', METRICS_HOST: '0.0.0.0' },
+        /METRICS_HOST must be loopback unless METRICS_TOKEN is set/,
+      ],
     ];
     for (const [what, env, message] of cases) {
       it(`api/server.ts: ${what} stops start-up with one line naming it (exit 78)`, () => {

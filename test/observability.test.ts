@@ -426,6 +426,28 @@ describe("the API's /metrics: off by default, on METRICS_PORT or behind METRICS_
     await assert.rejects(fetch(`http://127.0.0.1:${port}/metrics`), 'closed with the API');
   });
 
+  it('METRICS_HOST beyond loopback: its own port asks for the METRICS_TOKEN bearer; HOST alone keeps it on loopback', async () => {
+    const port = await freePort();
+    const config = testConfig({
+      METRICS_PORT: String(port),
+      METRICS_HOST: '0.0.0.0',
+      METRICS_TOKEN: metricsToken,
+    });
+    assert.equal(testConfig({ HOST: '0.0.0.0', METRICS_PORT: String(port) }).metricsHost, '127.0.0.1');
+    const { api } = await startTestApi(config);
+    try {
+      const refused = await fetch(`http://127.0.0.1:${port}/metrics`);
+      assert.equal(refused.status, 401);
+      const ok = await fetch(`http://127.0.0.1:${port}/metrics`, {
+        headers: { authorization: `Bearer ${metricsToken}` },
+      });
+      assert.equal(ok.status, 200);
+      assert.match(await ok.text(), /^flow_notify_\w+/m);
+    } finally {
+      await api.close();
+    }
+  });
+
   it('a METRICS_TOKEN shorter than 16 characters or a bad METRICS_PORT is one line naming it', () => {
     const base = { MONGO_URL: 'mongodb://127.0.0.1:1', AUTH_JWT_SECRET: TEST_JWT_SECRET };
     assert.throws(
