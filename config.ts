@@ -135,8 +135,13 @@ export interface Config extends TemporalConnectionConfig {
   workerHealthPort?: number;
   /** The worker's Prometheus endpoint (/metrics, the SDK's metrics included); undefined: off. */
   workerMetricsPort?: number;
-  /** The API's /metrics on a port of its own (on HOST); undefined: off. */
+  /** The API's /metrics on a port of its own (on metricsHost); undefined: off. */
   metricsPort?: number;
+  /**
+   * Where both metrics ports listen (METRICS_HOST, loopback by default, whatever HOST is); beyond loopback only
+   * with metricsToken, which they then ask for.
+   */
+  metricsHost: string;
   /** The API port serves /metrics to this bearer; undefined: it answers 404 there. */
   metricsToken?: string;
   /** A TLS-terminating proxy sits in front: its X-Forwarded-* headers are believed, and answers carry HSTS. */
@@ -489,6 +494,7 @@ const processSection = section({
   workerHealthPort: ['WORKER_HEALTH_PORT', port.optional()],
   workerMetricsPort: ['WORKER_METRICS_PORT', port.optional()],
   metricsPort: ['METRICS_PORT', port.optional()],
+  metricsHost: ['METRICS_HOST', z.string().default('127.0.0.1')],
   // Long enough not to be guessed.
   metricsToken: [
     'METRICS_TOKEN',
@@ -499,7 +505,20 @@ const processSection = section({
   logFormat: ['LOG_FORMAT', oneOf(['json', 'pretty']).optional()],
   workerMaxConcurrentActivities: ['WORKER_MAX_CONCURRENT_ACTIVITIES', slots.optional()],
   workerMaxConcurrentWorkflowTasks: ['WORKER_MAX_CONCURRENT_WORKFLOW_TASKS', slots.optional()],
+}).superRefine((p, ctx) => {
+  // A metrics port has no other authentication: beyond loopback, anyone who reaches it reads it.
+  const served = p.metricsPort !== undefined || p.workerMetricsPort !== undefined;
+  if (served && !isLoopbackHost(p.metricsHost) && p.metricsToken === undefined)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['METRICS_HOST'],
+      message: `must be loopback unless METRICS_TOKEN is set (the metrics ports ask for it then), got "${p.metricsHost}"`,
+    });
 });
+
+/** A host name or address that only this machine reaches. */
+export const isLoopbackHost = (host: string): boolean =>
+  host === 'localhost' || host === '::1' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 
 /**
  * Traces are on with an OTLP endpoint (the traces-only one or the general one), unless the SDK is disabled or the

@@ -203,7 +203,7 @@ function startWorkerMetrics(config: Config, metrics: Metrics, sdkMetricsUrl: str
       return `${own}\n${sdk}`;
     },
     config.workerMetricsPort ?? 0,
-    config.host,
+    config,
   );
 }
 
@@ -290,7 +290,9 @@ async function main(): Promise<void> {
       ? await startWorkerMetrics(config, metrics, `http://${sdkMetricsAddress}/metrics`)
       : undefined;
   if (metricsServer)
-    logger.info(`flow-notify worker: metrics on http://${config.host}:${config.workerMetricsPort}/metrics`);
+    logger.info(
+      `flow-notify worker: metrics on http://${config.metricsHost}:${config.workerMetricsPort}/metrics`,
+    );
   logger.info(
     `flow-notify worker: task queue ${config.temporalTaskQueue} on ${config.temporalAddress}; ` +
       `web push ${pushSender ? 'on' : 'off (no VAPID keys)'}; sweep every ${config.sweepIntervalSeconds}s; ` +

@@ -192,7 +192,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
   const metricsServer =
     config.metricsPort === undefined
       ? undefined
-      : await listenMetrics(scrape, config.metricsPort, config.host);
+      : await listenMetrics(scrape, config.metricsPort, config);
   const server = await new Promise<Server>((resolve, reject) => {
     const s = app.listen(config.port, config.host, () => resolve(s));
     s.once('error', reject);

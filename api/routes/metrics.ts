@@ -1,10 +1,11 @@
 // GET /metrics: Prometheus text format. It tells how busy the service is (never who), which is still not for
-// everyone: the API serves it on its own port (METRICS_PORT, on HOST like the worker's) or, on the API port, only
-// to the bearer of METRICS_TOKEN; otherwise the API port has no such route.
+// everyone: the API serves it on its own port (METRICS_PORT, on METRICS_HOST like the worker's) or, on the API
+// port, only to the bearer of METRICS_TOKEN; otherwise the API port has no such route.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Server } from 'node:http';
 import Router from '@koa/router';
 import Koa from 'koa';
+import { isLoopbackHost, type Config } from '../../config';
 import { METRICS_CONTENT_TYPE } from '../../observability/metrics';
 import { HttpError } from '../errors';
 
@@ -27,10 +28,18 @@ export function metricsRouter(scrape: () => Promise<string>, options: { token?: 
   return router;
 }
 
-/** A server of its own that answers GET /metrics (the worker's WORKER_METRICS_PORT, the API's METRICS_PORT). */
-export function listenMetrics(scrape: () => Promise<string>, port: number, host: string): Promise<Server> {
+/**
+ * A server of its own that answers GET /metrics (the worker's WORKER_METRICS_PORT, the API's METRICS_PORT), on
+ * METRICS_HOST: on loopback to anyone there, beyond it only to the METRICS_TOKEN bearer (config refuses it without).
+ */
+export function listenMetrics(
+  scrape: () => Promise<string>,
+  port: number,
+  config: Pick<Config, 'metricsHost' | 'metricsToken'>,
+): Promise<Server> {
+  const { metricsHost: host, metricsToken } = config;
   const app = new Koa();
-  app.use(metricsRouter(scrape).routes());
+  app.use(metricsRouter(scrape, isLoopbackHost(host) ? {} : { token: metricsToken }).routes());
   return new Promise((resolve, reject) => {
     const server = app.listen(port, host, () => resolve(server));
     server.once('error', reject);

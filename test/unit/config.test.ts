@@ -112,6 +112,7 @@ describe('config', () => {
       callbackBreakerFailures: 20,
       callbackBreakerCooldownSeconds: 30,
       shutdownGraceSeconds: 30,
+      metricsHost: '127.0.0.1',
       trustProxy: false,
       logLevel: 'info',
     });
@@ -200,6 +201,7 @@ describe('config', () => {
       WORKER_HEALTH_PORT: '0',
       WORKER_METRICS_PORT: '9464',
       METRICS_PORT: '65535',
+      METRICS_HOST: '0.0.0.0',
       METRICS_TOKEN: 't'.repeat(16),
       TRUST_PROXY: '1',
       LOG_LEVEL: 'WARN',
@@ -274,6 +276,7 @@ describe('config', () => {
       workerHealthPort: 0,
       workerMetricsPort: 9464,
       metricsPort: 65535,
+      metricsHost: '0.0.0.0',
       metricsToken: 't'.repeat(16),
       trustProxy: true,
       logLevel: 'warn',
