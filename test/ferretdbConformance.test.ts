@@ -38,22 +38,11 @@ import {
   type MongoClientOptions,
 } from 'mongodb';
 import { launchMongo, PROJECT_ROOT, readStackSpec, type ServerProcess } from '../stack/embedded';
+import { random } from './support/seeded';
 
 const SEED = Number(process.env.CONFORMANCE_SEED ?? 20261203);
 const QUERIES = Number(process.env.CONFORMANCE_QUERIES ?? 1000);
 const REPRO = `CONFORMANCE_SEED=${SEED} CONFORMANCE_QUERIES=${QUERIES}`;
-
-/** mulberry32: a small seeded generator, so a failure names the seed that reproduces it. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Exact BSON printing (Int32, Long and Double stay apart), for failure messages. */
 const ejson = (value: unknown): string => BSON.EJSON.stringify(value, { relaxed: false });

@@ -8,18 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Long, MongoClient, type Collection, type Document, type Filter, type Sort } from 'mongodb';
 import { launchMongo, PROJECT_ROOT, readStackSpec, type ServerProcess } from '../stack/embedded';
-
-/** mulberry32: a small seeded generator, so a failure names the seed that reproduces it. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { random } from './support/seeded';
 
 const SEED = Number(process.env.PUSHDOWN_SEED ?? 20261202);
 
