@@ -12,7 +12,7 @@ import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { startPushService, type PushService } from './support/pushService';
 import { startServers, type ServerStack } from './support/servers';
 
-const HOLDS = Number(process.env.DEBUG_HOLDS ?? 700);
+const HOLDS = 700;
 
 describe('a digest held for days keeps its history bounded', function () {
   this.timeout(300_000);
@@ -67,11 +67,6 @@ describe('a digest held for days keeps its history bounded', function () {
       for (;;) {
         const { raw } = await handle.describe();
         if (!raw.pendingWorkflowTask) return;
-        if (process.env.DEBUG_HOLDS)
-          console.log(
-            JSON.stringify(raw.pendingWorkflowTask),
-            raw.workflowExecutionInfo?.historyLength?.toString(),
-          );
         await new Promise((resolve) => setImmediate(resolve));
       }
     };
