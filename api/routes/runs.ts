@@ -103,20 +103,15 @@ export function runsRouter(deps: RunsRouterDeps) {
   router.post('/', create, async (ctx) => {
     const body = ctx.state.input.body;
     const { caller } = ctx.state;
-    const release = body.callback
-      ? await admit([
-          {
-            key: `run-create|${caller.teamId}`,
-            rule: deps.runCreateLimit,
-            what: 'runs with a callback from this team',
-          },
-        ])
-      : undefined;
+    // Every run counts: each is a health workflow, pushes and possibly a callback owed.
+    const release = await admit([
+      { key: `run-create|${caller.teamId}`, rule: deps.runCreateLimit, what: 'runs from this team' },
+    ]);
     let run: Run;
     try {
       run = await runsService.create(caller, body);
     } catch (err) {
-      await release?.(); // no run, no callback owed
+      await release(); // no run, nothing owed
       throw err;
     }
     ctx.status = 201;

@@ -1,15 +1,6 @@
 // The fuzzer's runs routes (api/routes/runs.ts, but for the callback routes in callbacks.ts): create, read, and
 // every transition, each from the run state it acts on.
-import { none, type Answer, type RouteSpec } from './spec';
-
-/** The run the answer shows was launched with a callback (the body the API parsed named one). */
-function launchedWithCallback(answer: Answer): boolean {
-  try {
-    return (JSON.parse(answer.text) as { callback?: unknown }).callback !== undefined;
-  } catch {
-    return false;
-  }
-}
+import { none, type RouteSpec } from './spec';
 
 export const RUN_ROUTES: RouteSpec[] = [
   {
@@ -32,8 +23,8 @@ export const RUN_ROUTES: RouteSpec[] = [
         },
       ][variant % 4],
     onSuccess: () => ({ runs: 1, events: 1 }),
-    // A run with a callback is also counted against its team's RUN_CREATE_RATE_LIMIT (a rate_limits row).
-    inserts: (answer) => (launchedWithCallback(answer) ? 3 : 2),
+    // Every run is also counted against its team's RUN_CREATE_RATE_LIMIT (a rate_limits row).
+    inserts: () => 3,
   },
   { name: 'GET /api/v1/runs', method: 'GET', template: '/api/v1/runs', onSuccess: none },
   { name: 'GET /api/v1/runs/:id', method: 'GET', template: '/api/v1/runs/:id', onSuccess: none },
