@@ -50,7 +50,7 @@ export interface RunsRouterDeps {
   }) => Promise<boolean>;
   /** Redeliveries per run, user and team: outbound POSTs too. */
   callbackRedeliverLimits: PerRunUserTeam;
-  /** Runs with a callback per team: each run owes an outbound POST (and its retries) when it ends. */
+  /** Runs per team (RUN_CREATE_RATE_LIMIT): each owes a health workflow, pushes and maybe a callback with its retries. */
   runCreateLimit: RateLimit;
   /** Secret rotations per run: each one cuts the previous secret's overlap short. */
   callbackRotateLimit: RateLimit;
