@@ -224,7 +224,7 @@ export function createPushActivities(deps: PushActivityDeps) {
       // Owner ∪ team-wide opt-ins, less whoever turned this kind off in this team: one query.
       const [listed, payload] = await Promise.all([
         deps.notificationPrefs.listRecipientPrefs(outcome.teamId, outcome.ownerId, kind),
-        render(outcome, kind),
+        render(deps, outcome, kind),
       ]);
       const recipients = listed.filter((recipient) => recipient.userId !== '');
       if (!recipients.length) return { addressable: false, reason: 'no recipient' };
@@ -234,17 +234,19 @@ export function createPushActivities(deps: PushActivityDeps) {
       // device are held: a digest to no device is no digest.
       const withDevice = new Set(subs.map((sub) => sub.userId));
       const held = await holdWhereDue(
+        deps,
         outcome,
         kind,
         recipients.filter((r) => withDevice.has(r.userId)),
       );
       const result = await sendRecorded(
+        deps,
         outcome.episodeId,
         subs.filter((sub) => !held.has(sub.userId)),
         payload,
         {
           onFirstPush: () => deps.metrics?.firstPush(outcome.kind, outcome.occurredAt, deps.now()),
-          onConfigFault: configFaultReporter(outcome),
+          onConfigFault: configFaultReporter(deps, outcome),
         },
       );
       return { addressable: true, ...result, ...(held.size ? { held: held.size } : {}) };
@@ -271,8 +273,8 @@ export function createPushActivities(deps: PushActivityDeps) {
         studioUrl: deps.studioUrl,
       });
       const result = subs.length
-        ? await sendRecorded(digest.digestId, subs, payload, {
-            onConfigFault: configFaultReporter({
+        ? await sendRecorded(deps, digest.digestId, subs, payload, {
+            onConfigFault: configFaultReporter(deps, {
               runId: '',
               teamId: digest.teamId,
               episodeId: digest.digestId,
@@ -287,237 +289,244 @@ export function createPushActivities(deps: PushActivityDeps) {
       return result ? { addressable: true, ...result } : { addressable: false, reason: 'no subscription' };
     },
   };
+}
 
-  /**
-   * Which of these recipients wait for their digest instead of a push now: held by an earlier attempt of this
-   * episode (always held again: never sent to), in quiet hours or do-not-disturb, or past their burst bound.
-   * Each held person gets a hold row and their digest the entry (both safe to repeat).
-   */
-  async function holdWhereDue(
-    outcome: RunOutcome,
-    kind: OutcomePushKind,
-    recipients: Recipient[],
-  ): Promise<Set<string>> {
-    const digests = deps.digests;
-    if (!digests || !recipients.length) return new Set();
-    const now = deps.now();
-    const earlier = await digests.pushHolds.heldOf(
-      outcome.episodeId,
-      recipients.map((r) => r.userId),
-    );
-    const holds: Omit<PushHoldRow, '_id'>[] = [];
-    const fresh: Omit<PushHoldRow, '_id'>[] = [];
-    const hold = (userId: string, reason: PushHoldRow['reason'], releaseAt: Date): void => {
-      const { episodeId, runId, teamId, title } = outcome;
-      const row = { episodeId, runId, teamId, userId, kind, title, reason, at: now, releaseAt };
-      holds.push(row);
-      fresh.push(row);
-    };
-    const counted: string[] = [];
-    for (const { userId, hold: prefs } of recipients) {
-      const before = earlier.get(userId);
-      if (before) holds.push(before);
-      // A kind that breaks through quiet hours passes the burst bound too: a run waits on it.
-      else if (prefs.breakThrough.includes(kind)) continue;
-      else {
-        const quiet = heldUntil(prefs, kind, now);
-        if (quiet) hold(userId, 'quiet', quiet);
-        else counted.push(userId);
-      }
+/**
+ * Which of these recipients wait for their digest instead of a push now: held by an earlier attempt of this
+ * episode (always held again: never sent to), in quiet hours or do-not-disturb, or past their burst bound.
+ * Each held person gets a hold row and their digest the entry (both safe to repeat).
+ */
+async function holdWhereDue(
+  deps: PushActivityDeps,
+  outcome: RunOutcome,
+  kind: OutcomePushKind,
+  recipients: Recipient[],
+): Promise<Set<string>> {
+  const digests = deps.digests;
+  if (!digests || !recipients.length) return new Set();
+  const now = deps.now();
+  const earlier = await digests.pushHolds.heldOf(
+    outcome.episodeId,
+    recipients.map((r) => r.userId),
+  );
+  const holds: Omit<PushHoldRow, '_id'>[] = [];
+  const fresh: Omit<PushHoldRow, '_id'>[] = [];
+  const hold = (userId: string, reason: PushHoldRow['reason'], releaseAt: Date): void => {
+    const { episodeId, runId, teamId, title } = outcome;
+    const row = { episodeId, runId, teamId, userId, kind, title, reason, at: now, releaseAt };
+    holds.push(row);
+    fresh.push(row);
+  };
+  const counted: string[] = [];
+  for (const { userId, hold: prefs } of recipients) {
+    const before = earlier.get(userId);
+    if (before) holds.push(before);
+    // A kind that breaks through quiet hours passes the burst bound too: a run waits on it.
+    else if (prefs.breakThrough.includes(kind)) continue;
+    else {
+      const quiet = heldUntil(prefs, kind, now);
+      if (quiet) hold(userId, 'quiet', quiet);
+      else counted.push(userId);
     }
-    // Counted once per episode (its id is the hit's): a retried fan-out is admitted again, not counted again. All
-    // recipients in one go: a few round trips whatever the team's size.
-    const burstKey = (userId: string): string => `push-burst|${outcome.teamId}|${userId}`;
-    const admissions = await digests.rateLimits.hitMany(
-      counted.map(burstKey),
-      digests.burst,
-      now,
-      outcome.episodeId,
-    );
-    for (const userId of counted) {
-      const admission = admissions.get(burstKey(userId))!;
-      // One time for the whole burst: one timer in the digest.
-      if (!admission.admitted) hold(userId, 'burst', admission.freeAt);
-    }
-    await digests.pushHolds.hold(fresh);
-    // A hold whose digest went out already is not signalled again (a retry of an old episode).
-    // Bounded like the sends: a burst across a big team is one signal-with-start per person.
-    await mapBounded(
-      holds.filter((row) => !row.digestId),
-      deps.fanOutWidth,
-      (row) =>
-        digests.add(row.teamId, row.userId, {
-          episodeId: row.episodeId,
-          runId: row.runId,
-          kind: row.kind,
-          title: row.title,
-          at: row.at.toISOString(),
-          releaseAt: row.releaseAt.toISOString(),
-          reason: row.reason,
-        }),
-    );
-    return new Set(holds.map((row) => row.userId));
   }
+  // Counted once per episode (its id is the hit's): a retried fan-out is admitted again, not counted again. All
+  // recipients in one go: a few round trips whatever the team's size.
+  const burstKey = (userId: string): string => `push-burst|${outcome.teamId}|${userId}`;
+  const admissions = await digests.rateLimits.hitMany(
+    counted.map(burstKey),
+    digests.burst,
+    now,
+    outcome.episodeId,
+  );
+  for (const userId of counted) {
+    const admission = admissions.get(burstKey(userId))!;
+    // One time for the whole burst: one timer in the digest.
+    if (!admission.admitted) hold(userId, 'burst', admission.freeAt);
+  }
+  await digests.pushHolds.hold(fresh);
+  // A hold whose digest went out already is not signalled again (a retry of an old episode).
+  // Bounded like the sends: a burst across a big team is one signal-with-start per person.
+  await mapBounded(
+    holds.filter((row) => !row.digestId),
+    deps.fanOutWidth,
+    (row) =>
+      digests.add(row.teamId, row.userId, {
+        episodeId: row.episodeId,
+        runId: row.runId,
+        kind: row.kind,
+        title: row.title,
+        at: row.at.toISOString(),
+        releaseAt: row.releaseAt.toISOString(),
+        reason: row.reason,
+      }),
+  );
+  return new Set(holds.map((row) => row.userId));
+}
 
-  /**
-   * Pushes one payload to these subscriptions, skipping those an earlier attempt under the same id reached, and
-   * records each accepted send before answering.
-   */
-  async function sendRecorded(
-    episodeId: string,
-    subs: PushSubscriptionRow[],
-    payload: PushPayload,
-    hooks: { onFirstPush?: () => void; onConfigFault: FanOutDeps['onConfigFault'] },
-  ): Promise<Omit<FanOutResult, 'held'>> {
-    const sender = deps.sender;
-    if (!sender) throw new Error('web push is off: nothing to send with');
-    // By the batch rows' own ids: one indexed read whatever the episode's size.
-    const { subscriptions: reached, nextBatch } = await deps.pushDeliveries.reached(
-      episodeId,
-      subs.map((sub) => sub._id),
-    );
-    const pending = subs.filter((sub) => !reached.has(sub._id));
-    let firstPushSeen = false;
-    const context = activityContext();
-    // Heartbeats on progress, not on a timer: every step of a send is bounded (lookup 5 s, exchange 5 s, wait
-    // slices 2 s), so a lane stuck longer than the heartbeat timeout is a wedge Temporal should notice and retry.
-    const beat = (): void => context?.heartbeat();
-    beat();
-    // A delivery record being written is progress too (our own store, slow under load, not the outside world):
-    // beat while it is in flight, but only for so long, so a wedged write is still noticed. A failed write is
-    // tried again within that time: the push it records has gone out, and failing the activity for a store blip
-    // (a MongoDB restart) would send it again on the next attempt.
-    const persist = async (what: string, write: () => Promise<void>): Promise<void> => {
-      const started = Date.now();
-      const timer = setInterval(() => {
-        if (Date.now() - started < WRITE_BEATS_FOR_MS) beat();
-      }, 2000);
-      try {
-        for (let wait = 500; ; wait = Math.min(wait * 2, 5000)) {
-          try {
-            return await write();
-          } catch (err) {
-            if (Date.now() - started + wait >= WRITE_BEATS_FOR_MS) throw err;
-            deps.log(`push: recording ${what} failed, retrying: ${String(err)}`);
-            await new Promise((resolve) => setTimeout(resolve, wait));
-          }
+/**
+ * Pushes one payload to these subscriptions, skipping those an earlier attempt under the same id reached, and
+ * records each accepted send before answering.
+ */
+async function sendRecorded(
+  deps: PushActivityDeps,
+  episodeId: string,
+  subs: PushSubscriptionRow[],
+  payload: PushPayload,
+  hooks: { onFirstPush?: () => void; onConfigFault: FanOutDeps['onConfigFault'] },
+): Promise<Omit<FanOutResult, 'held'>> {
+  const sender = deps.sender;
+  if (!sender) throw new Error('web push is off: nothing to send with');
+  // By the batch rows' own ids: one indexed read whatever the episode's size.
+  const { subscriptions: reached, nextBatch } = await deps.pushDeliveries.reached(
+    episodeId,
+    subs.map((sub) => sub._id),
+  );
+  const pending = subs.filter((sub) => !reached.has(sub._id));
+  let firstPushSeen = false;
+  const context = activityContext();
+  // Heartbeats on progress, not on a timer: every step of a send is bounded (lookup 5 s, exchange 5 s, wait
+  // slices 2 s), so a lane stuck longer than the heartbeat timeout is a wedge Temporal should notice and retry.
+  const beat = (): void => context?.heartbeat();
+  beat();
+  // A delivery record being written is progress too (our own store, slow under load, not the outside world):
+  // beat while it is in flight, but only for so long, so a wedged write is still noticed. A failed write is
+  // tried again within that time: the push it records has gone out, and failing the activity for a store blip
+  // (a MongoDB restart) would send it again on the next attempt.
+  const persist = async (what: string, write: () => Promise<void>): Promise<void> => {
+    const started = Date.now();
+    const timer = setInterval(() => {
+      if (Date.now() - started < WRITE_BEATS_FOR_MS) beat();
+    }, 2000);
+    try {
+      for (let wait = 500; ; wait = Math.min(wait * 2, 5000)) {
+        try {
+          return await write();
+        } catch (err) {
+          if (Date.now() - started + wait >= WRITE_BEATS_FOR_MS) throw err;
+          deps.log(`push: recording ${what} failed, retrying: ${String(err)}`);
+          await new Promise((resolve) => setTimeout(resolve, wait));
         }
-      } finally {
-        clearInterval(timer);
       }
-    };
-    // One write per batch of accepted sends (group commit): a row of the episode's deliveries. A lane takes
-    // its next endpoint while its record is written; only past `width` records not yet known written does it
-    // wait for the oldest. So a crash repeats at most 2 × width sends (those in flight and those awaiting their
-    // record), and a lane rarely waits on the store: it was most of a fan-out's time.
-    const writeBatch = deps.pushDeliveries.batchWriter(episodeId, nextBatch);
-    const recordDelivery = groupCommit((batch: PushDelivery[]) =>
-      persist(`${batch.length} deliveries`, () => writeBatch(batch)),
+    } finally {
+      clearInterval(timer);
+    }
+  };
+  // One write per batch of accepted sends (group commit): a row of the episode's deliveries. A lane takes
+  // its next endpoint while its record is written; only past `width` records not yet known written does it
+  // wait for the oldest. So a crash repeats at most 2 × width sends (those in flight and those awaiting their
+  // record), and a lane rarely waits on the store: it was most of a fan-out's time.
+  const writeBatch = deps.pushDeliveries.batchWriter(episodeId, nextBatch);
+  const recordDelivery = groupCommit((batch: PushDelivery[]) =>
+    persist(`${batch.length} deliveries`, () => writeBatch(batch)),
+  );
+  const unrecorded: Promise<void>[] = [];
+  // The devices' last success, on their subscription rows: one updateMany by _id per batch of its own, which
+  // no lane waits for (FerretDB updates row by row: the slowest write of a fan-out), only the activity's end.
+  const recordSuccess = groupCommit(async (batch: PushDelivery[]) => {
+    const newest = new Date(Math.max(...batch.map((d) => d.at.getTime())));
+    const ids = batch.map((d) => d.subscriptionId);
+    await persist(`the last success of ${ids.length} subscriptions`, () =>
+      deps.pushSubscriptions.recordSuccess(ids, newest),
     );
-    const unrecorded: Promise<void>[] = [];
-    // The devices' last success, on their subscription rows: one updateMany by _id per batch of its own, which
-    // no lane waits for (FerretDB updates row by row: the slowest write of a fan-out), only the activity's end.
-    const recordSuccess = groupCommit(async (batch: PushDelivery[]) => {
-      const newest = new Date(Math.max(...batch.map((d) => d.at.getTime())));
-      const ids = batch.map((d) => d.subscriptionId);
-      await persist(`the last success of ${ids.length} subscriptions`, () =>
-        deps.pushSubscriptions.recordSuccess(ids, newest),
-      );
-    });
-    const successes: Promise<void>[] = [];
-    const noteSuccess = (sub: PushSubscriptionRow, delivery: PushDelivery): void => {
-      // A row with a streak gets its last success from the write that clears the streak (fanOut).
-      if (sub.unresolved) return;
-      const last = sub.lastSuccessAt?.getTime() ?? -Infinity;
-      if (delivery.at.getTime() - last < LAST_SUCCESS_GRAIN_MS) return;
-      const written = recordSuccess(delivery);
-      written.catch(() => undefined); // awaited at the end
-      successes.push(written);
-    };
-    // Reached by an attempt that ended (a crash) before it wrote their last success: written now, in one go.
-    const behind = subs.filter((sub) => {
-      const at = reached.get(sub._id);
-      return at && !(sub.lastSuccessAt && sub.lastSuccessAt >= at);
-    });
-    if (behind.length) {
-      const newest = new Date(Math.max(...behind.map((sub) => reached.get(sub._id)!.getTime())));
-      const ids = behind.map((sub) => sub._id);
-      const written = persist(`the last success of ${ids.length} subscriptions`, () =>
-        deps.pushSubscriptions.recordSuccess(ids, newest),
-      );
-      written.catch(() => undefined); // awaited at the end
-      successes.push(written);
-    }
-    const result = await fanOut(
-      {
-        subscriptions: deps.pushSubscriptions,
-        sender,
-        width: deps.fanOutWidth,
-        log: deps.log,
-        onProgress: beat,
-        // A worker shutting down past its grace cancels the activity: the fan-out stops starting sends (the
-        // ones reached are recorded), and the next attempt, on any worker, skips them.
-        signal: context?.cancellationSignal,
-        onConfigFault: hooks.onConfigFault,
-        now: deps.now,
-        pruneMinHours: deps.pruneMinHours,
-        metrics: deps.metrics,
-      },
-      pending,
-      payload,
-      async (sub) => {
-        // The episode's first push: no earlier attempt reached anyone, and this is this attempt's first.
-        if (reached.size === 0 && !firstPushSeen) {
-          firstPushSeen = true;
-          hooks.onFirstPush?.();
-        }
-        const delivery = { subscriptionId: sub._id, userId: sub.userId, at: deps.now() };
-        const written = recordDelivery(delivery);
-        written.catch(() => undefined); // awaited below (its failure fails the fan-out), never unhandled
-        unrecorded.push(written);
-        noteSuccess(sub, delivery);
-        while (unrecorded.length > deps.fanOutWidth) await unrecorded.shift();
-      },
-    ).finally(() => Promise.allSettled([...unrecorded, ...successes]));
-    // Every accepted send recorded before the activity answers (or a failed record fails it: retried).
-    await Promise.all([...unrecorded, ...successes]);
-    // Endpoints that failed only transiently get another activity attempt (which skips the ones reached);
-    // the last attempt reports instead, and the workflow settles on what was delivered.
-    const attempt = context?.info.attempt ?? FAN_OUT_ATTEMPTS;
-    if (result.retryable > 0 && attempt < FAN_OUT_ATTEMPTS) {
-      throw new Error(`${result.retryable} of ${pending.length} endpoints failed transiently; retrying them`);
-    }
-    return { ...result, alreadyDelivered: subs.length - pending.length };
+  });
+  const successes: Promise<void>[] = [];
+  const noteSuccess = (sub: PushSubscriptionRow, delivery: PushDelivery): void => {
+    // A row with a streak gets its last success from the write that clears the streak (fanOut).
+    if (sub.unresolved) return;
+    const last = sub.lastSuccessAt?.getTime() ?? -Infinity;
+    if (delivery.at.getTime() - last < LAST_SUCCESS_GRAIN_MS) return;
+    const written = recordSuccess(delivery);
+    written.catch(() => undefined); // awaited at the end
+    successes.push(written);
+  };
+  // Reached by an attempt that ended (a crash) before it wrote their last success: written now, in one go.
+  const behind = subs.filter((sub) => {
+    const at = reached.get(sub._id);
+    return at && !(sub.lastSuccessAt && sub.lastSuccessAt >= at);
+  });
+  if (behind.length) {
+    const newest = new Date(Math.max(...behind.map((sub) => reached.get(sub._id)!.getTime())));
+    const ids = behind.map((sub) => sub._id);
+    const written = persist(`the last success of ${ids.length} subscriptions`, () =>
+      deps.pushSubscriptions.recordSuccess(ids, newest),
+    );
+    written.catch(() => undefined); // awaited at the end
+    successes.push(written);
   }
+  const result = await fanOut(
+    {
+      subscriptions: deps.pushSubscriptions,
+      sender,
+      width: deps.fanOutWidth,
+      log: deps.log,
+      onProgress: beat,
+      // A worker shutting down past its grace cancels the activity: the fan-out stops starting sends (the
+      // ones reached are recorded), and the next attempt, on any worker, skips them.
+      signal: context?.cancellationSignal,
+      onConfigFault: hooks.onConfigFault,
+      now: deps.now,
+      pruneMinHours: deps.pruneMinHours,
+      metrics: deps.metrics,
+    },
+    pending,
+    payload,
+    async (sub) => {
+      // The episode's first push: no earlier attempt reached anyone, and this is this attempt's first.
+      if (reached.size === 0 && !firstPushSeen) {
+        firstPushSeen = true;
+        hooks.onFirstPush?.();
+      }
+      const delivery = { subscriptionId: sub._id, userId: sub.userId, at: deps.now() };
+      const written = recordDelivery(delivery);
+      written.catch(() => undefined); // awaited below (its failure fails the fan-out), never unhandled
+      unrecorded.push(written);
+      noteSuccess(sub, delivery);
+      while (unrecorded.length > deps.fanOutWidth) await unrecorded.shift();
+    },
+  ).finally(() => Promise.allSettled([...unrecorded, ...successes]));
+  // Every accepted send recorded before the activity answers (or a failed record fails it: retried).
+  await Promise.all([...unrecorded, ...successes]);
+  // Endpoints that failed only transiently get another activity attempt (which skips the ones reached);
+  // the last attempt reports instead, and the workflow settles on what was delivered.
+  const attempt = context?.info.attempt ?? FAN_OUT_ATTEMPTS;
+  if (result.retryable > 0 && attempt < FAN_OUT_ATTEMPTS) {
+    throw new Error(`${result.retryable} of ${pending.length} endpoints failed transiently; retrying them`);
+  }
+  return { ...result, alreadyDelivered: subs.length - pending.length };
+}
 
-  /**
-   * Once per origin per fan-out, not awaited: the alert (a claim read, a workflow start) must never stall the
-   * lane's sends; raisePushConfigFault bounds both. A failure to raise it is logged, never a failed push.
-   */
-  function configFaultReporter(
-    outcome: Pick<RunOutcome, 'runId' | 'teamId' | 'episodeId'>,
-  ): FanOutDeps['onConfigFault'] {
-    const raise = deps.raiseConfigFault;
-    if (!raise) return undefined;
-    const raised = new Set<string>();
-    const { runId, teamId, episodeId } = outcome;
-    return async (origin, status) => {
-      if (raised.has(origin)) return;
-      raised.add(origin);
-      void raise({ origin, status, runId, teamId, episodeId }).catch((err: unknown) =>
-        deps.log(`push: the push_config_fault alert for ${origin} was not raised: ${String(err)}`),
-      );
-      return Promise.resolve();
-    };
-  }
+/**
+ * Once per origin per fan-out, not awaited: the alert (a claim read, a workflow start) must never stall the
+ * lane's sends; raisePushConfigFault bounds both. A failure to raise it is logged, never a failed push.
+ */
+function configFaultReporter(
+  deps: PushActivityDeps,
+  outcome: Pick<RunOutcome, 'runId' | 'teamId' | 'episodeId'>,
+): FanOutDeps['onConfigFault'] {
+  const raise = deps.raiseConfigFault;
+  if (!raise) return undefined;
+  const raised = new Set<string>();
+  const { runId, teamId, episodeId } = outcome;
+  return async (origin, status) => {
+    if (raised.has(origin)) return;
+    raised.add(origin);
+    void raise({ origin, status, runId, teamId, episodeId }).catch((err: unknown) =>
+      deps.log(`push: the push_config_fault alert for ${origin} was not raised: ${String(err)}`),
+    );
+    return Promise.resolve();
+  };
+}
 
-  async function render(outcome: RunOutcome, kind: OutcomePushKind): Promise<PushPayload> {
-    let prompt: string | undefined;
-    if (kind === 'human_input_requested' && outcome.pause?.interactionId) {
-      prompt = (await deps.interactions.get(outcome.runId, outcome.pause.interactionId))?.prompt;
-    }
-    return renderPush(outcome, kind, deps.studioUrl, prompt);
+async function render(
+  deps: PushActivityDeps,
+  outcome: RunOutcome,
+  kind: OutcomePushKind,
+): Promise<PushPayload> {
+  let prompt: string | undefined;
+  if (kind === 'human_input_requested' && outcome.pause?.interactionId) {
+    prompt = (await deps.interactions.get(outcome.runId, outcome.pause.interactionId))?.prompt;
   }
+  return renderPush(outcome, kind, deps.studioUrl, prompt);
 }
 
 /**

@@ -64,10 +64,10 @@ export const TEST_PUSH_DEADLINE_MS = 10_000;
 /** A test push's sends in flight at once (a user has a few devices). */
 const TEST_PUSH_WIDTH = 8;
 
+type NotificationRoutes = Router<AuthState>;
+
 export function notificationsRouter(deps: NotificationRouteDeps) {
-  const maxSubscriptions = deps.maxSubscriptionsPerUser ?? 20;
-  const testPushRate = deps.testPushRate ?? { limit: 5, windowSeconds: 60 };
-  const router = new Router<AuthState>({ prefix: '/api/v1/notifications' });
+  const router: NotificationRoutes = new Router<AuthState>({ prefix: '/api/v1/notifications' });
 
   const subscriptions = (): PushSubscriptionStore => {
     if (!deps.subscriptions) throw new HttpError(404, NOT_CONFIGURED);
@@ -88,6 +88,19 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
     await next();
   });
 
+  addDeviceRoutes(router, deps, subscriptions);
+  addPrefsRoutes(router, deps, prefs);
+  return router;
+}
+
+/** The caller's devices: the VAPID key, subscribe and unsubscribe, the device list, a test push. */
+function addDeviceRoutes(
+  router: NotificationRoutes,
+  deps: NotificationRouteDeps,
+  subscriptions: () => PushSubscriptionStore,
+): void {
+  const maxSubscriptions = deps.maxSubscriptionsPerUser ?? 20;
+  const testPushRate = deps.testPushRate ?? { limit: 5, windowSeconds: 60 };
   router.get('/push/vapid-public-key', validate({ summary: "the server's VAPID public key" }), (ctx) => {
     ctx.body = { publicKey: deps.vapidPublicKey };
   });
@@ -209,7 +222,14 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
     ctx.status = 202;
     ctx.body = finished ? { sent } : { sent, timedOut: true };
   });
+}
 
+/** The caller's notification prefs in their team. */
+function addPrefsRoutes(
+  router: NotificationRoutes,
+  deps: NotificationRouteDeps,
+  prefs: () => NotificationPrefStore,
+): void {
   const getPrefs = validate({
     summary:
       "the caller's notification prefs in the caller's team: scope (own or team), each push kind on or off, " +
@@ -262,6 +282,4 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
           ),
         );
   });
-
-  return router;
 }

@@ -64,17 +64,24 @@ export interface PerRunUserTeam {
   perTeam: RateLimit;
 }
 
-export function runsRouter(deps: RunsRouterDeps) {
-  const { runsService } = deps;
-  const router = new Router<AuthState>({ prefix: '/api/v1/runs' });
+type RunsRoutes = Router<AuthState>;
+type Admit = (bounds: { key: string; rule: RateLimit; what: string }[]) => Promise<() => Promise<void>>;
 
-  /**
-   * Hits each bound in turn: the first that refuses answers 429 naming it, and gives back the slots the ones
-   * before it took. Answers a release of them all (the step the bounds guard did not happen).
-   */
-  async function admit(
-    bounds: { key: string; rule: RateLimit; what: string }[],
-  ): Promise<() => Promise<void>> {
+export function runsRouter(deps: RunsRouterDeps) {
+  const router: RunsRoutes = new Router<AuthState>({ prefix: '/api/v1/runs' });
+  const admit = admitter(deps);
+  addLaunchAndReads(router, deps, admit);
+  addCallbackRoutes(router, deps, admit);
+  addTransitions(router, deps);
+  return router;
+}
+
+/**
+ * Hits each bound in turn: the first that refuses answers 429 naming it, and gives back the slots the ones before
+ * it took. Answers a release of them all (the step the bounds guard did not happen).
+ */
+function admitter(deps: Pick<RunsRouterDeps, 'rateLimits' | 'now'>): Admit {
+  return async function admit(bounds) {
     const now = deps.now();
     const taken: (() => Promise<void>)[] = [];
     const release = async () => {
@@ -89,8 +96,12 @@ export function runsRouter(deps: RunsRouterDeps) {
       taken.push(admission.release);
     }
     return release;
-  }
+  };
+}
 
+/** Launch, the reads, and a router's decision errors. */
+function addLaunchAndReads(router: RunsRoutes, deps: RunsRouterDeps, admit: Admit): void {
+  const { runsService } = deps;
   const create = validate({
     summary: 'starts a run; a callback secret made here is shown this once',
     body: createRunBody,
@@ -204,17 +215,11 @@ export function runsRouter(deps: RunsRouterDeps) {
     ctx.status = 202;
     ctx.body = await deps.notifyOperator({ runId: run._id, teamId: run.teamId, decisionId, error });
   });
+}
 
-  const event = validate({
-    summary: 'records a run event; run health reads progress from it (usage carries {"spent": number})',
-    params: runParams,
-    body: eventBody,
-    success: 201,
-    examples: [
-      { type: 'node_started', node: 'plan' },
-      { type: 'usage', spent: 4.2 },
-    ],
-  });
+/** The run's callback: a test ping, a secret rotation, a redelivery. */
+function addCallbackRoutes(router: RunsRoutes, deps: RunsRouterDeps, admit: Admit): void {
+  const { runsService } = deps;
   const testCallback = validate({
     summary:
       "sends one signed run.test event to the run's callback URL; answers the receiver's status or why not",
@@ -310,7 +315,21 @@ export function runsRouter(deps: RunsRouterDeps) {
     ctx.status = 202;
     ctx.body = { episodeId, webhookId: episodeId };
   });
+}
 
+/** Events and the status transitions. */
+function addTransitions(router: RunsRoutes, deps: Pick<RunsRouterDeps, 'runsService'>): void {
+  const { runsService } = deps;
+  const event = validate({
+    summary: 'records a run event; run health reads progress from it (usage carries {"spent": number})',
+    params: runParams,
+    body: eventBody,
+    success: 201,
+    examples: [
+      { type: 'node_started', node: 'plan' },
+      { type: 'usage', spent: 4.2 },
+    ],
+  });
   router.post('/:id/events', event, async (ctx) => {
     const { type, ...data } = ctx.state.input.body;
     const event = await runsService.recordEvent(ctx.state.caller, ctx.state.input.params.id, type, data);
@@ -394,8 +413,6 @@ export function runsRouter(deps: RunsRouterDeps) {
   router.post('/:id/cancel', cancel, async (ctx) => {
     ctx.body = publicRun(await runsService.cancel(ctx.state.caller, ctx.state.input.params.id));
   });
-
-  return router;
 }
 
 function tooManyRouteErrors(scope: 'run' | 'team', retryAfterSeconds: number): HttpError {
