@@ -16,7 +16,9 @@
 package metadata
 
 import (
+	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/FerretDB/FerretDB/internal/backends"
@@ -117,11 +119,26 @@ func RankExpr(field string) (string, bool) {
 		return "", false
 	}
 
-	return "CASE " + DefaultColumn + "->>" + typ +
-		" WHEN 'double' THEN 2 WHEN 'int' THEN 2 WHEN 'long' THEN 2 WHEN 'string' THEN 3 WHEN 'object' THEN 4" +
-		" WHEN 'array' THEN 5 WHEN 'binData' THEN 6 WHEN 'objectId' THEN 7 WHEN 'bool' THEN 8 WHEN 'date' THEN 9" +
-		" WHEN 'timestamp' THEN 10 WHEN 'regex' THEN 11 ELSE 1 END", true
+	return "CASE " + DefaultColumn + "->>" + typ + rankCases + " ELSE " + strconv.Itoa(RankNull) + " END", true
 }
+
+// rankCases maps each sjson type name to its rank, in the order the index expression has always listed them (the
+// text must stay the same: SQLite matches an index by it); null and a missing field fall to ELSE.
+var rankCases = func() string {
+	var b strings.Builder
+	for _, tr := range []struct {
+		typ  string
+		rank int
+	}{
+		{"double", RankNumber}, {"int", RankNumber}, {"long", RankNumber}, {"string", RankString},
+		{"object", RankObject}, {"array", RankArray}, {"binData", RankBinData}, {"objectId", RankObjectID},
+		{"bool", RankBool}, {"date", RankDate}, {"timestamp", RankTimestamp}, {"regex", RankRegex},
+	} {
+		fmt.Fprintf(&b, " WHEN '%s' THEN %d", tr.typ, tr.rank)
+	}
+
+	return b.String()
+}()
 
 // FieldExpr is the SQL expression of a field's value within its rank: numbers as numbers (a double as REAL:
 // sjson writes one of 2^53 to 2^63 as integer text, which SQLite would read as a nearby but different integer),
