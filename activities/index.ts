@@ -130,6 +130,8 @@ export function createActivities(deps: ActivityDeps): Activities {
       callbackAttempts: stores.callbackAttempts,
       rateLimits: stores.rateLimits,
       pushHolds: stores.pushHolds,
+      offerToDigest: (teamId, userId, entry) =>
+        addToDigest(deps.client, config.temporalTaskQueue, teamId, userId, entry),
       client: deps.client,
       taskQueue: config.temporalTaskQueue,
       episodeOptions: episodeOptions(config),

@@ -1,7 +1,13 @@
 // The push family's I/O: the standby veto, recipients, rendering and the bounded-parallel fan-out.
 import { createHash } from 'node:crypto';
-import type { DigestSend, DigestSendResult, FanOutResult, PushDeliveryResult } from '../contract/activities';
-import type { DigestEntry } from '../contract/workflows';
+import type {
+  DigestRef,
+  DigestSend,
+  DigestSendResult,
+  FanOutResult,
+  PushDeliveryResult,
+} from '../contract/activities';
+import { DIGEST_MAX_LISTED, type DigestEntry } from '../contract/workflows';
 import type { RunOutcome } from '../domain/outcome';
 import {
   FAN_OUT_ATTEMPTS,
@@ -17,7 +23,7 @@ import type { PushConfigFault } from '../domain/ops';
 import { mapBounded } from '../lib/concurrency';
 import { activityContext } from './context';
 import type { NotificationPrefStore, Recipient } from '../store/notificationPrefs';
-import { holdId, type PushHoldRow, type PushHoldStore } from '../store/pushHolds';
+import { digestEntryOf, holdId, type PushHoldRow, type PushHoldStore } from '../store/pushHolds';
 import type { RateLimit, RateLimitStore } from '../store/rateLimits';
 import type { PushDelivery, PushDeliveryStore } from '../store/pushDeliveries';
 import type { PushSubscriptionRow, PushSubscriptionStore } from '../store/pushSubscriptions';
@@ -182,7 +188,7 @@ export interface PushActivityDeps {
   now: () => Date;
   log: (line: string) => void;
   /** The fan-out's sends and prunes, and each episode's first push; absent: nothing is recorded. */
-  metrics?: Pick<Metrics, 'pushSent' | 'pushPruned' | 'firstPush'>;
+  metrics?: Pick<Metrics, 'pushSent' | 'pushPruned' | 'firstPush' | 'digestGaveUp'>;
   /** Raises a push_config_fault operator alert (deduped per origin and hour); absent: the operator family is off. */
   raiseConfigFault?: (fault: PushConfigFault) => Promise<void>;
   /** Holding pushes for digests; absent: every recipient is pushed at once (no quiet hours, no burst bound). */
@@ -260,35 +266,77 @@ export function createPushActivities(deps: PushActivityDeps) {
 
     /**
      * One digest to every device of the person, recorded as an episode's push is (a retry, or a worker killed
-     * mid-send, repeats nothing already sent), then its holds marked with its id.
+     * mid-send, repeats nothing already sent). It sends the person's owed holds, taken at its first send; once a
+     * device took it they are no longer owed.
      */
     async sendDigest(digest: DigestSend): Promise<DigestSendResult> {
       if (!deps.sender) return { addressable: false, reason: 'no sink' };
-      const subs = await deps.pushSubscriptions.listForUsers([digest.userId]);
-      const payload = renderDigest({
-        digestId: digest.digestId,
-        tag: digest.tag,
-        counts: digest.counts,
-        newest: digest.listed,
-        studioUrl: deps.studioUrl,
+      if (digest.episodeIds) return sendListedDigest(deps, digest, digest.episodeIds);
+      const holds = deps.digests?.pushHolds;
+      if (!holds) return { addressable: false, reason: 'nothing owed' };
+      await holds.take(digest.teamId, digest.userId, digest.digestId, deps.now());
+      const contents = await holds.contentsOf(digest.digestId, DIGEST_MAX_LISTED);
+      if (!contents.total) return { addressable: false, reason: 'nothing owed' };
+      const result = await sendDigestPush(deps, digest, {
+        counts: contents.counts,
+        newest: contents.newest.map(digestEntryOf),
       });
-      const result = subs.length
-        ? await sendRecorded(deps, digest.digestId, subs, payload, {
-            onConfigFault: configFaultReporter(deps, {
-              runId: '',
-              teamId: digest.teamId,
-              episodeId: digest.digestId,
-            }),
-          })
-        : undefined;
-      await deps.digests?.pushHolds.markSent(
-        digest.episodeIds.map((episodeId) => holdId(episodeId, digest.userId)),
-        digest.digestId,
-        deps.now(),
+      if (result.addressable && result.delivered + result.alreadyDelivered > 0)
+        await holds.markDigestSent(digest.digestId, deps.now());
+      return result;
+    },
+
+    async giveUpDigest(digest: DigestRef): Promise<void> {
+      const holds = await deps.digests?.pushHolds.markDigestGaveUp(digest.digestId, deps.now());
+      if (!holds) return;
+      deps.metrics?.digestGaveUp(holds);
+      deps.log(
+        `digest ${digest.digestId}: no device of ${digest.userId} in ${digest.teamId} took it for a day; ` +
+          `${holds} held push(es) gave up`,
       );
-      return result ? { addressable: true, ...result } : { addressable: false, reason: 'no subscription' };
     },
   };
+}
+
+/** A digest started before digests took their holds from the store: it lists them, and marks them sent. */
+async function sendListedDigest(
+  deps: PushActivityDeps,
+  digest: DigestSend,
+  episodeIds: string[],
+): Promise<DigestSendResult> {
+  const result = await sendDigestPush(deps, digest, {
+    counts: digest.counts ?? {},
+    newest: digest.listed ?? [],
+  });
+  await deps.digests?.pushHolds.markSent(
+    episodeIds.map((episodeId) => holdId(episodeId, digest.userId)),
+    digest.digestId,
+    deps.now(),
+  );
+  return result;
+}
+
+async function sendDigestPush(
+  deps: PushActivityDeps,
+  digest: DigestSend,
+  contents: { counts: Record<string, number>; newest: DigestEntry[] },
+): Promise<DigestSendResult> {
+  const subs = await deps.pushSubscriptions.listForUsers([digest.userId]);
+  if (!subs.length) return { addressable: false, reason: 'no subscription' };
+  const payload = renderDigest({
+    digestId: digest.digestId,
+    tag: digest.tag,
+    ...contents,
+    studioUrl: deps.studioUrl,
+  });
+  const result = await sendRecorded(deps, digest.digestId, subs, payload, {
+    onConfigFault: configFaultReporter(deps, {
+      runId: '',
+      teamId: digest.teamId,
+      episodeId: digest.digestId,
+    }),
+  });
+  return { addressable: true, ...result };
 }
 
 /**
@@ -349,16 +397,7 @@ async function holdWhereDue(
   await mapBounded(
     holds.filter((row) => !row.digestId),
     deps.fanOutWidth,
-    (row) =>
-      digests.add(row.teamId, row.userId, {
-        episodeId: row.episodeId,
-        runId: row.runId,
-        kind: row.kind,
-        title: row.title,
-        at: row.at.toISOString(),
-        releaseAt: row.releaseAt.toISOString(),
-        reason: row.reason,
-      }),
+    (row) => digests.add(row.teamId, row.userId, digestEntryOf(row)),
   );
   return new Set(holds.map((row) => row.userId));
 }

@@ -17,7 +17,13 @@ import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/pushDeliveries';
 import type { CallbackAttemptStore } from '../store/callbackAttempts';
 import type { RateLimitStore } from '../store/rateLimits';
-import type { PushHoldStore } from '../store/pushHolds';
+import {
+  digestEntryOf,
+  HOLD_REOFFER_AFTER_SECONDS,
+  type PushHoldRow,
+  type PushHoldStore,
+} from '../store/pushHolds';
+import type { DigestEntry } from '../contract/workflows';
 import type { RunStore } from '../store/runs';
 import type { EpisodeOptions, SweepPass } from '../contract/workflows';
 import type { Metrics } from '../observability/metrics';
@@ -31,6 +37,9 @@ export const SWEEP_CLAIM_SLACK_SECONDS = 3600;
 /** Episode starts in flight at once. */
 const START_LANES = 8;
 
+/** Owed holds one pass looks at: the longest waiting first; the next pass takes the rest. */
+const HOLDS_PER_PASS = 1000;
+
 /** While a pass waits on one long query, the activity still tells Temporal it is alive this often. */
 const KEEPALIVE_MS = 5000;
 
@@ -42,6 +51,8 @@ export interface SweepDeps {
   rateLimits: RateLimitStore;
   /** Absent: no digests here (the sweep's own tests and bench). */
   pushHolds?: PushHoldStore;
+  /** Signal-with-start of a person's digest, for the held pushes still owed past their time. */
+  offerToDigest?: (teamId: string, userId: string, entry: DigestEntry) => Promise<void>;
   client: Client;
   taskQueue: string;
   episodeOptions: EpisodeOptions;
@@ -55,7 +66,7 @@ export interface SweepDeps {
 
 /** What a pass reports in its heartbeats: where it is, for the Temporal UI and a post-mortem. */
 interface SweepProgress extends SweepPass {
-  phase: 'listing' | 'claims' | 'starting';
+  phase: 'listing' | 'claims' | 'starting' | 'holds';
 }
 
 export function createSweepActivities(deps: SweepDeps) {
@@ -94,6 +105,13 @@ export function createSweepActivities(deps: SweepDeps) {
           });
           progress.beat({ phase: 'listing', ...pass });
         }
+
+        // 3. Held pushes still owed past their time: their digest was lost (terminated, never started) or is
+        //    waiting on renewed quiet hours. Offered again, once per person: a live digest already has them.
+        if (deps.pushHolds && deps.offerToDigest) {
+          progress.beat({ phase: 'holds', ...pass });
+          pass.holdsOffered = await offerOwedHolds(deps.pushHolds, deps.offerToDigest, deps.now());
+        }
         deps.metrics?.sweepPass((performance.now() - startedAt) / 1000, pass);
         return pass;
       } finally {
@@ -117,6 +135,32 @@ export function createSweepActivities(deps: SweepDeps) {
       }
     },
   };
+}
+
+/**
+ * Offers each person's owed holds to their digest (the newest as its entry; the digest takes every owed row when it
+ * sends), then leaves them an hour before the next offer. Answers how many holds were offered.
+ */
+async function offerOwedHolds(
+  holds: PushHoldStore,
+  offer: NonNullable<SweepDeps['offerToDigest']>,
+  now: Date,
+): Promise<number> {
+  const owed = await holds.owedBefore(now, HOLDS_PER_PASS);
+  const byPerson = new Map<string, PushHoldRow[]>();
+  for (const row of owed) {
+    const key = JSON.stringify([row.teamId, row.userId]);
+    byPerson.set(key, [...(byPerson.get(key) ?? []), row]);
+  }
+  await mapBounded([...byPerson.values()], START_LANES, async (rows) => {
+    const newest = rows.reduce((a, b) => (b.at > a.at ? b : a));
+    await offer(newest.teamId, newest.userId, digestEntryOf(newest));
+    await holds.deferOffer(
+      rows.map((row) => row._id),
+      new Date(now.getTime() + HOLD_REOFFER_AFTER_SECONDS * 1000),
+    );
+  });
+  return owed.length;
 }
 
 /**

@@ -28,6 +28,8 @@ export interface Activities {
   // Digests: when the person can be reached now (epoch ms; undefined: now), and one digest's send.
   digestReleaseAt(teamId: string, userId: string): Promise<number | undefined>;
   sendDigest(digest: DigestSend): Promise<DigestSendResult>;
+  /** A digest no device took for a day: its holds say it gave up (the episodes view, explain, a metric). */
+  giveUpDigest(digest: DigestRef): Promise<void>;
 
   // Callback: one attempt per call; the schedule is the workflow's.
   callbackAttemptCount(episodeId: string): Promise<number>;
@@ -97,23 +99,29 @@ export interface FanOutResult {
   held?: number;
 }
 
-/** One digest of a person in a team. */
-export interface DigestSend {
+export interface DigestRef {
   /** `digest|<workflowId>|<batch>`: its claim key, its deliveries' episode id, what its hold rows are marked with. */
   digestId: string;
   teamId: string;
   userId: string;
+}
+
+/**
+ * One digest of a person in a team. It sends the person's owed holds, taken from the store at its first send;
+ * digests started before that listed their entries here instead (`listed`, `counts`, `episodeIds`).
+ */
+export interface DigestSend extends DigestRef {
   /** The person's digests share it, so a newer one replaces the earlier. */
   tag: string;
   /** Newest first. */
-  listed: DigestEntry[];
-  counts: Record<string, number>;
+  listed?: DigestEntry[];
+  counts?: Record<string, number>;
   /** Every episode the digest folds in. */
-  episodeIds: string[];
+  episodeIds?: string[];
 }
 
 export type DigestSendResult =
-  | { addressable: false; reason: 'no sink' | 'no subscription' }
+  | { addressable: false; reason: 'no sink' | 'no subscription' | 'nothing owed' }
   | ({ addressable: true } & Omit<FanOutResult, 'held'>);
 
 export type PushDeliveryResult =

@@ -99,7 +99,10 @@ export interface DigestEntry {
   reason: 'quiet' | 'burst';
 }
 
-/** What a digest has gathered and not sent yet. */
+/**
+ * What a digest has gathered and not sent yet. A digest that takes its holds from the store counts its entries
+ * (`pending`) and keeps the lists empty; one started before kept every entry here.
+ */
 export interface DigestBatch {
   /** Every episode held in it (its hold rows are `<episodeId>|<userId>`). */
   episodeIds: string[];
@@ -107,6 +110,8 @@ export interface DigestBatch {
   listed: DigestEntry[];
   /** Every entry by kind. */
   counts: Record<string, number>;
+  /** Entries signalled since the last send. */
+  pending?: number;
   /** Epoch ms: the latest release of its burst entries, and of its quiet ones (re-read on prefsChanged). */
   burstUntil: number;
   quietUntil: number;
@@ -254,6 +259,8 @@ export interface SweepPass {
   scanned: number;
   unsettled: number;
   started: number;
+  /** Held pushes still owed past their time, offered to their person's digest again (absent before it did). */
+  holdsOffered?: number;
 }
 
 export interface SweepReport extends SweepPass {

@@ -193,6 +193,7 @@ export const ACTIVITY_FAMILIES: Record<keyof Activities, LogFields['family']> = 
   isStandbyVetoed: 'push',
   digestReleaseAt: 'push',
   sendDigest: 'push',
+  giveUpDigest: 'push',
   sendCallback: 'callback',
   callbackAttemptCount: 'callback',
   gaveUpCallbacks: 'callback',

@@ -48,6 +48,11 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}) 
       'in a row spanning PUSH_PRUNE_MIN_HOURS).',
     registers,
   });
+  const digestHoldsGivenUp = new Counter({
+    name: 'flow_notify_digest_holds_given_up_total',
+    help: 'Held pushes whose digest no device took for a day: the digest gave up on them (explain shows which).',
+    registers,
+  });
   const firstPush = new Histogram({
     name: 'flow_notify_outcome_to_first_push_seconds',
     help: 'From the outcome (the run paused or ended) to the first push of its episode accepted by a push service.',
@@ -139,6 +144,9 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}) 
     },
     pushPruned(): void {
       pushPrunes.inc();
+    },
+    digestGaveUp(holds: number): void {
+      digestHoldsGivenUp.inc(holds);
     },
     firstPush(kind: string, occurredAt: string, now: Date): void {
       const seconds = (now.getTime() - Date.parse(occurredAt)) / 1000;

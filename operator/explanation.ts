@@ -64,9 +64,12 @@ export interface PushHeldView {
   reason: string;
   heldAt: string;
   releaseAt: string;
-  /** Absent while the digest waits. */
+  /** The digest that took it; absent while none has. */
   digestId?: string;
+  /** A device took that digest. */
   digestSentAt?: string;
+  /** That digest found no device for a day and gave up. */
+  digestGaveUpAt?: string;
 }
 
 export interface AlertSendView {

@@ -65,9 +65,13 @@ function renderEpisode(e: EpisodeView, attemptsTruncated: boolean, line: Line): 
   if (e.pushHeld.length) {
     line(`    held for a digest (${e.pushHeld.length}):`);
     for (const h of e.pushHeld) {
-      const sent = h.digestId
+      const sent = h.digestSentAt
         ? `went out in ${h.digestId} at ${h.digestSentAt}`
-        : `digest waits (release ${h.releaseAt})`;
+        : h.digestGaveUpAt
+          ? `digest ${h.digestId} gave up at ${h.digestGaveUpAt}: no device took it for a day`
+          : h.digestId
+            ? `digest ${h.digestId} is sending`
+            : `digest waits (release ${h.releaseAt})`;
       line(`      ${h.heldAt} ${h.userId} (${h.reason}): ${sent}`);
     }
   }

@@ -74,6 +74,7 @@ export function pushHeldView(row: PushHoldRow): PushHeldView {
     releaseAt: row.releaseAt.toISOString(),
     ...(row.digestId ? { digestId: row.digestId } : {}),
     ...(row.digestSentAt ? { digestSentAt: row.digestSentAt.toISOString() } : {}),
+    ...(row.digestGaveUpAt ? { digestGaveUpAt: row.digestGaveUpAt.toISOString() } : {}),
   };
 }
 

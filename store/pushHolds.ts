@@ -1,8 +1,12 @@
 // push_holds: a recipient an episode's push did not reach now but held for their digest (quiet hours,
 // do-not-disturb, a burst), one row per (episode, person), `_id` episodeId|userId. Upserted, so a retried fan-out
-// finds it and holds that person again (never sends to them); the digest that folded it in marks it with its id.
-// GET /runs/:id/episodes and explain read a run's rows.
+// finds it and holds that person again (never sends to them). A row is owed until a digest a device took went out
+// with it, or that digest gave up: the digest takes the person's owed rows when it sends (marking them with its
+// id), so what one digest carries is in the store, not in its workflow. `owedAt` is when the sweep looks at a row
+// still owed: a row no live digest took by then is offered to the person's digest again, so a digest lost for any
+// reason loses nothing. GET /runs/:id/episodes and explain read a run's rows.
 import type { Db } from 'mongodb';
+import type { DigestEntry } from '../contract/workflows';
 import { CLAIM_RETENTION_SECONDS } from './claims';
 import type { IndexSpec } from './mongo';
 
@@ -18,13 +22,36 @@ export interface PushHoldRow {
   /** When it was held; the reaper's clock. */
   at: Date;
   releaseAt: Date;
-  /** The digest that went out with it. */
+  /** The digest that took it. */
   digestId?: string;
+  /** A device took that digest. */
   digestSentAt?: Date;
+  /** That digest found no device for a day and gave up. */
+  digestGaveUpAt?: Date;
+  /** While owed: when the sweep offers it again if no digest has settled it by then. */
+  owedAt?: Date;
+  /** While a digest that took it is still trying (a day): another digest takes it only after this. */
+  takenUntil?: Date;
+}
+
+/** How long after its release (or a digest's last try, or an offer) an owed row waits before the sweep offers it. */
+export const HOLD_REOFFER_AFTER_SECONDS = 3600;
+/** How long a digest that took rows may try to deliver them (its retries span a day) before they are owed again. */
+export const DIGEST_TAKES_FOR_SECONDS = 25 * 3600;
+
+/** The rows one digest carries, as its push renders them: how many of each kind, and the newest listed. */
+export interface DigestContents {
+  counts: Record<string, number>;
+  /** Newest first, at most `listed` of the take. */
+  newest: PushHoldRow[];
+  total: number;
 }
 
 export const pushHoldIndexes: IndexSpec[] = [
   { collection: 'push_holds', key: { runId: 1 }, options: { name: 'run' } },
+  { collection: 'push_holds', key: { teamId: 1, userId: 1, at: 1 }, options: { name: 'person' } },
+  { collection: 'push_holds', key: { digestId: 1 }, options: { name: 'digest' } },
+  { collection: 'push_holds', key: { owedAt: 1 }, options: { name: 'owed' } },
   {
     collection: 'push_holds',
     key: { at: 1 },
@@ -35,6 +62,11 @@ export const pushHoldIndexes: IndexSpec[] = [
 export const holdId = (episodeId: string, userId: string): string => `${episodeId}|${userId}`;
 
 export type PushHoldStore = ReturnType<typeof createPushHoldStore>;
+
+const later = (at: Date, seconds: number): Date => new Date(at.getTime() + seconds * 1000);
+
+/** Owed: no digest a device took went out with it, and none gave up on it. */
+const OWED = { digestSentAt: { $exists: false }, digestGaveUpAt: { $exists: false } };
 
 export function createPushHoldStore(db: Db) {
   const holds = db.collection<PushHoldRow>('push_holds');
@@ -53,7 +85,7 @@ export function createPushHoldStore(db: Db) {
         rows.map((row) => ({
           updateOne: {
             filter: { _id: holdId(row.episodeId, row.userId) },
-            update: { $setOnInsert: row },
+            update: { $setOnInsert: { ...row, owedAt: later(row.releaseAt, HOLD_REOFFER_AFTER_SECONDS) } },
             upsert: true,
           },
         })),
@@ -61,10 +93,77 @@ export function createPushHoldStore(db: Db) {
       );
     },
 
-    /** The holds a digest went out with. */
+    /** The holds a digest that listed its episodes went out with (digests started before they took from here). */
     async markSent(ids: string[], digestId: string, at: Date): Promise<void> {
       if (!ids.length) return;
-      await holds.updateMany({ _id: { $in: ids } }, { $set: { digestId, digestSentAt: at } });
+      await holds.updateMany(
+        { _id: { $in: ids } },
+        { $set: { digestId, digestSentAt: at }, $unset: { owedAt: '', takenUntil: '' } },
+      );
+    },
+
+    /**
+     * The person's owed rows, for one digest: taken once, at its first send (a retry of the same digest sends
+     * what it took), each row by one digest at a time; rows another digest took come back once it stopped trying.
+     */
+    async take(teamId: string, userId: string, digestId: string, now: Date): Promise<void> {
+      if (await holds.findOne({ digestId }, { projection: { _id: 1 } })) return;
+      const takenUntil = later(now, DIGEST_TAKES_FOR_SECONDS);
+      await holds.updateMany(
+        {
+          teamId,
+          userId,
+          at: { $lte: now },
+          ...OWED,
+          $or: [{ digestId: { $exists: false } }, { takenUntil: { $lte: now } }],
+        },
+        { $set: { digestId, takenUntil, owedAt: later(takenUntil, HOLD_REOFFER_AFTER_SECONDS) } },
+      );
+    },
+
+    /** What a digest took: counted by kind, the newest `listed` of them kept (read in one pass, oldest first). */
+    async contentsOf(digestId: string, listed: number): Promise<DigestContents> {
+      const contents: DigestContents = { counts: {}, newest: [], total: 0 };
+      for await (const row of holds.find({ digestId })) {
+        contents.total++;
+        contents.counts[row.kind] = (contents.counts[row.kind] ?? 0) + 1;
+        contents.newest.push(row);
+        if (contents.newest.length > listed * 4) trimNewest(contents.newest, listed);
+      }
+      trimNewest(contents.newest, listed);
+      return contents;
+    },
+
+    /** A device took the digest: its rows are no longer owed. */
+    async markDigestSent(digestId: string, at: Date): Promise<void> {
+      await holds.updateMany(
+        { digestId },
+        { $set: { digestSentAt: at }, $unset: { owedAt: '', takenUntil: '' } },
+      );
+    },
+
+    /** The digest found no device for a day: its rows say so, and are no longer owed. */
+    async markDigestGaveUp(digestId: string, at: Date): Promise<number> {
+      const result = await holds.updateMany(
+        { digestId, ...OWED },
+        { $set: { digestGaveUpAt: at }, $unset: { owedAt: '', takenUntil: '' } },
+      );
+      return result.modifiedCount;
+    },
+
+    /** Owed rows the sweep should look at now, the longest waiting first. */
+    async owedBefore(now: Date, limit: number): Promise<PushHoldRow[]> {
+      return holds
+        .find({ owedAt: { $lte: now } })
+        .sort({ owedAt: 1 })
+        .limit(limit)
+        .toArray();
+    },
+
+    /** Offered to their digest again: the sweep looks at them next after `until`. */
+    async deferOffer(ids: string[], until: Date): Promise<void> {
+      if (!ids.length) return;
+      await holds.updateMany({ _id: { $in: ids }, ...OWED }, { $set: { owedAt: until } });
     },
 
     async listForRun(runId: string): Promise<PushHoldRow[]> {
@@ -78,3 +177,20 @@ export function createPushHoldStore(db: Db) {
     },
   };
 }
+
+/** Keeps the `listed` newest rows, newest first. */
+function trimNewest(rows: PushHoldRow[], listed: number): void {
+  rows.sort((a, b) => b.at.getTime() - a.at.getTime());
+  if (rows.length > listed) rows.length = listed;
+}
+
+/** A hold row as its digest lists it. */
+export const digestEntryOf = (row: Omit<PushHoldRow, '_id'>): DigestEntry => ({
+  episodeId: row.episodeId,
+  runId: row.runId,
+  kind: row.kind,
+  title: row.title,
+  at: row.at.toISOString(),
+  releaseAt: row.releaseAt.toISOString(),
+  reason: row.reason,
+});

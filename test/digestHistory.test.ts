@@ -1,13 +1,24 @@
 // A digest held for days in a busy team: every held push is a signal to the person's digest workflow, and its
 // history must never reach Temporal's limit (the execution would be terminated, and what it held never sent).
 // On a Temporal dev server of its own with the limit lowered to 600 events (it suggests continue-as-new at 300),
-// 700 holds (more signals than the limit has events) go to one digest while the person is in do-not-disturb; then do-not-disturb ends and one digest of all
-// 700 reaches the device, decrypted by the push service stand-in.
+// 700 holds (more signals than the limit has events) go to one digest while the person is in do-not-disturb; then
+// do-not-disturb ends and one digest of all 700 reaches the device, decrypted by the push service stand-in. What
+// the digest carries from one execution to the next, and hands its send, stays the same size however many are held.
 import assert from 'node:assert/strict';
 import webpush from 'web-push';
+import { temporal } from '@temporalio/proto';
+import { Registry } from 'prom-client';
+import { createActivities } from '../activities';
+import { pushSenderFor } from '../net/pushSender';
+import { createMetrics } from '../observability/metrics';
+import { explainRun } from '../operator/explain';
+import { renderExplanation } from '../operator/render';
+import { createClaimReader } from '../store/claims';
 import { addToDigest } from '../client/digest';
-import { digestWorkflowId, type DigestResult } from '../contract/workflows';
+import { digestWorkflowId, type DigestResult, type SweepReport } from '../contract/workflows';
 import type { PushPayload } from '../domain/push';
+import { digestEntryOf } from '../store/pushHolds';
+import { sweepWorkflow } from '../workflows/sweep';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { startPushService, type PushService } from './support/pushService';
 import { startServers, type ServerStack } from './support/servers';
@@ -70,16 +81,21 @@ describe('a digest held for days keeps its history bounded', function () {
         await new Promise((resolve) => setImmediate(resolve));
       }
     };
+    const hold = (i: number) => ({
+      episodeId: `run_busy_${i}:end`,
+      runId: `run_busy_${i}`,
+      teamId: 'busy',
+      userId: 'dee',
+      kind: i % 4 === 0 ? 'run_failed' : 'run_finished',
+      title: `Job ${i}`,
+      reason: 'quiet' as const,
+      at: new Date(Date.now() - (HOLDS - i) * 1000),
+      releaseAt: new Date(until),
+    });
     for (let i = 0; i < HOLDS; i++) {
-      await addToDigest(client, config.temporalTaskQueue, 'busy', 'dee', {
-        episodeId: `run_busy_${i}:end`,
-        runId: `run_busy_${i}`,
-        kind: 'run_finished',
-        title: `Job ${i}`,
-        at: new Date().toISOString(),
-        releaseAt: until,
-        reason: 'quiet',
-      });
+      const row = hold(i);
+      await stack.stores.pushHolds.hold([row]);
+      await addToDigest(client, config.temporalTaskQueue, 'busy', 'dee', digestEntryOf(row));
       if (i % 10 === 9) await caughtUp();
     }
     const waiting = await handle.describe();
@@ -95,6 +111,142 @@ describe('a digest held for days keeps its history bounded', function () {
     assert.equal(payloads.length, 1);
     assert.equal(payloads[0].kind, 'digest');
     assert.equal(payloads[0].title, `${HOLDS} run updates while you were away`);
+    assert.match(
+      payloads[0].body,
+      new RegExp(`^${HOLDS / 4} failed, ${(HOLDS * 3) / 4} finished · Job ${HOLDS - 1} `),
+    );
     assert.deepEqual(push.rejections(), []);
+    const sentRows = await stack.mongo.db
+      .collection('push_holds')
+      .countDocuments({ teamId: 'busy', userId: 'dee', digestSentAt: { $exists: true } });
+    assert.equal(sentRows, HOLDS, 'every hold is marked sent');
+
+    // What the last execution was handed when it continued as new, and what its send was handed: bytes that do
+    // not follow the number of holds (they listed every held episode).
+    const history = await handle.fetchHistory();
+    const sizes = (history.events ?? []).flatMap((event) => {
+      const payloads =
+        event.workflowExecutionStartedEventAttributes?.input?.payloads ??
+        event.activityTaskScheduledEventAttributes?.input?.payloads ??
+        [];
+      const kind = temporal.api.enums.v1.EventType[event.eventType ?? 0];
+      return payloads.map((p) => ({ kind, bytes: p.data?.length ?? 0 }));
+    });
+    assert.ok(sizes.length >= 2, JSON.stringify(sizes));
+    for (const { kind, bytes } of sizes)
+      assert.ok(bytes < 1024, `${kind}: ${bytes} bytes for ${HOLDS} holds`);
+  });
+
+  it('held pushes whose digest was lost: the sweep offers them again, and one digest of them reaches the device', async () => {
+    const { anonymous, client, config, stores } = stack;
+    const orla = anonymous.as('orla', 'busy');
+    const device = push.endpoint('orla-phone');
+    assert.equal((await orla.post('/api/v1/notifications/push/subscriptions', device)).status, 201);
+    // Held three hours ago for an hour of do-not-disturb, and no digest runs for them (terminated, never
+    // started): only the store knows they are owed.
+    const hoursAgo = (h: number) => new Date(Date.now() - h * 3600_000);
+    const rows = [1, 2, 3].map((i) => ({
+      episodeId: `run_lost_${i}:end`,
+      runId: `run_lost_${i}`,
+      teamId: 'busy',
+      userId: 'orla',
+      kind: 'run_failed',
+      title: `Lost ${i}`,
+      reason: 'quiet' as const,
+      at: hoursAgo(3),
+      releaseAt: hoursAgo(2),
+    }));
+    await stores.pushHolds.hold(rows);
+
+    const report = (await client.workflow.execute(sweepWorkflow, {
+      taskQueue: config.temporalTaskQueue,
+      workflowId: `sweep-lost-digest-${Date.now()}`,
+    })) as SweepReport;
+    assert.equal(report.holdsOffered, rows.length, JSON.stringify(report));
+    const [received] = await push.waitFor(1, device, 60_000);
+    const payload = received.payload as PushPayload;
+    assert.equal(payload.kind, 'digest');
+    assert.equal(payload.title, '3 run updates while you were away');
+    // The digest marks its holds once its push is recorded, just after the push service has it.
+    const digest = client.workflow.getHandle(digestWorkflowId('busy', 'orla'));
+    assert.deepEqual((await digest.result()) as DigestResult, { sent: 1 });
+    const held = (await Promise.all(rows.map((row) => stores.pushHolds.listForRun(row.runId)))).flat();
+    assert.deepEqual(
+      held.map((row) => Boolean(row.digestSentAt && !row.owedAt)),
+      [true, true, true],
+      'each marked sent, none owed',
+    );
+
+    // Sent: the next pass offers nothing.
+    const again = (await client.workflow.execute(sweepWorkflow, {
+      taskQueue: config.temporalTaskQueue,
+      workflowId: `sweep-lost-digest-again-${Date.now()}`,
+    })) as SweepReport;
+    assert.equal(again.holdsOffered ?? 0, 0);
+  });
+
+  it('a digest no device takes gives up visibly: its holds say so in the episodes view and explain, and a metric counts them', async () => {
+    const { anonymous, client, config, stores, mongo } = stack;
+    const gia = anonymous.as('gia', 'busy');
+    const device = push.endpoint('gia-phone');
+    assert.equal((await gia.post('/api/v1/notifications/push/subscriptions', device)).status, 201);
+    const until = new Date(Date.now() + 3600_000).toISOString();
+    assert.equal(
+      (await gia.put('/api/v1/notifications/prefs', { scope: 'team', doNotDisturbUntil: until })).status,
+      200,
+    );
+    const runId = (await gia.post('/api/v1/runs', { title: 'Nightly' })).body.id as string;
+    assert.equal(
+      (await gia.post(`/api/v1/runs/${runId}/fail`, { error: { code: 'boom', message: 'it broke' } })).status,
+      200,
+    );
+    await client.workflow.getHandle(`${runId}:end`).result();
+    // The digest's day of sends, played by hand: its workflow (time-skipping suite) calls these after a day.
+    await client.workflow.getHandle(digestWorkflowId('busy', 'gia')).terminate('the test plays its day');
+    push.failAlways(device, 500);
+    const registry = new Registry();
+    const activities = createActivities({
+      config,
+      stores,
+      client,
+      pushSender: pushSenderFor(config, { ca: push.ca }),
+      metrics: createMetrics(registry, { processMetrics: false }),
+      log: () => undefined,
+    });
+    const digest = { digestId: 'digest|gia-day.1', teamId: 'busy', userId: 'gia' };
+    const send = await activities
+      .sendDigest({ ...digest, tag: 'digest|busy|gia' })
+      .catch((err: Error) => err);
+    assert.ok(send instanceof Error || (send.addressable && send.delivered === 0), JSON.stringify(send));
+    await activities.giveUpDigest(digest);
+
+    const view = await gia.get(`/api/v1/runs/${runId}/episodes`);
+    assert.equal(view.status, 200, view.text);
+    const [held] = (view.body.episodes as { pushHeld: Record<string, unknown>[] }[])[0].pushHeld;
+    assert.equal(held.digestId, digest.digestId);
+    assert.equal(typeof held.digestGaveUpAt, 'string', JSON.stringify(held));
+    assert.equal(held.digestSentAt, undefined);
+    const explained = await explainRun(
+      {
+        ...stores,
+        claims: createClaimReader(mongo.db),
+        client,
+        namespace: 'default',
+        temporalUiUrl: 'http://ui',
+      },
+      runId,
+    );
+    assert.match(
+      renderExplanation(explained!),
+      /gia \(quiet\): digest digest\|gia-day\.1 gave up at .*no device took it/,
+    );
+    const gaveUp = await registry.getSingleMetric('flow_notify_digest_holds_given_up_total')?.get();
+    assert.equal(gaveUp?.values[0]?.value, 1);
+    // Given up is settled: no sweep offers it again.
+    const owed = await stores.pushHolds.owedBefore(new Date(Date.now() + 365 * 24 * 3600_000), 1000);
+    assert.deepEqual(
+      owed.filter((row) => row.runId === runId),
+      [],
+    );
   });
 });

@@ -176,7 +176,7 @@ describe('push bursts fold into one digest', function () {
       saveHistory(
         config,
         digestWorkflowId('burst', 'wes'),
-        path.join(__dirname, 'fixtures/digest-history-continues-while-waiting.json'),
+        path.join(__dirname, 'fixtures/digest-history-takes-from-store.json'),
       );
     if (process.env.RECORD_HELD_EPISODE_HISTORY === '1')
       saveHistory(config, `${heldRun}:end`, path.join(__dirname, 'fixtures/episode-history-push-held.json'));

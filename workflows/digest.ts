@@ -1,8 +1,10 @@
-// One person's digest in one team: the pushes held for them (quiet hours, do-not-disturb, a burst) gather here,
-// signalled by the push activity (signal-with-start), and go out as one push per device once the person can be
-// reached: a durable timer to the release time, re-timed when an entry or a prefs change moves it. Each digest
-// is sent under its own claim and recorded per device like an episode's push, so a worker lost mid-send repeats
-// nothing. The workflow only decides; activities read the prefs and send.
+// One person's digest in one team: the pushes held for them (quiet hours, do-not-disturb, a burst) are signalled
+// here by the push activity (signal-with-start), and go out as one push per device once the person can be
+// reached: a durable timer to the release time, re-timed when an entry or a prefs change moves it. What a digest
+// sends is the person's owed holds in the store, taken at its send: the workflow keeps only when to send, so its
+// state stays small however many pushes are held. Each digest is sent under its own claim and recorded per
+// device like an episode's push, so a worker lost mid-send repeats nothing. The workflow only decides; activities
+// read the prefs, take the holds and send.
 import { condition, continueAsNew, patched, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import {
   DIGEST_MAX_LISTED,
@@ -24,6 +26,13 @@ const store = localStoreCalls;
 export const DIGEST_CONTINUES_WHILE_WAITING_PATCH = 'digest-continues-as-new-while-waiting';
 
 /**
+ * Marks executions whose digests send the person's owed holds from the store (taken at the send) instead of the
+ * entries the workflow gathered: a batch carried every held episode id through each continue-as-new, and a
+ * digest that no device took for a day gave up with nothing to show for it (its holds now say so).
+ */
+export const DIGEST_TAKES_FROM_STORE_PATCH = 'digest-sends-what-the-store-holds';
+
+/**
  * A digest no device took (the push service down past the fan-out's own retries) is sent again on a durable
  * timer, 5 minutes later and doubling to an hour, for a day: its entries were held from their episodes' pushes,
  * so giving up at once would lose them.
@@ -43,15 +52,28 @@ const emptyBatch = (): DigestBatch => ({
 /** When the batch may go out (epoch ms): every reason it was held has passed. */
 const releaseOf = (batch: DigestBatch): number => Math.max(batch.burstUntil, batch.quietUntil);
 
+const hasEntries = (batch: DigestBatch): boolean => batch.episodeIds.length > 0 || (batch.pending ?? 0) > 0;
+
+/** Moves the batch's release to cover the entry. */
+function timeFor(batch: DigestBatch, entry: DigestEntry): void {
+  const releaseAt = Date.parse(entry.releaseAt);
+  if (entry.reason === 'burst') batch.burstUntil = Math.max(batch.burstUntil, releaseAt);
+  else batch.quietUntil = Math.max(batch.quietUntil, releaseAt);
+}
+
+/** An entry of a digest that takes its holds from the store: only when, and that something waits. */
+function note(batch: DigestBatch, entry: DigestEntry): void {
+  timeFor(batch, entry);
+  batch.pending = (batch.pending ?? 0) + 1;
+}
+
 /** Adds an entry once per episode (a retried fan-out signals again); the newest DIGEST_MAX_LISTED are listed. */
 function add(batch: DigestBatch, seen: Set<string>, entry: DigestEntry): void {
   if (seen.has(entry.episodeId)) return;
   seen.add(entry.episodeId);
   batch.episodeIds.push(entry.episodeId);
   batch.counts[entry.kind] = (batch.counts[entry.kind] ?? 0) + 1;
-  const releaseAt = Date.parse(entry.releaseAt);
-  if (entry.reason === 'burst') batch.burstUntil = Math.max(batch.burstUntil, releaseAt);
-  else batch.quietUntil = Math.max(batch.quietUntil, releaseAt);
+  timeFor(batch, entry);
   batch.listed.push(entry);
   batch.listed.sort((a, b) => Date.parse(b.at) - Date.parse(a.at));
   if (batch.listed.length > DIGEST_MAX_LISTED) batch.listed.length = DIGEST_MAX_LISTED;
@@ -62,19 +84,19 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
   const { workflowId, firstExecutionRunId } = workflowInfo();
   // Decided once, first: each held push's signal wakes the wait to ask whether to continue as new.
   const continuesWhileWaiting = patched(DIGEST_CONTINUES_WHILE_WAITING_PATCH);
+  const takesFromStore = patched(DIGEST_TAKES_FROM_STORE_PATCH);
   let batch = input.batch ?? emptyBatch();
   const seen = new Set(batch.episodeIds);
   let sent = input.sent ?? 0;
   let prefsChanged = false;
-  setHandler(digestEntrySignal, (entry) => add(batch, seen, entry));
+  setHandler(digestEntrySignal, (entry) => (takesFromStore ? note(batch, entry) : add(batch, seen, entry)));
   setHandler(prefsChangedSignal, () => {
     prefsChanged = true;
   });
 
   for (;;) {
     // Started by signal-with-start, so its first entry is here; only a start without one waits (a while).
-    if (!batch.episodeIds.length && !(await condition(() => batch.episodeIds.length > 0, '1 hour')))
-      return { sent };
+    if (!hasEntries(batch) && !(await condition(() => hasEntries(batch), '1 hour'))) return { sent };
     await untilReachable();
     const out = batch;
     batch = emptyBatch();
@@ -83,7 +105,7 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
     // Unique across the person's executions: a later chain starts with another first run id.
     await sendOnce(`digest|${workflowId}|${firstExecutionRunId.slice(0, 8)}.${sent}`, out);
     // What arrived during the send is the next batch; nothing: done (the next hold starts a new execution).
-    if (!batch.episodeIds.length) return { sent };
+    if (!hasEntries(batch)) return { sent };
     if (workflowInfo().continueAsNewSuggested)
       await continueAsNew<typeof digestWorkflow>({ teamId, userId, batch, sent });
   }
@@ -123,24 +145,20 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
     const me = holder();
     if (!(await store.tryMark(digestId, me))) return; // another execution holds it: sent or sending there
     const giveUpAt = Date.now() + RETRY_FOR_MS;
+    const listed = takesFromStore
+      ? {}
+      : { listed: out.listed, counts: out.counts, episodeIds: out.episodeIds };
     for (let wait = RETRY_FIRST_SECONDS; ; wait = Math.min(wait * 2, RETRY_MAX_SECONDS)) {
       let result: string;
       try {
-        const answer = await fanOutCalls.sendDigest({
-          digestId,
-          teamId,
-          userId,
-          tag: workflowId,
-          listed: out.listed,
-          counts: out.counts,
-          episodeIds: out.episodeIds,
-        });
+        const answer = await fanOutCalls.sendDigest({ digestId, teamId, userId, tag: workflowId, ...listed });
         if (!answer.addressable) result = `not_addressable: ${answer.reason}`;
         else result = answer.delivered + answer.alreadyDelivered > 0 ? 'delivered' : 'failed';
       } catch {
         result = 'failed'; // every attempt of the fan-out failed
       }
       if (result !== 'failed' || Date.now() + wait * 1000 > giveUpAt) {
+        if (result === 'failed' && takesFromStore) await store.giveUpDigest({ digestId, teamId, userId });
         await store.markDelivered(digestId, me, result);
         return;
       }

@@ -70,9 +70,13 @@ function heldNote(episode) {
   if (!held.length) return '';
   const lines = held.map((x) => {
     const why = x.reason === 'burst' ? 'too many pushes at once' : 'quiet hours or do not disturb';
-    const where = x.digestId
+    const where = x.digestSentAt
       ? `went out in digest ${x.digestId}`
-      : `waits for the digest (due ${new Date(x.releaseAt).toLocaleString()})`;
+      : x.digestGaveUpAt
+        ? `digest ${x.digestId} gave up: no device took it for a day`
+        : x.digestId
+          ? `digest ${x.digestId} is sending`
+          : `waits for the digest (due ${new Date(x.releaseAt).toLocaleString()})`;
     return `${x.userId}: held (${why}), ${where}`;
   });
   return h(
