@@ -23,7 +23,7 @@ import {
   type RunningWorker,
 } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
-import { testConfig } from './support/stack';
+import { TEST_PUSH_BURST_LIMIT, testConfig } from './support/stack';
 import { sweepWorkflow } from '../workflows/sweep';
 
 const STUDIO = 'https://studio.flow.test';
@@ -54,6 +54,8 @@ describe('push family', function () {
       PUSH_ALLOW_PRIVATE: '1',
       STUDIO_URL: STUDIO,
       SWEEP_INTERVAL_SECONDS: '3600',
+      // The fan-out's cases push alice's devices dozens of times in a minute; bursts are test/pushBurst.test.ts's.
+      PUSH_BURST_LIMIT: TEST_PUSH_BURST_LIMIT,
     });
     ({ mongo, stores } = await openStores(config));
     const sender = () => pushSenderFor(config, { ca: push.ca });

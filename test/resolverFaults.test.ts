@@ -15,7 +15,7 @@ import type { EpisodeResult } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { openStores, startTestWorker, temporalClient, type RunningWorker } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
-import { testConfig } from './support/stack';
+import { TEST_PUSH_BURST_LIMIT, testConfig } from './support/stack';
 
 /** The resolver's transient failures, as Node reports them; 'unknown' throws an error without a code. */
 const TRANSIENT = ['EAI_AGAIN', 'ESERVFAIL', 'ETIMEOUT', 'ECONNREFUSED', 'unknown'];
@@ -109,6 +109,8 @@ describe('resolver faults end to end', function () {
       CALLBACK_ALLOW_PRIVATE: '1',
       CALLBACK_RETRY_SECONDS: '1,1,1,1',
       SWEEP_INTERVAL_SECONDS: '3600',
+      // Prune counts need episode after episode pushed to one person in seconds, never folded into a digest.
+      PUSH_BURST_LIMIT: TEST_PUSH_BURST_LIMIT,
     });
     ({ mongo, stores } = await openStores(config));
     // Fast retries: a resolver down for every fan-out attempt releases the episode in ~3 s, not 30.

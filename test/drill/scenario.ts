@@ -33,6 +33,7 @@ import {
 } from '../support';
 import { ApiClient } from '../support/harness';
 import { deleteSweepSchedule, processStackVars } from '../support/processStack';
+import { TEST_PUSH_BURST_LIMIT } from '../support/stack';
 import { sweepWorkflow } from '../../workflows/sweep';
 import {
   checkInvariants,
@@ -329,6 +330,9 @@ function configureTheSystem(drill: Drill): void {
       PUSH_ALLOW_PRIVATE: '1',
       // The crowd user stands for a team's many devices (24 endpoints): above the default 20 per user.
       PUSH_MAX_SUBSCRIPTIONS_PER_USER: '32',
+      // Its oracle counts each episode's push on every endpoint, so every push goes out at once; holds and
+      // digests under the default bound are the week drill's (test/drill/week.ts).
+      PUSH_BURST_LIMIT: TEST_PUSH_BURST_LIMIT,
       CALLBACK_ALLOW_PRIVATE: '1',
       OPS_ALERT_WEBHOOK_URL: drill.opsWebhook.url,
       STUDIO_URL: 'https://studio.flow.test',

@@ -6,7 +6,7 @@ import type { Client } from '@temporalio/client';
 import { sweepScheduleId } from '../../client/schedules';
 import type { Config } from '../../config';
 import { temporalClient } from './harness';
-import { TEST_JWT_SECRET, TEST_PUSH_BURST_LIMIT, testStack } from './stack';
+import { TEST_JWT_SECRET, testStack } from './stack';
 
 export interface ProcessStackNames {
   /** MONGO_DB is `<db>_<suffix>`. */
@@ -32,7 +32,6 @@ export function processStackVars(
     TEMPORAL_ADDRESS: stack.temporalAddress,
     TEMPORAL_TASK_QUEUE: `flow-notify-${names.queue}-${suffix}`,
     AUTH_JWT_SECRET: TEST_JWT_SECRET,
-    PUSH_BURST_LIMIT: TEST_PUSH_BURST_LIMIT,
     ...extra,
   };
 }
