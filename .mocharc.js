@@ -14,6 +14,7 @@ const namedFiles = process.argv.slice(2).filter((arg) => /\.test\.ts$/.test(arg)
  */
 const LONGEST_FIRST = [
   'test/drill.test.ts',
+  'test/weekDrill.test.ts',
   'test/fuzz.part1.test.ts',
   'test/fuzz.part2.test.ts',
   'test/fuzz.part3.test.ts',

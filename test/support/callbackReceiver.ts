@@ -35,6 +35,8 @@ export interface ReceivedCallback {
   headers: http.IncomingHttpHeaders;
   body: string;
   at: Date;
+  /** What it was answered. */
+  status: number;
 }
 
 export interface ScriptedAnswer {
@@ -109,11 +111,11 @@ export class CallbackReceiver {
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
       const body = Buffer.concat(chunks).toString('utf8');
-      this.received.push({ headers: req.headers, body, at: new Date() });
+      const answer = this.script.shift() ?? this.fallback;
+      this.received.push({ headers: req.headers, body, at: new Date(), status: answer.status });
       // Callbacks are the signed requests (operator alerts, which some suites send here too, are not).
       const mismatch = req.headers['webhook-signature'] ? callbackSchemaMismatch(body) : undefined;
       if (mismatch) this.schemaMismatches.push(`${mismatch}\n  body: ${body}`);
-      const answer = this.script.shift() ?? this.fallback;
       const send = (): void => {
         close();
         if (!res.destroyed) res.writeHead(answer.status, answer.headers).end();
