@@ -88,6 +88,12 @@ export interface Config extends TemporalConnectionConfig {
   pushEndpointAllowlist: string[];
   /** An endpoint that keeps failing to be a push service is pruned after 3 episodes spanning at least this. */
   pushPruneMinHours: number;
+  /**
+   * A known push service refuses our VAPID identity as a whole (push_config_fault) once this many distinct
+   * subscriptions of at least two users were refused, with nothing accepted, within pushConfigFaultWindowSeconds.
+   */
+  pushConfigFaultMinSubscriptions: number;
+  pushConfigFaultWindowSeconds: number;
   /** undefined: the operator family is off. */
   opsAlertWebhookUrl?: string;
   /** Abuse bounds on what users register and trigger. */
@@ -437,6 +443,15 @@ const deliverySection = section({
   pushAllowPrivate: ['PUSH_ALLOW_PRIVATE', flag],
   pushEndpointAllowlist: ['PUSH_ENDPOINT_ALLOWLIST', suffixList.default([])],
   pushPruneMinHours: ['PUSH_PRUNE_MIN_HOURS', positiveNumber.default(24)],
+  // At least 2 (one refused subscription is that subscription's problem); past 20 a broken key pages too late.
+  pushConfigFaultMinSubscriptions: [
+    'PUSH_CONFIG_FAULT_MIN_SUBSCRIPTIONS',
+    numeric(
+      (raw) => /^\d+$/.test(raw) && Number(raw) >= 2 && Number(raw) <= 20,
+      'a whole number from 2 to 20',
+    ).default(3),
+  ],
+  pushConfigFaultWindowSeconds: ['PUSH_CONFIG_FAULT_WINDOW_SECONDS', boundedSeconds(3600, 86400)],
   claimGraceSeconds: ['CLAIM_GRACE_SECONDS', seconds.default(300)],
   opsAlertRetryHours: ['OPS_ALERT_RETRY_HOURS', positiveNumber.default(24)],
   // Per worker process: each worker paces its own attempts (net/originPacing.ts).

@@ -77,6 +77,10 @@ export function createActivities(deps: ActivityDeps): Activities {
       studioUrl: config.studioUrl,
       fanOutWidth: PUSH_FAN_OUT_WIDTH,
       pruneMinHours: config.pushPruneMinHours,
+      configFaultRule: {
+        minSubscriptions: config.pushConfigFaultMinSubscriptions,
+        windowSeconds: config.pushConfigFaultWindowSeconds,
+      },
       digests: {
         pushHolds: stores.pushHolds,
         rateLimits: stores.rateLimits,

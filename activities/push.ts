@@ -17,6 +17,7 @@ import {
   type OutcomePushKind,
   type PushPayload,
 } from '../domain/push';
+import { judgeRefusals, type ConfigFaultRule } from '../domain/pushServices';
 import { heldUntil } from '../domain/quietHours';
 import type { PushSender, SendOutcome } from '../net/pushSender';
 import type { PushConfigFault } from '../domain/ops';
@@ -26,6 +27,7 @@ import type { NotificationPrefStore, Recipient } from '../store/notificationPref
 import { digestEntryOf, holdId, type PushHoldRow, type PushHoldStore } from '../store/pushHolds';
 import type { RateLimit, RateLimitStore } from '../store/rateLimits';
 import type { PushDelivery, PushDeliveryStore } from '../store/pushDeliveries';
+import type { PushServiceStore } from '../store/pushServices';
 import type { PushSubscriptionRow, PushSubscriptionStore } from '../store/pushSubscriptions';
 import type { InteractionStore } from '../store/interactions';
 import type { RunStore } from '../store/runs';
@@ -43,8 +45,15 @@ export interface FanOutDeps {
   onProgress?: () => void;
   /** Aborted: start no new send (the activity is cancelled). */
   signal?: AbortSignal;
-  /** A known push service refused our VAPID identity (401/403): the operator is told (push_config_fault). */
-  onConfigFault?: (origin: string, status: number) => Promise<void>;
+  /**
+   * Where a known push service's refusals of our VAPID identity are weighed (judgeRefusals); absent: each refusal
+   * only counts toward pruning its subscription.
+   */
+  pushServices?: Pick<PushServiceStore, 'get' | 'record'>;
+  /** PUSH_CONFIG_FAULT_MIN_SUBSCRIPTIONS and PUSH_CONFIG_FAULT_WINDOW_SECONDS. Default 3 in an hour. */
+  configFaultRule?: ConfigFaultRule;
+  /** A known push service refuses our VAPID identity as a whole: the operator is told (push_config_fault). */
+  onConfigFault?: (fault: ConfigFaultSeen) => Promise<void>;
   /** When an episode happens, for the prune streak's span. Default: the system clock. */
   now?: () => Date;
   /** PUSH_PRUNE_MIN_HOURS: how long a streak must span before it prunes. Default 24. */
@@ -52,6 +61,17 @@ export interface FanOutDeps {
   /** Counts each send's result and each prune; absent: nothing is recorded (the API's test push). */
   metrics?: Pick<Metrics, 'pushSent' | 'pushPruned'>;
 }
+
+/** What a fan-out saw of a push service refusing our identity as a whole. */
+export interface ConfigFaultSeen {
+  origin: string;
+  status: number;
+  subscriptions: number;
+  users: number;
+  windowSeconds: number;
+}
+
+export const DEFAULT_CONFIG_FAULT_RULE: ConfigFaultRule = { minSubscriptions: 3, windowSeconds: 3600 };
 
 const HUMAN_INPUT_TTL_S = 24 * 3600;
 /** How long a delivery-record write in flight keeps the fan-out's heartbeat going. */
@@ -100,35 +120,55 @@ export async function fanOut(
   const result = { attempted: subs.length, delivered: 0, pruned: 0, failed: 0, retryable: 0 };
   const now = deps.now ?? (() => new Date());
   const pruneMinMs = (deps.pruneMinHours ?? DEFAULT_PRUNE_MIN_HOURS) * 3600_000;
+  /**
+   * One more episode in which this subscription reached no push service willing to take it: counted, and pruned
+   * once the streak has lasted (PRUNE_AFTER_UNRESOLVED_EPISODES spanning pruneMinHours). One wrong DNS answer (a
+   * sinkhole, a split horizon) meets every subscription of a push service in one fan-out, and close episodes are
+   * not independent evidence. `faultAt`: when the push service last refused us as a whole; a streak that
+   * overlaps it proves nothing about the subscription, and starts again.
+   */
+  const countTowardPrune = async (sub: PushSubscriptionRow, detail: string, faultAt?: Date) => {
+    const at = now();
+    const streak = await deps.subscriptions.markUnresolved(sub._id, payload.episodeId, at);
+    const spanMs = at.getTime() - streak.since.getTime();
+    const inARow = `${streak.count} episodes in a row over ${(spanMs / 3600_000).toFixed(1)} h`;
+    const due = streak.count >= PRUNE_AFTER_UNRESOLVED_EPISODES && spanMs >= pruneMinMs;
+    if (due && faultAt && faultAt >= streak.since) {
+      result.failed++;
+      await deps.subscriptions.restartUnresolved(sub._id, payload.episodeId, at);
+      deps.log(
+        `push: subscription ${sub._id} of ${sub.userId}: ${detail} (${inARow}); kept, its push service refused ` +
+          'our identity as a whole meanwhile: counted again from this episode',
+      );
+    } else if (due) {
+      result.pruned++;
+      await deps.subscriptions.prune(sub._id);
+      deps.metrics?.pushPruned();
+      deps.log(`push: pruned subscription ${sub._id} of ${sub.userId} (${detail}, ${inARow})`);
+    } else {
+      result.failed++;
+      deps.log(`push: subscription ${sub._id} of ${sub.userId}: ${detail} (${inARow})`);
+    }
+  };
+  // A known push service's 401/403, by origin, weighed once the fan-out is over: whether the same service took
+  // another of its sends tells a subscription made under another key from our key refused as a whole.
+  const keyRefused = new Map<string, { sub: PushSubscriptionRow; status: number }[]>();
+  const acceptedAt = new Set<string>();
+  const originOf = (sub: PushSubscriptionRow): string => new URL(sub.endpoint).origin;
   const handle = async (sub: PushSubscriptionRow, outcome: SendOutcome): Promise<void> => {
     deps.metrics?.pushSent(outcome.result);
     switch (outcome.result) {
       case 'delivered':
         result.delivered++;
+        acceptedAt.add(originOf(sub));
         await onDelivered(sub);
         // Only rows that carry a count pay for the write: the common send stays one write (onDelivered's).
         if (sub.unresolved) await deps.subscriptions.clearUnresolved(sub._id, now());
         return;
       case 'unresolved':
-      case 'denied': {
-        // Not worth another attempt in this episode; the next episodes tell whether it is really gone. Counted,
-        // and pruned only once it has lasted: one wrong DNS answer (a sinkhole, a split horizon) meets every
-        // subscription of a push service in one fan-out, and close episodes are not independent evidence.
-        const at = now();
-        const streak = await deps.subscriptions.markUnresolved(sub._id, payload.episodeId, at);
-        const spanMs = at.getTime() - streak.since.getTime();
-        const inARow = `${streak.count} episodes in a row over ${(spanMs / 3600_000).toFixed(1)} h`;
-        if (streak.count >= PRUNE_AFTER_UNRESOLVED_EPISODES && spanMs >= pruneMinMs) {
-          result.pruned++;
-          await deps.subscriptions.prune(sub._id);
-          deps.metrics?.pushPruned();
-          deps.log(`push: pruned subscription ${sub._id} of ${sub.userId} (${outcome.detail}, ${inARow})`);
-        } else {
-          result.failed++;
-          deps.log(`push: subscription ${sub._id} of ${sub.userId}: ${outcome.detail} (${inARow})`);
-        }
-        return;
-      }
+      case 'denied':
+        // Not worth another attempt in this episode; the next episodes tell whether it is really gone.
+        return countTowardPrune(sub, outcome.detail ?? outcome.result);
       case 'gone':
       case 'refused':
         result.pruned++;
@@ -138,14 +178,11 @@ export async function fanOut(
           `push: pruned subscription ${sub._id} of ${sub.userId} (${outcome.status ?? outcome.detail})`,
         );
         return;
-      case 'config_fault':
-        result.failed++;
-        deps.log(
-          `push: OPERATOR ACTION NEEDED: ${new URL(sub.endpoint).origin} answered ${outcome.status} to our VAPID ` +
-            'identity; check VAPID_PUBLIC_KEY / VAPID_PRIVATE_KEY / VAPID_SUBJECT (subscription kept)',
-        );
-        await deps.onConfigFault?.(new URL(sub.endpoint).origin, outcome.status ?? 0);
+      case 'key_refused': {
+        const origin = originOf(sub);
+        keyRefused.set(origin, [...(keyRefused.get(origin) ?? []), { sub, status: outcome.status ?? 0 }]);
         return;
+      }
       case 'failed':
         result.failed++;
         result.retryable++; // 5xx, 429 past its wait, network, resolver down: worth another activity attempt
@@ -153,6 +190,42 @@ export async function fanOut(
       default:
         result.failed++;
     }
+  };
+  const rule = deps.configFaultRule ?? DEFAULT_CONFIG_FAULT_RULE;
+  /** One origin's refusals of this fan-out: our key refused as a whole (the operator's), or theirs (pruned). */
+  const weigh = async (origin: string, refused: { sub: PushSubscriptionRow; status: number }[]) => {
+    const at = now();
+    const row = await deps.pushServices?.get(origin);
+    let faultAt = row?.faultAt;
+    if (acceptedAt.has(origin)) {
+      // It took our key in this very fan-out: what it refused was made under another key. Earlier evidence is void.
+      if (row?.refusals.length) await deps.pushServices?.record(origin, []);
+    } else if (deps.pushServices) {
+      const fresh = refused.map(({ sub }) => ({ subscriptionId: sub._id, userId: sub.userId, at }));
+      const judged = judgeRefusals(row?.refusals ?? [], fresh, at, rule);
+      await deps.pushServices.record(origin, judged.evidence, judged.fault ? at : undefined);
+      if (judged.fault) {
+        faultAt = at;
+        result.failed += refused.length;
+        const { status } = refused[0];
+        deps.log(
+          `push: OPERATOR ACTION NEEDED: ${origin} refuses our VAPID identity as a whole (${status} to ` +
+            `${judged.subscriptions} subscriptions of ${judged.users} users, none accepted); check ` +
+            'VAPID_PUBLIC_KEY / VAPID_PRIVATE_KEY / VAPID_SUBJECT (subscriptions kept, not counted toward pruning)',
+        );
+        const { subscriptions, users } = judged;
+        await deps.onConfigFault?.({
+          origin,
+          status,
+          subscriptions,
+          users,
+          windowSeconds: rule.windowSeconds,
+        });
+        return;
+      }
+    }
+    for (const { sub, status } of refused)
+      await countTowardPrune(sub, `${origin} answered ${status} to our VAPID identity`, faultAt);
   };
   // One resolution per host for the whole fan-out (2,000 endpoints on one push service = one lookup, not 2,000
   // through libuv's 4-thread pool); a retried activity starts a new fan-out, so it asks again.
@@ -169,6 +242,10 @@ export async function fanOut(
     },
     deps.signal,
   );
+  for (const [origin, refused] of keyRefused) {
+    await weigh(origin, refused);
+    deps.onProgress?.();
+  }
   return result;
 }
 
@@ -179,6 +256,9 @@ export interface PushActivityDeps {
   notificationPrefs: NotificationPrefStore;
   pushSubscriptions: PushSubscriptionStore;
   pushDeliveries: PushDeliveryStore;
+  pushServices: PushServiceStore;
+  /** PUSH_CONFIG_FAULT_MIN_SUBSCRIPTIONS in PUSH_CONFIG_FAULT_WINDOW_SECONDS (default 3 in an hour). */
+  configFaultRule?: ConfigFaultRule;
   /** Undefined when web push is off: nothing is addressable, and the claim is confirmed. */
   sender?: PushSender;
   studioUrl: string;
@@ -502,6 +582,8 @@ async function sendRecorded(
       // A worker shutting down past its grace cancels the activity: the fan-out stops starting sends (the
       // ones reached are recorded), and the next attempt, on any worker, skips them.
       signal: context?.cancellationSignal,
+      pushServices: deps.pushServices,
+      configFaultRule: deps.configFaultRule,
       onConfigFault: hooks.onConfigFault,
       now: deps.now,
       pruneMinHours: deps.pruneMinHours,
@@ -535,8 +617,8 @@ async function sendRecorded(
 }
 
 /**
- * Once per origin per fan-out, not awaited: the alert (a claim read, a workflow start) must never stall the
- * lane's sends; raisePushConfigFault bounds both. A failure to raise it is logged, never a failed push.
+ * Not awaited: the alert (a claim read, a workflow start) must never hold the activity's answer;
+ * raisePushConfigFault bounds both. A failure to raise it is logged, never a failed push.
  */
 function configFaultReporter(
   deps: PushActivityDeps,
@@ -544,13 +626,10 @@ function configFaultReporter(
 ): FanOutDeps['onConfigFault'] {
   const raise = deps.raiseConfigFault;
   if (!raise) return undefined;
-  const raised = new Set<string>();
   const { runId, teamId, episodeId } = outcome;
-  return async (origin, status) => {
-    if (raised.has(origin)) return;
-    raised.add(origin);
-    void raise({ origin, status, runId, teamId, episodeId }).catch((err: unknown) =>
-      deps.log(`push: the push_config_fault alert for ${origin} was not raised: ${String(err)}`),
+  return async (fault) => {
+    void raise({ ...fault, runId, teamId, episodeId }).catch((err: unknown) =>
+      deps.log(`push: the push_config_fault alert for ${fault.origin} was not raised: ${String(err)}`),
     );
     return Promise.resolve();
   };

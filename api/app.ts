@@ -4,7 +4,7 @@ import Koa from 'koa';
 import type { RunsService } from '../runs/service';
 import type { RunStore } from '../store/runs';
 import type { WatchStore } from '../store/watches';
-import { requireAuth, type AuthOptions, type AuthState } from './auth';
+import { createAuthenticator, requireAuth, type AuthOptions, type AuthState } from './auth';
 import type { EpisodeView } from './episodesView';
 import { errorMiddleware, onBodyError } from './errors';
 import { callbacksRouter, type CallbacksRouterDeps } from './routes/callbacks';
@@ -51,7 +51,10 @@ export interface AppDeps {
   trustProxy?: boolean;
   /** One debug line per request (method, path, status, duration: never headers, bodies or the query). */
   logRequest?: (fields: { method: string; path: string; status: number; ms: number }) => void;
-  /** One server span per request, named by its route (tracing on; off, no middleware at all). */
+  /**
+   * One server span per request, named by its route (tracing on; off, no middleware at all). It continues the
+   * caller's trace only on an authenticated request, or on any behind trustProxy.
+   */
   traceRequests?: boolean;
 }
 
@@ -59,7 +62,8 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
   const now = deps.now ?? (() => new Date());
   const app = new Koa<AuthState>();
   app.proxy = deps.trustProxy ?? false;
-  if (deps.traceRequests) app.use(requestSpan);
+  const authenticate = createAuthenticator(deps.auth);
+  if (deps.traceRequests) app.use(requestSpan({ proxy: app.proxy, authenticate }));
   if (deps.logRequest) {
     const logRequest = deps.logRequest;
     app.use(async (ctx, next) => {
@@ -106,7 +110,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
   if (!deps.notifications) app.use(absentFeature('/api/v1/notifications'));
 
   // Everything below needs a caller.
-  app.use(requireAuth(deps.auth));
+  app.use(requireAuth(authenticate));
   for (const router of [...callerRouters, catchAllRouter()]) {
     app.use(router.routes());
     app.use(router.allowedMethods({ throw: true }));

@@ -3,7 +3,7 @@
 // deployment's identity provider and verified against its JWKS. Either way it must carry a numeric exp within the
 // maximum lifetime, and an iat (when present) not in the future.
 import { decodeProtectedHeader, errors, jwtVerify, SignJWT, type JWTPayload } from 'jose';
-import type { Middleware } from 'koa';
+import type { Context, Middleware } from 'koa';
 import type { JwksConfig } from '../config';
 import type { Caller } from '../runs/service';
 import { KeysUnavailableError, remoteKeySet } from './authKeys';
@@ -13,6 +13,8 @@ export interface AuthState {
   caller: Caller;
   /** Set by the body parser when the body was not valid JSON. */
   bodyError?: string;
+  /** The bearer's verification, once per request (see createAuthenticator). */
+  bearer?: Promise<Caller>;
 }
 
 export interface AuthOptions {
@@ -121,13 +123,26 @@ export function createTokenVerifier(options: AuthOptions): (token: string) => Pr
 const isId = (value: unknown): value is string =>
   typeof value === 'string' && value.length > 0 && value.length <= MAX_ID_LENGTH;
 
-export function requireAuth(options: AuthOptions): Middleware<AuthState> {
+/**
+ * The request's caller from its bearer token, verified at most once per request: the request span asks before
+ * requireAuth does (whether to continue the caller's trace), and both get the same answer or the same error.
+ */
+export function createAuthenticator(options: AuthOptions): (ctx: Context) => Promise<Caller> {
   const verify = createTokenVerifier(options);
+  return (ctx) => {
+    const state = ctx.state as AuthState;
+    if (!state.bearer) {
+      const match = /^Bearer\s+(\S+)$/i.exec(ctx.get('authorization'));
+      state.bearer = match ? verify(match[1]) : Promise.reject(new HttpError(401, 'missing bearer token'));
+      state.bearer.catch(() => undefined); // a route that needs no caller never awaits it
+    }
+    return state.bearer;
+  };
+}
+
+export function requireAuth(authenticate: (ctx: Context) => Promise<Caller>): Middleware<AuthState> {
   return async (ctx, next) => {
-    const header = ctx.get('authorization');
-    const match = /^Bearer\s+(\S+)$/i.exec(header);
-    if (!match) throw new HttpError(401, 'missing bearer token');
-    ctx.state.caller = await verify(match[1]);
+    ctx.state.caller = await authenticate(ctx);
     await next();
   };
 }

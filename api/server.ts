@@ -167,6 +167,12 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
                     signal,
                     now: () => new Date(),
                     pruneMinHours: config.pushPruneMinHours,
+                    // No operator family here: a fault it weighs is logged, and the worker's next one pages.
+                    pushServices: stores.pushServices,
+                    configFaultRule: {
+                      minSubscriptions: config.pushConfigFaultMinSubscriptions,
+                      windowSeconds: config.pushConfigFaultWindowSeconds,
+                    },
                   },
                   subs,
                   payload,
@@ -190,9 +196,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     traceRequests: options.tracing !== undefined,
   });
   const metricsServer =
-    config.metricsPort === undefined
-      ? undefined
-      : await listenMetrics(scrape, config.metricsPort, config);
+    config.metricsPort === undefined ? undefined : await listenMetrics(scrape, config.metricsPort, config);
   const server = await new Promise<Server>((resolve, reject) => {
     const s = app.listen(config.port, config.host, () => resolve(s));
     s.once('error', reject);

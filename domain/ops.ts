@@ -118,6 +118,10 @@ export interface PushConfigFault {
   origin: string;
   /** 401 or 403. */
   status: number;
+  /** The evidence: distinct subscriptions of distinct users it refused, accepting nothing, within the window. */
+  subscriptions: number;
+  users: number;
+  windowSeconds: number;
   /** The episode that met it first: the alert is filed under its run. */
   runId: string;
   teamId: string;
@@ -125,11 +129,14 @@ export interface PushConfigFault {
 }
 
 /**
- * A push service refused our VAPID identity (401/403): nothing reaches its subscribers until an operator fixes the
- * keys or subject. Keyed by origin and UTC hour, so it alerts at most once an hour per push service.
+ * A push service refuses our VAPID identity as a whole (401/403 to several subscriptions of several users, and
+ * nothing accepted): nothing reaches its subscribers until an operator fixes the keys or subject. One device made
+ * under another key is that device's problem (pruned), never this. Keyed by origin and UTC hour, so it alerts at
+ * most once an hour per push service.
  */
 export function pushConfigFaultAlert(fault: PushConfigFault, at: Date): OperatorAlert {
   const hour = at.toISOString().slice(0, 13);
+  const minutes = Math.round(fault.windowSeconds / 60);
   return {
     version: '1',
     kind: 'push_config_fault',
@@ -138,9 +145,19 @@ export function pushConfigFaultAlert(fault: PushConfigFault, at: Date): Operator
     teamId: fault.teamId,
     episodeKey: `push-config:${fault.origin}:${hour}`,
     summary:
-      `Push service ${fault.origin} answered ${fault.status} to our VAPID identity: check VAPID_PUBLIC_KEY, ` +
-      'VAPID_PRIVATE_KEY and VAPID_SUBJECT',
-    detail: { origin: fault.origin, status: fault.status, hour, episodeId: fault.episodeId },
+      `Push service ${fault.origin} refuses our VAPID identity as a whole: it answered ${fault.status} to ` +
+      `${fault.subscriptions} subscriptions of ${fault.users} users within ${minutes} min and accepted none. ` +
+      'Check VAPID_PUBLIC_KEY, VAPID_PRIVATE_KEY and VAPID_SUBJECT (after a deliberate key change, devices must ' +
+      'subscribe again)',
+    detail: {
+      origin: fault.origin,
+      status: fault.status,
+      subscriptions: fault.subscriptions,
+      users: fault.users,
+      windowSeconds: fault.windowSeconds,
+      hour,
+      episodeId: fault.episodeId,
+    },
     at: at.toISOString(),
   };
 }

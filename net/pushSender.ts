@@ -44,8 +44,10 @@ export interface PushOptions {
  * lasts (a push service's host does not vanish for one lookup; a DNS sinkhole or a split-horizon mistake must not
  * delete every subscription of a push service in one fan-out). denied: 401/403 from a host that is no known push
  * service: counted like unresolved (anyone's host can answer 403; it says nothing about our identity).
- * rejected: 400/413, this message will never be accepted as is. config_fault: 401/403 from a known push service,
- * our VAPID identity is wrong for it (an operator problem, never a prune). failed: still failing after retries, or
+ * rejected: 400/413, this message will never be accepted as is. key_refused: 401/403 from a known push service,
+ * our VAPID identity refused for this subscription: it was made under another application server key (counted
+ * toward its pruning), or our key is wrong for the whole service (push_config_fault) — the fan-out tells which
+ * (activities/push.ts). failed: still failing after retries, or
  * the resolver could not answer: worth another try.
  */
 export const PUSH_RESULTS = [
@@ -55,7 +57,7 @@ export const PUSH_RESULTS = [
   'unresolved',
   'denied',
   'rejected',
-  'config_fault',
+  'key_refused',
   'failed',
 ] as const;
 export type PushResult = (typeof PUSH_RESULTS)[number];
@@ -273,10 +275,10 @@ export function createPushSender(options: PushSenderOptions) {
           if (status === 404 || status === 410) return { result: 'gone', status, attempts: attempt };
           if (status === 400 || status === 413) return { result: 'rejected', status, attempts: attempt };
           if (status === 401 || status === 403) {
-            // Only a push service we know pages the operator: a user's own host answering 403 must not.
+            // Only a push service we know can say our identity is refused: a user's own host answering 403 cannot.
             const known = isKnownPushService(checked.url.hostname, options.allowlist);
             return known
-              ? { result: 'config_fault', status, attempts: attempt }
+              ? { result: 'key_refused', status, attempts: attempt }
               : {
                   result: 'denied',
                   status,

@@ -4,6 +4,7 @@
 import {
   context,
   propagation,
+  ROOT_CONTEXT,
   SpanKind,
   SpanStatusCode,
   trace,
@@ -74,17 +75,22 @@ export function inSpan<T>(name: string, options: SpanOptions<T>, fn: (span: Span
 }
 
 /**
- * A server span for one incoming request, continuing the caller's trace when its headers carry one
- * (`traceparent`). `fn` runs inside it; `describe` names it and adds attributes once the answer is known.
+ * A server span for one incoming request. `trusted`: the caller's headers, when the request may continue the
+ * caller's trace (`traceparent`, which also carries its sampling decision); absent, the span is a root of its
+ * own. Baggage is never taken in: nothing here reads it, and it would ride into workflow headers and on to the
+ * outbound calls of other requests. `fn` runs inside it; `describe` names it and adds attributes once the answer
+ * is known.
  */
 export function inServerSpan(
-  headers: Record<string, string | string[] | undefined>,
+  trusted: Record<string, string | string[] | undefined> | undefined,
   fn: () => Promise<void>,
   describe: () => { name: string; attributes: Attributes; failed: boolean },
 ): Promise<void> {
-  const parent = propagation.extract(context.active(), headers);
+  const parent = trusted
+    ? propagation.deleteBaggage(propagation.extract(ROOT_CONTEXT, trusted))
+    : ROOT_CONTEXT;
   return context.with(parent, () =>
-    tracer().startActiveSpan('request', { kind: SpanKind.SERVER }, async (span) => {
+    tracer().startActiveSpan('request', { kind: SpanKind.SERVER, root: !trusted }, async (span) => {
       try {
         await fn();
       } finally {
@@ -125,10 +131,14 @@ export function serverAddress(url: string): Attributes {
   }
 }
 
-/** The active span as W3C Trace Context headers (`traceparent`, `tracestate`); none when tracing is off. */
+/**
+ * The active span as W3C Trace Context headers (`traceparent`, `tracestate`) for an outbound call; none when
+ * tracing is off. Never baggage: whatever a workflow's headers carry (histories from before it was refused at
+ * the door included) stays inside.
+ */
 export function traceHeaders(): Record<string, string> {
   const carrier: Record<string, string> = {};
-  propagation.inject(context.active(), carrier);
+  propagation.inject(propagation.deleteBaggage(context.active()), carrier);
   return carrier;
 }
 

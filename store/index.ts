@@ -17,6 +17,7 @@ import {
 } from './notificationPrefs';
 import { createPushDeliveryStore, pushDeliveryIndexes } from './pushDeliveries';
 import { createPushHoldStore, pushHoldIndexes } from './pushHolds';
+import { createPushServiceStore } from './pushServices';
 import {
   createPushSubscriptionStore,
   pushSubscriptionIndexes,
@@ -86,6 +87,7 @@ export function createStores(db: Db, options: StoreOptions) {
     notificationPrefs: createNotificationPrefStore(db, options.now),
     pushDeliveries: createPushDeliveryStore(db),
     pushHolds: createPushHoldStore(db),
+    pushServices: createPushServiceStore(db),
     runHealth: createRunHealthStore(db),
     rateLimits: createRateLimitStore(db),
     callbackAttempts: createCallbackAttemptStore(db),

@@ -21,7 +21,7 @@ export interface PushSubscriptionRow {
   label?: string;
   /**
    * Consecutive episodes whose send found no push service there (no such host, a forbidden address, a 401/403
-   * from an unknown host), and when the first of them was; absent after a success. `since` is absent on rows
+   * from an unknown host) or was refused to our identity by a known one, and when the first of them was; absent after a success. `since` is absent on rows
    * counted before it was kept: the next episode sets it.
    */
   unresolved?: { count: number; episodeId: string; since?: Date };
@@ -275,6 +275,14 @@ export function createPushSubscriptionStore(db: Db) {
       );
       const row = await subs.findOne({ _id: id }, { projection: { unresolved: 1 } });
       return { count: row?.unresolved?.count ?? 0, since: row?.unresolved?.since ?? now };
+    },
+
+    /**
+     * The streak starts again at this episode: what it counted may have been the push service refusing us as a
+     * whole, which says nothing about the subscription.
+     */
+    async restartUnresolved(id: string, episodeId: string, now: Date): Promise<void> {
+      await subs.updateOne({ _id: id }, { $set: { unresolved: { count: 1, episodeId, since: now } } });
     },
 
     /**

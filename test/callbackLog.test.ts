@@ -607,21 +607,27 @@ describe('push_config_fault operator alert', function () {
     await webhook?.close();
   });
 
-  it('an allowlisted push service answering 403 to our VAPID identity alerts the operator once per hour per origin', async () => {
-    const phone = push.endpoint('alice-phone');
-    const laptop = push.endpoint('alice-laptop');
-    for (const subscription of [phone, laptop]) {
-      assert.equal((await alice.post('/api/v1/notifications/push/subscriptions', subscription)).status, 201);
+  it('an allowlisted push service refusing our VAPID identity as a whole alerts the operator once per hour per origin', async () => {
+    // Alice's two devices and Bob's (he hears the team's runs), all refused: several users, nothing accepted.
+    const bob = alice.as('bob', 'acme');
+    assert.equal((await bob.put('/api/v1/notifications/prefs', { scope: 'team' })).status, 200);
+    const devices: [ApiClient, ReturnType<PushService['endpoint']>][] = [
+      [alice, push.endpoint('alice-phone')],
+      [alice, push.endpoint('alice-laptop')],
+      [bob, push.endpoint('bob-tablet')],
+    ];
+    for (const [user, subscription] of devices) {
+      assert.equal((await user.post('/api/v1/notifications/push/subscriptions', subscription)).status, 201);
       push.failAlways(subscription, 403);
     }
-    // Two episodes, each reaching both subscriptions on the same push service: four refusals, one alert.
+    // Two episodes, each reaching the three subscriptions on the same push service: six refusals, one alert.
     const hourBefore = new Date().toISOString().slice(0, 13);
     for (let i = 0; i < 2; i++) {
       const run = (await alice.post('/api/v1/runs', { title: `Report ${i}` })).body.id as string;
       await alice.post(`/api/v1/runs/${run}/cancel`);
       await client.workflow.getHandle(`${run}:end`).result();
     }
-    assert.ok(push.attempts().filter((a) => a.status === 403).length >= 4);
+    assert.ok(push.attempts().filter((a) => a.status === 403).length >= 6);
     // Keyed by the UTC hour it was met in (the test may straddle one).
     const hours = [hourBefore, new Date().toISOString().slice(0, 13)];
     const deadline = Date.now() + 15_000;
@@ -653,10 +659,12 @@ describe('push_config_fault operator alert', function () {
     await client.workflow.getHandle(`${run}:end`).result();
     await new Promise((r) => setTimeout(r, 1000));
     assert.equal(webhook.received.length, 1);
-    assert.match(alerts[0].summary, /VAPID/);
+    assert.match(alerts[0].summary, /refuses our VAPID identity as a whole/);
+    assert.deepEqual([alert.detail.subscriptions, alert.detail.users], [3, 2]);
   });
 
   it('a slow Temporal or store behind the alert never stalls the sends of a fan-out', async () => {
+    // Within the window of the refusals above: Bob's refused phone is one more, so the fan-out raises the alert.
     const phone = push.endpoint('bob-phone');
     assert.equal(
       (await alice.as('bob', 'acme').post('/api/v1/notifications/push/subscriptions', phone)).status,

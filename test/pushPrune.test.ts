@@ -15,9 +15,10 @@ import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
-import { openStores } from './support/harness';
+import { openStores, type ApiClient } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
 import { testConfig } from './support/stack';
+import type { OperatorAlert } from '../domain/ops';
 
 const HOUR_MS = 3600_000;
 
@@ -116,6 +117,126 @@ describe('a 401/403 from a host that is no known push service', function () {
   });
 });
 
+describe('a known push service refusing subscriptions made under another key (401/403)', function () {
+  this.timeout(120_000);
+  let push: PushService;
+  let webhook: CallbackReceiver;
+  let stack: FamilyStack;
+  let ourKey: string;
+  const otherKey = webpush.generateVAPIDKeys().publicKey; // another application server's key (staging, a rotation)
+  const lines: string[] = [];
+
+  before(async () => {
+    push = await startPushService();
+    webhook = await CallbackReceiver.start();
+    const vapid = webpush.generateVAPIDKeys();
+    ourKey = vapid.publicKey;
+    stack = await startFamilyStack(
+      {
+        VAPID_PUBLIC_KEY: vapid.publicKey,
+        VAPID_PRIVATE_KEY: vapid.privateKey,
+        PUSH_ALLOW_PRIVATE: '1',
+        // The loopback push service is a known one: its 401/403 is about our VAPID identity.
+        PUSH_ENDPOINT_ALLOWLIST: '127.0.0.1',
+        SWEEP_INTERVAL_SECONDS: '3600',
+        OPS_ALERT_WEBHOOK_URL: webhook.url,
+      },
+      { push, workerLog: (line) => lines.push(line) },
+    );
+  });
+  after(async () => {
+    await stack?.stop();
+    await push?.close();
+    await webhook?.close();
+  });
+
+  /** Subscribes the device as the browser would, made under `key`. */
+  async function device(user: ApiClient, name: string, key: string) {
+    const sub = push.endpoint(name, { applicationServerKey: key });
+    assert.equal((await user.post('/api/v1/notifications/push/subscriptions', sub)).status, 201);
+    return sub;
+  }
+  async function endRun(owner: ApiClient): Promise<string> {
+    const run = (await owner.post('/api/v1/runs', { title: 'Refused' })).body.id as string;
+    assert.equal((await owner.post(`/api/v1/runs/${run}/cancel`)).status, 200);
+    await stack.client.workflow.getHandle(`${run}:end`).result();
+    return run;
+  }
+  const rowOf = async (userId: string, sub: { endpoint: string }) =>
+    (await stack.stores.pushSubscriptions.listForUsers([userId])).find((r) => r.endpoint === sub.endpoint);
+
+  it('stale devices of two users, refused while the same push service accepts our key, page no one and count toward their pruning', async () => {
+    const carol = stack.anonymous.as('carol', 'acme');
+    const dan = stack.anonymous.as('dan', 'acme');
+    assert.equal((await dan.put('/api/v1/notifications/prefs', { scope: 'team' })).status, 200);
+    const laptop = await device(carol, 'carol-laptop', ourKey);
+    const stale = [
+      await device(carol, 'carol-old-phone', otherKey),
+      await device(carol, 'carol-old-tablet', otherKey),
+      await device(dan, 'dan-old-phone', otherKey),
+    ];
+    const start = lines.length;
+    await endRun(carol);
+
+    assert.equal(push.received(laptop).length, 1, 'our key is accepted by this push service');
+    for (const sub of stale)
+      assert.ok(
+        push.rejections(sub).some((r) => r.status === 403),
+        `the push service refused ${sub.endpoint}`,
+      );
+    const logged = lines.slice(start);
+    assert.ok(!logged.some((l) => /OPERATOR ACTION NEEDED/.test(l)), logged.join('\n'));
+    assert.deepEqual(webhook.received, [], 'no operator alert');
+    for (const [user, sub] of [
+      ['carol', stale[0]],
+      ['carol', stale[1]],
+      ['dan', stale[2]],
+    ] as const) {
+      const row = await rowOf(user, sub);
+      assert.ok(row, 'kept: one episode prunes nothing');
+      assert.equal(row.unresolved?.count, 1, `${sub.endpoint}: counted toward its pruning`);
+    }
+    assert.equal((await rowOf('carol', laptop))?.unresolved, undefined);
+  });
+
+  it('several subscriptions of several users refused with nothing accepted: one push_config_fault that says our key is refused as a whole, and nothing counted toward pruning', async () => {
+    // Another team, whose devices all met a key that is not ours: as if our key were wrong for this service.
+    const erin = stack.anonymous.as('erin', 'globex');
+    const frank = stack.anonymous.as('frank', 'globex');
+    assert.equal((await frank.put('/api/v1/notifications/prefs', { scope: 'team' })).status, 200);
+    const refused = [
+      await device(erin, 'erin-phone', otherKey),
+      await device(erin, 'erin-laptop', otherKey),
+      await device(frank, 'frank-phone', otherKey),
+    ];
+    const start = lines.length;
+    await endRun(erin);
+    assert.ok(
+      lines.slice(start).some((l) => /OPERATOR ACTION NEEDED/.test(l)),
+      lines.join('\n'),
+    );
+
+    const [received] = await webhook.waitFor(1, 30_000);
+    const alert = JSON.parse(received.body) as OperatorAlert;
+    assert.deepEqual(
+      [alert.kind, alert.severity, alert.detail.origin, alert.detail.status],
+      ['push_config_fault', 'critical', push.origin, 403],
+    );
+    assert.match(alert.summary, /as a whole/);
+    assert.match(alert.summary, /3 subscriptions of 2 users/);
+    assert.deepEqual([alert.detail.subscriptions, alert.detail.users], [3, 2]);
+    for (const [user, sub] of [
+      ['erin', refused[0]],
+      ['erin', refused[1]],
+      ['frank', refused[2]],
+    ] as const) {
+      const row = await rowOf(user, sub);
+      assert.ok(row, 'kept');
+      assert.equal(row.unresolved, undefined, `${sub.endpoint}: our fault, not counted toward its pruning`);
+    }
+  });
+});
+
 describe('pruning endpoints that do not answer as a push service', function () {
   this.timeout(90_000);
   let push: PushService;
@@ -124,6 +245,7 @@ describe('pruning endpoints that do not answer as a push service', function () {
   let stores: Stores;
   let permissive: PushSender; // PUSH_ALLOW_PRIVATE=1: the loopback push service is reachable
   let strict: PushSender;
+  let known: PushSender; // PUSH_ENDPOINT_ALLOWLIST=127.0.0.1: the loopback push service is a known one
   let clock: Date;
   const lines: string[] = [];
 
@@ -147,8 +269,13 @@ describe('pruning endpoints that do not answer as a push service', function () {
     ({ mongo, stores } = await openStores(config));
     permissive = pushSenderFor({ ...config, pushAllowPrivate: true }, { ca: push.ca, lookup })!;
     strict = pushSenderFor(config, { ca: push.ca, lookup })!;
+    known = pushSenderFor(
+      { ...config, pushAllowPrivate: true, pushEndpointAllowlist: ['127.0.0.1'] },
+      { ca: push.ca, lookup },
+    )!;
   });
   after(async () => {
+    known?.close();
     permissive?.close();
     strict?.close();
     await mongo?.client.close();
@@ -156,18 +283,18 @@ describe('pruning endpoints that do not answer as a push service', function () {
   });
 
   /** The push activity on the real store and push service, with a clock the test moves. */
-  const activitiesAt = (allowPrivate: boolean) =>
+  const activitiesAt = (allowPrivate: boolean | 'known') =>
     createActivities({
-      config: { ...config, pushAllowPrivate: allowPrivate },
+      config: { ...config, pushAllowPrivate: allowPrivate !== false },
       stores,
       client: undefined as unknown as Client, // no operator family here
-      pushSender: allowPrivate ? permissive : strict,
+      pushSender: allowPrivate === 'known' ? known : allowPrivate ? permissive : strict,
       now: () => clock,
       log: (line) => lines.push(line),
     });
 
   /** One episode of a run of this user (cancelled), pushed at the clock's time. */
-  async function episodeAt(userId: string, at: Date, allowPrivate = false) {
+  async function episodeAt(userId: string, at: Date, allowPrivate: boolean | 'known' = false) {
     clock = at;
     const engine = createRunsService({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
     const caller = { userId, teamId: 'acme' };
@@ -260,5 +387,59 @@ describe('pruning endpoints that do not answer as a push service', function () {
     assert.ok(row, 'kept: three in a row, but the streak started again at +25 h');
     assert.equal(row.unresolved?.count, 3);
     assert.equal(row.unresolved?.since?.getTime(), t0.getTime() + 25 * HOUR_MS);
+  });
+
+  it('a device a known push service refuses under another key is pruned after 3 episodes spanning PUSH_PRUNE_MIN_HOURS; the good one keeps its pushes', async () => {
+    const vapidKey = config.vapid!.publicKey;
+    const good = push.endpoint('gina-laptop', { applicationServerKey: vapidKey });
+    const stale = push.endpoint('gina-old-phone', {
+      applicationServerKey: webpush.generateVAPIDKeys().publicKey,
+    });
+    for (const sub of [good, stale])
+      await stores.pushSubscriptions.upsert({ userId: 'gina', teamId: 'acme' }, sub, new Date());
+    const t0 = new Date('2026-03-04T08:00:00Z');
+    for (const hours of [0, 12]) {
+      const result = await episodeAt('gina', new Date(t0.getTime() + hours * HOUR_MS), 'known');
+      assert.equal(result.addressable && result.pruned, 0, JSON.stringify(result));
+    }
+    const [row] = (await stores.pushSubscriptions.listForUsers(['gina'])).filter(
+      (r) => r.endpoint === stale.endpoint,
+    );
+    assert.equal(row?.unresolved?.count, 2, 'counted, once per episode');
+    const result = await episodeAt('gina', new Date(t0.getTime() + 24 * HOUR_MS), 'known');
+    assert.equal(result.addressable && result.pruned, 1, JSON.stringify(result));
+    assert.deepEqual(
+      (await stores.pushSubscriptions.listForUsers(['gina'])).map((r) => r.endpoint),
+      [good.endpoint],
+    );
+    assert.equal(push.received(good).length, 3);
+    assert.ok(!lines.some((l) => /OPERATOR ACTION NEEDED/.test(l)), lines.join('\n'));
+  });
+
+  it('while a known push service refuses our key as a whole, nothing it refuses is pruned, however long it lasts', async () => {
+    // hal's two devices and ivy's one, all refused (as if our key were wrong there): every episode of either.
+    const otherKey = webpush.generateVAPIDKeys().publicKey;
+    const refused = {
+      hal: [
+        push.endpoint('hal-phone', { applicationServerKey: otherKey }),
+        push.endpoint('hal-laptop', { applicationServerKey: otherKey }),
+      ],
+      ivy: [push.endpoint('ivy-phone', { applicationServerKey: otherKey })],
+    };
+    for (const [userId, subs] of Object.entries(refused))
+      for (const sub of subs)
+        await stores.pushSubscriptions.upsert({ userId, teamId: 'acme' }, sub, new Date());
+    const t0 = new Date('2026-03-05T08:00:00Z');
+    for (const hours of [0, 12, 24, 36, 48]) {
+      for (const userId of ['hal', 'ivy']) {
+        const result = await episodeAt(userId, new Date(t0.getTime() + hours * HOUR_MS), 'known');
+        assert.equal(
+          result.addressable && result.pruned,
+          0,
+          `${userId} at +${hours} h: ${JSON.stringify(result)}`,
+        );
+      }
+    }
+    assert.equal((await stores.pushSubscriptions.listForUsers(['hal', 'ivy'])).length, 3, 'all kept');
   });
 });

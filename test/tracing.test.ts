@@ -5,6 +5,7 @@
 // callback carries no `traceparent`.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import webpush from 'web-push';
 import { loadConfig } from '../config';
 import { freePort, PROJECT_ROOT } from '../stack/embedded';
@@ -199,6 +200,89 @@ describe('traces', function () {
           assert.equal(ancestors(span).at(-1), request.name, `${span.name} reaches the root`);
       }
       assert.deepEqual([...otlp.contentTypes], ['application/x-protobuf'], 'OTLP/HTTP protobuf by default');
+    });
+
+    /** A trace context a caller could send: a fresh trace id, a parent span id, sampled. */
+    const forcedContext = () => {
+      const traceId = randomBytes(16).toString('hex');
+      const spanId = randomBytes(8).toString('hex');
+      return { traceId, spanId, traceparent: `00-${traceId}-${spanId}-01` };
+    };
+    /** The API's server span answering `status` to `method` (the only such request in the scenario). */
+    const serverSpan = async (method: string, status: number): Promise<ReceivedSpan> => {
+      const match = (span: ReceivedSpan) =>
+        span.kind === SERVER &&
+        span.service === 'flow-notify-api' &&
+        span.attributes['http.request.method'] === method &&
+        span.attributes['http.response.status_code'] === status;
+      await otlp.waitUntil((spans) => spans.some(match), `the ${method} request's span (${status})`);
+      return otlp.spans.filter(match)[0];
+    };
+
+    it("an unauthenticated request's traceparent and baggage are not honoured: its span starts a trace of its own", async () => {
+      const forced = forcedContext();
+      const res = await fetch(`http://127.0.0.1:${scenario!.vars.PORT}/api/v1/runs`, {
+        method: 'PATCH',
+        headers: { traceparent: forced.traceparent, baggage: 'forced=1' },
+      });
+      assert.equal(res.status, 401);
+      const span = await serverSpan('PATCH', 401);
+      assert.notEqual(span.traceId, forced.traceId, 'the caller chose the trace (and its sampling)');
+      assert.equal(span.parentSpanId, '', 'a root of its own');
+      assert.deepEqual(otlp.trace(forced.traceId), []);
+    });
+
+    it("an authenticated request continues the caller's trace", async () => {
+      const forced = forcedContext();
+      const alice = new ApiClient(`http://127.0.0.1:${scenario!.vars.PORT}`).as('alice', 'acme');
+      const res = await alice.request('HEAD', '/api/v1/runs', undefined, { traceparent: forced.traceparent });
+      assert.equal(res.status, 200);
+      const span = await serverSpan('HEAD', 200);
+      assert.deepEqual([span.traceId, span.parentSpanId], [forced.traceId, forced.spanId]);
+    });
+
+    it("a caller's baggage never reaches the callback its request causes", async () => {
+      const s = scenario!;
+      const alice = new ApiClient(`http://127.0.0.1:${s.vars.PORT}`).as('alice', 'acme');
+      const run = await alice.post('/api/v1/runs', { title: 'Baggage', callback: { url: s.callbacks.url } });
+      assert.equal(run.status, 201, run.text);
+      const completed = await alice.request(
+        'POST',
+        `/api/v1/runs/${run.body.id}/complete`,
+        { finalAnswer: 'ok' },
+        { traceparent: forcedContext().traceparent, baggage: 'tenant=alice,secret=do-not-forward' },
+      );
+      assert.equal(completed.status, 200, completed.text);
+      const episode = `${run.body.id}:end`;
+      const deadline = Date.now() + 60_000;
+      const sent = () => s.callbacks.received.find((c) => c.headers['webhook-id'] === episode);
+      while (!sent() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      const callback = sent();
+      assert.ok(callback, `the callback of ${episode}`);
+      parseTraceparent(callback.headers.traceparent); // still traced
+      assert.equal(callback.headers.baggage, undefined);
+    });
+
+    it('behind TRUST_PROXY the proxy in front vouches for the trace context: an unauthenticated request continues it', async () => {
+      const vars = { ...scenario!.vars, PORT: String(await freePort()), TRUST_PROXY: '1' };
+      const api = await startProcess(
+        PROJECT_ROOT,
+        ['-r', 'ts-node/register', 'api/server.ts'],
+        childProcessEnv(vars),
+        'flow-notify api: listening',
+      );
+      try {
+        const forced = forcedContext();
+        const res = await fetch(`http://127.0.0.1:${vars.PORT}/api/v1/runs`, {
+          method: 'PUT',
+          headers: { traceparent: forced.traceparent },
+        });
+        assert.equal(res.status, 401);
+        const span = await serverSpan('PUT', 401);
+        assert.deepEqual([span.traceId, span.parentSpanId], [forced.traceId, forced.spanId]);
+      } finally {
+        await terminate(api.child);
+      }
     });
   });
 
