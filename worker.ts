@@ -10,11 +10,8 @@ import {
   type WorkflowBundle,
   type WorkflowBundleOption,
 } from '@temporalio/worker';
-import { Registry } from 'prom-client';
 import { activityContext } from './activities/context';
-import { listenMetrics } from './api/routes/metrics';
-import { createMetrics, type Metrics } from './observability/metrics';
-import { readSdkMetrics } from './observability/sdkMetrics';
+import type { Metrics } from './observability/metrics';
 import { startTracing, tracingWorkflowInterceptors, type Tracing } from './observability/tracing';
 import {
   createLogger,
@@ -26,8 +23,6 @@ import {
   type Logger,
 } from './observability/log';
 import { createActivities } from './activities';
-import Koa from 'koa';
-import { healthRouter } from './api/routes/health';
 import { temporalConnectionOptions } from './client/connection';
 import { searchAttributesProbe } from './client/searchAttributes';
 import { assertSearchAttributes } from './client/searchAttributes';
@@ -194,9 +189,12 @@ function activityLog(logger: Logger): Log {
 
 /**
  * The worker's /metrics on WORKER_METRICS_PORT: the application's registry, then the Temporal SDK's own metrics,
- * read from its exporter on a loopback port nobody else is told of, so one target serves both.
+ * read from its exporter on a loopback port nobody else is told of, so one target serves both. Loaded only then
+ * (Koa and its router stay out of a worker without the port).
  */
-function startWorkerMetrics(config: Config, metrics: Metrics, sdkMetricsUrl: string): Promise<Server> {
+async function startWorkerMetrics(config: Config, metrics: Metrics, sdkMetricsUrl: string): Promise<Server> {
+  const { listenMetrics } = await import('./api/routes/metrics');
+  const { readSdkMetrics } = await import('./observability/sdkMetrics');
   return listenMetrics(
     async () => {
       const [own, sdk] = await Promise.all([metrics.registry.metrics(), readSdkMetrics(sdkMetricsUrl)]);
@@ -209,7 +207,7 @@ function startWorkerMetrics(config: Config, metrics: Metrics, sdkMetricsUrl: str
 
 /**
  * The worker's own probes on WORKER_HEALTH_PORT: /healthz (the process serves) and /readyz (the worker polls,
- * Temporal and Mongo answer, the search attributes exist; 503 once shutdown began).
+ * Temporal and Mongo answer, the search attributes exist; 503 once shutdown began). Koa is loaded only then.
  */
 async function startWorkerHealth(
   config: Config,
@@ -218,6 +216,8 @@ async function startWorkerHealth(
   mongo: Mongo,
   log: Log,
 ): Promise<Server> {
+  const { default: Koa } = await import('koa');
+  const { healthRouter } = await import('./api/routes/health');
   const app = new Koa();
   const router = healthRouter(
     {
@@ -238,11 +238,20 @@ async function startWorkerHealth(
   });
 }
 
+async function loadMetrics(): Promise<Metrics> {
+  const [{ Registry }, { createMetrics }] = await Promise.all([
+    import('prom-client'),
+    import('./observability/metrics'),
+  ]);
+  return createMetrics(new Registry());
+}
+
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const logger = createLogger({ level: config.logLevel, format: config.logFormat, name: 'worker' });
   const tracing = await startTracing(config.tracing, 'flow-notify-worker');
-  const metrics = config.workerMetricsPort === undefined ? undefined : createMetrics(new Registry());
+  // Application metrics (prom-client) are loaded only when WORKER_METRICS_PORT asks for them.
+  const metrics = config.workerMetricsPort === undefined ? undefined : await loadMetrics();
   // The SDK's exporter on a free loopback port (its own server, in the native core); /metrics reads it.
   const sdkMetricsAddress = metrics ? `127.0.0.1:${await freePort()}` : undefined;
   // Before any connection: the runtime is the process's one, and its logger takes the SDK's lines, the native
