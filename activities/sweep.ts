@@ -7,6 +7,8 @@
 //   pages   the window's runs, listed with what buildRunOutcome reads, one cursor batch per page; the owed
 //           episodes of a page start from the listed run right away, so nothing is loaded twice and an outcome
 //           is at most a page old when its episode starts.
+//   1       where digests are on: the held pushes still owed past their time (an indexed range read, at most
+//           1,000), each person's offered to their digest.
 // Expired claims are reaped by a separate activity (sweepReapExpired): housekeeping, not reconciliation.
 import type { Client } from '@temporalio/client';
 import { startEpisode } from '../client/emitter';
@@ -150,7 +152,9 @@ async function offerOwedHolds(
   const byPerson = new Map<string, PushHoldRow[]>();
   for (const row of owed) {
     const key = JSON.stringify([row.teamId, row.userId]);
-    byPerson.set(key, [...(byPerson.get(key) ?? []), row]);
+    const rows = byPerson.get(key);
+    if (rows) rows.push(row);
+    else byPerson.set(key, [row]);
   }
   await mapBounded([...byPerson.values()], START_LANES, async (rows) => {
     const newest = rows.reduce((a, b) => (b.at > a.at ? b : a));

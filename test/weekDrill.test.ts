@@ -1,4 +1,4 @@
-// The week drill (test/drill/week.ts), short: one simulated day of three teams on the time-skipping server, with
+// The week drill (test/drill/week.ts), short: one simulated day of two teams on the time-skipping server, with
 // outages, quiet hours, do-not-disturb, bursts and worker restarts; nothing owed may be missing, and nothing repeated
 // past the bound. `npm run drill:week` (in `npm run drill`) runs seven days of five teams on seeds 2 and 3.
 // WEEK_DRILL_SEED=<n>[,<n>...], WEEK_DRILL_DAYS and WEEK_DRILL_TEAMS reproduce any run.
@@ -9,7 +9,7 @@ import { testStack } from './support/stack';
 import { onTimeSkipping } from './support/timeSkipping';
 
 const DAYS = Number(process.env.WEEK_DRILL_DAYS ?? 1);
-const TEAMS = Number(process.env.WEEK_DRILL_TEAMS ?? 3);
+const TEAMS = Number(process.env.WEEK_DRILL_TEAMS ?? 2);
 const SEEDS = (process.env.WEEK_DRILL_SEED ?? '1')
   .split(',')
   .map(Number)
