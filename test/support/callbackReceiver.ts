@@ -53,6 +53,8 @@ export class CallbackReceiver {
   peakOpen = 0;
   private script: ScriptedAnswer[] = [];
   private fallback: ScriptedAnswer = { status: 204 };
+  /** Answers by request path, before the script and the fallback (one host serving several tenants' paths). */
+  private byPath = new Map<string, ScriptedAnswer>();
   private readonly sockets = new Set<import('node:net').Socket>();
 
   private constructor(private readonly server: http.Server) {}
@@ -87,6 +89,16 @@ export class CallbackReceiver {
     this.fallback = answer;
   }
 
+  /** Answers every request to `pathname` (on this receiver's origin) with this, whatever the script says. */
+  answerPathAlways(pathname: string, answer: ScriptedAnswer): void {
+    this.byPath.set(pathname, answer);
+  }
+
+  /** A URL of this receiver's origin with another path. */
+  urlOf(pathname: string): string {
+    return new URL(pathname, this.url).toString();
+  }
+
   async waitFor(count: number, timeoutMs = 15_000): Promise<ReceivedCallback[]> {
     const deadline = Date.now() + timeoutMs;
     while (this.received.length < count) {
@@ -113,7 +125,8 @@ export class CallbackReceiver {
       // Callbacks are the signed requests (operator alerts, which some suites send here too, are not).
       const mismatch = req.headers['webhook-signature'] ? callbackSchemaMismatch(body) : undefined;
       if (mismatch) this.schemaMismatches.push(`${mismatch}\n  body: ${body}`);
-      const answer = this.script.shift() ?? this.fallback;
+      const pathname = new URL(req.url ?? '/', 'http://receiver').pathname;
+      const answer = this.byPath.get(pathname) ?? this.script.shift() ?? this.fallback;
       const send = (): void => {
         close();
         if (!res.destroyed) res.writeHead(answer.status, answer.headers).end();
