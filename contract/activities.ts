@@ -1,7 +1,7 @@
 // Every activity the worker registers, as the workflows call it: its arguments and its result. The workflows
 // proxy this interface; activities/ implements it (createActivities is checked against it), so the workflow side
 // never imports activity code. Nothing here imports the project above domain/.
-import type { CallbackTrigger } from '../domain/callback';
+import type { CallbackTrigger, PacingHold } from '../domain/callback';
 import type { HealthState } from '../domain/health';
 import type { OperatorAlert } from '../domain/ops';
 import type { ClaimState, RunOutcome } from '../domain/outcome';
@@ -122,7 +122,14 @@ export type PushDeliveryResult =
 
 export type CallbackAttempt =
   | { result: 'delivered'; status: number }
-  | { result: 'retry'; status?: number; retryAfterSeconds?: number; detail: string }
+  | {
+      result: 'retry';
+      status?: number;
+      retryAfterSeconds?: number;
+      detail: string;
+      /** Nothing was sent: the worker held it (the team's breaker at the origin is open, or no slot came in time). */
+      held?: PacingHold;
+    }
   | { result: 'stop'; status?: number; detail: string };
 
 /** Where an attempt sits in its delivery, so its row in the attempt log says what came next. */
@@ -134,6 +141,11 @@ export interface AttemptPlace {
   /** The wait is decided by callbackWaitSeconds' uncapped rule (episodes started with a jitter). */
   scheduleUncapped?: boolean;
   trigger: CallbackTrigger;
+  /**
+   * The schedule's attempt is not spent if the worker holds it: the workflow waits (heldWaitSeconds) and tries it
+   * again. `held`: how often this attempt was held already.
+   */
+  heldWaits?: { held: number };
 }
 
 /** How an alert workflow retries, from the worker's own config (not from whoever started it). */
