@@ -253,6 +253,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
               ? { nextWaitSeconds: wait, nextAttemptAt: new Date(at.getTime() + durationMs + wait * 1000) }
               : {}),
             trigger: place?.trigger ?? 'episode',
+            ...(place?.recoverId ? { recoverId: place.recoverId } : {}),
             // What a recover of the team's give-ups looks for.
             ...(endsSchedule(outcome, place) ? { gaveUp: true as const } : {}),
             ...(info
@@ -343,8 +344,8 @@ export function createCallbackActivities(deps: CallbackDeps) {
     at = deps.now();
     started = Date.now();
     // A slot of the receiver's origin, and the breaker's say: the team's own at that origin (another team's
-    // failures there never hold this one). A redelivery (a human asked) goes past an open breaker, still in a
-    // slot. The wait for a slot comes before the request's own timeout starts.
+    // failures there never hold this one). A manual redelivery (a human asked) goes past an open breaker, still in
+    // a slot; a recover's does not. The wait for a slot comes before the request's own timeout starts.
     const origin = originOf(run.callback.url);
     const trigger = place?.trigger ?? 'episode';
     const entry =
@@ -352,7 +353,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
         ? await deps.pacing.enter(origin, {
             maxWaitMs: slotWaitMs(activityStarted, deps.timeoutMs),
             signal: activityContext()?.cancellationSignal,
-            bypassBreaker: trigger === 'redeliver',
+            bypassBreaker: trigger === 'redeliver' && !place?.recoverId,
             tenant: run.teamId,
           })
         : undefined;

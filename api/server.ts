@@ -136,6 +136,10 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     callbackRecovers: stores.callbackRecovers,
     startRecover: (input) => startCallbackRecover(client, config.temporalTaskQueue, input),
     recoverLimit: config.callbackRecoverRatePerTeam,
+    recoverBounds: {
+      maxSends: config.callbackRecoverMax,
+      resendAfterSeconds: config.callbackRecoverResendAfterSeconds,
+    },
     callbackRotateLimit: config.callbackRotateRate,
     probes: {
       temporal: async () => void (await connection.workflowService.getSystemInfo({})),
@@ -190,9 +194,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     traceRequests: options.tracing !== undefined,
   });
   const metricsServer =
-    config.metricsPort === undefined
-      ? undefined
-      : await listenMetrics(scrape, config.metricsPort, config);
+    config.metricsPort === undefined ? undefined : await listenMetrics(scrape, config.metricsPort, config);
   const server = await new Promise<Server>((resolve, reject) => {
     const s = app.listen(config.port, config.host, () => resolve(s));
     s.once('error', reject);
