@@ -110,6 +110,10 @@ export interface Config extends TemporalConnectionConfig {
   callbackRedeliverRatePerTeam: RateRule;
   /** Recovers of a team's callbacks that gave up, per team. */
   callbackRecoverRatePerTeam: RateRule;
+  /** A give-up re-sent (a redelivery, manual or a recover's) this recently is skipped by a recover. */
+  callbackRecoverResendAfterSeconds: number;
+  /** The most callbacks one recover sends; it stops there and says so. */
+  callbackRecoverMax: number;
   /** Secret rotations per run (POST /runs/:id/callback/rotate-secret). */
   callbackRotateRate: RateRule;
   /** After a rotation, how long callbacks carry the previous secret's signature beside the new one's. */
@@ -477,6 +481,9 @@ const limitsSection = section({
   callbackRedeliverPerTeam: ['CALLBACK_REDELIVER_RATE_LIMIT_PER_TEAM', count.default(60)],
   callbackRecoverPerTeam: ['CALLBACK_RECOVER_RATE_LIMIT_PER_TEAM', count.default(10)],
   callbackRecoverWindow: ['CALLBACK_RECOVER_RATE_WINDOW_SECONDS', seconds.default(3600)],
+  // A recover must not re-send what one just re-sent (each recover would send every give-up again).
+  callbackRecoverResendAfter: ['CALLBACK_RECOVER_RESEND_AFTER_SECONDS', seconds.default(3600)],
+  callbackRecoverMax: ['CALLBACK_RECOVER_MAX', count.default(10_000)],
   callbackRotate: ['CALLBACK_ROTATE_RATE_LIMIT', count.default(5)],
   callbackRotateWindow: ['CALLBACK_ROTATE_RATE_WINDOW_SECONDS', seconds.default(3600)],
   runCreate: ['RUN_CREATE_RATE_LIMIT', count.default(120)],
@@ -496,6 +503,8 @@ const limitsSection = section({
     callbackRedeliverRatePerUser: rate(l.callbackRedeliverPerUser, l.callbackRedeliverWindow),
     callbackRedeliverRatePerTeam: rate(l.callbackRedeliverPerTeam, l.callbackRedeliverWindow),
     callbackRecoverRatePerTeam: rate(l.callbackRecoverPerTeam, l.callbackRecoverWindow),
+    callbackRecoverResendAfterSeconds: l.callbackRecoverResendAfter,
+    callbackRecoverMax: l.callbackRecoverMax,
     callbackRotateRate: rate(l.callbackRotate, l.callbackRotateWindow),
     runCreateRate: rate(l.runCreate, 60),
     routeErrorRatePerRun: rate(l.routeErrorPerRun, l.routeErrorWindow),

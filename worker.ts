@@ -56,8 +56,8 @@ export interface WorkerDeps {
 
 /**
  * The worker's pacing of callback attempts per receiver origin (CALLBACK_MAX_IN_FLIGHT_PER_ORIGIN, and a breaker
- * after CALLBACK_BREAKER_FAILURES failures in a row): one per worker process, its breaker's changes logged and in
- * the callback_breaker_open gauge.
+ * per origin and team after CALLBACK_BREAKER_FAILURES failures in a row of the team's callbacks): one per worker
+ * process, its breakers' changes logged and in the callback_breaker_open gauge (teams held at the origin).
  */
 function callbackPacingFor(
   config: Pick<
@@ -75,20 +75,18 @@ function callbackPacingFor(
     onBreakerChange: (change) => {
       if (change.state === 'open')
         log(
-          `callback: breaker open for ${change.origin} after ${change.failures} failures in a row; its callbacks ` +
-            `are held for ${Math.round(change.cooldownMs / 1000)} s, then one probe goes`,
-          { origin: change.origin, breaker: 'open' },
+          `callback: breaker open for ${change.origin} after ${change.failures} failures in a row of team ` +
+            `${change.tenant}'s callbacks; they are held for ${Math.round(change.cooldownMs / 1000)} s, then one ` +
+            'probe goes',
+          { origin: change.origin, teamId: change.tenant, breaker: 'open' },
         );
       else if (change.state === 'closed')
         log(
-          `callback: breaker closed for ${change.origin}: it answered again after ` +
+          `callback: breaker closed for ${change.origin} (team ${change.tenant}): it answered again after ` +
             `${Math.round(change.openForMs / 1000)} s held`,
-          { origin: change.origin, breaker: 'closed' },
+          { origin: change.origin, teamId: change.tenant, breaker: 'closed' },
         );
-      metrics?.callbackBreaker(
-        change.origin,
-        change.state === 'forgotten' ? undefined : change.state === 'open',
-      );
+      metrics?.callbackBreaker(change.origin, change.state === 'forgotten' ? undefined : change.openAtOrigin);
     },
   });
 }

@@ -4,6 +4,7 @@ import type { AttemptPlace, CallbackAttempt } from '../contract/activities';
 import {
   callbackBody,
   callbackWaitSeconds,
+  heldWaitSeconds,
   signingSecrets,
   testCallbackBody,
   type DeliveryCategory,
@@ -228,16 +229,13 @@ export function createCallbackActivities(deps: CallbackDeps) {
       place?: AttemptPlace,
       teamId?: string,
     ): Promise<CallbackAttempt> {
-      const attempt = await attemptOnce(episodeId, runId, place?.trigger ?? 'episode', teamId);
+      const attempt = await attemptOnce(episodeId, runId, place, teamId);
       if (attempt.sent) {
         const { outcome, at, durationMs, teamId } = attempt;
         if (attempt.held) deps.metrics?.callbackHeld(attempt.held);
         else deps.metrics?.callbackAttempt(outcome.result, outcome.status, durationMs / 1000);
         const info = activityContext()?.info;
-        const wait =
-          outcome.result === 'retry' && place?.waitIfRetried !== undefined
-            ? callbackWaitSeconds(place.waitIfRetried, outcome.retryAfterSeconds, place.scheduleUncapped)
-            : undefined;
+        const wait = nextWaitSeconds(outcome, place);
         await recordAttempt(
           {
             episodeId,
@@ -255,6 +253,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
               ? { nextWaitSeconds: wait, nextAttemptAt: new Date(at.getTime() + durationMs + wait * 1000) }
               : {}),
             trigger: place?.trigger ?? 'episode',
+            ...(place?.recoverId ? { recoverId: place.recoverId } : {}),
             // What a recover of the team's give-ups looks for.
             ...(endsSchedule(outcome, place) ? { gaveUp: true as const } : {}),
             ...(info
@@ -282,7 +281,17 @@ export function createCallbackActivities(deps: CallbackDeps) {
    */
   function endsSchedule(outcome: CallbackAttempt, place: AttemptPlace | undefined): boolean {
     if (!place || (place.trigger ?? 'episode') !== 'episode' || outcome.result === 'delivered') return false;
+    if (outcome.result === 'retry' && outcome.held && place.heldWaits) return false; // it waits, it is not spent
     return outcome.result === 'stop' || place.waitIfRetried === undefined;
+  }
+
+  /** The wait the workflow takes after this attempt, as its row tells it: a held one's, or the schedule's. */
+  function nextWaitSeconds(outcome: CallbackAttempt, place: AttemptPlace | undefined): number | undefined {
+    if (outcome.result !== 'retry') return undefined;
+    if (outcome.held && place?.heldWaits)
+      return heldWaitSeconds(outcome.retryAfterSeconds, place.heldWaits.held);
+    if (place?.waitIfRetried === undefined) return undefined;
+    return callbackWaitSeconds(place.waitIfRetried, outcome.retryAfterSeconds, place.scheduleUncapped);
   }
 
   /**
@@ -293,7 +302,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
   async function attemptOnce(
     episodeId: string,
     runId: string,
-    trigger: AttemptPlace['trigger'],
+    place: AttemptPlace | undefined,
     runTeamId: string | undefined,
   ): Promise<
     | { sent: false; outcome: CallbackAttempt }
@@ -334,27 +343,33 @@ export function createCallbackActivities(deps: CallbackDeps) {
     let res;
     at = deps.now();
     started = Date.now();
-    // A slot of the receiver's origin, and its breaker's say; a redelivery (a human asked) goes past an open
-    // breaker, still in a slot. The wait for a slot comes before the request's own timeout starts.
+    // A slot of the receiver's origin, and the breaker's say: the team's own at that origin (another team's
+    // failures there never hold this one). A manual redelivery (a human asked) goes past an open breaker, still in
+    // a slot; a recover's does not. The wait for a slot comes before the request's own timeout starts.
     const origin = originOf(run.callback.url);
+    const trigger = place?.trigger ?? 'episode';
     const entry =
       deps.pacing && origin
         ? await deps.pacing.enter(origin, {
             maxWaitMs: slotWaitMs(activityStarted, deps.timeoutMs),
             signal: activityContext()?.cancellationSignal,
-            bypassBreaker: trigger === 'redeliver',
+            bypassBreaker: trigger === 'redeliver' && !place?.recoverId,
+            tenant: run.teamId,
           })
         : undefined;
     if (entry?.held) {
-      // Worth another try and not the receiver's failure; an open breaker's cool-down sets the next wait.
-      const retryAfterSeconds = entry.held === 'breaker_open' ? secondsOf(entry.retryAfterMs) : undefined;
+      // Worth another try and not the receiver's failure: an open breaker's cool-down sets the next wait; with no
+      // slot free, one frees within a receiver's timeout (every request holding one ends by then).
+      const retryAfterSeconds =
+        entry.held === 'breaker_open' ? secondsOf(entry.retryAfterMs) : Math.ceil(deps.timeoutMs / 1000);
       const detail =
         entry.held === 'breaker_open'
-          ? `breaker_open: ${origin} failed too often in a row; this worker holds its callbacks for now`
+          ? `breaker_open: ${origin} failed too often in a row for this team; this worker holds its callbacks for now`
           : `paced: no slot to ${origin} came free in time`;
       const outcome = {
         result: 'retry' as const,
         detail,
+        held: entry.held,
         ...(retryAfterSeconds ? { retryAfterSeconds } : {}),
       };
       return { ...sent(outcome, entry.held), held: entry.held };

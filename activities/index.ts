@@ -125,6 +125,8 @@ export function createActivities(deps: ActivityDeps): Activities {
       callbackAttempts: stores.callbackAttempts,
       callbackRecovers: stores.callbackRecovers,
       claims: stores.claims,
+      rateLimits: stores.rateLimits,
+      teamRedeliveries: config.callbackRedeliverRatePerTeam,
       now,
     }),
     ...createSweepActivities({

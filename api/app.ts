@@ -38,6 +38,7 @@ export interface AppDeps {
   callbackRecovers: CallbacksRouterDeps['callbackRecovers'];
   startRecover: CallbacksRouterDeps['startRecover'];
   recoverLimit: CallbacksRouterDeps['recoverLimit'];
+  recoverBounds: CallbacksRouterDeps['recoverBounds'];
   callbackRotateLimit: RunsRouterDeps['callbackRotateLimit'];
   probes: HealthProbes;
   /** Present only when web push is enabled (webPushEnabled): otherwise the notification routes do not exist. */

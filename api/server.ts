@@ -136,6 +136,10 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     callbackRecovers: stores.callbackRecovers,
     startRecover: (input) => startCallbackRecover(client, config.temporalTaskQueue, input),
     recoverLimit: config.callbackRecoverRatePerTeam,
+    recoverBounds: {
+      maxSends: config.callbackRecoverMax,
+      resendAfterSeconds: config.callbackRecoverResendAfterSeconds,
+    },
     callbackRotateLimit: config.callbackRotateRate,
     probes: {
       temporal: async () => void (await connection.workflowService.getSystemInfo({})),

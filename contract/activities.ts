@@ -1,7 +1,7 @@
 // Every activity the worker registers, as the workflows call it: its arguments and its result. The workflows
 // proxy this interface; activities/ implements it (createActivities is checked against it), so the workflow side
 // never imports activity code. Nothing here imports the project above domain/.
-import type { CallbackTrigger } from '../domain/callback';
+import type { CallbackTrigger, PacingHold } from '../domain/callback';
 import type { HealthState } from '../domain/health';
 import type { OperatorAlert } from '../domain/ops';
 import type { ClaimState, RunOutcome } from '../domain/outcome';
@@ -43,6 +43,10 @@ export interface Activities {
   // Recover: a page of a team's callbacks that gave up in a window, and the recover's progress row.
   gaveUpCallbacks(request: GaveUpRequest): Promise<GaveUpPage>;
   saveRecoverProgress(recover: RecoverInput, counts: RecoverCounts, completed: boolean): Promise<void>;
+  /** One slot of the team's redelivery budget for a recover's send of the episode (the same one if asked again). */
+  takeRecoverSend(send: RecoverSend): Promise<RecoverSendAdmission>;
+  /** The slot back: the send went nowhere (held, or another delivery of the episode was running). */
+  returnRecoverSend(send: RecoverSend): Promise<void>;
 
   // Operator alerts.
   opsAlertSettings(): Promise<AlertRetrySettings>;
@@ -66,12 +70,26 @@ export interface Activities {
   sweepReapExpired(): Promise<number>;
 }
 
+/** A recover's send of one episode's callback, as the team's redelivery budget counts it. */
+export interface RecoverSend {
+  teamId: string;
+  recoverId: string;
+  episodeId: string;
+}
+
+export type RecoverSendAdmission =
+  | { admitted: true }
+  /** The budget is spent: a slot frees at `freeAt` (ISO), in retryAfterSeconds. */
+  | { admitted: false; retryAfterSeconds: number; freeAt: string };
+
 export interface GaveUpRequest {
   teamId: string;
   /** [since, until), ISO. */
   since: string;
   until: string;
   limit: number;
+  /** A give-up re-sent (a redelivery, manual or a recover's, that went out) this recently is skipped. */
+  resentWithinSeconds?: number;
   /** The previous page's last give-up (its time, ISO, and row id). */
   after?: { at: string; id: string };
 }
@@ -79,6 +97,8 @@ export interface GaveUpRequest {
 export interface GaveUpPage {
   /** The page's callbacks that are still given up (a later delivery or redelivery takes one out). */
   callbacks: { runId: string; episodeId: string; seenAttempts: number }[];
+  /** Still given up, but re-sent within the request's resentWithinSeconds: left out of `callbacks`. */
+  skipped?: number;
   next?: { at: string; id: string };
 }
 
@@ -130,7 +150,14 @@ export type PushDeliveryResult =
 
 export type CallbackAttempt =
   | { result: 'delivered'; status: number }
-  | { result: 'retry'; status?: number; retryAfterSeconds?: number; detail: string }
+  | {
+      result: 'retry';
+      status?: number;
+      retryAfterSeconds?: number;
+      detail: string;
+      /** Nothing was sent: the worker held it (the team's breaker at the origin is open, or no slot came in time). */
+      held?: PacingHold;
+    }
   | { result: 'stop'; status?: number; detail: string };
 
 /** Where an attempt sits in its delivery, so its row in the attempt log says what came next. */
@@ -142,6 +169,13 @@ export interface AttemptPlace {
   /** The wait is decided by callbackWaitSeconds' uncapped rule (episodes started with a jitter). */
   scheduleUncapped?: boolean;
   trigger: CallbackTrigger;
+  /**
+   * The schedule's attempt is not spent if the worker holds it: the workflow waits (heldWaitSeconds) and tries it
+   * again. `held`: how often this attempt was held already.
+   */
+  heldWaits?: { held: number };
+  /** A recover's redelivery: it does not go past an open breaker (a manual one, which someone asked for, does). */
+  recoverId?: string;
 }
 
 /** How an alert workflow retries, from the worker's own config (not from whoever started it). */

@@ -3,6 +3,7 @@
 // types the call with its signature, so it loads no workflow code. Nothing here imports the project above domain/,
 // and nothing here may touch Node builtins: workflow code imports it too.
 import type { SignalDefinition } from '@temporalio/common';
+import type { PacingHold } from '../domain/callback';
 import type { HealthState, ObservedEvent } from '../domain/health';
 import type { OperatorAlert } from '../domain/ops';
 import type { RunOutcome } from '../domain/outcome';
@@ -221,16 +222,20 @@ export interface RedeliverInput {
    * delivery ended in between (the request came while it was in flight).
    */
   seenAttempts?: number;
+  /** A recover's redelivery (its id): it does not go past the team's open breaker at the receiver. */
+  recoverId?: string;
 }
 
 export interface RedeliverResult {
   /**
    * delivered or failed: how the attempt went; not_settled: the episode's own delivery is not over; superseded:
-   * another delivery ended after the request was decided (nothing sent).
+   * another delivery ended after the request was decided (nothing sent); held: the worker held the attempt (the
+   * team's breaker at the receiver is open, or no slot came in time), nothing was sent and the claim is as it was.
    */
-  result: 'delivered' | 'failed' | 'not_settled' | 'superseded';
+  result: 'delivered' | 'failed' | 'not_settled' | 'superseded' | 'held';
   status?: number;
   detail?: string;
+  held?: PacingHold;
 }
 
 export interface RecoverInput {
@@ -240,18 +245,34 @@ export interface RecoverInput {
   /** The window the callbacks gave up in, [since, until), ISO. */
   since: string;
   until: string;
+  /**
+   * The most it sends (CALLBACK_RECOVER_MAX when the API started it); past it, it stops and says so. Absent
+   * (recovers started before it existed): no bound.
+   */
+  maxSends?: number;
+  /** A give-up re-sent this recently is skipped (CALLBACK_RECOVER_RESEND_AFTER_SECONDS); absent: none is. */
+  resendAfterSeconds?: number;
   /** Carried over by continue-as-new: where the next page starts, and the totals so far. */
   after?: { at: string; id: string };
   progress?: RecoverCounts;
 }
 
+/** A recover's progress. The optional counts are absent from progress written before they existed (read as 0). */
 export interface RecoverCounts {
   /** Callbacks that gave up in the window and had not been delivered since. */
   found: number;
+  /** Of those, the ones re-sent (a redelivery, manual or a recover's) within resendAfterSeconds: not sent again. */
+  skipped?: number;
   /** Of those, the ones a redelivery sent (delivered + failed). */
   sent: number;
   delivered: number;
   failed: number;
+  /** Of those, the ones the worker held (nothing sent): still given up, for a later recover. */
+  held?: number;
+  /** It sent maxSends and stopped with callbacks left to send. */
+  stoppedAtMax?: boolean;
+  /** While it waits for a slot of the team's redelivery budget: when one frees (ISO). */
+  waitingForBudgetUntil?: string;
 }
 
 /** One sweep pass: runs listed in the window, episodes found with a claim missing, and of those the ones started. */

@@ -17,7 +17,7 @@ export type DeliveryCategory =
   | 'network error'
   | `http ${number}`;
 
-/** What started a callback attempt: the episode's own schedule, or a manual redelivery. */
+/** What started a callback attempt: the episode's own schedule, or a redelivery (manual, or a recover's). */
 export type CallbackTrigger = 'episode' | 'redeliver';
 
 export interface CallbackBody {
@@ -114,3 +114,37 @@ export function jitteredWaitSeconds(scheduled: number, jitter: number, draw: num
 
 /** An attempt the worker held back without sending: the receiver's breaker is open, or no slot came in time. */
 export type PacingHold = 'breaker_open' | 'paced';
+
+/** Whether an attempt-log error says the worker held the attempt (nothing was sent). */
+export const isPacingHold = (error: string | undefined): error is PacingHold =>
+  error === 'breaker_open' || error === 'paced';
+
+/**
+ * The longest the schedule's waits can take (`waits` as CALLBACK_RETRY_SECONDS lists them): each lengthened by
+ * its jitter, or by a Retry-After up to an hour. Held attempts wait within it; past it, the schedule ends.
+ */
+export function callbackScheduleSpanSeconds(waits: number[], jitter?: number): number {
+  return waits.reduce(
+    (sum, wait) => sum + Math.max(Math.round(wait * (1 + (jitter ?? 0))), MAX_CALLBACK_WAIT_SECONDS),
+    0,
+  );
+}
+
+/** The floor of a held attempt's wait grows to this: a receiver back after a long hold waits at most this long. */
+const MAX_HELD_BACKOFF_SECONDS = 600;
+
+/**
+ * The wait before an attempt the worker held (nothing sent) goes again: what the breaker asked (its cool-down
+ * left), and at least 2^holds seconds up to 10 minutes, so an attempt held for a day is tried a few hundred times,
+ * not thousands (each is an activity and a timer in the episode's history); at most an hour, as a Retry-After.
+ */
+export function heldWaitSeconds(retryAfterSeconds: number | undefined, holds: number): number {
+  const backoff = Math.min(2 ** holds, MAX_HELD_BACKOFF_SECONDS);
+  return Math.min(Math.max(retryAfterSeconds ?? 0, backoff), MAX_CALLBACK_WAIT_SECONDS);
+}
+
+/**
+ * The rate-limit key of a team's redeliveries (CALLBACK_REDELIVER_RATE_LIMIT_PER_TEAM): the manual ones and a
+ * recover's sends take from the same budget.
+ */
+export const teamRedeliveryBudgetKey = (teamId: string): string => `callback-redeliver-team|${teamId}`;

@@ -1,6 +1,6 @@
 // What the reconciliation sweep owes an episode: the claim keys of the families that should have acted on it.
 // Pure, so the sweep can pre-check the claims of a whole window of listed runs at once.
-import { MAX_CALLBACK_WAIT_SECONDS, shouldNotify } from './callback';
+import { callbackScheduleSpanSeconds, shouldNotify } from './callback';
 import { buildRunOutcome, claimKeys, type RunOutcome } from './outcome';
 import { kindFor } from './push';
 import type { Run } from './run';
@@ -24,11 +24,7 @@ export interface EpisodeLife {
  * calls through a store outage.
  */
 export function episodeLifetimeSeconds(life: EpisodeLife): number {
-  const jitter = life.callbackRetryJitter ?? 0;
-  const waits = life.callbackRetrySeconds.reduce(
-    (sum, wait) => sum + Math.max(Math.round(wait * (1 + jitter)), MAX_CALLBACK_WAIT_SECONDS),
-    0,
-  );
+  const waits = callbackScheduleSpanSeconds(life.callbackRetrySeconds, life.callbackRetryJitter);
   const attempts = (life.callbackRetrySeconds.length + 1) * (3 * (life.callbackAttemptSeconds ?? 60) + 15);
   return Math.max(life.opsAlertRetryHours * 3600 + 30, waits + attempts) + 3600;
 }

@@ -1,8 +1,11 @@
 // Pacing per receiver origin (scheme://host:port), one instance per worker process: at most `maxInFlight`
-// requests open to one origin (the rest wait their turn, first come first served), and a circuit breaker that,
-// after `breakerFailures` failures in a row, holds the origin's requests for a cool-down (doubling per failed
-// probe up to `maxCooldownMs`, jittered), lets one probe through once it passes, and closes on a success. It knows
-// nothing of what is sent or of Temporal: the caller says how each request went.
+// requests open to one origin, whoever sends them (the rest wait their turn, first come first served), and a
+// circuit breaker per (origin, tenant) that, after `breakerFailures` failures in a row of that tenant's requests,
+// holds the tenant's requests to the origin for a cool-down (doubling per failed probe up to `maxCooldownMs`,
+// jittered), lets one probe through once it passes, and closes on a success. The breaker is the tenant's because
+// tenants share webhook hosts, each on a path of its own: one pointing at a failing path must not make the host
+// look down for the others. It knows nothing of what is sent or of Temporal: the caller says whose request it is
+// and how it went.
 
 import type { PacingHold } from '../domain/callback';
 
@@ -21,10 +24,20 @@ export type PacingEntry =
   | { held: 'breaker_open'; retryAfterMs: number }
   | { held: 'paced' };
 
-/** A breaker that opened (again), closed, or an origin no longer tracked (its series can go). */
+/**
+ * A tenant's breaker at an origin that opened (again) or closed, with how many tenants' breakers are open there
+ * now; or an origin no longer tracked (its series can go).
+ */
 export type BreakerChange =
-  | { state: 'open'; origin: string; failures: number; cooldownMs: number }
-  | { state: 'closed'; origin: string; openForMs: number }
+  | {
+      state: 'open';
+      origin: string;
+      tenant: string;
+      failures: number;
+      cooldownMs: number;
+      openAtOrigin: number;
+    }
+  | { state: 'closed'; origin: string; tenant: string; openForMs: number; openAtOrigin: number }
   | { state: 'forgotten'; origin: string };
 
 export interface OriginPacingOptions {
@@ -35,6 +48,8 @@ export interface OriginPacingOptions {
   maxCooldownMs: number;
   /** Origins tracked at once (least recently used idle ones are forgotten first). Default 512. */
   maxOrigins?: number;
+  /** Tenants' breakers kept per origin (least recently used closed ones are forgotten first). Default 512. */
+  maxTenantsPerOrigin?: number;
   onBreakerChange?: (change: BreakerChange) => void;
   now?: () => number;
   random?: () => number;
@@ -47,15 +62,16 @@ export interface EnterOptions {
   signal?: AbortSignal;
   /** Past an open breaker (a human's redelivery): still one of the origin's slots, and its verdict counts. */
   bypassBreaker?: boolean;
+  /** Whose request (a team): its breaker is this tenant's at the origin. Absent: the origin's unnamed tenant. */
+  tenant?: string;
 }
 
 interface Waiter {
   grant(): void;
 }
 
-interface OriginState {
-  inFlight: number;
-  waiters: Waiter[];
+/** One tenant's breaker at one origin. A closed one with no failure and no probe is dropped (the same as none). */
+interface BreakerState {
   failures: number;
   /** Open until this (epoch ms); then half-open. Undefined: closed. */
   openUntil?: number;
@@ -63,6 +79,13 @@ interface OriginState {
   /** The cool-down the breaker last opened with (before jitter). */
   cooldownMs: number;
   probing: boolean;
+}
+
+interface OriginState {
+  inFlight: number;
+  waiters: Waiter[];
+  /** By tenant; insertion order is recency (moved to the end on each use). */
+  breakers: Map<string, BreakerState>;
 }
 
 export type OriginPacing = ReturnType<typeof createOriginPacing>;
@@ -81,30 +104,54 @@ export function createOriginPacing(options: OriginPacingOptions) {
   const now = options.now ?? Date.now;
   const random = options.random ?? Math.random;
   const maxOrigins = options.maxOrigins ?? 512;
+  const maxTenants = options.maxTenantsPerOrigin ?? 512;
   // Insertion order is recency: an origin is moved to the end on each use.
   const origins = new Map<string, OriginState>();
 
-  const idle = (s: OriginState) => s.inFlight === 0 && s.waiters.length === 0 && !s.probing;
+  const anyBreaker = (s: OriginState, test: (b: BreakerState) => boolean) =>
+    [...s.breakers.values()].some(test);
+  const idle = (s: OriginState) =>
+    s.inFlight === 0 && s.waiters.length === 0 && !anyBreaker(s, (b) => b.probing);
+  const openAt = (s: OriginState) => [...s.breakers.values()].filter((b) => b.openUntil !== undefined).length;
 
   function track(origin: string): OriginState {
     let state = origins.get(origin);
     if (state) {
       origins.delete(origin);
     } else {
-      state = { inFlight: 0, waiters: [], failures: 0, cooldownMs: options.cooldownMs, probing: false };
+      state = { inFlight: 0, waiters: [], breakers: new Map() };
       forgetBeyondCap();
     }
     origins.set(origin, state);
     return state;
   }
 
-  /** Makes room for one more: the least recently used idle closed origin, else the least recently used idle one. */
+  /** The tenant's breaker at the origin, made most recent; a new one may push out the least recent closed one. */
+  function breakerOf(s: OriginState, tenant: string): BreakerState {
+    let b = s.breakers.get(tenant);
+    if (b) {
+      s.breakers.delete(tenant);
+    } else {
+      b = { failures: 0, cooldownMs: options.cooldownMs, probing: false };
+      if (s.breakers.size >= maxTenants) {
+        for (const [other, o] of s.breakers)
+          if (o.openUntil === undefined && !o.probing) {
+            s.breakers.delete(other);
+            break;
+          }
+      }
+    }
+    s.breakers.set(tenant, b);
+    return b;
+  }
+
+  /** Makes room for one more: the least recently used idle origin with no breaker open, else the least recently used idle one. */
   function forgetBeyondCap(): void {
     if (origins.size < maxOrigins) return;
     let victim: string | undefined;
     for (const [origin, s] of origins) {
       if (!idle(s)) continue;
-      if (s.openUntil === undefined) {
+      if (openAt(s) === 0) {
         victim = origin;
         break;
       }
@@ -118,24 +165,29 @@ export function createOriginPacing(options: OriginPacingOptions) {
   /** ±20 %: workers (and origins) that opened together do not probe together. */
   const jittered = (ms: number) => Math.round(ms * (0.8 + 0.4 * random()));
 
-  function open(origin: string, s: OriginState, cooldownMs: number): void {
+  function open(origin: string, s: OriginState, tenant: string, b: BreakerState, cooldownMs: number): void {
     const t = now();
-    s.cooldownMs = Math.min(cooldownMs, options.maxCooldownMs);
-    s.openUntil = t + jittered(s.cooldownMs);
-    s.openedAt ??= t;
-    s.probing = false;
-    options.onBreakerChange?.({ state: 'open', origin, failures: s.failures, cooldownMs: s.openUntil - t });
+    b.cooldownMs = Math.min(cooldownMs, options.maxCooldownMs);
+    b.openUntil = t + jittered(b.cooldownMs);
+    b.openedAt ??= t;
+    b.probing = false;
+    options.onBreakerChange?.({
+      state: 'open',
+      origin,
+      tenant,
+      failures: b.failures,
+      cooldownMs: b.openUntil - t,
+      openAtOrigin: openAt(s),
+    });
   }
 
-  function close(origin: string, s: OriginState): void {
-    const wasOpen = s.openUntil !== undefined;
-    const openForMs = now() - (s.openedAt ?? now());
-    s.failures = 0;
-    s.openUntil = undefined;
-    s.openedAt = undefined;
-    s.cooldownMs = options.cooldownMs;
-    s.probing = false;
-    if (wasOpen) options.onBreakerChange?.({ state: 'closed', origin, openForMs });
+  function close(origin: string, s: OriginState, tenant: string, b: BreakerState): void {
+    const wasOpen = b.openUntil !== undefined;
+    const openForMs = now() - (b.openedAt ?? now());
+    // Closed with no failure: the same as no breaker at all.
+    if (s.breakers.get(tenant) === b) s.breakers.delete(tenant);
+    if (wasOpen)
+      options.onBreakerChange?.({ state: 'closed', origin, tenant, openForMs, openAtOrigin: openAt(s) });
   }
 
   /**
@@ -143,26 +195,39 @@ export function createOriginPacing(options: OriginPacingOptions) {
    * the probe). Held ones are told when to come back: the cool-down's end spread over half its length again,
    * so they do not all return at the same moment.
    */
-  function admit(s: OriginState): { probe: boolean } | { retryAfterMs: number } {
-    if (s.openUntil === undefined) return { probe: false };
-    const left = s.openUntil - now();
-    if (left <= 0 && !s.probing) return { probe: true };
-    const wait = left > 0 ? left : s.cooldownMs;
+  function admit(b: BreakerState): { probe: boolean } | { retryAfterMs: number } {
+    if (b.openUntil === undefined) return { probe: false };
+    const left = b.openUntil - now();
+    if (left <= 0 && !b.probing) return { probe: true };
+    const wait = left > 0 ? left : b.cooldownMs;
     return { retryAfterMs: Math.round(wait * (1 + 0.5 * random())) };
   }
 
-  function release(origin: string, s: OriginState, probe: boolean, verdict: PacingVerdict): void {
+  /** Gives the slot back and tells the tenant's breaker (`b`: the one it has, if any) how the request went. */
+  function release(
+    origin: string,
+    s: OriginState,
+    tenant: string,
+    b: BreakerState | undefined,
+    probe: boolean,
+    verdict: PacingVerdict,
+  ): void {
     const next = s.waiters.shift();
     if (next) next.grant();
     else s.inFlight--;
-    if (probe) s.probing = false;
-    if (verdict === 'success') return close(origin, s);
-    if (verdict !== 'failure') return;
-    s.failures++;
+    if (b && probe) b.probing = false;
+    if (verdict === 'neutral') return;
+    if (verdict === 'success') {
+      if (b) close(origin, s, tenant, b);
+      return;
+    }
+    // The first failure makes the tenant's breaker.
+    const failing = b ?? breakerOf(s, tenant);
+    failing.failures++;
     // A failed probe opens it again, twice as long; failures of requests let through before it opened change nothing.
-    if (probe) open(origin, s, s.cooldownMs * 2);
-    else if (s.openUntil === undefined && s.failures >= options.breakerFailures)
-      open(origin, s, options.cooldownMs);
+    if (probe) open(origin, s, tenant, failing, failing.cooldownMs * 2);
+    else if (failing.openUntil === undefined && failing.failures >= options.breakerFailures)
+      open(origin, s, tenant, failing, options.cooldownMs);
   }
 
   /** Waits for a slot of the origin, FIFO, up to maxWaitMs or the signal; false when none came in time. */
@@ -196,26 +261,31 @@ export function createOriginPacing(options: OriginPacingOptions) {
 
   return {
     /**
-     * A request to `origin` asks to go: let through holding a slot (call `done` with how it went), or held by an
-     * open breaker (come back after retryAfterMs) or by a wait past maxWaitMs. The breaker is asked before and
-     * after the wait, so requests queued when it opens do not go on to a receiver it has given up on.
+     * A request of `opts.tenant` to `origin` asks to go: let through holding a slot of the origin (call `done`
+     * with how it went), or held by the tenant's open breaker there (come back after retryAfterMs) or by a wait
+     * past maxWaitMs. The breaker is asked before and after the wait, so requests queued when it opens do not go
+     * on to a receiver it has given up on.
      */
     async enter(origin: string, opts: EnterOptions): Promise<PacingEntry> {
+      const tenant = opts.tenant ?? '';
       const s = track(origin);
+      const breaker = () => s.breakers.get(tenant);
       if (!opts.bypassBreaker) {
-        const before = admit(s);
+        const b = breaker();
+        const before = b ? admit(b) : { probe: false };
         if ('retryAfterMs' in before) return { held: 'breaker_open', retryAfterMs: before.retryAfterMs };
       }
       if (!(await takeSlot(s, opts))) return { held: 'paced' };
       let probe = false;
       if (!opts.bypassBreaker) {
-        const after = admit(s);
+        const b = breaker();
+        const after = b ? admit(b) : { probe: false };
         if ('retryAfterMs' in after) {
-          release(origin, s, false, 'neutral');
+          release(origin, s, tenant, b, false, 'neutral');
           return { held: 'breaker_open', retryAfterMs: after.retryAfterMs };
         }
         probe = after.probe;
-        if (probe) s.probing = true;
+        if (probe) b!.probing = true;
       }
       let finished = false;
       return {
@@ -223,22 +293,33 @@ export function createOriginPacing(options: OriginPacingOptions) {
         done(verdict) {
           if (finished) return;
           finished = true;
-          release(origin, s, probe, verdict);
+          release(origin, s, tenant, s.breakers.get(tenant), probe, verdict);
         },
       };
     },
 
-    /** What the breaker of `origin` says now (tests and operators): untracked origins are closed. */
-    state(origin: string): {
+    /**
+     * What the breaker of `tenant` at `origin` says now, and the origin's slots (tests and operators): untracked
+     * ones are closed.
+     */
+    state(
+      origin: string,
+      tenant = '',
+    ): {
       breaker: 'closed' | 'open' | 'half-open';
       inFlight: number;
       waiting: number;
       failures: number;
     } {
       const s = origins.get(origin);
-      if (!s) return { breaker: 'closed', inFlight: 0, waiting: 0, failures: 0 };
-      const breaker = s.openUntil === undefined ? 'closed' : s.openUntil > now() ? 'open' : 'half-open';
-      return { breaker, inFlight: s.inFlight, waiting: s.waiters.length, failures: s.failures };
+      const b = s?.breakers.get(tenant);
+      const breaker = b?.openUntil === undefined ? 'closed' : b.openUntil > now() ? 'open' : 'half-open';
+      return {
+        breaker,
+        inFlight: s?.inFlight ?? 0,
+        waiting: s?.waiters.length ?? 0,
+        failures: b?.failures ?? 0,
+      };
     },
 
     /** How many origins are tracked now (bounded by maxOrigins while any is idle). */

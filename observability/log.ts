@@ -198,6 +198,8 @@ export const ACTIVITY_FAMILIES: Record<keyof Activities, LogFields['family']> = 
   callbackAttemptCount: 'callback',
   gaveUpCallbacks: 'callback',
   saveRecoverProgress: 'callback',
+  takeRecoverSend: 'callback',
+  returnRecoverSend: 'callback',
   opsAlertSettings: 'ops',
   classifyFailedRun: 'ops',
   callbackExhaustedAlert: 'ops',

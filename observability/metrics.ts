@@ -82,7 +82,9 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}) 
   // series exists from an origin's first opening until the pacing forgets the origin).
   const breakerOpen = new Gauge({
     name: 'flow_notify_callback_breaker_open',
-    help: "1 while a receiver origin's circuit breaker holds this worker's callbacks to it (open or half-open), else 0.",
+    help:
+      "Teams whose circuit breaker at a receiver origin holds this worker's callbacks to it (open or half-open); 0 " +
+      'once none does (each team has its own breaker at an origin).',
     labelNames: ['origin'] as const,
     registers,
   });
@@ -167,10 +169,10 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}) 
     callbackHeld(reason: 'breaker_open' | 'paced'): void {
       callbacksHeld.inc({ reason });
     },
-    /** An origin's breaker opened (true) or closed (false); undefined: the origin is no longer tracked. */
-    callbackBreaker(origin: string, open: boolean | undefined): void {
-      if (open === undefined) breakerOpen.remove({ origin });
-      else breakerOpen.set({ origin }, open ? 1 : 0);
+    /** How many teams' breakers at an origin are open now; undefined: the origin is no longer tracked. */
+    callbackBreaker(origin: string, openTeams: number | undefined): void {
+      if (openTeams === undefined) breakerOpen.remove({ origin });
+      else breakerOpen.set({ origin }, openTeams);
     },
     operatorAlert(kind: string, result: 'sent' | 'already_sent' | 'failed'): void {
       operatorAlerts.inc({ kind: bounded(kind, OPERATOR_ALERT_KINDS), result });

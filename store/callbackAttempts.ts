@@ -39,8 +39,9 @@ export interface CallbackAttemptRow {
   nextWaitSeconds?: number;
   /** When that next attempt is due (the attempt's end plus the wait); absent where nextWaitSeconds is. */
   nextAttemptAt?: Date;
-  /** episode (its own schedule) or redeliver (a manual redelivery). */
+  /** episode (its own schedule) or redeliver (a manual redelivery, or a recover's: then recoverId says which). */
   trigger: CallbackTrigger;
+  recoverId?: string;
   /** The episode's own schedule gave up on this attempt (a refusal, or the last attempt it had). */
   gaveUp?: true;
   /** The Temporal activity's attempt (more than 1: a worker was lost mid-attempt) and its workflow. */

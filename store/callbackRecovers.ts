@@ -6,8 +6,10 @@ import type { RecoverCounts } from '../contract/workflows';
 import { CLAIM_RETENTION_SECONDS } from './claims';
 import type { IndexSpec } from './mongo';
 
-export interface CallbackRecoverRow extends RecoverCounts {
+export interface CallbackRecoverRow extends Omit<RecoverCounts, 'waitingForBudgetUntil'> {
   _id: string;
+  /** While the recover waits for the team's redelivery budget: when a slot frees; null or absent otherwise. */
+  waitingForBudgetUntil?: Date | null;
   teamId: string;
   status: 'running' | 'completed';
   since: Date;
@@ -56,9 +58,12 @@ export function createCallbackRecoverStore(db: Db) {
             ...identity(recover, now),
             status: 'running',
             found: 0,
+            skipped: 0,
             sent: 0,
             delivered: 0,
             failed: 0,
+            held: 0,
+            stoppedAtMax: false,
             updatedAt: now,
           },
         },
@@ -73,10 +78,17 @@ export function createCallbackRecoverStore(db: Db) {
       completed: boolean,
       now: Date,
     ): Promise<void> {
+      const { waitingForBudgetUntil, ...totals } = counts;
+      const waiting = waitingForBudgetUntil && !completed ? new Date(waitingForBudgetUntil) : null;
       await rows.updateOne(
         { _id: recover.id },
         {
-          $set: { ...counts, updatedAt: now, ...(completed ? { status: 'completed' as const } : {}) },
+          $set: {
+            ...totals,
+            waitingForBudgetUntil: waiting,
+            updatedAt: now,
+            ...(completed ? { status: 'completed' as const } : {}),
+          },
           $setOnInsert: { ...identity(recover, now), ...(completed ? {} : { status: 'running' as const }) },
         },
         { upsert: true },

@@ -125,7 +125,9 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     limit: 1001,
     index: 'episode_recent',
     hot: true,
-    note: 'the attempt log of each episode on a page of GET /runs/:id/episodes (newest 1,000)',
+    note:
+      'the attempt log of each episode on a page of GET /runs/:id/episodes (newest 1,000); a recover, for each ' +
+      'give-up, whether it was re-sent lately (newest 50)',
   },
   {
     module: 'callbackAttempts',

@@ -2,7 +2,8 @@
 // process and a burst racing on one key admits up to the limit and at least one. A hit is one use of a slot whose
 // last use has left the window; a refusal stores nothing.
 // Rows expire by TTL where the server has it; the sweep's reaper removes them where it has not (FerretDB v1). Only
-// the reaper and a hit giving back its own fresh row delete, so no one deletes a row someone else just wrote.
+// the reaper and a hit giving back its own row (at once, or later by its useId) delete, so no one deletes a row
+// someone else just wrote.
 import type { Db } from 'mongodb';
 import type { IndexSpec } from './mongo';
 import { takeSlots, type SlotRow } from './slots';
@@ -22,6 +23,8 @@ export type Admission =
   | {
       admitted: true;
       /** Gives the slot back (a later step refused the request). */ release(): Promise<void>;
+      /** The slot's use this hit holds (giveBack takes it back later, from another process). */
+      useId?: string;
     }
   | {
       admitted: false;
@@ -90,8 +93,9 @@ export function createRateLimitStore(db: Db) {
       const wanted: string[] = [];
       for (const key of unique) {
         const inWindow = (byKey.get(key) ?? []).filter(held);
-        if (hitId !== undefined && inWindow.some((row) => row.hitId === hitId)) {
-          answers.set(key, { admitted: true, release: async () => undefined });
+        const repeated = hitId !== undefined ? inWindow.find((row) => row.hitId === hitId) : undefined;
+        if (repeated) {
+          answers.set(key, { admitted: true, release: async () => undefined, useId: repeated._id });
         } else if (inWindow.length >= rule.limit) answers.set(key, refusal(inWindow, rule, now));
         else wanted.push(key);
       }
@@ -118,11 +122,19 @@ export function createRateLimitStore(db: Db) {
         answers.set(
           key,
           use
-            ? { admitted: true, release: async () => void (await rows.deleteOne({ _id: use._id })) }
+            ? { admitted: true, release: () => store.giveBack(use._id), useId: use._id }
             : refusal((again.get(key) ?? []).filter(held), rule, now),
         );
       });
       return answers;
+    },
+
+    /**
+     * Gives back the slot use a hit was admitted with (its useId), when what it counted did not happen after all:
+     * the hit's own row, which no one else writes (a slot's next use is a row of its own).
+     */
+    async giveBack(useId: string): Promise<void> {
+      await rows.deleteOne({ _id: useId });
     },
 
     /** TTL does this where the server has it; the sweep's reaper where it has not. */

@@ -2,13 +2,36 @@
 // down long enough for a schedule of attempts, then back. Every callback of the team that gave up in the window is
 // delivered once more (same webhook-id, a signature that verifies), and nothing else is sent.
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { Webhook } from 'standardwebhooks';
-import { callbackRecoverWorkflowId, type EpisodeResult } from '../contract/workflows';
+import {
+  callbackRecoverWorkflowId,
+  callbackRedeliverWorkflowId,
+  type EpisodeResult,
+} from '../contract/workflows';
+import { createOriginPacing } from '../net/originPacing';
 import type { Stores } from '../store';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
-import type { ApiClient } from './support/harness';
+import { saveHistory, type ApiClient } from './support/harness';
+
+/** RECORD_FIXTURES=1 saves the histories these tests produce (from the code as it is) as replay fixtures. */
+function record(stack: FamilyStack, workflowId: string, name: string): void {
+  if (process.env.RECORD_FIXTURES === '1')
+    saveHistory(stack.config, workflowId, path.resolve(__dirname, 'fixtures', name));
+}
+
+/** Polls `check` until it answers something other than undefined (a condition, not a duration). */
+async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
 
 describe('recover of the callbacks that gave up', function () {
   let receiver: CallbackReceiver;
@@ -73,6 +96,8 @@ describe('recover of the callbacks that gave up', function () {
     assert.equal(started.status, 202, started.text);
     const id = started.body.id as string;
     const progress = await finished(alice, id);
+    // The current path's fixture (callback-recover-history.json was recorded here before issue #35).
+    record(stack, callbackRecoverWorkflowId('acme'), 'callback-recover-bounded-history.json');
     assert.deepEqual(
       { ...progress, since: undefined, until: undefined },
       {
@@ -81,9 +106,12 @@ describe('recover of the callbacks that gave up', function () {
         since: undefined,
         until: undefined,
         found: 3,
+        skipped: 0,
         sent: 3,
         delivered: 3,
         failed: 0,
+        held: 0,
+        stoppedAtMax: false,
       },
     );
     assert.equal(progress.since, since);
@@ -149,5 +177,223 @@ describe('recover of the callbacks that gave up', function () {
 
   it('an unknown id is 404', async () => {
     assert.equal((await alice.get('/api/v1/callbacks/recover/rec_missing')).status, 404);
+  });
+});
+
+// Issue #35, item 1: a recover is no amplifier. What it re-sent within CALLBACK_RECOVER_RESEND_AFTER_SECONDS is
+// skipped by the next one, its sends count against the team's redelivery budget, an open breaker holds them, and
+// one recover sends at most CALLBACK_RECOVER_MAX. Each test has its own receiver (its own origin) and team.
+describe('a recover is no amplifier', function () {
+  const TEAM_BUDGET = 4;
+  const RECOVER_MAX = 3;
+  const BREAKER_FAILURES = 3;
+  let stack: FamilyStack;
+  let stores: Stores;
+  let client: Client;
+  const receivers: CallbackReceiver[] = [];
+
+  before(async () => {
+    stack = await startFamilyStack(
+      {
+        CALLBACK_RETRY_SECONDS: '1',
+        CALLBACK_ALLOW_PRIVATE: '1',
+        CALLBACK_TIMEOUT_SECONDS: '2',
+        SWEEP_INTERVAL_SECONDS: '3600',
+        CALLBACK_REDELIVER_RATE_LIMIT_PER_TEAM: String(TEAM_BUDGET),
+        CALLBACK_REDELIVER_RATE_WINDOW_SECONDS: '3600',
+        CALLBACK_RECOVER_MAX: String(RECOVER_MAX),
+      },
+      {
+        // A breaker that stays open for the test once it opened (an hour's cool-down).
+        callbackPacing: createOriginPacing({
+          maxInFlight: 8,
+          breakerFailures: BREAKER_FAILURES,
+          cooldownMs: 3_600_000,
+          maxCooldownMs: 3_600_000,
+        }),
+      },
+    );
+    ({ stores, client } = stack);
+  });
+  after(async () => {
+    await stack?.stop();
+    for (const receiver of receivers) await receiver.close();
+  });
+
+  async function receiverAnswering(status: number): Promise<CallbackReceiver> {
+    const receiver = await CallbackReceiver.start();
+    receivers.push(receiver);
+    receiver.answerAlways({ status });
+    return receiver;
+  }
+
+  /** `n` runs of the caller's team whose callbacks gave up (the receiver refuses them), their episode ids. */
+  async function gaveUp(caller: ApiClient, receiver: CallbackReceiver, n: number): Promise<string[]> {
+    const episodes: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const res = await caller.post('/api/v1/runs', { callback: { url: receiver.url } });
+      assert.equal(res.status, 201, res.text);
+      const runId = res.body.id as string;
+      assert.equal((await caller.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'ok' })).status, 200);
+      episodes.push(`${runId}:end`);
+    }
+    for (const episode of episodes) {
+      const result = (await client.workflow.getHandle(episode).result()) as EpisodeResult;
+      assert.equal(result.callback, 'gave_up', episode);
+    }
+    return episodes;
+  }
+
+  const runOf = (episodeId: string) => episodeId.slice(0, -':end'.length);
+
+  async function startRecover(caller: ApiClient, since: string): Promise<string> {
+    const res = await caller.post('/api/v1/callbacks/recover', { since });
+    assert.equal(res.status, 202, res.text);
+    return res.body.id as string;
+  }
+
+  async function progressOf(caller: ApiClient, id: string): Promise<Record<string, unknown>> {
+    const res = await caller.get(`/api/v1/callbacks/recover/${id}`);
+    assert.equal(res.status, 200, res.text);
+    return res.body;
+  }
+
+  async function recovered(caller: ApiClient, team: string, since: string): Promise<Record<string, unknown>> {
+    const id = await startRecover(caller, since);
+    await client.workflow.getHandle(callbackRecoverWorkflowId(team)).result();
+    return progressOf(caller, id);
+  }
+
+  const counts = (p: Record<string, unknown>) => ({
+    found: p.found,
+    skipped: p.skipped,
+    sent: p.sent,
+    delivered: p.delivered,
+    failed: p.failed,
+    held: p.held,
+    stoppedAtMax: p.stoppedAtMax,
+  });
+
+  it('a give-up re-sent within CALLBACK_RECOVER_RESEND_AFTER_SECONDS is skipped by the next recover, and counted so', async () => {
+    const caller = stack.anonymous.as('umbrella-admin', 'umbrella');
+    const receiver = await receiverAnswering(400);
+    const since = new Date(Date.now() - 1000).toISOString();
+    const episodes = await gaveUp(caller, receiver, 2);
+    assert.equal(receiver.received.length, 2);
+
+    // The receiver still refuses: the first recover sends both, and both fail.
+    const first = await recovered(caller, 'umbrella', since);
+    assert.deepEqual([first.found, first.sent, first.failed], [2, 2, 2]);
+    assert.equal(receiver.received.length, 4);
+
+    // A second recover right after finds them still given up, and sends nothing: it skips them, and says so.
+    const second = await recovered(caller, 'umbrella', since);
+    assert.deepEqual([second.found, second.sent], [2, 0], 'the second recover sends nothing');
+    assert.equal(receiver.received.length, 4, 'nothing reached the receiver again');
+    const none = { delivered: 0, failed: 0, held: 0, stoppedAtMax: false };
+    assert.deepEqual(counts(first), { ...none, found: 2, skipped: 0, sent: 2, failed: 2 });
+    assert.deepEqual(counts(second), { ...none, found: 2, skipped: 2, sent: 0 });
+
+    // Once the re-sends are older than the setting (rows moved back two hours), a recover sends them again.
+    await stack.mongo.db
+      .collection('callback_attempts')
+      .updateMany(
+        { episodeId: { $in: episodes }, trigger: 'redeliver' },
+        { $set: { at: new Date(Date.now() - 2 * 3600_000) } },
+      );
+    const third = await recovered(caller, 'umbrella', since);
+    assert.deepEqual([third.found, third.skipped, third.sent], [2, 0, 2]);
+    assert.equal(receiver.received.length, 6);
+  });
+
+  it("with the team's redelivery budget spent, a recover sends nothing past it and says it waits for it", async () => {
+    // The issue's probe: the team's budget is TEAM_BUDGET; manual redeliveries answer 202 until it is spent, then 429.
+    const caller = stack.anonymous.as('initech-admin', 'initech');
+    const receiver = await receiverAnswering(400);
+    const since = new Date(Date.now() - 1000).toISOString();
+    const episodes = await gaveUp(caller, receiver, TEAM_BUDGET + 1);
+    const statuses: number[] = [];
+    for (const episode of episodes) {
+      const res = await caller.post(`/api/v1/runs/${runOf(episode)}/episodes/${episode}/callback/redeliver`);
+      statuses.push(res.status);
+    }
+    assert.deepEqual(statuses, [...Array<number>(TEAM_BUDGET).fill(202), 429]);
+    for (const episode of episodes.slice(0, TEAM_BUDGET))
+      await client.workflow.getHandle(callbackRedeliverWorkflowId(episode)).result();
+    const before = receiver.received.length;
+    assert.equal(before, 2 * TEAM_BUDGET + 1);
+
+    // The recover skips the ones just redelivered, and the last one waits for the team's budget.
+    const id = await startRecover(caller, since);
+    const recoverHandle = client.workflow.getHandle(callbackRecoverWorkflowId('initech'));
+    try {
+      const waiting = await until('the recover to wait for the budget, or to end', async () => {
+        const p = await progressOf(caller, id);
+        return p.waitingForBudgetUntil !== undefined || p.status === 'completed' ? p : undefined;
+      });
+      assert.deepEqual(
+        { found: waiting.found, skipped: waiting.skipped, sent: waiting.sent, status: waiting.status },
+        { found: TEAM_BUDGET + 1, skipped: TEAM_BUDGET, sent: 0, status: 'running' },
+      );
+      assert.ok(
+        Date.parse(String(waiting.waitingForBudgetUntil)) > Date.now(),
+        `waits until ${String(waiting.waitingForBudgetUntil)}`,
+      );
+      assert.equal(receiver.received.length, before, 'nothing sent past the budget');
+    } finally {
+      await recoverHandle.terminate('test over').catch(() => undefined);
+    }
+  });
+
+  it("a recover's redeliveries do not go past an open breaker: held, counted, and left given up", async () => {
+    const caller = stack.anonymous.as('hooli-admin', 'hooli');
+    const receiver = await receiverAnswering(400);
+    const since = new Date(Date.now() - 1000).toISOString();
+    // Callbacks that gave up (refused with a 400: the receiver is up for the breaker, so it stays closed).
+    const episodes = await gaveUp(caller, receiver, 2 * BREAKER_FAILURES);
+    // Then the receiver fails: manual redeliveries of some (they go past a breaker, and their failures count)
+    // open the team's breaker there.
+    receiver.answerAlways({ status: 503 });
+    const opening = episodes.slice(0, BREAKER_FAILURES);
+    for (const episode of opening) {
+      const res = await caller.post(`/api/v1/runs/${runOf(episode)}/episodes/${episode}/callback/redeliver`);
+      assert.equal(res.status, 202, res.text);
+      await client.workflow.getHandle(callbackRedeliverWorkflowId(episode)).result();
+    }
+    const before = receiver.received.length;
+    const rest = episodes.slice(BREAKER_FAILURES);
+    const claimsBefore = await Promise.all(rest.map((e) => stores.claims.describe(`cb|${e}`)));
+
+    // The recover skips the ones just redelivered; the others are held by the open breaker.
+    const progress = await recovered(caller, 'hooli', since);
+    assert.equal(receiver.received.length, before, 'nothing went past the open breaker');
+    record(stack, callbackRedeliverWorkflowId(rest[0]), 'callback-redeliver-held-history.json');
+    assert.deepEqual(counts(progress), {
+      found: 2 * BREAKER_FAILURES,
+      skipped: BREAKER_FAILURES,
+      sent: 0,
+      delivered: 0,
+      failed: 0,
+      held: BREAKER_FAILURES,
+      stoppedAtMax: false,
+    });
+    // Held is not a failure: each claim reads as it did (a later recover finds them again).
+    const claimsAfter = await Promise.all(rest.map((e) => stores.claims.describe(`cb|${e}`)));
+    assert.deepEqual(
+      claimsAfter.map((c) => c.result),
+      claimsBefore.map((c) => c.result),
+    );
+  });
+
+  it('one recover sends at most CALLBACK_RECOVER_MAX, and its progress says it stopped there', async () => {
+    const caller = stack.anonymous.as('stark-admin', 'stark');
+    const receiver = await receiverAnswering(400);
+    const since = new Date(Date.now() - 1000).toISOString();
+    await gaveUp(caller, receiver, RECOVER_MAX + 2);
+    const before = receiver.received.length;
+    const progress = await recovered(caller, 'stark', since);
+    assert.equal(progress.status, 'completed');
+    assert.deepEqual([progress.sent, progress.stoppedAtMax], [RECOVER_MAX, true]);
+    assert.equal(receiver.received.length, before + RECOVER_MAX);
   });
 });

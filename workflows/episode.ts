@@ -7,7 +7,14 @@ import {
   type EpisodeOptions,
   type EpisodeResult,
 } from '../contract/workflows';
-import { callbackWaitSeconds, jitteredWaitSeconds, shouldNotify } from '../domain/callback';
+import type { CallbackAttempt } from '../contract/activities';
+import {
+  callbackScheduleSpanSeconds,
+  callbackWaitSeconds,
+  heldWaitSeconds,
+  jitteredWaitSeconds,
+  shouldNotify,
+} from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
 import { kindFor } from '../domain/push';
 import { callbackAttemptCalls, fanOutCalls, holder, quickCalls, type QuickCalls } from './common';
@@ -34,6 +41,12 @@ export const CALLBACK_RELEASES_ON_THROW = 'callback-branch-releases-claim-on-thr
 
 /** Marks histories in which a callback that gave up raises a callback_exhausted operator alert. */
 export const CALLBACK_EXHAUSTED_ALERT_PATCH = 'callback-gave-up-alerts-operator';
+
+/**
+ * Marks histories in which an attempt the worker held (the team's breaker open, no slot free: nothing sent) waits
+ * and goes again instead of spending one of the schedule's attempts, within the schedule's longest span.
+ */
+export const CALLBACK_HELD_ATTEMPT_WAITS_PATCH = 'callback-held-attempt-waits-not-spent';
 
 async function pushBranch(quick: QuickCalls, outcome: RunOutcome): Promise<BranchResult> {
   const kind = kindFor(outcome);
@@ -64,8 +77,9 @@ async function pushBranch(quick: QuickCalls, outcome: RunOutcome): Promise<Branc
 }
 
 /**
- * The completion callback: its own claim, then up to n + 1 signed attempts with the same webhook-id. A refusal
- * (SSRF guard, a 4xx other than 408/429) or an exhausted schedule settles it too: bounded, best effort.
+ * The completion callback: its own claim, then up to n + 1 signed attempts with the same webhook-id; an attempt the
+ * worker holds (nothing sent) waits and goes again without spending one. A refusal (SSRF guard, a 4xx other than
+ * 408/429) or an exhausted schedule settles it too: bounded, best effort.
  */
 async function callbackBranch(
   quick: QuickCalls,
@@ -80,39 +94,60 @@ async function callbackBranch(
   // Histories started without a jitter keep their waits as listed and draw nothing.
   const jitter = options.callbackRetryJitter;
   const callbackAttempt = callbackAttemptCalls(options.callbackAttemptSeconds);
+  // Held attempts wait within the schedule's longest span (its waits at their longest): the episode ends no later
+  // than it could before, and past that end the next attempt is the last, held or not.
+  const holdsEndAt = Date.now() + callbackScheduleSpanSeconds(waits, jitter) * 1000;
+  let heldBefore = false;
+  const secondsToHoldsEnd = () => Math.max(1, Math.ceil((holdsEndAt - Date.now()) / 1000));
   try {
     for (let attempt = 0; ; attempt++) {
       // The wait is drawn before the attempt (Math.random is Temporal's seeded one: the same on replay), so the
       // attempt's row can say when the next one comes.
-      const scheduled =
+      const drawn =
         jitter !== undefined && waits[attempt] !== undefined
           ? jitteredWaitSeconds(waits[attempt], jitter, Math.random())
           : waits[attempt];
-      // Where the attempt sits in the schedule is for the attempt log only: histories recorded without it
-      // replay the same commands (an activity's input is not part of what replay compares).
-      const result = await callbackAttempt.sendCallback(
-        outcome.episodeId,
-        outcome.runId,
-        {
-          attempt: attempt + 1,
-          waitIfRetried: scheduled,
-          ...(jitter !== undefined ? { scheduleUncapped: true } : {}),
-          trigger: 'episode',
-        },
-        outcome.teamId,
-      );
+      // Only after a hold can the span run out before the schedule does (it covers every wait at its longest).
+      const pastHoldsEnd = heldBefore && Date.now() >= holdsEndAt;
+      const scheduled = pastHoldsEnd ? undefined : drawn;
+      let result: CallbackAttempt;
+      for (let held = 0; ; held++) {
+        const heldWaits = !pastHoldsEnd && Date.now() < holdsEndAt;
+        // Where the attempt sits in the schedule is for the attempt log only: histories recorded without it
+        // replay the same commands (an activity's input is not part of what replay compares).
+        result = await callbackAttempt.sendCallback(
+          outcome.episodeId,
+          outcome.runId,
+          {
+            attempt: attempt + 1,
+            waitIfRetried: scheduled,
+            ...(jitter !== undefined ? { scheduleUncapped: true } : {}),
+            trigger: 'episode',
+            ...(heldWaits ? { heldWaits: { held } } : {}),
+          },
+          outcome.teamId,
+        );
+        // Held (nothing sent): it waits for the breaker, or for a slot, and goes again; it spends nothing. Only
+        // attempts of activities that tell a hold reach the patch check: histories recorded before replay unchanged.
+        if (result.result !== 'retry' || !result.held || !heldWaits) break;
+        if (!patched(CALLBACK_HELD_ATTEMPT_WAITS_PATCH)) break;
+        heldBefore = true;
+        await sleep(Math.min(heldWaitSeconds(result.retryAfterSeconds, held), secondsToHoldsEnd()) * 1000);
+      }
       if (result.result === 'delivered') {
         await quick.markDelivered(key, me);
         return 'delivered';
       }
-      if (result.result === 'stop' || attempt >= waits.length) {
+      if (result.result === 'stop' || attempt >= waits.length || scheduled === undefined) {
         await quick.markDelivered(key, me, `gave_up: ${result.detail}`);
         if (patched(CALLBACK_EXHAUSTED_ALERT_PATCH))
           await alertCallbackExhausted(quick, outcome, attempt + 1, result.detail);
         return 'gave_up';
       }
-      // A durable timer: hours of waiting cost nothing, and a restart of anything loses none of it.
-      await sleep(callbackWaitSeconds(scheduled!, result.retryAfterSeconds, jitter !== undefined) * 1000);
+      // A durable timer: hours of waiting cost nothing, and a restart of anything loses none of it. After a hold,
+      // no wait goes past the span's end.
+      const wait = callbackWaitSeconds(scheduled, result.retryAfterSeconds, jitter !== undefined);
+      await sleep((heldBefore ? Math.min(wait, secondsToHoldsEnd()) : wait) * 1000);
     }
   } catch (err) {
     // An attempt (or a settle) that failed past its retries: release the claim, so the claim, the episodes view

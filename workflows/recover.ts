@@ -3,7 +3,18 @@
 // (workflows/redeliver.ts, as a child with that route's id: never two redeliveries of one episode at once), a
 // few at a time. Its progress goes to its store row after every batch. One per team at a time: its id is the
 // team's (contract/workflows.ts).
-import { continueAsNew, executeChild, ParentClosePolicy, workflowInfo } from '@temporalio/workflow';
+//
+// It is no amplifier: a give-up re-sent lately (by a redelivery or an earlier recover) is skipped, each send takes
+// a slot of the team's redelivery budget first (waiting on a durable timer while it is spent), its redeliveries do
+// not go past the team's open breaker (held: nothing sent, still given up), and it sends at most maxSends.
+import {
+  continueAsNew,
+  executeChild,
+  ParentClosePolicy,
+  patched,
+  sleep,
+  workflowInfo,
+} from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { GaveUpPage } from '../contract/activities';
 import { runAttributes } from '../contract/searchAttributes';
@@ -25,15 +36,126 @@ export const RECOVER_PAGE = 100;
 /** Pages per execution before it continues as new (a page is a few hundred history events). */
 const PAGES_PER_RUN = 10;
 
+/**
+ * Marks executions that skip give-ups re-sent lately, take a slot of the team's redelivery budget per send, count
+ * held redeliveries, and stop at maxSends. A recover continued as new takes it from the new execution on.
+ */
+export const RECOVER_BOUNDED_PATCH = 'recover-skips-resent-takes-team-budget-stops-at-max';
+
+type Callback = GaveUpPage['callbacks'][number];
+
 export async function callbackRecoverWorkflow(input: RecoverInput): Promise<RecoverCounts> {
+  if (!patched(RECOVER_BOUNDED_PATCH)) return recoverUnbounded(input);
+  const counts: RecoverCounts = {
+    ...{ found: 0, skipped: 0, sent: 0, delivered: 0, failed: 0, held: 0, stoppedAtMax: false },
+    ...input.progress,
+  };
+  const max = input.maxSends ?? Infinity;
+  let after = input.after;
+  const recover = identityOf(input);
+  const save = (completed: boolean) => store.saveRecoverProgress(recover, counts, completed);
+  const sendOf = (callback: Callback) => ({
+    teamId: input.teamId,
+    recoverId: input.recoverId,
+    episodeId: callback.episodeId,
+  });
+
+  // Redeliveries in flight (at most RECOVER_WIDTH); each takes its budget slot just before it starts.
+  const inFlight = new Set<Promise<void>>();
+  let doneSinceSaved = 0;
+  const oneDone = () => Promise.race(inFlight);
+
+  function start(callback: Callback): void {
+    const running: Promise<void> = (async () => {
+      const result = await redeliver(input.teamId, callback, input.recoverId);
+      if (result === 'delivered' || result === 'failed') {
+        counts[result]++;
+        counts.sent++;
+      } else {
+        // Held, or another delivery of it ran meanwhile: nothing sent, its budget slot goes back.
+        if (result === 'held') counts.held = (counts.held ?? 0) + 1;
+        await store.returnRecoverSend(sendOf(callback));
+      }
+      if (++doneSinceSaved >= RECOVER_WIDTH) {
+        doneSinceSaved = 0;
+        await save(false);
+      }
+    })().then(() => void inFlight.delete(running));
+    inFlight.add(running);
+  }
+
+  /**
+   * A slot of the team's redelivery budget for the callback's send. While the budget is spent, a redelivery in
+   * flight may give its slot back; with none in flight, wait for the budget's next slot to free.
+   */
+  async function takeBudget(callback: Callback): Promise<void> {
+    for (;;) {
+      const taken = await store.takeRecoverSend(sendOf(callback));
+      if (taken.admitted) break;
+      if (inFlight.size) {
+        await oneDone();
+        continue;
+      }
+      counts.waitingForBudgetUntil = taken.freeAt;
+      await save(false);
+      await sleep(taken.retryAfterSeconds * 1000);
+    }
+    delete counts.waitingForBudgetUntil;
+  }
+
+  pages: for (let pages = 1; ; pages++) {
+    const page = await store.gaveUpCallbacks({
+      teamId: input.teamId,
+      since: input.since,
+      until: input.until,
+      limit: RECOVER_PAGE,
+      ...(input.resendAfterSeconds !== undefined ? { resentWithinSeconds: input.resendAfterSeconds } : {}),
+      ...(after ? { after } : {}),
+    });
+    const skipped = page.skipped ?? 0;
+    counts.found += page.callbacks.length + skipped;
+    counts.skipped = (counts.skipped ?? 0) + skipped;
+    if (page.callbacks.length || skipped) await save(false);
+    for (const callback of page.callbacks) {
+      // Never more in flight than the sends left before the max (one held or busy sends nothing: more may go).
+      while (inFlight.size >= RECOVER_WIDTH || (inFlight.size && counts.sent + inFlight.size >= max))
+        await oneDone();
+      if (counts.sent >= max) {
+        counts.stoppedAtMax = true; // callbacks left on this page: another recover sends them
+        break pages;
+      }
+      await takeBudget(callback);
+      start(callback);
+    }
+    await Promise.all(inFlight);
+    await save(false);
+    if (!page.next) break;
+    after = page.next;
+    if (counts.sent >= max) {
+      counts.stoppedAtMax = true; // more pages of give-ups: another recover sends them
+      break;
+    }
+    if (pages >= PAGES_PER_RUN || workflowInfo().continueAsNewSuggested)
+      await continueAsNew<typeof callbackRecoverWorkflow>({ ...input, after, progress: counts });
+  }
+  await Promise.all(inFlight);
+  await save(true);
+  return counts;
+}
+
+/** What the progress row is keyed and described by. */
+const identityOf = (input: RecoverInput): RecoverInput => ({
+  recoverId: input.recoverId,
+  teamId: input.teamId,
+  since: input.since,
+  until: input.until,
+});
+
+/** Executions started before RECOVER_BOUNDED_PATCH: every give-up still given up is sent, unbounded. */
+async function recoverUnbounded(input: RecoverInput): Promise<RecoverCounts> {
   const counts: RecoverCounts = { ...(input.progress ?? { found: 0, sent: 0, delivered: 0, failed: 0 }) };
   let after = input.after;
-  const recover: RecoverInput = {
-    recoverId: input.recoverId,
-    teamId: input.teamId,
-    since: input.since,
-    until: input.until,
-  };
+  const recover = identityOf(input);
   for (let pages = 1; ; pages++) {
     const page = await store.gaveUpCallbacks({
       teamId: input.teamId,
@@ -64,15 +186,19 @@ export async function callbackRecoverWorkflow(input: RecoverInput): Promise<Reco
   return counts;
 }
 
-/** The episode's redelivery; 'busy' when one of it is running already (the route's, or the episode's own). */
+/**
+ * The episode's redelivery (a recover's, when recoverId is given: it does not go past the team's open breaker);
+ * 'busy' when one of it is running already (the route's, or the episode's own).
+ */
 async function redeliver(
   teamId: string,
-  callback: GaveUpPage['callbacks'][number],
+  callback: Callback,
+  recoverId?: string,
 ): Promise<RedeliverResult['result'] | 'busy'> {
   try {
     const { result } = await executeChild(callbackRedeliverWorkflow, {
       workflowId: callbackRedeliverWorkflowId(callback.episodeId),
-      args: [{ teamId, ...callback }],
+      args: [{ teamId, ...callback, ...(recoverId ? { recoverId } : {}) }],
       // A closed redelivery of the episode may be followed by this one; a running one is not doubled. A recover
       // that is terminated leaves the redeliveries it started to finish.
       workflowIdReusePolicy: 'ALLOW_DUPLICATE',

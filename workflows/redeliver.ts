@@ -22,6 +22,9 @@ const store = localStoreCalls;
 /** Marks executions that redeliver any settled callback and check the request's view of the attempt log. */
 export const REDELIVER_ANY_SETTLED_PATCH = 'redeliver-any-settled';
 
+/** Marks executions in which an attempt the worker held (nothing sent) leaves the claim as it was. */
+export const REDELIVER_HELD_LEAVES_CLAIM_PATCH = 'redelivery-held-leaves-claim';
+
 export async function callbackRedeliverWorkflow(input: RedeliverInput): Promise<RedeliverResult> {
   const key = claimKeys.callback(input.episodeId);
   if (!patched(REDELIVER_ANY_SETTLED_PATCH)) return redeliverGaveUp(input, key);
@@ -35,17 +38,22 @@ export async function callbackRedeliverWorkflow(input: RedeliverInput): Promise<
   )
     return { result: 'superseded' };
   const gaveUp = claim.result?.startsWith('gave_up') ?? false;
-  // The attempt log numbers it after the episode's attempts (the activity starts from their count).
+  // The attempt log numbers it after the episode's attempts (the activity starts from their count). A recover's
+  // does not go past the team's open breaker.
   const sent = await attempt.sendCallback(
     input.episodeId,
     input.runId,
-    { attempt: 1, trigger: 'redeliver' },
+    { attempt: 1, trigger: 'redeliver', ...(input.recoverId ? { recoverId: input.recoverId } : {}) },
     input.teamId,
   );
   if (sent.result === 'delivered') {
     if (gaveUp) await store.resettleClaim(key, 'redelivered');
     return { result: 'delivered', status: sent.status };
   }
+  // Held, nothing went out: the claim keeps what the last send said. Only activities that tell a hold reach
+  // the patch check: histories recorded before replay unchanged.
+  if (sent.result === 'retry' && sent.held && patched(REDELIVER_HELD_LEAVES_CLAIM_PATCH))
+    return { result: 'held', held: sent.held, detail: sent.detail };
   // A failure never overwrites a delivery, and raises no alert: the launcher asked and sees the outcome.
   if (gaveUp) await store.resettleClaim(key, `gave_up: ${sent.detail}`);
   return {

@@ -21,6 +21,11 @@ export interface CallbacksRouterDeps {
   rateLimits: RateLimitStore;
   /** Recovers per team: each may send every callback the team's receivers missed. */
   recoverLimit: RateLimit;
+  /**
+   * What one recover may send (CALLBACK_RECOVER_MAX), and how recent a re-send it skips
+   * (CALLBACK_RECOVER_RESEND_AFTER_SECONDS): fixed in its input when it starts.
+   */
+  recoverBounds: Pick<RecoverInput, 'maxSends' | 'resendAfterSeconds'>;
   now: () => Date;
 }
 
@@ -30,7 +35,8 @@ export function callbacksRouter(deps: CallbacksRouterDeps) {
   const recover = validate({
     summary:
       "redelivers every callback of the caller's team that gave up in [since, until) (at most 14 days; until " +
-      'defaults to now): the same webhook-id, a fresh signature (202 {id}; 409 while a recover of the team runs)',
+      'defaults to now) and was not re-sent lately: the same webhook-id, a fresh signature, each send taken from ' +
+      "the team's redelivery budget, at most CALLBACK_RECOVER_MAX (202 {id}; 409 while a recover of the team runs)",
     body: recoverBody,
     success: 202,
     examples: [
@@ -57,6 +63,7 @@ export function callbacksRouter(deps: CallbacksRouterDeps) {
         teamId,
         since: since.toISOString(),
         until: until.toISOString(),
+        ...deps.recoverBounds,
       });
     } catch (err) {
       await admission.release(); // nothing started: the slot goes back
@@ -73,21 +80,31 @@ export function callbacksRouter(deps: CallbacksRouterDeps) {
   });
 
   const progress = validate({
-    summary: "a recover of the caller's team: running or completed, and found, sent, delivered, failed",
+    summary:
+      "a recover of the caller's team: running or completed; found, skipped (re-sent lately), sent, delivered, " +
+      "failed, held (the team's breaker open: nothing sent), stoppedAtMax, and while it waits for the team's " +
+      'redelivery budget, waitingForBudgetUntil',
     params: recoverParams,
   });
   router.get('/recover/:id', progress, async (ctx) => {
     const row = await deps.callbackRecovers.getForTeam(ctx.state.caller.teamId, ctx.state.input.params.id);
     if (!row) throw new NotFoundError('recover not found');
+    // Rows written before skipped, held and stoppedAtMax existed read as none.
     ctx.body = {
       id: row._id,
       status: row.status,
       since: row.since.toISOString(),
       until: row.until.toISOString(),
       found: row.found,
+      skipped: row.skipped ?? 0,
       sent: row.sent,
       delivered: row.delivered,
       failed: row.failed,
+      held: row.held ?? 0,
+      stoppedAtMax: row.stoppedAtMax ?? false,
+      ...(row.status === 'running' && row.waitingForBudgetUntil
+        ? { waitingForBudgetUntil: row.waitingForBudgetUntil.toISOString() }
+        : {}),
     };
   });
 

@@ -1,6 +1,7 @@
 // The runs routes: the engine surface that drives outcomes. Every route is team-scoped through the caller.
 import Router from '@koa/router';
 import type { CallbackTestResult } from '../../activities/callback';
+import { teamRedeliveryBudgetKey } from '../../domain/callback';
 import { publicRun, type Run } from '../../domain/run';
 import { HttpError, tooManyRequests } from '../errors';
 import type { RunsService } from '../../runs/service';
@@ -296,7 +297,7 @@ function addCallbackRoutes(router: RunsRoutes, deps: RunsRouterDeps, admit: Admi
         what: 'redeliveries from this user',
       },
       {
-        key: `callback-redeliver-team|${run.teamId}`,
+        key: teamRedeliveryBudgetKey(run.teamId),
         rule: limits.perTeam,
         what: 'redeliveries from this team',
       },

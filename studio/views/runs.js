@@ -117,7 +117,16 @@ const localOf = (date) =>
 
 function recoverProgress(p) {
   const state = p.status === 'completed' ? 'Done' : 'Running';
-  return `${state}: ${p.found} found, ${p.sent} sent, ${p.delivered} delivered, ${p.failed} failed.`;
+  const notes = [];
+  if (p.skipped) notes.push(`${p.skipped} skipped (re-sent lately)`);
+  if (p.held) notes.push(`${p.held} held (the receiver's breaker is open: recover again later)`);
+  if (p.stoppedAtMax) notes.push('stopped at the most one recover sends: recover again for the rest');
+  if (p.waitingForBudgetUntil)
+    notes.push(
+      `waiting for your team's redelivery budget until ${new Date(p.waitingForBudgetUntil).toLocaleTimeString()}`,
+    );
+  const counts = `${state}: ${p.found} found, ${p.sent} sent, ${p.delivered} delivered, ${p.failed} failed.`;
+  return notes.length ? `${counts} ${notes.join('; ')}.` : counts;
 }
 
 /**
@@ -139,7 +148,7 @@ export function recoverCard() {
       'p',
       { class: 'muted' },
       'Sends again every callback of your team that gave up in this window (at most 14 days), ',
-      'with the same webhook-id.',
+      'with the same webhook-id; one re-sent lately is skipped.',
     ),
     h('label', { for: 'recover-since' }, 'Gave up since'),
     since,

@@ -55,6 +55,8 @@ export class CallbackReceiver {
   peakOpen = 0;
   private script: ScriptedAnswer[] = [];
   private fallback: ScriptedAnswer = { status: 204 };
+  /** Answers by request path, before the script and the fallback (one host serving several tenants' paths). */
+  private byPath = new Map<string, ScriptedAnswer>();
   private readonly sockets = new Set<import('node:net').Socket>();
 
   private constructor(private readonly server: http.Server) {}
@@ -89,6 +91,16 @@ export class CallbackReceiver {
     this.fallback = answer;
   }
 
+  /** Answers every request to `pathname` (on this receiver's origin) with this, whatever the script says. */
+  answerPathAlways(pathname: string, answer: ScriptedAnswer): void {
+    this.byPath.set(pathname, answer);
+  }
+
+  /** A URL of this receiver's origin with another path. */
+  urlOf(pathname: string): string {
+    return new URL(pathname, this.url).toString();
+  }
+
   async waitFor(count: number, timeoutMs = 15_000): Promise<ReceivedCallback[]> {
     const deadline = Date.now() + timeoutMs;
     while (this.received.length < count) {
@@ -111,7 +123,8 @@ export class CallbackReceiver {
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
       const body = Buffer.concat(chunks).toString('utf8');
-      const answer = this.script.shift() ?? this.fallback;
+      const pathname = new URL(req.url ?? '/', 'http://receiver').pathname;
+      const answer = this.byPath.get(pathname) ?? this.script.shift() ?? this.fallback;
       this.received.push({ headers: req.headers, body, at: new Date(), status: answer.status });
       // Callbacks are the signed requests (operator alerts, which some suites send here too, are not).
       const mismatch = req.headers['webhook-signature'] ? callbackSchemaMismatch(body) : undefined;

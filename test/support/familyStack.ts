@@ -3,6 +3,7 @@
 import type { Client } from '@temporalio/client';
 import type { ApiHandle } from '../../api/server';
 import type { Config } from '../../config';
+import type { OriginPacing } from '../../net/originPacing';
 import { pushSenderFor } from '../../net/pushSender';
 import type { Stores } from '../../store';
 import type { Mongo } from '../../store/mongo';
@@ -22,6 +23,8 @@ export interface FamilyStackOptions {
   push?: PushService;
   /** What the worker logs (default: nothing). */
   workerLog?: (line: string) => void;
+  /** The worker's pacing of callback attempts (default: one built from the config). */
+  callbackPacing?: OriginPacing;
 }
 
 export interface FamilyStack {
@@ -44,7 +47,7 @@ export async function startFamilyStack(
   options: FamilyStackOptions = {},
 ): Promise<FamilyStack> {
   const config = testConfig(vars);
-  const { push, workerLog } = options;
+  const { push, workerLog, callbackPacing } = options;
   const sender = () => (push ? { pushSender: pushSenderFor(config, { ca: push.ca }) } : {});
   const stoppers: (() => Promise<void>)[] = [];
   const stop = async (): Promise<void> => {
@@ -58,6 +61,7 @@ export async function startFamilyStack(
     const worker = await startTestWorker(config, stores, {
       ...sender(),
       ...(workerLog ? { log: workerLog } : {}),
+      ...(callbackPacing ? { callbackPacing } : {}),
     });
     stoppers.push(() => worker.stop());
     const { api, client: anonymous } = await startTestApi(config, sender());

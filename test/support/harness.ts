@@ -21,7 +21,7 @@ export interface RunningWorker {
 export async function startTestWorker(
   config: Config,
   stores: Stores,
-  extra: Pick<WorkerDeps, 'pushSender' | 'callbackLookup'> &
+  extra: Pick<WorkerDeps, 'pushSender' | 'callbackLookup' | 'callbackPacing'> &
     Partial<Pick<WorkerDeps, 'log' | 'metrics'>> & {
       /** Temporal's activity retry backoff a tenth as long (support/fastRetries.ts). */
       fastRetries?: boolean;

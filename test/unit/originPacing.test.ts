@@ -103,7 +103,9 @@ describe('net/originPacing', () => {
     it('opens after breakerFailures in a row: held with the cool-down left, nothing in flight, one change', async () => {
       const { p, changes, advance } = pacing();
       await fail(p, 3);
-      assert.deepEqual(changes, [{ state: 'open', origin: A, failures: 3, cooldownMs: 1000 }]);
+      assert.deepEqual(changes, [
+        { state: 'open', origin: A, tenant: '', failures: 3, cooldownMs: 1000, openAtOrigin: 1 },
+      ]);
       assert.equal(p.state(A).breaker, 'open');
       advance(400);
       const held = await enter(p);
@@ -140,10 +142,23 @@ describe('net/originPacing', () => {
       go(await enter(p)).done('failure');
       advance(2000);
       go(await enter(p)).done('success');
-      assert.deepEqual(changes.at(-1), { state: 'closed', origin: A, openForMs: 3000 });
+      assert.deepEqual(changes.at(-1), {
+        state: 'closed',
+        origin: A,
+        tenant: '',
+        openForMs: 3000,
+        openAtOrigin: 0,
+      });
       assert.deepEqual(p.state(A), { breaker: 'closed', inFlight: 0, waiting: 0, failures: 0 });
       await fail(p, 3);
-      assert.deepEqual(changes.at(-1), { state: 'open', origin: A, failures: 3, cooldownMs: 1000 });
+      assert.deepEqual(changes.at(-1), {
+        state: 'open',
+        origin: A,
+        tenant: '',
+        failures: 3,
+        cooldownMs: 1000,
+        openAtOrigin: 1,
+      });
     });
 
     it('a probe that ends neutral (never reached the origin) lets the next request probe', async () => {
@@ -179,6 +194,42 @@ describe('net/originPacing', () => {
       assert.deepEqual(await p.enter(A, { maxWaitMs: 0, bypassBreaker: true }), { held: 'paced' });
       bypass.done('success');
       assert.equal(changes.at(-1)!.state, 'closed');
+    });
+
+    it("is the tenant's: one tenant's failures at an origin hold none of another tenant's requests there", async () => {
+      const { p, changes } = pacing({ maxInFlight: 4 });
+      const as = (tenant: string) => p.enter(A, { maxWaitMs: 1000, tenant });
+      for (let i = 0; i < 3; i++) go(await as('team-a')).done('failure');
+      assert.equal((await as('team-a')).held, 'breaker_open');
+      assert.deepEqual(p.state(A, 'team-a').breaker, 'open');
+      // Team B's requests to the same origin go, and their failures count on B's breaker only.
+      go(await as('team-b')).done('success');
+      go(await as('team-b')).done('failure');
+      go(await as('team-b')).done('failure');
+      assert.deepEqual(p.state(A, 'team-b'), { breaker: 'closed', inFlight: 0, waiting: 0, failures: 2 });
+      go(await as('team-b')).done('failure');
+      assert.deepEqual(
+        changes.map((c) => c.state === 'open' && [c.tenant, c.openAtOrigin]),
+        [
+          ['team-a', 1],
+          ['team-b', 2],
+        ],
+      );
+      // The slots stay the origin's: every tenant's requests share them.
+      const held = await Promise.all([1, 2, 3, 4].map(() => as('team-c')));
+      assert.deepEqual(await p.enter(A, { maxWaitMs: 0, tenant: 'team-d' }), { held: 'paced' });
+      for (const entry of held) go(entry).done('success');
+    });
+
+    it("keeps at most maxTenantsPerOrigin tenants' breakers at an origin, forgetting closed ones first", async () => {
+      const { p } = pacing({ maxTenantsPerOrigin: 2 });
+      const as = (tenant: string) => p.enter(A, { maxWaitMs: 1000, tenant });
+      for (let i = 0; i < 3; i++) go(await as('open')).done('failure');
+      go(await as('x')).done('failure');
+      go(await as('y')).done('failure'); // over the cap: x (closed, least recent) goes, not the open one
+      assert.equal(p.state(A, 'x').failures, 0);
+      assert.equal(p.state(A, 'y').failures, 1);
+      assert.equal(p.state(A, 'open').breaker, 'open');
     });
 
     it('jitter: the cool-down is the base ±20 %', async () => {
