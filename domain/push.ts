@@ -5,6 +5,9 @@ import type { RunOutcome } from './outcome';
 /** The fan-out activity's attempts: the episode workflow's retry policy and the activity's last-attempt check. */
 export const FAN_OUT_ATTEMPTS = 5;
 
+/** How long an episode keeps trying the recipients a confirmed fan-out missed (workflows/episode.ts). */
+export const MISSED_RECIPIENTS_RETRY_SECONDS = 24 * 3600;
+
 export type PushKind =
   | 'human_input_requested'
   | 'usage_parked'

@@ -2,7 +2,7 @@
 // Pure, so the sweep can pre-check the claims of a whole window of listed runs at once.
 import { callbackScheduleSpanSeconds, shouldNotify } from './callback';
 import { buildRunOutcome, claimKeys, type RunOutcome } from './outcome';
-import { kindFor } from './push';
+import { kindFor, MISSED_RECIPIENTS_RETRY_SECONDS } from './push';
 import type { Run } from './run';
 
 /** The sweep looks back at least this far: a day of runs that paused or ended. */
@@ -20,13 +20,16 @@ export interface EpisodeLife {
 /**
  * The longest an episode workflow can run (docs/versioning.md, "How long each workflow type can run"): its
  * callback's waits (each lengthened by its jitter, or by a Retry-After up to an hour) and attempts (each tried
- * three times with backoff, a worker lost mid-attempt), or its operator alert's retries, plus an hour of quick
+ * three times with backoff, a worker lost mid-attempt), its operator alert's retries, or a push's retries of the
+ * recipients its fan-out missed, plus an hour of quick
  * calls through a store outage.
  */
 export function episodeLifetimeSeconds(life: EpisodeLife): number {
   const waits = callbackScheduleSpanSeconds(life.callbackRetrySeconds, life.callbackRetryJitter);
   const attempts = (life.callbackRetrySeconds.length + 1) * (3 * (life.callbackAttemptSeconds ?? 60) + 15);
-  return Math.max(life.opsAlertRetryHours * 3600 + 30, waits + attempts) + 3600;
+  // A push that missed some recipients tries them again for a day, its last wait up to an hour.
+  const missedPush = MISSED_RECIPIENTS_RETRY_SECONDS + 3600;
+  return Math.max(life.opsAlertRetryHours * 3600 + 30, waits + attempts, missedPush) + 3600;
 }
 
 /**

@@ -16,7 +16,7 @@ import {
   shouldNotify,
 } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
-import { kindFor } from '../domain/push';
+import { kindFor, MISSED_RECIPIENTS_RETRY_SECONDS } from '../domain/push';
 import { callbackAttemptCalls, fanOutCalls, holder, quickCalls, type QuickCalls } from './common';
 import { handOffOperatorAlert, sendOperatorAlert } from './operatorAlert';
 
@@ -36,6 +36,13 @@ const RELEASED_RETRY_MAX_SECONDS = 3600;
  */
 export const HELD_IS_NOT_DELIVERED_PATCH = 'held-recipient-is-not-a-delivery';
 
+/**
+ * Marks histories in which a push that reached someone but failed transiently for others (their push service down)
+ * tries those others again on a durable timer (one sweep interval, doubling to an hour, for a day): the episode was
+ * confirmed on the first success and the others were never tried again.
+ */
+export const PARTIAL_PUSH_RETRIED_PATCH = 'push-retries-recipients-a-partial-fan-out-missed';
+
 /** Marks histories whose thrown callback branch releases its cb| claim (older ones left it pending). */
 export const CALLBACK_RELEASES_ON_THROW = 'callback-branch-releases-claim-on-throw';
 
@@ -48,7 +55,11 @@ export const CALLBACK_EXHAUSTED_ALERT_PATCH = 'callback-gave-up-alerts-operator'
  */
 export const CALLBACK_HELD_ATTEMPT_WAITS_PATCH = 'callback-held-attempt-waits-not-spent';
 
-async function pushBranch(quick: QuickCalls, outcome: RunOutcome): Promise<BranchResult> {
+async function pushBranch(
+  quick: QuickCalls,
+  outcome: RunOutcome,
+  options: EpisodeOptions,
+): Promise<BranchResult> {
   const kind = kindFor(outcome);
   if (!kind) return 'not_owed';
   // The veto comes before any claim, so the episode stays replayable once the watch ends.
@@ -58,6 +69,7 @@ async function pushBranch(quick: QuickCalls, outcome: RunOutcome): Promise<Branc
   const me = holder();
   if (!(await quick.tryMark(key, me))) return 'claimed_elsewhere';
   let settled: BranchResult;
+  let missedSome = false;
   try {
     const result = await fanOutCalls.deliverPush(outcome);
     // Confirmed on one success; a deliberate no-op (no recipient, no sink) is confirmed too, never retried. A
@@ -65,15 +77,38 @@ async function pushBranch(quick: QuickCalls, outcome: RunOutcome): Promise<Branc
     // when every send failed (the retry holds them again, with no second digest entry).
     const reached = result.addressable && result.delivered + result.alreadyDelivered > 0;
     if (!result.addressable) settled = 'not_addressable';
-    else if (reached) settled = 'delivered';
-    else if (!result.held) settled = 'released';
+    else if (reached) {
+      settled = 'delivered';
+      missedSome = result.retryable > 0;
+    } else if (!result.held) settled = 'released';
     else settled = !patched(HELD_IS_NOT_DELIVERED_PATCH) || result.attempted === 0 ? 'delivered' : 'released';
   } catch {
     settled = 'released';
   }
   if (settled === 'released') await quick.unmark(key, me);
   else await quick.markDelivered(key, me, settled);
+  // Only fan-outs that missed someone reach the patch check: other histories replay unchanged.
+  if (missedSome && patched(PARTIAL_PUSH_RETRIED_PATCH)) await retryMissed(outcome, options);
   return settled;
+}
+
+/**
+ * The recipients a confirmed fan-out missed (a transient failure of their push service) are tried again on a
+ * durable timer, one sweep interval later, doubling to an hour, for a day: each try skips every device already
+ * reached (and holds again whoever it held), so it reaches only those still owed it.
+ */
+async function retryMissed(outcome: RunOutcome, options: EpisodeOptions): Promise<void> {
+  const every = options.releasedRetrySeconds ?? EPISODE_OPTIONS_WHEN_ABSENT.releasedRetrySeconds!;
+  const until = Date.now() + MISSED_RECIPIENTS_RETRY_SECONDS * 1000;
+  for (let retried = 0; Date.now() < until; retried++) {
+    await sleep(Math.min(every * 2 ** retried, Math.max(every, RELEASED_RETRY_MAX_SECONDS)) * 1000);
+    try {
+      const result = await fanOutCalls.deliverPush(outcome);
+      if (!result.addressable || result.retryable === 0) return;
+    } catch {
+      // Every attempt of this try failed: the next one comes later.
+    }
+  }
 }
 
 /**
@@ -201,7 +236,7 @@ async function pushRetriedWhileSiblingsRun(
 ): Promise<BranchResult> {
   const every = options.releasedRetrySeconds ?? EPISODE_OPTIONS_WHEN_ABSENT.releasedRetrySeconds!;
   for (let retried = 0; ; retried++) {
-    const result = await contained(pushBranch(quick, outcome));
+    const result = await contained(pushBranch(quick, outcome, options));
     if (result !== 'released' || !siblingsRunning() || !patched(RELEASED_PUSH_RETRIED_PATCH)) return result;
     const wait = patched(RELEASED_PUSH_BACKOFF_PATCH)
       ? Math.min(every * 2 ** retried, Math.max(every, RELEASED_RETRY_MAX_SECONDS))

@@ -3,6 +3,7 @@ import { DEFAULT_EPISODE_OPTIONS } from '../../contract/workflows';
 import { episodeLifetimeSeconds, sweepLookbackSeconds } from '../../domain/sweep';
 import { loadConfig } from '../../config';
 import { episodeOptions } from '../../client/emitter';
+import { MISSED_RECIPIENTS_RETRY_SECONDS } from '../../domain/push';
 
 describe("the sweep's reach", () => {
   const defaults = loadConfig({
@@ -17,9 +18,10 @@ describe("the sweep's reach", () => {
     assert.equal(sweepLookbackSeconds(life, defaults.sweepIntervalSeconds), 33 * 3600 + 56 * 60 + 240);
   });
 
-  it('never looks back less than a day, and grows with a longer schedule or operator retries', () => {
+  it("never looks back less than a push's day of retrying missed recipients, and grows with a longer schedule or operator retries", () => {
     const short = { callbackRetrySeconds: [1], opsAlertRetryHours: 1 };
-    assert.equal(sweepLookbackSeconds(short, 120), 24 * 3600);
+    // The missed recipients' day, its last wait (an hour), an hour of quick calls, two sweep intervals.
+    assert.equal(sweepLookbackSeconds(short, 120), MISSED_RECIPIENTS_RETRY_SECONDS + 2 * 3600 + 240);
     const longer = { ...life, callbackRetrySeconds: [...life.callbackRetrySeconds, 86_400] };
     assert.ok(sweepLookbackSeconds(longer, 120) > sweepLookbackSeconds(life, 120) + 86_400);
     assert.ok(episodeLifetimeSeconds({ ...life, opsAlertRetryHours: 72 }) >= 72 * 3600);
