@@ -12,7 +12,9 @@
 // hours, do-not-disturb and burst windows are decided in simulated time. The sweep runs as a workflow each hour
 // (the time-skipping server runs no schedules), and the API's runs service is called in-process on that clock.
 import { randomBytes } from 'node:crypto';
-import { Client } from '@temporalio/client';
+import { Client, Connection } from '@temporalio/client';
+import { InternalConnectionOptionsSymbol } from '@temporalio/client/lib/connection';
+import { msToTs, tsToMs } from '@temporalio/common/lib/time';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import webpush from 'web-push';
@@ -96,9 +98,19 @@ interface Outage {
 
 export async function runWeekDrill(options: WeekDrillOptions): Promise<WeekReport> {
   const { env, seed, days } = options;
-  // A plain client: the environment's own unlocks time skipping while it waits on a result, and the server then
-  // leaps to its next timer; here time moves only when the drill skips an hour.
-  const client = new Client({ connection: env.connection, namespace: 'default' });
+  // A connection of its own: the environment's client unlocks time skipping while it waits on a result (the server
+  // then leaps to its next timer; here time moves only when the drill skips an hour), and its keep-alive pings
+  // every 30 s, which the test server answers with GOAWAY ("excess pings") after some minutes: a week-long run
+  // stalled on one. This one pings every 10 minutes.
+  const connection = await Connection.connect({
+    address: options.temporalAddress,
+    channelArgs: { 'grpc.keepalive_time_ms': 600_000, 'grpc.keepalive_permit_without_calls': 0 },
+    // What the testing package passes for its own connection: the test service's methods (the clock, the skip).
+    ...({ [InternalConnectionOptionsSymbol]: { supportsTestService: true } } as object),
+  });
+  const testService = connection.testService!;
+  const client = new Client({ connection, namespace: 'default' });
+  const serverTime = async () => tsToMs((await testService.getCurrentTime({})).time);
   const draw = random(seed);
   const chance = (p: number) => draw() < p;
   const pick = <T>(items: readonly T[]): T => items[Math.floor(draw() * items.length)];
@@ -106,10 +118,10 @@ export async function runWeekDrill(options: WeekDrillOptions): Promise<WeekRepor
 
   // The simulated clock: the server's time as last read, moved on by real time since, and never behind the
   // scheduled time of the activity attempt reading it (a timer may have just skipped hours ahead).
-  let serverMs = await env.currentTimeMs();
+  let serverMs = await serverTime();
   let readAt = Date.now();
   const syncClock = async () => {
-    serverMs = await env.currentTimeMs();
+    serverMs = await serverTime();
     readAt = Date.now();
   };
   const now = (): Date => {
@@ -312,8 +324,8 @@ export async function runWeekDrill(options: WeekDrillOptions): Promise<WeekRepor
         taskQueue: config.temporalTaskQueue,
         workflowId: `sweep-${config.temporalTaskQueue}-${h}`,
       });
-      const before = await env.currentTimeMs();
-      await env.sleep(HOUR);
+      const before = await serverTime();
+      await testService.unlockTimeSkippingWithSleep({ duration: msToTs(HOUR) });
       await syncClock();
       if (serverMs - before > 1.5 * HOUR)
         log(`hour ${h}: the server's clock moved ${(serverMs - before) / HOUR} h`);
@@ -347,6 +359,7 @@ export async function runWeekDrill(options: WeekDrillOptions): Promise<WeekRepor
     worker.worker.shutdown();
     await worker.running.catch(() => undefined);
     pushSender?.close();
+    await connection.close();
     await mongo.client.close();
     await push.close();
     await receiver.close().catch(() => undefined);
