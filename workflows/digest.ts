@@ -158,7 +158,9 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
         result = 'failed'; // every attempt of the fan-out failed
       }
       if (result !== 'failed' || Date.now() + wait * 1000 > giveUpAt) {
-        if (result === 'failed' && takesFromStore) await store.giveUpDigest({ digestId, teamId, userId });
+        // Its holds say they gave up: no device took it for a day, or the person has no device left.
+        const noDevice = result === 'failed' || result === 'not_addressable: no subscription';
+        if (noDevice && takesFromStore) await store.giveUpDigest({ digestId, teamId, userId });
         await store.markDelivered(digestId, me, result);
         return;
       }

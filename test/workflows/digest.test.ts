@@ -49,7 +49,7 @@ describe('the digest on time-skipping Temporal', function () {
     entries: (nowMs: number) => DigestEntry[],
     meanwhile: (signal: () => Promise<void>) => Promise<void> = async () => undefined,
     /** How each send goes, in turn (the last repeats): a device took it, or none did. */
-    sends: Array<'delivered' | 'failed'> = ['delivered'],
+    sends: Array<'delivered' | 'failed' | 'no device'> = ['delivered'],
   ) {
     const sent: Array<{ atMs: number; digest: DigestSend }> = [];
     const settled: string[] = [];
@@ -63,7 +63,9 @@ describe('the digest on time-skipping Temporal', function () {
         heldUntil(prefs.current, 'digest', new Date(await env.currentTimeMs()))?.getTime(),
       sendDigest: async (digest: DigestSend) => {
         sent.push({ atMs: await env.currentTimeMs(), digest });
-        const took = sends[Math.min(sent.length - 1, sends.length - 1)] === 'delivered';
+        const how = sends[Math.min(sent.length - 1, sends.length - 1)];
+        if (how === 'no device') return { addressable: false, reason: 'no subscription' };
+        const took = how === 'delivered';
         return {
           addressable: true,
           attempted: 1,
@@ -178,6 +180,12 @@ describe('the digest on time-skipping Temporal', function () {
     assert.match(never.settled[0], /=failed$/);
     // Its holds are told, before its claim settles: they gave up, visibly (the episodes view, explain, a metric).
     assert.deepEqual(never.gaveUp, [never.sent[0].digest.digestId]);
+
+    // A person with no device left: given up at once (the sweep would offer the holds again every day).
+    const gone = await runDigest('gone', prefs, burst, undefined, ['no device']);
+    assert.equal(gone.sent.length, 1);
+    assert.deepEqual(gone.gaveUp, [gone.sent[0].digest.digestId]);
+    assert.match(gone.settled[0], /=not_addressable: no subscription$/);
   });
 
   it('a burst that ends inside quiet hours waits for their end', async () => {
