@@ -1,6 +1,5 @@
 // The week drill (test/drill/week.ts), short: one simulated day of two teams on the time-skipping server, with
-// outages, quiet hours, do-not-disturb, bursts and worker restarts; nothing owed may be missing, and nothing repeated
-// past the bound. `npm run drill:week` (in `npm run drill`) runs seven days of three teams on seeds 2 and 3.
+// outages, quiet hours, do-not-disturb and bursts; nothing owed may be missing, nothing repeated. `npm run drill:week` (in `npm run drill`) runs seven days of three teams on seeds 2 and 3.
 // WEEK_DRILL_SEED=<n>[,<n>...], WEEK_DRILL_DAYS and WEEK_DRILL_TEAMS reproduce any run.
 import assert from 'node:assert/strict';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
