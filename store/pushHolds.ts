@@ -121,7 +121,7 @@ export function createPushHoldStore(db: Db) {
       );
     },
 
-    /** What a digest took: counted by kind, the newest `listed` of them kept (read in one pass, oldest first). */
+    /** What a digest took: counted by kind, the newest `listed` of them kept (read in one pass). */
     async contentsOf(digestId: string, listed: number): Promise<DigestContents> {
       const contents: DigestContents = { counts: {}, newest: [], total: 0 };
       for await (const row of holds.find({ digestId })) {
