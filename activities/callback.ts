@@ -186,32 +186,122 @@ async function inSlot(
   }
 }
 
-export function createCallbackActivities(deps: CallbackDeps) {
-  /** Writes the attempt's row within RECORD_DEADLINE_MS; a store that stays down or slow loses the row. */
-  async function recordAttempt(row: Omit<CallbackAttemptRow, '_id' | 'attempt'>, guess: number | 'count') {
-    const store = deps.callbackAttempts;
-    if (!store) return;
-    const deadline = Date.now() + RECORD_DEADLINE_MS;
-    const notRecorded = (why: string) =>
-      deps.log?.(`callback: attempt of episode ${row.episodeId} not recorded: ${why}`);
-    const write = async () => {
-      for (let tries = 1; ; tries++) {
-        try {
-          const from = guess === 'count' ? (await store.countForEpisode(row.episodeId)) + 1 : guess;
-          await store.record(row, from, deadline);
-          return;
-        } catch (err) {
-          const pause = 500 * tries;
-          if (tries >= RECORD_TRIES || Date.now() + pause >= deadline) return notRecorded(String(err));
-          await new Promise((resolve) => setTimeout(resolve, pause));
-        }
+/** Writes the attempt's row within RECORD_DEADLINE_MS; a store that stays down or slow loses the row. */
+async function recordAttempt(
+  deps: CallbackDeps,
+  row: Omit<CallbackAttemptRow, '_id' | 'attempt'>,
+  guess: number | 'count',
+) {
+  const store = deps.callbackAttempts;
+  if (!store) return;
+  const deadline = Date.now() + RECORD_DEADLINE_MS;
+  const notRecorded = (why: string) =>
+    deps.log?.(`callback: attempt of episode ${row.episodeId} not recorded: ${why}`);
+  const write = async () => {
+    for (let tries = 1; ; tries++) {
+      try {
+        const from = guess === 'count' ? (await store.countForEpisode(row.episodeId)) + 1 : guess;
+        await store.record(row, from, deadline);
+        return;
+      } catch (err) {
+        const pause = 500 * tries;
+        if (tries >= RECORD_TRIES || Date.now() + pause >= deadline) return notRecorded(String(err));
+        await new Promise((resolve) => setTimeout(resolve, pause));
       }
-    };
-    await withDeadline(write(), RECORD_DEADLINE_MS, () =>
-      notRecorded(`no answer from the store within ${RECORD_DEADLINE_MS} ms`),
-    );
-  }
+    }
+  };
+  await withDeadline(write(), RECORD_DEADLINE_MS, () =>
+    notRecorded(`no answer from the store within ${RECORD_DEADLINE_MS} ms`),
+  );
+}
 
+/**
+ * Whether the episode's own schedule gives up on this answer (the workflow settles the claim gave_up on it): a
+ * final refusal, or no delivery on the last attempt the schedule has (no wait after it). A redelivery's failure
+ * changes nothing of the kind; an attempt without its place (activity tasks scheduled before it) is not told.
+ */
+function endsSchedule(outcome: CallbackAttempt, place: AttemptPlace | undefined): boolean {
+  if (!place || (place.trigger ?? 'episode') !== 'episode' || outcome.result === 'delivered') return false;
+  if (outcome.result === 'retry' && outcome.held && place.heldWaits) return false; // it waits, it is not spent
+  return outcome.result === 'stop' || place.waitIfRetried === undefined;
+}
+
+/** The wait the workflow takes after this attempt, as its row tells it: a held one's, or the schedule's. */
+function nextWaitSeconds(outcome: CallbackAttempt, place: AttemptPlace | undefined): number | undefined {
+  if (outcome.result !== 'retry') return undefined;
+  if (outcome.held && place?.heldWaits)
+    return heldWaitSeconds(outcome.retryAfterSeconds, place.heldWaits.held);
+  if (place?.waitIfRetried === undefined) return undefined;
+  return callbackWaitSeconds(place.waitIfRetried, outcome.retryAfterSeconds, place.scheduleUncapped);
+}
+
+/**
+ * An attempt the worker held back: worth another try and not the receiver's failure. An open breaker's cool-down
+ * sets the next wait; with no slot free, one frees within a receiver's timeout (every request holding one ends by
+ * then).
+ */
+function heldOutcome(
+  entry: { held: PacingHold; retryAfterMs?: number },
+  origin: string,
+  timeoutMs: number,
+): CallbackAttempt & { result: 'retry' } {
+  const retryAfterSeconds =
+    entry.held === 'breaker_open' && entry.retryAfterMs !== undefined
+      ? secondsOf(entry.retryAfterMs)
+      : Math.ceil(timeoutMs / 1000);
+  const detail =
+    entry.held === 'breaker_open'
+      ? `breaker_open: ${origin} failed too often in a row for this team; this worker holds its callbacks for now`
+      : `paced: no slot to ${origin} came free in time`;
+  return { result: 'retry', detail, held: entry.held, ...(retryAfterSeconds ? { retryAfterSeconds } : {}) };
+}
+
+/** The attempt log's row for one sent (or held) attempt, with where it sits in the schedule and what ran it. */
+function attemptRow(
+  sent: {
+    episodeId: string;
+    runId: string;
+    teamId: string;
+    at: Date;
+    durationMs: number;
+    outcome: CallbackAttempt;
+    error: DeliveryCategory | PacingHold;
+  },
+  place: AttemptPlace | undefined,
+): Omit<CallbackAttemptRow, '_id' | 'attempt'> {
+  const { episodeId, runId, teamId, at, durationMs, outcome } = sent;
+  const info = activityContext()?.info;
+  const wait = nextWaitSeconds(outcome, place);
+  return {
+    episodeId,
+    runId,
+    teamId,
+    at,
+    durationMs,
+    result: outcome.result,
+    ...(outcome.status !== undefined ? { status: outcome.status } : { error: sent.error }),
+    ...(outcome.result === 'retry' && outcome.retryAfterSeconds !== undefined
+      ? { retryAfterSeconds: outcome.retryAfterSeconds }
+      : {}),
+    // The workflow starts its timer as this activity returns: the next attempt comes about then.
+    ...(wait !== undefined
+      ? { nextWaitSeconds: wait, nextAttemptAt: new Date(at.getTime() + durationMs + wait * 1000) }
+      : {}),
+    trigger: place?.trigger ?? 'episode',
+    ...(place?.recoverId ? { recoverId: place.recoverId } : {}),
+    // What a recover of the team's give-ups looks for.
+    ...(endsSchedule(outcome, place) ? { gaveUp: true as const } : {}),
+    ...(info
+      ? {
+          activityAttempt: info.attempt,
+          workflowId: info.workflowExecution?.workflowId,
+          workflowRunId: info.workflowExecution?.runId,
+        }
+      : {}),
+  };
+}
+
+export function createCallbackActivities(deps: CallbackDeps) {
   return {
     /** The attempts the episode has logged (0 without a log). */
     async callbackAttemptCount(episodeId: string): Promise<number> {
@@ -234,36 +324,9 @@ export function createCallbackActivities(deps: CallbackDeps) {
         const { outcome, at, durationMs, teamId } = attempt;
         if (attempt.held) deps.metrics?.callbackHeld(attempt.held);
         else deps.metrics?.callbackAttempt(outcome.result, outcome.status, durationMs / 1000);
-        const info = activityContext()?.info;
-        const wait = nextWaitSeconds(outcome, place);
         await recordAttempt(
-          {
-            episodeId,
-            runId,
-            teamId,
-            at,
-            durationMs,
-            result: outcome.result,
-            ...(outcome.status !== undefined ? { status: outcome.status } : { error: attempt.error }),
-            ...(outcome.result === 'retry' && outcome.retryAfterSeconds !== undefined
-              ? { retryAfterSeconds: outcome.retryAfterSeconds }
-              : {}),
-            // The workflow starts its timer as this activity returns: the next attempt comes about then.
-            ...(wait !== undefined
-              ? { nextWaitSeconds: wait, nextAttemptAt: new Date(at.getTime() + durationMs + wait * 1000) }
-              : {}),
-            trigger: place?.trigger ?? 'episode',
-            ...(place?.recoverId ? { recoverId: place.recoverId } : {}),
-            // What a recover of the team's give-ups looks for.
-            ...(endsSchedule(outcome, place) ? { gaveUp: true as const } : {}),
-            ...(info
-              ? {
-                  activityAttempt: info.attempt,
-                  workflowId: info.workflowExecution?.workflowId,
-                  workflowRunId: info.workflowExecution?.runId,
-                }
-              : {}),
-          },
+          deps,
+          attemptRow({ episodeId, runId, teamId, at, durationMs, outcome, error: attempt.error }, place),
           // A redelivery comes after every attempt so far: the episode's count is its first guess (probing
           // from 1 would insert once per attempt already logged).
           place?.trigger === 'redeliver' ? 'count' : (place?.attempt ?? 1),
@@ -273,26 +336,6 @@ export function createCallbackActivities(deps: CallbackDeps) {
       return attempt.outcome;
     },
   };
-
-  /**
-   * Whether the episode's own schedule gives up on this answer (the workflow settles the claim gave_up on it): a
-   * final refusal, or no delivery on the last attempt the schedule has (no wait after it). A redelivery's failure
-   * changes nothing of the kind; an attempt without its place (activity tasks scheduled before it) is not told.
-   */
-  function endsSchedule(outcome: CallbackAttempt, place: AttemptPlace | undefined): boolean {
-    if (!place || (place.trigger ?? 'episode') !== 'episode' || outcome.result === 'delivered') return false;
-    if (outcome.result === 'retry' && outcome.held && place.heldWaits) return false; // it waits, it is not spent
-    return outcome.result === 'stop' || place.waitIfRetried === undefined;
-  }
-
-  /** The wait the workflow takes after this attempt, as its row tells it: a held one's, or the schedule's. */
-  function nextWaitSeconds(outcome: CallbackAttempt, place: AttemptPlace | undefined): number | undefined {
-    if (outcome.result !== 'retry') return undefined;
-    if (outcome.held && place?.heldWaits)
-      return heldWaitSeconds(outcome.retryAfterSeconds, place.heldWaits.held);
-    if (place?.waitIfRetried === undefined) return undefined;
-    return callbackWaitSeconds(place.waitIfRetried, outcome.retryAfterSeconds, place.scheduleUncapped);
-  }
 
   /**
    * The attempt itself. `sent`: a request was tried (answered, refused by the guard, timed out...), so it
@@ -358,20 +401,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
           })
         : undefined;
     if (entry?.held) {
-      // Worth another try and not the receiver's failure: an open breaker's cool-down sets the next wait; with no
-      // slot free, one frees within a receiver's timeout (every request holding one ends by then).
-      const retryAfterSeconds =
-        entry.held === 'breaker_open' ? secondsOf(entry.retryAfterMs) : Math.ceil(deps.timeoutMs / 1000);
-      const detail =
-        entry.held === 'breaker_open'
-          ? `breaker_open: ${origin} failed too often in a row for this team; this worker holds its callbacks for now`
-          : `paced: no slot to ${origin} came free in time`;
-      const outcome = {
-        result: 'retry' as const,
-        detail,
-        held: entry.held,
-        ...(retryAfterSeconds ? { retryAfterSeconds } : {}),
-      };
+      const outcome = heldOutcome(entry, origin!, deps.timeoutMs);
       return { ...sent(outcome, entry.held), held: entry.held };
     }
     try {

@@ -100,6 +100,98 @@ export function originOf(url: string): string | undefined {
   }
 }
 
+/** Whether any tenant's breaker at the origin passes the test. */
+const anyBreaker = (s: OriginState, test: (b: BreakerState) => boolean) =>
+  [...s.breakers.values()].some(test);
+/** No request in flight or waiting, and no probe out: the origin can be forgotten. */
+const idle = (s: OriginState) =>
+  s.inFlight === 0 && s.waiters.length === 0 && !anyBreaker(s, (b) => b.probing);
+/** How many tenants' breakers are open at the origin. */
+const openAt = (s: OriginState) => [...s.breakers.values()].filter((b) => b.openUntil !== undefined).length;
+
+/** The tenant's breaker at the origin, made most recent; a new one may push out the least recent closed one. */
+function breakerOf(s: OriginState, tenant: string, cooldownMs: number, maxTenants: number): BreakerState {
+  let b = s.breakers.get(tenant);
+  if (b) {
+    s.breakers.delete(tenant);
+  } else {
+    b = { failures: 0, cooldownMs, probing: false };
+    if (s.breakers.size >= maxTenants) {
+      for (const [other, o] of s.breakers)
+        if (o.openUntil === undefined && !o.probing) {
+          s.breakers.delete(other);
+          break;
+        }
+    }
+  }
+  s.breakers.set(tenant, b);
+  return b;
+}
+
+/**
+ * Whether the breaker lets a request through now: closed, or half-open with no probe out (this one becomes
+ * the probe). Held ones are told when to come back: the cool-down's end spread over half its length again,
+ * so they do not all return at the same moment.
+ */
+function admit(
+  b: BreakerState,
+  now: () => number,
+  random: () => number,
+): { probe: boolean } | { retryAfterMs: number } {
+  if (b.openUntil === undefined) return { probe: false };
+  const left = b.openUntil - now();
+  if (left <= 0 && !b.probing) return { probe: true };
+  const wait = left > 0 ? left : b.cooldownMs;
+  return { retryAfterMs: Math.round(wait * (1 + 0.5 * random())) };
+}
+
+/** Waits for a slot of the origin, FIFO, up to maxWaitMs or the signal; false when none came in time. */
+function takeSlot(
+  s: OriginState,
+  maxInFlight: number,
+  { maxWaitMs, signal }: EnterOptions,
+): Promise<boolean> {
+  if (s.inFlight < maxInFlight && s.waiters.length === 0) {
+    s.inFlight++;
+    return Promise.resolve(true);
+  }
+  if (maxWaitMs <= 0 || signal?.aborted) return Promise.resolve(false);
+  return new Promise<boolean>((resolve) => {
+    const giveUp = () => {
+      const at = s.waiters.indexOf(waiter);
+      if (at >= 0) s.waiters.splice(at, 1);
+      settle(false);
+    };
+    const timer = Number.isFinite(maxWaitMs)
+      ? setTimeout(giveUp, Math.min(maxWaitMs, 2 ** 31 - 1))
+      : undefined;
+    timer?.unref();
+    const settle = (granted: boolean) => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', giveUp);
+      resolve(granted);
+    };
+    // Granted: the releasing request's slot passes straight to this one (inFlight unchanged).
+    const waiter: Waiter = { grant: () => settle(true) };
+    s.waiters.push(waiter);
+    signal?.addEventListener('abort', giveUp, { once: true });
+  });
+}
+
+export interface PacingState {
+  breaker: 'closed' | 'open' | 'half-open';
+  inFlight: number;
+  waiting: number;
+  failures: number;
+}
+
+/** What the tenant's breaker at an origin says at `at`, and the origin's slots: an untracked one is closed. */
+function stateOf(s: OriginState | undefined, tenant: string, at: number): PacingState {
+  const b = s?.breakers.get(tenant);
+  const breaker = b?.openUntil === undefined ? 'closed' : b.openUntil > at ? 'open' : 'half-open';
+  return { breaker, inFlight: s?.inFlight ?? 0, waiting: s?.waiters.length ?? 0, failures: b?.failures ?? 0 };
+}
+
 export function createOriginPacing(options: OriginPacingOptions) {
   const now = options.now ?? Date.now;
   const random = options.random ?? Math.random;
@@ -107,12 +199,6 @@ export function createOriginPacing(options: OriginPacingOptions) {
   const maxTenants = options.maxTenantsPerOrigin ?? 512;
   // Insertion order is recency: an origin is moved to the end on each use.
   const origins = new Map<string, OriginState>();
-
-  const anyBreaker = (s: OriginState, test: (b: BreakerState) => boolean) =>
-    [...s.breakers.values()].some(test);
-  const idle = (s: OriginState) =>
-    s.inFlight === 0 && s.waiters.length === 0 && !anyBreaker(s, (b) => b.probing);
-  const openAt = (s: OriginState) => [...s.breakers.values()].filter((b) => b.openUntil !== undefined).length;
 
   function track(origin: string): OriginState {
     let state = origins.get(origin);
@@ -124,25 +210,6 @@ export function createOriginPacing(options: OriginPacingOptions) {
     }
     origins.set(origin, state);
     return state;
-  }
-
-  /** The tenant's breaker at the origin, made most recent; a new one may push out the least recent closed one. */
-  function breakerOf(s: OriginState, tenant: string): BreakerState {
-    let b = s.breakers.get(tenant);
-    if (b) {
-      s.breakers.delete(tenant);
-    } else {
-      b = { failures: 0, cooldownMs: options.cooldownMs, probing: false };
-      if (s.breakers.size >= maxTenants) {
-        for (const [other, o] of s.breakers)
-          if (o.openUntil === undefined && !o.probing) {
-            s.breakers.delete(other);
-            break;
-          }
-      }
-    }
-    s.breakers.set(tenant, b);
-    return b;
   }
 
   /** Makes room for one more: the least recently used idle origin with no breaker open, else the least recently used idle one. */
@@ -190,19 +257,6 @@ export function createOriginPacing(options: OriginPacingOptions) {
       options.onBreakerChange?.({ state: 'closed', origin, tenant, openForMs, openAtOrigin: openAt(s) });
   }
 
-  /**
-   * Whether the breaker lets a request through now: closed, or half-open with no probe out (this one becomes
-   * the probe). Held ones are told when to come back: the cool-down's end spread over half its length again,
-   * so they do not all return at the same moment.
-   */
-  function admit(b: BreakerState): { probe: boolean } | { retryAfterMs: number } {
-    if (b.openUntil === undefined) return { probe: false };
-    const left = b.openUntil - now();
-    if (left <= 0 && !b.probing) return { probe: true };
-    const wait = left > 0 ? left : b.cooldownMs;
-    return { retryAfterMs: Math.round(wait * (1 + 0.5 * random())) };
-  }
-
   /** Gives the slot back and tells the tenant's breaker (`b`: the one it has, if any) how the request went. */
   function release(
     origin: string,
@@ -222,41 +276,12 @@ export function createOriginPacing(options: OriginPacingOptions) {
       return;
     }
     // The first failure makes the tenant's breaker.
-    const failing = b ?? breakerOf(s, tenant);
+    const failing = b ?? breakerOf(s, tenant, options.cooldownMs, maxTenants);
     failing.failures++;
     // A failed probe opens it again, twice as long; failures of requests let through before it opened change nothing.
     if (probe) open(origin, s, tenant, failing, failing.cooldownMs * 2);
     else if (failing.openUntil === undefined && failing.failures >= options.breakerFailures)
       open(origin, s, tenant, failing, options.cooldownMs);
-  }
-
-  /** Waits for a slot of the origin, FIFO, up to maxWaitMs or the signal; false when none came in time. */
-  function takeSlot(s: OriginState, { maxWaitMs, signal }: EnterOptions): Promise<boolean> {
-    if (s.inFlight < options.maxInFlight && s.waiters.length === 0) {
-      s.inFlight++;
-      return Promise.resolve(true);
-    }
-    if (maxWaitMs <= 0 || signal?.aborted) return Promise.resolve(false);
-    return new Promise<boolean>((resolve) => {
-      const giveUp = () => {
-        const at = s.waiters.indexOf(waiter);
-        if (at >= 0) s.waiters.splice(at, 1);
-        settle(false);
-      };
-      const timer = Number.isFinite(maxWaitMs)
-        ? setTimeout(giveUp, Math.min(maxWaitMs, 2 ** 31 - 1))
-        : undefined;
-      timer?.unref();
-      const settle = (granted: boolean) => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', giveUp);
-        resolve(granted);
-      };
-      // Granted: the releasing request's slot passes straight to this one (inFlight unchanged).
-      const waiter: Waiter = { grant: () => settle(true) };
-      s.waiters.push(waiter);
-      signal?.addEventListener('abort', giveUp, { once: true });
-    });
   }
 
   return {
@@ -272,14 +297,14 @@ export function createOriginPacing(options: OriginPacingOptions) {
       const breaker = () => s.breakers.get(tenant);
       if (!opts.bypassBreaker) {
         const b = breaker();
-        const before = b ? admit(b) : { probe: false };
+        const before = b ? admit(b, now, random) : { probe: false };
         if ('retryAfterMs' in before) return { held: 'breaker_open', retryAfterMs: before.retryAfterMs };
       }
-      if (!(await takeSlot(s, opts))) return { held: 'paced' };
+      if (!(await takeSlot(s, options.maxInFlight, opts))) return { held: 'paced' };
       let probe = false;
       if (!opts.bypassBreaker) {
         const b = breaker();
-        const after = b ? admit(b) : { probe: false };
+        const after = b ? admit(b, now, random) : { probe: false };
         if ('retryAfterMs' in after) {
           release(origin, s, tenant, b, false, 'neutral');
           return { held: 'breaker_open', retryAfterMs: after.retryAfterMs };
@@ -302,25 +327,7 @@ export function createOriginPacing(options: OriginPacingOptions) {
      * What the breaker of `tenant` at `origin` says now, and the origin's slots (tests and operators): untracked
      * ones are closed.
      */
-    state(
-      origin: string,
-      tenant = '',
-    ): {
-      breaker: 'closed' | 'open' | 'half-open';
-      inFlight: number;
-      waiting: number;
-      failures: number;
-    } {
-      const s = origins.get(origin);
-      const b = s?.breakers.get(tenant);
-      const breaker = b?.openUntil === undefined ? 'closed' : b.openUntil > now() ? 'open' : 'half-open';
-      return {
-        breaker,
-        inFlight: s?.inFlight ?? 0,
-        waiting: s?.waiters.length ?? 0,
-        failures: b?.failures ?? 0,
-      };
-    },
+    state: (origin: string, tenant = ''): PacingState => stateOf(origins.get(origin), tenant, now()),
 
     /** How many origins are tracked now (bounded by maxOrigins while any is idle). */
     get trackedOrigins(): number {

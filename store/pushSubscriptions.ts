@@ -3,7 +3,7 @@
 // A subscription's last success is kept on its row (lastSuccessAt), written once per batch of the fan-out.
 // push_subscription_slots, kept here beside it, holds the per-user cap (see takeUserSlot).
 import { createHash } from 'node:crypto';
-import type { Db } from 'mongodb';
+import type { Collection, Db } from 'mongodb';
 import { isDuplicateKey, type IndexSpec, type RetiredIndex } from './mongo';
 import { pageNewestFirst, type Page, type PageCursor } from './paging';
 import { takeSlot, type SlotRow } from './slots';
@@ -103,56 +103,101 @@ function rowUpdate(
   };
 }
 
+/**
+ * One of the user's `capacity` slots for subscription `subscriptionId`, or undefined when all are held. When
+ * they are, a slot held past SLOT_RECLAIM_MS by no row that names it is given back first.
+ */
+async function takeUserSlot(
+  db: Db,
+  userId: string,
+  subscriptionId: string,
+  capacity: number,
+  now: Date,
+): Promise<SubscriptionSlotRow | undefined> {
+  const slots = db.collection<SubscriptionSlotRow>('push_subscription_slots');
+  const take = async () => {
+    const rows = await slots.find({ key: userId }).toArray();
+    const taken = await takeSlot(slots, {
+      key: userId,
+      capacity,
+      rows,
+      held: (row) => !row.released,
+      at: now,
+      fields: { subscriptionId },
+    });
+    // The slot's earlier uses were given back: only the newest is kept (a slot's rows never grow).
+    for (const row of rows) {
+      if (taken && row.slot === taken.slot && row.n < taken.n) await slots.deleteOne({ _id: row._id });
+    }
+    return taken;
+  };
+  const taken = await take();
+  if (taken || !(await reclaimAbandoned(db, userId, now))) return taken;
+  return take();
+}
+
+/** Gives back the user's slots that no row names, taken long enough ago. True when one was. */
+async function reclaimAbandoned(db: Db, userId: string, now: Date): Promise<boolean> {
+  const slots = db.collection<SubscriptionSlotRow>('push_subscription_slots');
+  const subs = db.collection<PushSubscriptionRow>('push_subscriptions');
+  const old = (await slots.find({ key: userId }).toArray()).filter(
+    (row) => !row.released && row.at.getTime() < now.getTime() - SLOT_RECLAIM_MS,
+  );
+  if (!old.length) return false;
+  const named = new Set(
+    (await subs.find({ userId }, { projection: { slotId: 1 } }).toArray()).map((row) => row.slotId),
+  );
+  const abandoned = old.filter((row) => !named.has(row._id));
+  for (const row of abandoned) await releaseSlot(db, row._id);
+  return abandoned.length > 0;
+}
+
+/**
+ * A subscription's streak of episodes whose send found no push service there (what pruning counts), kept on its
+ * row: counted once per episode, restarted, cleared by a success.
+ */
+function unresolvedStreak(subs: Collection<PushSubscriptionRow>) {
+  return {
+    /**
+     * Counts one more episode whose send found no push service there, once per episode however often the fan-out
+     * is retried, and answers the streak: how many episodes, and since when (the first one's `now`).
+     */
+    async markUnresolved(id: string, episodeId: string, now: Date): Promise<{ count: number; since: Date }> {
+      await subs.updateOne(
+        { _id: id, 'unresolved.episodeId': { $ne: episodeId } },
+        {
+          $inc: { 'unresolved.count': 1 },
+          $set: { 'unresolved.episodeId': episodeId },
+          // Set by the streak's first episode only (an absent field is set by $min).
+          $min: { 'unresolved.since': now },
+        },
+      );
+      const row = await subs.findOne({ _id: id }, { projection: { unresolved: 1 } });
+      return { count: row?.unresolved?.count ?? 0, since: row?.unresolved?.since ?? now };
+    },
+
+    /**
+     * The streak starts again at this episode: what it counted may have been the push service refusing us as a
+     * whole, which says nothing about the subscription.
+     */
+    async restartUnresolved(id: string, episodeId: string, now: Date): Promise<void> {
+      await subs.updateOne({ _id: id }, { $set: { unresolved: { count: 1, episodeId, since: now } } });
+    },
+
+    /**
+     * A send went through: the streak (count and since) starts again, and the row's last success is `at`, in one
+     * write.
+     */
+    async clearUnresolved(id: string, at: Date): Promise<void> {
+      await subs.updateOne({ _id: id }, { $unset: { unresolved: '' }, $max: { lastSuccessAt: at } });
+    },
+  };
+}
+
 export type PushSubscriptionStore = ReturnType<typeof createPushSubscriptionStore>;
 
 export function createPushSubscriptionStore(db: Db) {
   const subs = db.collection<PushSubscriptionRow>('push_subscriptions');
-  const slots = db.collection<SubscriptionSlotRow>('push_subscription_slots');
-
-  /**
-   * One of the user's `capacity` slots for subscription `subscriptionId`, or undefined when all are held. When
-   * they are, a slot held past SLOT_RECLAIM_MS by no row that names it is given back first.
-   */
-  async function takeUserSlot(
-    userId: string,
-    subscriptionId: string,
-    capacity: number,
-    now: Date,
-  ): Promise<SubscriptionSlotRow | undefined> {
-    const take = async () => {
-      const rows = await slots.find({ key: userId }).toArray();
-      const taken = await takeSlot(slots, {
-        key: userId,
-        capacity,
-        rows,
-        held: (row) => !row.released,
-        at: now,
-        fields: { subscriptionId },
-      });
-      // The slot's earlier uses were given back: only the newest is kept (a slot's rows never grow).
-      for (const row of rows) {
-        if (taken && row.slot === taken.slot && row.n < taken.n) await slots.deleteOne({ _id: row._id });
-      }
-      return taken;
-    };
-    const taken = await take();
-    if (taken || !(await reclaimAbandoned(userId, now))) return taken;
-    return take();
-  }
-
-  /** Gives back the user's slots that no row names, taken long enough ago. True when one was. */
-  async function reclaimAbandoned(userId: string, now: Date): Promise<boolean> {
-    const old = (await slots.find({ key: userId }).toArray()).filter(
-      (row) => !row.released && row.at.getTime() < now.getTime() - SLOT_RECLAIM_MS,
-    );
-    if (!old.length) return false;
-    const named = new Set(
-      (await subs.find({ userId }, { projection: { slotId: 1 } }).toArray()).map((row) => row.slotId),
-    );
-    const abandoned = old.filter((row) => !named.has(row._id));
-    for (const row of abandoned) await releaseSlot(db, row._id);
-    return abandoned.length > 0;
-  }
 
   return {
     /** True when the endpoint is new, false when an existing row was updated. No guards: seeding and tests. */
@@ -189,18 +234,19 @@ export function createPushSubscriptionStore(db: Db) {
     ): Promise<'created' | 'updated' | 'held_by_another_user' | 'limit_reached'> {
       const _id = subscriptionId(subscription.endpoint);
       const update = rowUpdate(owner, subscription, now, label);
+      /** The row, if it is this user's; gone or moved meanwhile: the caller may register again. */
+      const updateOwn = async () =>
+        (await subs.updateOne({ _id, userId: owner.userId }, update)).matchedCount === 1
+          ? 'updated'
+          : 'held_by_another_user';
       const existing = await subs.findOne({ _id }, { projection: { userId: 1, 'keys.auth': 1, slotId: 1 } });
-      if (existing?.userId === owner.userId) {
-        // Already the user's: it holds its slot. Gone or moved meanwhile: the caller may register again.
-        const result = await subs.updateOne({ _id, userId: owner.userId }, update);
-        return result.matchedCount === 1 ? 'updated' : 'held_by_another_user';
-      }
+      if (existing?.userId === owner.userId) return updateOwn(); // already the user's: it holds its slot
       if (existing && existing.keys.auth !== subscription.keys.auth) return 'held_by_another_user';
       const held = await subs.find({ userId: owner.userId }, { projection: { slotId: 1 } }).toArray();
       if (held.length >= maxPerUser) return 'limit_reached';
       // Rows made before the cap had slots hold none: they shrink what the slots may hand out.
       const unslotted = held.filter((row) => !row.slotId).length;
-      const slot = await takeUserSlot(owner.userId, _id, maxPerUser - unslotted, now);
+      const slot = await takeUserSlot(db, owner.userId, _id, maxPerUser - unslotted, now);
       if (!slot) return 'limit_reached';
       try {
         if (existing) {
@@ -222,8 +268,7 @@ export function createPushSubscriptionStore(db: Db) {
         await releaseSlot(db, slot._id);
         if (!isDuplicateKey(err)) throw err;
         // The same endpoint registered concurrently: this user's now (an update), or another user's.
-        const result = await subs.updateOne({ _id, userId: owner.userId }, update);
-        return result.matchedCount === 1 ? 'updated' : 'held_by_another_user';
+        return updateOwn();
       }
     },
 
@@ -259,39 +304,7 @@ export function createPushSubscriptionStore(db: Db) {
       return new Map(rows.map((row) => [row._id, row.endpoint]));
     },
 
-    /**
-     * Counts one more episode whose send found no push service there, once per episode however often the fan-out
-     * is retried, and answers the streak: how many episodes, and since when (the first one's `now`).
-     */
-    async markUnresolved(id: string, episodeId: string, now: Date): Promise<{ count: number; since: Date }> {
-      await subs.updateOne(
-        { _id: id, 'unresolved.episodeId': { $ne: episodeId } },
-        {
-          $inc: { 'unresolved.count': 1 },
-          $set: { 'unresolved.episodeId': episodeId },
-          // Set by the streak's first episode only (an absent field is set by $min).
-          $min: { 'unresolved.since': now },
-        },
-      );
-      const row = await subs.findOne({ _id: id }, { projection: { unresolved: 1 } });
-      return { count: row?.unresolved?.count ?? 0, since: row?.unresolved?.since ?? now };
-    },
-
-    /**
-     * The streak starts again at this episode: what it counted may have been the push service refusing us as a
-     * whole, which says nothing about the subscription.
-     */
-    async restartUnresolved(id: string, episodeId: string, now: Date): Promise<void> {
-      await subs.updateOne({ _id: id }, { $set: { unresolved: { count: 1, episodeId, since: now } } });
-    },
-
-    /**
-     * A send went through: the streak (count and since) starts again, and the row's last success is `at`, in one
-     * write.
-     */
-    async clearUnresolved(id: string, at: Date): Promise<void> {
-      await subs.updateOne({ _id: id }, { $unset: { unresolved: '' }, $max: { lastSuccessAt: at } });
-    },
+    ...unresolvedStreak(subs),
 
     /** The push service said the endpoint is gone: the row goes, and its user's slot with it. */
     async prune(id: string): Promise<void> {
