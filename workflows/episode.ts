@@ -30,6 +30,10 @@ export const RELEASED_PUSH_RETRIED_PATCH = 'released-family-retried-while-siblin
 export const RELEASED_PUSH_BACKOFF_PATCH = 'released-push-retries-back-off';
 const RELEASED_RETRY_MAX_SECONDS = 3600;
 
+/** A push's n-th wait before it is tried again: one sweep interval, doubling to an hour (or the interval, if longer). */
+const backedOffSeconds = (every: number, retried: number): number =>
+  Math.min(every * 2 ** retried, Math.max(every, RELEASED_RETRY_MAX_SECONDS));
+
 /**
  * Marks histories in which a recipient held for their digest is not a delivery: a fan-out that held someone but
  * whose sends all failed releases the claim (older ones settled it, and the others were never tried again).
@@ -101,7 +105,7 @@ async function retryMissed(outcome: RunOutcome, options: EpisodeOptions): Promis
   const every = options.releasedRetrySeconds ?? EPISODE_OPTIONS_WHEN_ABSENT.releasedRetrySeconds!;
   const until = Date.now() + MISSED_RECIPIENTS_RETRY_SECONDS * 1000;
   for (let retried = 0; Date.now() < until; retried++) {
-    await sleep(Math.min(every * 2 ** retried, Math.max(every, RELEASED_RETRY_MAX_SECONDS)) * 1000);
+    await sleep(backedOffSeconds(every, retried) * 1000);
     try {
       const result = await fanOutCalls.deliverPush(outcome);
       if (!result.addressable || result.retryable === 0) return;
@@ -238,9 +242,7 @@ async function pushRetriedWhileSiblingsRun(
   for (let retried = 0; ; retried++) {
     const result = await contained(pushBranch(quick, outcome, options));
     if (result !== 'released' || !siblingsRunning() || !patched(RELEASED_PUSH_RETRIED_PATCH)) return result;
-    const wait = patched(RELEASED_PUSH_BACKOFF_PATCH)
-      ? Math.min(every * 2 ** retried, Math.max(every, RELEASED_RETRY_MAX_SECONDS))
-      : every;
+    const wait = patched(RELEASED_PUSH_BACKOFF_PATCH) ? backedOffSeconds(every, retried) : every;
     await sleep(wait * 1000);
   }
 }
