@@ -11,19 +11,19 @@ import { createOutcomeEmitter, episodeOptions } from './client/emitter';
 import { createHealthSignaler, healthOptions } from './client/health';
 import { emitFromRunner, FINAL_DISPOSITIONS, isDisposition, NON_FINAL_DISPOSITIONS } from './client/runner';
 import { explainRun, RUN_ID_PATTERN } from './operator/explain';
-import { printableJson } from './lib/printable';
+import { printableJson } from './platform/printable';
 import { renderExplanation } from './operator/render';
 import { childEnv, exitOnConfigError, launcherEnv, loadEmitterConfig, loadOperatorConfig } from './config';
-import { findRunningStack, stackEnv } from './stack/stackState';
+import { findRunningStack, stackEnv } from './platform/stackState';
 import { createClaimReader } from './store/claims';
 import { createEpisodeStore } from './store/episodes';
-import { createCallbackAttemptStore } from './store/callbackAttempts';
-import { createPushDeliveryStore } from './store/pushDeliveries';
-import { createPushSubscriptionStore } from './store/pushSubscriptions';
-import { createPushHoldStore } from './store/pushHolds';
+import { createCallbackAttemptStore } from './store/callback/attempts';
+import { createPushDeliveryStore } from './store/push/deliveries';
+import { createPushSubscriptionStore } from './store/push/subscriptions';
+import { createPushHoldStore } from './store/push/holds';
 import { createRunStore } from './store/runs';
 import { connectMongo } from './store/mongo';
-import { inSpan, startTracing } from './observability/tracing';
+import { inSpan, startTracing } from './platform/tracing';
 
 const USAGE = `usage: flow-notify emit --run <runId> --team <teamId> --disposition <disposition>
   final (emits):        ${FINAL_DISPOSITIONS.join(', ')}

@@ -458,7 +458,7 @@ const deliverySection = section({
   pushConfigFaultWindowSeconds: ['PUSH_CONFIG_FAULT_WINDOW_SECONDS', boundedSeconds(3600, 86400)],
   claimGraceSeconds: ['CLAIM_GRACE_SECONDS', seconds.default(300)],
   opsAlertRetryHours: ['OPS_ALERT_RETRY_HOURS', positiveNumber.default(24)],
-  // Per worker process: each worker paces its own attempts (net/originPacing.ts).
+  // Per worker process: each worker paces its own attempts (delivery/callback/pacing.ts).
   callbackMaxInFlightPerOrigin: ['CALLBACK_MAX_IN_FLIGHT_PER_ORIGIN', slots.default(8)],
   callbackBreakerFailures: ['CALLBACK_BREAKER_FAILURES', count.default(20)],
   callbackBreakerCooldownSeconds: ['CALLBACK_BREAKER_COOLDOWN_SECONDS', boundedSeconds(30, 3600)],

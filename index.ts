@@ -5,8 +5,8 @@ export {
   ResolverUnavailableError,
   type CheckedTarget,
   type HostLookup,
-} from './net/ssrfGuard';
-export { signWebhook } from './net/webhookSignature';
+} from './delivery/ssrfGuard';
+export { signWebhook } from './delivery/callback/signature';
 export { buildRunOutcome, runOutcomeEventId, claimKeys, type RunOutcome } from './domain/outcome';
 export { createOutcomeEmitter, startEpisode, episodeOptions } from './client/emitter';
 export {

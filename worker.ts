@@ -10,9 +10,9 @@ import {
   type WorkflowBundle,
   type WorkflowBundleOption,
 } from '@temporalio/worker';
-import { activityContext } from './activities/context';
-import type { Metrics } from './observability/metrics';
-import { startTracing, tracingWorkflowInterceptors, type Tracing } from './observability/tracing';
+import { activityContext } from './activities/activityContext';
+import type { Metrics } from './platform/metrics';
+import { startTracing, tracingWorkflowInterceptors, type Tracing } from './platform/tracing';
 import {
   createLogger,
   logAt,
@@ -21,17 +21,17 @@ import {
   workflowFields,
   type Log,
   type Logger,
-} from './observability/log';
+} from './platform/log';
 import { createActivities } from './activities';
 import { temporalConnectionOptions } from './client/connection';
-import { searchAttributesProbe } from './client/searchAttributes';
-import { assertSearchAttributes } from './client/searchAttributes';
+import { searchAttributesProbe } from './client/searchAttributeCheck';
+import { assertSearchAttributes } from './client/searchAttributeCheck';
 import { ensureSweepSchedule } from './client/schedules';
 import { exitOnConfigError, loadConfigOrExit, type Config } from './config';
-import { freePort } from './net/freePort';
-import { pushSenderFor, type PushSender } from './net/pushSender';
-import { createOriginPacing, type OriginPacing } from './net/originPacing';
-import type { HostLookup } from './net/ssrfGuard';
+import { freePort } from './platform/freePort';
+import { pushSenderFor, type PushSender } from './delivery/push/sender';
+import { createOriginPacing, type OriginPacing } from './delivery/callback/pacing';
+import type { HostLookup } from './delivery/ssrfGuard';
 import { createStores, ensureAllIndexes, type Stores } from './store';
 import { connectMongo, pingMongo, type Mongo } from './store/mongo';
 
@@ -191,8 +191,8 @@ function activityLog(logger: Logger): Log {
  * (Koa and its router stay out of a worker without the port).
  */
 async function startWorkerMetrics(config: Config, metrics: Metrics, sdkMetricsUrl: string): Promise<Server> {
-  const { listenMetrics } = await import('./api/routes/metrics');
-  const { readSdkMetrics } = await import('./observability/sdkMetrics');
+  const { listenMetrics } = await import('./platform/http/metricsRoutes');
+  const { readSdkMetrics } = await import('./platform/sdkMetrics');
   return listenMetrics(
     async () => {
       const [own, sdk] = await Promise.all([metrics.registry.metrics(), readSdkMetrics(sdkMetricsUrl)]);
@@ -215,7 +215,7 @@ async function startWorkerHealth(
   log: Log,
 ): Promise<Server> {
   const { default: Koa } = await import('koa');
-  const { healthRouter } = await import('./api/routes/health');
+  const { healthRouter } = await import('./platform/http/healthRoutes');
   const app = new Koa();
   const router = healthRouter(
     {
@@ -239,7 +239,7 @@ async function startWorkerHealth(
 async function loadMetrics(): Promise<Metrics> {
   const [{ Registry }, { createMetrics }] = await Promise.all([
     import('prom-client'),
-    import('./observability/metrics'),
+    import('./platform/metrics'),
   ]);
   return createMetrics(new Registry());
 }

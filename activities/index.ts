@@ -3,12 +3,12 @@
 import type { Client } from '@temporalio/client';
 import type { Config } from '../config';
 import type { Activities } from '../contract/activities';
-import type { OriginPacing } from '../net/originPacing';
-import type { PushSender } from '../net/pushSender';
-import type { HostLookup } from '../net/ssrfGuard';
+import type { OriginPacing } from '../delivery/callback/pacing';
+import type { PushSender } from '../delivery/push/sender';
+import type { HostLookup } from '../delivery/ssrfGuard';
 import type { Stores } from '../store';
-import type { Metrics } from '../observability/metrics';
-import type { Log } from '../observability/log';
+import type { Metrics } from '../platform/metrics';
+import type { Log } from '../platform/log';
 import { episodeOptions } from '../client/emitter';
 import { addToDigest } from '../client/digest';
 import { raisePushConfigFault } from '../client/operator';
@@ -18,7 +18,7 @@ import { createEpisodeActivities } from './episodes';
 import { createHealthActivities } from './health';
 import { createOpsActivities } from './ops';
 import { createPushActivities } from './push';
-import { createRecoverActivities } from './recover';
+import { createRecoverActivities } from './callback/recover';
 import { createSweepActivities } from './sweep';
 import { sweepLookbackSeconds } from '../domain/sweep';
 

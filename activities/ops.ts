@@ -5,7 +5,7 @@ import { callbackExhaustedAlert, runFailedAlert, type OperatorAlert } from '../d
 import type { RunOutcome } from '../domain/outcome';
 import type { ClaimStore } from '../store/claims';
 import type { RunStore } from '../store/runs';
-import type { Metrics } from '../observability/metrics';
+import type { Metrics } from '../platform/metrics';
 import { claimKeys } from '../domain/outcome';
 import { ApplicationFailure } from '@temporalio/activity';
 

@@ -12,23 +12,23 @@
 // Expired claims are reaped by a separate activity (sweepReapExpired): housekeeping, not reconciliation.
 import type { Client } from '@temporalio/client';
 import { startEpisode } from '../client/emitter';
-import { mapBounded } from '../lib/concurrency';
-import { activityContext } from './context';
+import { mapBounded } from '../platform/concurrency';
+import { activityContext } from './activityContext';
 import { owedEpisode, type SweepFamilies } from '../domain/sweep';
 import type { ClaimStore } from '../store/claims';
-import type { PushDeliveryStore } from '../store/pushDeliveries';
-import type { CallbackAttemptStore } from '../store/callbackAttempts';
+import type { PushDeliveryStore } from '../store/push/deliveries';
+import type { CallbackAttemptStore } from '../store/callback/attempts';
 import type { RateLimitStore } from '../store/rateLimits';
 import {
   digestEntryOf,
   HOLD_REOFFER_AFTER_SECONDS,
   type PushHoldRow,
   type PushHoldStore,
-} from '../store/pushHolds';
+} from '../store/push/holds';
 import type { DigestEntry } from '../contract/workflows';
 import type { RunStore } from '../store/runs';
 import type { EpisodeOptions, SweepPass } from '../contract/workflows';
-import type { Metrics } from '../observability/metrics';
+import type { Metrics } from '../platform/metrics';
 
 /**
  * How far before the lookback window the claims pre-check reads. A claim is written after its episode began (the

@@ -7,7 +7,7 @@ import type { Context, Middleware } from 'koa';
 import type { JwksConfig } from '../config';
 import type { Caller } from '../runs/service';
 import { KeysUnavailableError, remoteKeySet } from './authKeys';
-import { HttpError } from './errors';
+import { HttpError } from '../platform/http/httpErrors';
 
 export interface AuthState {
   caller: Caller;

@@ -2,12 +2,12 @@
 import { claimKeys } from '../domain/outcome';
 import type { ClaimState } from '../domain/outcome';
 import type { ClaimStore } from '../store/claims';
-import type { PushDeliveryStore } from '../store/pushDeliveries';
-import type { PushHoldStore } from '../store/pushHolds';
+import type { PushDeliveryStore } from '../store/push/deliveries';
+import type { PushHoldStore } from '../store/push/holds';
 import { pushHeldView } from '../operator/views';
 import type { PushHeldView } from '../operator/explanation';
 import type { EpisodeStore } from '../store/episodes';
-import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callbackAttempts';
+import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callback/attempts';
 import type { PageCursor } from '../store/paging';
 
 /** Attempts shown per episode: the schedule's 11 at most, plus rate-limited redeliveries. */

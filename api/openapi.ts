@@ -4,7 +4,7 @@
 import Router from '@koa/router';
 import { z } from 'zod';
 import { CALLBACK_EVENT_SCHEMAS, type CallbackEventType } from '../domain/callbackEvents';
-import { validate, type RouteSpec } from './validate';
+import { validate, type RouteSpec } from '../platform/http/validate';
 
 export const OPENAPI_PATH = '/api/v1/openapi.json';
 /** The version of this document's API (the /api/v1 surface), not of the package. */

@@ -2,10 +2,10 @@
 // to, so it is held to the outbound rules here, at the edge, before anything is stored.
 import { createPublicKey } from 'node:crypto';
 import { z } from 'zod';
-import { hostAllowed } from '../net/pushSender';
+import { hostAllowed } from '../delivery/push/sender';
 import { canonicalTimeZone, quietHoursProblem, type QuietHours } from '../domain/quietHours';
-import { PREF_KINDS, type PrefKind } from '../store/notificationPrefs';
-import { verbatim } from './validate';
+import { PREF_KINDS, type PrefKind } from '../store/push/notificationPrefs';
+import { verbatim } from '../platform/http/validate';
 
 export interface EndpointRules {
   /** PUSH_ALLOW_PRIVATE=1 (test push services) also lets plain http endpoints through. */

@@ -4,10 +4,10 @@
 //
 // A caller's trace context (`traceparent`) is continued only on a request whose bearer token verifies, or on
 // every request behind TRUST_PROXY (the proxy in front sets or strips it): otherwise anyone could choose our
-// trace ids and force sampling. Baggage never comes in (observability/tracing.ts).
+// trace ids and force sampling. Baggage never comes in (platform/tracing.ts).
 import type { Context, Middleware } from 'koa';
 import type { Caller } from '../runs/service';
-import { inServerSpan } from '../observability/tracing';
+import { inServerSpan } from '../platform/tracing';
 
 export interface RequestSpanTrust {
   /** TRUST_PROXY: the proxy in front vouches for the trace headers it lets through. */

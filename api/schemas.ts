@@ -1,4 +1,4 @@
-// Request bodies and path parameters of the runs and watches routes, validated at the edge (api/validate.ts). Unknown fields are refused so a typo is an error, not a silent no-op.
+// Request bodies and path parameters of the runs and watches routes, validated at the edge (platform/http/validate.ts). Unknown fields are refused so a typo is an error, not a silent no-op.
 import { z } from 'zod';
 import { CALLBACK_EVENTS } from '../domain/run';
 import { RESERVED_EVENT_TYPES } from '../runs/service';

@@ -4,7 +4,7 @@ import { createReadStream, existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import Router from '@koa/router';
 import type { Middleware } from 'koa';
-import { HttpError } from './errors';
+import { HttpError } from '../platform/http/httpErrors';
 
 // From source: ./studio; from a build: dist/studio (npm run build copies it there).
 export const STUDIO_DIR = path.resolve(__dirname, '..', 'studio');

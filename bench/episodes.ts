@@ -26,7 +26,7 @@ import { createActivities } from '../activities';
 import { createOutcomeEmitter, type OutcomeEmitter } from '../client/emitter';
 import { loadConfig, type Config } from '../config';
 import { createRunsService, type Caller } from '../runs/service';
-import { pushSenderFor } from '../net/pushSender';
+import { pushSenderFor } from '../delivery/push/sender';
 import { createStores, ensureAllIndexes, type Stores } from '../store';
 import { connectMongo } from '../store/mongo';
 import {
@@ -42,8 +42,8 @@ import type { PushPayload } from '../domain/push';
 import type { EpisodeResult } from '../contract/workflows';
 import { createWorker, WORKFLOWS_PATH } from '../worker';
 import { Registry } from 'prom-client';
-import { createMetrics, type Metrics } from '../observability/metrics';
-import { freePort } from '../stack/embedded';
+import { createMetrics, type Metrics } from '../platform/metrics';
+import { freePort } from '../platform/embedded';
 import type { BareActivities } from './bareWorkflow';
 import {
   cdfPoints,

@@ -26,7 +26,7 @@ import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import webpush from 'web-push';
 import { mintToken } from '../api/auth';
-import { freePort, PROJECT_ROOT } from '../stack/embedded';
+import { freePort, PROJECT_ROOT } from '../platform/embedded';
 import {
   CallbackReceiver,
   childProcessEnv,

@@ -2,7 +2,7 @@
 // histogram, a callback attempt) and one scrape of the registry, timed in a loop. bench:episodes with
 // BENCH_METRICS=1 measures the same in context; this gives the floor under its noise.
 import { Registry } from 'prom-client';
-import { createMetrics } from '../observability/metrics';
+import { createMetrics } from '../platform/metrics';
 const m = createMetrics(new Registry());
 const N = 200_000;
 const episode = () => {

@@ -22,15 +22,16 @@
 // against the same sender called once per endpoint (a lookup per send, as before), DNS_REPS times in turns; the
 // ratio is paired per rep and reported as median with its min–max spread.
 import webpush from 'web-push';
-import { createPushActivities, fanOut, groupCommit, pushOptionsFor } from '../activities/push';
+import { createPushActivities, groupCommit } from '../activities/push';
+import { fanOut, pushOptionsFor } from '../delivery/push/fanOut';
 import { renderPush, type PushPayload } from '../domain/push';
 import type { RunOutcome } from '../domain/outcome';
-import { createPushSender, type PushSender } from '../net/pushSender';
-import type { HostLookup } from '../net/ssrfGuard';
+import { createPushSender, type PushSender } from '../delivery/push/sender';
+import type { HostLookup } from '../delivery/ssrfGuard';
 import { createStores, ensureAllIndexes } from '../store';
-import { prefKey } from '../store/notificationPrefs';
+import { prefKey } from '../store/push/notificationPrefs';
 import { connectMongo } from '../store/mongo';
-import { subscriptionId, type PushSubscriptionRow } from '../store/pushSubscriptions';
+import { subscriptionId, type PushSubscriptionRow } from '../store/push/subscriptions';
 import {
   startPushService,
   startServers,

@@ -37,12 +37,12 @@ import { SWEEP_PAGE_SIZE, sweepLookback } from '../activities';
 import { buildRunOutcome, claimKeys } from '../domain/outcome';
 import type { Run } from '../domain/run';
 import { owedEpisode, type SweepFamilies } from '../domain/sweep';
-import type { CallbackAttemptRow } from '../store/callbackAttempts';
+import type { CallbackAttemptRow } from '../store/callback/attempts';
 import type { ClaimRow } from '../store/claims';
 import type { EpisodeRow } from '../store/episodes';
-import { prefKey, type NotificationPrefRow } from '../store/notificationPrefs';
-import type { PushDeliveryBatchRow } from '../store/pushDeliveries';
-import { subscriptionId, type PushSubscriptionRow } from '../store/pushSubscriptions';
+import { prefKey, type NotificationPrefRow } from '../store/push/notificationPrefs';
+import type { PushDeliveryBatchRow } from '../store/push/deliveries';
+import { subscriptionId, type PushSubscriptionRow } from '../store/push/subscriptions';
 import {
   deleteSweepSchedule,
   startFamilyStack,
@@ -227,7 +227,7 @@ function otherClaim(w: OtherWorld, m: number): ClaimRow {
 }
 
 /** Five deliveries per episode, to five members of the run's team. */
-/** One batch row of a fan-out (store/pushDeliveries.ts), holding one delivery: a row per delivery stored. */
+/** One batch row of a fan-out (store/push/deliveries.ts), holding one delivery: a row per delivery stored. */
 function otherDelivery(w: OtherWorld, d: number): PushDeliveryBatchRow {
   const { run, episodeId } = otherEpisodeRun(w, Math.floor(d / 5));
   const users = w.counts.push_subscriptions;

@@ -6,7 +6,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import webpush from 'web-push';
-import { freePort, PROJECT_ROOT } from '../stack/embedded';
+import { freePort, PROJECT_ROOT } from '../platform/embedded';
 import { childProcessEnv, startServers } from '../test/support';
 import { median, uniqueName } from './support';
 

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Runtime } from '@temporalio/worker';
 import type { CommandFailedEvent, CommandStartedEvent, CommandSucceededEvent, MongoClient } from 'mongodb';
-import { mapBounded } from '../lib/concurrency';
+import { mapBounded } from '../platform/concurrency';
 import type { ServerStack } from '../test/support';
 import { renderLatencySvg, type CdfSeries } from './chart';
 

@@ -6,8 +6,8 @@
 // above this, where the difference drowns in its noise.
 //
 //   npx ts-node bench/tracingCost.ts
-import type { SendOutcome } from '../net/pushSender';
-import { inPushSendSpan, inSpan, SpanKind, traceHeaders } from '../observability/tracing';
+import type { SendOutcome } from '../domain/push';
+import { inPushSendSpan, inSpan, SpanKind, traceHeaders } from '../platform/tracing';
 import { median } from './support';
 
 const N = 100_000;

@@ -16,7 +16,7 @@ import {
   workflowTypes,
   type EpisodeOptions,
 } from '../contract/workflows';
-import type { Emitter, Metrics } from '../observability/metrics';
+import type { Emitter, Metrics } from '../platform/metrics';
 import { startUnlessRunning } from './startUnlessRunning';
 
 export interface EmitResult {

@@ -9,7 +9,7 @@ import {
   type RouteDecisionError,
 } from '../domain/ops';
 import { claimKeys } from '../domain/outcome';
-import { withDeadline } from '../lib/deadline';
+import { withDeadline } from '../platform/deadline';
 import type { ClaimStore } from '../store/claims';
 import { runAttributes } from '../contract/searchAttributes';
 import { operatorAlertWorkflowId, workflowTypes } from '../contract/workflows';

@@ -5,7 +5,7 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 /**
  * FlowRunId and FlowTeamId on every workflow of a run (episodes, its health, its operator alerts), FlowOutcomeKind
  * on episodes. Registered by the embedded stack; API and worker refuse a namespace without them
- * (client/searchAttributes.ts).
+ * (client/searchAttributeCheck.ts).
  */
 export const searchAttributes = {
   runId: defineSearchAttributeKey('FlowRunId', SearchAttributeType.KEYWORD),

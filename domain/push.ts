@@ -160,3 +160,36 @@ export function renderDigest(input: {
     episodeId: input.digestId,
   };
 }
+
+/**
+ * delivered: 2xx. gone: 404/410, prune. refused: the guard refused the endpoint itself (scheme, allowlist, a
+ * private address written in the URL), prune. unresolved: the endpoint's name does not exist (ENOTFOUND) or
+ * resolves to an address we may not go to: nothing is sent, and it is counted on the row, pruned only when it
+ * lasts (a push service's host does not vanish for one lookup; a DNS sinkhole or a split-horizon mistake must not
+ * delete every subscription of a push service in one fan-out). denied: 401/403 from a host that is no known push
+ * service: counted like unresolved (anyone's host can answer 403; it says nothing about our identity).
+ * rejected: 400/413, this message will never be accepted as is. key_refused: 401/403 from a known push service,
+ * our VAPID identity refused for this subscription: it was made under another application server key (counted
+ * toward its pruning), or our key is wrong for the whole service (push_config_fault) — the fan-out tells which
+ * (delivery/push/fanOut.ts). failed: still failing after retries, or
+ * the resolver could not answer: worth another try.
+ */
+export const PUSH_RESULTS = [
+  'delivered',
+  'gone',
+  'refused',
+  'unresolved',
+  'denied',
+  'rejected',
+  'key_refused',
+  'failed',
+] as const;
+export type PushResult = (typeof PUSH_RESULTS)[number];
+
+export interface SendOutcome {
+  result: PushResult;
+  status?: number;
+  /** For operator logs: may name internal addresses or resolver codes. */
+  detail?: string;
+  attempts: number;
+}

@@ -4,13 +4,13 @@
 // history decoding is operator/history.ts, the row-to-view conversions operator/views.ts, the text operator/render.ts.
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { claimKeys } from '../domain/outcome';
-import { mapBounded } from '../lib/concurrency';
-import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callbackAttempts';
+import { mapBounded } from '../platform/concurrency';
+import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callback/attempts';
 import type { ClaimReader, ClaimRow } from '../store/claims';
 import type { EpisodeRow, EpisodeStore } from '../store/episodes';
-import type { PushDeliveryStore } from '../store/pushDeliveries';
-import type { PushHoldRow, PushHoldStore } from '../store/pushHolds';
-import type { PushSubscriptionStore } from '../store/pushSubscriptions';
+import type { PushDeliveryStore } from '../store/push/deliveries';
+import type { PushHoldRow, PushHoldStore } from '../store/push/holds';
+import type { PushSubscriptionStore } from '../store/push/subscriptions';
 import type { RunStore } from '../store/runs';
 import { healthWorkflowId, workflowTypes } from '../contract/workflows';
 import type { EpisodeView, OperatorAlertView, RunExplanation } from './explanation';

@@ -1,5 +1,5 @@
 // flow-notify explain's human-readable form: the same RunExplanation as --json, laid out for a person.
-import { printable } from '../lib/printable';
+import { printable } from '../platform/printable';
 import type {
   AlertSendView,
   CallbackAttemptView,

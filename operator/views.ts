@@ -4,10 +4,10 @@ import type { WorkflowExecutionInfo } from '@temporalio/client';
 import { claimKeys } from '../domain/outcome';
 import type { OperatorAlert } from '../domain/ops';
 import type { Run } from '../domain/run';
-import type { CallbackAttemptRow } from '../store/callbackAttempts';
+import type { CallbackAttemptRow } from '../store/callback/attempts';
 import type { ClaimRow } from '../store/claims';
-import type { PushDelivery } from '../store/pushDeliveries';
-import type { PushHoldRow } from '../store/pushHolds';
+import type { PushDelivery } from '../store/push/deliveries';
+import type { PushHoldRow } from '../store/push/holds';
 import type {
   CallbackAttemptView,
   ClaimView,

@@ -8,15 +8,15 @@ import { Connection } from '@temporalio/client';
 import webpush from 'web-push';
 import { temporalConnectionOptions } from '../client/connection';
 import { childEnv, launcherEnv, loadTemporalConnectionConfig } from '../config';
-import { ensureSearchAttributes } from '../stack/searchAttributes';
+import { ensureSearchAttributes } from '../platform/searchAttributeRegistration';
 import {
   launchMongo,
   launchTemporal,
   PROJECT_ROOT,
   readStackSpec,
   type ServerProcess,
-} from '../stack/embedded';
-import { DEFAULT_STACK_STATE_FILE, removeStackState, writeStackState } from '../stack/stackState';
+} from '../platform/embedded';
+import { DEFAULT_STACK_STATE_FILE, removeStackState, writeStackState } from '../platform/stackState';
 
 const log = (line: string): void => console.log(`flow-notify: ${line}`);
 
@@ -94,7 +94,7 @@ async function main(): Promise<void> {
     }
   }
   if (!env.mongoUrl || !env.temporalAddress) {
-    // So flow-notify explain / emit beside this find the servers (stack/stackState.ts).
+    // So flow-notify explain / emit beside this find the servers (platform/stackState.ts).
     writeStackState(
       {
         pid: process.pid,

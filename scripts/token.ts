@@ -6,7 +6,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { mintToken } from '../api/auth';
 import { launcherEnv } from '../config';
-import { PROJECT_ROOT } from '../stack/embedded';
+import { PROJECT_ROOT } from '../platform/embedded';
 
 const { values } = parseArgs({
   options: {

@@ -4,8 +4,8 @@ import {
   callbackAttemptIndexes,
   createCallbackAttemptStore,
   retiredCallbackAttemptIndexes,
-} from './callbackAttempts';
-import { callbackRecoverIndexes, createCallbackRecoverStore } from './callbackRecovers';
+} from './callback/attempts';
+import { callbackRecoverIndexes, createCallbackRecoverStore } from './callback/recovers';
 import { claimIndexes, createClaimStore } from './claims';
 import { createEpisodeStore, episodeIndexes, retiredEpisodeIndexes } from './episodes';
 import { createEventStore, eventIndexes } from './events';
@@ -14,15 +14,15 @@ import {
   createNotificationPrefStore,
   migrateNotificationPrefs,
   notificationPrefIndexes,
-} from './notificationPrefs';
-import { createPushDeliveryStore, pushDeliveryIndexes } from './pushDeliveries';
-import { createPushHoldStore, pushHoldIndexes } from './pushHolds';
-import { createPushServiceStore } from './pushServices';
+} from './push/notificationPrefs';
+import { createPushDeliveryStore, pushDeliveryIndexes } from './push/deliveries';
+import { createPushHoldStore, pushHoldIndexes } from './push/holds';
+import { createPushServiceStore } from './push/services';
 import {
   createPushSubscriptionStore,
   pushSubscriptionIndexes,
   retiredPushSubscriptionIndexes,
-} from './pushSubscriptions';
+} from './push/subscriptions';
 import { createRateLimitStore, rateLimitIndexes } from './rateLimits';
 import { createRunHealthStore, runHealthIndexes } from './runHealth';
 import { createRunStore, retiredRunIndexes, runIndexes } from './runs';

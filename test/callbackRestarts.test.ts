@@ -15,7 +15,7 @@ import { loadConfig, type Config } from '../config';
 import type { EpisodeResult } from '../contract/workflows';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
-import type { CallbackAttemptRow } from '../store/callbackAttempts';
+import type { CallbackAttemptRow } from '../store/callback/attempts';
 import { sweepWorkflow } from '../workflows/sweep';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { openStores, startTestApi, temporalClient, type ApiClient } from './support/harness';

@@ -1,5 +1,5 @@
 // flow-notify beside `npm start`: with MONGO_URL and TEMPORAL_ADDRESS unset, the CLI finds the embedded servers
-// where the launcher recorded them (stack/stackState.ts), as long as the launcher runs. The record here names the
+// where the launcher recorded them (platform/stackState.ts), as long as the launcher runs. The record here names the
 // test stack's servers and this process as the launcher, in a file of its own (FLOW_NOTIFY_STACK_FILE), so a
 // developer's own npm start in this checkout is left alone.
 import assert from 'node:assert/strict';
@@ -7,8 +7,8 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { PROJECT_ROOT } from '../stack/embedded';
-import { writeStackState } from '../stack/stackState';
+import { PROJECT_ROOT } from '../platform/embedded';
+import { writeStackState } from '../platform/stackState';
 import { connectMongo, type Mongo } from '../store/mongo';
 import { createRunStore } from '../store/runs';
 import { testStack } from './support/stack';

@@ -13,7 +13,7 @@ import webpush from 'web-push';
 import { parse as parseYaml } from 'yaml';
 import { sweepScheduleId } from '../client/schedules';
 import { loadConfig } from '../config';
-import { freePort, PROJECT_ROOT } from '../stack/embedded';
+import { freePort, PROJECT_ROOT } from '../platform/embedded';
 import { createClaimStore } from '../store/claims';
 import { connectMongo } from '../store/mongo';
 import { CallbackReceiver } from './support/callbackReceiver';

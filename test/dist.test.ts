@@ -10,7 +10,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import webpush from 'web-push';
 import { sweepScheduleId } from '../client/schedules';
-import { freePort, PROJECT_ROOT } from '../stack/embedded';
+import { freePort, PROJECT_ROOT } from '../platform/embedded';
 import { ApiClient, temporalClient } from './support/harness';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startPushService, type PushService } from './support/pushService';

@@ -7,7 +7,7 @@ import type { Client } from '@temporalio/client';
 import webpush from 'web-push';
 import type { ApiHandle } from '../api/server';
 import type { Config } from '../config';
-import { pushSenderFor } from '../net/pushSender';
+import { pushSenderFor } from '../delivery/push/sender';
 import type { Stores } from '../store';
 import type { ClaimState } from '../domain/outcome';
 import type { Mongo } from '../store/mongo';

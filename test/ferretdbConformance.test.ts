@@ -37,7 +37,7 @@ import {
   type FindOptions,
   type MongoClientOptions,
 } from 'mongodb';
-import { launchMongo, PROJECT_ROOT, readStackSpec, type ServerProcess } from '../stack/embedded';
+import { launchMongo, PROJECT_ROOT, readStackSpec, type ServerProcess } from '../platform/embedded';
 import { random } from './support/seeded';
 
 const SEED = Number(process.env.CONFORMANCE_SEED ?? 20261203);

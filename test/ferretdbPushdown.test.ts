@@ -7,7 +7,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Long, MongoClient, type Collection, type Document, type Filter, type Sort } from 'mongodb';
-import { launchMongo, PROJECT_ROOT, readStackSpec, type ServerProcess } from '../stack/embedded';
+import { launchMongo, PROJECT_ROOT, readStackSpec, type ServerProcess } from '../platform/embedded';
 import { random } from './support/seeded';
 
 const SEED = Number(process.env.PUSHDOWN_SEED ?? 20261202);

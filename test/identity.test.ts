@@ -7,7 +7,7 @@ import { createHmac } from 'node:crypto';
 import { promisify } from 'node:util';
 import type { ApiHandle } from '../api/server';
 import { loadConfig } from '../config';
-import { PROJECT_ROOT } from '../stack/embedded';
+import { PROJECT_ROOT } from '../platform/embedded';
 import { ApiClient, startTestApi } from './support/harness';
 import { JwksServer } from './support/jwksServer';
 import { TEST_JWT_SECRET, testConfig, testStack } from './support/stack';

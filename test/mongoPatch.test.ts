@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { PROJECT_ROOT } from '../stack/embedded';
+import { PROJECT_ROOT } from '../platform/embedded';
 import { failWritesOnDeadSockets, PATCHED_DRIVER_VERSION } from '../store/mongo';
 import { TEST_JWT_SECRET, testStack } from './support/stack';
 

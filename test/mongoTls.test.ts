@@ -10,7 +10,7 @@ import { MongoClient } from 'mongodb';
 import type { ApiHandle } from '../api/server';
 import { sweepScheduleId } from '../client/schedules';
 import { loadConfig } from '../config';
-import { PROJECT_ROOT } from '../stack/embedded';
+import { PROJECT_ROOT } from '../platform/embedded';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startTestApi, temporalClient } from './support/harness';
 import { TEST_JWT_SECRET, testStack } from './support/stack';

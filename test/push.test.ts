@@ -10,8 +10,8 @@ import type { EpisodeResult } from '../contract/workflows';
 import { createPushActivities, groupCommit } from '../activities/push';
 import type { RunOutcome } from '../domain/outcome';
 import type { SweepReport } from '../contract/workflows';
-import { pushSenderFor, type PushSender } from '../net/pushSender';
-import { subscriptionId } from '../store/pushSubscriptions';
+import { pushSenderFor, type PushSender } from '../delivery/push/sender';
+import { subscriptionId } from '../store/push/subscriptions';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
 import {

@@ -7,7 +7,7 @@ import type { ApiHandle } from '../api/server';
 import type { Config } from '../config';
 import { createOutcomeEmitter } from '../client/emitter';
 import { createRunsService } from '../runs/service';
-import { createPushSender, pushSenderFor, type PushSender } from '../net/pushSender';
+import { createPushSender, pushSenderFor, type PushSender } from '../delivery/push/sender';
 import type { Mongo } from '../store/mongo';
 import type { Stores } from '../store';
 import type { EpisodeResult } from '../contract/workflows';

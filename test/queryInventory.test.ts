@@ -1,4 +1,4 @@
-// Every hot query of the inventory (store/queryInventory.ts) is answered from an index, asked of the real server's
+// Every hot query of the inventory (test/support/queryInventory.ts) is answered from an index, asked of the real server's
 // explain against a store holding other teams' rows: on FerretDB, filterPushdown (and sortPushdown, limitPushdown
 // where the query sorts and limits, with no temporary sort in SQLite's plan); on MongoDB (MONGO_URL), an index scan
 // and no in-memory SORT stage. Also: start-up drops the indexes a store module replaced, idempotently.
@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import type { Db, Document } from 'mongodb';
 import { connectMongo, type Mongo } from '../store/mongo';
 import { ALL_INDEXES, ensureAllIndexes, RETIRED_INDEXES } from '../store';
-import { QUERY_INVENTORY, SAMPLE, type QueryEntry } from '../store/queryInventory';
+import { QUERY_INVENTORY, SAMPLE, type QueryEntry } from './support/queryInventory';
 import { testConfig } from './support/stack';
 
 const OTHER_TEAMS = 6;

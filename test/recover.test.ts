@@ -10,7 +10,7 @@ import {
   callbackRedeliverWorkflowId,
   type EpisodeResult,
 } from '../contract/workflows';
-import { createOriginPacing } from '../net/originPacing';
+import { createOriginPacing } from '../delivery/callback/pacing';
 import type { Stores } from '../store';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';

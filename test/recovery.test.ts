@@ -17,7 +17,7 @@ import { IllegalTransitionError } from '../domain/runStatus';
 import { createRunsService, type Caller, type RunsServiceDeps } from '../runs/service';
 import type { Stores } from '../store';
 import { MONGO_CLIENT_OPTIONS, type Mongo } from '../store/mongo';
-import { startThrowawayStack } from '../stack/embedded';
+import { startThrowawayStack } from '../platform/embedded';
 import { operatorAlertWorkflowId } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { openStores, startTestApi, startTestWorker, temporalClient, type ApiClient } from './support/harness';

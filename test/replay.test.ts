@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Worker } from '@temporalio/worker';
 import webpush from 'web-push';
-import { pushSenderFor } from '../net/pushSender';
+import { pushSenderFor } from '../delivery/push/sender';
 import { WORKFLOWS_PATH } from '../worker';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { openStores, saveHistory, startTestApi, startTestWorker, temporalClient } from './support/harness';

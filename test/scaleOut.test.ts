@@ -14,7 +14,7 @@ import webpush from 'web-push';
 import { sweepScheduleId } from '../client/schedules';
 import { loadConfig, type Config } from '../config';
 import type { PushPayload } from '../domain/push';
-import { freePort, PROJECT_ROOT } from '../stack/embedded';
+import { freePort, PROJECT_ROOT } from '../platform/embedded';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
 import { CallbackReceiver } from './support/callbackReceiver';

@@ -8,7 +8,7 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
 import type { Config } from '../config';
-import { PROJECT_ROOT } from '../stack/embedded';
+import { PROJECT_ROOT } from '../platform/embedded';
 import type { Stores } from '../store';
 import { searchAttributes } from '../contract/searchAttributes';
 import { CallbackReceiver } from './support/callbackReceiver';

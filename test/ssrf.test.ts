@@ -12,7 +12,7 @@ import {
   TargetRefusedError,
   type HostLookup,
   type ResolvedAddress,
-} from '../net/ssrfGuard';
+} from '../delivery/ssrfGuard';
 
 const CORPUS = path.resolve(__dirname, '../../shared/ssrf/corpus.tsv');
 

@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { launchMongo, PROJECT_ROOT, readStackSpec } from '../stack/embedded';
+import { launchMongo, PROJECT_ROOT, readStackSpec } from '../platform/embedded';
 import { buildRunOutcome } from '../domain/outcome';
 import type { Run } from '../domain/run';
 import { openStores, startTestApi, startTestWorker, temporalClient } from './support/harness';

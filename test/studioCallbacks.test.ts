@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import type { Client } from '@temporalio/client';
 import type { Page } from 'playwright-core';
-import { freePort } from '../stack/embedded';
+import { freePort } from '../platform/embedded';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { launchChromium, type LaunchedChromium } from './support/chromium';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';

@@ -11,7 +11,7 @@ import { NativeConnection } from '@temporalio/worker';
 import type { ApiHandle } from '../api/server';
 import { temporalConnectionOptions } from '../client/connection';
 import { ConfigError, loadConfig, type Config } from '../config';
-import { PROJECT_ROOT } from '../stack/embedded';
+import { PROJECT_ROOT } from '../platform/embedded';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startTestApi, type ApiClient } from './support/harness';
 import { deleteSweepScheduleOf, processStackVars } from './support/processStack';

@@ -8,7 +8,7 @@ import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import webpush from 'web-push';
 import { loadConfig } from '../config';
-import { freePort, PROJECT_ROOT } from '../stack/embedded';
+import { freePort, PROJECT_ROOT } from '../platform/embedded';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { ApiClient } from './support/harness';
 import { OtlpReceiver, type ReceivedSpan } from './support/otlpReceiver';

@@ -12,7 +12,7 @@ import type { PushPayload } from '../domain/push';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
 import type { EpisodeResult } from '../contract/workflows';
-import { subscriptionId } from '../store/pushSubscriptions';
+import { subscriptionId } from '../store/push/subscriptions';
 import { openStores, startTestApi, temporalClient, type ApiClient } from './support/harness';
 import { startPushService, type PushService, type ReceivedPush } from './support/pushService';
 import { deleteSweepSchedule, processStackVars } from './support/processStack';

@@ -4,12 +4,12 @@ import { randomUUID } from 'node:crypto';
 import Router from '@koa/router';
 import type { RecoverInput } from '../../contract/workflows';
 import { NotFoundError } from '../../domain/errors';
-import type { CallbackRecoverStore } from '../../store/callbackRecovers';
+import type { CallbackRecoverStore } from '../../store/callback/recovers';
 import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 import type { AuthState } from '../auth';
-import { HttpError, tooManyRequests } from '../errors';
+import { HttpError, tooManyRequests } from '../../platform/http/httpErrors';
 import { recoverBody, recoverParams } from '../schemas';
-import { validate } from '../validate';
+import { validate } from '../../platform/http/validate';
 
 /** The widest window one recover may cover. */
 export const RECOVER_MAX_WINDOW_DAYS = 14;

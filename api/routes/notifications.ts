@@ -4,15 +4,15 @@
 import Router from '@koa/router';
 import { renderTestPush, type PushPayload } from '../../domain/push';
 import { randomUUID } from 'node:crypto';
-import { withDeadline } from '../../lib/deadline';
-import type { NotificationPrefStore } from '../../store/notificationPrefs';
-import type { PushDeliveryStore } from '../../store/pushDeliveries';
-import type { PushSubscriptionRow, PushSubscriptionStore } from '../../store/pushSubscriptions';
+import { withDeadline } from '../../platform/deadline';
+import type { NotificationPrefStore } from '../../store/push/notificationPrefs';
+import type { PushDeliveryStore } from '../../store/push/deliveries';
+import type { PushSubscriptionRow, PushSubscriptionStore } from '../../store/push/subscriptions';
 import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 import { deviceLabel } from '../../domain/deviceLabel';
 import { MAX_DO_NOT_DISTURB_MS } from '../../domain/quietHours';
 import type { AuthState } from '../auth';
-import { HttpError, tooManyRequests } from '../errors';
+import { HttpError, tooManyRequests } from '../../platform/http/httpErrors';
 import {
   deviceParams,
   isDeviceId,
@@ -21,7 +21,7 @@ import {
   unsubscribeBody,
   type EndpointRules,
 } from '../pushSchemas';
-import { validate } from '../validate';
+import { validate } from '../../platform/http/validate';
 import { devicesPage } from '../schemas';
 import { encodeCursor } from '../../store/paging';
 

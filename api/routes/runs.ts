@@ -1,9 +1,9 @@
 // The runs routes: the engine surface that drives outcomes. Every route is team-scoped through the caller.
 import Router from '@koa/router';
-import type { CallbackTestResult } from '../../activities/callback';
+import type { CallbackTestResult } from '../../delivery/callback/send';
 import { teamRedeliveryBudgetKey } from '../../domain/callback';
 import { publicRun, type Run } from '../../domain/run';
-import { HttpError, tooManyRequests } from '../errors';
+import { HttpError, tooManyRequests } from '../../platform/http/httpErrors';
 import type { RunsService } from '../../runs/service';
 import type { EpisodeView } from '../episodesView';
 import type { AuthState } from '../auth';
@@ -23,7 +23,7 @@ import {
   runsPage,
 } from '../schemas';
 import { encodeCursor } from '../../store/paging';
-import { validate } from '../validate';
+import { validate } from '../../platform/http/validate';
 import { NotFoundError } from '../../domain/errors';
 import type { RouteDecisionError } from '../../domain/ops';
 import type { RunHealthStore } from '../../store/runHealth';

@@ -5,7 +5,7 @@ import type { RunStore } from '../../store/runs';
 import type { WatchStore } from '../../store/watches';
 import type { AuthState } from '../auth';
 import { watchParams } from '../schemas';
-import { validate } from '../validate';
+import { validate } from '../../platform/http/validate';
 
 export interface WatchesRouterDeps {
   runs: RunStore;

@@ -17,7 +17,7 @@ import type { SweepReport } from '../../contract/workflows';
 import { startApi, type ApiHandle } from '../../api/server';
 import { createOutcomeEmitter, episodeOptions, type OutcomeEmitter } from '../../client/emitter';
 import { loadConfig, type Config } from '../../config';
-import { PROJECT_ROOT, type ServerProcess } from '../../stack/embedded';
+import { PROJECT_ROOT, type ServerProcess } from '../../platform/embedded';
 import { createStores } from '../../store';
 import { MongoClient, MongoServerSelectionError, type Db } from 'mongodb';
 import { connectMongo, type Mongo } from '../../store/mongo';

@@ -3,7 +3,7 @@
 // route, the domain shape of everything stored.
 import type { Db } from 'mongodb';
 import { RUN_STATUSES } from '../../domain/runStatus';
-import { PREF_KINDS, prefKey } from '../../store/notificationPrefs';
+import { PREF_KINDS, prefKey } from '../../store/push/notificationPrefs';
 import { COLLECTIONS, type Answer, type ResolvedRequest, type RouteSpec } from './spec';
 
 const STANDARD_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);

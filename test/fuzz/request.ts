@@ -1,6 +1,6 @@
 // Turning a symbolic case into the request it stands for: real ids for the params, a token for the auth choice,
 // the body's text with its edits and lazy values spliced in.
-import { subscriptionId } from '../../store/pushSubscriptions';
+import { subscriptionId } from '../../store/push/subscriptions';
 import { signToken } from '../support/tokens';
 import { isPlainObject } from './check';
 import { INTRUDER, type Fixtures, type RunFixture } from './fixtures';

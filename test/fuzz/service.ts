@@ -1,5 +1,5 @@
-// The fuzzer's routes outside the resource routers: the probes (api/routes/health.ts), the metrics scrape
-// (api/routes/metrics.ts), the OpenAPI document, and whole unknown paths (the studio's catch-all).
+// The fuzzer's routes outside the resource routers: the probes (platform/http/healthRoutes.ts), the metrics scrape
+// (platform/http/metricsRoutes.ts), the OpenAPI document, and whole unknown paths (the studio's catch-all).
 import { none, type RouteSpec } from './spec';
 
 export const SERVICE_ROUTES: RouteSpec[] = [

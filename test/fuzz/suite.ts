@@ -17,7 +17,7 @@ import webpush from 'web-push';
 import { FUZZED_ROUTES, fuzzRoutes, selectRoutes, type FuzzReport } from './routes';
 import { mintToken } from '../../api/auth';
 import type { ApiHandle } from '../../api/server';
-import { pushSenderFor } from '../../net/pushSender';
+import { pushSenderFor } from '../../delivery/push/sender';
 import { CallbackReceiver } from '../support/callbackReceiver';
 import { openStores, startTestApi } from '../support/harness';
 import { startPushService, type PushService } from '../support/pushService';

@@ -3,8 +3,8 @@
 import type { Client } from '@temporalio/client';
 import type { ApiHandle } from '../../api/server';
 import type { Config } from '../../config';
-import type { OriginPacing } from '../../net/originPacing';
-import { pushSenderFor } from '../../net/pushSender';
+import type { OriginPacing } from '../../delivery/callback/pacing';
+import { pushSenderFor } from '../../delivery/push/sender';
 import type { Stores } from '../../store';
 import type { Mongo } from '../../store/mongo';
 import {

@@ -10,7 +10,7 @@ import {
   readStackSpec,
   type ServerProcess,
   type StackSpec,
-} from '../../stack/embedded';
+} from '../../platform/embedded';
 
 export interface ServerStack {
   mongoUrl: string;
@@ -52,7 +52,7 @@ export async function startServers(name: string, wants: StackWants): Promise<Ser
 export async function startServers(name: string, wants: StackWants): Promise<ServerStack> {
   const env: { mongoUrl?: string; temporalAddress?: string } = wants.external === false ? {} : launcherEnv();
   const dataRoot = mkdtempSync(path.join(os.tmpdir(), `flow-notify-${name}-`));
-  // Ctrl-C or a kill skips stop(): the exit hooks of stack/embedded kill the servers, this removes their data.
+  // Ctrl-C or a kill skips stop(): the exit hooks of platform/embedded kill the servers, this removes their data.
   const removeData = (): void => rmSync(dataRoot, { recursive: true, force: true });
   process.once('exit', removeData);
   const spec: StackSpec = readStackSpec();

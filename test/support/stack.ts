@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { bundleWorkflowCode, NativeConnection, Runtime, type WorkflowBundle } from '@temporalio/worker';
 import { launcherEnv, loadConfig, type Config } from '../../config';
-import { startThrowawayStack, type RunningStack } from '../../stack/embedded';
+import { startThrowawayStack, type RunningStack } from '../../platform/embedded';
 import { WORKFLOWS_PATH } from '../../worker';
 
 interface TestStack extends RunningStack {

@@ -8,8 +8,8 @@ import path from 'node:path';
 import { SearchAttributeType } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { freePort } from '../../net/freePort';
-import { PROJECT_ROOT } from '../../stack/embedded';
+import { freePort } from '../../platform/freePort';
+import { PROJECT_ROOT } from '../../platform/embedded';
 import { searchAttributes } from '../../contract/searchAttributes';
 
 export const TEST_SERVER_PATH = path.join(PROJECT_ROOT, 'tools', 'test-server', 'temporal-test-server');

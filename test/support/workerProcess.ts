@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { PROJECT_ROOT } from '../../stack/embedded';
+import { PROJECT_ROOT } from '../../platform/embedded';
 
 /** The line worker.ts prints once its Worker is created and about to poll. */
 export const WORKER_READY_LINE = 'flow-notify worker: task queue';

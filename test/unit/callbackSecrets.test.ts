@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import { signingSecrets } from '../../domain/callback';
-import { signWebhook } from '../../net/webhookSignature';
+import { signWebhook } from '../../delivery/callback/signature';
 import { AT } from './fixtures';
 
 const OLD = `whsec_${Buffer.alloc(32, 1).toString('base64')}`;

@@ -1,13 +1,13 @@
 // lib/: the timeout race and bounded concurrency every caller shares (no servers).
 import assert from 'node:assert/strict';
-import { mapBounded } from '../../lib/concurrency';
-import { withDeadline } from '../../lib/deadline';
+import { mapBounded } from '../../platform/concurrency';
+import { withDeadline } from '../../platform/deadline';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 class Expired extends Error {}
 
-describe('lib/deadline: withDeadline', () => {
+describe('platform/deadline: withDeadline', () => {
   it('answers what the promise answers in time, and the timer never fires after', async () => {
     let timeouts = 0;
     const value = await withDeadline(Promise.resolve(42), 20, () => timeouts++);
@@ -65,7 +65,7 @@ describe('lib/deadline: withDeadline', () => {
   });
 });
 
-describe('lib/concurrency: mapBounded', () => {
+describe('platform/concurrency: mapBounded', () => {
   it('never has more than the limit in flight, and answers in the order of the items', async () => {
     let inFlight = 0;
     let most = 0;

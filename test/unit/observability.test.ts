@@ -11,7 +11,7 @@ import {
   prettyLine,
   temporalLogger,
   workflowFields,
-} from '../../observability/log';
+} from '../../platform/log';
 import type { Stores } from '../../store';
 import {
   callbackRedeliverWorkflowId,
@@ -21,7 +21,7 @@ import {
   workflowTypes,
 } from '../../contract/workflows';
 import { claimFamily } from '../../domain/outcome';
-import { createMetrics, statusClass } from '../../observability/metrics';
+import { createMetrics, statusClass } from '../../platform/metrics';
 
 /** A destination that keeps what was written; `isTTY` as a terminal (or not) would say. */
 function capture(isTTY: boolean): Writable & { isTTY: boolean; text(): string } {

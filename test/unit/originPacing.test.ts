@@ -1,4 +1,4 @@
-// net/originPacing: slots per origin (FIFO, bounded wait) and the circuit breaker, on a clock the test moves.
+// delivery/callback/pacing: slots per origin (FIFO, bounded wait) and the circuit breaker, on a clock the test moves.
 import assert from 'node:assert/strict';
 import {
   createOriginPacing,
@@ -6,7 +6,7 @@ import {
   type BreakerChange,
   type OriginPacingOptions,
   type PacingEntry,
-} from '../../net/originPacing';
+} from '../../delivery/callback/pacing';
 
 const A = 'http://a.example:80';
 const B = 'https://b.example:443';
@@ -40,7 +40,7 @@ async function fail(p: ReturnType<typeof pacing>['p'], n: number, origin = A) {
   for (let i = 0; i < n; i++) go(await enter(p, origin)).done('failure');
 }
 
-describe('net/originPacing', () => {
+describe('delivery/callback/pacing', () => {
   it('originOf: scheme://host:port with the default port written, no path or credentials', () => {
     assert.equal(originOf('https://user:pw@Hooks.Example.com/x?y'), 'https://hooks.example.com:443');
     assert.equal(originOf('http://127.0.0.1:8080/hooks'), 'http://127.0.0.1:8080');

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { buildRunOutcome, runOutcomeEventId } from '../../domain/outcome';
-import { PROJECT_ROOT } from '../../stack/embedded';
+import { PROJECT_ROOT } from '../../platform/embedded';
 import type { Run } from '../../domain/run';
 import { aRun, AT } from './fixtures';
 

@@ -1,11 +1,11 @@
-// The query inventory (store/queryInventory.ts) stays complete: every query call site of a store module has an
+// The query inventory (test/support/queryInventory.ts) stays complete: every query call site of a store module has an
 // entry, every single-document write is keyed by _id (so it needs none), nothing outside store/ queries the
 // database, every entry names an index its module declares, and docs/development.md shows the same table.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ALL_INDEXES } from '../../store';
-import { QUERY_INVENTORY, inventoryMarkdown } from '../../store/queryInventory';
+import { QUERY_INVENTORY, inventoryMarkdown } from '../support/queryInventory';
 
 const ROOT = path.join(__dirname, '..', '..');
 const STORE = path.join(ROOT, 'store');
@@ -30,9 +30,10 @@ function querySites(source: string): number {
   );
 }
 
-const storeModules = readdirSync(STORE)
+/** Store modules by their path under store/ without `.ts` (a family's collections sit in its folder). */
+const storeModules = (readdirSync(STORE, { recursive: true }) as string[])
   .filter((f) => f.endsWith('.ts'))
-  .map((f) => f.slice(0, -3))
+  .map((f) => f.slice(0, -3).split(path.sep).join('/'))
   .filter((m) => ![...HELPERS, 'queryInventory', 'index', 'mongo'].includes(m));
 const SINGLE_WRITE_OPS = ['updateOne', 'deleteOne', 'replaceOne'];
 
@@ -47,7 +48,7 @@ describe('the query inventory', () => {
       if (sites !== listed)
         mismatches.push(`store/${module}.ts: ${sites} query call sites, ${listed} listed`);
     }
-    assert.deepEqual(mismatches, [], 'add the new query to store/queryInventory.ts (and its index)');
+    assert.deepEqual(mismatches, [], 'add the new query to test/support/queryInventory.ts (and its index)');
     for (const entry of QUERY_INVENTORY) assert.ok(storeModules.includes(entry.module), entry.module);
   });
 
@@ -72,7 +73,7 @@ describe('the query inventory', () => {
           `store/${module}.ts: ${unkeyed.length} writes not keyed by an _id literal, ${listed.length} listed`,
         );
     }
-    assert.deepEqual(mismatches, [], 'key it by _id, or list it in store/queryInventory.ts');
+    assert.deepEqual(mismatches, [], 'key it by _id, or list it in test/support/queryInventory.ts');
   });
 
   it('nothing outside store/ (and tests, benchmarks) reaches a collection', () => {

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Koa from 'koa';
-import { healthRouter, READINESS_CACHE_MS } from '../../api/routes/health';
+import { healthRouter, READINESS_CACHE_MS } from '../../platform/http/healthRoutes';
 
 describe('readiness (/readyz)', () => {
   let server: Server;

@@ -5,8 +5,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { freePort } from '../../net/freePort';
-import { signWebhook } from '../../net/webhookSignature';
+import { freePort } from '../../platform/freePort';
+import { signWebhook } from '../../delivery/callback/signature';
 
 const ROOT = path.join(__dirname, '..', '..');
 const SECRET = `whsec_${Buffer.from('the-secret-the-receiver-holds!!!').toString('base64')}`;

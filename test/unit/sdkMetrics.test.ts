@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { readSdkMetrics } from '../../observability/sdkMetrics';
+import { readSdkMetrics } from '../../platform/sdkMetrics';
 
 /** A loopback exporter that answers with `write(res)`; counts the bytes it managed to send. */
 async function exporter(

@@ -2,7 +2,7 @@
 // started: the helpers run their work and carry no context.
 import assert from 'node:assert/strict';
 import { ConfigError, loadConfig } from '../../config';
-import { inSpan, startTracing, traceHeaders } from '../../observability/tracing';
+import { inSpan, startTracing, traceHeaders } from '../../platform/tracing';
 
 const BASE = { MONGO_URL: 'mongodb://127.0.0.1:1/', AUTH_JWT_SECRET: 'x'.repeat(32) };
 const tracingOf = (env: Record<string, string>) => loadConfig({ ...BASE, ...env }).tracing;

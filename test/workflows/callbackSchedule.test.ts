@@ -76,7 +76,7 @@ describe('the callback schedule on time-skipping Temporal', function () {
       sendCallback: async (_episode: string, _run: string, place?: AttemptPlace) => {
         const answer = answers[Math.min(attempts++, answers.length - 1)];
         const atMs = await env.currentTimeMs();
-        // The real activity logs this as the row's nextAttemptAt (activities/callback.ts), from the same inputs.
+        // The real activity logs this as the row's nextAttemptAt (activities/callback/index.ts), from the same inputs.
         const wait =
           answer.result === 'retry' && place?.waitIfRetried !== undefined
             ? callbackWaitSeconds(place.waitIfRetried, answer.retryAfterSeconds, place.scheduleUncapped)

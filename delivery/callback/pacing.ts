@@ -7,7 +7,7 @@
 // look down for the others. It knows nothing of what is sent or of Temporal: the caller says whose request it is
 // and how it went.
 
-import type { PacingHold } from '../domain/callback';
+import type { PacingHold } from '../../domain/callback';
 
 /** Why a request was not let through: the origin's breaker is open, or no slot came free in time. */
 export type { PacingHold };

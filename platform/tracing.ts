@@ -12,7 +12,7 @@ import {
   type Span,
 } from '@opentelemetry/api';
 import type { TracingConfig } from '../config';
-import type { SendOutcome } from '../net/pushSender';
+import type { SendOutcome } from '../domain/push';
 import type { Tracing } from './tracingSdk';
 
 /**

@@ -1,4 +1,4 @@
-// The OpenTelemetry SDK of one process, loaded and started only when tracing is on (observability/tracing.ts).
+// The OpenTelemetry SDK of one process, loaded and started only when tracing is on (platform/tracing.ts).
 // Spans go out in batches over OTLP/HTTP; the endpoint, headers, timeout, sampler, batch delays, propagators
 // and resource attributes come from the standard OTEL_* variables, which the SDK reads itself.
 import { OTLPTraceExporter as OtlpJsonExporter } from '@opentelemetry/exporter-trace-otlp-http';

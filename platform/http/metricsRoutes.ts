@@ -6,8 +6,8 @@ import type { Server } from 'node:http';
 import Router from '@koa/router';
 import Koa from 'koa';
 import { isLoopbackHost, type Config } from '../../config';
-import { METRICS_CONTENT_TYPE } from '../../observability/metrics';
-import { HttpError } from '../errors';
+import { METRICS_CONTENT_TYPE } from '../metrics';
+import { HttpError } from './httpErrors';
 
 const digest = (value: string): Buffer => createHash('sha256').update(value).digest();
 

@@ -1,14 +1,14 @@
 // A recover's store calls: a page of the team's callbacks that gave up in the window (those not delivered since,
 // less those re-sent too recently), a slot of the team's redelivery budget per send, and its progress row.
-import type { GaveUpPage, GaveUpRequest, RecoverSend, RecoverSendAdmission } from '../contract/activities';
-import type { RecoverCounts, RecoverInput } from '../contract/workflows';
-import { isPacingHold, teamRedeliveryBudgetKey } from '../domain/callback';
-import { claimKeys } from '../domain/outcome';
-import type { CallbackAttemptStore } from '../store/callbackAttempts';
-import type { CallbackRecoverStore } from '../store/callbackRecovers';
-import type { ClaimStore } from '../store/claims';
-import type { RateLimit, RateLimitStore } from '../store/rateLimits';
-import { mapBounded } from '../lib/concurrency';
+import type { GaveUpPage, GaveUpRequest, RecoverSend, RecoverSendAdmission } from '../../contract/activities';
+import type { RecoverCounts, RecoverInput } from '../../contract/workflows';
+import { isPacingHold, teamRedeliveryBudgetKey } from '../../domain/callback';
+import { claimKeys } from '../../domain/outcome';
+import type { CallbackAttemptStore } from '../../store/callback/attempts';
+import type { CallbackRecoverStore } from '../../store/callback/recovers';
+import type { ClaimStore } from '../../store/claims';
+import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
+import { mapBounded } from '../../platform/concurrency';
 
 /** A page's episodes checked at once (three reads each). */
 const STORE_READS_AT_ONCE = 8;

@@ -2,9 +2,9 @@
 // only, every kind on), so absence means the default. Keyed by (user, team): a user of two teams who chooses
 // `own` in one keeps the team opt-in of the other.
 import type { Db } from 'mongodb';
-import type { PushKind } from '../domain/push';
-import { DEFAULT_BREAK_THROUGH, type HoldPrefs, type QuietHours } from '../domain/quietHours';
-import type { IndexSpec } from './mongo';
+import type { PushKind } from '../../domain/push';
+import { DEFAULT_BREAK_THROUGH, type HoldPrefs, type QuietHours } from '../../domain/quietHours';
+import type { IndexSpec } from '../mongo';
 
 export type NotificationScope = 'own' | 'team';
 export type PrefKind = Exclude<PushKind, 'test' | 'digest'>;

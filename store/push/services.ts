@@ -2,7 +2,7 @@
 // fan-outs in which it accepted nothing (the evidence that it refuses our VAPID identity as a whole, bounded by
 // domain/pushServices.ts judgeRefusals) and when it last did. Read and written by _id only; as many rows as origins.
 import type { Db } from 'mongodb';
-import type { KeyRefusal } from '../domain/pushServices';
+import type { KeyRefusal } from '../../domain/pushServices';
 
 export interface PushServiceRow {
   /** The origin (scheme, host, port) of the push service's endpoints. */

@@ -1,44 +1,40 @@
-// The callback family's I/O: one signed POST to the run's callback URL per call, behind the outbound guard.
-// The workflow owns the retry schedule (durable timers); this reports how one attempt went.
-import type { AttemptPlace, CallbackAttempt } from '../contract/activities';
+// The callback family's activities: one attempt of a run's callback per call, recorded in the attempt log and
+// paced per receiver. The workflow owns the retry schedule (durable timers); this reports how one attempt went.
+import type { AttemptPlace, CallbackAttempt } from '../../contract/activities';
 import {
   callbackBody,
   callbackWaitSeconds,
   heldWaitSeconds,
-  signingSecrets,
-  testCallbackBody,
   type DeliveryCategory,
-} from '../domain/callback';
-import { signWebhook } from '../net/webhookSignature';
+} from '../../domain/callback';
 import {
-  checkCallbackTarget,
   failureCategory,
-  postPinned,
   ResolverUnavailableError,
   TargetRefusedError,
-  type HostLookup,
   type PinnedResponse,
-} from '../net/ssrfGuard';
-import { retryAfterMs } from '../net/retryAfter';
-import { originOf, type OriginPacing, type PacingEntry, type PacingHold } from '../net/originPacing';
-import type { Run } from '../domain/run';
-import type { RunStore } from '../store/runs';
-import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callbackAttempts';
-import type { Metrics } from '../observability/metrics';
-import { withDeadline } from '../lib/deadline';
-import { inSpan, serverAddress, SpanKind, traceHeaders } from '../observability/tracing';
-import { activityContext } from './context';
+} from '../../delivery/ssrfGuard';
+import { retryAfterMs } from '../../platform/retryAfter';
+import {
+  classifyCallbackStatus,
+  postSignedCallback,
+  type CallbackSendDeps,
+} from '../../delivery/callback/send';
+import {
+  originOf,
+  type OriginPacing,
+  type PacingEntry,
+  type PacingHold,
+} from '../../delivery/callback/pacing';
+import type { RunStore } from '../../store/runs';
+import type { CallbackAttemptRow, CallbackAttemptStore } from '../../store/callback/attempts';
+import type { Metrics } from '../../platform/metrics';
+import { withDeadline } from '../../platform/deadline';
+import { activityContext } from '../activityContext';
 
-export interface CallbackDeps {
+export interface CallbackDeps extends CallbackSendDeps {
   runs: RunStore;
   /** The attempt log; absent where activity functions are called without a store (the test ping). */
   callbackAttempts?: CallbackAttemptStore;
-  allowPrivate: boolean;
-  timeoutMs: number;
-  /** After a rotation, how long callbacks are signed with the previous secret too (signingSecrets). */
-  secretOverlapSeconds: number;
-  lookup?: HostLookup;
-  now: () => Date;
   /** Operator logs: the detail behind a category (addresses, resolver codes) goes here, never to the owner. */
   log?: (line: string) => void;
   /** Counts and times each attempt sent, the held ones, and the episodes' callbacks given up; absent: nothing is recorded. */
@@ -47,99 +43,8 @@ export interface CallbackDeps {
   pacing?: OriginPacing;
 }
 
-const MAX_RESPONSE_BYTES = 16 * 1024;
-
 const secondsOf = (ms: number | undefined): number | undefined =>
   ms === undefined ? undefined : Math.ceil(ms / 1000);
-
-/** 2xx is success; 408, 429, 5xx, 3xx (redirects are never followed) and network errors are worth another try. */
-export function classifyCallbackStatus(status: number): CallbackAttempt['result'] {
-  if (status >= 200 && status < 300) return 'delivered';
-  if (status === 408 || status === 429 || status >= 500 || (status >= 300 && status < 400)) return 'retry';
-  return 'stop';
-}
-
-/**
- * One signed POST to a run's callback URL behind the outbound guard (Standard Webhooks: `webhookId` is the
- * receivers' dedup key, the timestamp is this attempt's). A refusal throws TargetRefusedError, a resolver that
- * could not answer ResolverUnavailableError; a network failure or the deadline throws too. Traced as one client
- * span, whose context the request carries (`traceparent`).
- */
-export function postSignedCallback(
-  deps: Omit<CallbackDeps, 'runs'>,
-  callback: Pick<NonNullable<Run['callback']>, 'url' | 'secret' | 'previousSecret'>,
-  webhookId: string,
-  json: string,
-): Promise<PinnedResponse> {
-  return inSpan(
-    'callback attempt',
-    {
-      kind: SpanKind.CLIENT,
-      attributes: { 'http.request.method': 'POST', ...serverAddress(callback.url), 'webhook.id': webhookId },
-      resultAttributes: (res) => ({ 'http.response.status_code': res.status }),
-      failed: (res) => classifyCallbackStatus(res.status) !== 'delivered',
-    },
-    () => postSignedCallbackNow(deps, callback, webhookId, json),
-  );
-}
-
-async function postSignedCallbackNow(
-  deps: Omit<CallbackDeps, 'runs'>,
-  callback: Pick<NonNullable<Run['callback']>, 'url' | 'secret' | 'previousSecret'>,
-  webhookId: string,
-  json: string,
-): Promise<PinnedResponse> {
-  const target = await checkCallbackTarget(callback.url, {
-    allowPrivate: deps.allowPrivate,
-    lookup: deps.lookup,
-  });
-  const now = deps.now();
-  const timestamp = Math.floor(now.getTime() / 1000);
-  const secrets = signingSecrets(callback, now, deps.secretOverlapSeconds);
-  return postPinned(target, {
-    body: json,
-    headers: {
-      'content-type': 'application/json',
-      'user-agent': 'flow-notify-callbacks/1',
-      ...traceHeaders(),
-      ...signWebhook(secrets, webhookId, timestamp, json),
-    },
-    timeoutMs: deps.timeoutMs,
-    maxResponseBytes: MAX_RESPONSE_BYTES,
-  });
-}
-
-export interface CallbackTestResult {
-  /** The receiver answered 2xx. */
-  delivered: boolean;
-  /** The receiver's status, when it answered. */
-  status?: number;
-  /** Why not, as a user may see it (never addresses or resolver detail). */
-  category?: DeliveryCategory;
-}
-
-/**
- * The launcher's test ping: one signed `run.test` event, with its own webhook-id, through the same guard and
- * signature as a real callback, so a receiver's verifier can be checked before a run ends. Never retried.
- */
-export async function sendTestCallback(
-  deps: Omit<CallbackDeps, 'runs'>,
-  run: Pick<Run, '_id' | 'status'> & { callback: NonNullable<Run['callback']> },
-  webhookId: string,
-): Promise<CallbackTestResult> {
-  const body = testCallbackBody(run);
-  try {
-    const res = await postSignedCallback(deps, run.callback, webhookId, JSON.stringify(body));
-    const delivered = res.status >= 200 && res.status < 300;
-    return {
-      delivered,
-      status: res.status,
-      ...(delivered ? {} : { category: `http ${res.status}` as const }),
-    };
-  } catch (err) {
-    return { delivered: false, category: failureCategory(err) };
-  }
-}
 
 /** How many times a row is written before the attempt is reported without it (the send is what counts). */
 const RECORD_TRIES = 3;

@@ -7,9 +7,9 @@
 // (E11000 = taken, try the next), the one exclusivity FerretDB v1 has, so numbers stay unique and continue across
 // re-runs of the episode and redeliveries without a counter or a read-modify-write.
 import type { Db } from 'mongodb';
-import type { CallbackTrigger, DeliveryCategory, PacingHold } from '../domain/callback';
-import { CLAIM_RETENTION_SECONDS } from './claims';
-import { isDuplicateKey, type IndexSpec, type RetiredIndex } from './mongo';
+import type { CallbackTrigger, DeliveryCategory, PacingHold } from '../../domain/callback';
+import { CLAIM_RETENTION_SECONDS } from '../claims';
+import { isDuplicateKey, type IndexSpec, type RetiredIndex } from '../mongo';
 
 export const CALLBACK_ATTEMPT_RETENTION_SECONDS = CLAIM_RETENTION_SECONDS;
 

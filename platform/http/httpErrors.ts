@@ -2,7 +2,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Context, Middleware } from 'koa';
 import { z } from 'zod';
-import { ConflictError, NotFoundError } from '../domain/errors';
+import { ConflictError, NotFoundError } from '../../domain/errors';
 
 export class HttpError extends Error {
   constructor(

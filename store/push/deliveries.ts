@@ -13,8 +13,8 @@
 // Rows written before batches, one per (episode, subscription) with `_id` episodeId|subscriptionId, are still
 // read (by that `_id`, and by episode id for the views) until the reaper removes them.
 import type { Db } from 'mongodb';
-import { CLAIM_RETENTION_SECONDS } from './claims';
-import { isDuplicateKey, type IndexSpec } from './mongo';
+import { CLAIM_RETENTION_SECONDS } from '../claims';
+import { isDuplicateKey, type IndexSpec } from '../mongo';
 
 export interface PushDelivery {
   subscriptionId: string;

@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { parse } from 'yaml';
-import { freePort } from '../net/freePort';
+import { freePort } from './freePort';
 
 export { freePort };
 

@@ -6,9 +6,9 @@
 // still owed: a row no live digest took by then is offered to the person's digest again, so a digest lost for any
 // reason loses nothing. GET /runs/:id/episodes and explain read a run's rows.
 import type { Db } from 'mongodb';
-import type { DigestEntry } from '../contract/workflows';
-import { CLAIM_RETENTION_SECONDS } from './claims';
-import type { IndexSpec } from './mongo';
+import type { DigestEntry } from '../../contract/workflows';
+import { CLAIM_RETENTION_SECONDS } from '../claims';
+import type { IndexSpec } from '../mongo';
 
 export interface PushHoldRow {
   _id: string; // episodeId|userId

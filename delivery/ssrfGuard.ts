@@ -14,7 +14,7 @@ import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import type { DeliveryCategory } from '../domain/callback';
-import { withDeadline } from '../lib/deadline';
+import { withDeadline } from '../platform/deadline';
 
 export class TargetRefusedError extends Error {
   override name = 'TargetRefusedError';

@@ -2,9 +2,9 @@
 // written by the recover workflow as it goes, so GET /callbacks/recover/:id answers after Temporal's retention too.
 // Kept 30 days: a TTL index where the server has one.
 import type { Db } from 'mongodb';
-import type { RecoverCounts } from '../contract/workflows';
-import { CLAIM_RETENTION_SECONDS } from './claims';
-import type { IndexSpec } from './mongo';
+import type { RecoverCounts } from '../../contract/workflows';
+import { CLAIM_RETENTION_SECONDS } from '../claims';
+import type { IndexSpec } from '../mongo';
 
 export interface CallbackRecoverRow extends Omit<RecoverCounts, 'waitingForBudgetUntil'> {
   _id: string;

@@ -4,9 +4,9 @@
 // push_subscription_slots, kept here beside it, holds the per-user cap (see takeUserSlot).
 import { createHash } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
-import { isDuplicateKey, type IndexSpec, type RetiredIndex } from './mongo';
-import { pageNewestFirst, type Page, type PageCursor } from './paging';
-import { takeSlot, type SlotRow } from './slots';
+import { isDuplicateKey, type IndexSpec, type RetiredIndex } from '../mongo';
+import { pageNewestFirst, type Page, type PageCursor } from '../paging';
+import { takeSlot, type SlotRow } from '../slots';
 
 export interface PushSubscriptionRow {
   /** sha256 of the endpoint: upserting on _id keeps "one row per endpoint" without a compare-and-swap. */

@@ -3,7 +3,7 @@
 // OpenAPI document (api/openapi.ts), so what is documented is what is enforced.
 import type { Middleware } from 'koa';
 import { z } from 'zod';
-import { HttpError, jsonBody } from './errors';
+import { HttpError, jsonBody } from './httpErrors';
 
 export interface RouteSpec {
   summary: string;

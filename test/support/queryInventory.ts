@@ -4,7 +4,7 @@
 // against a store holding other teams' rows; test/unit/queryInventory.test.ts fails when a store module has a
 // query call without an entry here, or a single-document write not keyed by _id that has none.
 import type { Document } from 'mongodb';
-import { CLAIM_RETENTION_SECONDS } from './claims';
+import { CLAIM_RETENTION_SECONDS } from '../../store/claims';
 
 export interface QueryEntry {
   /** The store module (store/<module>.ts) whose method issues it, and the method. */
@@ -104,7 +104,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   // callback_attempts
   {
-    module: 'callbackAttempts',
+    module: 'callback/attempts',
     method: 'listForRun',
     collection: 'callback_attempts',
     op: 'find',
@@ -116,7 +116,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: 'flow-notify explain (operators): the newest attempts of the run',
   },
   {
-    module: 'callbackAttempts',
+    module: 'callback/attempts',
     method: 'listForEpisode',
     collection: 'callback_attempts',
     op: 'find',
@@ -130,7 +130,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
       'give-up, whether it was re-sent lately (newest 50)',
   },
   {
-    module: 'callbackAttempts',
+    module: 'callback/attempts',
     method: 'countForEpisode',
     collection: 'callback_attempts',
     op: 'countDocuments',
@@ -140,7 +140,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: "a redelivery's first guess at its attempt number",
   },
   {
-    module: 'callbackAttempts',
+    module: 'callback/attempts',
     method: 'listGaveUp',
     collection: 'callback_attempts',
     op: 'find',
@@ -152,7 +152,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: "a recover's page of the team's give-ups in its window (POST /callbacks/recover), oldest first",
   },
   {
-    module: 'callbackAttempts',
+    module: 'callback/attempts',
     method: 'reapExpired',
     collection: 'callback_attempts',
     op: 'deleteMany',
@@ -163,7 +163,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   // push_subscriptions
   {
-    module: 'pushSubscriptions',
+    module: 'push/subscriptions',
     method: 'register, reclaimAbandoned',
     collection: 'push_subscriptions',
     op: 'find',
@@ -174,7 +174,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     sites: 2,
   },
   {
-    module: 'pushSubscriptions',
+    module: 'push/subscriptions',
     method: 'takeUserSlot, reclaimAbandoned',
     collection: 'push_subscription_slots',
     op: 'find',
@@ -185,7 +185,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     sites: 2,
   },
   {
-    module: 'pushSubscriptions',
+    module: 'push/subscriptions',
     method: 'takeUserSlot (takeSlot)',
     collection: 'push_subscription_slots',
     op: 'find',
@@ -195,7 +195,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: "subscribe: the slot just taken, read again (store/slots.ts takeSlots: the key's rows, slot checked after)",
   },
   {
-    module: 'pushSubscriptions',
+    module: 'push/subscriptions',
     method: 'removeSubscription',
     collection: 'push_subscriptions',
     op: 'findOne',
@@ -205,7 +205,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: 'removing a device or pruning an endpoint: the filter is passed in, always by _id',
   },
   {
-    module: 'pushSubscriptions',
+    module: 'push/subscriptions',
     method: 'removeSubscription',
     collection: 'push_subscriptions',
     op: 'deleteOne',
@@ -215,7 +215,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: 'the same filter',
   },
   {
-    module: 'pushSubscriptions',
+    module: 'push/subscriptions',
     method: 'listForUsers',
     collection: 'push_subscriptions',
     op: 'find',
@@ -225,7 +225,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: "the fan-out: every recipient's devices in one read",
   },
   {
-    module: 'pushSubscriptions',
+    module: 'push/subscriptions',
     method: 'listForUser',
     collection: 'push_subscriptions',
     op: 'find',
@@ -237,7 +237,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: 'the device list, a later page; through pageNewestFirst',
   },
   {
-    module: 'pushSubscriptions',
+    module: 'push/subscriptions',
     method: 'recordSuccess',
     collection: 'push_subscriptions',
     op: 'updateMany',
@@ -247,7 +247,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: "the fan-out: each batch's devices' lastSuccessAt, one write",
   },
   {
-    module: 'pushSubscriptions',
+    module: 'push/subscriptions',
     method: 'endpointsByIds',
     collection: 'push_subscriptions',
     op: 'find',
@@ -258,7 +258,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   // notification_prefs
   {
-    module: 'notificationPrefs',
+    module: 'push/notificationPrefs',
     method: 'migrateNotificationPrefs',
     collection: 'notification_prefs',
     op: 'find',
@@ -268,7 +268,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: 'start-up migration of rows keyed before prefs were per team: reads the whole collection once per start',
   },
   {
-    module: 'notificationPrefs',
+    module: 'push/notificationPrefs',
     method: 'listTeamWide',
     collection: 'notification_prefs',
     op: 'find',
@@ -278,7 +278,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: 'library surface (not called by the service)',
   },
   {
-    module: 'notificationPrefs',
+    module: 'push/notificationPrefs',
     method: 'listRecipientPrefs',
     collection: 'notification_prefs',
     op: 'find',
@@ -407,7 +407,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   // push_deliveries (as the store is on main)
   {
-    module: 'pushDeliveries',
+    module: 'push/deliveries',
     method: 'deliveredSubscriptions',
     collection: 'push_deliveries',
     op: 'find',
@@ -417,7 +417,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: 'the fan-out: endpoints this episode already reached',
   },
   {
-    module: 'pushDeliveries',
+    module: 'push/deliveries',
     method: 'lastSuccess',
     collection: 'push_deliveries',
     op: 'findOne',
@@ -429,7 +429,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: "the device list: a device's newest push on rows of the old shape (newer ones: lastSuccessAt on its row)",
   },
   {
-    module: 'pushDeliveries',
+    module: 'push/deliveries',
     method: 'countForEpisode, listForEpisode',
     collection: 'push_deliveries',
     op: 'find',
@@ -440,7 +440,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     sites: 2,
   },
   {
-    module: 'pushDeliveries',
+    module: 'push/deliveries',
     method: 'reapExpired',
     collection: 'push_deliveries',
     op: 'deleteMany',
@@ -451,7 +451,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   // push_holds
   {
-    module: 'pushHolds',
+    module: 'push/holds',
     method: 'heldOf',
     collection: 'push_holds',
     op: 'find',
@@ -461,7 +461,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: 'the fan-out: recipients an earlier attempt of this episode held for their digest',
   },
   {
-    module: 'pushHolds',
+    module: 'push/holds',
     method: 'markSent',
     collection: 'push_holds',
     op: 'updateMany',
@@ -471,7 +471,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: 'a digest sent: the holds it went out with',
   },
   {
-    module: 'pushHolds',
+    module: 'push/holds',
     method: 'take',
     collection: 'push_holds',
     op: 'findOne',
@@ -481,7 +481,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: 'a digest sending: whether it took its holds already (a retry sends what it took)',
   },
   {
-    module: 'pushHolds',
+    module: 'push/holds',
     method: 'take',
     collection: 'push_holds',
     op: 'updateMany',
@@ -498,7 +498,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: "a digest's first send: the person's owed holds, taken",
   },
   {
-    module: 'pushHolds',
+    module: 'push/holds',
     method: 'contentsOf',
     collection: 'push_holds',
     op: 'find',
@@ -508,7 +508,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: 'what a digest took, counted and its newest listed',
   },
   {
-    module: 'pushHolds',
+    module: 'push/holds',
     method: 'markDigestSent',
     collection: 'push_holds',
     op: 'updateMany',
@@ -518,7 +518,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: 'a device took the digest: its holds are no longer owed',
   },
   {
-    module: 'pushHolds',
+    module: 'push/holds',
     method: 'markDigestGaveUp',
     collection: 'push_holds',
     op: 'updateMany',
@@ -528,7 +528,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: 'no device took the digest for a day: its holds say it gave up',
   },
   {
-    module: 'pushHolds',
+    module: 'push/holds',
     method: 'owedBefore',
     collection: 'push_holds',
     op: 'find',
@@ -540,7 +540,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: 'the sweep: held pushes still owed past their time, offered to their digest again',
   },
   {
-    module: 'pushHolds',
+    module: 'push/holds',
     method: 'deferOffer',
     collection: 'push_holds',
     op: 'updateMany',
@@ -554,7 +554,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: 'the sweep: offered holds wait an hour before the next offer',
   },
   {
-    module: 'pushHolds',
+    module: 'push/holds',
     method: 'listForRun',
     collection: 'push_holds',
     op: 'find',
@@ -564,7 +564,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note: 'GET /runs/:id/episodes and flow-notify explain: who was held, in which digest',
   },
   {
-    module: 'pushHolds',
+    module: 'push/holds',
     method: 'reapExpired',
     collection: 'push_holds',
     op: 'deleteMany',

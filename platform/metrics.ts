@@ -5,7 +5,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import { HEALTH_ALERT_KINDS } from '../domain/health';
 import { OPERATOR_ALERT_KINDS } from '../domain/ops';
 import { claimFamily, OUTCOME_KINDS } from '../domain/outcome';
-import { PUSH_RESULTS } from '../net/pushSender';
+import { PUSH_RESULTS } from '../domain/push';
 
 export type Emitter = 'api' | 'runner' | 'sweep';
 

@@ -5,8 +5,8 @@
 // Its answer is kept READINESS_CACHE_MS and shared by the requests meanwhile, so a busy prober costs the servers
 // one Temporal call and one ping a second, not one per hit.
 import Router from '@koa/router';
-import { withDeadline } from '../../lib/deadline';
-import { validate } from '../validate';
+import { withDeadline } from '../deadline';
+import { validate } from './validate';
 
 export type Probe = () => Promise<void>;
 

@@ -1,14 +1,13 @@
 // The push family's I/O: the standby veto, recipients, rendering and the bounded-parallel fan-out.
-import { createHash } from 'node:crypto';
 import type {
   DigestRef,
   DigestSend,
   DigestSendResult,
   FanOutResult,
   PushDeliveryResult,
-} from '../contract/activities';
-import { DIGEST_MAX_LISTED, type DigestEntry } from '../contract/workflows';
-import type { RunOutcome } from '../domain/outcome';
+} from '../../contract/activities';
+import { DIGEST_MAX_LISTED, type DigestEntry } from '../../contract/workflows';
+import type { RunOutcome } from '../../domain/outcome';
 import {
   FAN_OUT_ATTEMPTS,
   kindFor,
@@ -16,64 +15,25 @@ import {
   renderPush,
   type OutcomePushKind,
   type PushPayload,
-} from '../domain/push';
-import { judgeRefusals, type ConfigFaultRule } from '../domain/pushServices';
-import { heldUntil } from '../domain/quietHours';
-import type { PushSender, SendOutcome } from '../net/pushSender';
-import type { PushConfigFault } from '../domain/ops';
-import { mapBounded } from '../lib/concurrency';
-import { activityContext } from './context';
-import type { NotificationPrefStore, Recipient } from '../store/notificationPrefs';
-import { digestEntryOf, holdId, type PushHoldRow, type PushHoldStore } from '../store/pushHolds';
-import type { RateLimit, RateLimitStore } from '../store/rateLimits';
-import type { PushDelivery, PushDeliveryStore } from '../store/pushDeliveries';
-import type { PushServiceStore } from '../store/pushServices';
-import type { PushSubscriptionRow, PushSubscriptionStore } from '../store/pushSubscriptions';
-import type { InteractionStore } from '../store/interactions';
-import type { RunStore } from '../store/runs';
-import type { WatchStore } from '../store/watches';
-import type { Metrics } from '../observability/metrics';
-import { inPushSendSpan } from '../observability/tracing';
+} from '../../domain/push';
+import type { ConfigFaultRule } from '../../domain/pushServices';
+import { heldUntil } from '../../domain/quietHours';
+import type { PushSender } from '../../delivery/push/sender';
+import { fanOut, type FanOutDeps } from '../../delivery/push/fanOut';
+import type { PushConfigFault } from '../../domain/ops';
+import { mapBounded } from '../../platform/concurrency';
+import { activityContext } from '../activityContext';
+import type { NotificationPrefStore, Recipient } from '../../store/push/notificationPrefs';
+import { digestEntryOf, holdId, type PushHoldRow, type PushHoldStore } from '../../store/push/holds';
+import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
+import type { PushDelivery, PushDeliveryStore } from '../../store/push/deliveries';
+import type { PushServiceStore } from '../../store/push/services';
+import type { PushSubscriptionRow, PushSubscriptionStore } from '../../store/push/subscriptions';
+import type { InteractionStore } from '../../store/interactions';
+import type { RunStore } from '../../store/runs';
+import type { WatchStore } from '../../store/watches';
+import type { Metrics } from '../../platform/metrics';
 
-export interface FanOutDeps {
-  subscriptions: PushSubscriptionStore;
-  sender: PushSender;
-  /** How many sends are in flight at once. */
-  width: number;
-  log: (line: string) => void;
-  /** Called on every step forward (an attempt settled, a send handled): the fan-out's heartbeat. */
-  onProgress?: () => void;
-  /** Aborted: start no new send (the activity is cancelled). */
-  signal?: AbortSignal;
-  /**
-   * Where a known push service's refusals of our VAPID identity are weighed (judgeRefusals); absent: each refusal
-   * only counts toward pruning its subscription.
-   */
-  pushServices?: Pick<PushServiceStore, 'get' | 'record'>;
-  /** PUSH_CONFIG_FAULT_MIN_SUBSCRIPTIONS and PUSH_CONFIG_FAULT_WINDOW_SECONDS. Default 3 in an hour. */
-  configFaultRule?: ConfigFaultRule;
-  /** A known push service refuses our VAPID identity as a whole: the operator is told (push_config_fault). */
-  onConfigFault?: (fault: ConfigFaultSeen) => Promise<void>;
-  /** When an episode happens, for the prune streak's span. Default: the system clock. */
-  now?: () => Date;
-  /** PUSH_PRUNE_MIN_HOURS: how long a streak must span before it prunes. Default 24. */
-  pruneMinHours?: number;
-  /** Counts each send's result and each prune; absent: nothing is recorded (the API's test push). */
-  metrics?: Pick<Metrics, 'pushSent' | 'pushPruned'>;
-}
-
-/** What a fan-out saw of a push service refusing our identity as a whole. */
-export interface ConfigFaultSeen {
-  origin: string;
-  status: number;
-  subscriptions: number;
-  users: number;
-  windowSeconds: number;
-}
-
-export const DEFAULT_CONFIG_FAULT_RULE: ConfigFaultRule = { minSubscriptions: 3, windowSeconds: 3600 };
-
-const HUMAN_INPUT_TTL_S = 24 * 3600;
 /** How long a delivery-record write in flight keeps the fan-out's heartbeat going. */
 const WRITE_BEATS_FOR_MS = 60_000;
 /**
@@ -81,173 +41,6 @@ const WRITE_BEATS_FOR_MS = 60_000;
  * FerretDB v1 an update costs a transaction per row, and a busy team's devices are pushed many times a minute).
  */
 export const LAST_SUCCESS_GRAIN_MS = 60_000;
-
-/**
- * A subscription that found no push service there (unresolved, denied) in this many consecutive episodes,
- * spanning at least PUSH_PRUNE_MIN_HOURS, is pruned.
- */
-export const PRUNE_AFTER_UNRESOLVED_EPISODES = 3;
-const DEFAULT_PRUNE_MIN_HOURS = 24;
-const OUTCOME_TTL_S = 4 * 24 * 3600;
-
-/** Web Push Topic: at most 32 base64url characters, one per episode, so a queued older copy is replaced. */
-export function topicFor(episodeId: string): string {
-  return createHash('sha256').update(episodeId).digest('base64url').slice(0, 32);
-}
-
-export function pushOptionsFor(payload: PushPayload) {
-  return {
-    ttlSeconds: payload.kind === 'human_input_requested' ? HUMAN_INPUT_TTL_S : OUTCOME_TTL_S,
-    urgency: payload.kind === 'human_input_requested' ? ('high' as const) : ('normal' as const),
-    topic: topicFor(payload.episodeId),
-  };
-}
-
-/**
- * Sends one payload to many subscriptions, at most `width` at a time. Dead endpoints (404/410, refused by the
- * outbound guard, or no push service there in PRUNE_AFTER_UNRESOLVED_EPISODES episodes in a row spanning
- * pruneMinHours) are pruned; a resolver that could not answer is a transient failure like a 5xx. onDelivered
- * runs right after each accepted send and the lane waits for it (the worker records the delivery there; how long
- * that takes bounds what a crash repeats, see deliverPush).
- */
-export async function fanOut(
-  deps: FanOutDeps,
-  subs: PushSubscriptionRow[],
-  payload: PushPayload,
-  onDelivered: (sub: PushSubscriptionRow) => Promise<void> = async () => undefined,
-): Promise<Omit<FanOutResult, 'alreadyDelivered'>> {
-  const options = pushOptionsFor(payload);
-  const result = { attempted: subs.length, delivered: 0, pruned: 0, failed: 0, retryable: 0 };
-  const now = deps.now ?? (() => new Date());
-  const pruneMinMs = (deps.pruneMinHours ?? DEFAULT_PRUNE_MIN_HOURS) * 3600_000;
-  /**
-   * One more episode in which this subscription reached no push service willing to take it: counted, and pruned
-   * once the streak has lasted (PRUNE_AFTER_UNRESOLVED_EPISODES spanning pruneMinHours). One wrong DNS answer (a
-   * sinkhole, a split horizon) meets every subscription of a push service in one fan-out, and close episodes are
-   * not independent evidence. `faultAt`: when the push service last refused us as a whole; a streak that
-   * overlaps it proves nothing about the subscription, and starts again.
-   */
-  const countTowardPrune = async (sub: PushSubscriptionRow, detail: string, faultAt?: Date) => {
-    const at = now();
-    const streak = await deps.subscriptions.markUnresolved(sub._id, payload.episodeId, at);
-    const spanMs = at.getTime() - streak.since.getTime();
-    const inARow = `${streak.count} episodes in a row over ${(spanMs / 3600_000).toFixed(1)} h`;
-    const due = streak.count >= PRUNE_AFTER_UNRESOLVED_EPISODES && spanMs >= pruneMinMs;
-    if (due && faultAt && faultAt >= streak.since) {
-      result.failed++;
-      await deps.subscriptions.restartUnresolved(sub._id, payload.episodeId, at);
-      deps.log(
-        `push: subscription ${sub._id} of ${sub.userId}: ${detail} (${inARow}); kept, its push service refused ` +
-          'our identity as a whole meanwhile: counted again from this episode',
-      );
-    } else if (due) {
-      result.pruned++;
-      await deps.subscriptions.prune(sub._id);
-      deps.metrics?.pushPruned();
-      deps.log(`push: pruned subscription ${sub._id} of ${sub.userId} (${detail}, ${inARow})`);
-    } else {
-      result.failed++;
-      deps.log(`push: subscription ${sub._id} of ${sub.userId}: ${detail} (${inARow})`);
-    }
-  };
-  // A known push service's 401/403, by origin, weighed once the fan-out is over: whether the same service took
-  // another of its sends tells a subscription made under another key from our key refused as a whole.
-  const keyRefused = new Map<string, { sub: PushSubscriptionRow; status: number }[]>();
-  const acceptedAt = new Set<string>();
-  const originOf = (sub: PushSubscriptionRow): string => new URL(sub.endpoint).origin;
-  const handle = async (sub: PushSubscriptionRow, outcome: SendOutcome): Promise<void> => {
-    deps.metrics?.pushSent(outcome.result);
-    switch (outcome.result) {
-      case 'delivered':
-        result.delivered++;
-        acceptedAt.add(originOf(sub));
-        await onDelivered(sub);
-        // Only rows that carry a count pay for the write: the common send stays one write (onDelivered's).
-        if (sub.unresolved) await deps.subscriptions.clearUnresolved(sub._id, now());
-        return;
-      case 'unresolved':
-      case 'denied':
-        // Not worth another attempt in this episode; the next episodes tell whether it is really gone.
-        return countTowardPrune(sub, outcome.detail ?? outcome.result);
-      case 'gone':
-      case 'refused':
-        result.pruned++;
-        await deps.subscriptions.prune(sub._id);
-        deps.metrics?.pushPruned();
-        deps.log(
-          `push: pruned subscription ${sub._id} of ${sub.userId} (${outcome.status ?? outcome.detail})`,
-        );
-        return;
-      case 'key_refused': {
-        const origin = originOf(sub);
-        keyRefused.set(origin, [...(keyRefused.get(origin) ?? []), { sub, status: outcome.status ?? 0 }]);
-        return;
-      }
-      case 'failed':
-        result.failed++;
-        result.retryable++; // 5xx, 429 past its wait, network, resolver down: worth another activity attempt
-        return;
-      default:
-        result.failed++;
-    }
-  };
-  const rule = deps.configFaultRule ?? DEFAULT_CONFIG_FAULT_RULE;
-  /** One origin's refusals of this fan-out: our key refused as a whole (the operator's), or theirs (pruned). */
-  const weigh = async (origin: string, refused: { sub: PushSubscriptionRow; status: number }[]) => {
-    const at = now();
-    const row = await deps.pushServices?.get(origin);
-    let faultAt = row?.faultAt;
-    if (acceptedAt.has(origin)) {
-      // It took our key in this very fan-out: what it refused was made under another key. Earlier evidence is void.
-      if (row?.refusals.length) await deps.pushServices?.record(origin, []);
-    } else if (deps.pushServices) {
-      const fresh = refused.map(({ sub }) => ({ subscriptionId: sub._id, userId: sub.userId, at }));
-      const judged = judgeRefusals(row?.refusals ?? [], fresh, at, rule);
-      await deps.pushServices.record(origin, judged.evidence, judged.fault ? at : undefined);
-      if (judged.fault) {
-        faultAt = at;
-        result.failed += refused.length;
-        const { status } = refused[0];
-        deps.log(
-          `push: OPERATOR ACTION NEEDED: ${origin} refuses our VAPID identity as a whole (${status} to ` +
-            `${judged.subscriptions} subscriptions of ${judged.users} users, none accepted); check ` +
-            'VAPID_PUBLIC_KEY / VAPID_PRIVATE_KEY / VAPID_SUBJECT (subscriptions kept, not counted toward pruning)',
-        );
-        const { subscriptions, users } = judged;
-        await deps.onConfigFault?.({
-          origin,
-          status,
-          subscriptions,
-          users,
-          windowSeconds: rule.windowSeconds,
-        });
-        return;
-      }
-    }
-    for (const { sub, status } of refused)
-      await countTowardPrune(sub, `${origin} answered ${status} to our VAPID identity`, faultAt);
-  };
-  // One resolution per host for the whole fan-out (2,000 endpoints on one push service = one lookup, not 2,000
-  // through libuv's 4-thread pool); a retried activity starts a new fan-out, so it asks again.
-  const hooks = { onProgress: deps.onProgress, resolved: new Map() };
-  await mapBounded(
-    subs,
-    deps.width,
-    async (sub) => {
-      await handle(
-        sub,
-        await inPushSendSpan(sub.endpoint, () => deps.sender.send(sub, payload, options, hooks)),
-      );
-      deps.onProgress?.();
-    },
-    deps.signal,
-  );
-  for (const [origin, refused] of keyRefused) {
-    await weigh(origin, refused);
-    deps.onProgress?.();
-  }
-  return result;
-}
 
 export interface PushActivityDeps {
   runs: RunStore;
