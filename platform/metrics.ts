@@ -25,16 +25,25 @@ export interface MetricsOptions {
   processMetrics?: boolean;
 }
 
-export function createMetrics(registry: Registry, options: MetricsOptions = {}) {
-  const registers = [registry];
-  if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'flow_notify_' });
+type Registers = Registry[];
 
+/** Episode starts, by who started them. */
+function createEpisodeMetrics(registers: Registers) {
   const episodesStarted = new Counter({
     name: 'flow_notify_episodes_started_total',
     help: 'Episode workflows started, by who started them and the outcome kind (a start refused as a duplicate is not counted).',
     labelNames: ['emitter', 'kind'] as const,
     registers,
   });
+  return {
+    episodeStarted(emitter: Emitter, kind: string): void {
+      episodesStarted.inc({ emitter, kind: bounded(kind, OUTCOME_KINDS) });
+    },
+  };
+}
+
+/** The push family: sends, prunes, digests giving up, and the latency to a run's first push. */
+function createPushMetrics(registers: Registers) {
   const pushSends = new Counter({
     name: 'flow_notify_push_sends_total',
     help: `Web Push sends by result (${PUSH_RESULTS.join(', ')}).`,
@@ -60,6 +69,26 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}) 
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800],
     registers,
   });
+  return {
+    pushSent(result: string): void {
+      pushSends.inc({ result: bounded(result, PUSH_RESULTS) });
+    },
+    pushPruned(): void {
+      pushPrunes.inc();
+    },
+    digestGaveUp(holds: number): void {
+      digestHoldsGivenUp.inc(holds);
+    },
+    firstPush(kind: string, occurredAt: string, now: Date): void {
+      const seconds = (now.getTime() - Date.parse(occurredAt)) / 1000;
+      if (Number.isFinite(seconds))
+        firstPush.observe({ kind: bounded(kind, OUTCOME_KINDS) }, Math.max(0, seconds));
+    },
+  };
+}
+
+/** The callback family: attempts and their duration, give-ups, breakers and held attempts. */
+function createCallbackMetrics(registers: Registers) {
   const callbackAttempts = new Counter({
     name: 'flow_notify_callback_attempts_total',
     help: 'Callback attempts by result (delivered, retry, stop) and HTTP status class (2xx..5xx, none).',
@@ -96,10 +125,41 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}) 
     labelNames: ['reason'] as const,
     registers,
   });
+  return {
+    callbackAttempt(
+      result: 'delivered' | 'retry' | 'stop',
+      status: number | undefined,
+      seconds: number,
+    ): void {
+      callbackAttempts.inc({ result, status_class: statusClass(status) });
+      callbackDuration.observe({ result }, seconds);
+    },
+    callbackGaveUp(): void {
+      callbacksGivenUp.inc();
+    },
+    callbackHeld(reason: 'breaker_open' | 'paced'): void {
+      callbacksHeld.inc({ reason });
+    },
+    /** How many teams' breakers at an origin are open now; undefined: the origin is no longer tracked. */
+    callbackBreaker(origin: string, openTeams: number | undefined): void {
+      if (openTeams === undefined) breakerOpen.remove({ origin });
+      else breakerOpen.set({ origin }, openTeams);
+    },
+  };
+}
+
+/** Operator alerts (run-health ones counted by kind too) and stale claims taken over. */
+function createOperatorMetrics(registers: Registers) {
   const operatorAlerts = new Counter({
     name: 'flow_notify_operator_alerts_total',
     help: 'Operator alert POSTs by alert kind and result (sent, already_sent, failed).',
     labelNames: ['kind', 'result'] as const,
+    registers,
+  });
+  const healthAlerts = new Counter({
+    name: 'flow_notify_health_alerts_total',
+    help: `Run-health alerts (${HEALTH_ALERT_KINDS.join(', ')}) handed to the operator, by kind.`,
+    labelNames: ['kind'] as const,
     registers,
   });
   const claimTakeovers = new Counter({
@@ -108,6 +168,19 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}) 
     labelNames: ['family'] as const,
     registers,
   });
+  return {
+    operatorAlert(kind: string, result: 'sent' | 'already_sent' | 'failed'): void {
+      operatorAlerts.inc({ kind: bounded(kind, OPERATOR_ALERT_KINDS), result });
+      if (result === 'sent' && HEALTH_KINDS.includes(kind)) healthAlerts.inc({ kind });
+    },
+    claimTakeover(key: string): void {
+      claimTakeovers.inc({ family: claimFamily(key) });
+    },
+  };
+}
+
+/** The reconciliation sweep: passes, and what each listed, found owed and started. */
+function createSweepMetrics(registers: Registers) {
   const sweepPasses = new Histogram({
     name: 'flow_notify_sweep_pass_seconds',
     help: 'Reconciliation sweep passes and how long each took (its _count is the number of passes).',
@@ -129,64 +202,26 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}) 
     help: 'Of those, episodes the sweep started (the rest were running already).',
     registers,
   });
-  const healthAlerts = new Counter({
-    name: 'flow_notify_health_alerts_total',
-    help: `Run-health alerts (${HEALTH_ALERT_KINDS.join(', ')}) handed to the operator, by kind.`,
-    labelNames: ['kind'] as const,
-    registers,
-  });
-
   return {
-    registry,
-    episodeStarted(emitter: Emitter, kind: string): void {
-      episodesStarted.inc({ emitter, kind: bounded(kind, OUTCOME_KINDS) });
-    },
-    pushSent(result: string): void {
-      pushSends.inc({ result: bounded(result, PUSH_RESULTS) });
-    },
-    pushPruned(): void {
-      pushPrunes.inc();
-    },
-    digestGaveUp(holds: number): void {
-      digestHoldsGivenUp.inc(holds);
-    },
-    firstPush(kind: string, occurredAt: string, now: Date): void {
-      const seconds = (now.getTime() - Date.parse(occurredAt)) / 1000;
-      if (Number.isFinite(seconds))
-        firstPush.observe({ kind: bounded(kind, OUTCOME_KINDS) }, Math.max(0, seconds));
-    },
-    callbackAttempt(
-      result: 'delivered' | 'retry' | 'stop',
-      status: number | undefined,
-      seconds: number,
-    ): void {
-      callbackAttempts.inc({ result, status_class: statusClass(status) });
-      callbackDuration.observe({ result }, seconds);
-    },
-    callbackGaveUp(): void {
-      callbacksGivenUp.inc();
-    },
-    callbackHeld(reason: 'breaker_open' | 'paced'): void {
-      callbacksHeld.inc({ reason });
-    },
-    /** How many teams' breakers at an origin are open now; undefined: the origin is no longer tracked. */
-    callbackBreaker(origin: string, openTeams: number | undefined): void {
-      if (openTeams === undefined) breakerOpen.remove({ origin });
-      else breakerOpen.set({ origin }, openTeams);
-    },
-    operatorAlert(kind: string, result: 'sent' | 'already_sent' | 'failed'): void {
-      operatorAlerts.inc({ kind: bounded(kind, OPERATOR_ALERT_KINDS), result });
-      if (result === 'sent' && HEALTH_KINDS.includes(kind)) healthAlerts.inc({ kind });
-    },
-    claimTakeover(key: string): void {
-      claimTakeovers.inc({ family: claimFamily(key) });
-    },
     sweepPass(seconds: number, pass: { scanned: number; unsettled: number; started: number }): void {
       sweepPasses.observe(seconds);
       sweepRuns.inc(pass.scanned);
       sweepOwed.inc(pass.unsettled);
       sweepStarted.inc(pass.started);
     },
+  };
+}
+
+export function createMetrics(registry: Registry, options: MetricsOptions = {}) {
+  const registers = [registry];
+  if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'flow_notify_' });
+  return {
+    registry,
+    ...createEpisodeMetrics(registers),
+    ...createPushMetrics(registers),
+    ...createCallbackMetrics(registers),
+    ...createOperatorMetrics(registers),
+    ...createSweepMetrics(registers),
   };
 }
 

@@ -8,7 +8,7 @@
 // the unique _id, and a stale claim is taken over by first inserting a takeover marker unique to that stale
 // generation, so exactly one contender may replace it. Keys: the episode id (push), cb|… (callback),
 // ops|… (operator). No tenant field: the key is global.
-import type { Db } from 'mongodb';
+import type { Collection, Db } from 'mongodb';
 import type { ClaimState } from '../domain/outcome';
 import { isDuplicateKey, type IndexSpec } from './mongo';
 
@@ -45,55 +45,58 @@ export interface ClaimStoreOptions {
 
 export type ClaimStore = ReturnType<typeof createClaimStore>;
 
-export function createClaimStore(
-  db: Db,
-  { graceSeconds, now = () => new Date(), onTakeover }: ClaimStoreOptions,
-) {
-  const claims = db.collection<ClaimRow>('sent_notifications');
-  const graceMs = graceSeconds * 1000;
-  const isShielding = (row: ClaimRow, at: Date): boolean =>
-    row.delivered || row.sent_at.getTime() + graceMs > at.getTime();
+/** What the claim store's parts share: the collection, the clock, the grace rule. */
+interface ClaimContext {
+  claims: Collection<ClaimRow>;
+  now: () => Date;
+  /** "Someone has this in hand": delivered, or pending inside the grace at `at`. */
+  isShielding: (row: ClaimRow, at: Date) => boolean;
+  onTakeover?: (key: string) => void;
+}
 
-  const store = {
-    /**
-     * Claims the episode for holder. Wins when the key is absent, when holder already holds it pending (an
-     * activity that runs twice re-enters), or when the pending claim outlived the grace (stale takeover).
-     * Loses to a delivered claim and to another holder's pending claim inside the grace.
-     */
-    async tryMark(key: string, holder: string): Promise<boolean> {
-      for (let attempt = 0; attempt < 5; attempt++) {
-        const at = now();
-        try {
-          await claims.insertOne({ _id: key, holder, delivered: false, sent_at: at });
-          return true;
-        } catch (err) {
-          if (!isDuplicateKey(err)) throw err;
-        }
-        const row = await claims.findOne({ _id: key });
-        if (!row) continue; // released between our insert and read: try again
-        if (row.delivered) return false;
-        if (row.holder === holder) return true;
-        if (isShielding(row, at)) return false;
-        // Stale: one contender per stale generation wins the right to replace it.
-        const generation = `takeover|${key}|${row.holder}|${row.sent_at.getTime()}`;
-        try {
-          await claims.insertOne({ _id: generation, holder, delivered: true, sent_at: at });
-        } catch (err) {
-          if (isDuplicateKey(err)) return false;
-          throw err;
-        }
-        // Only the generation read: a holder that renewed (or settled) since keeps its claim.
-        const removed = await claims.deleteOne({
-          _id: key,
-          holder: row.holder,
-          delivered: false,
-          sent_at: row.sent_at,
-        });
-        if (removed.deletedCount === 1) onTakeover?.(key);
-      }
-      return false;
-    },
+/**
+ * Claims the episode for holder. Wins when the key is absent, when holder already holds it pending (an
+ * activity that runs twice re-enters), or when the pending claim outlived the grace (stale takeover).
+ * Loses to a delivered claim and to another holder's pending claim inside the grace.
+ */
+async function tryMark(ctx: ClaimContext, key: string, holder: string): Promise<boolean> {
+  const { claims, now, isShielding, onTakeover } = ctx;
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const at = now();
+    try {
+      await claims.insertOne({ _id: key, holder, delivered: false, sent_at: at });
+      return true;
+    } catch (err) {
+      if (!isDuplicateKey(err)) throw err;
+    }
+    const row = await claims.findOne({ _id: key });
+    if (!row) continue; // released between our insert and read: try again
+    if (row.delivered) return false;
+    if (row.holder === holder) return true;
+    if (isShielding(row, at)) return false;
+    // Stale: one contender per stale generation wins the right to replace it.
+    const generation = `takeover|${key}|${row.holder}|${row.sent_at.getTime()}`;
+    try {
+      await claims.insertOne({ _id: generation, holder, delivered: true, sent_at: at });
+    } catch (err) {
+      if (isDuplicateKey(err)) return false;
+      throw err;
+    }
+    // Only the generation read: a holder that renewed (or settled) since keeps its claim.
+    const removed = await claims.deleteOne({
+      _id: key,
+      holder: row.holder,
+      delivered: false,
+      sent_at: row.sent_at,
+    });
+    if (removed.deletedCount === 1) onTakeover?.(key);
+  }
+  return false;
+}
 
+/** A holder's moves after winning a claim: settle it, keep it in hand, or let it go. */
+function createClaimSettling({ claims, now }: ClaimContext) {
+  return {
     /**
      * Settles the episode: never retried again. `result` notes how it ended when that was not a delivery.
      * False when holder no longer holds it (its claim went stale and was taken over).
@@ -134,7 +137,12 @@ export function createClaimStore(
     async unmark(key: string, holder: string): Promise<void> {
       await claims.deleteOne({ _id: key, holder, delivered: false });
     },
+  };
+}
 
+/** Whether an episode is in hand or settled, one key or a range at a time, and the reaping of expired rows. */
+function createClaimReads({ claims, now, isShielding }: ClaimContext) {
+  const reads = {
     /** True for a delivered claim and for a pending one inside the grace: "someone has this in hand". */
     async isMarked(key: string): Promise<boolean> {
       const row = await claims.findOne({ _id: key });
@@ -147,7 +155,7 @@ export function createClaimStore(
     },
 
     async state(key: string): Promise<ClaimState> {
-      return (await store.describe(key)).state;
+      return (await reads.describe(key)).state;
     },
 
     /** The state and, once settled, how it ended. */
@@ -184,7 +192,26 @@ export function createClaimStore(
       return result.deletedCount;
     },
   };
-  return store;
+  return reads;
+}
+
+export function createClaimStore(
+  db: Db,
+  { graceSeconds, now = () => new Date(), onTakeover }: ClaimStoreOptions,
+) {
+  const graceMs = graceSeconds * 1000;
+  const ctx: ClaimContext = {
+    claims: db.collection<ClaimRow>('sent_notifications'),
+    now,
+    isShielding: (row, at) => row.delivered || row.sent_at.getTime() + graceMs > at.getTime(),
+    onTakeover,
+  };
+  return {
+    /** Claims the episode for holder, or takes a stale claim over (see tryMark). */
+    tryMark: (key: string, holder: string): Promise<boolean> => tryMark(ctx, key, holder),
+    ...createClaimSettling(ctx),
+    ...createClaimReads(ctx),
+  };
 }
 
 /**

@@ -21,13 +21,9 @@ const NOTIFIABLE: RunStatus[] = ['paused', 'finished', 'failed', 'cancelled'];
 
 export type RunStore = ReturnType<typeof createRunStore>;
 
-export function createRunStore(db: Db) {
-  const runs: Collection<Run> = db.collection<Run>('runs');
+/** A caller's and the system's reads: one run, a team's listing, the sweep's window. */
+function createRunReads(runs: Collection<Run>) {
   return {
-    async insert(run: Run): Promise<void> {
-      await runs.insertOne(run);
-    },
-
     /** A caller's view: another team's run does not exist. */
     async getForTeam(teamId: string, runId: string): Promise<Run | null> {
       return runs.findOne({ _id: runId, teamId });
@@ -36,6 +32,11 @@ export function createRunStore(db: Db) {
     /** The system's view (outcome emitters, sweep, delivery): no tenant filter. */
     async getById(runId: string): Promise<Run | null> {
       return runs.findOne({ _id: runId });
+    },
+
+    /** A team's runs, newest first: `limit` of them from `before` on. */
+    async listForTeam(teamId: string, limit: number, before?: PageCursor): Promise<Page<Run>> {
+      return pageNewestFirst(runs, { teamId }, 'createdAt', limit, before);
     },
 
     /**
@@ -64,7 +65,12 @@ export function createRunStore(db: Db) {
       }
       if (page.length) yield page;
     },
+  };
+}
 
+/** Assistants watching a run (their watch vetoes the pause's notification). */
+function createRunWatchers(runs: Collection<Run>) {
+  return {
     /**
      * An assistant's watch begins: the run carries it so the sweep sees the veto. False when the team has no such
      * run.
@@ -90,22 +96,32 @@ export function createRunStore(db: Db) {
       await runs.updateOne({ _id: runId, teamId }, { $pull: { assistantWatchers: assistantId } });
       return false;
     },
+  };
+}
 
+/** Status transitions and the answers a complete hands to the caller finishing it. */
+function createRunTransitions(runs: Collection<Run>) {
+  return {
     /**
-     * Replaces the run's callback secret with `next`, keeping `current` as the previous one from `at` on; only while
-     * `current` is still the run's secret (one conditional write). False: another rotation did first.
+     * Applies a transition decided on (status, revision): the run moves to revision + 1. The caller won the
+     * revision first (run_transitions), so this write is never contested; the filter makes a repeat of it (a
+     * retry, or a caller finishing a transition whose writer died) a no-op. Returns the updated run, or null
+     * when the run is no longer at that revision.
      */
-    async rotateCallbackSecret(runId: string, current: string, next: string, at: Date): Promise<boolean> {
+    async transition(
+      runId: string,
+      expected: { status: RunStatus; revision: number },
+      set: Partial<Run>,
+      unset: (keyof Run)[] = [],
+    ): Promise<Run | null> {
+      const update: Record<string, unknown> = { $set: { ...set, revision: expected.revision + 1 } };
+      if (unset.length) update.$unset = Object.fromEntries(unset.map((k) => [k, '']));
       const result = await runs.updateOne(
-        { _id: runId, 'callback.secret': current },
-        {
-          $set: {
-            'callback.secret': next,
-            'callback.previousSecret': { secret: current, rotatedAt: at },
-          },
-        },
+        { _id: runId, status: expected.status, ...atRevision(expected.revision) },
+        update,
       );
-      return result.modifiedCount === 1;
+      if (result.modifiedCount !== 1) return null;
+      return runs.findOne({ _id: runId });
     },
 
     /**
@@ -136,6 +152,28 @@ export function createRunStore(db: Db) {
       const run = await runs.findOne({ _id: runId, ...atRevision(revision) }, { projection: { [key]: 1 } });
       return run?.pendingAnswers?.[token] === null;
     },
+  };
+}
+
+/** What delivery writes back on a run: the rotated callback secret, the operator alert marker. */
+function createRunMarks(runs: Collection<Run>) {
+  return {
+    /**
+     * Replaces the run's callback secret with `next`, keeping `current` as the previous one from `at` on; only while
+     * `current` is still the run's secret (one conditional write). False: another rotation did first.
+     */
+    async rotateCallbackSecret(runId: string, current: string, next: string, at: Date): Promise<boolean> {
+      const result = await runs.updateOne(
+        { _id: runId, 'callback.secret': current },
+        {
+          $set: {
+            'callback.secret': next,
+            'callback.previousSecret': { secret: current, rotatedAt: at },
+          },
+        },
+      );
+      return result.modifiedCount === 1;
+    },
 
     /** The operator transition marker: which confirmed operator alerts this run has had. */
     async stampOpsMarker(runId: string, episodeKey: string, at: Date): Promise<void> {
@@ -144,33 +182,20 @@ export function createRunStore(db: Db) {
         { $addToSet: { opsAlerted: episodeKey }, $set: { opsAlertedAt: at } },
       );
     },
+  };
+}
 
-    /** A team's runs, newest first: `limit` of them from `before` on. */
-    async listForTeam(teamId: string, limit: number, before?: PageCursor): Promise<Page<Run>> {
-      return pageNewestFirst(runs, { teamId }, 'createdAt', limit, before);
+export function createRunStore(db: Db) {
+  const runs: Collection<Run> = db.collection<Run>('runs');
+  return {
+    async insert(run: Run): Promise<void> {
+      await runs.insertOne(run);
     },
 
-    /**
-     * Applies a transition decided on (status, revision): the run moves to revision + 1. The caller won the
-     * revision first (run_transitions), so this write is never contested; the filter makes a repeat of it (a
-     * retry, or a caller finishing a transition whose writer died) a no-op. Returns the updated run, or null
-     * when the run is no longer at that revision.
-     */
-    async transition(
-      runId: string,
-      expected: { status: RunStatus; revision: number },
-      set: Partial<Run>,
-      unset: (keyof Run)[] = [],
-    ): Promise<Run | null> {
-      const update: Record<string, unknown> = { $set: { ...set, revision: expected.revision + 1 } };
-      if (unset.length) update.$unset = Object.fromEntries(unset.map((k) => [k, '']));
-      const result = await runs.updateOne(
-        { _id: runId, status: expected.status, ...atRevision(expected.revision) },
-        update,
-      );
-      if (result.modifiedCount !== 1) return null;
-      return runs.findOne({ _id: runId });
-    },
+    ...createRunReads(runs),
+    ...createRunWatchers(runs),
+    ...createRunTransitions(runs),
+    ...createRunMarks(runs),
   };
 }
 

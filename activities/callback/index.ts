@@ -224,7 +224,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
       place?: AttemptPlace,
       teamId?: string,
     ): Promise<CallbackAttempt> {
-      const attempt = await attemptOnce(episodeId, runId, place, teamId);
+      const attempt = await attemptOnce(deps, episodeId, runId, place, teamId);
       if (attempt.sent) {
         const { outcome, at, durationMs, teamId } = attempt;
         if (attempt.held) deps.metrics?.callbackHeld(attempt.held);
@@ -241,97 +241,112 @@ export function createCallbackActivities(deps: CallbackDeps) {
       return attempt.outcome;
     },
   };
+}
 
-  /**
-   * The attempt itself. `sent`: a request was tried (answered, refused by the guard, timed out...), so it
-   * belongs in the log and the metrics, `at` and `durationMs` covering it from the guard's lookup to the last
-   * byte; a run without a callback is not an attempt.
-   */
-  async function attemptOnce(
-    episodeId: string,
-    runId: string,
-    place: AttemptPlace | undefined,
-    runTeamId: string | undefined,
-  ): Promise<
-    | { sent: false; outcome: CallbackAttempt }
-    | {
-        sent: true;
-        outcome: CallbackAttempt;
-        error: DeliveryCategory | PacingHold;
-        /** The worker held it back (nothing went out): logged, but not the receiver's answer. */
-        held?: PacingHold;
-        at: Date;
-        durationMs: number;
-        teamId: string;
-      }
-  > {
-    const activityStarted = Date.now();
-    let at = deps.now();
-    let started = Date.now();
-    let teamId = '';
-    const sent = (outcome: CallbackAttempt, error: DeliveryCategory | PacingHold) => ({
-      sent: true as const,
-      outcome,
-      error,
-      at,
-      durationMs: Date.now() - started,
-      teamId,
-    });
-    const stop = (detail: string) => ({ sent: false as const, outcome: { result: 'stop' as const, detail } });
-    const run = runTeamId ? await deps.runs.getForTeam(runTeamId, runId) : await deps.runs.getById(runId);
-    if (!run?.callback) return stop('the run has no callback');
-    teamId = run.teamId;
-    const body = callbackBody(run, episodeId);
-    if (!body) return stop(`a ${run.status} run gets no callback`);
-    // What the owner sees (the claim's gave_up result) is a category; the detail is logged for operators.
-    const failed = (category: DeliveryCategory, detail: string): string => {
-      deps.log?.(`callback: run ${runId} episode ${episodeId}: ${category}: ${detail}`);
-      return category;
+/** How one attempt went: `sent` when a request was tried (or held back by the worker), with what the log needs. */
+type AttemptResult =
+  | { sent: false; outcome: CallbackAttempt }
+  | {
+      sent: true;
+      outcome: CallbackAttempt;
+      error: DeliveryCategory | PacingHold;
+      /** The worker held it back (nothing went out): logged, but not the receiver's answer. */
+      held?: PacingHold;
+      at: Date;
+      durationMs: number;
+      teamId: string;
     };
-    let res;
-    at = deps.now();
-    started = Date.now();
-    // A slot of the receiver's origin, and the breaker's say: the team's own at that origin (another team's
-    // failures there never hold this one). A manual redelivery (a human asked) goes past an open breaker, still in
-    // a slot; a recover's does not. The wait for a slot comes before the request's own timeout starts.
-    const origin = originOf(run.callback.url);
-    const trigger = place?.trigger ?? 'episode';
-    const entry =
-      deps.pacing && origin
-        ? await deps.pacing.enter(origin, {
-            maxWaitMs: slotWaitMs(activityStarted, deps.timeoutMs),
-            signal: activityContext()?.cancellationSignal,
-            bypassBreaker: trigger === 'redeliver' && !place?.recoverId,
-            tenant: run.teamId,
-          })
-        : undefined;
-    if (entry?.held) {
-      const outcome = heldOutcome(entry, origin!, deps.timeoutMs);
-      return { ...sent(outcome, entry.held), held: entry.held };
-    }
-    try {
-      res = await inSlot(entry, () =>
-        postSignedCallback(deps, run.callback!, episodeId, JSON.stringify(body)),
-      );
-    } catch (err) {
-      const error = failureCategory(err);
-      // No verdict from the resolver, or a name that does not exist now: both follow the retry schedule (a
-      // receiver's name can come back within it). Every other refusal is final.
-      if (err instanceof ResolverUnavailableError) {
-        return sent({ result: 'retry', detail: failed(err.category, err.message) }, error);
-      }
-      if (err instanceof TargetRefusedError) {
-        const result = err.category === 'refused: dns' ? 'retry' : 'stop';
-        return sent({ result, detail: failed(err.category, err.reason) }, error);
-      }
-      return sent({ result: 'retry', detail: failed(error, String(err)) }, error);
-    }
-    const error = `http ${res.status}` as const;
-    const result = classifyCallbackStatus(res.status);
-    if (result === 'delivered') return sent({ result, status: res.status }, error);
-    const detail = failed(error, `receiver answered ${res.status}`);
-    if (result === 'stop') return sent({ result, status: res.status, detail }, error);
-    const retryAfterSeconds = secondsOf(retryAfterMs(res.headers['retry-after'], deps.now().getTime()));
-    return sent({ result, status: res.status, detail, retryAfterSeconds }, error);
+
+/** What an attempt reports and what its log row names as its error. */
+type Settled = { outcome: CallbackAttempt; error: DeliveryCategory | PacingHold };
+
+/** What the owner sees (the claim's gave_up result) is a category; the detail is logged for operators. */
+type NoteFailure = (category: DeliveryCategory, detail: string) => string;
+
+/**
+ * The attempt itself. `sent`: a request was tried (answered, refused by the guard, timed out...), so it
+ * belongs in the log and the metrics, `at` and `durationMs` covering it from the guard's lookup to the last
+ * byte; a run without a callback is not an attempt.
+ */
+async function attemptOnce(
+  deps: CallbackDeps,
+  episodeId: string,
+  runId: string,
+  place: AttemptPlace | undefined,
+  runTeamId: string | undefined,
+): Promise<AttemptResult> {
+  const activityStarted = Date.now();
+  const stop = (detail: string) => ({ sent: false as const, outcome: { result: 'stop' as const, detail } });
+  const run = runTeamId ? await deps.runs.getForTeam(runTeamId, runId) : await deps.runs.getById(runId);
+  if (!run?.callback) return stop('the run has no callback');
+  const callback = run.callback;
+  const body = callbackBody(run, episodeId);
+  if (!body) return stop(`a ${run.status} run gets no callback`);
+  const failed: NoteFailure = (category, detail) => {
+    deps.log?.(`callback: run ${runId} episode ${episodeId}: ${category}: ${detail}`);
+    return category;
+  };
+  const at = deps.now();
+  const started = Date.now();
+  const sent = ({ outcome, error }: Settled) => ({
+    sent: true as const,
+    outcome,
+    error,
+    at,
+    durationMs: Date.now() - started,
+    teamId: run.teamId,
+  });
+  // A slot of the receiver's origin, and the breaker's say: the team's own at that origin (another team's
+  // failures there never hold this one). A manual redelivery (a human asked) goes past an open breaker, still in
+  // a slot; a recover's does not. The wait for a slot comes before the request's own timeout starts.
+  const origin = originOf(callback.url);
+  const trigger = place?.trigger ?? 'episode';
+  const entry =
+    deps.pacing && origin
+      ? await deps.pacing.enter(origin, {
+          maxWaitMs: slotWaitMs(activityStarted, deps.timeoutMs),
+          signal: activityContext()?.cancellationSignal,
+          bypassBreaker: trigger === 'redeliver' && !place?.recoverId,
+          tenant: run.teamId,
+        })
+      : undefined;
+  if (entry?.held) {
+    const outcome = heldOutcome(entry, origin!, deps.timeoutMs);
+    return { ...sent({ outcome, error: entry.held }), held: entry.held };
   }
+  let res: PinnedResponse;
+  try {
+    res = await inSlot(entry, () => postSignedCallback(deps, callback, episodeId, JSON.stringify(body)));
+  } catch (err) {
+    return sent(unansweredOutcome(err, failed));
+  }
+  return sent(answeredOutcome(res, failed, deps.now()));
+}
+
+/**
+ * A request that got no answer: no verdict from the resolver, or a name that does not exist now, follow the retry
+ * schedule (a receiver's name can come back within it); every other refusal by the guard is final; a timeout or
+ * a network error is worth another try.
+ */
+function unansweredOutcome(err: unknown, failed: NoteFailure): Settled {
+  const error = failureCategory(err);
+  if (err instanceof ResolverUnavailableError) {
+    return { outcome: { result: 'retry', detail: failed(err.category, err.message) }, error };
+  }
+  if (err instanceof TargetRefusedError) {
+    const result = err.category === 'refused: dns' ? 'retry' : 'stop';
+    return { outcome: { result, detail: failed(err.category, err.reason) }, error };
+  }
+  return { outcome: { result: 'retry', detail: failed(error, String(err)) }, error };
+}
+
+/** The receiver's answer: delivered, refused for good, or worth another try (with its Retry-After). */
+function answeredOutcome(res: PinnedResponse, failed: NoteFailure, now: Date): Settled {
+  const error = `http ${res.status}` as const;
+  const result = classifyCallbackStatus(res.status);
+  if (result === 'delivered') return { outcome: { result, status: res.status }, error };
+  const detail = failed(error, `receiver answered ${res.status}`);
+  if (result === 'stop') return { outcome: { result, status: res.status, detail }, error };
+  const retryAfterSeconds = secondsOf(retryAfterMs(res.headers['retry-after'], now.getTime()));
+  return { outcome: { result, status: res.status, detail, retryAfterSeconds }, error };
 }

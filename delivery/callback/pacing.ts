@@ -192,25 +192,10 @@ function stateOf(s: OriginState | undefined, tenant: string, at: number): Pacing
   return { breaker, inFlight: s?.inFlight ?? 0, waiting: s?.waiters.length ?? 0, failures: b?.failures ?? 0 };
 }
 
-export function createOriginPacing(options: OriginPacingOptions) {
-  const now = options.now ?? Date.now;
-  const random = options.random ?? Math.random;
-  const maxOrigins = options.maxOrigins ?? 512;
-  const maxTenants = options.maxTenantsPerOrigin ?? 512;
+/** The origins tracked, least recently used first, at most `maxOrigins` while any of them is idle. */
+function createOriginTable(maxOrigins: number, onBreakerChange: OriginPacingOptions['onBreakerChange']) {
   // Insertion order is recency: an origin is moved to the end on each use.
   const origins = new Map<string, OriginState>();
-
-  function track(origin: string): OriginState {
-    let state = origins.get(origin);
-    if (state) {
-      origins.delete(origin);
-    } else {
-      state = { inFlight: 0, waiters: [], breakers: new Map() };
-      forgetBeyondCap();
-    }
-    origins.set(origin, state);
-    return state;
-  }
 
   /** Makes room for one more: the least recently used idle origin with no breaker open, else the least recently used idle one. */
   function forgetBeyondCap(): void {
@@ -226,63 +211,102 @@ export function createOriginPacing(options: OriginPacingOptions) {
     }
     if (victim === undefined) return; // every one busy: over the cap until one is idle
     origins.delete(victim);
-    options.onBreakerChange?.({ state: 'forgotten', origin: victim });
+    onBreakerChange?.({ state: 'forgotten', origin: victim });
   }
 
-  /** ±20 %: workers (and origins) that opened together do not probe together. */
-  const jittered = (ms: number) => Math.round(ms * (0.8 + 0.4 * random()));
+  return {
+    /** The origin's state, made most recent; a new one may push out an idle one. */
+    track(origin: string): OriginState {
+      let state = origins.get(origin);
+      if (state) {
+        origins.delete(origin);
+      } else {
+        state = { inFlight: 0, waiters: [], breakers: new Map() };
+        forgetBeyondCap();
+      }
+      origins.set(origin, state);
+      return state;
+    },
+    get: (origin: string): OriginState | undefined => origins.get(origin),
+    get size(): number {
+      return origins.size;
+    },
+  };
+}
 
-  function open(origin: string, s: OriginState, tenant: string, b: BreakerState, cooldownMs: number): void {
-    const t = now();
-    b.cooldownMs = Math.min(cooldownMs, options.maxCooldownMs);
-    b.openUntil = t + jittered(b.cooldownMs);
-    b.openedAt ??= t;
-    b.probing = false;
-    options.onBreakerChange?.({
-      state: 'open',
-      origin,
-      tenant,
-      failures: b.failures,
-      cooldownMs: b.openUntil - t,
-      openAtOrigin: openAt(s),
-    });
-  }
+/** What the breaker moves read: the pacing's options with their defaults filled in. */
+interface BreakerContext {
+  options: OriginPacingOptions;
+  now: () => number;
+  random: () => number;
+  maxTenants: number;
+}
 
-  function close(origin: string, s: OriginState, tenant: string, b: BreakerState): void {
-    const wasOpen = b.openUntil !== undefined;
-    const openForMs = now() - (b.openedAt ?? now());
-    // Closed with no failure: the same as no breaker at all.
-    if (s.breakers.get(tenant) === b) s.breakers.delete(tenant);
-    if (wasOpen)
-      options.onBreakerChange?.({ state: 'closed', origin, tenant, openForMs, openAtOrigin: openAt(s) });
-  }
+/** Whose breaker a move is about: a tenant's at an origin, with the origin's state. */
+interface TenantAtOrigin {
+  origin: string;
+  s: OriginState;
+  tenant: string;
+}
 
-  /** Gives the slot back and tells the tenant's breaker (`b`: the one it has, if any) how the request went. */
-  function release(
-    origin: string,
-    s: OriginState,
-    tenant: string,
-    b: BreakerState | undefined,
-    probe: boolean,
-    verdict: PacingVerdict,
-  ): void {
-    const next = s.waiters.shift();
-    if (next) next.grant();
-    else s.inFlight--;
-    if (b && probe) b.probing = false;
-    if (verdict === 'neutral') return;
-    if (verdict === 'success') {
-      if (b) close(origin, s, tenant, b);
-      return;
-    }
-    // The first failure makes the tenant's breaker.
-    const failing = b ?? breakerOf(s, tenant, options.cooldownMs, maxTenants);
-    failing.failures++;
-    // A failed probe opens it again, twice as long; failures of requests let through before it opened change nothing.
-    if (probe) open(origin, s, tenant, failing, failing.cooldownMs * 2);
-    else if (failing.openUntil === undefined && failing.failures >= options.breakerFailures)
-      open(origin, s, tenant, failing, options.cooldownMs);
+/** Opens (or reopens) the breaker for `cooldownMs`, capped and jittered ±20 % so workers do not probe together. */
+function openBreaker(ctx: BreakerContext, at: TenantAtOrigin, b: BreakerState, cooldownMs: number): void {
+  const t = ctx.now();
+  b.cooldownMs = Math.min(cooldownMs, ctx.options.maxCooldownMs);
+  b.openUntil = t + Math.round(b.cooldownMs * (0.8 + 0.4 * ctx.random()));
+  b.openedAt ??= t;
+  b.probing = false;
+  ctx.options.onBreakerChange?.({
+    state: 'open',
+    origin: at.origin,
+    tenant: at.tenant,
+    failures: b.failures,
+    cooldownMs: b.openUntil - t,
+    openAtOrigin: openAt(at.s),
+  });
+}
+
+function closeBreaker(ctx: BreakerContext, { origin, s, tenant }: TenantAtOrigin, b: BreakerState): void {
+  const wasOpen = b.openUntil !== undefined;
+  const openForMs = ctx.now() - (b.openedAt ?? ctx.now());
+  // Closed with no failure: the same as no breaker at all.
+  if (s.breakers.get(tenant) === b) s.breakers.delete(tenant);
+  if (wasOpen)
+    ctx.options.onBreakerChange?.({ state: 'closed', origin, tenant, openForMs, openAtOrigin: openAt(s) });
+}
+
+/** Gives the slot back and tells the tenant's breaker (`b`: the one it has, if any) how the request went. */
+function release(
+  ctx: BreakerContext,
+  at: TenantAtOrigin,
+  b: BreakerState | undefined,
+  probe: boolean,
+  verdict: PacingVerdict,
+): void {
+  const { s } = at;
+  const next = s.waiters.shift();
+  if (next) next.grant();
+  else s.inFlight--;
+  if (b && probe) b.probing = false;
+  if (verdict === 'neutral') return;
+  if (verdict === 'success') {
+    if (b) closeBreaker(ctx, at, b);
+    return;
   }
+  // The first failure makes the tenant's breaker.
+  const failing = b ?? breakerOf(s, at.tenant, ctx.options.cooldownMs, ctx.maxTenants);
+  failing.failures++;
+  // A failed probe opens it again, twice as long; failures of requests let through before it opened change nothing.
+  if (probe) openBreaker(ctx, at, failing, failing.cooldownMs * 2);
+  else if (failing.openUntil === undefined && failing.failures >= ctx.options.breakerFailures)
+    openBreaker(ctx, at, failing, ctx.options.cooldownMs);
+}
+
+export function createOriginPacing(options: OriginPacingOptions) {
+  const now = options.now ?? Date.now;
+  const random = options.random ?? Math.random;
+  const ctx: BreakerContext = { options, now, random, maxTenants: options.maxTenantsPerOrigin ?? 512 };
+  const table = createOriginTable(options.maxOrigins ?? 512, options.onBreakerChange);
 
   return {
     /**
@@ -293,7 +317,7 @@ export function createOriginPacing(options: OriginPacingOptions) {
      */
     async enter(origin: string, opts: EnterOptions): Promise<PacingEntry> {
       const tenant = opts.tenant ?? '';
-      const s = track(origin);
+      const s = table.track(origin);
       const breaker = () => s.breakers.get(tenant);
       if (!opts.bypassBreaker) {
         const b = breaker();
@@ -306,7 +330,7 @@ export function createOriginPacing(options: OriginPacingOptions) {
         const b = breaker();
         const after = b ? admit(b, now, random) : { probe: false };
         if ('retryAfterMs' in after) {
-          release(origin, s, tenant, b, false, 'neutral');
+          release(ctx, { origin, s, tenant }, b, false, 'neutral');
           return { held: 'breaker_open', retryAfterMs: after.retryAfterMs };
         }
         probe = after.probe;
@@ -318,7 +342,7 @@ export function createOriginPacing(options: OriginPacingOptions) {
         done(verdict) {
           if (finished) return;
           finished = true;
-          release(origin, s, tenant, s.breakers.get(tenant), probe, verdict);
+          release(ctx, { origin, s, tenant }, s.breakers.get(tenant), probe, verdict);
         },
       };
     },
@@ -327,11 +351,11 @@ export function createOriginPacing(options: OriginPacingOptions) {
      * What the breaker of `tenant` at `origin` says now, and the origin's slots (tests and operators): untracked
      * ones are closed.
      */
-    state: (origin: string, tenant = ''): PacingState => stateOf(origins.get(origin), tenant, now()),
+    state: (origin: string, tenant = ''): PacingState => stateOf(table.get(origin), tenant, now()),
 
     /** How many origins are tracked now (bounded by maxOrigins while any is idle). */
     get trackedOrigins(): number {
-      return origins.size;
+      return table.size;
     },
   };
 }

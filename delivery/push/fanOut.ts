@@ -72,6 +72,24 @@ export function pushOptionsFor(payload: PushPayload) {
   };
 }
 
+type Refusal = { sub: PushSubscriptionRow; status: number };
+
+/** One fan-out in progress: what it was given and what it has seen so far. */
+interface FanOutRun {
+  deps: FanOutDeps;
+  payload: PushPayload;
+  onDelivered: (sub: PushSubscriptionRow) => Promise<void>;
+  result: Omit<FanOutResult, 'alreadyDelivered'>;
+  now: () => Date;
+  pruneMinMs: number;
+  // A known push service's 401/403, by origin, weighed once the fan-out is over: whether the same service took
+  // another of its sends tells a subscription made under another key from our key refused as a whole.
+  keyRefused: Map<string, Refusal[]>;
+  acceptedAt: Set<string>;
+}
+
+const originOf = (sub: PushSubscriptionRow): string => new URL(sub.endpoint).origin;
+
 /**
  * Sends one payload to many subscriptions, at most `width` at a time. Dead endpoints (404/410, refused by the
  * outbound guard, or no push service there in PRUNE_AFTER_UNRESOLVED_EPISODES episodes in a row spanning
@@ -86,115 +104,15 @@ export async function fanOut(
   onDelivered: (sub: PushSubscriptionRow) => Promise<void> = async () => undefined,
 ): Promise<Omit<FanOutResult, 'alreadyDelivered'>> {
   const options = pushOptionsFor(payload);
-  const result = { attempted: subs.length, delivered: 0, pruned: 0, failed: 0, retryable: 0 };
-  const now = deps.now ?? (() => new Date());
-  const pruneMinMs = (deps.pruneMinHours ?? DEFAULT_PRUNE_MIN_HOURS) * 3600_000;
-  /**
-   * One more episode in which this subscription reached no push service willing to take it: counted, and pruned
-   * once the streak has lasted (PRUNE_AFTER_UNRESOLVED_EPISODES spanning pruneMinHours). One wrong DNS answer (a
-   * sinkhole, a split horizon) meets every subscription of a push service in one fan-out, and close episodes are
-   * not independent evidence. `faultAt`: when the push service last refused us as a whole; a streak that
-   * overlaps it proves nothing about the subscription, and starts again.
-   */
-  const countTowardPrune = async (sub: PushSubscriptionRow, detail: string, faultAt?: Date) => {
-    const at = now();
-    const streak = await deps.subscriptions.markUnresolved(sub._id, payload.episodeId, at);
-    const spanMs = at.getTime() - streak.since.getTime();
-    const inARow = `${streak.count} episodes in a row over ${(spanMs / 3600_000).toFixed(1)} h`;
-    const due = streak.count >= PRUNE_AFTER_UNRESOLVED_EPISODES && spanMs >= pruneMinMs;
-    if (due && faultAt && faultAt >= streak.since) {
-      result.failed++;
-      await deps.subscriptions.restartUnresolved(sub._id, payload.episodeId, at);
-      deps.log(
-        `push: subscription ${sub._id} of ${sub.userId}: ${detail} (${inARow}); kept, its push service refused ` +
-          'our identity as a whole meanwhile: counted again from this episode',
-      );
-    } else if (due) {
-      result.pruned++;
-      await deps.subscriptions.prune(sub._id);
-      deps.metrics?.pushPruned();
-      deps.log(`push: pruned subscription ${sub._id} of ${sub.userId} (${detail}, ${inARow})`);
-    } else {
-      result.failed++;
-      deps.log(`push: subscription ${sub._id} of ${sub.userId}: ${detail} (${inARow})`);
-    }
-  };
-  // A known push service's 401/403, by origin, weighed once the fan-out is over: whether the same service took
-  // another of its sends tells a subscription made under another key from our key refused as a whole.
-  const keyRefused = new Map<string, { sub: PushSubscriptionRow; status: number }[]>();
-  const acceptedAt = new Set<string>();
-  const originOf = (sub: PushSubscriptionRow): string => new URL(sub.endpoint).origin;
-  const handle = async (sub: PushSubscriptionRow, outcome: SendOutcome): Promise<void> => {
-    deps.metrics?.pushSent(outcome.result);
-    switch (outcome.result) {
-      case 'delivered':
-        result.delivered++;
-        acceptedAt.add(originOf(sub));
-        await onDelivered(sub);
-        // Only rows that carry a count pay for the write: the common send stays one write (onDelivered's).
-        if (sub.unresolved) await deps.subscriptions.clearUnresolved(sub._id, now());
-        return;
-      case 'unresolved':
-      case 'denied':
-        // Not worth another attempt in this episode; the next episodes tell whether it is really gone.
-        return countTowardPrune(sub, outcome.detail ?? outcome.result);
-      case 'gone':
-      case 'refused':
-        result.pruned++;
-        await deps.subscriptions.prune(sub._id);
-        deps.metrics?.pushPruned();
-        deps.log(
-          `push: pruned subscription ${sub._id} of ${sub.userId} (${outcome.status ?? outcome.detail})`,
-        );
-        return;
-      case 'key_refused': {
-        const origin = originOf(sub);
-        keyRefused.set(origin, [...(keyRefused.get(origin) ?? []), { sub, status: outcome.status ?? 0 }]);
-        return;
-      }
-      case 'failed':
-        result.failed++;
-        result.retryable++; // 5xx, 429 past its wait, network, resolver down: worth another activity attempt
-        return;
-      default:
-        result.failed++;
-    }
-  };
-  const rule = deps.configFaultRule ?? DEFAULT_CONFIG_FAULT_RULE;
-  /** One origin's refusals of this fan-out: our key refused as a whole (the operator's), or theirs (pruned). */
-  const weigh = async (origin: string, refused: { sub: PushSubscriptionRow; status: number }[]) => {
-    const at = now();
-    const row = await deps.pushServices?.get(origin);
-    let faultAt = row?.faultAt;
-    if (acceptedAt.has(origin)) {
-      // It took our key in this very fan-out: what it refused was made under another key. Earlier evidence is void.
-      if (row?.refusals.length) await deps.pushServices?.record(origin, []);
-    } else if (deps.pushServices) {
-      const fresh = refused.map(({ sub }) => ({ subscriptionId: sub._id, userId: sub.userId, at }));
-      const judged = judgeRefusals(row?.refusals ?? [], fresh, at, rule);
-      await deps.pushServices.record(origin, judged.evidence, judged.fault ? at : undefined);
-      if (judged.fault) {
-        faultAt = at;
-        result.failed += refused.length;
-        const { status } = refused[0];
-        deps.log(
-          `push: OPERATOR ACTION NEEDED: ${origin} refuses our VAPID identity as a whole (${status} to ` +
-            `${judged.subscriptions} subscriptions of ${judged.users} users, none accepted); check ` +
-            'VAPID_PUBLIC_KEY / VAPID_PRIVATE_KEY / VAPID_SUBJECT (subscriptions kept, not counted toward pruning)',
-        );
-        const { subscriptions, users } = judged;
-        await deps.onConfigFault?.({
-          origin,
-          status,
-          subscriptions,
-          users,
-          windowSeconds: rule.windowSeconds,
-        });
-        return;
-      }
-    }
-    for (const { sub, status } of refused)
-      await countTowardPrune(sub, `${origin} answered ${status} to our VAPID identity`, faultAt);
+  const run: FanOutRun = {
+    deps,
+    payload,
+    onDelivered,
+    result: { attempted: subs.length, delivered: 0, pruned: 0, failed: 0, retryable: 0 },
+    now: deps.now ?? (() => new Date()),
+    pruneMinMs: (deps.pruneMinHours ?? DEFAULT_PRUNE_MIN_HOURS) * 3600_000,
+    keyRefused: new Map(),
+    acceptedAt: new Set(),
   };
   // One resolution per host for the whole fan-out (2,000 endpoints on one push service = one lookup, not 2,000
   // through libuv's 4-thread pool); a retried activity starts a new fan-out, so it asks again.
@@ -203,7 +121,8 @@ export async function fanOut(
     subs,
     deps.width,
     async (sub) => {
-      await handle(
+      await handleOutcome(
+        run,
         sub,
         await inPushSendSpan(sub.endpoint, () => deps.sender.send(sub, payload, options, hooks)),
       );
@@ -211,9 +130,124 @@ export async function fanOut(
     },
     deps.signal,
   );
-  for (const [origin, refused] of keyRefused) {
-    await weigh(origin, refused);
+  for (const [origin, refused] of run.keyRefused) {
+    await weighRefusals(run, origin, refused);
     deps.onProgress?.();
   }
-  return result;
+  return run.result;
+}
+
+/** What one send's outcome does to the subscription and to the fan-out's counts. */
+async function handleOutcome(run: FanOutRun, sub: PushSubscriptionRow, outcome: SendOutcome): Promise<void> {
+  const { deps, result } = run;
+  deps.metrics?.pushSent(outcome.result);
+  switch (outcome.result) {
+    case 'delivered':
+      result.delivered++;
+      run.acceptedAt.add(originOf(sub));
+      await run.onDelivered(sub);
+      // Only rows that carry a count pay for the write: the common send stays one write (onDelivered's).
+      if (sub.unresolved) await deps.subscriptions.clearUnresolved(sub._id, run.now());
+      return;
+    case 'unresolved':
+    case 'denied':
+      // Not worth another attempt in this episode; the next episodes tell whether it is really gone.
+      return countTowardPrune(run, sub, outcome.detail ?? outcome.result);
+    case 'gone':
+    case 'refused':
+      result.pruned++;
+      await deps.subscriptions.prune(sub._id);
+      deps.metrics?.pushPruned();
+      deps.log(`push: pruned subscription ${sub._id} of ${sub.userId} (${outcome.status ?? outcome.detail})`);
+      return;
+    case 'key_refused': {
+      const origin = originOf(sub);
+      run.keyRefused.set(origin, [
+        ...(run.keyRefused.get(origin) ?? []),
+        { sub, status: outcome.status ?? 0 },
+      ]);
+      return;
+    }
+    case 'failed':
+      result.failed++;
+      result.retryable++; // 5xx, 429 past its wait, network, resolver down: worth another activity attempt
+      return;
+    default:
+      result.failed++;
+  }
+}
+
+/**
+ * One more episode in which this subscription reached no push service willing to take it: counted, and pruned
+ * once the streak has lasted (PRUNE_AFTER_UNRESOLVED_EPISODES spanning pruneMinHours). One wrong DNS answer (a
+ * sinkhole, a split horizon) meets every subscription of a push service in one fan-out, and close episodes are
+ * not independent evidence. `faultAt`: when the push service last refused us as a whole; a streak that
+ * overlaps it proves nothing about the subscription, and starts again.
+ */
+async function countTowardPrune(
+  run: FanOutRun,
+  sub: PushSubscriptionRow,
+  detail: string,
+  faultAt?: Date,
+): Promise<void> {
+  const { deps, result, payload } = run;
+  const at = run.now();
+  const streak = await deps.subscriptions.markUnresolved(sub._id, payload.episodeId, at);
+  const spanMs = at.getTime() - streak.since.getTime();
+  const inARow = `${streak.count} episodes in a row over ${(spanMs / 3600_000).toFixed(1)} h`;
+  const due = streak.count >= PRUNE_AFTER_UNRESOLVED_EPISODES && spanMs >= run.pruneMinMs;
+  if (due && faultAt && faultAt >= streak.since) {
+    result.failed++;
+    await deps.subscriptions.restartUnresolved(sub._id, payload.episodeId, at);
+    deps.log(
+      `push: subscription ${sub._id} of ${sub.userId}: ${detail} (${inARow}); kept, its push service refused ` +
+        'our identity as a whole meanwhile: counted again from this episode',
+    );
+  } else if (due) {
+    result.pruned++;
+    await deps.subscriptions.prune(sub._id);
+    deps.metrics?.pushPruned();
+    deps.log(`push: pruned subscription ${sub._id} of ${sub.userId} (${detail}, ${inARow})`);
+  } else {
+    result.failed++;
+    deps.log(`push: subscription ${sub._id} of ${sub.userId}: ${detail} (${inARow})`);
+  }
+}
+
+/** One origin's refusals of this fan-out: our key refused as a whole (the operator's), or theirs (pruned). */
+async function weighRefusals(run: FanOutRun, origin: string, refused: Refusal[]): Promise<void> {
+  const { deps, result } = run;
+  const rule = deps.configFaultRule ?? DEFAULT_CONFIG_FAULT_RULE;
+  const at = run.now();
+  const row = await deps.pushServices?.get(origin);
+  let faultAt = row?.faultAt;
+  if (run.acceptedAt.has(origin)) {
+    // It took our key in this very fan-out: what it refused was made under another key. Earlier evidence is void.
+    if (row?.refusals.length) await deps.pushServices?.record(origin, []);
+  } else if (deps.pushServices) {
+    const fresh = refused.map(({ sub }) => ({ subscriptionId: sub._id, userId: sub.userId, at }));
+    const judged = judgeRefusals(row?.refusals ?? [], fresh, at, rule);
+    await deps.pushServices.record(origin, judged.evidence, judged.fault ? at : undefined);
+    if (judged.fault) {
+      faultAt = at;
+      result.failed += refused.length;
+      const { status } = refused[0];
+      deps.log(
+        `push: OPERATOR ACTION NEEDED: ${origin} refuses our VAPID identity as a whole (${status} to ` +
+          `${judged.subscriptions} subscriptions of ${judged.users} users, none accepted); check ` +
+          'VAPID_PUBLIC_KEY / VAPID_PRIVATE_KEY / VAPID_SUBJECT (subscriptions kept, not counted toward pruning)',
+      );
+      const { subscriptions, users } = judged;
+      await deps.onConfigFault?.({
+        origin,
+        status,
+        subscriptions,
+        users,
+        windowSeconds: rule.windowSeconds,
+      });
+      return;
+    }
+  }
+  for (const { sub, status } of refused)
+    await countTowardPrune(run, sub, `${origin} answered ${status} to our VAPID identity`, faultAt);
 }

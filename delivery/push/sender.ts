@@ -101,23 +101,13 @@ const isAddressLiteral = (url: URL): boolean => net.isIP(url.hostname.replace(/^
 
 export type PushSender = ReturnType<typeof createPushSender>;
 
-export function createPushSender(options: PushSenderOptions) {
-  const now = options.now ?? Date.now;
-  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
-  const timeoutMs = options.timeoutMs ?? DEFAULT_PUSH_TIMEOUT_MS;
-  const maxAttempts = options.maxAttempts ?? 3;
-  const maxRetryAfterMs = options.maxRetryAfterMs ?? 30_000;
-  const vapidByAudience = new Map<string, { authorization: string; expiresAtMs: number }>();
-  const maxAgents = options.maxAgents ?? 64;
-  const idleSocketMs = options.idleSocketMs ?? 5_000;
-  // Insertion order is recency order: a hit is moved to the end, the first entry is the least recently used.
-  const agents = new Map<string, http.Agent>();
-
-  function vapidAuthorization(audience: string): string {
-    const cached = vapidByAudience.get(audience);
+/** VAPID authorizations, one per push-service origin, signed once and reused until near expiry. */
+function createVapidSigner(vapid: VapidConfig, now: () => number) {
+  const byAudience = new Map<string, { authorization: string; expiresAtMs: number }>();
+  return function vapidAuthorization(audience: string): string {
+    const cached = byAudience.get(audience);
     if (cached && cached.expiresAtMs - VAPID_REFRESH_BEFORE_S * 1000 > now()) return cached.authorization;
     const expiresAt = Math.floor(now() / 1000) + VAPID_LIFETIME_S;
-    const { vapid } = options;
     const headers = webpush.getVapidHeaders(
       audience,
       vapid.subject,
@@ -126,43 +116,151 @@ export function createPushSender(options: PushSenderOptions) {
       'aes128gcm',
       expiresAt,
     );
-    vapidByAudience.set(audience, { authorization: headers.Authorization, expiresAtMs: expiresAt * 1000 });
+    byAudience.set(audience, { authorization: headers.Authorization, expiresAtMs: expiresAt * 1000 });
     return headers.Authorization;
-  }
+  };
+}
 
-  function agentFor(target: CheckedTarget): http.Agent {
-    const key = `${target.url.origin}|${target.address}`;
-    let agent = agents.get(key);
-    if (agent) {
-      agents.delete(key);
-    } else {
-      // The agent's timeout is the socket's idle timeout; Node closes a pooled socket when it fires while free.
-      const agentOptions = {
-        keepAlive: true,
-        maxSockets: 64,
-        timeout: idleSocketMs,
-        lookup: pinnedLookup(target),
-        ca: options.ca,
-      };
-      agent = target.url.protocol === 'https:' ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
-    }
-    agents.set(key, agent);
-    if (agents.size > maxAgents) {
-      const [oldestKey, oldest] = agents.entries().next().value as [string, http.Agent];
-      agents.delete(oldestKey);
-      closeIdle(oldest);
-    }
-    return agent;
-  }
+/** Keep-alive pools, one per (origin, pinned address), at most `maxAgents`, the least recently used evicted. */
+function createAgentPools(options: { maxAgents: number; idleSocketMs: number; ca?: string }) {
+  // Insertion order is recency order: a hit is moved to the end, the first entry is the least recently used.
+  const agents = new Map<string, http.Agent>();
+  return {
+    agentFor(target: CheckedTarget): http.Agent {
+      const key = `${target.url.origin}|${target.address}`;
+      let agent = agents.get(key);
+      if (agent) {
+        agents.delete(key);
+      } else {
+        // The agent's timeout is the socket's idle timeout; Node closes a pooled socket when it fires while free.
+        const agentOptions = {
+          keepAlive: true,
+          maxSockets: 64,
+          timeout: options.idleSocketMs,
+          lookup: pinnedLookup(target),
+          ca: options.ca,
+        };
+        agent =
+          target.url.protocol === 'https:' ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
+      }
+      agents.set(key, agent);
+      if (agents.size > options.maxAgents) {
+        const [oldestKey, oldest] = agents.entries().next().value as [string, http.Agent];
+        agents.delete(oldestKey);
+        closeIdle(oldest);
+      }
+      return agent;
+    },
+    close(): void {
+      for (const agent of agents.values()) agent.destroy();
+      agents.clear();
+    },
+  };
+}
 
-  /**
-   * An evicted pool: its free sockets are closed now; sockets still carrying a send finish it and then idle out
-   * (a send in flight is not cut short by another origin's arrival).
-   */
-  function closeIdle(agent: http.Agent): void {
-    for (const sockets of Object.values(agent.freeSockets))
-      for (const socket of sockets ?? []) socket.destroy();
+/**
+ * An evicted pool: its free sockets are closed now; sockets still carrying a send finish it and then idle out
+ * (a send in flight is not cut short by another origin's arrival).
+ */
+function closeIdle(agent: http.Agent): void {
+  for (const sockets of Object.values(agent.freeSockets))
+    for (const socket of sockets ?? []) socket.destroy();
+}
+
+/**
+ * The endpoint through the outbound guard: https (unless private targets are allowed), an allowed host, resolved,
+ * classified and pinned. A refusal or a failed lookup is the send's outcome, with no attempt made.
+ */
+async function checkEndpoint(
+  endpoint: string,
+  options: PushSenderOptions,
+  hooks: SendHooks,
+): Promise<CheckedTarget | SendOutcome> {
+  let url: URL | undefined;
+  try {
+    url = new URL(endpoint);
+    if (url.protocol !== 'https:' && !options.allowPrivate) {
+      throw new TargetRefusedError('push endpoint must be https');
+    }
+    if (!hostAllowed(url.hostname, options.allowlist)) {
+      throw new TargetRefusedError(`${url.hostname} is not an allowed push service`);
+    }
+    const lookup = options.lookup ?? systemLookup;
+    const checked = await checkCallbackTarget(endpoint, {
+      allowPrivate: options.allowPrivate,
+      lookup: hooks.resolved ? sharedLookup(lookup, hooks.resolved) : lookup,
+    });
+    hooks.onProgress?.();
+    return checked;
+  } catch (err) {
+    if (err instanceof ResolverUnavailableError)
+      return { result: 'failed', detail: err.message, attempts: 0 };
+    if (!(err instanceof TargetRefusedError)) return { result: 'failed', detail: String(err), attempts: 0 };
+    // A DNS answer may be wrong for a while (sinkhole, split horizon): counted, not a verdict on the endpoint.
+    const byDns =
+      err.category === 'refused: dns' ||
+      (err.category === 'refused: private address' && url !== undefined && !isAddressLiteral(url));
+    return { result: byDns ? 'unresolved' : 'refused', detail: err.reason, attempts: 0 };
   }
+}
+
+/**
+ * What a push service's answer settles: an outcome, or `undefined` when the attempt failed in a way worth
+ * retrying (5xx, or a 429 whose Retry-After fits in `maxRetryAfterMs`; `retryAfterMs` then says how long to wait).
+ */
+function settleAnswer(
+  status: number,
+  retryAfterHeader: string | string[] | undefined,
+  context: {
+    target: CheckedTarget;
+    allowlist: string[];
+    attempt: number;
+    maxRetryAfterMs: number;
+    now: () => number;
+  },
+): { outcome: SendOutcome; final: boolean; retryAfterMs?: number } {
+  const { target, attempt } = context;
+  if (status >= 200 && status < 300)
+    return { outcome: { result: 'delivered', status, attempts: attempt }, final: true };
+  if (status === 404 || status === 410)
+    return { outcome: { result: 'gone', status, attempts: attempt }, final: true };
+  if (status === 400 || status === 413)
+    return { outcome: { result: 'rejected', status, attempts: attempt }, final: true };
+  if (status === 401 || status === 403) {
+    // Only a push service we know can say our identity is refused: a user's own host answering 403 cannot.
+    const known = isKnownPushService(target.url.hostname, context.allowlist);
+    const outcome: SendOutcome = known
+      ? { result: 'key_refused', status, attempts: attempt }
+      : { result: 'denied', status, detail: `${target.url.host} answered ${status}`, attempts: attempt };
+    return { outcome, final: true };
+  }
+  const failed: SendOutcome = {
+    result: 'failed',
+    status,
+    detail: `push service answered ${status}`,
+    attempts: attempt,
+  };
+  if (status === 429) {
+    const after = retryAfterMs(retryAfterHeader, context.now());
+    if (after !== undefined && after > context.maxRetryAfterMs) return { outcome: failed, final: true };
+    return { outcome: failed, final: false, retryAfterMs: after };
+  }
+  // A 5xx is worth another try; another 4xx is not: retrying the same message will not help.
+  return { outcome: failed, final: status < 500 };
+}
+
+export function createPushSender(options: PushSenderOptions) {
+  const now = options.now ?? Date.now;
+  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const timeoutMs = options.timeoutMs ?? DEFAULT_PUSH_TIMEOUT_MS;
+  const maxAttempts = options.maxAttempts ?? 3;
+  const maxRetryAfterMs = options.maxRetryAfterMs ?? 30_000;
+  const vapidAuthorization = createVapidSigner(options.vapid, now);
+  const pools = createAgentPools({
+    maxAgents: options.maxAgents ?? 64,
+    idleSocketMs: options.idleSocketMs ?? 5_000,
+    ca: options.ca,
+  });
 
   // One whole deadline (connect to last byte) and a small cap on the answer: a service that trickles or
   // streams cannot hold a lane, and an idle-socket timeout alone never fires on one byte every few seconds.
@@ -172,7 +270,7 @@ export function createPushSender(options: PushSenderOptions) {
       body,
       timeoutMs,
       maxResponseBytes: MAX_PUSH_RESPONSE_BYTES,
-      pool: agentFor(target),
+      pool: pools.agentFor(target),
     });
   }
 
@@ -191,33 +289,8 @@ export function createPushSender(options: PushSenderOptions) {
       pushOptions: PushOptions,
       hooks: SendHooks = {},
     ): Promise<SendOutcome> {
-      let checked: CheckedTarget;
-      let url: URL | undefined;
-      try {
-        url = new URL(target.endpoint);
-        if (url.protocol !== 'https:' && !options.allowPrivate) {
-          throw new TargetRefusedError('push endpoint must be https');
-        }
-        if (!hostAllowed(url.hostname, options.allowlist)) {
-          throw new TargetRefusedError(`${url.hostname} is not an allowed push service`);
-        }
-        const lookup = options.lookup ?? systemLookup;
-        checked = await checkCallbackTarget(target.endpoint, {
-          allowPrivate: options.allowPrivate,
-          lookup: hooks.resolved ? sharedLookup(lookup, hooks.resolved) : lookup,
-        });
-        hooks.onProgress?.();
-      } catch (err) {
-        if (err instanceof ResolverUnavailableError)
-          return { result: 'failed', detail: err.message, attempts: 0 };
-        if (!(err instanceof TargetRefusedError))
-          return { result: 'failed', detail: String(err), attempts: 0 };
-        // A DNS answer may be wrong for a while (sinkhole, split horizon): counted, not a verdict on the endpoint.
-        const byDns =
-          err.category === 'refused: dns' ||
-          (err.category === 'refused: private address' && url !== undefined && !isAddressLiteral(url));
-        return { result: byDns ? 'unresolved' : 'refused', detail: err.reason, attempts: 0 };
-      }
+      const checked = await checkEndpoint(target.endpoint, options, hooks);
+      if ('result' in checked) return checked;
 
       const details = webpush.generateRequestDetails(
         { endpoint: target.endpoint, keys: target.keys },
@@ -237,30 +310,16 @@ export function createPushSender(options: PushSenderOptions) {
         let waitMs = 250 * 2 ** (attempt - 1);
         try {
           const res = await post(checked, details.headers as http.OutgoingHttpHeaders, body);
-          const { status } = res;
-          if (status >= 200 && status < 300) return { result: 'delivered', status, attempts: attempt };
-          if (status === 404 || status === 410) return { result: 'gone', status, attempts: attempt };
-          if (status === 400 || status === 413) return { result: 'rejected', status, attempts: attempt };
-          if (status === 401 || status === 403) {
-            // Only a push service we know can say our identity is refused: a user's own host answering 403 cannot.
-            const known = isKnownPushService(checked.url.hostname, options.allowlist);
-            return known
-              ? { result: 'key_refused', status, attempts: attempt }
-              : {
-                  result: 'denied',
-                  status,
-                  detail: `${checked.url.host} answered ${status}`,
-                  attempts: attempt,
-                };
-          }
-          last = { result: 'failed', status, detail: `push service answered ${status}`, attempts: attempt };
-          if (status === 429) {
-            const after = retryAfterMs(res.headers['retry-after'], now());
-            if (after !== undefined && after > maxRetryAfterMs) return last;
-            waitMs = after ?? waitMs;
-          } else if (status < 500) {
-            return last; // another 4xx: retrying the same message will not help
-          }
+          const settled = settleAnswer(res.status, res.headers['retry-after'], {
+            target: checked,
+            allowlist: options.allowlist,
+            attempt,
+            maxRetryAfterMs,
+            now,
+          });
+          if (settled.final) return settled.outcome;
+          last = settled.outcome;
+          waitMs = settled.retryAfterMs ?? waitMs;
         } catch (err) {
           last = {
             result: 'failed',
@@ -275,8 +334,7 @@ export function createPushSender(options: PushSenderOptions) {
     },
 
     close(): void {
-      for (const agent of agents.values()) agent.destroy();
-      agents.clear();
+      pools.close();
     },
   };
 }

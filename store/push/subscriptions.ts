@@ -194,6 +194,67 @@ function unresolvedStreak(subs: Collection<PushSubscriptionRow>) {
   };
 }
 
+export type RegisterResult = 'created' | 'updated' | 'held_by_another_user' | 'limit_reached';
+
+/**
+ * The route's upsert, with the abuse guards: a row of another user is taken over only with the same keys.auth
+ * (the browser that holds the subscription), and a user holds at most `maxPerUser` rows.
+ *
+ * The cap holds under concurrency on FerretDB v1 and MongoDB alike: a row new to the user first takes one of
+ * the user's slots, and a slot is taken by an insert on its unique _id (store/slots.ts), the one write that is
+ * exclusive on both servers. Counting the user's rows and then writing let racing registrations all pass the
+ * count. A refusal stores nothing; a registration that loses after taking a slot gives it back.
+ */
+async function register(
+  db: Db,
+  owner: { userId: string; teamId: string },
+  subscription: { endpoint: string; keys: { p256dh: string; auth: string } },
+  now: Date,
+  maxPerUser: number,
+  /** What the device list shows for it (from the User-Agent when it subscribed). */
+  label?: string,
+): Promise<RegisterResult> {
+  const subs = db.collection<PushSubscriptionRow>('push_subscriptions');
+  const _id = subscriptionId(subscription.endpoint);
+  const update = rowUpdate(owner, subscription, now, label);
+  /** The row, if it is this user's; gone or moved meanwhile: the caller may register again. */
+  const updateOwn = async () =>
+    (await subs.updateOne({ _id, userId: owner.userId }, update)).matchedCount === 1
+      ? 'updated'
+      : 'held_by_another_user';
+  const existing = await subs.findOne({ _id }, { projection: { userId: 1, 'keys.auth': 1, slotId: 1 } });
+  if (existing?.userId === owner.userId) return updateOwn(); // already the user's: it holds its slot
+  if (existing && existing.keys.auth !== subscription.keys.auth) return 'held_by_another_user';
+  const held = await subs.find({ userId: owner.userId }, { projection: { slotId: 1 } }).toArray();
+  if (held.length >= maxPerUser) return 'limit_reached';
+  // Rows made before the cap had slots hold none: they shrink what the slots may hand out.
+  const unslotted = held.filter((row) => !row.slotId).length;
+  const slot = await takeUserSlot(db, owner.userId, _id, maxPerUser - unslotted, now);
+  if (!slot) return 'limit_reached';
+  try {
+    if (existing) {
+      // The same browser under another user: the row moves here with its new slot, the old slot is freed.
+      const moved = await subs.updateOne(
+        { _id, userId: existing.userId, 'keys.auth': subscription.keys.auth },
+        { ...update, $set: { ...update.$set, slotId: slot._id } },
+      );
+      if (moved.matchedCount !== 1) {
+        await releaseSlot(db, slot._id);
+        return 'held_by_another_user';
+      }
+      if (existing.slotId) await releaseSlot(db, existing.slotId);
+      return 'updated';
+    }
+    await subs.insertOne({ _id, ...update.$set, ...update.$setOnInsert, slotId: slot._id });
+    return 'created';
+  } catch (err) {
+    await releaseSlot(db, slot._id);
+    if (!isDuplicateKey(err)) throw err;
+    // The same endpoint registered concurrently: this user's now (an update), or another user's.
+    return updateOwn();
+  }
+}
+
 export type PushSubscriptionStore = ReturnType<typeof createPushSubscriptionStore>;
 
 export function createPushSubscriptionStore(db: Db) {
@@ -216,61 +277,17 @@ export function createPushSubscriptionStore(db: Db) {
     },
 
     /**
-     * The route's upsert, with the abuse guards: a row of another user is taken over only with the same keys.auth
-     * (the browser that holds the subscription), and a user holds at most `maxPerUser` rows.
-     *
-     * The cap holds under concurrency on FerretDB v1 and MongoDB alike: a row new to the user first takes one of
-     * the user's slots, and a slot is taken by an insert on its unique _id (store/slots.ts), the one write that is
-     * exclusive on both servers. Counting the user's rows and then writing let racing registrations all pass the
-     * count. A refusal stores nothing; a registration that loses after taking a slot gives it back.
+     * The route's upsert, with the abuse guards: a row of another user is taken over only with the same keys.auth,
+     * and a user holds at most `maxPerUser` rows (see register).
      */
-    async register(
+    register: (
       owner: { userId: string; teamId: string },
       subscription: { endpoint: string; keys: { p256dh: string; auth: string } },
       now: Date,
       maxPerUser: number,
       /** What the device list shows for it (from the User-Agent when it subscribed). */
       label?: string,
-    ): Promise<'created' | 'updated' | 'held_by_another_user' | 'limit_reached'> {
-      const _id = subscriptionId(subscription.endpoint);
-      const update = rowUpdate(owner, subscription, now, label);
-      /** The row, if it is this user's; gone or moved meanwhile: the caller may register again. */
-      const updateOwn = async () =>
-        (await subs.updateOne({ _id, userId: owner.userId }, update)).matchedCount === 1
-          ? 'updated'
-          : 'held_by_another_user';
-      const existing = await subs.findOne({ _id }, { projection: { userId: 1, 'keys.auth': 1, slotId: 1 } });
-      if (existing?.userId === owner.userId) return updateOwn(); // already the user's: it holds its slot
-      if (existing && existing.keys.auth !== subscription.keys.auth) return 'held_by_another_user';
-      const held = await subs.find({ userId: owner.userId }, { projection: { slotId: 1 } }).toArray();
-      if (held.length >= maxPerUser) return 'limit_reached';
-      // Rows made before the cap had slots hold none: they shrink what the slots may hand out.
-      const unslotted = held.filter((row) => !row.slotId).length;
-      const slot = await takeUserSlot(db, owner.userId, _id, maxPerUser - unslotted, now);
-      if (!slot) return 'limit_reached';
-      try {
-        if (existing) {
-          // The same browser under another user: the row moves here with its new slot, the old slot is freed.
-          const moved = await subs.updateOne(
-            { _id, userId: existing.userId, 'keys.auth': subscription.keys.auth },
-            { ...update, $set: { ...update.$set, slotId: slot._id } },
-          );
-          if (moved.matchedCount !== 1) {
-            await releaseSlot(db, slot._id);
-            return 'held_by_another_user';
-          }
-          if (existing.slotId) await releaseSlot(db, existing.slotId);
-          return 'updated';
-        }
-        await subs.insertOne({ _id, ...update.$set, ...update.$setOnInsert, slotId: slot._id });
-        return 'created';
-      } catch (err) {
-        await releaseSlot(db, slot._id);
-        if (!isDuplicateKey(err)) throw err;
-        // The same endpoint registered concurrently: this user's now (an update), or another user's.
-        return updateOwn();
-      }
-    },
+    ): Promise<RegisterResult> => register(db, owner, subscription, now, maxPerUser, label),
 
     /** Deletes only the caller's own row: one user cannot remove another's endpoint. */
     async deleteByEndpoint(userId: string, endpoint: string): Promise<boolean> {

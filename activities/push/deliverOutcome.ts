@@ -1,0 +1,125 @@
+// An outcome's push: rendered, addressed to its recipients, held for a digest where due, the rest sent now.
+import type { RunOutcome } from '../../domain/outcome';
+import type { PushDeliveryResult } from '../../contract/activities';
+import { kindFor, renderPush, type OutcomePushKind, type PushPayload } from '../../domain/push';
+import { heldUntil } from '../../domain/quietHours';
+import { mapBounded } from '../../platform/concurrency';
+import { digestEntryOf, type PushHoldRow } from '../../store/push/holds';
+import type { Recipient } from '../../store/push/notificationPrefs';
+import type { PushActivityDeps } from './pushActivityDeps';
+import { configFaultReporter, sendRecorded } from './recordedSends';
+
+/**
+ * Renders the outcome and pushes it to every subscription of the owner and of the team members who chose
+ * team-wide scope. Safe to run twice: endpoints already reached for this episode are skipped.
+ */
+export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): Promise<PushDeliveryResult> {
+  const kind = kindFor(outcome);
+  if (!kind) return { addressable: false, reason: 'no kind' };
+  if (!deps.sender) return { addressable: false, reason: 'no sink' };
+  // The reads that do not depend on each other go out together: each is a round trip before the first push.
+  // Owner ∪ team-wide opt-ins, less whoever turned this kind off in this team: one query.
+  const [listed, payload] = await Promise.all([
+    deps.notificationPrefs.listRecipientPrefs(outcome.teamId, outcome.ownerId, kind),
+    render(deps, outcome, kind),
+  ]);
+  const recipients = listed.filter((recipient) => recipient.userId !== '');
+  if (!recipients.length) return { addressable: false, reason: 'no recipient' };
+  const subs = await deps.pushSubscriptions.listForUsers(recipients.map((r) => r.userId));
+  if (!subs.length) return { addressable: false, reason: 'no subscription' };
+  // Per-kind prefs came first (listRecipientPrefs): a kind turned off is never held. Only people with a
+  // device are held: a digest to no device is no digest.
+  const withDevice = new Set(subs.map((sub) => sub.userId));
+  const held = await holdWhereDue(
+    deps,
+    outcome,
+    kind,
+    recipients.filter((r) => withDevice.has(r.userId)),
+  );
+  const result = await sendRecorded(
+    deps,
+    outcome.episodeId,
+    subs.filter((sub) => !held.has(sub.userId)),
+    payload,
+    {
+      onFirstPush: () => deps.metrics?.firstPush(outcome.kind, outcome.occurredAt, deps.now()),
+      onConfigFault: configFaultReporter(deps, outcome),
+    },
+  );
+  return { addressable: true, ...result, ...(held.size ? { held: held.size } : {}) };
+}
+
+/**
+ * Which of these recipients wait for their digest instead of a push now: held by an earlier attempt of this
+ * episode (always held again: never sent to), in quiet hours or do-not-disturb, or past their burst bound.
+ * Each held person gets a hold row and their digest the entry (both safe to repeat).
+ */
+async function holdWhereDue(
+  deps: PushActivityDeps,
+  outcome: RunOutcome,
+  kind: OutcomePushKind,
+  recipients: Recipient[],
+): Promise<Set<string>> {
+  const digests = deps.digests;
+  if (!digests || !recipients.length) return new Set();
+  const now = deps.now();
+  const earlier = await digests.pushHolds.heldOf(
+    outcome.episodeId,
+    recipients.map((r) => r.userId),
+  );
+  const holds: Omit<PushHoldRow, '_id'>[] = [];
+  const fresh: Omit<PushHoldRow, '_id'>[] = [];
+  const hold = (userId: string, reason: PushHoldRow['reason'], releaseAt: Date): void => {
+    const { episodeId, runId, teamId, title } = outcome;
+    const row = { episodeId, runId, teamId, userId, kind, title, reason, at: now, releaseAt };
+    holds.push(row);
+    fresh.push(row);
+  };
+  const counted: string[] = [];
+  for (const { userId, hold: prefs } of recipients) {
+    const before = earlier.get(userId);
+    if (before) holds.push(before);
+    // A kind that breaks through quiet hours passes the burst bound too: a run waits on it.
+    else if (prefs.breakThrough.includes(kind)) continue;
+    else {
+      const quiet = heldUntil(prefs, kind, now);
+      if (quiet) hold(userId, 'quiet', quiet);
+      else counted.push(userId);
+    }
+  }
+  // Counted once per episode (its id is the hit's): a retried fan-out is admitted again, not counted again. All
+  // recipients in one go: a few round trips whatever the team's size.
+  const burstKey = (userId: string): string => `push-burst|${outcome.teamId}|${userId}`;
+  const admissions = await digests.rateLimits.hitMany(
+    counted.map(burstKey),
+    digests.burst,
+    now,
+    outcome.episodeId,
+  );
+  for (const userId of counted) {
+    const admission = admissions.get(burstKey(userId))!;
+    // One time for the whole burst: one timer in the digest.
+    if (!admission.admitted) hold(userId, 'burst', admission.freeAt);
+  }
+  await digests.pushHolds.hold(fresh);
+  // A hold whose digest went out already is not signalled again (a retry of an old episode).
+  // Bounded like the sends: a burst across a big team is one signal-with-start per person.
+  await mapBounded(
+    holds.filter((row) => !row.digestId),
+    deps.fanOutWidth,
+    (row) => digests.add(row.teamId, row.userId, digestEntryOf(row)),
+  );
+  return new Set(holds.map((row) => row.userId));
+}
+
+async function render(
+  deps: PushActivityDeps,
+  outcome: RunOutcome,
+  kind: OutcomePushKind,
+): Promise<PushPayload> {
+  let prompt: string | undefined;
+  if (kind === 'human_input_requested' && outcome.pause?.interactionId) {
+    prompt = (await deps.interactions.get(outcome.runId, outcome.pause.interactionId))?.prompt;
+  }
+  return renderPush(outcome, kind, deps.studioUrl, prompt);
+}

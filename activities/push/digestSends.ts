@@ -1,0 +1,93 @@
+// Digest sends: one push to every device of a person, listing the pushes held for them, recorded as an episode's
+// push is; and the digest that no device took, given up.
+import type { DigestRef, DigestSend, DigestSendResult } from '../../contract/activities';
+import { DIGEST_MAX_LISTED, type DigestEntry } from '../../contract/workflows';
+import { renderDigest } from '../../domain/push';
+import { heldUntil } from '../../domain/quietHours';
+import { digestEntryOf, holdId } from '../../store/push/holds';
+import type { PushActivityDeps } from './pushActivityDeps';
+import { configFaultReporter, sendRecorded } from './recordedSends';
+
+/** When the person can be reached by a digest now: undefined for now (epoch ms otherwise). */
+export async function digestReleaseAt(
+  deps: PushActivityDeps,
+  teamId: string,
+  userId: string,
+): Promise<number | undefined> {
+  const now = deps.now();
+  return heldUntil(await deps.notificationPrefs.get(userId, teamId, now), 'digest', now)?.getTime();
+}
+
+/**
+ * One digest to every device of the person, recorded as an episode's push is (a retry, or a worker killed
+ * mid-send, repeats nothing already sent). It sends the person's owed holds, taken at its first send; once a
+ * device took it they are no longer owed.
+ */
+export async function sendDigest(deps: PushActivityDeps, digest: DigestSend): Promise<DigestSendResult> {
+  if (!deps.sender) return { addressable: false, reason: 'no sink' };
+  if (digest.episodeIds) return sendListedDigest(deps, digest, digest.episodeIds);
+  const holds = deps.digests?.pushHolds;
+  if (!holds) return { addressable: false, reason: 'nothing owed' };
+  await holds.take(digest.teamId, digest.userId, digest.digestId, deps.now());
+  const contents = await holds.contentsOf(digest.digestId, DIGEST_MAX_LISTED);
+  if (!contents.total) return { addressable: false, reason: 'nothing owed' };
+  const result = await sendDigestPush(deps, digest, {
+    counts: contents.counts,
+    newest: contents.newest.map(digestEntryOf),
+  });
+  if (result.addressable && result.delivered + result.alreadyDelivered > 0)
+    await holds.markDigestSent(digest.digestId, deps.now());
+  return result;
+}
+
+/** No device took the digest for a day: its holds give up, counted and logged for the operator. */
+export async function giveUpDigest(deps: PushActivityDeps, digest: DigestRef): Promise<void> {
+  const holds = await deps.digests?.pushHolds.markDigestGaveUp(digest.digestId, deps.now());
+  if (!holds) return;
+  deps.metrics?.digestGaveUp(holds);
+  deps.log(
+    `digest ${digest.digestId}: no device of ${digest.userId} in ${digest.teamId} took it for a day; ` +
+      `${holds} held push(es) gave up`,
+  );
+}
+
+/** A digest started before digests took their holds from the store: it lists them, and marks them sent. */
+async function sendListedDigest(
+  deps: PushActivityDeps,
+  digest: DigestSend,
+  episodeIds: string[],
+): Promise<DigestSendResult> {
+  const result = await sendDigestPush(deps, digest, {
+    counts: digest.counts ?? {},
+    newest: digest.listed ?? [],
+  });
+  await deps.digests?.pushHolds.markSent(
+    episodeIds.map((episodeId) => holdId(episodeId, digest.userId)),
+    digest.digestId,
+    deps.now(),
+  );
+  return result;
+}
+
+async function sendDigestPush(
+  deps: PushActivityDeps,
+  digest: DigestSend,
+  contents: { counts: Record<string, number>; newest: DigestEntry[] },
+): Promise<DigestSendResult> {
+  const subs = await deps.pushSubscriptions.listForUsers([digest.userId]);
+  if (!subs.length) return { addressable: false, reason: 'no subscription' };
+  const payload = renderDigest({
+    digestId: digest.digestId,
+    tag: digest.tag,
+    ...contents,
+    studioUrl: deps.studioUrl,
+  });
+  const result = await sendRecorded(deps, digest.digestId, subs, payload, {
+    onConfigFault: configFaultReporter(deps, {
+      runId: '',
+      teamId: digest.teamId,
+      episodeId: digest.digestId,
+    }),
+  });
+  return { addressable: true, ...result };
+}

@@ -1,0 +1,227 @@
+// Recorded sends: one payload to many devices through the fan-out, each accepted send recorded (in batches) before
+// the activity answers, so a retry or a worker killed mid-send repeats nothing already sent. The episode's push and
+// the digest both send this way.
+import type { FanOutResult } from '../../contract/activities';
+import type { RunOutcome } from '../../domain/outcome';
+import { FAN_OUT_ATTEMPTS, type PushPayload } from '../../domain/push';
+import { fanOut, type FanOutDeps } from '../../delivery/push/fanOut';
+import type { PushDelivery } from '../../store/push/deliveries';
+import type { PushSubscriptionRow } from '../../store/push/subscriptions';
+import { activityContext } from '../activityContext';
+import type { PushActivityDeps } from './pushActivityDeps';
+
+/** How long a delivery-record write in flight keeps the fan-out's heartbeat going. */
+const WRITE_BEATS_FOR_MS = 60_000;
+/**
+ * A device's last success is kept to the minute: a row written less than this before is not written again (on
+ * FerretDB v1 an update costs a transaction per row, and a busy team's devices are pushed many times a minute).
+ */
+export const LAST_SUCCESS_GRAIN_MS = 60_000;
+
+/**
+ * Pushes one payload to these subscriptions, skipping those an earlier attempt under the same id reached, and
+ * records each accepted send before answering.
+ */
+export async function sendRecorded(
+  deps: PushActivityDeps,
+  episodeId: string,
+  subs: PushSubscriptionRow[],
+  payload: PushPayload,
+  hooks: { onFirstPush?: () => void; onConfigFault: FanOutDeps['onConfigFault'] },
+): Promise<Omit<FanOutResult, 'held'>> {
+  const sender = deps.sender;
+  if (!sender) throw new Error('web push is off: nothing to send with');
+  // By the batch rows' own ids: one indexed read whatever the episode's size.
+  const { subscriptions: reached, nextBatch } = await deps.pushDeliveries.reached(
+    episodeId,
+    subs.map((sub) => sub._id),
+  );
+  const pending = subs.filter((sub) => !reached.has(sub._id));
+  let firstPushSeen = false;
+  const context = activityContext();
+  // Heartbeats on progress, not on a timer: every step of a send is bounded (lookup 5 s, exchange 5 s, wait
+  // slices 2 s), so a lane stuck longer than the heartbeat timeout is a wedge Temporal should notice and retry.
+  const beat = (): void => context?.heartbeat();
+  beat();
+  const persist = persistBeating(deps.log, beat);
+  // One write per batch of accepted sends (group commit): a row of the episode's deliveries. A lane takes
+  // its next endpoint while its record is written; only past `width` records not yet known written does it
+  // wait for the oldest. So a crash repeats at most 2 × width sends (those in flight and those awaiting their
+  // record), and a lane rarely waits on the store: it was most of a fan-out's time.
+  const writeBatch = deps.pushDeliveries.batchWriter(episodeId, nextBatch);
+  const recordDelivery = groupCommit((batch: PushDelivery[]) =>
+    persist(`${batch.length} deliveries`, () => writeBatch(batch)),
+  );
+  const unrecorded: Promise<void>[] = [];
+  const lastSuccess = lastSuccessWriter(deps, persist);
+  lastSuccess.catchUp(subs, reached);
+  const result = await fanOut(
+    {
+      subscriptions: deps.pushSubscriptions,
+      sender,
+      width: deps.fanOutWidth,
+      log: deps.log,
+      onProgress: beat,
+      // A worker shutting down past its grace cancels the activity: the fan-out stops starting sends (the
+      // ones reached are recorded), and the next attempt, on any worker, skips them.
+      signal: context?.cancellationSignal,
+      pushServices: deps.pushServices,
+      configFaultRule: deps.configFaultRule,
+      onConfigFault: hooks.onConfigFault,
+      now: deps.now,
+      pruneMinHours: deps.pruneMinHours,
+      metrics: deps.metrics,
+    },
+    pending,
+    payload,
+    async (sub) => {
+      // The episode's first push: no earlier attempt reached anyone, and this is this attempt's first.
+      if (reached.size === 0 && !firstPushSeen) {
+        firstPushSeen = true;
+        hooks.onFirstPush?.();
+      }
+      const delivery = { subscriptionId: sub._id, userId: sub.userId, at: deps.now() };
+      const written = recordDelivery(delivery);
+      written.catch(() => undefined); // awaited below (its failure fails the fan-out), never unhandled
+      unrecorded.push(written);
+      lastSuccess.note(sub, delivery);
+      while (unrecorded.length > deps.fanOutWidth) await unrecorded.shift();
+    },
+  ).finally(() => Promise.allSettled([...unrecorded, ...lastSuccess.writes]));
+  // Every accepted send recorded before the activity answers (or a failed record fails it: retried).
+  await Promise.all([...unrecorded, ...lastSuccess.writes]);
+  // Endpoints that failed only transiently get another activity attempt (which skips the ones reached);
+  // the last attempt reports instead, and the workflow settles on what was delivered.
+  const attempt = context?.info.attempt ?? FAN_OUT_ATTEMPTS;
+  if (result.retryable > 0 && attempt < FAN_OUT_ATTEMPTS) {
+    throw new Error(`${result.retryable} of ${pending.length} endpoints failed transiently; retrying them`);
+  }
+  return { ...result, alreadyDelivered: subs.length - pending.length };
+}
+
+type Persist = (what: string, write: () => Promise<void>) => Promise<void>;
+
+/**
+ * A write of our own store that keeps the heartbeat going. A delivery record being written is progress too (our
+ * own store, slow under load, not the outside world): beat while it is in flight, but only for so long, so a
+ * wedged write is still noticed. A failed write is tried again within that time: the push it records has gone
+ * out, and failing the activity for a store blip (a MongoDB restart) would send it again on the next attempt.
+ */
+function persistBeating(log: (line: string) => void, beat: () => void): Persist {
+  return async (what, write) => {
+    const started = Date.now();
+    const timer = setInterval(() => {
+      if (Date.now() - started < WRITE_BEATS_FOR_MS) beat();
+    }, 2000);
+    try {
+      for (let wait = 500; ; wait = Math.min(wait * 2, 5000)) {
+        try {
+          return await write();
+        } catch (err) {
+          if (Date.now() - started + wait >= WRITE_BEATS_FOR_MS) throw err;
+          log(`push: recording ${what} failed, retrying: ${String(err)}`);
+          await new Promise((resolve) => setTimeout(resolve, wait));
+        }
+      }
+    } finally {
+      clearInterval(timer);
+    }
+  };
+}
+
+/**
+ * The devices' last success, on their subscription rows: one updateMany by _id per batch of its own, which no
+ * lane waits for (FerretDB updates row by row: the slowest write of a fan-out), only the activity's end
+ * (`writes`).
+ */
+function lastSuccessWriter(deps: PushActivityDeps, persist: Persist) {
+  const writes: Promise<void>[] = [];
+  const keep = (written: Promise<void>): void => {
+    written.catch(() => undefined); // awaited at the end
+    writes.push(written);
+  };
+  const persistSuccess = (ids: string[], newest: Date): Promise<void> =>
+    persist(`the last success of ${ids.length} subscriptions`, () =>
+      deps.pushSubscriptions.recordSuccess(ids, newest),
+    );
+  const recordSuccess = groupCommit((batch: PushDelivery[]) =>
+    persistSuccess(
+      batch.map((d) => d.subscriptionId),
+      new Date(Math.max(...batch.map((d) => d.at.getTime()))),
+    ),
+  );
+  return {
+    writes,
+    /** An accepted send: its device's last success, unless written less than LAST_SUCCESS_GRAIN_MS before. */
+    note(sub: PushSubscriptionRow, delivery: PushDelivery): void {
+      // A row with a streak gets its last success from the write that clears the streak (fanOut).
+      if (sub.unresolved) return;
+      const last = sub.lastSuccessAt?.getTime() ?? -Infinity;
+      if (delivery.at.getTime() - last < LAST_SUCCESS_GRAIN_MS) return;
+      keep(recordSuccess(delivery));
+    },
+    /** Reached by an attempt that ended (a crash) before it wrote their last success: written now, in one go. */
+    catchUp(subs: PushSubscriptionRow[], reached: Map<string, Date>): void {
+      const behind = subs.filter((sub) => {
+        const at = reached.get(sub._id);
+        return at && !(sub.lastSuccessAt && sub.lastSuccessAt >= at);
+      });
+      if (!behind.length) return;
+      keep(
+        persistSuccess(
+          behind.map((sub) => sub._id),
+          new Date(Math.max(...behind.map((sub) => reached.get(sub._id)!.getTime()))),
+        ),
+      );
+    },
+  };
+}
+
+/**
+ * Not awaited: the alert (a claim read, a workflow start) must never hold the activity's answer;
+ * raisePushConfigFault bounds both. A failure to raise it is logged, never a failed push.
+ */
+export function configFaultReporter(
+  deps: PushActivityDeps,
+  outcome: Pick<RunOutcome, 'runId' | 'teamId' | 'episodeId'>,
+): FanOutDeps['onConfigFault'] {
+  const raise = deps.raiseConfigFault;
+  if (!raise) return undefined;
+  const { runId, teamId, episodeId } = outcome;
+  return async (fault) => {
+    void raise({ ...fault, runId, teamId, episodeId }).catch((err: unknown) =>
+      deps.log(`push: the push_config_fault alert for ${fault.origin} was not raised: ${String(err)}`),
+    );
+    return Promise.resolve();
+  };
+}
+
+/**
+ * Group commit: each item joins the next batch write, and its promise settles when that write does. While one
+ * write is in flight the next batch gathers, so the store sees one write at a time instead of one per item, and
+ * a caller that awaits its item still knows it is durable before going on (the fan-out's crash window stays the
+ * sends in flight).
+ */
+export function groupCommit<T>(write: (items: T[]) => Promise<void>): (item: T) => Promise<void> {
+  let queue: { item: T; resolve: () => void; reject: (err: unknown) => void }[] = [];
+  let flushing = false;
+  const flush = async (): Promise<void> => {
+    flushing = true;
+    while (queue.length) {
+      const batch = queue;
+      queue = [];
+      try {
+        await write(batch.map((entry) => entry.item));
+        for (const entry of batch) entry.resolve();
+      } catch (err) {
+        for (const entry of batch) entry.reject(err);
+      }
+    }
+    flushing = false;
+  };
+  return (item) =>
+    new Promise<void>((resolve, reject) => {
+      queue.push({ item, resolve, reject });
+      if (!flushing) void flush();
+    });
+}
