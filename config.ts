@@ -2,6 +2,7 @@
 // section. A bad value throws a ConfigError whose message is one line naming the variable.
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { DEFAULT_CALLBACK_RETRY_SECONDS } from './domain/callback';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -347,10 +348,9 @@ const temporalSection = z
 const workflowSection = section({
   temporalNamespace: ['TEMPORAL_NAMESPACE', z.string().default('default')],
   temporalTaskQueue: ['TEMPORAL_TASK_QUEUE', z.string().default('flow-notify')],
-  // About a day: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (contract/workflows.ts' DEFAULT_EPISODE_OPTIONS too).
   callbackRetrySeconds: [
     'CALLBACK_RETRY_SECONDS',
-    secondsList.default([5, 300, 1800, 7200, 18_000, 36_000, 36_000]),
+    secondsList.default(() => [...DEFAULT_CALLBACK_RETRY_SECONDS]),
   ],
   // Also an episode option: a callback attempt's start-to-close is this plus a margin.
   callbackTimeoutSeconds: ['CALLBACK_TIMEOUT_SECONDS', seconds.default(10)],

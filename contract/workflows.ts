@@ -3,7 +3,7 @@
 // types the call with its signature, so it loads no workflow code. Nothing here imports the project above domain/,
 // and nothing here may touch Node builtins: workflow code imports it too.
 import type { SignalDefinition } from '@temporalio/common';
-import type { PacingHold } from '../domain/callback';
+import { DEFAULT_CALLBACK_RETRY_SECONDS, type PacingHold } from '../domain/callback';
 import type { HealthState, ObservedEvent } from '../domain/health';
 import type { OperatorAlert } from '../domain/ops';
 import type { RunOutcome } from '../domain/outcome';
@@ -173,12 +173,9 @@ export const CALLBACK_ATTEMPT_MARGIN_SECONDS = 20;
 /** How far each wait of the callback schedule may move either way, as a fraction of it. */
 export const CALLBACK_RETRY_JITTER = 0.1;
 
-/**
- * What the config's defaults start an episode with (config.ts holds the same schedule, CALLBACK_RETRY_SECONDS: a
- * unit test keeps the two equal): eight attempts over about 27 and a half hours.
- */
+/** What the config's defaults start an episode with (a unit test keeps the two equal). */
 export const DEFAULT_EPISODE_OPTIONS: EpisodeOptions = {
-  callbackRetrySeconds: [5, 300, 1800, 7200, 18_000, 36_000, 36_000],
+  callbackRetrySeconds: [...DEFAULT_CALLBACK_RETRY_SECONDS],
   releasedRetrySeconds: 120,
   callbackAttemptSeconds: 10 + CALLBACK_ATTEMPT_MARGIN_SECONDS,
   callbackRetryJitter: CALLBACK_RETRY_JITTER,

@@ -84,6 +84,12 @@ export function callbackBody(run: Run, episodeId: string): CallbackBody | undefi
   };
 }
 
+/**
+ * The callback schedule unless CALLBACK_RETRY_SECONDS says otherwise: waits of 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and
+ * 10 h, so eight attempts over about 27 and a half hours (a receiver down for most of a day still gets its call).
+ */
+export const DEFAULT_CALLBACK_RETRY_SECONDS: readonly number[] = [5, 300, 1800, 7200, 18_000, 36_000, 36_000];
+
 /** A receiver's Retry-After is honoured, up to this. */
 export const MAX_CALLBACK_WAIT_SECONDS = 3600;
 

@@ -141,7 +141,7 @@ describe('config', () => {
     }
   });
 
-  it("the config's defaults start an episode with DEFAULT_EPISODE_OPTIONS (the schedule is written twice)", () => {
+  it("the config's defaults start an episode with DEFAULT_EPISODE_OPTIONS", () => {
     assert.deepEqual(episodeOptions(loadConfig(base)), DEFAULT_EPISODE_OPTIONS);
   });
 
