@@ -1,10 +1,11 @@
 // Feeds run-health workflows: every process that observes a run's events signals them here, starting the
 // run's health workflow on its first event.
-import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import type { Config } from '../config';
 import type { ObservedEvent } from '../domain/health';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { runAttributes } from '../contract/searchAttributes';
+import { unlessAlreadyStarted } from './startUnlessRunning';
 import {
   healthWorkflowId,
   observeSignal,
@@ -46,8 +47,8 @@ export function createHealthSignaler(deps: { client: Client; taskQueue: string; 
       for (const { type, data } of events) {
         // Health reads only these; the rest (a final answer, a prompt) stays out of its history.
         const event: ObservedEvent = { type, data: pick(data, ['node', 'spent']) };
-        try {
-          await deps.client.workflow.signalWithStart<Workflows['runHealthWorkflow'], [ObservedEvent]>(
+        await unlessAlreadyStarted(() =>
+          deps.client.workflow.signalWithStart<Workflows['runHealthWorkflow'], [ObservedEvent]>(
             workflowTypes.health,
             {
               workflowId: healthWorkflowId(run._id),
@@ -59,10 +60,8 @@ export function createHealthSignaler(deps: { client: Client; taskQueue: string; 
               // A run whose health was reaped after it ended does not get a new one from a late event.
               workflowIdReusePolicy: 'REJECT_DUPLICATE',
             },
-          );
-        } catch (err) {
-          if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-        }
+          ),
+        );
       }
     },
   };

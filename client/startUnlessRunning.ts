@@ -1,6 +1,6 @@
 // The one way a process starts a workflow that must never run twice at once: by its registered name, the
 // arguments checked against the contract's signature, and Temporal's answer when the id is taken read as "not
-// started" rather than an error.
+// started" rather than an error (unlessAlreadyStarted, which a signal-with-start uses too).
 import { Client, WorkflowExecutionAlreadyStartedError, type WorkflowStartOptions } from '@temporalio/client';
 import type { Workflows } from '../contract/workflows';
 
@@ -15,12 +15,22 @@ export async function startUnlessRunning<Name extends keyof Workflows>(
   options: Omit<WorkflowStartOptions<Workflows[Name]>, 'workflowIdReusePolicy' | 'workflowIdConflictPolicy'>,
   reuse: 'ALLOW_DUPLICATE' | 'REJECT_DUPLICATE' = 'ALLOW_DUPLICATE',
 ): Promise<boolean> {
-  try {
-    await client.workflow.start<Workflows[Name]>(workflowType, {
+  return unlessAlreadyStarted(() =>
+    client.workflow.start<Workflows[Name]>(workflowType, {
       ...options,
       workflowIdReusePolicy: reuse,
       workflowIdConflictPolicy: 'FAIL',
-    } as WorkflowStartOptions<Workflows[Name]>);
+    } as WorkflowStartOptions<Workflows[Name]>),
+  );
+}
+
+/**
+ * Runs a start (or a signal-with-start); false when Temporal refuses the workflow id, which the caller reads as
+ * "someone else has it", never as a failure. Any other error is thrown.
+ */
+export async function unlessAlreadyStarted(start: () => Promise<unknown>): Promise<boolean> {
+  try {
+    await start();
     return true;
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) return false;

@@ -1,4 +1,5 @@
-// What every workflow shares: how quick calls and fan-outs run, the claim holder, and how a branch ended.
+// What every workflow shares: how quick calls and fan-outs run, the claim holder, how a branch ended, and a child
+// start that tolerates one of its id running already.
 import {
   patched,
   proxyActivities,
@@ -7,6 +8,7 @@ import {
   type ActivityInterfaceFor,
   type RetryPolicy,
 } from '@temporalio/workflow';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { Activities } from '../contract/activities';
 import { FAN_OUT_ATTEMPTS } from '../domain/push';
 
@@ -114,4 +116,18 @@ export function quickCalls(): QuickCalls {
 export function holder(): string {
   const info = workflowInfo();
   return `${info.workflowId}/${info.runId}`;
+}
+
+/**
+ * A child workflow's start (and whatever the caller awaits of it), or `refused` when Temporal refuses the child's
+ * id: one of it is running already, which the caller reads as "someone else has it". Catching the refusal records
+ * no command of its own: the history is the start's.
+ */
+export async function unlessChildRunning<T, R>(start: () => Promise<T>, refused: R): Promise<T | R> {
+  try {
+    return await start();
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) return refused;
+    throw err;
+  }
 }

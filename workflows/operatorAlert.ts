@@ -12,13 +12,12 @@ import {
   sleep,
   startChild,
 } from '@temporalio/workflow';
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { Activities } from '../contract/activities';
 import { runAttributes } from '../contract/searchAttributes';
 import { operatorAlertWorkflowId, type BranchResult } from '../contract/workflows';
 import { claimKeys } from '../domain/outcome';
 import type { OperatorAlert } from '../domain/ops';
-import { holder, quickCalls, type QuickCalls } from './common';
+import { holder, quickCalls, unlessChildRunning, type QuickCalls } from './common';
 
 /** Marks histories in which alerts are their own retrying workflows; older ones replay the inline dispatch. */
 export const OPS_ALERT_WORKFLOW_PATCH = 'ops-alert-own-workflow-retrying';
@@ -113,7 +112,7 @@ export async function operatorAlertWorkflow(alert: OperatorAlert): Promise<Branc
  * in flight under the same id is another dispatch of the same alert: claimed elsewhere.
  */
 export async function handOffOperatorAlert(alert: OperatorAlert, wait: boolean): Promise<BranchResult> {
-  try {
+  return unlessChildRunning(async () => {
     const child = await startChild(operatorAlertWorkflow, {
       workflowId: operatorAlertWorkflowId(alert.episodeKey),
       args: [alert],
@@ -123,10 +122,7 @@ export async function handOffOperatorAlert(alert: OperatorAlert, wait: boolean):
       typedSearchAttributes: runAttributes(alert.runId, alert.teamId),
     });
     return wait ? await child.result() : 'delivered';
-  } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) return 'claimed_elsewhere';
-    throw err;
-  }
+  }, 'claimed_elsewhere');
 }
 
 /** The dispatch for this history: a retrying alert workflow, or the inline one histories before it recorded. */

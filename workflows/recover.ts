@@ -15,7 +15,6 @@ import {
   sleep,
   workflowInfo,
 } from '@temporalio/workflow';
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { GaveUpPage } from '../contract/activities';
 import { runAttributes } from '../contract/searchAttributes';
 import {
@@ -24,7 +23,7 @@ import {
   type RecoverInput,
   type RedeliverResult,
 } from '../contract/workflows';
-import { localStoreCalls } from './common';
+import { localStoreCalls, unlessChildRunning } from './common';
 import { callbackRedeliverWorkflow } from './redeliver';
 
 const store = localStoreCalls;
@@ -195,7 +194,7 @@ async function redeliver(
   callback: Callback,
   recoverId?: string,
 ): Promise<RedeliverResult['result'] | 'busy'> {
-  try {
+  return unlessChildRunning(async () => {
     const { result } = await executeChild(callbackRedeliverWorkflow, {
       workflowId: callbackRedeliverWorkflowId(callback.episodeId),
       args: [{ teamId, ...callback, ...(recoverId ? { recoverId } : {}) }],
@@ -206,8 +205,5 @@ async function redeliver(
       typedSearchAttributes: runAttributes(callback.runId, teamId),
     });
     return result;
-  } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) return 'busy';
-    throw err;
-  }
+  }, 'busy');
 }
