@@ -8,165 +8,6 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
-export interface VapidConfig {
-  publicKey: string;
-  privateKey: string;
-  subject: string;
-}
-
-/** A deployment's identity provider: its tokens are verified against the key set at `url`. */
-export interface JwksConfig {
-  url: string;
-  issuer: string;
-  audience: string;
-  /** Claim names of the provider's tokens (sub and team unless configured). */
-  userClaim: string;
-  teamClaim: string;
-  /** After a good fetch, an unknown kid waits this long before the keys are fetched again (a rotation). */
-  cooldownSeconds: number;
-  /** How long a fetched key set is fresh. */
-  cacheSeconds: number;
-  /** How long past its freshness the last good key set still serves while reloads fail. */
-  maxStaleSeconds: number;
-}
-
-/** At most `limit` in any `windowSeconds`. */
-export interface RateRule {
-  limit: number;
-  windowSeconds: number;
-}
-
-/** A secured Temporal frontend: TLS, optionally mTLS (a client pair) and/or a Temporal Cloud API key. */
-export interface TemporalTlsConfig {
-  /** The server CA (PEM); undefined: the system's trusted roots (e.g. Temporal Cloud). */
-  ca?: Buffer;
-  /** The mTLS client certificate and key (PEM). */
-  clientCert?: { crt: Buffer; key: Buffer };
-  /** The name the server certificate must carry, when it is not the host of TEMPORAL_ADDRESS. */
-  serverName?: string;
-}
-
-/**
- * Traces over OTLP/HTTP. Only whether they are on and the protocol are decided here; the endpoint, headers,
- * timeout, sampler, batch delays and service name are the standard OTEL_* variables, read by the SDK itself.
- */
-export interface TracingConfig {
-  protocol: 'http/protobuf' | 'http/json';
-}
-
-/** Where Temporal is and how to reach it: what every process that connects needs. */
-export interface TemporalConnectionConfig {
-  temporalAddress: string;
-  /** undefined: plaintext (the dev server). */
-  temporalTls?: TemporalTlsConfig;
-  /** Sent as `authorization: Bearer <key>` on every call (Temporal Cloud API keys). */
-  temporalApiKey?: string;
-}
-
-export interface Config extends TemporalConnectionConfig {
-  host: string;
-  port: number;
-  mongoUrl: string;
-  mongoDb: string;
-  temporalAddress: string;
-  temporalNamespace: string;
-  temporalTaskQueue: string;
-  /** HS256 secret (at least 32 bytes); undefined only when a JWKS is configured. */
-  authJwtSecret?: string;
-  /** undefined: only HS256 tokens of authJwtSecret are accepted. */
-  authJwks?: JwksConfig;
-  /** When set, every token (HS256 included) must carry this iss / aud. */
-  authIssuer?: string;
-  authAudience?: string;
-  authMaxTokenLifetimeSeconds: number;
-  authClockSkewSeconds: number;
-  /** undefined: web push is off. */
-  vapid?: VapidConfig;
-  studioUrl: string;
-  callbackAllowPrivate: boolean;
-  pushAllowPrivate: boolean;
-  /** Host suffixes a push endpoint must match; empty = any public https host. */
-  pushEndpointAllowlist: string[];
-  /** An endpoint that keeps failing to be a push service is pruned after 3 episodes spanning at least this. */
-  pushPruneMinHours: number;
-  /**
-   * A known push service refuses our VAPID identity as a whole (push_config_fault) once this many distinct
-   * subscriptions of at least two users were refused, with nothing accepted, within pushConfigFaultWindowSeconds.
-   */
-  pushConfigFaultMinSubscriptions: number;
-  pushConfigFaultWindowSeconds: number;
-  /** undefined: the operator family is off. */
-  opsAlertWebhookUrl?: string;
-  /** Abuse bounds on what users register and trigger. */
-  pushMaxSubscriptionsPerUser: number;
-  pushTestRate: RateRule;
-  /** Pushes one person gets from one team in a window before the rest fold into one digest. */
-  pushBurstRate: RateRule;
-  callbackTestRate: RateRule;
-  callbackRedeliverRate: RateRule;
-  /** The same outbound POSTs across every run of one user and of one team. */
-  callbackTestRatePerUser: RateRule;
-  callbackTestRatePerTeam: RateRule;
-  callbackRedeliverRatePerUser: RateRule;
-  callbackRedeliverRatePerTeam: RateRule;
-  /** Recovers of a team's callbacks that gave up, per team. */
-  callbackRecoverRatePerTeam: RateRule;
-  /** A give-up re-sent (a redelivery, manual or a recover's) this recently is skipped by a recover. */
-  callbackRecoverResendAfterSeconds: number;
-  /** The most callbacks one recover sends; it stops there and says so. */
-  callbackRecoverMax: number;
-  /** Secret rotations per run (POST /runs/:id/callback/rotate-secret). */
-  callbackRotateRate: RateRule;
-  /** After a rotation, how long callbacks carry the previous secret's signature beside the new one's. */
-  callbackSecretOverlapSeconds: number;
-  /** Runs with a callback one team may create per minute. */
-  runCreateRate: RateRule;
-  routeErrorRatePerRun: RateRule;
-  routeErrorRatePerTeam: RateRule;
-  /** Waits between callback attempts: n waits → n + 1 attempts. */
-  callbackRetrySeconds: number[];
-  /** One callback attempt's whole exchange, connect to last body byte. */
-  callbackTimeoutSeconds: number;
-  /** Callback attempts one worker has open to one receiver origin at once; the others wait their turn. */
-  callbackMaxInFlightPerOrigin: number;
-  /** Failures in a row to one origin before the worker holds its callbacks for a cool-down (a circuit breaker). */
-  callbackBreakerFailures: number;
-  /** The breaker's first cool-down; each failed probe doubles it, up to 20 times this. */
-  callbackBreakerCooldownSeconds: number;
-  sweepIntervalSeconds: number;
-  claimGraceSeconds: number;
-  stallAfterSeconds: number;
-  /** How long a terminal run's health state is kept before it is reaped. */
-  healthReapSeconds: number;
-  /** How long an operator alert keeps retrying before it settles as given up. */
-  opsAlertRetryHours: number;
-  /** On SIGTERM: how long in-flight work (API requests, the worker's activities) may take to finish. */
-  shutdownGraceSeconds: number;
-  /** The worker's own probe endpoint (/healthz, /readyz); undefined: off. */
-  workerHealthPort?: number;
-  /** The worker's Prometheus endpoint (/metrics, the SDK's metrics included); undefined: off. */
-  workerMetricsPort?: number;
-  /** The API's /metrics on a port of its own (on metricsHost); undefined: off. */
-  metricsPort?: number;
-  /**
-   * Where both metrics ports listen (METRICS_HOST, loopback by default, whatever HOST is); beyond loopback only
-   * with metricsToken, which they then ask for.
-   */
-  metricsHost: string;
-  /** The API port serves /metrics to this bearer; undefined: it answers 404 there. */
-  metricsToken?: string;
-  /** A TLS-terminating proxy sits in front: its X-Forwarded-* headers are believed, and answers carry HSTS. */
-  trustProxy: boolean;
-  logLevel: LogLevel;
-  /** undefined: pretty when stdout is a terminal, JSON otherwise. */
-  logFormat?: 'json' | 'pretty';
-  /** undefined: no tracing (no OTLP endpoint is set). */
-  tracing?: TracingConfig;
-  /** Task slots of one worker process; undefined: the SDK's defaults. */
-  workerMaxConcurrentActivities?: number;
-  workerMaxConcurrentWorkflowTasks?: number;
-}
-
 type Env = Record<string, string | undefined>;
 
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
@@ -191,11 +32,22 @@ function section<F extends Record<string, readonly [string, z.ZodType]>>(fields:
   >;
   return z.object(shape).transform(
     (vars) =>
-      Object.fromEntries(Object.entries(fields).map(([field, [name]]) => [field, vars[name]])) as {
+      Object.fromEntries(
+        Object.entries(fields).map(([field, [name]]) => [field, vars[name]]),
+      ) as OptionalWhenUndefined<{
         [K in keyof F]: z.output<F[K][1]>;
-      },
+      }>,
   );
 }
+
+/** A field that may be undefined is also one that may be left out (as an interface would write it). */
+type OptionalWhenUndefined<T> = Flat<
+  { [K in keyof T as undefined extends T[K] ? K : never]?: T[K] } & {
+    [K in keyof T as undefined extends T[K] ? never : K]: T[K];
+  }
+>;
+/** One object type instead of an intersection, for readable hovers and errors. */
+type Flat<T> = { [K in keyof T]: T[K] } & {};
 
 /** A section read from the environment, or its first refusal as a ConfigError. */
 function parse<S extends z.ZodType>(schema: S, env: Env): z.output<S> {
@@ -327,37 +179,61 @@ const temporalSection = z
     const set = TEMPORAL_TLS_SETTINGS.find((name) => vars[name] !== undefined);
     if (vars.TEMPORAL_TLS === false && set) refuse(set, 'is set while TEMPORAL_TLS is off');
   })
-  .transform((vars): TemporalConnectionConfig => {
+  .transform((vars) => {
     const { TEMPORAL_TLS_CA: ca, TEMPORAL_TLS_CERT: crt, TEMPORAL_TLS_KEY: key } = vars;
     const { TEMPORAL_TLS_SERVER_NAME: serverName, TEMPORAL_API_KEY: temporalApiKey } = vars;
     const tlsOn = vars.TEMPORAL_TLS ?? TEMPORAL_TLS_SETTINGS.some((name) => vars[name] !== undefined);
-    return {
+    /** A secured Temporal frontend: TLS, optionally mTLS (a client pair) and/or a Temporal Cloud API key. */
+    const tls: {
+      /** The server CA (PEM); undefined: the system's trusted roots (e.g. Temporal Cloud). */
+      ca?: Buffer;
+      /** The mTLS client certificate and key (PEM). */
+      clientCert?: { crt: Buffer; key: Buffer };
+      /** The name the server certificate must carry, when it is not the host of TEMPORAL_ADDRESS. */
+      serverName?: string;
+    } = {
+      ...(ca && { ca }),
+      ...(crt && key && { clientCert: { crt, key } }),
+      ...(serverName && { serverName }),
+    };
+    const connection: {
+      temporalAddress: string;
+      /** undefined: plaintext (the dev server). */
+      temporalTls?: typeof tls;
+      /** Sent as `authorization: Bearer <key>` on every call (Temporal Cloud API keys). */
+      temporalApiKey?: string;
+    } = {
       temporalAddress: vars.TEMPORAL_ADDRESS,
-      temporalTls: tlsOn
-        ? {
-            ...(ca && { ca }),
-            ...(crt && key && { clientCert: { crt, key } }),
-            ...(serverName && { serverName }),
-          }
-        : undefined,
+      temporalTls: tlsOn ? tls : undefined,
       ...(temporalApiKey && { temporalApiKey }),
     };
+    return connection;
   });
+
+/** Where Temporal is and how to reach it: what every process that connects needs. */
+export type TemporalConnectionConfig = z.output<typeof temporalSection>;
+export type TemporalTlsConfig = NonNullable<TemporalConnectionConfig['temporalTls']>;
 
 /** What the emitter hands the workflows beside the servers. */
 const workflowSection = section({
   temporalNamespace: ['TEMPORAL_NAMESPACE', z.string().default('default')],
   temporalTaskQueue: ['TEMPORAL_TASK_QUEUE', z.string().default('flow-notify')],
+  /** Waits between callback attempts: n waits → n + 1 attempts. */
   callbackRetrySeconds: [
     'CALLBACK_RETRY_SECONDS',
     secondsList.default(() => [...DEFAULT_CALLBACK_RETRY_SECONDS]),
   ],
-  // Also an episode option: a callback attempt's start-to-close is this plus a margin.
+  /**
+   * One callback attempt's whole exchange, connect to last body byte. Also an episode option: a callback attempt's
+   * start-to-close is this plus a margin.
+   */
   callbackTimeoutSeconds: ['CALLBACK_TIMEOUT_SECONDS', seconds.default(10)],
   // An episode's released push is retried after one sweep interval (EpisodeOptions.releasedRetrySeconds).
   sweepIntervalSeconds: ['SWEEP_INTERVAL_SECONDS', seconds.default(120)],
   stallAfterSeconds: ['STALL_AFTER_SECONDS', seconds.default(900)],
+  /** How long a terminal run's health state is kept before it is reaped. */
   healthReapSeconds: ['HEALTH_REAP_SECONDS', seconds.default(1800)],
+  /** undefined: the operator family is off. */
   opsAlertWebhookUrl: ['OPS_ALERT_WEBHOOK_URL', httpUrl.optional()],
 });
 
@@ -376,12 +252,19 @@ const jwksSection = section({
       }, got('must use https: (http only on loopback)')),
     ),
   ],
+  /** Claim names of the provider's tokens (sub and team unless configured). */
   userClaim: ['AUTH_USER_CLAIM', z.string().default('sub')],
   teamClaim: ['AUTH_TEAM_CLAIM', z.string().default('team')],
+  /** After a good fetch, an unknown kid waits this long before the keys are fetched again (a rotation). */
   cooldownSeconds: ['AUTH_JWKS_COOLDOWN_SECONDS', seconds.default(30)],
+  /** How long a fetched key set is fresh. */
   cacheSeconds: ['AUTH_JWKS_CACHE_SECONDS', seconds.default(600)],
+  /** How long past its freshness the last good key set still serves while reloads fail. */
   maxStaleSeconds: ['AUTH_JWKS_MAX_STALE_SECONDS', seconds.default(86400)],
 });
+
+/** A deployment's identity provider: its tokens are verified against the key set at `url`. */
+export type JwksConfig = z.output<typeof jwksSection>;
 
 /** Below this an HS256 secret can be brute-forced offline from one token (RFC 7518 §3.2 asks for 256 bits). */
 const MIN_SECRET_BYTES = 32;
@@ -394,7 +277,9 @@ const hs256Secret = z.string({ error: 'is required' }).refine((secret) => bytes(
 /** With a JWKS the HS256 secret is optional (the provider's tokens may be the only ones). */
 const authSection = (withJwks: boolean) =>
   section({
+    /** HS256 secret (at least 32 bytes); undefined only when a JWKS is configured. */
     authJwtSecret: ['AUTH_JWT_SECRET', withJwks ? hs256Secret.optional() : hs256Secret],
+    /** When set, every token (HS256 included) must carry this iss / aud. */
     authIssuer: ['AUTH_ISSUER', z.string().optional()],
     authAudience: ['AUTH_AUDIENCE', z.string().optional()],
     // Past these a stolen token lives for months, or an expired one is honoured for hours.
@@ -438,16 +323,27 @@ const vapidSection = z
     }),
   );
 
+export type VapidConfig = z.output<typeof vapidSection>;
+
 /** Where notifications go, and how long their records wait. STUDIO_URL's default is filled in from HOST and PORT. */
 const deliverySection = section({
   studioUrl: ['STUDIO_URL', httpUrl.transform(withoutTrailingSlash)],
   callbackAllowPrivate: ['CALLBACK_ALLOW_PRIVATE', flag],
-  // A week at most: past that a leaked secret the rotation was meant to retire still signs.
+  /**
+   * After a rotation, how long callbacks carry the previous secret's signature beside the new one's. A week at
+   * most: past that a leaked secret the rotation was meant to retire still signs.
+   */
   callbackSecretOverlapSeconds: ['CALLBACK_SECRET_OVERLAP_SECONDS', boundedSeconds(86400, 604800)],
   pushAllowPrivate: ['PUSH_ALLOW_PRIVATE', flag],
+  /** Host suffixes a push endpoint must match; empty = any public https host. */
   pushEndpointAllowlist: ['PUSH_ENDPOINT_ALLOWLIST', suffixList.default([])],
+  /** An endpoint that keeps failing to be a push service is pruned after 3 episodes spanning at least this. */
   pushPruneMinHours: ['PUSH_PRUNE_MIN_HOURS', positiveNumber.default(24)],
-  // At least 2 (one refused subscription is that subscription's problem); past 20 a broken key pages too late.
+  /**
+   * A known push service refuses our VAPID identity as a whole (push_config_fault) once this many distinct
+   * subscriptions of at least two users were refused, with nothing accepted, within pushConfigFaultWindowSeconds.
+   * At least 2 (one refused subscription is that subscription's problem); past 20 a broken key pages too late.
+   */
   pushConfigFaultMinSubscriptions: [
     'PUSH_CONFIG_FAULT_MIN_SUBSCRIPTIONS',
     numeric(
@@ -457,12 +353,22 @@ const deliverySection = section({
   ],
   pushConfigFaultWindowSeconds: ['PUSH_CONFIG_FAULT_WINDOW_SECONDS', boundedSeconds(3600, 86400)],
   claimGraceSeconds: ['CLAIM_GRACE_SECONDS', seconds.default(300)],
+  /** How long an operator alert keeps retrying before it settles as given up. */
   opsAlertRetryHours: ['OPS_ALERT_RETRY_HOURS', positiveNumber.default(24)],
-  // Per worker process: each worker paces its own attempts (delivery/callback/pacing.ts).
+  /**
+   * Callback attempts one worker has open to one receiver origin at once; the others wait their turn. Per worker
+   * process: each worker paces its own attempts (delivery/callback/pacing.ts).
+   */
   callbackMaxInFlightPerOrigin: ['CALLBACK_MAX_IN_FLIGHT_PER_ORIGIN', slots.default(8)],
+  /** Failures in a row to one origin before the worker holds its callbacks for a cool-down (a circuit breaker). */
   callbackBreakerFailures: ['CALLBACK_BREAKER_FAILURES', count.default(20)],
+  /** The breaker's first cool-down; each failed probe doubles it, up to 20 times this. */
   callbackBreakerCooldownSeconds: ['CALLBACK_BREAKER_COOLDOWN_SECONDS', boundedSeconds(30, 3600)],
 });
+
+const rate = (limit: number, windowSeconds: number) => ({ limit, windowSeconds });
+/** At most `limit` in any `windowSeconds`. */
+export type RateRule = ReturnType<typeof rate>;
 
 /** The abuse bounds. The per-user and per-team callback bounds share their run bound's window. */
 const limitsSection = section({
@@ -491,21 +397,27 @@ const limitsSection = section({
   routeErrorPerTeam: ['ROUTE_ERROR_LIMIT_PER_TEAM', count.default(200)],
   routeErrorWindow: ['ROUTE_ERROR_WINDOW_SECONDS', seconds.default(3600)],
 }).transform((l) => {
-  const rate = (limit: number, windowSeconds: number): RateRule => ({ limit, windowSeconds });
   return {
     pushMaxSubscriptionsPerUser: l.pushMaxSubscriptionsPerUser,
     pushTestRate: rate(l.pushTest, l.pushTestWindow),
+    /** Pushes one person gets from one team in a window before the rest fold into one digest. */
     pushBurstRate: rate(l.pushBurst, l.pushBurstWindow),
     callbackTestRate: rate(l.callbackTest, l.callbackTestWindow),
     callbackRedeliverRate: rate(l.callbackRedeliver, l.callbackRedeliverWindow),
+    /** The same outbound POSTs across every run of one user and of one team. */
     callbackTestRatePerUser: rate(l.callbackTestPerUser, l.callbackTestWindow),
     callbackTestRatePerTeam: rate(l.callbackTestPerTeam, l.callbackTestWindow),
     callbackRedeliverRatePerUser: rate(l.callbackRedeliverPerUser, l.callbackRedeliverWindow),
     callbackRedeliverRatePerTeam: rate(l.callbackRedeliverPerTeam, l.callbackRedeliverWindow),
+    /** Recovers of a team's callbacks that gave up, per team. */
     callbackRecoverRatePerTeam: rate(l.callbackRecoverPerTeam, l.callbackRecoverWindow),
+    /** A give-up re-sent (a redelivery, manual or a recover's) this recently is skipped by a recover. */
     callbackRecoverResendAfterSeconds: l.callbackRecoverResendAfter,
+    /** The most callbacks one recover sends; it stops there and says so. */
     callbackRecoverMax: l.callbackRecoverMax,
+    /** Secret rotations per run (POST /runs/:id/callback/rotate-secret). */
     callbackRotateRate: rate(l.callbackRotate, l.callbackRotateWindow),
+    /** Runs with a callback one team may create per minute. */
     runCreateRate: rate(l.runCreate, 60),
     routeErrorRatePerRun: rate(l.routeErrorPerRun, l.routeErrorWindow),
     routeErrorRatePerTeam: rate(l.routeErrorPerTeam, l.routeErrorWindow),
@@ -514,19 +426,30 @@ const limitsSection = section({
 
 /** How the processes run: shutdown, probes and metrics, logs, task slots. */
 const processSection = section({
+  /** On SIGTERM: how long in-flight work (API requests, the worker's activities) may take to finish. */
   shutdownGraceSeconds: ['SHUTDOWN_GRACE_SECONDS', seconds.default(30)],
+  /** The worker's own probe endpoint (/healthz, /readyz); undefined: off. */
   workerHealthPort: ['WORKER_HEALTH_PORT', port.optional()],
+  /** The worker's Prometheus endpoint (/metrics, the SDK's metrics included); undefined: off. */
   workerMetricsPort: ['WORKER_METRICS_PORT', port.optional()],
+  /** The API's /metrics on a port of its own (on metricsHost); undefined: off. */
   metricsPort: ['METRICS_PORT', port.optional()],
+  /**
+   * Where both metrics ports listen (METRICS_HOST, loopback by default, whatever HOST is); beyond loopback only
+   * with metricsToken, which they then ask for.
+   */
   metricsHost: ['METRICS_HOST', z.string().default('127.0.0.1')],
-  // Long enough not to be guessed.
+  /** The API port serves /metrics to this bearer; undefined: it answers 404 there. Long enough not to be guessed. */
   metricsToken: [
     'METRICS_TOKEN',
     printableWord(16, 4096, 'must be one word of 16 to 4096 printable ASCII characters').optional(),
   ],
+  /** A TLS-terminating proxy sits in front: its X-Forwarded-* headers are believed, and answers carry HSTS. */
   trustProxy: ['TRUST_PROXY', flag],
   logLevel: ['LOG_LEVEL', oneOf(LOG_LEVELS).default('info')],
+  /** undefined: pretty when stdout is a terminal, JSON otherwise. */
   logFormat: ['LOG_FORMAT', oneOf(['json', 'pretty']).optional()],
+  /** Task slots of one worker process; undefined: the SDK's defaults. */
   workerMaxConcurrentActivities: ['WORKER_MAX_CONCURRENT_ACTIVITIES', slots.optional()],
   workerMaxConcurrentWorkflowTasks: ['WORKER_MAX_CONCURRENT_WORKFLOW_TASKS', slots.optional()],
 }).superRefine((p, ctx) => {
@@ -556,11 +479,17 @@ const tracingSection = section({
   tracesProtocol: ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', otlpProtocol.optional()],
   exporter: ['OTEL_TRACES_EXPORTER', oneOf(['otlp', 'none']).optional()],
   sdkDisabled: ['OTEL_SDK_DISABLED', z.string().toLowerCase().optional()],
-}).transform((t): TracingConfig | undefined =>
+}).transform((t) =>
   (t.endpoint ?? t.tracesEndpoint) === undefined || t.sdkDisabled === 'true' || t.exporter === 'none'
     ? undefined
     : { protocol: t.tracesProtocol ?? t.protocol ?? 'http/protobuf' },
 );
+
+/**
+ * Traces over OTLP/HTTP. Only whether they are on and the protocol are decided here; the endpoint, headers,
+ * timeout, sampler, batch delays and service name are the standard OTEL_* variables, read by the SDK itself.
+ */
+export type TracingConfig = NonNullable<z.output<typeof tracingSection>>;
 
 const operatorSection = section({
   temporalUiUrl: [
@@ -573,56 +502,53 @@ export function loadTemporalConnectionConfig(env: Env = process.env): TemporalCo
   return parse(temporalSection, present(env));
 }
 
-export function loadConfig(env: Env = process.env): Config {
-  const vars = present(env);
+/** What a runner pod's emitter needs (flow-notify emit): the servers, never the API's secrets. */
+const emitterSchema = z.custom<Env>().transform((vars) => ({
+  ...parse(mongoSection, vars),
+  ...parse(temporalSection, vars),
+  ...parse(workflowSection, vars),
+  /** undefined: no tracing (no OTLP endpoint is set). */
+  tracing: parse(tracingSection, vars),
+}));
+
+export type EmitterConfig = z.output<typeof emitterSchema>;
+
+export function loadEmitterConfig(env: Env = process.env): EmitterConfig {
+  return emitterSchema.parse(present(env));
+}
+
+/**
+ * The whole configuration: the sections in the order read, the first refusal ending the read (as a ConfigError).
+ * Some sections are read only when they apply (the JWKS, the VAPID keys), and STUDIO_URL defaults to HOST and PORT.
+ */
+const configSchema = z.custom<Env>().transform((vars) => {
   const { host, port } = parse(serverSection, vars);
-  const emitter = loadEmitterConfig(vars);
+  const emitter = emitterSchema.parse(vars);
   const authJwks = vars.AUTH_JWKS_URL === undefined ? undefined : parse(jwksSection, vars);
   const vapidSet = vars.VAPID_PUBLIC_KEY !== undefined || vars.VAPID_PRIVATE_KEY !== undefined;
   return {
     host,
     port,
     ...emitter,
+    /** undefined: only HS256 tokens of authJwtSecret are accepted. */
     authJwks,
     ...parse(authSection(authJwks !== undefined), vars),
+    /** undefined: web push is off. */
     vapid: vapidSet ? parse(vapidSection, vars) : undefined,
     ...parse(deliverySection, { STUDIO_URL: `http://${host}:${port}`, ...vars }),
     ...parse(limitsSection, vars),
     ...parse(processSection, vars),
   };
-}
+});
 
-/** What a runner pod's emitter needs (flow-notify emit): the servers, never the API's secrets. */
-export type EmitterConfig = Pick<
-  Config,
-  | 'mongoUrl'
-  | 'mongoDb'
-  | 'temporalAddress'
-  | 'temporalTls'
-  | 'temporalApiKey'
-  | 'temporalNamespace'
-  | 'temporalTaskQueue'
-  | 'callbackRetrySeconds'
-  | 'callbackTimeoutSeconds'
-  | 'sweepIntervalSeconds'
-  | 'stallAfterSeconds'
-  | 'healthReapSeconds'
-  | 'opsAlertWebhookUrl'
-  | 'tracing'
->;
+export type Config = z.output<typeof configSchema>;
 
-export function loadEmitterConfig(env: Env = process.env): EmitterConfig {
-  const vars = present(env);
-  return {
-    ...parse(mongoSection, vars),
-    ...parse(temporalSection, vars),
-    ...parse(workflowSection, vars),
-    tracing: parse(tracingSection, vars),
-  };
+export function loadConfig(env: Env = process.env): Config {
+  return configSchema.parse(present(env));
 }
 
 /** What an operator's tools (flow-notify explain) need: the emitter's servers and where the Temporal UI is. */
-export type OperatorConfig = EmitterConfig & { temporalUiUrl: string };
+export type OperatorConfig = EmitterConfig & z.output<typeof operatorSection>;
 
 export function loadOperatorConfig(env: Env = process.env): OperatorConfig {
   return { ...loadEmitterConfig(env), ...parse(operatorSection, present(env)) };
