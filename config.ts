@@ -452,6 +452,11 @@ const processSection = section({
   /** Task slots of one worker process; undefined: the SDK's defaults. */
   workerMaxConcurrentActivities: ['WORKER_MAX_CONCURRENT_ACTIVITIES', slots.optional()],
   workerMaxConcurrentWorkflowTasks: ['WORKER_MAX_CONCURRENT_WORKFLOW_TASKS', slots.optional()],
+  /**
+   * A folder holding the workflow bundles `npm run build` writes (workflow-bundle.js, workflow-bundle-traced.js);
+   * undefined: the worker's own folder, and where it has none the sources are bundled at start.
+   */
+  workflowBundleDir: ['WORKFLOW_BUNDLE_DIR', z.string().min(1).optional()],
 }).superRefine((p, ctx) => {
   // A metrics port has no other authentication: beyond loopback, anyone who reaches it reads it.
   const served = p.metricsPort !== undefined || p.workerMetricsPort !== undefined;

@@ -104,18 +104,24 @@ export const TRACED_WORKFLOW_BUNDLE_FILE = 'workflow-bundle-traced.js';
 export const workflowInterceptorModules = (traced: boolean, from?: string): string[] =>
   traced ? [tracingWorkflowInterceptors(from)] : [];
 
-const prebuiltBundle = (traced: boolean): string =>
-  path.join(__dirname, traced ? TRACED_WORKFLOW_BUNDLE_FILE : WORKFLOW_BUNDLE_FILE);
+const prebuiltBundle = (traced: boolean, dir = __dirname): string =>
+  path.join(dir, traced ? TRACED_WORKFLOW_BUNDLE_FILE : WORKFLOW_BUNDLE_FILE);
 
-/** The workflow code: a bundle given in, else the prebuilt one of a build, else the sources, bundled at start. */
-function workflowCode(
+/**
+ * The workflow code: a bundle given in, else the prebuilt one of WORKFLOW_BUNDLE_DIR (which must hold it) or of a
+ * build, else the sources, bundled at start.
+ */
+export function workflowCode(
   traced: boolean,
-  given?: WorkflowBundle,
+  given: WorkflowBundle | undefined,
+  bundleDir: string | undefined,
 ):
   | { workflowBundle: WorkflowBundleOption }
   | { workflowsPath: string; interceptors: { workflowModules: string[] } } {
   if (given) return { workflowBundle: given };
-  const prebuilt = prebuiltBundle(traced);
+  const prebuilt = prebuiltBundle(traced, bundleDir);
+  if (bundleDir !== undefined && !existsSync(prebuilt))
+    throw new Error(`WORKFLOW_BUNDLE_DIR holds no ${path.basename(prebuilt)} (npm run build writes it)`);
   return existsSync(prebuilt)
     ? { workflowBundle: { codePath: prebuilt } }
     : {
@@ -128,7 +134,7 @@ export async function createWorker(deps: WorkerDeps): Promise<Worker> {
   const { config } = deps;
   await assertSearchAttributes(deps.client.connection, config.temporalNamespace);
   await ensureSweepSchedule(deps.client, config.temporalTaskQueue, config.sweepIntervalSeconds);
-  const code = workflowCode(deps.tracing !== undefined, deps.workflowBundle);
+  const code = workflowCode(deps.tracing !== undefined, deps.workflowBundle, config.workflowBundleDir);
   return Worker.create({
     connection: deps.connection,
     namespace: config.temporalNamespace,
@@ -303,7 +309,7 @@ async function main(): Promise<void> {
   logger.info(
     `flow-notify worker: task queue ${config.temporalTaskQueue} on ${config.temporalAddress}; ` +
       `web push ${pushSender ? 'on' : 'off (no VAPID keys)'}; sweep every ${config.sweepIntervalSeconds}s; ` +
-      `workflows ${existsSync(prebuiltBundle(tracing !== undefined)) ? 'prebuilt bundle' : 'bundled at start'}; ` +
+      `workflows ${existsSync(prebuiltBundle(tracing !== undefined, config.workflowBundleDir)) ? 'prebuilt bundle' : 'bundled at start'}; ` +
       `traces ${tracing ? 'on' : 'off'}`,
   );
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
