@@ -2,14 +2,16 @@
 // time, workflows/recover.ts), and its progress.
 import { randomUUID } from 'node:crypto';
 import Router from '@koa/router';
+import type { Middleware } from 'koa';
 import type { RecoverInput } from '../../contract/workflows';
 import { NotFoundError } from '../../domain/errors';
 import type { CallbackRecoverStore } from '../../store/callback/recovers';
 import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 import type { AuthState } from '../auth';
-import { HttpError, tooManyRequests } from '../../platform/http/httpErrors';
+import { HttpError } from '../../platform/http/httpErrors';
+import { rateLimiter, type Admitted } from '../../platform/http/rateLimit';
 import { recoverBody, recoverParams } from '../schemas';
-import { validate } from '../../platform/http/validate';
+import { validate, type HandlerContext } from '../../platform/http/validate';
 
 /** The widest window one recover may cover. */
 export const RECOVER_MAX_WINDOW_DAYS = 14;
@@ -31,6 +33,7 @@ export interface CallbacksRouterDeps {
 
 export function callbacksRouter(deps: CallbacksRouterDeps) {
   const router = new Router<AuthState>({ prefix: '/api/v1/callbacks' });
+  const rateLimit = rateLimiter(deps.rateLimits, deps.now);
 
   const recover = validate({
     summary:
@@ -44,40 +47,41 @@ export function callbacksRouter(deps: CallbacksRouterDeps) {
       { since: '2026-12-01T08:00:00Z', until: '2026-12-01T12:00:00Z' },
     ],
   });
-  router.post('/recover', recover, async (ctx) => {
-    const now = deps.now();
-    const { since } = ctx.state.input.body;
-    const until = ctx.state.input.body.until ?? now;
-    if (since.getTime() > now.getTime()) throw new HttpError(400, 'since must not be in the future');
-    if (since.getTime() >= until.getTime()) throw new HttpError(400, 'since must be before until');
-    if (until.getTime() - since.getTime() > RECOVER_MAX_WINDOW_DAYS * 86_400_000)
-      throw new HttpError(400, `the window must be at most ${RECOVER_MAX_WINDOW_DAYS} days`);
-    const { teamId } = ctx.state.caller;
-    const admission = await deps.rateLimits.hit(`callback-recover-team|${teamId}`, deps.recoverLimit, now);
-    if (!admission.admitted) throw tooManyRequests('recovers from this team', admission.retryAfterSeconds);
-    const id = `rec_${randomUUID()}`;
-    let started: boolean;
-    try {
-      started = await deps.startRecover({
-        recoverId: id,
-        teamId,
-        since: since.toISOString(),
-        until: until.toISOString(),
-        ...deps.recoverBounds,
-      });
-    } catch (err) {
-      await admission.release(); // nothing started: the slot goes back
-      throw err;
-    }
-    if (!started) {
-      await admission.release();
-      throw new HttpError(409, 'a recover of this team is running');
-    }
-    // Its row, so GET answers as soon as the id is out (the workflow writes it too, whichever comes first).
-    await deps.callbackRecovers.open({ id, teamId, since, until }, now);
-    ctx.status = 202;
-    ctx.body = { id };
-  });
+  const recovers = rateLimit(({ caller }: AuthState) => [
+    {
+      key: `callback-recover-team|${caller.teamId}`,
+      rule: deps.recoverLimit,
+      what: 'recovers from this team',
+    },
+  ]);
+  router.post(
+    '/recover',
+    recover,
+    recoverWindow(deps.now),
+    recovers,
+    async (ctx: HandlerContext<typeof recover, RecoverWindowState & Admitted>) => {
+      const { caller, window, admission } = ctx.state;
+      const id = `rec_${randomUUID()}`;
+      // Nothing started: the slot goes back.
+      const started = await admission.releaseIfFails(() =>
+        deps.startRecover({
+          recoverId: id,
+          teamId: caller.teamId,
+          since: window.since.toISOString(),
+          until: window.until.toISOString(),
+          ...deps.recoverBounds,
+        }),
+      );
+      if (!started) {
+        await admission.release();
+        throw new HttpError(409, 'a recover of this team is running');
+      }
+      // Its row, so GET answers as soon as the id is out (the workflow writes it too, whichever comes first).
+      await deps.callbackRecovers.open({ id, teamId: caller.teamId, ...window }, deps.now());
+      ctx.status = 202;
+      ctx.body = { id };
+    },
+  );
 
   const progress = validate({
     summary:
@@ -109,4 +113,25 @@ export function callbacksRouter(deps: CallbacksRouterDeps) {
   });
 
   return router;
+}
+
+interface RecoverWindowState extends AuthState {
+  window: { since: Date; until: Date };
+}
+
+/** The window a recover covers: in the past, not empty, at most RECOVER_MAX_WINDOW_DAYS (until defaults to now). */
+function recoverWindow(
+  now: () => Date,
+): Middleware<RecoverWindowState & { input: { body: { since: Date; until?: Date } } }> {
+  return async (ctx, next) => {
+    const at = now();
+    const { since } = ctx.state.input.body;
+    const until = ctx.state.input.body.until ?? at;
+    if (since.getTime() > at.getTime()) throw new HttpError(400, 'since must not be in the future');
+    if (since.getTime() >= until.getTime()) throw new HttpError(400, 'since must be before until');
+    if (until.getTime() - since.getTime() > RECOVER_MAX_WINDOW_DAYS * 86_400_000)
+      throw new HttpError(400, `the window must be at most ${RECOVER_MAX_WINDOW_DAYS} days`);
+    ctx.state.window = { since, until };
+    await next();
+  };
 }

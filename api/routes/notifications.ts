@@ -12,7 +12,8 @@ import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 import { deviceLabel } from '../../domain/deviceLabel';
 import { MAX_DO_NOT_DISTURB_MS } from '../../domain/quietHours';
 import type { AuthState } from '../auth';
-import { HttpError, tooManyRequests } from '../../platform/http/httpErrors';
+import { HttpError } from '../../platform/http/httpErrors';
+import { rateLimiter, type Admitted } from '../../platform/http/rateLimit';
 import {
   deviceParams,
   isDeviceId,
@@ -21,7 +22,7 @@ import {
   unsubscribeBody,
   type EndpointRules,
 } from '../pushSchemas';
-import { validate } from '../../platform/http/validate';
+import { validate, type HandlerContext } from '../../platform/http/validate';
 import { devicesPage } from '../schemas';
 import { encodeCursor } from '../../store/paging';
 
@@ -191,37 +192,48 @@ function addDeviceRoutes(
     summary: "sends a test push to every one of the caller's endpoints; answers how many were reached",
     success: 202,
   });
-  router.post('/push/test', pushTest, async (ctx) => {
-    const store = subscriptions();
-    if (!deps.fanOut || !deps.rateLimits) throw new HttpError(404, NOT_CONFIGURED);
-    const admission = await deps.rateLimits.hit(
-      `push-test|${ctx.state.caller.userId}`,
-      testPushRate,
-      deps.now(),
-    );
-    if (!admission.admitted) throw tooManyRequests('test notifications', admission.retryAfterSeconds);
-    const subs = await store.listForUsers([ctx.state.caller.userId]);
-    const payload = renderTestPush(deps.studioUrl, ctx.state.caller.userId, randomUUID());
-    const signal = AbortSignal.timeout(TEST_PUSH_DEADLINE_MS);
-    let sent = 0;
-    const sending = deps.fanOut(subs, payload, {
-      width: TEST_PUSH_WIDTH,
-      signal,
-      onDelivered: async () => {
-        sent++;
-      },
+  const { fanOut, rateLimits } = deps;
+  if (!fanOut || !rateLimits) {
+    router.post('/push/test', pushTest, () => {
+      throw new HttpError(404, NOT_CONFIGURED);
     });
-    const finished = await withDeadline(
-      sending.then(() => true),
-      signal,
-      () => false,
-    );
-    sending.catch((err: unknown) =>
-      deps.log(`push test: ${err instanceof Error ? err.message : String(err)}`),
-    );
-    ctx.status = 202;
-    ctx.body = finished ? { sent } : { sent, timedOut: true };
-  });
+    return;
+  }
+  const testPushes = rateLimiter(
+    rateLimits,
+    deps.now,
+  )(({ caller }: AuthState) => [
+    { key: `push-test|${caller.userId}`, rule: testPushRate, what: 'test notifications' },
+  ]);
+  router.post(
+    '/push/test',
+    pushTest,
+    testPushes,
+    async (ctx: HandlerContext<typeof pushTest, AuthState & Admitted>) => {
+      const store = subscriptions();
+      const subs = await store.listForUsers([ctx.state.caller.userId]);
+      const payload = renderTestPush(deps.studioUrl, ctx.state.caller.userId, randomUUID());
+      const signal = AbortSignal.timeout(TEST_PUSH_DEADLINE_MS);
+      let sent = 0;
+      const sending = fanOut(subs, payload, {
+        width: TEST_PUSH_WIDTH,
+        signal,
+        onDelivered: async () => {
+          sent++;
+        },
+      });
+      const finished = await withDeadline(
+        sending.then(() => true),
+        signal,
+        () => false,
+      );
+      sending.catch((err: unknown) =>
+        deps.log(`push test: ${err instanceof Error ? err.message : String(err)}`),
+      );
+      ctx.status = 202;
+      ctx.body = finished ? { sent } : { sent, timedOut: true };
+    },
+  );
 }
 
 /** The caller's notification prefs in their team. */

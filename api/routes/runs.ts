@@ -3,7 +3,8 @@ import Router from '@koa/router';
 import type { CallbackTestResult } from '../../delivery/callback/send';
 import { teamRedeliveryBudgetKey } from '../../domain/callback';
 import { publicRun, type Run } from '../../domain/run';
-import { HttpError, tooManyRequests } from '../../platform/http/httpErrors';
+import type { Middleware } from 'koa';
+import { HttpError } from '../../platform/http/httpErrors';
 import type { RunsService } from '../../runs/service';
 import type { EpisodeView } from '../episodesView';
 import type { AuthState } from '../auth';
@@ -23,7 +24,9 @@ import {
   runsPage,
 } from '../schemas';
 import { encodeCursor } from '../../store/paging';
-import { validate } from '../../platform/http/validate';
+import { validate, type HandlerContext } from '../../platform/http/validate';
+import { rateLimiter, type Admitted, type RateLimiter } from '../../platform/http/rateLimit';
+import { runLoader, type RunState } from './loadRun';
 import { NotFoundError } from '../../domain/errors';
 import type { RouteDecisionError } from '../../domain/ops';
 import type { RunHealthStore } from '../../store/runHealth';
@@ -34,7 +37,7 @@ export interface RunsRouterDeps {
   episodes: EpisodeView;
   runHealth: RunHealthStore;
   /** Sends the launcher's test ping (one signed run.test event) to the run's callback URL. */
-  testCallback: (run: Run & { callback: NonNullable<Run['callback']> }) => Promise<CallbackTestResult>;
+  testCallback: (run: CallbackRun) => Promise<CallbackTestResult>;
   /** Escalates a router decision error to the operator (notifyOperator). */
   notifyOperator: (report: RouteDecisionError) => Promise<{ episodeKey: string; started: boolean }>;
   /** Each new decision starts a workflow and an operator webhook: bounded per run and per team. */
@@ -66,43 +69,20 @@ export interface PerRunUserTeam {
 }
 
 type RunsRoutes = Router<AuthState>;
-type Admit = (bounds: { key: string; rule: RateLimit; what: string }[]) => Promise<() => Promise<void>>;
 
 export function runsRouter(deps: RunsRouterDeps) {
   const router: RunsRoutes = new Router<AuthState>({ prefix: '/api/v1/runs' });
-  const admit = admitter(deps);
-  addLaunchAndReads(router, deps, admit);
-  addCallbackRoutes(router, deps, admit);
+  const rateLimit = rateLimiter(deps.rateLimits, deps.now);
+  addLaunchAndReads(router, deps, rateLimit);
+  addCallbackRoutes(router, deps, rateLimit);
   addTransitions(router, deps);
   return router;
 }
 
-/**
- * Hits each bound in turn: the first that refuses answers 429 naming it, and gives back the slots the ones before
- * it took. Answers a release of them all (the step the bounds guard did not happen).
- */
-function admitter(deps: Pick<RunsRouterDeps, 'rateLimits' | 'now'>): Admit {
-  return async function admit(bounds) {
-    const now = deps.now();
-    const taken: (() => Promise<void>)[] = [];
-    const release = async () => {
-      for (const giveBack of taken) await giveBack();
-    };
-    for (const { key, rule, what } of bounds) {
-      const admission = await deps.rateLimits.hit(key, rule, now);
-      if (!admission.admitted) {
-        await release();
-        throw tooManyRequests(what, admission.retryAfterSeconds);
-      }
-      taken.push(admission.release);
-    }
-    return release;
-  };
-}
-
 /** Launch, the reads, and a router's decision errors. */
-function addLaunchAndReads(router: RunsRoutes, deps: RunsRouterDeps, admit: Admit): void {
+function addLaunchAndReads(router: RunsRoutes, deps: RunsRouterDeps, rateLimit: RateLimiter): void {
   const { runsService } = deps;
+  const loadRun = runLoader(runsService);
   const create = validate({
     summary: 'starts a run; a callback secret made here is shown this once',
     body: createRunBody,
@@ -112,20 +92,14 @@ function addLaunchAndReads(router: RunsRoutes, deps: RunsRouterDeps, admit: Admi
       { watchedIssueIds: ['ISSUE-1'] },
     ],
   });
-  router.post('/', create, async (ctx) => {
+  // Every run counts: each is a health workflow, pushes and possibly a callback owed.
+  const runsFromTeam = rateLimit(({ caller }: AuthState) => [
+    { key: `run-create|${caller.teamId}`, rule: deps.runCreateLimit, what: 'runs from this team' },
+  ]);
+  router.post('/', create, runsFromTeam, async (ctx: HandlerContext<typeof create, AuthState & Admitted>) => {
     const body = ctx.state.input.body;
-    const { caller } = ctx.state;
-    // Every run counts: each is a health workflow, pushes and possibly a callback owed.
-    const release = await admit([
-      { key: `run-create|${caller.teamId}`, rule: deps.runCreateLimit, what: 'runs from this team' },
-    ]);
-    let run: Run;
-    try {
-      run = await runsService.create(caller, body);
-    } catch (err) {
-      await release(); // no run, nothing owed
-      throw err;
-    }
+    // No run, nothing owed: a failed create gives its slot back.
+    const run = await ctx.state.admission.releaseIfFails(() => runsService.create(ctx.state.caller, body));
     ctx.status = 201;
     const shown = publicRun(run);
     ctx.body = {
@@ -190,58 +164,72 @@ function addLaunchAndReads(router: RunsRoutes, deps: RunsRouterDeps, admit: Admi
     success: 202,
     examples: [{ decisionId: 'dec_1', error: { code: 'no_route', message: 'no branch matched' } }],
   });
-  router.post('/:id/route-decision-errors', routeDecisionError, async (ctx) => {
-    const { decisionId, error } = ctx.state.input.body;
-    const run = await runsService.get(ctx.state.caller, ctx.state.input.params.id);
-    // A decision counts once (a retry of the same decisionId is admitted again); the team's bound is checked
-    // after the run's, and a team refusal gives the run's slot back.
-    const now = deps.now();
-    const perRun = await deps.rateLimits.hit(
-      `rde-run|${run._id}`,
-      deps.routeErrorLimits.perRun,
-      now,
-      decisionId,
-    );
-    if (!perRun.admitted) throw tooManyRouteErrors('run', perRun.retryAfterSeconds);
-    const perTeam = await deps.rateLimits.hit(
-      `rde-team|${run.teamId}`,
-      deps.routeErrorLimits.perTeam,
-      now,
-      `${run._id}|${decisionId}`,
-    );
-    if (!perTeam.admitted) {
-      await perRun.release();
-      throw tooManyRouteErrors('team', perTeam.retryAfterSeconds);
-    }
-    ctx.status = 202;
-    ctx.body = await deps.notifyOperator({ runId: run._id, teamId: run.teamId, decisionId, error });
-  });
+  // A decision counts once: a retry of the same decisionId is admitted again.
+  const decisionErrors = rateLimit(
+    ({ run, input }: RunState & { input: { body: { decisionId: string } } }) => [
+      {
+        key: `rde-run|${run._id}`,
+        rule: deps.routeErrorLimits.perRun,
+        what: 'route decision errors for this run',
+        hitId: input.body.decisionId,
+      },
+      {
+        key: `rde-team|${run.teamId}`,
+        rule: deps.routeErrorLimits.perTeam,
+        what: 'route decision errors for this team',
+        hitId: `${run._id}|${input.body.decisionId}`,
+      },
+    ],
+  );
+  router.post(
+    '/:id/route-decision-errors',
+    routeDecisionError,
+    loadRun,
+    decisionErrors,
+    async (ctx: HandlerContext<typeof routeDecisionError, RunState & Admitted>) => {
+      const { run } = ctx.state;
+      const { decisionId, error } = ctx.state.input.body;
+      ctx.status = 202;
+      ctx.body = await deps.notifyOperator({ runId: run._id, teamId: run.teamId, decisionId, error });
+    },
+  );
 }
 
 /** The run's callback: a test ping, a secret rotation, a redelivery. */
-function addCallbackRoutes(router: RunsRoutes, deps: RunsRouterDeps, admit: Admit): void {
+function addCallbackRoutes(router: RunsRoutes, deps: RunsRouterDeps, rateLimit: RateLimiter): void {
   const { runsService } = deps;
+  const loadCallbackRun = callbackRunLoader(runsService);
   const testCallback = validate({
     summary:
       "sends one signed run.test event to the run's callback URL; answers the receiver's status or why not",
     params: runParams,
   });
-  router.post('/:id/callback/test', testCallback, async (ctx) => {
-    const run = await runsService.get(ctx.state.caller, ctx.state.input.params.id);
-    const { callback } = run;
-    if (!callback) throw new HttpError(409, 'the run has no callback URL');
-    const limits = deps.callbackTestLimits;
-    await admit([
-      { key: `callback-test|${run._id}`, rule: limits.perRun, what: 'test pings for this run' },
-      {
-        key: `callback-test-user|${ctx.state.caller.userId}`,
-        rule: limits.perUser,
-        what: 'test pings from this user',
-      },
-      { key: `callback-test-team|${run.teamId}`, rule: limits.perTeam, what: 'test pings from this team' },
-    ]);
-    ctx.body = await deps.testCallback({ ...run, callback });
-  });
+  const testPings = rateLimit(({ run, caller }: CallbackRunState) => [
+    {
+      key: `callback-test|${run._id}`,
+      rule: deps.callbackTestLimits.perRun,
+      what: 'test pings for this run',
+    },
+    {
+      key: `callback-test-user|${caller.userId}`,
+      rule: deps.callbackTestLimits.perUser,
+      what: 'test pings from this user',
+    },
+    {
+      key: `callback-test-team|${run.teamId}`,
+      rule: deps.callbackTestLimits.perTeam,
+      what: 'test pings from this team',
+    },
+  ]);
+  router.post(
+    '/:id/callback/test',
+    testCallback,
+    loadCallbackRun,
+    testPings,
+    async (ctx: HandlerContext<typeof testCallback, CallbackRunState & Admitted>) => {
+      ctx.body = await deps.testCallback(ctx.state.run);
+    },
+  );
 
   const rotateSecret = validate({
     summary:
@@ -249,23 +237,26 @@ function addCallbackRoutes(router: RunsRoutes, deps: RunsRouterDeps, admit: Admi
       'callbacks carry a signature with each secret, then with the new one only (409 without a callback)',
     params: runParams,
   });
-  router.post('/:id/callback/rotate-secret', rotateSecret, async (ctx) => {
-    const run = await runsService.get(ctx.state.caller, ctx.state.input.params.id);
-    if (!run.callback) throw new HttpError(409, 'the run has no callback URL');
-    const release = await admit([
-      {
-        key: `callback-rotate|${run._id}`,
-        rule: deps.callbackRotateLimit,
-        what: 'secret rotations for this run',
-      },
-    ]);
-    try {
-      ctx.body = { secret: await runsService.rotateCallbackSecret(ctx.state.caller, run._id) };
-    } catch (err) {
-      await release(); // nothing rotated
-      throw err;
-    }
-  });
+  const rotations = rateLimit(({ run }: CallbackRunState) => [
+    {
+      key: `callback-rotate|${run._id}`,
+      rule: deps.callbackRotateLimit,
+      what: 'secret rotations for this run',
+    },
+  ]);
+  router.post(
+    '/:id/callback/rotate-secret',
+    rotateSecret,
+    loadCallbackRun,
+    rotations,
+    async (ctx: HandlerContext<typeof rotateSecret, CallbackRunState & Admitted>) => {
+      const { caller, run, admission } = ctx.state;
+      // Nothing rotated: the slot goes back.
+      ctx.body = {
+        secret: await admission.releaseIfFails(() => runsService.rotateCallbackSecret(caller, run._id)),
+      };
+    },
+  );
 
   const redeliver = validate({
     summary:
@@ -274,9 +265,76 @@ function addCallbackRoutes(router: RunsRoutes, deps: RunsRouterDeps, admit: Admi
     params: episodeParams,
     success: 202,
   });
-  router.post('/:id/episodes/:episodeId/callback/redeliver', redeliver, async (ctx) => {
+  const redeliveries = rateLimit(({ run, caller }: RunState) => [
+    {
+      key: `callback-redeliver|${run._id}`,
+      rule: deps.callbackRedeliverLimits.perRun,
+      what: 'redeliveries for this run',
+    },
+    {
+      key: `callback-redeliver-user|${caller.userId}`,
+      rule: deps.callbackRedeliverLimits.perUser,
+      what: 'redeliveries from this user',
+    },
+    {
+      key: teamRedeliveryBudgetKey(run.teamId),
+      rule: deps.callbackRedeliverLimits.perTeam,
+      what: 'redeliveries from this team',
+    },
+  ]);
+  router.post(
+    '/:id/episodes/:episodeId/callback/redeliver',
+    redeliver,
+    settledEpisode(deps),
+    redeliveries,
+    async (ctx: HandlerContext<typeof redeliver, SettledEpisodeState & Admitted>) => {
+      const { run, seenAttempts, admission } = ctx.state;
+      const { episodeId } = ctx.state.input.params;
+      // Nothing was sent: the slots go back.
+      const started = await admission.releaseIfFails(() =>
+        deps.redeliverCallback({ runId: run._id, teamId: run.teamId, episodeId, seenAttempts }),
+      );
+      if (!started) {
+        await admission.release();
+        throw new HttpError(409, 'a delivery of this episode is in progress');
+      }
+      ctx.status = 202;
+      ctx.body = { episodeId, webhookId: episodeId };
+    },
+  );
+}
+
+/** The caller's run named by :id, refused with 409 when it has no callback URL. */
+function callbackRunLoader(
+  runsService: Pick<RunsService, 'get'>,
+): Middleware<CallbackRunState & { input: { params: { id: string } } }> {
+  return async (ctx, next) => {
+    const run = await runsService.get(ctx.state.caller, ctx.state.input.params.id);
+    const { callback } = run;
+    if (!callback) throw new HttpError(409, 'the run has no callback URL');
+    ctx.state.run = { ...run, callback };
+    await next();
+  };
+}
+
+type CallbackRun = Run & { callback: NonNullable<Run['callback']> };
+
+interface CallbackRunState extends AuthState {
+  run: CallbackRun;
+}
+
+interface SettledEpisodeState extends RunState {
+  /** The episode's callback attempts logged before this redelivery. */
+  seenAttempts: number;
+}
+
+/** The caller's run and one of its episodes whose callback delivery has settled (delivered or gave up). */
+function settledEpisode(
+  deps: Pick<RunsRouterDeps, 'runsService' | 'episodes'>,
+): Middleware<SettledEpisodeState & { input: { params: { id: string; episodeId: string } } }> {
+  return async (ctx, next) => {
     const { id, episodeId } = ctx.state.input.params;
-    const run = await runsService.get(ctx.state.caller, id);
+    const run = await deps.runsService.get(ctx.state.caller, id);
     const claim = await deps.episodes.callbackClaim(run.teamId, run._id, episodeId);
     if (!claim) throw new NotFoundError('no such episode of this run');
     if (!run.callback) throw new HttpError(409, 'the run has no callback URL');
@@ -285,37 +343,12 @@ function addCallbackRoutes(router: RunsRoutes, deps: RunsRouterDeps, admit: Admi
     // and leaves a delivered claim as it is).
     if (claim.state === 'pending') throw new HttpError(409, 'a delivery of this episode is in progress');
     if (claim.state === 'absent') throw new HttpError(409, 'no delivery of this episode has settled yet');
+    ctx.state.run = run;
     // The attempts logged so far: a redelivery in flight now logs one more before it ends, and a start that lands
     // after it ended then sends nothing (workflows/redeliver.ts).
-    const seenAttempts = await deps.episodes.callbackAttemptCount(episodeId);
-    const limits = deps.callbackRedeliverLimits;
-    const release = await admit([
-      { key: `callback-redeliver|${run._id}`, rule: limits.perRun, what: 'redeliveries for this run' },
-      {
-        key: `callback-redeliver-user|${ctx.state.caller.userId}`,
-        rule: limits.perUser,
-        what: 'redeliveries from this user',
-      },
-      {
-        key: teamRedeliveryBudgetKey(run.teamId),
-        rule: limits.perTeam,
-        what: 'redeliveries from this team',
-      },
-    ]);
-    let started: boolean;
-    try {
-      started = await deps.redeliverCallback({ runId: run._id, teamId: run.teamId, episodeId, seenAttempts });
-    } catch (err) {
-      await release(); // nothing was sent: the slots go back
-      throw err;
-    }
-    if (!started) {
-      await release();
-      throw new HttpError(409, 'a delivery of this episode is in progress');
-    }
-    ctx.status = 202;
-    ctx.body = { episodeId, webhookId: episodeId };
-  });
+    ctx.state.seenAttempts = await deps.episodes.callbackAttemptCount(episodeId);
+    await next();
+  };
 }
 
 /** Events and the status transitions. */
@@ -414,8 +447,4 @@ function addTransitions(router: RunsRoutes, deps: Pick<RunsRouterDeps, 'runsServ
   router.post('/:id/cancel', cancel, async (ctx) => {
     ctx.body = publicRun(await runsService.cancel(ctx.state.caller, ctx.state.input.params.id));
   });
-}
-
-function tooManyRouteErrors(scope: 'run' | 'team', retryAfterSeconds: number): HttpError {
-  return tooManyRequests(`route decision errors for this ${scope}`, retryAfterSeconds);
 }
