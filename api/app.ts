@@ -28,18 +28,18 @@ export interface AppDeps {
   episodes: EpisodeView;
   runHealth: RunsRouterDeps['runHealth'];
   notifyOperator: RunsRouterDeps['notifyOperator'];
-  testCallback: RunsRouterDeps['testCallback'];
+  testCallback: CallbacksRouterDeps['testCallback'];
   rateLimits: RunsRouterDeps['rateLimits'];
   routeErrorLimits: RunsRouterDeps['routeErrorLimits'];
-  callbackTestLimits: RunsRouterDeps['callbackTestLimits'];
-  redeliverCallback: RunsRouterDeps['redeliverCallback'];
-  callbackRedeliverLimits: RunsRouterDeps['callbackRedeliverLimits'];
+  callbackTestLimits: CallbacksRouterDeps['callbackTestLimits'];
+  redeliverCallback: CallbacksRouterDeps['redeliverCallback'];
+  callbackRedeliverLimits: CallbacksRouterDeps['callbackRedeliverLimits'];
   runCreateLimit: RunsRouterDeps['runCreateLimit'];
   callbackRecovers: CallbacksRouterDeps['callbackRecovers'];
   startRecover: CallbacksRouterDeps['startRecover'];
   recoverLimit: CallbacksRouterDeps['recoverLimit'];
   recoverBounds: CallbacksRouterDeps['recoverBounds'];
-  callbackRotateLimit: RunsRouterDeps['callbackRotateLimit'];
+  callbackRotateLimit: CallbacksRouterDeps['callbackRotateLimit'];
   probes: HealthProbes;
   /** Present only when web push is enabled (webPushEnabled): otherwise the notification routes do not exist. */
   notifications?: NotificationRouteDeps;

@@ -1,10 +1,7 @@
-// The runs routes: the engine surface that drives outcomes. Every route is team-scoped through the caller.
+// The runs routes: the engine surface that drives outcomes (a run's callback routes are in callbacks.ts). Every
+// route is team-scoped through the caller.
 import Router from '@koa/router';
-import type { CallbackTestResult } from '../../delivery/callback/send';
-import { teamRedeliveryBudgetKey } from '../../domain/callback';
-import { publicRun, type Run } from '../../domain/run';
-import type { Middleware } from 'koa';
-import { HttpError } from '../../platform/http/httpErrors';
+import { publicRun } from '../../domain/run';
 import type { RunsService } from '../../runs/service';
 import type { EpisodeView } from '../episodesView';
 import type { AuthState } from '../auth';
@@ -12,7 +9,6 @@ import {
   answerBody,
   completeBody,
   createRunBody,
-  episodeParams,
   episodesPage,
   eventBody,
   failBody,
@@ -36,36 +32,14 @@ export interface RunsRouterDeps {
   runsService: RunsService;
   episodes: EpisodeView;
   runHealth: RunHealthStore;
-  /** Sends the launcher's test ping (one signed run.test event) to the run's callback URL. */
-  testCallback: (run: CallbackRun) => Promise<CallbackTestResult>;
   /** Escalates a router decision error to the operator (notifyOperator). */
   notifyOperator: (report: RouteDecisionError) => Promise<{ episodeKey: string; started: boolean }>;
   /** Each new decision starts a workflow and an operator webhook: bounded per run and per team. */
   rateLimits: RateLimitStore;
   routeErrorLimits: { perRun: RateLimit; perTeam: RateLimit };
-  /** Test pings per run, user and team: each is an outbound POST the caller chooses the moment of. */
-  callbackTestLimits: PerRunUserTeam;
-  /** Starts a redelivery of an episode's callback; false while one of that episode is running. */
-  redeliverCallback: (input: {
-    runId: string;
-    teamId: string;
-    episodeId: string;
-    seenAttempts?: number;
-  }) => Promise<boolean>;
-  /** Redeliveries per run, user and team: outbound POSTs too. */
-  callbackRedeliverLimits: PerRunUserTeam;
   /** Runs per team (RUN_CREATE_RATE_LIMIT): each owes a health workflow, pushes and maybe a callback with its retries. */
   runCreateLimit: RateLimit;
-  /** Secret rotations per run: each one cuts the previous secret's overlap short. */
-  callbackRotateLimit: RateLimit;
   now: () => Date;
-}
-
-/** One bound per run, per user (across the runs of a user) and per team (across the runs of a team). */
-export interface PerRunUserTeam {
-  perRun: RateLimit;
-  perUser: RateLimit;
-  perTeam: RateLimit;
 }
 
 type RunsRoutes = Router<AuthState>;
@@ -74,7 +48,6 @@ export function runsRouter(deps: RunsRouterDeps) {
   const router: RunsRoutes = new Router<AuthState>({ prefix: '/api/v1/runs' });
   const rateLimit = rateLimiter(deps.rateLimits, deps.now);
   addLaunchAndReads(router, deps, rateLimit);
-  addCallbackRoutes(router, deps, rateLimit);
   addTransitions(router, deps);
   return router;
 }
@@ -193,162 +166,6 @@ function addLaunchAndReads(router: RunsRoutes, deps: RunsRouterDeps, rateLimit: 
       ctx.body = await deps.notifyOperator({ runId: run._id, teamId: run.teamId, decisionId, error });
     },
   );
-}
-
-/** The run's callback: a test ping, a secret rotation, a redelivery. */
-function addCallbackRoutes(router: RunsRoutes, deps: RunsRouterDeps, rateLimit: RateLimiter): void {
-  const { runsService } = deps;
-  const loadCallbackRun = callbackRunLoader(runsService);
-  const testCallback = validate({
-    summary:
-      "sends one signed run.test event to the run's callback URL; answers the receiver's status or why not",
-    params: runParams,
-  });
-  const testPings = rateLimit(({ run, caller }: CallbackRunState) => [
-    {
-      key: `callback-test|${run._id}`,
-      rule: deps.callbackTestLimits.perRun,
-      what: 'test pings for this run',
-    },
-    {
-      key: `callback-test-user|${caller.userId}`,
-      rule: deps.callbackTestLimits.perUser,
-      what: 'test pings from this user',
-    },
-    {
-      key: `callback-test-team|${run.teamId}`,
-      rule: deps.callbackTestLimits.perTeam,
-      what: 'test pings from this team',
-    },
-  ]);
-  router.post(
-    '/:id/callback/test',
-    testCallback,
-    loadCallbackRun,
-    testPings,
-    async (ctx: HandlerContext<typeof testCallback, CallbackRunState & Admitted>) => {
-      ctx.body = await deps.testCallback(ctx.state.run);
-    },
-  );
-
-  const rotateSecret = validate({
-    summary:
-      "replaces the run's callback secret and shows the new one this once; for CALLBACK_SECRET_OVERLAP_SECONDS " +
-      'callbacks carry a signature with each secret, then with the new one only (409 without a callback)',
-    params: runParams,
-  });
-  const rotations = rateLimit(({ run }: CallbackRunState) => [
-    {
-      key: `callback-rotate|${run._id}`,
-      rule: deps.callbackRotateLimit,
-      what: 'secret rotations for this run',
-    },
-  ]);
-  router.post(
-    '/:id/callback/rotate-secret',
-    rotateSecret,
-    loadCallbackRun,
-    rotations,
-    async (ctx: HandlerContext<typeof rotateSecret, CallbackRunState & Admitted>) => {
-      const { caller, run, admission } = ctx.state;
-      // Nothing rotated: the slot goes back.
-      ctx.body = {
-        secret: await admission.releaseIfFails(() => runsService.rotateCallbackSecret(caller, run._id)),
-      };
-    },
-  );
-
-  const redeliver = validate({
-    summary:
-      "sends an episode's callback again, delivered or not: the same webhook-id, a fresh timestamp and signature " +
-      '(202; 409 while a delivery of the episode is in progress or before one has settled)',
-    params: episodeParams,
-    success: 202,
-  });
-  const redeliveries = rateLimit(({ run, caller }: RunState) => [
-    {
-      key: `callback-redeliver|${run._id}`,
-      rule: deps.callbackRedeliverLimits.perRun,
-      what: 'redeliveries for this run',
-    },
-    {
-      key: `callback-redeliver-user|${caller.userId}`,
-      rule: deps.callbackRedeliverLimits.perUser,
-      what: 'redeliveries from this user',
-    },
-    {
-      key: teamRedeliveryBudgetKey(run.teamId),
-      rule: deps.callbackRedeliverLimits.perTeam,
-      what: 'redeliveries from this team',
-    },
-  ]);
-  router.post(
-    '/:id/episodes/:episodeId/callback/redeliver',
-    redeliver,
-    settledEpisode(deps),
-    redeliveries,
-    async (ctx: HandlerContext<typeof redeliver, SettledEpisodeState & Admitted>) => {
-      const { run, seenAttempts, admission } = ctx.state;
-      const { episodeId } = ctx.state.input.params;
-      // Nothing was sent: the slots go back.
-      const started = await admission.releaseIfFails(() =>
-        deps.redeliverCallback({ runId: run._id, teamId: run.teamId, episodeId, seenAttempts }),
-      );
-      if (!started) {
-        await admission.release();
-        throw new HttpError(409, 'a delivery of this episode is in progress');
-      }
-      ctx.status = 202;
-      ctx.body = { episodeId, webhookId: episodeId };
-    },
-  );
-}
-
-/** The caller's run named by :id, refused with 409 when it has no callback URL. */
-function callbackRunLoader(
-  runsService: Pick<RunsService, 'get'>,
-): Middleware<CallbackRunState & { input: { params: { id: string } } }> {
-  return async (ctx, next) => {
-    const run = await runsService.get(ctx.state.caller, ctx.state.input.params.id);
-    const { callback } = run;
-    if (!callback) throw new HttpError(409, 'the run has no callback URL');
-    ctx.state.run = { ...run, callback };
-    await next();
-  };
-}
-
-type CallbackRun = Run & { callback: NonNullable<Run['callback']> };
-
-interface CallbackRunState extends AuthState {
-  run: CallbackRun;
-}
-
-interface SettledEpisodeState extends RunState {
-  /** The episode's callback attempts logged before this redelivery. */
-  seenAttempts: number;
-}
-
-/** The caller's run and one of its episodes whose callback delivery has settled (delivered or gave up). */
-function settledEpisode(
-  deps: Pick<RunsRouterDeps, 'runsService' | 'episodes'>,
-): Middleware<SettledEpisodeState & { input: { params: { id: string; episodeId: string } } }> {
-  return async (ctx, next) => {
-    const { id, episodeId } = ctx.state.input.params;
-    const run = await deps.runsService.get(ctx.state.caller, id);
-    const claim = await deps.episodes.callbackClaim(run.teamId, run._id, episodeId);
-    if (!claim) throw new NotFoundError('no such episode of this run');
-    if (!run.callback) throw new HttpError(409, 'the run has no callback URL');
-    // The episode's own schedule holds its claim pending; absent: no delivery was owed, or it was released and
-    // the sweep replays it. A settled one, delivered or gave up, may be delivered again (the workflow checks again,
-    // and leaves a delivered claim as it is).
-    if (claim.state === 'pending') throw new HttpError(409, 'a delivery of this episode is in progress');
-    if (claim.state === 'absent') throw new HttpError(409, 'no delivery of this episode has settled yet');
-    ctx.state.run = run;
-    // The attempts logged so far: a redelivery in flight now logs one more before it ends, and a start that lands
-    // after it ended then sends nothing (workflows/redeliver.ts).
-    ctx.state.seenAttempts = await deps.episodes.callbackAttemptCount(episodeId);
-    await next();
-  };
 }
 
 /** Events and the status transitions. */
