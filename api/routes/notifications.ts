@@ -90,18 +90,18 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
   });
 
   addDeviceRoutes(router, deps, subscriptions);
+  addTestPushRoute(router, deps, subscriptions);
   addPrefsRoutes(router, deps, prefs);
   return router;
 }
 
-/** The caller's devices: the VAPID key, subscribe and unsubscribe, the device list, a test push. */
+/** The caller's devices: the VAPID key, subscribe and unsubscribe, the device list. */
 function addDeviceRoutes(
   router: NotificationRoutes,
   deps: NotificationRouteDeps,
   subscriptions: () => PushSubscriptionStore,
 ): void {
   const maxSubscriptions = deps.maxSubscriptionsPerUser ?? 20;
-  const testPushRate = deps.testPushRate ?? { limit: 5, windowSeconds: 60 };
   router.get('/push/vapid-public-key', validate({ summary: "the server's VAPID public key" }), (ctx) => {
     ctx.body = { publicKey: deps.vapidPublicKey };
   });
@@ -187,7 +187,15 @@ function addDeviceRoutes(
     if (!removed) throw new HttpError(404, 'no such device');
     ctx.status = 204;
   });
+}
 
+/** A test push to every one of the caller's devices, rate-limited per user. */
+function addTestPushRoute(
+  router: NotificationRoutes,
+  deps: NotificationRouteDeps,
+  subscriptions: () => PushSubscriptionStore,
+): void {
+  const testPushRate = deps.testPushRate ?? { limit: 5, windowSeconds: 60 };
   const pushTest = validate({
     summary: "sends a test push to every one of the caller's endpoints; answers how many were reached",
     success: 202,
