@@ -1,11 +1,8 @@
-// createApp(deps): the Koa app. Everything it talks to is passed in; only api/server.ts builds the deps.
+// createApp(deps): the Koa app. Everything it talks to is passed in; only api/server.ts builds the deps, each
+// router's through that router's wiring.
 import { bodyParser } from '@koa/bodyparser';
 import Koa from 'koa';
-import type { RunsService } from '../runs/service';
-import type { RunStore } from '../store/runs';
-import type { WatchStore } from '../store/watches';
 import { createAuthenticator, requireAuth, type AuthOptions, type AuthState } from './auth';
-import type { EpisodeView } from './episodesView';
 import { errorMiddleware, onBodyError } from '../platform/http/httpErrors';
 import { callbacksRouter, type CallbacksRouterDeps } from './routes/callbacks';
 import { healthRouter, type HealthProbes } from '../platform/http/healthRoutes';
@@ -15,36 +12,20 @@ import { openApiRouter } from './openapi';
 import { runsRouter, type RunsRouterDeps } from './routes/runs';
 import { securityHeaders } from './securityHeaders';
 import { absentFeature, catchAllRouter, serveStudio } from './studio';
-import { watchesRouter } from './routes/watches';
+import { watchesRouter, type WatchesRouterDeps } from './routes/watches';
 import { requestSpan } from './requestSpan';
 
 export interface AppDeps {
   auth: AuthOptions;
-  runsService: RunsService;
-  runs: RunStore;
-  watches: WatchStore;
-  /** Starts a run's current episode again (the watches router: a pause whose veto ended). */
-  replayOutcome: (runId: string, teamId: string) => Promise<unknown>;
-  episodes: EpisodeView;
-  runHealth: RunsRouterDeps['runHealth'];
-  notifyOperator: RunsRouterDeps['notifyOperator'];
-  testCallback: RunsRouterDeps['testCallback'];
-  rateLimits: RunsRouterDeps['rateLimits'];
-  routeErrorLimits: RunsRouterDeps['routeErrorLimits'];
-  callbackTestLimits: RunsRouterDeps['callbackTestLimits'];
-  redeliverCallback: RunsRouterDeps['redeliverCallback'];
-  callbackRedeliverLimits: RunsRouterDeps['callbackRedeliverLimits'];
-  runCreateLimit: RunsRouterDeps['runCreateLimit'];
-  callbackRecovers: CallbacksRouterDeps['callbackRecovers'];
-  startRecover: CallbacksRouterDeps['startRecover'];
-  recoverLimit: CallbacksRouterDeps['recoverLimit'];
-  recoverBounds: CallbacksRouterDeps['recoverBounds'];
-  callbackRotateLimit: RunsRouterDeps['callbackRotateLimit'];
-  probes: HealthProbes;
+  /** Each router's own dependencies, built by its wiring (api/routes/*Wiring.ts) from what the API's entry built. */
+  runs: RunsRouterDeps;
+  callbacks: CallbacksRouterDeps;
+  watches: WatchesRouterDeps;
+  health: HealthProbes;
   /** Present only when web push is enabled (webPushEnabled): otherwise the notification routes do not exist. */
   notifications?: NotificationRouteDeps;
-  studioDir?: string;
-  now?: () => Date;
+  /** Where the studio's files are; by default the checkout's (or the build's) studio folder. */
+  studio?: { dir: string };
   log?: (line: string) => void;
   /** GET /metrics on the API port answers `scrape` (Prometheus text) to the bearer of `token`; undefined: 404. */
   metrics?: { scrape: () => Promise<string>; token: string };
@@ -60,7 +41,6 @@ export interface AppDeps {
 }
 
 export function createApp(deps: AppDeps): Koa<AuthState> {
-  const now = deps.now ?? (() => new Date());
   const app = new Koa<AuthState>();
   app.proxy = deps.trustProxy ?? false;
   const authenticate = createAuthenticator(deps.auth);
@@ -93,11 +73,11 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
     }),
   );
 
-  const health = healthRouter(deps.probes, { log: deps.log });
+  const health = healthRouter(deps.health, { log: deps.log });
   const callerRouters = [
-    runsRouter({ ...deps, now }),
-    callbacksRouter({ ...deps, now }),
-    watchesRouter({ runs: deps.runs, watches: deps.watches, replayOutcome: deps.replayOutcome, now }),
+    runsRouter(deps.runs),
+    callbacksRouter(deps.callbacks),
+    watchesRouter(deps.watches),
     ...(deps.notifications ? [notificationsRouter(deps.notifications)] : []),
   ];
   app.use(health.routes());
@@ -105,7 +85,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
   if (deps.metrics) app.use(metricsRouter(deps.metrics.scrape, { token: deps.metrics.token }).routes());
   else app.use(absentFeature('/metrics'));
   app.use(openApiRouter([health, ...callerRouters]).routes());
-  app.use(serveStudio(deps.studioDir));
+  app.use(serveStudio(deps.studio?.dir));
 
   // Web push off (no VAPID keys): the notification routes do not exist, token or not.
   if (!deps.notifications) app.use(absentFeature('/api/v1/notifications'));

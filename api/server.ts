@@ -1,37 +1,28 @@
-// The API's composition root: config → Mongo, Temporal client → stores, runs service → Koa.
-import { randomUUID } from 'node:crypto';
+// The API's composition root: config → Mongo, Temporal client → stores, runs service (services.ts) → each router's
+// dependencies (its wiring) → Koa.
 import type { Server } from 'node:http';
-import { Client, Connection } from '@temporalio/client';
-import { exitOnConfigError, loadConfigOrExit, type Config } from '../config';
-import { temporalConnectionOptions } from '../client/connection';
-import { assertSearchAttributes } from '../client/searchAttributeCheck';
-import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
-import { searchAttributesProbe } from '../client/searchAttributeCheck';
-import { createHealthSignaler, healthOptions } from '../client/health';
-import { notifyOperator } from '../client/operator';
-import { sendTestCallback } from '../delivery/callback/send';
-import { fanOut } from '../delivery/push/fanOut';
-import { startCallbackRedelivery } from '../client/redeliver';
-import { startCallbackRecover } from '../client/recover';
-import { digestPrefsChanged } from '../client/digest';
-import { createRunsService } from '../runs/service';
-import { withDeadline } from '../platform/deadline';
-import { pushSenderFor, type PushSender } from '../delivery/push/sender';
-import { connectMongo, pingMongo, type Mongo } from '../store/mongo';
-import { createStores, ensureAllIndexes } from '../store';
-import { createApp } from './app';
-import { listenMetrics } from '../platform/http/metricsRoutes';
-import { createEpisodeView } from './episodesView';
 import { Registry } from 'prom-client';
-import { createMetrics, type Metrics } from '../platform/metrics';
+import { exitOnConfigError, loadConfigOrExit, type Config } from '../config';
+import { pushSenderFor, type PushSender } from '../delivery/push/sender';
+import { withDeadline } from '../platform/deadline';
+import { listenMetrics } from '../platform/http/metricsRoutes';
 import { createLogger, logAt, type Log, type Logger } from '../platform/log';
+import { createMetrics, type Metrics } from '../platform/metrics';
 import { startTracing, type Tracing } from '../platform/tracing';
+import { createApp, type AppDeps } from './app';
+import { wireHealthProbes } from './healthWiring';
+import { wireCallbacksRouter } from './routes/callbacksWiring';
+import { wireNotificationsRouter } from './routes/notificationsWiring';
+import { wireRunsRouter } from './routes/runsWiring';
+import { wireWatchesRouter } from './routes/watchesWiring';
+import { connectServices } from './services';
 
 export interface ApiHandle {
   server: Server;
   url: string;
   /** METRICS_PORT's /metrics; undefined: off. */
   metricsUrl?: string;
+  /** Drains the server (at most `graceMs`), then closes the metrics server and the connections to the servers. */
   close(graceMs?: number): Promise<void>;
 }
 
@@ -54,44 +45,49 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     options.logger ?? createLogger({ level: config.logLevel, format: config.logFormat, name: 'api' });
   const log = options.log ?? logAt(logger);
   const metrics = options.metrics ?? createMetrics(new Registry(), { processMetrics: false });
-  let draining = false;
   const pushSender = options.pushSender ?? pushSenderFor(config);
-  const connection = await Connection.connect(temporalConnectionOptions(config));
-  try {
-    await assertSearchAttributes(connection, config.temporalNamespace);
-  } catch (err) {
-    await connection.close();
-    throw err;
-  }
-  const mongo: Mongo = await connectMongo(config.mongoUrl, config.mongoDb);
-  await ensureAllIndexes(mongo.db);
-  const client = new Client({
-    connection,
-    namespace: config.temporalNamespace,
-    ...(options.tracing ? { interceptors: options.tracing.clientInterceptors } : {}),
-  });
-  const stores = createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds });
-  const emitter = createOutcomeEmitter({
-    client,
-    taskQueue: config.temporalTaskQueue,
-    runs: stores.runs,
-    options: episodeOptions(config),
-    metrics,
-    emitter: 'api',
-  });
-  const runsService = createRunsService({
-    ...stores,
-    emitter,
-    health: createHealthSignaler({
-      client,
-      taskQueue: config.temporalTaskQueue,
-      options: healthOptions(config),
-    }),
-    onEmitError: (runId, err) =>
-      log(`outcome emit failed, the sweep will replay it: ${String(err)}`, { runId }),
-  });
+  const services = await connectServices(config, { log, metrics, pushSender, tracing: options.tracing });
+  let draining = false;
   const scrape = (): Promise<string> => metrics.registry.metrics();
   const app = createApp({
+    ...appOptions(config, logger, log, options),
+    metrics: config.metricsToken ? { scrape, token: config.metricsToken } : undefined,
+    health: wireHealthProbes(services, () => draining),
+    runs: wireRunsRouter(services),
+    callbacks: wireCallbacksRouter(services),
+    watches: wireWatchesRouter(services),
+    notifications: wireNotificationsRouter(services),
+  });
+  const metricsServer =
+    config.metricsPort === undefined ? undefined : await listenMetrics(scrape, config.metricsPort, config);
+  const server = await listen(app, config);
+  const metricsPort = metricsServer && portOf(metricsServer);
+  return {
+    server,
+    url: `http://${config.host}:${portOf(server) ?? config.port}`,
+    metricsUrl: metricsPort === undefined ? undefined : `http://${config.host}:${metricsPort}/metrics`,
+    async close(graceMs = config.shutdownGraceSeconds * 1000) {
+      draining = true;
+      await drain(server, graceMs);
+      if (metricsServer) {
+        metricsServer.closeAllConnections();
+        await new Promise((resolve) => metricsServer.close(resolve));
+      }
+      services.pushSender?.close();
+      await services.connection.close();
+      await services.mongo.client.close();
+    },
+  };
+}
+
+/** The app's settings that are not a router's: who is let in, what is logged and traced, the proxy in front. */
+function appOptions(
+  config: Config,
+  logger: Logger,
+  log: Log,
+  options: ApiOptions,
+): Pick<AppDeps, 'auth' | 'log' | 'trustProxy' | 'logRequest' | 'traceRequests'> {
+  return {
     auth: {
       jwtSecret: config.authJwtSecret,
       jwks: config.authJwks,
@@ -101,143 +97,38 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
       clockSkewSeconds: config.authClockSkewSeconds,
       log,
     },
-    runsService,
-    runs: stores.runs,
-    watches: stores.watches,
-    replayOutcome: (runId, teamId) => emitter.emitRunOutcome(runId, undefined, teamId, 'ALLOW_DUPLICATE'),
-    episodes: createEpisodeView(stores),
-    runHealth: stores.runHealth,
-    notifyOperator: (report) => notifyOperator(client, config.temporalTaskQueue, report, new Date()),
-    testCallback: (run) =>
-      sendTestCallback(
-        {
-          allowPrivate: config.callbackAllowPrivate,
-          timeoutMs: config.callbackTimeoutSeconds * 1000,
-          secretOverlapSeconds: config.callbackSecretOverlapSeconds,
-          now: () => new Date(),
-        },
-        run,
-        `${run._id}:test:${randomUUID()}`,
-      ),
-    rateLimits: stores.rateLimits,
-    routeErrorLimits: { perRun: config.routeErrorRatePerRun, perTeam: config.routeErrorRatePerTeam },
-    callbackTestLimits: {
-      perRun: config.callbackTestRate,
-      perUser: config.callbackTestRatePerUser,
-      perTeam: config.callbackTestRatePerTeam,
-    },
-    redeliverCallback: (input) => startCallbackRedelivery(client, config.temporalTaskQueue, input),
-    callbackRedeliverLimits: {
-      perRun: config.callbackRedeliverRate,
-      perUser: config.callbackRedeliverRatePerUser,
-      perTeam: config.callbackRedeliverRatePerTeam,
-    },
-    runCreateLimit: config.runCreateRate,
-    callbackRecovers: stores.callbackRecovers,
-    startRecover: (input) => startCallbackRecover(client, config.temporalTaskQueue, input),
-    recoverLimit: config.callbackRecoverRatePerTeam,
-    recoverBounds: {
-      maxSends: config.callbackRecoverMax,
-      resendAfterSeconds: config.callbackRecoverResendAfterSeconds,
-    },
-    callbackRotateLimit: config.callbackRotateRate,
-    probes: {
-      temporal: async () => void (await connection.workflowService.getSystemInfo({})),
-      mongo: () => pingMongo(mongo.db),
-      searchAttributes: searchAttributesProbe(connection, config.temporalNamespace),
-      pushKeys: config.vapid
-        ? async () => {
-            if (!pushSender) throw new Error('web push is on but its sender is not loaded');
-          }
-        : undefined,
-      draining: () => draining,
-    },
-    notifications: config.vapid
-      ? {
-          vapidPublicKey: config.vapid.publicKey,
-          subscriptions: stores.pushSubscriptions,
-          prefs: stores.notificationPrefs,
-          deliveries: stores.pushDeliveries,
-          // The worker's fan-out over the API's sender: a test push prunes and counts toward pruning as an
-          // episode's does.
-          fanOut: pushSender
-            ? (subs, payload, { width, signal, onDelivered }) =>
-                fanOut(
-                  {
-                    subscriptions: stores.pushSubscriptions,
-                    sender: pushSender,
-                    width,
-                    log,
-                    signal,
-                    now: () => new Date(),
-                    pruneMinHours: config.pushPruneMinHours,
-                    // No operator family here: a fault it weighs is logged, and the worker's next one pages.
-                    pushServices: stores.pushServices,
-                    configFaultRule: {
-                      minSubscriptions: config.pushConfigFaultMinSubscriptions,
-                      windowSeconds: config.pushConfigFaultWindowSeconds,
-                    },
-                  },
-                  subs,
-                  payload,
-                  onDelivered,
-                )
-            : undefined,
-          endpointRules: { allowInsecure: config.pushAllowPrivate, allowlist: config.pushEndpointAllowlist },
-          rateLimits: stores.rateLimits,
-          maxSubscriptionsPerUser: config.pushMaxSubscriptionsPerUser,
-          testPushRate: config.pushTestRate,
-          studioUrl: config.studioUrl,
-          prefsChanged: (teamId, userId) => digestPrefsChanged(client, teamId, userId),
-          now: () => new Date(),
-          log,
-        }
-      : undefined,
     log,
     trustProxy: config.trustProxy,
-    metrics: config.metricsToken ? { scrape, token: config.metricsToken } : undefined,
     logRequest: (fields) => logger.debug(fields, 'request'),
     traceRequests: options.tracing !== undefined,
-  });
-  const metricsServer =
-    config.metricsPort === undefined ? undefined : await listenMetrics(scrape, config.metricsPort, config);
-  const server = await new Promise<Server>((resolve, reject) => {
+  };
+}
+
+function listen(app: ReturnType<typeof createApp>, config: Pick<Config, 'port' | 'host'>): Promise<Server> {
+  return new Promise<Server>((resolve, reject) => {
     const s = app.listen(config.port, config.host, () => resolve(s));
     s.once('error', reject);
   });
+}
+
+function portOf(server: Server): number | undefined {
   const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : config.port;
-  const metricsAddress = metricsServer?.address();
-  return {
-    server,
-    url: `http://${config.host}:${port}`,
-    metricsUrl:
-      typeof metricsAddress === 'object' && metricsAddress
-        ? `http://${config.host}:${metricsAddress.port}/metrics`
-        : undefined,
-    /**
-     * Stops accepting, lets the requests in flight finish (at most `graceMs`, SHUTDOWN_GRACE_SECONDS by
-     * default), then cuts what is left and closes the connections to the servers.
-     */
-    async close(graceMs = config.shutdownGraceSeconds * 1000) {
-      draining = true;
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      // Keep-alive connections with nothing in flight go now; the busy ones once their answer is out.
-      const idle = setInterval(() => server.closeIdleConnections(), 50);
-      server.closeIdleConnections();
-      await withDeadline(closed, graceMs, () => undefined);
-      clearInterval(idle);
-      server.closeAllConnections();
-      await closed;
-      if (metricsServer) {
-        metricsServer.closeAllConnections();
-        await new Promise((resolve) => metricsServer.close(resolve));
-      }
-      pushSender?.close();
-      await connection.close();
-      await mongo.client.close();
-    },
-  };
+  return typeof address === 'object' && address ? address.port : undefined;
+}
+
+/**
+ * Stops accepting, lets the requests in flight finish (at most `graceMs`, SHUTDOWN_GRACE_SECONDS by default), then
+ * cuts what is left.
+ */
+async function drain(server: Server, graceMs: number): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  // Keep-alive connections with nothing in flight go now; the busy ones once their answer is out.
+  const idle = setInterval(() => server.closeIdleConnections(), 50);
+  server.closeIdleConnections();
+  await withDeadline(closed, graceMs, () => undefined);
+  clearInterval(idle);
+  server.closeAllConnections();
+  await closed;
 }
 
 async function main(): Promise<void> {

@@ -12,7 +12,8 @@ import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 import { deviceLabel } from '../../domain/deviceLabel';
 import { MAX_DO_NOT_DISTURB_MS } from '../../domain/quietHours';
 import type { AuthState } from '../auth';
-import { HttpError, tooManyRequests } from '../../platform/http/httpErrors';
+import { HttpError } from '../../platform/http/httpErrors';
+import { rateLimiter, type Admitted } from '../../platform/http/rateLimit';
 import {
   deviceParams,
   isDeviceId,
@@ -21,7 +22,7 @@ import {
   unsubscribeBody,
   type EndpointRules,
 } from '../pushSchemas';
-import { validate } from '../../platform/http/validate';
+import { validate, type HandlerContext } from '../../platform/http/validate';
 import { devicesPage } from '../schemas';
 import { encodeCursor } from '../../store/paging';
 
@@ -89,18 +90,18 @@ export function notificationsRouter(deps: NotificationRouteDeps) {
   });
 
   addDeviceRoutes(router, deps, subscriptions);
+  addTestPushRoute(router, deps, subscriptions);
   addPrefsRoutes(router, deps, prefs);
   return router;
 }
 
-/** The caller's devices: the VAPID key, subscribe and unsubscribe, the device list, a test push. */
+/** The caller's devices: the VAPID key, subscribe and unsubscribe, the device list. */
 function addDeviceRoutes(
   router: NotificationRoutes,
   deps: NotificationRouteDeps,
   subscriptions: () => PushSubscriptionStore,
 ): void {
   const maxSubscriptions = deps.maxSubscriptionsPerUser ?? 20;
-  const testPushRate = deps.testPushRate ?? { limit: 5, windowSeconds: 60 };
   router.get('/push/vapid-public-key', validate({ summary: "the server's VAPID public key" }), (ctx) => {
     ctx.body = { publicKey: deps.vapidPublicKey };
   });
@@ -186,42 +187,61 @@ function addDeviceRoutes(
     if (!removed) throw new HttpError(404, 'no such device');
     ctx.status = 204;
   });
+}
 
+/** A test push to every one of the caller's devices, rate-limited per user. */
+function addTestPushRoute(
+  router: NotificationRoutes,
+  deps: NotificationRouteDeps,
+  subscriptions: () => PushSubscriptionStore,
+): void {
+  const testPushRate = deps.testPushRate ?? { limit: 5, windowSeconds: 60 };
   const pushTest = validate({
     summary: "sends a test push to every one of the caller's endpoints; answers how many were reached",
     success: 202,
   });
-  router.post('/push/test', pushTest, async (ctx) => {
-    const store = subscriptions();
-    if (!deps.fanOut || !deps.rateLimits) throw new HttpError(404, NOT_CONFIGURED);
-    const admission = await deps.rateLimits.hit(
-      `push-test|${ctx.state.caller.userId}`,
-      testPushRate,
-      deps.now(),
-    );
-    if (!admission.admitted) throw tooManyRequests('test notifications', admission.retryAfterSeconds);
-    const subs = await store.listForUsers([ctx.state.caller.userId]);
-    const payload = renderTestPush(deps.studioUrl, ctx.state.caller.userId, randomUUID());
-    const signal = AbortSignal.timeout(TEST_PUSH_DEADLINE_MS);
-    let sent = 0;
-    const sending = deps.fanOut(subs, payload, {
-      width: TEST_PUSH_WIDTH,
-      signal,
-      onDelivered: async () => {
-        sent++;
-      },
+  const { fanOut, rateLimits } = deps;
+  if (!fanOut || !rateLimits) {
+    router.post('/push/test', pushTest, () => {
+      throw new HttpError(404, NOT_CONFIGURED);
     });
-    const finished = await withDeadline(
-      sending.then(() => true),
-      signal,
-      () => false,
-    );
-    sending.catch((err: unknown) =>
-      deps.log(`push test: ${err instanceof Error ? err.message : String(err)}`),
-    );
-    ctx.status = 202;
-    ctx.body = finished ? { sent } : { sent, timedOut: true };
-  });
+    return;
+  }
+  const testPushes = rateLimiter(
+    rateLimits,
+    deps.now,
+  )(({ caller }: AuthState) => [
+    { key: `push-test|${caller.userId}`, rule: testPushRate, what: 'test notifications' },
+  ]);
+  router.post(
+    '/push/test',
+    pushTest,
+    testPushes,
+    async (ctx: HandlerContext<typeof pushTest, AuthState & Admitted>) => {
+      const store = subscriptions();
+      const subs = await store.listForUsers([ctx.state.caller.userId]);
+      const payload = renderTestPush(deps.studioUrl, ctx.state.caller.userId, randomUUID());
+      const signal = AbortSignal.timeout(TEST_PUSH_DEADLINE_MS);
+      let sent = 0;
+      const sending = fanOut(subs, payload, {
+        width: TEST_PUSH_WIDTH,
+        signal,
+        onDelivered: async () => {
+          sent++;
+        },
+      });
+      const finished = await withDeadline(
+        sending.then(() => true),
+        signal,
+        () => false,
+      );
+      sending.catch((err: unknown) =>
+        deps.log(`push test: ${err instanceof Error ? err.message : String(err)}`),
+      );
+      ctx.status = 202;
+      ctx.body = finished ? { sent } : { sent, timedOut: true };
+    },
+  );
 }
 
 /** The caller's notification prefs in their team. */

@@ -1,9 +1,7 @@
-// The runs routes: the engine surface that drives outcomes. Every route is team-scoped through the caller.
+// The runs routes: the engine surface that drives outcomes (a run's callback routes are in callbacks.ts). Every
+// route is team-scoped through the caller.
 import Router from '@koa/router';
-import type { CallbackTestResult } from '../../delivery/callback/send';
-import { teamRedeliveryBudgetKey } from '../../domain/callback';
-import { publicRun, type Run } from '../../domain/run';
-import { HttpError, tooManyRequests } from '../../platform/http/httpErrors';
+import { publicRun } from '../../domain/run';
 import type { RunsService } from '../../runs/service';
 import type { EpisodeView } from '../episodesView';
 import type { AuthState } from '../auth';
@@ -11,7 +9,6 @@ import {
   answerBody,
   completeBody,
   createRunBody,
-  episodeParams,
   episodesPage,
   eventBody,
   failBody,
@@ -23,7 +20,9 @@ import {
   runsPage,
 } from '../schemas';
 import { encodeCursor } from '../../store/paging';
-import { validate } from '../../platform/http/validate';
+import { validate, type HandlerContext } from '../../platform/http/validate';
+import { rateLimiter, type Admitted, type RateLimiter } from '../../platform/http/rateLimit';
+import { runLoader, type RunState } from './loadRun';
 import { NotFoundError } from '../../domain/errors';
 import type { RouteDecisionError } from '../../domain/ops';
 import type { RunHealthStore } from '../../store/runHealth';
@@ -33,76 +32,30 @@ export interface RunsRouterDeps {
   runsService: RunsService;
   episodes: EpisodeView;
   runHealth: RunHealthStore;
-  /** Sends the launcher's test ping (one signed run.test event) to the run's callback URL. */
-  testCallback: (run: Run & { callback: NonNullable<Run['callback']> }) => Promise<CallbackTestResult>;
   /** Escalates a router decision error to the operator (notifyOperator). */
   notifyOperator: (report: RouteDecisionError) => Promise<{ episodeKey: string; started: boolean }>;
   /** Each new decision starts a workflow and an operator webhook: bounded per run and per team. */
   rateLimits: RateLimitStore;
   routeErrorLimits: { perRun: RateLimit; perTeam: RateLimit };
-  /** Test pings per run, user and team: each is an outbound POST the caller chooses the moment of. */
-  callbackTestLimits: PerRunUserTeam;
-  /** Starts a redelivery of an episode's callback; false while one of that episode is running. */
-  redeliverCallback: (input: {
-    runId: string;
-    teamId: string;
-    episodeId: string;
-    seenAttempts?: number;
-  }) => Promise<boolean>;
-  /** Redeliveries per run, user and team: outbound POSTs too. */
-  callbackRedeliverLimits: PerRunUserTeam;
   /** Runs per team (RUN_CREATE_RATE_LIMIT): each owes a health workflow, pushes and maybe a callback with its retries. */
   runCreateLimit: RateLimit;
-  /** Secret rotations per run: each one cuts the previous secret's overlap short. */
-  callbackRotateLimit: RateLimit;
   now: () => Date;
 }
 
-/** One bound per run, per user (across the runs of a user) and per team (across the runs of a team). */
-export interface PerRunUserTeam {
-  perRun: RateLimit;
-  perUser: RateLimit;
-  perTeam: RateLimit;
-}
-
 type RunsRoutes = Router<AuthState>;
-type Admit = (bounds: { key: string; rule: RateLimit; what: string }[]) => Promise<() => Promise<void>>;
 
 export function runsRouter(deps: RunsRouterDeps) {
   const router: RunsRoutes = new Router<AuthState>({ prefix: '/api/v1/runs' });
-  const admit = admitter(deps);
-  addLaunchAndReads(router, deps, admit);
-  addCallbackRoutes(router, deps, admit);
+  const rateLimit = rateLimiter(deps.rateLimits, deps.now);
+  addLaunchAndReads(router, deps, rateLimit);
   addTransitions(router, deps);
   return router;
 }
 
-/**
- * Hits each bound in turn: the first that refuses answers 429 naming it, and gives back the slots the ones before
- * it took. Answers a release of them all (the step the bounds guard did not happen).
- */
-function admitter(deps: Pick<RunsRouterDeps, 'rateLimits' | 'now'>): Admit {
-  return async function admit(bounds) {
-    const now = deps.now();
-    const taken: (() => Promise<void>)[] = [];
-    const release = async () => {
-      for (const giveBack of taken) await giveBack();
-    };
-    for (const { key, rule, what } of bounds) {
-      const admission = await deps.rateLimits.hit(key, rule, now);
-      if (!admission.admitted) {
-        await release();
-        throw tooManyRequests(what, admission.retryAfterSeconds);
-      }
-      taken.push(admission.release);
-    }
-    return release;
-  };
-}
-
 /** Launch, the reads, and a router's decision errors. */
-function addLaunchAndReads(router: RunsRoutes, deps: RunsRouterDeps, admit: Admit): void {
+function addLaunchAndReads(router: RunsRoutes, deps: RunsRouterDeps, rateLimit: RateLimiter): void {
   const { runsService } = deps;
+  const loadRun = runLoader(runsService);
   const create = validate({
     summary: 'starts a run; a callback secret made here is shown this once',
     body: createRunBody,
@@ -112,20 +65,14 @@ function addLaunchAndReads(router: RunsRoutes, deps: RunsRouterDeps, admit: Admi
       { watchedIssueIds: ['ISSUE-1'] },
     ],
   });
-  router.post('/', create, async (ctx) => {
+  // Every run counts: each is a health workflow, pushes and possibly a callback owed.
+  const runsFromTeam = rateLimit(({ caller }: AuthState) => [
+    { key: `run-create|${caller.teamId}`, rule: deps.runCreateLimit, what: 'runs from this team' },
+  ]);
+  router.post('/', create, runsFromTeam, async (ctx: HandlerContext<typeof create, AuthState & Admitted>) => {
     const body = ctx.state.input.body;
-    const { caller } = ctx.state;
-    // Every run counts: each is a health workflow, pushes and possibly a callback owed.
-    const release = await admit([
-      { key: `run-create|${caller.teamId}`, rule: deps.runCreateLimit, what: 'runs from this team' },
-    ]);
-    let run: Run;
-    try {
-      run = await runsService.create(caller, body);
-    } catch (err) {
-      await release(); // no run, nothing owed
-      throw err;
-    }
+    // No run, nothing owed: a failed create gives its slot back.
+    const run = await ctx.state.admission.releaseIfFails(() => runsService.create(ctx.state.caller, body));
     ctx.status = 201;
     const shown = publicRun(run);
     ctx.body = {
@@ -190,132 +137,35 @@ function addLaunchAndReads(router: RunsRoutes, deps: RunsRouterDeps, admit: Admi
     success: 202,
     examples: [{ decisionId: 'dec_1', error: { code: 'no_route', message: 'no branch matched' } }],
   });
-  router.post('/:id/route-decision-errors', routeDecisionError, async (ctx) => {
-    const { decisionId, error } = ctx.state.input.body;
-    const run = await runsService.get(ctx.state.caller, ctx.state.input.params.id);
-    // A decision counts once (a retry of the same decisionId is admitted again); the team's bound is checked
-    // after the run's, and a team refusal gives the run's slot back.
-    const now = deps.now();
-    const perRun = await deps.rateLimits.hit(
-      `rde-run|${run._id}`,
-      deps.routeErrorLimits.perRun,
-      now,
-      decisionId,
-    );
-    if (!perRun.admitted) throw tooManyRouteErrors('run', perRun.retryAfterSeconds);
-    const perTeam = await deps.rateLimits.hit(
-      `rde-team|${run.teamId}`,
-      deps.routeErrorLimits.perTeam,
-      now,
-      `${run._id}|${decisionId}`,
-    );
-    if (!perTeam.admitted) {
-      await perRun.release();
-      throw tooManyRouteErrors('team', perTeam.retryAfterSeconds);
-    }
-    ctx.status = 202;
-    ctx.body = await deps.notifyOperator({ runId: run._id, teamId: run.teamId, decisionId, error });
-  });
-}
-
-/** The run's callback: a test ping, a secret rotation, a redelivery. */
-function addCallbackRoutes(router: RunsRoutes, deps: RunsRouterDeps, admit: Admit): void {
-  const { runsService } = deps;
-  const testCallback = validate({
-    summary:
-      "sends one signed run.test event to the run's callback URL; answers the receiver's status or why not",
-    params: runParams,
-  });
-  router.post('/:id/callback/test', testCallback, async (ctx) => {
-    const run = await runsService.get(ctx.state.caller, ctx.state.input.params.id);
-    const { callback } = run;
-    if (!callback) throw new HttpError(409, 'the run has no callback URL');
-    const limits = deps.callbackTestLimits;
-    await admit([
-      { key: `callback-test|${run._id}`, rule: limits.perRun, what: 'test pings for this run' },
+  // A decision counts once: a retry of the same decisionId is admitted again.
+  const decisionErrors = rateLimit(
+    ({ run, input }: RunState & { input: { body: { decisionId: string } } }) => [
       {
-        key: `callback-test-user|${ctx.state.caller.userId}`,
-        rule: limits.perUser,
-        what: 'test pings from this user',
-      },
-      { key: `callback-test-team|${run.teamId}`, rule: limits.perTeam, what: 'test pings from this team' },
-    ]);
-    ctx.body = await deps.testCallback({ ...run, callback });
-  });
-
-  const rotateSecret = validate({
-    summary:
-      "replaces the run's callback secret and shows the new one this once; for CALLBACK_SECRET_OVERLAP_SECONDS " +
-      'callbacks carry a signature with each secret, then with the new one only (409 without a callback)',
-    params: runParams,
-  });
-  router.post('/:id/callback/rotate-secret', rotateSecret, async (ctx) => {
-    const run = await runsService.get(ctx.state.caller, ctx.state.input.params.id);
-    if (!run.callback) throw new HttpError(409, 'the run has no callback URL');
-    const release = await admit([
-      {
-        key: `callback-rotate|${run._id}`,
-        rule: deps.callbackRotateLimit,
-        what: 'secret rotations for this run',
-      },
-    ]);
-    try {
-      ctx.body = { secret: await runsService.rotateCallbackSecret(ctx.state.caller, run._id) };
-    } catch (err) {
-      await release(); // nothing rotated
-      throw err;
-    }
-  });
-
-  const redeliver = validate({
-    summary:
-      "sends an episode's callback again, delivered or not: the same webhook-id, a fresh timestamp and signature " +
-      '(202; 409 while a delivery of the episode is in progress or before one has settled)',
-    params: episodeParams,
-    success: 202,
-  });
-  router.post('/:id/episodes/:episodeId/callback/redeliver', redeliver, async (ctx) => {
-    const { id, episodeId } = ctx.state.input.params;
-    const run = await runsService.get(ctx.state.caller, id);
-    const claim = await deps.episodes.callbackClaim(run.teamId, run._id, episodeId);
-    if (!claim) throw new NotFoundError('no such episode of this run');
-    if (!run.callback) throw new HttpError(409, 'the run has no callback URL');
-    // The episode's own schedule holds its claim pending; absent: no delivery was owed, or it was released and
-    // the sweep replays it. A settled one, delivered or gave up, may be delivered again (the workflow checks again,
-    // and leaves a delivered claim as it is).
-    if (claim.state === 'pending') throw new HttpError(409, 'a delivery of this episode is in progress');
-    if (claim.state === 'absent') throw new HttpError(409, 'no delivery of this episode has settled yet');
-    // The attempts logged so far: a redelivery in flight now logs one more before it ends, and a start that lands
-    // after it ended then sends nothing (workflows/redeliver.ts).
-    const seenAttempts = await deps.episodes.callbackAttemptCount(episodeId);
-    const limits = deps.callbackRedeliverLimits;
-    const release = await admit([
-      { key: `callback-redeliver|${run._id}`, rule: limits.perRun, what: 'redeliveries for this run' },
-      {
-        key: `callback-redeliver-user|${ctx.state.caller.userId}`,
-        rule: limits.perUser,
-        what: 'redeliveries from this user',
+        key: `rde-run|${run._id}`,
+        rule: deps.routeErrorLimits.perRun,
+        what: 'route decision errors for this run',
+        hitId: input.body.decisionId,
       },
       {
-        key: teamRedeliveryBudgetKey(run.teamId),
-        rule: limits.perTeam,
-        what: 'redeliveries from this team',
+        key: `rde-team|${run.teamId}`,
+        rule: deps.routeErrorLimits.perTeam,
+        what: 'route decision errors for this team',
+        hitId: `${run._id}|${input.body.decisionId}`,
       },
-    ]);
-    let started: boolean;
-    try {
-      started = await deps.redeliverCallback({ runId: run._id, teamId: run.teamId, episodeId, seenAttempts });
-    } catch (err) {
-      await release(); // nothing was sent: the slots go back
-      throw err;
-    }
-    if (!started) {
-      await release();
-      throw new HttpError(409, 'a delivery of this episode is in progress');
-    }
-    ctx.status = 202;
-    ctx.body = { episodeId, webhookId: episodeId };
-  });
+    ],
+  );
+  router.post(
+    '/:id/route-decision-errors',
+    routeDecisionError,
+    loadRun,
+    decisionErrors,
+    async (ctx: HandlerContext<typeof routeDecisionError, RunState & Admitted>) => {
+      const { run } = ctx.state;
+      const { decisionId, error } = ctx.state.input.body;
+      ctx.status = 202;
+      ctx.body = await deps.notifyOperator({ runId: run._id, teamId: run.teamId, decisionId, error });
+    },
+  );
 }
 
 /** Events and the status transitions. */
@@ -414,8 +264,4 @@ function addTransitions(router: RunsRoutes, deps: Pick<RunsRouterDeps, 'runsServ
   router.post('/:id/cancel', cancel, async (ctx) => {
     ctx.body = publicRun(await runsService.cancel(ctx.state.caller, ctx.state.input.params.id));
   });
-}
-
-function tooManyRouteErrors(scope: 'run' | 'team', retryAfterSeconds: number): HttpError {
-  return tooManyRequests(`route decision errors for this ${scope}`, retryAfterSeconds);
 }

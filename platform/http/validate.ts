@@ -1,7 +1,7 @@
 // One way to validate a request: each route names its zod schemas in a RouteSpec, and validate(spec) parses the
 // path parameters and the body into a typed ctx.state.input before the handler runs. The same specs make the
 // OpenAPI document (api/openapi.ts), so what is documented is what is enforced.
-import type { Middleware } from 'koa';
+import type { Middleware, ParameterizedContext } from 'koa';
 import { z } from 'zod';
 import { HttpError, jsonBody } from './httpErrors';
 
@@ -50,6 +50,14 @@ function parse<T extends z.ZodType>(schema: T, value: unknown): z.output<T> {
 }
 
 export type Validated<S extends RouteSpec> = Middleware<{ input: Input<S> }> & { spec: S };
+
+/**
+ * The context of a handler after `validator` and steps that add `Added` to the state. Typed by hand: a router
+ * infers a route's state from one of its middleware only, so steps between validate() and the handler hide the input.
+ */
+export type HandlerContext<V, Added> = ParameterizedContext<
+  Added & { input: V extends Validated<infer S> ? Input<S> : never }
+>;
 
 export function validate<S extends RouteSpec>(spec: S): Validated<S> {
   const middleware: Middleware<{ input: Input<S> }> = async (ctx, next) => {

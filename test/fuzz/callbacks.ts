@@ -1,4 +1,4 @@
-// The fuzzer's callback routes (in api/routes/runs.ts): the test ping, the secret rotation and the redelivery of a
+// The fuzzer's callback routes (api/routes/callbacks.ts): a run's test ping, secret rotation and redelivery of a
 // settled callback, on runs that call back the fuzzer's loopback receiver.
 import { none, type RouteSpec } from './spec';
 

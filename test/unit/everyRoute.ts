@@ -1,7 +1,7 @@
 // The app with every router mounted and inert dependencies, for tests that read its routes without servers
 // (nothing here may call a route that reaches a dependency).
 import type Router from '@koa/router';
-import { createApp, type AppDeps } from '../../api/app';
+import { createApp } from '../../api/app';
 
 const inert = {} as never;
 
@@ -13,15 +13,10 @@ export function appWithEveryRoute(options: { metrics?: boolean } = {}) {
       maxLifetimeSeconds: 3600,
       clockSkewSeconds: 60,
     },
-    runsService: inert,
     runs: inert,
+    callbacks: inert,
     watches: inert,
-    episodes: inert,
-    runHealth: inert,
-    notifyOperator: inert,
-    replayOutcome: inert,
-    testCallback: inert,
-    probes: { temporal: async () => undefined, mongo: async () => undefined },
+    health: { temporal: async () => undefined, mongo: async () => undefined },
     notifications: {
       vapidPublicKey: 'BPublicKey',
       endpointRules: { allowInsecure: false, allowlist: [] },
@@ -30,7 +25,7 @@ export function appWithEveryRoute(options: { metrics?: boolean } = {}) {
       log: () => undefined,
     },
     ...(options.metrics ? { metrics: { scrape: async () => '', token: 'unit-test-metrics-token' } } : {}),
-  } as unknown as AppDeps);
+  });
 }
 
 /** The routers the app dispatches to, read off its middleware (router.routes() carries its router). */

@@ -1,0 +1,54 @@
+// The callbacks router's dependencies, from what the API's entry built: the test ping signed and sent from this
+// process, redeliveries and recovers started as workflows, each bounded as the config says.
+import { randomUUID } from 'node:crypto';
+import { startCallbackRecover } from '../../client/recover';
+import { startCallbackRedelivery } from '../../client/redeliver';
+import { sendTestCallback } from '../../delivery/callback/send';
+import { createEpisodeView } from '../episodesView';
+import type { ApiServices } from '../services';
+import type { CallbacksRouterDeps } from './callbacks';
+
+export function wireCallbacksRouter({
+  config,
+  client,
+  stores,
+  runsService,
+  now,
+}: Pick<ApiServices, 'config' | 'client' | 'stores' | 'runsService' | 'now'>): CallbacksRouterDeps {
+  return {
+    runsService,
+    episodes: createEpisodeView(stores),
+    testCallback: (run) =>
+      sendTestCallback(
+        {
+          allowPrivate: config.callbackAllowPrivate,
+          timeoutMs: config.callbackTimeoutSeconds * 1000,
+          secretOverlapSeconds: config.callbackSecretOverlapSeconds,
+          now: () => new Date(),
+        },
+        run,
+        `${run._id}:test:${randomUUID()}`,
+      ),
+    callbackTestLimits: {
+      perRun: config.callbackTestRate,
+      perUser: config.callbackTestRatePerUser,
+      perTeam: config.callbackTestRatePerTeam,
+    },
+    callbackRotateLimit: config.callbackRotateRate,
+    redeliverCallback: (input) => startCallbackRedelivery(client, config.temporalTaskQueue, input),
+    callbackRedeliverLimits: {
+      perRun: config.callbackRedeliverRate,
+      perUser: config.callbackRedeliverRatePerUser,
+      perTeam: config.callbackRedeliverRatePerTeam,
+    },
+    callbackRecovers: stores.callbackRecovers,
+    startRecover: (input) => startCallbackRecover(client, config.temporalTaskQueue, input),
+    rateLimits: stores.rateLimits,
+    recoverLimit: config.callbackRecoverRatePerTeam,
+    recoverBounds: {
+      maxSends: config.callbackRecoverMax,
+      resendAfterSeconds: config.callbackRecoverResendAfterSeconds,
+    },
+    now,
+  };
+}

@@ -1,0 +1,24 @@
+// The runs router's dependencies, from what the API's entry built.
+import { notifyOperator } from '../../client/operator';
+import { createEpisodeView } from '../episodesView';
+import type { ApiServices } from '../services';
+import type { RunsRouterDeps } from './runs';
+
+export function wireRunsRouter({
+  config,
+  client,
+  stores,
+  runsService,
+  now,
+}: Pick<ApiServices, 'config' | 'client' | 'stores' | 'runsService' | 'now'>): RunsRouterDeps {
+  return {
+    runsService,
+    episodes: createEpisodeView(stores),
+    runHealth: stores.runHealth,
+    notifyOperator: (report) => notifyOperator(client, config.temporalTaskQueue, report, new Date()),
+    rateLimits: stores.rateLimits,
+    routeErrorLimits: { perRun: config.routeErrorRatePerRun, perTeam: config.routeErrorRatePerTeam },
+    runCreateLimit: config.runCreateRate,
+    now,
+  };
+}
