@@ -26,6 +26,7 @@ import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { ApiClient, saveHistory, startTestApi } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
+import { waitUntil } from './support/waitUntil';
 
 describe('callback attempt log', function () {
   /** RECORD_FIXTURES=1 saves the histories these tests produce (from the code as it is) as replay fixtures. */
@@ -306,9 +307,11 @@ describe('callback attempt log', function () {
     const { id } = await launch();
     await alice.post(`/api/v1/runs/${id}/cancel`);
     const episodeId = `${id}:end`;
-    const deadline = Date.now() + 10_000;
-    while ((await stores.claims.state(`cb|${episodeId}`)) !== 'pending' && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 50));
+    await waitUntil(
+      'the callback claim to be pending',
+      async () => (await stores.claims.state(`cb|${episodeId}`)) === 'pending',
+      { timeoutMs: 10_000, intervalMs: 50 },
+    );
     const during = await redeliver(alice, id, episodeId);
     assert.equal(during.status, 409, during.text);
     assert.equal(during.body.error, 'a delivery of this episode is in progress');
@@ -452,18 +455,13 @@ describe('callback attempt log', function () {
 
   it('a callback that gave up raises one callback_exhausted operator alert through the dispatcher', async () => {
     const { id, episodeId } = await gaveUp();
-    const alerts = async () => {
-      const deadline = Date.now() + 15_000;
-      for (;;) {
-        const found = webhook.received.filter(
-          (r) =>
-            (JSON.parse(r.body) as OperatorAlert).kind === 'callback_exhausted' && r.body.includes(`"${id}"`),
-        );
-        if (found.length || Date.now() > deadline) return found;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    };
-    const [sent, ...more] = await alerts();
+    const alerts = () =>
+      webhook.received.filter(
+        (r) =>
+          (JSON.parse(r.body) as OperatorAlert).kind === 'callback_exhausted' && r.body.includes(`"${id}"`),
+      );
+    await waitUntil('a callback_exhausted alert', () => alerts().length > 0);
+    const [sent, ...more] = alerts();
     assert.ok(sent, 'an alert reached the operator webhook');
     assert.equal(more.length, 0);
     const alert = JSON.parse(sent.body) as OperatorAlert;
@@ -630,8 +628,7 @@ describe('push_config_fault operator alert', function () {
     assert.ok(push.attempts().filter((a) => a.status === 403).length >= 6);
     // Keyed by the UTC hour it was met in (the test may straddle one).
     const hours = [hourBefore, new Date().toISOString().slice(0, 13)];
-    const deadline = Date.now() + 15_000;
-    while (!webhook.received.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    await waitUntil('an operator alert', () => webhook.received.length > 0);
     const alerts = webhook.received.map((r) => JSON.parse(r.body) as OperatorAlert);
     assert.equal(alerts.length, 1, JSON.stringify(alerts));
     const [alert] = alerts;
@@ -696,10 +693,11 @@ describe('push_config_fault operator alert', function () {
       assert.notEqual(settled, 'still running');
       assert.ok(push.attempts().length > before, 'the send went out');
       // And the alert itself gives up within its own deadline (logged), rather than hang for good.
-      const deadline = Date.now() + 5000;
-      const gaveUp = () => lines.some((l) => /push_config_fault alert .* was not raised/.test(l));
-      while (!gaveUp() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-      assert.ok(gaveUp(), lines.join('\n'));
+      await waitUntil(
+        'the alert to give up (logged)',
+        () => lines.some((l) => /push_config_fault alert .* was not raised/.test(l)),
+        { timeoutMs: 5000, seen: () => lines.join('\n') },
+      );
     } finally {
       sender?.close();
     }

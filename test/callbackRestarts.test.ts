@@ -22,6 +22,7 @@ import { openStores, startTestApi, temporalClient, type ApiClient } from './supp
 import { deleteSweepSchedule, processStackVars } from './support/processStack';
 import { startServers, type ServerStack } from './support/servers';
 import { WorkerProcess } from './support/workerProcess';
+import { waitUntil } from './support/waitUntil';
 
 const RUNS = 5;
 /**
@@ -31,24 +32,6 @@ const RUNS = 5;
  */
 const LONG_WAIT_SECONDS = 80;
 const ENDS = ['complete', 'fail', 'cancel', 'complete', 'fail'] as const;
-
-/** Polls `check` until it answers true; errors count as "not yet" (a server may be restarting). */
-async function until(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      if (await check()) return;
-    } catch (err) {
-      lastError = err;
-    }
-    if (Date.now() > deadline)
-      throw new Error(
-        `${what}: not within ${timeoutMs / 1000} s${lastError ? ` (${String(lastError)})` : ''}`,
-      );
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
 
 describe('callback retries through restarts (drill)', function () {
   this.timeout(240_000);
@@ -131,10 +114,10 @@ describe('callback retries through restarts (drill)', function () {
           Number(e.timerStartedEventAttributes?.startToFireTimeout?.seconds ?? 0) >= LONG_WAIT_SECONDS * 0.9,
       );
     };
-    await until(
+    await waitUntil(
       'every callback refused twice and waiting on its long timer',
       async () => (await Promise.all(runs.map((r) => onLongTimer(r.episodeId)))).every(Boolean),
-      60_000,
+      { intervalMs: 250, errorsMeanNotYet: true, timeoutMs: 60_000 },
     );
     const refusedBefore = runs.map((r) => postsOf(r.episodeId).length);
     assert.deepEqual(

@@ -24,6 +24,7 @@ import {
 } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
 import { testConfig } from './support/stack';
+import { waitUntil } from './support/waitUntil';
 
 /** The claim state each branch result leaves behind: released means absent (the sweep may replay it). */
 const CLAIM_AFTER: Partial<Record<BranchResult, ClaimState>> = {
@@ -176,11 +177,12 @@ describe('family independence: a released push does not wait for the callback', 
     await alice.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'done' });
 
     // The release: the last failed attempt, then the claim gone while the callback still retries.
-    const deadline = Date.now() + 90_000;
-    while (push.attempts(subscription).length < 15 || (await stores.claims.state(episodeId)) !== 'absent') {
-      assert.ok(Date.now() < deadline, `no release: ${push.attempts(subscription).length} attempts`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    await waitUntil(
+      'the release: 15 attempts, then the claim gone',
+      async () =>
+        push.attempts(subscription).length >= 15 && (await stores.claims.state(episodeId)) === 'absent',
+      { timeoutMs: 90_000, seen: () => `${push.attempts(subscription).length} attempts` },
+    );
     const releasedAt = push.attempts(subscription)[14].at.getTime();
     push.recover(subscription);
     assert.equal((await client.workflow.getHandle(episodeId).describe()).status.name, 'RUNNING');

@@ -11,6 +11,7 @@ import { PROJECT_ROOT } from '../platform/embedded';
 import { ApiClient, startTestApi } from './support/harness';
 import { JwksServer } from './support/jwksServer';
 import { TEST_JWT_SECRET, testConfig, testStack } from './support/stack';
+import { waitUntil } from './support/waitUntil';
 
 const nowSeconds = (): number => Math.floor(Date.now() / 1000);
 /** Signed by hand, so any payload (a string exp, say) can be made; exactly the claims given. */
@@ -287,12 +288,11 @@ describe('identity', function () {
 
       idp.failWith = undefined;
       let back = last;
-      const deadline = Date.now() + 30_000;
-      while (back.status !== 200 && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 200));
-        back = await call(token);
-      }
-      assert.equal(back.status, 200, `the provider is back: ${back.text}`);
+      await waitUntil(
+        'the provider to be back (200)',
+        async () => (back = await call(token)).status === 200,
+        { timeoutMs: 30_000, intervalMs: 200, seen: () => back.text },
+      );
     });
   });
 

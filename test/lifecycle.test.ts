@@ -27,6 +27,7 @@ import { slowLink } from './support/slowLink';
 import { deleteSweepSchedule, processStackVars } from './support/processStack';
 import { testStack } from './support/stack';
 import { childProcessEnv, WorkerProcess } from './support/workerProcess';
+import { waitUntil } from './support/waitUntil';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const USERS = ['alice', 'bob', 'carol', 'dave'];
@@ -115,11 +116,11 @@ describe('lifecycle: SIGTERM and probes', function () {
       const episodeId = `${runId}:end`;
       assert.equal((await alice.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'ok' })).status, 200);
 
-      const deadline = Date.now() + 60_000;
-      while (push.received().length < TOTAL / 4) {
-        assert.ok(Date.now() < deadline, `the fan-out never got going: ${push.received().length} received`);
-        await sleep(10);
-      }
+      await waitUntil('a quarter of the fan-out', () => push.received().length >= TOTAL / 4, {
+        timeoutMs: 60_000,
+        intervalMs: 10,
+        seen: () => `${push.received().length} received`,
+      });
       const stoppedAt = Date.now();
       await worker.stop(60_000); // SIGTERM; SIGKILL only if it overstays a minute
       const stopSeconds = (Date.now() - stoppedAt) / 1000;
@@ -195,7 +196,9 @@ describe('lifecycle: SIGTERM and probes', function () {
       // A test push to alice's 100 devices behind the slow link: seconds of work, in flight when SIGTERM comes.
       const before = push.received().length;
       const inFlight = alice.post('/api/v1/notifications/push/test', {});
-      while (push.received().length < before + 10) await sleep(10);
+      await waitUntil('ten pushes of the test push', () => push.received().length >= before + 10, {
+        intervalMs: 10,
+      });
       const child = api.child;
       const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
       const signalledAt = Date.now();

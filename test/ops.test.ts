@@ -26,6 +26,7 @@ import {
   type RunningWorker,
 } from './support/harness';
 import { testConfig } from './support/stack';
+import { waitUntil } from './support/waitUntil';
 
 // One per version: alerts dispatched inline; each alert its own workflow (OPS_ALERT_WORKFLOW_PATCH); settings
 // from the worker and a quiet paused budget (HEALTH_SETTINGS_PATCH). RECORD_HEALTH_HISTORY=1 records the last.
@@ -81,15 +82,6 @@ describe('operator family and run health', function () {
       .filter((a) => !runId || a.runId === runId);
   const alertsOf = (runId: string, kind: string) => alerts(runId).filter((a) => a.kind === kind);
   const episodeResult = (id: string) => client.workflow.getHandle(id).result() as Promise<EpisodeResult>;
-
-  async function until(what: string, check: () => boolean, timeoutMs = 15_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!check()) {
-      if (Date.now() > deadline)
-        throw new Error(`timed out waiting for ${what}; alerts: ${JSON.stringify(alerts())}`);
-      await sleep(100);
-    }
-  }
 
   describe('failed runs and router decisions', () => {
     it('a failed run alerts the operator once, with the classified code; replays and duplicate emits add nothing', async () => {
@@ -184,7 +176,7 @@ describe('operator family and run health', function () {
         const created = await alice.post('/api/v1/runs', { title: 'Down webhook' });
         const id = created.body.id as string;
         await alice.post(`/api/v1/runs/${id}/fail`, { error: { code: 'oom', message: 'x' } });
-        await until('a first attempt', () => alertsOf(id, 'run_failed').length >= 1);
+        await waitUntil('a first attempt', () => alertsOf(id, 'run_failed').length >= 1, { seen: alerts });
         await sleep(3000);
         assert.equal(await stores.claims.state(`ops|${id}:end`), 'pending', 'in hand while it retries');
         webhook.answerAlways({ status: 204 });
@@ -210,14 +202,16 @@ describe('operator family and run health', function () {
     it('a silent run stalls once; the next event clears it with stall_recovered', async () => {
       const id = await newRun();
       await event(id, { type: 'node_started', node: 'plan' });
-      await until('stall', () => alertsOf(id, 'stall').length === 1);
+      await waitUntil('stall', () => alertsOf(id, 'stall').length === 1, { seen: alerts });
       await sleep(2500);
       assert.equal(alertsOf(id, 'stall').length, 1, 'once per stall episode');
       assert.equal(alertsOf(id, 'stall')[0].detail.currentNode, 'plan');
       const health = await alice.get(`/api/v1/runs/${id}/health`);
       assert.equal(health.body.phase, 'stalled');
       await event(id, { type: 'node_started', node: 'write' });
-      await until('stall_recovered', () => alertsOf(id, 'stall_recovered').length === 1);
+      await waitUntil('stall_recovered', () => alertsOf(id, 'stall_recovered').length === 1, {
+        seen: alerts,
+      });
       assert.equal((await alice.get(`/api/v1/runs/${id}/health`)).body.phase, 'active');
       assert.equal((await alice.get(`/api/v1/runs/${id}/health`)).body.currentNode, 'write');
     });
@@ -257,7 +251,7 @@ describe('operator family and run health', function () {
     it('budget: a warning at 80 % and an exceeded alert at 100 %, each once', async () => {
       const id = await newRun({ budget: { limit: 10 } });
       for (const spent of [5, 8, 9, 12, 15]) await event(id, { type: 'usage', spent });
-      await until('budget alerts', () => alertsOf(id, 'budget_exceeded').length === 1);
+      await waitUntil('budget alerts', () => alertsOf(id, 'budget_exceeded').length === 1, { seen: alerts });
       await sleep(500);
       assert.equal(alertsOf(id, 'budget_warning').length, 1);
       assert.equal(alertsOf(id, 'budget_exceeded').length, 1);
@@ -287,7 +281,7 @@ describe('operator family and run health', function () {
       await sleep(1000);
       worker = await startTestWorker(config, stores);
       const backAfter = Date.now() - createdAt;
-      await until('stall after restart', () => alertsOf(id, 'stall').length === 1);
+      await waitUntil('stall after restart', () => alertsOf(id, 'stall').length === 1, { seen: alerts });
       const firedAfter = Date.parse(webhook.received.at(-1)!.at.toISOString()) - createdAt;
       // Never before the 2 s of silence, and soon after it is due and a worker is there to run it (the worker's
       // start takes longer on a loaded machine: measured from whichever came last).
@@ -303,7 +297,7 @@ describe('operator family and run health', function () {
         // Refresh the fixture: a run that stalls, recovers, spends past its budget and finishes.
         const id = await newRun({ budget: { limit: 10 } });
         await event(id, { type: 'node_started', node: 'plan' });
-        await until('stall', () => alertsOf(id, 'stall').length === 1);
+        await waitUntil('stall', () => alertsOf(id, 'stall').length === 1, { seen: alerts });
         await event(id, { type: 'usage', spent: 11 });
         await alice.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'done' });
         await client.workflow.getHandle(`health:${id}`).result();

@@ -25,6 +25,7 @@ import {
 } from './support/harness';
 import { testConfig } from './support/stack';
 import { operatorAlertWorkflow } from '../workflows/operatorAlert';
+import { waitUntil } from './support/waitUntil';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /**
@@ -157,8 +158,11 @@ describe('operator alerts retry through webhook trouble', function () {
     const tried = () => new Set(alertsIn(webhook).map((a) => a.episodeKey));
     const delivered = () => alertsIn(webhook, recovered).map((a) => a.episodeKey);
     for (const key of expected) assert.ok(tried().has(key), `${key} was never tried during the outage`);
-    const deadline = Date.now() + 30_000;
-    while ([...tried()].some((k) => !delivered().includes(k)) && Date.now() < deadline) await sleep(200);
+    await waitUntil(
+      'every alert tried during the outage delivered after it',
+      () => [...tried()].every((k) => delivered().includes(k)),
+      { timeoutMs: 30_000, intervalMs: 200, seen: delivered },
+    );
     await sleep(3000); // nothing more may come: more than twice the longest retry wait (1.3 s)
     const counts: Record<string, number> = {};
     for (const key of delivered()) counts[key] = (counts[key] ?? 0) + 1;
