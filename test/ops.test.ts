@@ -14,7 +14,6 @@ import { createRunsService, type Caller } from '../runs/service';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
 import type { EpisodeResult } from '../contract/workflows';
-import { WORKFLOWS_PATH } from '../worker';
 import { CallbackReceiver } from './support/callbackReceiver';
 import {
   ApiClient,
@@ -27,6 +26,7 @@ import {
 } from './support/harness';
 import { testConfig } from './support/stack';
 import { waitUntil } from './support/waitUntil';
+import { workflowBundle } from './support/workflowBundle';
 
 // One per version: alerts dispatched inline; each alert its own workflow (OPS_ALERT_WORKFLOW_PATCH); settings
 // from the worker and a quiet paused budget (HEALTH_SETTINGS_PATCH). RECORD_HEALTH_HISTORY=1 records the last.
@@ -306,7 +306,7 @@ describe('operator family and run health', function () {
       }
       for (const fixture of FIXTURES) {
         const history: unknown = JSON.parse(readFileSync(fixture, 'utf8'));
-        await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, history);
+        await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history);
       }
     });
   });

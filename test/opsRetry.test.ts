@@ -12,7 +12,6 @@ import { routeDecisionAlert, type OperatorAlert } from '../domain/ops';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
 import { operatorAlertWorkflowId } from '../contract/workflows';
-import { WORKFLOWS_PATH } from '../worker';
 import { CallbackReceiver } from './support/callbackReceiver';
 import {
   ApiClient,
@@ -26,6 +25,7 @@ import {
 import { testConfig } from './support/stack';
 import { operatorAlertWorkflow } from '../workflows/operatorAlert';
 import { waitUntil } from './support/waitUntil';
+import { workflowBundle } from './support/workflowBundle';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /**
@@ -174,7 +174,7 @@ describe('operator alerts retry through webhook trouble', function () {
   it('replays recorded alert histories (inline retries, and durable timers) with the current code', async () => {
     for (const fixture of FIXTURES) {
       const history: unknown = JSON.parse(readFileSync(fixture, 'utf8'));
-      await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, history);
+      await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history);
     }
   });
 });

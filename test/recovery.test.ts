@@ -21,7 +21,8 @@ import { startThrowawayStack } from '../platform/embedded';
 import { operatorAlertWorkflowId } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { openStores, startTestApi, startTestWorker, temporalClient, type ApiClient } from './support/harness';
-import { nativeConnection, testConfig, testStack, workflowBundle } from './support/stack';
+import { nativeConnection, testConfig, testStack } from './support/stack';
+import { workflowBundle } from './support/workflowBundle';
 import { operatorAlertWorkflow } from '../workflows/operatorAlert';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

@@ -14,7 +14,7 @@ import {
   EPISODE_OPTIONS_WHEN_ABSENT,
   type EpisodeOptions,
 } from '../../contract/workflows';
-import { workflowBundle } from '../support/stack';
+import { workflowBundle } from '../support/workflowBundle';
 import { onTimeSkipping } from '../support/timeSkipping';
 
 type Attempt = Awaited<ReturnType<Activities['sendCallback']>>;

@@ -10,7 +10,7 @@ import type { HealthState } from '../../domain/health';
 import type { OperatorAlert } from '../../domain/ops';
 import { runHealthWorkflow } from '../../workflows';
 import { observeSignal, type HealthOptions } from '../../contract/workflows';
-import { workflowBundle } from '../support/stack';
+import { workflowBundle } from '../support/workflowBundle';
 import { onTimeSkipping } from '../support/timeSkipping';
 import { waitUntil } from '../support/waitUntil';
 
