@@ -5,7 +5,7 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { Webhook } from 'standardwebhooks';
 import webpush from 'web-push';
-import { createCallbackActivities } from '../activities/callback';
+import { createCallbackActivities, RECORD_DEADLINE_MS } from '../activities/callback';
 import { createActivities } from '../activities';
 import { createSweepActivities } from '../activities/sweep';
 import { MAX_ATTEMPTS_SHOWN } from '../api/episodesView';
@@ -106,15 +106,19 @@ describe('callback attempt log', function () {
       ],
     );
     assert.equal(rows[1].retryAfterSeconds, 2);
+    // Each row's time is when its request left, before the receiver saw it; its duration ends before the next left.
     for (const [i, row] of rows.entries()) {
       assert.equal(row.runId, id);
-      assert.ok(row.durationMs >= 0 && row.durationMs < 5000, `duration ${row.durationMs}`);
-      // Each row's time is when its request left: within a second of what the receiver saw.
-      assert.ok(Math.abs(row.at.getTime() - receiver.received[i].at.getTime()) < 1000);
+      assert.ok(row.durationMs >= 0, `duration ${row.durationMs}`);
+      assert.ok(row.at.getTime() <= receiver.received[i].at.getTime(), `row ${i + 1} left after it was seen`);
+      const next = rows[i + 1];
+      if (next)
+        assert.ok(row.at.getTime() + row.durationMs <= next.at.getTime(), `row ${i + 1} overlaps the next`);
     }
     assert.ok(rows[2].durationMs >= 900, 'the timed-out attempt took its whole deadline');
-    // A failed attempt with another to come says when: its end plus the wait; the next request left no earlier
-    // (a durable timer) and soon after (the slack is for a busy machine). The last says nothing.
+    // A failed attempt with another to come says when: its end plus the wait; the next request left no earlier (a
+    // durable timer). How punctually is the time-skipping test's (test/workflows/callbackSchedule). The last says
+    // nothing.
     for (const i of [0, 1]) {
       const due = rows[i].nextAttemptAt;
       assert.ok(due instanceof Date, `row ${i + 1} has nextAttemptAt`);
@@ -123,7 +127,10 @@ describe('callback attempt log', function () {
         rows[i].at.getTime() + rows[i].durationMs + rows[i].nextWaitSeconds! * 1000,
       );
       const next = receiver.received[i + 1].at.getTime();
-      assert.ok(next >= due.getTime() - 100 && next < due.getTime() + 10_000, `due ${due.toISOString()}`);
+      assert.ok(
+        next >= due.getTime() - 100,
+        `due ${due.toISOString()}, came ${due.getTime() - next} ms early`,
+      );
     }
     assert.equal(rows[2].nextAttemptAt, undefined);
 
@@ -172,7 +179,7 @@ describe('callback attempt log', function () {
     assert.deepEqual(view.body.episodes[0].callbackAttempts, []);
   });
 
-  it('an attempt log that hangs costs the attempt at most its own deadline: one POST, a settled result', async () => {
+  it('an attempt log that hangs is given up at its own deadline: one POST, a settled result', async () => {
     const { id } = await launch();
     await alice.post(`/api/v1/runs/${id}/cancel`);
     await episodeResult(`${id}:end`);
@@ -180,6 +187,7 @@ describe('callback attempt log', function () {
     // The store stalls (a primary lost mid-insert: insertOne waits for its socket timeout); the activity must
     // still answer well inside its start-to-close, or Temporal runs it again and POSTs a second time.
     const hanging = { ...stores.callbackAttempts, record: () => new Promise<number>(() => undefined) };
+    const told: string[] = [];
     const activities = createCallbackActivities({
       runs: stores.runs,
       callbackAttempts: hanging,
@@ -187,14 +195,17 @@ describe('callback attempt log', function () {
       timeoutMs: 1000,
       secretOverlapSeconds: 0,
       now: () => new Date(),
+      log: (line) => told.push(line),
     });
-    const started = Date.now();
+    // The race bounds a hang only: the attempt's deadline gives the record up, which the log says.
     const settled = await Promise.race([
       activities.sendCallback(`${id}:end`, id, { attempt: 2, trigger: 'redeliver' }),
-      new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 10_000)),
+      new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 30_000)),
     ]);
     assert.deepEqual(settled, { result: 'delivered', status: 204 });
-    assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
+    assert.deepEqual(told, [
+      `callback: attempt of episode ${id}:end not recorded: no answer from the store within ${RECORD_DEADLINE_MS} ms`,
+    ]);
     assert.equal(receiver.received.length, 1);
   });
 
@@ -688,7 +699,7 @@ describe('push_config_fault operator alert', function () {
       const before = push.attempts().length;
       const settled = await Promise.race([
         activities.deliverPush(outcome),
-        new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 8000)),
+        new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 30_000)),
       ]);
       assert.notEqual(settled, 'still running');
       assert.ok(push.attempts().length > before, 'the send went out');
@@ -696,7 +707,7 @@ describe('push_config_fault operator alert', function () {
       await waitUntil(
         'the alert to give up (logged)',
         () => lines.some((l) => /push_config_fault alert .* was not raised/.test(l)),
-        { timeoutMs: 5000, seen: () => lines.join('\n') },
+        { seen: () => lines.join('\n') },
       );
     } finally {
       sender?.close();
