@@ -231,7 +231,10 @@ describe('callback retries through restarts (drill)', function () {
   });
 });
 
-/** The refused attempts say when the next is due (2 s, then the long wait); the next came no earlier, and on time. */
+/**
+ * The refused attempts say when the next is due (2 s, then the long wait); the next came no earlier (a durable
+ * timer). How punctually is the time-skipping test's (test/workflows/callbackSchedule).
+ */
 function assertNextAttempts(rows: CallbackAttemptRow[], posts: { at: Date }[]): void {
   for (const i of [0, 1]) {
     const row = rows[i];
@@ -242,7 +245,7 @@ function assertNextAttempts(rows: CallbackAttemptRow[], posts: { at: Date }[]): 
     const scheduled = i === 0 ? 2 : LONG_WAIT_SECONDS;
     assert.ok(wait >= Math.floor(scheduled * 0.9) && wait <= Math.ceil(scheduled * 1.1), `wait ${wait} s`);
     const next = posts[i + 1].at.getTime();
-    assert.ok(next >= due.getTime() - 100 && next < due.getTime() + 15_000, `due ${due.toISOString()}`);
+    assert.ok(next >= due.getTime() - 100, `due ${due.toISOString()}, came ${due.getTime() - next} ms early`);
   }
   assert.equal(rows[2].nextAttemptAt, undefined, 'nothing follows the delivered attempt');
 }
