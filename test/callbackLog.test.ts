@@ -5,7 +5,7 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { Webhook } from 'standardwebhooks';
 import webpush from 'web-push';
-import { createCallbackActivities } from '../activities/callback';
+import { createCallbackActivities, RECORD_DEADLINE_MS } from '../activities/callback';
 import { createActivities } from '../activities';
 import { createSweepActivities } from '../activities/sweep';
 import { MAX_ATTEMPTS_SHOWN } from '../api/episodesView';
@@ -26,6 +26,7 @@ import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { ApiClient, saveHistory, startTestApi } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
+import { waitUntil } from './support/waitUntil';
 
 describe('callback attempt log', function () {
   /** RECORD_FIXTURES=1 saves the histories these tests produce (from the code as it is) as replay fixtures. */
@@ -105,15 +106,19 @@ describe('callback attempt log', function () {
       ],
     );
     assert.equal(rows[1].retryAfterSeconds, 2);
+    // Each row's time is when its request left, before the receiver saw it; its duration ends before the next left.
     for (const [i, row] of rows.entries()) {
       assert.equal(row.runId, id);
-      assert.ok(row.durationMs >= 0 && row.durationMs < 5000, `duration ${row.durationMs}`);
-      // Each row's time is when its request left: within a second of what the receiver saw.
-      assert.ok(Math.abs(row.at.getTime() - receiver.received[i].at.getTime()) < 1000);
+      assert.ok(row.durationMs >= 0, `duration ${row.durationMs}`);
+      assert.ok(row.at.getTime() <= receiver.received[i].at.getTime(), `row ${i + 1} left after it was seen`);
+      const next = rows[i + 1];
+      if (next)
+        assert.ok(row.at.getTime() + row.durationMs <= next.at.getTime(), `row ${i + 1} overlaps the next`);
     }
     assert.ok(rows[2].durationMs >= 900, 'the timed-out attempt took its whole deadline');
-    // A failed attempt with another to come says when: its end plus the wait; the next request left no earlier
-    // (a durable timer) and soon after (the slack is for a busy machine). The last says nothing.
+    // A failed attempt with another to come says when: its end plus the wait; the next request left no earlier (a
+    // durable timer). How punctually is the time-skipping test's (test/workflows/callbackSchedule). The last says
+    // nothing.
     for (const i of [0, 1]) {
       const due = rows[i].nextAttemptAt;
       assert.ok(due instanceof Date, `row ${i + 1} has nextAttemptAt`);
@@ -122,7 +127,10 @@ describe('callback attempt log', function () {
         rows[i].at.getTime() + rows[i].durationMs + rows[i].nextWaitSeconds! * 1000,
       );
       const next = receiver.received[i + 1].at.getTime();
-      assert.ok(next >= due.getTime() - 100 && next < due.getTime() + 10_000, `due ${due.toISOString()}`);
+      assert.ok(
+        next >= due.getTime() - 100,
+        `due ${due.toISOString()}, came ${due.getTime() - next} ms early`,
+      );
     }
     assert.equal(rows[2].nextAttemptAt, undefined);
 
@@ -171,7 +179,7 @@ describe('callback attempt log', function () {
     assert.deepEqual(view.body.episodes[0].callbackAttempts, []);
   });
 
-  it('an attempt log that hangs costs the attempt at most its own deadline: one POST, a settled result', async () => {
+  it('an attempt log that hangs is given up at its own deadline: one POST, a settled result', async () => {
     const { id } = await launch();
     await alice.post(`/api/v1/runs/${id}/cancel`);
     await episodeResult(`${id}:end`);
@@ -179,6 +187,7 @@ describe('callback attempt log', function () {
     // The store stalls (a primary lost mid-insert: insertOne waits for its socket timeout); the activity must
     // still answer well inside its start-to-close, or Temporal runs it again and POSTs a second time.
     const hanging = { ...stores.callbackAttempts, record: () => new Promise<number>(() => undefined) };
+    const told: string[] = [];
     const activities = createCallbackActivities({
       runs: stores.runs,
       callbackAttempts: hanging,
@@ -186,14 +195,17 @@ describe('callback attempt log', function () {
       timeoutMs: 1000,
       secretOverlapSeconds: 0,
       now: () => new Date(),
+      log: (line) => told.push(line),
     });
-    const started = Date.now();
+    // The race bounds a hang only: the attempt's deadline gives the record up, which the log says.
     const settled = await Promise.race([
       activities.sendCallback(`${id}:end`, id, { attempt: 2, trigger: 'redeliver' }),
-      new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 10_000)),
+      new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 30_000)),
     ]);
     assert.deepEqual(settled, { result: 'delivered', status: 204 });
-    assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
+    assert.deepEqual(told, [
+      `callback: attempt of episode ${id}:end not recorded: no answer from the store within ${RECORD_DEADLINE_MS} ms`,
+    ]);
     assert.equal(receiver.received.length, 1);
   });
 
@@ -306,9 +318,11 @@ describe('callback attempt log', function () {
     const { id } = await launch();
     await alice.post(`/api/v1/runs/${id}/cancel`);
     const episodeId = `${id}:end`;
-    const deadline = Date.now() + 10_000;
-    while ((await stores.claims.state(`cb|${episodeId}`)) !== 'pending' && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 50));
+    await waitUntil(
+      'the callback claim to be pending',
+      async () => (await stores.claims.state(`cb|${episodeId}`)) === 'pending',
+      { timeoutMs: 10_000, intervalMs: 50 },
+    );
     const during = await redeliver(alice, id, episodeId);
     assert.equal(during.status, 409, during.text);
     assert.equal(during.body.error, 'a delivery of this episode is in progress');
@@ -452,18 +466,13 @@ describe('callback attempt log', function () {
 
   it('a callback that gave up raises one callback_exhausted operator alert through the dispatcher', async () => {
     const { id, episodeId } = await gaveUp();
-    const alerts = async () => {
-      const deadline = Date.now() + 15_000;
-      for (;;) {
-        const found = webhook.received.filter(
-          (r) =>
-            (JSON.parse(r.body) as OperatorAlert).kind === 'callback_exhausted' && r.body.includes(`"${id}"`),
-        );
-        if (found.length || Date.now() > deadline) return found;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    };
-    const [sent, ...more] = await alerts();
+    const alerts = () =>
+      webhook.received.filter(
+        (r) =>
+          (JSON.parse(r.body) as OperatorAlert).kind === 'callback_exhausted' && r.body.includes(`"${id}"`),
+      );
+    await waitUntil('a callback_exhausted alert', () => alerts().length > 0);
+    const [sent, ...more] = alerts();
     assert.ok(sent, 'an alert reached the operator webhook');
     assert.equal(more.length, 0);
     const alert = JSON.parse(sent.body) as OperatorAlert;
@@ -630,8 +639,7 @@ describe('push_config_fault operator alert', function () {
     assert.ok(push.attempts().filter((a) => a.status === 403).length >= 6);
     // Keyed by the UTC hour it was met in (the test may straddle one).
     const hours = [hourBefore, new Date().toISOString().slice(0, 13)];
-    const deadline = Date.now() + 15_000;
-    while (!webhook.received.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    await waitUntil('an operator alert', () => webhook.received.length > 0);
     const alerts = webhook.received.map((r) => JSON.parse(r.body) as OperatorAlert);
     assert.equal(alerts.length, 1, JSON.stringify(alerts));
     const [alert] = alerts;
@@ -691,15 +699,16 @@ describe('push_config_fault operator alert', function () {
       const before = push.attempts().length;
       const settled = await Promise.race([
         activities.deliverPush(outcome),
-        new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 8000)),
+        new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 30_000)),
       ]);
       assert.notEqual(settled, 'still running');
       assert.ok(push.attempts().length > before, 'the send went out');
       // And the alert itself gives up within its own deadline (logged), rather than hang for good.
-      const deadline = Date.now() + 5000;
-      const gaveUp = () => lines.some((l) => /push_config_fault alert .* was not raised/.test(l));
-      while (!gaveUp() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-      assert.ok(gaveUp(), lines.join('\n'));
+      await waitUntil(
+        'the alert to give up (logged)',
+        () => lines.some((l) => /push_config_fault alert .* was not raised/.test(l)),
+        { seen: () => lines.join('\n') },
+      );
     } finally {
       sender?.close();
     }

@@ -22,6 +22,7 @@ import { startProcess, terminate } from './support/processes';
 import { deleteSweepScheduleOf, processStackVars } from './support/processStack';
 import { startPushService, type PushService } from './support/pushService';
 import { childProcessEnv, WorkerProcess } from './support/workerProcess';
+import { waitUntil } from './support/waitUntil';
 
 const DASHBOARD_FILE = path.join(PROJECT_ROOT, 'deploy/grafana/flow-notify.json');
 const RULES_FILE = path.join(PROJECT_ROOT, 'deploy/prometheus/alerts.yml');
@@ -176,14 +177,6 @@ function allExpressions(): { where: string; expr: string }[] {
     group.rules.map((rule) => ({ where: `rule ${rule.alert ?? rule.record}`, expr: rule.expr })),
   );
   return [...fromDashboard, ...fromRules];
-}
-
-async function waitUntil(done: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!done()) {
-    if (Date.now() > deadline) throw new Error(`no ${what} in ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 const DURATION = /^(\d+(ms|s|m|h|d|w|y))+$/;
@@ -396,7 +389,9 @@ describe('deploy/: the Grafana dashboard and the Prometheus alert rules', functi
       // A run that shows no progress: the run-health workflow alerts the operator of a stall.
       const stalling = await alice.post('/api/v1/runs', { title: 'Stuck' });
       assert.equal(stalling.status, 201, stalling.text);
-      await waitUntil(() => opsHook.received.some((r) => r.body.includes('"stall"')), 'a stall alert');
+      await waitUntil('a stall alert', () => opsHook.received.some((r) => r.body.includes('"stall"')), {
+        timeoutMs: 30_000,
+      });
 
       // A worker died holding a run's push claim ten minutes ago (past CLAIM_GRACE_SECONDS): the episode takes
       // the claim over.

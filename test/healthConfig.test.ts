@@ -11,6 +11,7 @@ import type { Stores } from '../store';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { ApiClient } from './support/harness';
+import { waitUntil } from './support/waitUntil';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -43,13 +44,6 @@ describe('run-health configuration', function () {
     webhook.received
       .map((r) => JSON.parse(r.body) as OperatorAlert)
       .filter((a) => a.runId === runId && (!kind || a.kind === kind));
-  async function until(what: string, check: () => boolean, timeoutMs = 15_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!check()) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await sleep(100);
-    }
-  }
   /** A run written without telling health (as a runner pod's run would be), then signalled by `signaler`. */
   async function quietRun(body: { budget?: { limit: number } } = {}) {
     const silent = createRunsService({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
@@ -68,7 +62,7 @@ describe('run-health configuration', function () {
       { type: 'node_started', data: { node: 'a' } },
     ]);
     await alice.post(`/api/v1/runs/${run._id}/events`, { type: 'usage', spent: 12 });
-    await until('budget alerts', () => alertsOf(run._id, 'budget_exceeded').length === 1);
+    await waitUntil('budget alerts', () => alertsOf(run._id, 'budget_exceeded').length === 1);
     assert.equal(alertsOf(run._id, 'budget_warning').length, 1);
   });
 
@@ -82,7 +76,9 @@ describe('run-health configuration', function () {
     await other.observe({ _id: run._id, teamId: run.teamId }, [
       { type: 'node_started', data: { node: 'a' } },
     ]);
-    await until('a stall after the worker’s 2 s', () => alertsOf(run._id, 'stall').length === 1, 10_000);
+    await waitUntil('a stall after the worker’s 2 s', () => alertsOf(run._id, 'stall').length === 1, {
+      timeoutMs: 10_000,
+    });
   });
 
   it('a paused run fires no budget alert; its spend counts and the alerts come with the next active event', async () => {
@@ -101,7 +97,7 @@ describe('run-health configuration', function () {
     assert.equal(health.body.phase, 'paused');
     assert.equal(health.body.spent, 12, 'the spend still counts');
     assert.equal((await alice.post(`/api/v1/runs/${id}/resume`)).status, 200);
-    await until('budget alerts on resume', () => alertsOf(id, 'budget_exceeded').length === 1);
+    await waitUntil('budget alerts on resume', () => alertsOf(id, 'budget_exceeded').length === 1);
     await sleep(500);
     assert.equal(alertsOf(id, 'budget_warning').length, 1);
     assert.equal(alertsOf(id, 'budget_exceeded').length, 1);

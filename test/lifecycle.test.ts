@@ -1,5 +1,5 @@
-// Lifecycle: SIGTERM and the probes. A worker told to stop in the middle of a 400-endpoint fan-out exits within its
-// grace (SHUTDOWN_GRACE_SECONDS) and, after a restart, every endpoint has exactly one push except those in flight at
+// Lifecycle: SIGTERM and the probes. A worker told to stop in the middle of a 400-endpoint fan-out shuts down of its
+// own accord (the sends in flight done or cancelled at its grace, SHUTDOWN_GRACE_SECONDS) and, after a restart, every endpoint has exactly one push except those in flight at
 // the stop (same tag); an API told to stop finishes the request in flight and refuses new connections; /healthz is
 // liveness, /readyz readiness (API and the worker's WORKER_HEALTH_PORT).
 import assert from 'node:assert/strict';
@@ -27,6 +27,7 @@ import { slowLink } from './support/slowLink';
 import { deleteSweepSchedule, processStackVars } from './support/processStack';
 import { testStack } from './support/stack';
 import { childProcessEnv, WorkerProcess } from './support/workerProcess';
+import { waitUntil } from './support/waitUntil';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const USERS = ['alice', 'bob', 'carol', 'dave'];
@@ -93,7 +94,7 @@ describe('lifecycle: SIGTERM and probes', function () {
     await push?.close();
   });
 
-  it('a worker stopped mid fan-out exits within its grace; after a restart every endpoint has exactly one push, bar the ones in flight (same tag)', async () => {
+  it('a worker stopped mid fan-out shuts down of its own accord; after a restart every endpoint has exactly one push, bar the ones in flight (same tag)', async () => {
     const healthPort = await freePort();
     worker = await WorkerProcess.start({
       vars: { ...vars, WORKER_HEALTH_PORT: String(healthPort) },
@@ -115,19 +116,18 @@ describe('lifecycle: SIGTERM and probes', function () {
       const episodeId = `${runId}:end`;
       assert.equal((await alice.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'ok' })).status, 200);
 
-      const deadline = Date.now() + 60_000;
-      while (push.received().length < TOTAL / 4) {
-        assert.ok(Date.now() < deadline, `the fan-out never got going: ${push.received().length} received`);
-        await sleep(10);
-      }
-      const stoppedAt = Date.now();
-      await worker.stop(60_000); // SIGTERM; SIGKILL only if it overstays a minute
-      const stopSeconds = (Date.now() - stoppedAt) / 1000;
+      await waitUntil('a quarter of the fan-out', () => push.received().length >= TOTAL / 4, {
+        timeoutMs: 60_000,
+        intervalMs: 10,
+        seen: () => `${push.received().length} received`,
+      });
+      const end = await worker.stop(60_000); // SIGTERM; SIGKILL only if it overstays a minute
       const receivedAtStop = push.received().length;
       assert.ok(receivedAtStop < TOTAL, `the stop came after the fan-out ended (${receivedAtStop})`);
-      // The grace, plus the in-flight sends' own answers and the connections' close.
-      assert.ok(stopSeconds < GRACE_SECONDS + 3, `the worker took ${stopSeconds.toFixed(1)} s to exit`);
       assert.match(worker.output(), /SIGTERM: no new tasks/);
+      // Its own exit: the fan-out cancelled at the grace and done. A send still hanging past the force time (grace
+      // + 15 s) makes worker.run() throw (exit 1), and one past the minute is a SIGKILL.
+      assert.deepEqual(end, { code: 0, signal: null }, worker.output());
       assert.equal(worker.unexpectedExits.length, 0);
       const recordedAtStop = await stores.pushDeliveries.deliveredSubscriptions(episodeId, [
         ...endpointOf.keys(),
@@ -161,8 +161,8 @@ describe('lifecycle: SIGTERM and probes', function () {
         assert.equal((got[1].payload as PushPayload).tag, (got[0].payload as PushPayload).tag);
       }
       console.log(
-        `      stop after ${receivedAtStop}/${TOTAL} received (${recordedAtStop.size} recorded); exited in ` +
-          `${stopSeconds.toFixed(1)} s; ${repeated.length} repeated`,
+        `      stop after ${receivedAtStop}/${TOTAL} received (${recordedAtStop.size} recorded); ` +
+          `${repeated.length} repeated`,
       );
     } finally {
       await inProcessApi.close();
@@ -180,7 +180,9 @@ describe('lifecycle: SIGTERM and probes', function () {
         childProcessEnv({
           ...vars,
           PORT: String(port),
-          SHUTDOWN_GRACE_SECONDS: '20',
+          // Longer than this test may run: an exit at all is the server closing once the request in flight was
+          // answered, never its grace running out.
+          SHUTDOWN_GRACE_SECONDS: '3600',
           NODE_EXTRA_CA_CERTS: path.join(caDir, 'ca.pem'),
         }),
         'flow-notify api: listening',
@@ -195,20 +197,20 @@ describe('lifecycle: SIGTERM and probes', function () {
       // A test push to alice's 100 devices behind the slow link: seconds of work, in flight when SIGTERM comes.
       const before = push.received().length;
       const inFlight = alice.post('/api/v1/notifications/push/test', {});
-      while (push.received().length < before + 10) await sleep(10);
+      await waitUntil('ten pushes of the test push', () => push.received().length >= before + 10, {
+        intervalMs: 10,
+      });
       const child = api.child;
       const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-      const signalledAt = Date.now();
       child.kill('SIGTERM');
-      await sleep(200);
+      // The API logs this in the same tick as it stops listening.
+      await waitUntil('the API to take the SIGTERM', () => /SIGTERM: no new connections/.test(api!.output()));
       await assert.rejects(base.get('/healthz'), 'a new connection after SIGTERM is refused');
       const answered = await inFlight;
       assert.equal(answered.status, 202, answered.text);
       assert.deepEqual(answered.body, { sent: ENDPOINTS_PER_USER });
       assert.ok(push.received().length - before >= ENDPOINTS_PER_USER);
       assert.equal(await exited, 0, api.output());
-      assert.ok(Date.now() - signalledAt < 20_000);
-      assert.match(api.output(), /SIGTERM: no new connections/);
       api = undefined;
     } finally {
       rmSync(caDir, { recursive: true, force: true });

@@ -12,7 +12,6 @@ import { routeDecisionAlert, type OperatorAlert } from '../domain/ops';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
 import { operatorAlertWorkflowId } from '../contract/workflows';
-import { WORKFLOWS_PATH } from '../worker';
 import { CallbackReceiver } from './support/callbackReceiver';
 import {
   ApiClient,
@@ -25,6 +24,8 @@ import {
 } from './support/harness';
 import { testConfig } from './support/stack';
 import { operatorAlertWorkflow } from '../workflows/operatorAlert';
+import { waitUntil } from './support/waitUntil';
+import { workflowBundle } from './support/workflowBundle';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /**
@@ -107,10 +108,9 @@ describe('operator alerts retry through webhook trouble', function () {
   });
   after(() => stopSuite(s));
 
-  it('the receiver answers 503 for 14 s, then 200: every alert (stall, stall_recovered, budget, router, failed run) arrives exactly once', async () => {
+  it('the receiver answers 503 until every alert was tried (the router alert past its claim grace), then 200: every alert (stall, stall_recovered, budget, router, failed run) arrives exactly once', async () => {
     const { webhook, alice, stores } = s;
     webhook.answerAlways({ status: 503 });
-    const outageStart = Date.now();
     const newRun = async (body: Record<string, unknown> = {}) => {
       const created = await alice.post('/api/v1/runs', { title: 'Outage', ...body });
       assert.equal(created.status, 201, created.text);
@@ -129,22 +129,15 @@ describe('operator alerts retry through webhook trouble', function () {
     });
     assert.equal(routed.status, 202);
     await alice.post(`/api/v1/runs/${router}/fail`, { error: { code: 'oom', message: 'killed' } });
+    const keysTried = () => alertsIn(webhook).map((a) => a.episodeKey);
     // The staller stalls (3 s), then recovers while the webhook is still down.
-    while (!alertsIn(webhook).some((a) => a.runId === staller && a.kind === 'stall')) {
-      assert.ok(Date.now() - outageStart < 15_000, 'the stall was not even tried');
-      await sleep(200);
-    }
+    await waitUntil(
+      'the stall alert to be tried',
+      () => alertsIn(webhook).some((a) => a.runId === staller && a.kind === 'stall'),
+      { timeoutMs: 60_000, intervalMs: 200, seen: keysTried },
+    );
     await alice.post(`/api/v1/runs/${staller}/events`, { type: 'node_started', node: 'write' });
     await alice.post(`/api/v1/runs/${staller}/complete`, { finalAnswer: 'ok' });
-
-    const routerKey = `ops|route:${router}:dec_1`;
-    await sleep(Math.max(0, outageStart + 12_000 - Date.now()));
-    assert.equal(await stores.claims.state(routerKey), 'pending', 'still in hand while it retries');
-    assert.ok(await stores.claims.isMarked(routerKey), 'renewed: three graces on (4 s) it still shields');
-
-    await sleep(Math.max(0, outageStart + 14_000 - Date.now()));
-    const recovered = Date.now();
-    webhook.answerAlways({ status: 204 });
 
     const expected = [
       `health:${spender}:budget_warning`,
@@ -154,11 +147,27 @@ describe('operator alerts retry through webhook trouble', function () {
       `route:${router}:dec_1`,
       `${router}:end`,
     ];
-    const tried = () => new Set(alertsIn(webhook).map((a) => a.episodeKey));
+    const tried = () => new Set(keysTried());
+    // The outage lasts until every alert was tried, and the router alert five times: its waits (2 s, then 1.3 s)
+    // are durable timers, so its fifth attempt comes at least 6 s after the first, past the claim's 4 s grace.
+    const routerAttempts = () => keysTried().filter((key) => key === `route:${router}:dec_1`).length;
+    await waitUntil(
+      'every alert tried during the outage, the router alert five times',
+      () => expected.every((key) => tried().has(key)) && routerAttempts() >= 5,
+      { timeoutMs: 60_000, intervalMs: 200, seen: keysTried },
+    );
+    const routerKey = `ops|route:${router}:dec_1`;
+    assert.equal(await stores.claims.state(routerKey), 'pending', 'still in hand while it retries');
+    assert.ok(await stores.claims.isMarked(routerKey), 'renewed: past its first grace it still shields');
+
+    const recovered = Date.now();
+    webhook.answerAlways({ status: 204 });
     const delivered = () => alertsIn(webhook, recovered).map((a) => a.episodeKey);
-    for (const key of expected) assert.ok(tried().has(key), `${key} was never tried during the outage`);
-    const deadline = Date.now() + 30_000;
-    while ([...tried()].some((k) => !delivered().includes(k)) && Date.now() < deadline) await sleep(200);
+    await waitUntil(
+      'every alert tried during the outage delivered after it',
+      () => [...tried()].every((k) => delivered().includes(k)),
+      { timeoutMs: 30_000, intervalMs: 200, seen: delivered },
+    );
     await sleep(3000); // nothing more may come: more than twice the longest retry wait (1.3 s)
     const counts: Record<string, number> = {};
     for (const key of delivered()) counts[key] = (counts[key] ?? 0) + 1;
@@ -170,7 +179,7 @@ describe('operator alerts retry through webhook trouble', function () {
   it('replays recorded alert histories (inline retries, and durable timers) with the current code', async () => {
     for (const fixture of FIXTURES) {
       const history: unknown = JSON.parse(readFileSync(fixture, 'utf8'));
-      await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, history);
+      await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history);
     }
   });
 });

@@ -23,23 +23,12 @@ import {
   type RunningWorker,
 } from './support/harness';
 import { testConfig } from './support/stack';
+import { waitUntil } from './support/waitUntil';
 
 const MAX_IN_FLIGHT = 4;
 const BREAKER_FAILURES = 5;
 const COOLDOWN_SECONDS = 2;
 const caller = { userId: 'alice', teamId: 'acme' };
-
-async function until(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  timeoutMs: number,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 describe('callback pacing per receiver origin (one worker)', function () {
   this.timeout(15 * 60_000);
@@ -132,7 +121,7 @@ describe('callback pacing per receiver origin (one worker)', function () {
       receiver.answerAlways({ status: 503 });
       // 60 episodes of 11 attempts each, a second apart: unpaced, all 660 would reach the receiver in ~15 s.
       const { episodes } = await endRuns(60, receiver.url, [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]);
-      await until('a first attempt', () => receiver.received.length > 0, 120_000);
+      await waitUntil('a first attempt', () => receiver.received.length > 0, { timeoutMs: 120_000 });
       const from = receiver.received[0].at.getTime();
       const windowMs = 30_000;
       await new Promise((resolve) => setTimeout(resolve, from + windowMs - Date.now()));
@@ -173,10 +162,10 @@ describe('callback pacing per receiver origin (one worker)', function () {
       // The receiver comes back: the next probe closes the breaker (one line, the gauge back to 0), and the
       // episodes still on their schedule deliver.
       receiver.answerAlways({ status: 204 });
-      await until(
+      await waitUntil(
         'the breaker to close',
         () => logged.some((line) => line.startsWith(`callback: breaker closed for ${origin}`)),
-        COOLDOWN_SECONDS * 20 * 1.5 * 1000 + 30_000,
+        { timeoutMs: COOLDOWN_SECONDS * 20 * 1.5 * 1000 + 30_000 },
       );
       assert.match(
         await metrics.registry.metrics(),
@@ -267,11 +256,13 @@ describe('callback breaker per tenant (one worker)', function () {
     shared.answerPathAlways('/tenant-a/broken', { status: 503 });
     // Team A's callbacks go to a path of the shared host that fails: A's breaker opens.
     for (let i = 0; i < BREAKER_FAILURES; i++) await endRun('team-a', shared.urlOf('/tenant-a/broken'));
-    await until('a breaker to open', () => logged.includes(`open ${origin}`), 60_000);
+    await waitUntil('a breaker to open', () => logged.includes(`open ${origin}`), { timeoutMs: 60_000 });
 
     // Team B's callback to the same host, which answers B all along, goes out at its first attempt.
     const episode = await endRun('team-b', shared.url);
-    await until('its first attempt', async () => (await attempts(episode)).length > 0, 60_000);
+    await waitUntil('its first attempt', async () => (await attempts(episode)).length > 0, {
+      timeoutMs: 60_000,
+    });
     const [first] = await attempts(episode);
     assert.deepEqual(
       { result: first.result, status: first.status, error: first.error },
@@ -289,7 +280,7 @@ describe('callback breaker per tenant (one worker)', function () {
     // is up again.
     down.answer(...Array.from({ length: BREAKER_FAILURES }, () => ({ status: 503 })));
     for (let i = 0; i < BREAKER_FAILURES; i++) await endRun('team-c', down.url);
-    await until('its breaker to open', () => logged.includes(`open ${origin}`), 60_000);
+    await waitUntil('its breaker to open', () => logged.includes(`open ${origin}`), { timeoutMs: 60_000 });
 
     // A schedule of two attempts, both held while the breaker is open.
     const episode = await endRun('team-c', down.url);
@@ -298,11 +289,9 @@ describe('callback breaker per tenant (one worker)', function () {
       const description = await client.workflow.getHandle(episode).describe();
       return description.status.name !== 'RUNNING';
     };
-    await until(
-      'two held attempts, or the episode to end',
-      async () => (await held()) >= 2 || closed(),
-      60_000,
-    );
+    await waitUntil('two held attempts, or the episode to end', async () => (await held()) >= 2 || closed(), {
+      timeoutMs: 60_000,
+    });
     if (await closed())
       // RECORD_FIXTURES=1 on the code before issue #35: an episode whose held attempts spent its schedule.
       record(episode, 'episode-history-callback-held-spent.json');

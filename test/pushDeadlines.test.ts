@@ -14,6 +14,7 @@ import type { EpisodeResult } from '../contract/workflows';
 import { openStores, startTestApi, startTestWorker, temporalClient } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
 import { testConfig } from './support/stack';
+import { waitUntil } from './support/waitUntil';
 
 const vapid = webpush.generateVAPIDKeys();
 const vapidEnv = { VAPID_PUBLIC_KEY: vapid.publicKey, VAPID_PRIVATE_KEY: vapid.privateKey };
@@ -168,14 +169,6 @@ describe('push keep-alive agents', function () {
   });
   after(() => push?.close());
 
-  const until = async (what: string, check: () => boolean, ms = 5_000): Promise<void> => {
-    const deadline = Date.now() + ms;
-    while (!check()) {
-      if (Date.now() > deadline) assert.fail(what);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  };
-
   it('an idle keep-alive socket is closed after the idle time', async () => {
     const s = createPushSender({
       vapid: { ...vapid, subject: 'mailto:ops@example.com' },
@@ -188,7 +181,10 @@ describe('push keep-alive agents', function () {
       const sub = push.endpoint('idle');
       assert.equal((await s.send(sub, payload, options)).result, 'delivered');
       assert.equal(push.openConnections, 1, 'kept alive for the next send');
-      await until('the idle socket was never closed', () => push.openConnections === 0);
+      await waitUntil('the idle socket to be closed', () => push.openConnections === 0, {
+        timeoutMs: 5_000,
+        intervalMs: 50,
+      });
     } finally {
       s.close();
     }
@@ -211,7 +207,10 @@ describe('push keep-alive agents', function () {
       assert.equal(push.openConnections, 1);
       // Another origin (the same service by name): a second pool, which pushes the first one out.
       assert.equal((await s.send(viaName, payload, options)).result, 'delivered');
-      await until('the evicted pool kept its socket', () => push.openConnections === 1);
+      await waitUntil("the evicted pool's socket to be closed", () => push.openConnections === 1, {
+        timeoutMs: 5_000,
+        intervalMs: 50,
+      });
     } finally {
       s.close();
     }

@@ -9,6 +9,7 @@ import type { EpisodeResult } from '../contract/workflows';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { saveHistory } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
+import { waitUntil } from './support/waitUntil';
 
 describe('a push that missed some of its recipients', function () {
   this.timeout(240_000);
@@ -55,7 +56,9 @@ describe('a push that missed some of its recipients', function () {
     const confirmed = async () =>
       push.attempts(benPhone).length >= FAN_OUT_ATTEMPTS &&
       (await stores.claims.state(episodeId)) === 'delivered';
-    while (!(await confirmed())) await new Promise((resolve) => setTimeout(resolve, 100));
+    await waitUntil('every attempt failed for ben and the episode confirmed on ana', confirmed, {
+      timeoutMs: 180_000,
+    });
 
     push.recover(benPhone);
     const result = (await client.workflow.getHandle(episodeId).result()) as EpisodeResult;

@@ -15,22 +15,12 @@ import type { Stores } from '../store';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { saveHistory, type ApiClient } from './support/harness';
+import { waitUntil } from './support/waitUntil';
 
 /** RECORD_FIXTURES=1 saves the histories these tests produce (from the code as it is) as replay fixtures. */
 function record(stack: FamilyStack, workflowId: string, name: string): void {
   if (process.env.RECORD_FIXTURES === '1')
     saveHistory(stack.config, workflowId, path.resolve(__dirname, 'fixtures', name));
-}
-
-/** Polls `check` until it answers something other than undefined (a condition, not a duration). */
-async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 describe('recover of the callbacks that gave up', function () {
@@ -327,10 +317,14 @@ describe('a recover is no amplifier', function () {
     const id = await startRecover(caller, since);
     const recoverHandle = client.workflow.getHandle(callbackRecoverWorkflowId('initech'));
     try {
-      const waiting = await until('the recover to wait for the budget, or to end', async () => {
-        const p = await progressOf(caller, id);
-        return p.waitingForBudgetUntil !== undefined || p.status === 'completed' ? p : undefined;
-      });
+      const waiting = await waitUntil(
+        'the recover to wait for the budget, or to end',
+        async () => {
+          const p = await progressOf(caller, id);
+          return p.waitingForBudgetUntil !== undefined || p.status === 'completed' ? p : undefined;
+        },
+        { timeoutMs: 60_000 },
+      );
       assert.deepEqual(
         { found: waiting.found, skipped: waiting.skipped, sent: waiting.sent, status: waiting.status },
         { found: TEAM_BUDGET + 1, skipped: TEAM_BUDGET, sent: 0, status: 'running' },

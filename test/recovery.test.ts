@@ -21,7 +21,9 @@ import { startThrowawayStack } from '../platform/embedded';
 import { operatorAlertWorkflowId } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { openStores, startTestApi, startTestWorker, temporalClient, type ApiClient } from './support/harness';
-import { nativeConnection, testConfig, testStack, workflowBundle } from './support/stack';
+import { nativeConnection, testConfig, testStack } from './support/stack';
+import { waitUntil } from './support/waitUntil';
+import { workflowBundle } from './support/workflowBundle';
 import { operatorAlertWorkflow } from '../workflows/operatorAlert';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -256,7 +258,7 @@ describe('recovery from faults the drill found', function () {
       }
     });
 
-    it("the API's and the worker's clients work again within seconds of each of three restarts under load", async () => {
+    it("the API's and the worker's clients work again after each of three restarts under load, without a new client", async () => {
       // A FerretDB of its own to restart (the shared one may be external, and other suites use it).
       const dataRoot = mkdtempSync(path.join(tmpdir(), 'flow-notify-restart-'));
       const own = await startThrowawayStack(dataRoot, { temporalAddress: testStack().temporalAddress });
@@ -287,27 +289,24 @@ describe('recovery from faults the drill found', function () {
         for (let round = 1; round <= 3; round++) {
           await sleep(1000 + Math.random() * 1000);
           await server.restart();
-          const back = Date.now();
-          // The API's client: a launch, which writes the run and its first event.
-          for (;;) {
-            const res = await alice.post('/api/v1/runs', { title: `after restart ${round}` });
-            if (res.status === 201) break;
-            assert.ok(
-              Date.now() - back < 30_000,
-              `the API's client is still failing: ${res.status} ${res.text}`,
-            );
-            await sleep(250);
-          }
+          // The API's client: a launch, which writes the run and its first event. (The minute bounds a hang; the
+          // clients find the server again on their 2 s heartbeat.)
+          let launch: { status: number; text: string } | undefined;
+          await waitUntil(
+            `the API's client to work again after restart ${round}`,
+            async () =>
+              (launch = await alice.post('/api/v1/runs', { title: `after restart ${round}` })).status === 201,
+            { timeoutMs: 60_000, intervalMs: 250, seen: () => `${launch?.status} ${launch?.text}` },
+          );
           // The worker's client (and this suite's): an alert dispatched through claims and the webhook.
-          for (;;) {
-            try {
-              await ownStores.claims.isMarked('ping');
-              break;
-            } catch (err) {
-              assert.ok(Date.now() - back < 30_000, `this suite's client is still failing: ${String(err)}`);
-              await sleep(250);
-            }
-          }
+          await waitUntil(
+            `this suite's client to work again after restart ${round}`,
+            async () => {
+              await ownStores.claims.isMarked('ping'); // an answer either way: the client reaches the server
+              return true;
+            },
+            { timeoutMs: 60_000, intervalMs: 250, errorsMeanNotYet: true },
+          );
           const alert = routeDecisionAlert(
             {
               runId: 'run_restart',

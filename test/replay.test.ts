@@ -8,11 +8,11 @@ import path from 'node:path';
 import { Worker } from '@temporalio/worker';
 import webpush from 'web-push';
 import { pushSenderFor } from '../delivery/push/sender';
-import { WORKFLOWS_PATH } from '../worker';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { openStores, saveHistory, startTestApi, startTestWorker, temporalClient } from './support/harness';
 import { startPushService } from './support/pushService';
 import { testConfig } from './support/stack';
+import { workflowBundle } from './support/workflowBundle';
 
 const FIXTURES = {
   'scheduled quick calls (before LOCAL_QUICK_PATCH)': 'fixtures/episode-history.json',
@@ -100,13 +100,13 @@ describe('workflow replay', () => {
   for (const [version, fixture] of Object.entries(FIXTURES)) {
     it(`a recorded episode history (all three families delivered, ${version}) replays with the current code`, async () => {
       const history: unknown = JSON.parse(readFileSync(path.resolve(__dirname, fixture), 'utf8'));
-      await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, history);
+      await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history);
     });
   }
   for (const [name, fixture] of Object.entries(PATH_FIXTURES)) {
     it(`a recorded episode history (${name}) replays with the current code`, async () => {
       const history: unknown = JSON.parse(readFileSync(path.resolve(__dirname, fixture), 'utf8'));
-      await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, history);
+      await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history);
     });
   }
 });

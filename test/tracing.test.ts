@@ -16,6 +16,7 @@ import { startProcess, terminate } from './support/processes';
 import { deleteSweepScheduleOf, processStackVars } from './support/processStack';
 import { startPushService, type PushService } from './support/pushService';
 import { childProcessEnv, WorkerProcess } from './support/workerProcess';
+import { waitUntil } from './support/waitUntil';
 
 /** OTLP's SpanKind numbers. */
 const SERVER = 2;
@@ -254,11 +255,11 @@ describe('traces', function () {
       );
       assert.equal(completed.status, 200, completed.text);
       const episode = `${run.body.id}:end`;
-      const deadline = Date.now() + 60_000;
-      const sent = () => s.callbacks.received.find((c) => c.headers['webhook-id'] === episode);
-      while (!sent() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-      const callback = sent();
-      assert.ok(callback, `the callback of ${episode}`);
+      const callback = await waitUntil(
+        `the callback of ${episode}`,
+        () => s.callbacks.received.find((c) => c.headers['webhook-id'] === episode),
+        { timeoutMs: 60_000 },
+      );
       parseTraceparent(callback.headers.traceparent); // still traced
       assert.equal(callback.headers.baggage, undefined);
     });

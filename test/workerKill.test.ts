@@ -18,8 +18,8 @@ import { startPushService, type PushService, type ReceivedPush } from './support
 import { deleteSweepSchedule, processStackVars } from './support/processStack';
 import { slowLink } from './support/slowLink';
 import { WorkerProcess } from './support/workerProcess';
+import { waitUntil } from './support/waitUntil';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const USERS = ['alice', 'bob', 'carol', 'dave'];
 const ENDPOINTS_PER_USER = 100;
 const TOTAL = USERS.length * ENDPOINTS_PER_USER;
@@ -103,11 +103,11 @@ describe('a worker killed mid fan-out (a real process kill)', function () {
     );
 
     // Kill once a quarter of the endpoints have the push.
-    const deadline = Date.now() + 60_000;
-    while (push.received().length < TOTAL / 4) {
-      assert.ok(Date.now() < deadline, `the fan-out never got going: ${push.received().length} received`);
-      await sleep(10);
-    }
+    await waitUntil('a quarter of the fan-out', () => push.received().length >= TOTAL / 4, {
+      timeoutMs: 60_000,
+      intervalMs: 10,
+      seen: () => `${push.received().length} received`,
+    });
     await worker!.kill();
     const killedAt = Date.now();
     const receivedAtKill = push.received().length;

@@ -33,7 +33,8 @@ import { sweepWorkflow } from '../../workflows/sweep';
 import { CallbackReceiver } from '../support/callbackReceiver';
 import { startPushService, type PushService, type SubscriptionJSON } from '../support/pushService';
 import { random } from '../support/seeded';
-import { TEST_JWT_SECRET, workflowBundle } from '../support/stack';
+import { TEST_JWT_SECRET } from '../support/stack';
+import { workflowBundle } from '../support/workflowBundle';
 
 export interface WeekDrillOptions {
   env: TestWorkflowEnvironment;

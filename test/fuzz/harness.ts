@@ -31,6 +31,8 @@ export interface FuzzOptions {
   db: Db;
   seed?: number;
   log?: (line: string) => void;
+  /** Told after each case (shrinking included): the route and how many of its cases have run. */
+  onCase?: (route: string, cases: number) => void;
   /** The HS256 secret the API verifies tokens with (default: AUTH_JWT_SECRET, else the test suites' secret). */
   jwtSecret?: string;
   /** A fresh valid PushSubscription.toJSON() (default: real P-256 keys on an https endpoint that never resolves). */
@@ -194,6 +196,7 @@ export async function fuzzRouteList(all: RouteSpec[], options: FuzzOptions): Pro
       split.answerMs += took;
       split.checkMs += Date.now() - t1 - took;
       cases++;
+      options.onCase?.(route.name, cases);
       if (took > (slowest?.ms ?? 0)) slowest = { ms: took, request: describe(req, answer) };
       const key = 'error' in answer ? 'no answer' : String(answer.status);
       statuses[key] = (statuses[key] ?? 0) + 1;

@@ -32,6 +32,27 @@ const DEFAULT_SEED = 20_260_509;
  */
 const DEFAULT_RUNS = 200;
 
+/**
+ * A part has no time limit as a whole: its cases bound it (FUZZ_RUNS per route), and a loaded machine only makes it
+ * longer. What fails it is a hang: this long without a case finishing (each of a case's requests gives up at 30 s).
+ */
+const NO_PROGRESS_MS = 180_000;
+
+/** Rejects once `ms` pass without a beat: a stall, however long the whole takes. */
+function progressWatch(ms: number) {
+  let timer: NodeJS.Timeout | undefined;
+  let last = 'no case yet';
+  let fail!: (err: Error) => void;
+  const stalled = new Promise<never>((_, reject) => (fail = reject));
+  const beat = (what: string): void => {
+    last = what;
+    clearTimeout(timer);
+    timer = setTimeout(() => fail(new Error(`no fuzz case finished for ${ms / 1000} s; last: ${last}`)), ms);
+  };
+  beat(last);
+  return { stalled, beat, stop: () => clearTimeout(timer) };
+}
+
 /** How many test files share the routes: part N fuzzes the routes whose index modulo FUZZ_PARTS is N - 1. */
 const FUZZ_PARTS = 3;
 
@@ -107,7 +128,10 @@ export function describeFuzz(part: number): void {
     }
 
     /** One API fuzzed on the given routes. */
-    async function fuzzOnce(routes: string[] | undefined): Promise<FuzzReport> {
+    async function fuzzOnce(
+      routes: string[] | undefined,
+      onCase: (route: string, cases: number) => void,
+    ): Promise<FuzzReport> {
       const { api, db, close } = await startFuzzApi();
       let n = 0;
       try {
@@ -120,6 +144,7 @@ export function describeFuzz(part: number): void {
           subscription: () => push.endpoint(`fuzz-${n++}`),
           callbackUrl: receiver.url,
           only: routes,
+          onCase,
           countMode: process.env.FUZZ_COUNT_MODE === 'documents' ? 'documents' : 'commands',
           log: process.env.FUZZ_VERBOSE ? (line) => console.log(`      ${line}`) : undefined,
         });
@@ -239,10 +264,24 @@ export function describeFuzz(part: number): void {
           Number.isSafeInteger(numRuns) && numRuns > 0,
           `FUZZ_RUNS must be positive, got ${process.env.FUZZ_RUNS}`,
         );
-        this.timeout(Math.max(240_000, numRuns * selected.length * 100));
+        this.timeout(0); // bounded by its cases; a stall fails it (NO_PROGRESS_MS)
         const groups = fresh ? selected.map((name) => [name]) : [selected];
         const reports: FuzzReport[] = [];
-        for (const routes of groups) reports.push(await fuzzOnce(routes));
+        const watch = progressWatch(NO_PROGRESS_MS);
+        let routesBegun = 0;
+        let current = '';
+        const onCase = (route: string, cases: number): void => {
+          if (route !== current) [current, routesBegun] = [route, routesBegun + 1];
+          watch.beat(
+            `${route} (route ${routesBegun} of ${selected.length}), ${cases} cases run of ${numRuns}`,
+          );
+        };
+        try {
+          for (const routes of groups)
+            reports.push(await Promise.race([fuzzOnce(routes, onCase), watch.stalled]));
+        } finally {
+          watch.stop();
+        }
         const report: FuzzReport = {
           ...reports[0],
           totalCases: reports.reduce((sum, r) => sum + r.totalCases, 0),

@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { callbackEventJsonSchemas } from '../../api/openapi';
+import { waitUntil } from './waitUntil';
 
 const ajv = new Ajv2020({ allErrors: true, strict: true });
 addFormats(ajv);
@@ -102,11 +103,11 @@ export class CallbackReceiver {
   }
 
   async waitFor(count: number, timeoutMs = 15_000): Promise<ReceivedCallback[]> {
-    const deadline = Date.now() + timeoutMs;
-    while (this.received.length < count) {
-      if (Date.now() > deadline) throw new Error(`expected ${count} callbacks, got ${this.received.length}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await waitUntil(`${count} callbacks`, () => this.received.length >= count, {
+      timeoutMs,
+      intervalMs: 50,
+      seen: () => `${this.received.length} callbacks`,
+    });
     return this.received;
   }
 

@@ -11,7 +11,8 @@ import { mintToken } from '../../api/auth';
 import { connectMongo, type Mongo } from '../../store/mongo';
 import { createStores, ensureAllIndexes, type Stores } from '../../store';
 import { createWorker, type WorkerDeps } from '../../worker';
-import { nativeConnection, TEST_JWT_SECRET, workflowBundle } from './stack';
+import { nativeConnection, TEST_JWT_SECRET } from './stack';
+import { workflowBundle } from './workflowBundle';
 
 export interface RunningWorker {
   worker: Worker;

@@ -4,6 +4,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
+import { waitUntil } from './waitUntil';
 
 export interface ReceivedSpan {
   traceId: string;
@@ -99,14 +100,10 @@ export class OtlpReceiver {
 
   /** Waits until `done` holds for the spans so far (checked every 100 ms). */
   async waitUntil(done: (spans: ReceivedSpan[]) => boolean, what: string, timeoutMs = 30_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!done(this.spans)) {
-      if (Date.now() > deadline) {
-        const seen = this.spans.map((s) => `${s.service} ${s.name} ${s.traceId}`).join('\n');
-        throw new Error(`OTLP receiver: ${what} not seen within ${timeoutMs} ms; spans so far:\n${seen}`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    await waitUntil(`OTLP receiver: ${what}`, () => done(this.spans), {
+      timeoutMs,
+      seen: () => this.spans.map((s) => `${s.service} ${s.name} ${s.traceId}`),
+    });
   }
 
   private handle(req: http.IncomingMessage, res: http.ServerResponse): void {

@@ -4,18 +4,16 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { bundleWorkflowCode, NativeConnection, Runtime, type WorkflowBundle } from '@temporalio/worker';
+import { NativeConnection, Runtime } from '@temporalio/worker';
 import { launcherEnv, loadConfig, type Config } from '../../config';
 import { startThrowawayStack, type RunningStack } from '../../platform/embedded';
-import { WORKFLOWS_PATH } from '../../worker';
+import { workflowBundle } from './workflowBundle';
 
 interface TestStack extends RunningStack {
   dataRoot: string;
 }
 
 let stack: TestStack | undefined;
-let bundle: Promise<WorkflowBundle> | undefined;
-let fastRetriesBundle: Promise<WorkflowBundle> | undefined;
 
 /** Where a worker process of `mocha --parallel` finds the servers the main process started. */
 const SHARED_STACK_VARIABLE = 'FLOW_NOTIFY_TEST_STACK';
@@ -60,23 +58,6 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
   });
 }
 
-/**
- * The workflows, bundled once per test run and shared by every test worker. `fastRetries`: the same workflows
- * with Temporal's activity retry backoff shortened (support/fastRetries.ts), bundled once too.
- */
-export function workflowBundle(options: { fastRetries?: boolean } = {}): Promise<WorkflowBundle> {
-  if (options.fastRetries) {
-    fastRetriesBundle ??= bundleWorkflowCode({
-      workflowsPath: WORKFLOWS_PATH,
-      workflowInterceptorModules: [require.resolve('./fastRetries')],
-      logger: quietLogger,
-    });
-    return fastRetriesBundle;
-  }
-  bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger });
-  return bundle;
-}
-
 const quietLogger = {
   log: () => undefined,
   trace: () => undefined,
@@ -95,7 +76,13 @@ export async function mochaGlobalSetup(): Promise<void> {
   Runtime.install({ logger: quietLogger });
   const dataRoot = mkdtempSync(path.join(tmpdir(), 'flow-notify-test-'));
   const started = Date.now();
-  stack = { ...(await startThrowawayStack(dataRoot, launcherEnv())), dataRoot };
+  // The bundles are built while the servers start, before the suites' processes, which then only load them.
+  const [running] = await Promise.all([
+    startThrowawayStack(dataRoot, launcherEnv()),
+    workflowBundle(),
+    workflowBundle({ fastRetries: true }),
+  ]);
+  stack = { ...running, dataRoot };
   // `mocha --parallel` starts its workers after this, with this environment.
   process.env[SHARED_STACK_VARIABLE] = JSON.stringify({
     mongoUrl: stack.mongoUrl,

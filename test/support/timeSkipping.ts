@@ -11,6 +11,7 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { freePort } from '../../platform/freePort';
 import { PROJECT_ROOT } from '../../platform/embedded';
 import { searchAttributes } from '../../contract/searchAttributes';
+import { waitUntil } from './waitUntil';
 
 export const TEST_SERVER_PATH = path.join(PROJECT_ROOT, 'tools', 'test-server', 'temporal-test-server');
 
@@ -55,13 +56,15 @@ export async function startTimeSkipping(): Promise<TimeSkipping> {
     await exited;
   };
   try {
-    const deadline = Date.now() + START_TIMEOUT_MS;
-    while (!(await accepts(port))) {
-      if (child.exitCode !== null)
-        throw new Error(`the time-skipping test server exited (${child.exitCode})`);
-      if (Date.now() > deadline) throw new Error(`the time-skipping test server did not listen within 60 s`);
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
+    await waitUntil(
+      'the time-skipping test server to listen',
+      async () => {
+        if (child.exitCode !== null)
+          throw new Error(`the time-skipping test server exited (${child.exitCode})`);
+        return accepts(port);
+      },
+      { timeoutMs: START_TIMEOUT_MS, intervalMs: 200 },
+    );
     const env = await (TestWorkflowEnvironment as unknown as EnvironmentFactory).create({
       server: { type: 'existing' },
       address: `127.0.0.1:${port}`,

@@ -74,10 +74,14 @@ export interface WorkerProcessOptions {
   command?: { cwd: string; args: string[] };
 }
 
-export interface WorkerExit {
-  pid: number | undefined;
+/** How a process ended: its exit code, or the signal that killed it. */
+export interface ProcessEnd {
   code: number | null;
   signal: NodeJS.Signals | null;
+}
+
+export interface WorkerExit extends ProcessEnd {
+  pid: number | undefined;
   at: Date;
   /** The last lines the worker wrote. */
   tail: string;
@@ -198,25 +202,32 @@ export class WorkerProcess {
     await this.start();
   }
 
-  /** A graceful stop (SIGTERM, then SIGKILL after the timeout), and the CA file is removed. */
-  async stop(timeoutMs = 10_000): Promise<void> {
+  /**
+   * A graceful stop (SIGTERM, then SIGKILL after the timeout), and the CA file is removed. Resolves with how the
+   * worker exited (undefined when none was running): code 0 and no signal is a shutdown of its own.
+   */
+  async stop(timeoutMs = 10_000): Promise<ProcessEnd | undefined> {
     const child = this.child;
+    let end: ProcessEnd | undefined;
     if (child && this.running) {
       const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-      await this.signal('SIGTERM');
+      end = await this.signal('SIGTERM');
       clearTimeout(timer);
     }
     if (this.caDir) rmSync(this.caDir, { recursive: true, force: true });
     this.caDir = undefined;
+    return end;
   }
 
-  private async signal(signal: NodeJS.Signals): Promise<void> {
+  private async signal(signal: NodeJS.Signals): Promise<ProcessEnd | undefined> {
     const child = this.child;
-    if (!child || !this.running) return;
+    if (!child || !this.running) return undefined;
     this.expectingExit = true;
-    const gone = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    const gone = new Promise<ProcessEnd>((resolve) =>
+      child.once('exit', (code, killedBy) => resolve({ code, signal: killedBy })),
+    );
     child.kill(signal);
-    await gone;
+    return gone;
   }
 }
 

@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
-import { bundleWorkflowCode, Runtime, Worker, type ReplayResult } from '@temporalio/worker';
-import { WORKFLOWS_PATH, workflowInterceptorModules } from '../../worker';
+import { Runtime, Worker, type ReplayResult } from '@temporalio/worker';
+import { workflowBundle } from '../support/workflowBundle';
 
 const ROOT = path.resolve(__dirname, '../..');
 const FIXTURES_DIR = path.join(ROOT, 'test', 'fixtures');
@@ -71,12 +71,8 @@ describe('workflow replay without servers', function () {
       [false, results],
       [true, tracedResults],
     ] as const) {
-      const workflowBundle = await bundleWorkflowCode({
-        workflowsPath: WORKFLOWS_PATH,
-        workflowInterceptorModules: workflowInterceptorModules(traced),
-        logger: quiet,
-      });
-      for await (const result of Worker.runReplayHistories({ workflowBundle }, histories))
+      const bundle = await workflowBundle({ traced });
+      for await (const result of Worker.runReplayHistories({ workflowBundle: bundle }, histories))
         into.set(result.workflowId, result);
     }
   });

@@ -11,7 +11,7 @@ import type { Activities, DigestRef, DigestSend } from '../../contract/activitie
 import { digestEntrySignal, prefsChangedSignal, type DigestEntry } from '../../contract/workflows';
 import { heldUntil, type HoldPrefs } from '../../domain/quietHours';
 import { digestWorkflow } from '../../workflows';
-import { workflowBundle } from '../support/stack';
+import { workflowBundle } from '../support/workflowBundle';
 import { onTimeSkipping } from '../support/timeSkipping';
 
 const night = (timeZone: string): HoldPrefs => ({

@@ -10,8 +10,9 @@ import type { HealthState } from '../../domain/health';
 import type { OperatorAlert } from '../../domain/ops';
 import { runHealthWorkflow } from '../../workflows';
 import { observeSignal, type HealthOptions } from '../../contract/workflows';
-import { workflowBundle } from '../support/stack';
+import { workflowBundle } from '../support/workflowBundle';
 import { onTimeSkipping } from '../support/timeSkipping';
+import { waitUntil } from '../support/waitUntil';
 
 const STALL_AFTER_SECONDS = 900;
 const OPTIONS: HealthOptions = {
@@ -19,15 +20,6 @@ const OPTIONS: HealthOptions = {
   reapAfterSeconds: 1800,
   opsAlerts: true,
 };
-
-/** Waits for `ready` in wall time (the stand-ins are called by the worker while the test waits). */
-async function until(what: string, ready: () => boolean, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!ready()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 describe('the run-health stall on time-skipping Temporal', function () {
   this.timeout(120_000);
@@ -72,16 +64,23 @@ describe('the run-health stall on time-skipping Temporal', function () {
         args: [{ runId, teamId: 'acme', options: OPTIONS }],
       });
       await handle.signal(observeSignal, { type: 'node_started', data: { node: 'plan' } });
-      await until('the node to be saved', () => saved.some((state) => state.currentNode === 'plan'));
+      await waitUntil('the node to be saved', () => saved.some((state) => state.currentNode === 'plan'), {
+        timeoutMs: 30_000,
+        intervalMs: 50,
+      });
       // Progress a minute before the threshold starts the count again.
       await env.sleep(`${STALL_AFTER_SECONDS - 60} seconds`);
       await handle.signal(observeSignal, { type: 'node_started', data: { node: 'draft' } });
-      await until('the next node to be saved', () => saved.some((state) => state.currentNode === 'draft'));
+      await waitUntil(
+        'the next node to be saved',
+        () => saved.some((state) => state.currentNode === 'draft'),
+        { timeoutMs: 30_000, intervalMs: 50 },
+      );
       assert.deepEqual(kinds(), [], 'no alert while the run reports');
 
       // Silence past the threshold: the stall timer fires, once.
       await env.sleep(`${STALL_AFTER_SECONDS + 60} seconds`);
-      await until('the stall alert', () => posted.length >= 1);
+      await waitUntil('the stall alert', () => posted.length >= 1, { timeoutMs: 30_000, intervalMs: 50 });
       const stall = posted[0];
       assert.equal(stall.kind, 'stall');
       assert.equal(stall.episodeKey, `health:${runId}:stall:1`);
@@ -93,7 +92,7 @@ describe('the run-health stall on time-skipping Temporal', function () {
       await env.sleep('1 hour');
       // Progress again: the recovery alert, under the same stall episode's number.
       await handle.signal(observeSignal, { type: 'node_started', data: { node: 'write' } });
-      await until('the recovery alert', () => posted.length >= 2);
+      await waitUntil('the recovery alert', () => posted.length >= 2, { timeoutMs: 30_000, intervalMs: 50 });
       const recovered = posted[1];
       assert.equal(recovered.kind, 'stall_recovered');
       assert.equal(recovered.episodeKey, `health:${runId}:stall_recovered:1`);

@@ -9,7 +9,7 @@ import { Worker } from '@temporalio/worker';
 import type { Activities } from '../../contract/activities';
 import type { OperatorAlert } from '../../domain/ops';
 import { operatorAlertWorkflow } from '../../workflows';
-import { workflowBundle } from '../support/stack';
+import { workflowBundle } from '../support/workflowBundle';
 import { onTimeSkipping } from '../support/timeSkipping';
 
 /** A ten-minute window, waits capped at 100 s (what CLAIM_GRACE_SECONDS=300 gives). */
