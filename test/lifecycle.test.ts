@@ -100,6 +100,8 @@ describe('lifecycle: SIGTERM and probes', function () {
       vars: { ...vars, WORKER_HEALTH_PORT: String(healthPort) },
       trustCa: push.ca,
     });
+    // Workers started from the sources load the run's bundle (WORKFLOW_BUNDLE_DIR) rather than bundling.
+    assert.match(worker.output(), /workflows prebuilt bundle/);
     // The worker's probes: live, and ready once it polls.
     const probe = (route: string) => fetch(`http://127.0.0.1:${healthPort}${route}`);
     assert.equal((await probe('/healthz')).status, 200);

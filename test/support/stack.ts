@@ -7,10 +7,12 @@ import path from 'node:path';
 import { NativeConnection, Runtime } from '@temporalio/worker';
 import { launcherEnv, loadConfig, type Config } from '../../config';
 import { startThrowawayStack, type RunningStack } from '../../platform/embedded';
-import { workflowBundle } from './workflowBundle';
+import { workflowBundle, workflowBundleDir } from './workflowBundle';
 
 interface TestStack extends RunningStack {
   dataRoot: string;
+  /** The prebuilt workflow bundles worker processes load (WORKFLOW_BUNDLE_DIR). */
+  bundleDir: string;
 }
 
 let stack: TestStack | undefined;
@@ -23,8 +25,8 @@ export function testStack(): TestStack {
     // A parallel worker: the main process ran the global setup (and will stop the servers); use its servers.
     const shared = process.env[SHARED_STACK_VARIABLE];
     if (!shared) throw new Error('the test stack is not started (run tests through npm test / mocha)');
-    const { mongoUrl, temporalAddress, dataRoot } = JSON.parse(shared) as TestStack;
-    stack = { mongoUrl, temporalAddress, dataRoot, stop: async () => undefined };
+    const { mongoUrl, temporalAddress, dataRoot, bundleDir } = JSON.parse(shared) as TestStack;
+    stack = { mongoUrl, temporalAddress, dataRoot, bundleDir, stop: async () => undefined };
     try {
       Runtime.install({ logger: quietLogger });
     } catch {
@@ -32,6 +34,13 @@ export function testStack(): TestStack {
     }
   }
   return stack;
+}
+
+/** The run's prebuilt workflow bundles, where a test stack runs (benchmarks start their own servers: none). */
+export function sharedBundleDir(): string | undefined {
+  if (stack) return stack.bundleDir;
+  const shared = process.env[SHARED_STACK_VARIABLE];
+  return shared ? (JSON.parse(shared) as TestStack).bundleDir : undefined;
 }
 
 export const TEST_JWT_SECRET = 'test-secret-for-flow-notify-32-bytes-or-more';
@@ -77,17 +86,19 @@ export async function mochaGlobalSetup(): Promise<void> {
   const dataRoot = mkdtempSync(path.join(tmpdir(), 'flow-notify-test-'));
   const started = Date.now();
   // The bundles are built while the servers start, before the suites' processes, which then only load them.
-  const [running] = await Promise.all([
+  const [running, bundleDir] = await Promise.all([
     startThrowawayStack(dataRoot, launcherEnv()),
+    workflowBundleDir(),
     workflowBundle(),
     workflowBundle({ fastRetries: true }),
   ]);
-  stack = { ...running, dataRoot };
+  stack = { ...running, dataRoot, bundleDir };
   // `mocha --parallel` starts its workers after this, with this environment.
   process.env[SHARED_STACK_VARIABLE] = JSON.stringify({
     mongoUrl: stack.mongoUrl,
     temporalAddress: stack.temporalAddress,
     dataRoot,
+    bundleDir,
   });
   console.log(
     `test stack: mongo ${stack.mongoUrl} temporal ${stack.temporalAddress} (ready in ${Date.now() - started} ms)`,

@@ -10,6 +10,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../../platform/embedded';
+import { sharedBundleDir } from './stack';
 
 /** The line worker.ts prints once its Worker is created and about to poll. */
 export const WORKER_READY_LINE = 'flow-notify worker: task queue';
@@ -131,7 +132,12 @@ export class WorkerProcess {
   }
 
   private env(): Record<string, string> {
-    const vars = { ...this.options.vars };
+    // From the sources, the workflows bundled once for the test run, not at every start.
+    const bundleDir = this.options.command ? undefined : sharedBundleDir();
+    const vars: Record<string, string> = {
+      ...(bundleDir ? { WORKFLOW_BUNDLE_DIR: bundleDir } : {}),
+      ...this.options.vars,
+    };
     if (this.options.trustCa) {
       this.caDir ??= mkdtempSync(path.join(tmpdir(), 'flow-notify-worker-ca-'));
       const file = path.join(this.caDir, 'push-ca.pem');

@@ -3,12 +3,26 @@
 // folder under a hash of everything it is built from; every process, and later runs, load that file. A changed
 // source changes the hash, so a stale bundle is never used.
 import { createHash } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
 import { PROJECT_ROOT } from '../../platform/embedded';
-import { WORKFLOWS_PATH, workflowInterceptorModules } from '../../worker';
+import {
+  TRACED_WORKFLOW_BUNDLE_FILE,
+  WORKFLOW_BUNDLE_FILE,
+  WORKFLOWS_PATH,
+  workflowInterceptorModules,
+} from '../../worker';
 
 export interface BundleKind {
   /** Temporal's activity retry backoff a tenth as long (support/fastRetries.ts). */
@@ -67,7 +81,7 @@ function removeOldBundles(): void {
   for (const name of readdirSync(CACHE_DIR)) {
     const file = path.join(CACHE_DIR, name);
     try {
-      if (Date.now() - statSync(file).mtimeMs > KEEP_MS) rmSync(file, { force: true });
+      if (Date.now() - statSync(file).mtimeMs > KEEP_MS) rmSync(file, { recursive: true, force: true });
     } catch {
       // another run removed it first
     }
@@ -86,13 +100,17 @@ async function loadOrBuild(modules: string[]): Promise<WorkflowBundle> {
     workflowInterceptorModules: modules,
     logger: quietLogger,
   });
-  mkdirSync(CACHE_DIR, { recursive: true });
-  // Written aside and renamed: a run starting meanwhile never reads half a bundle.
+  writeWhole(file, code);
+  removeOldBundles();
+  return { code };
+}
+
+/** Written aside and renamed: a run starting meanwhile never reads half a bundle. */
+function writeWhole(file: string, code: string): void {
+  mkdirSync(path.dirname(file), { recursive: true });
   const partial = `${file}.${process.pid}.partial`;
   writeFileSync(partial, code);
   renameSync(partial, file);
-  removeOldBundles();
-  return { code };
 }
 
 /** The workflows of `kind`, bundled once for their current sources (and loaded once per process). */
@@ -105,4 +123,23 @@ export function workflowBundle(kind: BundleKind = {}): Promise<WorkflowBundle> {
     inProcess.set(key, bundle);
   }
   return bundle;
+}
+
+/**
+ * A folder holding the plain and the traced bundle under the names a build gives them, for workers started as
+ * processes from the sources (WORKFLOW_BUNDLE_DIR): they load it instead of bundling at every start.
+ */
+export async function workflowBundleDir(): Promise<string> {
+  const plain = interceptorModules({});
+  const traced = interceptorModules({ traced: true });
+  const dir = path.join(CACHE_DIR, `dir-${sourceHash([...plain, ...traced])}`);
+  const files: [string, string[]][] = [
+    [WORKFLOW_BUNDLE_FILE, plain],
+    [TRACED_WORKFLOW_BUNDLE_FILE, traced],
+  ];
+  for (const [name, modules] of files) {
+    const file = path.join(dir, name);
+    if (!existsSync(file)) writeWhole(file, (await loadOrBuild(modules)).code);
+  }
+  return dir;
 }
