@@ -1,4 +1,6 @@
 // The API's composition root: config → Mongo, Temporal client → stores, runs service → Koa.
+// First: holds the young generation while the modules below load (see there).
+import { youngGenerationForTraffic } from './youngGeneration';
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import { Client, Connection } from '@temporalio/client';
@@ -245,6 +247,7 @@ async function main(): Promise<void> {
   const logger = createLogger({ level: config.logLevel, format: config.logFormat, name: 'api' });
   const tracing = await startTracing(config.tracing, 'flow-notify-api');
   const api = await startApi(config, { logger, metrics: createMetrics(new Registry()), tracing });
+  youngGenerationForTraffic();
   if (api.metricsUrl) logger.info(`flow-notify api: metrics on ${api.metricsUrl}`);
   logger.info(`flow-notify api: listening on ${api.url}${tracing ? '; traces on' : ''}`);
   const stop = (signal: string): void => {
