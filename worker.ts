@@ -1,4 +1,6 @@
 // The worker's composition root: config → Mongo, Temporal → push sink → createActivities → Worker.
+// First: holds the young generation while the modules below load (see there).
+import { youngGenerationForTraffic } from './platform/youngGeneration';
 import { existsSync } from 'node:fs';
 import type { Server } from 'node:http';
 import path from 'node:path';
@@ -319,6 +321,7 @@ async function main(): Promise<void> {
       ),
     );
   }
+  youngGenerationForTraffic();
   try {
     await worker.run(); // returns after SIGINT/SIGTERM once in-flight tasks are done (or cancelled past the grace)
   } finally {

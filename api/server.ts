@@ -1,5 +1,7 @@
 // The API's composition root: config → Mongo, Temporal client → stores, runs service (services.ts) → each router's
 // dependencies (its wiring) → Koa.
+// First: holds the young generation while the modules below load (see there).
+import { youngGenerationForTraffic } from '../platform/youngGeneration';
 import type { Server } from 'node:http';
 import { Registry } from 'prom-client';
 import { exitOnConfigError, loadConfigOrExit, type Config } from '../config';
@@ -136,6 +138,7 @@ async function main(): Promise<void> {
   const logger = createLogger({ level: config.logLevel, format: config.logFormat, name: 'api' });
   const tracing = await startTracing(config.tracing, 'flow-notify-api');
   const api = await startApi(config, { logger, metrics: createMetrics(new Registry()), tracing });
+  youngGenerationForTraffic();
   if (api.metricsUrl) logger.info(`flow-notify api: metrics on ${api.metricsUrl}`);
   logger.info(`flow-notify api: listening on ${api.url}${tracing ? '; traces on' : ''}`);
   const stop = (signal: string): void => {

@@ -14,7 +14,8 @@
 //
 // waiting on each delivery (never a sleep). Then both idle BENCH_MEMORY_SETTLE_SECONDS (default 20) and are
 // sampled BENCH_MEMORY_SAMPLES times (default 5, one a second): VmRSS from /proc, the repetition's figure is
-// the median of its samples (production gives no --expose-gc, so nothing forces a collection). Also printed:
+// the median of its samples (production gives no --expose-gc, so nothing forces a collection), and a goal is met
+// when every repetition's figure is within it. Also printed:
 // RSS right after start, the peak (VmHWM), and the idle RSS split into anonymous memory (heaps, native
 // allocations) and file-backed pages (the node binary, the Temporal core library, mapped code).
 //
@@ -266,14 +267,17 @@ runMain(async () => {
   const of = (name: Name, key: keyof Omit<RepResult, 'samples'>) => results.map((r) => r[key][name]);
   const rows = (['worker', 'api'] as const).map((name) => {
     const idle = of(name, 'idle');
+    // Met when every rep is: idle memory is bimodal (V8 may not have shrunk its heaps yet), and a median of
+    // reps would pass a process that sometimes sits over its goal.
+    const met = Math.max(...idle) <= GOALS[name];
     return {
       name,
       idle,
-      met: median(idle) <= GOALS[name],
+      met,
       line:
         `| ${name} | ${spread(of(name, 'atStart'))} | **${spread(idle)}** | ${spread(of(name, 'anon'))} | ` +
         `${spread(of(name, 'file'))} | ${spread(of(name, 'peak'))} | ≤ ${GOALS[name]} | ` +
-        `${median(idle) <= GOALS[name] ? 'yes' : '**no**'} |`,
+        `${met ? 'yes' : '**no**'} |`,
     };
   });
   const title =
@@ -288,7 +292,7 @@ runMain(async () => {
       '|---|---|---|---|---|---|---|---|',
       ...rows.map((r) => r.line),
       '',
-      `idle: median of ${SAMPLES} samples a second apart after ${SETTLE_S} s idle, per rep` +
+      `idle: median of ${SAMPLES} samples a second apart after ${SETTLE_S} s idle, per rep; met: every rep ≤ goal` +
         (NODE_ARGS.length ? `; node ${NODE_ARGS.join(' ')}` : ''),
     ].join('\n'),
   );
@@ -297,7 +301,7 @@ runMain(async () => {
     ours: spread(r.idle),
     baseline: `goal ${GOALS[r.name]}`,
     ratio: round(median(r.idle) / GOALS[r.name], 2),
-    target: `≤ ${GOALS[r.name]} MB`,
+    target: `≤ ${GOALS[r.name]} MB, every rep`,
     met: r.met,
   }));
   writeResults('memory', {
