@@ -19,6 +19,7 @@ import { launchChromium, type LaunchedChromium } from './support/chromium';
 import { ApiClient, openStores, startTestApi, startTestWorker, type RunningWorker } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
 import { testConfig } from './support/stack';
+import { waitUntil } from './support/waitUntil';
 
 const RESULTS = path.join(PROJECT_ROOT, 'test-results');
 const TOKEN_KEY = 'flow.studio.token';
@@ -152,16 +153,11 @@ describe('studio (Chromium)', function () {
 
   /** The first push the loopback service accepted for the studio's subscription that matches. */
   async function pushReceived(match: (payload: PushPayload) => boolean) {
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      const found = push.received(studioSub).find((r) => match(r.payload as PushPayload));
-      if (found) return found;
-      if (Date.now() > deadline) {
-        const seen = push.received(studioSub).map((r) => r.rawText);
-        throw new Error(`no matching push reached the studio's endpoint; got ${JSON.stringify(seen)}`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    return waitUntil(
+      "a matching push at the studio's endpoint",
+      () => push.received(studioSub).find((r) => match(r.payload as PushPayload)),
+      { timeoutMs: 60_000, intervalMs: 50, seen: () => push.received(studioSub).map((r) => r.rawText) },
+    );
   }
 
   /** Every POST/DELETE the page sends to the subscriptions route, with its body. */
@@ -207,16 +203,15 @@ describe('studio (Chromium)', function () {
     done: (list: ShownNotification[]) => boolean,
     what: string,
   ): Promise<ShownNotification[]> {
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      const list = await notifications(target);
-      if (done(list)) return list;
-      if (Date.now() > deadline) {
-        const log = browserLog.slice(-10).join('\n  ') || '(nothing)';
-        throw new Error(`${what}; notifications: ${JSON.stringify(list)}; browser log:\n  ${log}`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    let list: ShownNotification[] = [];
+    return waitUntil(
+      what,
+      async () => {
+        list = await notifications(target);
+        return done(list) && list;
+      },
+      { timeoutMs: 60_000, seen: () => ({ notifications: list, browserLog: browserLog.slice(-10) }) },
+    );
   }
 
   /** The studio's registration id, from the ServiceWorker domain's registration events. */
@@ -450,14 +445,19 @@ describe('studio (Chromium)', function () {
     assert.equal(page.url(), `${origin}/`);
     // The push reached the push service before its claim settled: the run page shows the claim as it is when it
     // loads, so it opens once the claim says delivered (on a loaded machine that can come seconds later).
-    for (;;) {
-      const view = await alice.get(`/api/v1/runs/${runId}/episodes`);
-      const shown = (
-        view.body.episodes as { episodeId: string; families: { push: { state: string } } }[]
-      ).find((e) => e.episodeId === episodeId);
-      if (shown?.families.push.state === 'delivered') break;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    let pushState: string | undefined;
+    await waitUntil(
+      "the episode's push claim delivered",
+      async () => {
+        const view = await alice.get(`/api/v1/runs/${runId}/episodes`);
+        const shown = (
+          view.body.episodes as { episodeId: string; families: { push: { state: string } } }[]
+        ).find((e) => e.episodeId === episodeId);
+        pushState = shown?.families.push.state;
+        return pushState === 'delivered';
+      },
+      { timeoutMs: 60_000, seen: () => pushState },
+    );
     await clickNotification(page, episodeId);
     await page.waitForURL(`${origin}/runs/${runId}`);
     await page.getByRole('heading', { level: 1, name: 'Quarterly report' }).waitFor();
