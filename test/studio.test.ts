@@ -8,15 +8,13 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { BrowserContext, CDPSession, Page } from 'playwright-core';
 import webpush from 'web-push';
-import type { ApiHandle } from '../api/server';
 import type { Config } from '../config';
 import type { PushPayload } from '../domain/push';
-import { pushSenderFor } from '../delivery/push/sender';
 import { freePort, PROJECT_ROOT } from '../platform/embedded';
 import type { Stores } from '../store';
-import type { Mongo } from '../store/mongo';
 import { launchChromium, type LaunchedChromium } from './support/chromium';
-import { ApiClient, openStores, startTestApi, startTestWorker, type RunningWorker } from './support/harness';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { ApiClient, startTestApi } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
 import { testConfig } from './support/stack';
 import { waitUntil } from './support/waitUntil';
@@ -35,11 +33,9 @@ interface ShownNotification {
 
 describe('studio (Chromium)', function () {
   let push: PushService;
+  let stack: FamilyStack;
   let config: Config;
-  let mongo: Mongo;
   let stores: Stores;
-  let api: ApiHandle;
-  let worker: RunningWorker;
   let origin: string; // the API serves the studio; 127.0.0.1 is a secure context for service workers
   let alice: ApiClient; // the studio user, team acme
   let dave: ApiClient; // a teammate who owns some runs and never enables push
@@ -59,23 +55,23 @@ describe('studio (Chromium)', function () {
     const port = await freePort();
     origin = `http://127.0.0.1:${port}`;
     const vapid = webpush.generateVAPIDKeys();
-    config = testConfig({
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      STUDIO_URL: origin, // deep links point back at this very studio
-      VAPID_PUBLIC_KEY: vapid.publicKey,
-      VAPID_PRIVATE_KEY: vapid.privateKey,
-      VAPID_SUBJECT: 'mailto:ops@flow.test',
-      PUSH_ALLOW_PRIVATE: '1',
-      SWEEP_INTERVAL_SECONDS: '3600',
-    });
-    ({ mongo, stores } = await openStores(config));
-    worker = await startTestWorker(config, stores, { pushSender: pushSenderFor(config, { ca: push.ca }) });
-    const started = await startTestApi(config, { pushSender: pushSenderFor(config, { ca: push.ca }) });
-    api = started.api;
-    assert.equal(api.url, origin);
-    alice = started.client.as('alice', 'acme');
-    dave = started.client.as('dave', 'acme');
+    stack = await startFamilyStack(
+      {
+        HOST: '127.0.0.1',
+        PORT: String(port),
+        STUDIO_URL: origin, // deep links point back at this very studio
+        VAPID_PUBLIC_KEY: vapid.publicKey,
+        VAPID_PRIVATE_KEY: vapid.privateKey,
+        VAPID_SUBJECT: 'mailto:ops@flow.test',
+        PUSH_ALLOW_PRIVATE: '1',
+        SWEEP_INTERVAL_SECONDS: '3600',
+      },
+      { push },
+    );
+    ({ config, stores } = stack);
+    assert.equal(stack.api.url, origin);
+    alice = stack.anonymous.as('alice', 'acme');
+    dave = stack.anonymous.as('dave', 'acme');
     studioSub = push.endpoint('studio', { applicationServerKey: vapid.publicKey });
 
     // A few team runs for the list (dave's: alice keeps the default scope, so none of them pushes to her).
@@ -101,9 +97,7 @@ describe('studio (Chromium)', function () {
 
   after(async () => {
     for (const browser of browsers) await browser.close();
-    await api?.close();
-    await worker?.stop();
-    await mongo?.client.close();
+    await stack?.stop();
     await push?.close();
   });
 
