@@ -729,12 +729,15 @@ async function killWorkers(drill: Drill): Promise<void> {
     while (!drill.driveDone && progress(drill) < at) await sleep(100);
     if (drill.driveDone) break;
     // Aim for the middle of a fan-out: a moment when the push service has just accepted a message.
-    const aimUntil = Date.now() + 15_000;
-    while (Date.now() < aimUntil) {
-      const last = drill.push.received().at(-1);
-      if (last && Date.now() - last.at.getTime() < 15) break;
-      await sleep(2);
-    }
+    // Not for ever: with no such moment in 15 s, the kill lands anyway.
+    await waitUntil(
+      'a push just accepted',
+      () => {
+        const last = drill.push.received().at(-1);
+        return last && Date.now() - last.at.getTime() < 15;
+      },
+      { timeoutMs: 15_000, intervalMs: 2 },
+    ).catch(() => undefined);
     await killWorkerOnce(drill);
   }
 }
