@@ -331,13 +331,17 @@ describe('deploy/: the Grafana dashboard and the Prometheus alert rules', functi
 
     /** Scrapes until every sample name in `names` is there, then answers the last scrape. */
     async function scrapeUntil(port: number, names: string[]): Promise<string> {
-      const deadline = Date.now() + 30_000;
-      for (;;) {
-        const text = await scrape(port);
-        const { samples } = readExposition(text);
-        if (names.every((name) => samples.has(name)) || Date.now() > deadline) return text;
-        await new Promise((resolve) => setTimeout(resolve, 200));
-      }
+      let missing = names;
+      return waitUntil(
+        `every sample name scraped from port ${port}`,
+        async () => {
+          const text = await scrape(port);
+          const { samples } = readExposition(text);
+          missing = names.filter((name) => !samples.has(name));
+          return missing.length === 0 && text;
+        },
+        { timeoutMs: 60_000, intervalMs: 200, seen: () => ({ missing }) },
+      );
     }
 
     it('pushes, a retried and a refused callback, an open breaker, a stall, a takeover, a sweep pass: every name is scraped', async () => {

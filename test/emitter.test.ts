@@ -6,30 +6,20 @@ import { createOutcomeEmitter } from '../client/emitter';
 import type { Config } from '../config';
 import { createRunsService } from '../runs/service';
 import type { Stores } from '../store';
-import type { Mongo } from '../store/mongo';
-import { openStores, startTestWorker, temporalClient, type RunningWorker } from './support/harness';
-import { testConfig } from './support/stack';
+import { startWorkerStack, type WorkerStack } from './support/familyStack';
 import { searchAttributes } from '../contract/searchAttributes';
 
 describe('outcome emitter', () => {
+  let stack: WorkerStack;
   let config: Config;
-  let mongo: Mongo;
   let stores: Stores;
   let client: Client;
-  let closeClient: () => Promise<void>;
-  let worker: RunningWorker;
 
   before(async () => {
-    config = testConfig();
-    ({ mongo, stores } = await openStores(config));
-    ({ client, close: closeClient } = await temporalClient(config));
-    worker = await startTestWorker(config, stores);
+    stack = await startWorkerStack({});
+    ({ config, stores, client } = stack);
   });
-  after(async () => {
-    await worker?.stop();
-    await closeClient?.();
-    await mongo?.client.close();
-  });
+  after(() => stack?.stop());
 
   const caller = { userId: 'alice', teamId: 'acme' };
   const emitterAndEngine = () => {

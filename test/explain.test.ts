@@ -17,8 +17,8 @@ import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import type { ApiClient } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
 import { testStack } from './support/stack';
+import { waitUntil } from './support/waitUntil';
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const UI = 'https://temporal-ui.ops.test';
 
 describe('flow-notify explain', function () {
@@ -77,6 +77,13 @@ describe('flow-notify explain', function () {
     });
   }
 
+  /** The run as `explain --json` reports it; the CLI must succeed. */
+  function explanation(runId: string): RunExplanation {
+    const run = cli(runId, '--json');
+    assert.equal(run.status, 0, run.stderr);
+    return JSON.parse(run.stdout) as RunExplanation;
+  }
+
   it('reports the pushes, callback attempts, alert and workflows the loopback receivers saw', async () => {
     const subscription = push.endpoint('alice');
     assert.equal((await alice.post('/api/v1/notifications/push/subscriptions', subscription)).status, 201);
@@ -110,18 +117,19 @@ describe('flow-notify explain', function () {
     assert.equal(ended.ops, 'delivered');
 
     // Visibility trails the histories a little: wait until the listing shows both episodes closed.
+    // Each look is a CLI process (seconds under load): the bound only guards a hang.
     let report!: RunExplanation;
-    const deadline = Date.now() + 20_000;
-    for (;;) {
-      const run = cli(runId, '--json');
-      assert.equal(run.status, 0, run.stderr);
-      report = JSON.parse(run.stdout) as RunExplanation;
-      const episodesClosed = report.workflows.filter(
-        (w) => w.type === 'episodeWorkflow' && w.status === 'COMPLETED',
-      ).length;
-      if (episodesClosed === 2 || Date.now() > deadline) break;
-      await new Promise((r) => setTimeout(r, 500));
-    }
+    await waitUntil(
+      'both episodes closed in the listing',
+      () => {
+        report = explanation(runId);
+        return (
+          report.workflows.filter((w) => w.type === 'episodeWorkflow' && w.status === 'COMPLETED').length ===
+          2
+        );
+      },
+      { timeoutMs: 60_000, intervalMs: 500, seen: () => report.workflows },
+    );
 
     assert.equal(report.runId, runId);
     assert.equal(report.run?.status, 'failed');
@@ -252,12 +260,11 @@ describe('flow-notify explain', function () {
         ) && r.operatorAlerts.some((a) => a.kind === 'callback_exhausted' && a.sends.length > 0);
       let report!: RunExplanation;
       // Each look is a CLI process (seconds under load): allow several.
-      const deadline = Date.now() + 60_000;
-      do {
-        const run = cli(runId, '--json');
-        assert.equal(run.status, 0, run.stderr);
-        report = JSON.parse(run.stdout) as RunExplanation;
-      } while (!closed(report) && Date.now() < deadline && (await sleep(1000), true));
+      await waitUntil(
+        'the episode and both alerts closed, the exhausted alert sent',
+        () => closed((report = explanation(runId))),
+        { timeoutMs: 60_000, intervalMs: 1000, seen: () => [report.workflows, report.operatorAlerts] },
+      );
 
       const [end] = report.episodes;
       const callbacks = receiver.received.length - before.callbacks;
@@ -312,15 +319,14 @@ describe('flow-notify explain', function () {
       .filter((a) => a.runId === runId);
     assert.equal(sent.length, 1);
 
+    // Each look is a CLI process (seconds under load): the bound only guards a hang.
     let report!: RunExplanation;
-    const deadline = Date.now() + 20_000;
-    do {
-      const run = cli(runId, '--json');
-      assert.equal(run.status, 0, run.stderr);
-      report = JSON.parse(run.stdout) as RunExplanation;
-    } while (
-      report.workflows.find((w) => w.workflowId === workflowId)?.status !== 'COMPLETED' &&
-      Date.now() < deadline
+    await waitUntil(
+      'the alert workflow closed in the listing',
+      () =>
+        (report = explanation(runId)).workflows.find((w) => w.workflowId === workflowId)?.status ===
+        'COMPLETED',
+      { timeoutMs: 60_000, intervalMs: 0, seen: () => report.workflows },
     );
     assert.deepEqual(report.episodes, []);
     assert.deepEqual(

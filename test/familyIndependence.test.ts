@@ -5,25 +5,15 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import webpush from 'web-push';
-import type { ApiHandle } from '../api/server';
 import type { Config } from '../config';
-import { pushSenderFor } from '../delivery/push/sender';
 import type { Stores } from '../store';
 import type { ClaimState } from '../domain/outcome';
 import type { Mongo } from '../store/mongo';
 import type { BranchResult, EpisodeResult } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
-import {
-  openStores,
-  saveHistory,
-  startTestApi,
-  startTestWorker,
-  temporalClient,
-  type ApiClient,
-  type RunningWorker,
-} from './support/harness';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { saveHistory, type ApiClient } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
-import { testConfig } from './support/stack';
 import { waitUntil } from './support/waitUntil';
 
 /** The claim state each branch result leaves behind: released means absent (the sweep may replay it). */
@@ -43,36 +33,30 @@ const record = (config: Config, workflowId: string, name: string): void => {
 describe('family independence', function () {
   this.timeout(120_000);
   let receiver: CallbackReceiver;
+  let stack: FamilyStack;
   let config: Config;
   let mongo: Mongo;
   let stores: Stores;
-  let worker: RunningWorker;
-  let api: ApiHandle;
   let alice: ApiClient;
   let client: Client;
-  let closeClient: () => Promise<void>;
 
   before(async () => {
     receiver = await CallbackReceiver.start();
-    config = testConfig({
-      CALLBACK_ALLOW_PRIVATE: '1',
-      CALLBACK_TIMEOUT_SECONDS: '2',
-      CALLBACK_RETRY_SECONDS: '1,1,1,1',
-      SWEEP_INTERVAL_SECONDS: '3600',
-    });
-    ({ mongo, stores } = await openStores(config));
-    // Fast retries: the callback activity that always throws spends its three attempts in ~1.5 s, not 15.
-    worker = await startTestWorker(config, stores, { fastRetries: true });
-    let anonymous: ApiClient;
-    ({ api, client: anonymous } = await startTestApi(config));
-    alice = anonymous.as('alice', 'acme');
-    ({ client, close: closeClient } = await temporalClient(config));
+    stack = await startFamilyStack(
+      {
+        CALLBACK_ALLOW_PRIVATE: '1',
+        CALLBACK_TIMEOUT_SECONDS: '2',
+        CALLBACK_RETRY_SECONDS: '1,1,1,1',
+        SWEEP_INTERVAL_SECONDS: '3600',
+      },
+      // Fast retries: the callback activity that always throws spends its three attempts in ~1.5 s, not 15.
+      { fastRetries: true },
+    );
+    ({ config, mongo, stores, client } = stack);
+    alice = stack.anonymous.as('alice', 'acme');
   });
   after(async () => {
-    await api?.close();
-    await worker?.stop();
-    await closeClient?.();
-    await mongo?.client.close();
+    await stack?.stop();
     await receiver?.close();
   });
 
@@ -126,41 +110,33 @@ describe('family independence: a released push does not wait for the callback', 
   const SWEEP_SECONDS = 5;
   let push: PushService;
   let receiver: CallbackReceiver;
+  let stack: FamilyStack;
   let config: Config;
-  let mongo: Mongo;
   let stores: Stores;
-  let worker: RunningWorker;
-  let api: ApiHandle;
   let alice: ApiClient;
   let client: Client;
-  let closeClient: () => Promise<void>;
 
   before(async () => {
     push = await startPushService();
     receiver = await CallbackReceiver.start();
     const vapid = webpush.generateVAPIDKeys();
-    config = testConfig({
-      VAPID_PUBLIC_KEY: vapid.publicKey,
-      VAPID_PRIVATE_KEY: vapid.privateKey,
-      PUSH_ALLOW_PRIVATE: '1',
-      CALLBACK_ALLOW_PRIVATE: '1',
-      CALLBACK_TIMEOUT_SECONDS: '2',
-      CALLBACK_RETRY_SECONDS: '30',
-      SWEEP_INTERVAL_SECONDS: String(SWEEP_SECONDS),
-    });
-    ({ mongo, stores } = await openStores(config));
-    const sender = () => pushSenderFor(config, { ca: push.ca });
-    worker = await startTestWorker(config, stores, { pushSender: sender(), fastRetries: true });
-    let anonymous: ApiClient;
-    ({ api, client: anonymous } = await startTestApi(config, { pushSender: sender() }));
-    alice = anonymous.as('alice', 'acme');
-    ({ client, close: closeClient } = await temporalClient(config));
+    stack = await startFamilyStack(
+      {
+        VAPID_PUBLIC_KEY: vapid.publicKey,
+        VAPID_PRIVATE_KEY: vapid.privateKey,
+        PUSH_ALLOW_PRIVATE: '1',
+        CALLBACK_ALLOW_PRIVATE: '1',
+        CALLBACK_TIMEOUT_SECONDS: '2',
+        CALLBACK_RETRY_SECONDS: '30',
+        SWEEP_INTERVAL_SECONDS: String(SWEEP_SECONDS),
+      },
+      { push, fastRetries: true },
+    );
+    ({ config, stores, client } = stack);
+    alice = stack.anonymous.as('alice', 'acme');
   });
   after(async () => {
-    await api?.close();
-    await worker?.stop();
-    await closeClient?.();
-    await mongo?.client.close();
+    await stack?.stop();
     await receiver?.close();
     await push?.close();
   });

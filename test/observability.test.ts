@@ -17,6 +17,7 @@ import { terminate } from './support/processes';
 import { deleteSweepScheduleOf, processStackVars } from './support/processStack';
 import { startPushService, type PushService } from './support/pushService';
 import { TEST_JWT_SECRET, testConfig, testStack } from './support/stack';
+import { waitUntil } from './support/waitUntil';
 import { childProcessEnv, WorkerProcess } from './support/workerProcess';
 import { Registry } from 'prom-client';
 import { createMetrics } from '../platform/metrics';
@@ -153,13 +154,15 @@ describe('observability: /metrics on the API and the worker, structured logs wit
     url: string,
     done: (series: Map<string, number>) => boolean,
   ): Promise<Map<string, number>> {
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      const { series } = await scrape(url);
-      if (done(series)) return series;
-      if (Date.now() > deadline) return series;
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
+    let series = new Map<string, number>();
+    return waitUntil(
+      `the expected counts scraped from ${url}`,
+      async () => {
+        ({ series } = await scrape(url));
+        return done(series) && series;
+      },
+      { timeoutMs: 60_000, intervalMs: 200, seen: () => series },
+    );
   }
 
   const secrets: Record<string, string> = {};

@@ -4,25 +4,12 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
-import type { ApiHandle } from '../api/server';
-import type { Config } from '../config';
 import { routeDecisionAlert, type OperatorAlert } from '../domain/ops';
-import type { Stores } from '../store';
-import type { Mongo } from '../store/mongo';
 import { operatorAlertWorkflowId } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
-import {
-  ApiClient,
-  openStores,
-  saveHistory,
-  startTestApi,
-  startTestWorker,
-  temporalClient,
-  type RunningWorker,
-} from './support/harness';
-import { testConfig } from './support/stack';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { saveHistory, type ApiClient } from './support/harness';
 import { operatorAlertWorkflow } from '../workflows/operatorAlert';
 import { waitUntil } from './support/waitUntil';
 import { workflowBundle } from './support/workflowBundle';
@@ -38,47 +25,27 @@ const FIXTURES = [
 ].map((f) => path.resolve(__dirname, f));
 const CURRENT = FIXTURES[FIXTURES.length - 1];
 
-interface Suite {
+/** The operator webhook (a loopback receiver) and the system alerting it. */
+interface Suite extends FamilyStack {
   webhook: CallbackReceiver;
-  config: Config;
-  mongo: Mongo;
-  stores: Stores;
-  worker: RunningWorker;
-  api: ApiHandle;
   alice: ApiClient;
-  client: Client;
-  closeClient: () => Promise<void>;
 }
 
 async function startSuite(overrides: Record<string, string>): Promise<Suite> {
   const webhook = await CallbackReceiver.start();
-  const config = testConfig({
+  const stack = await startFamilyStack({
     OPS_ALERT_WEBHOOK_URL: webhook.url,
     SWEEP_INTERVAL_SECONDS: '3600',
     ...overrides,
+  }).catch(async (err: unknown) => {
+    await webhook.close();
+    throw err;
   });
-  const { mongo, stores } = await openStores(config);
-  const worker = await startTestWorker(config, stores);
-  const started = await startTestApi(config);
-  const { client, close } = await temporalClient(config);
-  return {
-    webhook,
-    config,
-    mongo,
-    stores,
-    worker,
-    api: started.api,
-    alice: started.client.as('alice', 'acme'),
-    client,
-    closeClient: close,
-  };
+  return { ...stack, webhook, alice: stack.anonymous.as('alice', 'acme') };
 }
 
 async function stopSuite(s: Suite | undefined): Promise<void> {
-  await s?.api.close();
-  await s?.worker.stop();
-  await s?.closeClient();
-  await s?.mongo.client.close();
+  await s?.stop();
   await s?.webhook.close();
 }
 

@@ -12,17 +12,10 @@ import { createOriginPacing, originOf } from '../delivery/callback/pacing';
 import { createMetrics, type Metrics } from '../platform/metrics';
 import { createRunsService } from '../runs/service';
 import type { Stores } from '../store';
-import type { Mongo } from '../store/mongo';
 import type { EpisodeResult } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
-import {
-  openStores,
-  saveHistory,
-  startTestWorker,
-  temporalClient,
-  type RunningWorker,
-} from './support/harness';
-import { testConfig } from './support/stack';
+import { startWorkerStack, type WorkerStack } from './support/familyStack';
+import { saveHistory } from './support/harness';
 import { waitUntil } from './support/waitUntil';
 
 const MAX_IN_FLIGHT = 4;
@@ -32,34 +25,29 @@ const caller = { userId: 'alice', teamId: 'acme' };
 
 describe('callback pacing per receiver origin (one worker)', function () {
   this.timeout(15 * 60_000);
+  let stack: WorkerStack;
   let config: Config;
-  let mongo: Mongo;
   let stores: Stores;
   let client: Client;
-  let closeClient: () => Promise<void>;
-  let worker: RunningWorker;
   let metrics: Metrics;
   const logged: string[] = [];
 
   before(async () => {
-    config = testConfig({
-      CALLBACK_ALLOW_PRIVATE: '1',
-      CALLBACK_MAX_IN_FLIGHT_PER_ORIGIN: String(MAX_IN_FLIGHT),
-      CALLBACK_BREAKER_FAILURES: String(BREAKER_FAILURES),
-      CALLBACK_BREAKER_COOLDOWN_SECONDS: String(COOLDOWN_SECONDS),
-      CALLBACK_RETRY_SECONDS: '1,1,1,1',
-      SWEEP_INTERVAL_SECONDS: '3600',
-    });
-    ({ mongo, stores } = await openStores(config));
-    ({ client, close: closeClient } = await temporalClient(config));
     metrics = createMetrics(new Registry(), { processMetrics: false });
-    worker = await startTestWorker(config, stores, { metrics, log: (line) => logged.push(line) });
+    stack = await startWorkerStack(
+      {
+        CALLBACK_ALLOW_PRIVATE: '1',
+        CALLBACK_MAX_IN_FLIGHT_PER_ORIGIN: String(MAX_IN_FLIGHT),
+        CALLBACK_BREAKER_FAILURES: String(BREAKER_FAILURES),
+        CALLBACK_BREAKER_COOLDOWN_SECONDS: String(COOLDOWN_SECONDS),
+        CALLBACK_RETRY_SECONDS: '1,1,1,1',
+        SWEEP_INTERVAL_SECONDS: '3600',
+      },
+      { metrics, workerLog: (line) => logged.push(line) },
+    );
+    ({ config, stores, client } = stack);
   });
-  after(async () => {
-    await worker?.stop();
-    await closeClient?.();
-    await mongo?.client.close();
-  });
+  after(() => stack?.stop());
 
   /** `n` runs with a callback to `url`, completed without an emit; then each one's outcome emitted (its episode). */
   async function endRuns(n: number, url: string, callbackRetrySeconds = config.callbackRetrySeconds) {
@@ -189,25 +177,15 @@ describe('callback pacing per receiver origin (one worker)', function () {
 describe('callback breaker per tenant (one worker)', function () {
   this.timeout(5 * 60_000);
   const BREAKER_FAILURES = 3;
+  let stack: WorkerStack;
   let config: Config;
-  let mongo: Mongo;
   let stores: Stores;
   let client: Client;
-  let closeClient: () => Promise<void>;
-  let worker: RunningWorker;
   let clock = Date.now();
   const logged: string[] = [];
   const receivers: CallbackReceiver[] = [];
 
   before(async () => {
-    config = testConfig({
-      CALLBACK_ALLOW_PRIVATE: '1',
-      CALLBACK_RETRY_SECONDS: '1',
-      CALLBACK_TIMEOUT_SECONDS: '5',
-      SWEEP_INTERVAL_SECONDS: '3600',
-    });
-    ({ mongo, stores } = await openStores(config));
-    ({ client, close: closeClient } = await temporalClient(config));
     const callbackPacing = createOriginPacing({
       maxInFlight: 8,
       breakerFailures: BREAKER_FAILURES,
@@ -216,12 +194,19 @@ describe('callback breaker per tenant (one worker)', function () {
       now: () => clock,
       onBreakerChange: (change) => logged.push(`${change.state} ${change.origin}`),
     });
-    worker = await startTestWorker(config, stores, { callbackPacing });
+    stack = await startWorkerStack(
+      {
+        CALLBACK_ALLOW_PRIVATE: '1',
+        CALLBACK_RETRY_SECONDS: '1',
+        CALLBACK_TIMEOUT_SECONDS: '5',
+        SWEEP_INTERVAL_SECONDS: '3600',
+      },
+      { callbackPacing },
+    );
+    ({ config, stores, client } = stack);
   });
   after(async () => {
-    await worker?.stop();
-    await closeClient?.();
-    await mongo?.client.close();
+    await stack?.stop();
     for (const receiver of receivers) await receiver.close();
   });
 

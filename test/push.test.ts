@@ -14,14 +14,8 @@ import { pushSenderFor, type PushSender } from '../delivery/push/sender';
 import { subscriptionId } from '../store/push/subscriptions';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
-import {
-  ApiClient,
-  openStores,
-  startTestApi,
-  startTestWorker,
-  temporalClient,
-  type RunningWorker,
-} from './support/harness';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { ApiClient, openStores, startTestApi } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
 import { TEST_PUSH_BURST_LIMIT, testConfig } from './support/stack';
 import { sweepWorkflow } from '../workflows/sweep';
@@ -30,13 +24,11 @@ const STUDIO = 'https://studio.flow.test';
 
 describe('push family', function () {
   let push: PushService;
+  let stack: FamilyStack;
   let config: Config;
   let mongo: Mongo;
   let stores: Stores;
-  let api: ApiHandle;
-  let worker: RunningWorker;
   let client: Client;
-  let closeClient: () => Promise<void>;
   let anonymous: ApiClient;
   let alice: ApiClient; // owner of the runs below, team acme
   let bob: ApiClient; // acme, chose team-wide scope
@@ -47,24 +39,21 @@ describe('push family', function () {
   before(async () => {
     push = await startPushService();
     const vapid = webpush.generateVAPIDKeys();
-    config = testConfig({
-      VAPID_PUBLIC_KEY: vapid.publicKey,
-      VAPID_PRIVATE_KEY: vapid.privateKey,
-      VAPID_SUBJECT: 'mailto:ops@flow.test',
-      PUSH_ALLOW_PRIVATE: '1',
-      STUDIO_URL: STUDIO,
-      SWEEP_INTERVAL_SECONDS: '3600',
-      // The fan-out's cases push alice's devices dozens of times in a minute; bursts are test/pushBurst.test.ts's.
-      PUSH_BURST_LIMIT: TEST_PUSH_BURST_LIMIT,
-    });
-    ({ mongo, stores } = await openStores(config));
-    const sender = () => pushSenderFor(config, { ca: push.ca });
-    // Fast retries: an episode whose every send fails goes through its five fan-out attempts in ~3 s, not 30.
-    worker = await startTestWorker(config, stores, { pushSender: sender(), fastRetries: true });
-    const started = await startTestApi(config, { pushSender: sender() });
-    api = started.api;
-    anonymous = started.client;
-    ({ client, close: closeClient } = await temporalClient(config));
+    stack = await startFamilyStack(
+      {
+        VAPID_PUBLIC_KEY: vapid.publicKey,
+        VAPID_PRIVATE_KEY: vapid.privateKey,
+        VAPID_SUBJECT: 'mailto:ops@flow.test',
+        PUSH_ALLOW_PRIVATE: '1',
+        STUDIO_URL: STUDIO,
+        SWEEP_INTERVAL_SECONDS: '3600',
+        // The fan-out's cases push alice's devices dozens of times in a minute; bursts are test/pushBurst.test.ts's.
+        PUSH_BURST_LIMIT: TEST_PUSH_BURST_LIMIT,
+      },
+      // Fast retries: an episode whose every send fails goes through its five fan-out attempts in ~3 s, not 30.
+      { push, fastRetries: true },
+    );
+    ({ config, mongo, stores, client, anonymous } = stack);
     alice = anonymous.as('alice', 'acme');
     bob = anonymous.as('bob', 'acme');
     carol = anonymous.as('carol', 'acme');
@@ -89,10 +78,7 @@ describe('push family', function () {
   });
 
   after(async () => {
-    await api?.close();
-    await worker?.stop();
-    await closeClient?.();
-    await mongo?.client.close();
+    await stack?.stop();
     await push?.close();
   });
 

@@ -237,10 +237,10 @@ describe('recovery from faults the drill found', function () {
         };
         const topology = (probe.mongo.client as unknown as Internals).topology;
         const monitor = [...topology.s.servers.values()][0].monitor;
-        const deadline = Date.now() + 10_000;
-        while (!monitor.connection && Date.now() < deadline) await sleep(50);
-        const connection = monitor.connection;
-        assert.ok(connection, 'the monitor holds a connection');
+        const connection = await waitUntil('the monitor to hold a connection', () => monitor.connection, {
+          timeoutMs: 60_000,
+          intervalMs: 50,
+        });
         connection.socket.destroy();
         const { ns } = require('mongodb/lib/utils') as { ns: (s: string) => unknown }; // eslint-disable-line @typescript-eslint/no-require-imports
         const hello = connection.command(ns('admin.$cmd'), { hello: 1 }, {});
@@ -316,14 +316,27 @@ describe('recovery from faults the drill found', function () {
             },
             new Date().toISOString(),
           );
-          const result = await Promise.race([
-            client.workflow.execute(operatorAlertWorkflow, {
+          let result: string | undefined;
+          let failure: unknown;
+          client.workflow
+            .execute(operatorAlertWorkflow, {
               workflowId: operatorAlertWorkflowId(alert.episodeKey),
               taskQueue: ownConfig.temporalTaskQueue,
               args: [alert],
-            }),
-            sleep(45_000).then(() => 'the worker did not finish the alert in 45 s'),
-          ]);
+            })
+            .then(
+              (answer) => (result = answer),
+              (err: unknown) => (failure = err),
+            );
+          // The bound only guards a hang: a worker that never finds the restarted server again.
+          await waitUntil(
+            `the worker to finish the alert of round ${round}`,
+            () => {
+              if (failure) throw failure;
+              return result;
+            },
+            { timeoutMs: 60_000 },
+          );
           assert.equal(result, 'delivered', `round ${round}`);
         }
         stopLoad = true;

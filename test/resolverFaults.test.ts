@@ -7,15 +7,13 @@ import type { Config } from '../config';
 import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
 import { FAN_OUT_ATTEMPTS } from '../domain/push';
 import { createRunsService, type RunsService } from '../runs/service';
-import { pushSenderFor } from '../delivery/push/sender';
 import { checkCallbackTarget, TargetRefusedError, type HostLookup } from '../delivery/ssrfGuard';
 import type { Stores } from '../store';
-import type { Mongo } from '../store/mongo';
 import type { EpisodeResult } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
-import { openStores, startTestWorker, temporalClient, type RunningWorker } from './support/harness';
+import { startWorkerStack, type WorkerStack } from './support/familyStack';
 import { startPushService, type PushService } from './support/pushService';
-import { TEST_PUSH_BURST_LIMIT, testConfig } from './support/stack';
+import { TEST_PUSH_BURST_LIMIT } from './support/stack';
 
 /** The resolver's transient failures, as Node reports them; 'unknown' throws an error without a code. */
 const TRANSIENT = ['EAI_AGAIN', 'ESERVFAIL', 'ETIMEOUT', 'ECONNREFUSED', 'unknown'];
@@ -91,35 +89,30 @@ describe('resolver faults end to end', function () {
   const resolver = scriptedLookup();
   let push: PushService;
   let receiver: CallbackReceiver;
+  let stack: WorkerStack;
   let config: Config;
-  let mongo: Mongo;
   let stores: Stores;
-  let worker: RunningWorker;
   let client: Client;
-  let closeClient: () => Promise<void>;
   let engine: RunsService;
 
   before(async () => {
     push = await startPushService();
     receiver = await CallbackReceiver.start();
-    config = testConfig({
-      VAPID_PUBLIC_KEY: vapid.publicKey,
-      VAPID_PRIVATE_KEY: vapid.privateKey,
-      PUSH_ALLOW_PRIVATE: '1',
-      CALLBACK_ALLOW_PRIVATE: '1',
-      CALLBACK_RETRY_SECONDS: '1,1,1,1',
-      SWEEP_INTERVAL_SECONDS: '3600',
-      // Prune counts need episode after episode pushed to one person in seconds, never folded into a digest.
-      PUSH_BURST_LIMIT: TEST_PUSH_BURST_LIMIT,
-    });
-    ({ mongo, stores } = await openStores(config));
-    // Fast retries: a resolver down for every fan-out attempt releases the episode in ~3 s, not 30.
-    worker = await startTestWorker(config, stores, {
-      pushSender: pushSenderFor(config, { ca: push.ca, lookup: resolver.lookup }),
-      callbackLookup: resolver.lookup,
-      fastRetries: true,
-    });
-    ({ client, close: closeClient } = await temporalClient(config));
+    stack = await startWorkerStack(
+      {
+        VAPID_PUBLIC_KEY: vapid.publicKey,
+        VAPID_PRIVATE_KEY: vapid.privateKey,
+        PUSH_ALLOW_PRIVATE: '1',
+        CALLBACK_ALLOW_PRIVATE: '1',
+        CALLBACK_RETRY_SECONDS: '1,1,1,1',
+        SWEEP_INTERVAL_SECONDS: '3600',
+        // Prune counts need episode after episode pushed to one person in seconds, never folded into a digest.
+        PUSH_BURST_LIMIT: TEST_PUSH_BURST_LIMIT,
+      },
+      // Fast retries: a resolver down for every fan-out attempt releases the episode in ~3 s, not 30.
+      { push, lookup: resolver.lookup, fastRetries: true },
+    );
+    ({ config, stores, client } = stack);
     engine = createRunsService({
       ...stores,
       emitter: createOutcomeEmitter({
@@ -131,9 +124,7 @@ describe('resolver faults end to end', function () {
     });
   });
   after(async () => {
-    await worker?.stop();
-    await closeClient?.();
-    await mongo?.client.close();
+    await stack?.stop();
     await push?.close();
     await receiver?.close();
   });

@@ -162,17 +162,20 @@ describe('scale out: two workers and two APIs on one Temporal and one database',
     // that took its first, and on a loaded machine one worker can take nearly all of them); killing the busy one
     // shows the other picking up its work, and both end up having run some. The link to the push service is held
     // while the histories are read and the worker killed, so the burst cannot finish meanwhile however slow that is.
-    const deadline = Date.now() + 60_000;
+    const quarterOut = () => push.received().length >= (RUNS * DEVICES) / 4;
     let ranAtKill = new Map<string, number>();
-    while (push.received().length < (RUNS * DEVICES) / 4 || !ranAtKill.size) {
-      assert.ok(Date.now() < deadline, `the burst never got going: ${push.received().length} pushes`);
-      link.release();
-      await sleep(push.received().length < (RUNS * DEVICES) / 4 ? 10 : 100);
-      if (push.received().length >= (RUNS * DEVICES) / 4) {
+    await waitUntil(
+      'the burst to get going: a quarter of the pushes out and an activity finished',
+      async () => {
+        link.release();
+        await sleep(quarterOut() ? 100 : 10);
+        if (!quarterOut()) return false;
         link.hold();
         ranAtKill = await activitiesByWorker();
-      }
-    }
+        return ranAtKill.size > 0;
+      },
+      { timeoutMs: 60_000, intervalMs: 0, seen: () => `${push.received().length} pushes` },
+    );
     const ran = (worker: WorkerProcess): number => ranAtKill.get(String(worker.pid)) ?? 0;
     const [victim, survivor] = ran(workers[1]) > ran(workers[0]) ? [workers[1], workers[0]] : workers;
     const victimPid = victim.pid!;

@@ -15,9 +15,8 @@ import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { ApiClient } from './support/harness';
 import { TEST_JWT_SECRET, testStack } from './support/stack';
+import { waitUntil } from './support/waitUntil';
 import { childProcessEnv } from './support/workerProcess';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('search attributes', function () {
   let webhook: CallbackReceiver;
@@ -40,13 +39,17 @@ describe('search attributes', function () {
 
   /** Workflow types listed by a visibility query, once it shows at least `least` of them. */
   async function listed(query: string, least: number): Promise<string[]> {
-    const deadline = Date.now() + 20_000;
-    for (;;) {
-      const types: string[] = [];
-      for await (const wf of client.workflow.list({ query })) types.push(wf.type);
-      if (types.length >= least || Date.now() > deadline) return types.sort();
-      await sleep(300);
-    }
+    let types: string[] = [];
+    await waitUntil(
+      `at least ${least} workflows listed by ${query}`,
+      async () => {
+        types = [];
+        for await (const wf of client.workflow.list({ query })) types.push(wf.type);
+        return types.length >= least;
+      },
+      { timeoutMs: 60_000, intervalMs: 300, seen: () => types },
+    );
+    return types.sort();
   }
 
   it('every workflow of a run carries FlowRunId and FlowTeamId: its episode, its health, its operator alerts', async () => {
@@ -115,22 +118,23 @@ describe('search attributes', function () {
       PORT: '0',
     });
     for (const entry of ['worker.ts', 'api/server.ts']) {
-      let result = spawnSync('node', ['-r', 'ts-node/register', path.join(PROJECT_ROOT, entry)], {
-        cwd: PROJECT_ROOT,
-        env,
-        encoding: 'utf8',
-        timeout: 60_000,
-      });
-      // A namespace just registered may take the server a few seconds to serve.
-      for (let i = 0; i < 10 && /not found|NotFound/i.test(result.stderr); i++) {
-        await sleep(1000);
-        result = spawnSync('node', ['-r', 'ts-node/register', path.join(PROJECT_ROOT, entry)], {
+      const start = () =>
+        spawnSync('node', ['-r', 'ts-node/register', path.join(PROJECT_ROOT, entry)], {
           cwd: PROJECT_ROOT,
           env,
           encoding: 'utf8',
           timeout: 60_000,
         });
-      }
+      // A namespace just registered may take the server a few seconds to serve.
+      let tried: ReturnType<typeof start> | undefined;
+      const result = await waitUntil(
+        `${entry} to find the namespace`,
+        () => {
+          tried = start();
+          return !/not found|NotFound/i.test(tried.stderr) && tried;
+        },
+        { timeoutMs: 120_000, intervalMs: 1000, seen: () => tried?.stderr },
+      );
       const lines = result.stderr.trim().split('\n');
       assert.equal(result.status, 78, `${entry}: ${result.stderr}`);
       assert.equal(lines.length, 1, `${entry}: one line: ${result.stderr}`);

@@ -9,6 +9,7 @@ import { buildRunOutcome } from '../domain/outcome';
 import type { Run } from '../domain/run';
 import { openStores, startTestApi, startTestWorker, temporalClient } from './support/harness';
 import { testConfig, testStack } from './support/stack';
+import { waitUntil } from './support/waitUntil';
 import { episodeWorkflow } from '../workflows/episode';
 
 describe('the test stack', () => {
@@ -114,9 +115,14 @@ describe('GET /readyz and /healthz', () => {
 
       await mongo.server.stop();
       // The answer is kept a moment (a probe per hit would cost a Temporal call and a ping): wait for it to turn.
-      let down = await client.get('/readyz');
-      for (const deadline = Date.now() + 15_000; down.status === 200 && Date.now() < deadline;)
-        down = await client.get('/readyz');
+      const down = await waitUntil(
+        '/readyz to stop answering 200',
+        async () => {
+          const ready = await client.get('/readyz');
+          return ready.status !== 200 && ready;
+        },
+        { timeoutMs: 60_000 },
+      );
       assert.equal(down.status, 503);
       assert.equal(down.body.temporal, 'ok');
       assert.equal(down.body.mongo, 'down');

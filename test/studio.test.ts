@@ -8,17 +8,16 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { BrowserContext, CDPSession, Page } from 'playwright-core';
 import webpush from 'web-push';
-import type { ApiHandle } from '../api/server';
 import type { Config } from '../config';
 import type { PushPayload } from '../domain/push';
-import { pushSenderFor } from '../delivery/push/sender';
 import { freePort, PROJECT_ROOT } from '../platform/embedded';
 import type { Stores } from '../store';
-import type { Mongo } from '../store/mongo';
 import { launchChromium, type LaunchedChromium } from './support/chromium';
-import { ApiClient, openStores, startTestApi, startTestWorker, type RunningWorker } from './support/harness';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { ApiClient, startTestApi } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
 import { testConfig } from './support/stack';
+import { waitUntil } from './support/waitUntil';
 
 const RESULTS = path.join(PROJECT_ROOT, 'test-results');
 const TOKEN_KEY = 'flow.studio.token';
@@ -34,11 +33,9 @@ interface ShownNotification {
 
 describe('studio (Chromium)', function () {
   let push: PushService;
+  let stack: FamilyStack;
   let config: Config;
-  let mongo: Mongo;
   let stores: Stores;
-  let api: ApiHandle;
-  let worker: RunningWorker;
   let origin: string; // the API serves the studio; 127.0.0.1 is a secure context for service workers
   let alice: ApiClient; // the studio user, team acme
   let dave: ApiClient; // a teammate who owns some runs and never enables push
@@ -58,23 +55,23 @@ describe('studio (Chromium)', function () {
     const port = await freePort();
     origin = `http://127.0.0.1:${port}`;
     const vapid = webpush.generateVAPIDKeys();
-    config = testConfig({
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      STUDIO_URL: origin, // deep links point back at this very studio
-      VAPID_PUBLIC_KEY: vapid.publicKey,
-      VAPID_PRIVATE_KEY: vapid.privateKey,
-      VAPID_SUBJECT: 'mailto:ops@flow.test',
-      PUSH_ALLOW_PRIVATE: '1',
-      SWEEP_INTERVAL_SECONDS: '3600',
-    });
-    ({ mongo, stores } = await openStores(config));
-    worker = await startTestWorker(config, stores, { pushSender: pushSenderFor(config, { ca: push.ca }) });
-    const started = await startTestApi(config, { pushSender: pushSenderFor(config, { ca: push.ca }) });
-    api = started.api;
-    assert.equal(api.url, origin);
-    alice = started.client.as('alice', 'acme');
-    dave = started.client.as('dave', 'acme');
+    stack = await startFamilyStack(
+      {
+        HOST: '127.0.0.1',
+        PORT: String(port),
+        STUDIO_URL: origin, // deep links point back at this very studio
+        VAPID_PUBLIC_KEY: vapid.publicKey,
+        VAPID_PRIVATE_KEY: vapid.privateKey,
+        VAPID_SUBJECT: 'mailto:ops@flow.test',
+        PUSH_ALLOW_PRIVATE: '1',
+        SWEEP_INTERVAL_SECONDS: '3600',
+      },
+      { push },
+    );
+    ({ config, stores } = stack);
+    assert.equal(stack.api.url, origin);
+    alice = stack.anonymous.as('alice', 'acme');
+    dave = stack.anonymous.as('dave', 'acme');
     studioSub = push.endpoint('studio', { applicationServerKey: vapid.publicKey });
 
     // A few team runs for the list (dave's: alice keeps the default scope, so none of them pushes to her).
@@ -100,9 +97,7 @@ describe('studio (Chromium)', function () {
 
   after(async () => {
     for (const browser of browsers) await browser.close();
-    await api?.close();
-    await worker?.stop();
-    await mongo?.client.close();
+    await stack?.stop();
     await push?.close();
   });
 
@@ -152,16 +147,11 @@ describe('studio (Chromium)', function () {
 
   /** The first push the loopback service accepted for the studio's subscription that matches. */
   async function pushReceived(match: (payload: PushPayload) => boolean) {
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      const found = push.received(studioSub).find((r) => match(r.payload as PushPayload));
-      if (found) return found;
-      if (Date.now() > deadline) {
-        const seen = push.received(studioSub).map((r) => r.rawText);
-        throw new Error(`no matching push reached the studio's endpoint; got ${JSON.stringify(seen)}`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    return waitUntil(
+      "a matching push at the studio's endpoint",
+      () => push.received(studioSub).find((r) => match(r.payload as PushPayload)),
+      { timeoutMs: 60_000, intervalMs: 50, seen: () => push.received(studioSub).map((r) => r.rawText) },
+    );
   }
 
   /** Every POST/DELETE the page sends to the subscriptions route, with its body. */
@@ -207,16 +197,15 @@ describe('studio (Chromium)', function () {
     done: (list: ShownNotification[]) => boolean,
     what: string,
   ): Promise<ShownNotification[]> {
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      const list = await notifications(target);
-      if (done(list)) return list;
-      if (Date.now() > deadline) {
-        const log = browserLog.slice(-10).join('\n  ') || '(nothing)';
-        throw new Error(`${what}; notifications: ${JSON.stringify(list)}; browser log:\n  ${log}`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    let list: ShownNotification[] = [];
+    return waitUntil(
+      what,
+      async () => {
+        list = await notifications(target);
+        return done(list) && list;
+      },
+      { timeoutMs: 60_000, seen: () => ({ notifications: list, browserLog: browserLog.slice(-10) }) },
+    );
   }
 
   /** The studio's registration id, from the ServiceWorker domain's registration events. */
@@ -450,14 +439,19 @@ describe('studio (Chromium)', function () {
     assert.equal(page.url(), `${origin}/`);
     // The push reached the push service before its claim settled: the run page shows the claim as it is when it
     // loads, so it opens once the claim says delivered (on a loaded machine that can come seconds later).
-    for (;;) {
-      const view = await alice.get(`/api/v1/runs/${runId}/episodes`);
-      const shown = (
-        view.body.episodes as { episodeId: string; families: { push: { state: string } } }[]
-      ).find((e) => e.episodeId === episodeId);
-      if (shown?.families.push.state === 'delivered') break;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    let pushState: string | undefined;
+    await waitUntil(
+      "the episode's push claim delivered",
+      async () => {
+        const view = await alice.get(`/api/v1/runs/${runId}/episodes`);
+        const shown = (
+          view.body.episodes as { episodeId: string; families: { push: { state: string } } }[]
+        ).find((e) => e.episodeId === episodeId);
+        pushState = shown?.families.push.state;
+        return pushState === 'delivered';
+      },
+      { timeoutMs: 60_000, seen: () => pushState },
+    );
     await clickNotification(page, episodeId);
     await page.waitForURL(`${origin}/runs/${runId}`);
     await page.getByRole('heading', { level: 1, name: 'Quarterly report' }).waitFor();

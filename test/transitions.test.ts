@@ -6,6 +6,7 @@ import { IllegalTransitionError } from '../domain/runStatus';
 import type { Stores } from '../store';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { ApiClient } from './support/harness';
+import { waitUntil } from './support/waitUntil';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -89,10 +90,14 @@ describe('concurrent transitions', function () {
     }
 
     // Health settles on the winner's phase and stays there (the loser never signalled it).
-    const deadline = Date.now() + 15_000;
     const phaseOf = async (id: string) => (await alice.get(`/api/v1/runs/${id}/health`)).body?.phase;
     for (const { id, winner } of runs) {
-      while ((await phaseOf(id)) !== WRITES[winner].phase && Date.now() < deadline) await sleep(100);
+      let phase: unknown;
+      await waitUntil(
+        `the health of ${id} at ${winner}'s phase`,
+        async () => (phase = await phaseOf(id)) === WRITES[winner].phase,
+        { timeoutMs: 60_000, seen: () => phase },
+      );
     }
     await sleep(1000);
     const phases = await Promise.all(runs.map(async (r) => ({ ...r, phase: await phaseOf(r.id) })));

@@ -34,6 +34,7 @@ import {
 import { ApiClient } from '../support/harness';
 import { deleteSweepSchedule, processStackVars } from '../support/processStack';
 import { TEST_PUSH_BURST_LIMIT } from '../support/stack';
+import { waitUntil } from '../support/waitUntil';
 import { sweepWorkflow } from '../../workflows/sweep';
 import {
   checkInvariants,
@@ -681,16 +682,16 @@ function emitFromRunnerCli(drill: Drill, run: RunPlan): Promise<void> {
 
 /** Waits until the episode's push claim is settled: the run only moves on from a pause once it is. */
 async function pushSettled(drill: Drill, episodeId: string): Promise<void> {
-  const deadline = Date.now() + (drill.options.stepTimeoutMs ?? 240_000);
-  while (Date.now() < deadline) {
-    try {
-      const row = await drill.observer.use((d) => claimsOf(d).findOne({ _id: episodeId }));
-      if (row?.delivered) return;
-    } catch {
-      // Mongo is restarting
-    }
-    await sleep(250);
-  }
+  const settled = await waitUntil(
+    `the push of ${episodeId} settled`,
+    async () => (await drill.observer.use((d) => claimsOf(d).findOne({ _id: episodeId })))?.delivered,
+    // An error is Mongo restarting.
+    { timeoutMs: drill.options.stepTimeoutMs ?? 240_000, intervalMs: 250, errorsMeanNotYet: true },
+  ).then(
+    () => true,
+    () => false,
+  );
+  if (settled) return;
   drill.tally.stuckSteps++;
   drill.log(`drill: the push of ${episodeId} did not settle in time; moving on`);
 }
@@ -728,12 +729,15 @@ async function killWorkers(drill: Drill): Promise<void> {
     while (!drill.driveDone && progress(drill) < at) await sleep(100);
     if (drill.driveDone) break;
     // Aim for the middle of a fan-out: a moment when the push service has just accepted a message.
-    const aimUntil = Date.now() + 15_000;
-    while (Date.now() < aimUntil) {
-      const last = drill.push.received().at(-1);
-      if (last && Date.now() - last.at.getTime() < 15) break;
-      await sleep(2);
-    }
+    // Not for ever: with no such moment in 15 s, the kill lands anyway.
+    await waitUntil(
+      'a push just accepted',
+      () => {
+        const last = drill.push.received().at(-1);
+        return last && Date.now() - last.at.getTime() < 15;
+      },
+      { timeoutMs: 15_000, intervalMs: 2 },
+    ).catch(() => undefined);
     await killWorkerOnce(drill);
   }
 }
@@ -772,9 +776,11 @@ async function restartMongoWhileCallbackRetries(drill: Drill): Promise<void> {
     drill.scripted.push({ receiver: callbacks, from, count: 4 });
     callbacks.answer({ status: 503 }, { status: 503 }, { status: 503 }, { status: 503 });
     const waitMs = drill.options.stepTimeoutMs ?? 240_000;
-    const deadline = Date.now() + waitMs;
-    while (callbacks.received.length <= from && Date.now() < deadline) await sleep(20);
-    tally.mongoRestartDuringCallbackRetry = callbacks.received.length > from;
+    tally.mongoRestartDuringCallbackRetry = await waitUntil(
+      'a callback attempt refused',
+      () => callbacks.received.length > from,
+      { timeoutMs: waitMs, intervalMs: 20 },
+    ).catch(() => false);
     drill.log(
       tally.mongoRestartDuringCallbackRetry
         ? 'drill: a callback attempt was just refused (its branch is retrying): restarting Mongo'
@@ -794,8 +800,11 @@ async function opsOutageWithWorkerKill(drill: Drill): Promise<void> {
   opsWebhook.answerAlways({ status: 503 });
   drill.log('drill: operator webhook down (503)');
   // Alerts come with failed ends and router reports; wait for one to be refused (it is then retrying).
-  const aimUntil = Date.now() + 90_000;
-  while (opsWebhook.received.length === from && Date.now() < aimUntil && !drill.driveDone) await sleep(200);
+  // Not for ever: with no alert by then, the kill lands anyway (and the counts say so).
+  await waitUntil('an alert refused', () => opsWebhook.received.length > from || drill.driveDone, {
+    timeoutMs: 90_000,
+    intervalMs: 200,
+  }).catch(() => undefined);
   tally.opsOutage.refusedBeforeKill = opsWebhook.received.length - from;
   await killWorkerOnce(drill);
   await sleep(5000);

@@ -1,10 +1,12 @@
 // One suite's system on the shared test servers: its config (its own database and task queue), stores, a Temporal
-// client, a test worker and an API, started in that order and stopped in reverse.
+// client, a test worker and (startFamilyStack) an API, started in that order and stopped in reverse.
 import type { Client } from '@temporalio/client';
 import type { ApiHandle } from '../../api/server';
 import type { Config } from '../../config';
 import type { OriginPacing } from '../../delivery/callback/pacing';
 import { pushSenderFor } from '../../delivery/push/sender';
+import type { HostLookup } from '../../delivery/ssrfGuard';
+import type { Metrics } from '../../platform/metrics';
 import type { Stores } from '../../store';
 import type { Mongo } from '../../store/mongo';
 import {
@@ -18,57 +20,91 @@ import {
 import type { PushService } from './pushService';
 import { testConfig } from './stack';
 
-export interface FamilyStackOptions {
-  /** A loopback push service: the worker and the API each get a sender of their own that trusts it. */
+export interface WorkerStackOptions {
+  /** A loopback push service: the worker (and the API) each get a sender of their own that trusts it. */
   push?: PushService;
+  /** How the worker resolves push and callback hosts (default: the system's resolver). */
+  lookup?: HostLookup;
   /** What the worker logs (default: nothing). */
   workerLog?: (line: string) => void;
+  /** The worker's application metrics (default: none). */
+  metrics?: Metrics;
   /** The worker's pacing of callback attempts (default: one built from the config). */
   callbackPacing?: OriginPacing;
+  /** Temporal's activity retry backoff a tenth as long (support/fastRetries.ts). */
+  fastRetries?: boolean;
 }
 
-export interface FamilyStack {
+export interface WorkerStack {
   config: Config;
   mongo: Mongo;
   stores: Stores;
   worker: RunningWorker;
-  api: ApiHandle;
-  /** The API without a token; `.as(user, team)` for a caller. */
-  anonymous: ApiClient;
   client: Client;
   closeClient(): Promise<void>;
-  /** Stops the API, the worker, the Temporal client and the store, in that order; a second call does nothing. */
+  /** Stops what started, in reverse order; a second call does nothing. */
   stop(): Promise<void>;
 }
 
-/** testConfig(vars), then the system on it; if a part fails to start, what did start is stopped. */
-export async function startFamilyStack(
-  vars: Record<string, string>,
-  options: FamilyStackOptions = {},
-): Promise<FamilyStack> {
-  const config = testConfig(vars);
-  const { push, workerLog, callbackPacing } = options;
-  const sender = () => (push ? { pushSender: pushSenderFor(config, { ca: push.ca }) } : {});
+export interface FamilyStack extends WorkerStack {
+  api: ApiHandle;
+  /** The API without a token; `.as(user, team)` for a caller. */
+  anonymous: ApiClient;
+}
+
+/** Starts each step in turn; if one fails, what did start is stopped. */
+async function startInOrder<T>(
+  start: (started: (stop: () => Promise<void>) => void, stop: () => Promise<void>) => Promise<T>,
+): Promise<T> {
   const stoppers: (() => Promise<void>)[] = [];
   const stop = async (): Promise<void> => {
     for (const step of stoppers.splice(0).reverse()) await step();
   };
   try {
-    const { mongo, stores } = await openStores(config);
-    stoppers.push(() => mongo.client.close());
-    const { client, close: closeClient } = await temporalClient(config);
-    stoppers.push(closeClient);
-    const worker = await startTestWorker(config, stores, {
-      ...sender(),
-      ...(workerLog ? { log: workerLog } : {}),
-      ...(callbackPacing ? { callbackPacing } : {}),
-    });
-    stoppers.push(() => worker.stop());
-    const { api, client: anonymous } = await startTestApi(config, sender());
-    stoppers.push(() => api.close());
-    return { config, mongo, stores, worker, api, anonymous, client, closeClient, stop };
+    return await start((step) => stoppers.push(step), stop);
   } catch (err) {
     await stop().catch(() => undefined);
     throw err;
   }
+}
+
+/** testConfig(vars), then stores, a Temporal client and a worker on it (a suite that needs no API). */
+export function startWorkerStack(
+  vars: Record<string, string>,
+  options: WorkerStackOptions = {},
+): Promise<WorkerStack> {
+  return startInOrder(async (started, stop) => {
+    const config = testConfig(vars);
+    const { push, lookup, workerLog, metrics, callbackPacing, fastRetries } = options;
+    const { mongo, stores } = await openStores(config);
+    started(() => mongo.client.close());
+    const { client, close: closeClient } = await temporalClient(config);
+    started(closeClient);
+    const worker = await startTestWorker(config, stores, {
+      ...(push ? { pushSender: pushSenderFor(config, { ca: push.ca, lookup }) } : {}),
+      ...(lookup ? { callbackLookup: lookup } : {}),
+      ...(workerLog ? { log: workerLog } : {}),
+      ...(metrics ? { metrics } : {}),
+      ...(callbackPacing ? { callbackPacing } : {}),
+      fastRetries,
+    });
+    started(() => worker.stop());
+    return { config, mongo, stores, client, closeClient, worker, stop };
+  });
+}
+
+/** startWorkerStack, then an API on the same config. */
+export function startFamilyStack(
+  vars: Record<string, string>,
+  options: WorkerStackOptions = {},
+): Promise<FamilyStack> {
+  return startInOrder(async (started, stop) => {
+    const workerStack = await startWorkerStack(vars, options);
+    started(() => workerStack.stop());
+    const { config } = workerStack;
+    const pushSender = options.push ? pushSenderFor(config, { ca: options.push.ca }) : undefined;
+    const { api, client: anonymous } = await startTestApi(config, pushSender ? { pushSender } : {});
+    started(() => api.close());
+    return { ...workerStack, api, anonymous, stop };
+  });
 }

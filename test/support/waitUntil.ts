@@ -13,19 +13,22 @@ export interface WaitOptions {
   errorsMeanNotYet?: boolean;
 }
 
+/** What a truthy answer can be: `ready && value` waits for `value`. */
+type Truthy<T> = Exclude<T, false | 0 | '' | null | undefined>;
+
 /** Resolves with the check's first truthy answer; rejects after `timeoutMs` with `what` and the last answer. */
 export async function waitUntil<T>(
   what: string,
   check: () => T | Promise<T>,
   options: WaitOptions = {},
-): Promise<NonNullable<T>> {
+): Promise<Truthy<T>> {
   const { timeoutMs = 15_000, intervalMs = 100, seen, errorsMeanNotYet = false } = options;
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
     try {
       const answer = await check();
-      if (answer) return answer as NonNullable<T>;
+      if (answer) return answer as Truthy<T>;
       last = answer;
     } catch (err) {
       if (!errorsMeanNotYet) throw err;
