@@ -72,6 +72,20 @@ export function callbacksRouter(deps: CallbacksRouterDeps) {
   return router;
 }
 
+/** An action's bounds on one run, one user and one team (`<action>|<run>`, `<action>-user|<user>`, the team's key). */
+function perRunUserTeam(
+  limits: PerRunUserTeam,
+  action: string,
+  noun: string,
+  teamKey = (teamId: string) => `${action}-team|${teamId}`,
+) {
+  return ({ run, caller }: RunState) => [
+    { key: `${action}|${run._id}`, rule: limits.perRun, what: `${noun} for this run` },
+    { key: `${action}-user|${caller.userId}`, rule: limits.perUser, what: `${noun} from this user` },
+    { key: teamKey(run.teamId), rule: limits.perTeam, what: `${noun} from this team` },
+  ];
+}
+
 /** The run's callback: a test ping, a secret rotation, a redelivery. */
 function addRunCallbackRoutes(
   router: CallbackRoutes,
@@ -85,23 +99,7 @@ function addRunCallbackRoutes(
       "sends one signed run.test event to the run's callback URL; answers the receiver's status or why not",
     params: runParams,
   });
-  const testPings = rateLimit(({ run, caller }: CallbackRunState) => [
-    {
-      key: `callback-test|${run._id}`,
-      rule: deps.callbackTestLimits.perRun,
-      what: 'test pings for this run',
-    },
-    {
-      key: `callback-test-user|${caller.userId}`,
-      rule: deps.callbackTestLimits.perUser,
-      what: 'test pings from this user',
-    },
-    {
-      key: `callback-test-team|${run.teamId}`,
-      rule: deps.callbackTestLimits.perTeam,
-      what: 'test pings from this team',
-    },
-  ]);
+  const testPings = rateLimit(perRunUserTeam(deps.callbackTestLimits, 'callback-test', 'test pings'));
   router.post(
     '/runs/:id/callback/test',
     testCallback,
@@ -146,23 +144,14 @@ function addRunCallbackRoutes(
     params: episodeParams,
     success: 202,
   });
-  const redeliveries = rateLimit(({ run, caller }: RunState) => [
-    {
-      key: `callback-redeliver|${run._id}`,
-      rule: deps.callbackRedeliverLimits.perRun,
-      what: 'redeliveries for this run',
-    },
-    {
-      key: `callback-redeliver-user|${caller.userId}`,
-      rule: deps.callbackRedeliverLimits.perUser,
-      what: 'redeliveries from this user',
-    },
-    {
-      key: teamRedeliveryBudgetKey(run.teamId),
-      rule: deps.callbackRedeliverLimits.perTeam,
-      what: 'redeliveries from this team',
-    },
-  ]);
+  const redeliveries = rateLimit(
+    perRunUserTeam(
+      deps.callbackRedeliverLimits,
+      'callback-redeliver',
+      'redeliveries',
+      teamRedeliveryBudgetKey,
+    ),
+  );
   router.post(
     '/runs/:id/episodes/:episodeId/callback/redeliver',
     redeliver,

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { NativeConnection, Runtime } from '@temporalio/worker';
 import { launcherEnv, loadConfig, type Config } from '../../config';
 import { startThrowawayStack, type RunningStack } from '../../platform/embedded';
-import { workflowBundle, workflowBundleDir } from './workflowBundle';
+import { quietLogger, workflowBundle, workflowBundleDir } from './workflowBundle';
 
 interface TestStack extends RunningStack {
   dataRoot: string;
@@ -66,15 +66,6 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
     ...overrides,
   });
 }
-
-const quietLogger = {
-  log: () => undefined,
-  trace: () => undefined,
-  debug: () => undefined,
-  info: () => undefined,
-  warn: () => undefined,
-  error: (message: string) => console.error(message),
-};
 
 /** A worker's connection: to the shared test stack, or to the Temporal a suite's config names. */
 export async function nativeConnection(address = testStack().temporalAddress): Promise<NativeConnection> {

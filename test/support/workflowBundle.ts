@@ -38,7 +38,8 @@ const CACHE_DIR = path.join(tmpdir(), 'flow-notify-workflow-bundles');
 /** Bundles of sources nobody has built from for this long are removed when a new one is written. */
 const KEEP_MS = 24 * 3600_000;
 
-const quietLogger = {
+/** The SDK's logger for the suites: errors only. */
+export const quietLogger = {
   log: () => undefined,
   trace: () => undefined,
   debug: () => undefined,
