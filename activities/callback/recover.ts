@@ -40,6 +40,15 @@ export function createRecoverActivities(deps: {
     );
   }
 
+  /** One hit on the team's redelivery budget for the send, the same hit however often it is asked. */
+  const hitTeamBudget = (send: RecoverSend) =>
+    deps.rateLimits.hit(
+      teamRedeliveryBudgetKey(send.teamId),
+      deps.teamRedeliveries,
+      deps.now(),
+      sendHitId(send),
+    );
+
   return {
     async gaveUpCallbacks(request: GaveUpRequest): Promise<GaveUpPage> {
       const { rows, next } = await deps.callbackAttempts.listGaveUp(
@@ -94,12 +103,7 @@ export function createRecoverActivities(deps: {
 
     /** A recover's send counts against the team's redelivery budget, as a manual redelivery does. */
     async takeRecoverSend(send: RecoverSend): Promise<RecoverSendAdmission> {
-      const admission = await deps.rateLimits.hit(
-        teamRedeliveryBudgetKey(send.teamId),
-        deps.teamRedeliveries,
-        deps.now(),
-        sendHitId(send),
-      );
+      const admission = await hitTeamBudget(send);
       if (admission.admitted) return { admitted: true };
       return {
         admitted: false,
@@ -113,12 +117,7 @@ export function createRecoverActivities(deps: {
      * counting), and gives that back: a retried call changes nothing more.
      */
     async returnRecoverSend(send: RecoverSend): Promise<void> {
-      const admission = await deps.rateLimits.hit(
-        teamRedeliveryBudgetKey(send.teamId),
-        deps.teamRedeliveries,
-        deps.now(),
-        sendHitId(send),
-      );
+      const admission = await hitTeamBudget(send);
       if (admission.admitted && admission.useId) await deps.rateLimits.giveBack(admission.useId);
     },
   };
