@@ -168,6 +168,20 @@ describe('observability: /metrics on the API and the worker, structured logs wit
   const secrets: Record<string, string> = {};
 
   it('counts one episode of each family, a callback given up and a sweep pass that starts a lost episode, exactly', async () => {
+    // The schedule's hourly interval falls on the hour (intervals count from the epoch): a run crossing it saw a
+    // second pass. Only the pass this test triggers may run, so the schedule gets a time that never comes, and
+    // whatever it started before has ended when the counts are read.
+    const schedules = await temporalClient(loadConfig(vars));
+    try {
+      const schedule = schedules.client.schedule.getHandle(sweepScheduleId(vars.TEMPORAL_TASK_QUEUE));
+      await schedule.update((previous) => ({ ...previous, spec: { calendars: [{ year: 2099 }] } }));
+      await waitUntil(
+        'no scheduled sweep pass running',
+        async () => !(await schedule.describe()).info.runningActions.length,
+      );
+    } finally {
+      await schedules.close();
+    }
     const before = {
       api: (await scrape(apiMetricsUrl)).series,
       worker: (await scrape(workerMetricsUrl)).series,
