@@ -26,6 +26,7 @@ import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { openStores, saveHistory, startTestApi, temporalClient, type ApiClient } from './support/harness';
 import { deleteSweepSchedule, processStackVars } from './support/processStack';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
+import { waitUntil } from './support/waitUntil';
 import { WorkerProcess } from './support/workerProcess';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -312,12 +313,16 @@ describe('a digest whose worker process is killed at the window’s end', functi
     const runIds = await endRunsAtOnce(kim, client, 4);
     const holds = (await Promise.all(runIds.map((id) => stores.pushHolds.listForRun(id)))).flat();
     assert.equal(holds.length, 3, 'one push through, three held');
-    const releaseAt = Math.max(...holds.map((h) => h.releaseAt.getTime()));
 
-    // SIGKILL just before the window ends: the digest's timer fires with no worker to run it.
-    await sleep(Math.max(0, releaseAt - Date.now() - 500));
+    // SIGKILL once the digest's timer is set: it fires with no worker to run it (events, not the clock: a late
+    // kill on a loaded machine would let the digest out first).
+    const handle = client.workflow.getHandle(digestWorkflowId('acme', 'kim'));
+    const hasEvent = async (type: temporal.api.enums.v1.EventType) =>
+      ((await handle.fetchHistory()).events ?? []).some((e) => e.eventType === type);
+    const { EVENT_TYPE_TIMER_STARTED, EVENT_TYPE_TIMER_FIRED } = temporal.api.enums.v1.EventType;
+    await waitUntil('the digest timer is set', () => hasEvent(EVENT_TYPE_TIMER_STARTED));
     await worker!.kill();
-    await sleep(Math.max(0, releaseAt - Date.now()) + 3000);
+    await waitUntil('the digest timer fired', () => hasEvent(EVENT_TYPE_TIMER_FIRED), { timeoutMs: 60_000 });
     assert.deepEqual(
       payloadsOf(push, devices[0]).filter((p) => p.kind === 'digest'),
       [],
@@ -325,7 +330,6 @@ describe('a digest whose worker process is killed at the window’s end', functi
     );
     await worker!.start();
 
-    const handle = client.workflow.getHandle(digestWorkflowId('acme', 'kim'));
     assert.deepEqual((await handle.result()) as DigestResult, { sent: 1 });
     for (const device of devices) {
       const digests = payloadsOf(push, device).filter((p) => p.kind === 'digest');
