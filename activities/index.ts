@@ -4,6 +4,8 @@ import type { Client } from '@temporalio/client';
 import type { Config } from '../config';
 import type { Activities } from '../contract/activities';
 import type { OriginPacing } from '../delivery/callback/pacing';
+import { callbackSendSettings } from '../delivery/callback/send';
+import { configFaultRuleOf } from '../delivery/push/fanOut';
 import type { PushSender } from '../delivery/push/sender';
 import type { HostLookup } from '../delivery/ssrfGuard';
 import type { Stores } from '../store';
@@ -77,10 +79,7 @@ export function createActivities(deps: ActivityDeps): Activities {
       studioUrl: config.studioUrl,
       fanOutWidth: PUSH_FAN_OUT_WIDTH,
       pruneMinHours: config.pushPruneMinHours,
-      configFaultRule: {
-        minSubscriptions: config.pushConfigFaultMinSubscriptions,
-        windowSeconds: config.pushConfigFaultWindowSeconds,
-      },
+      configFaultRule: configFaultRuleOf(config),
       digests: {
         pushHolds: stores.pushHolds,
         rateLimits: stores.rateLimits,
@@ -94,9 +93,7 @@ export function createActivities(deps: ActivityDeps): Activities {
     ...createCallbackActivities({
       runs: stores.runs,
       callbackAttempts: stores.callbackAttempts,
-      allowPrivate: config.callbackAllowPrivate,
-      timeoutMs: config.callbackTimeoutSeconds * 1000,
-      secretOverlapSeconds: config.callbackSecretOverlapSeconds,
+      ...callbackSendSettings(config),
       lookup: deps.callbackLookup,
       now,
       log,

@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { startCallbackRecover } from '../../client/recover';
 import { startCallbackRedelivery } from '../../client/redeliver';
-import { sendTestCallback } from '../../delivery/callback/send';
+import { callbackSendSettings, sendTestCallback } from '../../delivery/callback/send';
 import { createEpisodeView } from '../episodesView';
 import type { ApiServices } from '../services';
 import type { CallbacksRouterDeps } from './callbacks';
@@ -19,16 +19,7 @@ export function wireCallbacksRouter({
     runsService,
     episodes: createEpisodeView(stores),
     testCallback: (run) =>
-      sendTestCallback(
-        {
-          allowPrivate: config.callbackAllowPrivate,
-          timeoutMs: config.callbackTimeoutSeconds * 1000,
-          secretOverlapSeconds: config.callbackSecretOverlapSeconds,
-          now: () => new Date(),
-        },
-        run,
-        `${run._id}:test:${randomUUID()}`,
-      ),
+      sendTestCallback({ ...callbackSendSettings(config), now }, run, `${run._id}:test:${randomUUID()}`),
     callbackTestLimits: {
       perRun: config.callbackTestRate,
       perUser: config.callbackTestRatePerUser,

@@ -1,7 +1,7 @@
 // The notification router's dependencies, from what the API's entry built; undefined when web push is off (no VAPID
 // keys), so the routes do not exist.
 import { digestPrefsChanged } from '../../client/digest';
-import { fanOut } from '../../delivery/push/fanOut';
+import { configFaultRuleOf, fanOut } from '../../delivery/push/fanOut';
 import type { PushSender } from '../../delivery/push/sender';
 import type { ApiServices } from '../services';
 import type { NotificationRouteDeps, PushFanOut } from './notifications';
@@ -33,7 +33,7 @@ export function wireNotificationsRouter(
  * No operator family here: a config fault it weighs is logged, and the worker's next one pages.
  */
 function testPushFanOut(
-  { config, stores, log }: Pick<ApiServices, 'config' | 'stores' | 'log'>,
+  { config, stores, log, now }: Pick<ApiServices, 'config' | 'stores' | 'log' | 'now'>,
   sender: PushSender,
 ): PushFanOut {
   return (subs, payload, { width, signal, onDelivered }) =>
@@ -44,13 +44,10 @@ function testPushFanOut(
         width,
         log,
         signal,
-        now: () => new Date(),
+        now,
         pruneMinHours: config.pushPruneMinHours,
         pushServices: stores.pushServices,
-        configFaultRule: {
-          minSubscriptions: config.pushConfigFaultMinSubscriptions,
-          windowSeconds: config.pushConfigFaultWindowSeconds,
-        },
+        configFaultRule: configFaultRuleOf(config),
       },
       subs,
       payload,

@@ -15,7 +15,7 @@ export function wireRunsRouter({
     runsService,
     episodes: createEpisodeView(stores),
     runHealth: stores.runHealth,
-    notifyOperator: (report) => notifyOperator(client, config.temporalTaskQueue, report, new Date()),
+    notifyOperator: (report) => notifyOperator(client, config.temporalTaskQueue, report, now()),
     rateLimits: stores.rateLimits,
     routeErrorLimits: { perRun: config.routeErrorRatePerRun, perTeam: config.routeErrorRatePerTeam },
     runCreateLimit: config.runCreateRate,

@@ -1,5 +1,6 @@
 // The callback mechanism: one signed POST to a run's callback URL behind the outbound guard. No Temporal in it:
 // the episode's activity and the API's test ping both use it.
+import type { Config } from '../../config';
 import type { CallbackAttempt } from '../../contract/activities';
 import { signingSecrets, testCallbackBody, type DeliveryCategory } from '../../domain/callback';
 import { signWebhook } from './signature';
@@ -20,6 +21,17 @@ export interface CallbackSendDeps {
   secretOverlapSeconds: number;
   lookup?: HostLookup;
   now: () => Date;
+}
+
+/** The settings of a signed POST, as the config gives them (the worker's attempts and the API's test ping alike). */
+export function callbackSendSettings(
+  config: Pick<Config, 'callbackAllowPrivate' | 'callbackTimeoutSeconds' | 'callbackSecretOverlapSeconds'>,
+): Pick<CallbackSendDeps, 'allowPrivate' | 'timeoutMs' | 'secretOverlapSeconds'> {
+  return {
+    allowPrivate: config.callbackAllowPrivate,
+    timeoutMs: config.callbackTimeoutSeconds * 1000,
+    secretOverlapSeconds: config.callbackSecretOverlapSeconds,
+  };
 }
 
 const MAX_RESPONSE_BYTES = 16 * 1024;

@@ -1,6 +1,7 @@
 // The push mechanism: one payload to many subscriptions, at most `width` at a time, pruning what is dead and
 // weighing a push service's refusals. No Temporal in it: the episode's activity and the API's test push both use it.
 import { createHash } from 'node:crypto';
+import type { Config } from '../../config';
 import type { FanOutResult } from '../../contract/activities';
 import type { PushPayload, SendOutcome } from '../../domain/push';
 import { judgeRefusals, type ConfigFaultRule } from '../../domain/pushServices';
@@ -45,6 +46,16 @@ export interface ConfigFaultSeen {
   subscriptions: number;
   users: number;
   windowSeconds: number;
+}
+
+/** PUSH_CONFIG_FAULT_MIN_SUBSCRIPTIONS and PUSH_CONFIG_FAULT_WINDOW_SECONDS as a rule. */
+export function configFaultRuleOf(
+  config: Pick<Config, 'pushConfigFaultMinSubscriptions' | 'pushConfigFaultWindowSeconds'>,
+): ConfigFaultRule {
+  return {
+    minSubscriptions: config.pushConfigFaultMinSubscriptions,
+    windowSeconds: config.pushConfigFaultWindowSeconds,
+  };
 }
 
 export const DEFAULT_CONFIG_FAULT_RULE: ConfigFaultRule = { minSubscriptions: 3, windowSeconds: 3600 };
