@@ -1,6 +1,9 @@
 // The worker's composition root: config → Mongo, Temporal → push sink → createActivities → Worker.
 // First: holds the young generation while the modules below load (see there).
-import { youngGenerationForTraffic } from './platform/youngGeneration';
+import {
+  withWorkflowThreadYoungGenerationCapped,
+  youngGenerationForTraffic,
+} from './platform/youngGeneration';
 import { existsSync } from 'node:fs';
 import type { Server } from 'node:http';
 import path from 'node:path';
@@ -283,16 +286,18 @@ async function main(): Promise<void> {
     ...(tracing ? { interceptors: tracing.clientInterceptors } : {}),
   });
   const pushSender = pushSenderFor(config);
-  const worker = await createWorker({
-    config,
-    connection,
-    client,
-    stores,
-    pushSender,
-    metrics,
-    tracing,
-    log: activityLog(logger),
-  });
+  const worker = await withWorkflowThreadYoungGenerationCapped(() =>
+    createWorker({
+      config,
+      connection,
+      client,
+      stores,
+      pushSender,
+      metrics,
+      tracing,
+      log: activityLog(logger),
+    }),
+  );
   // The probes listen before the start line: whoever waits for that line may probe at once.
   const health =
     config.workerHealthPort === undefined

@@ -6,7 +6,11 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import ts from 'typescript';
-import { GROW_YOUNG_GENERATION, HOLD_YOUNG_GENERATION } from '../../platform/youngGeneration';
+import {
+  GROW_YOUNG_GENERATION,
+  HOLD_YOUNG_GENERATION,
+  WORKFLOW_THREAD_SEMI_SPACE_MB,
+} from '../../platform/youngGeneration';
 import { PROJECT_ROOT } from '../../platform/embedded';
 
 describe('young generation of the API and the worker', () => {
@@ -46,5 +50,45 @@ describe('young generation of the API and the worker', () => {
     const [held, stillHeld, released] = JSON.parse(child.stdout) as number[];
     assert.equal(stillHeld, held, `held: the new space grew from ${held} to ${stillHeld} bytes`);
     assert.ok(released > stillHeld, `released: the new space stayed at ${released} bytes`);
+  });
+
+  it("caps the young generation of a thread created meanwhile (the workflow thread's), and only of that one", () => {
+    // Three threads that each keep allocating (survivors included, so the new space grows): one created inside
+    // withWorkflowThreadYoungGenerationCapped, one before and one after it: only the second is capped.
+    const script = `
+      const { Worker } = require('node:worker_threads');
+      const { withWorkflowThreadYoungGenerationCapped } = require('./platform/youngGeneration');
+      const busy = \`
+        const v8 = require('node:v8');
+        let kept = [];
+        for (let i = 0; i < 4e6; i++) { kept.push({ i, s: 'x' + i }); if (kept.length > 300000) kept = []; }
+        const space = v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space').space_size;
+        require('node:worker_threads').parentPort.postMessage(space);
+      \`;
+      // A thread's isolate is set up once it is online (the SDK's Worker.create waits for its workflow thread).
+      const start = () => new Promise((resolve) => {
+        const thread = new Worker(busy, { eval: true });
+        const size = new Promise((done) => thread.once('message', done));
+        thread.once('online', () => resolve({ size }));
+      });
+      (async () => {
+        const before = await start();
+        const capped = await withWorkflowThreadYoungGenerationCapped(start, true);
+        const after = await start();
+        const sizes = await Promise.all([before, capped, after].map((thread) => thread.size));
+        process.stdout.write(JSON.stringify(sizes));
+        process.exit(0);
+      })();
+    `;
+    const child = spawnSync(process.execPath, ['-r', 'ts-node/register', '-e', script], {
+      cwd: PROJECT_ROOT,
+      encoding: 'utf8',
+    });
+    assert.equal(child.status, 0, child.stderr);
+    const [before, capped, after] = JSON.parse(child.stdout) as number[];
+    const cap = 2 * WORKFLOW_THREAD_SEMI_SPACE_MB * 2 ** 20; // both semi-spaces
+    assert.ok(capped <= cap, `the thread created meanwhile has a new space of ${capped} bytes (cap ${cap})`);
+    assert.ok(before > cap, `the thread created before was capped too (${before} bytes)`);
+    assert.ok(after > cap, `the thread created after was capped too (${after} bytes)`);
   });
 });
