@@ -42,6 +42,8 @@ import { random } from './support/seeded';
 
 const SEED = Number(process.env.CONFORMANCE_SEED ?? 20261203);
 const QUERIES = Number(process.env.CONFORMANCE_QUERIES ?? 1000);
+/** The differential test fails when this long passes without a query answered (or the servers started). */
+const NO_PROGRESS_MS = 120_000;
 const REPRO = `CONFORMANCE_SEED=${SEED} CONFORMANCE_QUERIES=${QUERIES}`;
 
 /** Exact BSON printing (Int32, Long and Double stay apart), for failure messages. */
@@ -737,7 +739,10 @@ describe('FerretDB conformance to MongoDB (the project patch)', function () {
     });
 
     it(`answers random queries on an indexed collection like its unindexed twin, in MongoDB's order (seed ${SEED})`, async function () {
-      this.timeout(Math.max(120_000, QUERIES * 80));
+      // Bounded by its queries, not by a time a loaded machine can reach: what fails it is a stall, this long
+      // without a step done (mocha restarts a running test's timer when its timeout is set again).
+      const stepped = (): void => void this.timeout(NO_PROGRESS_MS);
+      stepped();
       await launch();
       const client = await connect();
       const db = client.db('differential');
@@ -842,6 +847,7 @@ describe('FerretDB conformance to MongoDB (the project patch)', function () {
         await indexed.createIndex(key, { name });
       await indexed.insertMany(docs);
       await plain.insertMany(docs);
+      stepped();
 
       const condition = (): unknown => {
         const r = rand();
@@ -977,6 +983,7 @@ describe('FerretDB conformance to MongoDB (the project patch)', function () {
           const q = query();
           const problem = await check(q, asked++);
           if (problem) record(`${phase} query #${i}`, q, problem);
+          stepped();
         }
       }
 
@@ -1009,6 +1016,7 @@ describe('FerretDB conformance to MongoDB (the project patch)', function () {
         };
         const [a, b] = [await outcome(indexed), await outcome(plain)];
         if (a !== b) record(where, what, `indexed ${a}, unindexed ${b}`);
+        stepped();
       }
 
       const phase1 = Math.round(QUERIES * 0.5);
