@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { temporalConnectionOptions } from './client/connection';
 import { createOutcomeEmitter, episodeOptions } from './client/emitter';
-import { createHealthSignaler, healthOptions } from './client/health';
+import { createHealthSignaler, healthBatchMs, healthOptions } from './client/health';
 import { emitFromRunner, FINAL_DISPOSITIONS, isDisposition, NON_FINAL_DISPOSITIONS } from './client/runner';
 import { explainRun, RUN_ID_PATTERN } from './operator/explain';
 import { printableJson } from './platform/printable';
@@ -66,6 +66,9 @@ async function main(argv: string[]): Promise<void> {
       client,
       taskQueue: config.temporalTaskQueue,
       options: healthOptions(config),
+      batchMs: healthBatchMs(config),
+      onError: (runId, err) =>
+        process.stderr.write(`flow-notify: run health signal failed (${runId}): ${String(err)}\n`),
     });
     const message = { runId: values.run, teamId: values.team, disposition: values.disposition };
     // The root of the trace a run ended on a runner pod starts (tracing on): the episode's start hangs from it.
@@ -74,6 +77,8 @@ async function main(argv: string[]): Promise<void> {
       { attributes: { 'flow.run_id': message.runId, 'flow.disposition': message.disposition } },
       () => emitFromRunner(emitter, message, health),
     );
+    // A short-lived process: nothing it observed may stay held when it exits.
+    await health.flushAll();
     process.stdout.write(`${JSON.stringify(result)}\n`);
   } finally {
     await connection.close();

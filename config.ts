@@ -233,6 +233,17 @@ const workflowSection = section({
   stallAfterSeconds: ['STALL_AFTER_SECONDS', seconds.default(900)],
   /** How long a terminal run's health state is kept before it is reaped. */
   healthReapSeconds: ['HEALTH_REAP_SECONDS', seconds.default(1800)],
+  /**
+   * How long a process holds a run's events before they reach its health workflow as one signal (a pause or an
+   * end goes at once); 0: a signal per call, unbatched. Capped at a quarter of the stall time where it is used.
+   */
+  healthBatchMs: [
+    'HEALTH_BATCH_MS',
+    numeric(
+      (raw) => /^\d+$/.test(raw) && Number(raw) <= 10_000,
+      'a whole number of ms from 0 to 10000',
+    ).default(1000),
+  ],
   /** undefined: the operator family is off. */
   opsAlertWebhookUrl: ['OPS_ALERT_WEBHOOK_URL', httpUrl.optional()],
 });

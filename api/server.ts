@@ -71,6 +71,8 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     async close(graceMs = config.shutdownGraceSeconds * 1000) {
       draining = true;
       await drain(server, graceMs);
+      // What the last requests observed reaches run health before the connection goes.
+      await services.health.flushAll();
       if (metricsServer) {
         metricsServer.closeAllConnections();
         await new Promise((resolve) => metricsServer.close(resolve));

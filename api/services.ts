@@ -4,7 +4,7 @@ import { Client, Connection } from '@temporalio/client';
 import type { Config } from '../config';
 import { temporalConnectionOptions } from '../client/connection';
 import { createOutcomeEmitter, episodeOptions, type OutcomeEmitter } from '../client/emitter';
-import { createHealthSignaler, healthOptions } from '../client/health';
+import { createHealthSignaler, healthBatchMs, healthOptions, type HealthSignaler } from '../client/health';
 import { assertSearchAttributes } from '../client/searchAttributeCheck';
 import type { PushSender } from '../delivery/push/sender';
 import type { Log } from '../platform/log';
@@ -22,6 +22,8 @@ export interface ApiServices {
   stores: Stores;
   emitter: OutcomeEmitter;
   runsService: RunsService;
+  /** Holds run events for run health a moment: flushed before the API exits. */
+  health: HealthSignaler;
   /** Web push's sender; undefined: web push is off. */
   pushSender?: PushSender;
   log: Log;
@@ -62,14 +64,17 @@ export async function connectServices(
     metrics,
     emitter: 'api',
   });
+  const health = createHealthSignaler({
+    client,
+    taskQueue: config.temporalTaskQueue,
+    options: healthOptions(config),
+    batchMs: healthBatchMs(config),
+    onError: (runId, err) => log(`run health signal failed: ${String(err)}`, { runId }),
+  });
   const runsService = createRunsService({
     ...stores,
     emitter,
-    health: createHealthSignaler({
-      client,
-      taskQueue: config.temporalTaskQueue,
-      options: healthOptions(config),
-    }),
+    health,
     onEmitError: (runId, err) =>
       log(`outcome emit failed, the sweep will replay it: ${String(err)}`, { runId }),
   });
@@ -81,6 +86,7 @@ export async function connectServices(
     stores,
     emitter,
     runsService,
+    health,
     pushSender,
     log,
     now: () => new Date(),

@@ -2,18 +2,37 @@
 // run's health workflow on its first event.
 import type { Client } from '@temporalio/client';
 import type { Config } from '../config';
-import type { ObservedEvent } from '../domain/health';
+import { changesStatus, type ObservedEvent } from '../domain/health';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { runAttributes } from '../contract/searchAttributes';
 import { unlessAlreadyStarted } from './startUnlessRunning';
 import {
   healthWorkflowId,
-  observeSignal,
+  observeManySignal,
   workflowTypes,
   type HealthInput,
   type HealthOptions,
   type Workflows,
 } from '../contract/workflows';
+
+/** A run as an observer knows it: the runner CLI knows only its id and team. */
+export interface ObservedRun {
+  _id: string;
+  teamId: string;
+  budget?: { limit: number };
+}
+
+/** Events held for one run before they go at once: a batch stays one modest signal. */
+export const MAX_EVENTS_PER_BATCH = 500;
+/** Runs a process holds events for; past it, a run's events go unbatched, as they come. */
+export const MAX_RUNS_HELD = 1_000;
+/** One signal-with-start's whole round trip. */
+const SIGNAL_DEADLINE_MS = 10_000;
+
+/** The window a process holds a run's events: HEALTH_BATCH_MS, at most a quarter of the stall time. */
+export function healthBatchMs(config: Pick<Config, 'healthBatchMs' | 'stallAfterSeconds'>): number {
+  return Math.min(config.healthBatchMs, config.stallAfterSeconds * 250);
+}
 
 export function healthOptions(
   config: Pick<Config, 'stallAfterSeconds' | 'healthReapSeconds' | 'opsAlertWebhookUrl'>,
@@ -29,40 +48,136 @@ function pick(data: Record<string, unknown> | undefined, keys: string[]): Record
   return Object.fromEntries(keys.filter((k) => data?.[k] !== undefined).map((k) => [k, data![k]]));
 }
 
+export interface BatchClock {
+  now(): number;
+  /** Calls `fire` once after `ms`; the answer cancels it. */
+  setTimer(fire: () => void, ms: number): () => void;
+}
+
+const systemClock: BatchClock = {
+  now: () => Date.now(),
+  setTimer(fire, ms) {
+    const timer = setTimeout(fire, ms);
+    timer.unref();
+    return () => clearTimeout(timer);
+  },
+};
+
+interface Held {
+  run: ObservedRun;
+  events: ObservedEvent[];
+  cancelTimer: () => void;
+}
+
+/**
+ * Holds each run's events for `windowMs` from the first, then sends them as one batch; a status change (pause,
+ * resume, end) sends what is held at once, and its caller waits for it, as one that fills a batch does. A run's
+ * batches go one after another, in order. A batch sent on a timer that fails is reported to `onError`.
+ */
+export function createEventBatcher(deps: {
+  windowMs: number;
+  send: (run: ObservedRun, events: ObservedEvent[]) => Promise<void>;
+  onError: (runId: string, err: unknown) => void;
+  clock?: BatchClock;
+}) {
+  const clock = deps.clock ?? systemClock;
+  const held = new Map<string, Held>();
+  const sending = new Map<string, Promise<void>>();
+
+  /** Sends after the run's batch in flight, if any; the run's chain is forgotten once it is idle. */
+  function sendInOrder(run: ObservedRun, events: ObservedEvent[]): Promise<void> {
+    const previous = sending.get(run._id) ?? Promise.resolve();
+    const sent = previous.then(() => deps.send(run, events));
+    const settled = sent.then(
+      () => undefined,
+      () => undefined,
+    );
+    sending.set(run._id, settled);
+    void settled.then(() => sending.get(run._id) === settled && sending.delete(run._id));
+    return sent;
+  }
+
+  function flush(runId: string): Promise<void> {
+    const batch = held.get(runId);
+    if (!batch) return sending.get(runId) ?? Promise.resolve();
+    held.delete(runId);
+    batch.cancelTimer();
+    return sendInOrder(batch.run, batch.events);
+  }
+
+  return {
+    async observe(run: ObservedRun, events: ObservedEvent[]): Promise<void> {
+      const at = clock.now();
+      const stamped = events.map((event) => ({ ...event, at }));
+      let batch = held.get(run._id);
+      if (deps.windowMs === 0 || (!batch && held.size >= MAX_RUNS_HELD)) {
+        await sendInOrder(run, stamped);
+        return;
+      }
+      if (!batch) {
+        const cancelTimer = clock.setTimer(
+          () => void flush(run._id).catch((err) => deps.onError(run._id, err)),
+          deps.windowMs,
+        );
+        batch = { run, events: [], cancelTimer };
+        held.set(run._id, batch);
+      }
+      batch.run = run;
+      batch.events.push(...stamped);
+      if (events.some((e) => changesStatus(e.type)) || batch.events.length >= MAX_EVENTS_PER_BATCH)
+        await flush(run._id);
+    },
+
+    /** Sends everything held and waits for every batch in flight (a process about to exit). */
+    async flushAll(): Promise<void> {
+      const runIds = [...held.keys()];
+      await Promise.all(runIds.map((runId) => flush(runId).catch((err) => deps.onError(runId, err))));
+      await Promise.all(sending.values());
+    },
+  };
+}
+
 export type HealthSignaler = ReturnType<typeof createHealthSignaler>;
 
 /**
  * The start arguments (options, budget) are only read by health histories from before the worker took its own
  * settings; they are still passed so a worker not yet upgraded keeps working.
  */
-export function createHealthSignaler(deps: { client: Client; taskQueue: string; options: HealthOptions }) {
-  return {
-    async observe(run: { _id: string; teamId: string; budget?: { limit: number } }, events: ObservedEvent[]) {
-      const input: HealthInput = {
-        runId: run._id,
-        teamId: run.teamId,
-        ...(run.budget ? { budgetLimit: run.budget.limit } : {}),
-        options: deps.options,
-      };
-      for (const { type, data } of events) {
-        // Health reads only these; the rest (a final answer, a prompt) stays out of its history.
-        const event: ObservedEvent = { type, data: pick(data, ['node', 'spent']) };
-        await unlessAlreadyStarted(() =>
-          deps.client.workflow.signalWithStart<Workflows['runHealthWorkflow'], [ObservedEvent]>(
-            workflowTypes.health,
-            {
-              workflowId: healthWorkflowId(run._id),
-              taskQueue: deps.taskQueue,
-              args: [input],
-              signal: observeSignal,
-              signalArgs: [event],
-              typedSearchAttributes: new TypedSearchAttributes(runAttributes(run._id, run.teamId)),
-              // A run whose health was reaped after it ended does not get a new one from a late event.
-              workflowIdReusePolicy: 'REJECT_DUPLICATE',
-            },
-          ),
-        );
-      }
-    },
+export function createHealthSignaler(deps: {
+  client: Client;
+  taskQueue: string;
+  options: HealthOptions;
+  /** healthBatchMs(config); 0: each call's events go at once. */
+  batchMs: number;
+  onError: (runId: string, err: unknown) => void;
+  clock?: BatchClock;
+}) {
+  const send = async (run: ObservedRun, events: ObservedEvent[]): Promise<void> => {
+    const input: HealthInput = {
+      runId: run._id,
+      teamId: run.teamId,
+      ...(run.budget ? { budgetLimit: run.budget.limit } : {}),
+      options: deps.options,
+    };
+    // Health reads only these; the rest (a final answer, a prompt) stays out of its history.
+    const batch = events.map(({ type, data, at }) => ({ type, data: pick(data, ['node', 'spent']), at }));
+    await unlessAlreadyStarted(() =>
+      deps.client.withDeadline(Date.now() + SIGNAL_DEADLINE_MS, () =>
+        deps.client.workflow.signalWithStart<Workflows['runHealthWorkflow'], [ObservedEvent[]]>(
+          workflowTypes.health,
+          {
+            workflowId: healthWorkflowId(run._id),
+            taskQueue: deps.taskQueue,
+            args: [input],
+            signal: observeManySignal,
+            signalArgs: [batch],
+            typedSearchAttributes: new TypedSearchAttributes(runAttributes(run._id, run.teamId)),
+            // A run whose health was reaped after it ended does not get a new one from a late event.
+            workflowIdReusePolicy: 'REJECT_DUPLICATE',
+          },
+        ),
+      ),
+    );
   };
+  return createEventBatcher({ windowMs: deps.batchMs, send, onError: deps.onError, clock: deps.clock });
 }

@@ -43,6 +43,12 @@ export const observeSignal = { type: 'signal', name: 'observe' } as SignalDefini
   'observe'
 >;
 
+/** The events one process observed of a run within a short window, in order, as one signal. */
+export const observeManySignal = { type: 'signal', name: 'observeMany' } as SignalDefinition<
+  [ObservedEvent[]],
+  'observeMany'
+>;
+
 /** The episode workflow's id is the episode id itself, so a second start of one episode is refused. */
 export const episodeWorkflowId = (episodeId: string): string => episodeId;
 

@@ -13,6 +13,8 @@ export type HealthPhase = 'active' | 'paused' | 'stalled' | 'terminal';
 export interface ObservedEvent {
   type: string;
   data?: Record<string, unknown>;
+  /** When the process observed it (epoch ms); a batch arrives later than its events happened. */
+  at?: number;
 }
 
 export interface HealthState {
@@ -54,6 +56,20 @@ const TERMINAL: Record<string, HealthState['terminalStatus']> = {
   run_failed: 'failed',
   run_cancelled: 'cancelled',
 };
+
+/** A pause, a resume or an end: what an observer never holds back in a batch. */
+export function changesStatus(type: string): boolean {
+  return PAUSING.has(type) || type === 'run_resumed' || Object.hasOwn(TERMINAL, type);
+}
+
+/**
+ * The workflow time an event counts at: when it was observed, never before the last progress (batches of other
+ * processes interleave) nor after now (another process's clock may run ahead); its arrival when it carries none.
+ */
+export function observedAt(event: ObservedEvent, state: HealthState, now: number): number {
+  if (typeof event.at !== 'number' || !Number.isFinite(event.at)) return now;
+  return Math.min(now, Math.max(state.lastLivenessAt, event.at));
+}
 
 export const BUDGET_WARNING_RATIO = 0.8;
 

@@ -57,6 +57,8 @@ describe('run-health configuration', function () {
       client,
       taskQueue: config.temporalTaskQueue,
       options: { stallAfterSeconds: 3600, reapAfterSeconds: 3600, opsAlerts: true },
+      batchMs: 0,
+      onError: (runId, err) => assert.fail(`${runId}: ${String(err)}`),
     });
     await runner.observe({ _id: run._id, teamId: run.teamId }, [
       { type: 'node_started', data: { node: 'a' } },
@@ -72,6 +74,8 @@ describe('run-health configuration', function () {
       client,
       taskQueue: config.temporalTaskQueue,
       options: { stallAfterSeconds: 3600, reapAfterSeconds: 3600, opsAlerts: true },
+      batchMs: 0,
+      onError: (runId, err) => assert.fail(`${runId}: ${String(err)}`),
     });
     await other.observe({ _id: run._id, teamId: run.teamId }, [
       { type: 'node_started', data: { node: 'a' } },

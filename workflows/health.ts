@@ -1,17 +1,18 @@
 // One run's health, fed by 'observe' signals from every process that sees the run's events (the API's event
 // route and engine operations, the runner CLI). Durable timers raise stalls even across worker restarts; each
 // alert goes through the operator dispatcher under its own claim; continue-as-new keeps the history bounded.
-import { condition, continueAsNew, patched, setHandler, workflowInfo } from '@temporalio/workflow';
+import { condition, continueAsNew, patched, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import {
   fireStall,
   initialHealth,
   observe,
+  observedAt,
   stallDueAt,
   type HealthState,
   type ObservedEvent,
 } from '../domain/health';
 import { healthAlert } from '../domain/ops';
-import { observeSignal, type HealthInput } from '../contract/workflows';
+import { observeManySignal, observeSignal, type HealthInput } from '../contract/workflows';
 import { quickCalls } from './common';
 import { sendOperatorAlert } from './operatorAlert';
 
@@ -21,17 +22,44 @@ import { sendOperatorAlert } from './operatorAlert';
  */
 export const HEALTH_SETTINGS_PATCH = 'health-settings-from-worker';
 
+/**
+ * Marks histories fed in batches: an event counts at the time its process observed it, the stall timer is not
+ * restarted by every signal, and continue-as-new counts signals, not events.
+ */
+export const HEALTH_BATCHES_PATCH = 'health-fed-in-batches';
+
 /** How often a run that keeps reporting usage has its settings (its budget) read again. */
 const SETTINGS_REFRESH_MS = 60_000;
 
-/** Signals handled before the history is handed to a fresh run. */
+/** Signals handled before the history is handed to a fresh run (events, in histories before batches). */
 const SIGNALS_PER_RUN = 500;
+
+/**
+ * A stall timer armed for the due time it saw and left running as progress moves that time on (a timer per
+ * signal would cost an action per signal); one that fires early is armed again for the due time as it is then.
+ */
+function stallTimer() {
+  let armed: { fired: boolean } | undefined;
+  return {
+    arm(due: number | undefined): void {
+      if (due === undefined || armed) return;
+      const timer = { fired: false };
+      armed = timer;
+      void sleep(Math.max(1, due - Date.now())).then(() => void (timer.fired = true));
+    },
+    fired: (): boolean => armed?.fired ?? false,
+    disarmIfFired(): void {
+      if (armed?.fired) armed = undefined;
+    },
+  };
+}
 
 export async function runHealthWorkflow(input: HealthInput): Promise<HealthState> {
   const quick = quickCalls();
   let { options } = input;
   let state = input.state ?? initialHealth(input, Date.now());
   const fromWorker = patched(HEALTH_SETTINGS_PATCH);
+  const batched = patched(HEALTH_BATCHES_PATCH);
   let settingsAt = 0;
   const refreshSettings = async (): Promise<void> => {
     const settings = await quick.healthSettings(state.runId);
@@ -42,8 +70,11 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
   };
   if (fromWorker) await refreshSettings();
   const inbox: ObservedEvent[] = [];
-  setHandler(observeSignal, (event) => void inbox.push(event));
+  let signals = 0;
+  setHandler(observeSignal, (event) => void (inbox.push(event), signals++));
+  setHandler(observeManySignal, (events) => void (inbox.push(...events), signals++));
   let handled = 0;
+  const timer = stallTimer();
 
   for (;;) {
     if (state.phase === 'terminal') {
@@ -54,10 +85,20 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
     }
 
     const due = stallDueAt(state, options.stallAfterSeconds * 1000);
-    const arrived =
-      due === undefined
-        ? (await condition(() => inbox.length > 0), true)
-        : await condition(() => inbox.length > 0, Math.max(1, due - Date.now()));
+    let arrived: boolean;
+    if (batched) {
+      timer.arm(due);
+      await condition(() => inbox.length > 0 || timer.fired());
+      timer.disarmIfFired();
+      // Fired before the due time progress has moved it to (or in a phase without one): armed again.
+      if (inbox.length === 0 && (due === undefined || Date.now() < due)) continue;
+      arrived = inbox.length > 0;
+    } else {
+      arrived =
+        due === undefined
+          ? (await condition(() => inbox.length > 0), true)
+          : await condition(() => inbox.length > 0, Math.max(1, due - Date.now()));
+    }
 
     const alerts = [];
     if (arrived) {
@@ -69,7 +110,9 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
       )
         await refreshSettings();
       while (inbox.length) {
-        const result = observe(state, inbox.shift()!, Date.now(), { quietWhilePaused: fromWorker });
+        const event = inbox.shift()!;
+        const at = batched ? observedAt(event, state, Date.now()) : Date.now();
+        const result = observe(state, event, at, { quietWhilePaused: fromWorker });
         state = result.state;
         alerts.push(...result.alerts);
         handled++;
@@ -100,7 +143,7 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
     if (
       inbox.length === 0 &&
       state.phase !== 'terminal' &&
-      (handled >= SIGNALS_PER_RUN || workflowInfo().continueAsNewSuggested)
+      ((batched ? signals : handled) >= SIGNALS_PER_RUN || workflowInfo().continueAsNewSuggested)
     ) {
       await continueAsNew<typeof runHealthWorkflow>({ ...input, state });
     }

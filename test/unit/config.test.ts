@@ -83,6 +83,7 @@ describe('config', () => {
       sweepIntervalSeconds: 120,
       stallAfterSeconds: 900,
       healthReapSeconds: 1800,
+      healthBatchMs: 1000,
       authJwtSecret: 'x'.repeat(32),
       authMaxTokenLifetimeSeconds: 604800,
       authClockSkewSeconds: 60,
@@ -160,6 +161,7 @@ describe('config', () => {
       SWEEP_INTERVAL_SECONDS: '5',
       STALL_AFTER_SECONDS: '6',
       HEALTH_REAP_SECONDS: '7',
+      HEALTH_BATCH_MS: '250',
       OPS_ALERT_WEBHOOK_URL: 'https://ops.example.com/hook',
       AUTH_USER_CLAIM: 'email',
       AUTH_TEAM_CLAIM: 'org',
@@ -234,6 +236,7 @@ describe('config', () => {
       sweepIntervalSeconds: 5,
       stallAfterSeconds: 6,
       healthReapSeconds: 7,
+      healthBatchMs: 250,
       opsAlertWebhookUrl: 'https://ops.example.com/hook',
       authJwtSecret: 'x'.repeat(32),
       authJwks: {
@@ -389,6 +392,11 @@ describe('config', () => {
     seconds('SWEEP_INTERVAL_SECONDS', '1.5'),
     seconds('STALL_AFTER_SECONDS', '-1'),
     seconds('HEALTH_REAP_SECONDS', 'x'),
+    [
+      'HEALTH_BATCH_MS',
+      { HEALTH_BATCH_MS: '10001' },
+      'HEALTH_BATCH_MS must be a whole number of ms from 0 to 10000, got "10001"',
+    ],
     [
       'OPS_ALERT_WEBHOOK_URL',
       { OPS_ALERT_WEBHOOK_URL: 'nope' },

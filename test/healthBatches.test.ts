@@ -1,0 +1,107 @@
+// Run health fed in batches: the events one API process observes of a run within HEALTH_BATCH_MS reach the run's
+// health workflow as one signal, read off the workflow's history; a pause or an end is not held back; and the
+// alerts (budget, stall, recovery) are the same with batching as without (HEALTH_BATCH_MS=0, a second API on the
+// same worker). Real servers; the operator webhook is a loopback receiver.
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { temporal } from '@temporalio/proto';
+import { healthWorkflowId } from '../contract/workflows';
+import { mapBounded } from '../platform/concurrency';
+import type { OperatorAlert } from '../domain/ops';
+import { CallbackReceiver } from './support/callbackReceiver';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { saveHistory, startTestApi, type ApiClient } from './support/harness';
+import { waitUntil } from './support/waitUntil';
+
+/** RECORD_HEALTH_BATCHED_HISTORY=1 records the batched run's history (open, past its alerts) here. */
+const FIXTURE = path.resolve(__dirname, 'fixtures/run-health-history-batched.json');
+const SIGNALED = temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED;
+
+describe('run health fed in batches', function () {
+  let webhook: CallbackReceiver;
+  let stack: FamilyStack;
+  let batched: ApiClient;
+  let unbatched: ApiClient;
+  let closeUnbatched: () => Promise<void>;
+
+  before(async () => {
+    webhook = await CallbackReceiver.start();
+    stack = await startFamilyStack({
+      OPS_ALERT_WEBHOOK_URL: webhook.url,
+      STALL_AFTER_SECONDS: '3',
+      HEALTH_REAP_SECONDS: '3600',
+      SWEEP_INTERVAL_SECONDS: '3600',
+      HEALTH_BATCH_MS: '500',
+    });
+    batched = stack.anonymous.as('alice', 'acme');
+    const other = await startTestApi({ ...stack.config, healthBatchMs: 0 });
+    closeUnbatched = () => other.api.close();
+    unbatched = other.client.as('alice', 'acme');
+  });
+  after(async () => {
+    await closeUnbatched?.();
+    await stack?.stop();
+    await webhook?.close();
+  });
+
+  const alertsOf = (runId: string): string[] =>
+    webhook.received
+      .map((r) => JSON.parse(r.body) as OperatorAlert)
+      .filter((a) => a.runId === runId)
+      .map((a) => a.kind)
+      .sort();
+
+  async function signalsTo(runId: string): Promise<number> {
+    const history = await stack.client.workflow.getHandle(healthWorkflowId(runId)).fetchHistory();
+    return (history.events ?? []).filter((e) => e.eventType === SIGNALED).length;
+  }
+
+  it('200 events of a run within a window reach its health workflow in a few signals', async () => {
+    // A window longer than the 200 requests take, on a machine however loaded: an API of its own (the cap is a
+    // quarter of the stall time its config names; the worker's stall time is the stack's).
+    const wide = await startTestApi({ ...stack.config, healthBatchMs: 10_000, stallAfterSeconds: 3600 });
+    try {
+      const api = wide.client.as('alice', 'acme');
+      const created = await api.post('/api/v1/runs', { title: 'Chatty' });
+      const id = created.body.id as string;
+      await mapBounded(
+        Array.from({ length: 200 }, (_, i) => i),
+        10,
+        async (i) =>
+          assert.equal((await api.post(`/api/v1/runs/${id}/events`, { type: 'step', i })).status, 201),
+      );
+      assert.equal((await api.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'done' })).status, 200);
+      // The end went at once, with whatever was still held.
+      await waitUntil('the health twin to see the end', async () => {
+        const health = await api.get(`/api/v1/runs/${id}/health`);
+        return health.body.phase === 'terminal';
+      });
+      const signals = await signalsTo(id);
+      assert.ok(signals <= 3, `${signals} signals for 202 events`);
+    } finally {
+      await wide.api.close();
+    }
+  });
+
+  it('the same alerts with batching as without: budget warning and excess, stall, recovery', async () => {
+    async function scenario(api: ApiClient): Promise<string> {
+      const created = await api.post('/api/v1/runs', { title: 'Spender', budget: { limit: 10 } });
+      const id = created.body.id as string;
+      for (let spent = 1; spent <= 12; spent++) {
+        await api.post(`/api/v1/runs/${id}/events`, { type: 'node_started', node: `n${spent}` });
+        await api.post(`/api/v1/runs/${id}/events`, { type: 'usage', spent });
+      }
+      await waitUntil('the stall', () => alertsOf(id).includes('stall'), { timeoutMs: 20_000 });
+      await api.post(`/api/v1/runs/${id}/events`, { type: 'node_started', node: 'again' });
+      await waitUntil('the four alerts', () => alertsOf(id).length >= 4);
+      return id;
+    }
+    const [withBatches, without] = await Promise.all([scenario(batched), scenario(unbatched)]);
+    const expected = ['budget_exceeded', 'budget_warning', 'stall', 'stall_recovered'];
+    assert.deepEqual(alertsOf(without), expected);
+    assert.deepEqual(alertsOf(withBatches), expected);
+    assert.ok((await signalsTo(withBatches)) < (await signalsTo(without)), 'batches took fewer signals');
+    if (process.env.RECORD_HEALTH_BATCHED_HISTORY === '1')
+      saveHistory(stack.config, healthWorkflowId(withBatches), FIXTURE);
+  });
+});

@@ -1,0 +1,152 @@
+// The run-health event batcher (client/health.ts) on an injected clock: a run's events held for the window go as
+// one batch stamped with the time each was observed, a status change goes at once with what was held, a run's
+// batches go in order, the bounds hold, and flushAll leaves nothing held.
+import assert from 'node:assert/strict';
+import {
+  createEventBatcher,
+  MAX_EVENTS_PER_BATCH,
+  MAX_RUNS_HELD,
+  type BatchClock,
+  type ObservedRun,
+} from '../../client/health';
+import type { ObservedEvent } from '../../domain/health';
+
+/** A clock that moves only when told, firing the timers that fall due. */
+function manualClock() {
+  let now = 1_000_000;
+  let timers: { at: number; fire: () => void }[] = [];
+  const clock: BatchClock = {
+    now: () => now,
+    setTimer(fire, ms) {
+      const timer = { at: now + ms, fire };
+      timers.push(timer);
+      return () => void (timers = timers.filter((t) => t !== timer));
+    },
+  };
+  const advance = (ms: number): void => {
+    now += ms;
+    const due = timers.filter((t) => t.at <= now);
+    timers = timers.filter((t) => t.at > now);
+    for (const t of due) t.fire();
+  };
+  return { clock, advance, pending: () => timers.length };
+}
+
+const flushed = () => new Promise((r) => setImmediate(r));
+
+function batcherOn(windowMs: number, send?: (run: ObservedRun, events: ObservedEvent[]) => Promise<void>) {
+  const sent: { runId: string; events: ObservedEvent[] }[] = [];
+  const errors: unknown[] = [];
+  const time = manualClock();
+  const batcher = createEventBatcher({
+    windowMs,
+    clock: time.clock,
+    onError: (_runId, err) => void errors.push(err),
+    send:
+      send ??
+      (async (run, events) => {
+        sent.push({ runId: run._id, events });
+      }),
+  });
+  return { batcher, sent, errors, ...time };
+}
+
+const run = (id: string): ObservedRun => ({ _id: id, teamId: 'acme' });
+
+describe('the run-health event batcher', () => {
+  it("holds a run's events for the window, then sends them as one batch stamped when each was observed", async () => {
+    const { batcher, sent, advance } = batcherOn(1000);
+    await batcher.observe(run('r1'), [{ type: 'node_started', data: { node: 'a' } }]);
+    advance(400);
+    await batcher.observe(run('r1'), [{ type: 'usage', data: { spent: 3 } }]);
+    await batcher.observe(run('r2'), [{ type: 'step' }]);
+    assert.equal(sent.length, 0, 'nothing before the window passed');
+    advance(599);
+    await flushed();
+    assert.equal(sent.length, 0);
+    advance(1);
+    await flushed();
+    assert.deepEqual(sent, [
+      {
+        runId: 'r1',
+        events: [
+          { type: 'node_started', data: { node: 'a' }, at: 1_000_000 },
+          { type: 'usage', data: { spent: 3 }, at: 1_000_400 },
+        ],
+      },
+    ]);
+    advance(400);
+    await flushed();
+    assert.deepEqual(
+      sent.map((s) => s.runId),
+      ['r1', 'r2'],
+      "the second run's window counts from its own first event",
+    );
+  });
+
+  it('a pause or an end goes at once with what was held, and its caller waits for it', async () => {
+    const { batcher, sent, pending } = batcherOn(1000);
+    await batcher.observe(run('r1'), [{ type: 'step' }]);
+    await batcher.observe(run('r1'), [{ type: 'run_paused' }]);
+    assert.deepEqual(
+      sent.map((s) => s.events.map((e) => e.type)),
+      [['step', 'run_paused']],
+    );
+    assert.equal(pending(), 0, 'its timer cancelled');
+    await batcher.observe(run('r1'), [{ type: 'run_finished' }]);
+    assert.equal(sent.length, 2);
+  });
+
+  it("a run's batches go one after another: a status change waits for the batch in flight", async () => {
+    const order: string[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const { batcher, advance } = batcherOn(1000, async (_run, events) => {
+      if (events[0].type === 'step') await gate;
+      order.push(events.map((e) => e.type).join(','));
+    });
+    await batcher.observe(run('r1'), [{ type: 'step' }]);
+    advance(1000);
+    const ended = batcher.observe(run('r1'), [{ type: 'run_finished' }]);
+    await flushed();
+    assert.deepEqual(order, [], 'the end waits behind the step batch');
+    release();
+    await ended;
+    assert.deepEqual(order, ['step', 'run_finished']);
+  });
+
+  it('a full batch goes at once; past the runs it holds, a run goes unbatched', async () => {
+    const { batcher, sent } = batcherOn(1000);
+    for (let i = 0; i < MAX_EVENTS_PER_BATCH; i++) await batcher.observe(run('big'), [{ type: 'step' }]);
+    assert.equal(sent.length, 1);
+    assert.equal(sent[0].events.length, MAX_EVENTS_PER_BATCH);
+    for (let i = 0; i < MAX_RUNS_HELD; i++) await batcher.observe(run(`r${i}`), [{ type: 'step' }]);
+    assert.equal(sent.length, 1, 'every run held');
+    await batcher.observe(run('one-too-many'), [{ type: 'step' }]);
+    assert.deepEqual(
+      sent.map((s) => s.runId),
+      ['big', 'one-too-many'],
+    );
+  });
+
+  it('window 0 sends each call at once; flushAll sends what is held and waits; a failed timed batch is reported', async () => {
+    const off = batcherOn(0);
+    await off.batcher.observe(run('r1'), [{ type: 'a' }, { type: 'b' }]);
+    assert.equal(off.sent.length, 1);
+
+    const held = batcherOn(1000);
+    await held.batcher.observe(run('r1'), [{ type: 'step' }]);
+    await held.batcher.observe(run('r2'), [{ type: 'step' }]);
+    await held.batcher.flushAll();
+    assert.equal(held.sent.length, 2);
+    assert.equal(held.pending(), 0);
+
+    const failing = batcherOn(1000, async () => {
+      throw new Error('temporal unreachable');
+    });
+    await failing.batcher.observe(run('r1'), [{ type: 'step' }]);
+    failing.advance(1000);
+    await flushed();
+    assert.equal(String(failing.errors[0]), 'Error: temporal unreachable');
+  });
+});
