@@ -51,7 +51,7 @@ function wholeSuite() {
 }
 
 module.exports = {
-  require: ['ts-node/register', 'test/support/stack.ts'],
+  require: ['ts-node/register', 'test/support/stack.ts', 'test/support/cpuByFile.js'],
   spec: namedFiles.length ? [] : wholeSuite(),
   reporter: 'test/support/reporter.js',
   // One named file runs in this process (no worker to start; `.only` and a debugger work as usual).

@@ -15,6 +15,7 @@ export default tseslint.config(
       'studio/**',
       'eslint.config.mjs',
       'test/support/reporter.js',
+      'test/support/cpuByFile.js',
     ],
   },
   ...tseslint.configs.recommended,

@@ -1,7 +1,10 @@
-// Mocha's spec reporter, then the 10 slowest tests (title, file, ms), then one plain closing line
+// Mocha's spec reporter, then the 10 slowest tests (title, file, ms), the 10 files that used the most CPU
+// (cpuByFile.js), then one plain closing line
 // ("tests: N passed, N failed[, N skipped]") that CI reads. Under `mocha --parallel` this runs in the main process
 // on the tests the workers send back, which carry their title, file and duration too.
 'use strict';
+const { mkdtempSync, readFileSync, rmSync } = require('node:fs');
+const { tmpdir } = require('node:os');
 const path = require('node:path');
 const Mocha = require('mocha');
 
@@ -11,6 +14,9 @@ class SpecWithTotals extends Mocha.reporters.Spec {
   constructor(runner, options) {
     super(runner, options);
     const finished = [];
+    // Named before `mocha --parallel` starts its workers, which inherit it.
+    const cpuDir = mkdtempSync(path.join(tmpdir(), 'flow-notify-test-cpu-'));
+    process.env.FLOW_NOTIFY_TEST_CPU_LOG = path.join(cpuDir, 'files.jsonl');
     const { EVENT_TEST_PASS, EVENT_TEST_FAIL, EVENT_RUN_END } = Mocha.Runner.constants;
     const note = (test) => {
       if (typeof test.duration === 'number')
@@ -27,11 +33,37 @@ class SpecWithTotals extends Mocha.reporters.Spec {
           process.stdout.write(`  ${String(ms).padStart(7)} ms  ${where}  ${title}\n`);
         }
       }
+      printCpuByFile(process.env.FLOW_NOTIFY_TEST_CPU_LOG);
+      rmSync(cpuDir, { recursive: true, force: true });
       const { passes, failures, pending } = this.stats;
       process.stdout.write(
         `\ntests: ${passes} passed, ${failures} failed${pending ? `, ${pending} skipped` : ''}\n`,
       );
     });
+  }
+}
+
+function printCpuByFile(log) {
+  let lines;
+  try {
+    lines = readFileSync(log, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line));
+  } catch {
+    return; // no file finished
+  }
+  const total = lines.reduce((sum, line) => sum + line.cpuSeconds, 0);
+  process.stdout.write(
+    `\nCPU of the test files: ${total.toFixed(0)} s in all (the shared servers' not counted); the most:\n`,
+  );
+  for (const { file, cpuSeconds, wallSeconds } of lines
+    .sort((a, b) => b.cpuSeconds - a.cpuSeconds)
+    .slice(0, SLOWEST)) {
+    const where = file ? path.relative(process.cwd(), file) : '?';
+    process.stdout.write(
+      `  ${cpuSeconds.toFixed(1).padStart(6)} s CPU  ${wallSeconds.toFixed(0).padStart(4)} s  ${where}\n`,
+    );
   }
 }
 
