@@ -52,6 +52,28 @@ describe('rate limits', function () {
     assert.deepEqual(next, [true, true, true, true, true, false]);
   });
 
+  it("a hit reads a few documents, whatever the limit and however many hits the key already counted", async () => {
+    const monitored = await connectMongo(config.mongoUrl, config.mongoDb, { monitorCommands: true });
+    try {
+      let documentsRead = 0;
+      monitored.client.on('commandSucceeded', (event) => {
+        const cursor = (event.reply as { cursor?: { firstBatch?: unknown[]; nextBatch?: unknown[] } }).cursor;
+        documentsRead += (cursor?.firstBatch ?? cursor?.nextBatch ?? []).length;
+      });
+      const limiter = createRateLimitStore(monitored.db);
+      const rule = { limit: 100_000, windowSeconds: 600 };
+      const now = new Date();
+      const earlier = Array.from({ length: 300 }, (_, i) => `earlier-${i}`);
+      for (const hitId of earlier) assert.ok((await limiter.hit('cost|many', rule, now, hitId)).admitted);
+      documentsRead = 0;
+      assert.ok((await limiter.hit('cost|many', rule, now, 'one-more')).admitted);
+      assert.ok((await limiter.hit('cost|many', rule, now, 'one-more')).admitted, 'a repeat is admitted');
+      assert.ok(documentsRead <= 4, `two hits read ${documentsRead} documents after 300 earlier hits of the key`);
+    } finally {
+      await monitored.client.close();
+    }
+  });
+
   it('the sweep reaper removes expired rate-limit rows where the server has no TTL index', async () => {
     const rule = { limit: 3, windowSeconds: 60 };
     const now = new Date();
