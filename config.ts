@@ -71,6 +71,7 @@ const numeric = (accepts: (raw: string) => boolean, what: string) =>
 
 const seconds = numeric(isPositiveWhole, 'a positive whole number of seconds');
 const count = numeric(isPositiveWhole, 'a positive whole number');
+const countOrOff = numeric((raw) => /^\d+$/.test(raw), 'a whole number (0: off)');
 const positiveNumber = numeric((raw) => /^\d+(\.\d+)?$/.test(raw) && Number(raw) > 0, 'a positive number');
 const port = numeric((raw) => /^\d+$/.test(raw) && Number(raw) <= 65535, 'a TCP port number');
 const slots = numeric(
@@ -386,7 +387,8 @@ const limitsSection = section({
   pushMaxSubscriptionsPerUser: ['PUSH_MAX_SUBSCRIPTIONS_PER_USER', count.default(20)],
   pushTest: ['PUSH_TEST_RATE_LIMIT', count.default(5)],
   pushTestWindow: ['PUSH_TEST_RATE_WINDOW_SECONDS', seconds.default(60)],
-  pushBurst: ['PUSH_BURST_LIMIT', count.default(5)],
+  /** 0 switches the burst bound off: every push goes at once, with no count kept. */
+  pushBurst: ['PUSH_BURST_LIMIT', countOrOff.default(5)],
   pushBurstWindow: ['PUSH_BURST_WINDOW_SECONDS', seconds.default(600)],
   callbackTest: ['CALLBACK_TEST_RATE_LIMIT', count.default(5)],
   callbackTestWindow: ['CALLBACK_TEST_RATE_WINDOW_SECONDS', seconds.default(60)],
@@ -411,8 +413,8 @@ const limitsSection = section({
   return {
     pushMaxSubscriptionsPerUser: l.pushMaxSubscriptionsPerUser,
     pushTestRate: rate(l.pushTest, l.pushTestWindow),
-    /** Pushes one person gets from one team in a window before the rest fold into one digest. */
-    pushBurstRate: rate(l.pushBurst, l.pushBurstWindow),
+    /** Pushes one person gets from one team in a window before the rest fold into one digest; undefined: off. */
+    pushBurstRate: l.pushBurst ? rate(l.pushBurst, l.pushBurstWindow) : undefined,
     callbackTestRate: rate(l.callbackTest, l.callbackTestWindow),
     callbackRedeliverRate: rate(l.callbackRedeliver, l.callbackRedeliverWindow),
     /** The same outbound POSTs across every run of one user and of one team. */

@@ -76,8 +76,16 @@ const WARMUP = Math.min(30, EPISODES);
 const PACED = Number(process.env.BENCH_EPISODES_PACED ?? 40);
 const PACE_MS = Number(process.env.BENCH_EPISODES_PACE_MS ?? 1000);
 const TEAMS = 20;
-const TARGET_THROUGHPUT = 0.8;
-const TARGET_P99 = 2;
+const TARGET_THROUGHPUT = 1;
+const TARGET_P99 = 1.5;
+const TARGET_PACED_P99 = 2;
+/**
+ * The burst bound's case (BENCH_EPISODES_BURST): `high` counts every push under a limit no episode reaches (as the
+ * test stacks do), `default` is PUSH_BURST_LIMIT's default (each person's pushes past 5 in 10 minutes are held for
+ * a digest, so most episodes send nothing), `off` is PUSH_BURST_LIMIT=0 (nothing counted).
+ */
+const BURST_CASES: Record<string, string | undefined> = { high: '100000', default: undefined, off: '0' };
+const BURST_CASE = process.env.BENCH_EPISODES_BURST ?? 'high';
 const BARE_QUEUE_SUFFIX = '-bare';
 const METRICS = process.env.BENCH_METRICS === '1';
 /** How often BENCH_METRICS scrapes both registries (Prometheus' usual interval is 15 s or more). */
@@ -222,6 +230,8 @@ const EPISODES_SCENARIO: Step<EpisodesBench>[] = [
 export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
   const sdkMetricsAddress = METRICS ? `127.0.0.1:${await freePort()}` : undefined;
   installQuietRuntime(sdkMetricsAddress);
+  if (!(BURST_CASE in BURST_CASES))
+    throw new Error(`BENCH_EPISODES_BURST must be one of ${Object.keys(BURST_CASES).join(', ')}`);
   const tuningName = process.env.BENCH_WORKER_TUNING ?? 'default';
   const tuning = TUNINGS[tuningName];
   if (!tuning) throw new Error(`BENCH_WORKER_TUNING must be one of ${Object.keys(TUNINGS).join(', ')}`);
@@ -281,8 +291,7 @@ function configure(bench: EpisodesBench): void {
     VAPID_PRIVATE_KEY: vapid.privateKey,
     VAPID_SUBJECT: 'mailto:bench@flow.test',
     PUSH_ALLOW_PRIVATE: '1',
-    // Every episode's push is measured as sent: none folded into a digest by the burst bound.
-    PUSH_BURST_LIMIT: '100000',
+    ...(BURST_CASES[BURST_CASE] !== undefined ? { PUSH_BURST_LIMIT: BURST_CASES[BURST_CASE] } : {}),
     CALLBACK_ALLOW_PRIVATE: '1',
     STUDIO_URL: 'https://studio.flow.bench',
     SWEEP_INTERVAL_SECONDS: '86400',
@@ -570,7 +579,7 @@ async function oursPhase(bench: EpisodesBench, n: number, paceMs?: number): Prom
     wallMs,
     perSecond: (n / wallMs) * 1000,
     ...(paceMs ? { segmentsMs: await segmentsToFirstPush(bench, runIds, firstPush) } : {}),
-    latencyMs: runIds.map((id) => firstPush.get(id)! - emittedAt.get(id)!),
+    latencyMs: runIds.filter((id) => firstPush.has(id)).map((id) => firstPush.get(id)! - emittedAt.get(id)!),
     completionMs: runIds.map((id, i) => doneAt[i] - emittedAt.get(id)!),
     failedAttempts: Object.fromEntries(sdkWarnings),
     cpuMsPerEpisode: perEpisode(cpuMs, n),
@@ -595,7 +604,9 @@ function checkEveryoneReached(bench: EpisodesBench, runIds: string[]) {
     if (!firstPush.has(runId) || at < firstPush.get(runId)!) firstPush.set(runId, at);
     endpointsByRun.set(runId, (endpointsByRun.get(runId) ?? new Set()).add(r.endpointId));
   }
-  const short = runIds.filter((id) => (endpointsByRun.get(id)?.size ?? 0) !== 3);
+  // Under the default burst bound each person past it is held for a digest: an episode reaches 0 to 3 now.
+  const short =
+    BURST_CASE === 'default' ? [] : runIds.filter((id) => (endpointsByRun.get(id)?.size ?? 0) !== 3);
   const callbackRuns = new Set(
     receiver.received.map((c) => (JSON.parse(c.body) as { run: { id: string } }).run.id),
   );
@@ -801,8 +812,9 @@ function printComparison(bench: EpisodesBench): void {
   );
   log(
     `throughput ratio ${c.throughputRatio} (target ≥ ${TARGET_THROUGHPUT}: ${c.met.throughput ? 'met' : 'NOT met'}); ` +
-      `p99 latency ratio ${c.p99Ratio} under the burst, ${c.pacedP99Ratio} paced (target ≤ ${TARGET_P99}: ` +
-      `${c.met.p99 ? 'met' : 'NOT met'} / ${c.pacedP99Ratio <= TARGET_P99 ? 'met' : 'NOT met'})`,
+      `p99 latency ratio ${c.p99Ratio} under the burst (target ≤ ${TARGET_P99}: ${c.met.p99 ? 'met' : 'NOT met'}), ` +
+      `${c.pacedP99Ratio} paced (target ≤ ${TARGET_PACED_P99}: ${c.pacedP99Ratio <= TARGET_PACED_P99 ? 'met' : 'NOT met'}); ` +
+      `burst bound: ${BURST_CASE} (BENCH_EPISODES_BURST)`,
   );
 }
 
@@ -841,7 +853,7 @@ async function writeSection(bench: EpisodesBench): Promise<void> {
     stack: bench.stack.origin,
     headline: [
       {
-        figure: `burst of ${EPISODES}, per second: episodes (3 pushes + callback, settled) vs bare 7-activity workflows`,
+        figure: `burst of ${EPISODES}, per second: episodes (3 pushes + callback, settled; burst bound ${BURST_CASE}) vs bare 7-activity workflows`,
         ours: String(c.oursPerSecond),
         baseline: String(c.barePerSecond),
         ratio: c.throughputRatio,
@@ -875,8 +887,8 @@ async function writeSection(bench: EpisodesBench): Promise<void> {
         ours: String(latency.pacedOursOutcomeToFirstPush.p99),
         baseline: String(latency.pacedBareStartToFirstActivity.p99),
         ratio: c.pacedP99Ratio,
-        target: `≤ ${TARGET_P99}`,
-        met: c.pacedP99Ratio <= TARGET_P99,
+        target: `≤ ${TARGET_PACED_P99}`,
+        met: c.pacedP99Ratio <= TARGET_PACED_P99,
       },
       {
         figure: 'paced, p99 ms: outcome → first push vs bare start → 3rd activity (the depth of deliverPush)',
@@ -923,7 +935,7 @@ async function writeSection(bench: EpisodesBench): Promise<void> {
       pacedP99Ratio: c.pacedP99Ratio,
       pacedP99RatioAtDepth: c.pacedP99RatioAtDepth,
       paced: { episodes: PACED, paceMs: PACE_MS, oursSegmentsMs: bench.pacedSegments },
-      targets: { throughput: TARGET_THROUGHPUT, p99: TARGET_P99 },
+      targets: { throughput: TARGET_THROUGHPUT, p99: TARGET_P99, pacedP99: TARGET_PACED_P99 },
     },
     cdf: [
       { label: `burst: ours, outcome → first push`, points: cdfPoints(c.oursLatency) },

@@ -7,7 +7,7 @@
 // A taker whose read was stale (the chain moved on, or its rows were removed and it started over at 0) can still
 // insert a use beside a held one, so after its insert it reads the slot again and gives its use back when any other
 // held use is there. Of two such uses the one checked later sees the other: both are never kept.
-// This module owns no collection: the store that keeps the slots does (rate_limits, push_subscription_slots).
+// This module owns no collection: the store that keeps the slots does (push_subscription_slots).
 import { randomInt } from 'node:crypto';
 import { MongoBulkWriteError, type Collection, type Filter, type OptionalUnlessRequiredId } from 'mongodb';
 

@@ -81,11 +81,12 @@ async function seed(db: Db): Promise<void> {
       });
       const key = teamId === SAMPLE.teamId && i === 0 ? SAMPLE.rateKey : `push-test|${userId}`;
       add('rate_limits', {
-        _id: `${key}|${i % 5}|${i}`,
-        key,
-        slot: i % 5,
-        n: i,
-        at,
+        _id: `window|${key}`,
+        head: 0,
+        bucketMs: 10_000,
+        counts: { b0: 1 },
+        total: 1,
+        token: `t${i}`,
         expiresAt: new Date(at.getTime() + 600_000),
       });
       add('push_subscription_slots', {

@@ -52,6 +52,73 @@ describe('rate limits', function () {
     assert.deepEqual(next, [true, true, true, true, true, false]);
   });
 
+  it('a burst that moves the window on to a new bucket admits up to what is left of the limit, and at least one', async () => {
+    const rule = { limit: 5, windowSeconds: 60 };
+    const limiters: RateLimitStore[] = [stores.rateLimits, ...others.map((o) => createRateLimitStore(o.db))];
+    const now = new Date();
+    // Two hits 20 s before: the burst's writers all find the row's newest bucket behind theirs.
+    const before = new Date(now.getTime() - 20_000);
+    for (const hitId of ['a', 'b'])
+      assert.ok((await stores.rateLimits.hit('roll|owner', rule, before, hitId)).admitted);
+    const burst = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        limiters[i % limiters.length].hit('roll|owner', rule, now, `burst-${i}`),
+      ),
+    );
+    const admitted = burst.filter((a) => a.admitted).length;
+    assert.ok(admitted >= 1 && admitted <= 3, `${admitted} of 30 admitted with 3 of the limit left`);
+    let more = 0;
+    while (more <= rule.limit && (await stores.rateLimits.hit('roll|owner', rule, now)).admitted) more++;
+    assert.equal(admitted + more, 3, `${admitted} admitted in the burst, ${more} after it`);
+    const refused = await stores.rateLimits.hit('roll|owner', rule, now);
+    assert.ok(!refused.admitted);
+    // The oldest hits, 20 s before, are their bucket's newest: it leaves the window 40 s from now.
+    assert.equal(refused.freeAt.getTime() - now.getTime(), 40_000);
+  });
+
+  it('a hit given back is uncounted once, however often it is given back; a repeat of a hit counts once', async () => {
+    const rule = { limit: 2, windowSeconds: 60 };
+    const now = new Date();
+    const first = await stores.rateLimits.hit('back|owner', rule, now, 'h1');
+    assert.ok(first.admitted && first.useId);
+    assert.ok((await stores.rateLimits.hit('back|owner', rule, now, 'h1')).admitted, 'a repeat');
+    assert.ok((await stores.rateLimits.hit('back|owner', rule, now, 'h2')).admitted);
+    const full = await stores.rateLimits.hit('back|owner', rule, now, 'h3');
+    assert.ok(!full.admitted, 'the repeat was not counted: h1 and h2 fill the limit');
+    const stored = await rows().countDocuments();
+    assert.ok(!(await stores.rateLimits.hit('back|owner', rule, now, 'h3')).admitted);
+    assert.equal(await rows().countDocuments(), stored, 'a refusal stores nothing');
+    await stores.rateLimits.giveBack(first.useId);
+    await stores.rateLimits.giveBack(first.useId);
+    assert.ok((await stores.rateLimits.hit('back|owner', rule, now, 'h3')).admitted);
+    assert.ok(!(await stores.rateLimits.hit('back|owner', rule, now, 'h4')).admitted);
+  });
+
+  it('a hit reads a few documents, whatever the limit and however many hits the key already counted', async () => {
+    const monitored = await connectMongo(config.mongoUrl, config.mongoDb, { monitorCommands: true });
+    try {
+      let documentsRead = 0;
+      monitored.client.on('commandSucceeded', (event) => {
+        const cursor = (event.reply as { cursor?: { firstBatch?: unknown[]; nextBatch?: unknown[] } }).cursor;
+        documentsRead += (cursor?.firstBatch ?? cursor?.nextBatch ?? []).length;
+      });
+      const limiter = createRateLimitStore(monitored.db);
+      const rule = { limit: 100_000, windowSeconds: 600 };
+      const now = new Date();
+      const earlier = Array.from({ length: 300 }, (_, i) => `earlier-${i}`);
+      for (const hitId of earlier) assert.ok((await limiter.hit('cost|many', rule, now, hitId)).admitted);
+      documentsRead = 0;
+      assert.ok((await limiter.hit('cost|many', rule, now, 'one-more')).admitted);
+      assert.ok((await limiter.hit('cost|many', rule, now, 'one-more')).admitted, 'a repeat is admitted');
+      assert.ok(
+        documentsRead <= 4,
+        `two hits read ${documentsRead} documents after 300 earlier hits of the key`,
+      );
+    } finally {
+      await monitored.client.close();
+    }
+  });
+
   it('the sweep reaper removes expired rate-limit rows where the server has no TTL index', async () => {
     const rule = { limit: 3, windowSeconds: 60 };
     const now = new Date();
@@ -71,11 +138,11 @@ describe('rate limits', function () {
         pageSize: 10,
         now: () => now,
       });
-      assert.ok((await sweep.sweepReapExpired()) >= 2);
+      assert.ok((await sweep.sweepReapExpired()) >= 1);
     } finally {
       await temporal.close();
     }
-    assert.equal(await rows().countDocuments({ key: 'reap|gone' }), 0);
-    assert.equal(await rows().countDocuments({ key: 'reap|live' }), 1);
+    assert.equal(await rows().countDocuments({ _id: 'window|reap|gone' as never }), 0);
+    assert.equal(await rows().countDocuments({ _id: 'window|reap|live' as never }), 1);
   });
 });

@@ -6,7 +6,7 @@ import { heldUntil } from '../../domain/quietHours';
 import { mapBounded } from '../../platform/concurrency';
 import { digestEntryOf, type PushHoldRow } from '../../store/push/holds';
 import type { Recipient } from '../../store/push/notificationPrefs';
-import type { PushActivityDeps } from './pushActivityDeps';
+import type { DigestDeps, PushActivityDeps } from './pushActivityDeps';
 import { configFaultReporter, sendRecorded } from './recordedSends';
 
 /**
@@ -87,20 +87,8 @@ async function holdWhereDue(
       else counted.push(userId);
     }
   }
-  // Counted once per episode (its id is the hit's): a retried fan-out is admitted again, not counted again. All
-  // recipients in one go: a few round trips whatever the team's size.
-  const burstKey = (userId: string): string => `push-burst|${outcome.teamId}|${userId}`;
-  const admissions = await digests.rateLimits.hitMany(
-    counted.map(burstKey),
-    digests.burst,
-    now,
-    outcome.episodeId,
-  );
-  for (const userId of counted) {
-    const admission = admissions.get(burstKey(userId))!;
-    // One time for the whole burst: one timer in the digest.
-    if (!admission.admitted) hold(userId, 'burst', admission.freeAt);
-  }
+  for (const [userId, freeAt] of await pastBurst(digests, outcome, counted, now))
+    hold(userId, 'burst', freeAt);
   await digests.pushHolds.hold(fresh);
   // A hold whose digest went out already is not signalled again (a retry of an old episode).
   // Bounded like the sends: a burst across a big team is one signal-with-start per person.
@@ -110,6 +98,31 @@ async function holdWhereDue(
     (row) => digests.add(row.teamId, row.userId, digestEntryOf(row)),
   );
   return new Set(holds.map((row) => row.userId));
+}
+
+/** The recipients past their burst bound, with when their window frees (one time: one timer in the digest). */
+async function pastBurst(
+  digests: DigestDeps,
+  outcome: RunOutcome,
+  userIds: string[],
+  now: Date,
+): Promise<Map<string, Date>> {
+  const past = new Map<string, Date>();
+  if (!digests.burst || !userIds.length) return past;
+  // Counted once per episode (its id is the hit's): a retried fan-out is admitted again, not counted again. All
+  // recipients in one go: a few round trips whatever the team's size.
+  const burstKey = (userId: string): string => `push-burst|${outcome.teamId}|${userId}`;
+  const admissions = await digests.rateLimits.hitMany(
+    userIds.map(burstKey),
+    digests.burst,
+    now,
+    outcome.episodeId,
+  );
+  for (const userId of userIds) {
+    const admission = admissions.get(burstKey(userId))!;
+    if (!admission.admitted) past.set(userId, admission.freeAt);
+  }
+  return past;
 }
 
 async function render(

@@ -42,10 +42,10 @@ export interface PushActivityDeps {
 
 export interface DigestDeps {
   pushHolds: PushHoldStore;
-  /** Where each person's pushes in a window are counted (one slot per push, keyed by person and team). */
+  /** Where each person's pushes in a window are counted (keyed by person and team). */
   rateLimits: RateLimitStore;
-  /** PUSH_BURST_LIMIT pushes in PUSH_BURST_WINDOW_SECONDS. */
-  burst: RateLimit;
+  /** PUSH_BURST_LIMIT pushes in PUSH_BURST_WINDOW_SECONDS; absent: no burst bound (nothing counted). */
+  burst?: RateLimit;
   /** Signal-with-start of the person's digest workflow. */
   add: (teamId: string, userId: string, entry: DigestEntry) => Promise<void>;
 }

@@ -293,23 +293,12 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     method: 'hitMany (hit)',
     collection: 'rate_limits',
     op: 'find',
-    filter: { key: { $in: [SAMPLE.rateKey, `push-burst|${SAMPLE.teamId}|${SAMPLE.userId}`] } },
-    index: 'key_at',
+    filter: { _id: { $in: [`window|${SAMPLE.rateKey}`, `hit|${SAMPLE.rateKey}|${SAMPLE.episodeId}`] } },
+    index: '_id_',
     hot: true,
     note:
-      "every rate-limited request, and a push's burst count (every recipient's key at once): the keys' rows " +
-      "(their slots), and again for a refusal's Retry-After",
-    sites: 2,
-  },
-  {
-    module: 'rateLimits',
-    method: 'hitMany (takeSlots)',
-    collection: 'rate_limits',
-    op: 'find',
-    filter: { key: { $in: [SAMPLE.rateKey] } },
-    index: 'key_at',
-    hot: true,
-    note: "the slots just taken, read again (store/slots.ts takeSlots: the keys' rows, slot checked after)",
+      "every rate-limited request, and a push's burst count (every recipient's key at once): each key's window " +
+      'row and its hit row, whatever the limit or the hits counted',
   },
   {
     module: 'rateLimits',

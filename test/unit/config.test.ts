@@ -303,6 +303,14 @@ describe('config', () => {
     assert.equal(loadConfig({ ...base, HOST: 'example.com', PORT: '81' }).studioUrl, 'http://example.com:81');
   });
 
+  it('PUSH_BURST_LIMIT=0 switches the burst bound off', () => {
+    assert.equal(loadConfig({ ...base, PUSH_BURST_LIMIT: '0' }).pushBurstRate, undefined);
+    assert.deepEqual(loadConfig({ ...base, PUSH_BURST_LIMIT: '1' }).pushBurstRate, {
+      limit: 1,
+      windowSeconds: 600,
+    });
+  });
+
   it('auth: a JWKS makes the secret optional; a secret beside it is still held to 32 bytes', () => {
     const jwksOnly = loadConfig({ ...jwksBase, AUTH_JWT_SECRET: '' });
     assert.equal(jwksOnly.authJwtSecret, undefined);
@@ -529,7 +537,11 @@ describe('config', () => {
     seconds('CLAIM_GRACE_SECONDS'),
     count('PUSH_MAX_SUBSCRIPTIONS_PER_USER', '0'),
     count('PUSH_TEST_RATE_LIMIT'),
-    count('PUSH_BURST_LIMIT'),
+    [
+      'PUSH_BURST_LIMIT',
+      { PUSH_BURST_LIMIT: '-1' },
+      'PUSH_BURST_LIMIT must be a whole number (0: off), got "-1"',
+    ],
     seconds('PUSH_BURST_WINDOW_SECONDS'),
     seconds('PUSH_TEST_RATE_WINDOW_SECONDS'),
     count('CALLBACK_TEST_RATE_LIMIT'),
