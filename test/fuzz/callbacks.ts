@@ -11,8 +11,9 @@ export const CALLBACK_ROUTES: RouteSpec[] = [
     runs: { callback: true },
     valid: () => ({}),
     onSuccess: none,
-    // The test ping's rate-limit rows (rate_limits: per run, user and team), nothing else.
-    inserts: 3,
+    // Nothing inserted: its three rate-limit bounds (per run, user and team) are counted in their window rows,
+    // updates.
+    inserts: 0,
   },
   {
     name: 'POST /api/v1/runs/:id/callback/rotate-secret',
@@ -22,8 +23,8 @@ export const CALLBACK_ROUTES: RouteSpec[] = [
     runs: { callback: true },
     valid: () => ({}),
     onSuccess: none,
-    // The rotation's rate-limit row (per run), nothing else.
-    inserts: 1,
+    // Nothing inserted: its rate-limit bound (per run) is counted in its window row, an update.
+    inserts: 0,
   },
   {
     name: 'POST /api/v1/runs/:id/episodes/:episodeId/callback/redeliver',
@@ -34,11 +35,11 @@ export const CALLBACK_ROUTES: RouteSpec[] = [
     preferred: ['finished', 'failed', 'cancelled'],
     valid: () => ({}),
     onSuccess: none,
-    // The redelivery's rate-limit rows (per run, user and team); its workflow starts on the fuzz API's task queue,
-    // where no worker polls (so nothing is sent and no callback_attempts row is written). It stays running: the
-    // episode is in progress.
-    inserts: 3,
-    givesBackSlot: true,
+    // Nothing inserted (its three rate-limit bounds, per run, user and team, are updates of their window rows); its
+    // workflow starts on the fuzz API's task queue, where no worker polls (so nothing is sent and no
+    // callback_attempts row is written). It stays running: the episode is in progress.
+    inserts: 0,
+    givesBackSlots: 3,
     // Half the redelivered runs are replaced (fresh 202s later), half kept (a 409: in progress, slot given back).
     consumes: (fx, req, c) => {
       if (c.body.k === 'valid' && c.body.variant % 2 === 0) for (const id of req.runIds) fx.forget(id);
@@ -58,11 +59,11 @@ export const RECOVER_ROUTES: RouteSpec[] = [
       return variant % 2 ? { since } : { since, until: new Date(now - 60_000).toISOString() };
     },
     onSuccess: none,
-    // The team's rate-limit row (the recover's own row is an upsert: an update command). Its workflow starts on the
-    // fuzz API's task queue, where no worker polls: it stays running, and later recovers of the team are refused
-    // (409, slot given back, no row written).
-    inserts: 1,
-    givesBackSlot: true,
+    // Nothing inserted (the team's rate-limit bound is an update of its window row; the recover's own row an
+    // upsert). Its workflow starts on the fuzz API's task queue, where no worker polls: it stays running, and later
+    // recovers of the team are refused (409, its count given back).
+    inserts: 0,
+    givesBackSlots: 1,
   },
   {
     name: 'GET /api/v1/callbacks/recover/:id',

@@ -178,20 +178,18 @@ export async function fuzzRouteList(all: RouteSpec[], options: FuzzOptions): Pro
       const afterSnapshot = await snapshot();
       last = { snapshot: afterSnapshot, setupRequests: fx.setupRequests, route };
       const written = diff(before, afterSnapshot);
-      // A refusal that took its rate-limit slots and gave them back: exactly their inserts, and their rows are gone.
-      const slots = typeof route.inserts === 'number' ? route.inserts : 1;
+      // A refusal that counted itself against its rate-limit bounds and gave each count back: exactly those updates.
       if (
-        route.givesBackSlot &&
+        route.givesBackSlots &&
         !('error' in answer) &&
         answer.status === 409 &&
         mode === 'commands' &&
-        written.insert === slots &&
-        !written.update &&
-        !written.findAndModify &&
-        (written.delete ?? 0) >= slots &&
-        !(await options.db.collection('rate_limits').countDocuments({ at: { $gte: new Date(sentAt) } }))
+        written.update === 2 * route.givesBackSlots &&
+        !written.insert &&
+        !written.delete &&
+        !written.findAndModify
       )
-        delete written.insert;
+        delete written.update;
       split.setupMs += t1 - t0;
       split.answerMs += took;
       split.checkMs += Date.now() - t1 - took;

@@ -122,8 +122,8 @@ export interface RouteSpec {
   /** Exact document count changes a 2xx (of this route's method) must show (countMode 'documents'). */
   onSuccess?: (status: number) => Partial<Counts> | undefined;
   /**
-   * Exact insert commands a 2xx must show (countMode 'commands'): one per collection its record spans, and one per
-   * rate-limit bound the request was counted against.
+   * Exact insert commands a 2xx must show (countMode 'commands'): one per collection its record spans (a rate-limit
+   * bound is counted by an update of its window row, not an insert).
    */
   inserts?: number | ((answer: Answer) => number);
   /** A 2xx on a run already in this state is an idempotent repeat (the same answer again): it writes nothing. */
@@ -140,10 +140,11 @@ export interface RouteSpec {
   /** A 2xx of the route's method used up what it named: the fixtures forget it (e.g. a deleted device). */
   consumes?: (fx: RouteFixtures, req: ResolvedRequest, c: FuzzCase) => void;
   /**
-   * A refusal (409) may come after the route took its rate-limit slots and gave them back: one insert per bound,
-   * as many deletes, and no rate_limits row of the request left. Any other write of a refusal still fails the case.
+   * A refusal (409) may come after the route counted itself against this many rate-limit bounds and gave each
+   * count back: two updates of a window row per bound (the count and its return), nothing else. Any other write of
+   * a refusal still fails the case.
    */
-  givesBackSlot?: true;
+  givesBackSlots?: number;
 }
 
 export const none = (): Partial<Counts> => ({});
