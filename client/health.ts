@@ -5,6 +5,7 @@ import type { Config } from '../config';
 import type { ObservedEvent } from '../domain/health';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { runAttributes } from '../contract/searchAttributes';
+import { teamPriority } from './priority';
 import { unlessAlreadyStarted } from './startUnlessRunning';
 import {
   healthWorkflowId,
@@ -56,6 +57,7 @@ export function createHealthSignaler(deps: { client: Client; taskQueue: string; 
               args: [input],
               signal: observeSignal,
               signalArgs: [event],
+              priority: teamPriority(run.teamId),
               typedSearchAttributes: new TypedSearchAttributes(runAttributes(run._id, run.teamId)),
               // A run whose health was reaped after it ended does not get a new one from a late event.
               workflowIdReusePolicy: 'REJECT_DUPLICATE',
