@@ -51,6 +51,12 @@ const LANES = Number(process.env.BENCH_FAIRNESS_LANES ?? 50);
 const QUIET_TEAMS = 9;
 const NOISY_FACTOR = 10;
 const TARGET_P99_RATIO = 1.5;
+/**
+ * The worker's task slots (WORKER_MAX_CONCURRENT_ACTIVITIES and _WORKFLOW_TASKS); unset: the SDK's defaults. The
+ * queue orders only what waits in it: a worker with more slots than the machine runs at once takes the burst in
+ * and serves it in arrival order.
+ */
+const WORKER_SLOTS = process.env.BENCH_FAIRNESS_WORKER_SLOTS;
 const POLL_MS = 200;
 /** A phase whose pushes are not all in by then failed (a bound on a hang, not a figure). */
 const SETTLE_TIMEOUT_MS = 30 * 60_000;
@@ -133,6 +139,9 @@ async function setUp(bench: FairnessBench): Promise<void> {
     PUSH_BURST_LIMIT: '100000',
     STUDIO_URL: 'https://studio.flow.bench',
     SWEEP_INTERVAL_SECONDS: '86400',
+    ...(WORKER_SLOTS
+      ? { WORKER_MAX_CONCURRENT_ACTIVITIES: WORKER_SLOTS, WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: WORKER_SLOTS }
+      : {}),
   });
   const { config } = bench;
   const mongo = await connectMongo(config.mongoUrl, config.mongoDb);
@@ -194,7 +203,7 @@ async function subscribeTeams(bench: FairnessBench): Promise<void> {
 async function warmUp(bench: FairnessBench): Promise<void> {
   log(
     `bench:fairness — ${QUIET_TEAMS} quiet teams × ${RUNS} runs, one noisy team × ${NOISY_FACTOR * RUNS}, ` +
-      `${LANES} concurrent emitters, ${REPS} rep(s)` +
+      `${LANES} concurrent emitters, ${REPS} rep(s), worker slots ${WORKER_SLOTS ?? 'SDK defaults'}` +
       (bench.temporalArgs.length ? `, dev server ${bench.temporalArgs.join(' ')}` : ''),
   );
   await phase(bench, false, Math.max(1, Math.floor(RUNS / 4)));
@@ -324,6 +333,7 @@ function report(bench: FairnessBench): void {
       quietTeams: QUIET_TEAMS,
       noisyFactor: NOISY_FACTOR,
       lanes: LANES,
+      workerSlots: WORKER_SLOTS ?? 'SDK defaults',
       temporalArgs: bench.temporalArgs,
       reps: reps.map((r) => ({
         ratio: round(r.ratio, 2),
