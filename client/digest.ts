@@ -3,6 +3,7 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { searchAttributes } from '../contract/searchAttributes';
+import { teamPriority } from './priority';
 import {
   digestEntrySignal,
   digestWorkflowId,
@@ -26,6 +27,7 @@ export async function addToDigest(
     args: [{ teamId, userId }],
     signal: digestEntrySignal,
     signalArgs: [entry],
+    priority: teamPriority(teamId),
     typedSearchAttributes: new TypedSearchAttributes([{ key: searchAttributes.teamId, value: teamId }]),
   });
 }

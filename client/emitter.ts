@@ -17,6 +17,7 @@ import {
   type EpisodeOptions,
 } from '../contract/workflows';
 import type { Emitter, Metrics } from '../platform/metrics';
+import { episodePriority } from './priority';
 import { startUnlessRunning } from './startUnlessRunning';
 
 export interface EmitResult {
@@ -44,6 +45,7 @@ export async function startEpisode(
       workflowId: episodeWorkflowId(outcome.episodeId),
       taskQueue,
       args: [outcome, options],
+      priority: episodePriority(outcome),
       typedSearchAttributes: new TypedSearchAttributes([
         ...runAttributes(outcome.runId, outcome.teamId),
         { key: searchAttributes.outcomeKind, value: outcomeKindAttribute(outcome) },

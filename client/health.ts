@@ -5,6 +5,7 @@ import type { Config } from '../config';
 import { changesStatus, type ObservedEvent } from '../domain/health';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { runAttributes } from '../contract/searchAttributes';
+import { teamPriority } from './priority';
 import { unlessAlreadyStarted } from './startUnlessRunning';
 import {
   healthWorkflowId,
@@ -171,6 +172,7 @@ export function createHealthSignaler(deps: {
             args: [input],
             signal: observeManySignal,
             signalArgs: [batch],
+            priority: teamPriority(run.teamId),
             typedSearchAttributes: new TypedSearchAttributes(runAttributes(run._id, run.teamId)),
             // A run whose health was reaped after it ended does not get a new one from a late event.
             workflowIdReusePolicy: 'REJECT_DUPLICATE',

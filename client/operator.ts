@@ -14,6 +14,7 @@ import type { ClaimStore } from '../store/claims';
 import { runAttributes } from '../contract/searchAttributes';
 import { operatorAlertWorkflowId, workflowTypes } from '../contract/workflows';
 import { TypedSearchAttributes } from '@temporalio/common';
+import { teamPriority } from './priority';
 import { startUnlessRunning } from './startUnlessRunning';
 
 export async function notifyOperator(
@@ -35,6 +36,7 @@ async function startAlert(client: Client, taskQueue: string, alert: OperatorAler
     workflowId: operatorAlertWorkflowId(alert.episodeKey),
     taskQueue,
     args: [alert],
+    priority: teamPriority(alert.teamId),
     typedSearchAttributes: new TypedSearchAttributes(runAttributes(alert.runId, alert.teamId)),
   });
 }

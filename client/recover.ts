@@ -3,6 +3,7 @@ import type { Client } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { searchAttributes } from '../contract/searchAttributes';
 import { callbackRecoverWorkflowId, workflowTypes, type RecoverInput } from '../contract/workflows';
+import { teamPriority } from './priority';
 import { startUnlessRunning } from './startUnlessRunning';
 
 /** False: a recover of this team is running now (whichever process started it). */
@@ -15,6 +16,7 @@ export async function startCallbackRecover(
     workflowId: callbackRecoverWorkflowId(input.teamId),
     taskQueue,
     args: [input],
+    priority: teamPriority(input.teamId),
     typedSearchAttributes: new TypedSearchAttributes([{ key: searchAttributes.teamId, value: input.teamId }]),
   });
 }

@@ -3,6 +3,7 @@ import type { Client } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { runAttributes } from '../contract/searchAttributes';
 import { callbackRedeliverWorkflowId, workflowTypes, type RedeliverInput } from '../contract/workflows';
+import { teamPriority } from './priority';
 import { startUnlessRunning } from './startUnlessRunning';
 
 /** False: a redelivery of this episode is running now (whichever process started it). */
@@ -16,6 +17,7 @@ export async function startCallbackRedelivery(
     workflowId: callbackRedeliverWorkflowId(input.episodeId),
     taskQueue,
     args: [input],
+    priority: teamPriority(input.teamId),
     typedSearchAttributes: new TypedSearchAttributes(runAttributes(input.runId, input.teamId)),
   });
 }
