@@ -5,7 +5,7 @@
 // Temporal dev server (or uses MONGO_URL / TEMPORAL_ADDRESS), a loopback push service, a callback receiver and an
 // operator webhook. Each repetition (BENCH_REPS, default 3) starts a fresh worker and API from dist/ as child
 // processes, configured and flagged as production runs them (docs/configuration.md, docs/production.md: the
-// worker with --max-semi-space-size=8; *_ALLOW_PRIVATE for the loopback stand-ins), on
+// worker with --max-semi-space-size=4; *_ALLOW_PRIVATE for the loopback stand-ins), on
 // their own database and task queue, and drives BENCH_MEMORY_ROUNDS rounds (default 5), each:
 //
 //   push       a run paused for a human → its owner's device gets the push
@@ -57,7 +57,7 @@ const SETTLE_S = Number(process.env.BENCH_MEMORY_SETTLE_SECONDS ?? 20);
 const SAMPLES = Number(process.env.BENCH_MEMORY_SAMPLES ?? 5);
 const NODE_ARGS = (process.env.BENCH_MEMORY_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
 /** The worker's flags as production runs it (docs/production.md, the Dockerfile): its young generation bounded. */
-const WORKER_NODE_ARGS = ['--max-semi-space-size=8'];
+const WORKER_NODE_ARGS = ['--max-semi-space-size=4'];
 const SNAPSHOTS = process.env.BENCH_MEMORY_SNAPSHOTS;
 const DELIVERY_TIMEOUT_MS = 60_000;
 const GOALS = { worker: 200, api: 120 } as const;
