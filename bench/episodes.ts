@@ -65,6 +65,7 @@ import {
   uniqueName,
   writeResults,
   type Section,
+  tearDownBench,
 } from './support';
 
 const EPISODES = Number(process.env.BENCH_EPISODES ?? 500);
@@ -251,20 +252,9 @@ export async function runEpisodesBench(): Promise<EpisodesBenchResult> {
     batch: 0,
     phases: { ours: [], bare: [] },
   } as unknown as EpisodesBench; // the steps fill in the rest, in the scenario's order
-  await runScenario(bench, EPISODES_SCENARIO, tearDown);
+  await runScenario(bench, EPISODES_SCENARIO, tearDownBench);
   const { throughputRatio, p99Ratio, met } = bench.comparison;
   return { throughputRatio, p99Ratio, met };
-}
-
-async function tearDown(bench: EpisodesBench): Promise<void> {
-  for (const cleanup of bench.cleanups.reverse()) {
-    try {
-      await cleanup();
-    } catch {
-      // keep stopping the rest
-    }
-  }
-  await bench.stack?.stop();
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ import {
   table,
   uniqueName,
   writeResults,
+  tearDownBench,
 } from './support';
 
 const RUNS = Number(process.env.BENCH_FAIRNESS_RUNS ?? 20);
@@ -103,20 +104,9 @@ export async function runFairnessBench(): Promise<{ p99Ratio: number; met: boole
     batch: 0,
     reps: [],
   } as unknown as FairnessBench; // the steps fill in the rest, in the scenario's order
-  await runScenario(bench, SCENARIO, tearDown);
+  await runScenario(bench, SCENARIO, tearDownBench);
   const p99Ratio = median(bench.reps.map((r) => r.ratio));
   return { p99Ratio: round(p99Ratio, 2), met: p99Ratio <= TARGET_P99_RATIO };
-}
-
-async function tearDown(bench: FairnessBench): Promise<void> {
-  for (const cleanup of bench.cleanups.reverse()) {
-    try {
-      await cleanup();
-    } catch {
-      // keep stopping the rest
-    }
-  }
-  await bench.stack?.stop();
 }
 
 async function setUp(bench: FairnessBench): Promise<void> {

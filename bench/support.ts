@@ -378,6 +378,21 @@ function renderMarkdown(machine: MachineInfo, sections: Record<string, Section>)
 }
 
 /** Runs a benchmark script's main: prints the error and exits non-zero on failure; always exits when done. */
+/** Runs a bench's clean-ups, the last added first, each whatever the others did; then stops its servers. */
+export async function tearDownBench(bench: {
+  cleanups: (() => Promise<unknown> | unknown)[];
+  stack?: { stop(): Promise<void> };
+}): Promise<void> {
+  for (const cleanup of bench.cleanups.reverse()) {
+    try {
+      await cleanup();
+    } catch {
+      // keep stopping the rest
+    }
+  }
+  await bench.stack?.stop();
+}
+
 export function runMain(main: () => Promise<void>): void {
   main().then(
     () => process.exit(0),
