@@ -20,6 +20,17 @@ export type PushKind =
 /** The kinds an outcome pushes (a test push and a digest are made another way). */
 export type OutcomePushKind = Exclude<PushKind, 'test' | 'digest'>;
 
+/** A choice a paused run offers, as the pause named it. */
+export interface InteractionChoice {
+  id: string;
+  label: string;
+}
+
+/** A choice as one recipient's notification carries it: its single-use action token answers with it. */
+export interface PushAction extends InteractionChoice {
+  token: string;
+}
+
 /** The contract's Web Push payload (encrypted aes128gcm, VAPID-signed). */
 export interface PushPayload {
   v: 1;
@@ -31,6 +42,21 @@ export interface PushPayload {
   tag: string;
   runId: string;
   episodeId: string;
+  /** Human input with choices: each recipient's own, each with a token bound to that person. */
+  actions?: PushAction[];
+}
+
+/** One recipient's copy of a payload: the choices with that person's action tokens (by choice id). */
+export function withActions(
+  payload: PushPayload,
+  choices: InteractionChoice[],
+  tokens: ReadonlyMap<string, string>,
+): PushPayload {
+  const actions = choices.flatMap((choice) => {
+    const token = tokens.get(choice.id);
+    return token ? [{ id: choice.id, label: choice.label, token }] : [];
+  });
+  return actions.length ? { ...payload, actions } : payload;
 }
 
 /**
