@@ -26,8 +26,13 @@ export interface InteractionChoice {
   label: string;
 }
 
-/** A choice as one recipient's notification carries it: its single-use action token answers with it. */
-export interface PushAction extends InteractionChoice {
+/**
+ * A choice as one recipient's notification carries it, in the contract's (and the Notifications API's) words: the
+ * choice's id as `action`, its label as `title`, and the single-use token that answers with it.
+ */
+export interface PushAction {
+  action: string;
+  title: string;
   token: string;
 }
 
@@ -54,7 +59,7 @@ export function withActions(
 ): PushPayload {
   const actions = choices.flatMap((choice) => {
     const token = tokens.get(choice.id);
-    return token ? [{ id: choice.id, label: choice.label, token }] : [];
+    return token ? [{ action: choice.id, title: choice.label, token }] : [];
   });
   return actions.length ? { ...payload, actions } : payload;
 }

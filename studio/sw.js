@@ -4,7 +4,7 @@
 //
 // Payload (the contract): {"v": 1, "kind", "title", "body", "url", "tag", "runId", "episodeId", "actions"?}; `tag`
 // is the episode id, so a repeated delivery of one episode replaces its notification instead of stacking.
-// `actions` (a pause with choices): [{"id", "label", "token"}], each token this person's single-use answer.
+// `actions` (a pause with choices): [{"action", "title", "token"}], each token this person's single-use answer.
 'use strict';
 
 importScripts('/kv.js');
@@ -57,9 +57,9 @@ function actionsFor(payload) {
   const max =
     typeof Notification !== 'undefined' && Notification.maxActions >= 0 ? Notification.maxActions : 0;
   return payload.actions
-    .filter((a) => a && typeof a.id === 'string' && typeof a.token === 'string')
+    .filter((a) => a && typeof a.action === 'string' && typeof a.token === 'string')
     .slice(0, max)
-    .map((a) => ({ action: a.id, title: String(a.label || a.id), token: a.token }));
+    .map((a) => ({ action: a.action, title: String(a.title || a.action), token: a.token }));
 }
 
 function notificationFor(payload) {

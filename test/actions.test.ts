@@ -111,7 +111,7 @@ describe('notification actions', function () {
     return payload;
   };
   const tokenOf = (payload: PushPayload, choiceId: string): string => {
-    const token = payload.actions?.find((a) => a.id === choiceId)?.token;
+    const token = payload.actions?.find((a) => a.action === choiceId)?.token;
     assert.ok(token, `a token for ${choiceId}`);
     return token;
   };
@@ -127,7 +127,7 @@ describe('notification actions', function () {
     for (const payload of [alice0, alice1, bob0]) {
       assert.equal(payload.kind, 'human_input_requested');
       assert.deepEqual(
-        payload.actions?.map(({ id, label }) => ({ id, label })),
+        payload.actions?.map(({ action, title }) => ({ id: action, label: title })),
         CHOICES,
       );
       for (const action of payload.actions ?? []) assert.match(action.token, /^[A-Za-z0-9_-]{43}$/);
