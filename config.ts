@@ -347,6 +347,8 @@ const deliverySection = section({
    */
   callbackSecretOverlapSeconds: ['CALLBACK_SECRET_OVERLAP_SECONDS', boundedSeconds(86400, 604800)],
   pushAllowPrivate: ['PUSH_ALLOW_PRIVATE', flag],
+  /** The longest a notification's action token answers (it also ends with its interaction); a week at most. */
+  actionTokenTtlSeconds: ['ACTION_TOKEN_TTL_SECONDS', boundedSeconds(86400, 604800)],
   /** Host suffixes a push endpoint must match; empty = any public https host. */
   pushEndpointAllowlist: ['PUSH_ENDPOINT_ALLOWLIST', suffixList.default([])],
   /** An endpoint that keeps failing to be a push service is pruned after 3 episodes spanning at least this. */

@@ -77,6 +77,7 @@ export function createActivities(deps: ActivityDeps): Activities {
                 fault,
               ),
       studioUrl: config.studioUrl,
+      actionTokenTtlSeconds: config.actionTokenTtlSeconds,
       fanOutWidth: PUSH_FAN_OUT_WIDTH,
       pruneMinHours: config.pushPruneMinHours,
       configFaultRule: configFaultRuleOf(config),
@@ -133,6 +134,7 @@ export function createActivities(deps: ActivityDeps): Activities {
       callbackAttempts: stores.callbackAttempts,
       rateLimits: stores.rateLimits,
       pushHolds: stores.pushHolds,
+      actionTokens: stores.actionTokens,
       offerToDigest: (teamId, userId, entry) =>
         addToDigest(deps.client, config.temporalTaskQueue, teamId, userId, entry),
       client: deps.client,

@@ -15,6 +15,7 @@ import { startEpisode } from '../client/emitter';
 import { mapBounded } from '../platform/concurrency';
 import { activityContext } from './activityContext';
 import { owedEpisode, type SweepFamilies } from '../domain/sweep';
+import type { ActionTokenStore } from '../store/actionTokens';
 import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/push/deliveries';
 import type { CallbackAttemptStore } from '../store/callback/attempts';
@@ -53,6 +54,7 @@ export interface SweepDeps {
   rateLimits: RateLimitStore;
   /** Absent: no digests here (the sweep's own tests and bench). */
   pushHolds?: PushHoldStore;
+  actionTokens?: ActionTokenStore;
   /** Signal-with-start of a person's digest, for the held pushes still owed past their time. */
   offerToDigest?: (teamId: string, userId: string, entry: DigestEntry) => Promise<void>;
   client: Client;
@@ -130,7 +132,8 @@ export function createSweepActivities(deps: SweepDeps) {
           (await deps.pushDeliveries.reapExpired(deps.now())) +
           (await deps.callbackAttempts.reapExpired(deps.now())) +
           (await deps.rateLimits.reapExpired(deps.now())) +
-          ((await deps.pushHolds?.reapExpired(deps.now())) ?? 0)
+          ((await deps.pushHolds?.reapExpired(deps.now())) ?? 0) +
+          ((await deps.actionTokens?.reapExpired(deps.now())) ?? 0)
         );
       } finally {
         progress.stop();

@@ -6,6 +6,7 @@ import { createAuthenticator, requireAuth, type AuthOptions, type AuthState } fr
 import { errorMiddleware, onBodyError } from '../platform/http/httpErrors';
 import { callbacksRouter, type CallbacksRouterDeps } from './routes/callbacks';
 import { healthRouter, type HealthProbes } from '../platform/http/healthRoutes';
+import { interactionsRouter, type InteractionsRouterDeps } from './routes/interactions';
 import { metricsRouter } from '../platform/http/metricsRoutes';
 import { notificationsRouter, type NotificationRouteDeps } from './routes/notifications';
 import { openApiRouter } from './openapi';
@@ -21,6 +22,8 @@ export interface AppDeps {
   runs: RunsRouterDeps;
   callbacks: CallbacksRouterDeps;
   watches: WatchesRouterDeps;
+  /** The routes that answer without a session (a notification's action token). */
+  interactions: InteractionsRouterDeps;
   health: HealthProbes;
   /** Present only when web push is enabled (webPushEnabled): otherwise the notification routes do not exist. */
   notifications?: NotificationRouteDeps;
@@ -80,11 +83,15 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
     watchesRouter(deps.watches),
     ...(deps.notifications ? [notificationsRouter(deps.notifications)] : []),
   ];
+  // Authenticated by the token in the body, not by a bearer.
+  const interactions = interactionsRouter(deps.interactions);
   app.use(health.routes());
+  app.use(interactions.routes());
+  app.use(interactions.allowedMethods({ throw: true }));
   // Metrics on the API port only when the operator asked for them there (METRICS_TOKEN): else a 404, token or not.
   if (deps.metrics) app.use(metricsRouter(deps.metrics.scrape, { token: deps.metrics.token }).routes());
   else app.use(absentFeature('/metrics'));
-  app.use(openApiRouter([health, ...callerRouters]).routes());
+  app.use(openApiRouter([health, interactions, ...callerRouters]).routes());
   app.use(serveStudio(deps.studio?.dir));
 
   // Web push off (no VAPID keys): the notification routes do not exist, token or not.

@@ -11,7 +11,7 @@ export const OPENAPI_PATH = '/api/v1/openapi.json';
 const API_VERSION = '1.0.0';
 
 /** Paths that answer without a bearer token. */
-const PUBLIC = new Set(['/healthz', '/readyz', OPENAPI_PATH]);
+const PUBLIC = new Set(['/healthz', '/readyz', OPENAPI_PATH, '/api/v1/interactions/actions']);
 
 export interface DocumentedRoute {
   method: string;

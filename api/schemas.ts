@@ -52,7 +52,32 @@ export const createRunBody = z.strictObject({
   watchedIssueIds: z.array(id).max(100).optional(),
 });
 
-export const pauseBody = z.strictObject({ prompt: text(10_000).min(1) });
+/** A choice a notification offers: its id becomes the answer; as many as a notification shows actions. */
+const choice = z.strictObject({
+  id: z.string().regex(/^[A-Za-z0-9_.-]{1,32}$/, 'a choice id must be 1 to 32 letters, digits, or _ . -'),
+  label: z
+    .string()
+    .max(40, 'a choice label is at most 40 characters')
+    .refine((label) => label.trim().length > 0, 'a choice label must not be blank'),
+});
+
+export const pauseBody = z.strictObject({
+  prompt: text(10_000).min(1),
+  choices: z
+    .array(choice)
+    .min(1, 'choices: name at least one (omit the field for none)')
+    .max(3, 'at most 3 choices')
+    .refine(
+      (choices) => new Set(choices.map((c) => c.id)).size === choices.length,
+      'choice ids must not repeat',
+    )
+    .optional(),
+});
+
+/** A notification's action token (32 random bytes, base64url); never echoed in an error. */
+export const actionBody = z.strictObject({
+  token: z.string().regex(/^[A-Za-z0-9_-]{43}$/, 'token must be an action token'),
+});
 export const answerBody = z.strictObject({ answer: text(100_000) });
 export const parkBody = z.strictObject({
   wall: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'wall must be a usage cap name'),

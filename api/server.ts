@@ -16,6 +16,7 @@ import { wireHealthProbes } from './healthWiring';
 import { wireCallbacksRouter } from './routes/callbacksWiring';
 import { wireNotificationsRouter } from './routes/notificationsWiring';
 import { wireRunsRouter } from './routes/runsWiring';
+import { wireInteractionsRouter } from './routes/interactionsWiring';
 import { wireWatchesRouter } from './routes/watchesWiring';
 import { connectServices } from './services';
 
@@ -58,6 +59,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     runs: wireRunsRouter(services),
     callbacks: wireCallbacksRouter(services),
     watches: wireWatchesRouter(services),
+    interactions: wireInteractionsRouter(services),
     notifications: wireNotificationsRouter(services),
   });
   const metricsServer =

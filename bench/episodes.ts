@@ -412,6 +412,7 @@ function prepareEngineAndEmitter(bench: EpisodesBench): void {
     runTransitions: stores.runTransitions,
     events: stores.events,
     interactions: stores.interactions,
+    actionTokens: stores.actionTokens,
     emitter: { emitRunOutcome: async () => undefined },
   });
 }

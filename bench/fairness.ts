@@ -151,6 +151,7 @@ async function setUp(bench: FairnessBench): Promise<void> {
     runTransitions: bench.stores.runTransitions,
     events: bench.stores.events,
     interactions: bench.stores.interactions,
+    actionTokens: bench.stores.actionTokens,
     emitter: { emitRunOutcome: async () => undefined },
   });
 }

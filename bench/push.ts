@@ -196,6 +196,7 @@ export async function runPushBench(): Promise<PushBenchResult> {
       },
       sender,
       studioUrl: STUDIO,
+      actionTokenTtlSeconds: 86400,
       fanOutWidth: WIDTH,
       now: () => new Date(),
       log: (line) => log(`  ${line}`),

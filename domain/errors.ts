@@ -7,3 +7,8 @@ export class NotFoundError extends Error {
 export class ConflictError extends Error {
   override name = 'ConflictError';
 }
+
+/** Something that was valid once and no longer is (an expired action token). */
+export class GoneError extends Error {
+  override name = 'GoneError';
+}

@@ -20,6 +20,22 @@ export type PushKind =
 /** The kinds an outcome pushes (a test push and a digest are made another way). */
 export type OutcomePushKind = Exclude<PushKind, 'test' | 'digest'>;
 
+/** A choice a paused run offers, as the pause named it. */
+export interface InteractionChoice {
+  id: string;
+  label: string;
+}
+
+/**
+ * A choice as one recipient's notification carries it, in the contract's (and the Notifications API's) words: the
+ * choice's id as `action`, its label as `title`, and the single-use token that answers with it.
+ */
+export interface PushAction {
+  action: string;
+  title: string;
+  token: string;
+}
+
 /** The contract's Web Push payload (encrypted aes128gcm, VAPID-signed). */
 export interface PushPayload {
   v: 1;
@@ -31,6 +47,21 @@ export interface PushPayload {
   tag: string;
   runId: string;
   episodeId: string;
+  /** Human input with choices: each recipient's own, each with a token bound to that person. */
+  actions?: PushAction[];
+}
+
+/** One recipient's copy of a payload: the choices with that person's action tokens (by choice id). */
+export function withActions(
+  payload: PushPayload,
+  choices: InteractionChoice[],
+  tokens: ReadonlyMap<string, string>,
+): PushPayload {
+  const actions = choices.flatMap((choice) => {
+    const token = tokens.get(choice.id);
+    return token ? [{ action: choice.id, title: choice.label, token }] : [];
+  });
+  return actions.length ? { ...payload, actions } : payload;
 }
 
 /**

@@ -4,6 +4,7 @@ import type { OutcomeEmitter } from '../client/emitter';
 import type { HealthSignaler } from '../client/health';
 import { NotFoundError } from '../domain/errors';
 import type { Run } from '../domain/run';
+import type { ActionTokenStore } from '../store/actionTokens';
 import type { EventStore } from '../store/events';
 import type { InteractionStore } from '../store/interactions';
 import type { RunStore } from '../store/runs';
@@ -19,6 +20,8 @@ export interface RunsServiceDeps {
   runTransitions: RunTransitionStore;
   events: EventStore;
   interactions: InteractionStore;
+  /** The notification actions' tokens (answerWithToken). */
+  actionTokens: ActionTokenStore;
   emitter: OutcomeEmitter;
   /** Run health sees every event the service writes; undefined where no one watches (some tests). */
   health?: HealthSignaler;

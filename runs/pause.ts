@@ -1,4 +1,5 @@
 // Pausing a run (on a human's input, parked on a wall, soft-paused) and resuming it without an answer.
+import type { InteractionChoice } from '../domain/push';
 import type { Run } from '../domain/run';
 import { nextStatus, pauseReasonFor } from '../domain/runStatus';
 import { loadRun, newId, type Caller, type RunsContext } from './context';
@@ -13,6 +14,7 @@ export async function pauseForHuman(
   caller: Caller,
   runId: string,
   prompt: string,
+  choices?: InteractionChoice[],
 ): Promise<{ run: Run; interactionId: string }> {
   const run = await loadRun(ctx, caller, runId);
   nextStatus(run.status, run.pause?.reason, 'pause'); // refuse before writing anything
@@ -24,6 +26,7 @@ export async function pauseForHuman(
     runId,
     teamId: run.teamId,
     prompt,
+    ...(choices?.length ? { choices } : {}),
     status: 'pending',
     createdAt: at,
   });
@@ -35,7 +38,10 @@ export async function pauseForHuman(
         checkpoint: { status: 'paused', at },
       },
       events: [
-        { type: 'human_input_requested', data: { interaction_id: interactionId, prompt } },
+        {
+          type: 'human_input_requested',
+          data: { interaction_id: interactionId, prompt, ...(choices?.length ? { choices } : {}) },
+        },
         { type: 'run_paused', data: { reason: 'human_input', interaction_id: interactionId, seq } },
       ],
     });

@@ -1,9 +1,11 @@
 // The runs service behind the runs routes. Every operation that changes a run's status is a transition
 // (runs/transition.ts): legal per the status machine, won on the run's revision (a concurrent operation makes
 // it a 409), and only then its events, run health and, when the run paused or ended, its outcome.
+import type { InteractionChoice } from '../domain/push';
 import type { Run, RunError } from '../domain/run';
 import type { Page, PageCursor } from '../store/paging';
 import { answerInteraction } from './answer';
+import { answerWithToken } from './answerWithToken';
 import { loadRun, runsContext, type Caller, type RunsServiceDeps } from './context';
 import { endRun } from './end';
 import { pauseForHuman, pauseWithoutHuman, resumeRun } from './pause';
@@ -27,11 +29,15 @@ export function createRunsService(deps: RunsServiceDeps) {
     create: (caller: Caller, input: NewRun) => createRun(ctx, caller, input),
 
     /** Pauses the run on a human's input: the interaction, then the paused status, then its events. */
-    pause: (caller: Caller, runId: string, prompt: string) => pauseForHuman(ctx, caller, runId, prompt),
+    pause: (caller: Caller, runId: string, prompt: string, choices?: InteractionChoice[]) =>
+      pauseForHuman(ctx, caller, runId, prompt, choices),
 
     /** Answers the interaction the run waits on and resumes it; safe to retry (see runs/answer.ts). */
     answer: (caller: Caller, runId: string, interactionId: string, text: string) =>
       answerInteraction(ctx, caller, runId, interactionId, text),
+
+    /** Answers from a notification's action: the token stands for its person and choice (runs/answerWithToken.ts). */
+    answerWithToken: (token: string) => answerWithToken(ctx, token),
 
     park: (caller: Caller, runId: string, wall: string) =>
       pauseWithoutHuman(ctx, caller, runId, 'park', wall),

@@ -9,6 +9,7 @@ import { callbackRecoverIndexes, createCallbackRecoverStore } from './callback/r
 import { claimIndexes, createClaimStore } from './claims';
 import { createEpisodeStore, episodeIndexes, retiredEpisodeIndexes } from './episodes';
 import { createEventStore, eventIndexes } from './events';
+import { actionTokenIndexes, createActionTokenStore } from './actionTokens';
 import { createInteractionStore, interactionIndexes } from './interactions';
 import {
   createNotificationPrefStore,
@@ -35,6 +36,7 @@ export const ALL_INDEXES = [
   ...runIndexes,
   ...eventIndexes,
   ...interactionIndexes,
+  ...actionTokenIndexes,
   ...watchIndexes,
   ...claimIndexes,
   ...episodeIndexes,
@@ -76,6 +78,7 @@ export function createStores(db: Db, options: StoreOptions) {
     runTransitions: createRunTransitionStore(db),
     events: createEventStore(db),
     interactions: createInteractionStore(db),
+    actionTokens: createActionTokenStore(db),
     watches: createWatchStore(db),
     claims: createClaimStore(db, {
       graceSeconds: options.claimGraceSeconds,

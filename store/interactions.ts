@@ -1,5 +1,6 @@
 // interactions: what a paused run asks a human, and the answer that resumes it.
 import type { Db } from 'mongodb';
+import type { InteractionChoice } from '../domain/push';
 import type { IndexSpec } from './mongo';
 
 export interface Interaction {
@@ -7,10 +8,14 @@ export interface Interaction {
   runId: string;
   teamId: string;
   prompt: string;
+  /** What a notification offers to answer with (at most 3); the answer is then a choice's id. */
+  choices?: InteractionChoice[];
   status: 'pending' | 'answered' | 'abandoned';
   answer?: string;
   createdAt: Date;
   answeredAt?: Date;
+  /** The user whose answer was taken. */
+  answeredBy?: string;
 }
 
 export const interactionIndexes: IndexSpec[] = [
@@ -35,10 +40,15 @@ export function createInteractionStore(db: Db) {
      * the interaction its run is paused on, which may read "abandoned" when the pause's write landed but its
      * acknowledgement was lost (the pause then abandons it): the run waits on it all the same, so it is taken.
      */
-    async recordAnswer(interactionId: string, answer: string, now: Date): Promise<boolean> {
+    async recordAnswer(
+      interactionId: string,
+      answer: string,
+      now: Date,
+      answeredBy: string,
+    ): Promise<boolean> {
       const result = await interactions.updateOne(
         { _id: interactionId, status: { $in: ['pending', 'abandoned'] } },
-        { $set: { status: 'answered', answer, answeredAt: now } },
+        { $set: { status: 'answered', answer, answeredAt: now, answeredBy } },
       );
       return result.modifiedCount === 1;
     },

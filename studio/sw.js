@@ -2,8 +2,9 @@
 // notifications" (never at page load). It renders the server's Web Push payload as an OS notification, opens
 // the run when the notification is clicked, and re-registers a subscription the browser rotates.
 //
-// Payload (the contract): {"v": 1, "kind", "title", "body", "url", "tag", "runId", "episodeId"}; `tag` is the
-// episode id, so a repeated delivery of one episode replaces its notification instead of stacking.
+// Payload (the contract): {"v": 1, "kind", "title", "body", "url", "tag", "runId", "episodeId", "actions"?}; `tag`
+// is the episode id, so a repeated delivery of one episode replaces its notification instead of stacking.
+// `actions` (a pause with choices): [{"action", "title", "token"}], each token this person's single-use answer.
 'use strict';
 
 importScripts('/kv.js');
@@ -50,8 +51,20 @@ function linkFor(payload) {
   return payload.runId ? new URL(`/runs/${encodeURIComponent(payload.runId)}`, home).href : home.href;
 }
 
+/** The payload's choices the browser can show as buttons (as many as it offers), with their tokens. */
+function actionsFor(payload) {
+  if (!Array.isArray(payload.actions)) return [];
+  const max =
+    typeof Notification !== 'undefined' && Notification.maxActions >= 0 ? Notification.maxActions : 0;
+  return payload.actions
+    .filter((a) => a && typeof a.action === 'string' && typeof a.token === 'string')
+    .slice(0, max)
+    .map((a) => ({ action: a.action, title: String(a.title || a.action), token: a.token }));
+}
+
 function notificationFor(payload) {
   const tag = String(payload.tag || payload.episodeId || '');
+  const actions = actionsFor(payload);
   return {
     title: String(payload.title || 'Flow'),
     options: {
@@ -63,7 +76,10 @@ function notificationFor(payload) {
       requireInteraction: payload.kind === 'human_input_requested',
       icon: '/icon.svg',
       timestamp: Date.now(),
+      actions: actions.map(({ action, title }) => ({ action, title })),
       data: {
+        // Kept with the notification only: a click on an action posts its token, nothing else sees it.
+        tokens: Object.fromEntries(actions.map(({ action, token }) => [action, token])),
         url: linkFor(payload),
         kind: payload.kind || '',
         runId: payload.runId || '',
@@ -85,14 +101,34 @@ async function showPush(data) {
 // ---- notificationclick: focus or open the run ------------------------------------------------------------
 
 self.addEventListener('notificationclick', (event) => {
-  event.waitUntil(handleNotificationClick(event.notification));
+  event.waitUntil(handleNotificationClick(event.notification, event.action));
 });
 
-/** The whole click: close the notification, then bring up its URL. Both click paths below run this. */
-async function handleNotificationClick(notification) {
+/**
+ * The whole click: close the notification; an action with a token answers the run without opening anything, and
+ * a click elsewhere (or an answer the server refused: already answered, expired) brings up its URL. Both click
+ * paths below run this.
+ */
+async function handleNotificationClick(notification, action) {
   notification.close();
-  const url = (notification.data && notification.data.url) || self.location.origin + '/';
-  return openStudioAt(url);
+  const data = notification.data || {};
+  const token = action && data.tokens ? data.tokens[action] : undefined;
+  if (token && (await answerWith(token))) return 'answered';
+  return openStudioAt(data.url || self.location.origin + '/');
+}
+
+/** Posts an action's token (no session needed); true when the run took the answer. */
+async function answerWith(token) {
+  try {
+    const res = await fetch(`${API}/interactions/actions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ token }),
+    });
+    return res.ok;
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -151,17 +187,18 @@ async function focusQuietly(client) {
 }
 
 // Headless browsers (the studio's browser tests) have no notification UI to click, so a studio page may ask
-// the worker to click one of the notifications this worker showed, by tag. It runs handleNotificationClick,
-// the same code the real event runs, and it can do nothing a click could not: close a notification this
-// worker showed and open the URL the server put in it. (Without a real click the browser refuses focus(),
-// which handleNotificationClick tolerates.)
+// the worker to click one of the notifications this worker showed, by tag (and one of its actions, by id). It
+// runs handleNotificationClick, the same code the real event runs, and it can do nothing a click could not: close
+// a notification this worker showed, post the token of the action named, and open the URL the server put in it.
+// (Without a real click the browser refuses focus(), which handleNotificationClick tolerates.)
 self.addEventListener('message', (event) => {
   const message = event.data;
   if (!message || message.type !== 'flow:notification-click') return;
   if (!event.source || event.source.type !== 'window') return;
   event.waitUntil(
     self.registration.getNotifications({ tag: String(message.tag) }).then((found) => {
-      if (found.length > 0) return handleNotificationClick(found[0]);
+      if (found.length > 0)
+        return handleNotificationClick(found[0], message.action && String(message.action));
       return undefined;
     }),
   );

@@ -565,6 +565,7 @@ describe('push delivery records', () => {
           pushSubscriptions: dies(stores.pushSubscriptions),
           sender: crashing,
           studioUrl: STUDIO,
+          actionTokenTtlSeconds: config.actionTokenTtlSeconds,
           fanOutWidth: WIDTH,
           now: () => new Date(),
           log: () => undefined,

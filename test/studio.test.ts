@@ -258,14 +258,17 @@ describe('studio (Chromium)', function () {
     }
   }
 
-  /** Runs the service worker's notification-click path on the notification with this tag (see sw.js). */
-  const clickNotification = (target: Page, tag: string) =>
+  /**
+   * Runs the service worker's notification-click path on the notification with this tag, on one of its actions
+   * when named (see sw.js).
+   */
+  const clickNotification = (target: Page, tag: string, action?: string) =>
     target.evaluate(
-      (t) =>
+      ([t, a]) =>
         navigator.serviceWorker.ready.then((r) =>
-          r.active?.postMessage({ type: 'flow:notification-click', tag: t }),
+          r.active?.postMessage({ type: 'flow:notification-click', tag: t, action: a }),
         ),
-      tag,
+      [tag, action] as const,
     );
 
   it('loading the page registers no service worker; "Enable notifications" registers it and POSTs the subscription', async () => {
@@ -473,6 +476,54 @@ describe('studio (Chromium)', function () {
     await new Promise((resolve) => setTimeout(resolve, 300));
     assert.equal(navigations, 0);
     assert.equal(page.url(), `${origin}/runs/${runId}`);
+  });
+
+  it("a pause's choices are the notification's actions; an action answers the run without opening it, once", async () => {
+    const created = await alice.post('/api/v1/runs', { title: 'Deploy' });
+    const actionRunId = created.body.id as string;
+    const paused = await alice.post(`/api/v1/runs/${actionRunId}/pause`, {
+      prompt: 'Deploy v2?',
+      choices: [
+        { id: 'approve', label: 'Approve' },
+        { id: 'reject', label: 'Reject' },
+      ],
+    });
+    assert.equal(paused.status, 200, paused.text);
+    const tag = `${actionRunId}:input:${paused.body.interactionId}`;
+    const received = await pushReceived((p) => p.runId === actionRunId);
+    await deliverPush(page, received.rawText);
+    await waitForNotifications(page, (l) => l.some((n) => n.tag === tag), 'the pause is shown');
+    const actions = await page.evaluate(
+      (t) =>
+        navigator.serviceWorker.ready
+          .then((r) => r.getNotifications({ tag: t }))
+          .then(
+            (list) => (list[0] as Notification & { actions: { action: string; title: string }[] }).actions,
+          ),
+      tag,
+    );
+    const max = await page.evaluate(() => (Notification as unknown as { maxActions: number }).maxActions);
+    assert.deepEqual(
+      actions.map(({ action, title }) => ({ action, title })),
+      [
+        { action: 'approve', title: 'Approve' },
+        { action: 'reject', title: 'Reject' },
+      ].slice(0, max),
+    );
+    const urlBefore = page.url();
+    await clickNotification(page, tag, 'approve');
+    await waitUntil('the action answered the run', async () => {
+      const run = await alice.get(`/api/v1/runs/${actionRunId}`);
+      return run.body.status === 'running';
+    });
+    await waitForNotifications(page, (l) => !l.some((n) => n.tag === tag), 'closed by the click');
+    assert.equal(page.url(), urlBefore, 'an answered action opens nothing');
+
+    // The same notification again (a repeated delivery): its token was used, so the click opens the run instead.
+    await deliverPush(page, received.rawText);
+    await waitForNotifications(page, (l) => l.some((n) => n.tag === tag), 'shown again');
+    await clickNotification(page, tag, 'approve');
+    await page.waitForURL(`${origin}/runs/${actionRunId}`);
   });
 
   it('"Disable" deletes the subscription and unregisters the worker', async () => {

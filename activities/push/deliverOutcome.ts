@@ -1,11 +1,18 @@
 // An outcome's push: rendered, addressed to its recipients, held for a digest where due, the rest sent now.
 import type { RunOutcome } from '../../domain/outcome';
 import type { PushDeliveryResult } from '../../contract/activities';
-import { kindFor, renderPush, type OutcomePushKind, type PushPayload } from '../../domain/push';
+import {
+  kindFor,
+  renderPush,
+  type InteractionChoice,
+  type OutcomePushKind,
+  type PushPayload,
+} from '../../domain/push';
 import { heldUntil } from '../../domain/quietHours';
 import { mapBounded } from '../../platform/concurrency';
 import { digestEntryOf, type PushHoldRow } from '../../store/push/holds';
 import type { Recipient } from '../../store/push/notificationPrefs';
+import { payloadsWithActions } from './actionTokens';
 import type { DigestDeps, PushActivityDeps } from './pushActivityDeps';
 import { configFaultReporter, sendRecorded } from './recordedSends';
 
@@ -19,7 +26,7 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
   if (!deps.sender) return { addressable: false, reason: 'no sink' };
   // The reads that do not depend on each other go out together: each is a round trip before the first push.
   // Owner ∪ team-wide opt-ins, less whoever turned this kind off in this team: one query.
-  const [listed, payload] = await Promise.all([
+  const [listed, { payload, choices }] = await Promise.all([
     deps.notificationPrefs.listRecipientPrefs(outcome.teamId, outcome.ownerId, kind),
     render(deps, outcome, kind),
   ]);
@@ -44,6 +51,9 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
     {
       onFirstPush: () => deps.metrics?.firstPush(outcome.kind, outcome.occurredAt, deps.now()),
       onConfigFault: configFaultReporter(deps, outcome),
+      payloadsFor: choices.length
+        ? (pending) => payloadsWithActions(deps, outcome, choices, payload, pending)
+        : undefined,
     },
   );
   return { addressable: true, ...result, ...(held.size ? { held: held.size } : {}) };
@@ -125,14 +135,18 @@ async function pastBurst(
   return past;
 }
 
+/** The payload every recipient shares, and the choices each recipient's copy offers with their own tokens. */
 async function render(
   deps: PushActivityDeps,
   outcome: RunOutcome,
   kind: OutcomePushKind,
-): Promise<PushPayload> {
-  let prompt: string | undefined;
-  if (kind === 'human_input_requested' && outcome.pause?.interactionId) {
-    prompt = (await deps.interactions.get(outcome.runId, outcome.pause.interactionId))?.prompt;
-  }
-  return renderPush(outcome, kind, deps.studioUrl, prompt);
+): Promise<{ payload: PushPayload; choices: InteractionChoice[] }> {
+  const interaction =
+    kind === 'human_input_requested' && outcome.pause?.interactionId
+      ? await deps.interactions.get(outcome.runId, outcome.pause.interactionId)
+      : null;
+  return {
+    payload: renderPush(outcome, kind, deps.studioUrl, interaction?.prompt),
+    choices: interaction?.choices ?? [],
+  };
 }

@@ -4,6 +4,7 @@ import type { PushConfigFault } from '../../domain/ops';
 import type { ConfigFaultRule } from '../../domain/pushServices';
 import type { PushSender } from '../../delivery/push/sender';
 import type { Metrics } from '../../platform/metrics';
+import type { ActionTokenStore } from '../../store/actionTokens';
 import type { InteractionStore } from '../../store/interactions';
 import type { PushDeliveryStore } from '../../store/push/deliveries';
 import type { PushHoldStore } from '../../store/push/holds';
@@ -18,6 +19,10 @@ export interface PushActivityDeps {
   runs: RunStore;
   watches: WatchStore;
   interactions: InteractionStore;
+  /** Where the action tokens of human-input pushes with choices are stored (hashed). */
+  actionTokens: ActionTokenStore;
+  /** ACTION_TOKEN_TTL_SECONDS: how long a minted action token answers at most. */
+  actionTokenTtlSeconds: number;
   notificationPrefs: NotificationPrefStore;
   pushSubscriptions: PushSubscriptionStore;
   pushDeliveries: PushDeliveryStore;

@@ -27,7 +27,12 @@ export async function sendRecorded(
   episodeId: string,
   subs: PushSubscriptionRow[],
   payload: PushPayload,
-  hooks: { onFirstPush?: () => void; onConfigFault: FanOutDeps['onConfigFault'] },
+  hooks: {
+    onFirstPush?: () => void;
+    onConfigFault: FanOutDeps['onConfigFault'];
+    /** Each device's own payload, made once the devices still to reach are known (absent: `payload` to all). */
+    payloadsFor?: (pending: PushSubscriptionRow[]) => Promise<FanOutDeps['payloadFor']>;
+  },
 ): Promise<Omit<FanOutResult, 'held'>> {
   const sender = deps.sender;
   if (!sender) throw new Error('web push is off: nothing to send with');
@@ -37,6 +42,7 @@ export async function sendRecorded(
     subs.map((sub) => sub._id),
   );
   const pending = subs.filter((sub) => !reached.has(sub._id));
+  const payloadFor = pending.length ? await hooks.payloadsFor?.(pending) : undefined;
   let firstPushSeen = false;
   const context = activityContext();
   // Heartbeats on progress, not on a timer: every step of a send is bounded (lookup 5 s, exchange 5 s, wait
@@ -71,6 +77,7 @@ export async function sendRecorded(
       now: deps.now,
       pruneMinHours: deps.pruneMinHours,
       metrics: deps.metrics,
+      payloadFor,
     },
     pending,
     payload,

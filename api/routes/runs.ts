@@ -189,17 +189,28 @@ function addTransitions(router: RunsRoutes, deps: Pick<RunsRouterDeps, 'runsServ
   });
 
   const pause = validate({
-    summary: 'asks a human: pauses the run and creates an interaction',
+    summary:
+      "asks a human: pauses the run and creates an interaction; its choices (at most 3) become the notification's actions",
     params: runParams,
     body: pauseBody,
-    examples: [{ prompt: 'Approve the deploy?' }],
+    examples: [
+      { prompt: 'Approve the deploy?' },
+      {
+        prompt: 'Deploy v2 to production?',
+        choices: [
+          { id: 'approve', label: 'Approve' },
+          { id: 'reject', label: 'Reject' },
+        ],
+      },
+    ],
   });
   router.post('/:id/pause', pause, async (ctx) => {
-    const { prompt } = ctx.state.input.body;
+    const { prompt, choices } = ctx.state.input.body;
     const { run, interactionId } = await runsService.pause(
       ctx.state.caller,
       ctx.state.input.params.id,
       prompt,
+      choices,
     );
     ctx.body = { interactionId, run: publicRun(run) };
   });

@@ -37,6 +37,8 @@ export interface FanOutDeps {
   pruneMinHours?: number;
   /** Counts each send's result and each prune; absent: nothing is recorded (the API's test push). */
   metrics?: Pick<Metrics, 'pushSent' | 'pushPruned'>;
+  /** A device's own copy of the payload (its person's action tokens); absent: the same payload to every device. */
+  payloadFor?: (sub: PushSubscriptionRow) => PushPayload;
 }
 
 /** What a fan-out saw of a push service refusing our identity as a whole. */
@@ -135,7 +137,9 @@ export async function fanOut(
       await handleOutcome(
         run,
         sub,
-        await inPushSendSpan(sub.endpoint, () => deps.sender.send(sub, payload, options, hooks)),
+        await inPushSendSpan(sub.endpoint, () =>
+          deps.sender.send(sub, deps.payloadFor?.(sub) ?? payload, options, hooks),
+        ),
       );
       deps.onProgress?.();
     },

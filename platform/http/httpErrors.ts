@@ -2,7 +2,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Context, Middleware } from 'koa';
 import { z } from 'zod';
-import { ConflictError, NotFoundError } from '../../domain/errors';
+import { ConflictError, GoneError, NotFoundError } from '../../domain/errors';
 
 export class HttpError extends Error {
   constructor(
@@ -26,6 +26,7 @@ function statusOf(err: unknown): number {
   if (err instanceof HttpError) return err.status;
   if (err instanceof NotFoundError) return 404;
   if (err instanceof ConflictError) return 409;
+  if (err instanceof GoneError) return 410;
   if (err instanceof z.ZodError) return 400;
   const status = (err as { status?: unknown })?.status;
   return typeof status === 'number' && status >= 400 && status < 600 ? status : 500;

@@ -287,6 +287,17 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     hot: true,
     note: "the fan-out's recipients: the team's rows, $or checked after the narrowed read",
   },
+  // action_tokens
+  {
+    module: 'actionTokens',
+    method: 'reapExpired',
+    collection: 'action_tokens',
+    op: 'deleteMany',
+    filter: { expiresAt: { $lte: retentionCutoff } },
+    index: 'expires_ttl',
+    hot: true,
+    note: "the sweep's reaper (FerretDB v1 has no TTL): tokens kept a week past their expiry",
+  },
   // rate_limits
   {
     module: 'rateLimits',

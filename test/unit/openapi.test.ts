@@ -70,7 +70,7 @@ describe('the OpenAPI document', () => {
       )
       .map(([path]) => path)
       .sort();
-    assert.deepEqual(open, ['/api/v1/openapi.json', '/healthz', '/readyz']);
+    assert.deepEqual(open, ['/api/v1/interactions/actions', '/api/v1/openapi.json', '/healthz', '/readyz']);
   });
 
   it('documents request bodies as JSON Schema, path parameters by name', () => {

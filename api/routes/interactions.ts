@@ -1,0 +1,48 @@
+// The interaction routes that answer without a session: a notification's action carries its own single-use token.
+import Router from '@koa/router';
+import { publicRun } from '../../domain/run';
+import type { RunsService } from '../../runs/service';
+import { actionBody } from '../schemas';
+import { validate, type HandlerContext } from '../../platform/http/validate';
+import { rateLimiter, type Admitted } from '../../platform/http/rateLimit';
+import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
+
+export interface InteractionsRouterDeps {
+  runsService: Pick<RunsService, 'answerWithToken'>;
+  rateLimits: RateLimitStore;
+  /** Action requests per client address: no caller to count by, and each is a token lookup. */
+  actionLimit: RateLimit;
+  now: () => Date;
+}
+
+interface ClientState {
+  clientAddress: string;
+}
+
+export function interactionsRouter(deps: InteractionsRouterDeps) {
+  const router = new Router<ClientState>({ prefix: '/api/v1/interactions' });
+  const rateLimit = rateLimiter(deps.rateLimits, deps.now);
+  const action = validate({
+    summary:
+      "answers an interaction from a notification's action, without a session: the single-use token from the " +
+      'push payload answers with its choice as its person; used again 409, expired 410, unknown 404',
+    body: actionBody,
+    examples: [{ token: 'Hq0n3Jm2vX0bq3S9Jd3lqk1mW8yX2cVtZp4uR7sN5aE' }],
+  });
+  const perAddress = rateLimit(({ clientAddress }: ClientState) => [
+    { key: `interaction-action|${clientAddress}`, rule: deps.actionLimit, what: 'actions from this address' },
+  ]);
+  router.post(
+    '/actions',
+    action,
+    async (ctx, next) => {
+      ctx.state.clientAddress = ctx.ip;
+      await next();
+    },
+    perAddress,
+    async (ctx: HandlerContext<typeof action, ClientState & Admitted>) => {
+      ctx.body = publicRun(await deps.runsService.answerWithToken(ctx.state.input.body.token));
+    },
+  );
+  return router;
+}

@@ -1,0 +1,41 @@
+// Answering from a notification's action, without a session: the single-use token stands for the person it was
+// pushed to and the choice it was minted for, and the answer goes through the studio's transition (answer.ts).
+import { ConflictError, GoneError, NotFoundError } from '../domain/errors';
+import type { Run } from '../domain/run';
+import { hashActionToken } from '../store/actionTokens';
+import { answerInteraction } from './answer';
+import type { RunsContext } from './context';
+
+/**
+ * Takes the token (once: a replay is a 409), then answers with its choice as its person. An expired token is a
+ * 410, an unknown one a 404; none of them changes anything. The token is released again only when the answer
+ * failed for a reason of ours (a store write), so the device's retry can finish it: an answer stored before that
+ * failure is then completed by answerInteraction's repair instead of being left half done.
+ */
+export async function answerWithToken(ctx: RunsContext, token: string): Promise<Run> {
+  const hash = hashActionToken(token);
+  const row = await ctx.actionTokens.get(hash);
+  if (!row) throw new NotFoundError('unknown action token');
+  if (row.usedAt) throw new ConflictError('this action was already used');
+  const at = ctx.now();
+  if (row.expiresAt <= at) throw new GoneError('this action has expired');
+  const interaction = await ctx.interactions.get(row.runId, row.interactionId);
+  const answeredOtherwise =
+    interaction?.status === 'answered' &&
+    (interaction.answer !== row.choiceId || interaction.answeredBy !== row.userId);
+  if (answeredOtherwise) throw new ConflictError('the interaction was already answered');
+  if (!(await ctx.actionTokens.take(hash, at))) {
+    // Another request took it, or it expired, since it was read.
+    const current = await ctx.actionTokens.get(hash);
+    if (current?.usedAt) throw new ConflictError('this action was already used');
+    throw new GoneError('this action has expired');
+  }
+  const caller = { userId: row.userId, teamId: row.teamId };
+  try {
+    return await answerInteraction(ctx, caller, row.runId, row.interactionId, row.choiceId);
+  } catch (err) {
+    const refused = err instanceof ConflictError || err instanceof NotFoundError;
+    if (!refused) await ctx.actionTokens.giveBack(hash, at);
+    throw err;
+  }
+}
