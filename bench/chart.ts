@@ -14,7 +14,9 @@ const M = { left: 64, right: 24, top: 40, bottom: 56 };
 
 const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
-export function renderLatencySvg(series: CdfSeries[], title = 'Latency distributions (CDF)'): string {
+export function renderLatencySvg(given: CdfSeries[], title = 'Latency distributions (CDF)'): string {
+  // A run with no latency to show (every push held for a digest) stores no numbers: it draws no line.
+  const series = given.filter((s) => s.points.length > 0 && s.points.every((v) => Number.isFinite(v)));
   const all = series.flatMap((s) => s.points).filter((v) => Number.isFinite(v) && v > 0);
   const lo = Math.pow(10, Math.floor(Math.log10(Math.max(0.1, Math.min(...all)))));
   const hi = Math.pow(10, Math.ceil(Math.log10(Math.max(...all))));
