@@ -125,6 +125,11 @@ export interface ObserveOptions {
    * the next event that makes the run active. Off for histories recorded before (they alerted while paused).
    */
   quietWhilePaused?: boolean;
+  /**
+   * An event type ends the run only if it is one of TERMINAL's own keys: `constructor`, a valid event name, read
+   * as an end through the object's prototype. Off for histories recorded before (they replay as they ran).
+   */
+  ownEventTypesOnly?: boolean;
 }
 
 /** Applies one observed event at workflow time `now`. */
@@ -148,7 +153,8 @@ export function observe(
     next = { ...next, phase: 'active' };
   }
 
-  const terminal = TERMINAL[event.type];
+  const terminal =
+    !options.ownEventTypesOnly || Object.hasOwn(TERMINAL, event.type) ? TERMINAL[event.type] : undefined;
   if (terminal)
     return { state: { ...next, phase: 'terminal', terminalAt: now, terminalStatus: terminal }, alerts };
 

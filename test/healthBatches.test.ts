@@ -104,4 +104,18 @@ describe('run health fed in batches', function () {
     if (process.env.RECORD_HEALTH_BATCHED_HISTORY === '1')
       saveHistory(stack.config, healthWorkflowId(withBatches), FIXTURE);
   });
+
+  it('an event named constructor is progress: the run stays active and ends only with its real end', async () => {
+    const created = await batched.post('/api/v1/runs', { title: 'Prototype names' });
+    const id = created.body.id as string;
+    assert.equal((await batched.post(`/api/v1/runs/${id}/events`, { type: 'constructor' })).status, 201);
+    // A pause flushes what is held at once: the constructor event is in the history once the twin is paused.
+    assert.equal((await batched.post(`/api/v1/runs/${id}/soft-pause`, {})).status, 200);
+    const paused = await waitUntil('the health twin to take the batch', async () => {
+      const health = await batched.get(`/api/v1/runs/${id}/health`);
+      const taken = health.status === 200 && health.body.phase !== 'active';
+      return taken ? (health.body as { phase: string }) : undefined;
+    });
+    assert.equal(paused.phase, 'paused', 'the run was taken for ended by an event named constructor');
+  });
 });

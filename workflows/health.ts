@@ -24,7 +24,8 @@ export const HEALTH_SETTINGS_PATCH = 'health-settings-from-worker';
 
 /**
  * Marks histories fed in batches: an event counts at the time its process observed it, the stall timer is not
- * restarted by every signal, and continue-as-new counts signals, not events.
+ * restarted by every signal, continue-as-new counts signals, not events, and only a run's real end events end it
+ * (not `constructor`, read through the prototype of the table of ends).
  */
 export const HEALTH_BATCHES_PATCH = 'health-fed-in-batches';
 
@@ -112,7 +113,10 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
       while (inbox.length) {
         const event = inbox.shift()!;
         const at = batched ? observedAt(event, state, Date.now()) : Date.now();
-        const result = observe(state, event, at, { quietWhilePaused: fromWorker });
+        const result = observe(state, event, at, {
+          quietWhilePaused: fromWorker,
+          ownEventTypesOnly: batched,
+        });
         state = result.state;
         alerts.push(...result.alerts);
         handled++;

@@ -15,6 +15,14 @@ describe('run health', () => {
     assert.equal(state.currentNode, 'plan');
   });
 
+  it('an event named after a property every object has (constructor) is progress, not the end of the run', () => {
+    const state = start();
+    const next = observe(state, { type: 'constructor' }, 30_000, { ownEventTypesOnly: true }).state;
+    assert.equal(next.phase, 'active');
+    assert.equal(next.terminalStatus, undefined);
+    assert.equal(next.lastLivenessAt, 30_000);
+  });
+
   it("the run's own health twin and a workspace ticker are not progress", () => {
     const state = start();
     for (const type of ['run_health', 'run_workspace_checkpoint']) {
