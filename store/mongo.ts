@@ -4,6 +4,7 @@ import {
   CreateIndexesOptions,
   Db,
   IndexSpecification,
+  MongoBulkWriteError,
   MongoClient,
   MongoNetworkError,
   MongoServerError,
@@ -188,4 +189,12 @@ export async function ensureIndexes(
 /** E11000: an insert hit a unique key someone else already holds. */
 export function isDuplicateKey(err: unknown): boolean {
   return err instanceof MongoServerError && err.code === 11000;
+}
+
+/** The positions of a bulk write's operations that lost to an existing _id (E11000); any other failure throws. */
+export function duplicatePositions(err: unknown): Set<number> {
+  if (!(err instanceof MongoBulkWriteError)) throw err;
+  const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+  if (!errors.length || errors.some((e) => e.code !== 11000)) throw err;
+  return new Set(errors.map((e) => e.index));
 }

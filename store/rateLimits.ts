@@ -9,8 +9,8 @@
 // Rows expire by TTL where the server has it; the sweep's reaper removes them where it has not (FerretDB v1): a
 // window row once its newest hit has left the window, a hit row once its own hit has.
 import { randomBytes } from 'node:crypto';
-import { MongoBulkWriteError, type AnyBulkWriteOperation, type Db } from 'mongodb';
-import type { IndexSpec } from './mongo';
+import type { AnyBulkWriteOperation, Db } from 'mongodb';
+import { duplicatePositions, type IndexSpec } from './mongo';
 
 /** One window row per key: `window|<key>`. */
 interface WindowRow {
@@ -177,14 +177,6 @@ function countHit(
   };
 }
 
-/** The positions of a bulk write's operations that lost to an existing _id (E11000); any other failure throws. */
-function duplicatesOf(err: unknown): Set<number> {
-  if (!(err instanceof MongoBulkWriteError)) throw err;
-  const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
-  if (!errors.length || errors.some((e) => e.code !== 11000)) throw err;
-  return new Set(errors.map((e) => e.index));
-}
-
 export type RateLimitStore = ReturnType<typeof createRateLimitStore>;
 
 export function createRateLimitStore(db: Db) {
@@ -207,7 +199,7 @@ export function createRateLimitStore(db: Db) {
       await windows.bulkWrite(ops, { ordered: false });
       return new Set();
     } catch (err) {
-      return duplicatesOf(err);
+      return duplicatePositions(err);
     }
   }
 
@@ -271,7 +263,7 @@ export function createRateLimitStore(db: Db) {
             })),
             { ordered: false },
           )
-          .catch(duplicatesOf);
+          .catch(duplicatePositions);
       }
       for (const { key, bucket } of counted) {
         answers.set(

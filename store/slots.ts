@@ -9,7 +9,8 @@
 // held use is there. Of two such uses the one checked later sees the other: both are never kept.
 // This module owns no collection: the store that keeps the slots does (push_subscription_slots).
 import { randomInt } from 'node:crypto';
-import { MongoBulkWriteError, type Collection, type Filter, type OptionalUnlessRequiredId } from 'mongodb';
+import type { Collection, Filter, OptionalUnlessRequiredId } from 'mongodb';
+import { duplicatePositions } from './mongo';
 
 export interface SlotRow {
   /** `<key>|<slot>|<n>`: the n-th use of the slot. */
@@ -42,14 +43,6 @@ export async function takeSlot<R extends SlotRow>(
   input: SlotRequest<R>,
 ): Promise<R | undefined> {
   return (await takeSlots(collection, [input]))[0];
-}
-
-/** The positions of a bulk insert's documents that lost to an existing _id (E11000); any other failure throws. */
-function duplicatesOf(err: unknown): Set<number> {
-  if (!(err instanceof MongoBulkWriteError)) throw err;
-  const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
-  if (!errors.length || errors.some((e) => e.code !== 11000)) throw err;
-  return new Set(errors.map((e) => e.index));
 }
 
 /**
@@ -88,7 +81,7 @@ export async function takeSlots<R extends SlotRow>(
     try {
       await collection.insertMany(tries as OptionalUnlessRequiredId<R>[], { ordered: false });
     } catch (err) {
-      lost = duplicatesOf(err);
+      lost = duplicatePositions(err);
     }
     const inserted = tries.flatMap((use, j) => (lost.has(j) ? [] : [j]));
     const keys = [...new Set(inserted.map((j) => tries[j].key))];

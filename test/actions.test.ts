@@ -263,4 +263,17 @@ describe('notification actions', function () {
     const leaked = logged.filter((line) => tokens.some((token) => line.includes(token)));
     assert.deepEqual(leaked, []);
   });
+
+  // Last: it spends this address's action budget for the minute.
+  it('actions from one address are bounded: past 60 a minute a 429 with Retry-After, before any token is read', async () => {
+    let refused: Awaited<ReturnType<typeof act>> | undefined;
+    for (let i = 0; i <= 60 && !refused; i++) {
+      const res = await act(`${String(i).padStart(2, '0')}${'B'.repeat(41)}`);
+      if (res.status === 429) refused = res;
+      else assert.equal(res.status, 404, res.text);
+    }
+    assert.ok(refused, 'no 429 within 61 actions from one address');
+    assert.match(refused.body.error, /actions from this address/);
+    assert.ok(Number(refused.headers.get('retry-after')) >= 1, 'Retry-After names when to come back');
+  });
 });

@@ -15,12 +15,8 @@ export interface InteractionsRouterDeps {
   now: () => Date;
 }
 
-interface ClientState {
-  clientAddress: string;
-}
-
 export function interactionsRouter(deps: InteractionsRouterDeps) {
-  const router = new Router<ClientState>({ prefix: '/api/v1/interactions' });
+  const router = new Router({ prefix: '/api/v1/interactions' });
   const rateLimit = rateLimiter(deps.rateLimits, deps.now);
   const action = validate({
     summary:
@@ -29,20 +25,11 @@ export function interactionsRouter(deps: InteractionsRouterDeps) {
     body: actionBody,
     examples: [{ token: 'Hq0n3Jm2vX0bq3S9Jd3lqk1mW8yX2cVtZp4uR7sN5aE' }],
   });
-  const perAddress = rateLimit(({ clientAddress }: ClientState) => [
-    { key: `interaction-action|${clientAddress}`, rule: deps.actionLimit, what: 'actions from this address' },
+  const perAddress = rateLimit((_state, { ip }) => [
+    { key: `interaction-action|${ip}`, rule: deps.actionLimit, what: 'actions from this address' },
   ]);
-  router.post(
-    '/actions',
-    action,
-    async (ctx, next) => {
-      ctx.state.clientAddress = ctx.ip;
-      await next();
-    },
-    perAddress,
-    async (ctx: HandlerContext<typeof action, ClientState & Admitted>) => {
-      ctx.body = publicRun(await deps.runsService.answerWithToken(ctx.state.input.body.token));
-    },
-  );
+  router.post('/actions', action, perAddress, async (ctx: HandlerContext<typeof action, Admitted>) => {
+    ctx.body = publicRun(await deps.runsService.answerWithToken(ctx.state.input.body.token));
+  });
   return router;
 }

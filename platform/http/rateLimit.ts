@@ -38,7 +38,10 @@ export interface Admitted {
   admission: Admission;
 }
 
-export type RateLimiter = <S>(bounds: (state: S) => Bound[]) => Middleware<S & Admitted>;
+/** A route's bounds, from its state (the caller, the run) or, for a route without a caller, the request's address. */
+export type RateLimiter = <S>(
+  bounds: (state: S, request: { ip: string }) => Bound[],
+) => Middleware<S & Admitted>;
 
 /** The rateLimit() of a router whose bounds are hit on `limits`, all at one `now()` per request. */
 export function rateLimiter(limits: { hit: Hit }, now: () => Date): RateLimiter {
@@ -48,7 +51,7 @@ export function rateLimiter(limits: { hit: Hit }, now: () => Date): RateLimiter 
     const release = async () => {
       for (const giveBack of taken) await giveBack();
     };
-    for (const { key, rule, what, hitId } of bounds(ctx.state)) {
+    for (const { key, rule, what, hitId } of bounds(ctx.state, ctx)) {
       const answer = await limits.hit(key, rule, at, hitId);
       if (!answer.admitted) {
         await release();
