@@ -52,7 +52,9 @@ describe('young generation of the API and the worker', () => {
     assert.ok(released > stillHeld, `released: the new space stayed at ${released} bytes`);
   });
 
-  it("caps the young generation of a thread created meanwhile (the workflow thread's), and only of that one", () => {
+  it("caps the young generation of a thread created meanwhile (the workflow thread's), and only of that one", function () {
+    // Bounded work (three threads' allocations), CPU-bound: on a loaded machine it takes several times as long.
+    this.timeout(120_000);
     // Three threads that each keep allocating (survivors included, so the new space grows): one created inside
     // withWorkflowThreadYoungGenerationCapped, one before and one after it: only the second is capped.
     const script = `
