@@ -134,7 +134,7 @@ function countHit(
   view: WindowView,
   rule: RateLimit,
   now: Date,
-): AnyBulkWriteOperation<WindowRow> {
+): AnyBulkWriteOperation<RateLimitRow> {
   const { head, bucketMs } = view;
   const expiresAt = new Date(now.getTime() + windowMs(rule));
   if (view.current) {
@@ -192,14 +192,45 @@ export function createRateLimitStore(db: Db) {
     );
   }
 
-  /** Writes the rounds' hits: the keys whose write lost (read them again), and any other failure thrown. */
-  async function write(ops: AnyBulkWriteOperation<WindowRow>[]): Promise<Set<number>> {
-    if (!ops.length) return new Set();
+  /**
+   * Counts the round's hits in one command: the positions whose write lost (read them again), any other failure
+   * thrown. With a hit id, each count is followed by its hit row, in order, so a hit row exists only where its
+   * count was written. A server may stop at the first write that loses, and FerretDB then names the wrong one, so
+   * a failure sends every key of the round back to be read again: one whose hit row is there was counted.
+   */
+  async function write(
+    writes: { key: string; view: WindowView }[],
+    rule: RateLimit,
+    now: Date,
+    hitId?: string,
+  ): Promise<Set<number>> {
+    if (!writes.length) return new Set();
+    const ops = writes.flatMap(({ key, view }): AnyBulkWriteOperation<RateLimitRow>[] => {
+      const count = countHit(windowId(key), view, rule, now);
+      if (hitId === undefined) return [count];
+      const hitRow = {
+        window: windowId(key),
+        bucket: view.head,
+        expiresAt: new Date(now.getTime() + windowMs(rule)),
+      };
+      // A copy of this hit racing this one wrote its row first: both counted (stricter), one row.
+      return [
+        count,
+        {
+          updateOne: {
+            filter: { _id: hitRowId(key, hitId) },
+            update: { $setOnInsert: hitRow },
+            upsert: true,
+          },
+        },
+      ];
+    });
     try {
-      await windows.bulkWrite(ops, { ordered: false });
+      await rows.bulkWrite(ops, { ordered: hitId !== undefined });
       return new Set();
     } catch (err) {
-      return duplicatePositions(err);
+      const lost = duplicatePositions(err);
+      return hitId === undefined ? lost : new Set(writes.keys());
     }
   }
 
@@ -226,6 +257,8 @@ export function createRateLimitStore(db: Db) {
     ): Promise<Map<string, Admission>> {
       const answers = new Map<string, Admission>();
       const counted: { key: string; bucket: number }[] = [];
+      // With an id: the keys a write of this call tried to count (a failed write may have counted some).
+      const tried = new Set<string>();
       let pending = [...new Set(keys)];
       for (let round = 1; pending.length; round++) {
         const ids = pending.flatMap((key) =>
@@ -240,30 +273,19 @@ export function createRateLimitStore(db: Db) {
             hitId !== undefined ? (found.get(hitRowId(key, hitId)) as HitRow | undefined) : undefined;
           const view = windowView(found.get(windowId(key)) as WindowRow | undefined, rule, now);
           if (repeated && repeated.expiresAt > now) {
-            answers.set(key, { admitted: true, release: async () => undefined, useId: repeated._id });
+            // Its row was written by a failed write of this call, after its count (or by a copy racing it).
+            if (tried.has(key)) counted.push({ key, bucket: repeated.bucket });
+            else answers.set(key, { admitted: true, release: async () => undefined, useId: repeated._id });
           } else if (view.total >= rule.limit || round > MAX_ROUNDS)
             answers.set(key, refusal(view, rule, now));
           else writes.push({ key, view });
         }
-        const lost = await write(writes.map(({ key, view }) => countHit(windowId(key), view, rule, now)));
+        for (const { key } of writes) tried.add(key);
+        const lost = await write(writes, rule, now, hitId);
         writes.forEach(({ key, view }, i) => {
           if (!lost.has(i)) counted.push({ key, bucket: view.head });
         });
         pending = writes.filter((_, i) => lost.has(i)).map(({ key }) => key);
-      }
-      if (hitId !== undefined && counted.length) {
-        // A copy of this hit racing this one wrote its row first: both counted (stricter), one row.
-        await hitRows
-          .insertMany(
-            counted.map(({ key, bucket }) => ({
-              _id: hitRowId(key, hitId),
-              window: windowId(key),
-              bucket,
-              expiresAt: new Date(now.getTime() + windowMs(rule)),
-            })),
-            { ordered: false },
-          )
-          .catch(duplicatePositions);
       }
       for (const { key, bucket } of counted) {
         answers.set(

@@ -433,6 +433,32 @@ describe('push delivery records', () => {
     assert.deepEqual(writes.at(-1), [5]);
   });
 
+  it('group commit with a linger: records arriving within it share one write, a full batch or flushNow goes at once', async () => {
+    const writes: number[][] = [];
+    // A linger no test outlives: only fullAt and flushNow can start these writes.
+    const record = groupCommit<number>(async (items) => void writes.push(items), {
+      ms: 3_600_000,
+      fullAt: 3,
+    });
+    const lingering = [record(1), record(2)];
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(writes, [], 'a batch below fullAt waits for others');
+    record.flushNow();
+    await Promise.all(lingering);
+    assert.deepEqual(writes, [[1, 2]]);
+    await Promise.all([record(3), record(4), record(5)]);
+    assert.deepEqual(
+      writes,
+      [
+        [1, 2],
+        [3, 4, 5],
+      ],
+      'a full batch is written without waiting',
+    );
+    record.flushNow(); // nothing lingers: no empty write
+    assert.equal(writes.length, 2);
+  });
+
   it('batches: a second writer takes the next number, a batch written twice counts once, rows of the old shape stay readable', async () => {
     const { mongo, stores } = await openStores(testConfig());
     try {

@@ -119,6 +119,44 @@ describe('rate limits', function () {
     }
   });
 
+  it('hits on several keys at once, racing from three processes: each key counts exactly the hits it admitted, each with its row', async () => {
+    const rule = { limit: 1000, windowSeconds: 600 };
+    const limiters: RateLimitStore[] = [stores.rateLimits, ...others.map((o) => createRateLimitStore(o.db))];
+    const now = new Date();
+    const keys = ['multi-a', 'multi-b', 'multi-c'];
+    const answers = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        limiters[i % limiters.length].hitMany(keys, rule, now, `episode-${i}`),
+      ),
+    );
+    for (const key of keys) {
+      const admitted = answers.filter((answer) => answer.get(key)!.admitted).length;
+      const window = await rows().findOne({ _id: `window|${key}` as never });
+      const hitRows = await rows().countDocuments({ _id: { $regex: `^hit\\|${key}\\|` } as never });
+      assert.deepEqual({ counted: window?.total, hitRows }, { counted: admitted, hitRows: admitted }, key);
+    }
+  });
+
+  it('a hit with an id is one read and one write', async () => {
+    const monitored = await connectMongo(config.mongoUrl, config.mongoDb, { monitorCommands: true });
+    try {
+      const commands: string[] = [];
+      monitored.client.on('commandStarted', (event) => commands.push(event.commandName));
+      const limiter = createRateLimitStore(monitored.db);
+      const rule = { limit: 100, windowSeconds: 600 };
+      const now = new Date();
+      assert.ok((await limiter.hitMany(['trips|a', 'trips|b'], rule, now, 'first')).get('trips|a')!.admitted);
+      assert.deepEqual(commands, ['find', 'update']);
+      commands.length = 0;
+      assert.ok(
+        (await limiter.hitMany(['trips|a', 'trips|b'], rule, now, 'second')).get('trips|b')!.admitted,
+      );
+      assert.deepEqual(commands, ['find', 'update']);
+    } finally {
+      await monitored.client.close();
+    }
+  });
+
   it('the sweep reaper removes expired rate-limit rows where the server has no TTL index', async () => {
     const rule = { limit: 3, windowSeconds: 60 };
     const now = new Date();

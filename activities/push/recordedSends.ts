@@ -10,6 +10,12 @@ import type { PushSubscriptionRow } from '../../store/push/subscriptions';
 import { activityContext } from '../activityContext';
 import type { PushActivityDeps } from './pushActivityDeps';
 
+/**
+ * How long the first accepted send of a batch waits for others before its record is written: the sends of a
+ * small fan-out settle within a few ms of each other, and one write for them all is one round trip, not two.
+ * A crash in that time repeats those sends, as it repeats the sends in flight (at most `fanOutWidth` each).
+ */
+const RECORD_LINGER_MS = 50;
 /** How long a delivery-record write in flight keeps the fan-out's heartbeat going. */
 const WRITE_BEATS_FOR_MS = 60_000;
 /**
@@ -55,8 +61,9 @@ export async function sendRecorded(
   // wait for the oldest. So a crash repeats at most 2 × width sends (those in flight and those awaiting their
   // record), and a lane rarely waits on the store: it was most of a fan-out's time.
   const writeBatch = deps.pushDeliveries.batchWriter(episodeId, nextBatch);
-  const recordDelivery = groupCommit((batch: PushDelivery[]) =>
-    persist(`${batch.length} deliveries`, () => writeBatch(batch)),
+  const recordDelivery = groupCommit(
+    (batch: PushDelivery[]) => persist(`${batch.length} deliveries`, () => writeBatch(batch)),
+    { ms: RECORD_LINGER_MS, fullAt: deps.fanOutWidth },
   );
   const unrecorded: Promise<void>[] = [];
   const lastSuccess = lastSuccessWriter(deps, persist);
@@ -94,7 +101,10 @@ export async function sendRecorded(
       lastSuccess.note(sub, delivery);
       while (unrecorded.length > deps.fanOutWidth) await unrecorded.shift();
     },
-  ).finally(() => Promise.allSettled([...unrecorded, ...lastSuccess.writes]));
+  ).finally(() => {
+    recordDelivery.flushNow();
+    return Promise.allSettled([...unrecorded, ...lastSuccess.writes]);
+  });
   // Every accepted send recorded before the activity answers (or a failed record fails it: retried).
   await Promise.all([...unrecorded, ...lastSuccess.writes]);
   // Endpoints that failed only transiently get another activity attempt (which skips the ones reached);
@@ -207,12 +217,20 @@ export function configFaultReporter(
  * Group commit: each item joins the next batch write, and its promise settles when that write does. While one
  * write is in flight the next batch gathers, so the store sees one write at a time instead of one per item, and
  * a caller that awaits its item still knows it is durable before going on (the fan-out's crash window stays the
- * sends in flight).
+ * sends in flight). With `linger`, a batch that finds no write in flight waits up to `ms` (or until it holds
+ * `fullAt` items, or `flushNow`) for others to join: the few sends of a small fan-out, which settle together,
+ * are then one write instead of one for the first and one for the rest.
  */
-export function groupCommit<T>(write: (items: T[]) => Promise<void>): (item: T) => Promise<void> {
+export function groupCommit<T>(
+  write: (items: T[]) => Promise<void>,
+  linger?: { ms: number; fullAt: number },
+): ((item: T) => Promise<void>) & { flushNow: () => void } {
   let queue: { item: T; resolve: () => void; reject: (err: unknown) => void }[] = [];
   let flushing = false;
+  let lingering: NodeJS.Timeout | undefined;
   const flush = async (): Promise<void> => {
+    clearTimeout(lingering);
+    lingering = undefined;
     flushing = true;
     while (queue.length) {
       const batch = queue;
@@ -226,9 +244,15 @@ export function groupCommit<T>(write: (items: T[]) => Promise<void>): (item: T) 
     }
     flushing = false;
   };
-  return (item) =>
+  const add = (item: T) =>
     new Promise<void>((resolve, reject) => {
       queue.push({ item, resolve, reject });
-      if (!flushing) void flush();
+      if (flushing) return;
+      if (!linger || queue.length >= linger.fullAt) void flush();
+      else lingering ??= setTimeout(() => void flush(), linger.ms);
     });
+  return Object.assign(add, {
+    /** Writes a lingering batch now (nothing more is coming). */
+    flushNow: () => void (lingering && flush()),
+  });
 }
