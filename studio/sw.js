@@ -5,6 +5,8 @@
 // Payload (the contract): {"v": 1, "kind", "title", "body", "url", "tag", "runId", "episodeId", "actions"?}; `tag`
 // is the episode id, so a repeated delivery of one episode replaces its notification instead of stacking.
 // `actions` (a pause with choices): [{"action", "title", "token"}], each token this person's single-use answer.
+// The payload also carries the Declarative Web Push form (`web_push`, `notification`, `mutable: true`) for browsers
+// that show a push without a service worker; where this worker is installed it takes the push and reads our fields.
 'use strict';
 
 importScripts('/kv.js');

@@ -124,6 +124,16 @@ describe('push family', function () {
         tag: episodeId,
         runId,
         episodeId,
+        // The same notification, declaratively (Safari 18.4+ shows it without the service worker).
+        web_push: 8030,
+        notification: {
+          title: 'Quarterly report needs your input',
+          body: 'Approve the budget of $1,200?',
+          navigate: `${STUDIO}/runs/${runId}`,
+          tag: episodeId,
+          require_interaction: true,
+        },
+        mutable: true,
       });
       const [received] = push.received(sub);
       assert.equal(received.headers.urgency, 'high');
