@@ -134,7 +134,9 @@ describe('push family', function () {
           require_interaction: true,
         },
         mutable: true,
+        receipt: payloads[0].receipt,
       });
+      assert.match(payloads[0].receipt ?? '', /^[A-Za-z0-9_-]{43}$/, "the device's receipt token");
       const [received] = push.received(sub);
       assert.equal(received.headers.urgency, 'high');
       assert.ok(received.headers.topic && received.headers.topic.length <= 32);

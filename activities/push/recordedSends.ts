@@ -9,6 +9,7 @@ import type { PushDelivery } from '../../store/push/deliveries';
 import type { PushSubscriptionRow } from '../../store/push/subscriptions';
 import { activityContext } from '../activityContext';
 import type { PushActivityDeps } from './pushActivityDeps';
+import { payloadsWithReceipts, type ReceiptScope } from './receipts';
 
 /** How long a delivery-record write in flight keeps the fan-out's heartbeat going. */
 const WRITE_BEATS_FOR_MS = 60_000;
@@ -30,8 +31,10 @@ export async function sendRecorded(
   hooks: {
     onFirstPush?: () => void;
     onConfigFault: FanOutDeps['onConfigFault'];
-    /** Each device's own payload, made once the devices still to reach are known (absent: `payload` to all). */
+    /** Each person's own payload, made once the devices still to reach are known (absent: `payload` to all). */
     payloadsFor?: (pending: PushSubscriptionRow[]) => Promise<FanOutDeps['payloadFor']>;
+    /** What each device's receipt token reports on. */
+    receipts: ReceiptScope;
   },
 ): Promise<Omit<FanOutResult, 'held'>> {
   const sender = deps.sender;
@@ -42,7 +45,10 @@ export async function sendRecorded(
     subs.map((sub) => sub._id),
   );
   const pending = subs.filter((sub) => !reached.has(sub._id));
-  const payloadFor = pending.length ? await hooks.payloadsFor?.(pending) : undefined;
+  const perPerson = pending.length ? await hooks.payloadsFor?.(pending) : undefined;
+  const payloadFor = pending.length
+    ? await payloadsWithReceipts(deps, episodeId, hooks.receipts, pending, perPerson ?? (() => payload))
+    : undefined;
   let firstPushSeen = false;
   const context = activityContext();
   // Heartbeats on progress, not on a timer: every step of a send is bounded (lookup 5 s, exchange 5 s, wait
