@@ -168,6 +168,41 @@ describe('notification receipts', function () {
     assert.equal(bobView.action, 'approve');
     assert.ok(bobView.actedAt && bobView.answeredAt && bobView.sentAt);
 
+    // The run's timeline: asked, each device notified (alice's and bob's), the receipts, bob's action and answer.
+    const timeline = await alice.get(`/api/v1/runs/${runId}/timeline`);
+    assert.equal(timeline.status, 200, timeline.text);
+    assert.equal(timeline.body.truncated, false);
+    const entries = timeline.body.entries as {
+      kind: string;
+      at: string;
+      userId?: string;
+      receipt?: string;
+    }[];
+    const kinds = entries.map((e) => e.kind);
+    assert.equal(kinds[0], 'paused');
+    assert.equal(kinds.filter((k) => k === 'notified').length, 3);
+    assert.equal(kinds.filter((k) => k === 'shown').length, 2);
+    assert.equal(kinds.filter((k) => k === 'clicked').length, 1);
+    assert.deepEqual(
+      entries.filter((e) => e.kind === 'action' || e.kind === 'answered').map((e) => [e.kind, e.userId]),
+      [
+        ['action', 'bob'],
+        ['answered', 'bob'],
+      ],
+    );
+    assert.deepEqual(
+      entries.filter((e) => e.kind === 'notified').map((e) => e.receipt),
+      ['reported', 'reported', 'reported'],
+    );
+    const times = entries.map((e) => Date.parse(e.at));
+    assert.deepEqual(
+      times,
+      [...times].sort((a, b) => a - b),
+      'oldest first',
+    );
+    // Another team sees no such run.
+    assert.equal((await anonymous.as('mallory', 'other').get(`/api/v1/runs/${runId}/timeline`)).status, 404);
+
     // Pause → first shown observed once for the episode (two devices reported shown); pause → answer once.
     assert.equal(await histogramCount('flow_notify_pause_to_first_shown_seconds'), firstShownBefore + 1);
     assert.equal(await histogramCount('flow_notify_pause_to_answer_seconds'), answeredBefore + 1);

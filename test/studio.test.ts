@@ -556,6 +556,18 @@ describe('studio (Chromium)', function () {
     const clicked = await waitUntil('the clicked receipt', reported('clickedAt'), { timeoutMs: 30_000 });
     assert.equal(clicked.shownAt, shown.shownAt, 'the first shown stays');
     assert.ok(Date.parse(clicked.clickedAt!) >= Date.parse(clicked.shownAt!));
+
+    // The run page: its timeline and the device table say what came back (loaded again: the click's receipt may
+    // land after the page the click opened had read the run).
+    await page.reload();
+    const timeline = page.locator('ol.timeline');
+    for (const kind of ['paused', 'notified', 'shown', 'clicked'])
+      await timeline.locator(`li[data-kind="${kind}"]`).first().waitFor();
+    const row = page.locator(`tr[data-device="${clicked.subscriptionId}"][data-episode-id="${tag}"]`);
+    await row.waitFor();
+    assert.doesNotMatch((await row.textContent()) ?? '', /no receipt/);
+    mkdirSync(RESULTS, { recursive: true });
+    await page.screenshot({ path: path.join(RESULTS, 'studio-run-timeline.png'), fullPage: true });
   });
 
   it('"Disable" deletes the subscription and unregisters the worker', async () => {
