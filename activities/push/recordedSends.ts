@@ -45,10 +45,6 @@ export async function sendRecorded(
     subs.map((sub) => sub._id),
   );
   const pending = subs.filter((sub) => !reached.has(sub._id));
-  const perPerson = pending.length ? await hooks.payloadsFor?.(pending) : undefined;
-  const payloadFor = pending.length
-    ? await payloadsWithReceipts(deps, episodeId, hooks.receipts, pending, perPerson ?? (() => payload))
-    : undefined;
   let firstPushSeen = false;
   const context = activityContext();
   // Heartbeats on progress, not on a timer: every step of a send is bounded (lookup 5 s, exchange 5 s, wait
@@ -56,6 +52,20 @@ export async function sendRecorded(
   const beat = (): void => context?.heartbeat();
   beat();
   const persist = persistBeating(deps.log, beat);
+  // The devices' tokens are stored before any push carries them (a big fan-out's rows take a while: beaten). A
+  // retried write mints afresh, so it never meets its own earlier rows.
+  let payloadFor: FanOutDeps['payloadFor'];
+  if (pending.length)
+    await persist(`the tokens of ${pending.length} devices`, async () => {
+      const perPerson = await hooks.payloadsFor?.(pending);
+      payloadFor = await payloadsWithReceipts(
+        deps,
+        episodeId,
+        hooks.receipts,
+        pending,
+        perPerson ?? (() => payload),
+      );
+    });
   // One write per batch of accepted sends (group commit): a row of the episode's deliveries. A lane takes
   // its next endpoint while its record is written; only past `width` records not yet known written does it
   // wait for the oldest. So a crash repeats at most 2 × width sends (those in flight and those awaiting their
