@@ -21,6 +21,8 @@ import { createCallbackAttemptStore } from './store/callback/attempts';
 import { createPushDeliveryStore } from './store/push/deliveries';
 import { createPushSubscriptionStore } from './store/push/subscriptions';
 import { createPushHoldStore } from './store/push/holds';
+import { createPushReceiptStore } from './store/push/receipts';
+import { createInteractionStore } from './store/interactions';
 import { createRunStore } from './store/runs';
 import { connectMongo } from './store/mongo';
 import { inSpan, startTracing } from './platform/tracing';
@@ -129,6 +131,8 @@ async function explain(args: string[]): Promise<void> {
         callbackAttempts: createCallbackAttemptStore(mongo.db),
         pushSubscriptions: createPushSubscriptionStore(mongo.db),
         pushHolds: createPushHoldStore(mongo.db),
+        pushReceipts: createPushReceiptStore(mongo.db),
+        interactions: createInteractionStore(mongo.db),
         client: new Client({ connection, namespace: config.temporalNamespace }),
         namespace: config.temporalNamespace,
         temporalUiUrl: config.temporalUiUrl,

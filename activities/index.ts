@@ -135,6 +135,7 @@ export function createActivities(deps: ActivityDeps): Activities {
       rateLimits: stores.rateLimits,
       pushHolds: stores.pushHolds,
       actionTokens: stores.actionTokens,
+      pushReceipts: stores.pushReceipts,
       offerToDigest: (teamId, userId, entry) =>
         addToDigest(deps.client, config.temporalTaskQueue, teamId, userId, entry),
       client: deps.client,

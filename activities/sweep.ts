@@ -16,6 +16,7 @@ import { mapBounded } from '../platform/concurrency';
 import { activityContext } from './activityContext';
 import { owedEpisode, type SweepFamilies } from '../domain/sweep';
 import type { ActionTokenStore } from '../store/actionTokens';
+import type { PushReceiptStore } from '../store/push/receipts';
 import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/push/deliveries';
 import type { CallbackAttemptStore } from '../store/callback/attempts';
@@ -55,6 +56,7 @@ export interface SweepDeps {
   /** Absent: no digests here (the sweep's own tests and bench). */
   pushHolds?: PushHoldStore;
   actionTokens?: ActionTokenStore;
+  pushReceipts?: PushReceiptStore;
   /** Signal-with-start of a person's digest, for the held pushes still owed past their time. */
   offerToDigest?: (teamId: string, userId: string, entry: DigestEntry) => Promise<void>;
   client: Client;
@@ -133,7 +135,8 @@ export function createSweepActivities(deps: SweepDeps) {
           (await deps.callbackAttempts.reapExpired(deps.now())) +
           (await deps.rateLimits.reapExpired(deps.now())) +
           ((await deps.pushHolds?.reapExpired(deps.now())) ?? 0) +
-          ((await deps.actionTokens?.reapExpired(deps.now())) ?? 0)
+          ((await deps.actionTokens?.reapExpired(deps.now())) ?? 0) +
+          ((await deps.pushReceipts?.reapExpired(deps.now())) ?? 0)
         );
       } finally {
         progress.stop();

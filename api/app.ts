@@ -9,6 +9,7 @@ import { healthRouter, type HealthProbes } from '../platform/http/healthRoutes';
 import { interactionsRouter, type InteractionsRouterDeps } from './routes/interactions';
 import { metricsRouter } from '../platform/http/metricsRoutes';
 import { notificationsRouter, type NotificationRouteDeps } from './routes/notifications';
+import { receiptsRouter, type ReceiptsRouterDeps } from './routes/receipts';
 import { openApiRouter } from './openapi';
 import { runsRouter, type RunsRouterDeps } from './routes/runs';
 import { securityHeaders } from './securityHeaders';
@@ -24,6 +25,8 @@ export interface AppDeps {
   watches: WatchesRouterDeps;
   /** The routes that answer without a session (a notification's action token). */
   interactions: InteractionsRouterDeps;
+  /** Absent when web push is off: no push carries a receipt token. */
+  receipts?: ReceiptsRouterDeps;
   health: HealthProbes;
   /** Present only when web push is enabled (webPushEnabled): otherwise the notification routes do not exist. */
   notifications?: NotificationRouteDeps;
@@ -84,14 +87,19 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
     ...(deps.notifications ? [notificationsRouter(deps.notifications)] : []),
   ];
   // Authenticated by the token in the body, not by a bearer.
-  const interactions = interactionsRouter(deps.interactions);
+  const tokenRouters = [
+    interactionsRouter(deps.interactions),
+    ...(deps.receipts ? [receiptsRouter(deps.receipts)] : []),
+  ];
   app.use(health.routes());
-  app.use(interactions.routes());
-  app.use(interactions.allowedMethods({ throw: true }));
+  for (const router of tokenRouters) {
+    app.use(router.routes());
+    app.use(router.allowedMethods({ throw: true }));
+  }
   // Metrics on the API port only when the operator asked for them there (METRICS_TOKEN): else a 404, token or not.
   if (deps.metrics) app.use(metricsRouter(deps.metrics.scrape, { token: deps.metrics.token }).routes());
   else app.use(absentFeature('/metrics'));
-  app.use(openApiRouter([health, interactions, ...callerRouters]).routes());
+  app.use(openApiRouter([health, ...tokenRouters, ...callerRouters]).routes());
   app.use(serveStudio(deps.studio?.dir));
 
   // Web push off (no VAPID keys): the notification routes do not exist, token or not.

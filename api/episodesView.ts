@@ -1,14 +1,19 @@
 // What GET /runs/:id/episodes shows: every recorded episode of a run and each family's claim state.
-import { claimKeys } from '../domain/outcome';
+import { claimKeys, interactionOfEpisode } from '../domain/outcome';
 import type { ClaimState } from '../domain/outcome';
 import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/push/deliveries';
 import type { PushHoldStore } from '../store/push/holds';
-import { pushHeldView } from '../operator/views';
-import type { PushHeldView } from '../operator/explanation';
+import { answersOf, deviceReceiptView, pushHeldView, receiptKey, receiptsByDevice } from '../operator/views';
+import type { DeviceReceiptView, PushHeldView } from '../operator/explanation';
+import type { InteractionStore } from '../store/interactions';
+import type { PushReceiptStore } from '../store/push/receipts';
 import type { EpisodeStore } from '../store/episodes';
 import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callback/attempts';
 import type { PageCursor } from '../store/paging';
+
+/** A run's interactions read for who answered (a run pauses a few times; past this, the newest). */
+export const MAX_INTERACTIONS_READ = 200;
 
 /** Attempts shown per episode: the schedule's 11 at most, plus rate-limited redeliveries. */
 export const MAX_ATTEMPTS_SHOWN = 1000;
@@ -43,11 +48,21 @@ export interface EpisodeSummary {
   families: Record<keyof typeof claimKeys, { state: ClaimState; result?: string }>;
   /** Push endpoints the episode reached. */
   pushDeliveries: number;
+  /**
+   * Each device reached (the first MAX_DEVICES_SHOWN): when it was sent, what its service worker reported (or that
+   * nothing came), and when its person answered.
+   */
+  pushDevices: PushDeviceView[];
   /** Recipients held for their digest instead (quiet hours, do-not-disturb, a burst), and the digest it went in. */
   pushHeld: PushHeldView[];
   /** Every attempt of its completion callback, oldest first (the schedule's and redeliveries), newest 1000. */
   callbackAttempts: CallbackAttemptSummary[];
 }
+
+/** Devices listed per episode (the count is whole). */
+export const MAX_DEVICES_SHOWN = 500;
+
+export type PushDeviceView = { userId: string; subscriptionId: string; sentAt: Date } & DeviceReceiptView;
 
 export type EpisodeView = ReturnType<typeof createEpisodeView>;
 
@@ -57,6 +72,8 @@ export function createEpisodeView(deps: {
   pushDeliveries: PushDeliveryStore;
   callbackAttempts: CallbackAttemptStore;
   pushHolds: PushHoldStore;
+  pushReceipts: PushReceiptStore;
+  interactions: InteractionStore;
 }) {
   return {
     /** The callback family's claim of one episode of the run; undefined when the team has no such episode. */
@@ -90,24 +107,30 @@ export function createEpisodeView(deps: {
       runId: string,
       page: { limit: number; before?: PageCursor },
     ): Promise<{ episodes: EpisodeSummary[]; callbackAttemptsTruncated: boolean; next?: PageCursor }> {
-      const [{ rows, next }, holds] = await Promise.all([
+      const [{ rows, next }, holds, receiptRows, interactions] = await Promise.all([
         deps.episodes.listForRun(teamId, runId, page.limit, page.before),
         // The run's holds in one read (a run has a few episodes, each held for a few people at most).
         deps.pushHolds.listForRun(runId),
+        deps.pushReceipts.listForRun(runId),
+        deps.interactions.listForRun(runId, MAX_INTERACTIONS_READ),
       ]);
+      const receipts = receiptsByDevice(receiptRows);
+      const answers = answersOf(interactions);
       let callbackAttemptsTruncated = false;
       const episodes = await Promise.all(
         rows.map(async (row) => {
-          const [families, pushDeliveries, read] = await Promise.all([
+          const [families, delivered, read] = await Promise.all([
             Promise.all(
               (Object.keys(claimKeys) as (keyof typeof claimKeys)[]).map(
                 async (family) => [family, await deps.claims.describe(claimKeys[family](row._id))] as const,
               ),
             ).then((entries) => Object.fromEntries(entries) as EpisodeSummary['families']),
-            deps.pushDeliveries.countForEpisode(row._id),
+            deps.pushDeliveries.listForEpisode(row._id, Number.MAX_SAFE_INTEGER),
             // One past the cap says it was cut.
             deps.callbackAttempts.listForEpisode(row._id, MAX_ATTEMPTS_SHOWN + 1),
           ]);
+          const interactionId = interactionOfEpisode(runId, row._id);
+          const answer = interactionId ? answers.get(interactionId) : undefined;
           const cut = read.length > MAX_ATTEMPTS_SHOWN;
           if (cut) callbackAttemptsTruncated = true;
           return {
@@ -115,7 +138,13 @@ export function createEpisodeView(deps: {
             kind: row.kind,
             recordedAt: row.recordedAt,
             families,
-            pushDeliveries,
+            pushDeliveries: delivered.length,
+            pushDevices: delivered.slice(0, MAX_DEVICES_SHOWN).map((d) => ({
+              userId: d.userId,
+              subscriptionId: d.subscriptionId,
+              sentAt: d.at,
+              ...deviceReceiptView(receipts.get(receiptKey(row._id, d.subscriptionId)), answer, d.userId),
+            })),
             pushHeld: holds.filter((hold) => hold.episodeId === row._id).map(pushHeldView),
             callbackAttempts: (cut ? read.slice(1) : read).map(attemptSummary),
           };

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { hostAllowed } from '../delivery/push/sender';
 import { canonicalTimeZone, quietHoursProblem, type QuietHours } from '../domain/quietHours';
 import { PREF_KINDS, type PrefKind } from '../store/push/notificationPrefs';
+import { RECEIPT_EVENTS } from '../store/push/receipts';
 import { verbatim } from '../platform/http/validate';
 
 export interface EndpointRules {
@@ -158,3 +159,21 @@ export const prefsBody = verbatim(
 /** A device is named by its subscription's id (sha256 hex of the endpoint); any other id names no device (404). */
 export const deviceParams = z.object({ id: z.string() });
 export const isDeviceId = (id: string): boolean => /^[0-9a-f]{64}$/.test(id);
+
+/**
+ * A service worker's receipt: the push's receipt token (32 random bytes, base64url; never echoed in an error), the
+ * event, and for `action` the action taken (a choice id, or the notification's own action).
+ */
+export const receiptBody = z
+  .strictObject({
+    token: z.string().regex(/^[A-Za-z0-9_-]{43}$/, 'token must be a receipt token'),
+    event: z.enum(RECEIPT_EVENTS, { error: `event must be one of ${RECEIPT_EVENTS.join(', ')}` }),
+    action: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]{1,32}$/, 'action must be 1 to 32 letters, digits, or _ . -')
+      .optional(),
+  })
+  .refine((body) => (body.event === 'action') === (body.action !== undefined), {
+    message: 'action is given with the event action, and only with it',
+    path: ['action'],
+  });

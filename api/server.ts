@@ -17,6 +17,7 @@ import { wireCallbacksRouter } from './routes/callbacksWiring';
 import { wireNotificationsRouter } from './routes/notificationsWiring';
 import { wireRunsRouter } from './routes/runsWiring';
 import { wireInteractionsRouter } from './routes/interactionsWiring';
+import { wireReceiptsRouter } from './routes/receiptsWiring';
 import { wireWatchesRouter } from './routes/watchesWiring';
 import { connectServices } from './services';
 
@@ -61,6 +62,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     watches: wireWatchesRouter(services),
     interactions: wireInteractionsRouter(services),
     notifications: wireNotificationsRouter(services),
+    receipts: wireReceiptsRouter(services),
   });
   const metricsServer =
     config.metricsPort === undefined ? undefined : await listenMetrics(scrape, config.metricsPort, config);

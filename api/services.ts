@@ -26,6 +26,7 @@ export interface ApiServices {
   health: HealthSignaler;
   /** Web push's sender; undefined: web push is off. */
   pushSender?: PushSender;
+  metrics: Metrics;
   log: Log;
   now: () => Date;
 }
@@ -75,6 +76,7 @@ export async function connectServices(
     ...stores,
     emitter,
     health,
+    metrics,
     onEmitError: (runId, err) =>
       log(`outcome emit failed, the sweep will replay it: ${String(err)}`, { runId }),
   });
@@ -88,6 +90,7 @@ export async function connectServices(
     runsService,
     health,
     pushSender,
+    metrics,
     log,
     now: () => new Date(),
   };

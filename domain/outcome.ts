@@ -31,6 +31,16 @@ export interface RunOutcome {
   occurredAt: string;
 }
 
+/** The episode of a pause for a human: its interaction's. */
+export const inputEpisodeId = (runId: string, interactionId: string): string =>
+  `${runId}:input:${interactionId}`;
+
+/** The interaction a human-input episode asked about, else undefined. */
+export function interactionOfEpisode(runId: string, episodeId: string): string | undefined {
+  const prefix = inputEpisodeId(runId, '');
+  return episodeId.startsWith(prefix) ? episodeId.slice(prefix.length) : undefined;
+}
+
 /**
  * The per-episode id. Each pause is its own episode, keyed by what it waits on; the terminal outcome is one
  * episode per run whatever its status:
@@ -47,7 +57,7 @@ export function runOutcomeEventId(run: Run): string | undefined {
     case 'paused': {
       const pause = run.pause;
       if (!pause) return undefined;
-      if (pause.reason === 'human_input') return `${run._id}:input:${pause.interactionId ?? ''}`;
+      if (pause.reason === 'human_input') return inputEpisodeId(run._id, pause.interactionId ?? '');
       if (pause.reason === 'usage_park') return `${run._id}:park:${pause.wall ?? ''}:${pause.seq}`;
       return `${run._id}:soft-pause:${pause.seq}`;
     }

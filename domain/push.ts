@@ -49,6 +49,8 @@ export interface PushPayload {
   episodeId: string;
   /** Human input with choices: each recipient's own, each with a token bound to that person. */
   actions?: PushAction[];
+  /** This device's token for POST /notifications/receipts (shown, clicked, the action taken). */
+  receipt?: string;
 }
 
 /** One recipient's copy of a payload: the choices with that person's action tokens (by choice id). */

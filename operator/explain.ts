@@ -3,19 +3,26 @@
 // (episodes, workflows, history events, rows) and a listing cut short says so. The reads are here, one step each;
 // history decoding is operator/history.ts, the row-to-view conversions operator/views.ts, the text operator/render.ts.
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
-import { claimKeys } from '../domain/outcome';
+import { claimKeys, interactionOfEpisode } from '../domain/outcome';
 import { mapBounded } from '../platform/concurrency';
 import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callback/attempts';
 import type { ClaimReader, ClaimRow } from '../store/claims';
 import type { EpisodeRow, EpisodeStore } from '../store/episodes';
 import type { PushDeliveryStore } from '../store/push/deliveries';
 import type { PushHoldRow, PushHoldStore } from '../store/push/holds';
+import type { PushReceiptRow, PushReceiptStore } from '../store/push/receipts';
 import type { PushSubscriptionStore } from '../store/push/subscriptions';
+import type { InteractionStore } from '../store/interactions';
 import type { RunStore } from '../store/runs';
 import { healthWorkflowId, workflowTypes } from '../contract/workflows';
 import type { EpisodeView, OperatorAlertView, RunExplanation } from './explanation';
 import { readHistory } from './history';
 import {
+  answersOf,
+  deviceReceiptView,
+  receiptKey,
+  receiptsByDevice,
+  type Answers,
   branchesOf,
   callbackAttemptView,
   claimView,
@@ -36,6 +43,7 @@ export const EXPLAIN_LIMITS = {
   /** Per run: the schedule's attempts of every episode plus its (rate-limited) redeliveries. */
   callbackAttempts: 1000,
   alertClaims: 200,
+  interactions: 200,
 };
 
 type Limits = typeof EXPLAIN_LIMITS;
@@ -55,6 +63,9 @@ export interface ExplainDeps {
   pushSubscriptions: Pick<PushSubscriptionStore, 'endpointsByIds'>;
   /** Who was held for a digest instead of pushed; absent: not read. */
   pushHolds?: Pick<PushHoldStore, 'listForRun'>;
+  /** What each device's service worker reported, and who answered; absent: every device reads "no receipt". */
+  pushReceipts?: Pick<PushReceiptStore, 'listForRun'>;
+  interactions?: Pick<InteractionStore, 'listForRun'>;
   client: Client;
   namespace: string;
   /** Base of the Temporal UI, e.g. http://localhost:8233. */
@@ -67,11 +78,13 @@ export async function explainRun(deps: ExplainDeps, runId: string): Promise<RunE
   if (!RUN_ID_PATTERN.test(runId)) throw new Error(`not a run id: "${runId.slice(0, 140)}"`);
   const limits = { ...EXPLAIN_LIMITS, ...deps.limits };
 
-  const [run, episodeRows, listed, holds] = await Promise.all([
+  const [run, episodeRows, listed, holds, receipts, interactions] = await Promise.all([
     deps.runs.getById(runId),
     deps.episodes.listForRunAnyTeam(runId, limits.episodes + 1),
     listRunWorkflows(deps, runId, limits.workflows),
     deps.pushHolds?.listForRun(runId) ?? [],
+    deps.pushReceipts?.listForRun(runId) ?? [],
+    deps.interactions?.listForRun(runId, limits.interactions) ?? [],
   ]);
   if (!run && !episodeRows.length && !listed.length) return undefined;
 
@@ -83,10 +96,11 @@ export async function explainRun(deps: ExplainDeps, runId: string): Promise<RunE
   const records = await readClaimsAndAttempts(deps, runId, episodeIds, limits);
   const episodes: EpisodeView[] = [];
   const rowById = new Map(episodeRows.map((row) => [row._id, row]));
+  const seen = { receipts: receiptsByDevice(receipts), answers: answersOf(interactions), runId };
   for (const episodeId of episodeIds) {
     const held = holds.filter((hold) => hold.episodeId === episodeId);
     episodes.push(
-      await episodeView(deps, episodeId, rowById.get(episodeId), executions, records, limits, held),
+      await episodeView(deps, episodeId, rowById.get(episodeId), executions, records, limits, held, seen),
     );
   }
   const operatorAlerts = gatherAlerts(episodeIds, records.alertClaims, records.claimByKey, executions);
@@ -205,7 +219,10 @@ async function episodeView(
   records: ClaimsAndAttempts,
   limits: Limits,
   held: PushHoldRow[],
+  seen: { receipts: Map<string, PushReceiptRow[]>; answers: Answers; runId: string },
 ): Promise<EpisodeView> {
+  const interactionId = interactionOfEpisode(seen.runId, episodeId);
+  const answer = interactionId ? seen.answers.get(interactionId) : undefined;
   const rows = await deps.pushDeliveries.listForEpisode(episodeId, limits.deliveriesPerEpisode + 1);
   const endpoints = await deps.pushSubscriptions.endpointsByIds([
     ...new Set(rows.map((r) => r.subscriptionId)),
@@ -226,7 +243,13 @@ async function episodeView(
     ...(closed ? { branches: branchesOf(closed.history.result) } : {}),
     pushDeliveries: rows
       .slice(0, limits.deliveriesPerEpisode)
-      .map((r) => pushDeliveryView(r, endpoints.get(r.subscriptionId))),
+      .map((r) =>
+        pushDeliveryView(
+          r,
+          endpoints.get(r.subscriptionId),
+          deviceReceiptView(seen.receipts.get(receiptKey(episodeId, r.subscriptionId)), answer, r.userId),
+        ),
+      ),
     pushDeliveriesTruncated: rows.length > limits.deliveriesPerEpisode,
     pushHeld: held.map(pushHeldView),
     callbackAttempts: records.attemptRows

@@ -11,7 +11,22 @@ export interface ClaimView {
   holder?: string;
 }
 
-export interface PushDeliveryView {
+/**
+ * What one device's service worker reported of one push, never guessed: `receipt: "none"` when nothing came (a browser
+ * showing the declarative form without our worker, a worker that could not reach us), and then no time is given.
+ */
+export interface DeviceReceiptView {
+  receipt: 'reported' | 'none';
+  shownAt?: string;
+  clickedAt?: string;
+  /** The notification action taken on this device, and when. */
+  action?: string;
+  actedAt?: string;
+  /** When this person's answer was taken (from this device, another one, the studio or the API). */
+  answeredAt?: string;
+}
+
+export interface PushDeliveryView extends DeviceReceiptView {
   userId: string;
   subscriptionId: string;
   /** The push service's origin; null when the subscription was pruned since. */

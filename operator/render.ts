@@ -4,6 +4,7 @@ import type {
   AlertSendView,
   CallbackAttemptView,
   ClaimView,
+  DeviceReceiptView,
   EpisodeView,
   RunExplanation,
 } from './explanation';
@@ -60,6 +61,7 @@ function renderEpisode(e: EpisodeView, attemptsTruncated: boolean, line: Line): 
       line(
         `      ${d.at} to ${d.userId} via ${d.pushService ?? '(subscription pruned)'} sub ${d.subscriptionId.slice(0, 12)}…`,
       );
+      line(`        ${seenOnDevice(d)}`);
     }
   }
   if (e.pushHeld.length) {
@@ -121,4 +123,16 @@ function renderWorkflows(x: RunExplanation, line: Line): void {
     for (const f of w.workflowTaskFailures) line(`    workflow task failed: ${f}`);
     if (w.failure) line(`    failed: ${w.failure}`);
   }
+}
+
+/** What the device reported, or that it reported nothing (then shown and clicked are unknown, not "no"). */
+function seenOnDevice(d: DeviceReceiptView): string {
+  const answered = d.answeredAt ? `; answered ${d.answeredAt}` : '';
+  if (d.receipt === 'none') return `no receipt${answered}`;
+  const seen = [
+    `shown ${d.shownAt ?? '-'}`,
+    `clicked ${d.clickedAt ?? '-'}`,
+    ...(d.action ? [`action ${d.action} ${d.actedAt}`] : []),
+  ];
+  return `${seen.join(', ')}${answered}`;
 }

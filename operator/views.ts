@@ -8,9 +8,12 @@ import type { CallbackAttemptRow } from '../store/callback/attempts';
 import type { ClaimRow } from '../store/claims';
 import type { PushDelivery } from '../store/push/deliveries';
 import type { PushHoldRow } from '../store/push/holds';
+import type { PushReceiptRow } from '../store/push/receipts';
+import type { Interaction } from '../store/interactions';
 import type {
   CallbackAttemptView,
   ClaimView,
+  DeviceReceiptView,
   OperatorAlertView,
   PushDeliveryView,
   PushHeldView,
@@ -57,12 +60,69 @@ export function runView(run: Run | null | undefined): RunExplanation['run'] {
   };
 }
 
-export function pushDeliveryView(row: PushDelivery, endpoint: string | undefined): PushDeliveryView {
+export function pushDeliveryView(
+  row: PushDelivery,
+  endpoint: string | undefined,
+  receipts: DeviceReceiptView,
+): PushDeliveryView {
   return {
     userId: row.userId,
     subscriptionId: row.subscriptionId,
     pushService: endpoint ? originOf(endpoint) : null,
     at: row.at.toISOString(),
+    ...receipts,
+  };
+}
+
+/** Who answered a run's interactions and when, by interaction id. */
+export type Answers = Map<string, { userId: string; at: Date }>;
+
+export function answersOf(interactions: Interaction[]): Answers {
+  return new Map(
+    interactions.flatMap((i) =>
+      i.status === 'answered' && i.answeredBy && i.answeredAt
+        ? [[i._id, { userId: i.answeredBy, at: i.answeredAt }] as const]
+        : [],
+    ),
+  );
+}
+
+/** The receipt rows of one (episode, device): a retried fan-out may have minted more than one. */
+export const receiptKey = (episodeId: string, subscriptionId: string): string =>
+  `${episodeId}|${subscriptionId}`;
+
+export function receiptsByDevice(rows: PushReceiptRow[]): Map<string, PushReceiptRow[]> {
+  const byDevice = new Map<string, PushReceiptRow[]>();
+  for (const row of rows) {
+    const key = receiptKey(row.episodeId, row.subscriptionId);
+    byDevice.set(key, [...(byDevice.get(key) ?? []), row]);
+  }
+  return byDevice;
+}
+
+/** One device's receipts merged (the earliest time of each event), and its person's answer to the episode's question. */
+export function deviceReceiptView(
+  rows: PushReceiptRow[] | undefined,
+  answer: { userId: string; at: Date } | undefined,
+  userId: string,
+): DeviceReceiptView {
+  const earliest = (pick: (row: PushReceiptRow) => Date | undefined): Date | undefined =>
+    (rows ?? [])
+      .map(pick)
+      .filter((at): at is Date => at !== undefined)
+      .sort((a, b) => a.getTime() - b.getTime())[0];
+  const shownAt = earliest((r) => r.shownAt);
+  const clickedAt = earliest((r) => r.clickedAt);
+  const acted = (rows ?? [])
+    .filter((r) => r.actedAt)
+    .sort((a, b) => a.actedAt!.getTime() - b.actedAt!.getTime())[0];
+  const reported = shownAt ?? clickedAt ?? acted;
+  return {
+    receipt: reported ? 'reported' : 'none',
+    ...(shownAt ? { shownAt: shownAt.toISOString() } : {}),
+    ...(clickedAt ? { clickedAt: clickedAt.toISOString() } : {}),
+    ...(acted ? { action: acted.action, actedAt: acted.actedAt!.toISOString() } : {}),
+    ...(answer?.userId === userId ? { answeredAt: answer.at.toISOString() } : {}),
   };
 }
 

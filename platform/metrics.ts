@@ -212,6 +212,35 @@ function createSweepMetrics(registers: Registers) {
   };
 }
 
+/** A person's side of a pause: how long until a device showed it, and until someone answered it. */
+function createAnswerMetrics(registers: Registers) {
+  const buckets = [1, 5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 24 * 3600];
+  const firstShown = new Histogram({
+    name: 'flow_notify_pause_to_first_shown_seconds',
+    help: "From a run's pause to the first device that reported its push shown (a browser that sends no receipt is not counted).",
+    buckets,
+    registers,
+  });
+  const answered = new Histogram({
+    name: 'flow_notify_pause_to_answer_seconds',
+    help: "From a run's pause to the answer that resumed it (the studio, the API or a notification's action).",
+    buckets,
+    registers,
+  });
+  const observe = (histogram: Histogram, from: Date, to: Date): void => {
+    const seconds = (to.getTime() - from.getTime()) / 1000;
+    if (Number.isFinite(seconds)) histogram.observe(Math.max(0, seconds));
+  };
+  return {
+    pauseFirstShown(pausedAt: Date, shownAt: Date): void {
+      observe(firstShown, pausedAt, shownAt);
+    },
+    pauseAnswered(pausedAt: Date, answeredAt: Date): void {
+      observe(answered, pausedAt, answeredAt);
+    },
+  };
+}
+
 export function createMetrics(registry: Registry, options: MetricsOptions = {}) {
   const registers = [registry];
   if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'flow_notify_' });
@@ -222,6 +251,7 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}) 
     ...createCallbackMetrics(registers),
     ...createOperatorMetrics(registers),
     ...createSweepMetrics(registers),
+    ...createAnswerMetrics(registers),
   };
 }
 

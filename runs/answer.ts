@@ -31,7 +31,10 @@ export async function answerInteraction(
     run.pause.interactionId === interactionId;
   if (!waiting) return answerNotWaitedOn(ctx, run, interactionId, interaction, answer);
   let stored = answer;
-  if (!(await ctx.interactions.recordAnswer(interactionId, answer, ctx.now(), caller.userId))) {
+  const answeredAt = ctx.now();
+  if (await ctx.interactions.recordAnswer(interactionId, answer, answeredAt, caller.userId)) {
+    ctx.metrics?.pauseAnswered(interaction.createdAt, answeredAt);
+  } else {
     const current = await ctx.interactions.get(runId, interactionId);
     if (current?.status !== 'answered' || current.answer === undefined)
       throw new IllegalTransitionError('the interaction cannot be answered');

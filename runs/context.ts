@@ -4,6 +4,7 @@ import type { OutcomeEmitter } from '../client/emitter';
 import type { HealthSignaler } from '../client/health';
 import { NotFoundError } from '../domain/errors';
 import type { Run } from '../domain/run';
+import type { Metrics } from '../platform/metrics';
 import type { ActionTokenStore } from '../store/actionTokens';
 import type { EventStore } from '../store/events';
 import type { InteractionStore } from '../store/interactions';
@@ -23,6 +24,8 @@ export interface RunsServiceDeps {
   /** The notification actions' tokens (answerWithToken). */
   actionTokens: ActionTokenStore;
   emitter: OutcomeEmitter;
+  /** Pause → answer is observed where the answer is first stored; absent: not recorded. */
+  metrics?: Pick<Metrics, 'pauseAnswered'>;
   /** Run health sees every event the service writes; undefined where no one watches (some tests). */
   health?: HealthSignaler;
   now?: () => Date;

@@ -18,6 +18,7 @@ import {
 } from './push/notificationPrefs';
 import { createPushDeliveryStore, pushDeliveryIndexes } from './push/deliveries';
 import { createPushHoldStore, pushHoldIndexes } from './push/holds';
+import { createPushReceiptStore, pushReceiptIndexes } from './push/receipts';
 import { createPushServiceStore } from './push/services';
 import {
   createPushSubscriptionStore,
@@ -44,6 +45,7 @@ export const ALL_INDEXES = [
   ...notificationPrefIndexes,
   ...pushDeliveryIndexes,
   ...pushHoldIndexes,
+  ...pushReceiptIndexes,
   ...runHealthIndexes,
   ...rateLimitIndexes,
   ...callbackAttemptIndexes,
@@ -90,6 +92,7 @@ export function createStores(db: Db, options: StoreOptions) {
     notificationPrefs: createNotificationPrefStore(db, options.now),
     pushDeliveries: createPushDeliveryStore(db),
     pushHolds: createPushHoldStore(db),
+    pushReceipts: createPushReceiptStore(db),
     pushServices: createPushServiceStore(db),
     runHealth: createRunHealthStore(db),
     rateLimits: createRateLimitStore(db),

@@ -53,6 +53,11 @@ export function createInteractionStore(db: Db) {
       return result.modifiedCount === 1;
     },
 
+    /** The run's newest interactions, newest first, at most `limit` (the views: who answered, when). */
+    async listForRun(runId: string, limit: number): Promise<Interaction[]> {
+      return interactions.find({ runId }).sort({ createdAt: -1 }).limit(limit).toArray();
+    },
+
     /** A pause whose run moved on before it was saved leaves no pending question behind. */
     async abandon(interactionId: string): Promise<void> {
       await interactions.updateOne(

@@ -5,6 +5,9 @@
 // Payload (the contract): {"v": 1, "kind", "title", "body", "url", "tag", "runId", "episodeId", "actions"?}; `tag`
 // is the episode id, so a repeated delivery of one episode replaces its notification instead of stacking.
 // `actions` (a pause with choices): [{"action", "title", "token"}], each token this person's single-use answer.
+// `receipt`: this device's token for telling the server the push was shown, clicked, or acted on.
+// The payload also carries the Declarative Web Push form (`web_push`, `notification`, `mutable: true`) for browsers
+// that show a push without a service worker; where this worker is installed it takes the push and reads our fields.
 'use strict';
 
 importScripts('/kv.js');
@@ -80,6 +83,7 @@ function notificationFor(payload) {
       data: {
         // Kept with the notification only: a click on an action posts its token, nothing else sees it.
         tokens: Object.fromEntries(actions.map(({ action, token }) => [action, token])),
+        receipt: typeof payload.receipt === 'string' ? payload.receipt : '',
         url: linkFor(payload),
         kind: payload.kind || '',
         runId: payload.runId || '',
@@ -93,6 +97,7 @@ async function showPush(data) {
   const payload = readPayload(data);
   const { title, options } = notificationFor(payload);
   await self.registration.showNotification(title, options);
+  await sendReceipt(options.data.receipt, 'shown');
   // Open studio tabs refresh what they show (the run's status changed).
   const windows = await self.clients.matchAll({ type: 'window', includeUncontrolled: true });
   for (const client of windows) client.postMessage({ type: 'flow:push', payload });
@@ -112,9 +117,32 @@ self.addEventListener('notificationclick', (event) => {
 async function handleNotificationClick(notification, action) {
   notification.close();
   const data = notification.data || {};
+  const receipt = action ? sendReceipt(data.receipt, 'action', action) : sendReceipt(data.receipt, 'clicked');
   const token = action && data.tokens ? data.tokens[action] : undefined;
-  if (token && (await answerWith(token))) return 'answered';
-  return openStudioAt(data.url || self.location.origin + '/');
+  const done =
+    token && (await answerWith(token))
+      ? 'answered'
+      : await openStudioAt(data.url || self.location.origin + '/');
+  await receipt;
+  return done;
+}
+
+/**
+ * Tells the server what became of this push (no session: the push's receipt token). Best effort within 5 s: a lost
+ * receipt only leaves the run page saying none came, and it must never hold a notification or a click.
+ */
+async function sendReceipt(token, event, action) {
+  if (!token) return;
+  try {
+    await fetch(`${API}/notifications/receipts`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(action ? { token, event, action } : { token, event }),
+      signal: AbortSignal.timeout(5000),
+    });
+  } catch {
+    // offline, or the server is away: the receipt is simply missing
+  }
 }
 
 /** Posts an action's token (no session needed); true when the run took the answer. */

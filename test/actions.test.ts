@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import webpush from 'web-push';
 import { startApi, type ApiHandle } from '../api/server';
+import { PUSH_PAYLOAD_MAX_BYTES, type WirePushPayload } from '../domain/declarativePush';
 import type { PushPayload } from '../domain/push';
 import { createLogger } from '../platform/log';
 import { hashActionToken, type ActionTokenRow } from '../store/actionTokens';
@@ -208,6 +209,35 @@ describe('notification actions', function () {
     const other = await act(tokenOf(payloadOf(devices.alice[0], runId), 'reject'));
     assert.equal(other.status, 200, other.text);
     assert.equal((await stack.stores.interactions.get(runId, interactionId))?.answer, 'reject');
+  });
+
+  it('the largest pause allowed arrives within 3,800 bytes, with its declarative form; the body gave way, no token did', async () => {
+    // Every character one JSON escapes into six bytes: the costliest text the API accepts.
+    const costly = (n: number) => '\u0001'.repeat(n);
+    const created = await alice.post('/api/v1/runs', { title: costly(500) });
+    assert.equal(created.status, 201, created.text);
+    const runId = created.body.id as string;
+    const choices = [1, 2, 3].map((n) => ({ id: `${n}`.repeat(32), label: costly(40) }));
+    const paused = await alice.post(`/api/v1/runs/${runId}/pause`, { prompt: costly(10_000), choices });
+    assert.equal(paused.status, 200, paused.text);
+    for (const device of [...devices.alice, ...devices.bob]) {
+      await push.waitFor(1, device);
+      const received = push.received(device).find((r) => (r.payload as PushPayload).runId === runId)!;
+      assert.ok(
+        Buffer.byteLength(received.rawText) <= PUSH_PAYLOAD_MAX_BYTES,
+        `${Buffer.byteLength(received.rawText)} bytes decrypted`,
+      );
+      const wire = received.payload as WirePushPayload;
+      assert.equal(wire.web_push, 8030);
+      assert.equal(wire.notification.navigate, wire.url);
+      assert.equal(wire.notification.body, wire.body);
+      assert.ok(wire.body.endsWith('…') && wire.body.length < 180, 'the body was trimmed');
+      assert.deepEqual(
+        wire.actions?.map((a) => a.action),
+        choices.map((c) => c.id),
+      );
+      for (const action of wire.actions!) assert.match(action.token, /^[A-Za-z0-9_-]{43}$/);
+    }
   });
 
   it('bad choices and bad action bodies are 400s naming what is wrong', async () => {

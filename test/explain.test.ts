@@ -2,6 +2,7 @@
 // service), was answered, then failed with a flaky callback receiver (503, then 204) and an operator webhook. The
 // CLI, run as a child process under the operator's config, must report exactly what the loopback receivers saw.
 import assert from 'node:assert/strict';
+import type { PushPayload } from '../domain/push';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
@@ -98,6 +99,15 @@ describe('flow-notify explain', function () {
     assert.equal(paused.status, 200, paused.text);
     const inputEpisode = `${runId}:input:${paused.body.interactionId}`;
     assert.equal((await episodeResult(inputEpisode)).push, 'delivered');
+    // The device's service worker says it showed the pause (no session: the push's receipt token).
+    const pausePush = push
+      .received(subscription)
+      .find((r) => (r.payload as PushPayload).episodeId === inputEpisode);
+    const shown = await alice.post('/api/v1/notifications/receipts', {
+      token: (pausePush?.payload as PushPayload).receipt,
+      event: 'shown',
+    });
+    assert.equal(shown.status, 204, shown.text);
     const answered = await alice.post(
       `/api/v1/runs/${runId}/interactions/${paused.body.interactionId}/answer`,
       {
@@ -159,6 +169,16 @@ describe('flow-notify explain', function () {
       seen.map((r) => (r.payload as { episodeId: string }).episodeId).sort(),
     );
     const [input, end] = report.episodes;
+    // Per device: the pause was reported shown, and answered by its person; the end's push reported nothing.
+    assert.equal(input.pushDeliveries[0].receipt, 'reported');
+    assert.ok(input.pushDeliveries[0].shownAt && input.pushDeliveries[0].answeredAt);
+    assert.equal(input.pushDeliveries[0].clickedAt, undefined);
+    assert.equal(end.pushDeliveries[0].receipt, 'none');
+    assert.equal(end.pushDeliveries[0].shownAt, undefined);
+    const rendered = cli(runId);
+    assert.equal(rendered.status, 0, rendered.stderr);
+    assert.match(rendered.stdout, /shown \S+, clicked -; answered \S+/);
+    assert.match(rendered.stdout, /no receipt/);
     assert.equal(input.families.push.state, 'delivered');
     assert.equal(input.families.push.result, 'delivered');
     assert.equal(input.families.callback.state, 'absent');

@@ -124,7 +124,19 @@ describe('push family', function () {
         tag: episodeId,
         runId,
         episodeId,
+        // The same notification, declaratively (Safari 18.4+ shows it without the service worker).
+        web_push: 8030,
+        notification: {
+          title: 'Quarterly report needs your input',
+          body: 'Approve the budget of $1,200?',
+          navigate: `${STUDIO}/runs/${runId}`,
+          tag: episodeId,
+          require_interaction: true,
+        },
+        mutable: true,
+        receipt: payloads[0].receipt,
       });
+      assert.match(payloads[0].receipt ?? '', /^[A-Za-z0-9_-]{43}$/, "the device's receipt token");
       const [received] = push.received(sub);
       assert.equal(received.headers.urgency, 'high');
       assert.ok(received.headers.topic && received.headers.topic.length <= 32);

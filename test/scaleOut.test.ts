@@ -20,7 +20,7 @@ import type { Mongo } from '../store/mongo';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { ApiClient, openStores, temporalClient } from './support/harness';
 import { startProcess, terminate } from './support/processes';
-import { startPushService, type PushService } from './support/pushService';
+import { notificationOf, startPushService, type PushService } from './support/pushService';
 import { slowLink } from './support/slowLink';
 import { TEST_JWT_SECRET, TEST_PUSH_BURST_LIMIT, testStack } from './support/stack';
 import { waitUntil } from './support/waitUntil';
@@ -203,8 +203,9 @@ describe('scale out: two workers and two APIs on one Temporal and one database',
     const byKey = new Map<string, string>();
     for (const p of push.received()) {
       const key = `${p.endpointId}|${(p.payload as PushPayload).tag}`;
-      if (byKey.has(key)) assert.equal(p.rawText, byKey.get(key), `a repeat of ${key} differs`);
-      byKey.set(key, p.rawText);
+      const seen = JSON.stringify(notificationOf(p.payload));
+      if (byKey.has(key)) assert.equal(seen, byKey.get(key), `a repeat of ${key} differs`);
+      byKey.set(key, seen);
     }
     for (const c of callbacks.received) {
       const id = String(c.headers['webhook-id']);

@@ -8,6 +8,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { BrowserContext, CDPSession, Page } from 'playwright-core';
 import webpush from 'web-push';
+import type { PushDeviceView } from '../api/episodesView';
 import type { Config } from '../config';
 import type { PushPayload } from '../domain/push';
 import { freePort, PROJECT_ROOT } from '../platform/embedded';
@@ -524,6 +525,49 @@ describe('studio (Chromium)', function () {
     await waitForNotifications(page, (l) => l.some((n) => n.tag === tag), 'shown again');
     await clickNotification(page, tag, 'approve');
     await page.waitForURL(`${origin}/runs/${actionRunId}`);
+  });
+
+  it('the service worker reports the push shown and the notification clicked: both receipts arrive', async () => {
+    const created = await alice.post('/api/v1/runs', { title: 'Receipts' });
+    const receiptRunId = created.body.id as string;
+    const paused = await alice.post(`/api/v1/runs/${receiptRunId}/pause`, { prompt: 'Seen?' });
+    assert.equal(paused.status, 200, paused.text);
+    const tag = `${receiptRunId}:input:${paused.body.interactionId}`;
+    const received = await pushReceived((p) => p.runId === receiptRunId);
+    const device = async () => {
+      const view = await alice.get(`/api/v1/runs/${receiptRunId}/episodes`);
+      const episode = (view.body.episodes as { episodeId: string; pushDevices: PushDeviceView[] }[]).find(
+        (e) => e.episodeId === tag,
+      );
+      return episode?.pushDevices.find((d) => d.receipt === 'reported');
+    };
+    assert.equal(await device(), undefined, 'nothing reported before the browser had the push');
+
+    await deliverPush(page, received.rawText);
+    const reported = (field: 'shownAt' | 'clickedAt') => async () => {
+      const found = await device();
+      return found?.[field] ? found : undefined;
+    };
+    const shown = await waitUntil('the shown receipt', reported('shownAt'), { timeoutMs: 30_000 });
+    assert.equal(shown.clickedAt, undefined);
+
+    await clickNotification(page, tag);
+    await page.waitForURL(`${origin}/runs/${receiptRunId}`);
+    const clicked = await waitUntil('the clicked receipt', reported('clickedAt'), { timeoutMs: 30_000 });
+    assert.equal(clicked.shownAt, shown.shownAt, 'the first shown stays');
+    assert.ok(Date.parse(clicked.clickedAt!) >= Date.parse(clicked.shownAt!));
+
+    // The run page: its timeline and the device table say what came back (loaded again: the click's receipt may
+    // land after the page the click opened had read the run).
+    await page.reload();
+    const timeline = page.locator('ol.timeline');
+    for (const kind of ['paused', 'notified', 'shown', 'clicked'])
+      await timeline.locator(`li[data-kind="${kind}"]`).first().waitFor();
+    const row = page.locator(`tr[data-device="${clicked.subscriptionId}"][data-episode-id="${tag}"]`);
+    await row.waitFor();
+    assert.doesNotMatch((await row.textContent()) ?? '', /no receipt/);
+    mkdirSync(RESULTS, { recursive: true });
+    await page.screenshot({ path: path.join(RESULTS, 'studio-run-timeline.png'), fullPage: true });
   });
 
   it('"Disable" deletes the subscription and unregisters the worker', async () => {

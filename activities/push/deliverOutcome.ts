@@ -51,6 +51,12 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
     {
       onFirstPush: () => deps.metrics?.firstPush(outcome.kind, outcome.occurredAt, deps.now()),
       onConfigFault: configFaultReporter(deps, outcome),
+      receipts: {
+        teamId: outcome.teamId,
+        runId: outcome.runId,
+        kind,
+        ...(kind === 'human_input_requested' ? { pausedAt: new Date(outcome.occurredAt) } : {}),
+      },
       payloadsFor: choices.length
         ? (pending) => payloadsWithActions(deps, outcome, choices, payload, pending)
         : undefined,

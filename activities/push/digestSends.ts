@@ -83,6 +83,7 @@ async function sendDigestPush(
     studioUrl: deps.studioUrl,
   });
   const result = await sendRecorded(deps, digest.digestId, subs, payload, {
+    receipts: { teamId: digest.teamId, runId: '', kind: 'digest' },
     onConfigFault: configFaultReporter(deps, {
       runId: '',
       teamId: digest.teamId,

@@ -9,6 +9,7 @@ import type { InteractionStore } from '../../store/interactions';
 import type { PushDeliveryStore } from '../../store/push/deliveries';
 import type { PushHoldStore } from '../../store/push/holds';
 import type { NotificationPrefStore } from '../../store/push/notificationPrefs';
+import type { PushReceiptStore } from '../../store/push/receipts';
 import type { PushServiceStore } from '../../store/push/services';
 import type { PushSubscriptionStore } from '../../store/push/subscriptions';
 import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
@@ -24,6 +25,8 @@ export interface PushActivityDeps {
   /** ACTION_TOKEN_TTL_SECONDS: how long a minted action token answers at most. */
   actionTokenTtlSeconds: number;
   notificationPrefs: NotificationPrefStore;
+  /** Where each device's receipt token is stored (hashed) and what its service worker reported. */
+  pushReceipts: PushReceiptStore;
   pushSubscriptions: PushSubscriptionStore;
   pushDeliveries: PushDeliveryStore;
   pushServices: PushServiceStore;

@@ -9,6 +9,7 @@ import type { PushDelivery } from '../../store/push/deliveries';
 import type { PushSubscriptionRow } from '../../store/push/subscriptions';
 import { activityContext } from '../activityContext';
 import type { PushActivityDeps } from './pushActivityDeps';
+import { payloadsWithReceipts, type ReceiptScope } from './receipts';
 
 /**
  * How long the first accepted send of a batch waits for others before its record is written: the sends of a
@@ -36,8 +37,10 @@ export async function sendRecorded(
   hooks: {
     onFirstPush?: () => void;
     onConfigFault: FanOutDeps['onConfigFault'];
-    /** Each device's own payload, made once the devices still to reach are known (absent: `payload` to all). */
+    /** Each person's own payload, made once the devices still to reach are known (absent: `payload` to all). */
     payloadsFor?: (pending: PushSubscriptionRow[]) => Promise<FanOutDeps['payloadFor']>;
+    /** What each device's receipt token reports on. */
+    receipts: ReceiptScope;
   },
 ): Promise<Omit<FanOutResult, 'held'>> {
   const sender = deps.sender;
@@ -48,7 +51,6 @@ export async function sendRecorded(
     subs.map((sub) => sub._id),
   );
   const pending = subs.filter((sub) => !reached.has(sub._id));
-  const payloadFor = pending.length ? await hooks.payloadsFor?.(pending) : undefined;
   let firstPushSeen = false;
   const context = activityContext();
   // Heartbeats on progress, not on a timer: every step of a send is bounded (lookup 5 s, exchange 5 s, wait
@@ -56,6 +58,20 @@ export async function sendRecorded(
   const beat = (): void => context?.heartbeat();
   beat();
   const persist = persistBeating(deps.log, beat);
+  // The devices' tokens are stored before any push carries them (a big fan-out's rows take a while: beaten). A
+  // retried write mints afresh, so it never meets its own earlier rows.
+  let payloadFor: FanOutDeps['payloadFor'];
+  if (pending.length)
+    await persist(`the tokens of ${pending.length} devices`, async () => {
+      const perPerson = await hooks.payloadsFor?.(pending);
+      payloadFor = await payloadsWithReceipts(
+        deps,
+        episodeId,
+        hooks.receipts,
+        pending,
+        perPerson ?? (() => payload),
+      );
+    });
   // One write per batch of accepted sends (group commit): a row of the episode's deliveries. A lane takes
   // its next endpoint while its record is written; only past `width` records not yet known written does it
   // wait for the oldest. So a crash repeats at most 2 × width sends (those in flight and those awaiting their

@@ -4,6 +4,7 @@ import Router from '@koa/router';
 import { publicRun } from '../../domain/run';
 import type { RunsService } from '../../runs/service';
 import type { EpisodeView } from '../episodesView';
+import type { TimelineView } from '../timelineView';
 import type { AuthState } from '../auth';
 import {
   answerBody,
@@ -31,6 +32,7 @@ import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 export interface RunsRouterDeps {
   runsService: RunsService;
   episodes: EpisodeView;
+  timeline: TimelineView;
   runHealth: RunHealthStore;
   /** Escalates a router decision error to the operator (notifyOperator). */
   notifyOperator: (report: RouteDecisionError) => Promise<{ episodeKey: string; started: boolean }>;
@@ -114,6 +116,18 @@ function addLaunchAndReads(router: RunsRoutes, deps: RunsRouterDeps, rateLimit: 
       ctx.state.input.query,
     );
     ctx.body = { ...page, ...(next ? { nextBefore: encodeCursor(next) } : {}) };
+  });
+
+  const timeline = validate({
+    summary:
+      "the run's pauses as people lived them, oldest first: paused, each device notified (and whether any receipt " +
+      'came), shown, clicked, action, answered (who, with what); the newest 50 pauses',
+    params: runParams,
+  });
+  router.get('/:id/timeline', timeline, async (ctx) => {
+    const { id } = ctx.state.input.params;
+    await runsService.get(ctx.state.caller, id);
+    ctx.body = await deps.timeline.forRun(id);
   });
 
   const health = validate({

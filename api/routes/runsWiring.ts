@@ -1,6 +1,7 @@
 // The runs router's dependencies, from what the API's entry built.
 import { notifyOperator } from '../../client/operator';
 import { createEpisodeView } from '../episodesView';
+import { createTimelineView } from '../timelineView';
 import type { ApiServices } from '../services';
 import type { RunsRouterDeps } from './runs';
 
@@ -14,6 +15,7 @@ export function wireRunsRouter({
   return {
     runsService,
     episodes: createEpisodeView(stores),
+    timeline: createTimelineView(stores),
     runHealth: stores.runHealth,
     notifyOperator: (report) => notifyOperator(client, config.temporalTaskQueue, report, now()),
     rateLimits: stores.rateLimits,

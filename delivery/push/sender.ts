@@ -13,6 +13,7 @@ import net from 'node:net';
 import webpush from 'web-push';
 import type { Config, VapidConfig } from '../../config';
 import type { PushPayload, SendOutcome } from '../../domain/push';
+import { fitWirePayload } from '../../domain/declarativePush';
 import { hostMatches, isKnownPushService } from '../../domain/pushServices';
 import {
   checkCallbackTarget,
@@ -294,7 +295,7 @@ export function createPushSender(options: PushSenderOptions) {
 
       const details = webpush.generateRequestDetails(
         { endpoint: target.endpoint, keys: target.keys },
-        JSON.stringify(payload),
+        JSON.stringify(fitWirePayload(payload)),
         {
           TTL: pushOptions.ttlSeconds,
           urgency: pushOptions.urgency,

@@ -1,5 +1,6 @@
-// A run's page (the deep link notifications open): its facts, its outcome episodes with each family's claim,
-// and the callback attempts of the episodes that made any.
+// A run's page (the deep link notifications open): its facts, the timeline of its pauses (asked, notified, shown,
+// clicked, answered), who saw each pause on which device, its outcome episodes with each family's claim, and the
+// callback attempts of the episodes that made any.
 import { allPages, api, claimsOf, getToken } from '../shared/api.js';
 import { dataTable, errorCard, h, humanize, main, statusBadge, timeAgo } from '../shared/dom.js';
 import { currentRunId } from '../shared/router.js';
@@ -170,6 +171,98 @@ function episodesCard(run, episodes) {
   );
 }
 
+const TIMELINE_TEXT = {
+  paused: (e) => ['Asked', e.detail ? `“${e.detail}”` : ''],
+  notified: (e) => [
+    'Notified',
+    `${e.userId} on device ${deviceName(e.subscriptionId)}${e.receipt === 'none' ? ' (no receipt from this device)' : ''}`,
+  ],
+  shown: (e) => ['Shown', `to ${e.userId} on device ${deviceName(e.subscriptionId)}`],
+  clicked: (e) => ['Clicked', `by ${e.userId} on device ${deviceName(e.subscriptionId)}`],
+  action: (e) => ['Action', `${e.detail} by ${e.userId} from the notification`],
+  answered: (e) => ['Answered', `${e.userId ? `by ${e.userId}` : ''}${e.detail ? `: “${e.detail}”` : ''}`],
+  rung: (e) => [`Escalation rung ${e.rung}`, e.via ? `via ${e.via}` : ''],
+};
+
+/** A device is a push subscription: its id's first characters tell the person's devices apart. */
+const deviceName = (subscriptionId) => String(subscriptionId || '').slice(0, 8);
+
+function timelineCard(timeline) {
+  const entries = timeline.entries || [];
+  return h(
+    'section',
+    { class: 'card', 'aria-labelledby': 'timeline-title' },
+    h('h2', { id: 'timeline-title' }, 'Timeline'),
+    entries.length === 0
+      ? h('p', { class: 'empty' }, 'No pauses yet: nobody has been asked anything.')
+      : h(
+          'ol',
+          { class: 'timeline' },
+          entries.map((entry) => {
+            const [label, text] = (TIMELINE_TEXT[entry.kind] || (() => [humanize(entry.kind), '']))(entry);
+            return h(
+              'li',
+              { 'data-kind': entry.kind },
+              timeAgo(entry.at),
+              ' ',
+              h('strong', {}, label),
+              text ? ` ${text}` : '',
+            );
+          }),
+        ),
+    timeline.truncated ? h('p', { class: 'muted' }, 'Older pauses are left out.') : '',
+  );
+}
+
+/** A receipt time, or what is known: "no receipt" when the device reported nothing (never a guess). */
+const seenCell = (device, at) =>
+  h(
+    'td',
+    {},
+    at ? timeAgo(at) : device.receipt === 'none' ? h('span', { class: 'muted' }, 'no receipt') : '—',
+  );
+
+/** Per pause, per person and device: sent, shown, clicked, answered. */
+function devicesCard(run, episodes) {
+  const rows = episodes
+    .filter((episode) => String(episode.episodeId).includes(':input:'))
+    .flatMap((episode) =>
+      (episode.pushDevices || []).map((device) =>
+        h(
+          'tr',
+          { 'data-device': device.subscriptionId, 'data-episode-id': episode.episodeId },
+          h('td', {}, h('code', {}, shortId(run, episode))),
+          h('td', {}, device.userId),
+          h('td', {}, h('code', { title: device.subscriptionId }, deviceName(device.subscriptionId))),
+          h('td', {}, timeAgo(device.sentAt)),
+          seenCell(device, device.shownAt),
+          seenCell(device, device.clickedAt),
+          h('td', {}, device.answeredAt ? timeAgo(device.answeredAt) : '—'),
+        ),
+      ),
+    );
+  if (rows.length === 0) return [];
+  return [
+    h(
+      'section',
+      { class: 'card', 'aria-labelledby': 'devices-title' },
+      h('h2', { id: 'devices-title' }, 'Who saw each pause'),
+      h(
+        'p',
+        { class: 'muted' },
+        'Shown and clicked come from the device itself. A browser that shows the notification without our ' +
+          'service worker sends nothing back: its row says “no receipt”.',
+      ),
+      dataTable({
+        caption: 'Each device a pause was pushed to',
+        captionHidden: true,
+        columns: [['Pause'], ['Person'], ['Device'], ['Sent'], ['Shown'], ['Clicked'], ['Answered']],
+        tbody: h('tbody', {}, rows),
+      }),
+    ),
+  ];
+}
+
 /** The card of callback attempts, or none when no episode made an attempt (a run without a callback). */
 function callbacksCards(run, episodes) {
   const redrawn = async () => {
@@ -201,11 +294,13 @@ export async function renderRun(runId) {
   main.replaceChildren(back, h('p', { class: 'muted' }, 'Loading the run…'));
   let run;
   let episodes;
+  let timeline;
   try {
     // The API pages episodes newest first; a run has few, so the page shows them all, oldest first.
-    [run, episodes] = await Promise.all([
+    [run, episodes, timeline] = await Promise.all([
       api('GET', `/runs/${encodeURIComponent(runId)}`),
       allPages(`/runs/${encodeURIComponent(runId)}/episodes`, 'episodes').then((rows) => rows.reverse()),
+      api('GET', `/runs/${encodeURIComponent(runId)}/timeline`),
     ]);
   } catch (err) {
     if (err.status === 401) return;
@@ -219,6 +314,8 @@ export async function renderRun(runId) {
     back,
     h('div', { class: 'page-head run-head' }, h('h1', {}, run.title || run.id), statusBadge(run.status)),
     detailsCard(run),
+    timelineCard(timeline),
+    ...devicesCard(run, episodes),
     episodesCard(run, episodes),
     ...callbacksCards(run, episodes),
   );

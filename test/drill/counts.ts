@@ -7,6 +7,7 @@ import type { SweepReport } from '../../contract/workflows';
 import type { OperatorAlert } from '../../domain/ops';
 import type { PushPayload } from '../../domain/push';
 import type { CallbackReceiver, PushService } from '../support';
+import { notificationOf } from '../support/pushService';
 import type { Drill, DrillOptions, EpisodePlan, FaultWindow } from './scenario';
 
 export interface DrillCounts {
@@ -153,7 +154,7 @@ export function countPushes(drill: Drill): void {
       if (
         payload.tag !== firstPayload.tag ||
         payload.tag !== firstPayload.episodeId ||
-        JSON.stringify(payload) !== JSON.stringify(firstPayload)
+        JSON.stringify(notificationOf(payload)) !== JSON.stringify(notificationOf(firstPayload))
       ) {
         pushCounts.repeatsWithOtherTag++;
       }

@@ -35,6 +35,12 @@ export const RUN_ROUTES: RouteSpec[] = [
     onSuccess: none,
   },
   {
+    name: 'GET /api/v1/runs/:id/timeline',
+    method: 'GET',
+    template: '/api/v1/runs/:id/timeline',
+    onSuccess: none,
+  },
+  {
     name: 'GET /api/v1/runs/:id/health',
     method: 'GET',
     template: '/api/v1/runs/:id/health',

@@ -676,3 +676,11 @@ function readBody(req: http.IncomingMessage): Promise<{ body: Buffer; size: numb
     req.on('error', reject);
   });
 }
+
+/**
+ * A push as the person sees it: the payload without its receipt token, which each fan-out attempt mints afresh for
+ * the device (so a repeat after a crash is the same notification with another token).
+ */
+export function notificationOf(payload: unknown): Record<string, unknown> {
+  return { ...(payload as Record<string, unknown>), receipt: undefined };
+}

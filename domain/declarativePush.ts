@@ -1,0 +1,87 @@
+// What a push carries on the wire: our payload (read by the studio's service worker) and beside it the Declarative
+// Web Push form (W3C Push API, shipped in Safari 18.4+), which a browser that knows it shows without any service
+// worker. `mutable: true` lets a service worker that is installed take the push as before (it shows our
+// notification, with actions that answer in place); the declarative notification is then only the fallback.
+// No Node builtins: pure.
+import type { PushPayload } from './push';
+
+/**
+ * The largest plaintext we send: RFC 8291's 4,096-octet record less its header (86 octets) and padding delimiter
+ * leaves 4,009; the rest is headroom for push services that count differently.
+ */
+export const PUSH_PAYLOAD_MAX_BYTES = 3800;
+
+/** The Push API's declarative push message (only the members we use). */
+export interface DeclarativePushMessage {
+  web_push: 8030;
+  notification: {
+    title: string;
+    body: string;
+    /** Where activating the notification goes (required by the format). */
+    navigate: string;
+    tag: string;
+    require_interaction?: boolean;
+    actions?: { action: string; title: string; navigate: string }[];
+  };
+  mutable: true;
+}
+
+export type WirePushPayload = PushPayload & DeclarativePushMessage;
+
+/** Our payload with its declarative form beside it (the same words, links and tag). */
+export function withDeclarativeForm(payload: PushPayload): WirePushPayload {
+  const waitsForAnswer = payload.kind === 'human_input_requested';
+  return {
+    ...payload,
+    web_push: 8030,
+    notification: {
+      title: payload.title,
+      body: payload.body,
+      navigate: payload.url,
+      tag: payload.tag,
+      ...(waitsForAnswer ? { require_interaction: true } : {}),
+      // A declarative action can only open a page: each opens the run, where the person answers (signed in).
+      ...(payload.actions?.length
+        ? {
+            actions: payload.actions.map(({ action, title }) => ({ action, title, navigate: payload.url })),
+          }
+        : {}),
+    },
+    mutable: true,
+  };
+}
+
+const byteLength = (value: unknown): number => new TextEncoder().encode(JSON.stringify(value)).length;
+
+/** Cuts whole code points (never half a surrogate pair) and marks the cut with an ellipsis. */
+function cut(text: string, codePoints: number): string {
+  const points = Array.from(text);
+  return points.length <= codePoints ? text : `${points.slice(0, Math.max(0, codePoints - 1)).join('')}…`;
+}
+
+/**
+ * The wire form within PUSH_PAYLOAD_MAX_BYTES. What gives way, in order: the body (in both forms), then the title,
+ * then the declarative actions (they only open the run page, which the notification itself opens). Tokens, links
+ * and ids are never cut: without them the push does nothing. Whatever is left over that (an enormous STUDIO_URL) is
+ * sent as it is, and a push service refuses it (413: `rejected`).
+ */
+export function fitWirePayload(payload: PushPayload, maxBytes = PUSH_PAYLOAD_MAX_BYTES): WirePushPayload {
+  let fitted = withDeclarativeForm(payload);
+  for (const field of ['body', 'title'] as const) {
+    let keep = Array.from(fitted[field]).length;
+    while (keep > 0 && byteLength(fitted) > maxBytes) {
+      // Each code point kept costs at most 12 bytes (6 escaped, in both forms): cut at least the overflow's share.
+      keep = Math.max(0, keep - Math.max(1, Math.ceil((byteLength(fitted) - maxBytes) / 12)));
+      fitted = withDeclarativeForm({
+        ...payload,
+        body: fitted.body,
+        title: fitted.title,
+        [field]: cut(payload[field], keep),
+      });
+    }
+  }
+  if (byteLength(fitted) > maxBytes && fitted.notification.actions) {
+    fitted = { ...fitted, notification: { ...fitted.notification, actions: undefined } };
+  }
+  return fitted;
+}

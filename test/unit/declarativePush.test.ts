@@ -1,0 +1,78 @@
+// The wire form of a push: our payload with the Declarative Web Push form beside it, within its byte budget.
+import assert from 'node:assert/strict';
+import { fitWirePayload, PUSH_PAYLOAD_MAX_BYTES, withDeclarativeForm } from '../../domain/declarativePush';
+import type { PushPayload } from '../../domain/push';
+
+const base: PushPayload = {
+  v: 1,
+  kind: 'human_input_requested',
+  title: 'Deploy needs your input',
+  body: 'Ship v2?',
+  url: 'https://studio.example/runs/run_1',
+  tag: 'run_1:input:i_1',
+  runId: 'run_1',
+  episodeId: 'run_1:input:i_1',
+  actions: [{ action: 'approve', title: 'Approve', token: 't'.repeat(43) }],
+};
+
+const bytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value));
+
+describe('declarative web push form', () => {
+  it('carries web_push 8030 and the notification the format requires (title, navigate), mutable for our worker', () => {
+    const wire = withDeclarativeForm(base);
+    assert.equal(wire.web_push, 8030);
+    assert.equal(wire.mutable, true);
+    assert.deepEqual(wire.notification, {
+      title: base.title,
+      body: base.body,
+      navigate: base.url,
+      tag: base.tag,
+      require_interaction: true,
+      actions: [{ action: 'approve', title: 'Approve', navigate: base.url }],
+    });
+    // The service worker's fields stay as they were, tokens only in ours.
+    assert.deepEqual(
+      { ...wire, web_push: undefined, notification: undefined, mutable: undefined },
+      {
+        ...base,
+        web_push: undefined,
+        notification: undefined,
+        mutable: undefined,
+      },
+    );
+    assert.ok(!JSON.stringify(wire.notification).includes(base.actions![0].token));
+  });
+
+  it('an outcome that waits for no one has neither require_interaction nor actions', () => {
+    const wire = withDeclarativeForm({ ...base, kind: 'run_finished', actions: undefined });
+    assert.deepEqual(Object.keys(wire.notification).sort(), ['body', 'navigate', 'tag', 'title']);
+  });
+
+  it('a payload within the budget is left whole', () => {
+    assert.deepEqual(fitWirePayload(base), withDeclarativeForm(base));
+  });
+
+  it('over the budget the body gives way first (whole code points, in both forms), then the title', () => {
+    const escaped = '\u0001'; // six bytes in JSON: the worst a character costs
+    const emoji = '😀'; // a surrogate pair: never cut in half
+    const payload = { ...base, title: escaped.repeat(200), body: `${emoji}${escaped}`.repeat(150) };
+    const wire = fitWirePayload(payload);
+    assert.ok(bytes(wire) <= PUSH_PAYLOAD_MAX_BYTES, `${bytes(wire)} bytes`);
+    assert.ok(wire.body.endsWith('…'));
+    assert.ok(!/[\ud800-\udbff](?![\udc00-\udfff])/.test(wire.body), 'no lone high surrogate');
+    assert.equal(wire.notification.body, wire.body);
+    assert.equal(wire.notification.title, wire.title);
+    assert.equal(wire.actions![0].token, base.actions![0].token, 'tokens are never cut');
+
+    const tiny = fitWirePayload(payload, 1200);
+    assert.ok(bytes(tiny) <= 1200, `${bytes(tiny)} bytes`);
+    assert.equal(tiny.body, '…');
+    assert.ok(tiny.title.length < payload.title.length);
+  });
+
+  it('when body and title are not enough, the declarative actions go; ours (with the tokens) stay', () => {
+    const wire = fitWirePayload({ ...base, url: `https://studio.example/${'p'.repeat(600)}` }, 1800);
+    assert.equal(wire.notification.actions, undefined);
+    assert.deepEqual(wire.actions, base.actions);
+  });
+});
