@@ -40,6 +40,10 @@ export interface RunOutcome {
  *   <runId>:end                          finished, failed or cancelled
  * Returns undefined for a running run: it owes no outcome.
  */
+/** A human-input pause's episode: also the tag and Topic of every push about its interaction. */
+export const inputEpisodeId = (runId: string, interactionId: string): string =>
+  `${runId}:input:${interactionId}`;
+
 export function runOutcomeEventId(run: Run): string | undefined {
   switch (run.status) {
     case 'running':
@@ -47,7 +51,7 @@ export function runOutcomeEventId(run: Run): string | undefined {
     case 'paused': {
       const pause = run.pause;
       if (!pause) return undefined;
-      if (pause.reason === 'human_input') return `${run._id}:input:${pause.interactionId ?? ''}`;
+      if (pause.reason === 'human_input') return inputEpisodeId(run._id, pause.interactionId ?? '');
       if (pause.reason === 'usage_park') return `${run._id}:park:${pause.wall ?? ''}:${pause.seq}`;
       return `${run._id}:soft-pause:${pause.seq}`;
     }

@@ -2,6 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import type { OutcomeEmitter } from '../client/emitter';
 import type { HealthSignaler } from '../client/health';
+import type { InteractionSignaler } from '../client/interaction';
 import { NotFoundError } from '../domain/errors';
 import type { Run } from '../domain/run';
 import type { ActionTokenStore } from '../store/actionTokens';
@@ -23,6 +24,11 @@ export interface RunsServiceDeps {
   /** The notification actions' tokens (answerWithToken). */
   actionTokens: ActionTokenStore;
   emitter: OutcomeEmitter;
+  /**
+   * An answered interaction's workflow is told (it closes the question on every device, stops its ladder), and a
+   * snooze too; undefined where no one listens (some tests). A failed signal is replayed by the sweep.
+   */
+  interactionSignals?: Pick<InteractionSignaler, 'answered' | 'snoozed'>;
   /** Run health sees every event the service writes; undefined where no one watches (some tests). */
   health?: HealthSignaler;
   now?: () => Date;
