@@ -116,7 +116,8 @@ export function createTokenVerifier(options: AuthOptions): (token: string) => Pr
     // one would share them with another tenant's.
     if (userId.includes(ID_SEPARATOR) || teamId.includes(ID_SEPARATOR))
       throw new HttpError(401, `${verified.user} and ${verified.team} must not contain "${ID_SEPARATOR}"`);
-    return { userId, teamId };
+    const admin = Array.isArray(payload.roles) && payload.roles.includes('admin');
+    return { userId, teamId, ...(admin ? { admin } : {}) };
   };
 }
 

@@ -17,6 +17,7 @@ import { wireCallbacksRouter } from './routes/callbacksWiring';
 import { wireNotificationsRouter } from './routes/notificationsWiring';
 import { wireRunsRouter } from './routes/runsWiring';
 import { wireInteractionsRouter } from './routes/interactionsWiring';
+import { wireTeamsRouter } from './routes/teamsWiring';
 import { wireWatchesRouter } from './routes/watchesWiring';
 import { connectServices } from './services';
 
@@ -59,6 +60,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     runs: wireRunsRouter(services),
     callbacks: wireCallbacksRouter(services),
     watches: wireWatchesRouter(services),
+    teams: wireTeamsRouter(services),
     interactions: wireInteractionsRouter(services),
     notifications: wireNotificationsRouter(services),
   });

@@ -14,6 +14,8 @@ import type { RunTransitionStore } from '../store/runTransitions';
 export interface Caller {
   userId: string;
   teamId: string;
+  /** The token's `"roles": ["admin"]`: a team admin (the team's escalation policy). */
+  admin?: boolean;
 }
 
 export interface RunsServiceDeps {

@@ -38,6 +38,13 @@ const sends = proxyActivities<Activities>({
   },
 });
 
+/**
+ * With nothing left to send, the execution still waits this long for an answer or a snooze before it ends: most
+ * answers come soon after the question or a rung, and they then find this execution instead of starting another
+ * (a signal-with-start after the end starts a new one, which closes the question all the same).
+ */
+const LINGER_MS = 10 * 60_000;
+
 /** Something the workflow sends when its time comes. */
 type Due =
   | { what: 'rung'; atMs: number; index: number; rung: EscalationRung; attempt: number }
@@ -82,7 +89,11 @@ export async function interactionWorkflow(ref: InteractionRef): Promise<Interact
     for (const { index, rung } of rungsInOrder(plan.rungs))
       queue.push({ what: 'rung', atMs: plan.askedAtMs + rung.afterSeconds * 1000, index, rung, attempt: 0 });
 
-  while (answer === undefined && queue.length) {
+  while (answer === undefined) {
+    if (!queue.length) {
+      if (await condition(() => answer !== undefined || queue.length > 0, LINGER_MS)) continue;
+      break;
+    }
     queue.sort((a, b) => a.atMs - b.atMs);
     const next = queue[0];
     const wait = next.atMs - Date.now();
