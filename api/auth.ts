@@ -154,9 +154,9 @@ export function mintToken(
   userId: string,
   teamId: string,
   expiresIn = '1d',
-  expected: { issuer?: string; audience?: string } = {},
+  expected: { issuer?: string; audience?: string; admin?: boolean } = {},
 ): Promise<string> {
-  const token = new SignJWT({ team: teamId })
+  const token = new SignJWT({ team: teamId, ...(expected.admin ? { roles: ['admin'] } : {}) })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
     .setSubject(userId)
     .setIssuedAt()

@@ -128,6 +128,35 @@ describe('answered once, closed everywhere', function () {
     await closedEverywhere(runId, interactionId);
   });
 
+  it('a question without choices offers a snooze: its token snoozes once (202), then 409; after the answer, 409', async () => {
+    const { runId, interactionId } = await paused();
+    const snoozeTokenOf = (device: SubscriptionJSON) => {
+      const actions = (pushesOf(device, runId)[0].payload as PushPayload).actions;
+      assert.deepEqual(
+        actions?.map((a) => a.action),
+        ['snooze'],
+      );
+      return actions![0].token;
+    };
+    const act = (token: string) => stack.anonymous.post('/api/v1/interactions/actions', { token });
+    const snoozed = await act(snoozeTokenOf(devices[0]));
+    assert.equal(snoozed.status, 202, snoozed.text);
+    const inMs = Date.parse(snoozed.body.snoozedUntil) - Date.now();
+    assert.ok(inMs > 3500_000 && inMs <= 3600_000, `snoozed for ${inMs} ms`);
+    assert.equal((await act(snoozeTokenOf(devices[0]))).status, 409, 'a used token');
+    assert.equal(
+      (await alice.get(`/api/v1/runs/${runId}`)).body.status,
+      'paused',
+      'a snooze answers nothing',
+    );
+    const answered = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
+      answer: 'y',
+    });
+    assert.equal(answered.status, 200);
+    assert.equal((await act(snoozeTokenOf(devices[2]))).status, 409, 'nothing to snooze once answered');
+    await closedEverywhere(runId, interactionId);
+  });
+
   it('an answer whose signal was lost is closed by the next sweep', async () => {
     const { runId, interactionId } = await paused();
     const deaf = createRunsService({
