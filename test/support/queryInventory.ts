@@ -230,7 +230,6 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     collection: 'push_subscriptions',
     op: 'find',
     filter: { teamId: SAMPLE.teamId },
-    sort: { teamId: 1, userId: 1 },
     limit: 4000,
     index: 'team_users',
     hot: true,
