@@ -19,7 +19,8 @@ import { createClaimActivities } from './claims';
 import { createEpisodeActivities } from './episodes';
 import { createHealthActivities } from './health';
 import { createOpsActivities } from './ops';
-import { createPushActivities } from './push';
+import { createInteractionActivities, type InteractionEvent } from './interaction';
+import { createPushActivities, type PushActivityDeps } from './push';
 import { createRecoverActivities } from './callback/recover';
 import { createSweepActivities } from './sweep';
 import { sweepLookbackSeconds } from '../domain/sweep';
@@ -43,6 +44,8 @@ export interface ActivityDeps {
    * recorded (the worker without WORKER_METRICS_PORT).
    */
   metrics?: Metrics;
+  /** Told of each answered interaction's close and each rung sent (team endpoints listen here); absent: nobody. */
+  announceInteraction?: (event: InteractionEvent) => Promise<void>;
 }
 
 export const PUSH_FAN_OUT_WIDTH = 16;
@@ -61,35 +64,44 @@ export const sweepLookback = (config: Config): number =>
 export function createActivities(deps: ActivityDeps): Activities {
   const now = deps.now ?? (() => new Date());
   const { stores, config, metrics, log } = deps;
+  const push: PushActivityDeps = {
+    ...stores,
+    sender: deps.pushSender,
+    metrics,
+    raiseConfigFault:
+      config.opsAlertWebhookUrl === undefined
+        ? undefined
+        : (fault) =>
+            raisePushConfigFault(
+              { client: deps.client, taskQueue: config.temporalTaskQueue, claims: stores.claims, now },
+              fault,
+            ),
+    studioUrl: config.studioUrl,
+    actionTokenTtlSeconds: config.actionTokenTtlSeconds,
+    fanOutWidth: PUSH_FAN_OUT_WIDTH,
+    pruneMinHours: config.pushPruneMinHours,
+    configFaultRule: configFaultRuleOf(config),
+    digests: {
+      pushHolds: stores.pushHolds,
+      rateLimits: stores.rateLimits,
+      burst: config.pushBurstRate,
+      add: (teamId, userId, entry) =>
+        addToDigest(deps.client, config.temporalTaskQueue, teamId, userId, entry),
+    },
+    now,
+    log,
+  };
   return {
     ...createEpisodeActivities({ episodes: stores.episodes, now }),
     ...createClaimActivities({ claims: stores.claims }),
-    ...createPushActivities({
-      ...stores,
-      sender: deps.pushSender,
-      metrics,
-      raiseConfigFault:
-        config.opsAlertWebhookUrl === undefined
-          ? undefined
-          : (fault) =>
-              raisePushConfigFault(
-                { client: deps.client, taskQueue: config.temporalTaskQueue, claims: stores.claims, now },
-                fault,
-              ),
-      studioUrl: config.studioUrl,
-      actionTokenTtlSeconds: config.actionTokenTtlSeconds,
-      fanOutWidth: PUSH_FAN_OUT_WIDTH,
-      pruneMinHours: config.pushPruneMinHours,
-      configFaultRule: configFaultRuleOf(config),
-      digests: {
-        pushHolds: stores.pushHolds,
-        rateLimits: stores.rateLimits,
-        burst: config.pushBurstRate,
-        add: (teamId, userId, entry) =>
-          addToDigest(deps.client, config.temporalTaskQueue, teamId, userId, entry),
-      },
-      now,
-      log,
+    ...createPushActivities(push),
+    ...createInteractionActivities({
+      push,
+      claims: stores.claims,
+      escalationPolicies: stores.escalationPolicies,
+      webhook: { ...callbackSendSettings(config), lookup: deps.callbackLookup, now },
+      webhookRetrySeconds: config.callbackRetrySeconds,
+      announce: deps.announceInteraction,
     }),
     ...createCallbackActivities({
       runs: stores.runs,
@@ -136,6 +148,7 @@ export function createActivities(deps: ActivityDeps): Activities {
       pushHolds: stores.pushHolds,
       actionTokens: stores.actionTokens,
       pushReceipts: stores.pushReceipts,
+      interactions: stores.interactions,
       offerToDigest: (teamId, userId, entry) =>
         addToDigest(deps.client, config.temporalTaskQueue, teamId, userId, entry),
       client: deps.client,

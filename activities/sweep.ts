@@ -12,9 +12,12 @@
 // Expired claims are reaped by a separate activity (sweepReapExpired): housekeeping, not reconciliation.
 import type { Client } from '@temporalio/client';
 import { startEpisode } from '../client/emitter';
+import { createInteractionSignaler, interactionOf, startInteraction } from '../client/interaction';
+import { interactionClaimKeys } from '../domain/interaction';
+import type { InteractionStore } from '../store/interactions';
 import { mapBounded } from '../platform/concurrency';
 import { activityContext } from './activityContext';
-import { owedEpisode, type SweepFamilies } from '../domain/sweep';
+import { outcomeOfRef, owedEpisode, type SweepFamilies, type SweepRef } from '../domain/sweep';
 import type { ActionTokenStore } from '../store/actionTokens';
 import type { PushReceiptStore } from '../store/push/receipts';
 import type { ClaimStore } from '../store/claims';
@@ -41,6 +44,9 @@ export const SWEEP_CLAIM_SLACK_SECONDS = 3600;
 /** Episode starts in flight at once. */
 const START_LANES = 8;
 
+/** Answered interactions one pass looks at, the oldest first; the next pass takes the rest. */
+const ANSWERS_PER_PASS = 1000;
+
 /** Owed holds one pass looks at: the longest waiting first; the next pass takes the rest. */
 const HOLDS_PER_PASS = 1000;
 
@@ -57,6 +63,8 @@ export interface SweepDeps {
   pushHolds?: PushHoldStore;
   actionTokens?: ActionTokenStore;
   pushReceipts?: PushReceiptStore;
+  /** Absent: no interaction workflows here (the sweep's own tests and bench). */
+  interactions?: InteractionStore;
   /** Signal-with-start of a person's digest, for the held pushes still owed past their time. */
   offerToDigest?: (teamId: string, userId: string, entry: DigestEntry) => Promise<void>;
   client: Client;
@@ -72,7 +80,7 @@ export interface SweepDeps {
 
 /** What a pass reports in its heartbeats: where it is, for the Temporal UI and a post-mortem. */
 interface SweepProgress extends SweepPass {
-  phase: 'listing' | 'claims' | 'starting' | 'holds';
+  phase: 'listing' | 'claims' | 'starting' | 'interactions' | 'holds';
 }
 
 export function createSweepActivities(deps: SweepDeps) {
@@ -99,6 +107,9 @@ export function createSweepActivities(deps: SweepDeps) {
           });
           pass.unsettled += unsettled.length;
           progress.beat({ phase: 'starting', ...pass });
+          if (deps.interactions)
+            pass.interactionsStarted =
+              (pass.interactionsStarted ?? 0) + (await startUnopened(deps, page, marked));
           // A few starts in flight at once: each is one Temporal round trip, idempotent by workflow id.
           await mapBounded(unsettled, START_LANES, async ({ outcome }) => {
             if (
@@ -112,7 +123,13 @@ export function createSweepActivities(deps: SweepDeps) {
           progress.beat({ phase: 'listing', ...pass });
         }
 
-        // 3. Held pushes still owed past their time: their digest was lost (terminated, never started) or is
+        // 3. Answers whose close never ran (the answer's signal was lost): signalled again.
+        if (deps.interactions) {
+          progress.beat({ phase: 'interactions', ...pass });
+          pass.closesReplayed = await replayCloses(deps, deps.interactions, since, marked);
+        }
+
+        // 4. Held pushes still owed past their time: their digest was lost (terminated, never started) or is
         //    waiting on renewed quiet hours. Offered again, once per person: a live digest already has them.
         if (deps.pushHolds && deps.offerToDigest) {
           progress.beat({ phase: 'holds', ...pass });
@@ -143,6 +160,44 @@ export function createSweepActivities(deps: SweepDeps) {
       }
     },
   };
+}
+
+/**
+ * The questions of this page whose workflow never opened (the emitter died between the episode and it): started,
+ * so their ladder runs (rungs already due go out at once). Answers how many were started.
+ */
+async function startUnopened(deps: SweepDeps, page: SweepRef[], marked: Set<string>): Promise<number> {
+  const unopened = page.flatMap((ref) => {
+    const outcome = outcomeOfRef(ref);
+    const interaction = outcome && interactionOf(outcome);
+    return interaction && !marked.has(interactionClaimKeys.opened(interaction.interactionId))
+      ? [interaction]
+      : [];
+  });
+  let started = 0;
+  await mapBounded(unopened, START_LANES, async (ref) => {
+    if (await startInteraction(deps.client, deps.taskQueue, ref)) started++;
+  });
+  return started;
+}
+
+/** Interactions answered in the window whose close has no claim: their workflow is told again. */
+async function replayCloses(
+  deps: SweepDeps,
+  interactions: InteractionStore,
+  since: Date,
+  marked: Set<string>,
+): Promise<number> {
+  const answered = await interactions.answeredSince(since, ANSWERS_PER_PASS);
+  const missed = answered.filter((row) => !marked.has(interactionClaimKeys.answered(row._id)));
+  const signals = createInteractionSignaler(deps.client, deps.taskQueue);
+  await mapBounded(missed, START_LANES, (row) =>
+    signals.answered(
+      { runId: row.runId, teamId: row.teamId, interactionId: row._id },
+      { answeredBy: row.answeredBy ?? '', at: (row.answeredAt ?? deps.now()).toISOString() },
+    ),
+  );
+  return missed.length;
 }
 
 /**

@@ -14,6 +14,7 @@ import { openApiRouter } from './openapi';
 import { runsRouter, type RunsRouterDeps } from './routes/runs';
 import { securityHeaders } from './securityHeaders';
 import { absentFeature, catchAllRouter, serveStudio } from './studio';
+import { teamsRouter, type TeamsRouterDeps } from './routes/teams';
 import { watchesRouter, type WatchesRouterDeps } from './routes/watches';
 import { requestSpan } from './requestSpan';
 
@@ -23,6 +24,7 @@ export interface AppDeps {
   runs: RunsRouterDeps;
   callbacks: CallbacksRouterDeps;
   watches: WatchesRouterDeps;
+  teams: TeamsRouterDeps;
   /** The routes that answer without a session (a notification's action token). */
   interactions: InteractionsRouterDeps;
   /** Absent when web push is off: no push carries a receipt token. */
@@ -84,6 +86,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
     runsRouter(deps.runs),
     callbacksRouter(deps.callbacks),
     watchesRouter(deps.watches),
+    teamsRouter(deps.teams),
     ...(deps.notifications ? [notificationsRouter(deps.notifications)] : []),
   ];
   // Authenticated by the token in the body, not by a bearer.

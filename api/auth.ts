@@ -116,7 +116,8 @@ export function createTokenVerifier(options: AuthOptions): (token: string) => Pr
     // one would share them with another tenant's.
     if (userId.includes(ID_SEPARATOR) || teamId.includes(ID_SEPARATOR))
       throw new HttpError(401, `${verified.user} and ${verified.team} must not contain "${ID_SEPARATOR}"`);
-    return { userId, teamId };
+    const admin = Array.isArray(payload.roles) && payload.roles.includes('admin');
+    return { userId, teamId, ...(admin ? { admin } : {}) };
   };
 }
 
@@ -153,9 +154,9 @@ export function mintToken(
   userId: string,
   teamId: string,
   expiresIn = '1d',
-  expected: { issuer?: string; audience?: string } = {},
+  expected: { issuer?: string; audience?: string; admin?: boolean } = {},
 ): Promise<string> {
-  const token = new SignJWT({ team: teamId })
+  const token = new SignJWT({ team: teamId, ...(expected.admin ? { roles: ['admin'] } : {}) })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
     .setSubject(userId)
     .setIssuedAt()

@@ -1,5 +1,6 @@
 // Request bodies and path parameters of the runs and watches routes, validated at the edge (platform/http/validate.ts). Unknown fields are refused so a typo is an error, not a silent no-op.
 import { z } from 'zod';
+import { ESCALATION_MAX_RUNGS, ESCALATION_MAX_SECONDS, ESCALATION_MAX_USERS } from '../domain/interaction';
 import { CALLBACK_EVENTS } from '../domain/run';
 import { RESERVED_EVENT_TYPES } from '../runs/service';
 import { decodeCursor } from '../store/paging';
@@ -28,6 +29,40 @@ export const callbackUrl = z
     }
   }, 'callback url must be an absolute http(s) URL without credentials');
 
+/** One rung of an escalation ladder: when after the pause, to whom, how. */
+const escalationRung = z.strictObject({
+  afterSeconds: z
+    .number()
+    .int()
+    .positive()
+    .max(ESCALATION_MAX_SECONDS, `afterSeconds: at most ${ESCALATION_MAX_SECONDS} (7 days)`),
+  to: z.union([
+    z.enum(['team', 'owner']),
+    z
+      .array(id)
+      .min(1, 'to: name at least one user')
+      .max(ESCALATION_MAX_USERS, `to: at most ${ESCALATION_MAX_USERS} users`)
+      .refine((users) => users.every((user) => !user.includes('|')), 'to: a user id holds no "|"'),
+  ]),
+  via: z.enum(['push', 'webhook']),
+});
+
+const escalationRungs = z
+  .array(escalationRung)
+  .max(ESCALATION_MAX_RUNGS, `at most ${ESCALATION_MAX_RUNGS} rungs`)
+  .refine(
+    (rungs) => new Set(rungs.map((rung) => rung.afterSeconds)).size === rungs.length,
+    'rungs: each at its own afterSeconds',
+  );
+
+/** A team's escalation policy; webhook rungs need the webhookUrl. */
+export const escalationPolicyBody = z
+  .strictObject({ rungs: escalationRungs, webhookUrl: callbackUrl.optional() })
+  .refine(
+    (policy) => policy.webhookUrl !== undefined || policy.rungs.every((rung) => rung.via !== 'webhook'),
+    "a via: webhook rung needs the policy's webhookUrl",
+  );
+
 export const createRunBody = z.strictObject({
   title: text(500).optional(),
   callback: z
@@ -50,6 +85,8 @@ export const createRunBody = z.strictObject({
     .optional(),
   budget: z.strictObject({ limit: z.number().positive().finite() }).optional(),
   watchedIssueIds: z.array(id).max(100).optional(),
+  /** This run's own ladder in place of the team's (its webhook rungs post to the team's URL). */
+  escalation: z.strictObject({ rungs: escalationRungs }).optional(),
 });
 
 /** A choice a notification offers: its id becomes the answer; as many as a notification shows actions. */

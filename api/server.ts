@@ -18,6 +18,7 @@ import { wireNotificationsRouter } from './routes/notificationsWiring';
 import { wireRunsRouter } from './routes/runsWiring';
 import { wireInteractionsRouter } from './routes/interactionsWiring';
 import { wireReceiptsRouter } from './routes/receiptsWiring';
+import { wireTeamsRouter } from './routes/teamsWiring';
 import { wireWatchesRouter } from './routes/watchesWiring';
 import { connectServices } from './services';
 
@@ -60,6 +61,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     runs: wireRunsRouter(services),
     callbacks: wireCallbacksRouter(services),
     watches: wireWatchesRouter(services),
+    teams: wireTeamsRouter(services),
     interactions: wireInteractionsRouter(services),
     notifications: wireNotificationsRouter(services),
     receipts: wireReceiptsRouter(services),

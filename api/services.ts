@@ -4,6 +4,7 @@ import { Client, Connection } from '@temporalio/client';
 import type { Config } from '../config';
 import { temporalConnectionOptions } from '../client/connection';
 import { createOutcomeEmitter, episodeOptions, type OutcomeEmitter } from '../client/emitter';
+import { createInteractionSignaler } from '../client/interaction';
 import { createHealthSignaler, healthBatchMs, healthOptions, type HealthSignaler } from '../client/health';
 import { assertSearchAttributes } from '../client/searchAttributeCheck';
 import type { PushSender } from '../delivery/push/sender';
@@ -77,6 +78,7 @@ export async function connectServices(
     emitter,
     health,
     metrics,
+    interactionSignals: createInteractionSignaler(client, config.temporalTaskQueue),
     onEmitError: (runId, err) =>
       log(`outcome emit failed, the sweep will replay it: ${String(err)}`, { runId }),
   });

@@ -17,6 +17,7 @@ import {
   type EpisodeOptions,
 } from '../contract/workflows';
 import type { Emitter, Metrics } from '../platform/metrics';
+import { interactionOf, startInteraction } from './interaction';
 import { episodePriority } from './priority';
 import { startUnlessRunning } from './startUnlessRunning';
 
@@ -96,7 +97,12 @@ export function createOutcomeEmitter(deps: {
       if (!run) return undefined;
       const outcome = buildRunOutcome(run, bodyError);
       if (!outcome) return undefined;
-      const started = await startEpisode(deps.client, deps.taskQueue, outcome, options, reuse);
+      // A question's own workflow (its escalation ladder) starts beside its episode.
+      const interaction = interactionOf(outcome);
+      const [started] = await Promise.all([
+        startEpisode(deps.client, deps.taskQueue, outcome, options, reuse),
+        interaction && startInteraction(deps.client, deps.taskQueue, interaction),
+      ]);
       if (started) deps.metrics?.episodeStarted(deps.emitter ?? 'api', outcome.kind);
       return { episodeId: outcome.episodeId, kind: outcome.kind, started };
     },

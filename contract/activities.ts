@@ -6,7 +6,17 @@ import type { HealthState } from '../domain/health';
 import type { OperatorAlert } from '../domain/ops';
 import type { ClaimState, RunOutcome } from '../domain/outcome';
 import type { RunStatus } from '../domain/runStatus';
-import type { DigestEntry, HealthOptions, RecoverCounts, RecoverInput, SweepPass } from './workflows';
+import type { EscalationRung } from '../domain/interaction';
+import type {
+  DigestEntry,
+  HealthOptions,
+  InteractionAnswer,
+  InteractionRef,
+  InteractionSnooze,
+  RecoverCounts,
+  RecoverInput,
+  SweepPass,
+} from './workflows';
 
 export interface Activities {
   // Claims: the workflow is the holder; the claim outlives Temporal's retention.
@@ -65,9 +75,40 @@ export interface Activities {
   saveHealth(state: HealthState): Promise<void>;
   reapHealth(runId: string): Promise<void>;
 
+  // Interactions (workflows/interaction.ts): each send under its own claim, taken by the workflow.
+  /** Marks the interaction's workflow opened (what the sweep checks), then reads when it was asked and its ladder. */
+  interactionPlan(ref: InteractionRef, holder: string): Promise<InteractionPlan>;
+  /** The replacing push to every device the question reached, saying who answered. */
+  closeAnswered(ref: InteractionRef, answer: InteractionAnswer): Promise<FollowUpResult>;
+  /** One rung of the ladder, unless the interaction is no longer open when it is read. */
+  sendRung(ref: InteractionRef, index: number, rung: EscalationRung): Promise<FollowUpResult>;
+  /** A snooze's re-push of the question to its person, unless the interaction is no longer open. */
+  sendSnoozed(ref: InteractionRef, snooze: InteractionSnooze): Promise<FollowUpResult>;
+
   // The sweep.
   sweepOnce(): Promise<SweepPass>;
   sweepReapExpired(): Promise<number>;
+}
+
+/** When an interaction was asked (epoch ms) and the ladder it climbs while open (none when it is not). */
+export interface InteractionPlan {
+  open: boolean;
+  askedAtMs: number;
+  rungs: EscalationRung[];
+  /** A webhook rung that failed is tried again after each of these waits (CALLBACK_RETRY_SECONDS), jittered. */
+  webhookRetrySeconds: number[];
+}
+
+/**
+ * How one of an interaction's sends went: `closed` when the interaction was no longer open (answered, abandoned,
+ * its run moved on) and nothing was sent; `held` when every person it was for waits for their digest.
+ */
+export interface FollowUpResult {
+  result: 'delivered' | 'not_addressable' | 'closed' | 'held' | 'failed';
+  /** Devices (push) or receivers (webhook) that took it. */
+  delivered: number;
+  /** A failed webhook worth another try; the receiver's Retry-After when it sent one. */
+  retry?: { afterSeconds?: number };
 }
 
 /** A recover's send of one episode's callback, as the team's redelivery budget counts it. */

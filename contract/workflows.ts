@@ -21,6 +21,7 @@ export const workflowTypes = {
   callbackRecover: 'callbackRecoverWorkflow',
   sweep: 'sweepWorkflow',
   digest: 'digestWorkflow',
+  interaction: 'interactionWorkflow',
 } as const satisfies Record<string, keyof Workflows>;
 
 /** Every workflow's signature, by the type name it is registered under. */
@@ -32,6 +33,7 @@ export interface Workflows {
   callbackRecoverWorkflow(input: RecoverInput): Promise<RecoverCounts>;
   sweepWorkflow(): Promise<SweepReport>;
   digestWorkflow(input: DigestInput): Promise<DigestResult>;
+  interactionWorkflow(input: InteractionRef): Promise<InteractionResult>;
 }
 
 /**
@@ -135,6 +137,50 @@ export interface DigestInput {
 export interface DigestResult {
   /** Digests this execution chain sent. */
   sent: number;
+}
+
+/**
+ * One workflow per interaction: started when the pause is emitted (its escalation rungs on durable timers), and
+ * signalled with start by the answer (the close on every device) and by a snooze (the person's re-push), so
+ * whichever comes first, or alone, finds it.
+ */
+export const interactionWorkflowId = (interactionId: string): string => `interaction|${interactionId}`;
+
+export interface InteractionRef {
+  runId: string;
+  teamId: string;
+  interactionId: string;
+}
+
+/** Who answered, and when (ISO): the answer path's signal-with-start. */
+export interface InteractionAnswer {
+  answeredBy: string;
+  at: string;
+}
+
+export const interactionAnsweredSignal = { type: 'signal', name: 'interactionAnswered' } as SignalDefinition<
+  [InteractionAnswer],
+  'interactionAnswered'
+>;
+
+/** A person snoozed the input request (a notification action): pushed again SNOOZE_SECONDS after `at`. */
+export interface InteractionSnooze {
+  /** The snooze's own id (its token's hash): a repeated signal is one snooze. */
+  snoozeId: string;
+  userId: string;
+  at: string;
+}
+
+export const interactionSnoozedSignal = { type: 'signal', name: 'interactionSnoozed' } as SignalDefinition<
+  [InteractionSnooze],
+  'interactionSnoozed'
+>;
+
+/** What an interaction's workflow did: the rungs it sent, the snoozes it re-pushed, and whether it closed. */
+export interface InteractionResult {
+  rungsSent: number[];
+  snoozesSent: number;
+  closed: boolean;
 }
 
 /** The sweep the schedule of a task queue starts. */
@@ -285,6 +331,10 @@ export interface SweepPass {
   started: number;
   /** Held pushes still owed past their time, offered to their person's digest again (absent before it did). */
   holdsOffered?: number;
+  /** Questions whose interaction workflow never started, started (absent before interactions had one). */
+  interactionsStarted?: number;
+  /** Answered interactions whose close never ran, signalled again (absent before). */
+  closesReplayed?: number;
 }
 
 export interface SweepReport extends SweepPass {

@@ -6,8 +6,11 @@ import { z } from 'zod';
 import type { CallbackEvent } from './run';
 import { RUN_STATUSES, type RunStatus } from './runStatus';
 
-/** Every event type a callback can carry: the run ends a launcher subscribes to, and the test ping. */
-export type CallbackEventType = CallbackEvent | 'run.test';
+/**
+ * Every event type a signed POST can carry: the run ends a launcher subscribes to, the test ping, and an escalation
+ * rung to a team policy's webhook URL.
+ */
+export type CallbackEventType = CallbackEvent | 'run.test' | 'interaction.escalated';
 
 const version = z.literal('1').describe('the body format; a change that breaks receivers gets a new version');
 const runId = z.string().describe('the run');
@@ -48,5 +51,26 @@ export const CALLBACK_EVENT_SCHEMAS = {
     })
     .describe(
       'a test ping (POST /api/v1/runs/{id}/callback/test), signed like any callback, with a webhook-id of its own',
+    ),
+  'interaction.escalated': z
+    .object({
+      version,
+      type: z.literal('interaction.escalated'),
+      id: z.string().describe('rung|<interactionId>|<rung index>; also the webhook-id, the same on every attempt'),
+      teamId: z.string(),
+      run: z.object({ id: runId, status: z.enum(RUN_STATUSES), title: z.string() }),
+      data: z.object({
+        interactionId: z.string(),
+        prompt: z.string().describe('what the run asks'),
+        askedAt: time.describe('when it was asked'),
+        rung: z.number().int().describe("the rung's index in the policy"),
+        afterSeconds: z.number().int(),
+        to: z.union([z.enum(['team', 'owner']), z.array(z.string())]),
+        at: time.describe('when the rung went out'),
+      }),
+    })
+    .describe(
+      "a question nobody answered reached a rung of the team's escalation policy (via: webhook), signed with the " +
+        "policy's secret; sent once per rung, never after an answer",
     ),
 } satisfies Record<CallbackEventType, z.ZodType>;

@@ -31,7 +31,7 @@ export interface RunOutcome {
   occurredAt: string;
 }
 
-/** The episode of a pause for a human: its interaction's. */
+/** The episode of a pause for a human: its interaction's; also the tag and Topic of every push about it. */
 export const inputEpisodeId = (runId: string, interactionId: string): string =>
   `${runId}:input:${interactionId}`;
 

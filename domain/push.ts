@@ -15,10 +15,11 @@ export type PushKind =
   | 'run_failed'
   | 'run_cancelled'
   | 'test'
-  | 'digest';
+  | 'digest'
+  | 'answered';
 
-/** The kinds an outcome pushes (a test push and a digest are made another way). */
-export type OutcomePushKind = Exclude<PushKind, 'test' | 'digest'>;
+/** The kinds an outcome pushes (a test push, a digest and an answered close are made another way). */
+export type OutcomePushKind = Exclude<PushKind, 'test' | 'digest' | 'answered'>;
 
 /** A choice a paused run offers, as the pause named it. */
 export interface InteractionChoice {
@@ -125,6 +126,33 @@ export function renderPush(
     tag: outcome.episodeId,
     runId: outcome.runId,
     episodeId: outcome.episodeId,
+  };
+}
+
+/**
+ * The push that replaces an input request on every device it reached once anyone answered: the same tag and Topic
+ * (the request's episode id), saying who answered and, for a choice, which.
+ */
+export function renderAnswered(input: {
+  runId: string;
+  runTitle: string;
+  episodeId: string;
+  answeredBy: string;
+  choiceLabel?: string;
+  studioUrl: string;
+}): PushPayload {
+  const title = clip(input.runTitle || 'Your run', 80);
+  const who = clip(input.answeredBy, 60);
+  const body = input.choiceLabel ? `${who} answered: ${clip(input.choiceLabel, 40)}` : `${who} answered.`;
+  return {
+    v: 1,
+    kind: 'answered',
+    title: `${title} was answered`,
+    body,
+    url: runDeepLink(input.studioUrl, input.runId),
+    tag: input.episodeId,
+    runId: input.runId,
+    episodeId: input.episodeId,
   };
 }
 

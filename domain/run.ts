@@ -1,4 +1,5 @@
 // The persisted run, as every part of the system reads it.
+import type { EscalationPolicy } from './interaction';
 import type { PauseReason, RunStatus } from './runStatus';
 
 export interface RunPause {
@@ -39,6 +40,8 @@ export interface Run {
     previousSecret?: { secret: string; rotatedAt: Date };
   };
   budget?: { limit: number };
+  /** The launch's own escalation ladder, in place of the team's (its webhook rungs post to the team's URL). */
+  escalation?: Pick<EscalationPolicy, 'rungs'>;
   watchedIssueIds: string[];
   /**
    * Assistants with an active watch on the run (the watches collection is the authority; this copy lets the sweep

@@ -79,8 +79,9 @@ export type SweepRef = Pick<Run, '_id' | 'teamId' | 'ownerId' | 'status' | 'paus
 export const standbyVetoed = (ref: SweepRef): boolean =>
   (ref.watchedIssueIds?.length ?? 0) > 0 || (ref.assistantWatchers?.length ?? 0) > 0;
 
-export function owedEpisode(ref: SweepRef, families: SweepFamilies): OwedEpisode | undefined {
-  const outcome = buildRunOutcome({
+/** The outcome a listed run owes (what its emitter built), if any. */
+export function outcomeOfRef(ref: SweepRef): RunOutcome | undefined {
+  return buildRunOutcome({
     title: '',
     pauseCount: 0,
     watchedIssueIds: [],
@@ -88,6 +89,10 @@ export function owedEpisode(ref: SweepRef, families: SweepFamilies): OwedEpisode
     ...ref,
     callback: ref.callback ? { ...ref.callback, secret: '' } : undefined,
   });
+}
+
+export function owedEpisode(ref: SweepRef, families: SweepFamilies): OwedEpisode | undefined {
+  const outcome = outcomeOfRef(ref);
   if (!outcome) return undefined;
   const keys: string[] = [];
   const kind = kindFor(outcome);

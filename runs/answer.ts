@@ -30,19 +30,43 @@ export async function answerInteraction(
     run.pause?.reason === 'human_input' &&
     run.pause.interactionId === interactionId;
   if (!waiting) return answerNotWaitedOn(ctx, run, interactionId, interaction, answer);
-  let stored = answer;
-  const answeredAt = ctx.now();
-  if (await ctx.interactions.recordAnswer(interactionId, answer, answeredAt, caller.userId)) {
-    ctx.metrics?.pauseAnswered(interaction.createdAt, answeredAt);
+  let stored = { answer, answeredBy: caller.userId, at: ctx.now() };
+  if (await ctx.interactions.recordAnswer(interactionId, answer, stored.at, caller.userId)) {
+    ctx.metrics?.pauseAnswered(interaction.createdAt, stored.at);
   } else {
     const current = await ctx.interactions.get(runId, interactionId);
     if (current?.status !== 'answered' || current.answer === undefined)
       throw new IllegalTransitionError('the interaction cannot be answered');
-    stored = current.answer;
+    stored = {
+      answer: current.answer,
+      answeredBy: current.answeredBy ?? '',
+      at: current.answeredAt ?? stored.at,
+    };
   }
   const resumed = await resumeOnAnswer(ctx, run, interactionId);
-  if (stored !== answer) throw new IllegalTransitionError('the interaction was already answered');
+  await closeEverywhere(ctx, run, interactionId, stored);
+  if (stored.answer !== answer) throw new IllegalTransitionError('the interaction was already answered');
   return resumed;
+}
+
+/**
+ * The interaction's workflow learns of the answer: it stops the ladder and closes the question on every device.
+ * Safe to repeat (its claim); a signal that failed never fails the answer: the sweep replays the close.
+ */
+async function closeEverywhere(
+  ctx: RunsContext,
+  run: Run,
+  interactionId: string,
+  stored: { answeredBy: string; at: Date },
+): Promise<void> {
+  try {
+    await ctx.interactionSignals?.answered(
+      { runId: run._id, teamId: run.teamId, interactionId },
+      { answeredBy: stored.answeredBy, at: stored.at.toISOString() },
+    );
+  } catch (err) {
+    ctx.onEmitError?.(run._id, err);
+  }
 }
 
 /** An answer to an interaction the run no longer waits on: the repeat of the answer that resumed it, or a 409. */
@@ -59,6 +83,10 @@ async function answerNotWaitedOn(
     interaction.status === 'answered';
   if (resumedOnThisInteraction && interaction.answer === answer) {
     await repairLastTransition(ctx, run); // the first try may have died after the status write
+    await closeEverywhere(ctx, run, interactionId, {
+      answeredBy: interaction.answeredBy ?? '',
+      at: interaction.answeredAt ?? ctx.now(),
+    });
     return run;
   }
   if (resumedOnThisInteraction) {

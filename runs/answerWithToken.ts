@@ -1,8 +1,9 @@
 // Answering from a notification's action, without a session: the single-use token stands for the person it was
 // pushed to and the choice it was minted for, and the answer goes through the studio's transition (answer.ts).
 import { ConflictError, GoneError, NotFoundError } from '../domain/errors';
+import { SNOOZE_SECONDS } from '../domain/interaction';
 import type { Run } from '../domain/run';
-import { hashActionToken } from '../store/actionTokens';
+import { hashActionToken, type ActionTokenRow } from '../store/actionTokens';
 import { answerInteraction } from './answer';
 import type { RunsContext } from './context';
 
@@ -12,6 +13,40 @@ import type { RunsContext } from './context';
  * failed for a reason of ours (a store write), so the device's retry can finish it: an answer stored before that
  * failure is then completed by answerInteraction's repair instead of being left half done.
  */
+export type TokenAction = { did: 'answered'; run: Run } | { did: 'snoozed'; until: Date };
+
+/** What the token stands for: an answer with its choice, or a snooze of the question (a push without choices). */
+export async function actWithToken(ctx: RunsContext, token: string): Promise<TokenAction> {
+  const row = await ctx.actionTokens.get(hashActionToken(token));
+  if (row?.snooze) return { did: 'snoozed', until: await snoozeWithToken(ctx, row) };
+  return { did: 'answered', run: await answerWithToken(ctx, token) };
+}
+
+/**
+ * Takes the snooze token (once) while the question is still open, then tells the interaction's workflow: the
+ * person is pushed again SNOOZE_SECONDS later unless someone answered by then. Answers when.
+ */
+async function snoozeWithToken(ctx: RunsContext, row: ActionTokenRow): Promise<Date> {
+  if (row.usedAt) throw new ConflictError('this action was already used');
+  const at = ctx.now();
+  if (row.expiresAt <= at) throw new GoneError('this action has expired');
+  const interaction = await ctx.interactions.get(row.runId, row.interactionId);
+  if (interaction?.status !== 'pending') throw new ConflictError('the interaction was already answered');
+  if (!(await ctx.actionTokens.take(row._id, at))) throw new ConflictError('this action was already used');
+  const ref = { runId: row.runId, teamId: row.teamId, interactionId: row.interactionId };
+  try {
+    await ctx.interactionSignals?.snoozed(ref, {
+      snoozeId: row._id,
+      userId: row.userId,
+      at: at.toISOString(),
+    });
+  } catch (err) {
+    await ctx.actionTokens.giveBack(row._id, at); // the device's retry can snooze it
+    throw err;
+  }
+  return new Date(at.getTime() + SNOOZE_SECONDS * 1000);
+}
+
 export async function answerWithToken(ctx: RunsContext, token: string): Promise<Run> {
   const hash = hashActionToken(token);
   const row = await ctx.actionTokens.get(hash);

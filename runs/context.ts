@@ -2,6 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import type { OutcomeEmitter } from '../client/emitter';
 import type { HealthSignaler } from '../client/health';
+import type { InteractionSignaler } from '../client/interaction';
 import { NotFoundError } from '../domain/errors';
 import type { Run } from '../domain/run';
 import type { Metrics } from '../platform/metrics';
@@ -14,6 +15,8 @@ import type { RunTransitionStore } from '../store/runTransitions';
 export interface Caller {
   userId: string;
   teamId: string;
+  /** The token's `"roles": ["admin"]`: a team admin (the team's escalation policy). */
+  admin?: boolean;
 }
 
 export interface RunsServiceDeps {
@@ -26,6 +29,11 @@ export interface RunsServiceDeps {
   emitter: OutcomeEmitter;
   /** Pause → answer is observed where the answer is first stored; absent: not recorded. */
   metrics?: Pick<Metrics, 'pauseAnswered'>;
+  /**
+   * An answered interaction's workflow is told (it closes the question on every device, stops its ladder), and a
+   * snooze too; undefined where no one listens (some tests). A failed signal is replayed by the sweep.
+   */
+  interactionSignals?: Pick<InteractionSignaler, 'answered' | 'snoozed'>;
   /** Run health sees every event the service writes; undefined where no one watches (some tests). */
   health?: HealthSignaler;
   now?: () => Date;

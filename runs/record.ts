@@ -12,6 +12,7 @@ export interface NewRun {
   callback?: { url: string; secret?: string; events?: CallbackEvent[] };
   budget?: { limit: number };
   watchedIssueIds?: string[];
+  escalation?: Run['escalation'];
 }
 
 /** Event types the runs service writes itself; a progress report may not forge them. */
@@ -50,6 +51,7 @@ export async function createRun(ctx: RunsContext, caller: Caller, input: NewRun)
         }
       : {}),
     ...(input.budget ? { budget: input.budget } : {}),
+    ...(input.escalation ? { escalation: input.escalation } : {}),
     checkpoint: { status: 'running', at },
     createdAt: at,
     updatedAt: at,

@@ -5,7 +5,7 @@ import type { InteractionChoice } from '../domain/push';
 import type { Run, RunError } from '../domain/run';
 import type { Page, PageCursor } from '../store/paging';
 import { answerInteraction } from './answer';
-import { answerWithToken } from './answerWithToken';
+import { actWithToken } from './answerWithToken';
 import { loadRun, runsContext, type Caller, type RunsServiceDeps } from './context';
 import { endRun } from './end';
 import { pauseForHuman, pauseWithoutHuman, resumeRun } from './pause';
@@ -36,8 +36,11 @@ export function createRunsService(deps: RunsServiceDeps) {
     answer: (caller: Caller, runId: string, interactionId: string, text: string) =>
       answerInteraction(ctx, caller, runId, interactionId, text),
 
-    /** Answers from a notification's action: the token stands for its person and choice (runs/answerWithToken.ts). */
-    answerWithToken: (token: string) => answerWithToken(ctx, token),
+    /**
+     * A notification's action: the token stands for its person and choice, and answers, or snoozes the question
+     * (runs/answerWithToken.ts).
+     */
+    actWithToken: (token: string) => actWithToken(ctx, token),
 
     park: (caller: Caller, runId: string, wall: string) =>
       pauseWithoutHuman(ctx, caller, runId, 'park', wall),

@@ -1,4 +1,4 @@
-// npm run token -- --user U --team T [--expires 7d]: prints a bearer token for the local AUTH_JWT_SECRET
+// npm run token -- --user U --team T [--expires 7d] [--admin]: prints a bearer token for the local AUTH_JWT_SECRET
 // (the environment's, else the one the embedded default generated under .data/). The API refuses tokens that
 // live longer than AUTH_MAX_TOKEN_LIFETIME_SECONDS (7 days by default); AUTH_ISSUER / AUTH_AUDIENCE, when set, go in.
 import { existsSync, readFileSync } from 'node:fs';
@@ -13,10 +13,12 @@ const { values } = parseArgs({
     user: { type: 'string' },
     team: { type: 'string' },
     expires: { type: 'string', default: '7d' },
+    // A team admin ("roles": ["admin"]): manages the team's escalation policy.
+    admin: { type: 'boolean', default: false },
   },
 });
 if (!values.user || !values.team) {
-  console.error('usage: npm run token -- --user <user id> --team <team id> [--expires 7d]');
+  console.error('usage: npm run token -- --user <user id> --team <team id> [--expires 7d] [--admin]');
   process.exit(2);
 }
 const secretsFile = path.join(PROJECT_ROOT, '.data', 'secrets.json');
@@ -32,7 +34,7 @@ if (!secret) {
   process.exit(1);
 }
 const { authIssuer: issuer, authAudience: audience } = launcherEnv();
-mintToken(secret, values.user, values.team, values.expires, { issuer, audience }).then(
+mintToken(secret, values.user, values.team, values.expires, { issuer, audience, admin: values.admin }).then(
   (token) => console.log(token),
   (err: Error) => {
     console.error(`--expires ${values.expires}: ${err.message} (e.g. 7d, 12h, 30m)`);

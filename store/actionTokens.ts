@@ -13,6 +13,8 @@ export interface ActionTokenRow {
   /** The person it was pushed to: the answer is taken as theirs. */
   userId: string;
   choiceId: string;
+  /** It snoozes the question (a push without choices offers that) instead of answering it. */
+  snooze?: true;
   /** The push episode that minted it. */
   episodeId: string;
   createdAt: Date;

@@ -11,6 +11,7 @@ import { createEpisodeStore, episodeIndexes, retiredEpisodeIndexes } from './epi
 import { createEventStore, eventIndexes } from './events';
 import { actionTokenIndexes, createActionTokenStore } from './actionTokens';
 import { createInteractionStore, interactionIndexes } from './interactions';
+import { createEscalationPolicyStore } from './escalationPolicies';
 import {
   createNotificationPrefStore,
   migrateNotificationPrefs,
@@ -80,6 +81,7 @@ export function createStores(db: Db, options: StoreOptions) {
     runTransitions: createRunTransitionStore(db),
     events: createEventStore(db),
     interactions: createInteractionStore(db),
+    escalationPolicies: createEscalationPolicyStore(db),
     actionTokens: createActionTokenStore(db),
     watches: createWatchStore(db),
     claims: createClaimStore(db, {

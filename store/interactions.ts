@@ -20,6 +20,8 @@ export interface Interaction {
 
 export const interactionIndexes: IndexSpec[] = [
   { collection: 'interactions', key: { runId: 1, createdAt: 1 }, options: { name: 'run_interactions' } },
+  // answeredSince: the sweep's replay of answered closes that never ran.
+  { collection: 'interactions', key: { answeredAt: 1 }, options: { name: 'answered_at' } },
 ];
 
 export type InteractionStore = ReturnType<typeof createInteractionStore>;
@@ -56,6 +58,23 @@ export function createInteractionStore(db: Db) {
     /** The run's newest interactions, newest first, at most `limit` (the views: who answered, when). */
     async listForRun(runId: string, limit: number): Promise<Interaction[]> {
       return interactions.find({ runId }).sort({ createdAt: -1 }).limit(limit).toArray();
+    },
+
+    /** Interactions answered since `since`, oldest first, at most `limit` (the sweep's window). */
+    async answeredSince(
+      since: Date,
+      limit: number,
+    ): Promise<Pick<Interaction, '_id' | 'runId' | 'teamId' | 'answeredBy' | 'answeredAt'>[]> {
+      return interactions
+        .find(
+          { answeredAt: { $gte: since } },
+          {
+            projection: { runId: 1, teamId: 1, answeredBy: 1, answeredAt: 1 },
+            sort: { answeredAt: 1 },
+            limit,
+          },
+        )
+        .toArray();
     },
 
     /** A pause whose run moved on before it was saved leaves no pending question behind. */

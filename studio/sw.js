@@ -4,7 +4,9 @@
 //
 // Payload (the contract): {"v": 1, "kind", "title", "body", "url", "tag", "runId", "episodeId", "actions"?}; `tag`
 // is the episode id, so a repeated delivery of one episode replaces its notification instead of stacking.
-// `actions` (a pause with choices): [{"action", "title", "token"}], each token this person's single-use answer.
+// `actions` (a pause with choices): [{"action", "title", "token"}], each token this person's single-use answer; a
+// pause without choices offers one action, `snooze` (the same endpoint takes its token: pushed again in an hour).
+// Kind `answered` carries the question's tag: it replaces the question on every device once anyone answered.
 // `receipt`: this device's token for telling the server the push was shown, clicked, or acted on.
 // The payload also carries the Declarative Web Push form (`web_push`, `notification`, `mutable: true`) for browsers
 // that show a push without a service worker; where this worker is installed it takes the push and reads our fields.

@@ -6,6 +6,7 @@ import { Writable } from 'node:stream';
 import webpush from 'web-push';
 import { startApi, type ApiHandle } from '../api/server';
 import { PUSH_PAYLOAD_MAX_BYTES, type WirePushPayload } from '../domain/declarativePush';
+import { interactionClaimKeys } from '../domain/interaction';
 import type { PushPayload } from '../domain/push';
 import { createLogger } from '../platform/log';
 import { hashActionToken, type ActionTokenRow } from '../store/actionTokens';
@@ -83,6 +84,20 @@ describe('notification actions', function () {
   });
 
   beforeEach(() => push.reset());
+  // An answer's close goes to every device a moment later: it must not land in the next test's pushes.
+  afterEach(async () => {
+    const answered = await stack.mongo.db
+      .collection<{ _id: string }>('interactions')
+      .find({ status: 'answered' }, { projection: { _id: 1 } })
+      .toArray();
+    await waitUntil('every answer closed on its devices', async () =>
+      (
+        await Promise.all(
+          answered.map(({ _id }) => stack.stores.claims.wasDelivered(interactionClaimKeys.answered(_id))),
+        )
+      ).every(Boolean),
+    );
+  });
 
   const tokenRows = () => stack.mongo.db.collection<ActionTokenRow>('action_tokens');
 

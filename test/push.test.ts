@@ -115,7 +115,14 @@ describe('push family', function () {
     for (const sub of [...subs.alice, ...subs.bob]) {
       const payloads = payloadsFor(sub);
       assert.equal(payloads.length, 1, `one push for ${sub.endpoint}`);
-      assert.deepEqual(payloads[0], {
+      // A question without choices offers a snooze, with the person's own single-use token.
+      const { actions, ...payload } = payloads[0];
+      assert.deepEqual(
+        actions?.map(({ action, title }) => ({ action, title })),
+        [{ action: 'snooze', title: 'Snooze 1 h' }],
+      );
+      assert.match(actions[0].token, /^[A-Za-z0-9_-]{43}$/);
+      assert.deepEqual(payload, {
         v: 1,
         kind: 'human_input_requested',
         title: 'Quarterly report needs your input',

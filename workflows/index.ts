@@ -4,6 +4,7 @@ import { callbackRedeliverWorkflow } from './redeliver';
 import { callbackRecoverWorkflow } from './recover';
 import { digestWorkflow } from './digest';
 import { episodeWorkflow } from './episode';
+import { interactionWorkflow } from './interaction';
 import { runHealthWorkflow } from './health';
 import { operatorAlertWorkflow } from './operatorAlert';
 import { sweepWorkflow } from './sweep';
@@ -16,6 +17,7 @@ export {
   operatorAlertWorkflow,
   sweepWorkflow,
   digestWorkflow,
+  interactionWorkflow,
 };
 
 /** Fails to compile unless each workflow has the signature the contract gives its name (clients start it so). */
@@ -28,4 +30,5 @@ export type RegisteredWorkflows = Implements<{
   callbackRecoverWorkflow: typeof callbackRecoverWorkflow;
   sweepWorkflow: typeof sweepWorkflow;
   digestWorkflow: typeof digestWorkflow;
+  interactionWorkflow: typeof interactionWorkflow;
 }>;

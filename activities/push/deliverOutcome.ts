@@ -57,9 +57,7 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
         kind,
         ...(kind === 'human_input_requested' ? { pausedAt: new Date(outcome.occurredAt) } : {}),
       },
-      payloadsFor: choices.length
-        ? (pending) => payloadsWithActions(deps, outcome, choices, payload, pending)
-        : undefined,
+      payloadsFor: (pending) => payloadsWithActions(deps, outcome, choices, payload, pending),
     },
   );
   return { addressable: true, ...result, ...(held.size ? { held: held.size } : {}) };
@@ -70,7 +68,7 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
  * episode (always held again: never sent to), in quiet hours or do-not-disturb, or past their burst bound.
  * Each held person gets a hold row and their digest the entry (both safe to repeat).
  */
-async function holdWhereDue(
+export async function holdWhereDue(
   deps: PushActivityDeps,
   outcome: RunOutcome,
   kind: OutcomePushKind,
@@ -142,7 +140,7 @@ async function pastBurst(
 }
 
 /** The payload every recipient shares, and the choices each recipient's copy offers with their own tokens. */
-async function render(
+export async function render(
   deps: PushActivityDeps,
   outcome: RunOutcome,
   kind: OutcomePushKind,

@@ -8,7 +8,7 @@ import { rateLimiter, type Admitted } from '../../platform/http/rateLimit';
 import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 
 export interface InteractionsRouterDeps {
-  runsService: Pick<RunsService, 'answerWithToken'>;
+  runsService: Pick<RunsService, 'actWithToken'>;
   rateLimits: RateLimitStore;
   /** Action requests per client address: no caller to count by, and each is a token lookup. */
   actionLimit: RateLimit;
@@ -21,7 +21,9 @@ export function interactionsRouter(deps: InteractionsRouterDeps) {
   const action = validate({
     summary:
       "answers an interaction from a notification's action, without a session: the single-use token from the " +
-      'push payload answers with its choice as its person; used again 409, expired 410, unknown 404',
+      'push payload answers with its choice as its person (200, the run), or, a snooze token, pushes the ' +
+      'question to its person again an hour later unless answered by then (202 {"snoozedUntil"}); used again or ' +
+      'the interaction answered 409, expired 410, unknown 404',
     body: actionBody,
     examples: [{ token: 'Hq0n3Jm2vX0bq3S9Jd3lqk1mW8yX2cVtZp4uR7sN5aE' }],
   });
@@ -29,7 +31,11 @@ export function interactionsRouter(deps: InteractionsRouterDeps) {
     { key: `interaction-action|${ip}`, rule: deps.actionLimit, what: 'actions from this address' },
   ]);
   router.post('/actions', action, perAddress, async (ctx: HandlerContext<typeof action, Admitted>) => {
-    ctx.body = publicRun(await deps.runsService.answerWithToken(ctx.state.input.body.token));
+    const done = await deps.runsService.actWithToken(ctx.state.input.body.token);
+    if (done.did === 'snoozed') {
+      ctx.status = 202;
+      ctx.body = { snoozedUntil: done.until.toISOString() };
+    } else ctx.body = publicRun(done.run);
   });
   return router;
 }

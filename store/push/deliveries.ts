@@ -165,6 +165,15 @@ export function createPushDeliveryStore(db: Db) {
       return new Map(last.flatMap(([id, at]) => (at && at.getTime() >= cutoff ? [[id, at] as const] : [])));
     },
 
+    /**
+     * The devices an episode and its follow-ups (ids `<episodeId>|…`) reached, each once: one range on the episode
+     * index.
+     */
+    async reachedWithFollowUps(episodeId: string): Promise<PushDelivery[]> {
+      const family = { $gte: episodeId, $lte: `${episodeId}|\uffff` };
+      return firstDeliveries(await rows.find({ episodeId: family }).toArray());
+    },
+
     /** Subscriptions the episode reached, each once. */
     async countForEpisode(episodeId: string): Promise<number> {
       return firstDeliveries(await rows.find({ episodeId }).toArray()).length;

@@ -7,7 +7,7 @@ import { DEFAULT_BREAK_THROUGH, type HoldPrefs, type QuietHours } from '../../do
 import type { IndexSpec } from '../mongo';
 
 export type NotificationScope = 'own' | 'team';
-export type PrefKind = Exclude<PushKind, 'test' | 'digest'>;
+export type PrefKind = Exclude<PushKind, 'test' | 'digest' | 'answered'>;
 export const PREF_KINDS: readonly PrefKind[] = [
   'human_input_requested',
   'usage_parked',
@@ -184,6 +184,22 @@ export function createNotificationPrefStore(db: Db, clock: () => Date = () => ne
     async listTeamWide(teamId: string): Promise<string[]> {
       const rows = await prefs.find({ teamId, scope: 'team' }, { projection: { userId: 1 } }).toArray();
       return rows.map((row) => row.userId);
+    },
+
+    /**
+     * These people in this team, less whoever turned this kind off, each with their quiet hours, do-not-disturb
+     * and breakThrough (the defaults for someone with no row): an escalation rung's or a snooze's recipients.
+     */
+    async recipientsAmong(teamId: string, userIds: string[], kind: PrefKind): Promise<Recipient[]> {
+      if (!userIds.length) return [];
+      const found = await prefs
+        .find({ _id: { $in: userIds.map((userId) => prefKey(userId, teamId)) } })
+        .toArray();
+      const byUser = new Map(found.map((row) => [row.userId, row]));
+      return userIds.flatMap((userId) => {
+        const row = byUser.get(userId);
+        return row?.off?.includes(kind) ? [] : [{ userId, hold: holdOf(row) }];
+      });
     },
 
     /**

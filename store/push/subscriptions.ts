@@ -46,6 +46,8 @@ export const pushSubscriptionIndexes: IndexSpec[] = [
     options: { name: 'user_created' },
   },
   { collection: 'push_subscription_slots', key: { key: 1 }, options: { name: 'user' } },
+  // usersOfTeam: an escalation rung to the whole team.
+  { collection: 'push_subscriptions', key: { teamId: 1, userId: 1 }, options: { name: 'team_users' } },
 ];
 
 /** Replaced by user_created, whose leading field serves what it did. */
@@ -303,6 +305,13 @@ export function createPushSubscriptionStore(db: Db) {
     async listForUsers(userIds: string[]): Promise<PushSubscriptionRow[]> {
       if (!userIds.length) return [];
       return subs.find({ userId: { $in: userIds } }).toArray();
+    },
+
+    /** The people with a device registered under this team, at most `limit` (an escalation to the team). */
+    async usersOfTeam(teamId: string, limit: number): Promise<string[]> {
+      // A person holds a few devices: four rows a person read at most.
+      const rows = await subs.find({ teamId }, { projection: { userId: 1 }, limit: limit * 4 }).toArray();
+      return [...new Set(rows.map((row) => row.userId))].slice(0, limit);
     },
 
     /** One user's devices, newest first: `limit` of them from `before` on (never the keys). */

@@ -31,6 +31,7 @@ import { NOTIFICATION_ROUTES } from './notifications';
 import { RUN_ROUTES } from './runs';
 import { SERVICE_ROUTES } from './service';
 import type { RouteSpec } from './spec';
+import { TEAM_ROUTES } from './teams';
 import { WATCH_ROUTES } from './watches';
 
 export type { FuzzFailure, FuzzOptions, FuzzReport, RouteReport } from './harness';
@@ -44,6 +45,7 @@ const ROUTES: RouteSpec[] = [
   ...CALLBACK_ROUTES,
   ...RECOVER_ROUTES,
   ...SERVICE_ROUTES,
+  ...TEAM_ROUTES,
 ];
 
 export const FUZZED_ROUTES = ROUTES.map((r) => r.name);

@@ -226,6 +226,17 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'push/subscriptions',
+    method: 'usersOfTeam',
+    collection: 'push_subscriptions',
+    op: 'find',
+    filter: { teamId: SAMPLE.teamId },
+    limit: 4000,
+    index: 'team_users',
+    hot: true,
+    note: 'an escalation rung to the whole team: its people with a device, bounded',
+  },
+  {
+    module: 'push/subscriptions',
     method: 'listForUser',
     collection: 'push_subscriptions',
     op: 'find',
@@ -286,6 +297,29 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     index: 'team_scope',
     hot: true,
     note: "the fan-out's recipients: the team's rows, $or checked after the narrowed read",
+  },
+  {
+    module: 'push/notificationPrefs',
+    method: 'recipientsAmong',
+    collection: 'notification_prefs',
+    op: 'find',
+    filter: { _id: { $in: [JSON.stringify([SAMPLE.userId, SAMPLE.teamId])] } },
+    index: '_id_',
+    hot: true,
+    note: "an escalation rung's or a snooze's recipients: their rows in the team by key",
+  },
+  // interactions
+  {
+    module: 'interactions',
+    method: 'answeredSince',
+    collection: 'interactions',
+    op: 'find',
+    filter: { answeredAt: { $gte: minutesAgo(10) } },
+    sort: { answeredAt: 1 },
+    limit: 1000,
+    index: 'answered_at',
+    hot: true,
+    note: "the sweep: answers in its window whose close may never have run",
   },
   // action_tokens
   {
@@ -448,6 +482,16 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     index: 'at_ttl',
     hot: true,
     note: "the sweep's reaper (FerretDB v1 has no TTL)",
+  },
+  {
+    module: 'push/deliveries',
+    method: 'reachedWithFollowUps',
+    collection: 'push_deliveries',
+    op: 'find',
+    filter: { episodeId: { $gte: SAMPLE.episodeId, $lte: `${SAMPLE.episodeId}|\uffff` } },
+    index: 'episode',
+    hot: true,
+    note: "an answered question's close: the devices its push, rungs and snoozes reached (one range)",
   },
   // push_holds
   {

@@ -110,6 +110,7 @@ describe('the OpenAPI document', () => {
 
   it('publishes every callback event type under webhooks: its body as JSON Schema and the signature headers', () => {
     assert.deepEqual(Object.keys(document.webhooks ?? {}).sort(), [
+      'interaction.escalated',
       'run.cancelled',
       'run.failed',
       'run.finished',

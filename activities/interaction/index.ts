@@ -1,0 +1,70 @@
+// The interaction workflow's activities: its plan (when the question was asked, its ladder), the close once
+// answered, each rung, each snooze's re-push. Every send re-reads whether the interaction is still open first:
+// the workflow's own check covers the signal, this one an answer whose signal has not arrived yet.
+import type { FollowUpResult, InteractionPlan } from '../../contract/activities';
+import type { InteractionAnswer, InteractionRef, InteractionSnooze } from '../../contract/workflows';
+import { interactionClaimKeys, type EscalationRung } from '../../domain/interaction';
+import type { InteractionActivityDeps, InteractionEvent } from './interactionActivityDeps';
+import { closeAnswered, openQuestion, pushFollowUp, rungRecipients } from './pushes';
+import { postEscalation } from './webhook';
+
+export type { InteractionActivityDeps, InteractionEvent } from './interactionActivityDeps';
+
+export function createInteractionActivities(deps: InteractionActivityDeps) {
+  const announce = async (event: InteractionEvent): Promise<void> => {
+    try {
+      await deps.announce?.(event);
+    } catch (err) {
+      deps.push.log(`interaction: ${event.type} was not announced: ${String(err)}`);
+    }
+  };
+  return {
+    async interactionPlan(ref: InteractionRef, holder: string): Promise<InteractionPlan> {
+      const key = interactionClaimKeys.opened(ref.interactionId);
+      if (await deps.claims.tryMark(key, holder)) await deps.claims.markDelivered(key, holder, 'opened');
+      const open = await openQuestion(deps.push, ref);
+      const none = { open: false, askedAtMs: 0, rungs: [], webhookRetrySeconds: deps.webhookRetrySeconds };
+      if (!open) return none;
+      const policy = open.run.escalation ?? (await deps.escalationPolicies.get(ref.teamId)) ?? { rungs: [] };
+      return { ...none, open: true, askedAtMs: open.interaction.createdAt.getTime(), rungs: policy.rungs };
+    },
+
+    async closeAnswered(ref: InteractionRef, answer: InteractionAnswer): Promise<FollowUpResult> {
+      const closed = await closeAnswered(deps.push, ref, answer);
+      if (closed.result !== 'closed')
+        await announce({
+          type: 'interaction.answered',
+          ...ref,
+          answeredBy: answer.answeredBy,
+          at: new Date(answer.at),
+        });
+      return closed;
+    },
+
+    async sendRung(ref: InteractionRef, index: number, rung: EscalationRung): Promise<FollowUpResult> {
+      const open = await openQuestion(deps.push, ref);
+      if (!open) return { result: 'closed', delivered: 0 };
+      const sent =
+        rung.via === 'webhook'
+          ? await postEscalation(deps, open, index, rung)
+          : await pushFollowUp(deps.push, open, await rungRecipients(deps.push, open, rung), `rung:${index}`);
+      if (sent.result === 'delivered')
+        await announce({
+          type: 'interaction.escalated',
+          ...ref,
+          rung: index,
+          to: rung.to,
+          via: rung.via,
+          reached: sent.delivered,
+          at: deps.push.now(),
+        });
+      return sent;
+    },
+
+    async sendSnoozed(ref: InteractionRef, snooze: InteractionSnooze): Promise<FollowUpResult> {
+      const open = await openQuestion(deps.push, ref);
+      if (!open) return { result: 'closed', delivered: 0 };
+      return pushFollowUp(deps.push, open, [snooze.userId], `snooze:${snooze.snoozeId}`);
+    },
+  };
+}

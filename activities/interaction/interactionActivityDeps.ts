@@ -1,0 +1,45 @@
+// What an interaction's activities are given: the stores, the push family's sending, the webhook's signed POST,
+// and the place where an answer's close and a rung are told to whoever listens.
+import type { CallbackSendDeps } from '../../delivery/callback/send';
+import type { EscalationRung } from '../../domain/interaction';
+import type { ClaimStore } from '../../store/claims';
+import type { EscalationPolicyStore } from '../../store/escalationPolicies';
+import type { PushActivityDeps } from '../push';
+
+/** What the interaction workflow learned, for whoever emits team events (interaction.answered / .escalated). */
+export type InteractionEvent =
+  | {
+      type: 'interaction.answered';
+      runId: string;
+      teamId: string;
+      interactionId: string;
+      answeredBy: string;
+      at: Date;
+    }
+  | {
+      type: 'interaction.escalated';
+      runId: string;
+      teamId: string;
+      interactionId: string;
+      rung: number;
+      to: EscalationRung['to'];
+      via: EscalationRung['via'];
+      /** Who the push reached (via push) or the webhook's host (via webhook). */
+      reached: number;
+      at: Date;
+    };
+
+export interface InteractionActivityDeps {
+  push: PushActivityDeps;
+  claims: ClaimStore;
+  escalationPolicies: EscalationPolicyStore;
+  /** The signed POST of `via: webhook` rungs, with the callbacks' guard and deadline. */
+  webhook: CallbackSendDeps;
+  /** CALLBACK_RETRY_SECONDS: a failed webhook rung is tried again on the callbacks' schedule. */
+  webhookRetrySeconds: number[];
+  /**
+   * Told once an answer's close or a rung went out (after its claim was won, so once per claim). The place team
+   * endpoints hook into; absent: nobody listens. Its failure is logged, never a failed send.
+   */
+  announce?: (event: InteractionEvent) => Promise<void>;
+}

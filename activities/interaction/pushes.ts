@@ -1,0 +1,138 @@
+// An interaction's pushes besides the question itself: the close on every device the question reached once it is
+// answered (kind `answered`, the question's tag and Topic), and the question again to a rung's people or to a
+// person who snoozed it (held for a digest where their quiet hours say so, unless the kind breaks through).
+import type { FollowUpResult } from '../../contract/activities';
+import type { InteractionAnswer, InteractionRef } from '../../contract/workflows';
+import { followUpDeliveryId, interactionClaimKeys, type EscalationRung } from '../../domain/interaction';
+import { buildRunOutcome, inputEpisodeId, type RunOutcome } from '../../domain/outcome';
+import { renderAnswered } from '../../domain/push';
+import type { Run } from '../../domain/run';
+import type { Interaction } from '../../store/interactions';
+import { payloadsWithActions } from '../push/actionTokens';
+import { holdWhereDue, render } from '../push/deliverOutcome';
+import type { PushActivityDeps } from '../push/pushActivityDeps';
+import { configFaultReporter, sendRecorded } from '../push/recordedSends';
+
+/** Devices a close reaches at most: a question is pushed to a team's devices, and each is closed. */
+const CLOSE_MAX_DEVICES = 10_000;
+/** People a `to: team` rung reaches at most. */
+export const TEAM_RUNG_MAX_PEOPLE = 1000;
+
+/** The question as it stands while still open: its run paused on it and nobody's answer taken. */
+export interface OpenQuestion {
+  run: Run;
+  interaction: Interaction;
+  outcome: RunOutcome;
+}
+
+export async function openQuestion(
+  deps: Pick<PushActivityDeps, 'runs' | 'interactions'>,
+  ref: InteractionRef,
+): Promise<OpenQuestion | undefined> {
+  const [run, interaction] = await Promise.all([
+    deps.runs.getForTeam(ref.teamId, ref.runId),
+    deps.interactions.get(ref.runId, ref.interactionId),
+  ]);
+  if (!run || interaction?.status !== 'pending') return undefined;
+  const waiting =
+    run.status === 'paused' &&
+    run.pause?.reason === 'human_input' &&
+    run.pause.interactionId === ref.interactionId;
+  const outcome = waiting ? buildRunOutcome(run) : undefined;
+  return outcome ? { run, interaction, outcome } : undefined;
+}
+
+/** How a send to devices went, in the follow-up's terms. */
+function followUpResult(sent: {
+  delivered: number;
+  alreadyDelivered: number;
+  failed: number;
+}): FollowUpResult {
+  const delivered = sent.delivered + sent.alreadyDelivered;
+  if (delivered > 0) return { result: 'delivered', delivered };
+  return { result: sent.failed > 0 ? 'failed' : 'not_addressable', delivered: 0 };
+}
+
+/** The `answered` push to every device the question, its rungs and its snoozes reached. */
+export async function closeAnswered(
+  deps: PushActivityDeps,
+  ref: InteractionRef,
+  answer: InteractionAnswer,
+): Promise<FollowUpResult> {
+  if (!deps.sender) return { result: 'not_addressable', delivered: 0 };
+  const episodeId = inputEpisodeId(ref.runId, ref.interactionId);
+  const [run, interaction, reached] = await Promise.all([
+    deps.runs.getForTeam(ref.teamId, ref.runId),
+    deps.interactions.get(ref.runId, ref.interactionId),
+    deps.pushDeliveries.reachedWithFollowUps(episodeId),
+  ]);
+  if (!run || !reached.length) return { result: 'not_addressable', delivered: 0 };
+  const wanted = new Set(reached.slice(0, CLOSE_MAX_DEVICES).map((d) => d.subscriptionId));
+  const users = [...new Set(reached.map((d) => d.userId))];
+  // Devices pruned since are gone; a device that moved to another person is no longer theirs to close.
+  const subs = (await deps.pushSubscriptions.listForUsers(users)).filter((sub) => wanted.has(sub._id));
+  if (!subs.length) return { result: 'not_addressable', delivered: 0 };
+  const payload = renderAnswered({
+    runId: run._id,
+    runTitle: run.title,
+    episodeId,
+    answeredBy: answer.answeredBy,
+    choiceLabel: interaction?.choices?.find((choice) => choice.id === interaction.answer)?.label,
+    studioUrl: deps.studioUrl,
+  });
+  const sent = await sendRecorded(deps, interactionClaimKeys.answered(ref.interactionId), subs, payload, {
+    onConfigFault: configFaultReporter(deps, { ...ref, episodeId }),
+    receipts: { teamId: run.teamId, runId: run._id, kind: 'answered' },
+  });
+  return followUpResult(sent);
+}
+
+/** Who a push rung reaches: the run's owner, the named people, or the team's members with a device. */
+export async function rungRecipients(
+  deps: PushActivityDeps,
+  open: OpenQuestion,
+  rung: EscalationRung,
+): Promise<string[]> {
+  if (rung.to === 'owner') return [open.run.ownerId];
+  if (rung.to === 'team') return deps.pushSubscriptions.usersOfTeam(open.run.teamId, TEAM_RUNG_MAX_PEOPLE);
+  return rung.to;
+}
+
+/**
+ * The open question pushed again to these people (a rung, a snooze), with their own action tokens, recorded under
+ * `<episodeId>|<what>` so a retry skips the devices reached and the close finds them. Someone in quiet hours or
+ * do-not-disturb is held for their digest unless the kind breaks through for them (it does by default).
+ */
+export async function pushFollowUp(
+  deps: PushActivityDeps,
+  open: OpenQuestion,
+  userIds: string[],
+  what: string,
+): Promise<FollowUpResult> {
+  if (!deps.sender) return { result: 'not_addressable', delivered: 0 };
+  const kind = 'human_input_requested';
+  const { outcome } = open;
+  const deliveryId = followUpDeliveryId(outcome.episodeId, what);
+  const [recipients, { payload, choices }] = await Promise.all([
+    deps.notificationPrefs.recipientsAmong(outcome.teamId, [...new Set(userIds)], kind),
+    render(deps, outcome, kind),
+  ]);
+  const subs = await deps.pushSubscriptions.listForUsers(recipients.map((r) => r.userId));
+  if (!subs.length) return { result: 'not_addressable', delivered: 0 };
+  const withDevice = new Set(subs.map((sub) => sub.userId));
+  const held = await holdWhereDue(
+    deps,
+    { ...outcome, episodeId: deliveryId },
+    kind,
+    recipients.filter((r) => withDevice.has(r.userId)),
+  );
+  const pending = subs.filter((sub) => !held.has(sub.userId));
+  if (!pending.length) return { result: 'held', delivered: 0 };
+  const sent = await sendRecorded(deps, deliveryId, pending, payload, {
+    onConfigFault: configFaultReporter(deps, outcome),
+    // No pausedAt: pause → first shown is the question's first push, not a rung's or a snooze's.
+    receipts: { teamId: outcome.teamId, runId: outcome.runId, kind },
+    payloadsFor: (reach) => payloadsWithActions(deps, outcome, choices, payload, reach),
+  });
+  return followUpResult(sent);
+}

@@ -1,0 +1,62 @@
+// The caller's team: its escalation policy (the rungs an open question climbs while nobody answers). Anyone in the
+// team reads it; only a team admin (the token's "roles": ["admin"]) replaces it.
+import Router from '@koa/router';
+import { newCallbackSecret } from '../../runs/service';
+import type { EscalationPolicyRow, EscalationPolicyStore } from '../../store/escalationPolicies';
+import { HttpError } from '../../platform/http/httpErrors';
+import { validate } from '../../platform/http/validate';
+import type { AuthState } from '../auth';
+import { escalationPolicyBody } from '../schemas';
+
+export interface TeamsRouterDeps {
+  escalationPolicies: EscalationPolicyStore;
+  now: () => Date;
+}
+
+/** The policy as the API shows it: never its webhook secret. */
+const publicPolicy = (row: EscalationPolicyRow | null) => ({
+  rungs: row?.rungs ?? [],
+  ...(row?.webhookUrl !== undefined ? { webhookUrl: row.webhookUrl } : {}),
+  ...(row ? { updatedAt: row.updatedAt.toISOString(), updatedBy: row.updatedBy } : {}),
+});
+
+export function teamsRouter(deps: TeamsRouterDeps) {
+  const router = new Router<AuthState>({ prefix: '/api/v1/teams/current' });
+
+  const read = validate({ summary: "the caller's team's escalation policy (no rungs when it has none)" });
+  router.get('/escalation', read, async (ctx) => {
+    ctx.body = publicPolicy(await deps.escalationPolicies.get(ctx.state.caller.teamId));
+  });
+
+  const replace = validate({
+    summary:
+      "replaces the team's escalation policy (team admins only, 403 otherwise): at most 5 rungs within 7 days, " +
+      'each {afterSeconds, to: "team" | "owner" | [userIds], via: "push" | "webhook"}; webhook rungs post a signed ' +
+      'interaction.escalated event to webhookUrl, whose whsec_ secret is answered once, when first made',
+    body: escalationPolicyBody,
+    examples: [
+      {
+        rungs: [
+          { afterSeconds: 900, to: 'owner', via: 'push' },
+          { afterSeconds: 3600, to: 'team', via: 'push' },
+          { afterSeconds: 14400, to: 'team', via: 'webhook' },
+        ],
+        webhookUrl: 'https://hooks.example.com/flow',
+      },
+    ],
+  });
+  router.put('/escalation', replace, async (ctx) => {
+    const { caller } = ctx.state;
+    if (!caller.admin) throw new HttpError(403, 'only a team admin may change the escalation policy');
+    const { row, secretCreated } = await deps.escalationPolicies.put(
+      caller.teamId,
+      ctx.state.input.body,
+      caller.userId,
+      deps.now(),
+      newCallbackSecret,
+    );
+    ctx.body = { ...publicPolicy(row), ...(secretCreated ? { webhookSecret: row.webhookSecret } : {}) };
+  });
+
+  return router;
+}

@@ -1,0 +1,7 @@
+// The teams router's dependencies, from what the API's entry built.
+import type { ApiServices } from '../services';
+import type { TeamsRouterDeps } from './teams';
+
+export function wireTeamsRouter({ stores, now }: Pick<ApiServices, 'stores' | 'now'>): TeamsRouterDeps {
+  return { escalationPolicies: stores.escalationPolicies, now };
+}

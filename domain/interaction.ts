@@ -1,0 +1,87 @@
+// What happens around an open interaction besides its answer: the push that closes it on every device once it is
+// answered, the escalation ladder while nobody answers, and the person's snoozes. Pure: the interaction workflow
+// and the activities share these rules and keys.
+
+/** A team's (or a run's) escalation: at most ESCALATION_MAX_RUNGS rungs within ESCALATION_MAX_SECONDS. */
+export interface EscalationPolicy {
+  rungs: EscalationRung[];
+  /** Where `via: webhook` rungs post `interaction.escalated` (signed like callbacks). */
+  webhookUrl?: string;
+}
+
+/** Who a rung reaches: the team's members with a device, the run's owner, or named users. */
+export type EscalationTarget = 'team' | 'owner' | string[];
+
+export interface EscalationRung {
+  /** After the pause, in seconds. */
+  afterSeconds: number;
+  to: EscalationTarget;
+  via: 'push' | 'webhook';
+}
+
+export const ESCALATION_MAX_RUNGS = 5;
+export const ESCALATION_MAX_SECONDS = 7 * 24 * 3600;
+/** Named users one rung may reach. */
+export const ESCALATION_MAX_USERS = 50;
+
+/** A snooze pushes the person again this much later, unless the interaction was answered. */
+export const SNOOZE_SECONDS = 3600;
+/** The notification action that snoozes (a choice id may not take it). */
+export const SNOOZE_ACTION = 'snooze';
+/** Snoozes one person may have pending on one interaction: each re-push offers another. */
+export const SNOOZES_PER_INTERACTION = 24;
+
+/**
+ * The claims of an interaction's own sends, beside the episodes' (one collection, keys never collide): the
+ * workflow opened (what the sweep checks), the answered close, each rung, each snooze's re-push.
+ */
+export const interactionClaimKeys = {
+  opened: (interactionId: string) => `interaction|${interactionId}`,
+  answered: (interactionId: string) => `answered|${interactionId}`,
+  rung: (interactionId: string, index: number) => `rung|${interactionId}|${index}`,
+  snooze: (interactionId: string, snoozeId: string) => `snooze|${interactionId}|${snoozeId}`,
+};
+
+/** The prefixes of interactionClaimKeys, for reading a key's family back. */
+export const INTERACTION_CLAIM_PREFIXES = ['interaction|', 'answered|', 'rung|', 'snooze|'] as const;
+
+/**
+ * The deliveries of a rung's or a snooze's push are recorded under the input request's episode id and a suffix, so
+ * the close finds every device the question reached in one indexed range from that episode id.
+ */
+export const followUpDeliveryId = (episodeId: string, what: string): string => `${episodeId}|${what}`;
+
+/** The rungs in the order they fall due (a policy lists them in any order), each with its index in the policy. */
+export function rungsInOrder(rungs: EscalationRung[]): { index: number; rung: EscalationRung }[] {
+  return rungs
+    .map((rung, index) => ({ index, rung }))
+    .sort((a, b) => a.rung.afterSeconds - b.rung.afterSeconds || a.index - b.index);
+}
+
+/** The `interaction.escalated` event a webhook rung posts (a team endpoint event's shape). */
+export function escalatedEvent(input: {
+  id: string;
+  run: { _id: string; teamId: string; status: string; title: string };
+  interaction: { _id: string; prompt: string; createdAt: Date };
+  index: number;
+  rung: EscalationRung;
+  at: Date;
+}) {
+  const { run, interaction, rung } = input;
+  return {
+    version: '1' as const,
+    type: 'interaction.escalated' as const,
+    id: input.id,
+    teamId: run.teamId,
+    run: { id: run._id, status: run.status, title: run.title },
+    data: {
+      interactionId: interaction._id,
+      prompt: interaction.prompt,
+      askedAt: interaction.createdAt.toISOString(),
+      rung: input.index,
+      afterSeconds: rung.afterSeconds,
+      to: rung.to,
+      at: input.at.toISOString(),
+    },
+  };
+}

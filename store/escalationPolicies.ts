@@ -1,0 +1,47 @@
+// escalation_policies: one row per team, `_id` the team id: the rungs an open interaction climbs while nobody
+// answers, and where `via: webhook` rungs post (with the secret they are signed with, shown once when made).
+import type { Db } from 'mongodb';
+import type { EscalationPolicy } from '../domain/interaction';
+
+export interface EscalationPolicyRow extends EscalationPolicy {
+  _id: string;
+  /** whsec_…: signs the webhook rungs; made with the first webhookUrl and kept across later changes. */
+  webhookSecret?: string;
+  updatedAt: Date;
+  updatedBy: string;
+}
+
+export type EscalationPolicyStore = ReturnType<typeof createEscalationPolicyStore>;
+
+export function createEscalationPolicyStore(db: Db) {
+  const rows = db.collection<EscalationPolicyRow>('escalation_policies');
+  return {
+    async get(teamId: string): Promise<EscalationPolicyRow | null> {
+      return rows.findOne({ _id: teamId });
+    },
+
+    /** Replaces the team's policy; the webhook secret is kept, or `newSecret` taken when there was none. */
+    async put(
+      teamId: string,
+      policy: EscalationPolicy,
+      by: string,
+      now: Date,
+      newSecret: () => string,
+    ): Promise<{ row: EscalationPolicyRow; secretCreated: boolean }> {
+      const before = await rows.findOne({ _id: teamId }, { projection: { webhookSecret: 1 } });
+      const secretCreated = policy.webhookUrl !== undefined && !before?.webhookSecret;
+      const webhookSecret =
+        before?.webhookSecret ?? (policy.webhookUrl !== undefined ? newSecret() : undefined);
+      const row: EscalationPolicyRow = {
+        _id: teamId,
+        rungs: policy.rungs,
+        ...(policy.webhookUrl !== undefined ? { webhookUrl: policy.webhookUrl } : {}),
+        ...(webhookSecret ? { webhookSecret } : {}),
+        updatedAt: now,
+        updatedBy: by,
+      };
+      await rows.replaceOne({ _id: teamId }, row, { upsert: true });
+      return { row, secretCreated };
+    },
+  };
+}

@@ -1,0 +1,189 @@
+// Answered once, closed everywhere: once a question is answered (a notification's action, the studio's answer
+// route), every device its push reached gets one replacing push of kind `answered`, with the question's tag and
+// Topic, saying who answered; a lost signal is replayed by the sweep. Real API, worker, Temporal, FerretDB, and
+// the loopback push service that verifies VAPID and decrypts what it receives.
+import assert from 'node:assert/strict';
+import webpush from 'web-push';
+import { createSweepActivities } from '../activities/sweep';
+import { DEFAULT_EPISODE_OPTIONS } from '../contract/workflows';
+import { interactionClaimKeys } from '../domain/interaction';
+import type { PushPayload } from '../domain/push';
+import { createRunsService } from '../runs/service';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import type { ApiClient } from './support/harness';
+import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
+import { TEST_PUSH_BURST_LIMIT } from './support/stack';
+import { waitUntil } from './support/waitUntil';
+
+describe('answered once, closed everywhere', function () {
+  let push: PushService;
+  let stack: FamilyStack;
+  let alice: ApiClient; // owner of the runs, two devices
+  let bob: ApiClient; // same team, team-wide scope, one device
+  const devices: SubscriptionJSON[] = [];
+
+  before(async () => {
+    push = await startPushService();
+    const vapid = webpush.generateVAPIDKeys();
+    stack = await startFamilyStack(
+      {
+        VAPID_PUBLIC_KEY: vapid.publicKey,
+        VAPID_PRIVATE_KEY: vapid.privateKey,
+        VAPID_SUBJECT: 'mailto:ops@flow.test',
+        PUSH_ALLOW_PRIVATE: '1',
+        SWEEP_INTERVAL_SECONDS: '3600',
+        PUSH_BURST_LIMIT: TEST_PUSH_BURST_LIMIT,
+      },
+      { push },
+    );
+    alice = stack.anonymous.as('alice', 'acme');
+    bob = stack.anonymous.as('bob', 'acme');
+    for (const [user, name] of [
+      [alice, 'alice0'],
+      [alice, 'alice1'],
+      [bob, 'bob0'],
+    ] as const) {
+      const subscription = push.endpoint(name);
+      assert.equal((await user.post('/api/v1/notifications/push/subscriptions', subscription)).status, 201);
+      devices.push(subscription);
+    }
+    assert.equal((await bob.put('/api/v1/notifications/prefs', { scope: 'team' })).status, 200);
+  });
+
+  after(async () => {
+    await stack?.stop();
+    await push?.close();
+  });
+
+  beforeEach(() => push.reset());
+
+  /** A run paused on a question, once every device has its push. */
+  async function paused(choices?: { id: string; label: string }[]) {
+    const created = await alice.post('/api/v1/runs', { title: 'Deploy' });
+    assert.equal(created.status, 201, created.text);
+    const runId = created.body.id as string;
+    const res = await alice.post(`/api/v1/runs/${runId}/pause`, {
+      prompt: 'Ship it?',
+      ...(choices ? { choices } : {}),
+    });
+    assert.equal(res.status, 200, res.text);
+    for (const device of devices) await push.waitFor(1, device);
+    return { runId, interactionId: res.body.interactionId as string };
+  }
+
+  const pushesOf = (device: SubscriptionJSON, runId: string) =>
+    push.received(device).filter((r) => (r.payload as PushPayload).runId === runId);
+
+  /** Every device holds the question and then its close, and the close's claim is settled. */
+  async function closedEverywhere(runId: string, interactionId: string) {
+    await waitUntil('the close settled', () =>
+      stack.stores.claims.wasDelivered(interactionClaimKeys.answered(interactionId)),
+    );
+    const closes = devices.map((device) => {
+      const [question, close, ...more] = pushesOf(device, runId);
+      assert.equal(more.length, 0, `one close on ${device.endpoint}`);
+      assert.ok(close, `a close on ${device.endpoint}`);
+      const asked = question.payload as PushPayload;
+      const closed = close.payload as PushPayload;
+      assert.equal(asked.kind, 'human_input_requested');
+      assert.equal(closed.kind, 'answered');
+      assert.equal(closed.tag, asked.tag, 'the same tag: it replaces the question');
+      assert.equal(
+        close.headers.topic,
+        question.headers.topic,
+        'the same Topic: a queued question is replaced',
+      );
+      assert.equal(closed.actions, undefined);
+      return closed;
+    });
+    return closes[0];
+  }
+
+  it('an answer from a notification action closes the question on every device it reached, once', async () => {
+    const { runId, interactionId } = await paused([
+      { id: 'approve', label: 'Approve' },
+      { id: 'reject', label: 'Reject' },
+    ]);
+    const bobs = pushesOf(devices[2], runId)[0].payload as PushPayload;
+    const token = bobs.actions?.find((a) => a.action === 'approve')?.token;
+    assert.ok(token);
+    const res = await stack.anonymous.post('/api/v1/interactions/actions', { token });
+    assert.equal(res.status, 200, res.text);
+    const closed = await closedEverywhere(runId, interactionId);
+    assert.match(closed.body, /bob answered: Approve/);
+    assert.match(closed.title, /Deploy was answered/);
+  });
+
+  it('an answer from the studio closes it the same way; the repeated answer sends no second close', async () => {
+    const { runId, interactionId } = await paused();
+    const answer = () =>
+      alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, { answer: 'yes' });
+    assert.equal((await answer()).status, 200);
+    const closed = await closedEverywhere(runId, interactionId);
+    assert.match(closed.body, /alice answered\./);
+    // The client's retry signals again: the claim holds, nothing more is sent.
+    assert.equal((await answer()).status, 200);
+    const workflow = stack.client.workflow.getHandle(`interaction|${interactionId}`);
+    await workflow.result();
+    await closedEverywhere(runId, interactionId);
+  });
+
+  it('a question without choices offers a snooze: its token snoozes once (202), then 409; after the answer, 409', async () => {
+    const { runId, interactionId } = await paused();
+    const snoozeTokenOf = (device: SubscriptionJSON) => {
+      const actions = (pushesOf(device, runId)[0].payload as PushPayload).actions;
+      assert.deepEqual(
+        actions?.map((a) => a.action),
+        ['snooze'],
+      );
+      return actions![0].token;
+    };
+    const act = (token: string) => stack.anonymous.post('/api/v1/interactions/actions', { token });
+    const snoozed = await act(snoozeTokenOf(devices[0]));
+    assert.equal(snoozed.status, 202, snoozed.text);
+    const inMs = Date.parse(snoozed.body.snoozedUntil) - Date.now();
+    assert.ok(inMs > 3500_000 && inMs <= 3600_000, `snoozed for ${inMs} ms`);
+    assert.equal((await act(snoozeTokenOf(devices[0]))).status, 409, 'a used token');
+    assert.equal(
+      (await alice.get(`/api/v1/runs/${runId}`)).body.status,
+      'paused',
+      'a snooze answers nothing',
+    );
+    const answered = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
+      answer: 'y',
+    });
+    assert.equal(answered.status, 200);
+    assert.equal((await act(snoozeTokenOf(devices[2]))).status, 409, 'nothing to snooze once answered');
+    await closedEverywhere(runId, interactionId);
+  });
+
+  it('an answer whose signal was lost is closed by the next sweep', async () => {
+    const { runId, interactionId } = await paused();
+    const deaf = createRunsService({
+      ...stack.stores,
+      emitter: { emitRunOutcome: async () => undefined },
+      interactionSignals: {
+        answered: () => Promise.reject(new Error('Temporal unreachable')),
+        snoozed: () => Promise.reject(new Error('Temporal unreachable')),
+      },
+      onEmitError: () => undefined,
+    });
+    await deaf.answer({ userId: 'alice', teamId: 'acme' }, runId, interactionId, 'yes');
+    assert.equal(pushesOf(devices[0], runId).length, 1, 'no close yet');
+    const sweep = createSweepActivities({
+      ...stack.stores,
+      client: stack.client,
+      taskQueue: stack.config.temporalTaskQueue,
+      episodeOptions: DEFAULT_EPISODE_OPTIONS,
+      families: { ops: false },
+      lookbackSeconds: 3600,
+      pageSize: 100,
+      now: () => new Date(),
+    });
+    const pass = await sweep.sweepOnce();
+    assert.ok((pass.closesReplayed ?? 0) >= 1, JSON.stringify(pass));
+    await closedEverywhere(runId, interactionId);
+    const again = await sweep.sweepOnce();
+    assert.equal(again.closesReplayed, 0, 'a settled close is not replayed');
+  });
+});

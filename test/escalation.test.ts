@@ -1,0 +1,216 @@
+// Escalation on the real stack: the team policy's routes (admins only, bounded), then pauses nobody answers
+// escalated exactly once on their rung, pauses answered before their rung escalated never, and a webhook rung
+// signed like a callback. ESCALATION_PAUSES sets how many pauses each case launches (the issue's figure is 200;
+// npm test runs a few).
+import assert from 'node:assert/strict';
+import { Webhook } from 'standardwebhooks';
+import webpush from 'web-push';
+import { interactionClaimKeys } from '../domain/interaction';
+import type { PushPayload } from '../domain/push';
+import { CallbackReceiver } from './support/callbackReceiver';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { ApiClient } from './support/harness';
+import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
+import { TEST_JWT_SECRET } from './support/stack';
+import { signToken } from './support/tokens';
+import { waitUntil } from './support/waitUntil';
+
+const PAUSES = Number(process.env.ESCALATION_PAUSES ?? 3);
+const RUNG_SECONDS = 3;
+
+describe('escalation', function () {
+  this.timeout(120_000 + PAUSES * 1000);
+  let push: PushService;
+  let receiver: CallbackReceiver;
+  let stack: FamilyStack;
+  let alice: ApiClient; // owner of the runs
+  let admin: ApiClient;
+  let carol: SubscriptionJSON; // the rung's person
+
+  before(async () => {
+    push = await startPushService();
+    receiver = await CallbackReceiver.start();
+    const vapid = webpush.generateVAPIDKeys();
+    stack = await startFamilyStack(
+      {
+        VAPID_PUBLIC_KEY: vapid.publicKey,
+        VAPID_PRIVATE_KEY: vapid.privateKey,
+        VAPID_SUBJECT: 'mailto:ops@flow.test',
+        PUSH_ALLOW_PRIVATE: '1',
+        CALLBACK_ALLOW_PRIVATE: '1',
+        SWEEP_INTERVAL_SECONDS: '3600',
+        PUSH_BURST_LIMIT: '1000',
+      },
+      { push },
+    );
+    alice = stack.anonymous.as('alice', 'acme');
+    const exp = Math.floor(Date.now() / 1000) + 3600;
+    admin = new ApiClient(
+      stack.api.url,
+      signToken({ sub: 'ann', team: 'acme', roles: ['admin'], exp }, TEST_JWT_SECRET),
+    );
+    carol = push.endpoint('carol');
+    const subscribed = await stack.anonymous
+      .as('carol', 'acme')
+      .post('/api/v1/notifications/push/subscriptions', carol);
+    assert.equal(subscribed.status, 201);
+  });
+
+  after(async () => {
+    await stack?.stop();
+    await push?.close();
+    await receiver?.close();
+  });
+
+  beforeEach(() => push.reset());
+
+  it('the policy: anyone in the team reads it, only an admin replaces it, within its bounds', async () => {
+    assert.deepEqual((await alice.get('/api/v1/teams/current/escalation')).body, { rungs: [] });
+    const policy = { rungs: [{ afterSeconds: 600, to: 'owner', via: 'push' }] };
+    assert.equal((await alice.put('/api/v1/teams/current/escalation', policy)).status, 403);
+    const rung = (afterSeconds: number) => ({ afterSeconds, to: 'team', via: 'push' });
+    for (const bad of [
+      { rungs: [1, 2, 3, 4, 5, 6].map((n) => rung(n * 60)) },
+      { rungs: [rung(7 * 24 * 3600 + 1)] },
+      { rungs: [{ afterSeconds: 60, to: 'team', via: 'webhook' }] },
+      { rungs: [{ afterSeconds: 60, to: [], via: 'push' }] },
+    ]) {
+      const res = await admin.put('/api/v1/teams/current/escalation', bad);
+      assert.equal(res.status, 400, JSON.stringify(bad));
+    }
+    const put = await admin.put('/api/v1/teams/current/escalation', {
+      ...policy,
+      webhookUrl: receiver.url,
+    });
+    assert.equal(put.status, 200, put.text);
+    assert.match(put.body.webhookSecret, /^whsec_/);
+    const again = await admin.put('/api/v1/teams/current/escalation', {
+      ...policy,
+      webhookUrl: receiver.url,
+    });
+    assert.equal(again.body.webhookSecret, undefined, 'the secret is shown once');
+    const read = await alice.get('/api/v1/teams/current/escalation');
+    assert.deepEqual(read.body.rungs, policy.rungs);
+    assert.equal(read.body.webhookSecret, undefined);
+  });
+
+  /** Launches `PAUSES` runs with this ladder and pauses each on a question. */
+  async function pauses(rungs: unknown[]) {
+    return Promise.all(
+      Array.from({ length: PAUSES }, async () => {
+        const created = await alice.post('/api/v1/runs', { title: 'Deploy', escalation: { rungs } });
+        assert.equal(created.status, 201, created.text);
+        const runId = created.body.id as string;
+        const res = await alice.post(`/api/v1/runs/${runId}/pause`, { prompt: 'Ship it?' });
+        assert.equal(res.status, 200, res.text);
+        return { runId, interactionId: res.body.interactionId as string };
+      }),
+    );
+  }
+
+  const carolsPushes = (runId: string) =>
+    push.received(carol).filter((r) => (r.payload as PushPayload).runId === runId);
+
+  it(`${PAUSES} pauses nobody answers: each escalated to the rung's person exactly once, on time`, async () => {
+    const started = Date.now();
+    const paused = await pauses([{ afterSeconds: RUNG_SECONDS, to: ['carol'], via: 'push' }]);
+    await waitUntil(
+      'every rung sent',
+      async () =>
+        (
+          await Promise.all(
+            paused.map((p) =>
+              stack.stores.claims.wasDelivered(interactionClaimKeys.rung(p.interactionId, 0)),
+            ),
+          )
+        ).every(Boolean),
+      { timeoutMs: 30_000 + PAUSES * 100 },
+    );
+    const tookMs = Date.now() - started;
+    for (const { runId } of paused) {
+      const got = carolsPushes(runId);
+      assert.equal(got.length, 1, `one rung push for ${runId}`);
+      assert.equal((got[0].payload as PushPayload).kind, 'human_input_requested');
+    }
+    assert.ok(tookMs < (RUNG_SECONDS + 10) * 1000, `all escalated within ${tookMs} ms`);
+  });
+
+  it(`${PAUSES} pauses answered before their rung: no rung, and every device's last push of the run is the close`, async () => {
+    const paused = await pauses([{ afterSeconds: RUNG_SECONDS, to: ['carol'], via: 'push' }]);
+    await Promise.all(
+      paused.map(async ({ runId, interactionId }) => {
+        const res = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
+          answer: 'y',
+        });
+        assert.equal(res.status, 200, res.text);
+      }),
+    );
+    // Past every rung's time, and every close settled.
+    await waitUntil('every close settled', async () =>
+      (
+        await Promise.all(
+          paused.map((p) => stack.stores.claims.wasDelivered(interactionClaimKeys.answered(p.interactionId))),
+        )
+      ).every(Boolean),
+    );
+    // Each question's workflow (the only sender of its rungs) ended on the answer, its rung cancelled.
+    for (const { runId, interactionId } of paused) {
+      const result = await stack.client.workflow.getHandle(`interaction|${interactionId}`).result();
+      assert.deepEqual(result.rungsSent, [], `no rung for ${runId}`);
+      assert.equal(await stack.stores.claims.state(interactionClaimKeys.rung(interactionId, 0)), 'absent');
+      assert.equal(carolsPushes(runId).length, 0);
+    }
+  });
+
+  it(`${PAUSES} pauses answered between two rungs: the first rung sent once, the second never, the close last`, async () => {
+    const paused = await pauses([
+      { afterSeconds: 1, to: ['carol'], via: 'push' },
+      { afterSeconds: 60, to: ['carol'], via: 'push' },
+    ]);
+    await waitUntil('every first rung sent', async () =>
+      (
+        await Promise.all(
+          paused.map((p) => stack.stores.claims.wasDelivered(interactionClaimKeys.rung(p.interactionId, 0))),
+        )
+      ).every(Boolean),
+    );
+    for (const { runId, interactionId } of paused) {
+      const res = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
+        answer: 'y',
+      });
+      assert.equal(res.status, 200, res.text);
+    }
+    for (const { runId, interactionId } of paused) {
+      const result = await stack.client.workflow.getHandle(`interaction|${interactionId}`).result();
+      assert.deepEqual(result, { rungsSent: [0], snoozesSent: 0, closed: true });
+      const kinds = carolsPushes(runId).map((r) => (r.payload as PushPayload).kind);
+      assert.deepEqual(kinds, ['human_input_requested', 'answered'], 'the rung, then its close');
+    }
+  });
+
+  it('a webhook rung posts one signed interaction.escalated event', async () => {
+    const put = await admin.put('/api/v1/teams/current/escalation', {
+      rungs: [{ afterSeconds: 1, to: 'team', via: 'webhook' }],
+      webhookUrl: receiver.url,
+    });
+    assert.equal(put.status, 200, put.text);
+    // The secret was made by the first test's PUT; a fresh team would get it here.
+    const secret = (await stack.stores.escalationPolicies.get('acme'))!.webhookSecret!;
+    const created = await alice.post('/api/v1/runs', { title: 'Deploy' });
+    const runId = created.body.id as string;
+    const res = await alice.post(`/api/v1/runs/${runId}/pause`, { prompt: 'Ship it?' });
+    const interactionId = res.body.interactionId as string;
+    const before = receiver.received.length;
+    await receiver.waitFor(before + 1);
+    const [got] = receiver.received.slice(before);
+    const event = new Webhook(secret).verify(got.body, {
+      'webhook-id': String(got.headers['webhook-id']),
+      'webhook-timestamp': String(got.headers['webhook-timestamp']),
+      'webhook-signature': String(got.headers['webhook-signature']),
+    }) as { type: string; data: { interactionId: string } };
+    assert.equal(event.type, 'interaction.escalated');
+    assert.equal(event.data.interactionId, interactionId);
+    assert.equal(got.headers['webhook-id'], interactionClaimKeys.rung(interactionId, 0));
+    assert.deepEqual(receiver.schemaMismatches, []);
+  });
+});

@@ -1,0 +1,16 @@
+// The fuzzer's team routes (api/routes/teams.ts): the fuzz caller is no team admin, so a replacement is a 403.
+import type { RouteSpec } from './spec';
+
+export const TEAM_ROUTES: RouteSpec[] = [
+  {
+    name: 'GET /api/v1/teams/current/escalation',
+    method: 'GET',
+    template: '/api/v1/teams/current/escalation',
+  },
+  {
+    name: 'PUT /api/v1/teams/current/escalation',
+    method: 'PUT',
+    template: '/api/v1/teams/current/escalation',
+    valid: () => ({ rungs: [{ afterSeconds: 600, to: 'owner', via: 'push' }] }),
+  },
+];
