@@ -116,7 +116,9 @@ export function createTokenVerifier(options: AuthOptions): (token: string) => Pr
     // one would share them with another tenant's.
     if (userId.includes(ID_SEPARATOR) || teamId.includes(ID_SEPARATOR))
       throw new HttpError(401, `${verified.user} and ${verified.team} must not contain "${ID_SEPARATOR}"`);
-    return { userId, teamId };
+    // A team admin manages the team's endpoints and escalation policy.
+    const admin = Array.isArray(payload.roles) && payload.roles.includes('admin');
+    return admin ? { userId, teamId, admin } : { userId, teamId };
   };
 }
 
@@ -154,8 +156,9 @@ export function mintToken(
   teamId: string,
   expiresIn = '1d',
   expected: { issuer?: string; audience?: string } = {},
+  claims: { roles?: string[] } = {},
 ): Promise<string> {
-  const token = new SignJWT({ team: teamId })
+  const token = new SignJWT({ ...claims, team: teamId })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
     .setSubject(userId)
     .setIssuedAt()

@@ -13,6 +13,8 @@ import type { RunTransitionStore } from '../store/runTransitions';
 export interface Caller {
   userId: string;
   teamId: string;
+  /** A team admin (the token's "roles" claim holds "admin"). */
+  admin?: boolean;
 }
 
 export interface RunsServiceDeps {

@@ -16,6 +16,7 @@ export function appWithEveryRoute(options: { metrics?: boolean } = {}) {
     runs: inert,
     callbacks: inert,
     watches: inert,
+    endpoints: inert,
     interactions: inert,
     health: { temporal: async () => undefined, mongo: async () => undefined },
     notifications: {

@@ -1,0 +1,25 @@
+// The endpoints router's dependencies, from what the API's entry built: the guard and the test event with the
+// callback family's settings.
+import { callbackSendSettings } from '../../delivery/callback/send';
+import { sendEndpointTest } from '../../delivery/endpoint/send';
+import { checkCallbackTarget } from '../../delivery/ssrfGuard';
+import { newCallbackSecret } from '../../runs/service';
+import type { ApiServices } from '../services';
+import type { EndpointsRouterDeps } from './endpoints';
+
+export function wireEndpointsRouter({
+  config,
+  stores,
+  now,
+}: Pick<ApiServices, 'config' | 'stores' | 'now'>): EndpointsRouterDeps {
+  return {
+    endpoints: stores.endpoints,
+    perTeam: config.endpointsPerTeam,
+    checkUrl: (url) => checkCallbackTarget(url, { allowPrivate: config.callbackAllowPrivate }),
+    newSecret: newCallbackSecret,
+    testEndpoint: (endpoint) => sendEndpointTest({ ...callbackSendSettings(config), now }, endpoint),
+    testLimit: config.callbackTestRate,
+    rateLimits: stores.rateLimits,
+    now,
+  };
+}

@@ -1,0 +1,63 @@
+// team_events: every team event as first recorded, with its sequence (increasing per run, so a receiver can order
+// events or drop stale ones). The sequence is taken without a counter or a compare-and-swap: a unique index on
+// (runId, sequence) makes an insert of a taken number fail (E11000), and the next number is tried; the event's id
+// is the _id, so recording it again answers the row as first recorded (its sequence never changes).
+import type { Db } from 'mongodb';
+import type { TeamEvent, TeamEventRun } from '../../domain/teamEvents';
+import { isDuplicateKey, type IndexSpec } from '../mongo';
+
+export interface TeamEventRow extends Omit<TeamEvent, 'id' | 'run'> {
+  _id: string;
+  run: TeamEventRun;
+  sequence: number;
+  recordedAt: Date;
+}
+
+export const teamEventIndexes: IndexSpec[] = [
+  {
+    collection: 'team_events',
+    key: { runId: 1, sequence: -1 },
+    options: { name: 'run_sequence', unique: true },
+  },
+];
+
+/** Numbers one record tries past the run's newest before giving up (racers for one run: a bound never reached). */
+const MAX_PROBES = 100;
+
+export type TeamEventStore = ReturnType<typeof createTeamEventStore>;
+
+export function createTeamEventStore(db: Db) {
+  const rows = db.collection<TeamEventRow>('team_events');
+
+  const newestSequence = async (runId: string): Promise<number> => {
+    const [newest] = await rows.find({ runId }).sort({ sequence: -1 }).limit(1).toArray();
+    return newest?.sequence ?? 0;
+  };
+
+  return {
+    /** The event as first recorded, recording it now (with the run's next sequence) if it never was. */
+    async record(event: TeamEvent & { run: TeamEventRun }, now: Date): Promise<TeamEventRow> {
+      const { id, ...rest } = event;
+      const known = await rows.findOne({ _id: id });
+      if (known) return known;
+      const from = (await newestSequence(event.runId)) + 1;
+      for (let sequence = from; sequence < from + MAX_PROBES; sequence++) {
+        const row: TeamEventRow = { _id: id, ...rest, sequence, recordedAt: now };
+        try {
+          await rows.insertOne(row);
+          return row;
+        } catch (err) {
+          if (!isDuplicateKey(err)) throw err;
+          // The id taken (another recorder of this event won) or the number (another event of the run).
+          const raced = await rows.findOne({ _id: id });
+          if (raced) return raced;
+        }
+      }
+      throw new Error(`team event ${id}: no free sequence from ${from}`);
+    },
+
+    async get(id: string): Promise<TeamEventRow | undefined> {
+      return (await rows.findOne({ _id: id })) ?? undefined;
+    },
+  };
+}
