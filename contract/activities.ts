@@ -6,6 +6,7 @@ import type { HealthState } from '../domain/health';
 import type { OperatorAlert } from '../domain/ops';
 import type { ClaimState, RunOutcome } from '../domain/outcome';
 import type { RunStatus } from '../domain/runStatus';
+import type { TeamEvent } from '../domain/teamEvents';
 import type { DigestEntry, HealthOptions, RecoverCounts, RecoverInput, SweepPass } from './workflows';
 
 export interface Activities {
@@ -59,6 +60,11 @@ export interface Activities {
   postOperatorAlert(alert: OperatorAlert, claim?: AlertClaim): Promise<AlertSend>;
   stampOpsMarker(alert: OperatorAlert): Promise<boolean>;
 
+  // Team endpoints: the event recorded (its sequence, the endpoints owed it, the schedule), then one attempt per
+  // call of its delivery to one endpoint.
+  recordTeamEvent(event: TeamEvent): Promise<RecordedTeamEvent>;
+  sendEndpointEvent(eventId: string, endpointId: string, place: AttemptPlace): Promise<CallbackAttempt>;
+
   // Run health.
   healthSettings(runId: string): Promise<HealthSettings>;
   persistedRunStatus(runId: string): Promise<RunStatus | undefined>;
@@ -68,6 +74,16 @@ export interface Activities {
   // The sweep.
   sweepOnce(): Promise<SweepPass>;
   sweepReapExpired(): Promise<number>;
+}
+
+/** A team event as recorded: its sequence, the endpoints subscribed to it when it happened, and the schedule. */
+export interface RecordedTeamEvent {
+  sequence: number;
+  endpointIds: string[];
+  /** The callback family's schedule (CALLBACK_RETRY_SECONDS and its jitter) and one attempt's start-to-close. */
+  retrySeconds: number[];
+  retryJitter: number;
+  attemptSeconds: number;
 }
 
 /** A recover's send of one episode's callback, as the team's redelivery budget counts it. */

@@ -7,6 +7,7 @@ import { DEFAULT_CALLBACK_RETRY_SECONDS, type PacingHold } from '../domain/callb
 import type { HealthState, ObservedEvent } from '../domain/health';
 import type { OperatorAlert } from '../domain/ops';
 import type { RunOutcome } from '../domain/outcome';
+import type { TeamEvent } from '../domain/teamEvents';
 
 /**
  * The workflow types the worker registers (the functions workflows/index.ts exports, each of the signature
@@ -21,6 +22,7 @@ export const workflowTypes = {
   callbackRecover: 'callbackRecoverWorkflow',
   sweep: 'sweepWorkflow',
   digest: 'digestWorkflow',
+  teamEvent: 'teamEventWorkflow',
 } as const satisfies Record<string, keyof Workflows>;
 
 /** Every workflow's signature, by the type name it is registered under. */
@@ -32,6 +34,7 @@ export interface Workflows {
   callbackRecoverWorkflow(input: RecoverInput): Promise<RecoverCounts>;
   sweepWorkflow(): Promise<SweepReport>;
   digestWorkflow(input: DigestInput): Promise<DigestResult>;
+  teamEventWorkflow(event: TeamEvent): Promise<TeamEventResult>;
 }
 
 /**
@@ -51,6 +54,16 @@ export const observeManySignal = { type: 'signal', name: 'observeMany' } as Sign
 
 /** The episode workflow's id is the episode id itself, so a second start of one episode is refused. */
 export const episodeWorkflowId = (episodeId: string): string => episodeId;
+
+/** One team event's deliveries to the team's endpoints: the event's id, so a second raise of it is one delivery. */
+export const teamEventWorkflowId = (eventId: string): string => `team-event|${eventId}`;
+
+/** How one team event's deliveries ended: its sequence, and per endpoint subscribed when it happened. */
+export interface TeamEventResult {
+  eventId: string;
+  sequence: number;
+  deliveries: Record<string, BranchResult>;
+}
 
 /** One run-health workflow per run. */
 export const healthWorkflowId = (runId: string): string => `health:${runId}`;

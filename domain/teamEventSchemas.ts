@@ -28,7 +28,10 @@ function teamEvent(type: TeamEventType, what: string, data: z.ZodType, aboutRun:
         .number()
         .int()
         .min(0)
-        .describe("increasing per run: order a run's events by it, or drop one older than the newest seen"),
+        .describe(
+          "increasing per run in the order things happened (not consecutive): order a run's events by it, or " +
+            'drop one older than the newest seen',
+        ),
       teamId: z.string(),
       run: aboutRun,
       data,

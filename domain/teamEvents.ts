@@ -44,9 +44,22 @@ export interface TeamEvent {
   /** The run as the source saw it; absent: as persisted when the event is recorded. */
   run?: TeamEventRun;
   data: Record<string, unknown>;
-  /** ISO time it happened: endpoints created after it do not receive it. */
+  /** ISO time it happened: endpoints created after it do not receive it, and its sequence follows it. */
   occurredAt: string;
+  /** Its place among events of the run raised at the same instant (0 unless several were). */
+  order?: number;
 }
+
+/** Sequence numbers per millisecond: room for the events of one run raised at the same instant. */
+export const SEQUENCES_PER_MS = 100;
+
+/**
+ * The first sequence an event may take: when it happened, in milliseconds, times SEQUENCES_PER_MS, plus its order
+ * among events of that instant. So sequences increase per run in the order things happened, whichever raiser
+ * records first (a pause and the end right after it race to be recorded).
+ */
+export const firstSequence = (event: Pick<TeamEvent, 'occurredAt' | 'order'>): number =>
+  Date.parse(event.occurredAt) * SEQUENCES_PER_MS + (event.order ?? 0);
 
 /** The body an endpoint receives (the contract's "Team endpoint event"). */
 export interface TeamEventBody {
@@ -137,8 +150,10 @@ export function teamEventFromHealthAlert(
   runId: string,
   teamId: string,
   occurredAt: string,
+  order: number,
 ): TeamEvent {
   return {
+    order,
     id: `ev:${alert.episodeKey}`,
     type: HEALTH_EVENT_TYPES[alert.kind],
     teamId,

@@ -195,6 +195,8 @@ export const ACTIVITY_FAMILIES: Record<keyof Activities, LogFields['family']> = 
   sendDigest: 'push',
   giveUpDigest: 'push',
   sendCallback: 'callback',
+  recordTeamEvent: 'callback',
+  sendEndpointEvent: 'callback',
   callbackAttemptCount: 'callback',
   gaveUpCallbacks: 'callback',
   saveRecoverProgress: 'callback',

@@ -10,9 +10,11 @@ import {
 import { shouldNotify } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
 import { kindFor, MISSED_RECIPIENTS_RETRY_SECONDS } from '../domain/push';
+import { teamEventFromOutcome } from '../domain/teamEvents';
 import { callbackAttemptCalls, fanOutCalls, holder, quickCalls, type QuickCalls } from './common';
 import { handOffOperatorAlert, sendOperatorAlert } from './operatorAlert';
 import { deliverOnSchedule } from './signedDelivery';
+import { handOffTeamEvent } from './teamEvent';
 
 export { CALLBACK_HELD_ATTEMPT_WAITS_PATCH, CALLBACK_RELEASES_ON_THROW } from './signedDelivery';
 
@@ -42,6 +44,9 @@ export const HELD_IS_NOT_DELIVERED_PATCH = 'held-recipient-is-not-a-delivery';
  * confirmed on the first success and the others were never tried again.
  */
 export const PARTIAL_PUSH_RETRIED_PATCH = 'push-retries-recipients-a-partial-fan-out-missed';
+
+/** Marks histories in which an episode raises its team event: the team's endpoints hear of the pause or the end. */
+export const TEAM_EVENT_PATCH = 'episode-raises-team-event';
 
 /** Marks histories in which a callback that gave up raises a callback_exhausted operator alert. */
 export const CALLBACK_EXHAUSTED_ALERT_PATCH = 'callback-gave-up-alerts-operator';
@@ -176,6 +181,15 @@ async function pushRetriedWhileSiblingsRun(
   }
 }
 
+/**
+ * The team's endpoints hear of the episode through its team event's own workflow; this only waits for its start
+ * (an operator soft-pause raises none, and records no marker).
+ */
+async function teamEventBranch(quick: QuickCalls, outcome: RunOutcome): Promise<void> {
+  const event = teamEventFromOutcome(outcome);
+  if (event && patched(TEAM_EVENT_PATCH)) await handOffTeamEvent(quick, event);
+}
+
 /** A branch that throws settles as released: the others carry on, and the sweep replays what was missed. */
 const contained = (branch: Promise<BranchResult>): Promise<BranchResult> =>
   branch.catch(() => 'released' as const);
@@ -189,8 +203,9 @@ export async function episodeWorkflow(
   // less before the first push. It is a view: if it finally fails, the branches still settle their claims.
   let siblings = 2;
   const sibling = (branch: Promise<BranchResult>) => contained(branch).finally(() => siblings--);
-  const [, push, callback, ops] = await Promise.all([
+  const [, , push, callback, ops] = await Promise.all([
     quick.recordEpisode(outcome).catch(() => undefined),
+    teamEventBranch(quick, outcome).catch(() => undefined),
     pushRetriedWhileSiblingsRun(quick, outcome, options, () => siblings > 0),
     sibling(callbackBranch(quick, outcome, options)),
     sibling(opsBranch(quick, outcome)),

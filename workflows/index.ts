@@ -7,6 +7,7 @@ import { episodeWorkflow } from './episode';
 import { runHealthWorkflow } from './health';
 import { operatorAlertWorkflow } from './operatorAlert';
 import { sweepWorkflow } from './sweep';
+import { teamEventWorkflow } from './teamEvent';
 
 export {
   callbackRedeliverWorkflow,
@@ -16,6 +17,7 @@ export {
   operatorAlertWorkflow,
   sweepWorkflow,
   digestWorkflow,
+  teamEventWorkflow,
 };
 
 /** Fails to compile unless each workflow has the signature the contract gives its name (clients start it so). */
@@ -28,4 +30,5 @@ export type RegisteredWorkflows = Implements<{
   callbackRecoverWorkflow: typeof callbackRecoverWorkflow;
   sweepWorkflow: typeof sweepWorkflow;
   digestWorkflow: typeof digestWorkflow;
+  teamEventWorkflow: typeof teamEventWorkflow;
 }>;

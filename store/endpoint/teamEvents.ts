@@ -1,9 +1,10 @@
-// team_events: every team event as first recorded, with its sequence (increasing per run, so a receiver can order
-// events or drop stale ones). The sequence is taken without a counter or a compare-and-swap: a unique index on
-// (runId, sequence) makes an insert of a taken number fail (E11000), and the next number is tried; the event's id
-// is the _id, so recording it again answers the row as first recorded (its sequence never changes).
+// team_events: every team event as first recorded, with its sequence (increasing per run in the order things
+// happened, so a receiver can order events or drop stale ones: firstSequence). It is taken without a counter or a
+// compare-and-swap: a unique index on (runId, sequence) makes an insert of a taken number fail (E11000), and the
+// next number is tried; the event's id is the _id, so recording it again answers the row as first recorded (its
+// sequence never changes).
 import type { Db } from 'mongodb';
-import type { TeamEvent, TeamEventRun } from '../../domain/teamEvents';
+import { firstSequence, SEQUENCES_PER_MS, type TeamEvent, type TeamEventRun } from '../../domain/teamEvents';
 import { isDuplicateKey, type IndexSpec } from '../mongo';
 
 export interface TeamEventRow extends Omit<TeamEvent, 'id' | 'run'> {
@@ -21,18 +22,13 @@ export const teamEventIndexes: IndexSpec[] = [
   },
 ];
 
-/** Numbers one record tries past the run's newest before giving up (racers for one run: a bound never reached). */
-const MAX_PROBES = 100;
+/** Numbers one record tries past its first: events of one run at one instant (a bound never reached). */
+const MAX_PROBES = SEQUENCES_PER_MS;
 
 export type TeamEventStore = ReturnType<typeof createTeamEventStore>;
 
 export function createTeamEventStore(db: Db) {
   const rows = db.collection<TeamEventRow>('team_events');
-
-  const newestSequence = async (runId: string): Promise<number> => {
-    const [newest] = await rows.find({ runId }).sort({ sequence: -1 }).limit(1).toArray();
-    return newest?.sequence ?? 0;
-  };
 
   return {
     /** The event as first recorded, recording it now (with the run's next sequence) if it never was. */
@@ -40,7 +36,7 @@ export function createTeamEventStore(db: Db) {
       const { id, ...rest } = event;
       const known = await rows.findOne({ _id: id });
       if (known) return known;
-      const from = (await newestSequence(event.runId)) + 1;
+      const from = firstSequence(event);
       for (let sequence = from; sequence < from + MAX_PROBES; sequence++) {
         const row: TeamEventRow = { _id: id, ...rest, sequence, recordedAt: now };
         try {

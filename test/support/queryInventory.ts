@@ -134,18 +134,6 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     hot: true,
     note: 'POST /endpoints: the slot just taken, read again (store/slots.ts takeSlots)',
   },
-  {
-    module: 'endpoint/teamEvents',
-    method: 'record',
-    collection: 'team_events',
-    op: 'find',
-    filter: { runId: SAMPLE.runId },
-    sort: { sequence: -1 },
-    limit: 1,
-    index: 'run_sequence',
-    hot: true,
-    note: "every team event's first record: the run's newest sequence",
-  },
   // callback_attempts
   {
     module: 'callback/attempts',
