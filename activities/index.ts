@@ -170,6 +170,8 @@ export function createActivities(deps: ActivityDeps): Activities {
       rateLimits: stores.rateLimits,
       pushHolds: stores.pushHolds,
       actionTokens: stores.actionTokens,
+      endpointAttempts: stores.endpointAttempts,
+      teamEvents: stores.teamEvents,
       offerToDigest: (teamId, userId, entry) =>
         addToDigest(deps.client, config.temporalTaskQueue, teamId, userId, entry),
       client: deps.client,

@@ -19,6 +19,7 @@ import type { ActionTokenStore } from '../store/actionTokens';
 import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/push/deliveries';
 import type { CallbackAttemptStore } from '../store/callback/attempts';
+import type { TeamEventStore } from '../store/endpoint/teamEvents';
 import type { RateLimitStore } from '../store/rateLimits';
 import {
   digestEntryOf,
@@ -55,6 +56,9 @@ export interface SweepDeps {
   /** Absent: no digests here (the sweep's own tests and bench). */
   pushHolds?: PushHoldStore;
   actionTokens?: ActionTokenStore;
+  /** The team endpoints' attempt log (the callbacks' rows, in endpoint_attempts). */
+  endpointAttempts?: CallbackAttemptStore;
+  teamEvents?: TeamEventStore;
   /** Signal-with-start of a person's digest, for the held pushes still owed past their time. */
   offerToDigest?: (teamId: string, userId: string, entry: DigestEntry) => Promise<void>;
   client: Client;
@@ -133,7 +137,9 @@ export function createSweepActivities(deps: SweepDeps) {
           (await deps.callbackAttempts.reapExpired(deps.now())) +
           (await deps.rateLimits.reapExpired(deps.now())) +
           ((await deps.pushHolds?.reapExpired(deps.now())) ?? 0) +
-          ((await deps.actionTokens?.reapExpired(deps.now())) ?? 0)
+          ((await deps.actionTokens?.reapExpired(deps.now())) ?? 0) +
+          ((await deps.endpointAttempts?.reapExpired(deps.now())) ?? 0) +
+          ((await deps.teamEvents?.reapExpired(deps.now())) ?? 0)
         );
       } finally {
         progress.stop();

@@ -5,6 +5,7 @@
 // sequence never changes).
 import type { Db } from 'mongodb';
 import { firstSequence, SEQUENCES_PER_MS, type TeamEvent, type TeamEventRun } from '../../domain/teamEvents';
+import { CLAIM_RETENTION_SECONDS } from '../claims';
 import { isDuplicateKey, type IndexSpec } from '../mongo';
 
 export interface TeamEventRow extends Omit<TeamEvent, 'id' | 'run'> {
@@ -19,6 +20,12 @@ export const teamEventIndexes: IndexSpec[] = [
     collection: 'team_events',
     key: { runId: 1, sequence: -1 },
     options: { name: 'run_sequence', unique: true },
+  },
+  // Kept as long as claims: an event's deliveries read it for about a day and a half at most.
+  {
+    collection: 'team_events',
+    key: { recordedAt: 1 },
+    options: { name: 'recorded_ttl', expireAfterSeconds: CLAIM_RETENTION_SECONDS },
   },
 ];
 
@@ -54,6 +61,12 @@ export function createTeamEventStore(db: Db) {
 
     async get(id: string): Promise<TeamEventRow | undefined> {
       return (await rows.findOne({ _id: id })) ?? undefined;
+    },
+
+    /** The sweep's reaper where the server has no TTL index (FerretDB v1). */
+    async reapExpired(now: Date): Promise<number> {
+      const cutoff = new Date(now.getTime() - CLAIM_RETENTION_SECONDS * 1000);
+      return (await rows.deleteMany({ recordedAt: { $lt: cutoff } })).deletedCount;
     },
   };
 }

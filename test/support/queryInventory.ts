@@ -134,6 +134,16 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     hot: true,
     note: 'POST /endpoints: the slot just taken, read again (store/slots.ts takeSlots)',
   },
+  {
+    module: 'endpoint/teamEvents',
+    method: 'reapExpired',
+    collection: 'team_events',
+    op: 'deleteMany',
+    filter: { recordedAt: { $lt: retentionCutoff } },
+    index: 'recorded_ttl',
+    hot: true,
+    note: "the sweep's reaper (FerretDB v1 has no TTL)",
+  },
   // callback_attempts
   {
     module: 'callback/attempts',
