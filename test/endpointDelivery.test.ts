@@ -5,6 +5,7 @@
 // team hears nothing. Its size is a parameter: ENDPOINT_TEST_ENDPOINTS (default 4) endpoints and
 // ENDPOINT_TEST_RUNS (default 6) runs; the issue's size is 20 and 100.
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { Webhook } from 'standardwebhooks';
 import { raiseTeamEvent } from '../client/teamEvents';
@@ -13,7 +14,7 @@ import type { Stores } from '../store';
 import { adminOf } from './support/admin';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
-import type { ApiClient } from './support/harness';
+import { saveHistory, type ApiClient } from './support/harness';
 import { waitUntil } from './support/waitUntil';
 
 const ENDPOINTS = Number(process.env.ENDPOINT_TEST_ENDPOINTS ?? 4);
@@ -246,7 +247,10 @@ describe('team endpoints: delivery', function () {
     // The paced endpoint: over any 60 s (here, the whole test) no more than its rate, and it was held at least once.
     const arrivals = paced.receiver.received.map((call) => call.at.getTime());
     const spanSeconds = (arrivals.at(-1)! - arrivals[0]) / 1000;
-    assert.ok(arrivals.length - 3 * RATE <= RATE * spanSeconds, `${arrivals.length} events in ${spanSeconds} s`);
+    assert.ok(
+      arrivals.length - 3 * RATE <= RATE * spanSeconds,
+      `${arrivals.length} events in ${spanSeconds} s`,
+    );
     for (const [k, at] of arrivals.entries()) {
       const within60 = arrivals.filter((t) => t >= at && t < at + 60_000).length;
       assert.ok(within60 <= 60 * RATE, `from arrival ${k}: ${within60} in 60 s`);
@@ -255,5 +259,25 @@ describe('team endpoints: delivery', function () {
       .collection('endpoint_attempts')
       .countDocuments({ teamId: 'acme', error: 'paced' });
     assert.ok(arrivals.length <= RATE || paceHolds > 0, 'the rate held some attempts back');
+
+    // RECORD_TEAM_EVENT_HISTORY=1 records the new path's fixtures (docs/versioning.md): an episode and a run's
+    // health that raised team events, and a team event's deliveries.
+    if (process.env.RECORD_TEAM_EVENT_HISTORY === '1') {
+      saveHistory(
+        stack.config,
+        `${runIds[0]}:end`,
+        path.resolve(__dirname, 'fixtures/episode-history-team-event.json'),
+      );
+      saveHistory(
+        stack.config,
+        `team-event|ev:${runIds[0]}:end`,
+        path.resolve(__dirname, 'fixtures/team-event-history.json'),
+      );
+      saveHistory(
+        stack.config,
+        `health:${runIds[1]}`,
+        path.resolve(__dirname, 'fixtures/run-health-history-team-events.json'),
+      );
+    }
   });
 });
