@@ -5,7 +5,12 @@
 import type { Client } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { runAttributes } from '../contract/searchAttributes';
-import { teamEventWorkflowId, workflowTypes } from '../contract/workflows';
+import {
+  endpointRecoverWorkflowId,
+  teamEventWorkflowId,
+  workflowTypes,
+  type EndpointRecoverInput,
+} from '../contract/workflows';
 import type { TeamEvent } from '../domain/teamEvents';
 import { teamPriority } from './priority';
 import { startUnlessRunning } from './startUnlessRunning';
@@ -18,5 +23,19 @@ export function raiseTeamEvent(client: Client, taskQueue: string, event: TeamEve
     args: [event],
     priority: teamPriority(event.teamId),
     typedSearchAttributes: new TypedSearchAttributes(runAttributes(event.runId, event.teamId)),
+  });
+}
+
+/** Starts an endpoint's recover; false while one of that endpoint runs. */
+export function startEndpointRecover(
+  client: Client,
+  taskQueue: string,
+  input: EndpointRecoverInput,
+): Promise<boolean> {
+  return startUnlessRunning(client, workflowTypes.endpointRecover, {
+    workflowId: endpointRecoverWorkflowId(input.endpointId),
+    taskQueue,
+    args: [input],
+    priority: teamPriority(input.teamId),
   });
 }

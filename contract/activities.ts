@@ -7,7 +7,14 @@ import type { OperatorAlert } from '../domain/ops';
 import type { ClaimState, RunOutcome } from '../domain/outcome';
 import type { RunStatus } from '../domain/runStatus';
 import type { TeamEvent } from '../domain/teamEvents';
-import type { DigestEntry, HealthOptions, RecoverCounts, RecoverInput, SweepPass } from './workflows';
+import type {
+  DigestEntry,
+  EndpointRecoverInput,
+  HealthOptions,
+  RecoverCounts,
+  RecoverInput,
+  SweepPass,
+} from './workflows';
 
 export interface Activities {
   // Claims: the workflow is the holder; the claim outlives Temporal's retention.
@@ -64,6 +71,8 @@ export interface Activities {
   // call of its delivery to one endpoint.
   recordTeamEvent(event: TeamEvent): Promise<RecordedTeamEvent>;
   sendEndpointEvent(eventId: string, endpointId: string, place: AttemptPlace): Promise<CallbackAttempt>;
+  /** The events an endpoint missed in a recover's window (ids, oldest first). */
+  endpointMissedEvents(input: EndpointRecoverInput): Promise<string[]>;
 
   // Run health.
   healthSettings(runId: string): Promise<HealthSettings>;

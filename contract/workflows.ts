@@ -23,6 +23,7 @@ export const workflowTypes = {
   sweep: 'sweepWorkflow',
   digest: 'digestWorkflow',
   teamEvent: 'teamEventWorkflow',
+  endpointRecover: 'endpointRecoverWorkflow',
 } as const satisfies Record<string, keyof Workflows>;
 
 /** Every workflow's signature, by the type name it is registered under. */
@@ -35,6 +36,7 @@ export interface Workflows {
   sweepWorkflow(): Promise<SweepReport>;
   digestWorkflow(input: DigestInput): Promise<DigestResult>;
   teamEventWorkflow(event: TeamEvent): Promise<TeamEventResult>;
+  endpointRecoverWorkflow(input: EndpointRecoverInput): Promise<EndpointRecoverResult>;
 }
 
 /**
@@ -63,6 +65,25 @@ export interface TeamEventResult {
   eventId: string;
   sequence: number;
   deliveries: Record<string, BranchResult>;
+}
+
+/** An endpoint's recover: one at a time per endpoint (a second while one runs is the API's 409). */
+export const endpointRecoverWorkflowId = (endpointId: string): string => `endpoint-recover|${endpointId}`;
+
+/** What an endpoint missed in [since, until) (ISO), sent again: at most maxSends. */
+export interface EndpointRecoverInput {
+  teamId: string;
+  endpointId: string;
+  since: string;
+  until: string;
+  maxSends: number;
+}
+
+export interface EndpointRecoverResult {
+  /** Events of the window it subscribes to, from after its creation, whose last attempt did not deliver. */
+  found: number;
+  delivered: number;
+  failed: number;
 }
 
 /** One run-health workflow per run. */

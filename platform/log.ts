@@ -197,6 +197,7 @@ export const ACTIVITY_FAMILIES: Record<keyof Activities, LogFields['family']> = 
   sendCallback: 'callback',
   recordTeamEvent: 'callback',
   sendEndpointEvent: 'callback',
+  endpointMissedEvents: 'callback',
   callbackAttemptCount: 'callback',
   gaveUpCallbacks: 'callback',
   saveRecoverProgress: 'callback',

@@ -1,6 +1,6 @@
 // A failing team endpoint, on the real servers: after ENDPOINT_DISABLE_AFTER_SECONDS of nothing but failures it is
 // disabled, an endpoint_disabled operator alert names it once, it is sent nothing more; enabled again, its streak
-// starts over and the next event reaches it.
+// starts over and the next event reaches it; its recover sends what it missed, once.
 import assert from 'node:assert/strict';
 import { adminOf } from './support/admin';
 import { CallbackReceiver } from './support/callbackReceiver';
@@ -48,6 +48,7 @@ describe('team endpoints: a failing endpoint', function () {
       .filter((alert) => alert.kind === 'endpoint_disabled');
 
   it('is disabled after failing for ENDPOINT_DISABLE_AFTER_SECONDS, alerts once, and takes events again once enabled', async () => {
+    const startedAt = new Date();
     receiver.answerAlways({ status: 500 });
     const created = await admin.post('/api/v1/endpoints', {
       url: receiver.url,
@@ -55,7 +56,7 @@ describe('team endpoints: a failing endpoint', function () {
     });
     assert.equal(created.status, 201, created.text);
     const path = `/api/v1/endpoints/${created.body.id}`;
-    await finishRun('failing');
+    const failing = await finishRun('failing');
     await waitUntil('disabled', async () => (await admin.get(path)).body.disabled === true, {
       timeoutMs: 60_000,
     });
@@ -83,5 +84,25 @@ describe('team endpoints: a failing endpoint', function () {
     );
     assert.equal(alerts().length, 1, 'one alert per disabling');
     assert.equal((await admin.get(path)).body.disabled, false);
+
+    // The recover sends what it missed: the end that failed, and the one raised while it was disabled. (A delivery
+    // still in flight would be sent again too, same webhook-id: the next end's is waited out first.)
+    await stack.client.workflow.getHandle(`team-event|ev:${next}:end`).result();
+    const recovered = await admin.post(`${path}/recover`, { since: startedAt.toISOString() });
+    assert.equal(recovered.status, 202, recovered.text);
+    const result = await stack.client.workflow.getHandle(recovered.body.id).result();
+    assert.deepEqual(result, { found: 2, delivered: 2, failed: 0 });
+    const deliveredRuns = receiver.received
+      .filter((call) => call.status === 204)
+      .map((call) => JSON.parse(call.body).run.id as string)
+      .sort();
+    assert.deepEqual(deliveredRuns, [failing, skipped, next].sort());
+    const again = await admin.post(`${path}/recover`, { since: startedAt.toISOString() });
+    assert.equal(again.status, 202, again.text);
+    assert.deepEqual(await stack.client.workflow.getHandle(again.body.id).result(), {
+      found: 0,
+      delivered: 0,
+      failed: 0,
+    });
   });
 });

@@ -8,6 +8,7 @@ import { runHealthWorkflow } from './health';
 import { operatorAlertWorkflow } from './operatorAlert';
 import { sweepWorkflow } from './sweep';
 import { teamEventWorkflow } from './teamEvent';
+import { endpointRecoverWorkflow } from './endpointRecover';
 
 export {
   callbackRedeliverWorkflow,
@@ -18,6 +19,7 @@ export {
   sweepWorkflow,
   digestWorkflow,
   teamEventWorkflow,
+  endpointRecoverWorkflow,
 };
 
 /** Fails to compile unless each workflow has the signature the contract gives its name (clients start it so). */
@@ -31,4 +33,5 @@ export type RegisteredWorkflows = Implements<{
   sweepWorkflow: typeof sweepWorkflow;
   digestWorkflow: typeof digestWorkflow;
   teamEventWorkflow: typeof teamEventWorkflow;
+  endpointRecoverWorkflow: typeof endpointRecoverWorkflow;
 }>;

@@ -2,6 +2,7 @@
 // attempt of its delivery to one endpoint per call, through the callback family's signed send (guard, pacing per
 // origin, a breaker per endpoint), the endpoint's own rate, and its attempt log.
 import type { AttemptPlace, CallbackAttempt, RecordedTeamEvent } from '../../contract/activities';
+import type { EndpointRecoverInput } from '../../contract/workflows';
 import { endpointDeliveryKey, teamEventBody, type TeamEvent } from '../../domain/teamEvents';
 import type { CallbackAttemptStore } from '../../store/callback/attempts';
 import type { EndpointRow, EndpointStore } from '../../store/endpoint/endpoints';
@@ -40,6 +41,9 @@ const rateWindows = (perSecond: number) => [
   { suffix: 's', rule: { limit: perSecond * 3, windowSeconds: 3 } },
   { suffix: 'm', rule: { limit: perSecond * 60, windowSeconds: 61 } },
 ];
+
+/** The most events one recover reads from its window. */
+const RECOVER_READ_MAX = 50_000;
 
 /** How often an endpoint that keeps succeeding has its last success written (not on every delivery). */
 const SUCCESS_WRITE_EVERY_MS = 60_000;
@@ -88,17 +92,20 @@ export function createEndpointActivities(deps: EndpointDeps) {
 
   return {
     /**
-     * The event with its sequence and the endpoints subscribed to it when it happened (one created after it never
-     * receives it). With none subscribed it is not recorded: a team without endpoints pays one read per event.
+     * The event with its sequence and the enabled endpoints subscribed to it when it happened (one created after it
+     * never receives it). With none subscribed (enabled or not) it is not recorded: a team without endpoints pays
+     * one read per event.
      */
     async recordTeamEvent(event: TeamEvent): Promise<RecordedTeamEvent> {
       const happened = new Date(event.occurredAt).getTime();
       const endpoints = await deps.endpoints.listForTeam(event.teamId);
-      const endpointIds = endpoints
-        .filter((e) => !e.disabled && e.eventTypes.includes(event.type) && e.createdAt.getTime() <= happened)
-        .map((e) => e._id);
+      const subscribed = endpoints.filter(
+        (e) => e.eventTypes.includes(event.type) && e.createdAt.getTime() <= happened,
+      );
       const none = { sequence: 0, endpointIds: [], ...deps.schedule };
-      if (!endpointIds.length) return none;
+      if (!subscribed.length) return none;
+      // A disabled endpoint gets nothing now, but the event is kept for its recover once enabled.
+      const endpointIds = subscribed.filter((e) => !e.disabled).map((e) => e._id);
       const run =
         event.run ??
         (await deps.runs
@@ -107,6 +114,33 @@ export function createEndpointActivities(deps: EndpointDeps) {
       if (!run) return none;
       const recorded = await deps.teamEvents.record({ ...event, run }, deps.now());
       return { sequence: recorded.sequence, endpointIds, ...deps.schedule };
+    },
+
+    /**
+     * The events of the window it subscribes to (as it is now), from after its creation, whose last attempt did not
+     * deliver (or that it never got, disabled at the time): what a recover sends again.
+     */
+    async endpointMissedEvents(input: EndpointRecoverInput): Promise<string[]> {
+      const endpoint = await deps.endpoints.get(input.teamId, input.endpointId);
+      if (!endpoint) return [];
+      const events = await deps.teamEvents.listForTeam(
+        input.teamId,
+        new Date(input.since),
+        new Date(input.until),
+        RECOVER_READ_MAX,
+      );
+      const missed: string[] = [];
+      for (const event of events) {
+        if (missed.length >= input.maxSends) break;
+        if (!endpoint.eventTypes.includes(event.type)) continue;
+        if (new Date(event.occurredAt).getTime() < endpoint.createdAt.getTime()) continue;
+        const [last] = await deps.endpointAttempts.listForEpisode(
+          endpointDeliveryKey(event._id, endpoint._id),
+          1,
+        );
+        if (last?.result !== 'delivered') missed.push(event._id);
+      }
+      return missed;
     },
 
     async sendEndpointEvent(

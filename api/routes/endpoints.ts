@@ -15,6 +15,9 @@ import { rateLimiter, type Admitted } from '../../platform/http/rateLimit';
 import { validate, type HandlerContext } from '../../platform/http/validate';
 import type { AuthState } from '../auth';
 import { createEndpointBody, endpointParams, updateEndpointBody } from '../endpointSchemas';
+import { recoverBody } from '../schemas';
+import { recoverWindow, type RecoverWindowState } from './callbacks';
+import { endpointRecoverWorkflowId, type EndpointRecoverInput } from '../../contract/workflows';
 
 export interface EndpointsRouterDeps {
   endpoints: EndpointStore;
@@ -25,6 +28,11 @@ export interface EndpointsRouterDeps {
   newSecret: () => string;
   /** Sends one signed endpoint.test event now. */
   testEndpoint: (endpoint: EndpointTarget) => Promise<CallbackTestResult>;
+  /** Starts the endpoint's recover (endpointRecoverWorkflow); false while one of the endpoint runs. */
+  startRecover: (input: EndpointRecoverInput) => Promise<boolean>;
+  /** Recovers per team (CALLBACK_RECOVER_RATE_LIMIT_PER_TEAM), and what one sends at most (CALLBACK_RECOVER_MAX). */
+  recoverLimit: RateLimit;
+  recoverMaxSends: number;
   /** Test events per endpoint: each is an outbound POST the caller chooses the moment of. */
   testLimit: RateLimit;
   rateLimits: RateLimitStore;
@@ -173,6 +181,47 @@ export function endpointsRouter(deps: EndpointsRouterDeps) {
     const row = await load(ctx.state.caller.teamId, ctx.state.input.params.id);
     ctx.body = await deps.testEndpoint(row);
   });
+
+  const recover = validate({
+    summary:
+      'sends the endpoint again every event of [since, until) (at most 14 days; until defaults to now) it ' +
+      'subscribes to and did not get (its last attempt failed, or it was disabled then), same webhook-id: ' +
+      '202 {"id"}; 409 while a recover of the endpoint runs',
+    params: endpointParams,
+    body: recoverBody,
+    success: 202,
+    examples: [{ since: '2026-12-01T08:00:00Z' }],
+  });
+  const recovers = rateLimit(({ caller }: AuthState) => [
+    {
+      key: `endpoint-recover-team|${caller.teamId}`,
+      rule: deps.recoverLimit,
+      what: 'endpoint recovers of this team',
+    },
+  ]);
+  router.post(
+    '/:id/recover',
+    recover,
+    recoverWindow(deps.now),
+    recovers,
+    async (ctx: HandlerContext<typeof recover, AuthState & Admitted & RecoverWindowState>) => {
+      const { caller, window, admission } = ctx.state;
+      const row = await load(caller.teamId, ctx.state.input.params.id);
+      const input: EndpointRecoverInput = {
+        teamId: caller.teamId,
+        endpointId: row._id,
+        since: window.since.toISOString(),
+        until: window.until.toISOString(),
+        maxSends: deps.recoverMaxSends,
+      };
+      if (!(await admission.releaseIfFails(() => deps.startRecover(input)))) {
+        await admission.release();
+        throw new HttpError(409, 'a recover of this endpoint is running');
+      }
+      ctx.status = 202;
+      ctx.body = { id: endpointRecoverWorkflowId(row._id) };
+    },
+  );
 
   return router;
 }

@@ -3,15 +3,17 @@
 import { callbackSendSettings } from '../../delivery/callback/send';
 import { sendEndpointTest } from '../../delivery/endpoint/send';
 import { checkCallbackTarget } from '../../delivery/ssrfGuard';
+import { startEndpointRecover } from '../../client/teamEvents';
 import { newCallbackSecret } from '../../runs/service';
 import type { ApiServices } from '../services';
 import type { EndpointsRouterDeps } from './endpoints';
 
 export function wireEndpointsRouter({
   config,
+  client,
   stores,
   now,
-}: Pick<ApiServices, 'config' | 'stores' | 'now'>): EndpointsRouterDeps {
+}: Pick<ApiServices, 'config' | 'client' | 'stores' | 'now'>): EndpointsRouterDeps {
   return {
     endpoints: stores.endpoints,
     perTeam: config.endpointsPerTeam,
@@ -19,6 +21,9 @@ export function wireEndpointsRouter({
     newSecret: newCallbackSecret,
     testEndpoint: (endpoint) => sendEndpointTest({ ...callbackSendSettings(config), now }, endpoint),
     testLimit: config.callbackTestRate,
+    startRecover: (input) => startEndpointRecover(client, config.temporalTaskQueue, input),
+    recoverLimit: config.callbackRecoverRatePerTeam,
+    recoverMaxSends: config.callbackRecoverMax,
     rateLimits: stores.rateLimits,
     now,
   };

@@ -21,6 +21,12 @@ export const teamEventIndexes: IndexSpec[] = [
     key: { runId: 1, sequence: -1 },
     options: { name: 'run_sequence', unique: true },
   },
+  // A team's events in a window, oldest first (an endpoint's recover).
+  {
+    collection: 'team_events',
+    key: { teamId: 1, recordedAt: 1, _id: 1 },
+    options: { name: 'team_recorded' },
+  },
   // Kept as long as claims: an event's deliveries read it for about a day and a half at most.
   {
     collection: 'team_events',
@@ -61,6 +67,15 @@ export function createTeamEventStore(db: Db) {
 
     async get(id: string): Promise<TeamEventRow | undefined> {
       return (await rows.findOne({ _id: id })) ?? undefined;
+    },
+
+    /** A team's events recorded in [since, until), oldest first, at most `limit` (an endpoint's recover). */
+    async listForTeam(teamId: string, since: Date, until: Date, limit: number): Promise<TeamEventRow[]> {
+      return rows
+        .find({ teamId, recordedAt: { $gte: since, $lt: until } })
+        .sort({ recordedAt: 1, _id: 1 })
+        .limit(limit)
+        .toArray();
     },
 
     /** The sweep's reaper where the server has no TTL index (FerretDB v1). */

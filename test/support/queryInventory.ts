@@ -136,6 +136,18 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'endpoint/teamEvents',
+    method: 'listForTeam',
+    collection: 'team_events',
+    op: 'find',
+    filter: { teamId: SAMPLE.teamId, recordedAt: { $gte: minutesAgo(600), $lt: SAMPLE.now } },
+    sort: { recordedAt: 1, _id: 1 },
+    limit: 50_000,
+    index: 'team_recorded',
+    hot: true,
+    note: "an endpoint's recover: the team's events in its window, oldest first",
+  },
+  {
+    module: 'endpoint/teamEvents',
     method: 'reapExpired',
     collection: 'team_events',
     op: 'deleteMany',
