@@ -349,6 +349,10 @@ const deliverySection = section({
   pushAllowPrivate: ['PUSH_ALLOW_PRIVATE', flag],
   /** The longest a notification's action token answers (it also ends with its interaction); a week at most. */
   actionTokenTtlSeconds: ['ACTION_TOKEN_TTL_SECONDS', boundedSeconds(86400, 604800)],
+  /** Team endpoints one team may register (each is an outbound POST per event it subscribes to). */
+  endpointsPerTeam: ['ENDPOINTS_PER_TEAM', slots.default(20)],
+  /** How long an endpoint may fail without one success before it is disabled; 30 days at most. */
+  endpointDisableAfterSeconds: ['ENDPOINT_DISABLE_AFTER_SECONDS', boundedSeconds(432000, 30 * 86400)],
   /** Host suffixes a push endpoint must match; empty = any public https host. */
   pushEndpointAllowlist: ['PUSH_ENDPOINT_ALLOWLIST', suffixList.default([])],
   /** An endpoint that keeps failing to be a push service is pruned after 3 episodes spanning at least this. */

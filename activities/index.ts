@@ -13,9 +13,10 @@ import type { Metrics } from '../platform/metrics';
 import type { Log } from '../platform/log';
 import { episodeOptions } from '../client/emitter';
 import { addToDigest } from '../client/digest';
-import { raisePushConfigFault } from '../client/operator';
+import { raiseEndpointDisabled, raisePushConfigFault } from '../client/operator';
 import { createCallbackActivities } from './callback';
 import { createClaimActivities } from './claims';
+import { createEndpointActivities } from './endpoint';
 import { createEpisodeActivities } from './episodes';
 import { createHealthActivities } from './health';
 import { createOpsActivities } from './ops';
@@ -60,6 +61,16 @@ export const sweepLookback = (config: Config): number =>
     { ...episodeOptions(config), opsAlertRetryHours: config.opsAlertRetryHours },
     config.sweepIntervalSeconds,
   );
+
+/** A team endpoint's delivery follows the callbacks' schedule, as this config sets it for new episodes. */
+function endpointSchedule(config: Config) {
+  const { callbackRetrySeconds, callbackRetryJitter, callbackAttemptSeconds } = episodeOptions(config);
+  return {
+    retrySeconds: callbackRetrySeconds,
+    retryJitter: callbackRetryJitter!,
+    attemptSeconds: callbackAttemptSeconds!,
+  };
+}
 
 export function createActivities(deps: ActivityDeps): Activities {
   const now = deps.now ?? (() => new Date());
@@ -113,6 +124,30 @@ export function createActivities(deps: ActivityDeps): Activities {
       metrics,
       pacing: deps.callbackPacing,
     }),
+    ...createEndpointActivities({
+      runs: stores.runs,
+      endpoints: stores.endpoints,
+      teamEvents: stores.teamEvents,
+      endpointAttempts: stores.endpointAttempts,
+      rateLimits: stores.rateLimits,
+      ...callbackSendSettings(config),
+      lookup: deps.callbackLookup,
+      pacing: deps.callbackPacing,
+      schedule: endpointSchedule(config),
+      disableAfterSeconds: config.endpointDisableAfterSeconds,
+      endpointDisabled:
+        config.opsAlertWebhookUrl === undefined
+          ? undefined
+          : (endpoint, runId, lastError, disabledAt) =>
+              raiseEndpointDisabled(
+                { client: deps.client, taskQueue: config.temporalTaskQueue },
+                { id: endpoint._id, ...endpoint, disabledAt },
+                runId,
+                lastError,
+              ),
+      now,
+      log,
+    }),
     ...createOpsActivities({
       runs: stores.runs,
       claims: stores.claims,
@@ -149,6 +184,8 @@ export function createActivities(deps: ActivityDeps): Activities {
       actionTokens: stores.actionTokens,
       pushReceipts: stores.pushReceipts,
       interactions: stores.interactions,
+      endpointAttempts: stores.endpointAttempts,
+      teamEvents: stores.teamEvents,
       offerToDigest: (teamId, userId, entry) =>
         addToDigest(deps.client, config.temporalTaskQueue, teamId, userId, entry),
       client: deps.client,

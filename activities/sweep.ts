@@ -23,6 +23,7 @@ import type { PushReceiptStore } from '../store/push/receipts';
 import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/push/deliveries';
 import type { CallbackAttemptStore } from '../store/callback/attempts';
+import type { TeamEventStore } from '../store/endpoint/teamEvents';
 import type { RateLimitStore } from '../store/rateLimits';
 import {
   digestEntryOf,
@@ -65,6 +66,9 @@ export interface SweepDeps {
   pushReceipts?: PushReceiptStore;
   /** Absent: no interaction workflows here (the sweep's own tests and bench). */
   interactions?: InteractionStore;
+  /** The team endpoints' attempt log (the callbacks' rows, in endpoint_attempts). */
+  endpointAttempts?: CallbackAttemptStore;
+  teamEvents?: TeamEventStore;
   /** Signal-with-start of a person's digest, for the held pushes still owed past their time. */
   offerToDigest?: (teamId: string, userId: string, entry: DigestEntry) => Promise<void>;
   client: Client;
@@ -153,7 +157,9 @@ export function createSweepActivities(deps: SweepDeps) {
           (await deps.rateLimits.reapExpired(deps.now())) +
           ((await deps.pushHolds?.reapExpired(deps.now())) ?? 0) +
           ((await deps.actionTokens?.reapExpired(deps.now())) ?? 0) +
-          ((await deps.pushReceipts?.reapExpired(deps.now())) ?? 0)
+          ((await deps.pushReceipts?.reapExpired(deps.now())) ?? 0) +
+          ((await deps.endpointAttempts?.reapExpired(deps.now())) ?? 0) +
+          ((await deps.teamEvents?.reapExpired(deps.now())) ?? 0)
         );
       } finally {
         progress.stop();

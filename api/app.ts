@@ -5,6 +5,7 @@ import Koa from 'koa';
 import { createAuthenticator, requireAuth, type AuthOptions, type AuthState } from './auth';
 import { errorMiddleware, onBodyError } from '../platform/http/httpErrors';
 import { callbacksRouter, type CallbacksRouterDeps } from './routes/callbacks';
+import { endpointsRouter, type EndpointsRouterDeps } from './routes/endpoints';
 import { healthRouter, type HealthProbes } from '../platform/http/healthRoutes';
 import { interactionsRouter, type InteractionsRouterDeps } from './routes/interactions';
 import { metricsRouter } from '../platform/http/metricsRoutes';
@@ -25,6 +26,7 @@ export interface AppDeps {
   callbacks: CallbacksRouterDeps;
   watches: WatchesRouterDeps;
   teams: TeamsRouterDeps;
+  endpoints: EndpointsRouterDeps;
   /** The routes that answer without a session (a notification's action token). */
   interactions: InteractionsRouterDeps;
   /** Absent when web push is off: no push carries a receipt token. */
@@ -87,6 +89,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
     callbacksRouter(deps.callbacks),
     watchesRouter(deps.watches),
     teamsRouter(deps.teams),
+    endpointsRouter(deps.endpoints),
     ...(deps.notifications ? [notificationsRouter(deps.notifications)] : []),
   ];
   // Authenticated by the token in the body, not by a bearer.

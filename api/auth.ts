@@ -116,8 +116,9 @@ export function createTokenVerifier(options: AuthOptions): (token: string) => Pr
     // one would share them with another tenant's.
     if (userId.includes(ID_SEPARATOR) || teamId.includes(ID_SEPARATOR))
       throw new HttpError(401, `${verified.user} and ${verified.team} must not contain "${ID_SEPARATOR}"`);
+    // A team admin manages the team's endpoints and escalation policy.
     const admin = Array.isArray(payload.roles) && payload.roles.includes('admin');
-    return { userId, teamId, ...(admin ? { admin } : {}) };
+    return admin ? { userId, teamId, admin } : { userId, teamId };
   };
 }
 
@@ -154,9 +155,10 @@ export function mintToken(
   userId: string,
   teamId: string,
   expiresIn = '1d',
-  expected: { issuer?: string; audience?: string; admin?: boolean } = {},
+  expected: { issuer?: string; audience?: string } = {},
+  claims: { roles?: string[] } = {},
 ): Promise<string> {
-  const token = new SignJWT({ team: teamId, ...(expected.admin ? { roles: ['admin'] } : {}) })
+  const token = new SignJWT({ ...claims, team: teamId })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
     .setSubject(userId)
     .setIssuedAt()

@@ -4,6 +4,8 @@
 import Router from '@koa/router';
 import { z } from 'zod';
 import { CALLBACK_EVENT_SCHEMAS, type CallbackEventType } from '../domain/callbackEvents';
+import { TEAM_EVENT_SCHEMAS } from '../domain/teamEventSchemas';
+import type { TeamEventType } from '../domain/teamEvents';
 import { validate, type RouteSpec } from '../platform/http/validate';
 
 export const OPENAPI_PATH = '/api/v1/openapi.json';
@@ -45,58 +47,79 @@ const jsonSchema = (schema: z.ZodType): Record<string, unknown> => {
 export function callbackEventJsonSchemas(
   options: { closed?: boolean } = {},
 ): Record<CallbackEventType, Record<string, unknown>> {
+  return eventJsonSchemas(CALLBACK_EVENT_SCHEMAS, options);
+}
+
+/** Each team endpoint event type's body as JSON Schema, open or `closed` as callbackEventJsonSchemas. */
+export function teamEventJsonSchemas(
+  options: { closed?: boolean } = {},
+): Record<TeamEventType, Record<string, unknown>> {
+  return eventJsonSchemas(TEAM_EVENT_SCHEMAS, options);
+}
+
+function eventJsonSchemas<T extends string>(
+  schemas: Record<T, z.ZodType>,
+  options: { closed?: boolean },
+): Record<T, Record<string, unknown>> {
   const io = options.closed ? 'output' : 'input'; // zod closes objects (additionalProperties: false) on output
   return Object.fromEntries(
-    Object.entries(CALLBACK_EVENT_SCHEMAS).map(([type, schema]): [string, Record<string, unknown>] => {
+    Object.entries<z.ZodType>(schemas).map(([type, schema]): [string, Record<string, unknown>] => {
       const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io });
       return [type, rest];
     }),
-  ) as Record<CallbackEventType, Record<string, unknown>>;
+  ) as Record<T, Record<string, unknown>>;
 }
 
-/** The Standard Webhooks headers every callback carries. */
-const WEBHOOK_HEADERS = [
+/** The Standard Webhooks headers every callback and team event carries; `id` says what webhook-id is. */
+const webhookHeaders = (id: string) =>
   [
-    'webhook-id',
-    'the episode id (a test ping: <runId>:test:<uuid>), the same on every attempt: dedupe on it',
-  ],
-  ['webhook-timestamp', "this attempt's time, in Unix seconds (signed; refuse one too far from now)"],
-  [
-    'webhook-signature',
-    'v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>"> with the secret, one per secret ' +
-      'space-separated (two during a rotation overlap): a receiver holding either secret verifies',
-  ],
-] as const;
+    ['webhook-id', `${id}, the same on every attempt: dedupe on it`],
+    ['webhook-timestamp', "this attempt's time, in Unix seconds (signed; refuse one too far from now)"],
+    [
+      'webhook-signature',
+      'v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>"> with the secret, one per secret ' +
+        'space-separated (two during a rotation overlap): a receiver holding either secret verifies',
+    ],
+  ] as const;
 
-/** OpenAPI 3.1 `webhooks`: what this service POSTs to a run's callback URL, one entry per event type. */
-function webhooks(): Record<string, unknown> {
-  return Object.fromEntries(
-    Object.entries(callbackEventJsonSchemas()).map(([type, schema]) => [
-      type,
-      {
-        post: {
-          summary: `${type}: ${String(schema.description)}`,
-          parameters: WEBHOOK_HEADERS.map(([name, description]) => ({
-            name,
-            in: 'header',
-            required: true,
-            description,
-            schema: { type: 'string' },
-          })),
-          requestBody: { required: true, content: { 'application/json': { schema } } },
-          responses: {
-            '2XX': {
-              description:
-                'received. 408, 429, 5xx, 3xx (never followed) and network errors are tried again on the ' +
-                'schedule (Retry-After honoured); any other 4xx ends the delivery. A test ping is never retried.',
-            },
-          },
-          // The receiver's side: it authenticates the sender by the signature, not by this API's bearer.
-          security: [],
-        },
+const webhook = (name: string, schema: Record<string, unknown>, id: string, test: string) => ({
+  post: {
+    summary: `${name}: ${String(schema.description)}`,
+    parameters: webhookHeaders(id).map(([header, description]) => ({
+      name: header,
+      in: 'header',
+      required: true,
+      description,
+      schema: { type: 'string' },
+    })),
+    requestBody: { required: true, content: { 'application/json': { schema } } },
+    responses: {
+      '2XX': {
+        description:
+          'received. 408, 429, 5xx, 3xx (never followed) and network errors are tried again on the ' +
+          `schedule (Retry-After honoured); any other 4xx ends the delivery. ${test} is never retried.`,
       },
+    },
+    // The receiver's side: it authenticates the sender by the signature, not by this API's bearer.
+    security: [],
+  },
+});
+
+/**
+ * OpenAPI 3.1 `webhooks`: what this service POSTs to a run's callback URL (named by event type) and to a team's
+ * endpoints (named `endpoint <type>`), one entry per event type.
+ */
+function webhooks(): Record<string, unknown> {
+  return Object.fromEntries([
+    ...Object.entries(callbackEventJsonSchemas()).map(([type, schema]) => [
+      type,
+      webhook(type, schema, 'the episode id (a test ping: <runId>:test:<uuid>)', 'A test ping'),
     ]),
-  );
+    ...Object.entries(teamEventJsonSchemas()).map(([type, schema]) => [
+      `endpoint ${type}`,
+      webhook(`endpoint ${type}`, schema, "the event's id (the body's id)", 'A test event'),
+    ]),
+  ]);
 }
 
 function parameters(spec: RouteSpec): unknown[] {

@@ -14,6 +14,7 @@ import { startTracing, type Tracing } from '../platform/tracing';
 import { createApp, type AppDeps } from './app';
 import { wireHealthProbes } from './healthWiring';
 import { wireCallbacksRouter } from './routes/callbacksWiring';
+import { wireEndpointsRouter } from './routes/endpointsWiring';
 import { wireNotificationsRouter } from './routes/notificationsWiring';
 import { wireRunsRouter } from './routes/runsWiring';
 import { wireInteractionsRouter } from './routes/interactionsWiring';
@@ -60,6 +61,7 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
     health: wireHealthProbes(services, () => draining),
     runs: wireRunsRouter(services),
     callbacks: wireCallbacksRouter(services),
+    endpoints: wireEndpointsRouter(services),
     watches: wireWatchesRouter(services),
     teams: wireTeamsRouter(services),
     interactions: wireInteractionsRouter(services),

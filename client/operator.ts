@@ -2,6 +2,7 @@
 // decision alerts once however often it is reported (by the API or by a library caller).
 import type { Client } from '@temporalio/client';
 import {
+  endpointDisabledAlert,
   pushConfigFaultAlert,
   routeDecisionAlert,
   type OperatorAlert,
@@ -64,3 +65,14 @@ export async function raisePushConfigFault(
 
 const CLAIM_READ_DEADLINE_MS = 2000;
 const ALERT_START_DEADLINE_MS = 5000;
+
+/** endpoint_disabled: one alert per disabling (its key carries when), through the operator dispatcher. */
+export async function raiseEndpointDisabled(
+  deps: { client: Client; taskQueue: string },
+  ...args: Parameters<typeof endpointDisabledAlert>
+): Promise<void> {
+  const alert = endpointDisabledAlert(...args);
+  await deps.client.withDeadline(Date.now() + ALERT_START_DEADLINE_MS, () =>
+    startAlert(deps.client, deps.taskQueue, alert),
+  );
+}

@@ -7,8 +7,10 @@ import type { OperatorAlert } from '../domain/ops';
 import type { ClaimState, RunOutcome } from '../domain/outcome';
 import type { RunStatus } from '../domain/runStatus';
 import type { EscalationRung } from '../domain/interaction';
+import type { TeamEvent } from '../domain/teamEvents';
 import type {
   DigestEntry,
+  EndpointRecoverInput,
   HealthOptions,
   InteractionAnswer,
   InteractionRef,
@@ -69,6 +71,13 @@ export interface Activities {
   postOperatorAlert(alert: OperatorAlert, claim?: AlertClaim): Promise<AlertSend>;
   stampOpsMarker(alert: OperatorAlert): Promise<boolean>;
 
+  // Team endpoints: the event recorded (its sequence, the endpoints owed it, the schedule), then one attempt per
+  // call of its delivery to one endpoint.
+  recordTeamEvent(event: TeamEvent): Promise<RecordedTeamEvent>;
+  sendEndpointEvent(eventId: string, endpointId: string, place: AttemptPlace): Promise<CallbackAttempt>;
+  /** The events an endpoint missed in a recover's window (ids, oldest first). */
+  endpointMissedEvents(input: EndpointRecoverInput): Promise<string[]>;
+
   // Run health.
   healthSettings(runId: string): Promise<HealthSettings>;
   persistedRunStatus(runId: string): Promise<RunStatus | undefined>;
@@ -109,6 +118,16 @@ export interface FollowUpResult {
   delivered: number;
   /** A failed webhook worth another try; the receiver's Retry-After when it sent one. */
   retry?: { afterSeconds?: number };
+}
+
+/** A team event as recorded: its sequence, the endpoints subscribed to it when it happened, and the schedule. */
+export interface RecordedTeamEvent {
+  sequence: number;
+  endpointIds: string[];
+  /** The callback family's schedule (CALLBACK_RETRY_SECONDS and its jitter) and one attempt's start-to-close. */
+  retrySeconds: number[];
+  retryJitter: number;
+  attemptSeconds: number;
 }
 
 /** A recover's send of one episode's callback, as the team's redelivery budget counts it. */

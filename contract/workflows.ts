@@ -7,6 +7,7 @@ import { DEFAULT_CALLBACK_RETRY_SECONDS, type PacingHold } from '../domain/callb
 import type { HealthState, ObservedEvent } from '../domain/health';
 import type { OperatorAlert } from '../domain/ops';
 import type { RunOutcome } from '../domain/outcome';
+import type { TeamEvent } from '../domain/teamEvents';
 
 /**
  * The workflow types the worker registers (the functions workflows/index.ts exports, each of the signature
@@ -22,6 +23,8 @@ export const workflowTypes = {
   sweep: 'sweepWorkflow',
   digest: 'digestWorkflow',
   interaction: 'interactionWorkflow',
+  teamEvent: 'teamEventWorkflow',
+  endpointRecover: 'endpointRecoverWorkflow',
 } as const satisfies Record<string, keyof Workflows>;
 
 /** Every workflow's signature, by the type name it is registered under. */
@@ -34,6 +37,8 @@ export interface Workflows {
   sweepWorkflow(): Promise<SweepReport>;
   digestWorkflow(input: DigestInput): Promise<DigestResult>;
   interactionWorkflow(input: InteractionRef): Promise<InteractionResult>;
+  teamEventWorkflow(event: TeamEvent): Promise<TeamEventResult>;
+  endpointRecoverWorkflow(input: EndpointRecoverInput): Promise<EndpointRecoverResult>;
 }
 
 /**
@@ -53,6 +58,35 @@ export const observeManySignal = { type: 'signal', name: 'observeMany' } as Sign
 
 /** The episode workflow's id is the episode id itself, so a second start of one episode is refused. */
 export const episodeWorkflowId = (episodeId: string): string => episodeId;
+
+/** One team event's deliveries to the team's endpoints: the event's id, so a second raise of it is one delivery. */
+export const teamEventWorkflowId = (eventId: string): string => `team-event|${eventId}`;
+
+/** How one team event's deliveries ended: its sequence, and per endpoint subscribed when it happened. */
+export interface TeamEventResult {
+  eventId: string;
+  sequence: number;
+  deliveries: Record<string, BranchResult>;
+}
+
+/** An endpoint's recover: one at a time per endpoint (a second while one runs is the API's 409). */
+export const endpointRecoverWorkflowId = (endpointId: string): string => `endpoint-recover|${endpointId}`;
+
+/** What an endpoint missed in [since, until) (ISO), sent again: at most maxSends. */
+export interface EndpointRecoverInput {
+  teamId: string;
+  endpointId: string;
+  since: string;
+  until: string;
+  maxSends: number;
+}
+
+export interface EndpointRecoverResult {
+  /** Events of the window it subscribes to, from after its creation, whose last attempt did not deliver. */
+  found: number;
+  delivered: number;
+  failed: number;
+}
 
 /** One run-health workflow per run. */
 export const healthWorkflowId = (runId: string): string => `health:${runId}`;

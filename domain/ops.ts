@@ -9,6 +9,7 @@ export const OPERATOR_ALERT_KINDS = [
   ...HEALTH_ALERT_KINDS,
   'callback_exhausted',
   'push_config_fault',
+  'endpoint_disabled',
 ] as const;
 export type OperatorAlertKind = (typeof OPERATOR_ALERT_KINDS)[number];
 
@@ -159,5 +160,35 @@ export function pushConfigFaultAlert(fault: PushConfigFault, at: Date): Operator
       episodeId: fault.episodeId,
     },
     at: at.toISOString(),
+  };
+}
+
+/**
+ * A team endpoint failed for ENDPOINT_DISABLE_AFTER_SECONDS without one success and was disabled: the team's
+ * system hears nothing more until an admin enables it again (and recovers what it missed). One per disabling.
+ */
+export function endpointDisabledAlert(
+  endpoint: { id: string; teamId: string; url: string; failingSince: Date; disabledAt: Date },
+  runId: string,
+  lastError: string,
+): OperatorAlert {
+  const { id, teamId, failingSince, disabledAt } = endpoint;
+  return {
+    version: '1',
+    kind: 'endpoint_disabled',
+    severity: 'warning',
+    runId,
+    teamId,
+    episodeKey: `endpoint:${id}:disabled:${disabledAt.getTime()}`,
+    summary: `Team ${teamId}'s endpoint ${id} failed since ${failingSince.toISOString()} without a success and was disabled`,
+    detail: {
+      endpointId: id,
+      origin: new URL(endpoint.url).origin,
+      failingSince: failingSince.toISOString(),
+      lastError,
+      enable: `/api/v1/endpoints/${id}`,
+      recover: `/api/v1/endpoints/${id}/recover`,
+    },
+    at: disabledAt.toISOString(),
   };
 }

@@ -34,7 +34,14 @@ if (!secret) {
   process.exit(1);
 }
 const { authIssuer: issuer, authAudience: audience } = launcherEnv();
-mintToken(secret, values.user, values.team, values.expires, { issuer, audience, admin: values.admin }).then(
+mintToken(
+  secret,
+  values.user,
+  values.team,
+  values.expires,
+  { issuer, audience },
+  values.admin ? { roles: ['admin'] } : {},
+).then(
   (token) => console.log(token),
   (err: Error) => {
     console.error(`--expires ${values.expires}: ${err.message} (e.g. 7d, 12h, 30m)`);

@@ -1,12 +1,15 @@
 // Every store over one database, for the composition roots (worker.ts, api/server.ts) and tests.
 import type { Db } from 'mongodb';
 import {
+  attemptLogIndexes,
   callbackAttemptIndexes,
   createCallbackAttemptStore,
   retiredCallbackAttemptIndexes,
 } from './callback/attempts';
 import { callbackRecoverIndexes, createCallbackRecoverStore } from './callback/recovers';
 import { claimIndexes, createClaimStore } from './claims';
+import { createEndpointStore, endpointIndexes } from './endpoint/endpoints';
+import { createTeamEventStore, teamEventIndexes } from './endpoint/teamEvents';
 import { createEpisodeStore, episodeIndexes, retiredEpisodeIndexes } from './episodes';
 import { createEventStore, eventIndexes } from './events';
 import { actionTokenIndexes, createActionTokenStore } from './actionTokens';
@@ -33,6 +36,9 @@ import { createRunTransitionStore } from './runTransitions';
 import { createWatchStore, migrateWatchesOntoRuns, watchIndexes } from './watches';
 import { ensureIndexes, type IndexReport } from './mongo';
 
+/** A team endpoint's attempt log: the callbacks' rows, in a collection of its own (their recovers stay apart). */
+const ENDPOINT_ATTEMPTS = 'endpoint_attempts';
+
 /** Every collection's indexes, declared by the store module whose queries need them. */
 export const ALL_INDEXES = [
   ...runIndexes,
@@ -51,6 +57,9 @@ export const ALL_INDEXES = [
   ...rateLimitIndexes,
   ...callbackAttemptIndexes,
   ...callbackRecoverIndexes,
+  ...endpointIndexes,
+  ...teamEventIndexes,
+  ...attemptLogIndexes(ENDPOINT_ATTEMPTS),
 ];
 
 /** Indexes a store module replaced: dropped at start-up where they still exist. */
@@ -100,6 +109,9 @@ export function createStores(db: Db, options: StoreOptions) {
     rateLimits: createRateLimitStore(db),
     callbackAttempts: createCallbackAttemptStore(db),
     callbackRecovers: createCallbackRecoverStore(db),
+    endpoints: createEndpointStore(db),
+    teamEvents: createTeamEventStore(db),
+    endpointAttempts: createCallbackAttemptStore(db, ENDPOINT_ATTEMPTS),
   };
 }
 

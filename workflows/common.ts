@@ -50,6 +50,7 @@ const QUICK_CALLS = [
   'persistedRunStatus',
   'saveHealth',
   'reapHealth',
+  'recordTeamEvent',
 ] as const satisfies readonly (keyof Activities)[];
 
 export type QuickCalls = Pick<ActivityInterfaceFor<Activities>, (typeof QUICK_CALLS)[number]>;

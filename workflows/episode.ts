@@ -7,18 +7,16 @@ import {
   type EpisodeOptions,
   type EpisodeResult,
 } from '../contract/workflows';
-import type { CallbackAttempt } from '../contract/activities';
-import {
-  callbackScheduleSpanSeconds,
-  callbackWaitSeconds,
-  heldWaitSeconds,
-  jitteredWaitSeconds,
-  shouldNotify,
-} from '../domain/callback';
+import { shouldNotify } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
 import { kindFor, MISSED_RECIPIENTS_RETRY_SECONDS } from '../domain/push';
+import { teamEventFromOutcome } from '../domain/teamEvents';
 import { callbackAttemptCalls, fanOutCalls, holder, quickCalls, type QuickCalls } from './common';
 import { handOffOperatorAlert, sendOperatorAlert } from './operatorAlert';
+import { deliverOnSchedule } from './signedDelivery';
+import { handOffTeamEvent } from './teamEvent';
+
+export { CALLBACK_HELD_ATTEMPT_WAITS_PATCH, CALLBACK_RELEASES_ON_THROW } from './signedDelivery';
 
 /** Marks histories in which a released push is retried on a timer while a sibling branch still runs. */
 export const RELEASED_PUSH_RETRIED_PATCH = 'released-family-retried-while-siblings-run';
@@ -47,17 +45,11 @@ export const HELD_IS_NOT_DELIVERED_PATCH = 'held-recipient-is-not-a-delivery';
  */
 export const PARTIAL_PUSH_RETRIED_PATCH = 'push-retries-recipients-a-partial-fan-out-missed';
 
-/** Marks histories whose thrown callback branch releases its cb| claim (older ones left it pending). */
-export const CALLBACK_RELEASES_ON_THROW = 'callback-branch-releases-claim-on-throw';
+/** Marks histories in which an episode raises its team event: the team's endpoints hear of the pause or the end. */
+export const TEAM_EVENT_PATCH = 'episode-raises-team-event';
 
 /** Marks histories in which a callback that gave up raises a callback_exhausted operator alert. */
 export const CALLBACK_EXHAUSTED_ALERT_PATCH = 'callback-gave-up-alerts-operator';
-
-/**
- * Marks histories in which an attempt the worker held (the team's breaker open, no slot free: nothing sent) waits
- * and goes again instead of spending one of the schedule's attempts, within the schedule's longest span.
- */
-export const CALLBACK_HELD_ATTEMPT_WAITS_PATCH = 'callback-held-attempt-waits-not-spent';
 
 async function pushBranch(
   quick: QuickCalls,
@@ -116,9 +108,8 @@ async function retryMissed(outcome: RunOutcome, options: EpisodeOptions): Promis
 }
 
 /**
- * The completion callback: its own claim, then up to n + 1 signed attempts with the same webhook-id; an attempt the
- * worker holds (nothing sent) waits and goes again without spending one. A refusal (SSRF guard, a 4xx other than
- * 408/429) or an exhausted schedule settles it too: bounded, best effort.
+ * The completion callback: its own claim, then the signed delivery's schedule (deliverOnSchedule) with the episode
+ * id as webhook-id; one that gave up tells the operator.
  */
 async function callbackBranch(
   quick: QuickCalls,
@@ -126,75 +117,18 @@ async function callbackBranch(
   options: EpisodeOptions,
 ): Promise<BranchResult> {
   if (!shouldNotify(outcome)) return 'not_owed';
-  const key = claimKeys.callback(outcome.episodeId);
-  const me = holder();
-  if (!(await quick.tryMark(key, me))) return 'claimed_elsewhere';
-  const waits = options.callbackRetrySeconds;
-  // Histories started without a jitter keep their waits as listed and draw nothing.
-  const jitter = options.callbackRetryJitter;
   const callbackAttempt = callbackAttemptCalls(options.callbackAttemptSeconds);
-  // Held attempts wait within the schedule's longest span (its waits at their longest): the episode ends no later
-  // than it could before, and past that end the next attempt is the last, held or not.
-  const holdsEndAt = Date.now() + callbackScheduleSpanSeconds(waits, jitter) * 1000;
-  let heldBefore = false;
-  const secondsToHoldsEnd = () => Math.max(1, Math.ceil((holdsEndAt - Date.now()) / 1000));
-  try {
-    for (let attempt = 0; ; attempt++) {
-      // The wait is drawn before the attempt (Math.random is Temporal's seeded one: the same on replay), so the
-      // attempt's row can say when the next one comes.
-      const drawn =
-        jitter !== undefined && waits[attempt] !== undefined
-          ? jitteredWaitSeconds(waits[attempt], jitter, Math.random())
-          : waits[attempt];
-      // Only after a hold can the span run out before the schedule does (it covers every wait at its longest).
-      const pastHoldsEnd = heldBefore && Date.now() >= holdsEndAt;
-      const scheduled = pastHoldsEnd ? undefined : drawn;
-      let result: CallbackAttempt;
-      for (let held = 0; ; held++) {
-        const heldWaits = !pastHoldsEnd && Date.now() < holdsEndAt;
-        // Where the attempt sits in the schedule is for the attempt log only: histories recorded without it
-        // replay the same commands (an activity's input is not part of what replay compares).
-        result = await callbackAttempt.sendCallback(
-          outcome.episodeId,
-          outcome.runId,
-          {
-            attempt: attempt + 1,
-            waitIfRetried: scheduled,
-            ...(jitter !== undefined ? { scheduleUncapped: true } : {}),
-            trigger: 'episode',
-            ...(heldWaits ? { heldWaits: { held } } : {}),
-          },
-          outcome.teamId,
-        );
-        // Held (nothing sent): it waits for the breaker, or for a slot, and goes again; it spends nothing. Only
-        // attempts of activities that tell a hold reach the patch check: histories recorded before replay unchanged.
-        if (result.result !== 'retry' || !result.held || !heldWaits) break;
-        if (!patched(CALLBACK_HELD_ATTEMPT_WAITS_PATCH)) break;
-        heldBefore = true;
-        await sleep(Math.min(heldWaitSeconds(result.retryAfterSeconds, held), secondsToHoldsEnd()) * 1000);
-      }
-      if (result.result === 'delivered') {
-        await quick.markDelivered(key, me);
-        return 'delivered';
-      }
-      if (result.result === 'stop' || attempt >= waits.length || scheduled === undefined) {
-        await quick.markDelivered(key, me, `gave_up: ${result.detail}`);
-        if (patched(CALLBACK_EXHAUSTED_ALERT_PATCH))
-          await alertCallbackExhausted(quick, outcome, attempt + 1, result.detail);
-        return 'gave_up';
-      }
-      // A durable timer: hours of waiting cost nothing, and a restart of anything loses none of it. After a hold,
-      // no wait goes past the span's end.
-      const wait = callbackWaitSeconds(scheduled, result.retryAfterSeconds, jitter !== undefined);
-      await sleep((heldBefore ? Math.min(wait, secondsToHoldsEnd()) : wait) * 1000);
-    }
-  } catch (err) {
-    // An attempt (or a settle) that failed past its retries: release the claim, so the claim, the episodes view
-    // and this branch's result all say released and the sweep replays it, instead of a claim left pending.
-    if (!patched(CALLBACK_RELEASES_ON_THROW)) throw err;
-    await quick.unmark(key, me).catch(() => undefined); // failing too: the claim goes stale after the grace
-    return 'released';
-  }
+  return deliverOnSchedule(quick, {
+    key: claimKeys.callback(outcome.episodeId),
+    waits: options.callbackRetrySeconds,
+    // Histories started without a jitter keep their waits as listed and draw nothing.
+    jitter: options.callbackRetryJitter,
+    attempt: (place) => callbackAttempt.sendCallback(outcome.episodeId, outcome.runId, place, outcome.teamId),
+    gaveUp: async (attempts, lastError) => {
+      if (patched(CALLBACK_EXHAUSTED_ALERT_PATCH))
+        await alertCallbackExhausted(quick, outcome, attempts, lastError);
+    },
+  });
 }
 
 /**
@@ -247,6 +181,15 @@ async function pushRetriedWhileSiblingsRun(
   }
 }
 
+/**
+ * The team's endpoints hear of the episode through its team event's own workflow; this only waits for its start
+ * (an operator soft-pause raises none, and records no marker).
+ */
+async function teamEventBranch(quick: QuickCalls, outcome: RunOutcome): Promise<void> {
+  const event = teamEventFromOutcome(outcome);
+  if (event && patched(TEAM_EVENT_PATCH)) await handOffTeamEvent(quick, event);
+}
+
 /** A branch that throws settles as released: the others carry on, and the sweep replays what was missed. */
 const contained = (branch: Promise<BranchResult>): Promise<BranchResult> =>
   branch.catch(() => 'released' as const);
@@ -260,8 +203,9 @@ export async function episodeWorkflow(
   // less before the first push. It is a view: if it finally fails, the branches still settle their claims.
   let siblings = 2;
   const sibling = (branch: Promise<BranchResult>) => contained(branch).finally(() => siblings--);
-  const [, push, callback, ops] = await Promise.all([
+  const [, , push, callback, ops] = await Promise.all([
     quick.recordEpisode(outcome).catch(() => undefined),
+    teamEventBranch(quick, outcome).catch(() => undefined),
     pushRetriedWhileSiblingsRun(quick, outcome, options, () => siblings > 0),
     sibling(callbackBranch(quick, outcome, options)),
     sibling(opsBranch(quick, outcome)),

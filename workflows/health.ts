@@ -12,9 +12,11 @@ import {
   type ObservedEvent,
 } from '../domain/health';
 import { healthAlert } from '../domain/ops';
+import { teamEventFromHealthAlert } from '../domain/teamEvents';
 import { observeManySignal, observeSignal, type HealthInput } from '../contract/workflows';
 import { quickCalls } from './common';
 import { sendOperatorAlert } from './operatorAlert';
+import { handOffTeamEvent } from './teamEvent';
 
 /**
  * Marks histories whose settings come from the worker (config and the persisted run) and whose paused runs
@@ -28,6 +30,9 @@ export const HEALTH_SETTINGS_PATCH = 'health-settings-from-worker';
  * (not `constructor`, read through the prototype of the table of ends).
  */
 export const HEALTH_BATCHES_PATCH = 'health-fed-in-batches';
+
+/** Marks histories in which each health alert also raises its team event (the team's endpoints hear of it). */
+export const HEALTH_TEAM_EVENTS_PATCH = 'health-alerts-raise-team-events';
 
 /** How often a run that keeps reporting usage has its settings (its budget) read again. */
 const SETTINGS_REFRESH_MS = 60_000;
@@ -142,6 +147,12 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
       // Each alert retries in its own workflow: the health loop waits only for its start, never its delivery.
       for (const alert of alerts)
         await sendOperatorAlert(quick, healthAlert(alert, state.runId, state.teamId, at), false);
+    }
+    // Only rounds that raised an alert reach the patch check: histories recorded before replay unchanged.
+    if (alerts.length && patched(HEALTH_TEAM_EVENTS_PATCH)) {
+      const at = new Date(Date.now()).toISOString();
+      for (const [order, alert] of alerts.entries())
+        await handOffTeamEvent(quick, teamEventFromHealthAlert(alert, state.runId, state.teamId, at, order));
     }
 
     if (

@@ -8,6 +8,8 @@ import { interactionWorkflow } from './interaction';
 import { runHealthWorkflow } from './health';
 import { operatorAlertWorkflow } from './operatorAlert';
 import { sweepWorkflow } from './sweep';
+import { teamEventWorkflow } from './teamEvent';
+import { endpointRecoverWorkflow } from './endpointRecover';
 
 export {
   callbackRedeliverWorkflow,
@@ -18,6 +20,8 @@ export {
   sweepWorkflow,
   digestWorkflow,
   interactionWorkflow,
+  teamEventWorkflow,
+  endpointRecoverWorkflow,
 };
 
 /** Fails to compile unless each workflow has the signature the contract gives its name (clients start it so). */
@@ -31,4 +35,6 @@ export type RegisteredWorkflows = Implements<{
   sweepWorkflow: typeof sweepWorkflow;
   digestWorkflow: typeof digestWorkflow;
   interactionWorkflow: typeof interactionWorkflow;
+  teamEventWorkflow: typeof teamEventWorkflow;
+  endpointRecoverWorkflow: typeof endpointRecoverWorkflow;
 }>;

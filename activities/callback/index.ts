@@ -25,6 +25,7 @@ import {
   type PacingEntry,
   type PacingHold,
 } from '../../delivery/callback/pacing';
+import type { Run } from '../../domain/run';
 import type { RunStore } from '../../store/runs';
 import type { CallbackAttemptRow, CallbackAttemptStore } from '../../store/callback/attempts';
 import type { Metrics } from '../../platform/metrics';
@@ -93,11 +94,11 @@ async function inSlot(
 
 /** Writes the attempt's row within RECORD_DEADLINE_MS; a store that stays down or slow loses the row. */
 async function recordAttempt(
-  deps: CallbackDeps,
+  deps: { log?: (line: string) => void; store?: CallbackAttemptStore },
   row: Omit<CallbackAttemptRow, '_id' | 'attempt'>,
   guess: number | 'count',
 ) {
-  const store = deps.callbackAttempts;
+  const store = deps.store;
   if (!store) return;
   const deadline = Date.now() + RECORD_DEADLINE_MS;
   const notRecorded = (why: string) =>
@@ -146,18 +147,17 @@ function nextWaitSeconds(outcome: CallbackAttempt, place: AttemptPlace | undefin
  * then).
  */
 function heldOutcome(
-  entry: { held: PacingHold; retryAfterMs?: number },
+  entry: { held: PacingHold; retryAfterMs?: number; detail?: string },
   origin: string,
   timeoutMs: number,
 ): CallbackAttempt & { result: 'retry' } {
   const retryAfterSeconds =
-    entry.held === 'breaker_open' && entry.retryAfterMs !== undefined
-      ? secondsOf(entry.retryAfterMs)
-      : Math.ceil(timeoutMs / 1000);
+    entry.retryAfterMs !== undefined ? secondsOf(entry.retryAfterMs) : Math.ceil(timeoutMs / 1000);
   const detail =
-    entry.held === 'breaker_open'
+    entry.detail ??
+    (entry.held === 'breaker_open'
       ? `breaker_open: ${origin} failed too often in a row for this team; this worker holds its callbacks for now`
-      : `paced: no slot to ${origin} came free in time`;
+      : `paced: no slot to ${origin} came free in time`);
   return { result: 'retry', detail, held: entry.held, ...(retryAfterSeconds ? { retryAfterSeconds } : {}) };
 }
 
@@ -225,26 +225,40 @@ export function createCallbackActivities(deps: CallbackDeps) {
       teamId?: string,
     ): Promise<CallbackAttempt> {
       const attempt = await attemptOnce(deps, episodeId, runId, place, teamId);
-      if (attempt.sent) {
-        const { outcome, at, durationMs, teamId } = attempt;
-        if (attempt.held) deps.metrics?.callbackHeld(attempt.held);
-        else deps.metrics?.callbackAttempt(outcome.result, outcome.status, durationMs / 1000);
-        await recordAttempt(
-          deps,
-          attemptRow({ episodeId, runId, teamId, at, durationMs, outcome, error: attempt.error }, place),
-          // A redelivery comes after every attempt so far: the episode's count is its first guess (probing
-          // from 1 would insert once per attempt already logged).
-          place?.trigger === 'redeliver' ? 'count' : (place?.attempt ?? 1),
-        );
-      }
-      if (endsSchedule(attempt.outcome, place)) deps.metrics?.callbackGaveUp();
+      await logAttempt(deps, deps.callbackAttempts, { episodeId, runId }, attempt, place);
       return attempt.outcome;
     },
   };
 }
 
+/**
+ * An attempt's metrics and its row in `log` (a run's callbacks', or a team endpoint's), under `logged.episodeId`.
+ * Without metrics (a team endpoint's), only the row.
+ */
+export async function logAttempt(
+  deps: Pick<CallbackDeps, 'log' | 'metrics'>,
+  log: CallbackAttemptStore | undefined,
+  logged: { episodeId: string; runId: string },
+  attempt: AttemptResult,
+  place: AttemptPlace | undefined,
+): Promise<void> {
+  if (attempt.sent) {
+    const { outcome, at, durationMs, teamId } = attempt;
+    if (attempt.held) deps.metrics?.callbackHeld(attempt.held);
+    else deps.metrics?.callbackAttempt(outcome.result, outcome.status, durationMs / 1000);
+    await recordAttempt(
+      { log: deps.log, store: log },
+      attemptRow({ ...logged, teamId, at, durationMs, outcome, error: attempt.error }, place),
+      // A redelivery comes after every attempt so far: the count is its first guess (probing from 1 would insert
+      // once per attempt already logged).
+      place?.trigger === 'redeliver' ? 'count' : (place?.attempt ?? 1),
+    );
+  }
+  if (endsSchedule(attempt.outcome, place)) deps.metrics?.callbackGaveUp();
+}
+
 /** How one attempt went: `sent` when a request was tried (or held back by the worker), with what the log needs. */
-type AttemptResult =
+export type AttemptResult =
   | { sent: false; outcome: CallbackAttempt }
   | {
       sent: true;
@@ -279,11 +293,47 @@ async function attemptOnce(
   const stop = (detail: string) => ({ sent: false as const, outcome: { result: 'stop' as const, detail } });
   const run = runTeamId ? await deps.runs.getForTeam(runTeamId, runId) : await deps.runs.getById(runId);
   if (!run?.callback) return stop('the run has no callback');
-  const callback = run.callback;
   const body = callbackBody(run, episodeId);
   if (!body) return stop(`a ${run.status} run gets no callback`);
+  // The breaker's say is the team's own at the receiver's origin (another team's failures there never hold it).
+  return sendSigned(deps, {
+    target: run.callback,
+    webhookId: episodeId,
+    json: JSON.stringify(body),
+    teamId: run.teamId,
+    breakerKey: run.teamId,
+    about: `run ${runId} episode ${episodeId}`,
+    place,
+    activityStarted,
+  });
+}
+
+/** One signed attempt's target and body, and whose breaker at the origin judges it. */
+export interface SignedSend {
+  target: Pick<NonNullable<Run['callback']>, 'url' | 'secret' | 'previousSecret'>;
+  webhookId: string;
+  json: string;
+  /** The team the attempt is for (its log row's). */
+  teamId: string;
+  /** Whose failures at the origin open the breaker that holds this attempt. */
+  breakerKey: string;
+  /** What the operator log names (never shown to the owner). */
+  about: string;
+  place: AttemptPlace | undefined;
+  /** When the activity started: the wait for a slot fits in what its start-to-close leaves. */
+  activityStarted: number;
+  /** A hold of the caller's own before any slot is taken (a rate the receiver asked for). */
+  admit?: () => Promise<{ held: PacingHold; retryAfterMs?: number; detail: string } | undefined>;
+}
+
+/**
+ * One signed POST in its origin's slot, paced and judged by the breaker, answered as an attempt: `sent` when a
+ * request was tried (or held back by the worker), with what the attempt log needs.
+ */
+export async function sendSigned(deps: CallbackDeps, send: SignedSend): Promise<AttemptResult> {
+  const { target, webhookId, place } = send;
   const failed: NoteFailure = (category, detail) => {
-    deps.log?.(`callback: run ${runId} episode ${episodeId}: ${category}: ${detail}`);
+    deps.log?.(`callback: ${send.about}: ${category}: ${detail}`);
     return category;
   };
   const at = deps.now();
@@ -294,20 +344,24 @@ async function attemptOnce(
     error,
     at,
     durationMs: Date.now() - started,
-    teamId: run.teamId,
+    teamId: send.teamId,
   });
-  // A slot of the receiver's origin, and the breaker's say: the team's own at that origin (another team's
-  // failures there never hold this one). A manual redelivery (a human asked) goes past an open breaker, still in
-  // a slot; a recover's does not. The wait for a slot comes before the request's own timeout starts.
-  const origin = originOf(callback.url);
+  const origin = originOf(target.url);
+  const ownHold = await send.admit?.();
+  if (ownHold) {
+    const outcome = heldOutcome(ownHold, origin ?? target.url, deps.timeoutMs);
+    return { ...sent({ outcome, error: ownHold.held }), held: ownHold.held };
+  }
+  // A slot of the receiver's origin, and the breaker's say. A manual redelivery (a human asked) goes past an open
+  // breaker, still in a slot; a recover's does not. The wait for a slot comes before the request's own timeout.
   const trigger = place?.trigger ?? 'episode';
   const entry =
     deps.pacing && origin
       ? await deps.pacing.enter(origin, {
-          maxWaitMs: slotWaitMs(activityStarted, deps.timeoutMs),
+          maxWaitMs: slotWaitMs(send.activityStarted, deps.timeoutMs),
           signal: activityContext()?.cancellationSignal,
           bypassBreaker: trigger === 'redeliver' && !place?.recoverId,
-          tenant: run.teamId,
+          tenant: send.breakerKey,
         })
       : undefined;
   if (entry?.held) {
@@ -316,7 +370,7 @@ async function attemptOnce(
   }
   let res: PinnedResponse;
   try {
-    res = await inSlot(entry, () => postSignedCallback(deps, callback, episodeId, JSON.stringify(body)));
+    res = await inSlot(entry, () => postSignedCallback(deps, target, webhookId, send.json));
   } catch (err) {
     return sent(unansweredOutcome(err, failed));
   }

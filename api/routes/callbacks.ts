@@ -301,12 +301,12 @@ function settledEpisode(
   };
 }
 
-interface RecoverWindowState extends AuthState {
+export interface RecoverWindowState extends AuthState {
   window: { since: Date; until: Date };
 }
 
 /** The window a recover covers: in the past, not empty, at most RECOVER_MAX_WINDOW_DAYS (until defaults to now). */
-function recoverWindow(
+export function recoverWindow(
   now: () => Date,
 ): Middleware<RecoverWindowState & { input: { body: { since: Date; until?: Date } } }> {
   return async (ctx, next) => {

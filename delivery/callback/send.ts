@@ -111,9 +111,18 @@ export async function sendTestCallback(
   run: Pick<Run, '_id' | 'status'> & { callback: NonNullable<Run['callback']> },
   webhookId: string,
 ): Promise<CallbackTestResult> {
-  const body = testCallbackBody(run);
+  return sendTestEvent(deps, run.callback, webhookId, JSON.stringify(testCallbackBody(run)));
+}
+
+/** One signed test event (a run's callback ping, a team endpoint's test), answered as the caller may see it. */
+export async function sendTestEvent(
+  deps: CallbackSendDeps,
+  target: Pick<NonNullable<Run['callback']>, 'url' | 'secret' | 'previousSecret'>,
+  webhookId: string,
+  json: string,
+): Promise<CallbackTestResult> {
   try {
-    const res = await postSignedCallback(deps, run.callback, webhookId, JSON.stringify(body));
+    const res = await postSignedCallback(deps, target, webhookId, json);
     const delivered = res.status >= 200 && res.status < 300;
     return {
       delivered,

@@ -50,26 +50,29 @@ export interface CallbackAttemptRow {
   workflowRunId?: string;
 }
 
-export const callbackAttemptIndexes: IndexSpec[] = [
+/** An attempt log's indexes: the callbacks' (callback_attempts) and the team endpoints' (endpoint_attempts). */
+export const attemptLogIndexes = (collection: string): IndexSpec[] => [
   // Newest first, by run (operator tools) or by episode (the episodes view, a redelivery's count).
-  { collection: 'callback_attempts', key: { runId: 1, at: -1, _id: -1 }, options: { name: 'run_recent' } },
+  { collection, key: { runId: 1, at: -1, _id: -1 }, options: { name: 'run_recent' } },
   {
-    collection: 'callback_attempts',
+    collection,
     key: { episodeId: 1, at: -1, _id: -1 },
     options: { name: 'episode_recent' },
   },
   // A team's give-ups in a window, oldest first (a recover pages through them).
   {
-    collection: 'callback_attempts',
+    collection,
     key: { teamId: 1, gaveUp: 1, at: 1, _id: 1 },
     options: { name: 'team_gave_up' },
   },
   {
-    collection: 'callback_attempts',
+    collection,
     key: { at: 1 },
     options: { name: 'at_ttl', expireAfterSeconds: CALLBACK_ATTEMPT_RETENTION_SECONDS },
   },
 ];
+
+export const callbackAttemptIndexes = attemptLogIndexes('callback_attempts');
 
 /** Replaced by run_recent (it could not serve the newest-first sort). */
 export const retiredCallbackAttemptIndexes: RetiredIndex[] = [
@@ -81,8 +84,9 @@ const MAX_PROBES = 1000;
 
 export type CallbackAttemptStore = ReturnType<typeof createCallbackAttemptStore>;
 
-export function createCallbackAttemptStore(db: Db) {
-  const rows = db.collection<CallbackAttemptRow>('callback_attempts');
+/** The attempt log in `collection`: a run's callbacks by default; a team endpoint's deliveries use the same rows. */
+export function createCallbackAttemptStore(db: Db, collection = 'callback_attempts') {
+  const rows = db.collection<CallbackAttemptRow>(collection);
   return {
     /**
      * Records an attempt under the first free number from `from` on (the caller's guess: its own count of

@@ -6,28 +6,27 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
-import { callbackEventJsonSchemas } from '../../api/openapi';
+import { callbackEventJsonSchemas, teamEventJsonSchemas } from '../../api/openapi';
 import { waitUntil } from './waitUntil';
 
 const ajv = new Ajv2020({ allErrors: true, strict: true });
 addFormats(ajv);
-const validators = new Map(
-  Object.entries(callbackEventJsonSchemas({ closed: true })).map(([type, schema]) => [
-    type,
-    ajv.compile(schema),
-  ]),
-);
+const compiled = (schemas: Record<string, Record<string, unknown>>) =>
+  new Map(Object.entries(schemas).map(([type, schema]) => [type, ajv.compile(schema)]));
+const validators = compiled(callbackEventJsonSchemas({ closed: true }));
+/** A team endpoint's events (they carry a sequence; a run's callbacks do not). */
+const teamEventValidators = compiled(teamEventJsonSchemas({ closed: true }));
 
 /** Why a callback body does not match the published schema of its type; undefined when it does. */
 export function callbackSchemaMismatch(body: string): string | undefined {
-  let event: { type?: unknown };
+  let event: { type?: unknown; sequence?: unknown };
   try {
-    event = JSON.parse(body) as { type?: unknown };
+    event = JSON.parse(body) as { type?: unknown; sequence?: unknown };
   } catch {
     return 'the body is not JSON';
   }
   const type = String(event?.type);
-  const validate = validators.get(type);
+  const validate = (event?.sequence !== undefined ? teamEventValidators : validators).get(type);
   if (!validate) return `no published schema for the event type ${JSON.stringify(event?.type)}`;
   return validate(event) ? undefined : `${type}: ${ajv.errorsText(validate.errors)}`;
 }

@@ -17,6 +17,7 @@ export function appWithEveryRoute(options: { metrics?: boolean } = {}) {
     callbacks: inert,
     watches: inert,
     teams: inert,
+    endpoints: inert,
     interactions: inert,
     receipts: inert,
     health: { temporal: async () => undefined, mongo: async () => undefined },

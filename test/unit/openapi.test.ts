@@ -2,6 +2,7 @@
 // it with a summary, and every request example it shows passes the schema that route enforces. No servers: the
 // app is built with inert dependencies (nothing here calls a route that reaches them).
 import assert from 'node:assert/strict';
+import { TEAM_EVENT_TYPES } from '../../domain/teamEvents';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { documentedRoutes, OPENAPI_PATH } from '../../api/openapi';
@@ -110,6 +111,7 @@ describe('the OpenAPI document', () => {
 
   it('publishes every callback event type under webhooks: its body as JSON Schema and the signature headers', () => {
     assert.deepEqual(Object.keys(document.webhooks ?? {}).sort(), [
+      ...TEAM_EVENT_TYPES.map((type) => `endpoint ${type}`).sort(),
       'interaction.escalated',
       'run.cancelled',
       'run.failed',
@@ -121,7 +123,7 @@ describe('the OpenAPI document', () => {
         properties: Record<string, { const?: string }>;
         required: string[];
       };
-      assert.equal(schema.properties.type.const, type);
+      assert.equal(schema.properties.type.const, type.replace(/^endpoint /, ''));
       assert.equal(schema.properties.version.const, '1');
       assert.ok(schema.required.includes('run'), type);
       assert.ok(post.summary.startsWith(`${type}: `), type);

@@ -1,0 +1,179 @@
+// The team endpoints' activities: an event recorded once with its sequence (and the endpoints owed it), then one
+// attempt of its delivery to one endpoint per call, through the callback family's signed send (guard, pacing per
+// origin, a breaker per endpoint), the endpoint's own rate, and its attempt log.
+import type { AttemptPlace, CallbackAttempt, RecordedTeamEvent } from '../../contract/activities';
+import type { EndpointRecoverInput } from '../../contract/workflows';
+import { endpointDeliveryKey, teamEventBody, type TeamEvent } from '../../domain/teamEvents';
+import type { CallbackAttemptStore } from '../../store/callback/attempts';
+import type { EndpointRow, EndpointStore } from '../../store/endpoint/endpoints';
+import type { TeamEventStore } from '../../store/endpoint/teamEvents';
+import type { RateLimitStore } from '../../store/rateLimits';
+import type { RunStore } from '../../store/runs';
+import { logAttempt, sendSigned, type AttemptResult, type CallbackDeps } from '../callback';
+
+export interface EndpointDeps extends Omit<CallbackDeps, 'runs' | 'callbackAttempts' | 'metrics'> {
+  runs: RunStore;
+  endpoints: EndpointStore;
+  teamEvents: TeamEventStore;
+  /** The endpoints' attempt log (endpoint_attempts). */
+  endpointAttempts: CallbackAttemptStore;
+  rateLimits: RateLimitStore;
+  /** The callback family's schedule, which every delivery follows. */
+  schedule: Omit<RecordedTeamEvent, 'sequence' | 'endpointIds'>;
+  /** ENDPOINT_DISABLE_AFTER_SECONDS: failing this long without a success, an endpoint is disabled. */
+  disableAfterSeconds: number;
+  /** Tells the operator an endpoint was disabled for failing (once per disabling). */
+  endpointDisabled?: (
+    endpoint: EndpointRow & { failingSince: Date },
+    runId: string,
+    lastError: string,
+    disabledAt: Date,
+  ) => Promise<void>;
+}
+
+/**
+ * An endpoint's rate over any 3 seconds never exceeds its rateLimitPerSecond (a burst of at most 3 seconds' worth),
+ * and over any 61 seconds 60 times it: a request's time on the wire varies, so a receiver counting 60 s sees no
+ * more than 60 seconds' worth. (A window of 3 s, not 1: the rate store counts in 1/60ths of a window, and a 1 s
+ * window's 16.7 ms buckets admitted every hit spread over several of them.)
+ */
+const rateWindows = (perSecond: number) => [
+  { suffix: 's', rule: { limit: perSecond * 3, windowSeconds: 3 } },
+  { suffix: 'm', rule: { limit: perSecond * 60, windowSeconds: 61 } },
+];
+
+/** The most events one recover reads from its window. */
+const RECOVER_READ_MAX = 50_000;
+
+/** How often an endpoint that keeps succeeding has its last success written (not on every delivery). */
+const SUCCESS_WRITE_EVERY_MS = 60_000;
+
+export function createEndpointActivities(deps: EndpointDeps) {
+  /** Holds the attempt when the endpoint's rate is spent: nothing is sent, the workflow waits and goes again. */
+  const admitAtRate = (endpoint: EndpointRow, perSecond: number) => async () => {
+    const taken: (() => Promise<void>)[] = [];
+    for (const { suffix, rule } of rateWindows(perSecond)) {
+      const admission = await deps.rateLimits.hit(
+        `endpoint-rate|${endpoint._id}|${suffix}`,
+        rule,
+        deps.now(),
+      );
+      if (!admission.admitted) {
+        for (const release of taken) await release();
+        return {
+          held: 'paced' as const,
+          retryAfterMs: admission.retryAfterSeconds * 1000,
+          detail: `paced: the endpoint's rate of ${perSecond} per second is spent for now`,
+        };
+      }
+      taken.push(admission.release);
+    }
+    return undefined;
+  };
+
+  /** The endpoint's failure streak: a success ends it; past disableAfterSeconds of failures, it is disabled. */
+  async function noteOutcome(endpoint: EndpointRow, runId: string, attempt: AttemptResult): Promise<void> {
+    if (!attempt.sent || attempt.held) return;
+    const now = deps.now();
+    if (attempt.outcome.result === 'delivered') {
+      const lastWrite = endpoint.lastSuccessAt?.getTime() ?? 0;
+      if (endpoint.failingSince || now.getTime() - lastWrite >= SUCCESS_WRITE_EVERY_MS)
+        await deps.endpoints.recordSuccess(endpoint._id, now);
+      return;
+    }
+    const failing = await deps.endpoints.recordFailure(endpoint, now);
+    const failingSince = failing.failingSince ?? now;
+    if (now.getTime() - failingSince.getTime() < deps.disableAfterSeconds * 1000) return;
+    if (await deps.endpoints.disableFailing(endpoint._id, now)) {
+      const lastError = attempt.outcome.detail ?? String(attempt.error);
+      await deps.endpointDisabled?.({ ...failing, failingSince }, runId, lastError, now);
+    }
+  }
+
+  return {
+    /**
+     * The event with its sequence and the enabled endpoints subscribed to it when it happened (one created after it
+     * never receives it). With none subscribed (enabled or not) it is not recorded: a team without endpoints pays
+     * one read per event.
+     */
+    async recordTeamEvent(event: TeamEvent): Promise<RecordedTeamEvent> {
+      const happened = new Date(event.occurredAt).getTime();
+      const endpoints = await deps.endpoints.listForTeam(event.teamId);
+      const subscribed = endpoints.filter(
+        (e) => e.eventTypes.includes(event.type) && e.createdAt.getTime() <= happened,
+      );
+      const none = { sequence: 0, endpointIds: [], ...deps.schedule };
+      if (!subscribed.length) return none;
+      // A disabled endpoint gets nothing now, but the event is kept for its recover once enabled.
+      const endpointIds = subscribed.filter((e) => !e.disabled).map((e) => e._id);
+      const run =
+        event.run ??
+        (await deps.runs
+          .getForTeam(event.teamId, event.runId)
+          .then((found) => found && { id: found._id, status: found.status, title: found.title }));
+      if (!run) return none;
+      const recorded = await deps.teamEvents.record({ ...event, run }, deps.now());
+      return { sequence: recorded.sequence, endpointIds, ...deps.schedule };
+    },
+
+    /**
+     * The events of the window it subscribes to (as it is now), from after its creation, whose last attempt did not
+     * deliver (or that it never got, disabled at the time): what a recover sends again.
+     */
+    async endpointMissedEvents(input: EndpointRecoverInput): Promise<string[]> {
+      const endpoint = await deps.endpoints.get(input.teamId, input.endpointId);
+      if (!endpoint) return [];
+      const events = await deps.teamEvents.listForTeam(
+        input.teamId,
+        new Date(input.since),
+        new Date(input.until),
+        RECOVER_READ_MAX,
+      );
+      const missed: string[] = [];
+      for (const event of events) {
+        if (missed.length >= input.maxSends) break;
+        if (!endpoint.eventTypes.includes(event.type)) continue;
+        if (new Date(event.occurredAt).getTime() < endpoint.createdAt.getTime()) continue;
+        const [last] = await deps.endpointAttempts.listForEpisode(
+          endpointDeliveryKey(event._id, endpoint._id),
+          1,
+        );
+        if (last?.result !== 'delivered') missed.push(event._id);
+      }
+      return missed;
+    },
+
+    async sendEndpointEvent(
+      eventId: string,
+      endpointId: string,
+      place: AttemptPlace,
+    ): Promise<CallbackAttempt> {
+      const activityStarted = Date.now();
+      const stop = (detail: string): CallbackAttempt => ({ result: 'stop', detail });
+      const [endpoint, event] = await Promise.all([
+        deps.endpoints.getById(endpointId),
+        deps.teamEvents.get(eventId),
+      ]);
+      if (!endpoint) return stop('the endpoint was removed');
+      if (endpoint.disabled) return stop('the endpoint is disabled');
+      if (!event) return stop('the event is no longer kept');
+      const body = teamEventBody({ ...event, id: event._id }, event.run, event.sequence);
+      const attempt = await sendSigned(deps, {
+        target: endpoint,
+        webhookId: eventId,
+        json: JSON.stringify(body),
+        teamId: endpoint.teamId,
+        // A breaker per endpoint: another endpoint at the same origin keeps going.
+        breakerKey: `endpoint:${endpoint._id}`,
+        about: `endpoint ${endpointId} event ${eventId}`,
+        place,
+        activityStarted,
+        ...(endpoint.rateLimitPerSecond ? { admit: admitAtRate(endpoint, endpoint.rateLimitPerSecond) } : {}),
+      });
+      const logged = { episodeId: endpointDeliveryKey(eventId, endpointId), runId: event.runId };
+      await logAttempt({ log: deps.log }, deps.endpointAttempts, logged, attempt, place);
+      await noteOutcome(endpoint, event.runId, attempt);
+      return attempt.outcome;
+    },
+  };
+}

@@ -1,0 +1,227 @@
+// The team's endpoints: the systems it runs that hear about every run of the team, each subscribed to event types.
+// Team admins only. The URL passes the outbound guard at registration (and again at every send); the whsec_ secret
+// is shown once, at creation and at each rotation.
+import { randomBytes } from 'node:crypto';
+import Router from '@koa/router';
+import type { Middleware } from 'koa';
+import type { CallbackTestResult } from '../../delivery/callback/send';
+import type { EndpointTarget } from '../../delivery/endpoint/send';
+import { ResolverUnavailableError, TargetRefusedError } from '../../delivery/ssrfGuard';
+import { NotFoundError } from '../../domain/errors';
+import type { EndpointChange, EndpointRow, EndpointStore, NewEndpoint } from '../../store/endpoint/endpoints';
+import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
+import { HttpError } from '../../platform/http/httpErrors';
+import { rateLimiter, type Admitted } from '../../platform/http/rateLimit';
+import { validate, type HandlerContext } from '../../platform/http/validate';
+import type { AuthState } from '../auth';
+import { createEndpointBody, endpointParams, updateEndpointBody } from '../endpointSchemas';
+import { recoverBody } from '../schemas';
+import { recoverWindow, type RecoverWindowState } from './callbacks';
+import { endpointRecoverWorkflowId, type EndpointRecoverInput } from '../../contract/workflows';
+
+export interface EndpointsRouterDeps {
+  endpoints: EndpointStore;
+  /** ENDPOINTS_PER_TEAM. */
+  perTeam: number;
+  /** The outbound guard's verdict on a URL (throws TargetRefusedError or ResolverUnavailableError). */
+  checkUrl: (url: string) => Promise<unknown>;
+  newSecret: () => string;
+  /** Sends one signed endpoint.test event now. */
+  testEndpoint: (endpoint: EndpointTarget) => Promise<CallbackTestResult>;
+  /** Starts the endpoint's recover (endpointRecoverWorkflow); false while one of the endpoint runs. */
+  startRecover: (input: EndpointRecoverInput) => Promise<boolean>;
+  /** Recovers per team (CALLBACK_RECOVER_RATE_LIMIT_PER_TEAM), and what one sends at most (CALLBACK_RECOVER_MAX). */
+  recoverLimit: RateLimit;
+  recoverMaxSends: number;
+  /** Test events per endpoint: each is an outbound POST the caller chooses the moment of. */
+  testLimit: RateLimit;
+  rateLimits: RateLimitStore;
+  now: () => Date;
+}
+
+/** What the API shows of an endpoint: never its secret. */
+export function endpointView(row: EndpointRow) {
+  return {
+    id: row._id,
+    url: row.url,
+    eventTypes: row.eventTypes,
+    ...(row.description !== undefined ? { description: row.description } : {}),
+    disabled: row.disabled,
+    ...(row.disabledReason ? { disabledReason: row.disabledReason } : {}),
+    ...(row.rateLimitPerSecond !== undefined ? { rateLimitPerSecond: row.rateLimitPerSecond } : {}),
+    format: row.format,
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+    ...(row.lastSuccessAt ? { lastSuccessAt: row.lastSuccessAt.toISOString() } : {}),
+    ...(row.failingSince ? { failingSince: row.failingSince.toISOString() } : {}),
+  };
+}
+
+const requireAdmin: Middleware<AuthState> = async (ctx, next) => {
+  if (!ctx.state.caller.admin) throw new HttpError(403, "a team's endpoints are managed by its admins");
+  await next();
+};
+
+/** The guard's refusal, as a 400 naming its category (never addresses); a resolver without an answer is a 503. */
+async function guardUrl(deps: EndpointsRouterDeps, url: string): Promise<void> {
+  try {
+    await deps.checkUrl(url);
+  } catch (err) {
+    if (err instanceof TargetRefusedError) throw new HttpError(400, `endpoint url ${err.category}`);
+    if (err instanceof ResolverUnavailableError)
+      throw new HttpError(503, 'the endpoint url could not be resolved now; try again shortly', {
+        'retry-after': '5',
+      });
+    throw err;
+  }
+}
+
+export function endpointsRouter(deps: EndpointsRouterDeps) {
+  const router = new Router<AuthState>({ prefix: '/api/v1/endpoints' });
+  const rateLimit = rateLimiter(deps.rateLimits, deps.now);
+  router.use(requireAdmin);
+  const load = async (teamId: string, id: string): Promise<EndpointRow> => {
+    const row = await deps.endpoints.get(teamId, id);
+    if (!row) throw new NotFoundError('endpoint not found');
+    return row;
+  };
+
+  const create = validate({
+    summary:
+      'registers an endpoint of the team, subscribed to event types; answers its whsec_ secret this once ' +
+      '(409 past ENDPOINTS_PER_TEAM; 400 when the outbound guard refuses the URL)',
+    body: createEndpointBody,
+    success: 201,
+    examples: [{ url: 'https://hooks.example.com/flow', eventTypes: ['run.finished', 'run.failed'] }],
+  });
+  router.post('/', create, async (ctx) => {
+    const { caller } = ctx.state;
+    const body = ctx.state.input.body;
+    await guardUrl(deps, body.url);
+    const input: NewEndpoint = {
+      _id: `ep_${randomBytes(12).toString('base64url')}`,
+      url: body.url,
+      eventTypes: body.eventTypes,
+      ...(body.description !== undefined ? { description: body.description } : {}),
+      disabled: body.disabled ?? false,
+      ...(body.rateLimitPerSecond !== undefined ? { rateLimitPerSecond: body.rateLimitPerSecond } : {}),
+      format: body.format ?? 'standard',
+      secret: deps.newSecret(),
+    };
+    const row = await deps.endpoints.create(caller.teamId, caller.userId, input, deps.perTeam, deps.now());
+    if (!row) throw new HttpError(409, `a team may register at most ${deps.perTeam} endpoints`);
+    ctx.status = 201;
+    ctx.body = { ...endpointView(row), secret: row.secret };
+  });
+
+  router.get('/', validate({ summary: "the team's endpoints (never their secrets)" }), async (ctx) => {
+    const rows = await deps.endpoints.listForTeam(ctx.state.caller.teamId);
+    ctx.body = { endpoints: rows.map(endpointView) };
+  });
+
+  const getOne = validate({ summary: 'one endpoint of the team', params: endpointParams });
+  router.get('/:id', getOne, async (ctx) => {
+    ctx.body = endpointView(await load(ctx.state.caller.teamId, ctx.state.input.params.id));
+  });
+
+  const update = validate({
+    summary:
+      'changes an endpoint (null clears description or rateLimitPerSecond); enabling it again starts its ' +
+      'failure streak over',
+    params: endpointParams,
+    body: updateEndpointBody,
+    examples: [
+      { eventTypes: ['run.input_requested', 'run.stalled'], rateLimitPerSecond: 5 },
+      { disabled: false },
+    ],
+  });
+  router.patch('/:id', update, async (ctx) => {
+    const { teamId } = ctx.state.caller;
+    const change: EndpointChange = ctx.state.input.body;
+    if (change.url !== undefined) await guardUrl(deps, change.url);
+    const row = await deps.endpoints.update(teamId, ctx.state.input.params.id, change, deps.now());
+    if (!row) throw new NotFoundError('endpoint not found');
+    ctx.body = endpointView(row);
+  });
+
+  const remove = validate({ summary: 'removes an endpoint', params: endpointParams, success: 204 });
+  router.delete('/:id', remove, async (ctx) => {
+    if (!(await deps.endpoints.remove(ctx.state.caller.teamId, ctx.state.input.params.id)))
+      throw new NotFoundError('endpoint not found');
+    ctx.status = 204;
+  });
+
+  const rotate = validate({
+    summary:
+      "replaces an endpoint's secret and shows the new one this once; for CALLBACK_SECRET_OVERLAP_SECONDS " +
+      'events carry a signature with each secret',
+    params: endpointParams,
+  });
+  router.post('/:id/rotate-secret', rotate, async (ctx) => {
+    const { teamId } = ctx.state.caller;
+    const row = await deps.endpoints.rotateSecret(
+      teamId,
+      ctx.state.input.params.id,
+      deps.newSecret(),
+      deps.now(),
+    );
+    if (!row) throw new NotFoundError('endpoint not found');
+    ctx.body = { secret: row.secret };
+  });
+
+  const test = validate({
+    summary:
+      "sends one signed endpoint.test event to the endpoint's URL; answers the receiver's status or why not",
+    params: endpointParams,
+  });
+  const tests = rateLimit(({ input }: { input: { params: { id: string } } }) => [
+    { key: `endpoint-test|${input.params.id}`, rule: deps.testLimit, what: 'test events for this endpoint' },
+  ]);
+  router.post('/:id/test', test, tests, async (ctx: HandlerContext<typeof test, AuthState & Admitted>) => {
+    const row = await load(ctx.state.caller.teamId, ctx.state.input.params.id);
+    ctx.body = await deps.testEndpoint(row);
+  });
+
+  const recover = validate({
+    summary:
+      'sends the endpoint again every event of [since, until) (at most 14 days; until defaults to now) it ' +
+      'subscribes to and did not get (its last attempt failed, or it was disabled then), same webhook-id: ' +
+      '202 {"id"}; 409 while a recover of the endpoint runs',
+    params: endpointParams,
+    body: recoverBody,
+    success: 202,
+    examples: [{ since: '2026-12-01T08:00:00Z' }],
+  });
+  const recovers = rateLimit(({ caller }: AuthState) => [
+    {
+      key: `endpoint-recover-team|${caller.teamId}`,
+      rule: deps.recoverLimit,
+      what: 'endpoint recovers of this team',
+    },
+  ]);
+  router.post(
+    '/:id/recover',
+    recover,
+    recoverWindow(deps.now),
+    recovers,
+    async (ctx: HandlerContext<typeof recover, AuthState & Admitted & RecoverWindowState>) => {
+      const { caller, window, admission } = ctx.state;
+      const row = await load(caller.teamId, ctx.state.input.params.id);
+      const input: EndpointRecoverInput = {
+        teamId: caller.teamId,
+        endpointId: row._id,
+        since: window.since.toISOString(),
+        until: window.until.toISOString(),
+        maxSends: deps.recoverMaxSends,
+      };
+      if (!(await admission.releaseIfFails(() => deps.startRecover(input)))) {
+        await admission.release();
+        throw new HttpError(409, 'a recover of this endpoint is running');
+      }
+      ctx.status = 202;
+      ctx.body = { id: endpointRecoverWorkflowId(row._id) };
+    },
+  );
+
+  return router;
+}

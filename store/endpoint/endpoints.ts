@@ -1,0 +1,184 @@
+// endpoints: the systems a team registered to hear about its runs, each subscribed to event types. A team holds at
+// most ENDPOINTS_PER_TEAM of them: endpoint_slots, beside it, holds the cap (store/slots.ts: no compare-and-swap
+// needed, a burst of creates admits up to the cap and never more).
+import type { Db, Filter } from 'mongodb';
+import type { SubscribableEventType } from '../../domain/teamEvents';
+import type { IndexSpec } from '../mongo';
+import { takeSlot, type SlotRow } from '../slots';
+
+export type EndpointFormat = 'standard';
+
+export interface EndpointRow {
+  _id: string;
+  teamId: string;
+  url: string;
+  eventTypes: SubscribableEventType[];
+  description?: string;
+  disabled: boolean;
+  /** Why it is disabled: someone asked, or it failed for ENDPOINT_DISABLE_AFTER_SECONDS without a success. */
+  disabledReason?: 'manual' | 'failing';
+  rateLimitPerSecond?: number;
+  format: EndpointFormat;
+  /** whsec_ secret; shown once, at creation and rotation. */
+  secret: string;
+  /** The secret a rotation replaced: events carry its signature too for CALLBACK_SECRET_OVERLAP_SECONDS. */
+  previousSecret?: { secret: string; rotatedAt: Date };
+  createdBy: string;
+  createdAt: Date;
+  updatedAt: Date;
+  /** The first failure since the last success (absent: the last attempt succeeded, or none failed). */
+  failingSince?: Date;
+  lastSuccessAt?: Date;
+  slotId: string;
+}
+
+/** One use of one of a team's ENDPOINTS_PER_TEAM slots; `key` is the team id. */
+interface EndpointSlotRow extends SlotRow {
+  endpointId: string;
+  released?: true;
+}
+
+export const endpointIndexes: IndexSpec[] = [
+  { collection: 'endpoints', key: { teamId: 1, createdAt: 1 }, options: { name: 'team_created' } },
+  { collection: 'endpoint_slots', key: { key: 1 }, options: { name: 'team' } },
+];
+
+/** A slot whose endpoint is not written yet is held this long (a create in flight), then given back. */
+const CREATE_IN_FLIGHT_MS = 60_000;
+
+export type NewEndpoint = Pick<
+  EndpointRow,
+  '_id' | 'url' | 'eventTypes' | 'description' | 'disabled' | 'rateLimitPerSecond' | 'format' | 'secret'
+>;
+
+/** What a PATCH changes; null clears an optional field. */
+export type EndpointChange = Partial<Pick<EndpointRow, 'url' | 'eventTypes' | 'disabled' | 'format'>> & {
+  description?: string | null;
+  rateLimitPerSecond?: number | null;
+};
+
+export type EndpointStore = ReturnType<typeof createEndpointStore>;
+
+export function createEndpointStore(db: Db) {
+  const rows = db.collection<EndpointRow>('endpoints');
+  const slots = db.collection<EndpointSlotRow>('endpoint_slots');
+
+  const listForTeam = (teamId: string): Promise<EndpointRow[]> =>
+    rows.find({ teamId }).sort({ createdAt: 1 }).toArray();
+
+  /** The team's endpoint, or undefined (another team's is not found either). */
+  const get = async (teamId: string, id: string): Promise<EndpointRow | undefined> => {
+    const row = await rows.findOne({ _id: id });
+    return row && row.teamId === teamId ? row : undefined;
+  };
+
+  return {
+    listForTeam,
+    get,
+
+    /** By id alone: the delivery activity, which holds an id its own workflow recorded. */
+    async getById(id: string): Promise<EndpointRow | undefined> {
+      return (await rows.findOne({ _id: id })) ?? undefined;
+    },
+
+    /** Registers it under one of the team's `capacity` slots; undefined when every slot is held. */
+    async create(
+      teamId: string,
+      createdBy: string,
+      input: NewEndpoint,
+      capacity: number,
+      now: Date,
+    ): Promise<EndpointRow | undefined> {
+      const [held, existing] = await Promise.all([
+        slots.find({ key: teamId }).toArray(),
+        listForTeam(teamId),
+      ]);
+      const live = new Set(existing.map((row) => row._id));
+      const slot = await takeSlot(slots, {
+        key: teamId,
+        capacity,
+        rows: held,
+        held: (row) =>
+          !row.released &&
+          (live.has(row.endpointId) || now.getTime() - row.at.getTime() < CREATE_IN_FLIGHT_MS),
+        at: now,
+        fields: { endpointId: input._id },
+      });
+      if (!slot) return undefined;
+      const row: EndpointRow = {
+        ...input,
+        teamId,
+        createdBy,
+        createdAt: now,
+        updatedAt: now,
+        slotId: slot._id,
+      };
+      await rows.insertOne(row);
+      return row;
+    },
+
+    async update(teamId: string, id: string, change: EndpointChange, now: Date) {
+      const row = await get(teamId, id);
+      if (!row) return undefined;
+      const unset: Partial<Record<keyof EndpointRow, ''>> = {};
+      const set: Partial<EndpointRow> = { updatedAt: now };
+      for (const [field, value] of Object.entries(change) as [keyof EndpointChange, unknown][]) {
+        if (value === null) unset[field] = '';
+        else if (value !== undefined) Object.assign(set, { [field]: value });
+      }
+      if (change.disabled !== undefined) {
+        // Enabled again: the failure streak starts over, so it is not disabled again on its next failure.
+        if (change.disabled) set.disabledReason = 'manual';
+        else Object.assign(unset, { disabledReason: '', failingSince: '' });
+      }
+      await rows.updateOne(
+        { _id: id },
+        { $set: set, ...(Object.keys(unset).length ? { $unset: unset } : {}) },
+      );
+      return (await rows.findOne({ _id: id })) ?? undefined;
+    },
+
+    async rotateSecret(teamId: string, id: string, secret: string, now: Date) {
+      const row = await get(teamId, id);
+      if (!row) return undefined;
+      const previousSecret = { secret: row.secret, rotatedAt: now };
+      await rows.updateOne({ _id: id }, { $set: { secret, previousSecret, updatedAt: now } });
+      return { ...row, secret, previousSecret };
+    },
+
+    /** Removes it and gives its slot back (a crash between leaves the slot held until a create finds it free). */
+    async remove(teamId: string, id: string): Promise<boolean> {
+      const row = await get(teamId, id);
+      if (!row) return false;
+      await rows.deleteOne({ _id: id });
+      await slots.updateOne({ _id: row.slotId } as Filter<EndpointSlotRow>, { $set: { released: true } });
+      return true;
+    },
+
+    /** A delivery reached it: its failure streak ends. */
+    async recordSuccess(id: string, now: Date): Promise<void> {
+      await rows.updateOne({ _id: id }, { $set: { lastSuccessAt: now }, $unset: { failingSince: '' } });
+    },
+
+    /**
+     * A delivery failed: the streak's start is kept (set if none). Answers the endpoint as it is now, so the caller
+     * can tell how long it has been failing.
+     */
+    async recordFailure(row: EndpointRow, now: Date): Promise<EndpointRow> {
+      if (row.failingSince) return row;
+      await rows.updateOne({ _id: row._id }, { $set: { failingSince: now } });
+      return { ...row, failingSince: now };
+    },
+
+    /** Disabled for failing: answers false when it was disabled already (someone else raised the alert). */
+    async disableFailing(id: string, now: Date): Promise<boolean> {
+      const row = await rows.findOne({ _id: id });
+      if (!row || row.disabled) return false;
+      await rows.updateOne(
+        { _id: id },
+        { $set: { disabled: true, disabledReason: 'failing', updatedAt: now } },
+      );
+      return true;
+    },
+  };
+}

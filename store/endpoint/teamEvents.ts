@@ -1,0 +1,87 @@
+// team_events: every team event as first recorded, with its sequence (increasing per run in the order things
+// happened, so a receiver can order events or drop stale ones: firstSequence). It is taken without a counter or a
+// compare-and-swap: a unique index on (runId, sequence) makes an insert of a taken number fail (E11000), and the
+// next number is tried; the event's id is the _id, so recording it again answers the row as first recorded (its
+// sequence never changes).
+import type { Db } from 'mongodb';
+import { firstSequence, SEQUENCES_PER_MS, type TeamEvent, type TeamEventRun } from '../../domain/teamEvents';
+import { CLAIM_RETENTION_SECONDS } from '../claims';
+import { isDuplicateKey, type IndexSpec } from '../mongo';
+
+export interface TeamEventRow extends Omit<TeamEvent, 'id' | 'run'> {
+  _id: string;
+  run: TeamEventRun;
+  sequence: number;
+  recordedAt: Date;
+}
+
+export const teamEventIndexes: IndexSpec[] = [
+  {
+    collection: 'team_events',
+    key: { runId: 1, sequence: -1 },
+    options: { name: 'run_sequence', unique: true },
+  },
+  // A team's events in a window, oldest first (an endpoint's recover).
+  {
+    collection: 'team_events',
+    key: { teamId: 1, recordedAt: 1, _id: 1 },
+    options: { name: 'team_recorded' },
+  },
+  // Kept as long as claims: an event's deliveries read it for about a day and a half at most.
+  {
+    collection: 'team_events',
+    key: { recordedAt: 1 },
+    options: { name: 'recorded_ttl', expireAfterSeconds: CLAIM_RETENTION_SECONDS },
+  },
+];
+
+/** Numbers one record tries past its first: events of one run at one instant (a bound never reached). */
+const MAX_PROBES = SEQUENCES_PER_MS;
+
+export type TeamEventStore = ReturnType<typeof createTeamEventStore>;
+
+export function createTeamEventStore(db: Db) {
+  const rows = db.collection<TeamEventRow>('team_events');
+
+  return {
+    /** The event as first recorded, recording it now (with the run's next sequence) if it never was. */
+    async record(event: TeamEvent & { run: TeamEventRun }, now: Date): Promise<TeamEventRow> {
+      const { id, ...rest } = event;
+      const known = await rows.findOne({ _id: id });
+      if (known) return known;
+      const from = firstSequence(event);
+      for (let sequence = from; sequence < from + MAX_PROBES; sequence++) {
+        const row: TeamEventRow = { _id: id, ...rest, sequence, recordedAt: now };
+        try {
+          await rows.insertOne(row);
+          return row;
+        } catch (err) {
+          if (!isDuplicateKey(err)) throw err;
+          // The id taken (another recorder of this event won) or the number (another event of the run).
+          const raced = await rows.findOne({ _id: id });
+          if (raced) return raced;
+        }
+      }
+      throw new Error(`team event ${id}: no free sequence from ${from}`);
+    },
+
+    async get(id: string): Promise<TeamEventRow | undefined> {
+      return (await rows.findOne({ _id: id })) ?? undefined;
+    },
+
+    /** A team's events recorded in [since, until), oldest first, at most `limit` (an endpoint's recover). */
+    async listForTeam(teamId: string, since: Date, until: Date, limit: number): Promise<TeamEventRow[]> {
+      return rows
+        .find({ teamId, recordedAt: { $gte: since, $lt: until } })
+        .sort({ recordedAt: 1, _id: 1 })
+        .limit(limit)
+        .toArray();
+    },
+
+    /** The sweep's reaper where the server has no TTL index (FerretDB v1). */
+    async reapExpired(now: Date): Promise<number> {
+      const cutoff = new Date(now.getTime() - CLAIM_RETENTION_SECONDS * 1000);
+      return (await rows.deleteMany({ recordedAt: { $lt: cutoff } })).deletedCount;
+    },
+  };
+}

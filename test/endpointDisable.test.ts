@@ -1,0 +1,108 @@
+// A failing team endpoint, on the real servers: after ENDPOINT_DISABLE_AFTER_SECONDS of nothing but failures it is
+// disabled, an endpoint_disabled operator alert names it once, it is sent nothing more; enabled again, its streak
+// starts over and the next event reaches it; its recover sends what it missed, once.
+import assert from 'node:assert/strict';
+import { adminOf } from './support/admin';
+import { CallbackReceiver } from './support/callbackReceiver';
+import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import type { ApiClient } from './support/harness';
+import { waitUntil } from './support/waitUntil';
+
+describe('team endpoints: a failing endpoint', function () {
+  this.timeout(120_000);
+  let stack: FamilyStack;
+  let receiver: CallbackReceiver;
+  let opsWebhook: CallbackReceiver;
+  let admin: ApiClient;
+  let alice: ApiClient;
+
+  before(async () => {
+    receiver = await CallbackReceiver.start();
+    opsWebhook = await CallbackReceiver.start();
+    stack = await startFamilyStack({
+      CALLBACK_ALLOW_PRIVATE: '1',
+      CALLBACK_RETRY_SECONDS: '1,1,1,1,1,1',
+      ENDPOINT_DISABLE_AFTER_SECONDS: '2',
+      OPS_ALERT_WEBHOOK_URL: opsWebhook.url,
+      SWEEP_INTERVAL_SECONDS: '3600',
+    });
+    admin = adminOf(stack.anonymous, 'ada', 'acme');
+    alice = stack.anonymous.as('alice', 'acme');
+  });
+  after(async () => {
+    await stack?.stop();
+    await receiver?.close();
+    await opsWebhook?.close();
+  });
+
+  const finishRun = async (title: string): Promise<string> => {
+    const created = await alice.post('/api/v1/runs', { title });
+    assert.equal(created.status, 201, created.text);
+    const done = await alice.post(`/api/v1/runs/${created.body.id}/complete`, { finalAnswer: 'ok' });
+    assert.equal(done.status, 200, done.text);
+    return created.body.id as string;
+  };
+  const alerts = () =>
+    opsWebhook.received
+      .map((call) => JSON.parse(call.body) as { kind: string; detail: { endpointId?: string } })
+      .filter((alert) => alert.kind === 'endpoint_disabled');
+
+  it('is disabled after failing for ENDPOINT_DISABLE_AFTER_SECONDS, alerts once, and takes events again once enabled', async () => {
+    const startedAt = new Date();
+    receiver.answerAlways({ status: 500 });
+    const created = await admin.post('/api/v1/endpoints', {
+      url: receiver.url,
+      eventTypes: ['run.finished'],
+    });
+    assert.equal(created.status, 201, created.text);
+    const path = `/api/v1/endpoints/${created.body.id}`;
+    const failing = await finishRun('failing');
+    await waitUntil('disabled', async () => (await admin.get(path)).body.disabled === true, {
+      timeoutMs: 60_000,
+    });
+    const disabled = (await admin.get(path)).body;
+    assert.equal(disabled.disabledReason, 'failing');
+    const failingFor = Date.parse(disabled.updatedAt) - Date.parse(disabled.failingSince);
+    assert.ok(failingFor >= 2000, `disabled after ${failingFor} ms of failures`);
+    await waitUntil('the operator alert', () => alerts().length === 1, { seen: () => `${alerts().length}` });
+    assert.equal(alerts()[0].detail.endpointId, created.body.id);
+
+    // Disabled: nothing more is sent, a new event included.
+    const sentWhileDisabled = receiver.received.length;
+    const skipped = await finishRun('while disabled');
+    await stack.client.workflow.getHandle(`${skipped}:end`).result();
+    assert.equal(receiver.received.length, sentWhileDisabled);
+
+    receiver.answerAlways({ status: 204 });
+    const enabled = await admin.request('PATCH', path, { disabled: false });
+    assert.equal(enabled.status, 200, enabled.text);
+    assert.equal(enabled.body.disabledReason, undefined);
+    assert.equal(enabled.body.failingSince, undefined);
+    const next = await finishRun('enabled again');
+    await waitUntil('delivered', () =>
+      receiver.received.some((call) => JSON.parse(call.body).run?.id === next && call.status === 204),
+    );
+    assert.equal(alerts().length, 1, 'one alert per disabling');
+    assert.equal((await admin.get(path)).body.disabled, false);
+
+    // The recover sends what it missed: the end that failed, and the one raised while it was disabled. (A delivery
+    // still in flight would be sent again too, same webhook-id: the next end's is waited out first.)
+    await stack.client.workflow.getHandle(`team-event|ev:${next}:end`).result();
+    const recovered = await admin.post(`${path}/recover`, { since: startedAt.toISOString() });
+    assert.equal(recovered.status, 202, recovered.text);
+    const result = await stack.client.workflow.getHandle(recovered.body.id).result();
+    assert.deepEqual(result, { found: 2, delivered: 2, failed: 0 });
+    const deliveredRuns = receiver.received
+      .filter((call) => call.status === 204)
+      .map((call) => JSON.parse(call.body).run.id as string)
+      .sort();
+    assert.deepEqual(deliveredRuns, [failing, skipped, next].sort());
+    const again = await admin.post(`${path}/recover`, { since: startedAt.toISOString() });
+    assert.equal(again.status, 202, again.text);
+    assert.deepEqual(await stack.client.workflow.getHandle(again.body.id).result(), {
+      found: 0,
+      delivered: 0,
+      failed: 0,
+    });
+  });
+});

@@ -1,0 +1,100 @@
+// One signed delivery on the callback family's schedule, under its own claim: up to n + 1 attempts with the same
+// webhook-id on durable timers; an attempt the worker holds (nothing sent) waits and goes again without spending
+// one. A run's completion callback and each (event, endpoint) of a team endpoint are delivered by it.
+import { patched, sleep } from '@temporalio/workflow';
+import type { BranchResult } from '../contract/workflows';
+import type { AttemptPlace, CallbackAttempt } from '../contract/activities';
+import {
+  callbackScheduleSpanSeconds,
+  callbackWaitSeconds,
+  heldWaitSeconds,
+  jitteredWaitSeconds,
+} from '../domain/callback';
+import { holder, type QuickCalls } from './common';
+
+/** Marks histories whose thrown callback branch releases its cb| claim (older ones left it pending). */
+export const CALLBACK_RELEASES_ON_THROW = 'callback-branch-releases-claim-on-throw';
+
+/**
+ * Marks histories in which an attempt the worker held (the team's breaker open, no slot free: nothing sent) waits
+ * and goes again instead of spending one of the schedule's attempts, within the schedule's longest span.
+ */
+export const CALLBACK_HELD_ATTEMPT_WAITS_PATCH = 'callback-held-attempt-waits-not-spent';
+
+export interface SignedDelivery {
+  /** The claim that makes it once in effect. */
+  key: string;
+  /** The waits between attempts (n waits: n + 1 attempts), and their jitter (absent: as listed, uncapped off). */
+  waits: number[];
+  jitter?: number;
+  /** One attempt; `place` tells the attempt log where it sits in the schedule. */
+  attempt(place: AttemptPlace): Promise<CallbackAttempt>;
+  /** After the claim is settled gave_up: what the caller owes someone (an operator alert). */
+  gaveUp(attempts: number, lastError: string): Promise<void>;
+}
+
+/**
+ * Claims, then attempts on the schedule until delivered, refused (SSRF guard, a 4xx other than 408/429) or the
+ * schedule runs out: bounded, best effort. Answers how the claim was settled.
+ */
+export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDelivery): Promise<BranchResult> {
+  const { key, waits, jitter } = delivery;
+  const me = holder();
+  if (!(await quick.tryMark(key, me))) return 'claimed_elsewhere';
+  // Held attempts wait within the schedule's longest span (its waits at their longest): the delivery ends no later
+  // than it could before, and past that end the next attempt is the last, held or not.
+  const holdsEndAt = Date.now() + callbackScheduleSpanSeconds(waits, jitter) * 1000;
+  let heldBefore = false;
+  const secondsToHoldsEnd = () => Math.max(1, Math.ceil((holdsEndAt - Date.now()) / 1000));
+  try {
+    for (let attempt = 0; ; attempt++) {
+      // The wait is drawn before the attempt (Math.random is Temporal's seeded one: the same on replay), so the
+      // attempt's row can say when the next one comes.
+      const drawn =
+        jitter !== undefined && waits[attempt] !== undefined
+          ? jitteredWaitSeconds(waits[attempt], jitter, Math.random())
+          : waits[attempt];
+      // Only after a hold can the span run out before the schedule does (it covers every wait at its longest).
+      const pastHoldsEnd = heldBefore && Date.now() >= holdsEndAt;
+      const scheduled = pastHoldsEnd ? undefined : drawn;
+      let result: CallbackAttempt;
+      for (let held = 0; ; held++) {
+        const heldWaits = !pastHoldsEnd && Date.now() < holdsEndAt;
+        // Where the attempt sits in the schedule is for the attempt log only: histories recorded without it
+        // replay the same commands (an activity's input is not part of what replay compares).
+        result = await delivery.attempt({
+          attempt: attempt + 1,
+          waitIfRetried: scheduled,
+          ...(jitter !== undefined ? { scheduleUncapped: true } : {}),
+          trigger: 'episode',
+          ...(heldWaits ? { heldWaits: { held } } : {}),
+        });
+        // Held (nothing sent): it waits for the breaker, or for a slot, and goes again; it spends nothing. Only
+        // attempts of activities that tell a hold reach the patch check: histories recorded before replay unchanged.
+        if (result.result !== 'retry' || !result.held || !heldWaits) break;
+        if (!patched(CALLBACK_HELD_ATTEMPT_WAITS_PATCH)) break;
+        heldBefore = true;
+        await sleep(Math.min(heldWaitSeconds(result.retryAfterSeconds, held), secondsToHoldsEnd()) * 1000);
+      }
+      if (result.result === 'delivered') {
+        await quick.markDelivered(key, me);
+        return 'delivered';
+      }
+      if (result.result === 'stop' || attempt >= waits.length || scheduled === undefined) {
+        await quick.markDelivered(key, me, `gave_up: ${result.detail}`);
+        await delivery.gaveUp(attempt + 1, result.detail);
+        return 'gave_up';
+      }
+      // A durable timer: hours of waiting cost nothing, and a restart of anything loses none of it. After a hold,
+      // no wait goes past the span's end.
+      const wait = callbackWaitSeconds(scheduled, result.retryAfterSeconds, jitter !== undefined);
+      await sleep((heldBefore ? Math.min(wait, secondsToHoldsEnd()) : wait) * 1000);
+    }
+  } catch (err) {
+    // An attempt (or a settle) that failed past its retries: release the claim, so the claim, the episodes view
+    // and this branch's result all say released and the sweep replays it, instead of a claim left pending.
+    if (!patched(CALLBACK_RELEASES_ON_THROW)) throw err;
+    await quick.unmark(key, me).catch(() => undefined); // failing too: the claim goes stale after the grace
+    return 'released';
+  }
+}
