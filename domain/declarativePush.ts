@@ -3,6 +3,7 @@
 // worker. `mutable: true` lets a service worker that is installed take the push as before (it shows our
 // notification, with actions that answer in place); the declarative notification is then only the fallback.
 // No Node builtins: pure.
+import { SNOOZE_ACTION } from './interaction';
 import type { PushPayload } from './push';
 
 /**
@@ -31,6 +32,7 @@ export type WirePushPayload = PushPayload & DeclarativePushMessage;
 /** Our payload with its declarative form beside it (the same words, links and tag). */
 export function withDeclarativeForm(payload: PushPayload): WirePushPayload {
   const waitsForAnswer = payload.kind === 'human_input_requested';
+  const answering = (payload.actions ?? []).filter(({ action }) => action !== SNOOZE_ACTION);
   return {
     ...payload,
     web_push: 8030,
@@ -40,11 +42,10 @@ export function withDeclarativeForm(payload: PushPayload): WirePushPayload {
       navigate: payload.url,
       tag: payload.tag,
       ...(waitsForAnswer ? { require_interaction: true } : {}),
-      // A declarative action can only open a page: each opens the run, where the person answers (signed in).
-      ...(payload.actions?.length
-        ? {
-            actions: payload.actions.map(({ action, title }) => ({ action, title, navigate: payload.url })),
-          }
+      // A declarative action can only open a page: each choice opens the run, where the person answers (signed
+      // in). Snooze is left out: a button that opens the page would snooze nothing.
+      ...(answering.length
+        ? { actions: answering.map(({ action, title }) => ({ action, title, navigate: payload.url })) }
         : {}),
     },
     mutable: true,

@@ -153,7 +153,12 @@ describe('flow-notify explain', function () {
     );
 
     // Push: every delivery the push service accepted, and nothing else.
-    const seen = push.received(subscription);
+    // The question's close (kind answered, sent once it was answered) is the interaction's, not an episode's.
+    const isClose = (r: { payload: unknown }) => (r.payload as PushPayload).kind === 'answered';
+    await waitUntil('the question closed on the device', () => push.received(subscription).some(isClose));
+    const received = push.received(subscription);
+    assert.equal(received.filter(isClose).length, 1);
+    const seen = received.filter((r) => !isClose(r));
     const reported = report.episodes.flatMap((e) =>
       e.pushDeliveries.map((d) => ({ ...d, episodeId: e.episodeId })),
     );

@@ -60,6 +60,14 @@ describe('the callback schedule on time-skipping Temporal', function () {
       recordEpisode: async () => undefined,
       isStandbyVetoed: async () => false,
       callbackExhaustedAlert: async () => undefined, // no operator webhook
+      // The team has no endpoints: its events are recorded and go no further.
+      recordTeamEvent: async () => ({
+        sequence: 1,
+        endpointIds: [],
+        retrySeconds: [],
+        retryJitter: 0,
+        attemptSeconds: 10,
+      }),
       deliverPush: async () => {
         if (!pushFails) return { addressable: false, reason: 'no sink' };
         pushTries.push(await env.currentTimeMs());

@@ -48,6 +48,14 @@ describe('the run-health stall on time-skipping Temporal', function () {
       markDelivered: async () => true,
       stampOpsMarker: async () => true,
       renewClaim: async () => true,
+      // The team has no endpoints: its events are recorded and go no further.
+      recordTeamEvent: async () => ({
+        sequence: 1,
+        endpointIds: [],
+        retrySeconds: [],
+        retryJitter: 0,
+        attemptSeconds: 10,
+      }),
     } as unknown as Partial<Activities>;
     const worker = await Worker.create({
       connection: env.nativeConnection,
