@@ -130,6 +130,8 @@ export function createActivities(deps: ActivityDeps): Activities {
       teamEvents: stores.teamEvents,
       endpointAttempts: stores.endpointAttempts,
       rateLimits: stores.rateLimits,
+      interactions: stores.interactions,
+      studioUrl: config.studioUrl,
       ...callbackSendSettings(config),
       lookup: deps.callbackLookup,
       pacing: deps.callbackPacing,

@@ -20,8 +20,7 @@ const fields = {
   description: z.string().max(ENDPOINT_DESCRIPTION_MAX).optional(),
   disabled: z.boolean().optional(),
   rateLimitPerSecond: z.number().int().min(1).max(ENDPOINT_RATE_MAX).optional(),
-  // Slack's incoming-webhook format is not delivered yet: refused rather than sent as a standard event.
-  format: z.enum(['standard']).optional(),
+  format: z.enum(['standard', 'slack']).optional(),
 };
 
 export const createEndpointBody = z.strictObject(fields);

@@ -1,6 +1,7 @@
 // A team event as a Slack incoming-webhook message (Block Kit): a header, the run's title and status, the prompt of
 // an input request, and a button to the run. Pure, so the shape is checked without a server; Slack refuses a
 // message whose text is over its documented bounds, so every text is cut to them here.
+import type { TeamEventBody } from './teamEvents';
 
 /** What a Slack message says about one event; the endpoint's sender maps its event onto it. */
 export interface SlackEventFacts {
@@ -37,6 +38,23 @@ const HEADLINES: Record<string, string> = {
   'interaction.escalated': 'Still waiting for an answer',
   'endpoint.test': 'Test event',
 };
+
+/**
+ * What a Slack message says about a team event: the run as the event shows it, and as its detail the input
+ * request's prompt (given by the sender, which reads it) or who answered.
+ */
+export function slackFactsOf(body: TeamEventBody, runUrl: string, prompt?: string): SlackEventFacts {
+  const answeredBy =
+    typeof body.data.answeredBy === 'string' ? `Answered by ${body.data.answeredBy}` : undefined;
+  return {
+    type: body.type,
+    runId: body.run?.id ?? '',
+    runTitle: body.run?.title ?? '',
+    status: body.run?.status ?? '',
+    runUrl,
+    detail: prompt ?? answeredBy,
+  };
+}
 
 export interface SlackMessage {
   text: string;

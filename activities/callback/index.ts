@@ -17,6 +17,7 @@ import { retryAfterMs } from '../../platform/retryAfter';
 import {
   classifyCallbackStatus,
   postSignedCallback,
+  type Signing,
   type CallbackSendDeps,
 } from '../../delivery/callback/send';
 import {
@@ -313,6 +314,8 @@ export interface SignedSend {
   target: Pick<NonNullable<Run['callback']>, 'url' | 'secret' | 'previousSecret'>;
   webhookId: string;
   json: string;
+  /** Absent: signed. */
+  signing?: Signing;
   /** The team the attempt is for (its log row's). */
   teamId: string;
   /** Whose failures at the origin open the breaker that holds this attempt. */
@@ -370,7 +373,7 @@ export async function sendSigned(deps: CallbackDeps, send: SignedSend): Promise<
   }
   let res: PinnedResponse;
   try {
-    res = await inSlot(entry, () => postSignedCallback(deps, target, webhookId, send.json));
+    res = await inSlot(entry, () => postSignedCallback(deps, target, webhookId, send.json, send.signing));
   } catch (err) {
     return sent(unansweredOutcome(err, failed));
   }

@@ -3,10 +3,19 @@
 // origin, a breaker per endpoint), the endpoint's own rate, and its attempt log.
 import type { AttemptPlace, CallbackAttempt, RecordedTeamEvent } from '../../contract/activities';
 import type { EndpointRecoverInput } from '../../contract/workflows';
-import { endpointDeliveryKey, teamEventBody, type TeamEvent } from '../../domain/teamEvents';
+import { runDeepLink } from '../../domain/push';
+import { renderSlackMessage, slackFactsOf } from '../../domain/slackMessage';
+import {
+  endpointDeliveryKey,
+  teamEventBody,
+  type TeamEvent,
+  type TeamEventBody,
+} from '../../domain/teamEvents';
+import type { Signing } from '../../delivery/callback/send';
 import type { CallbackAttemptStore } from '../../store/callback/attempts';
 import type { EndpointRow, EndpointStore } from '../../store/endpoint/endpoints';
 import type { TeamEventStore } from '../../store/endpoint/teamEvents';
+import type { InteractionStore } from '../../store/interactions';
 import type { RateLimitStore } from '../../store/rateLimits';
 import type { RunStore } from '../../store/runs';
 import { logAttempt, sendSigned, type AttemptResult, type CallbackDeps } from '../callback';
@@ -18,6 +27,10 @@ export interface EndpointDeps extends Omit<CallbackDeps, 'runs' | 'callbackAttem
   /** The endpoints' attempt log (endpoint_attempts). */
   endpointAttempts: CallbackAttemptStore;
   rateLimits: RateLimitStore;
+  /** Where a Slack message's input request finds its prompt. */
+  interactions: Pick<InteractionStore, 'get'>;
+  /** The studio a Slack message links its run in (as the pushes do). */
+  studioUrl: string;
   /** The callback family's schedule, which every delivery follows. */
   schedule: Omit<RecordedTeamEvent, 'sequence' | 'endpointIds'>;
   /** ENDPOINT_DISABLE_AFTER_SECONDS: failing this long without a success, an endpoint is disabled. */
@@ -88,6 +101,22 @@ export function createEndpointActivities(deps: EndpointDeps) {
       const lastError = attempt.outcome.detail ?? String(attempt.error);
       await deps.endpointDisabled?.({ ...failing, failingSince }, runId, lastError, now);
     }
+  }
+
+  /** What an endpoint is sent: the event as its format renders it, signed unless Slack's (which takes none). */
+  async function payloadFor(
+    endpoint: EndpointRow,
+    body: TeamEventBody,
+  ): Promise<{ json: string; signing: Signing }> {
+    if (endpoint.format !== 'slack') return { json: JSON.stringify(body), signing: 'signed' };
+    const interactionId = body.type === 'run.input_requested' ? body.data.interactionId : undefined;
+    const interaction =
+      body.run && typeof interactionId === 'string'
+        ? await deps.interactions.get(body.run.id, interactionId)
+        : null;
+    const runUrl = runDeepLink(deps.studioUrl, body.run?.id ?? '');
+    const message = renderSlackMessage(slackFactsOf(body, runUrl, interaction?.prompt));
+    return { json: JSON.stringify(message), signing: 'unsigned' };
   }
 
   return {
@@ -161,7 +190,7 @@ export function createEndpointActivities(deps: EndpointDeps) {
       const attempt = await sendSigned(deps, {
         target: endpoint,
         webhookId: eventId,
-        json: JSON.stringify(body),
+        ...(await payloadFor(endpoint, body)),
         teamId: endpoint.teamId,
         // A breaker per endpoint: another endpoint at the same origin keeps going.
         breakerKey: `endpoint:${endpoint._id}`,

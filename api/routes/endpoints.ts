@@ -171,7 +171,7 @@ export function endpointsRouter(deps: EndpointsRouterDeps) {
 
   const test = validate({
     summary:
-      "sends one signed endpoint.test event to the endpoint's URL; answers the receiver's status or why not",
+      "sends one endpoint.test event to the endpoint's URL (signed; to a Slack endpoint, an unsigned Slack message); answers the receiver's status or why not",
     params: endpointParams,
   });
   const tests = rateLimit(({ input }: { input: { params: { id: string } } }) => [

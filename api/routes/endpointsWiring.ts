@@ -19,7 +19,8 @@ export function wireEndpointsRouter({
     perTeam: config.endpointsPerTeam,
     checkUrl: (url) => checkCallbackTarget(url, { allowPrivate: config.callbackAllowPrivate }),
     newSecret: newCallbackSecret,
-    testEndpoint: (endpoint) => sendEndpointTest({ ...callbackSendSettings(config), now }, endpoint),
+    testEndpoint: (endpoint) =>
+      sendEndpointTest({ ...callbackSendSettings(config), studioUrl: config.studioUrl, now }, endpoint),
     testLimit: config.callbackTestRate,
     startRecover: (input) => startEndpointRecover(client, config.temporalTaskQueue, input),
     recoverLimit: config.callbackRecoverRatePerTeam,

@@ -54,6 +54,7 @@ export function postSignedCallback(
   callback: Pick<NonNullable<Run['callback']>, 'url' | 'secret' | 'previousSecret'>,
   webhookId: string,
   json: string,
+  signing: Signing = 'signed',
 ): Promise<PinnedResponse> {
   return inSpan(
     'callback attempt',
@@ -63,15 +64,19 @@ export function postSignedCallback(
       resultAttributes: (res) => ({ 'http.response.status_code': res.status }),
       failed: (res) => classifyCallbackStatus(res.status) !== 'delivered',
     },
-    () => postSignedCallbackNow(deps, callback, webhookId, json),
+    () => postSignedCallbackNow(deps, callback, webhookId, json, signing),
   );
 }
+
+/** Slack's incoming webhooks take no signature (the URL is the secret): their bodies go `unsigned`. */
+export type Signing = 'signed' | 'unsigned';
 
 async function postSignedCallbackNow(
   deps: CallbackSendDeps,
   callback: Pick<NonNullable<Run['callback']>, 'url' | 'secret' | 'previousSecret'>,
   webhookId: string,
   json: string,
+  signing: Signing,
 ): Promise<PinnedResponse> {
   const target = await checkCallbackTarget(callback.url, {
     allowPrivate: deps.allowPrivate,
@@ -86,7 +91,7 @@ async function postSignedCallbackNow(
       'content-type': 'application/json',
       'user-agent': 'flow-notify-callbacks/1',
       ...traceHeaders(),
-      ...signWebhook(secrets, webhookId, timestamp, json),
+      ...(signing === 'signed' ? signWebhook(secrets, webhookId, timestamp, json) : {}),
     },
     timeoutMs: deps.timeoutMs,
     maxResponseBytes: MAX_RESPONSE_BYTES,
@@ -120,9 +125,10 @@ export async function sendTestEvent(
   target: Pick<NonNullable<Run['callback']>, 'url' | 'secret' | 'previousSecret'>,
   webhookId: string,
   json: string,
+  signing: Signing = 'signed',
 ): Promise<CallbackTestResult> {
   try {
-    const res = await postSignedCallback(deps, target, webhookId, json);
+    const res = await postSignedCallback(deps, target, webhookId, json, signing);
     const delivered = res.status >= 200 && res.status < 300;
     return {
       delivered,

@@ -1,6 +1,7 @@
 // A team endpoint's test: the callback family's signed POST (the same guard, signature and deadline), to the
-// endpoint's URL with its secrets.
+// endpoint's URL with its secrets; to a Slack endpoint, a Slack message, unsigned.
 import { randomUUID } from 'node:crypto';
+import { renderSlackMessage, slackFactsOf } from '../../domain/slackMessage';
 import { teamEventBody } from '../../domain/teamEvents';
 import { sendTestEvent, type CallbackSendDeps, type CallbackTestResult } from '../callback/send';
 
@@ -11,6 +12,7 @@ export interface EndpointTarget {
   url: string;
   secret: string;
   previousSecret?: { secret: string; rotatedAt: Date };
+  format: 'standard' | 'slack';
 }
 
 /**
@@ -18,7 +20,7 @@ export interface EndpointTarget {
  * event comes. Never retried.
  */
 export function sendEndpointTest(
-  deps: CallbackSendDeps,
+  deps: CallbackSendDeps & { studioUrl: string },
   endpoint: EndpointTarget,
 ): Promise<CallbackTestResult> {
   const id = `ev:test:${endpoint._id}:${randomUUID()}`;
@@ -27,5 +29,12 @@ export function sendEndpointTest(
     null,
     0,
   );
-  return sendTestEvent(deps, endpoint, id, JSON.stringify(body));
+  if (endpoint.format !== 'slack') return sendTestEvent(deps, endpoint, id, JSON.stringify(body));
+  // About no run: the message names the test and links to the studio.
+  const facts = {
+    ...slackFactsOf(body, deps.studioUrl),
+    runTitle: 'a test from Flow Notify',
+    status: 'test',
+  };
+  return sendTestEvent(deps, endpoint, id, JSON.stringify(renderSlackMessage(facts)), 'unsigned');
 }

@@ -6,7 +6,7 @@ import type { SubscribableEventType } from '../../domain/teamEvents';
 import type { IndexSpec } from '../mongo';
 import { takeSlot, type SlotRow } from '../slots';
 
-export type EndpointFormat = 'standard';
+export type EndpointFormat = 'standard' | 'slack';
 
 export interface EndpointRow {
   _id: string;

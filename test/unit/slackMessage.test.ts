@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
 import type { KnownBlock } from '@slack/types';
-import { renderSlackMessage, SLACK_LIMITS, type SlackEventFacts } from '../../domain/slackMessage';
+import {
+  renderSlackMessage,
+  slackFactsOf,
+  SLACK_LIMITS,
+  type SlackEventFacts,
+} from '../../domain/slackMessage';
+import { teamEventBody } from '../../domain/teamEvents';
 import { random } from '../support/seeded';
 import { slackShapeProblems } from '../support/slackShape';
 
@@ -93,5 +99,20 @@ describe('a team event as a Slack message', () => {
       false,
     );
     assert.deepEqual(slackShapeProblems(message), []);
+  });
+
+  it('takes the run from the event, the prompt as its detail, or else who answered', () => {
+    const run = { id: 'run-1', status: 'paused' as const, title: 'Nightly import' };
+    const event = (type: 'run.input_requested' | 'interaction.answered', data: Record<string, unknown>) =>
+      teamEventBody({ id: 'ev:1', type, teamId: 'acme', data }, run, 1);
+    const url = 'https://studio.example/runs/run-1';
+    assert.deepEqual(slackFactsOf(event('run.input_requested', { interactionId: 'i1' }), url, 'Ship?'), {
+      ...facts({ detail: 'Ship?' }),
+    });
+    assert.equal(
+      slackFactsOf(event('interaction.answered', { interactionId: 'i1', answeredBy: 'bob' }), url).detail,
+      'Answered by bob',
+    );
+    assert.equal(slackFactsOf(event('run.input_requested', { interactionId: 'i1' }), url).detail, undefined);
   });
 });
