@@ -16,9 +16,8 @@ const endpointPath = (endpoint) => `/endpoints/${encodeURIComponent(endpoint.id)
 
 /** The event types an endpoint may subscribe to, as the API's OpenAPI document names them. */
 async function subscribableTypes() {
-  const res = await fetch('/api/v1/openapi.json');
-  const names = Object.keys((await res.json()).webhooks || {});
-  return names
+  const { webhooks } = await api('GET', '/openapi.json');
+  return Object.keys(webhooks || {})
     .filter((name) => name.startsWith('endpoint ') && name !== 'endpoint endpoint.test')
     .map((name) => name.slice('endpoint '.length));
 }
@@ -235,9 +234,9 @@ const pageHead = () =>
 /** The page; `justCreated` (an endpoint with its secret) shows that secret above its card. */
 export async function renderEndpoints(justCreated) {
   document.title = 'Endpoints · Flow Studio';
-  let endpoints;
+  let endpoints, types;
   try {
-    ({ endpoints } = await api('GET', '/endpoints'));
+    [{ endpoints }, types] = await Promise.all([api('GET', '/endpoints'), subscribableTypes()]);
   } catch (err) {
     if (err.status === 401) return;
     const text =
@@ -261,7 +260,7 @@ export async function renderEndpoints(justCreated) {
       'div',
       { class: 'stack' },
       cards.length ? cards : h('p', { class: 'muted empty' }, 'Your team has no endpoints yet.'),
-      addForm(await subscribableTypes(), (created) => renderEndpoints(created)),
+      addForm(types, (created) => renderEndpoints(created)),
     ),
   );
 }
