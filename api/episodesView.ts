@@ -35,7 +35,7 @@ const SUMMARY_FIELDS = [
 /** What a launcher sees of one callback attempt (no Temporal internals). */
 export type CallbackAttemptSummary = Pick<CallbackAttemptRow, (typeof SUMMARY_FIELDS)[number]>;
 
-function attemptSummary(row: CallbackAttemptRow): CallbackAttemptSummary {
+export function attemptSummary(row: CallbackAttemptRow): CallbackAttemptSummary {
   return Object.fromEntries(
     SUMMARY_FIELDS.flatMap((field) => (row[field] === undefined ? [] : [[field, row[field]]])),
   ) as CallbackAttemptSummary;

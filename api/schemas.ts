@@ -227,10 +227,11 @@ export const pageQuery = (defaultLimit: number, maxLimit: number) =>
       .describe("the previous page's nextBefore: the page after it (older rows)"),
   });
 
-/** Pages of GET /runs, GET /runs/:id/episodes and the device list. */
+/** Pages of GET /runs, GET /runs/:id/episodes, the device list and an endpoint's attempts. */
 export const runsPage = pageQuery(50, 200);
 export const episodesPage = pageQuery(50, 200);
 export const devicesPage = pageQuery(50, 200);
+export const endpointAttemptsPage = pageQuery(50, 200);
 
 /** A recover's window: ISO times with an offset (Z or ±hh:mm). */
 const instant = z.iso.datetime({ offset: true }).transform((value) => new Date(value));

@@ -1,7 +1,7 @@
 // Every store over one database, for the composition roots (worker.ts, api/server.ts) and tests.
 import type { Db } from 'mongodb';
 import {
-  attemptLogIndexes,
+  endpointAttemptIndexes,
   callbackAttemptIndexes,
   createCallbackAttemptStore,
   retiredCallbackAttemptIndexes,
@@ -59,7 +59,7 @@ export const ALL_INDEXES = [
   ...callbackRecoverIndexes,
   ...endpointIndexes,
   ...teamEventIndexes,
-  ...attemptLogIndexes(ENDPOINT_ATTEMPTS),
+  ...endpointAttemptIndexes(ENDPOINT_ATTEMPTS),
 ];
 
 /** Indexes a store module replaced: dropped at start-up where they still exist. */

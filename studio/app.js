@@ -1,10 +1,12 @@
-// Flow Studio: a signed-in user's runs, a run's page (the deep link notifications open), and the controls that
-// turn this browser's push notifications on and off. Plain browser JavaScript: no framework, no build step.
+// Flow Studio: a signed-in user's runs, a run's page (the deep link notifications open), the controls that
+// turn this browser's push notifications on and off, and the team's endpoints (for its admins). Plain browser
+// JavaScript: no framework, no build step.
 // This entry module wires the views (views/) to the router and the shared modules (shared/), and keeps the
 // page current when a push arrives or the tab comes back into view.
 import { getToken, onSessionEnded } from './shared/api.js';
 import { errorCard, h, main } from './shared/dom.js';
 import { currentRunId, route, setViews } from './shared/router.js';
+import { renderEndpoints } from './views/endpoints.js';
 import { renderHome } from './views/home.js';
 import { forgetPushPanel } from './views/notifications.js';
 import { renderRun } from './views/run.js';
@@ -25,7 +27,19 @@ function showRun(runId) {
   return renderRun(runId);
 }
 
-setViews({ signIn: () => renderSignIn(), home: renderHome, run: showRun, notFound: renderNotFound });
+/** The endpoints page replaces the home page, and with it the notifications card. */
+function showEndpoints() {
+  forgetPushPanel();
+  return renderEndpoints();
+}
+
+setViews({
+  signIn: () => renderSignIn(),
+  home: renderHome,
+  run: showRun,
+  endpoints: showEndpoints,
+  notFound: renderNotFound,
+});
 onSessionEnded((reason) => {
   forgetPushPanel();
   sessionEnded(reason);

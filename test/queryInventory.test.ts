@@ -60,6 +60,21 @@ async function seed(db: Db): Promise<void> {
           status: 503,
           trigger: 'episode',
         });
+      // Each team's endpoints, the sample's first among them, each with attempts of the team's runs.
+      const endpointId = teamId === SAMPLE.teamId && i < 3 ? SAMPLE.endpointId : `ep_${teamId}_${i % 3}`;
+      add('endpoint_attempts', {
+        _id: `ep|ev:${episodeId}|${endpointId}|1`,
+        episodeId: `ep|ev:${episodeId}|${endpointId}`,
+        runId,
+        endpointId,
+        teamId,
+        attempt: 1,
+        at,
+        durationMs: 5,
+        result: 'delivered',
+        status: 204,
+        trigger: 'episode',
+      });
       const subscriptionId =
         teamId === SAMPLE.teamId && i === 0 ? SAMPLE.subscriptionId : `${teamId}_${i}_`.padEnd(64, '0');
       add('push_subscriptions', {

@@ -167,6 +167,7 @@ function attemptRow(
   sent: {
     episodeId: string;
     runId: string;
+    endpointId?: string;
     teamId: string;
     at: Date;
     durationMs: number;
@@ -175,12 +176,13 @@ function attemptRow(
   },
   place: AttemptPlace | undefined,
 ): Omit<CallbackAttemptRow, '_id' | 'attempt'> {
-  const { episodeId, runId, teamId, at, durationMs, outcome } = sent;
+  const { episodeId, runId, endpointId, teamId, at, durationMs, outcome } = sent;
   const info = activityContext()?.info;
   const wait = nextWaitSeconds(outcome, place);
   return {
     episodeId,
     runId,
+    ...(endpointId !== undefined ? { endpointId } : {}),
     teamId,
     at,
     durationMs,
@@ -239,7 +241,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
 export async function logAttempt(
   deps: Pick<CallbackDeps, 'log' | 'metrics'>,
   log: CallbackAttemptStore | undefined,
-  logged: { episodeId: string; runId: string },
+  logged: { episodeId: string; runId: string; endpointId?: string },
   attempt: AttemptResult,
   place: AttemptPlace | undefined,
 ): Promise<void> {

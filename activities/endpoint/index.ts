@@ -199,7 +199,7 @@ export function createEndpointActivities(deps: EndpointDeps) {
         activityStarted,
         ...(endpoint.rateLimitPerSecond ? { admit: admitAtRate(endpoint, endpoint.rateLimitPerSecond) } : {}),
       });
-      const logged = { episodeId: endpointDeliveryKey(eventId, endpointId), runId: event.runId };
+      const logged = { episodeId: endpointDeliveryKey(eventId, endpointId), runId: event.runId, endpointId };
       await logAttempt({ log: deps.log }, deps.endpointAttempts, logged, attempt, place);
       await noteOutcome(endpoint, event.runId, attempt);
       return attempt.outcome;

@@ -15,12 +15,17 @@ import { rateLimiter, type Admitted } from '../../platform/http/rateLimit';
 import { validate, type HandlerContext } from '../../platform/http/validate';
 import type { AuthState } from '../auth';
 import { createEndpointBody, endpointParams, updateEndpointBody } from '../endpointSchemas';
-import { recoverBody } from '../schemas';
+import { attemptSummary } from '../episodesView';
+import { endpointAttemptsPage, recoverBody } from '../schemas';
+import type { CallbackAttemptRow, CallbackAttemptStore } from '../../store/callback/attempts';
+import { encodeCursor } from '../../store/paging';
 import { recoverWindow, type RecoverWindowState } from './callbacks';
 import { endpointRecoverWorkflowId, type EndpointRecoverInput } from '../../contract/workflows';
 
 export interface EndpointsRouterDeps {
   endpoints: EndpointStore;
+  /** The endpoints' attempt log (endpoint_attempts). */
+  attempts: Pick<CallbackAttemptStore, 'listForEndpoint'>;
   /** ENDPOINTS_PER_TEAM. */
   perTeam: number;
   /** The outbound guard's verdict on a URL (throws TargetRefusedError or ResolverUnavailableError). */
@@ -55,6 +60,13 @@ export function endpointView(row: EndpointRow) {
     ...(row.lastSuccessAt ? { lastSuccessAt: row.lastSuccessAt.toISOString() } : {}),
     ...(row.failingSince ? { failingSince: row.failingSince.toISOString() } : {}),
   };
+}
+
+/** What the attempt log shows of one attempt: a callback attempt's fields, the event it sent and its run. */
+function endpointAttemptView(row: CallbackAttemptRow, endpointId: string) {
+  // The row's key is the delivery's claim key, ep|<event id>|<endpoint id>.
+  const eventId = row.episodeId.slice('ep|'.length, -(endpointId.length + 1));
+  return { eventId, runId: row.runId, ...attemptSummary(row) };
 }
 
 const requireAdmin: Middleware<AuthState> = async (ctx, next) => {
@@ -167,6 +179,23 @@ export function endpointsRouter(deps: EndpointsRouterDeps) {
     );
     if (!row) throw new NotFoundError('endpoint not found');
     ctx.body = { secret: row.secret };
+  });
+
+  const attempts = validate({
+    summary:
+      "an endpoint's attempt log, newest first, a page at a time, each with the event it sent and its run " +
+      "(nextBefore: the next page's before)",
+    params: endpointParams,
+    query: endpointAttemptsPage,
+  });
+  router.get('/:id/attempts', attempts, async (ctx) => {
+    const row = await load(ctx.state.caller.teamId, ctx.state.input.params.id);
+    const { limit, before } = ctx.state.input.query;
+    const page = await deps.attempts.listForEndpoint(row._id, limit, before);
+    ctx.body = {
+      attempts: page.rows.map((attempt) => endpointAttemptView(attempt, row._id)),
+      ...(page.next ? { nextBefore: encodeCursor(page.next) } : {}),
+    };
   });
 
   const test = validate({

@@ -16,6 +16,7 @@ export function wireEndpointsRouter({
 }: Pick<ApiServices, 'config' | 'client' | 'stores' | 'now'>): EndpointsRouterDeps {
   return {
     endpoints: stores.endpoints,
+    attempts: stores.endpointAttempts,
     perTeam: config.endpointsPerTeam,
     checkUrl: (url) => checkCallbackTarget(url, { allowPrivate: config.callbackAllowPrivate }),
     newSecret: newCallbackSecret,

@@ -9,6 +9,7 @@
 import type { Db } from 'mongodb';
 import type { CallbackTrigger, DeliveryCategory, PacingHold } from '../../domain/callback';
 import { CLAIM_RETENTION_SECONDS } from '../claims';
+import { pageNewestFirst, type Page, type PageCursor } from '../paging';
 import { isDuplicateKey, type IndexSpec, type RetiredIndex } from '../mongo';
 
 export const CALLBACK_ATTEMPT_RETENTION_SECONDS = CLAIM_RETENTION_SECONDS;
@@ -17,6 +18,8 @@ export interface CallbackAttemptRow {
   _id: string; // episodeId|attempt
   episodeId: string;
   runId: string;
+  /** The team endpoint it was sent to (endpoint_attempts only; rows written before it was recorded have none). */
+  endpointId?: string;
   /** The run's team (rows written before it was recorded have none). */
   teamId?: string;
   /** 1-based, across every delivery of the episode (its schedule, re-runs, redeliveries). */
@@ -73,6 +76,12 @@ export const attemptLogIndexes = (collection: string): IndexSpec[] => [
 ];
 
 export const callbackAttemptIndexes = attemptLogIndexes('callback_attempts');
+
+/** The team endpoints' log: the callbacks' indexes and, newest first, one endpoint's attempts (the studio's log). */
+export const endpointAttemptIndexes = (collection: string): IndexSpec[] => [
+  ...attemptLogIndexes(collection),
+  { collection, key: { endpointId: 1, at: -1, _id: -1 }, options: { name: 'endpoint_recent' } },
+];
 
 /** Replaced by run_recent (it could not serve the newest-first sort). */
 export const retiredCallbackAttemptIndexes: RetiredIndex[] = [
@@ -151,6 +160,15 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
           };
         }
       }
+    },
+
+    /** One endpoint's attempts, newest first, a page at a time (endpoint_attempts). */
+    async listForEndpoint(
+      endpointId: string,
+      limit: number,
+      before?: PageCursor,
+    ): Promise<Page<CallbackAttemptRow>> {
+      return pageNewestFirst(rows, { endpointId }, 'at', limit, before);
     },
 
     /** How many attempts an episode has had: a redelivery's first guess at its number (count + 1). */

@@ -12,7 +12,13 @@ export async function renderHome() {
       'div',
       { class: 'page-head' },
       h('h1', {}, 'Runs'),
-      h('p', { class: 'muted' }, 'Everything your team launched, newest first.'),
+      h(
+        'p',
+        { class: 'muted' },
+        'Everything your team launched, newest first. ',
+        h('a', { href: '/endpoints' }, 'Endpoints'),
+        ': the systems that hear about every run.',
+      ),
     ),
     h('div', { class: 'layout' }, h('div', { class: 'stack' }, runs, recoverCard()), pushPanel),
   );

@@ -36,6 +36,7 @@ export const SAMPLE = {
   otherUserId: 'user_sample_2',
   runId: 'run_sample',
   episodeId: 'run_sample:end',
+  endpointId: 'ep_sample',
   subscriptionId: 'a'.repeat(64),
   rateKey: 'push-test|user_sample',
   /** "Now" for the sample: every time bound below is derived from it. */
@@ -182,6 +183,18 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note:
       'the attempt log of each episode on a page of GET /runs/:id/episodes (newest 1,000); a recover, for each ' +
       'give-up, whether it was re-sent lately (newest 50)',
+  },
+  {
+    module: 'callback/attempts',
+    method: 'listForEndpoint',
+    collection: 'endpoint_attempts',
+    op: 'find',
+    filter: { endpointId: SAMPLE.endpointId, at: { $lte: SAMPLE.cursorAt } },
+    sort: { at: -1, _id: -1 },
+    limit: PAGE_READ,
+    index: 'endpoint_recent',
+    hot: true,
+    note: "GET /endpoints/:id/attempts (the studio's attempt log), a later page; through pageNewestFirst",
   },
   {
     module: 'callback/attempts',

@@ -18,6 +18,7 @@ const NOT_FUZZED: Record<string, string> = {
   'DELETE /api/v1/endpoints/:id': ENDPOINTS_NOT_FUZZED,
   'POST /api/v1/endpoints/:id/rotate-secret': ENDPOINTS_NOT_FUZZED,
   'POST /api/v1/endpoints/:id/test': ENDPOINTS_NOT_FUZZED,
+  'GET /api/v1/endpoints/:id/attempts': ENDPOINTS_NOT_FUZZED,
   'POST /api/v1/endpoints/:id/recover': ENDPOINTS_NOT_FUZZED,
   'GET /{*rest}':
     "the catch-all (studio files, 404s): fuzzed as 'ANY unknown paths', which draws whole paths instead",
