@@ -149,13 +149,14 @@ describe('team endpoints: delivery', function () {
     // The entry point the interaction family raises its events through: a burst of answers at once, which the
     // paced endpoint takes at its rate.
     const run = (await stores.runs.getById(runIds[0]))!;
+    const answeredAt = new Date().toISOString();
     const answered = Array.from({ length: 3 * RATE + 2 }, (_, k) =>
       interactionTeamEvent(
         'interaction.answered',
         { id: run._id, teamId: run.teamId, status: run.status, title: run.title },
         { id: `int_${k}` },
-        { answer: 'yes' },
-        new Date().toISOString(),
+        { answeredBy: 'alice', answeredAt },
+        answeredAt,
       ),
     );
     const raised = await Promise.all(
