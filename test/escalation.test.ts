@@ -217,7 +217,7 @@ describe('escalation', function () {
     assert.deepEqual(receiver.schemaMismatches, []);
   });
 
-  it("a team endpoint hears a pause's rung and its answer once each", async () => {
+  it("a pause's rung and its answer: a team endpoint hears each once, the run's timeline shows the rung", async () => {
     const endpointReceiver = await CallbackReceiver.start();
     try {
       const created = await admin.post('/api/v1/endpoints', {
@@ -257,6 +257,26 @@ describe('escalation', function () {
       assert.equal(byType.get('interaction.answered')?.data.answeredBy, 'alice');
       for (const event of events) assert.equal(event.run?.id, runId);
       assert.ok(byType.get('interaction.answered')!.sequence > byType.get('interaction.escalated')!.sequence);
+
+      // The run's timeline shows the rung between the pause and its answer.
+      const timeline = await alice.get(`/api/v1/runs/${runId}/timeline`);
+      assert.equal(timeline.status, 200, timeline.text);
+      const entries = timeline.body.entries as {
+        kind: string;
+        rung?: number;
+        via?: string;
+        detail?: string;
+      }[];
+      const rungs = entries.filter((entry) => entry.kind === 'rung');
+      assert.deepEqual(
+        rungs.map(({ rung, via, detail }) => ({ rung, via, detail })),
+        [{ rung: 1, via: 'push', detail: 'to carol' }],
+      );
+      const kinds = entries.map((entry) => entry.kind);
+      assert.ok(
+        kinds.indexOf('paused') < kinds.indexOf('rung') && kinds.indexOf('rung') < kinds.indexOf('answered'),
+        `${kinds}`,
+      );
     } finally {
       await endpointReceiver.close();
     }
