@@ -14,13 +14,15 @@ import type { Log } from '../platform/log';
 import { episodeOptions } from '../client/emitter';
 import { addToDigest } from '../client/digest';
 import { raiseEndpointDisabled, raisePushConfigFault } from '../client/operator';
+import { raiseTeamEvent } from '../client/teamEvents';
 import { createCallbackActivities } from './callback';
 import { createClaimActivities } from './claims';
 import { createEndpointActivities } from './endpoint';
 import { createEpisodeActivities } from './episodes';
 import { createHealthActivities } from './health';
 import { createOpsActivities } from './ops';
-import { createInteractionActivities, type InteractionEvent } from './interaction';
+import { createInteractionActivities } from './interaction';
+import { announceToTeamEndpoints } from './interaction/teamAnnounce';
 import { createPushActivities, type PushActivityDeps } from './push';
 import { createRecoverActivities } from './callback/recover';
 import { createSweepActivities } from './sweep';
@@ -45,8 +47,6 @@ export interface ActivityDeps {
    * recorded (the worker without WORKER_METRICS_PORT).
    */
   metrics?: Metrics;
-  /** Told of each answered interaction's close and each rung sent (team endpoints listen here); absent: nobody. */
-  announceInteraction?: (event: InteractionEvent) => Promise<void>;
 }
 
 export const PUSH_FAN_OUT_WIDTH = 16;
@@ -112,7 +112,11 @@ export function createActivities(deps: ActivityDeps): Activities {
       escalationPolicies: stores.escalationPolicies,
       webhook: { ...callbackSendSettings(config), lookup: deps.callbackLookup, now },
       webhookRetrySeconds: config.callbackRetrySeconds,
-      announce: deps.announceInteraction,
+      announce: announceToTeamEndpoints({
+        endpoints: stores.endpoints,
+        runs: stores.runs,
+        raise: (event) => raiseTeamEvent(deps.client, config.temporalTaskQueue, event),
+      }),
     }),
     ...createCallbackActivities({
       runs: stores.runs,

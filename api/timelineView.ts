@@ -1,6 +1,18 @@
-// What GET /runs/:id/timeline shows: the run's pauses, each device notified, its receipts, and the answers.
-import { deviceEntries, mergeTimeline, pauseEntries, type TimelineEntry } from '../domain/timeline';
+// What GET /runs/:id/timeline shows: the run's pauses, each device notified, its receipts, the rungs, the answers.
+import { ESCALATION_MAX_RUNGS, interactionClaimKeys } from '../domain/interaction';
+import {
+  deviceEntries,
+  mergeTimeline,
+  pauseEntries,
+  rungEntries,
+  type TimelineEntry,
+  type TimelineRungClaim,
+  type TimelineRungStep,
+} from '../domain/timeline';
 import { inputEpisodeId } from '../domain/outcome';
+import type { Run } from '../domain/run';
+import type { ClaimReader } from '../store/claims';
+import type { EscalationPolicyStore } from '../store/escalationPolicies';
 import { mapBounded } from '../platform/concurrency';
 import type { InteractionStore } from '../store/interactions';
 import type { PushDeliveryStore } from '../store/push/deliveries';
@@ -18,10 +30,35 @@ export function createTimelineView(deps: {
   interactions: Pick<InteractionStore, 'listForRun'>;
   pushDeliveries: Pick<PushDeliveryStore, 'listForEpisode'>;
   pushReceipts: Pick<PushReceiptStore, 'listForRun'>;
+  claims: Pick<ClaimReader, 'byKeys'>;
+  escalationPolicies: Pick<EscalationPolicyStore, 'get'>;
 }) {
+  /** The settled rungs of these pauses: one read by key (every rung each pause may have), whatever was sent. */
+  async function rungsOf(
+    run: Pick<Run, 'teamId' | 'escalation'>,
+    interactionIds: string[],
+  ): Promise<TimelineEntry[]> {
+    const keys = interactionIds.flatMap((id) =>
+      Array.from({ length: ESCALATION_MAX_RUNGS }, (_, index) => interactionClaimKeys.rung(id, index)),
+    );
+    const claims: TimelineRungClaim[] = (await deps.claims.byKeys(keys))
+      .filter((row) => row.delivered)
+      .map((row) => {
+        const [, interactionId, index] = row._id.split('|');
+        return { interactionId, index: Number(index), settledAt: row.sent_at, result: row.result };
+      });
+    if (!claims.length) return [];
+    const ladder: TimelineRungStep[] =
+      run.escalation?.rungs ?? (await deps.escalationPolicies.get(run.teamId))?.rungs ?? [];
+    return rungEntries(claims, ladder);
+  }
+
   return {
     /** The run's timeline, oldest first; `truncated` when pauses or devices past the bounds were left out. */
-    async forRun(runId: string): Promise<{ entries: TimelineEntry[]; truncated: boolean }> {
+    async forRun(
+      run: Pick<Run, '_id' | 'teamId' | 'escalation'>,
+    ): Promise<{ entries: TimelineEntry[]; truncated: boolean }> {
+      const runId = run._id;
       const [newest, receipts] = await Promise.all([
         // One past the bound says it was cut.
         deps.interactions.listForRun(runId, TIMELINE_PAUSES + 1),
@@ -37,8 +74,12 @@ export function createTimelineView(deps: {
           .slice(0, TIMELINE_DEVICES_PER_PAUSE)
           .map((d) => ({ ...d, episodeId, interactionId: interaction._id }));
       });
+      const rungs = await rungsOf(
+        run,
+        interactions.map((interaction) => interaction._id),
+      );
       return {
-        entries: mergeTimeline(pauseEntries(interactions), deviceEntries(perPause.flat(), receipts)),
+        entries: mergeTimeline(pauseEntries(interactions), deviceEntries(perPause.flat(), receipts), rungs),
         truncated,
       };
     },

@@ -44,10 +44,25 @@ const healthData = z
   .catchall(z.unknown())
   .describe("what run health saw (the operator alert's summary, severity and detail)");
 
-const interactionData = z
-  .object({ interactionId: z.string() })
-  .catchall(z.unknown())
-  .describe('the interaction, and what happened to it');
+const answeredData = z.object({
+  interactionId: z.string(),
+  answeredBy: z.string().describe("who answered (the answer's user id)"),
+  answeredAt: z.string().describe('when, ISO 8601'),
+});
+
+const escalatedData = z.object({
+  interactionId: z.string(),
+  rung: z.number().int().min(0).describe("the rung's index in the ladder, from 0"),
+  to: z
+    .union([z.enum(['team', 'owner']), z.array(z.string())])
+    .describe("the rung's people: the team, the run's owner, or these user ids"),
+  via: z.enum(['push', 'webhook']),
+  reached: z
+    .number()
+    .int()
+    .min(0)
+    .describe('devices the push reached (via push), or 1 once the escalation webhook took it (via webhook)'),
+});
 
 export const TEAM_EVENT_SCHEMAS = {
   'run.input_requested': teamEvent(
@@ -81,13 +96,13 @@ export const TEAM_EVENT_SCHEMAS = {
   'run.budget_exceeded': teamEvent('run.budget_exceeded', "a run's spend went over its budget", healthData),
   'interaction.answered': teamEvent(
     'interaction.answered',
-    "a run's interaction was answered",
-    interactionData,
+    "a run's interaction was answered (sent once its close went out to the devices the question reached)",
+    answeredData,
   ),
   'interaction.escalated': teamEvent(
     'interaction.escalated',
-    "a run's interaction went unanswered and was escalated",
-    interactionData,
+    "a run's interaction went unanswered and a rung of its escalation went out",
+    escalatedData,
   ),
   'endpoint.test': teamEvent(
     'endpoint.test',

@@ -80,6 +80,38 @@ export function pauseEntries(interactions: TimelineInteraction[]): TimelineEntry
   ]);
 }
 
+/** A settled rung claim (`rung|<interactionId>|<index>`): when it settled, and how (`not_addressable`: nobody). */
+export interface TimelineRungClaim {
+  interactionId: string;
+  index: number;
+  settledAt: Date;
+  result?: string;
+}
+
+/** Who a rung was for and how, as its ladder says (the run's own, else the team's). */
+export interface TimelineRungStep {
+  to: 'team' | 'owner' | string[];
+  via: string;
+}
+
+/** Each rung that went out: when, its 1-based place in the ladder, via what and to whom (`detail`). */
+export function rungEntries(claims: TimelineRungClaim[], ladder: TimelineRungStep[]): TimelineEntry[] {
+  return claims.map((claim) => {
+    const step = ladder[claim.index];
+    const to = step ? (Array.isArray(step.to) ? step.to.join(', ') : step.to) : undefined;
+    const reachedNobody = claim.result === 'not_addressable' ? 'reached nobody' : undefined;
+    const detail = [to && `to ${to}`, reachedNobody].filter(Boolean).join(': ');
+    return {
+      at: claim.settledAt.toISOString(),
+      kind: 'rung' as const,
+      interactionId: claim.interactionId,
+      rung: claim.index + 1,
+      ...(step ? { via: step.via } : {}),
+      ...(detail ? { detail: detail.slice(0, 200) } : {}),
+    };
+  });
+}
+
 /** Each device notified, and what its service worker reported (the earliest of each event, across retries). */
 export function deviceEntries(deliveries: TimelineDelivery[], receipts: TimelineReceipt[]): TimelineEntry[] {
   return deliveries.flatMap((d) => {

@@ -5,7 +5,9 @@
 import assert from 'node:assert/strict';
 import { Webhook } from 'standardwebhooks';
 import webpush from 'web-push';
+import { teamEventWorkflowId } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
+import type { TeamEventBody } from '../domain/teamEvents';
 import type { PushPayload } from '../domain/push';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
@@ -94,10 +96,10 @@ describe('escalation', function () {
     assert.equal(read.body.webhookSecret, undefined);
   });
 
-  /** Launches `PAUSES` runs with this ladder and pauses each on a question. */
-  async function pauses(rungs: unknown[]) {
+  /** Launches `count` runs with this ladder and pauses each on a question. */
+  async function pausesOf(count: number, rungs: unknown[]) {
     return Promise.all(
-      Array.from({ length: PAUSES }, async () => {
+      Array.from({ length: count }, async () => {
         const created = await alice.post('/api/v1/runs', { title: 'Deploy', escalation: { rungs } });
         assert.equal(created.status, 201, created.text);
         const runId = created.body.id as string;
@@ -107,6 +109,7 @@ describe('escalation', function () {
       }),
     );
   }
+  const pauses = (rungs: unknown[]) => pausesOf(PAUSES, rungs);
 
   const carolsPushes = (runId: string) =>
     push.received(carol).filter((r) => (r.payload as PushPayload).runId === runId);
@@ -212,5 +215,70 @@ describe('escalation', function () {
     assert.equal(event.data.interactionId, interactionId);
     assert.equal(got.headers['webhook-id'], interactionClaimKeys.rung(interactionId, 0));
     assert.deepEqual(receiver.schemaMismatches, []);
+  });
+
+  it("a pause's rung and its answer: a team endpoint hears each once, the run's timeline shows the rung", async () => {
+    const endpointReceiver = await CallbackReceiver.start();
+    try {
+      const created = await admin.post('/api/v1/endpoints', {
+        url: endpointReceiver.url,
+        eventTypes: ['interaction.answered', 'interaction.escalated'],
+      });
+      assert.equal(created.status, 201, created.text);
+      const [{ runId, interactionId }] = await pausesOf(1, [{ afterSeconds: 1, to: ['carol'], via: 'push' }]);
+      await waitUntil('the rung sent', () =>
+        stack.stores.claims.wasDelivered(interactionClaimKeys.rung(interactionId, 0)),
+      );
+      const res = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
+        answer: 'y',
+      });
+      assert.equal(res.status, 200, res.text);
+      // The interaction workflow ends after its close; each event's own workflow after its delivery.
+      await stack.client.workflow.getHandle(`interaction|${interactionId}`).result();
+      await endpointReceiver.waitFor(2);
+      const events = endpointReceiver.received.map(
+        (call) =>
+          new Webhook(created.body.secret).verify(
+            call.body,
+            call.headers as Record<string, string>,
+          ) as TeamEventBody,
+      );
+      for (const event of events)
+        await stack.client.workflow.getHandle(teamEventWorkflowId(event.id)).result();
+      assert.equal(endpointReceiver.received.length, 2, 'one event each, nothing repeated');
+      const byType = new Map(events.map((event) => [event.type, event]));
+      assert.deepEqual(byType.get('interaction.escalated')?.data, {
+        interactionId,
+        rung: 0,
+        to: ['carol'],
+        via: 'push',
+        reached: 1,
+      });
+      assert.equal(byType.get('interaction.answered')?.data.answeredBy, 'alice');
+      for (const event of events) assert.equal(event.run?.id, runId);
+      assert.ok(byType.get('interaction.answered')!.sequence > byType.get('interaction.escalated')!.sequence);
+
+      // The run's timeline shows the rung between the pause and its answer.
+      const timeline = await alice.get(`/api/v1/runs/${runId}/timeline`);
+      assert.equal(timeline.status, 200, timeline.text);
+      const entries = timeline.body.entries as {
+        kind: string;
+        rung?: number;
+        via?: string;
+        detail?: string;
+      }[];
+      const rungs = entries.filter((entry) => entry.kind === 'rung');
+      assert.deepEqual(
+        rungs.map(({ rung, via, detail }) => ({ rung, via, detail })),
+        [{ rung: 1, via: 'push', detail: 'to carol' }],
+      );
+      const kinds = entries.map((entry) => entry.kind);
+      assert.ok(
+        kinds.indexOf('paused') < kinds.indexOf('rung') && kinds.indexOf('rung') < kinds.indexOf('answered'),
+        `${kinds}`,
+      );
+    } finally {
+      await endpointReceiver.close();
+    }
   });
 });

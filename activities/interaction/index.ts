@@ -13,7 +13,7 @@ export type { InteractionActivityDeps, InteractionEvent } from './interactionAct
 export function createInteractionActivities(deps: InteractionActivityDeps) {
   const announce = async (event: InteractionEvent): Promise<void> => {
     try {
-      await deps.announce?.(event);
+      await deps.announce(event);
     } catch (err) {
       deps.push.log(`interaction: ${event.type} was not announced: ${String(err)}`);
     }

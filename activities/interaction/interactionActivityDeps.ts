@@ -38,8 +38,8 @@ export interface InteractionActivityDeps {
   /** CALLBACK_RETRY_SECONDS: a failed webhook rung is tried again on the callbacks' schedule. */
   webhookRetrySeconds: number[];
   /**
-   * Told once an answer's close or a rung went out (after its claim was won, so once per claim). The place team
-   * endpoints hook into; absent: nobody listens. Its failure is logged, never a failed send.
+   * Told once an answer's close or a rung went out (after its claim was won, so once per claim): the team's
+   * endpoints hear it (teamAnnounce.ts). Its failure is logged, never a failed send.
    */
-  announce?: (event: InteractionEvent) => Promise<void>;
+  announce: (event: InteractionEvent) => Promise<void>;
 }

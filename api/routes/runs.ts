@@ -121,13 +121,13 @@ function addLaunchAndReads(router: RunsRoutes, deps: RunsRouterDeps, rateLimit: 
   const timeline = validate({
     summary:
       "the run's pauses as people lived them, oldest first: paused, each device notified (and whether any receipt " +
-      'came), shown, clicked, action, answered (who, with what); the newest 50 pauses',
+      'came), shown, clicked, action, each escalation rung sent (via what, to whom), answered (who, with what); ' +
+      'the newest 50 pauses',
     params: runParams,
   });
   router.get('/:id/timeline', timeline, async (ctx) => {
     const { id } = ctx.state.input.params;
-    await runsService.get(ctx.state.caller, id);
-    ctx.body = await deps.timeline.forRun(id);
+    ctx.body = await deps.timeline.forRun(await runsService.get(ctx.state.caller, id));
   });
 
   const health = validate({

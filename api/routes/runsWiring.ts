@@ -1,5 +1,6 @@
 // The runs router's dependencies, from what the API's entry built.
 import { notifyOperator } from '../../client/operator';
+import { createClaimReader } from '../../store/claims';
 import { createEpisodeView } from '../episodesView';
 import { createTimelineView } from '../timelineView';
 import type { ApiServices } from '../services';
@@ -8,14 +9,15 @@ import type { RunsRouterDeps } from './runs';
 export function wireRunsRouter({
   config,
   client,
+  mongo,
   stores,
   runsService,
   now,
-}: Pick<ApiServices, 'config' | 'client' | 'stores' | 'runsService' | 'now'>): RunsRouterDeps {
+}: Pick<ApiServices, 'config' | 'client' | 'mongo' | 'stores' | 'runsService' | 'now'>): RunsRouterDeps {
   return {
     runsService,
     episodes: createEpisodeView(stores),
-    timeline: createTimelineView(stores),
+    timeline: createTimelineView({ ...stores, claims: createClaimReader(mongo.db) }),
     runHealth: stores.runHealth,
     notifyOperator: (report) => notifyOperator(client, config.temporalTaskQueue, report, now()),
     rateLimits: stores.rateLimits,

@@ -181,7 +181,10 @@ const TIMELINE_TEXT = {
   clicked: (e) => ['Clicked', `by ${e.userId} on device ${deviceName(e.subscriptionId)}`],
   action: (e) => ['Action', `${e.detail} by ${e.userId} from the notification`],
   answered: (e) => ['Answered', `${e.userId ? `by ${e.userId}` : ''}${e.detail ? `: “${e.detail}”` : ''}`],
-  rung: (e) => [`Escalation rung ${e.rung}`, e.via ? `via ${e.via}` : ''],
+  rung: (e) => [
+    `Escalation rung ${e.rung}`,
+    [e.via ? `via ${e.via}` : '', e.detail || ''].filter(Boolean).join(' '),
+  ],
 };
 
 /** A device is a push subscription: its id's first characters tell the person's devices apart. */

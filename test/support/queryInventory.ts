@@ -386,7 +386,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     limit: 1000,
     index: 'answered_at',
     hot: true,
-    note: "the sweep: answers in its window whose close may never have run",
+    note: 'the sweep: answers in its window whose close may never have run',
   },
   // action_tokens
   {
@@ -492,7 +492,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     filter: { _id: { $in: [SAMPLE.episodeId, `cb|${SAMPLE.episodeId}`] } },
     index: '_id_',
     hot: false,
-    note: 'flow-notify explain (operators)',
+    note: "flow-notify explain (operators); a run's timeline: its rungs' claims, one read of every key its pauses may have",
   },
   {
     module: 'claims',

@@ -1,6 +1,12 @@
 // The run page's timeline, the pure part: pauses and answers, each device notified with its receipts, merged in time.
 import assert from 'node:assert/strict';
-import { deviceEntries, mergeTimeline, pauseEntries, type TimelineEntry } from '../../domain/timeline';
+import {
+  deviceEntries,
+  mergeTimeline,
+  pauseEntries,
+  rungEntries,
+  type TimelineEntry,
+} from '../../domain/timeline';
 
 const at = (s: number) => new Date(Date.UTC(2026, 11, 1, 12, 0, s));
 const iso = (s: number) => at(s).toISOString();
@@ -72,5 +78,33 @@ describe('run timeline', () => {
       merged.map((e) => e.kind),
       ['paused', 'notified', 'rung', 'answered', 'paused'],
     );
+  });
+
+  it('each settled rung: when, its 1-based place, via and to whom as its ladder says; one that reached nobody says so', () => {
+    const ladder = [
+      { to: ['carol', 'dave'], via: 'push' },
+      { to: 'team' as const, via: 'webhook' },
+    ];
+    const entries = rungEntries(
+      [
+        { interactionId: 'i1', index: 0, settledAt: at(5), result: 'delivered' },
+        { interactionId: 'i1', index: 1, settledAt: at(7), result: 'not_addressable' },
+        { interactionId: 'i2', index: 3, settledAt: at(30) },
+      ],
+      ladder,
+    );
+    assert.deepEqual(entries, [
+      { at: iso(5), kind: 'rung', interactionId: 'i1', rung: 1, via: 'push', detail: 'to carol, dave' },
+      {
+        at: iso(7),
+        kind: 'rung',
+        interactionId: 'i1',
+        rung: 2,
+        via: 'webhook',
+        detail: 'to team: reached nobody',
+      },
+      // The ladder changed since: the rung is still shown, without what it no longer knows.
+      { at: iso(30), kind: 'rung', interactionId: 'i2', rung: 4 },
+    ]);
   });
 });
