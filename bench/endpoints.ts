@@ -42,11 +42,11 @@ interface Rep {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** When a receiver first heard of each run (its body names the run), on the receiver's clock. */
+/** When a receiver first heard of each run (its body names the run by its id), on the receiver's clock. */
 function firstArrivals(receiver: CallbackReceiver): Map<string, number> {
   const first = new Map<string, number>();
   for (const call of receiver.received) {
-    const runId = /"(run_[A-Za-z0-9_-]+)"/.exec(call.body)?.[1] ?? '';
+    const runId = /"(run_[0-9a-f]{32})"/.exec(call.body)?.[1] ?? '';
     const at = call.at.getTime();
     if (!first.has(runId) || at < first.get(runId)!) first.set(runId, at);
   }
