@@ -246,9 +246,13 @@ describe('operator family and run health', function () {
       // The pause reaches the store but not the health workflow (a lost signal).
       const deaf = createRunsService({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
       await deaf.pause(caller, id, 'Are you there?');
-      await sleep(4000);
+      // The stall timer is what finds the pause (its check reads the run first): wait for that, not for a time.
+      await waitUntil(
+        'the health workflow found the pause at its stall check',
+        async () => (await alice.get(`/api/v1/runs/${id}/health`)).body.phase === 'paused',
+        { timeoutMs: 60_000, intervalMs: 300, seen: alerts },
+      );
       assert.equal(alertsOf(id, 'stall').length, 0);
-      assert.equal((await alice.get(`/api/v1/runs/${id}/health`)).body.phase, 'paused');
     });
 
     it('budget: a warning at 80 % and an exceeded alert at 100 %, each once', async () => {

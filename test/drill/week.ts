@@ -387,7 +387,9 @@ async function countWeek(
     const perEpisode = new Map<string, number>();
     for (const payload of received) {
       if (payload.kind === 'digest') digestsSent.add(payload.episodeId);
-      perEpisode.set(payload.episodeId, (perEpisode.get(payload.episodeId) ?? 0) + 1);
+      // A question's close (kind answered) carries the question's episode id: counted as its own delivery.
+      const key = payload.kind === 'answered' ? `close|${payload.episodeId}` : payload.episodeId;
+      perEpisode.set(key, (perEpisode.get(key) ?? 0) + 1);
     }
     for (const times of perEpisode.values()) if (times > 1) report.push.repeated += times - 1;
     const theirs = holds.filter((h) => h.teamId === person.teamId && h.userId === person.userId);

@@ -678,9 +678,14 @@ function readBody(req: http.IncomingMessage): Promise<{ body: Buffer; size: numb
 }
 
 /**
- * A push as the person sees it: the payload without its receipt token, which each fan-out attempt mints afresh for
- * the device (so a repeat after a crash is the same notification with another token).
+ * A push as the person sees it: the payload without its receipt and action tokens, which each fan-out attempt mints
+ * afresh for the device (so a repeat after a crash is the same notification with other tokens).
  */
 export function notificationOf(payload: unknown): Record<string, unknown> {
-  return { ...(payload as Record<string, unknown>), receipt: undefined };
+  const { actions } = payload as { actions?: { token?: string }[] };
+  return {
+    ...(payload as Record<string, unknown>),
+    receipt: undefined,
+    ...(actions ? { actions: actions.map((action) => ({ ...action, token: undefined })) } : {}),
+  };
 }
