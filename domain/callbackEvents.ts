@@ -56,7 +56,9 @@ export const CALLBACK_EVENT_SCHEMAS = {
     .object({
       version,
       type: z.literal('interaction.escalated'),
-      id: z.string().describe('rung|<interactionId>|<rung index>; also the webhook-id, the same on every attempt'),
+      id: z
+        .string()
+        .describe('rung|<interactionId>|<rung index>; also the webhook-id, the same on every attempt'),
       teamId: z.string(),
       run: z.object({ id: runId, status: z.enum(RUN_STATUSES), title: z.string() }),
       data: z.object({
