@@ -90,14 +90,21 @@ async function guardUrl(deps: EndpointsRouterDeps, url: string): Promise<void> {
 
 export function endpointsRouter(deps: EndpointsRouterDeps) {
   const router = new Router<AuthState>({ prefix: '/api/v1/endpoints' });
-  const rateLimit = rateLimiter(deps.rateLimits, deps.now);
   router.use(requireAdmin);
   const load = async (teamId: string, id: string): Promise<EndpointRow> => {
     const row = await deps.endpoints.get(teamId, id);
     if (!row) throw new NotFoundError('endpoint not found');
     return row;
   };
+  manageEndpoints(router, deps, load);
+  operateEndpoints(router, deps, load);
+  return router;
+}
 
+type LoadEndpoint = (teamId: string, id: string) => Promise<EndpointRow>;
+
+/** Register, list, read, change, remove an endpoint and rotate its secret. */
+function manageEndpoints(router: Router<AuthState>, deps: EndpointsRouterDeps, load: LoadEndpoint): void {
   const create = validate({
     summary:
       'registers an endpoint of the team, subscribed to event types; answers its whsec_ secret this once ' +
@@ -180,7 +187,11 @@ export function endpointsRouter(deps: EndpointsRouterDeps) {
     if (!row) throw new NotFoundError('endpoint not found');
     ctx.body = { secret: row.secret };
   });
+}
 
+/** What an endpoint did and what to do about it: its attempt log, a test event, a recover. */
+function operateEndpoints(router: Router<AuthState>, deps: EndpointsRouterDeps, load: LoadEndpoint): void {
+  const rateLimit = rateLimiter(deps.rateLimits, deps.now);
   const attempts = validate({
     summary:
       "an endpoint's attempt log, newest first, a page at a time, each with the event it sent and its run " +
@@ -251,6 +262,4 @@ export function endpointsRouter(deps: EndpointsRouterDeps) {
       ctx.body = { id: endpointRecoverWorkflowId(row._id) };
     },
   );
-
-  return router;
 }
