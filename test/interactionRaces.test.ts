@@ -1,0 +1,167 @@
+// An interaction's answer racing its own sends, on the dev server: answers a few milliseconds either side of each
+// rung's instant, and snoozes answered within their hour. The ladder is the real 7-day one; the question is dated
+// back (the stand-ins' plan says when it was asked) so that the racing rung falls due a moment from now, and a
+// snooze is dated back the same way. What the workflow itself must do is read from its history: once the answer is
+// in it, no send is scheduled after it; the claims and the store's re-check (the stand-ins keep both) do the rest.
+import assert from 'node:assert/strict';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import {
+  interactionAnsweredSignal,
+  interactionSnoozedSignal,
+  type InteractionRef,
+} from '../contract/workflows';
+import { SNOOZE_SECONDS, type EscalationRung } from '../domain/interaction';
+import { interactionWorkflow } from '../workflows';
+import { InteractionStandIns, type Question } from './support/interactionStandIns';
+import { testStack } from './support/stack';
+import { waitUntil } from './support/waitUntil';
+import { workflowBundle } from './support/workflowBundle';
+
+const DAY = 24 * 3600;
+const LADDER: EscalationRung[] = [
+  { afterSeconds: 60, to: 'owner', via: 'push' },
+  { afterSeconds: 3600, to: 'team', via: 'push' },
+  { afterSeconds: DAY, to: ['carol'], via: 'push' },
+  { afterSeconds: 3 * DAY, to: 'team', via: 'webhook' },
+  { afterSeconds: 7 * DAY, to: 'team', via: 'push' },
+];
+/** How far either side of a rung's instant the answers land (ms). */
+const OFFSETS_MS = [-25, -1, 0, 1, 25, 500];
+/** How far ahead the racing instant is put: time for the earlier rungs, already due, to go out first. */
+const LEAD_MS = 2000;
+const EventType = temporal.api.enums.v1.EventType;
+
+const sendsOf = (question: Question): number[] =>
+  question.sends.filter((s) => s.what.startsWith('rung ')).map((s) => Number(s.what.split(' ')[1]));
+
+/** The sends the workflow scheduled after the answer reached its history (none may be). */
+async function scheduledAfterAnswer(handle: WorkflowHandle): Promise<string[]> {
+  const { events } = await handle.fetchHistory();
+  const answeredAt = events!.findIndex(
+    (e) =>
+      e.eventType === EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED &&
+      e.workflowExecutionSignaledEventAttributes?.signalName === interactionAnsweredSignal.name,
+  );
+  assert.ok(answeredAt >= 0, 'the answer is in the history');
+  return events!
+    .slice(answeredAt)
+    .filter((e) => e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+    .map((e) => e.activityTaskScheduledEventAttributes!.activityType!.name!)
+    .filter((name) => name !== 'closeAnswered');
+}
+
+describe('an interaction answered while its sends fall due (dev server)', function () {
+  this.timeout(120_000);
+  const standIns = new InteractionStandIns(async () => Date.now());
+  const taskQueue = `interaction-races-${process.pid}`;
+  let connection: NativeConnection;
+  let clientConnection: Connection;
+  let client: Client;
+  let worker: Worker;
+  let running: Promise<void>;
+
+  before(async () => {
+    const address = testStack().temporalAddress;
+    connection = await NativeConnection.connect({ address });
+    clientConnection = await Connection.connect({ address });
+    client = new Client({ connection: clientConnection });
+    worker = await Worker.create({
+      connection,
+      taskQueue,
+      workflowBundle: await workflowBundle(),
+      activities: standIns.activities(),
+    });
+    running = worker.run();
+  });
+
+  after(async () => {
+    worker?.shutdown();
+    await running;
+    await clientConnection?.close();
+    await connection?.close();
+  });
+
+  /** Starts one question asked at `askedAtMs`; answer and snooze go through signal-with-start, as the API's do. */
+  async function ask(name: string, askedAtMs: number, rungs: EscalationRung[]) {
+    const ref: InteractionRef = {
+      runId: `run_${name}`,
+      teamId: 'acme',
+      interactionId: `int_${name}_${Date.now()}`,
+    };
+    const question = standIns.ask(ref.interactionId, askedAtMs, rungs);
+    const options = {
+      workflowId: `interaction|${ref.interactionId}`,
+      taskQueue,
+      args: [ref] as [InteractionRef],
+    };
+    const handle = await client.workflow.start(interactionWorkflow, options);
+    return {
+      question,
+      handle,
+      answer: async () => {
+        question.storeAnswer();
+        await client.workflow.signalWithStart(interactionWorkflow, {
+          ...options,
+          signal: interactionAnsweredSignal,
+          signalArgs: [{ answeredBy: 'bob', at: new Date().toISOString() }],
+        });
+      },
+      snooze: async (snoozeId: string, atMs: number) => {
+        await client.workflow.signalWithStart(interactionWorkflow, {
+          ...options,
+          signal: interactionSnoozedSignal,
+          signalArgs: [{ snoozeId, userId: 'alice', at: new Date(atMs).toISOString() }],
+        });
+      },
+    };
+  }
+
+  it(`answers ${OFFSETS_MS.join(', ')} ms from each rung's instant: no send after the answer, the rest cancelled, the close once`, async () => {
+    const instantMs = Date.now() + LEAD_MS;
+    const races = await Promise.all(
+      LADDER.flatMap((rung, k) =>
+        OFFSETS_MS.map(async (offsetMs) => {
+          const name = `race-${k}${offsetMs < 0 ? '' : '+'}${offsetMs}`;
+          const asked = await ask(name, instantMs - rung.afterSeconds * 1000, LADDER);
+          await new Promise((resolve) => setTimeout(resolve, instantMs + offsetMs - Date.now()));
+          await asked.answer();
+          return { name, k, ...asked, result: await asked.handle.result() };
+        }),
+      ),
+    );
+    for (const { name, k, question, handle, result } of races) {
+      assert.deepEqual(await scheduledAfterAnswer(handle), [], `${name}: scheduled after the answer`);
+      const sent = sendsOf(question);
+      // A prefix of the ladder, each rung once; never past the racing rung (the next is hours or days away).
+      assert.deepEqual(sent, [...Array(sent.length).keys()], `${name}: sent ${JSON.stringify(sent)}`);
+      assert.ok(sent.length <= k + 1, `${name}: sent ${JSON.stringify(sent)}`);
+      assert.deepEqual(result, { rungsSent: sent, snoozesSent: 0, closed: true }, name);
+      assert.equal(question.closes, 1, `${name}: closes`);
+    }
+  });
+
+  it('a snooze pushes the person again after its hour; a second snooze answered within its hour sends nothing', async () => {
+    const asked = await ask('snooze', Date.now(), []);
+    const dueMs = Date.now() + LEAD_MS;
+    const backdatedMs = dueMs - SNOOZE_SECONDS * 1000; // snoozed an hour ago, less the lead
+    await asked.snooze('s1', backdatedMs);
+    await asked.snooze('s1', backdatedMs); // the device's retry: one snooze
+    await waitUntil('the first snooze to be sent', () => asked.question.sends.length > 0, {
+      seen: () => asked.question.sends,
+    });
+    await asked.snooze('s2', Date.now());
+    await asked.answer();
+    const result = await asked.handle.result();
+    assert.deepEqual(
+      asked.question.sends.map((s) => s.what),
+      ['snooze s1'],
+    );
+    assert.ok(asked.question.sends[0].atMs >= dueMs, 'not before its hour');
+    assert.deepEqual(await scheduledAfterAnswer(asked.handle), []);
+    // One execution throughout (it waits a while for more after each send): the first snooze sent, the close.
+    assert.deepEqual(result, { rungsSent: [], snoozesSent: 1, closed: true });
+    assert.equal(asked.question.closes, 1);
+  });
+});
