@@ -50,10 +50,14 @@ export interface EndpointDeps extends Omit<CallbackDeps, 'runs' | 'callbackAttem
  * more than 60 seconds' worth. (A window of 3 s, not 1: the rate store counts in 1/60ths of a window, and a 1 s
  * window's 16.7 ms buckets admitted every hit spread over several of them.)
  */
-const rateWindows = (perSecond: number) => [
+export const endpointRateWindows = (perSecond: number) => [
   { suffix: 's', rule: { limit: perSecond * 3, windowSeconds: 3 } },
   { suffix: 'm', rule: { limit: perSecond * 60, windowSeconds: 61 } },
 ];
+
+/** The rate store's key for one of an endpoint's windows (every worker counts in the same one). */
+export const endpointRateKey = (endpointId: string, suffix: string): string =>
+  `endpoint-rate|${endpointId}|${suffix}`;
 
 /** The most events one recover reads from its window. */
 const RECOVER_READ_MAX = 50_000;
@@ -65,12 +69,8 @@ export function createEndpointActivities(deps: EndpointDeps) {
   /** Holds the attempt when the endpoint's rate is spent: nothing is sent, the workflow waits and goes again. */
   const admitAtRate = (endpoint: EndpointRow, perSecond: number) => async () => {
     const taken: (() => Promise<void>)[] = [];
-    for (const { suffix, rule } of rateWindows(perSecond)) {
-      const admission = await deps.rateLimits.hit(
-        `endpoint-rate|${endpoint._id}|${suffix}`,
-        rule,
-        deps.now(),
-      );
+    for (const { suffix, rule } of endpointRateWindows(perSecond)) {
+      const admission = await deps.rateLimits.hit(endpointRateKey(endpoint._id, suffix), rule, deps.now());
       if (!admission.admitted) {
         for (const release of taken) await release();
         return {
