@@ -42,6 +42,8 @@ describe('escalation', function () {
         CALLBACK_ALLOW_PRIVATE: '1',
         SWEEP_INTERVAL_SECONDS: '3600',
         PUSH_BURST_LIMIT: '1000',
+        // Each case launches its own pauses, all within a minute at the issue's size.
+        RUN_CREATE_RATE_LIMIT: String(Math.max(120, 5 * PAUSES)),
       },
       { push },
     );
@@ -160,7 +162,13 @@ describe('escalation', function () {
     for (const { runId, interactionId } of paused) {
       const result = await stack.client.workflow.getHandle(`interaction|${interactionId}`).result();
       assert.deepEqual(result.rungsSent, [], `no rung for ${runId}`);
-      assert.equal(await stack.stores.claims.state(interactionClaimKeys.rung(interactionId, 0)), 'absent');
+      // On a busy machine a rung's time may come before its answer is stored: the send finds the question
+      // answered and settles its claim as closed, sending nothing.
+      const rung = await stack.stores.claims.describe(interactionClaimKeys.rung(interactionId, 0));
+      assert.ok(
+        rung.state === 'absent' || rung.result === 'closed',
+        `rung of ${runId}: ${JSON.stringify(rung)}`,
+      );
       assert.equal(carolsPushes(runId).length, 0);
     }
   });
@@ -188,6 +196,35 @@ describe('escalation', function () {
       assert.deepEqual(result, { rungsSent: [0], snoozesSent: 0, closed: true });
       const kinds = carolsPushes(runId).map((r) => (r.payload as PushPayload).kind);
       assert.deepEqual(kinds, ['human_input_requested', 'answered'], 'the rung, then its close');
+    }
+  });
+
+  it(`${PAUSES} pauses answered within ±1 s of their rung: a rung that went is replaced by the close on its device`, async () => {
+    const paused = await Promise.all(
+      Array.from({ length: PAUSES }, async (_, i) => {
+        const [pause] = await pausesOf(1, [{ afterSeconds: RUNG_SECONDS, to: ['carol'], via: 'push' }]);
+        const { createdAt } = (await stack.stores.interactions.get(pause.runId, pause.interactionId))!;
+        const offsetMs = -1000 + (2000 * i) / Math.max(1, PAUSES - 1);
+        const dueMs = createdAt.getTime() + RUNG_SECONDS * 1000 + offsetMs;
+        await new Promise((resolve) => setTimeout(resolve, Math.max(0, dueMs - Date.now())));
+        const res = await alice.post(
+          `/api/v1/runs/${pause.runId}/interactions/${pause.interactionId}/answer`,
+          {
+            answer: 'y',
+          },
+        );
+        assert.equal(res.status, 200, res.text);
+        return pause;
+      }),
+    );
+    for (const { runId, interactionId } of paused) {
+      const result = await stack.client.workflow.getHandle(`interaction|${interactionId}`).result();
+      assert.equal(result.closed, true);
+      const got = carolsPushes(runId);
+      const kinds = got.map((r) => (r.payload as PushPayload).kind);
+      // The rung either never went, or went once and the close replaced it on carol's device. (A rung whose send
+      // read the question open may still be on the wire when the answer's response returns: the close follows it.)
+      assert.ok(kinds.length === 0 || (kinds.length === 2 && kinds[1] === 'answered'), `${runId}: ${kinds}`);
     }
   });
 
