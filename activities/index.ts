@@ -110,7 +110,13 @@ export function createActivities(deps: ActivityDeps): Activities {
       push,
       claims: stores.claims,
       escalationPolicies: stores.escalationPolicies,
-      webhook: { ...callbackSendSettings(config), lookup: deps.callbackLookup, now },
+      webhook: {
+        ...callbackSendSettings(config),
+        lookup: deps.callbackLookup,
+        now,
+        log,
+        pacing: deps.callbackPacing,
+      },
       webhookRetrySeconds: config.callbackRetrySeconds,
       announce: announceToTeamEndpoints({
         endpoints: stores.endpoints,

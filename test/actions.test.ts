@@ -2,20 +2,14 @@
 // and POST /api/v1/interactions/actions answers with one, without a session. Real API, worker, Temporal, FerretDB,
 // and the loopback push service that verifies VAPID and decrypts what it receives (so the payloads can be read).
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
-import webpush from 'web-push';
-import { startApi, type ApiHandle } from '../api/server';
 import { PUSH_PAYLOAD_MAX_BYTES, type WirePushPayload } from '../domain/declarativePush';
 import { interactionClaimKeys } from '../domain/interaction';
 import type { PushPayload } from '../domain/push';
-import { createLogger } from '../platform/log';
 import { hashActionToken, type ActionTokenRow } from '../store/actionTokens';
-import { startWorkerStack, type WorkerStack } from './support/familyStack';
-import { ApiClient } from './support/harness';
-import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
-import { TEST_PUSH_BURST_LIMIT } from './support/stack';
+import type { ApiClient } from './support/harness';
+import type { PushService, SubscriptionJSON } from './support/pushService';
+import { startPushStack, subscribeTeam, type PushStack } from './support/pushStack';
 import { waitUntil } from './support/waitUntil';
-import { pushSenderFor } from '../delivery/push/sender';
 
 const CHOICES = [
   { id: 'approve', label: 'Approve' },
@@ -24,64 +18,20 @@ const CHOICES = [
 
 describe('notification actions', function () {
   let push: PushService;
-  let stack: WorkerStack;
-  let api: ApiHandle;
+  let stack: PushStack;
   let anonymous: ApiClient;
   let alice: ApiClient; // owner of the runs, two devices
-  let bob: ApiClient; // same team, team-wide scope, one device
-  const devices: Record<string, SubscriptionJSON[]> = { alice: [], bob: [] };
+  let devices: Record<string, SubscriptionJSON[]>; // bob: same team, team-wide scope, one device
   /** Every line the API and the worker logged: no token may be among them. */
   const logged: string[] = [];
 
   before(async () => {
-    push = await startPushService();
-    const vapid = webpush.generateVAPIDKeys();
-    stack = await startWorkerStack(
-      {
-        VAPID_PUBLIC_KEY: vapid.publicKey,
-        VAPID_PRIVATE_KEY: vapid.privateKey,
-        VAPID_SUBJECT: 'mailto:ops@flow.test',
-        PUSH_ALLOW_PRIVATE: '1',
-        SWEEP_INTERVAL_SECONDS: '3600',
-        PUSH_BURST_LIMIT: TEST_PUSH_BURST_LIMIT,
-      },
-      { push, workerLog: (line) => logged.push(line) },
-    );
-    // The API at its most talkative (a debug line per request), into the test's hands.
-    const destination = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        logged.push(chunk.toString());
-        done();
-      },
-    });
-    const logger = createLogger({ level: 'debug', format: 'json', name: 'api', destination });
-    api = await startApi(stack.config, {
-      logger,
-      log: (line) => logged.push(line),
-      pushSender: pushSenderFor(stack.config, { ca: push.ca }),
-    });
-    anonymous = new ApiClient(api.url);
-    alice = anonymous.as('alice', 'acme');
-    bob = anonymous.as('bob', 'acme');
-    for (const [name, user, count] of [
-      ['alice', alice, 2],
-      ['bob', bob, 1],
-    ] as const) {
-      for (let i = 0; i < count; i++) {
-        const subscription = push.endpoint(`${name}${i}`);
-        const res = await user.post('/api/v1/notifications/push/subscriptions', subscription);
-        assert.equal(res.status, 201, res.text);
-        devices[name].push(subscription);
-      }
-    }
-    assert.equal((await bob.put('/api/v1/notifications/prefs', { scope: 'team' })).status, 200);
+    stack = await startPushStack({ logged });
+    ({ push, anonymous } = stack);
+    ({ alice, devices } = await subscribeTeam(stack));
   });
 
-  after(async () => {
-    await api?.close();
-    await stack?.stop();
-    await push?.close();
-  });
+  after(() => stack?.stop());
 
   beforeEach(() => push.reset());
   // An answer's close goes to every device a moment later: it must not land in the next test's pushes.

@@ -3,57 +3,31 @@
 // Topic, saying who answered; a lost signal is replayed by the sweep. Real API, worker, Temporal, FerretDB, and
 // the loopback push service that verifies VAPID and decrypts what it receives.
 import assert from 'node:assert/strict';
-import webpush from 'web-push';
 import { createSweepActivities } from '../activities/sweep';
 import { DEFAULT_EPISODE_OPTIONS } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
 import type { PushPayload } from '../domain/push';
 import { createRunsService } from '../runs/service';
-import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import type { ApiClient } from './support/harness';
-import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
-import { TEST_PUSH_BURST_LIMIT } from './support/stack';
+import type { PushService, SubscriptionJSON } from './support/pushService';
+import { startPushStack, subscribeTeam, type PushStack } from './support/pushStack';
 import { waitUntil } from './support/waitUntil';
 
 describe('answered once, closed everywhere', function () {
   let push: PushService;
-  let stack: FamilyStack;
+  let stack: PushStack;
   let alice: ApiClient; // owner of the runs, two devices
-  let bob: ApiClient; // same team, team-wide scope, one device
-  const devices: SubscriptionJSON[] = [];
+  let devices: SubscriptionJSON[]; // alice's two, then bob's (same team, team-wide scope)
 
   before(async () => {
-    push = await startPushService();
-    const vapid = webpush.generateVAPIDKeys();
-    stack = await startFamilyStack(
-      {
-        VAPID_PUBLIC_KEY: vapid.publicKey,
-        VAPID_PRIVATE_KEY: vapid.privateKey,
-        VAPID_SUBJECT: 'mailto:ops@flow.test',
-        PUSH_ALLOW_PRIVATE: '1',
-        SWEEP_INTERVAL_SECONDS: '3600',
-        PUSH_BURST_LIMIT: TEST_PUSH_BURST_LIMIT,
-      },
-      { push },
-    );
-    alice = stack.anonymous.as('alice', 'acme');
-    bob = stack.anonymous.as('bob', 'acme');
-    for (const [user, name] of [
-      [alice, 'alice0'],
-      [alice, 'alice1'],
-      [bob, 'bob0'],
-    ] as const) {
-      const subscription = push.endpoint(name);
-      assert.equal((await user.post('/api/v1/notifications/push/subscriptions', subscription)).status, 201);
-      devices.push(subscription);
-    }
-    assert.equal((await bob.put('/api/v1/notifications/prefs', { scope: 'team' })).status, 200);
+    stack = await startPushStack();
+    ({ push } = stack);
+    const team = await subscribeTeam(stack);
+    ({ alice } = team);
+    devices = [...team.devices.alice, ...team.devices.bob];
   });
 
-  after(async () => {
-    await stack?.stop();
-    await push?.close();
-  });
+  after(() => stack?.stop());
 
   beforeEach(() => push.reset());
 

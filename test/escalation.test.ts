@@ -4,65 +4,56 @@
 // npm test runs a few).
 import assert from 'node:assert/strict';
 import { Webhook } from 'standardwebhooks';
-import webpush from 'web-push';
 import { teamEventWorkflowId } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
 import type { TeamEventBody } from '../domain/teamEvents';
 import type { PushPayload } from '../domain/push';
 import { CallbackReceiver } from './support/callbackReceiver';
-import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { ApiClient } from './support/harness';
-import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
+import type { PushService, SubscriptionJSON } from './support/pushService';
+import { startPushStack, subscribeDevices, type PushStack } from './support/pushStack';
 import { TEST_JWT_SECRET } from './support/stack';
 import { signToken } from './support/tokens';
 import { waitUntil } from './support/waitUntil';
 
 const PAUSES = Number(process.env.ESCALATION_PAUSES ?? 3);
 const RUNG_SECONDS = 3;
+const BREAKER_FAILURES = 2;
 
 describe('escalation', function () {
   this.timeout(120_000 + PAUSES * 1000);
   let push: PushService;
   let receiver: CallbackReceiver;
-  let stack: FamilyStack;
+  let stack: PushStack;
   let alice: ApiClient; // owner of the runs
   let admin: ApiClient;
   let carol: SubscriptionJSON; // the rung's person
 
   before(async () => {
-    push = await startPushService();
     receiver = await CallbackReceiver.start();
-    const vapid = webpush.generateVAPIDKeys();
-    stack = await startFamilyStack(
-      {
-        VAPID_PUBLIC_KEY: vapid.publicKey,
-        VAPID_PRIVATE_KEY: vapid.privateKey,
-        VAPID_SUBJECT: 'mailto:ops@flow.test',
-        PUSH_ALLOW_PRIVATE: '1',
+    stack = await startPushStack({
+      vars: {
         CALLBACK_ALLOW_PRIVATE: '1',
-        SWEEP_INTERVAL_SECONDS: '3600',
         PUSH_BURST_LIMIT: '1000',
         // Each case launches its own pauses, all within a minute at the issue's size.
         RUN_CREATE_RATE_LIMIT: String(Math.max(120, 5 * PAUSES)),
+        CALLBACK_RETRY_SECONDS: '1,1,1,1',
+        CALLBACK_BREAKER_FAILURES: String(BREAKER_FAILURES),
+        CALLBACK_BREAKER_COOLDOWN_SECONDS: '3600',
       },
-      { push },
-    );
+    });
+    ({ push } = stack);
     alice = stack.anonymous.as('alice', 'acme');
     const exp = Math.floor(Date.now() / 1000) + 3600;
     admin = new ApiClient(
       stack.api.url,
       signToken({ sub: 'ann', team: 'acme', roles: ['admin'], exp }, TEST_JWT_SECRET),
     );
-    carol = push.endpoint('carol');
-    const subscribed = await stack.anonymous
-      .as('carol', 'acme')
-      .post('/api/v1/notifications/push/subscriptions', carol);
-    assert.equal(subscribed.status, 201);
+    [carol] = (await subscribeDevices(stack, { carol: 1 })).carol;
   });
 
   after(async () => {
     await stack?.stop();
-    await push?.close();
     await receiver?.close();
   });
 
@@ -252,6 +243,36 @@ describe('escalation', function () {
     assert.equal(event.data.interactionId, interactionId);
     assert.equal(got.headers['webhook-id'], interactionClaimKeys.rung(interactionId, 0));
     assert.deepEqual(receiver.schemaMismatches, []);
+  });
+
+  it("a webhook rung to a failing receiver: once its origin's breaker opens, the rung's retries are held there", async () => {
+    const failing = await CallbackReceiver.start();
+    try {
+      failing.answerAlways({ status: 503 });
+      const put = await admin.put('/api/v1/teams/current/escalation', {
+        rungs: [{ afterSeconds: 1, to: 'team', via: 'webhook' }],
+        webhookUrl: failing.url,
+      });
+      assert.equal(put.status, 200, put.text);
+      const created = await alice.post('/api/v1/runs', { title: 'Deploy' });
+      const runId = created.body.id as string;
+      const res = await alice.post(`/api/v1/runs/${runId}/pause`, { prompt: 'Ship it?' });
+      const interaction = stack.client.workflow.getHandle(`interaction|${res.body.interactionId}`);
+      const rungSendsDone = async () =>
+        (await interaction.fetchHistory()).events!.filter((e) => e.activityTaskCompletedEventAttributes)
+          .length;
+      await waitUntil(
+        'an attempt after the breaker opened',
+        async () => (await rungSendsDone()) > BREAKER_FAILURES,
+      );
+      assert.equal(
+        failing.received.length,
+        BREAKER_FAILURES,
+        'the attempts past the breaker never reached it',
+      );
+    } finally {
+      await failing.close();
+    }
   });
 
   it("a pause's rung and its answer: a team endpoint hears each once, the run's timeline shows the rung", async () => {

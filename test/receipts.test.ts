@@ -2,83 +2,34 @@
 // the service worker saw (shown, clicked, the action taken) without a session, once each. Real API, worker, Temporal,
 // FerretDB, and the loopback push service that decrypts what it receives (so the tokens can be read).
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { Registry } from 'prom-client';
-import webpush from 'web-push';
-import { startApi, type ApiHandle } from '../api/server';
 import type { PushDeviceView } from '../api/episodesView';
-import { pushSenderFor } from '../delivery/push/sender';
 import type { PushPayload } from '../domain/push';
-import { createLogger } from '../platform/log';
 import { createMetrics, type Metrics } from '../platform/metrics';
 import { hashActionToken } from '../store/actionTokens';
 import type { PushReceiptRow } from '../store/push/receipts';
-import { startWorkerStack, type WorkerStack } from './support/familyStack';
-import { ApiClient } from './support/harness';
-import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
-import { TEST_PUSH_BURST_LIMIT } from './support/stack';
+import type { ApiClient } from './support/harness';
+import type { PushService, SubscriptionJSON } from './support/pushService';
+import { startPushStack, subscribeTeam, type PushStack } from './support/pushStack';
 import { waitUntil } from './support/waitUntil';
 
 describe('notification receipts', function () {
   let push: PushService;
-  let stack: WorkerStack;
-  let api: ApiHandle;
+  let stack: PushStack;
   let metrics: Metrics;
   let anonymous: ApiClient;
   let alice: ApiClient; // owner of the runs, two devices
-  let bob: ApiClient; // same team, team-wide scope, one device
-  const devices: Record<string, SubscriptionJSON[]> = { alice: [], bob: [] };
+  let devices: Record<string, SubscriptionJSON[]>; // bob: same team, team-wide scope, one device
   const logged: string[] = [];
 
   before(async () => {
-    push = await startPushService();
-    const vapid = webpush.generateVAPIDKeys();
-    stack = await startWorkerStack(
-      {
-        VAPID_PUBLIC_KEY: vapid.publicKey,
-        VAPID_PRIVATE_KEY: vapid.privateKey,
-        VAPID_SUBJECT: 'mailto:ops@flow.test',
-        PUSH_ALLOW_PRIVATE: '1',
-        SWEEP_INTERVAL_SECONDS: '3600',
-        PUSH_BURST_LIMIT: TEST_PUSH_BURST_LIMIT,
-      },
-      { push, workerLog: (line) => logged.push(line) },
-    );
-    const destination = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        logged.push(chunk.toString());
-        done();
-      },
-    });
     metrics = createMetrics(new Registry(), { processMetrics: false });
-    api = await startApi(stack.config, {
-      logger: createLogger({ level: 'debug', format: 'json', name: 'api', destination }),
-      log: (line) => logged.push(line),
-      metrics,
-      pushSender: pushSenderFor(stack.config, { ca: push.ca }),
-    });
-    anonymous = new ApiClient(api.url);
-    alice = anonymous.as('alice', 'acme');
-    bob = anonymous.as('bob', 'acme');
-    for (const [name, user, count] of [
-      ['alice', alice, 2],
-      ['bob', bob, 1],
-    ] as const) {
-      for (let i = 0; i < count; i++) {
-        const subscription = push.endpoint(`${name}${i}`);
-        const res = await user.post('/api/v1/notifications/push/subscriptions', subscription);
-        assert.equal(res.status, 201, res.text);
-        devices[name].push(subscription);
-      }
-    }
-    assert.equal((await bob.put('/api/v1/notifications/prefs', { scope: 'team' })).status, 200);
+    stack = await startPushStack({ logged, apiMetrics: metrics });
+    ({ push, anonymous } = stack);
+    ({ alice, devices } = await subscribeTeam(stack));
   });
 
-  after(async () => {
-    await api?.close();
-    await stack?.stop();
-    await push?.close();
-  });
+  after(() => stack?.stop());
 
   beforeEach(() => push.reset());
 

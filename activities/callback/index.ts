@@ -311,6 +311,9 @@ async function attemptOnce(
   });
 }
 
+/** What a signed send needs: the POST's settings, the worker's pacing per origin and the operator log. */
+export type SignedSendDeps = CallbackSendDeps & Pick<CallbackDeps, 'log' | 'pacing'>;
+
 /** One signed attempt's target and body, and whose breaker at the origin judges it. */
 export interface SignedSend {
   target: Pick<NonNullable<Run['callback']>, 'url' | 'secret' | 'previousSecret'>;
@@ -335,7 +338,7 @@ export interface SignedSend {
  * One signed POST in its origin's slot, paced and judged by the breaker, answered as an attempt: `sent` when a
  * request was tried (or held back by the worker), with what the attempt log needs.
  */
-export async function sendSigned(deps: CallbackDeps, send: SignedSend): Promise<AttemptResult> {
+export async function sendSigned(deps: SignedSendDeps, send: SignedSend): Promise<AttemptResult> {
   const { target, webhookId, place } = send;
   const failed: NoteFailure = (category, detail) => {
     deps.log?.(`callback: ${send.about}: ${category}: ${detail}`);

@@ -42,11 +42,12 @@ export function createInteractionActivities(deps: InteractionActivityDeps) {
     },
 
     async sendRung(ref: InteractionRef, index: number, rung: EscalationRung): Promise<FollowUpResult> {
+      const activityStarted = Date.now();
       const open = await openQuestion(deps.push, ref);
       if (!open) return { result: 'closed', delivered: 0 };
       const sent =
         rung.via === 'webhook'
-          ? await postEscalation(deps, open, index, rung)
+          ? await postEscalation(deps, open, index, rung, activityStarted)
           : await pushFollowUp(deps.push, open, await rungRecipients(deps.push, open, rung), `rung:${index}`);
       if (sent.result === 'delivered')
         await announce({

@@ -1,9 +1,9 @@
 // What an interaction's activities are given: the stores, the push family's sending, the webhook's signed POST,
 // and the place where an answer's close and a rung are told to whoever listens.
-import type { CallbackSendDeps } from '../../delivery/callback/send';
 import type { EscalationRung } from '../../domain/interaction';
 import type { ClaimStore } from '../../store/claims';
 import type { EscalationPolicyStore } from '../../store/escalationPolicies';
+import type { SignedSendDeps } from '../callback';
 import type { PushActivityDeps } from '../push';
 
 /** What the interaction workflow learned, for whoever emits team events (interaction.answered / .escalated). */
@@ -33,8 +33,8 @@ export interface InteractionActivityDeps {
   push: PushActivityDeps;
   claims: ClaimStore;
   escalationPolicies: EscalationPolicyStore;
-  /** The signed POST of `via: webhook` rungs, with the callbacks' guard and deadline. */
-  webhook: CallbackSendDeps;
+  /** The signed send of `via: webhook` rungs: the callbacks' guard, deadline, pacing per origin and breaker. */
+  webhook: SignedSendDeps;
   /** CALLBACK_RETRY_SECONDS: a failed webhook rung is tried again on the callbacks' schedule. */
   webhookRetrySeconds: number[];
   /**

@@ -1,11 +1,10 @@
-// A `via: webhook` rung: one signed `interaction.escalated` event to the team policy's webhook URL, through the
-// callbacks' outbound guard and deadline, with the rung's claim key as its webhook-id (the same on every attempt).
-// The workflow tries a failed one again on the callbacks' schedule.
+// A `via: webhook` rung: one signed `interaction.escalated` event to the team policy's webhook URL, sent as a
+// callback attempt is (guard, deadline, pacing per receiver origin, breaker, the answer's classification), with
+// the rung's claim key as its webhook-id (the same on every attempt). The workflow tries a failed one again on
+// the callbacks' schedule.
 import type { FollowUpResult } from '../../contract/activities';
-import { postSignedCallback, classifyCallbackStatus } from '../../delivery/callback/send';
-import { TargetRefusedError } from '../../delivery/ssrfGuard';
 import { escalatedEvent, interactionClaimKeys, type EscalationRung } from '../../domain/interaction';
-import { retryAfterMs } from '../../platform/retryAfter';
+import { sendSigned } from '../callback';
 import type { InteractionActivityDeps } from './interactionActivityDeps';
 import type { OpenQuestion } from './pushes';
 
@@ -14,6 +13,7 @@ export async function postEscalation(
   open: OpenQuestion,
   index: number,
   rung: EscalationRung,
+  activityStarted: number,
 ): Promise<FollowUpResult> {
   const policy = await deps.escalationPolicies.get(open.run.teamId);
   if (!policy?.webhookUrl || !policy.webhookSecret) return { result: 'not_addressable', delivered: 0 };
@@ -26,27 +26,19 @@ export async function postEscalation(
     rung,
     at: deps.push.now(),
   });
-  try {
-    const res = await postSignedCallback(
-      deps.webhook,
-      { url: policy.webhookUrl, secret: policy.webhookSecret },
-      id,
-      JSON.stringify(body),
-    );
-    const result = classifyCallbackStatus(res.status);
-    if (result === 'delivered') return { result: 'delivered', delivered: 1 };
-    if (result === 'stop') return { result: 'failed', delivered: 0 };
-    const afterMs = retryAfterMs(res.headers['retry-after'], deps.push.now().getTime());
-    return {
-      result: 'failed',
-      delivered: 0,
-      retry: afterMs === undefined ? {} : { afterSeconds: Math.ceil(afterMs / 1000) },
-    };
-  } catch (err) {
-    // A refused target stays refused (a name that does not resolve now may later); anything else is worth a retry.
-    if (err instanceof TargetRefusedError && err.category !== 'refused: dns')
-      return { result: 'failed', delivered: 0 };
-    deps.push.log(`interaction: the escalation webhook failed: ${String(err)}`);
-    return { result: 'failed', delivered: 0, retry: {} };
-  }
+  const { outcome } = await sendSigned(deps.webhook, {
+    target: { url: policy.webhookUrl, secret: policy.webhookSecret },
+    webhookId: id,
+    json: JSON.stringify(body),
+    teamId: open.run.teamId,
+    // A breaker of its own at the origin: the team's failing run callbacks there never hold its escalations.
+    breakerKey: `escalation:${open.run.teamId}`,
+    about: `run ${open.run._id} escalation ${id}`,
+    place: undefined,
+    activityStarted,
+  });
+  if (outcome.result === 'delivered') return { result: 'delivered', delivered: 1 };
+  if (outcome.result === 'stop') return { result: 'failed', delivered: 0 };
+  const afterSeconds = outcome.retryAfterSeconds;
+  return { result: 'failed', delivered: 0, retry: afterSeconds === undefined ? {} : { afterSeconds } };
 }

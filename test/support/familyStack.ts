@@ -1,7 +1,7 @@
 // One suite's system on the shared test servers: its config (its own database and task queue), stores, a Temporal
 // client, a test worker and (startFamilyStack) an API, started in that order and stopped in reverse.
 import type { Client } from '@temporalio/client';
-import type { ApiHandle } from '../../api/server';
+import type { ApiHandle, ApiOptions } from '../../api/server';
 import type { Config } from '../../config';
 import type { OriginPacing } from '../../delivery/callback/pacing';
 import { pushSenderFor } from '../../delivery/push/sender';
@@ -93,17 +93,25 @@ export function startWorkerStack(
   });
 }
 
+export interface FamilyStackOptions extends WorkerStackOptions {
+  /** The API's logs and metrics (default: quiet but for a 5xx, metrics of its own). */
+  api?: Pick<ApiOptions, 'log' | 'logger' | 'metrics'>;
+}
+
 /** startWorkerStack, then an API on the same config. */
 export function startFamilyStack(
   vars: Record<string, string>,
-  options: WorkerStackOptions = {},
+  options: FamilyStackOptions = {},
 ): Promise<FamilyStack> {
   return startInOrder(async (started, stop) => {
     const workerStack = await startWorkerStack(vars, options);
     started(() => workerStack.stop());
     const { config } = workerStack;
     const pushSender = options.push ? pushSenderFor(config, { ca: options.push.ca }) : undefined;
-    const { api, client: anonymous } = await startTestApi(config, pushSender ? { pushSender } : {});
+    const { api, client: anonymous } = await startTestApi(config, {
+      ...options.api,
+      ...(pushSender ? { pushSender } : {}),
+    });
     started(() => api.close());
     return { ...workerStack, api, anonymous, stop };
   });
