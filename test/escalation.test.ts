@@ -107,8 +107,7 @@ describe('escalation', function () {
   const carolsPushes = (runId: string) =>
     push.received(carol).filter((r) => (r.payload as PushPayload).runId === runId);
 
-  it(`${PAUSES} pauses nobody answers: each escalated to the rung's person exactly once, on time`, async () => {
-    const started = Date.now();
+  it(`${PAUSES} pauses nobody answers: each escalated to the rung's person exactly once, never before its time`, async () => {
     const paused = await pauses([{ afterSeconds: RUNG_SECONDS, to: ['carol'], via: 'push' }]);
     await waitUntil(
       'every rung sent',
@@ -122,13 +121,14 @@ describe('escalation', function () {
         ).every(Boolean),
       { timeoutMs: 30_000 + PAUSES * 100 },
     );
-    const tookMs = Date.now() - started;
-    for (const { runId } of paused) {
+    // How soon after its time is bench:escalation's figure; here, that it is once and not early.
+    for (const { runId, interactionId } of paused) {
       const got = carolsPushes(runId);
       assert.equal(got.length, 1, `one rung push for ${runId}`);
       assert.equal((got[0].payload as PushPayload).kind, 'human_input_requested');
+      const { createdAt } = (await stack.stores.interactions.get(runId, interactionId))!;
+      assert.ok(got[0].at.getTime() >= createdAt.getTime() + RUNG_SECONDS * 1000, `${runId}: rung early`);
     }
-    assert.ok(tookMs < (RUNG_SECONDS + 10) * 1000, `all escalated within ${tookMs} ms`);
   });
 
   it(`${PAUSES} pauses answered before their rung: no rung, and every device's last push of the run is the close`, async () => {
