@@ -1,19 +1,24 @@
 // The studio in a real browser: Debian's Chromium driven by playwright-core, against the real API (serving the
 // studio), a real worker, Temporal, FerretDB and the loopback push service. The browser has no reachable push
 // service here, so the page's PushManager hands out a subscription the loopback service holds the keys of, and
-// pushes reach the service worker through CDP ServiceWorker.deliverPushMessage, carrying exactly what the
-// server sent (as the loopback service decrypted it).
+// pushes reach the service worker through CDP ServiceWorker.deliverPushMessage (support/chromium.ts), carrying
+// exactly what the server sent (as the loopback service decrypted it).
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import type { BrowserContext, CDPSession, Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import webpush from 'web-push';
 import type { PushDeviceView } from '../api/episodesView';
 import type { Config } from '../config';
 import type { PushPayload } from '../domain/push';
 import { freePort, PROJECT_ROOT } from '../platform/embedded';
 import type { Stores } from '../store';
-import { launchChromium, type LaunchedChromium } from './support/chromium';
+import {
+  clickNotification,
+  deliverPush as deliverPushTo,
+  launchChromium,
+  type LaunchedChromium,
+} from './support/chromium';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { ApiClient, startTestApi } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
@@ -215,55 +220,8 @@ describe('studio (Chromium)', function () {
     );
   }
 
-  /** The studio's registration id, from the ServiceWorker domain's registration events. */
-  function registrationIdFor(cdp: CDPSession, scopeURL: string): Promise<string> {
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error(`no service worker registration for ${scopeURL}`)),
-        10_000,
-      );
-      cdp.on('ServiceWorker.workerRegistrationUpdated', ({ registrations: list }) => {
-        const found = list.find((r) => r.scopeURL === scopeURL && !r.isDeleted);
-        if (!found) return;
-        clearTimeout(timer);
-        resolve(found.registrationId);
-      });
-      cdp.on('ServiceWorker.workerErrorReported', ({ errorMessage: e }) =>
-        browserLog.push(`worker exception: ${e.errorMessage} (${e.sourceURL}:${e.lineNumber})`),
-      );
-      cdp.send('ServiceWorker.enable').catch(reject);
-    });
-  }
-
-  /**
-   * Delivers `data` to the studio's worker as a push (CDP ServiceWorker.deliverPushMessage) and resolves once
-   * the worker has shown it: sw.js messages the open studio tabs after showNotification() resolves. Reading
-   * getNotifications() earlier races Chromium, which drops a notification it has stored but not yet
-   * displayed when getNotifications() reconciles the two (seen here as a notification that never appears).
-   */
-  async function deliverPush(target: Page, data: string): Promise<void> {
-    type Counted = { __flowPushes?: number };
-    const before = await target.evaluate(() => {
-      const w = window as unknown as Counted;
-      if (w.__flowPushes === undefined) {
-        w.__flowPushes = 0;
-        navigator.serviceWorker.addEventListener('message', (event) => {
-          if ((event.data as { type?: string } | null)?.type === 'flow:push') w.__flowPushes! += 1;
-        });
-      }
-      return w.__flowPushes;
-    });
-    const cdp = await target.context().newCDPSession(target);
-    try {
-      const registrationId = await registrationIdFor(cdp, `${origin}/`);
-      await cdp.send('ServiceWorker.deliverPushMessage', { origin, registrationId, data });
-      await target.waitForFunction((n) => (window as unknown as Counted).__flowPushes! > n, before, {
-        timeout: 10_000,
-      });
-    } finally {
-      await cdp.detach();
-    }
-  }
+  const deliverPush = (target: Page, data: string) =>
+    deliverPushTo(target, data, (message) => browserLog.push(message));
 
   /** The actions of the shown notification with this tag. */
   const notificationActions = (target: Page, tag: string) =>
@@ -284,19 +242,6 @@ describe('studio (Chromium)', function () {
     const max = await target.evaluate(() => (Notification as unknown as { maxActions: number }).maxActions);
     return choices.slice(0, max).map(({ id, label }) => ({ action: id, title: label }));
   };
-
-  /**
-   * Runs the service worker's notification-click path on the notification with this tag, on one of its actions
-   * when named (see sw.js).
-   */
-  const clickNotification = (target: Page, tag: string, action?: string) =>
-    target.evaluate(
-      ([t, a]) =>
-        navigator.serviceWorker.ready.then((r) =>
-          r.active?.postMessage({ type: 'flow:notification-click', tag: t, action: a }),
-        ),
-      [tag, action] as const,
-    );
 
   it('loading the page registers no service worker; "Enable notifications" registers it and POSTs the subscription', async () => {
     const calls = recordSubscriptionCalls(page);
