@@ -1,19 +1,30 @@
-// npm run bench:answer: how fast an answer from a notification closes the loop. One owner with two devices (the
-// loopback push service, which verifies VAPID and decrypts); BENCH_ANSWER_PAUSES (50) pauses one after the other,
-// each a run launched with its own two-rung ladder (10 and 20 minutes: the answer cancels both) and paused with
-// two choices. Once both devices hold the question, the first device's "Approve" token is posted to
-// `POST /api/v1/interactions/actions`, the exact request the service worker makes on a notification action; the
-// clock starts at that request (the action's dispatch inside Chromium and the service worker's fetch are not in
-// the figure). Measured: to the run's status change (the store, polled every POLL_MS) and to the replacing
-// `answered` push on the second device (the push service's clock), p50/p95; targets p50 ≤ 1 s, p95 ≤ 2 s.
+// npm run bench:answer: how fast an answer from a notification closes the loop. One owner with two devices, both
+// subscriptions of the loopback push service (which verifies VAPID and decrypts); the first device is also a real
+// Chromium profile with the studio's service worker, which is handed each push the service received (CDP
+// ServiceWorker.deliverPushMessage: no push service is reachable here). BENCH_ANSWER_PAUSES (50) pauses answered
+// each way, one after the other and interleaved, each a run launched with its own two-rung ladder (10 and 20
+// minutes: the answer cancels both) and paused with two choices. Once both devices hold the question:
+// - in Chromium: the question is shown by the first device's service worker, and its "Approve" action is
+//   dispatched to the worker's notification-click path (sw.js), which posts the action's token; the clock starts
+//   at the dispatch, on the browser's clock (the same machine's);
+// - by POST: the same token request (`POST /api/v1/interactions/actions`) sent from here, the clock starting at it.
+// Measured: to the run's status change (the store, polled every POLL_MS) and to the replacing `answered` push on
+// the second device (the push service's clock), p50/p95; targets p50 ≤ 1 s, p95 ≤ 2 s.
 // Then one pause whose two rungs (1 s and 2 s) are both sent before it is answered, and the Temporal actions it
 // cost, counted from its workflows' histories (the input episode and the interaction workflow), beside those of
-// the last measured pause (answered before its rungs).
+// the last pause answered in Chromium (answered before its rungs).
 import webpush from 'web-push';
 import { episodeWorkflowId, interactionWorkflowId } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
 import { inputEpisodeId } from '../domain/outcome';
 import type { PushPayload } from '../domain/push';
+import { freePort } from '../platform/embedded';
+import {
+  clickNotification,
+  deliverPush,
+  launchChromium,
+  type LaunchedChromium,
+} from '../test/support/chromium';
 import type { ApiClient } from '../test/support/harness';
 import type { SubscriptionJSON } from '../test/support/pushService';
 import { waitUntil } from '../test/support/waitUntil';
@@ -53,6 +64,8 @@ interface Bench {
   push: PushService;
   owner: ApiClient;
   devices: SubscriptionJSON[];
+  /** The first device's browser, on a page of the studio its service worker controls. */
+  browser: LaunchedChromium;
 }
 
 interface Pause {
@@ -60,7 +73,10 @@ interface Pause {
   interactionId: string;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+interface Measured {
+  statusMs: number;
+  closeMs: number;
+}
 
 const pushesOf = (bench: Bench, device: SubscriptionJSON, runId: string, kind: string) =>
   bench.push
@@ -83,25 +99,47 @@ async function pause(bench: Bench, rungs: unknown[]): Promise<Pause> {
   return { runId, interactionId: paused.body.interactionId as string };
 }
 
-/** The first device's Approve, as its service worker posts it; ms to the status change and to the close. */
-async function answer(bench: Bench, { runId }: Pause): Promise<{ statusMs: number; closeMs: number }> {
-  const [first, second] = bench.devices;
-  const question = pushesOf(bench, first, runId, 'human_input_requested')[0].payload as PushPayload;
+/** The first device's question and its Approve token. */
+function questionOf(bench: Bench, runId: string): { raw: string; tag: string; token: string } {
+  const received = pushesOf(bench, bench.devices[0], runId, 'human_input_requested')[0];
+  const question = received.payload as PushPayload;
   const token = question.actions?.find((a) => a.action === 'approve')?.token;
   if (!token) throw new Error(`no Approve token in the push of ${runId}`);
-  const start = Date.now();
-  const statusChanged = (async () => {
-    while ((await bench.family.stores.runs.getById(runId))?.status === 'paused') await sleep(POLL_MS);
-    return Date.now() - start;
-  })();
-  const res = await bench.family.anonymous.post('/api/v1/interactions/actions', { token });
-  if (res.status !== 200) throw new Error(`action: ${res.status} ${res.text}`);
+  return { raw: received.rawText, tag: question.tag, token };
+}
+
+/** `dispatch` answers the pause and resolves with when it started; ms from then to the status change and the close. */
+async function measure(bench: Bench, runId: string, dispatch: () => Promise<number>): Promise<Measured> {
+  const statusChangedAt = waitUntil(
+    'the run resumed',
+    async () => (await bench.family.stores.runs.getById(runId))?.status !== 'paused' && Date.now(),
+    { intervalMs: POLL_MS, timeoutMs: 60_000 },
+  );
+  const dispatchedAt = await dispatch();
   const closed = await waitUntil(
     'the second device replaced',
-    () => pushesOf(bench, second, runId, 'answered')[0],
-    { intervalMs: POLL_MS },
+    () => pushesOf(bench, bench.devices[1], runId, 'answered')[0],
+    { intervalMs: POLL_MS, timeoutMs: 60_000 },
   );
-  return { statusMs: await statusChanged, closeMs: closed.at.getTime() - start };
+  return { statusMs: (await statusChangedAt) - dispatchedAt, closeMs: closed.at.getTime() - dispatchedAt };
+}
+
+/** The first device's Approve action, dispatched in Chromium to the service worker showing the question. */
+async function answerInChromium(bench: Bench, { runId }: Pause): Promise<Measured> {
+  const { raw, tag } = questionOf(bench, runId);
+  await deliverPush(bench.browser.page, raw);
+  return measure(bench, runId, () => clickNotification(bench.browser.page, tag, 'approve'));
+}
+
+/** The first device's Approve token, posted from here as its service worker would. */
+function answerByPost(bench: Bench, { runId }: Pause): Promise<Measured> {
+  const { token } = questionOf(bench, runId);
+  return measure(bench, runId, async () => {
+    const start = Date.now();
+    const res = await bench.family.anonymous.post('/api/v1/interactions/actions', { token });
+    if (res.status !== 200) throw new Error(`action: ${res.status} ${res.text}`);
+    return start;
+  });
 }
 
 /** The actions of a pause's workflows, once they closed. */
@@ -126,18 +164,40 @@ async function pauseActions(bench: Bench, { runId, interactionId }: Pause): Prom
   return { episode, interaction, total: episode.total + interaction.total };
 }
 
+/** A Chromium profile at the studio with its service worker registered, allowed to show notifications. */
+async function studioBrowser(origin: string): Promise<LaunchedChromium> {
+  const browser = await launchChromium();
+  try {
+    await browser.context.grantPermissions(['notifications'], { origin });
+    await browser.page.goto(`${origin}/`);
+    await browser.page.evaluate(async () => {
+      await navigator.serviceWorker.register('/sw.js', { scope: '/' });
+      await navigator.serviceWorker.ready;
+    });
+    return browser;
+  } catch (err) {
+    await browser.close();
+    throw err;
+  }
+}
+
 async function setUp(push: PushService): Promise<Bench> {
   const vapid = webpush.generateVAPIDKeys();
+  const port = await freePort();
+  const origin = `http://127.0.0.1:${port}`; // a secure context for the service worker
   const family = await startFamilyStack(
     {
       MONGO_DB: uniqueName('bench_answer'),
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      STUDIO_URL: origin,
       VAPID_PUBLIC_KEY: vapid.publicKey,
       VAPID_PRIVATE_KEY: vapid.privateKey,
       VAPID_SUBJECT: 'mailto:bench@flow.test',
       PUSH_ALLOW_PRIVATE: '1',
       // Every pause's pushes are measured as sent: none folded into a digest by the burst bound.
       PUSH_BURST_LIMIT: '100000',
-      RUN_CREATE_RATE_LIMIT: String(PAUSES + 10),
+      RUN_CREATE_RATE_LIMIT: String(2 * PAUSES + 10),
       SWEEP_INTERVAL_SECONDS: '86400',
     },
     { push },
@@ -148,7 +208,7 @@ async function setUp(push: PushService): Promise<Bench> {
     const res = await owner.post('/api/v1/notifications/push/subscriptions', device);
     if (res.status !== 201) throw new Error(`subscribe: ${res.status} ${res.text}`);
   }
-  return { family, push, owner, devices };
+  return { family, push, owner, devices, browser: await studioBrowser(origin) };
 }
 
 export async function runAnswerBench(): Promise<{ met: boolean }> {
@@ -165,17 +225,16 @@ export async function runAnswerBench(): Promise<{ met: boolean }> {
   try {
     bench = await setUp(push);
     log(
-      `bench:answer — ${PAUSES} pauses, an owner with two devices, answered by the first device's action ` +
-        `(POST /api/v1/interactions/actions); mongo ${servers.origin.mongo}, temporal ${servers.origin.temporal}`,
+      `bench:answer — ${PAUSES} pauses answered each way (the first device's action dispatched in Chromium, and ` +
+        `the same POST /api/v1/interactions/actions sent directly), an owner with two devices; ` +
+        `mongo ${servers.origin.mongo}, temporal ${servers.origin.temporal}`,
     );
-    const statusMs: number[] = [];
-    const closeMs: number[] = [];
+    const ways = { chromium: [] as Measured[], post: [] as Measured[] };
     let last: Pause | undefined;
     for (let i = 0; i < PAUSES; i++) {
       last = await pause(bench, FAR_LADDER);
-      const measured = await answer(bench, last);
-      statusMs.push(measured.statusMs);
-      closeMs.push(measured.closeMs);
+      ways.chromium.push(await answerInChromium(bench, last));
+      ways.post.push(await answerByPost(bench, await pause(bench, FAR_LADDER)));
     }
     const beforeRungs = await pauseActions(bench, last!);
     const laddered = await pause(bench, NEAR_LADDER);
@@ -187,13 +246,14 @@ export async function runAnswerBench(): Promise<{ met: boolean }> {
         )) && bench!.family.stores.claims.wasDelivered(interactionClaimKeys.rung(laddered.interactionId, 1)),
       { timeoutMs: 60_000 },
     );
-    await answer(bench, laddered);
+    await answerByPost(bench, laddered);
     const afterBothRungs = await pauseActions(bench, laddered);
-    return report(servers.origin, statusMs, closeMs, {
+    return report(servers.origin, ways, {
       'answered before its rungs': beforeRungs,
       'answered after both rungs': afterBothRungs,
     });
   } finally {
+    await bench?.browser.close();
     await bench?.family.stop();
     await push.close();
     await servers.stop();
@@ -202,18 +262,23 @@ export async function runAnswerBench(): Promise<{ met: boolean }> {
 
 function report(
   origin: Awaited<ReturnType<typeof startServers>>['origin'],
-  statusMs: number[],
-  closeMs: number[],
+  ways: Record<'chromium' | 'post', Measured[]>,
   actions: Record<string, PauseActions>,
 ): { met: boolean } {
-  const rows = [
-    { figure: 'action → run status changed', values: statusMs },
-    { figure: 'action → replacing push on the second device', values: closeMs },
-  ].map(({ figure, values }) => {
-    const p50 = percentile(values, 50);
-    const p95 = percentile(values, 95);
-    return { figure, p50, p95, met: p50 <= TARGET_P50_MS && p95 <= TARGET_P95_MS };
-  });
+  const from = { chromium: 'action dispatched in Chromium', post: 'actions POST' };
+  const rows = (['chromium', 'post'] as const)
+    .flatMap((way) => [
+      { figure: `${from[way]} → run status changed`, values: ways[way].map((m) => m.statusMs) },
+      {
+        figure: `${from[way]} → replacing push on the second device`,
+        values: ways[way].map((m) => m.closeMs),
+      },
+    ])
+    .map(({ figure, values }) => {
+      const p50 = percentile(values, 50);
+      const p95 = percentile(values, 95);
+      return { figure, p50, p95, met: p50 <= TARGET_P50_MS && p95 <= TARGET_P95_MS };
+    });
   const split = (counted: Record<string, number>) =>
     Object.entries(counted)
       .filter(([k]) => k !== 'total')
@@ -244,17 +309,18 @@ function report(
     machine: machineInfo(),
     stack: origin,
     headline: rows.map((r) => ({
-      figure: `${r.figure}, p50 / p95 over ${statusMs.length} pauses`,
+      figure: `${r.figure}, p50 / p95 over ${PAUSES} pauses`,
       ours: `${r.p50} / ${r.p95} ms`,
       baseline: '–',
       ratio: NaN,
       target: `p50 ≤ ${TARGET_P50_MS} ms, p95 ≤ ${TARGET_P95_MS} ms`,
       met: r.met,
     })),
-    figures: { pauses: statusMs.length, statusMs, closeMs, temporalActions: actions },
+    figures: { pauses: PAUSES, ways, temporalActions: actions },
     notes: [
-      'The clock starts at POST /api/v1/interactions/actions (the request the service worker makes), not at the ' +
-        'action dispatched inside Chromium.',
+      'In Chromium the clock starts when the action is dispatched to the service worker’s notification-click ' +
+        'path (the browser’s clock, the same machine’s); by POST, at the request sent from the bench. The ' +
+        'second device is the loopback push service’s subscription: the close is timed when it reaches it.',
       'Temporal actions are counted from the input episode and interaction workflows’ histories, after Temporal ' +
         'Cloud’s list.',
     ],

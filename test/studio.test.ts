@@ -1,19 +1,24 @@
 // The studio in a real browser: Debian's Chromium driven by playwright-core, against the real API (serving the
 // studio), a real worker, Temporal, FerretDB and the loopback push service. The browser has no reachable push
 // service here, so the page's PushManager hands out a subscription the loopback service holds the keys of, and
-// pushes reach the service worker through CDP ServiceWorker.deliverPushMessage, carrying exactly what the
-// server sent (as the loopback service decrypted it).
+// pushes reach the service worker through CDP ServiceWorker.deliverPushMessage (support/chromium.ts), carrying
+// exactly what the server sent (as the loopback service decrypted it).
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import type { BrowserContext, CDPSession, Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import webpush from 'web-push';
 import type { PushDeviceView } from '../api/episodesView';
 import type { Config } from '../config';
 import type { PushPayload } from '../domain/push';
 import { freePort, PROJECT_ROOT } from '../platform/embedded';
 import type { Stores } from '../store';
-import { launchChromium, type LaunchedChromium } from './support/chromium';
+import {
+  clickNotification,
+  deliverPush as deliverPushTo,
+  launchChromium,
+  type LaunchedChromium,
+} from './support/chromium';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { ApiClient, startTestApi } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
@@ -23,6 +28,10 @@ import { waitUntil } from './support/waitUntil';
 const RESULTS = path.join(PROJECT_ROOT, 'test-results');
 const TOKEN_KEY = 'flow.studio.token';
 const FAKE_SUBSCRIPTION_KEY = '__flowTestSubscription';
+const DEPLOY_CHOICES = [
+  { id: 'approve', label: 'Approve' },
+  { id: 'reject', label: 'Reject' },
+];
 
 interface ShownNotification {
   title: string;
@@ -40,6 +49,7 @@ describe('studio (Chromium)', function () {
   let origin: string; // the API serves the studio; 127.0.0.1 is a secure context for service workers
   let alice: ApiClient; // the studio user, team acme
   let dave: ApiClient; // a teammate who owns some runs and never enables push
+  let bob: ApiClient; // a teammate with a browser of his own, notified of the team's runs
   let studioSub: SubscriptionJSON; // what the page's PushManager hands out
   const browsers: LaunchedChromium[] = [];
   const browserLog: string[] = []; // console errors of the page and the worker, shown when a wait fails
@@ -73,6 +83,7 @@ describe('studio (Chromium)', function () {
     assert.equal(stack.api.url, origin);
     alice = stack.anonymous.as('alice', 'acme');
     dave = stack.anonymous.as('dave', 'acme');
+    bob = stack.anonymous.as('bob', 'acme');
     studioSub = push.endpoint('studio', { applicationServerKey: vapid.publicKey });
 
     // A few team runs for the list (dave's: alice keeps the default scope, so none of them pushes to her).
@@ -146,12 +157,12 @@ describe('studio (Chromium)', function () {
     );
   }
 
-  /** The first push the loopback service accepted for the studio's subscription that matches. */
-  async function pushReceived(match: (payload: PushPayload) => boolean) {
+  /** The first push the loopback service accepted for this subscription (the studio's) that matches. */
+  async function pushReceived(match: (payload: PushPayload) => boolean, device = studioSub) {
     return waitUntil(
-      "a matching push at the studio's endpoint",
-      () => push.received(studioSub).find((r) => match(r.payload as PushPayload)),
-      { timeoutMs: 60_000, intervalMs: 50, seen: () => push.received(studioSub).map((r) => r.rawText) },
+      `a matching push at ${device.endpoint}`,
+      () => push.received(device).find((r) => match(r.payload as PushPayload)),
+      { timeoutMs: 60_000, intervalMs: 50, seen: () => push.received(device).map((r) => r.rawText) },
     );
   }
 
@@ -209,68 +220,28 @@ describe('studio (Chromium)', function () {
     );
   }
 
-  /** The studio's registration id, from the ServiceWorker domain's registration events. */
-  function registrationIdFor(cdp: CDPSession, scopeURL: string): Promise<string> {
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error(`no service worker registration for ${scopeURL}`)),
-        10_000,
-      );
-      cdp.on('ServiceWorker.workerRegistrationUpdated', ({ registrations: list }) => {
-        const found = list.find((r) => r.scopeURL === scopeURL && !r.isDeleted);
-        if (!found) return;
-        clearTimeout(timer);
-        resolve(found.registrationId);
-      });
-      cdp.on('ServiceWorker.workerErrorReported', ({ errorMessage: e }) =>
-        browserLog.push(`worker exception: ${e.errorMessage} (${e.sourceURL}:${e.lineNumber})`),
-      );
-      cdp.send('ServiceWorker.enable').catch(reject);
-    });
-  }
+  const deliverPush = (target: Page, data: string) =>
+    deliverPushTo(target, data, (message) => browserLog.push(message));
 
-  /**
-   * Delivers `data` to the studio's worker as a push (CDP ServiceWorker.deliverPushMessage) and resolves once
-   * the worker has shown it: sw.js messages the open studio tabs after showNotification() resolves. Reading
-   * getNotifications() earlier races Chromium, which drops a notification it has stored but not yet
-   * displayed when getNotifications() reconciles the two (seen here as a notification that never appears).
-   */
-  async function deliverPush(target: Page, data: string): Promise<void> {
-    type Counted = { __flowPushes?: number };
-    const before = await target.evaluate(() => {
-      const w = window as unknown as Counted;
-      if (w.__flowPushes === undefined) {
-        w.__flowPushes = 0;
-        navigator.serviceWorker.addEventListener('message', (event) => {
-          if ((event.data as { type?: string } | null)?.type === 'flow:push') w.__flowPushes! += 1;
-        });
-      }
-      return w.__flowPushes;
-    });
-    const cdp = await target.context().newCDPSession(target);
-    try {
-      const registrationId = await registrationIdFor(cdp, `${origin}/`);
-      await cdp.send('ServiceWorker.deliverPushMessage', { origin, registrationId, data });
-      await target.waitForFunction((n) => (window as unknown as Counted).__flowPushes! > n, before, {
-        timeout: 10_000,
-      });
-    } finally {
-      await cdp.detach();
-    }
-  }
-
-  /**
-   * Runs the service worker's notification-click path on the notification with this tag, on one of its actions
-   * when named (see sw.js).
-   */
-  const clickNotification = (target: Page, tag: string, action?: string) =>
+  /** The actions of the shown notification with this tag. */
+  const notificationActions = (target: Page, tag: string) =>
     target.evaluate(
-      ([t, a]) =>
-        navigator.serviceWorker.ready.then((r) =>
-          r.active?.postMessage({ type: 'flow:notification-click', tag: t, action: a }),
-        ),
-      [tag, action] as const,
+      (t) =>
+        navigator.serviceWorker.ready
+          .then((r) => r.getNotifications({ tag: t }))
+          .then((list) =>
+            (list[0] as Notification & { actions: { action: string; title: string }[] }).actions.map(
+              ({ action, title }) => ({ action, title }),
+            ),
+          ),
+      tag,
     );
+
+  /** As many of the pause's choices as this browser shows as notification actions. */
+  const shownChoices = async (target: Page, choices: { id: string; label: string }[]) => {
+    const max = await target.evaluate(() => (Notification as unknown as { maxActions: number }).maxActions);
+    return choices.slice(0, max).map(({ id, label }) => ({ action: id, title: label }));
+  };
 
   it('loading the page registers no service worker; "Enable notifications" registers it and POSTs the subscription', async () => {
     const calls = recordSubscriptionCalls(page);
@@ -484,33 +455,14 @@ describe('studio (Chromium)', function () {
     const actionRunId = created.body.id as string;
     const paused = await alice.post(`/api/v1/runs/${actionRunId}/pause`, {
       prompt: 'Deploy v2?',
-      choices: [
-        { id: 'approve', label: 'Approve' },
-        { id: 'reject', label: 'Reject' },
-      ],
+      choices: DEPLOY_CHOICES,
     });
     assert.equal(paused.status, 200, paused.text);
     const tag = `${actionRunId}:input:${paused.body.interactionId}`;
     const received = await pushReceived((p) => p.runId === actionRunId);
     await deliverPush(page, received.rawText);
     await waitForNotifications(page, (l) => l.some((n) => n.tag === tag), 'the pause is shown');
-    const actions = await page.evaluate(
-      (t) =>
-        navigator.serviceWorker.ready
-          .then((r) => r.getNotifications({ tag: t }))
-          .then(
-            (list) => (list[0] as Notification & { actions: { action: string; title: string }[] }).actions,
-          ),
-      tag,
-    );
-    const max = await page.evaluate(() => (Notification as unknown as { maxActions: number }).maxActions);
-    assert.deepEqual(
-      actions.map(({ action, title }) => ({ action, title })),
-      [
-        { action: 'approve', title: 'Approve' },
-        { action: 'reject', title: 'Reject' },
-      ].slice(0, max),
-    );
+    assert.deepEqual(await notificationActions(page, tag), await shownChoices(page, DEPLOY_CHOICES));
     const urlBefore = page.url();
     await clickNotification(page, tag, 'approve');
     await waitUntil('the action answered the run', async () => {
@@ -525,6 +477,69 @@ describe('studio (Chromium)', function () {
     await waitForNotifications(page, (l) => l.some((n) => n.tag === tag), 'shown again');
     await clickNotification(page, tag, 'approve');
     await page.waitForURL(`${origin}/runs/${actionRunId}`);
+  });
+
+  it("an action answered on one device replaces the question on a teammate's device, saying who answered", async () => {
+    // Bob's browser: a second Chromium profile, with its own service worker and subscription.
+    const bobSub = push.endpoint('bob-studio', { applicationServerKey: config.vapid?.publicKey });
+    const bobs = await launchBrowser();
+    bobs.context.on('serviceworker', (w) =>
+      w.on('console', (m) => browserLog.push(`bob's worker ${m.type()}: ${m.text()}`)),
+    );
+    await installPushManagerStandIn(bobs.context, bobSub);
+    await bobs.context.grantPermissions(['notifications'], { origin });
+    await signIn(bobs.page, bob);
+    await bobs.page.getByRole('button', { name: 'Enable notifications' }).click();
+    await bobs.page.getByText('Notifications are on.').waitFor();
+    await bobs.page.getByLabel(/All of my team/).check();
+    await bobs.page.getByText('You will be notified about every run in your team.').waitFor();
+
+    const created = await alice.post('/api/v1/runs', { title: 'Release' });
+    const releaseRunId = created.body.id as string;
+    const paused = await alice.post(`/api/v1/runs/${releaseRunId}/pause`, {
+      prompt: 'Release v3?',
+      choices: DEPLOY_CHOICES,
+    });
+    assert.equal(paused.status, 200, paused.text);
+    const tag = `${releaseRunId}:input:${paused.body.interactionId}`;
+    const pushOf = (kind: string, device: SubscriptionJSON) =>
+      pushReceived((p) => p.runId === releaseRunId && p.kind === kind, device);
+    for (const [target, device] of [
+      [page, studioSub],
+      [bobs.page, bobSub],
+    ] as const) {
+      await deliverPush(target, (await pushOf('human_input_requested', device)).rawText);
+      await waitForNotifications(target, (l) => l.some((n) => n.tag === tag), 'the question is shown');
+    }
+    assert.deepEqual(
+      await notificationActions(bobs.page, tag),
+      await shownChoices(bobs.page, DEPLOY_CHOICES),
+    );
+
+    await clickNotification(page, tag, 'approve');
+    await waitUntil('the action answered the run', async () => {
+      const run = await alice.get(`/api/v1/runs/${releaseRunId}`);
+      return run.body.status === 'running';
+    });
+    await deliverPush(bobs.page, (await pushOf('answered', bobSub)).rawText);
+    const shown = await waitForNotifications(
+      bobs.page,
+      (l) => l.some((n) => n.title === 'Release was answered'),
+      "the close shown on bob's device",
+    );
+    assert.deepEqual(
+      shown.map(({ title, body, tag: t, url }) => ({ title, body, tag: t, url })),
+      [
+        {
+          title: 'Release was answered',
+          body: 'alice answered: Approve',
+          tag,
+          url: `${origin}/runs/${releaseRunId}`,
+        },
+      ],
+      'replaced, not stacked',
+    );
+    assert.deepEqual(await notificationActions(bobs.page, tag), [], 'nothing left to answer');
   });
 
   it('the service worker reports the push shown and the notification clicked: both receipts arrive', async () => {
