@@ -31,7 +31,7 @@ describe('fault drill (small)', function () {
       assert.deepEqual(counts.violations, [], `the drill's log:\n${lines.join('\n')}`);
       // It did what it says: questions answered from notifications, snoozed, escalated; endpoints owed events.
       const { questions, endpoints } = counts;
-      assert.ok(questions.answeredBy.choice > 0 && questions.snoozes.taken > 0, JSON.stringify(questions));
+      assert.ok(questions.byAction > 0 && questions.snoozes.taken > 0, JSON.stringify(questions));
       assert.ok(questions.rungs.delivered > 0 && questions.closes.delivered > 0, JSON.stringify(questions));
       assert.ok(endpoints.endpoints === 4 && endpoints.delivered > 0, JSON.stringify(endpoints));
     } finally {

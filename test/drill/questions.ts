@@ -123,8 +123,9 @@ export async function answerQuestion(
 }
 
 export interface QuestionCounts {
-  /** Input pauses by how they were answered. */
+  /** Input pauses by how the plan answers them, and those a notification's choice answered. */
   answeredBy: Record<AnswerWay, number>;
+  byAction: number;
   rungs: {
     /** Rungs that fell due before the answer (the drill answers after them). */
     owed: number;
@@ -157,10 +158,14 @@ export interface QuestionCounts {
   noToken: string[];
 }
 
-export type QuestionTally = { byAction: number; snoozed: number; snoozeReplaysRefused: number } & {
+/** What the drive saw of the questions' actions, counted as it went. */
+export interface QuestionTally {
+  byAction: number;
+  snoozed: number;
+  snoozeReplaysRefused: number;
   noToken: string[];
   snoozeRefused: string[];
-};
+}
 
 export const emptyQuestionTally = (): QuestionTally => ({
   byAction: 0,
@@ -188,6 +193,7 @@ export async function countQuestions(drill: Drill): Promise<void> {
   const inputs = drill.episodes.filter((e) => e.kind === 'input');
   const counts: QuestionCounts = {
     answeredBy: { choice: 0, snooze: 0, api: 0 },
+    byAction: tally.questions.byAction,
     rungs: { owed: 0, delivered: 0, givenUp: 0, lost: 0, lostKeys: [], afterAnswer: [] },
     closes: { owed: 0, delivered: 0, lost: 0, lostPairs: [], withoutChoice: 0 },
     snoozes: {
@@ -198,13 +204,13 @@ export async function countQuestions(drill: Drill): Promise<void> {
     },
     noToken: tally.questions.noToken,
   };
-  const questionsAt = new Map<string, Set<string>>(); // pair → question copies, closes kept apart
+  const questionsAt = new Set<string>(); // (episode, endpoint) pairs a question or a rung reached
   const closesAt = new Map<string, PushPayload[]>();
   for (const received of push.received()) {
     const payload = received.payload as PushPayload;
     const pair = `${payload.episodeId}|${received.endpointId}`;
     if (payload.kind === 'answered') closesAt.set(pair, [...(closesAt.get(pair) ?? []), payload]);
-    else questionsAt.set(pair, (questionsAt.get(pair) ?? new Set()).add(payload.episodeId));
+    else questionsAt.add(pair);
   }
   const rungPushes = new Map<string, number>(); // `${episodeId}|${n}` → endpoints reached
   for (const [pair, { e, n }] of rungPairs(drill))
@@ -240,7 +246,7 @@ export async function countQuestions(drill: Drill): Promise<void> {
       }
     }
     // Every device the question or a rung reached is owed one close (repeats are the push counts' to judge).
-    for (const pair of questionsAt.keys()) {
+    for (const pair of questionsAt) {
       if (!pair.startsWith(`${e.episodeId}|`)) continue;
       counts.closes.owed++;
       const closes = closesAt.get(pair) ?? [];
@@ -295,7 +301,7 @@ export function questionViolations(q: QuestionCounts): string[] {
 }
 
 export const formatQuestions = (q: QuestionCounts): string =>
-  `  questions: answered ${JSON.stringify(q.answeredBy)}; rungs owed ${q.rungs.owed}, delivered ${q.rungs.delivered}, ` +
+  `  questions: answered ${JSON.stringify(q.answeredBy)} (${q.byAction} by a notification's action); rungs owed ${q.rungs.owed}, delivered ${q.rungs.delivered}, ` +
   `given up ${q.rungs.givenUp}, lost ${q.rungs.lost}, after an answer ${q.rungs.afterAnswer.length}; closes owed ` +
   `${q.closes.owed}, delivered ${q.closes.delivered}, lost ${q.closes.lost}; snoozes taken ${q.snoozes.taken} ` +
   `(replays refused ${q.snoozes.replaysRefused}), sent ${q.snoozes.sent.length}, lost ${q.snoozes.lost.length}`;
