@@ -1,7 +1,7 @@
 // The drill's team endpoints: a few of the first team's, each subscribed to its own event types, on loopback
-// receivers the faults hit too (one answers a few 5xx, one is down for a stretch of the drive), and one registered
-// mid-drive. After the settle each is recovered from its creation (what its schedule gave up on is sent again),
-// then counted: each got exactly the events it subscribed to from after its creation, once (a repeat only at a
+// receivers the faults hit too (one answers a few 5xx, one is down from 40 % to 85 % of the drive, longer than its
+// schedule), and one registered mid-drive. After the settle each is recovered from its creation (what its schedule
+// gave up on is sent again), then counted: each got exactly the events it subscribed to from after its creation, once (a repeat only at a
 // worker kill), every one verified with standardwebhooks, with a sequence increasing per run.
 import { Webhook } from 'standardwebhooks';
 import { SUBSCRIBABLE_EVENT_TYPES, type TeamEventBody } from '../../domain/teamEvents';
@@ -75,7 +75,7 @@ export function endpointFaults(drill: Drill): [number, () => unknown][] {
     [0.2, () => byName(drill, 'ends').receiver.answer({ status: 500 }, { status: 503 }, { status: 502 })],
     [0.4, () => byName(drill, 'questions').receiver.answerAlways({ status: 503 })],
     late,
-    [0.55, () => byName(drill, 'questions').receiver.answerAlways({ status: 204 })],
+    [0.85, () => byName(drill, 'questions').receiver.answerAlways({ status: 204 })],
   ];
 }
 
