@@ -8,6 +8,8 @@ import type { OperatorAlert } from '../../domain/ops';
 import type { PushPayload } from '../../domain/push';
 import type { CallbackReceiver, PushService } from '../support';
 import { notificationOf } from '../support/pushService';
+import { endpointViolations, formatEndpoints, type EndpointCounts } from './endpoints';
+import { formatQuestions, questionViolations, rungPairs, type QuestionCounts } from './questions';
 import type { Drill, DrillOptions, EpisodePlan, FaultWindow } from './scenario';
 
 export interface DrillCounts {
@@ -67,6 +69,10 @@ export interface DrillCounts {
     inProcess: { started: number; refused: number; failed: number };
     cli: { started: number; refused: number; notEmitted: number; failed: number };
   };
+  /** Answers from notifications, snoozes, escalation rungs and the closes. */
+  questions: QuestionCounts;
+  /** The team endpoints' deliveries. */
+  endpoints: EndpointCounts;
   claims: { pending: number; pendingPastGrace: number };
   /** Pauses whose push did not settle within the step timeout (the run moved on anyway). */
   stuckSteps: number;
@@ -122,6 +128,9 @@ export function countPushes(drill: Drill): void {
   }
   // A question's close (kind answered: it replaces the question once anyone answered) is owed once to each device
   // the question reached, and is held to the same rules as the question's own push: kept apart by its prefix.
+  // So is a rung's push to its person, and that device's close: repeats judged here, owed and lost with the
+  // questions (test/drill/questions.ts).
+  const rungs = rungPairs(drill);
   const CLOSE = 'close|';
   const byPair = new Map<string, ReturnType<PushService['received']>>();
   for (const received of push.received()) {
@@ -145,11 +154,12 @@ export function countPushes(drill: Drill): void {
   const perKillEpisode = new Map<string, number>();
   for (const [key, got] of byPair) {
     const close = key.startsWith(CLOSE);
-    if (!owedPairs.has(close ? key.slice(CLOSE.length) : key)) {
+    const pair = close ? key.slice(CLOSE.length) : key;
+    if (!owedPairs.has(pair) && !rungs.has(pair)) {
       pushCounts.unexpected += got.length;
       continue;
     }
-    if (!close) pushCounts.delivered++;
+    if (!close && owedPairs.has(pair)) pushCounts.delivered++;
     const [first, ...repeats] = got;
     const firstPayload = first.payload as PushPayload;
     for (const repeat of repeats) {
@@ -393,6 +403,8 @@ export function checkInvariants(drill: Drill): void {
     push: drill.pushCounts,
     callbacks: drill.callbackCounts,
     alerts: drill.alertCounts,
+    questions: drill.questionCounts,
+    endpoints: drill.endpointCounts,
     emits: {
       apiEngineFailed: tally.apiEngineFailed,
       inProcess: tally.inProcess,
@@ -451,6 +463,7 @@ export function drillViolations(c: DrillCounts, options: Pick<DrillOptions, 'fau
     );
   }
   if (c.alerts.unexpected) v.push(`${c.alerts.unexpected} unexpected operator alerts`);
+  v.push(...questionViolations(c.questions), ...endpointViolations(c.endpoints));
   if (c.claims.pendingPastGrace) v.push(`${c.claims.pendingPastGrace} claims left pending past the grace`);
   if (c.stuckSteps) v.push(`${c.stuckSteps} pauses whose push never settled`);
   for (const stuck of c.stuckRuns) v.push(`a run got stuck in the API: ${stuck}`);
@@ -496,6 +509,8 @@ export function formatDrill(c: DrillCounts): string {
       `${c.callbacks.badSignatures}, lost ${c.callbacks.lost}`,
     `  operator alerts: owed ${c.alerts.expected}, received ${c.alerts.received} ${JSON.stringify(c.alerts.byKind)}, ` +
       `duplicates ${c.alerts.duplicates}, missing ${c.alerts.missing}, unexpected ${c.alerts.unexpected}`,
+    formatQuestions(c.questions),
+    formatEndpoints(c.endpoints),
     `  emits: API engine failures ${c.emits.apiEngineFailed}; in-process ${JSON.stringify(c.emits.inProcess)}; ` +
       `runner CLI ${JSON.stringify(c.emits.cli)}`,
     `  claims: ${c.claims.pending} pending (${c.claims.pendingPastGrace} past the grace); stuck pauses ${c.stuckSteps}; ` +

@@ -6,8 +6,11 @@
 // engine, once more by this (the API's) process through createOutcomeEmitter, and once by the runner CLI
 // (`bin/flow-notify emit ... --disposition ack`) as a child process. Meanwhile, in turn and together: the worker
 // process is SIGKILLed and restarted, the Temporal dev server and the Mongo-wire server are restarted, and the
-// push service answers 500 to 30 % of requests for a while, then 429 with Retry-After to some. Afterwards the
-// drill settles (sweeps included), then counts what every receiver got and checks the invariants.
+// push service answers 500 to 30 % of requests for a while, then 429 with Retry-After to some. Questions are
+// answered from their notification (a choice, or a snooze then the answer route) or the route, every other run
+// climbing its team's escalation ladder first (test/drill/questions.ts); the first team's endpoints take every
+// event they subscribed to through receivers that fail too (test/drill/endpoints.ts). Afterwards the drill settles
+// (sweeps included), recovers the endpoints, then counts what every receiver got and checks the invariants.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
@@ -36,6 +39,26 @@ import { deleteSweepSchedule, processStackVars } from '../support/processStack';
 import { TEST_PUSH_BURST_LIMIT } from '../support/stack';
 import { waitUntil } from '../support/waitUntil';
 import { sweepWorkflow } from '../../workflows/sweep';
+import {
+  countEndpoints,
+  endpointFaults,
+  recoverEndpoints,
+  registerEndpoints,
+  type DrillEndpoint,
+} from './endpoints';
+import {
+  answerQuestion,
+  answerWay,
+  countQuestions,
+  DRILL_CHOICES,
+  emptyQuestionTally,
+  escalates,
+  rungsSettled,
+  rungUsersOf,
+  setEscalationPolicies,
+  type AnswerWay,
+  type QuestionTally,
+} from './questions';
 import {
   checkInvariants,
   claimsOf,
@@ -145,11 +168,13 @@ interface TeamPlan {
   endpoints: Map<string, SubscriptionJSON[]>;
   /** Users who chose team-wide scope. */
   teamWide: string[];
+  /** Each escalation rung's person (one device each, owed nothing else). */
+  rungUsers: string[];
 }
 
 type EndKind = 'complete' | 'fail' | 'cancel';
 
-interface RunPlan {
+export interface RunPlan {
   index: number;
   team: TeamPlan;
   owner: string;
@@ -165,6 +190,9 @@ export interface EpisodePlan {
   episodeId: string;
   run: RunPlan;
   kind: 'input' | 'park' | 'end';
+  /** A question's. */
+  interactionId?: string;
+  answer?: AnswerWay;
 }
 
 interface ApiRun {
@@ -198,6 +226,8 @@ export interface Drill {
   push: PushService;
   callbacks: CallbackReceiver;
   opsWebhook: CallbackReceiver;
+  /** The first team's endpoints, each on a receiver of its own. */
+  endpoints: DrillEndpoint[];
 
   // The system under test: the API in this process, the worker as a child process, the runner CLI as more.
   vars: Record<string, string>;
@@ -238,6 +268,7 @@ export interface Drill {
     stuckSteps: number;
     stuckRuns: string[];
     runErrors: string[];
+    questions: QuestionTally;
   };
   driveSeconds: number;
   settleSeconds: number;
@@ -251,6 +282,8 @@ export interface Drill {
   refusedAlertPosts: number;
   claimCounts: DrillCounts['claims'];
   workflowCounts: DrillCounts['workflows'];
+  questionCounts: DrillCounts['questions'];
+  endpointCounts: DrillCounts['endpoints'];
   /** Everything counted, with the invariants it breaks: the drill's result. */
   result: DrillCounts;
 }
@@ -262,12 +295,17 @@ const DRILL_SCENARIO: Step<Drill>[] = [
   startApiAndClients,
   startWorkerProcess,
   subscribeTeams,
+  setEscalationPolicies,
+  registerEndpoints,
   planRuns,
   driveRunsThroughFaults,
   settle,
+  recoverEndpoints,
   countPushes,
   countCallbacks,
   countAlerts,
+  countQuestions,
+  countEndpoints,
   countClaimsAndWorkflows,
   checkInvariants,
 ];
@@ -301,6 +339,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillCounts> {
       stuckSteps: 0,
       stuckRuns: [],
       runErrors: [],
+      questions: emptyQuestionTally(),
     },
   } as unknown as Drill; // the steps fill in the rest, in the scenario's order
   await runScenario(drill, DRILL_SCENARIO, tearDown);
@@ -415,9 +454,9 @@ async function startUntilReady(drill: Drill, w: WorkerProcess): Promise<void> {
 }
 
 /**
- * Teams, users, endpoints. Each team: two owners (2 and 1 endpoints), a watcher who chose team-wide scope, and a
- * bystander who did not (owed nothing). Team 0 also has a crowd of 24 team-wide endpoints, wider than the
- * fan-out, so kills catch full lanes in flight.
+ * Teams, users, endpoints. Each team: two owners (2 and 1 endpoints), a watcher who chose team-wide scope, a
+ * bystander who did not (owed nothing), and a person per escalation rung (owed only the rung's push). Team 0 also
+ * has a crowd of 24 team-wide endpoints, wider than the fan-out, so kills catch full lanes in flight.
  */
 async function subscribeTeams(drill: Drill): Promise<void> {
   const teamCount = Math.max(1, Math.ceil(drill.options.runs / 5));
@@ -430,12 +469,14 @@ async function subscribeTeams(drill: Drill): Promise<void> {
       [`t${t}-watcher`, 1, true],
       [`t${t}-bystander`, 1, false],
       ...(t === 0 ? [[`t${t}-crowd`, 24, true] as [string, number, boolean]] : []),
+      ...rungUsersOf(t).map((user) => [user, 1, false] as [string, number, boolean]),
     ];
     const team: TeamPlan = {
       id,
       owners: [users[0][0], users[1][0]],
       endpoints: new Map(),
       teamWide: [],
+      rungUsers: rungUsersOf(t),
     };
     for (const [user, count, teamWide] of users) {
       const as = drill.anonymous.as(user, id);
@@ -514,6 +555,8 @@ async function driveRun(drill: Drill, run: RunPlan): Promise<void> {
   const created = await call(as, 'POST', '/api/v1/runs', {
     title: `Drill run ${run.index}`,
     ...(run.withCallback ? { callback: { url: drill.callbacks.url } } : {}),
+    // The runs that do not climb their team's ladder opt out at launch.
+    ...(escalates(run) ? {} : { escalation: { rungs: [] } }),
   });
   if (created.status !== 201) throw new Error(`create: ${created.status} ${created.text}`);
   run.id = created.body.id as string;
@@ -523,25 +566,33 @@ async function driveRun(drill: Drill, run: RunPlan): Promise<void> {
   for (let step = 0; step < options.episodesPerRun - 1; step++) {
     let episodeId: string;
     if (step % 2 === 0) {
+      const answer = answerWay(run, step);
       const paused = await transition(
         as,
         runId,
         'pause',
-        { prompt: `Approve step ${step} of run ${run.index}?` },
+        {
+          prompt: `Approve step ${step} of run ${run.index}?`,
+          ...(answer === 'choice' ? { choices: DRILL_CHOICES } : {}),
+        },
         (r) => r.status === 'paused' && r.pause?.reason === 'human_input' && r.pause.seq === step + 1,
       );
       const interactionId = paused.pause?.interactionId;
       episodeId = `${runId}:input:${interactionId}`;
-      episodes.push({ episodeId, run, kind: 'input' });
+      const episode: EpisodePlan = { episodeId, run, kind: 'input', interactionId, answer };
+      episodes.push(episode);
       await emitTwiceMore(drill, run);
       await pushSettled(drill, episodeId);
+      if (escalates(run)) await rungsSettled(drill, episode);
       try {
-        await transition(
-          as,
-          runId,
-          `interactions/${interactionId}/answer`,
-          { answer: 'yes' },
-          (r) => r.status === 'running',
+        await answerQuestion(drill, episode, call, () =>
+          transition(
+            as,
+            runId,
+            `interactions/${interactionId}/answer`,
+            { answer: 'yes' },
+            (r) => r.status === 'running',
+          ),
         );
       } catch (err) {
         // The run cannot be answered any more (seen after a Mongo restart before the engine's answer became
@@ -819,7 +870,10 @@ async function opsOutageWithWorkerKill(drill: Drill): Promise<void> {
   );
 }
 
-/** Push service failures, receiver failures, server restarts and the operator outage, each at its point. */
+/**
+ * Push service failures, receiver failures, server restarts, the operator outage and the endpoints' faults
+ * (test/drill/endpoints.ts), each at its point.
+ */
 async function faultServers(drill: Drill): Promise<void> {
   const { faults, push, callbacks, opsWebhook, scripted } = drill;
   const plan: [number, () => unknown][] = [
@@ -853,7 +907,9 @@ async function faultServers(drill: Drill): Promise<void> {
       },
     ],
     [0.75, () => push.failRatio(0)],
+    ...endpointFaults(drill),
   ];
+  plan.sort(([a], [b]) => a - b);
   // Each fault starts at its point of the drive and runs on its own: one that waits for its moment (the
   // operator outage waits for a refused alert) never holds back the ones after it.
   const started: Promise<unknown>[] = [];
@@ -938,7 +994,7 @@ async function sweep(drill: Drill): Promise<SweepReport | undefined> {
 async function openEpisodes(drill: Drill): Promise<number> {
   let open = 0;
   for await (const _ of drill.client.workflow.list({
-    query: `TaskQueue = "${drill.config.temporalTaskQueue}" AND ExecutionStatus = "Running" AND WorkflowType IN ("episodeWorkflow", "operatorAlertWorkflow")`,
+    query: `TaskQueue = "${drill.config.temporalTaskQueue}" AND ExecutionStatus = "Running" AND WorkflowType IN ("episodeWorkflow", "operatorAlertWorkflow", "interactionWorkflow", "teamEventWorkflow")`,
   }))
     open++;
   return open;
