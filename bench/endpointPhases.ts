@@ -16,13 +16,13 @@ export type Phases = Map<string, number[]>;
 const at = (e: HistoryEvent | undefined): number =>
   e?.eventTime ? Number(e.eventTime.seconds) * 1000 + Math.floor((e.eventTime.nanos ?? 0) / 1e6) : NaN;
 
-/** Each scheduled activity of the given type with when it was scheduled and when its (first) attempt started. */
-function activityStarts(events: HistoryEvent[], type: string): { scheduled: number; started: number }[] {
+/** Each scheduled activity of the given types with when it was scheduled and when its (first) attempt started. */
+function activityStarts(events: HistoryEvent[], types: string[]): { scheduled: number; started: number }[] {
   const scheduled = new Map<string, number>();
   const out: { scheduled: number; started: number }[] = [];
   for (const e of events) {
     const attrs = e.activityTaskScheduledEventAttributes;
-    if (attrs && attrs.activityType?.name === type) scheduled.set(String(e.eventId), at(e));
+    if (attrs && types.includes(attrs.activityType?.name ?? '')) scheduled.set(String(e.eventId), at(e));
     const started = e.activityTaskStartedEventAttributes;
     const when = started && scheduled.get(String(started.scheduledEventId));
     if (when !== undefined && when !== null) out.push({ scheduled: when, started: at(e) });
@@ -52,7 +52,7 @@ export async function endpointPhases(client: Client, completedAt: Map<string, nu
     const episode = await historyOf(client, episodeId);
     const episodeStarted = at(episode[0]);
     add('completion request → episode started', episodeStarted - completed);
-    const [callback] = activityStarts(episode, 'sendCallback');
+    const [callback] = activityStarts(episode, ['sendCallback']);
     if (callback) {
       add('callback: episode started → attempt scheduled', callback.scheduled - episodeStarted);
       add('callback: attempt scheduled → started', callback.started - callback.scheduled);
@@ -70,13 +70,15 @@ export async function endpointPhases(client: Client, completedAt: Map<string, nu
     if (!teamEvent.length) continue;
     const teamEventStarted = at(teamEvent[0]);
     add('endpoints: team event start asked → started', teamEventStarted - teamEventStarter);
-    const sends = activityStarts(teamEvent, 'sendEndpointEvent');
+    // One activity per endpoint, or (since the patch team-event-claims-and-first-attempts-together) one for all.
+    const sends = activityStarts(teamEvent, ['sendEndpointEvent', 'sendEndpointEventToEach']);
     if (!sends.length) continue;
     add(
       'endpoints: team event started → attempts scheduled',
       Math.min(...sends.map((s) => s.scheduled)) - teamEventStarted,
     );
-    for (const s of sends) add('endpoints: attempt scheduled → started (each)', s.started - s.scheduled);
+    for (const s of sends)
+      add('endpoints: attempt scheduled → started (each activity)', s.started - s.scheduled);
   }
   return phases;
 }
