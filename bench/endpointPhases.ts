@@ -70,6 +70,15 @@ export async function endpointPhases(client: Client, completedAt: Map<string, nu
     if (!teamEvent.length) continue;
     const teamEventStarted = at(teamEvent[0]);
     add('endpoints: team event start asked → started', teamEventStarted - teamEventStarter);
+    const task = (type: number) => at(teamEvent.find((e) => e.eventType === type));
+    add(
+      'endpoints: team event first workflow task scheduled → started',
+      task(T.EVENT_TYPE_WORKFLOW_TASK_STARTED) - task(T.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED),
+    );
+    add(
+      'endpoints: team event first workflow task started → completed',
+      task(T.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) - task(T.EVENT_TYPE_WORKFLOW_TASK_STARTED),
+    );
     // One activity per endpoint, or (since the patch team-event-claims-and-first-attempts-together) one for all.
     const sends = activityStarts(teamEvent, ['sendEndpointEvent', 'sendEndpointEventToEach']);
     if (!sends.length) continue;
