@@ -4,6 +4,7 @@ import type { ClaimStore } from '../store/claims';
 export function createClaimActivities(deps: { claims: ClaimStore }) {
   return {
     tryMark: (key: string, holder: string) => deps.claims.tryMark(key, holder),
+    tryMarkEach: (keys: string[], holder: string) => deps.claims.tryMarkEach(keys, holder),
     markDelivered: (key: string, holder: string, result?: string) =>
       deps.claims.markDelivered(key, holder, result),
     renewClaim: (key: string, holder: string) => deps.claims.renew(key, holder),

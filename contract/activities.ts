@@ -16,6 +16,7 @@ import type {
   InteractionRef,
   InteractionSnooze,
   RecoverCounts,
+  RecordedTeamEvent,
   RecoverInput,
   SweepPass,
 } from './workflows';
@@ -23,6 +24,8 @@ import type {
 export interface Activities {
   // Claims: the workflow is the holder; the claim outlives Temporal's retention.
   tryMark(key: string, holder: string): Promise<boolean>;
+  /** tryMark for each key, in one call: which of them this holder took. */
+  tryMarkEach(keys: string[], holder: string): Promise<boolean[]>;
   markDelivered(key: string, holder: string, result?: string): Promise<boolean>;
   renewClaim(key: string, holder: string): Promise<boolean>;
   unmark(key: string, holder: string): Promise<void>;
@@ -72,9 +75,11 @@ export interface Activities {
   stampOpsMarker(alert: OperatorAlert): Promise<boolean>;
 
   // Team endpoints: the event recorded (its sequence, the endpoints owed it, the schedule), then one attempt per
-  // call of its delivery to one endpoint.
+  // call of its delivery to one endpoint, or one attempt to each of several endpoints (the first attempts).
   recordTeamEvent(event: TeamEvent): Promise<RecordedTeamEvent>;
   sendEndpointEvent(eventId: string, endpointId: string, place: AttemptPlace): Promise<CallbackAttempt>;
+  /** sendEndpointEvent to each endpoint, side by side; the attempts in the order of `sends`. */
+  sendEndpointEventToEach(eventId: string, sends: EndpointSend[]): Promise<CallbackAttempt[]>;
   /** The events an endpoint missed in a recover's window (ids, oldest first). */
   endpointMissedEvents(input: EndpointRecoverInput): Promise<string[]>;
 
@@ -120,14 +125,10 @@ export interface FollowUpResult {
   retry?: { afterSeconds?: number };
 }
 
-/** A team event as recorded: its sequence, the endpoints subscribed to it when it happened, and the schedule. */
-export interface RecordedTeamEvent {
-  sequence: number;
-  endpointIds: string[];
-  /** The callback family's schedule (CALLBACK_RETRY_SECONDS and its jitter) and one attempt's start-to-close. */
-  retrySeconds: number[];
-  retryJitter: number;
-  attemptSeconds: number;
+/** One endpoint's attempt of an event, and where it sits in that endpoint's schedule. */
+export interface EndpointSend {
+  endpointId: string;
+  place: AttemptPlace;
 }
 
 /** A recover's send of one episode's callback, as the team's redelivery budget counts it. */

@@ -37,7 +37,7 @@ export interface Workflows {
   sweepWorkflow(): Promise<SweepReport>;
   digestWorkflow(input: DigestInput): Promise<DigestResult>;
   interactionWorkflow(input: InteractionRef): Promise<InteractionResult>;
-  teamEventWorkflow(event: TeamEvent): Promise<TeamEventResult>;
+  teamEventWorkflow(event: TeamEvent, recorded?: RecordedTeamEvent): Promise<TeamEventResult>;
   endpointRecoverWorkflow(input: EndpointRecoverInput): Promise<EndpointRecoverResult>;
 }
 
@@ -58,6 +58,19 @@ export const observeManySignal = { type: 'signal', name: 'observeMany' } as Sign
 
 /** The episode workflow's id is the episode id itself, so a second start of one episode is refused. */
 export const episodeWorkflowId = (episodeId: string): string => episodeId;
+
+/**
+ * A team event as recorded: its sequence, the endpoints subscribed to it when it happened, and the schedule. The
+ * raiser that recorded it hands it to the event's workflow, which then need not record it again.
+ */
+export interface RecordedTeamEvent {
+  sequence: number;
+  endpointIds: string[];
+  /** The callback family's schedule (CALLBACK_RETRY_SECONDS and its jitter) and one attempt's start-to-close. */
+  retrySeconds: number[];
+  retryJitter: number;
+  attemptSeconds: number;
+}
 
 /** One team event's deliveries to the team's endpoints: the event's id, so a second raise of it is one delivery. */
 export const teamEventWorkflowId = (eventId: string): string => `team-event|${eventId}`;

@@ -183,6 +183,7 @@ function prettyStream(destination: NodeJS.WritableStream): Writable {
 export const ACTIVITY_FAMILIES: Record<keyof Activities, LogFields['family']> = {
   recordEpisode: undefined,
   tryMark: undefined,
+  tryMarkEach: undefined,
   markDelivered: undefined,
   renewClaim: undefined,
   unmark: undefined,
@@ -201,6 +202,7 @@ export const ACTIVITY_FAMILIES: Record<keyof Activities, LogFields['family']> = 
   sendCallback: 'callback',
   recordTeamEvent: 'callback',
   sendEndpointEvent: 'callback',
+  sendEndpointEventToEach: 'callback',
   endpointMissedEvents: 'callback',
   callbackAttemptCount: 'callback',
   gaveUpCallbacks: 'callback',

@@ -10,7 +10,7 @@
 // ops|… (operator). No tenant field: the key is global.
 import type { Collection, Db } from 'mongodb';
 import type { ClaimState } from '../domain/outcome';
-import { isDuplicateKey, type IndexSpec } from './mongo';
+import { duplicatePositions, isDuplicateKey, type IndexSpec } from './mongo';
 
 export const CLAIM_RETENTION_SECONDS = 30 * 24 * 3600;
 /** Rows per round trip when markedSince reads a range of claims. */
@@ -92,6 +92,23 @@ async function tryMark(ctx: ClaimContext, key: string, holder: string): Promise<
     if (removed.deletedCount === 1) onTakeover?.(key);
   }
   return false;
+}
+
+/**
+ * tryMark for several keys: one insert of them all (one round trip, and on the embedded store one transaction,
+ * for the usual case of keys never claimed), then tryMark's own rules for each key that was present.
+ */
+async function tryMarkEach(ctx: ClaimContext, keys: string[], holder: string): Promise<boolean[]> {
+  if (!keys.length) return [];
+  const at = ctx.now();
+  let present = new Set<number>();
+  try {
+    const rows = keys.map((key) => ({ _id: key, holder, delivered: false, sent_at: at }));
+    await ctx.claims.insertMany(rows, { ordered: false });
+  } catch (err) {
+    present = duplicatePositions(err);
+  }
+  return Promise.all(keys.map((key, i) => (present.has(i) ? tryMark(ctx, key, holder) : true)));
 }
 
 /** A holder's moves after winning a claim: settle it, keep it in hand, or let it go. */
@@ -209,6 +226,8 @@ export function createClaimStore(
   return {
     /** Claims the episode for holder, or takes a stale claim over (see tryMark). */
     tryMark: (key: string, holder: string): Promise<boolean> => tryMark(ctx, key, holder),
+    /** tryMark for each key, in one insert where none was claimed yet. */
+    tryMarkEach: (keys: string[], holder: string): Promise<boolean[]> => tryMarkEach(ctx, keys, holder),
     ...createClaimSettling(ctx),
     ...createClaimReads(ctx),
   };

@@ -63,6 +63,24 @@ describe('episode claims (sent_notifications)', () => {
     assert.equal(await claims.tryMark('ep-3', 'holder-a'), true);
   });
 
+  it('tryMarkEach claims several keys at once and keeps the rules of tryMark for each key already present', async () => {
+    const claims = store();
+    assert.deepEqual(await claims.tryMarkEach([], 'holder-a'), []);
+    assert.equal(await claims.tryMark('each-delivered', 'holder-b'), true);
+    assert.equal(await claims.markDelivered('each-delivered', 'holder-b'), true);
+    assert.equal(await claims.tryMark('each-other', 'holder-b'), true);
+    assert.equal(await claims.tryMark('each-stale', 'holder-b'), true);
+    assert.equal(await claims.tryMark('each-mine', 'holder-a'), true);
+    advance(200);
+    assert.equal(await claims.renew('each-other', 'holder-b'), true, 'holder-b keeps it in hand');
+    advance(200);
+    const keys = ['each-new-1', 'each-delivered', 'each-other', 'each-stale', 'each-mine', 'each-new-2'];
+    assert.deepEqual(await claims.tryMarkEach(keys, 'holder-a'), [true, false, false, true, true, true]);
+    for (const key of ['each-new-1', 'each-stale', 'each-mine', 'each-new-2'])
+      assert.equal(await claims.markDelivered(key, 'holder-a'), true, `holder-a holds ${key}`);
+    assert.equal(await claims.markDelivered('each-other', 'holder-b'), true, 'holder-b keeps its claim');
+  });
+
   it('isMarked is true for a pending claim inside the grace; wasDelivered is not', async () => {
     const claims = store();
     await claims.tryMark('ep-4', 'holder-a');

@@ -10,7 +10,13 @@ import type { Client } from '@temporalio/client';
 import { Webhook } from 'standardwebhooks';
 import { endpointRateKey, endpointRateWindows } from '../activities/endpoint';
 import { raiseTeamEvent } from '../client/teamEvents';
-import { SUBSCRIBABLE_EVENT_TYPES, interactionTeamEvent, type TeamEventBody } from '../domain/teamEvents';
+import { teamEventWorkflowId } from '../contract/workflows';
+import {
+  SUBSCRIBABLE_EVENT_TYPES,
+  interactionTeamEvent,
+  type TeamEvent,
+  type TeamEventBody,
+} from '../domain/teamEvents';
 import type { Stores } from '../store';
 import { adminOf } from './support/admin';
 import { CallbackReceiver } from './support/callbackReceiver';
@@ -287,7 +293,7 @@ describe('team endpoints: delivery', function () {
       saveHistory(
         stack.config,
         `team-event|ev:${runIds[0]}:end`,
-        path.resolve(__dirname, 'fixtures/team-event-history.json'),
+        path.resolve(__dirname, 'fixtures/team-event-history-first-attempts-together.json'),
       );
       saveHistory(
         stack.config,
@@ -295,5 +301,38 @@ describe('team endpoints: delivery', function () {
         path.resolve(__dirname, 'fixtures/run-health-history-team-events.json'),
       );
     }
+  });
+
+  it('an event raised again once delivered is claimed elsewhere for every endpoint, and nobody hears it twice', async () => {
+    const row = await stack.mongo.db
+      .collection('team_events')
+      .findOne({ teamId: 'acme', type: 'run.finished' });
+    assert.ok(row, 'a run.finished recorded by the test above');
+    const eventId = String(row._id);
+    const first = client.workflow.getHandle(teamEventWorkflowId(eventId));
+    const delivered = Object.entries((await first.result()).deliveries);
+    assert.ok(delivered.length > 0 && delivered.every(([, result]) => result === 'delivered'));
+    const heard = () =>
+      endpoints.map(
+        ({ receiver }) => receiver.received.filter((c) => c.headers['webhook-id'] === eventId).length,
+      );
+    const heardBefore = heard();
+    const event: TeamEvent = {
+      id: eventId,
+      type: row.type,
+      teamId: row.teamId,
+      runId: row.runId,
+      run: row.run,
+      data: row.data,
+      occurredAt: row.occurredAt,
+      ...(row.order !== undefined ? { order: row.order } : {}),
+    };
+    assert.equal(await raiseTeamEvent(client, stack.config.temporalTaskQueue, event), true);
+    const again = await client.workflow.getHandle(teamEventWorkflowId(eventId)).result();
+    assert.deepEqual(
+      Object.entries(again.deliveries),
+      delivered.map(([id]) => [id, 'claimed_elsewhere']),
+    );
+    assert.deepEqual(heard(), heardBefore);
   });
 });

@@ -37,6 +37,7 @@ const QUICK_RETRY: RetryPolicy = {
 /** Claims, store reads and writes: short, and safe to run twice. The only activities `QuickCalls` offers. */
 const QUICK_CALLS = [
   'tryMark',
+  'tryMarkEach',
   'unmark',
   'markDelivered',
   'renewClaim',

@@ -24,6 +24,8 @@ export const CALLBACK_HELD_ATTEMPT_WAITS_PATCH = 'callback-held-attempt-waits-no
 export interface SignedDelivery {
   /** The claim that makes it once in effect. */
   key: string;
+  /** The caller took the claim already (several at once), as this holder. */
+  claimed?: true;
   /** The waits between attempts (n waits: n + 1 attempts), and their jitter (absent: as listed, uncapped off). */
   waits: number[];
   jitter?: number;
@@ -40,7 +42,7 @@ export interface SignedDelivery {
 export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDelivery): Promise<BranchResult> {
   const { key, waits, jitter } = delivery;
   const me = holder();
-  if (!(await quick.tryMark(key, me))) return 'claimed_elsewhere';
+  if (!delivery.claimed && !(await quick.tryMark(key, me))) return 'claimed_elsewhere';
   // Held attempts wait within the schedule's longest span (its waits at their longest): the delivery ends no later
   // than it could before, and past that end the next attempt is the last, held or not.
   const holdsEndAt = Date.now() + callbackScheduleSpanSeconds(waits, jitter) * 1000;

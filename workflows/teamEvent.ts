@@ -1,33 +1,97 @@
 // One team event's deliveries: the event is recorded (its sequence per run, the endpoints subscribed to it when it
 // happened), then each endpoint gets it on the callback family's schedule under its own claim (ep|<event>|<endpoint>),
 // side by side: one failing endpoint never holds up another.
-import { ParentClosePolicy, startChild } from '@temporalio/workflow';
+import { ParentClosePolicy, patched, startChild } from '@temporalio/workflow';
+import type { AttemptPlace, CallbackAttempt, EndpointSend } from '../contract/activities';
 import { runAttributes } from '../contract/searchAttributes';
-import { teamEventWorkflowId, type BranchResult, type TeamEventResult } from '../contract/workflows';
+import {
+  teamEventWorkflowId,
+  type BranchResult,
+  type RecordedTeamEvent,
+  type TeamEventResult,
+} from '../contract/workflows';
 import { endpointDeliveryKey, type TeamEvent } from '../domain/teamEvents';
-import { callbackAttemptCalls, quickCalls, unlessChildRunning, type QuickCalls } from './common';
+import { callbackAttemptCalls, holder, quickCalls, unlessChildRunning, type QuickCalls } from './common';
 import { deliverOnSchedule } from './signedDelivery';
 
-export async function teamEventWorkflow(event: TeamEvent): Promise<TeamEventResult> {
+/**
+ * Marks histories in which the endpoints' claims are taken in one quick call and their first attempts made in one
+ * activity (later attempts, each endpoint on its own schedule, one at a time as before): two hops to the first
+ * attempts instead of a quick call and an activity task per endpoint.
+ */
+export const TEAM_EVENT_FIRST_ATTEMPTS_TOGETHER_PATCH = 'team-event-claims-and-first-attempts-together';
+
+type Attempts = ReturnType<typeof callbackAttemptCalls>;
+
+/**
+ * Each delivery's first attempt, asked for with its place, made in one activity once all `count` have asked (they
+ * ask as they start, the claims taken before); every later attempt goes alone.
+ */
+function firstAttemptsTogether(attempts: Attempts, eventId: string, count: number) {
+  const asked: EndpointSend[] = [];
+  let allAsked!: () => void;
+  const everyoneAsked = new Promise<void>((resolve) => (allAsked = resolve));
+  let answers: Promise<CallbackAttempt[]> | undefined;
+  return (endpointId: string) => {
+    let first = true;
+    return async (place: AttemptPlace): Promise<CallbackAttempt> => {
+      if (!first) return attempts.sendEndpointEvent(eventId, endpointId, place);
+      first = false;
+      const index = asked.push({ endpointId, place }) - 1;
+      if (asked.length === count) allAsked();
+      await everyoneAsked;
+      answers ??= attempts.sendEndpointEventToEach(eventId, asked);
+      return (await answers)[index];
+    };
+  };
+}
+
+/**
+ * Each endpoint's claim, taken in one quick call: true where this execution holds it, false where another does;
+ * undefined when the call failed past its retries (every delivery released, as a thrown claim was before).
+ */
+async function claimEach(
+  quick: QuickCalls,
+  eventId: string,
+  endpointIds: string[],
+): Promise<boolean[] | undefined> {
+  const keys = endpointIds.map((id) => endpointDeliveryKey(eventId, id));
+  return quick.tryMarkEach(keys, holder()).catch(() => undefined);
+}
+
+export async function teamEventWorkflow(
+  event: TeamEvent,
+  recorded?: RecordedTeamEvent,
+): Promise<TeamEventResult> {
   const quick = quickCalls();
-  const recorded = await quick.recordTeamEvent(event);
-  const attempts = callbackAttemptCalls(recorded.attemptSeconds);
+  // Its raiser recorded it moments ago (absent: raised from outside a workflow, or started by older code).
+  const { endpointIds, ...schedule } = recorded ?? (await quick.recordTeamEvent(event));
+  const attempts = callbackAttemptCalls(schedule.attemptSeconds);
+  const together = patched(TEAM_EVENT_FIRST_ATTEMPTS_TOGETHER_PATCH);
+  const claimed = together ? await claimEach(quick, event.id, endpointIds) : undefined;
+  const notClaimed: BranchResult = together && !claimed ? 'released' : 'claimed_elsewhere';
+  const attemptTo = claimed
+    ? firstAttemptsTogether(attempts, event.id, claimed.filter(Boolean).length)
+    : (endpointId: string) => (place: AttemptPlace) =>
+        attempts.sendEndpointEvent(event.id, endpointId, place);
   const results = await Promise.all(
-    recorded.endpointIds.map((endpointId) =>
-      deliverOnSchedule(quick, {
+    endpointIds.map(async (endpointId, i): Promise<BranchResult> => {
+      if (together && !claimed?.[i]) return notClaimed;
+      return deliverOnSchedule(quick, {
         key: endpointDeliveryKey(event.id, endpointId),
-        waits: recorded.retrySeconds,
-        jitter: recorded.retryJitter,
-        attempt: (place) => attempts.sendEndpointEvent(event.id, endpointId, place),
+        ...(claimed ? { claimed: true as const } : {}),
+        waits: schedule.retrySeconds,
+        jitter: schedule.retryJitter,
+        attempt: attemptTo(endpointId),
         // A give-up is in the endpoint's attempt log, where its recover finds it.
         gaveUp: async () => undefined,
-      }).catch((): BranchResult => 'released'),
-    ),
+      }).catch((): BranchResult => 'released');
+    }),
   );
   return {
     eventId: event.id,
-    sequence: recorded.sequence,
-    deliveries: Object.fromEntries(recorded.endpointIds.map((id, i) => [id, results[i]])),
+    sequence: schedule.sequence,
+    deliveries: Object.fromEntries(endpointIds.map((id, i) => [id, results[i]])),
   };
 }
 
@@ -37,12 +101,14 @@ export async function teamEventWorkflow(event: TeamEvent): Promise<TeamEventResu
  * quick read per event, no workflow). One already running for the event is the same event raised again.
  */
 export async function handOffTeamEvent(quick: QuickCalls, event: TeamEvent): Promise<void> {
-  if (!(await quick.recordTeamEvent(event)).endpointIds.length) return;
+  const recorded = await quick.recordTeamEvent(event);
+  if (!recorded.endpointIds.length) return;
   await unlessChildRunning(
     () =>
       startChild(teamEventWorkflow, {
         workflowId: teamEventWorkflowId(event.id),
-        args: [event],
+        // What the child would read again: its first step saved.
+        args: [event, recorded],
         parentClosePolicy: ParentClosePolicy.ABANDON,
         // A closed one may run again (its claims dedupe every delivery); a running one is not doubled.
         workflowIdReusePolicy: 'ALLOW_DUPLICATE',

@@ -1,8 +1,8 @@
 // The team endpoints' activities: an event recorded once with its sequence (and the endpoints owed it), then one
 // attempt of its delivery to one endpoint per call, through the callback family's signed send (guard, pacing per
 // origin, a breaker per endpoint), the endpoint's own rate, and its attempt log.
-import type { AttemptPlace, CallbackAttempt, RecordedTeamEvent } from '../../contract/activities';
-import type { EndpointRecoverInput } from '../../contract/workflows';
+import type { AttemptPlace, CallbackAttempt, EndpointSend } from '../../contract/activities';
+import type { EndpointRecoverInput, RecordedTeamEvent } from '../../contract/workflows';
 import { runDeepLink } from '../../domain/push';
 import { renderSlackMessage, slackFactsOf } from '../../domain/slackMessage';
 import {
@@ -14,7 +14,7 @@ import {
 import type { Signing } from '../../delivery/callback/send';
 import type { CallbackAttemptStore } from '../../store/callback/attempts';
 import type { EndpointRow, EndpointStore } from '../../store/endpoint/endpoints';
-import type { TeamEventStore } from '../../store/endpoint/teamEvents';
+import type { TeamEventRow, TeamEventStore } from '../../store/endpoint/teamEvents';
 import type { InteractionStore } from '../../store/interactions';
 import type { RateLimitStore } from '../../store/rateLimits';
 import type { RunStore } from '../../store/runs';
@@ -119,6 +119,38 @@ export function createEndpointActivities(deps: EndpointDeps) {
     return { json: JSON.stringify(message), signing: 'unsigned' };
   }
 
+  /** One attempt of the event to the endpoint, as read when the activity started; logged, its outcome noted. */
+  async function attemptEndpoint(
+    endpointId: string,
+    endpoint: EndpointRow | undefined,
+    eventId: string,
+    event: TeamEventRow | undefined,
+    place: AttemptPlace,
+    activityStarted: number,
+  ): Promise<CallbackAttempt> {
+    const stop = (detail: string): CallbackAttempt => ({ result: 'stop', detail });
+    if (!endpoint) return stop('the endpoint was removed');
+    if (endpoint.disabled) return stop('the endpoint is disabled');
+    if (!event) return stop('the event is no longer kept');
+    const body = teamEventBody({ ...event, id: event._id }, event.run, event.sequence);
+    const attempt = await sendSigned(deps, {
+      target: endpoint,
+      webhookId: eventId,
+      ...(await payloadFor(endpoint, body)),
+      teamId: endpoint.teamId,
+      // A breaker per endpoint: another endpoint at the same origin keeps going.
+      breakerKey: `endpoint:${endpoint._id}`,
+      about: `endpoint ${endpointId} event ${eventId}`,
+      place,
+      activityStarted,
+      ...(endpoint.rateLimitPerSecond ? { admit: admitAtRate(endpoint, endpoint.rateLimitPerSecond) } : {}),
+    });
+    const logged = { episodeId: endpointDeliveryKey(eventId, endpointId), runId: event.runId, endpointId };
+    await logAttempt({ log: deps.log }, deps.endpointAttempts, logged, attempt, place);
+    await noteOutcome(endpoint, event.runId, attempt);
+    return attempt.outcome;
+  }
+
   return {
     /**
      * The event with its sequence and the enabled endpoints subscribed to it when it happened (one created after it
@@ -178,31 +210,26 @@ export function createEndpointActivities(deps: EndpointDeps) {
       place: AttemptPlace,
     ): Promise<CallbackAttempt> {
       const activityStarted = Date.now();
-      const stop = (detail: string): CallbackAttempt => ({ result: 'stop', detail });
       const [endpoint, event] = await Promise.all([
         deps.endpoints.getById(endpointId),
         deps.teamEvents.get(eventId),
       ]);
-      if (!endpoint) return stop('the endpoint was removed');
-      if (endpoint.disabled) return stop('the endpoint is disabled');
-      if (!event) return stop('the event is no longer kept');
-      const body = teamEventBody({ ...event, id: event._id }, event.run, event.sequence);
-      const attempt = await sendSigned(deps, {
-        target: endpoint,
-        webhookId: eventId,
-        ...(await payloadFor(endpoint, body)),
-        teamId: endpoint.teamId,
-        // A breaker per endpoint: another endpoint at the same origin keeps going.
-        breakerKey: `endpoint:${endpoint._id}`,
-        about: `endpoint ${endpointId} event ${eventId}`,
-        place,
-        activityStarted,
-        ...(endpoint.rateLimitPerSecond ? { admit: admitAtRate(endpoint, endpoint.rateLimitPerSecond) } : {}),
-      });
-      const logged = { episodeId: endpointDeliveryKey(eventId, endpointId), runId: event.runId, endpointId };
-      await logAttempt({ log: deps.log }, deps.endpointAttempts, logged, attempt, place);
-      await noteOutcome(endpoint, event.runId, attempt);
-      return attempt.outcome;
+      return attemptEndpoint(endpointId, endpoint, eventId, event, place, activityStarted);
+    },
+
+    /** The event read once and the endpoints in one read: what each attempt would read for itself. */
+    async sendEndpointEventToEach(eventId: string, sends: EndpointSend[]): Promise<CallbackAttempt[]> {
+      const activityStarted = Date.now();
+      const [endpoints, event] = await Promise.all([
+        deps.endpoints.getByIds(sends.map((s) => s.endpointId)),
+        deps.teamEvents.get(eventId),
+      ]);
+      const byId = new Map(endpoints.map((e) => [e._id, e]));
+      return Promise.all(
+        sends.map(({ endpointId, place }) =>
+          attemptEndpoint(endpointId, byId.get(endpointId), eventId, event, place, activityStarted),
+        ),
+      );
     },
   };
 }

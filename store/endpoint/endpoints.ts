@@ -81,6 +81,11 @@ export function createEndpointStore(db: Db) {
       return (await rows.findOne({ _id: id })) ?? undefined;
     },
 
+    /** Several by id in one read (an event's first attempts); the ones removed are absent. */
+    async getByIds(ids: string[]): Promise<EndpointRow[]> {
+      return rows.find({ _id: { $in: ids } }).toArray();
+    },
+
     /** Registers it under one of the team's `capacity` slots; undefined when every slot is held. */
     async create(
       teamId: string,

@@ -117,6 +117,16 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'endpoint/endpoints',
+    method: 'getByIds',
+    collection: 'endpoints',
+    op: 'find',
+    filter: { _id: { $in: [SAMPLE.endpointId] } },
+    index: '_id_',
+    hot: true,
+    note: "a team event's first attempts: its endpoints, one read",
+  },
+  {
+    module: 'endpoint/endpoints',
     method: 'create',
     collection: 'endpoint_slots',
     op: 'find',
