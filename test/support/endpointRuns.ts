@@ -2,7 +2,7 @@
 // own event types and receiver; runs that pause, cross their budget, stall and recover, and end; what the system
 // recorded of them; and the check that each endpoint got exactly what it is owed, verified with standardwebhooks.
 import assert from 'node:assert/strict';
-import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Db } from 'mongodb';
 import { Webhook } from 'standardwebhooks';
 import { SUBSCRIBABLE_EVENT_TYPES, type TeamEventBody } from '../../domain/teamEvents';
@@ -236,8 +236,16 @@ export class EndpointRuns {
       async () => {
         const states = await Promise.all(
           events.map(async (e) => {
-            const { status } = await client.workflow.getHandle(`team-event|${e.id}`).describe();
-            return status.name === 'RUNNING' ? e.id : undefined;
+            // Recorded by its raiser just before it starts the workflow: one not found yet is not closed.
+            const status = await client.workflow
+              .getHandle(`team-event|${e.id}`)
+              .describe()
+              .then((described) => described.status.name)
+              .catch((err: unknown) => {
+                if (err instanceof WorkflowNotFoundError) return 'NOT_STARTED';
+                throw err;
+              });
+            return status === 'RUNNING' || status === 'NOT_STARTED' ? `${e.id} ${status}` : undefined;
           }),
         );
         open = states.filter((id) => id !== undefined);
