@@ -7,47 +7,28 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
-import { Webhook } from 'standardwebhooks';
 import { endpointRateKey, endpointRateWindows } from '../activities/endpoint';
 import { raiseTeamEvent } from '../client/teamEvents';
 import { teamEventWorkflowId } from '../contract/workflows';
-import {
-  SUBSCRIBABLE_EVENT_TYPES,
-  interactionTeamEvent,
-  type TeamEvent,
-  type TeamEventBody,
-} from '../domain/teamEvents';
+import { SUBSCRIBABLE_EVENT_TYPES, interactionTeamEvent, type TeamEvent } from '../domain/teamEvents';
 import type { Stores } from '../store';
 import { adminOf } from './support/admin';
 import { CallbackReceiver } from './support/callbackReceiver';
+import { EndpointRuns, owedTo, typesOf, type RegisteredEndpoint } from './support/endpointRuns';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
-import { saveHistory, type ApiClient } from './support/harness';
+import { saveHistory } from './support/harness';
 import { waitUntil } from './support/waitUntil';
 
 const ENDPOINTS = Number(process.env.ENDPOINT_TEST_ENDPOINTS ?? 4);
 const RUNS = Number(process.env.ENDPOINT_TEST_RUNS ?? 6);
 const RATE = 2;
 
-interface Registered {
-  id: string;
-  secret: string;
-  types: string[];
-  receiver: CallbackReceiver;
-  createdAt: Date;
-}
-
-/** Endpoint i's types: every type whose index has bit (i mod 3) set, the first one everything. */
-const typesOf = (i: number): string[] =>
-  i === 0 ? [...SUBSCRIBABLE_EVENT_TYPES] : SUBSCRIBABLE_EVENT_TYPES.filter((_, t) => (t + i) % 3 !== 0);
-
 describe('team endpoints: delivery', function () {
   this.timeout(300_000);
   let stack: FamilyStack;
   let stores: Stores;
   let client: Client;
-  let admin: ApiClient;
-  let alice: ApiClient;
-  const endpoints: Registered[] = [];
+  let runs: EndpointRuns;
 
   before(async () => {
     stack = await startFamilyStack({
@@ -57,82 +38,26 @@ describe('team endpoints: delivery', function () {
       SWEEP_INTERVAL_SECONDS: '3600',
     });
     ({ stores, client } = stack);
-    admin = adminOf(stack.anonymous, 'ada', 'acme');
-    alice = stack.anonymous.as('alice', 'acme');
+    runs = new EndpointRuns({
+      admin: adminOf(stack.anonymous, 'ada', 'acme'),
+      alice: stack.anonymous.as('alice', 'acme'),
+      stores,
+      db: stack.mongo.db,
+    });
   });
   after(async () => {
     await stack?.stop();
-    for (const { receiver } of endpoints) await receiver.close();
+    await runs?.close();
   });
 
-  async function register(types: string[], extra: Record<string, unknown> = {}): Promise<Registered> {
-    const receiver = await CallbackReceiver.start();
-    const res = await admin.post('/api/v1/endpoints', { url: receiver.url, eventTypes: types, ...extra });
-    assert.equal(res.status, 201, res.text);
-    const registered = {
-      id: res.body.id,
-      secret: res.body.secret,
-      types,
-      receiver,
-      createdAt: new Date(res.body.createdAt),
-    };
-    endpoints.push(registered);
-    return registered;
-  }
-
-  /** What an endpoint received, each verified with its secret. */
-  const verified = (endpoint: Registered): TeamEventBody[] =>
-    endpoint.receiver.received.map(
-      (call) =>
-        new Webhook(endpoint.secret).verify(
-          call.body,
-          call.headers as Record<string, string>,
-        ) as TeamEventBody,
-    );
-
-  /** One run's life: index i decides its path (pause and answer, budget crossings, a stall, its end). */
-  async function runLife(i: number): Promise<string> {
-    const created = await alice.post('/api/v1/runs', { title: `run ${i}`, budget: { limit: 10 } });
-    assert.equal(created.status, 201, created.text);
-    const id = created.body.id as string;
-    const post = async (path: string, body: unknown = {}) => {
-      const res = await alice.post(`/api/v1/runs/${id}${path}`, body);
-      assert.ok(res.status < 300, `${path}: ${res.status} ${res.text}`);
-      return res;
-    };
-    await post('/events', { type: 'node_started', node: 'plan' });
-    if (i % 2 === 0) {
-      const paused = await post('/pause', { prompt: 'Ship it?' });
-      await post(`/interactions/${paused.body.interactionId}/answer`, { answer: 'yes' });
-    }
-    if (i % 3 === 0) {
-      await post('/events', { type: 'usage', spent: 9 });
-      await post('/events', { type: 'usage', spent: 12 });
-    }
-    if (i === 1) {
-      // Silent until it stalls, then progress again: run.stalled, then run.recovered.
-      await waitUntil(
-        'a stall',
-        async () => (await stores.teamEvents.get(`ev:health:${id}:stall:1`)) !== undefined,
-      );
-      await post('/events', { type: 'node_started', node: 'write' });
-      await waitUntil(
-        'a recovery',
-        async () => (await stores.teamEvents.get(`ev:health:${id}:stall_recovered:1`)) !== undefined,
-      );
-    }
-    const end = i % 4;
-    if (end === 1) await post('/fail', { error: { code: 'oom', message: 'out of memory' } });
-    else if (end === 2) await post('/cancel');
-    else await post('/complete', { finalAnswer: `answer ${i}` });
-    return id;
-  }
-
   it('each endpoint gets exactly the events it subscribed to from after its creation, once, in sequence per run', async () => {
-    for (let i = 0; i < ENDPOINTS; i++) await register(typesOf(i));
-    const paced = await register(['run.finished', 'run.failed', 'run.cancelled', 'interaction.answered'], {
-      rateLimitPerSecond: RATE,
-    });
+    for (let i = 0; i < ENDPOINTS; i++) await runs.register(typesOf(i));
+    const paced = await runs.register(
+      ['run.finished', 'run.failed', 'run.cancelled', 'interaction.answered'],
+      {
+        rateLimitPerSecond: RATE,
+      },
+    );
     const other = await (async () => {
       const receiver = await CallbackReceiver.start();
       const res = await adminOf(stack.anonymous, 'eve', 'globex').post('/api/v1/endpoints', {
@@ -143,15 +68,10 @@ describe('team endpoints: delivery', function () {
       return receiver;
     })();
 
-    const first = await Promise.all(Array.from({ length: Math.ceil(RUNS / 2) }, (_, i) => runLife(i)));
-    await waitUntil('the first runs ended', async () =>
-      (await Promise.all(first.map((id) => stores.teamEvents.get(`ev:${id}:end`)))).every(Boolean),
-    );
+    const first = await runs.runLives(0, Math.ceil(RUNS / 2));
     // Created now: it hears only of what happens from here on.
-    const late = await register([...SUBSCRIBABLE_EVENT_TYPES]);
-    const second = await Promise.all(
-      Array.from({ length: RUNS - first.length }, (_, i) => runLife(first.length + i)),
-    );
+    const late = await runs.register([...SUBSCRIBABLE_EVENT_TYPES]);
+    const second = await runs.runLives(first.length, RUNS - first.length);
     const runIds = [...first, ...second];
     // The entry point the interaction family raises its events through: a burst of answers at once, which the
     // paced endpoint takes at its rate.
@@ -189,80 +109,16 @@ describe('team endpoints: delivery', function () {
     });
 
     // What the system recorded, checked against what the runs did: every end, pause and budget crossing is there.
-    const recorded = async () =>
-      (
-        await Promise.all(
-          runIds.map((id) => stack.mongo.db.collection('team_events').find({ runId: id }).toArray()),
-        )
-      )
-        .flat()
-        .map((row) => ({
-          id: String(row._id),
-          type: String(row.type),
-          runId: String(row.runId),
-          sequence: Number(row.sequence),
-          occurredAt: new Date(String(row.occurredAt)),
-        }));
-    // What each run raised: its end, a pause and its answer for even ones, budget crossings for every third, a stall
-    // for run 1. Answers (raised once the close went out) and health alerts reach the store on their own paths,
-    // possibly after the run's end: wait for all of them.
-    const expectedTypes = (i: number): string[] => [
-      ['run.finished', 'run.failed', 'run.cancelled', 'run.finished'][i % 4],
-      ...(i % 2 === 0 ? ['run.input_requested', 'interaction.answered'] : []),
-      ...(i % 3 === 0 ? ['run.budget_warning', 'run.budget_exceeded'] : []),
-      ...(i === 1 ? ['run.stalled', 'run.recovered'] : []),
-    ];
-    await waitUntil('every event of every run and the answered burst recorded', async () => {
-      const rows = await recorded();
-      return (
-        runIds.every((id, i) =>
-          expectedTypes(i).every((type) => rows.some((r) => r.runId === id && r.type === type)),
-        ) && answered.every((a) => rows.some((r) => r.id === a.id))
-      );
-    });
-    const events = await recorded();
-    for (const [i, id] of runIds.entries()) {
-      const end = expectedTypes(i)[0];
-      // Increasing per run in the order things happened, whichever was recorded first: a pause before the end it
-      // led to, a budget warning before the crossing (raised together, in that order).
-      const ofRun = events.filter((e) => e.runId === id);
-      assert.equal(new Set(ofRun.map((e) => e.sequence)).size, ofRun.length, `run ${i}: a sequence repeated`);
-      const sequenceOf = (type: string) => ofRun.find((e) => e.type === type)?.sequence ?? 0;
-      assert.ok(sequenceOf(end) > sequenceOf('run.input_requested'), `run ${i}: the end after the pause`);
-      assert.ok(sequenceOf('run.budget_exceeded') >= sequenceOf('run.budget_warning'), `run ${i}: budgets`);
-    }
-
-    const owed = (endpoint: Registered) =>
-      events
-        .filter((e) => endpoint.types.includes(e.type) && e.occurredAt >= endpoint.createdAt)
-        .map((e) => e.id)
-        .sort();
-    for (const endpoint of endpoints) {
-      const expected = owed(endpoint);
-      await waitUntil(
-        `endpoint ${endpoint.id}: ${expected.length} events`,
-        () => endpoint.receiver.received.length >= expected.length,
-        { timeoutMs: 120_000, seen: () => `${endpoint.receiver.received.length}` },
-      );
-    }
+    const events = await runs.waitForEveryEvent(
+      runIds,
+      answered.map((a) => a.id),
+    );
+    runs.assertSequences(events, runIds);
+    await runs.waitForOwed(events);
     // Nothing more comes: every event workflow of these runs closed.
-    for (const e of events) await client.workflow.getHandle(`team-event|${e.id}`).result();
-    for (const endpoint of endpoints) {
-      const got = verified(endpoint);
-      const ids = got.map((e) => e.id).sort();
-      assert.deepEqual(ids, owed(endpoint), `endpoint ${endpoint.id} (${endpoint.types.join(', ')})`);
-      for (const event of got) {
-        assert.equal(event.teamId, 'acme');
-        assert.equal(event.sequence, events.find((e) => e.id === event.id)!.sequence);
-        assert.ok(endpoint.types.includes(event.type));
-      }
-      const headerIds = endpoint.receiver.received.map((call) => call.headers['webhook-id']);
-      assert.deepEqual(
-        headerIds,
-        got.map((e) => e.id),
-        'webhook-id is the event id',
-      );
-    }
+    await EndpointRuns.waitForDeliveries(client, events);
+    runs.assertEachOwedOnce(events);
+    const owed = (endpoint: RegisteredEndpoint) => owedTo(endpoint, events);
     assert.ok(
       owed(late).length > 0 && owed(late).length < events.length,
       'the late endpoint missed the early runs',
@@ -313,7 +169,7 @@ describe('team endpoints: delivery', function () {
     const delivered = Object.entries((await first.result()).deliveries);
     assert.ok(delivered.length > 0 && delivered.every(([, result]) => result === 'delivered'));
     const heard = () =>
-      endpoints.map(
+      runs.endpoints.map(
         ({ receiver }) => receiver.received.filter((c) => c.headers['webhook-id'] === eventId).length,
       );
     const heardBefore = heard();
