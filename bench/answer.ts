@@ -31,12 +31,13 @@ import { waitUntil } from '../test/support/waitUntil';
 import {
   startFamilyStack,
   startPushService,
-  startServers,
+  type ServerStack,
   type FamilyStack,
   type PushService,
 } from '../test/support';
 import {
   commandLine,
+  serversForFamilyStacks,
   installQuietRuntime,
   log,
   machineInfo,
@@ -213,13 +214,7 @@ async function setUp(push: PushService): Promise<Bench> {
 
 export async function runAnswerBench(): Promise<{ met: boolean }> {
   installQuietRuntime();
-  const servers = await startServers('bench-answer', { temporal: true });
-  // startFamilyStack builds on the test servers: here, the ones just started.
-  process.env.FLOW_NOTIFY_TEST_STACK = JSON.stringify({
-    mongoUrl: servers.mongoUrl,
-    temporalAddress: servers.temporalAddress,
-    dataRoot: '',
-  });
+  const servers = await serversForFamilyStacks('bench-answer');
   const push = await startPushService();
   let bench: Bench | undefined;
   try {
@@ -261,7 +256,7 @@ export async function runAnswerBench(): Promise<{ met: boolean }> {
 }
 
 function report(
-  origin: Awaited<ReturnType<typeof startServers>>['origin'],
+  origin: ServerStack['origin'],
   ways: Record<'chromium' | 'post', Measured[]>,
   actions: Record<string, PauseActions>,
 ): { met: boolean } {

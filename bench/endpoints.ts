@@ -9,9 +9,10 @@
 import { adminOf } from '../test/support/admin';
 import type { ApiClient } from '../test/support/harness';
 import { waitUntil } from '../test/support/waitUntil';
-import { CallbackReceiver, startFamilyStack, startServers, type FamilyStack } from '../test/support';
+import { CallbackReceiver, startFamilyStack, type FamilyStack, type ServerStack } from '../test/support';
 import {
   commandLine,
+  serversForFamilyStacks,
   installQuietRuntime,
   log,
   machineInfo,
@@ -111,13 +112,7 @@ async function rep(
 
 export async function runEndpointsBench(): Promise<{ p99Ratio: number; met: boolean }> {
   installQuietRuntime();
-  const servers = await startServers('bench-endpoints', { temporal: true });
-  // startFamilyStack builds on the test servers: here, the ones just started.
-  process.env.FLOW_NOTIFY_TEST_STACK = JSON.stringify({
-    mongoUrl: servers.mongoUrl,
-    temporalAddress: servers.temporalAddress,
-    dataRoot: '',
-  });
+  const servers = await serversForFamilyStacks('bench-endpoints');
   const receivers: CallbackReceiver[] = [];
   let family: FamilyStack | undefined;
   try {
@@ -164,10 +159,7 @@ export async function runEndpointsBench(): Promise<{ p99Ratio: number; met: bool
   }
 }
 
-function report(
-  servers: Awaited<ReturnType<typeof startServers>>,
-  reps: Rep[],
-): { p99Ratio: number; met: boolean } {
+function report(servers: ServerStack, reps: Rep[]): { p99Ratio: number; met: boolean } {
   const endpointP99 = median(reps.map((r) => percentile(r.endpointMs, 99)));
   const callbackP99 = median(reps.map((r) => percentile(r.callbackMs, 99)));
   const ratios = reps.map((r) => percentile(r.endpointMs, 99) / percentile(r.callbackMs, 99));

@@ -7,12 +7,13 @@
 import webpush from 'web-push';
 import { interactionClaimKeys } from '../domain/interaction';
 import type { PushPayload } from '../domain/push';
-import { startFamilyStack, startPushService, startServers, type FamilyStack } from '../test/support';
+import { startFamilyStack, startPushService, type FamilyStack } from '../test/support';
 import type { ApiClient } from '../test/support/harness';
 import type { PushService, SubscriptionJSON } from '../test/support/pushService';
 import { waitUntil } from '../test/support/waitUntil';
 import {
   commandLine,
+  serversForFamilyStacks,
   installQuietRuntime,
   log,
   machineInfo,
@@ -141,13 +142,7 @@ async function setUp(push: PushService): Promise<Bench> {
 
 export async function runEscalationBench(): Promise<{ met: boolean }> {
   installQuietRuntime();
-  const servers = await startServers('bench-escalation', { temporal: true });
-  // startFamilyStack builds on the test servers: here, the ones just started.
-  process.env.FLOW_NOTIFY_TEST_STACK = JSON.stringify({
-    mongoUrl: servers.mongoUrl,
-    temporalAddress: servers.temporalAddress,
-    dataRoot: '',
-  });
+  const servers = await serversForFamilyStacks('bench-escalation');
   const push = await startPushService();
   let bench: Bench | undefined;
   try {

@@ -47,7 +47,6 @@ import {
   deleteSweepSchedule,
   startFamilyStack,
   startPushService,
-  startServers,
   sweepActivitiesOn,
   type FamilyStack,
   type PushService,
@@ -56,6 +55,7 @@ import {
 } from '../test/support';
 import {
   commandLine,
+  serversForFamilyStacks,
   installQuietRuntime,
   log,
   machineInfo,
@@ -633,13 +633,7 @@ export interface ScaleBenchResult {
 export async function runScaleBench(): Promise<ScaleBenchResult> {
   installQuietRuntime();
   const ladder = sizes();
-  const stack = await startServers('bench-scale', { temporal: true });
-  // startFamilyStack builds on the test servers: here, the ones just started.
-  process.env.FLOW_NOTIFY_TEST_STACK = JSON.stringify({
-    mongoUrl: stack.mongoUrl,
-    temporalAddress: stack.temporalAddress,
-    dataRoot: '',
-  });
+  const stack = await serversForFamilyStacks('bench-scale');
   const push = await startPushService();
   const results: SizeResult[] = [];
   try {

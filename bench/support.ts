@@ -14,7 +14,7 @@ import { temporal } from '@temporalio/proto';
 import { Runtime } from '@temporalio/worker';
 import type { CommandFailedEvent, CommandStartedEvent, CommandSucceededEvent, MongoClient } from 'mongodb';
 import { mapBounded } from '../platform/concurrency';
-import type { ServerStack } from '../test/support';
+import { startServers, type ServerStack } from '../test/support';
 import { renderLatencySvg, type CdfSeries } from './chart';
 
 export const BENCH_DIR = __dirname;
@@ -443,4 +443,17 @@ export function temporalActions(events: temporal.api.history.v1.IHistoryEvent[])
     }
   }
   return counts;
+}
+
+/** Servers of its own for a bench that builds family stacks (startFamilyStack builds on the test servers). */
+export async function serversForFamilyStacks(
+  name: string,
+): Promise<ServerStack & { temporalAddress: string }> {
+  const servers = await startServers(name, { temporal: true });
+  process.env.FLOW_NOTIFY_TEST_STACK = JSON.stringify({
+    mongoUrl: servers.mongoUrl,
+    temporalAddress: servers.temporalAddress,
+    dataRoot: '',
+  });
+  return servers;
 }

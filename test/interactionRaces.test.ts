@@ -14,19 +14,12 @@ import {
 } from '../contract/workflows';
 import { SNOOZE_SECONDS, type EscalationRung } from '../domain/interaction';
 import { interactionWorkflow } from '../workflows';
-import { InteractionStandIns, type Question } from './support/interactionStandIns';
+import { InteractionStandIns, SEVEN_DAY_LADDER, type Question } from './support/interactionStandIns';
 import { testStack } from './support/stack';
 import { waitUntil } from './support/waitUntil';
 import { workflowBundle } from './support/workflowBundle';
 
-const DAY = 24 * 3600;
-const LADDER: EscalationRung[] = [
-  { afterSeconds: 60, to: 'owner', via: 'push' },
-  { afterSeconds: 3600, to: 'team', via: 'push' },
-  { afterSeconds: DAY, to: ['carol'], via: 'push' },
-  { afterSeconds: 3 * DAY, to: 'team', via: 'webhook' },
-  { afterSeconds: 7 * DAY, to: 'team', via: 'push' },
-];
+const LADDER = SEVEN_DAY_LADDER;
 /** How far either side of a rung's instant the answers land (ms). */
 const OFFSETS_MS = [-25, -1, 0, 1, 25, 500];
 /** How far ahead the racing instant is put: time for the earlier rungs, already due, to go out first. */

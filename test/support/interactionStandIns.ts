@@ -6,6 +6,17 @@ import type { Activities, FollowUpResult } from '../../contract/activities';
 import type { InteractionRef } from '../../contract/workflows';
 import type { EscalationRung } from '../../domain/interaction';
 
+const DAY = 24 * 3600;
+
+/** A ladder over the longest span allowed (7 days), every kind of rung. */
+export const SEVEN_DAY_LADDER: EscalationRung[] = [
+  { afterSeconds: 60, to: 'owner', via: 'push' },
+  { afterSeconds: 3600, to: 'team', via: 'push' },
+  { afterSeconds: DAY, to: ['carol'], via: 'push' },
+  { afterSeconds: 3 * DAY, to: 'team', via: 'webhook' },
+  { afterSeconds: 7 * DAY, to: 'team', via: 'push' },
+];
+
 export interface Question {
   askedAtMs: number;
   rungs: EscalationRung[];

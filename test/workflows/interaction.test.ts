@@ -6,20 +6,12 @@ import assert from 'node:assert/strict';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import type { InteractionRef } from '../../contract/workflows';
-import type { EscalationRung } from '../../domain/interaction';
 import { interactionWorkflow } from '../../workflows';
-import { InteractionStandIns } from '../support/interactionStandIns';
+import { InteractionStandIns, SEVEN_DAY_LADDER } from '../support/interactionStandIns';
 import { onTimeSkipping } from '../support/timeSkipping';
 import { workflowBundle } from '../support/workflowBundle';
 
-const DAY = 24 * 3600;
-const LADDER: EscalationRung[] = [
-  { afterSeconds: 60, to: 'owner', via: 'push' },
-  { afterSeconds: 3600, to: 'team', via: 'push' },
-  { afterSeconds: DAY, to: ['carol'], via: 'push' },
-  { afterSeconds: 3 * DAY, to: 'team', via: 'webhook' },
-  { afterSeconds: 7 * DAY, to: 'team', via: 'push' },
-];
+const LADDER = SEVEN_DAY_LADDER;
 
 describe('the interaction workflow on time-skipping Temporal', function () {
   this.timeout(240_000);
