@@ -339,4 +339,38 @@ describe('escalation', function () {
       await endpointReceiver.close();
     }
   });
+
+  it('do-not-disturb holds a rung only when its kind does not break through (human input does by default)', async () => {
+    const carolsPrefs = stack.anonymous.as('carol', 'acme');
+    const rungs = [{ afterSeconds: 1, to: ['carol'], via: 'push' }];
+    const dnd = new Date(Date.now() + 3600_000).toISOString();
+    const rungOf = async ({ interactionId }: { interactionId: string }) => {
+      const key = interactionClaimKeys.rung(interactionId, 0);
+      await waitUntil('the rung settled', () => stack.stores.claims.wasDelivered(key));
+      return stack.stores.claims.describe(key);
+    };
+    try {
+      const held = await carolsPrefs.put('/api/v1/notifications/prefs', {
+        scope: 'own',
+        doNotDisturbUntil: dnd,
+        breakThrough: [],
+      });
+      assert.equal(held.status, 200, held.text);
+      const [quiet] = await pausesOf(1, rungs);
+      assert.deepEqual(await rungOf(quiet), { state: 'delivered', result: 'held' });
+      assert.equal(carolsPushes(quiet.runId).length, 0, 'held for her digest');
+
+      const through = await carolsPrefs.put('/api/v1/notifications/prefs', {
+        scope: 'own',
+        breakThrough: ['human_input_requested'],
+      });
+      assert.equal(through.status, 200, through.text);
+      assert.equal(through.body.doNotDisturbUntil, dnd, 'still do-not-disturb');
+      const [urgent] = await pausesOf(1, rungs);
+      assert.deepEqual(await rungOf(urgent), { state: 'delivered', result: 'delivered' });
+      assert.equal(carolsPushes(urgent.runId).length, 1, 'broke through');
+    } finally {
+      await carolsPrefs.put('/api/v1/notifications/prefs', { scope: 'own', doNotDisturbUntil: null });
+    }
+  });
 });
