@@ -218,13 +218,18 @@ async function setUp(push: PushService): Promise<Bench> {
     },
     { push },
   );
-  const owner = family.anonymous.as('alice', 'bench');
-  const devices = [push.endpoint('alice0'), push.endpoint('alice1')];
-  for (const device of devices) {
-    const res = await owner.post('/api/v1/notifications/push/subscriptions', device);
-    if (res.status !== 201) throw new Error(`subscribe: ${res.status} ${res.text}`);
+  try {
+    const owner = family.anonymous.as('alice', 'bench');
+    const devices = [push.endpoint('alice0'), push.endpoint('alice1')];
+    for (const device of devices) {
+      const res = await owner.post('/api/v1/notifications/push/subscriptions', device);
+      if (res.status !== 201) throw new Error(`subscribe: ${res.status} ${res.text}`);
+    }
+    return { family, push, owner, devices, browser: await studioBrowser(origin) };
+  } catch (err) {
+    await family.stop(); // the caller only stops what setUp returned
+    throw err;
   }
-  return { family, push, owner, devices, browser: await studioBrowser(origin) };
 }
 
 export async function runAnswerBench(): Promise<{ met: boolean }> {
