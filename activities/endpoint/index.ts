@@ -65,7 +65,11 @@ const RECOVER_READ_MAX = 50_000;
 /** How often an endpoint that keeps succeeding has its last success written (not on every delivery). */
 const SUCCESS_WRITE_EVERY_MS = 60_000;
 
-export function createEndpointActivities(deps: EndpointDeps) {
+/**
+ * One attempt of an event to an endpoint, as read when its activity started: the endpoint's rate, its format,
+ * the signed send, the attempt log and the endpoint's failure streak.
+ */
+function endpointAttempter(deps: EndpointDeps) {
   /** Holds the attempt when the endpoint's rate is spent: nothing is sent, the workflow waits and goes again. */
   const admitAtRate = (endpoint: EndpointRow, perSecond: number) => async () => {
     const taken: (() => Promise<void>)[] = [];
@@ -150,6 +154,12 @@ export function createEndpointActivities(deps: EndpointDeps) {
     await noteOutcome(endpoint, event.runId, attempt);
     return attempt.outcome;
   }
+
+  return attemptEndpoint;
+}
+
+export function createEndpointActivities(deps: EndpointDeps) {
+  const attemptEndpoint = endpointAttempter(deps);
 
   return {
     /**
