@@ -121,8 +121,11 @@ export interface FollowUpResult {
   result: 'delivered' | 'not_addressable' | 'closed' | 'held' | 'failed';
   /** Devices (push) or receivers (webhook) that took it. */
   delivered: number;
-  /** A failed webhook worth another try; the receiver's Retry-After when it sent one. */
-  retry?: { afterSeconds?: number };
+  /**
+   * A failure worth another try (a receiver's or push service's transient answer); absent on a failure for good.
+   * `afterSeconds`: the receiver's Retry-After; `held`: the worker held the attempt back (nothing was sent).
+   */
+  retry?: { afterSeconds?: number; held?: boolean };
 }
 
 /** One endpoint's attempt of an event, and where it sits in that endpoint's schedule. */

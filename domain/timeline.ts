@@ -94,13 +94,21 @@ export interface TimelineRungStep {
   via: string;
 }
 
-/** Each rung that went out: when, its 1-based place in the ladder, via what and to whom (`detail`). */
+/** What a settled rung's claim says when it was not a delivery. */
+const RUNG_NOT_DELIVERED: Record<string, string> = {
+  not_addressable: 'reached nobody',
+  held: 'held for a digest',
+  gave_up: 'gave up: its sends failed',
+  closed: 'not sent: answered first',
+};
+
+/** Each settled rung: when, its 1-based place in the ladder, via what and to whom (`detail`), and how it ended. */
 export function rungEntries(claims: TimelineRungClaim[], ladder: TimelineRungStep[]): TimelineEntry[] {
   return claims.map((claim) => {
     const step = ladder[claim.index];
     const to = step ? (Array.isArray(step.to) ? step.to.join(', ') : step.to) : undefined;
-    const reachedNobody = claim.result === 'not_addressable' ? 'reached nobody' : undefined;
-    const detail = [to && `to ${to}`, reachedNobody].filter(Boolean).join(': ');
+    const ended = claim.result ? RUNG_NOT_DELIVERED[claim.result] : undefined;
+    const detail = [to && `to ${to}`, ended].filter(Boolean).join(': ');
     return {
       at: claim.settledAt.toISOString(),
       kind: 'rung' as const,

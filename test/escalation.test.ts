@@ -3,13 +3,14 @@
 // signed like a callback. ESCALATION_PAUSES sets how many pauses each case launches (the issue's figure is 200;
 // npm test runs a few).
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { teamEventWorkflowId } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
 import type { TeamEventBody } from '../domain/teamEvents';
 import type { PushPayload } from '../domain/push';
 import { CallbackReceiver } from './support/callbackReceiver';
-import { ApiClient } from './support/harness';
+import { ApiClient, saveHistory } from './support/harness';
 import type { PushService, SubscriptionJSON } from './support/pushService';
 import { startPushStack, subscribeDevices, type PushStack } from './support/pushStack';
 import { TEST_JWT_SECRET } from './support/stack';
@@ -19,6 +20,12 @@ import { waitUntil } from './support/waitUntil';
 const PAUSES = Number(process.env.ESCALATION_PAUSES ?? 3);
 const RUNG_SECONDS = 3;
 const BREAKER_FAILURES = 2;
+
+/** RECORD_FIXTURES=1 saves the histories these tests produce (from the code as it is) as replay fixtures. */
+function record(stack: PushStack, workflowId: string, name: string): void {
+  if (process.env.RECORD_FIXTURES === '1')
+    saveHistory(stack.config, workflowId, path.resolve(__dirname, 'fixtures', name));
+}
 
 describe('escalation', function () {
   this.timeout(120_000 + PAUSES * 1000);
@@ -217,6 +224,34 @@ describe('escalation', function () {
       // read the question open may still be on the wire when the answer's response returns: the close follows it.)
       assert.ok(kinds.length === 0 || (kinds.length === 2 && kinds[1] === 'answered'), `${runId}: ${kinds}`);
     }
+  });
+
+  it("a rung whose pushes fail is sent again once carol's push service is back, then closed by the answer", async () => {
+    push.failAlways(carol, 503);
+    const [{ runId, interactionId }] = await pausesOf(1, [{ afterSeconds: 1, to: ['carol'], via: 'push' }]);
+    const workflowId = `interaction|${interactionId}`;
+    const interaction = stack.client.workflow.getHandle(workflowId);
+    const key = interactionClaimKeys.rung(interactionId, 0);
+    try {
+      // The send's own attempts back off for about 30 s before it reports the failure.
+      await waitUntil(
+        'the rung failed at the push service',
+        async () =>
+          (await interaction.fetchHistory()).events!.some((e) => e.activityTaskCompletedEventAttributes),
+        { timeoutMs: 120_000 },
+      );
+      push.recover(carol);
+      await waitUntil('the rung sent', () => stack.stores.claims.wasDelivered(key));
+    } finally {
+      push.recover(carol);
+      await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, { answer: 'y' });
+      await interaction.result();
+      record(stack, workflowId, 'interaction-history-rung-failed-retried.json');
+    }
+    const result = await interaction.result();
+    assert.deepEqual(result, { rungsSent: [0], snoozesSent: 0, closed: true });
+    const kinds = carolsPushes(runId).map((r) => (r.payload as PushPayload).kind);
+    assert.deepEqual(kinds, ['human_input_requested', 'answered'], 'the rung once, then its close');
   });
 
   it('a webhook rung posts one signed interaction.escalated event', async () => {

@@ -12,9 +12,14 @@ import {
   interactionSnoozedSignal,
   type InteractionRef,
 } from '../contract/workflows';
-import { SNOOZE_SECONDS, type EscalationRung } from '../domain/interaction';
+import { interactionClaimKeys, SNOOZE_SECONDS, type EscalationRung } from '../domain/interaction';
 import { interactionWorkflow } from '../workflows';
-import { InteractionStandIns, SEVEN_DAY_LADDER, type Question } from './support/interactionStandIns';
+import {
+  InteractionStandIns,
+  SEVEN_DAY_LADDER,
+  type Question,
+  type QuestionOptions,
+} from './support/interactionStandIns';
 import { testStack } from './support/stack';
 import { waitUntil } from './support/waitUntil';
 import { workflowBundle } from './support/workflowBundle';
@@ -77,13 +82,13 @@ describe('an interaction answered while its sends fall due (dev server)', functi
   });
 
   /** Starts one question asked at `askedAtMs`; answer and snooze go through signal-with-start, as the API's do. */
-  async function ask(name: string, askedAtMs: number, rungs: EscalationRung[]) {
+  async function ask(name: string, askedAtMs: number, rungs: EscalationRung[], faults?: QuestionOptions) {
     const ref: InteractionRef = {
       runId: `run_${name}`,
       teamId: 'acme',
       interactionId: `int_${name}_${Date.now()}`,
     };
-    const question = standIns.ask(ref.interactionId, askedAtMs, rungs);
+    const question = standIns.ask(ref.interactionId, askedAtMs, rungs, faults);
     const options = {
       workflowId: `interaction|${ref.interactionId}`,
       taskQueue,
@@ -91,6 +96,7 @@ describe('an interaction answered while its sends fall due (dev server)', functi
     };
     const handle = await client.workflow.start(interactionWorkflow, options);
     return {
+      ref,
       question,
       handle,
       answer: async () => {
@@ -156,5 +162,64 @@ describe('an interaction answered while its sends fall due (dev server)', functi
     // One execution throughout (it waits a while for more after each send): the first snooze sent, the close.
     assert.deepEqual(result, { rungsSent: [], snoozesSent: 1, closed: true });
     assert.equal(asked.question.closes, 1);
+  });
+
+  describe('a rung whose send fails', () => {
+    const RUNG: EscalationRung = { afterSeconds: 60, to: 'owner', via: 'push' };
+    /** A question whose one rung is due now, its sends meeting these faults, tried again a second apart. */
+    const failing = (name: string, options: QuestionOptions) =>
+      ask(name, Date.now() - RUNG.afterSeconds * 1000, [RUNG], { retrySeconds: [1, 1], ...options });
+
+    it('is tried again on the schedule, its claim kept, until it goes (a throw past its retries, a push service down)', async () => {
+      const asked = await failing('retried', { faults: ['throw', 'failed'] });
+      await waitUntil('the rung sent', () => asked.question.sends.length > 0, {
+        seen: () => asked.question.attempts,
+      });
+      await asked.answer();
+      const result = await asked.handle.result();
+      assert.deepEqual(result, { rungsSent: [0], snoozesSent: 0, closed: true });
+      assert.equal(asked.question.attempts, 3);
+      const key = interactionClaimKeys.rung(asked.ref.interactionId, 0);
+      assert.deepEqual(standIns.claim(key)?.result, 'delivered');
+      assert.ok(!standIns.released.includes(key), 'the claim was never let go');
+    });
+
+    it('is settled as given up once its schedule is spent, or at once when refused for good; never let go', async () => {
+      const spent = await failing('spent', { faults: ['failed', 'throw', 'failed', 'failed'] });
+      const refused = await failing('refused', { faults: ['refused', 'failed'] });
+      for (const asked of [spent, refused]) {
+        const key = interactionClaimKeys.rung(asked.ref.interactionId, 0);
+        await waitUntil('the rung settled', () => standIns.claim(key)?.delivered === true, {
+          seen: () => standIns.claim(key),
+        });
+        assert.equal(standIns.claim(key)?.result, 'gave_up');
+        assert.ok(!standIns.released.includes(key), 'the claim was never let go');
+        await asked.answer();
+        assert.deepEqual(await asked.handle.result(), { rungsSent: [], snoozesSent: 0, closed: true });
+      }
+      assert.equal(spent.question.attempts, 3, 'the first try and one per wait of the schedule');
+      assert.equal(refused.question.attempts, 1);
+    });
+
+    it('an attempt held by the breaker does not spend the schedule', async () => {
+      const asked = await failing('held', { faults: ['held', 'failed', 'held', 'failed'] });
+      await waitUntil('the rung sent', () => asked.question.sends.length > 0, {
+        seen: () => asked.question.attempts,
+      });
+      await asked.answer();
+      assert.deepEqual((await asked.handle.result()).rungsSent, [0]);
+      assert.equal(asked.question.attempts, 5, 'two holds and the two waits of its schedule, then sent');
+    });
+
+    it('a retry still waiting when the answer comes is settled as closed, never sent', async () => {
+      const asked = await failing('answered', { faults: ['failed'], retrySeconds: [3600] });
+      await waitUntil('the first try', () => asked.question.attempts > 0);
+      const key = interactionClaimKeys.rung(asked.ref.interactionId, 0);
+      await asked.answer();
+      assert.deepEqual(await asked.handle.result(), { rungsSent: [], snoozesSent: 0, closed: true });
+      assert.equal(asked.question.attempts, 1);
+      assert.equal(standIns.claim(key)?.result, 'closed');
+      assert.deepEqual(await scheduledAfterAnswer(asked.handle), []);
+    });
   });
 });

@@ -3,8 +3,9 @@
 // that closes it on every device it reached. The answer arrives as a signal (with start: it may be the first to
 // come) and is checked before every send, so an answer that lands at a rung's instant never produces that rung;
 // the activities check the store again before they send. Each send has its own claim: exactly once across worker
-// crashes, a replay, and a second execution the sweep starts.
-import { condition, proxyActivities, setHandler } from '@temporalio/workflow';
+// crashes, a replay, and a second execution the sweep starts. A rung or snooze that fails is tried again on the
+// callbacks' schedule while the question is open, its claim kept, and settled as given up when the schedule ends.
+import { condition, patched, proxyActivities, setHandler } from '@temporalio/workflow';
 import type { Activities, FollowUpResult } from '../contract/activities';
 import {
   CALLBACK_RETRY_JITTER,
@@ -15,7 +16,12 @@ import {
   type InteractionResult,
   type InteractionSnooze,
 } from '../contract/workflows';
-import { callbackWaitSeconds, jitteredWaitSeconds } from '../domain/callback';
+import {
+  callbackScheduleSpanSeconds,
+  callbackWaitSeconds,
+  heldWaitSeconds,
+  jitteredWaitSeconds,
+} from '../domain/callback';
 import {
   interactionClaimKeys,
   rungsInOrder,
@@ -45,10 +51,31 @@ const sends = proxyActivities<Activities>({
  */
 const LINGER_MS = 10 * 60_000;
 
+/**
+ * Marks histories in which a rung or snooze that failed (or threw past its retries) keeps its claim and is tried
+ * again on the callbacks' schedule while the question is open (an attempt the worker held does not spend it), then
+ * settles as `gave_up`; one still waiting when the answer comes settles as `closed`. Before, its claim was released
+ * and nothing tried it again: a push service or store outage outlasting the send's retries lost the rung.
+ */
+export const FOLLOW_UPS_RETRIED_PATCH = 'interaction-sends-retried-until-settled';
+
+/** Where a send stands in its schedule: the attempts it spent, the holds it waited, when it first fell due. */
+interface Tries {
+  attempt: number;
+  holds: number;
+  firstAtMs: number;
+  /** Its claim is kept while it waits to be tried again (to settle if the answer comes first). */
+  claimKept: boolean;
+}
+
 /** Something the workflow sends when its time comes. */
-type Due =
-  | { what: 'rung'; atMs: number; index: number; rung: EscalationRung; attempt: number }
-  | { what: 'snooze'; atMs: number; snooze: InteractionSnooze };
+type Due = Tries &
+  (
+    | { what: 'rung'; atMs: number; index: number; rung: EscalationRung }
+    | { what: 'snooze'; atMs: number; snooze: InteractionSnooze }
+  );
+
+const firstTry = (atMs: number): Tries => ({ attempt: 0, holds: 0, firstAtMs: atMs, claimKept: false });
 
 export async function interactionWorkflow(ref: InteractionRef): Promise<InteractionResult> {
   let answer: InteractionAnswer | undefined;
@@ -60,7 +87,8 @@ export async function interactionWorkflow(ref: InteractionRef): Promise<Interact
   setHandler(interactionSnoozedSignal, (snooze) => {
     if (snoozeIds.has(snooze.snoozeId) || snoozeIds.size >= SNOOZES_PER_INTERACTION) return;
     snoozeIds.add(snooze.snoozeId);
-    queue.push({ what: 'snooze', atMs: Date.parse(snooze.at) + SNOOZE_SECONDS * 1000, snooze });
+    const atMs = Date.parse(snooze.at) + SNOOZE_SECONDS * 1000;
+    queue.push({ what: 'snooze', atMs, snooze, ...firstTry(atMs) });
   });
   const me = holder();
   const result: InteractionResult = { rungsSent: [], snoozesSent: 0, closed: false };
@@ -83,11 +111,66 @@ export async function interactionWorkflow(ref: InteractionRef): Promise<Interact
     return sent;
   }
 
+  /** When a send that failed goes again (undefined: never), by the schedule's rules for callbacks. */
+  function retryOf(next: Due, sent: FollowUpResult | undefined): Due | undefined {
+    const retry = sent ? sent.retry : {}; // a throw is tried again; a refusal for good is not
+    if (!retry) return undefined;
+    const now = Date.now();
+    const span = callbackScheduleSpanSeconds(webhookWaits, CALLBACK_RETRY_JITTER) * 1000;
+    if (retry.held && now < next.firstAtMs + span) {
+      const atMs = now + heldWaitSeconds(retry.afterSeconds, next.holds) * 1000;
+      return { ...next, atMs, holds: next.holds + 1, claimKept: true };
+    }
+    if (next.attempt >= webhookWaits.length) return undefined;
+    const scheduled = jitteredWaitSeconds(webhookWaits[next.attempt], CALLBACK_RETRY_JITTER, Math.random());
+    const atMs = now + callbackWaitSeconds(scheduled, retry.afterSeconds, true) * 1000;
+    return { ...next, atMs, attempt: next.attempt + 1, claimKept: true };
+  }
+
+  /** A rung or a snooze under its claim; one that fails is queued again or settled (see the patch). */
+  async function followUp(
+    key: string,
+    next: Due,
+    send: () => Promise<FollowUpResult>,
+  ): Promise<FollowUpResult | undefined> {
+    if (!(await store.tryMark(key, me))) return undefined;
+    let sent: FollowUpResult | undefined;
+    try {
+      sent = await send();
+    } catch {
+      sent = undefined;
+    }
+    if (sent && sent.result !== 'failed') {
+      await store.markDelivered(key, me, sent.result);
+      return sent;
+    }
+    // Only a failed send reaches the patch check: histories without one replay unchanged.
+    if (!patched(FOLLOW_UPS_RETRIED_PATCH)) {
+      await store.unmark(key, me); // the sweep replays an answered close whose claim is absent
+      if (next.what === 'rung' && sent?.retry) {
+        const again = retryOf(next, { ...sent, retry: { afterSeconds: sent.retry.afterSeconds } });
+        if (again) queue.push({ ...again, claimKept: false });
+      }
+      return sent;
+    }
+    const again = retryOf(next, sent);
+    if (again) queue.push(again);
+    else await store.markDelivered(key, me, 'gave_up');
+    return sent;
+  }
+
+  const keyOf = (due: Due): string =>
+    due.what === 'snooze'
+      ? interactionClaimKeys.snooze(ref.interactionId, due.snooze.snoozeId)
+      : interactionClaimKeys.rung(ref.interactionId, due.index);
+
   const plan = await store.interactionPlan(ref, me);
   const webhookWaits = plan.webhookRetrySeconds;
   if (plan.open)
-    for (const { index, rung } of rungsInOrder(plan.rungs))
-      queue.push({ what: 'rung', atMs: plan.askedAtMs + rung.afterSeconds * 1000, index, rung, attempt: 0 });
+    for (const { index, rung } of rungsInOrder(plan.rungs)) {
+      const atMs = plan.askedAtMs + rung.afterSeconds * 1000;
+      queue.push({ what: 'rung', atMs, index, rung, ...firstTry(atMs) });
+    }
 
   while (answer === undefined) {
     if (!queue.length) {
@@ -104,20 +187,15 @@ export async function interactionWorkflow(ref: InteractionRef): Promise<Interact
     }
     queue.shift();
     if (next.what === 'snooze') {
-      const key = interactionClaimKeys.snooze(ref.interactionId, next.snooze.snoozeId);
-      const sent = await claimed(key, () => sends.sendSnoozed(ref, next.snooze));
+      const sent = await followUp(keyOf(next), next, () => sends.sendSnoozed(ref, next.snooze));
       if (sent?.result === 'delivered') result.snoozesSent++;
       continue;
     }
-    const key = interactionClaimKeys.rung(ref.interactionId, next.index);
-    const sent = await claimed(key, () => sends.sendRung(ref, next.index, next.rung));
+    const sent = await followUp(keyOf(next), next, () => sends.sendRung(ref, next.index, next.rung));
     if (sent?.result === 'delivered') result.rungsSent.push(next.index);
-    if (sent?.retry && next.attempt < webhookWaits.length) {
-      const scheduled = jitteredWaitSeconds(webhookWaits[next.attempt], CALLBACK_RETRY_JITTER, Math.random());
-      const waitSeconds = callbackWaitSeconds(scheduled, sent.retry.afterSeconds, true);
-      queue.push({ ...next, atMs: Date.now() + waitSeconds * 1000, attempt: next.attempt + 1 });
-    }
   }
+  // Sends still waiting for another try when the answer came are owed no more.
+  for (const due of queue) if (due.claimKept) await store.markDelivered(keyOf(due), me, 'closed');
   if (answer !== undefined) {
     const answered = answer;
     const key = interactionClaimKeys.answered(ref.interactionId);

@@ -42,15 +42,17 @@ export async function openQuestion(
   return outcome ? { run, interaction, outcome } : undefined;
 }
 
-/** How a send to devices went, in the follow-up's terms. */
+/** How a send to devices went, in the follow-up's terms: a transient failure is worth another try. */
 function followUpResult(sent: {
   delivered: number;
   alreadyDelivered: number;
   failed: number;
+  retryable: number;
 }): FollowUpResult {
   const delivered = sent.delivered + sent.alreadyDelivered;
   if (delivered > 0) return { result: 'delivered', delivered };
-  return { result: sent.failed > 0 ? 'failed' : 'not_addressable', delivered: 0 };
+  if (sent.failed === 0) return { result: 'not_addressable', delivered: 0 };
+  return { result: 'failed', delivered: 0, ...(sent.retryable > 0 ? { retry: {} } : {}) };
 }
 
 /** The `answered` push to every device the question, its rungs and its snoozes reached. */

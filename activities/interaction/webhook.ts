@@ -1,7 +1,7 @@
 // A `via: webhook` rung: one signed `interaction.escalated` event to the team policy's webhook URL, sent as a
 // callback attempt is (guard, deadline, pacing per receiver origin, breaker, the answer's classification), with
 // the rung's claim key as its webhook-id (the same on every attempt). The workflow tries a failed one again on
-// the callbacks' schedule.
+// the callbacks' schedule; an attempt the worker held back (the breaker open, no slot) does not spend it.
 import type { FollowUpResult } from '../../contract/activities';
 import { escalatedEvent, interactionClaimKeys, type EscalationRung } from '../../domain/interaction';
 import { sendSigned } from '../callback';
@@ -40,5 +40,7 @@ export async function postEscalation(
   if (outcome.result === 'delivered') return { result: 'delivered', delivered: 1 };
   if (outcome.result === 'stop') return { result: 'failed', delivered: 0 };
   const afterSeconds = outcome.retryAfterSeconds;
-  return { result: 'failed', delivered: 0, retry: afterSeconds === undefined ? {} : { afterSeconds } };
+  const held = outcome.result === 'retry' && outcome.held !== undefined;
+  const retry = { ...(afterSeconds === undefined ? {} : { afterSeconds }), ...(held ? { held } : {}) };
+  return { result: 'failed', delivered: 0, retry };
 }

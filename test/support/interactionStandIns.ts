@@ -1,7 +1,9 @@
 // Stand-ins for the activities interaction workflows call, keeping what the real ones keep: the claims (a key held
 // or delivered is refused to another holder), and the store's "answered" that a send re-reads before it goes (the
 // answer is stored before its signal, as runs/answer.ts does). Several questions share one worker: each send is
-// recorded on its own question, in order.
+// recorded on its own question, in order. A question may be given faults: its next sends fail the way a push
+// service or a receiver does (or throw, as a send does past its own retries while the store is away).
+import { ApplicationFailure } from '@temporalio/common';
 import type { Activities, FollowUpResult } from '../../contract/activities';
 import type { InteractionRef } from '../../contract/workflows';
 import type { EscalationRung } from '../../domain/interaction';
@@ -17,6 +19,16 @@ export const SEVEN_DAY_LADDER: EscalationRung[] = [
   { afterSeconds: 7 * DAY, to: 'team', via: 'push' },
 ];
 
+/** How a send goes wrong: throws, fails transiently, is held by the receiver's breaker, or is refused for good. */
+export type SendFault = 'throw' | 'failed' | 'held' | 'refused';
+
+export interface QuestionOptions {
+  /** The faults the next sends meet, in order; the sends after them go. */
+  faults?: SendFault[];
+  /** The schedule a failed send is tried again on (the plan's webhookRetrySeconds). */
+  retrySeconds?: number[];
+}
+
 export interface Question {
   askedAtMs: number;
   rungs: EscalationRung[];
@@ -25,12 +37,17 @@ export interface Question {
   /** The place of the answer's storing among the sends, once stored. */
   answeredSeq?: number;
   closes: number;
+  /** Every send tried, the failed ones too. */
+  attempts: number;
   /** Stores the answer (sends from now on find it closed); the caller then signals it. */
   storeAnswer(): void;
 }
 
 export class InteractionStandIns {
-  private readonly claims = new Map<string, { holder: string; delivered: boolean }>();
+  private readonly claims = new Map<string, { holder: string; delivered: boolean; result?: string }>();
+  /** Every claim let go (unmark), in order. */
+  readonly released: string[] = [];
+  private readonly retrySeconds = new Map<string, number[]>();
   private readonly questions = new Map<
     string,
     { question: Question; send(what: string): Promise<FollowUpResult> }
@@ -39,23 +56,42 @@ export class InteractionStandIns {
   /** `now`: the clock the sends are timed by (the time-skipping server's, or the wall's). */
   constructor(private readonly now: () => Promise<number>) {}
 
-  ask(interactionId: string, askedAtMs: number, rungs: EscalationRung[]): Question {
+  ask(
+    interactionId: string,
+    askedAtMs: number,
+    rungs: EscalationRung[],
+    options: QuestionOptions = {},
+  ): Question {
     let seq = 0;
+    const faults = [...(options.faults ?? [])];
+    this.retrySeconds.set(interactionId, options.retrySeconds ?? [5, 300]);
     const question: Question = {
       askedAtMs,
       rungs,
       sends: [],
       closes: 0,
+      attempts: 0,
       storeAnswer: () => void (question.answeredSeq ??= seq++),
     };
     const send = async (what: string): Promise<FollowUpResult> => {
       if (question.answeredSeq !== undefined) return { result: 'closed', delivered: 0 }; // the store's check
+      question.attempts++;
+      const fault = faults.shift();
+      if (fault === 'throw') throw ApplicationFailure.nonRetryable(`${what}: the store is away`);
+      if (fault === 'failed') return { result: 'failed', delivered: 0, retry: {} };
+      if (fault === 'held') return { result: 'failed', delivered: 0, retry: { held: true } };
+      if (fault === 'refused') return { result: 'failed', delivered: 0 };
       const place = seq++;
       question.sends.push({ what, atMs: await this.now(), seq: place });
       return { result: 'delivered', delivered: 1 };
     };
     this.questions.set(interactionId, { question, send });
     return question;
+  }
+
+  /** A claim as the stand-in store holds it. */
+  claim(key: string): { holder: string; delivered: boolean; result?: string } | undefined {
+    return this.claims.get(key);
   }
 
   private asked(ref: InteractionRef): { question: Question; send(what: string): Promise<FollowUpResult> } {
@@ -72,14 +108,18 @@ export class InteractionStandIns {
         this.claims.set(key, { holder, delivered: false });
         return true;
       },
-      markDelivered: async (key, holder) => {
-        this.claims.set(key, { holder, delivered: true });
+      markDelivered: async (key, holder, result) => {
+        this.claims.set(key, { holder, delivered: true, result });
         return true;
       },
-      unmark: async (key) => void this.claims.delete(key),
+      unmark: async (key) => {
+        this.released.push(key);
+        this.claims.delete(key);
+      },
       interactionPlan: async (ref) => {
         const { askedAtMs, rungs, answeredSeq } = this.asked(ref).question;
-        return { open: answeredSeq === undefined, askedAtMs, rungs, webhookRetrySeconds: [5, 300] };
+        const webhookRetrySeconds = this.retrySeconds.get(ref.interactionId)!;
+        return { open: answeredSeq === undefined, askedAtMs, rungs, webhookRetrySeconds };
       },
       sendRung: (ref, index) => this.asked(ref).send(`rung ${index}`),
       sendSnoozed: (ref, snooze) => this.asked(ref).send(`snooze ${snooze.snoozeId}`),

@@ -80,7 +80,7 @@ describe('run timeline', () => {
     );
   });
 
-  it('each settled rung: when, its 1-based place, via and to whom as its ladder says; one that reached nobody says so', () => {
+  it('each settled rung: when, its 1-based place, via and to whom as its ladder says; one not delivered says how it ended', () => {
     const ladder = [
       { to: ['carol', 'dave'], via: 'push' },
       { to: 'team' as const, via: 'webhook' },
@@ -90,6 +90,8 @@ describe('run timeline', () => {
         { interactionId: 'i1', index: 0, settledAt: at(5), result: 'delivered' },
         { interactionId: 'i1', index: 1, settledAt: at(7), result: 'not_addressable' },
         { interactionId: 'i2', index: 3, settledAt: at(30) },
+        { interactionId: 'i3', index: 0, settledAt: at(40), result: 'gave_up' },
+        { interactionId: 'i4', index: 0, settledAt: at(50), result: 'closed' },
       ],
       ladder,
     );
@@ -105,6 +107,22 @@ describe('run timeline', () => {
       },
       // The ladder changed since: the rung is still shown, without what it no longer knows.
       { at: iso(30), kind: 'rung', interactionId: 'i2', rung: 4 },
+      {
+        at: iso(40),
+        kind: 'rung',
+        interactionId: 'i3',
+        rung: 1,
+        via: 'push',
+        detail: 'to carol, dave: gave up: its sends failed',
+      },
+      {
+        at: iso(50),
+        kind: 'rung',
+        interactionId: 'i4',
+        rung: 1,
+        via: 'push',
+        detail: 'to carol, dave: not sent: answered first',
+      },
     ]);
   });
 });
