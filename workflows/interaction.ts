@@ -77,6 +77,26 @@ type Due = Tries &
 
 const firstTry = (atMs: number): Tries => ({ attempt: 0, holds: 0, firstAtMs: atMs, claimKept: false });
 
+/**
+ * When a send that failed goes again (undefined: never), by the callbacks' rules: a throw (`sent` undefined) or a
+ * transient failure spends one of the schedule's `waits`, an attempt the worker held waits within the schedule's
+ * span without spending one, and a refusal for good is never tried again.
+ */
+function retryOf(next: Due, sent: FollowUpResult | undefined, waits: number[]): Due | undefined {
+  const retry = sent ? sent.retry : {};
+  if (!retry) return undefined;
+  const now = Date.now();
+  const span = callbackScheduleSpanSeconds(waits, CALLBACK_RETRY_JITTER) * 1000;
+  if (retry.held && now < next.firstAtMs + span) {
+    const atMs = now + heldWaitSeconds(retry.afterSeconds, next.holds) * 1000;
+    return { ...next, atMs, holds: next.holds + 1, claimKept: true };
+  }
+  if (next.attempt >= waits.length) return undefined;
+  const scheduled = jitteredWaitSeconds(waits[next.attempt], CALLBACK_RETRY_JITTER, Math.random());
+  const atMs = now + callbackWaitSeconds(scheduled, retry.afterSeconds, true) * 1000;
+  return { ...next, atMs, attempt: next.attempt + 1, claimKept: true };
+}
+
 export async function interactionWorkflow(ref: InteractionRef): Promise<InteractionResult> {
   let answer: InteractionAnswer | undefined;
   const queue: Due[] = [];
@@ -111,22 +131,6 @@ export async function interactionWorkflow(ref: InteractionRef): Promise<Interact
     return sent;
   }
 
-  /** When a send that failed goes again (undefined: never), by the schedule's rules for callbacks. */
-  function retryOf(next: Due, sent: FollowUpResult | undefined): Due | undefined {
-    const retry = sent ? sent.retry : {}; // a throw is tried again; a refusal for good is not
-    if (!retry) return undefined;
-    const now = Date.now();
-    const span = callbackScheduleSpanSeconds(webhookWaits, CALLBACK_RETRY_JITTER) * 1000;
-    if (retry.held && now < next.firstAtMs + span) {
-      const atMs = now + heldWaitSeconds(retry.afterSeconds, next.holds) * 1000;
-      return { ...next, atMs, holds: next.holds + 1, claimKept: true };
-    }
-    if (next.attempt >= webhookWaits.length) return undefined;
-    const scheduled = jitteredWaitSeconds(webhookWaits[next.attempt], CALLBACK_RETRY_JITTER, Math.random());
-    const atMs = now + callbackWaitSeconds(scheduled, retry.afterSeconds, true) * 1000;
-    return { ...next, atMs, attempt: next.attempt + 1, claimKept: true };
-  }
-
   /** A rung or a snooze under its claim; one that fails is queued again or settled (see the patch). */
   async function followUp(
     key: string,
@@ -148,12 +152,16 @@ export async function interactionWorkflow(ref: InteractionRef): Promise<Interact
     if (!patched(FOLLOW_UPS_RETRIED_PATCH)) {
       await store.unmark(key, me); // the sweep replays an answered close whose claim is absent
       if (next.what === 'rung' && sent?.retry) {
-        const again = retryOf(next, { ...sent, retry: { afterSeconds: sent.retry.afterSeconds } });
+        const again = retryOf(
+          next,
+          { ...sent, retry: { afterSeconds: sent.retry.afterSeconds } },
+          webhookWaits,
+        );
         if (again) queue.push({ ...again, claimKept: false });
       }
       return sent;
     }
-    const again = retryOf(next, sent);
+    const again = retryOf(next, sent, webhookWaits);
     if (again) queue.push(again);
     else await store.markDelivered(key, me, 'gave_up');
     return sent;
