@@ -470,6 +470,8 @@ describe('deploy/: the Grafana dashboard and the Prometheus alert rules', functi
         'flow_notify_callbacks_given_up_total',
         'flow_notify_sweep_pass_seconds',
         'flow_notify_callback_breaker_open',
+        'flow_notify_pause_to_first_shown_seconds',
+        'flow_notify_pause_to_answer_seconds',
         'temporal_worker_task_slots_available',
       ])
         assert.ok(families.has(family), `${family} is on the dashboard or in a rule`);
