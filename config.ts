@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DEFAULT_CALLBACK_RETRY_SECONDS } from './domain/callback';
+import { STUDIO_URL_MAX_LENGTH } from './domain/declarativePush';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -339,7 +340,12 @@ export type VapidConfig = z.output<typeof vapidSection>;
 
 /** Where notifications go, and how long their records wait. STUDIO_URL's default is filled in from HOST and PORT. */
 const deliverySection = section({
-  studioUrl: ['STUDIO_URL', httpUrl.transform(withoutTrailingSlash)],
+  studioUrl: [
+    'STUDIO_URL',
+    httpUrl
+      .max(STUDIO_URL_MAX_LENGTH, `must be at most ${STUDIO_URL_MAX_LENGTH} characters`)
+      .transform(withoutTrailingSlash),
+  ],
   callbackAllowPrivate: ['CALLBACK_ALLOW_PRIVATE', flag],
   /**
    * After a rotation, how long callbacks carry the previous secret's signature beside the new one's. A week at

@@ -12,6 +12,12 @@ import type { PushPayload } from './push';
  */
 export const PUSH_PAYLOAD_MAX_BYTES = 3800;
 
+/**
+ * The longest STUDIO_URL: each push carries its run page's link in both forms and in each declarative action, and
+ * links are never cut, so an unbounded base could leave nothing of the budget for the title and body.
+ */
+export const STUDIO_URL_MAX_LENGTH = 200;
+
 /** The Push API's declarative push message (only the members we use). */
 export interface DeclarativePushMessage {
   web_push: 8030;
@@ -63,8 +69,7 @@ function cut(text: string, codePoints: number): string {
 /**
  * The wire form within PUSH_PAYLOAD_MAX_BYTES. What gives way, in order: the body (in both forms), then the title,
  * then the declarative actions (they only open the run page, which the notification itself opens). Tokens, links
- * and ids are never cut: without them the push does nothing. Whatever is left over that (an enormous STUDIO_URL) is
- * sent as it is, and a push service refuses it (413: `rejected`).
+ * and ids are never cut: without them the push does nothing (STUDIO_URL_MAX_LENGTH keeps them within the budget).
  */
 export function fitWirePayload(payload: PushPayload, maxBytes = PUSH_PAYLOAD_MAX_BYTES): WirePushPayload {
   let fitted = withDeclarativeForm(payload);

@@ -513,6 +513,11 @@ describe('config', () => {
     ['STUDIO_URL', { STUDIO_URL: 'ftp://x' }, 'STUDIO_URL must use http: or https:, got "ftp:"'],
     ['STUDIO_URL', { HOST: 'a b' }, 'STUDIO_URL is not a valid URL: "http://a b:8080"'],
     [
+      'STUDIO_URL',
+      { STUDIO_URL: `https://studio.example/${'p'.repeat(200)}` },
+      'STUDIO_URL must be at most 200 characters',
+    ],
+    [
       'CALLBACK_ALLOW_PRIVATE',
       { CALLBACK_ALLOW_PRIVATE: 'yes' },
       'CALLBACK_ALLOW_PRIVATE must be 0 or 1, got "yes"',

@@ -1,6 +1,11 @@
 // The wire form of a push: our payload with the Declarative Web Push form beside it, within its byte budget.
 import assert from 'node:assert/strict';
-import { fitWirePayload, PUSH_PAYLOAD_MAX_BYTES, withDeclarativeForm } from '../../domain/declarativePush';
+import {
+  fitWirePayload,
+  PUSH_PAYLOAD_MAX_BYTES,
+  STUDIO_URL_MAX_LENGTH,
+  withDeclarativeForm,
+} from '../../domain/declarativePush';
 import type { PushPayload } from '../../domain/push';
 
 const base: PushPayload = {
@@ -74,5 +79,25 @@ describe('declarative web push form', () => {
     const wire = fitWirePayload({ ...base, url: `https://studio.example/${'p'.repeat(600)}` }, 1800);
     assert.equal(wire.notification.actions, undefined);
     assert.deepEqual(wire.actions, base.actions);
+  });
+
+  it('with the longest STUDIO_URL and three choices, the largest question still fits with its declarative actions', () => {
+    const studio = `https://${'s'.repeat(STUDIO_URL_MAX_LENGTH - 'https://'.length)}`;
+    const runId = `run_${'r'.repeat(24)}`;
+    const episodeId = `${runId}:input:int_${'i'.repeat(24)}`;
+    const escaped = '\u0001'; // six bytes in JSON: the worst a character costs
+    const wire = fitWirePayload({
+      ...base,
+      title: escaped.repeat(200),
+      body: escaped.repeat(2000),
+      url: `${studio}/runs/${runId}`,
+      tag: episodeId,
+      runId,
+      episodeId,
+      actions: [1, 2, 3].map((n) => ({ action: `c${n}`, title: escaped.repeat(40), token: 't'.repeat(43) })),
+    });
+    assert.ok(bytes(wire) <= PUSH_PAYLOAD_MAX_BYTES, `${bytes(wire)} bytes`);
+    assert.equal(wire.notification.actions?.length, 3, 'the declarative actions kept');
+    assert.ok(wire.title.length > 0);
   });
 });
