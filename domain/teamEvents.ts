@@ -87,9 +87,11 @@ export const teamEventBody = (
   data: event.data,
 });
 
+export const ENDPOINT_CLAIM_PREFIX = 'ep|';
+
 /** The claim of one event's delivery to one endpoint: each endpoint gets each event once in effect. */
 export const endpointDeliveryKey = (eventId: string, endpointId: string): string =>
-  `ep|${eventId}|${endpointId}`;
+  `${ENDPOINT_CLAIM_PREFIX}${eventId}|${endpointId}`;
 
 const runOf = (outcome: RunOutcome): TeamEventRun => ({
   id: outcome.runId,

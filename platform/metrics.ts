@@ -3,9 +3,11 @@
 // classes), never from a run, an episode or a user: a series per run would grow without bound.
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { HEALTH_ALERT_KINDS } from '../domain/health';
+import { INTERACTION_CLAIM_PREFIXES } from '../domain/interaction';
 import { OPERATOR_ALERT_KINDS } from '../domain/ops';
 import { claimFamily, OUTCOME_KINDS } from '../domain/outcome';
 import { PUSH_RESULTS } from '../domain/push';
+import { ENDPOINT_CLAIM_PREFIX } from '../domain/teamEvents';
 
 export type Emitter = 'api' | 'runner' | 'sweep';
 
@@ -14,6 +16,13 @@ const bounded = (value: string, known: readonly string[]): string =>
   known.includes(value) ? value : 'other';
 
 const HEALTH_KINDS: readonly string[] = HEALTH_ALERT_KINDS;
+
+/** The family a claim's takeover counts under: an outcome's three, an interaction's sends, a team endpoint's events. */
+export function takeoverFamily(key: string): string {
+  if (INTERACTION_CLAIM_PREFIXES.some((prefix) => key.startsWith(prefix))) return 'interaction';
+  if (key.startsWith(ENDPOINT_CLAIM_PREFIX)) return 'endpoint';
+  return claimFamily(key);
+}
 
 /** 2xx, 4xx, ...; "none" when no HTTP answer came (network, deadline, guard). */
 export function statusClass(status: number | undefined): string {
@@ -174,7 +183,7 @@ function createOperatorMetrics(registers: Registers) {
       if (result === 'sent' && HEALTH_KINDS.includes(kind)) healthAlerts.inc({ kind });
     },
     claimTakeover(key: string): void {
-      claimTakeovers.inc({ family: claimFamily(key) });
+      claimTakeovers.inc({ family: takeoverFamily(key) });
     },
   };
 }

@@ -21,7 +21,7 @@ import {
   workflowTypes,
 } from '../../contract/workflows';
 import { claimFamily } from '../../domain/outcome';
-import { createMetrics, statusClass } from '../../platform/metrics';
+import { createMetrics, statusClass, takeoverFamily } from '../../platform/metrics';
 
 /** A destination that keeps what was written; `isTTY` as a terminal (or not) would say. */
 function capture(isTTY: boolean): Writable & { isTTY: boolean; text(): string } {
@@ -239,6 +239,18 @@ describe('observability', () => {
       'callback',
       'ops',
     ]);
+    assert.deepEqual(
+      [
+        'run_1:end',
+        'digest|digest|acme|bob|a1b2c3d4.0',
+        'rung|int_1|0',
+        'answered|int_1',
+        'snooze|int_1|s1',
+        'ep|ev:run_1:run.finished|ep_1',
+        'cb|run_1:end',
+      ].map(takeoverFamily),
+      ['push', 'push', 'interaction', 'interaction', 'interaction', 'endpoint', 'callback'],
+    );
     const metrics = createMetrics(new Registry(), { processMetrics: false });
     metrics.pushSent('delivered');
     metrics.pushSent('run_1 something unbounded');
