@@ -72,10 +72,10 @@ function endpointSchedule(config: Config) {
   };
 }
 
-export function createActivities(deps: ActivityDeps): Activities {
-  const now = deps.now ?? (() => new Date());
+/** What the push activities and an interaction's pushes share: the stores, the sender, the digests. */
+function pushDepsOf(deps: ActivityDeps, now: () => Date): PushActivityDeps {
   const { stores, config, metrics, log } = deps;
-  const push: PushActivityDeps = {
+  return {
     ...stores,
     sender: deps.pushSender,
     metrics,
@@ -102,6 +102,12 @@ export function createActivities(deps: ActivityDeps): Activities {
     now,
     log,
   };
+}
+
+export function createActivities(deps: ActivityDeps): Activities {
+  const now = deps.now ?? (() => new Date());
+  const { stores, config, metrics, log } = deps;
+  const push = pushDepsOf(deps, now);
   return {
     ...createEpisodeActivities({ episodes: stores.episodes, now }),
     ...createClaimActivities({ claims: stores.claims }),
