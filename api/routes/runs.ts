@@ -50,14 +50,14 @@ export function runsRouter(deps: RunsRouterDeps) {
   const router: RunsRoutes = new Router<AuthState>({ prefix: '/api/v1/runs' });
   const rateLimit = rateLimiter(deps.rateLimits, deps.now);
   addLaunchAndReads(router, deps, rateLimit);
+  addDecisionErrors(router, deps, rateLimit);
   addTransitions(router, deps);
   return router;
 }
 
-/** Launch, the reads, and a router's decision errors. */
+/** Launch and the reads. */
 function addLaunchAndReads(router: RunsRoutes, deps: RunsRouterDeps, rateLimit: RateLimiter): void {
   const { runsService } = deps;
-  const loadRun = runLoader(runsService);
   const create = validate({
     summary: 'starts a run; a callback secret made here is shown this once',
     body: createRunBody,
@@ -143,7 +143,11 @@ function addLaunchAndReads(router: RunsRoutes, deps: RunsRouterDeps, rateLimit: 
     const { _id: _runId, ...rest } = health;
     ctx.body = rest;
   });
+}
 
+/** A router's decision errors: one operator alert per decision, bounded per run and per team. */
+function addDecisionErrors(router: RunsRoutes, deps: RunsRouterDeps, rateLimit: RateLimiter): void {
+  const loadRun = runLoader(deps.runsService);
   const routeDecisionError = validate({
     summary: 'reports a router decision error: one operator alert per decision',
     params: runParams,
