@@ -1,7 +1,7 @@
 // endpoints: the systems a team registered to hear about its runs, each subscribed to event types. A team holds at
 // most ENDPOINTS_PER_TEAM of them: endpoint_slots, beside it, holds the cap (store/slots.ts: no compare-and-swap
 // needed, a burst of creates admits up to the cap and never more).
-import type { Db, Filter } from 'mongodb';
+import type { Db, Filter, UpdateFilter } from 'mongodb';
 import type { SubscribableEventType } from '../../domain/teamEvents';
 import type { IndexSpec } from '../mongo';
 import { takeSlot, type SlotRow } from '../slots';
@@ -58,6 +58,22 @@ export type EndpointChange = Partial<Pick<EndpointRow, 'url' | 'eventTypes' | 'd
 };
 
 export type EndpointStore = ReturnType<typeof createEndpointStore>;
+
+/** The update a change makes: null fields removed, the rest set; a disable or enable says why and what resets. */
+function changeUpdate(change: EndpointChange, now: Date): UpdateFilter<EndpointRow> {
+  const unset: Partial<Record<keyof EndpointRow, ''>> = {};
+  const set: Partial<EndpointRow> = { updatedAt: now };
+  for (const [field, value] of Object.entries(change) as [keyof EndpointChange, unknown][]) {
+    if (value === null) unset[field] = '';
+    else if (value !== undefined) Object.assign(set, { [field]: value });
+  }
+  if (change.disabled !== undefined) {
+    // Enabled again: the failure streak starts over, so it is not disabled again on its next failure.
+    if (change.disabled) set.disabledReason = 'manual';
+    else Object.assign(unset, { disabledReason: '', failingSince: '' });
+  }
+  return { $set: set, ...(Object.keys(unset).length ? { $unset: unset } : {}) };
+}
 
 export function createEndpointStore(db: Db) {
   const rows = db.collection<EndpointRow>('endpoints');
@@ -125,21 +141,7 @@ export function createEndpointStore(db: Db) {
     async update(teamId: string, id: string, change: EndpointChange, now: Date) {
       const row = await get(teamId, id);
       if (!row) return undefined;
-      const unset: Partial<Record<keyof EndpointRow, ''>> = {};
-      const set: Partial<EndpointRow> = { updatedAt: now };
-      for (const [field, value] of Object.entries(change) as [keyof EndpointChange, unknown][]) {
-        if (value === null) unset[field] = '';
-        else if (value !== undefined) Object.assign(set, { [field]: value });
-      }
-      if (change.disabled !== undefined) {
-        // Enabled again: the failure streak starts over, so it is not disabled again on its next failure.
-        if (change.disabled) set.disabledReason = 'manual';
-        else Object.assign(unset, { disabledReason: '', failingSince: '' });
-      }
-      await rows.updateOne(
-        { _id: id },
-        { $set: set, ...(Object.keys(unset).length ? { $unset: unset } : {}) },
-      );
+      await rows.updateOne({ _id: id }, changeUpdate(change, now));
       return (await rows.findOne({ _id: id })) ?? undefined;
     },
 
