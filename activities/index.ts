@@ -147,6 +147,7 @@ export function createActivities(deps: ActivityDeps): Activities {
       endpointAttempts: stores.endpointAttempts,
       rateLimits: stores.rateLimits,
       interactions: stores.interactions,
+      claims: stores.claims,
       studioUrl: config.studioUrl,
       ...callbackSendSettings(config),
       lookup: deps.callbackLookup,

@@ -13,12 +13,20 @@ import {
 } from '../../domain/teamEvents';
 import type { Signing } from '../../delivery/callback/send';
 import type { CallbackAttemptStore } from '../../store/callback/attempts';
+import type { ClaimStore } from '../../store/claims';
 import type { EndpointRow, EndpointStore } from '../../store/endpoint/endpoints';
 import type { TeamEventRow, TeamEventStore } from '../../store/endpoint/teamEvents';
 import type { InteractionStore } from '../../store/interactions';
 import type { RateLimitStore } from '../../store/rateLimits';
 import type { RunStore } from '../../store/runs';
-import { logAttempt, sendSigned, type AttemptResult, type CallbackDeps } from '../callback';
+import { withDeadline } from '../../platform/deadline';
+import {
+  logAttempt,
+  RECORD_DEADLINE_MS,
+  sendSigned,
+  type AttemptResult,
+  type CallbackDeps,
+} from '../callback';
 
 export interface EndpointDeps extends Omit<CallbackDeps, 'runs' | 'callbackAttempts' | 'metrics'> {
   runs: RunStore;
@@ -29,6 +37,8 @@ export interface EndpointDeps extends Omit<CallbackDeps, 'runs' | 'callbackAttem
   rateLimits: RateLimitStore;
   /** Where a Slack message's input request finds its prompt. */
   interactions: Pick<InteractionStore, 'get'>;
+  /** The deliveries' claims: one settled delivered is known delivered even when its attempt row was lost. */
+  claims: Pick<ClaimStore, 'describe'>;
   /** The studio a Slack message links its run in (as the pushes do). */
   studioUrl: string;
   /** The callback family's schedule, which every delivery follows. */
@@ -151,7 +161,15 @@ function endpointAttempter(deps: EndpointDeps) {
     });
     const logged = { episodeId: endpointDeliveryKey(eventId, endpointId), runId: event.runId, endpointId };
     await logAttempt({ log: deps.log }, deps.endpointAttempts, logged, attempt, place);
-    await noteOutcome(endpoint, event.runId, attempt);
+    // Sent: a failing or slow store must not fail the activity now, or its retry would send the event again. The
+    // streak is caught up by the endpoint's next attempt.
+    const notNoted = (why: string) =>
+      deps.log?.(`endpoint ${endpointId}: the outcome of event ${eventId} not noted: ${why}`);
+    await withDeadline(
+      noteOutcome(endpoint, event.runId, attempt).catch((err: unknown) => notNoted(String(err))),
+      RECORD_DEADLINE_MS,
+      () => notNoted(`no answer from the store within ${RECORD_DEADLINE_MS} ms`),
+    );
     return attempt.outcome;
   }
 
@@ -189,7 +207,8 @@ export function createEndpointActivities(deps: EndpointDeps) {
 
     /**
      * The events of the window it subscribes to (as it is now), from after its creation, whose last attempt did not
-     * deliver (or that it never got, disabled at the time): what a recover sends again.
+     * deliver and whose claim is not settled delivered (or that it never got, disabled at the time): what a recover
+     * sends again.
      */
     async endpointMissedEvents(input: EndpointRecoverInput): Promise<string[]> {
       const endpoint = await deps.endpoints.get(input.teamId, input.endpointId);
@@ -205,11 +224,13 @@ export function createEndpointActivities(deps: EndpointDeps) {
         if (missed.length >= input.maxSends) break;
         if (!endpoint.eventTypes.includes(event.type)) continue;
         if (new Date(event.occurredAt).getTime() < endpoint.createdAt.getTime()) continue;
-        const [last] = await deps.endpointAttempts.listForEpisode(
-          endpointDeliveryKey(event._id, endpoint._id),
-          1,
-        );
-        if (last?.result !== 'delivered') missed.push(event._id);
+        const key = endpointDeliveryKey(event._id, endpoint._id);
+        const [last] = await deps.endpointAttempts.listForEpisode(key, 1);
+        if (last?.result === 'delivered') continue;
+        // The row is written best effort (a store restarting as the receiver answers loses it); the claim is not.
+        const claim = await deps.claims.describe(key);
+        if (claim.state === 'delivered' && claim.result === 'delivered') continue;
+        missed.push(event._id);
       }
       return missed;
     },
