@@ -14,14 +14,15 @@ import {
   type Workflows,
 } from '../contract/workflows';
 import type { RunOutcome } from '../domain/outcome';
-import { teamPriority } from './priority';
+import { PRIORITY_KEYS, teamPriority } from './priority';
 import { startUnlessRunning } from './startUnlessRunning';
 
 const startOptions = (taskQueue: string, ref: InteractionRef) => ({
   workflowId: interactionWorkflowId(ref.interactionId),
   taskQueue,
   args: [ref] as [InteractionRef],
-  priority: teamPriority(ref.teamId),
+  // A person waits on its ladder, as on its pause's episode.
+  priority: teamPriority(ref.teamId, PRIORITY_KEYS.humanInput),
   typedSearchAttributes: new TypedSearchAttributes(runAttributes(ref.runId, ref.teamId)),
 });
 

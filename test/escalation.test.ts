@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { Webhook } from 'standardwebhooks';
-import { teamEventWorkflowId } from '../contract/workflows';
+import { interactionWorkflowId, teamEventWorkflowId } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
 import type { TeamEventBody } from '../domain/teamEvents';
 import type { PushPayload } from '../domain/push';
@@ -116,6 +116,11 @@ describe('escalation', function () {
 
   it(`${PAUSES} pauses nobody answers: each escalated to the rung's person exactly once, never before its time`, async () => {
     const paused = await pauses([{ afterSeconds: RUNG_SECONDS, to: ['carol'], via: 'push' }]);
+    // A person waits on each: its ladder goes ahead of what only reports, as its pause's episode does.
+    const { priority } = await stack.client.workflow
+      .getHandle(interactionWorkflowId(paused[0].interactionId))
+      .describe();
+    assert.deepEqual(priority, { priorityKey: 1, fairnessKey: 'acme', fairnessWeight: 0 });
     await waitUntil(
       'every rung sent',
       async () =>
