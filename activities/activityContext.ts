@@ -9,3 +9,22 @@ export function activityContext(): Context | undefined {
     return undefined;
   }
 }
+
+/** How often a kept-alive activity heartbeats: well within the heartbeat timeout its workflow sets. */
+const KEEP_ALIVE_EVERY_MS = 2000;
+
+/**
+ * Runs `work` heartbeating on a timer, so a worker that dies mid-activity (SIGKILL, OOM, lost host) is noticed
+ * within the heartbeat timeout instead of the start-to-close timeout. Its own deadlines bound each step of the
+ * work; this only says the worker is alive. Outside an activity, just the work.
+ */
+export async function keptAlive<T>(work: () => Promise<T>): Promise<T> {
+  const context = activityContext();
+  if (!context) return work();
+  const timer = setInterval(() => context.heartbeat(), KEEP_ALIVE_EVERY_MS);
+  try {
+    return await work();
+  } finally {
+    clearInterval(timer);
+  }
+}

@@ -33,9 +33,14 @@ import { holder, localStoreCalls } from './common';
 
 const store = localStoreCalls;
 
-/** A push to a handful of devices, or one webhook POST: the activity's own deadlines bound each send. */
+/**
+ * A push to a handful of devices, or one webhook POST: the activity's own deadlines bound each send. It heartbeats
+ * while it runs, so one on a worker that died is tried again within seconds, not after its two minutes. (Replay
+ * compares an activity's type and id, not its timeouts: histories recorded without it replay unchanged.)
+ */
 const sends = proxyActivities<Activities>({
   startToCloseTimeout: '2 minutes',
+  heartbeatTimeout: '10 seconds',
   retry: {
     initialInterval: '2 seconds',
     backoffCoefficient: 2,

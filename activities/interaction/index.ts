@@ -4,6 +4,7 @@
 import type { FollowUpResult, InteractionPlan } from '../../contract/activities';
 import type { InteractionAnswer, InteractionRef, InteractionSnooze } from '../../contract/workflows';
 import { interactionClaimKeys, type EscalationRung } from '../../domain/interaction';
+import { keptAlive } from '../activityContext';
 import type { InteractionActivityDeps, InteractionEvent } from './interactionActivityDeps';
 import { closeAnswered, openQuestion, pushFollowUp, rungRecipients } from './pushes';
 import { postEscalation } from './webhook';
@@ -29,43 +30,51 @@ export function createInteractionActivities(deps: InteractionActivityDeps) {
       return { ...none, open: true, askedAtMs: open.interaction.createdAt.getTime(), rungs: policy.rungs };
     },
 
-    async closeAnswered(ref: InteractionRef, answer: InteractionAnswer): Promise<FollowUpResult> {
-      const closed = await closeAnswered(deps.push, ref, answer);
-      if (closed.result !== 'closed')
-        await announce({
-          type: 'interaction.answered',
-          ...ref,
-          answeredBy: answer.answeredBy,
-          at: new Date(answer.at),
-        });
-      return closed;
-    },
+    closeAnswered: (ref: InteractionRef, answer: InteractionAnswer): Promise<FollowUpResult> =>
+      keptAlive(async () => {
+        const closed = await closeAnswered(deps.push, ref, answer);
+        if (closed.result !== 'closed')
+          await announce({
+            type: 'interaction.answered',
+            ...ref,
+            answeredBy: answer.answeredBy,
+            at: new Date(answer.at),
+          });
+        return closed;
+      }),
 
-    async sendRung(ref: InteractionRef, index: number, rung: EscalationRung): Promise<FollowUpResult> {
-      const activityStarted = Date.now();
-      const open = await openQuestion(deps.push, ref);
-      if (!open) return { result: 'closed', delivered: 0 };
-      const sent =
-        rung.via === 'webhook'
-          ? await postEscalation(deps, open, index, rung, activityStarted)
-          : await pushFollowUp(deps.push, open, await rungRecipients(deps.push, open, rung), `rung:${index}`);
-      if (sent.result === 'delivered')
-        await announce({
-          type: 'interaction.escalated',
-          ...ref,
-          rung: index,
-          to: rung.to,
-          via: rung.via,
-          reached: sent.delivered,
-          at: deps.push.now(),
-        });
-      return sent;
-    },
+    sendRung: (ref: InteractionRef, index: number, rung: EscalationRung): Promise<FollowUpResult> =>
+      keptAlive(async () => {
+        const activityStarted = Date.now();
+        const open = await openQuestion(deps.push, ref);
+        if (!open) return { result: 'closed', delivered: 0 };
+        const sent =
+          rung.via === 'webhook'
+            ? await postEscalation(deps, open, index, rung, activityStarted)
+            : await pushFollowUp(
+                deps.push,
+                open,
+                await rungRecipients(deps.push, open, rung),
+                `rung:${index}`,
+              );
+        if (sent.result === 'delivered')
+          await announce({
+            type: 'interaction.escalated',
+            ...ref,
+            rung: index,
+            to: rung.to,
+            via: rung.via,
+            reached: sent.delivered,
+            at: deps.push.now(),
+          });
+        return sent;
+      }),
 
-    async sendSnoozed(ref: InteractionRef, snooze: InteractionSnooze): Promise<FollowUpResult> {
-      const open = await openQuestion(deps.push, ref);
-      if (!open) return { result: 'closed', delivered: 0 };
-      return pushFollowUp(deps.push, open, [snooze.userId], `snooze:${snooze.snoozeId}`);
-    },
+    sendSnoozed: (ref: InteractionRef, snooze: InteractionSnooze): Promise<FollowUpResult> =>
+      keptAlive(async () => {
+        const open = await openQuestion(deps.push, ref);
+        if (!open) return { result: 'closed', delivered: 0 };
+        return pushFollowUp(deps.push, open, [snooze.userId], `snooze:${snooze.snoozeId}`);
+      }),
   };
 }
