@@ -9,7 +9,7 @@
 // Rows expire by TTL where the server has it; the sweep's reaper removes them where it has not (FerretDB v1): a
 // window row once its newest hit has left the window, a hit row once its own hit has.
 import { randomBytes } from 'node:crypto';
-import type { AnyBulkWriteOperation, Db } from 'mongodb';
+import type { AnyBulkWriteOperation, Collection, Db } from 'mongodb';
 import { duplicatePositions, type IndexSpec } from './mongo';
 
 /** One window row per key: `window|<key>`. */
@@ -177,6 +177,49 @@ function countHit(
   };
 }
 
+/**
+ * Counts the round's hits in one command: the positions whose write lost (read them again), any other failure
+ * thrown. With a hit id, each count is followed by its hit row, in order, so a hit row exists only where its
+ * count was written. A server may stop at the first write that loses, and FerretDB then names the wrong one, so
+ * a failure sends every key of the round back to be read again: one whose hit row is there was counted.
+ */
+async function writeCounts(
+  rows: Collection<RateLimitRow>,
+  writes: { key: string; view: WindowView }[],
+  rule: RateLimit,
+  now: Date,
+  hitId?: string,
+): Promise<Set<number>> {
+  if (!writes.length) return new Set();
+  const ops = writes.flatMap(({ key, view }): AnyBulkWriteOperation<RateLimitRow>[] => {
+    const count = countHit(windowId(key), view, rule, now);
+    if (hitId === undefined) return [count];
+    const hitRow = {
+      window: windowId(key),
+      bucket: view.head,
+      expiresAt: new Date(now.getTime() + windowMs(rule)),
+    };
+    // A copy of this hit racing this one wrote its row first: both counted (stricter), one row.
+    return [
+      count,
+      {
+        updateOne: {
+          filter: { _id: hitRowId(key, hitId) },
+          update: { $setOnInsert: hitRow },
+          upsert: true,
+        },
+      },
+    ];
+  });
+  try {
+    await rows.bulkWrite(ops, { ordered: hitId !== undefined });
+    return new Set();
+  } catch (err) {
+    const lost = duplicatePositions(err);
+    return hitId === undefined ? lost : new Set(writes.keys());
+  }
+}
+
 export type RateLimitStore = ReturnType<typeof createRateLimitStore>;
 
 export function createRateLimitStore(db: Db) {
@@ -190,48 +233,6 @@ export function createRateLimitStore(db: Db) {
       { _id: window, [countField(bucket)]: { $gt: 0 } },
       { $inc: { total: -1, [countField(bucket)]: -1 }, $set: { token: newToken() } },
     );
-  }
-
-  /**
-   * Counts the round's hits in one command: the positions whose write lost (read them again), any other failure
-   * thrown. With a hit id, each count is followed by its hit row, in order, so a hit row exists only where its
-   * count was written. A server may stop at the first write that loses, and FerretDB then names the wrong one, so
-   * a failure sends every key of the round back to be read again: one whose hit row is there was counted.
-   */
-  async function write(
-    writes: { key: string; view: WindowView }[],
-    rule: RateLimit,
-    now: Date,
-    hitId?: string,
-  ): Promise<Set<number>> {
-    if (!writes.length) return new Set();
-    const ops = writes.flatMap(({ key, view }): AnyBulkWriteOperation<RateLimitRow>[] => {
-      const count = countHit(windowId(key), view, rule, now);
-      if (hitId === undefined) return [count];
-      const hitRow = {
-        window: windowId(key),
-        bucket: view.head,
-        expiresAt: new Date(now.getTime() + windowMs(rule)),
-      };
-      // A copy of this hit racing this one wrote its row first: both counted (stricter), one row.
-      return [
-        count,
-        {
-          updateOne: {
-            filter: { _id: hitRowId(key, hitId) },
-            update: { $setOnInsert: hitRow },
-            upsert: true,
-          },
-        },
-      ];
-    });
-    try {
-      await rows.bulkWrite(ops, { ordered: hitId !== undefined });
-      return new Set();
-    } catch (err) {
-      const lost = duplicatePositions(err);
-      return hitId === undefined ? lost : new Set(writes.keys());
-    }
   }
 
   const store = {
@@ -281,7 +282,7 @@ export function createRateLimitStore(db: Db) {
           else writes.push({ key, view });
         }
         for (const { key } of writes) tried.add(key);
-        const lost = await write(writes, rule, now, hitId);
+        const lost = await writeCounts(rows, writes, rule, now, hitId);
         writes.forEach(({ key, view }, i) => {
           if (!lost.has(i)) counted.push({ key, bucket: view.head });
         });
