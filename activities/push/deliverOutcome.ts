@@ -37,12 +37,21 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
   // Per-kind prefs came first (listRecipientPrefs): a kind turned off is never held. Only people with a
   // device are held: a digest to no device is no digest.
   const withDevice = new Set(subs.map((sub) => sub.userId));
-  const held = await holdWhereDue(
-    deps,
-    outcome,
-    kind,
-    recipients.filter((r) => withDevice.has(r.userId)),
+  // Who an earlier attempt reached is read beside the holds (they do not depend on each other): a round trip
+  // fewer before the first push. Held devices are among those read, and filtered out with the rest.
+  const reached = deps.pushDeliveries.reached(
+    outcome.episodeId,
+    subs.map((sub) => sub._id),
   );
+  const [held] = await Promise.all([
+    holdWhereDue(
+      deps,
+      outcome,
+      kind,
+      recipients.filter((r) => withDevice.has(r.userId)),
+    ),
+    reached,
+  ]);
   const result = await sendRecorded(
     deps,
     outcome.episodeId,
@@ -58,6 +67,7 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
         ...(kind === 'human_input_requested' ? { pausedAt: new Date(outcome.occurredAt) } : {}),
       },
       payloadsFor: (pending) => payloadsWithActions(deps, outcome, choices, payload, pending),
+      reached,
     },
   );
   return { addressable: true, ...result, ...(held.size ? { held: held.size } : {}) };

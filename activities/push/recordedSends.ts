@@ -5,7 +5,7 @@ import type { FanOutResult } from '../../contract/activities';
 import type { RunOutcome } from '../../domain/outcome';
 import { FAN_OUT_ATTEMPTS, type PushPayload } from '../../domain/push';
 import { fanOut, type FanOutDeps } from '../../delivery/push/fanOut';
-import type { PushDelivery } from '../../store/push/deliveries';
+import type { PushDelivery, PushDeliveryStore } from '../../store/push/deliveries';
 import type { PushSubscriptionRow } from '../../store/push/subscriptions';
 import { activityContext } from '../activityContext';
 import type { PushActivityDeps } from './pushActivityDeps';
@@ -41,15 +41,18 @@ export async function sendRecorded(
     payloadsFor?: (pending: PushSubscriptionRow[]) => Promise<FanOutDeps['payloadFor']>;
     /** What each device's receipt token reports on. */
     receipts: ReceiptScope;
+    /** Who the episode reached already, read by the caller beside its own reads (absent: read here). */
+    reached?: Promise<Reached>;
   },
 ): Promise<Omit<FanOutResult, 'held'>> {
   const sender = deps.sender;
   if (!sender) throw new Error('web push is off: nothing to send with');
   // By the batch rows' own ids: one indexed read whatever the episode's size.
-  const { subscriptions: reached, nextBatch } = await deps.pushDeliveries.reached(
-    episodeId,
-    subs.map((sub) => sub._id),
-  );
+  const { subscriptions: reached, nextBatch } = await (hooks.reached ??
+    deps.pushDeliveries.reached(
+      episodeId,
+      subs.map((sub) => sub._id),
+    ));
   const pending = subs.filter((sub) => !reached.has(sub._id));
   let firstPushSeen = false;
   const context = activityContext();
@@ -133,6 +136,9 @@ export async function sendRecorded(
 }
 
 type Persist = (what: string, write: () => Promise<void>) => Promise<void>;
+
+/** Who an episode reached among some devices, and its next batch number (`PushDeliveryStore.reached`). */
+export type Reached = Awaited<ReturnType<PushDeliveryStore['reached']>>;
 
 /**
  * A write of our own store that keeps the heartbeat going. A delivery record being written is progress too (our
