@@ -4,11 +4,20 @@
 // 10 s of its pause), and each rung exactly once. Then as many pauses answered within ±1 s of their rung's instant
 // (offsets spread evenly): every rung that reached carol is replaced by the close on her device, and how many
 // were still on the wire when the answer's response returned. Both at a few pauses: test/escalation.test.ts.
+import path from 'node:path';
 import webpush from 'web-push';
 import { interactionClaimKeys } from '../domain/interaction';
 import type { PushPayload } from '../domain/push';
-import { startFamilyStack, startPushService, type FamilyStack } from '../test/support';
-import type { ApiClient } from '../test/support/harness';
+import { loadConfig } from '../config';
+import {
+  deleteSweepSchedule,
+  startFamilyStack,
+  startPushService,
+  WorkerProcess,
+  type FamilyStack,
+} from '../test/support';
+import { openStores, startTestApi, temporalClient, type ApiClient } from '../test/support/harness';
+import { processStackVars } from '../test/support/processStack';
 import type { PushService, SubscriptionJSON } from '../test/support/pushService';
 import { waitUntil } from '../test/support/waitUntil';
 import {
@@ -30,8 +39,11 @@ const TARGET_MAX_MS = 10_000;
 const RACE_SPREAD_MS = 1000;
 const LADDER = [{ afterSeconds: RUNG_SECONDS, to: ['carol'], via: 'push' }];
 
+/** What the bench reads and drives: the stores, Temporal, the API; stopped in reverse. */
+type System = Pick<FamilyStack, 'stores' | 'client' | 'anonymous' | 'stop'>;
+
 interface Bench {
-  family: FamilyStack;
+  family: System;
   push: PushService;
   owner: ApiClient;
   carol: SubscriptionJSON;
@@ -128,9 +140,54 @@ async function raced(bench: Bench): Promise<{ rungsBefore: number; rungsAfter: n
   return counted;
 }
 
+/**
+ * Where the worker runs (BENCH_ESCALATION_WORKER): `process` (the default), its own process as `npm start` runs it,
+ * apart from the API, the push service and the bench's clients in this one; `inline`, all in this process (one
+ * event loop for everything: what the bench measured before).
+ */
+const WORKER_PLACE = process.env.BENCH_ESCALATION_WORKER ?? 'process';
+
+async function startSystem(vars: Record<string, string>, push: PushService): Promise<System> {
+  if (WORKER_PLACE === 'inline') return startFamilyStack(vars, { push });
+  if (WORKER_PLACE !== 'process') throw new Error('BENCH_ESCALATION_WORKER must be process or inline');
+  const all = processStackVars({ db: 'bench_escalation', queue: 'bench-escalation' }, vars);
+  const config = loadConfig(all);
+  const stoppers: (() => Promise<unknown>)[] = [];
+  const stop = async () => {
+    for (const step of stoppers.splice(0).reverse()) await step().catch(() => undefined);
+  };
+  try {
+    const { mongo, stores } = await openStores(config);
+    stoppers.push(() => mongo.client.close());
+    const { client, close } = await temporalClient(config);
+    stoppers.push(close, () => deleteSweepSchedule(client, config.temporalTaskQueue));
+    const profileDir = process.env.BENCH_CPU_PROFILE;
+    const worker = await WorkerProcess.start({
+      vars: all,
+      trustCa: push.ca,
+      // The worker's CPU profile, written where BENCH_CPU_PROFILE says when it stops.
+      ...(profileDir
+        ? {
+            command: {
+              cwd: path.resolve(__dirname, '..'),
+              args: ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, '-r', 'ts-node/register', 'worker.ts'],
+            },
+          }
+        : {}),
+    });
+    stoppers.push(() => worker.stop());
+    const { api, client: anonymous } = await startTestApi(config);
+    stoppers.push(() => api.close());
+    return { stores, client, anonymous, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
 async function setUp(push: PushService): Promise<Bench> {
   const vapid = webpush.generateVAPIDKeys();
-  const family = await startFamilyStack(
+  const family = await startSystem(
     {
       MONGO_DB: uniqueName('bench_escalation'),
       VAPID_PUBLIC_KEY: vapid.publicKey,
@@ -141,8 +198,14 @@ async function setUp(push: PushService): Promise<Bench> {
       PUSH_BURST_LIMIT: '100000',
       RUN_CREATE_RATE_LIMIT: String(2 * PAUSES + 10),
       SWEEP_INTERVAL_SECONDS: '86400',
+      // The worker's task slots, when set in the bench's environment (the SDK's defaults otherwise).
+      ...Object.fromEntries(
+        ['WORKER_MAX_CONCURRENT_ACTIVITIES', 'WORKER_MAX_CONCURRENT_WORKFLOW_TASKS'].flatMap((name) =>
+          process.env[name] ? [[name, process.env[name]!]] : [],
+        ),
+      ),
     },
-    { push },
+    push,
   );
   const owner = family.anonymous.as('alice', 'bench');
   const carol = push.endpoint('carol');
@@ -162,7 +225,7 @@ export async function runEscalationBench(): Promise<{ met: boolean }> {
     bench = await setUp(push);
     log(
       `bench:escalation — ${PAUSES} pauses at once, a rung at ${RUNG_SECONDS} s to another person; ` +
-        `mongo ${servers.origin.mongo}, temporal ${servers.origin.temporal}`,
+        `mongo ${servers.origin.mongo}, temporal ${servers.origin.temporal}, worker ${WORKER_PLACE}`,
     );
     const { lateMs, repeats, storedMs, afterDueMs } = await unanswered(bench);
     const { rungsBefore, rungsAfter, unreplaced } = await raced(bench);
