@@ -18,6 +18,8 @@ import { signToken } from './support/tokens';
 import { waitUntil } from './support/waitUntil';
 
 const PAUSES = Number(process.env.ESCALATION_PAUSES ?? 3);
+/** How long every pause's rungs or closes may take to settle: longer the more pauses a case launches. */
+const SETTLE_MS = 30_000 + PAUSES * 100;
 const RUNG_SECONDS = 3;
 const BREAKER_FAILURES = 2;
 
@@ -131,7 +133,7 @@ describe('escalation', function () {
             ),
           )
         ).every(Boolean),
-      { timeoutMs: 30_000 + PAUSES * 100 },
+      { timeoutMs: SETTLE_MS },
     );
     // How soon after its time is bench:escalation's figure; here, that it is once and not early.
     for (const { runId, interactionId } of paused) {
@@ -154,12 +156,17 @@ describe('escalation', function () {
       }),
     );
     // Past every rung's time, and every close settled.
-    await waitUntil('every close settled', async () =>
-      (
-        await Promise.all(
-          paused.map((p) => stack.stores.claims.wasDelivered(interactionClaimKeys.answered(p.interactionId))),
-        )
-      ).every(Boolean),
+    await waitUntil(
+      'every close settled',
+      async () =>
+        (
+          await Promise.all(
+            paused.map((p) =>
+              stack.stores.claims.wasDelivered(interactionClaimKeys.answered(p.interactionId)),
+            ),
+          )
+        ).every(Boolean),
+      { timeoutMs: SETTLE_MS },
     );
     // Each question's workflow (the only sender of its rungs) ended on the answer, its rung cancelled.
     for (const { runId, interactionId } of paused) {
@@ -181,12 +188,17 @@ describe('escalation', function () {
       { afterSeconds: 1, to: ['carol'], via: 'push' },
       { afterSeconds: 60, to: ['carol'], via: 'push' },
     ]);
-    await waitUntil('every first rung sent', async () =>
-      (
-        await Promise.all(
-          paused.map((p) => stack.stores.claims.wasDelivered(interactionClaimKeys.rung(p.interactionId, 0))),
-        )
-      ).every(Boolean),
+    await waitUntil(
+      'every first rung sent',
+      async () =>
+        (
+          await Promise.all(
+            paused.map((p) =>
+              stack.stores.claims.wasDelivered(interactionClaimKeys.rung(p.interactionId, 0)),
+            ),
+          )
+        ).every(Boolean),
+      { timeoutMs: SETTLE_MS },
     );
     for (const { runId, interactionId } of paused) {
       const res = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
