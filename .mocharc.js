@@ -64,7 +64,7 @@ module.exports = {
   reporter: 'test/support/reporter.js',
   // One named file runs in this process (no worker to start; `.only` and a debugger work as usual).
   parallel: namedFiles.length !== 1,
-  jobs: 5,
+  jobs: 6,
   timeout: 60000,
   exit: true,
 };
