@@ -8,16 +8,10 @@ import path from 'node:path';
 import webpush from 'web-push';
 import { interactionClaimKeys } from '../domain/interaction';
 import type { PushPayload } from '../domain/push';
-import { loadConfig } from '../config';
-import {
-  deleteSweepSchedule,
-  startFamilyStack,
-  startPushService,
-  WorkerProcess,
-  type FamilyStack,
-} from '../test/support';
-import { openStores, startTestApi, temporalClient, type ApiClient } from '../test/support/harness';
+import { startFamilyStack, startPushService, type FamilyStack } from '../test/support';
+import type { ApiClient } from '../test/support/harness';
 import { processStackVars } from '../test/support/processStack';
+import { startWorkerProcessStack } from '../test/support/workerProcessStack';
 import type { PushService, SubscriptionJSON } from '../test/support/pushService';
 import { waitUntil } from '../test/support/waitUntil';
 import {
@@ -150,20 +144,10 @@ const WORKER_PLACE = process.env.BENCH_ESCALATION_WORKER ?? 'process';
 async function startSystem(vars: Record<string, string>, push: PushService): Promise<System> {
   if (WORKER_PLACE === 'inline') return startFamilyStack(vars, { push });
   if (WORKER_PLACE !== 'process') throw new Error('BENCH_ESCALATION_WORKER must be process or inline');
-  const all = processStackVars({ db: 'bench_escalation', queue: 'bench-escalation' }, vars);
-  const config = loadConfig(all);
-  const stoppers: (() => Promise<unknown>)[] = [];
-  const stop = async () => {
-    for (const step of stoppers.splice(0).reverse()) await step().catch(() => undefined);
-  };
-  try {
-    const { mongo, stores } = await openStores(config);
-    stoppers.push(() => mongo.client.close());
-    const { client, close } = await temporalClient(config);
-    stoppers.push(close, () => deleteSweepSchedule(client, config.temporalTaskQueue));
-    const profileDir = process.env.BENCH_CPU_PROFILE;
-    const worker = await WorkerProcess.start({
-      vars: all,
+  const profileDir = process.env.BENCH_CPU_PROFILE;
+  return startWorkerProcessStack(
+    processStackVars({ db: 'bench_escalation', queue: 'bench-escalation' }, vars),
+    {
       trustCa: push.ca,
       // The worker's CPU profile, written where BENCH_CPU_PROFILE says when it stops.
       ...(profileDir
@@ -174,15 +158,8 @@ async function startSystem(vars: Record<string, string>, push: PushService): Pro
             },
           }
         : {}),
-    });
-    stoppers.push(() => worker.stop());
-    const { api, client: anonymous } = await startTestApi(config);
-    stoppers.push(() => api.close());
-    return { stores, client, anonymous, stop };
-  } catch (err) {
-    await stop();
-    throw err;
-  }
+    },
+  );
 }
 
 async function setUp(push: PushService): Promise<Bench> {

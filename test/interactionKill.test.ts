@@ -2,79 +2,57 @@
 // Temporal gives it to the next worker once its heartbeat stops, not after its start-to-close timeout; the rung
 // still reaches its receiver. The rung is a webhook POST the receiver holds, so the kill lands mid-send.
 import assert from 'node:assert/strict';
-import type { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import webpush from 'web-push';
-import type { ApiHandle } from '../api/server';
-import { loadConfig, type Config } from '../config';
 import { interactionWorkflowId } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
-import type { Stores } from '../store';
-import type { Mongo } from '../store/mongo';
 import { adminOf } from './support/admin';
 import { CallbackReceiver } from './support/callbackReceiver';
-import { openStores, startTestApi, temporalClient, type ApiClient } from './support/harness';
-import { deleteSweepSchedule, processStackVars } from './support/processStack';
-import { WorkerProcess } from './support/workerProcess';
+import { processStackVars } from './support/processStack';
 import { waitUntil } from './support/waitUntil';
+import { startWorkerProcessStack, type WorkerProcessStack } from './support/workerProcessStack';
 
 const { TimeoutType } = temporal.api.enums.v1;
 
 describe('a worker killed mid-rung (a real process kill)', function () {
   this.timeout(240_000);
   let receiver: CallbackReceiver;
-  let config: Config;
-  let mongo: Mongo;
-  let stores: Stores;
-  let api: ApiHandle;
-  let anonymous: ApiClient;
-  let client: Client;
-  let closeClient: () => Promise<void>;
-  let worker: WorkerProcess | undefined;
+  let stack: WorkerProcessStack;
 
   before(async () => {
     receiver = await CallbackReceiver.start();
     const vapid = webpush.generateVAPIDKeys();
-    const vars = processStackVars(
-      { db: 't_rungkill', queue: 'rungkill' },
-      {
-        VAPID_PUBLIC_KEY: vapid.publicKey,
-        VAPID_PRIVATE_KEY: vapid.privateKey,
-        VAPID_SUBJECT: 'mailto:ops@flow.test',
-        CALLBACK_ALLOW_PRIVATE: '1',
-        CALLBACK_TIMEOUT_SECONDS: '30',
-        STUDIO_URL: 'https://studio.flow.test',
-        SWEEP_INTERVAL_SECONDS: '3600',
-        PORT: '0',
-      },
+    stack = await startWorkerProcessStack(
+      processStackVars(
+        { db: 't_rungkill', queue: 'rungkill' },
+        {
+          VAPID_PUBLIC_KEY: vapid.publicKey,
+          VAPID_PRIVATE_KEY: vapid.privateKey,
+          VAPID_SUBJECT: 'mailto:ops@flow.test',
+          CALLBACK_ALLOW_PRIVATE: '1',
+          CALLBACK_TIMEOUT_SECONDS: '30',
+          STUDIO_URL: 'https://studio.flow.test',
+          SWEEP_INTERVAL_SECONDS: '3600',
+          PORT: '0',
+        },
+      ),
     );
-    config = loadConfig(vars);
-    ({ mongo, stores } = await openStores(config));
-    const started = await startTestApi(config);
-    api = started.api;
-    anonymous = started.client;
-    ({ client, close: closeClient } = await temporalClient(config));
-    worker = await WorkerProcess.start({ vars });
   });
 
   after(async () => {
-    await worker?.stop();
-    if (client) await deleteSweepSchedule(client, config.temporalTaskQueue);
-    await api?.close();
-    await closeClient?.();
-    await mongo?.client.close();
+    await stack?.stop();
     await receiver?.close();
   });
 
   it('the rung is sent again once its heartbeat stops, and settles delivered', async () => {
-    const put = await adminOf(anonymous, 'ann', 'acme').put('/api/v1/teams/current/escalation', {
+    const put = await adminOf(stack.anonymous, 'ann', 'acme').put('/api/v1/teams/current/escalation', {
       rungs: [{ afterSeconds: 1, to: 'team', via: 'webhook' }],
       webhookUrl: receiver.url,
     });
     assert.equal(put.status, 200, put.text);
     // The first POST is held past the kill; the next is answered at once.
     receiver.answer({ status: 204, delayMs: 60_000 });
-    const alice = anonymous.as('alice', 'acme');
+    const alice = stack.anonymous.as('alice', 'acme');
     const created = await alice.post('/api/v1/runs', { title: 'Deploy' });
     assert.equal(created.status, 201, created.text);
     const paused = await alice.post(`/api/v1/runs/${created.body.id}/pause`, { prompt: 'Ship it?' });
@@ -82,11 +60,11 @@ describe('a worker killed mid-rung (a real process kill)', function () {
     const interactionId = paused.body.interactionId as string;
 
     await waitUntil('the rung on its way', () => receiver.received.length > 0, { intervalMs: 20 });
-    await worker!.kill();
-    await worker!.start();
+    await stack.worker.kill();
+    await stack.worker.start();
     const rung = interactionClaimKeys.rung(interactionId, 0);
-    await waitUntil('the rung settled', () => stores.claims.wasDelivered(rung), { timeoutMs: 200_000 });
-    assert.equal((await stores.claims.describe(rung)).result, 'delivered');
+    await waitUntil('the rung settled', () => stack.stores.claims.wasDelivered(rung), { timeoutMs: 200_000 });
+    assert.equal((await stack.stores.claims.describe(rung)).result, 'delivered');
     assert.equal(
       receiver.received.filter((r) => r.status === 204).length,
       2,
@@ -94,7 +72,9 @@ describe('a worker killed mid-rung (a real process kill)', function () {
     );
 
     // Temporal writes the attempt that completed, with the failure of the one before it: the killed worker's.
-    const { events } = await client.workflow.getHandle(interactionWorkflowId(interactionId)).fetchHistory();
+    const { events } = await stack.client.workflow
+      .getHandle(interactionWorkflowId(interactionId))
+      .fetchHistory();
     const retried = (events ?? [])
       .map((e) => e.activityTaskStartedEventAttributes)
       .filter((started) => (started?.attempt ?? 1) > 1);
