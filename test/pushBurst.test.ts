@@ -7,8 +7,7 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import webpush from 'web-push';
-import type { ApiHandle } from '../api/server';
-import { loadConfig, type Config } from '../config';
+import type { Config } from '../config';
 import {
   digestWorkflowId,
   type DigestResult,
@@ -17,17 +16,17 @@ import {
 } from '../contract/workflows';
 import type { PushPayload } from '../domain/push';
 import type { Stores } from '../store';
-import type { Mongo } from '../store/mongo';
 import { explainRun } from '../operator/explain';
 import { renderExplanation } from '../operator/render';
 import { createClaimReader } from '../store/claims';
 import { sweepWorkflow } from '../workflows/sweep';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
-import { openStores, saveHistory, startTestApi, temporalClient, type ApiClient } from './support/harness';
-import { deleteSweepSchedule, processStackVars } from './support/processStack';
+import { saveHistory, type ApiClient } from './support/harness';
+import { processStackVars } from './support/processStack';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
 import { waitUntil } from './support/waitUntil';
-import { WorkerProcess } from './support/workerProcess';
+import type { WorkerProcess } from './support/workerProcess';
+import { startWorkerProcessStack, type WorkerProcessStack } from './support/workerProcessStack';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const payloadsOf = (push: PushService, sub: SubscriptionJSON) =>
@@ -263,20 +262,16 @@ describe('push bursts fold into one digest', function () {
 describe('a digest whose worker process is killed at the window’s end', function () {
   this.timeout(240_000);
   let push: PushService;
-  let vars: Record<string, string>;
-  let config: Config;
-  let mongo: Mongo;
+  let stack: WorkerProcessStack;
   let stores: Stores;
-  let api: ApiHandle;
   let kim: ApiClient;
   let client: Client;
-  let closeClient: () => Promise<void>;
-  let worker: WorkerProcess | undefined;
+  let worker: WorkerProcess;
 
   before(async () => {
     push = await startPushService();
     const vapid = webpush.generateVAPIDKeys();
-    vars = processStackVars(
+    const vars = processStackVars(
       { db: 't_digest_kill', queue: 'digest-kill' },
       {
         VAPID_PUBLIC_KEY: vapid.publicKey,
@@ -289,21 +284,13 @@ describe('a digest whose worker process is killed at the window’s end', functi
         PORT: '0',
       },
     );
-    config = loadConfig(vars);
-    ({ mongo, stores } = await openStores(config));
-    const started = await startTestApi(config);
-    api = started.api;
-    kim = started.client.as('kim', 'acme');
-    ({ client, close: closeClient } = await temporalClient(config));
-    worker = await WorkerProcess.start({ vars, trustCa: push.ca });
+    stack = await startWorkerProcessStack(vars, { trustCa: push.ca });
+    ({ stores, client, worker } = stack);
+    kim = stack.anonymous.as('kim', 'acme');
   });
 
   after(async () => {
-    await worker?.stop();
-    if (client) await deleteSweepSchedule(client, config.temporalTaskQueue);
-    await api?.close();
-    await closeClient?.();
-    await mongo?.client.close();
+    await stack?.stop();
     await push?.close();
   });
 
@@ -324,14 +311,14 @@ describe('a digest whose worker process is killed at the window’s end', functi
       ((await handle.fetchHistory()).events ?? []).some((e) => e.eventType === type);
     const { EVENT_TYPE_TIMER_STARTED, EVENT_TYPE_TIMER_FIRED } = temporal.api.enums.v1.EventType;
     await waitUntil('the digest timer is set', () => hasEvent(EVENT_TYPE_TIMER_STARTED));
-    await worker!.kill();
+    await worker.kill();
     await waitUntil('the digest timer fired', () => hasEvent(EVENT_TYPE_TIMER_FIRED), { timeoutMs: 60_000 });
     assert.deepEqual(
       payloadsOf(push, devices[0]).filter((p) => p.kind === 'digest'),
       [],
       'nothing sent while the worker was down',
     );
-    await worker!.start();
+    await worker.start();
 
     assert.deepEqual((await handle.result()) as DigestResult, { sent: 1 });
     for (const device of devices) {

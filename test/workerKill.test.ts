@@ -6,19 +6,17 @@ import assert from 'node:assert/strict';
 import type { Client } from '@temporalio/client';
 import webpush from 'web-push';
 import { PUSH_REPEATS_PER_CRASH } from '../activities';
-import type { ApiHandle } from '../api/server';
-import { loadConfig, type Config } from '../config';
 import type { PushPayload } from '../domain/push';
 import type { Stores } from '../store';
-import type { Mongo } from '../store/mongo';
 import type { EpisodeResult } from '../contract/workflows';
 import { subscriptionId } from '../store/push/subscriptions';
-import { openStores, startTestApi, temporalClient, type ApiClient } from './support/harness';
+import type { ApiClient } from './support/harness';
 import { notificationOf, startPushService, type PushService, type ReceivedPush } from './support/pushService';
-import { deleteSweepSchedule, processStackVars } from './support/processStack';
+import { processStackVars } from './support/processStack';
 import { slowLink } from './support/slowLink';
-import { WorkerProcess } from './support/workerProcess';
+import type { WorkerProcess } from './support/workerProcess';
 import { waitUntil } from './support/waitUntil';
+import { startWorkerProcessStack, type WorkerProcessStack } from './support/workerProcessStack';
 
 const USERS = ['alice', 'bob', 'carol', 'dave'];
 const ENDPOINTS_PER_USER = 100;
@@ -28,15 +26,11 @@ describe('a worker killed mid fan-out (a real process kill)', function () {
   this.timeout(180_000);
   let push: PushService;
   let link: Awaited<ReturnType<typeof slowLink>>;
-  let vars: Record<string, string>;
-  let config: Config;
-  let mongo: Mongo;
+  let stack: WorkerProcessStack;
   let stores: Stores;
-  let api: ApiHandle;
   let alice: ApiClient;
   let client: Client;
-  let closeClient: () => Promise<void>;
-  let worker: WorkerProcess | undefined;
+  let worker: WorkerProcess;
   /** endpoint id (the push service's) of every subscription */
   const endpointIds: string[] = [];
   /** our subscription id → the push service's endpoint id */
@@ -46,7 +40,7 @@ describe('a worker killed mid fan-out (a real process kill)', function () {
     push = await startPushService();
     link = await slowLink(Number(new URL(push.origin).port), 120);
     const vapid = webpush.generateVAPIDKeys();
-    vars = processStackVars(
+    const vars = processStackVars(
       { db: 't_kill', queue: 'kill' },
       {
         VAPID_PUBLIC_KEY: vapid.publicKey,
@@ -58,12 +52,9 @@ describe('a worker killed mid fan-out (a real process kill)', function () {
         PORT: '0',
       },
     );
-    config = loadConfig(vars);
-    ({ mongo, stores } = await openStores(config));
-    const started = await startTestApi(config);
-    api = started.api;
-    alice = started.client.as('alice', 'acme');
-    ({ client, close: closeClient } = await temporalClient(config));
+    stack = await startWorkerProcessStack(vars, { trustCa: push.ca });
+    ({ stores, client, worker } = stack);
+    alice = stack.anonymous.as('alice', 'acme');
 
     // 400 subscriptions: the owner's and three teammates' who chose team-wide scope, all behind the slow link.
     const now = new Date();
@@ -79,15 +70,10 @@ describe('a worker killed mid fan-out (a real process kill)', function () {
         }),
       );
     }
-    worker = await WorkerProcess.start({ vars, trustCa: push.ca });
   });
 
   after(async () => {
-    await worker?.stop();
-    if (client) await deleteSweepSchedule(client, config.temporalTaskQueue);
-    await api?.close();
-    await closeClient?.();
-    await mongo?.client.close();
+    await stack?.stop();
     await link?.close();
     await push?.close();
   });
@@ -108,7 +94,7 @@ describe('a worker killed mid fan-out (a real process kill)', function () {
       intervalMs: 10,
       seen: () => `${push.received().length} received`,
     });
-    await worker!.kill();
+    await worker.kill();
     const killedAt = Date.now();
     const receivedAtKill = push.received().length;
     assert.ok(receivedAtKill < TOTAL, `the kill came after the fan-out ended (${receivedAtKill})`);
@@ -116,7 +102,7 @@ describe('a worker killed mid fan-out (a real process kill)', function () {
       ...endpointOf.keys(),
     ]);
 
-    await worker!.start();
+    await worker.start();
     const result = (await client.workflow.getHandle(episodeId).result()) as EpisodeResult;
     assert.equal(result.push, 'delivered');
     assert.equal(await stores.claims.state(episodeId), 'delivered');
