@@ -113,6 +113,17 @@ describe('escalation', function () {
   }
   const pauses = (rungs: unknown[]) => pausesOf(PAUSES, rungs);
 
+  /** Waits until the claim `keyOf` names is settled for every pause. */
+  const everySettled = (what: string, paused: { interactionId: string }[], keyOf: (id: string) => string) =>
+    waitUntil(
+      what,
+      async () =>
+        (
+          await Promise.all(paused.map((p) => stack.stores.claims.wasDelivered(keyOf(p.interactionId))))
+        ).every(Boolean),
+      { timeoutMs: SETTLE_MS },
+    );
+
   const carolsPushes = (runId: string) =>
     push.received(carol).filter((r) => (r.payload as PushPayload).runId === runId);
 
@@ -123,18 +134,7 @@ describe('escalation', function () {
       .getHandle(interactionWorkflowId(paused[0].interactionId))
       .describe();
     assert.deepEqual(priority, { priorityKey: 1, fairnessKey: 'acme', fairnessWeight: 0 });
-    await waitUntil(
-      'every rung sent',
-      async () =>
-        (
-          await Promise.all(
-            paused.map((p) =>
-              stack.stores.claims.wasDelivered(interactionClaimKeys.rung(p.interactionId, 0)),
-            ),
-          )
-        ).every(Boolean),
-      { timeoutMs: SETTLE_MS },
-    );
+    await everySettled('every rung sent', paused, (id) => interactionClaimKeys.rung(id, 0));
     // How soon after its time is bench:escalation's figure; here, that it is once and not early.
     for (const { runId, interactionId } of paused) {
       const got = carolsPushes(runId);
@@ -156,18 +156,7 @@ describe('escalation', function () {
       }),
     );
     // Past every rung's time, and every close settled.
-    await waitUntil(
-      'every close settled',
-      async () =>
-        (
-          await Promise.all(
-            paused.map((p) =>
-              stack.stores.claims.wasDelivered(interactionClaimKeys.answered(p.interactionId)),
-            ),
-          )
-        ).every(Boolean),
-      { timeoutMs: SETTLE_MS },
-    );
+    await everySettled('every close settled', paused, interactionClaimKeys.answered);
     // Each question's workflow (the only sender of its rungs) ended on the answer, its rung cancelled.
     for (const { runId, interactionId } of paused) {
       const result = await stack.client.workflow.getHandle(`interaction|${interactionId}`).result();
@@ -188,18 +177,7 @@ describe('escalation', function () {
       { afterSeconds: 1, to: ['carol'], via: 'push' },
       { afterSeconds: 60, to: ['carol'], via: 'push' },
     ]);
-    await waitUntil(
-      'every first rung sent',
-      async () =>
-        (
-          await Promise.all(
-            paused.map((p) =>
-              stack.stores.claims.wasDelivered(interactionClaimKeys.rung(p.interactionId, 0)),
-            ),
-          )
-        ).every(Boolean),
-      { timeoutMs: SETTLE_MS },
-    );
+    await everySettled('every first rung sent', paused, (id) => interactionClaimKeys.rung(id, 0));
     for (const { runId, interactionId } of paused) {
       const res = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
         answer: 'y',
