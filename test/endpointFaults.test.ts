@@ -18,10 +18,7 @@
 // runs; the size is 20 and 100.
 import assert from 'node:assert/strict';
 import type { Client } from '@temporalio/client';
-import type { ApiHandle } from '../api/server';
-import { loadConfig, type Config } from '../config';
 import { SUBSCRIBABLE_EVENT_TYPES, endpointDeliveryKey } from '../domain/teamEvents';
-import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
 import { adminOf } from './support/admin';
 import {
@@ -32,10 +29,11 @@ import {
   type RegisteredEndpoint,
   type TakenCopy,
 } from './support/endpointRuns';
-import { openStores, startTestApi, temporalClient, type ApiClient } from './support/harness';
-import { deleteSweepSchedule, processStackVars } from './support/processStack';
-import { WorkerProcess } from './support/workerProcess';
+import type { ApiClient } from './support/harness';
+import { processStackVars } from './support/processStack';
+import type { WorkerProcess } from './support/workerProcess';
 import { waitUntil } from './support/waitUntil';
+import { startWorkerProcessStack, type WorkerProcessStack } from './support/workerProcessStack';
 
 const ENDPOINTS = Number(process.env.ENDPOINT_TEST_ENDPOINTS ?? 4);
 const RUNS = Number(process.env.ENDPOINT_TEST_RUNS ?? 6);
@@ -45,11 +43,9 @@ const ANSWER_DELAY_MS = 150;
 describe('team endpoints: delivery through worker kills and a receiver down', function () {
   // The size (20 × 100) takes minutes on a loaded machine.
   this.timeout(Math.max(300_000, ENDPOINTS * RUNS * 300));
-  let config: Config;
+  let stack: WorkerProcessStack;
   let mongo: Mongo;
   let client: Client;
-  let closeClient: () => Promise<void>;
-  let api: ApiHandle;
   let admin: ApiClient;
   let worker: WorkerProcess;
   let runs: EndpointRuns;
@@ -75,24 +71,19 @@ describe('team endpoints: delivery through worker kills and a receiver down', fu
         PORT: '0',
       },
     );
-    config = loadConfig(vars);
-    const starting = WorkerProcess.start({ vars });
-    let stores: Stores;
-    ({ mongo, stores } = await openStores(config));
-    ({ client, close: closeClient } = await temporalClient(config));
-    const started = await startTestApi(config);
-    api = started.api;
-    admin = adminOf(started.client, 'ada', 'acme');
-    runs = new EndpointRuns({ admin, alice: started.client.as('alice', 'acme'), stores, db: mongo.db });
-    worker = await starting;
+    stack = await startWorkerProcessStack(vars);
+    ({ mongo, client, worker } = stack);
+    admin = adminOf(stack.anonymous, 'ada', 'acme');
+    runs = new EndpointRuns({
+      admin,
+      alice: stack.anonymous.as('alice', 'acme'),
+      stores: stack.stores,
+      db: mongo.db,
+    });
   });
 
   after(async () => {
-    await worker?.stop();
-    if (client) await deleteSweepSchedule(client, config.temporalTaskQueue);
-    await api?.close();
-    await closeClient?.();
-    await mongo?.client.close();
+    await stack?.stop();
     await runs?.close();
   });
 

@@ -32,18 +32,22 @@ export async function startWorkerProcessStack(
   const stop = async (): Promise<void> => {
     for (const step of stoppers.splice(0).reverse()) await step().catch(() => undefined);
   };
+  // The worker starts beside the rest (its start is the longest step).
+  const starting = WorkerProcess.start({ ...worker, vars });
+  starting.catch(() => undefined); // handled: awaited below, or stopped on the way out
   try {
     const { mongo, stores } = await openStores(config);
     stoppers.push(() => mongo.client.close());
     const { client, close } = await temporalClient(config);
     stoppers.push(close, () => deleteSweepSchedule(client, config.temporalTaskQueue));
-    const workerProcess = await WorkerProcess.start({ ...worker, vars });
+    const workerProcess = await starting;
     stoppers.push(() => workerProcess.stop());
     const { api, client: anonymous } = await startTestApi(config);
     stoppers.push(() => api.close());
     return { config, mongo, stores, client, worker: workerProcess, api, anonymous, stop };
   } catch (err) {
     await stop();
+    await starting.then((started) => started.stop()).catch(() => undefined);
     throw err;
   }
 }
