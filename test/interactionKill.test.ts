@@ -2,12 +2,14 @@
 // Temporal gives it to the next worker once its heartbeat stops, not after its start-to-close timeout; the rung
 // still reaches its receiver. The rung is a webhook POST the receiver holds, so the kill lands mid-send.
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import { temporal } from '@temporalio/proto';
 import webpush from 'web-push';
 import { interactionWorkflowId } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
 import { adminOf } from './support/admin';
 import { CallbackReceiver } from './support/callbackReceiver';
+import { saveHistory } from './support/harness';
 import { processStackVars } from './support/processStack';
 import { waitUntil } from './support/waitUntil';
 import { startWorkerProcessStack, type WorkerProcessStack } from './support/workerProcessStack';
@@ -83,5 +85,23 @@ describe('a worker killed mid-rung (a real process kill)', function () {
       [TimeoutType.TIMEOUT_TYPE_HEARTBEAT],
       "the killed worker's attempt ended on its heartbeat",
     );
+
+    // Answered: the close goes the same way, and the workflow ends. RECORD_FIXTURES=1 saves its history (the sends
+    // heartbeating, one retried after the kill) as a replay fixture.
+    const answered = await alice.post(
+      `/api/v1/runs/${created.body.id}/interactions/${interactionId}/answer`,
+      {
+        answer: 'y',
+      },
+    );
+    assert.equal(answered.status, 200, answered.text);
+    const interaction = stack.client.workflow.getHandle(interactionWorkflowId(interactionId));
+    assert.deepEqual(await interaction.result(), { rungsSent: [0], snoozesSent: 0, closed: true });
+    if (process.env.RECORD_FIXTURES === '1')
+      saveHistory(
+        stack.config,
+        interactionWorkflowId(interactionId),
+        path.resolve(__dirname, 'fixtures', 'interaction-history-sends-heartbeat.json'),
+      );
   });
 });

@@ -33,21 +33,28 @@ import { holder, localStoreCalls } from './common';
 
 const store = localStoreCalls;
 
-/**
- * A push to a handful of devices, or one webhook POST: the activity's own deadlines bound each send. It heartbeats
- * while it runs, so one on a worker that died is tried again within seconds, not after its two minutes. (Replay
- * compares an activity's type and id, not its timeouts: histories recorded without it replay unchanged.)
- */
-const sends = proxyActivities<Activities>({
+/** A push to a handful of devices, or one webhook POST: the activity's own deadlines bound each send. */
+const sendOptions = {
   startToCloseTimeout: '2 minutes',
-  heartbeatTimeout: '10 seconds',
   retry: {
     initialInterval: '2 seconds',
     backoffCoefficient: 2,
     maximumInterval: '1 minute',
     maximumAttempts: 5,
   },
-});
+} as const;
+const sendsUnwatched = proxyActivities<Activities>(sendOptions);
+const sendsHeartbeating = proxyActivities<Activities>({ ...sendOptions, heartbeatTimeout: '10 seconds' });
+
+/**
+ * Marks histories whose sends (rungs, snoozes, the close) heartbeat under a 10 s heartbeat timeout: one on a
+ * worker that died is tried again within seconds, not after its two-minute start-to-close.
+ */
+export const SENDS_HEARTBEAT_PATCH = 'interaction-sends-heartbeat';
+
+/** The sends as this history schedules them: heartbeating once the patch is marked. */
+const sends = (): typeof sendsUnwatched =>
+  patched(SENDS_HEARTBEAT_PATCH) ? sendsHeartbeating : sendsUnwatched;
 
 /**
  * With nothing left to send, the execution still waits this long for an answer or a snooze before it ends: most
@@ -200,11 +207,11 @@ export async function interactionWorkflow(ref: InteractionRef): Promise<Interact
     }
     queue.shift();
     if (next.what === 'snooze') {
-      const sent = await followUp(keyOf(next), next, () => sends.sendSnoozed(ref, next.snooze));
+      const sent = await followUp(keyOf(next), next, () => sends().sendSnoozed(ref, next.snooze));
       if (sent?.result === 'delivered') result.snoozesSent++;
       continue;
     }
-    const sent = await followUp(keyOf(next), next, () => sends.sendRung(ref, next.index, next.rung));
+    const sent = await followUp(keyOf(next), next, () => sends().sendRung(ref, next.index, next.rung));
     if (sent?.result === 'delivered') result.rungsSent.push(next.index);
   }
   // Sends still waiting for another try when the answer came are owed no more.
@@ -212,7 +219,7 @@ export async function interactionWorkflow(ref: InteractionRef): Promise<Interact
   if (answer !== undefined) {
     const answered = answer;
     const key = interactionClaimKeys.answered(ref.interactionId);
-    result.closed = (await claimed(key, () => sends.closeAnswered(ref, answered))) !== undefined;
+    result.closed = (await claimed(key, () => sends().closeAnswered(ref, answered))) !== undefined;
   }
   return result;
 }
