@@ -53,7 +53,7 @@ export interface FamilyStack extends WorkerStack {
 }
 
 /** Starts each step in turn; if one fails, what did start is stopped. */
-async function startInOrder<T>(
+export async function startInOrder<T>(
   start: (started: (stop: () => Promise<void>) => void, stop: () => Promise<void>) => Promise<T>,
 ): Promise<T> {
   const stoppers: (() => Promise<void>)[] = [];

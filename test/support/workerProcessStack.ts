@@ -7,6 +7,7 @@ import { loadConfig, type Config } from '../../config';
 import type { Stores } from '../../store';
 import type { Mongo } from '../../store/mongo';
 import { openStores, startTestApi, temporalClient, type ApiClient } from './harness';
+import { startInOrder } from './familyStack';
 import { deleteSweepSchedule } from './processStack';
 import { WorkerProcess, type WorkerProcessOptions } from './workerProcess';
 
@@ -28,26 +29,21 @@ export async function startWorkerProcessStack(
   worker: Omit<WorkerProcessOptions, 'vars'> = {},
 ): Promise<WorkerProcessStack> {
   const config = loadConfig(vars);
-  const stoppers: (() => Promise<unknown>)[] = [];
-  const stop = async (): Promise<void> => {
-    for (const step of stoppers.splice(0).reverse()) await step().catch(() => undefined);
-  };
-  // The worker starts beside the rest (its start is the longest step).
-  const starting = WorkerProcess.start({ ...worker, vars });
-  starting.catch(() => undefined); // handled: awaited below, or stopped on the way out
-  try {
+  return startInOrder(async (started, stop) => {
+    // The worker starts beside the rest (its start is the longest step), and is stopped however the rest goes.
+    const starting = WorkerProcess.start({ ...worker, vars });
+    const startedWorker = starting.catch(() => undefined); // its failure is thrown below, where it is awaited
+    started(async () => {
+      await (await startedWorker)?.stop();
+    });
     const { mongo, stores } = await openStores(config);
-    stoppers.push(() => mongo.client.close());
+    started(() => mongo.client.close());
     const { client, close } = await temporalClient(config);
-    stoppers.push(close, () => deleteSweepSchedule(client, config.temporalTaskQueue));
+    started(close);
+    started(() => deleteSweepSchedule(client, config.temporalTaskQueue));
     const workerProcess = await starting;
-    stoppers.push(() => workerProcess.stop());
     const { api, client: anonymous } = await startTestApi(config);
-    stoppers.push(() => api.close());
+    started(() => api.close());
     return { config, mongo, stores, client, worker: workerProcess, api, anonymous, stop };
-  } catch (err) {
-    await stop();
-    await starting.then((started) => started.stop()).catch(() => undefined);
-    throw err;
-  }
+  });
 }
