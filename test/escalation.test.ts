@@ -3,14 +3,13 @@
 // signed like a callback. ESCALATION_PAUSES sets how many pauses each case launches (the issue's figure is 200;
 // npm test runs a few).
 import assert from 'node:assert/strict';
-import path from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { interactionWorkflowId, teamEventWorkflowId } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
 import type { TeamEventBody } from '../domain/teamEvents';
 import type { PushPayload } from '../domain/push';
 import { CallbackReceiver } from './support/callbackReceiver';
-import { ApiClient, saveHistory } from './support/harness';
+import { ApiClient, recordFixture } from './support/harness';
 import type { PushService, SubscriptionJSON } from './support/pushService';
 import { startPushStack, subscribeDevices, type PushStack } from './support/pushStack';
 import { TEST_JWT_SECRET } from './support/stack';
@@ -22,12 +21,6 @@ const PAUSES = Number(process.env.ESCALATION_PAUSES ?? 3);
 const SETTLE_MS = 30_000 + PAUSES * 100;
 const RUNG_SECONDS = 3;
 const BREAKER_FAILURES = 2;
-
-/** RECORD_FIXTURES=1 saves the histories these tests produce (from the code as it is) as replay fixtures. */
-function record(stack: PushStack, workflowId: string, name: string): void {
-  if (process.env.RECORD_FIXTURES === '1')
-    saveHistory(stack.config, workflowId, path.resolve(__dirname, 'fixtures', name));
-}
 
 describe('escalation', function () {
   this.timeout(120_000 + PAUSES * 1000);
@@ -241,7 +234,7 @@ describe('escalation', function () {
       push.recover(carol);
       await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, { answer: 'y' });
       await interaction.result();
-      record(stack, workflowId, 'interaction-history-rung-failed-retried.json');
+      recordFixture(stack.config, workflowId, 'interaction-history-rung-failed-retried.json');
     }
     const result = await interaction.result();
     assert.deepEqual(result, { rungsSent: [0], snoozesSent: 0, closed: true });

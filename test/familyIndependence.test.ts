@@ -2,7 +2,6 @@
 // (the workflow's result, the claim and the episodes view agree), and a released push is tried again within one
 // sweep interval whatever the callback is doing.
 import assert from 'node:assert/strict';
-import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import webpush from 'web-push';
 import type { Config } from '../config';
@@ -12,7 +11,7 @@ import type { Mongo } from '../store/mongo';
 import type { BranchResult, EpisodeResult } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
-import { saveHistory, type ApiClient } from './support/harness';
+import { recordFixture, type ApiClient } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
 import { waitUntil } from './support/waitUntil';
 
@@ -22,12 +21,6 @@ const CLAIM_AFTER: Partial<Record<BranchResult, ClaimState>> = {
   not_addressable: 'delivered',
   gave_up: 'delivered',
   released: 'absent',
-};
-
-/** RECORD_FIXTURES=1 saves the histories these tests produce (from the code as it is) as replay fixtures. */
-const record = (config: Config, workflowId: string, name: string): void => {
-  if (process.env.RECORD_FIXTURES === '1')
-    saveHistory(config, workflowId, path.resolve(__dirname, 'fixtures', name));
 };
 
 describe('family independence', function () {
@@ -75,7 +68,7 @@ describe('family independence', function () {
     await alice.post(`/api/v1/runs/${id}/cancel`);
     const episodeId = `${id}:end`;
     const result = await episodeResult(episodeId);
-    record(config, episodeId, 'episode-history-callback-threw.json');
+    recordFixture(config, episodeId, 'episode-history-callback-threw.json');
     assert.equal(
       result.callback,
       'released',
@@ -168,7 +161,7 @@ describe('family independence: a released push does not wait for the callback', 
     await push.waitFor(1, subscription, 60_000);
     const callbackAtArrival = await stores.claims.state(`cb|${episodeId}`);
     const result = (await client.workflow.getHandle(episodeId).result()) as EpisodeResult;
-    record(config, episodeId, 'episode-history-push-released-backoff.json');
+    recordFixture(config, episodeId, 'episode-history-push-released-backoff.json');
     assert.equal(callbackAtArrival, 'pending', 'the push came while the callback still retried');
     assert.deepEqual(
       { push: result.push, callback: result.callback },

@@ -2,14 +2,13 @@
 // Temporal gives it to the next worker once its heartbeat stops, not after its start-to-close timeout; the rung
 // still reaches its receiver. The rung is a webhook POST the receiver holds, so the kill lands mid-send.
 import assert from 'node:assert/strict';
-import path from 'node:path';
 import { temporal } from '@temporalio/proto';
 import webpush from 'web-push';
 import { interactionWorkflowId } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
 import { adminOf } from './support/admin';
 import { CallbackReceiver } from './support/callbackReceiver';
-import { saveHistory } from './support/harness';
+import { recordFixture } from './support/harness';
 import { processStackVars } from './support/processStack';
 import { waitUntil } from './support/waitUntil';
 import { startWorkerProcessStack, type WorkerProcessStack } from './support/workerProcessStack';
@@ -97,11 +96,10 @@ describe('a worker killed mid-rung (a real process kill)', function () {
     assert.equal(answered.status, 200, answered.text);
     const interaction = stack.client.workflow.getHandle(interactionWorkflowId(interactionId));
     assert.deepEqual(await interaction.result(), { rungsSent: [0], snoozesSent: 0, closed: true });
-    if (process.env.RECORD_FIXTURES === '1')
-      saveHistory(
-        stack.config,
-        interactionWorkflowId(interactionId),
-        path.resolve(__dirname, 'fixtures', 'interaction-history-sends-heartbeat.json'),
-      );
+    recordFixture(
+      stack.config,
+      interactionWorkflowId(interactionId),
+      'interaction-history-sends-heartbeat.json',
+    );
   });
 });

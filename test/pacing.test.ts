@@ -2,7 +2,6 @@
 // receiver (concurrency measured at the receiver), then a receiver that always fails (attempts reaching it are
 // bounded once its breaker opens; the breaker shows in the metrics, the logs and the attempt log).
 import assert from 'node:assert/strict';
-import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { Registry } from 'prom-client';
 import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
@@ -15,7 +14,7 @@ import type { Stores } from '../store';
 import type { EpisodeResult } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startWorkerStack, type WorkerStack } from './support/familyStack';
-import { saveHistory } from './support/harness';
+import { recordFixture } from './support/harness';
 import { waitUntil } from './support/waitUntil';
 
 const MAX_IN_FLIGHT = 4;
@@ -279,12 +278,12 @@ describe('callback breaker per tenant (one worker)', function () {
     });
     if (await closed())
       // RECORD_FIXTURES=1 on the code before issue #35: an episode whose held attempts spent its schedule.
-      record(episode, 'episode-history-callback-held-spent.json');
+      recordFixture(config, episode, 'episode-history-callback-held-spent.json');
     // The breaker's cool-down ends: the next attempt is its probe, the receiver answers, the breaker closes.
     clock += 3_600_000;
     const settled = await result(episode);
-    if (process.env.RECORD_FIXTURES === '1' && settled.callback === 'delivered')
-      record(episode, 'episode-history-callback-held-waits.json');
+    if (settled.callback === 'delivered')
+      recordFixture(config, episode, 'episode-history-callback-held-waits.json');
     assert.equal(settled.callback, 'delivered', 'the held attempts waited for the breaker');
     const rows = await attempts(episode);
     assert.ok(rows.filter((row) => row.error === 'breaker_open').length >= 2);
@@ -297,9 +296,4 @@ describe('callback breaker per tenant (one worker)', function () {
       'no attempt marked as the give-up',
     );
   });
-
-  function record(workflowId: string, name: string): void {
-    if (process.env.RECORD_FIXTURES === '1')
-      saveHistory(config, workflowId, path.resolve(__dirname, 'fixtures', name));
-  }
 });

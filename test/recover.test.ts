@@ -2,7 +2,6 @@
 // down long enough for a schedule of attempts, then back. Every callback of the team that gave up in the window is
 // delivered once more (same webhook-id, a signature that verifies), and nothing else is sent.
 import assert from 'node:assert/strict';
-import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { Webhook } from 'standardwebhooks';
 import {
@@ -14,14 +13,8 @@ import { createOriginPacing } from '../delivery/callback/pacing';
 import type { Stores } from '../store';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
-import { saveHistory, type ApiClient } from './support/harness';
+import { recordFixture, type ApiClient } from './support/harness';
 import { waitUntil } from './support/waitUntil';
-
-/** RECORD_FIXTURES=1 saves the histories these tests produce (from the code as it is) as replay fixtures. */
-function record(stack: FamilyStack, workflowId: string, name: string): void {
-  if (process.env.RECORD_FIXTURES === '1')
-    saveHistory(stack.config, workflowId, path.resolve(__dirname, 'fixtures', name));
-}
 
 describe('recover of the callbacks that gave up', function () {
   let receiver: CallbackReceiver;
@@ -87,7 +80,7 @@ describe('recover of the callbacks that gave up', function () {
     const id = started.body.id as string;
     const progress = await finished(alice, id);
     // The current path's fixture (callback-recover-history.json was recorded here before issue #35).
-    record(stack, callbackRecoverWorkflowId('acme'), 'callback-recover-bounded-history.json');
+    recordFixture(stack.config, callbackRecoverWorkflowId('acme'), 'callback-recover-bounded-history.json');
     assert.deepEqual(
       { ...progress, since: undefined, until: undefined },
       {
@@ -361,7 +354,7 @@ describe('a recover is no amplifier', function () {
     // The recover skips the ones just redelivered; the others are held by the open breaker.
     const progress = await recovered(caller, 'hooli', since);
     assert.equal(receiver.received.length, before, 'nothing went past the open breaker');
-    record(stack, callbackRedeliverWorkflowId(rest[0]), 'callback-redeliver-held-history.json');
+    recordFixture(stack.config, callbackRedeliverWorkflowId(rest[0]), 'callback-redeliver-held-history.json');
     assert.deepEqual(counts(progress), {
       found: 2 * BREAKER_FAILURES,
       skipped: BREAKER_FAILURES,

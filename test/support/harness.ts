@@ -131,6 +131,15 @@ export async function startTestApi(
   return { api, client: new ApiClient(api.url) };
 }
 
+/**
+ * With RECORD_FIXTURES=1, saves the workflow's history (from the code as it is) as the replay fixture
+ * test/fixtures/<name>; otherwise nothing.
+ */
+export function recordFixture(config: Config, workflowId: string, name: string): void {
+  if (process.env.RECORD_FIXTURES === '1')
+    saveHistory(config, workflowId, path.join(PROJECT_ROOT, 'test', 'fixtures', name));
+}
+
 /** Saves a workflow's history as an operator would export it (temporal workflow show --output json). */
 export function saveHistory(config: Config, workflowId: string, file: string): void {
   const cli = spawnSync(
