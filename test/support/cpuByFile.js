@@ -7,10 +7,16 @@ const { appendFileSync, readFileSync } = require('node:fs');
 
 const TICKS_PER_SECOND = 100; // USER_HZ, 100 on Linux
 
-/** utime + stime + cutime + cstime of this process, in seconds (/proc/self/stat fields 14 to 17). */
+/**
+ * This process's CPU (utime + stime) and its waited-for children's (cutime + cstime), in seconds (/proc/self/stat
+ * fields 14 to 17).
+ */
 function cpuSeconds() {
-  const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ');
-  return fields.slice(11, 15).reduce((sum, ticks) => sum + Number(ticks), 0) / TICKS_PER_SECOND;
+  const ticks = readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ').slice(11, 15).map(Number);
+  return {
+    self: (ticks[0] + ticks[1]) / TICKS_PER_SECOND,
+    children: (ticks[2] + ticks[3]) / TICKS_PER_SECOND,
+  };
 }
 
 let started;
@@ -21,10 +27,14 @@ exports.mochaHooks = {
   afterAll() {
     if (!started) return;
     const file = this.test?.parent?.suites?.[0]?.file;
+    const now = cpuSeconds();
+    const childSeconds = now.children - started.cpu.children;
     const line = {
       file,
-      cpuSeconds: cpuSeconds() - started.cpu,
+      cpuSeconds: now.self - started.cpu.self + childSeconds,
+      childSeconds,
       wallSeconds: (Date.now() - started.at) / 1000,
+      startedAt: started.at,
     };
     appendFileSync(process.env.FLOW_NOTIFY_TEST_CPU_LOG, `${JSON.stringify(line)}\n`);
   },

@@ -1,9 +1,9 @@
 // Mocha's spec reporter, then the 10 slowest tests (title, file, ms), the 10 files that used the most CPU
-// (cpuByFile.js), the suite's time, then one plain closing line
+// (cpuByFile.js; every file's in test-results/cpu-by-file.tsv), the suite's time, then one plain closing line
 // ("tests: N passed, N failed[, N skipped]") that CI reads. Under `mocha --parallel` this runs in the main process
 // on the tests the workers send back, which carry their title, file and duration too.
 'use strict';
-const { mkdtempSync, readFileSync, rmSync } = require('node:fs');
+const { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } = require('node:fs');
 const { tmpdir } = require('node:os');
 const path = require('node:path');
 const Mocha = require('mocha');
@@ -55,16 +55,33 @@ function printCpuByFile(log) {
   } catch {
     return; // no file finished
   }
+  lines.sort((a, b) => b.cpuSeconds - a.cpuSeconds);
+  const where = (file) => (file ? path.relative(process.cwd(), file) : '?');
+  // Every file, with when it started (seconds into the run): where the two cores sat idle shows as gaps.
+  const first = Math.min(...lines.map((l) => l.startedAt ?? Infinity));
+  mkdirSync('test-results', { recursive: true });
+  writeFileSync(
+    path.join('test-results', 'cpu-by-file.tsv'),
+    [
+      'cpu_s\tof_which_children_s\twall_s\tstart_s\tfile',
+      ...lines.map((l) =>
+        [
+          l.cpuSeconds.toFixed(1),
+          (l.childSeconds ?? 0).toFixed(1),
+          l.wallSeconds.toFixed(0),
+          ((l.startedAt - first) / 1000).toFixed(0),
+          where(l.file),
+        ].join('\t'),
+      ),
+    ].join('\n') + '\n',
+  );
   const total = lines.reduce((sum, line) => sum + line.cpuSeconds, 0);
   process.stdout.write(
     `\nCPU of the test files: ${total.toFixed(0)} s in all (the shared servers' not counted); the most:\n`,
   );
-  for (const { file, cpuSeconds, wallSeconds } of lines
-    .sort((a, b) => b.cpuSeconds - a.cpuSeconds)
-    .slice(0, SLOWEST)) {
-    const where = file ? path.relative(process.cwd(), file) : '?';
+  for (const { file, cpuSeconds, wallSeconds } of lines.slice(0, SLOWEST)) {
     process.stdout.write(
-      `  ${cpuSeconds.toFixed(1).padStart(6)} s CPU  ${wallSeconds.toFixed(0).padStart(4)} s  ${where}\n`,
+      `  ${cpuSeconds.toFixed(1).padStart(6)} s CPU  ${wallSeconds.toFixed(0).padStart(4)} s  ${where(file)}\n`,
     );
   }
 }
