@@ -58,7 +58,7 @@ function printCpuByFile(log) {
   lines.sort((a, b) => b.cpuSeconds - a.cpuSeconds);
   const where = (file) => (file ? path.relative(process.cwd(), file) : '?');
   // Every file, with when it started (seconds into the run): where the two cores sat idle shows as gaps.
-  const first = Math.min(...lines.map((l) => l.startedAt ?? Infinity));
+  const first = Math.min(...lines.map((l) => l.startedAt));
   mkdirSync('test-results', { recursive: true });
   writeFileSync(
     path.join('test-results', 'cpu-by-file.tsv'),
@@ -67,7 +67,7 @@ function printCpuByFile(log) {
       ...lines.map((l) =>
         [
           l.cpuSeconds.toFixed(1),
-          (l.childSeconds ?? 0).toFixed(1),
+          l.childSeconds.toFixed(1),
           l.wallSeconds.toFixed(0),
           ((l.startedAt - first) / 1000).toFixed(0),
           where(l.file),
