@@ -1,7 +1,7 @@
 // The production build: compiled to a copy of the package, with production dependencies only (the packages
-// `npm ci --omit=dev` installs, so no ts-node, no TypeScript), the worker and the API started from dist/ against the test
-// servers, one episode of each family (push, callback, operator alert) driven through them, the runner CLI run
-// from the build, and both stopped with SIGTERM.
+// `npm ci --omit=dev` installs, so no ts-node, no TypeScript), the worker and the API started from dist/ against
+// the test servers, one episode of each family (push, callback, operator alert) driven through them, the runner
+// CLI run from the build, and both stopped with SIGTERM.
 import assert from 'node:assert/strict';
 import { execFile, execFileSync, type ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
