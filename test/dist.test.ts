@@ -9,12 +9,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import webpush from 'web-push';
-import { sweepScheduleId } from '../client/schedules';
 import { freePort, PROJECT_ROOT } from '../platform/embedded';
-import { ApiClient, temporalClient } from './support/harness';
+import { ApiClient } from './support/harness';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startPushService, type PushService } from './support/pushService';
-import { TEST_JWT_SECRET, testStack } from './support/stack';
+import { deleteSweepScheduleOf, processStackVars } from './support/processStack';
 import { startProcess, terminate } from './support/processes';
 import { childProcessEnv, WorkerProcess } from './support/workerProcess';
 import { loadConfig } from '../config';
@@ -71,35 +70,24 @@ describe('the production build (dist/, production dependencies only)', function 
     callbacks = await CallbackReceiver.start();
     opsHook = await CallbackReceiver.start();
     const vapid = webpush.generateVAPIDKeys();
-    const suffix = Math.random().toString(16).slice(2, 10);
-    const stack = testStack();
-    vars = {
-      MONGO_URL: stack.mongoUrl,
-      MONGO_DB: `t_dist_${suffix}`,
-      TEMPORAL_ADDRESS: stack.temporalAddress,
-      TEMPORAL_TASK_QUEUE: `flow-notify-dist-${suffix}`,
-      AUTH_JWT_SECRET: TEST_JWT_SECRET,
-      VAPID_PUBLIC_KEY: vapid.publicKey,
-      VAPID_PRIVATE_KEY: vapid.privateKey,
-      PUSH_ALLOW_PRIVATE: '1',
-      CALLBACK_ALLOW_PRIVATE: '1',
-      OPS_ALERT_WEBHOOK_URL: opsHook.url,
-      SWEEP_INTERVAL_SECONDS: '3600',
-      PORT: String(await freePort()),
-    };
+    vars = processStackVars(
+      { db: 't_dist', queue: 'dist' },
+      {
+        VAPID_PUBLIC_KEY: vapid.publicKey,
+        VAPID_PRIVATE_KEY: vapid.privateKey,
+        PUSH_ALLOW_PRIVATE: '1',
+        CALLBACK_ALLOW_PRIVATE: '1',
+        OPS_ALERT_WEBHOOK_URL: opsHook.url,
+        SWEEP_INTERVAL_SECONDS: '3600',
+        PORT: String(await freePort()),
+      },
+    );
   });
 
   after(async () => {
     if (api) await terminate(api.child);
     await worker?.stop();
-    if (vars) {
-      const { client, close } = await temporalClient(loadConfig(vars));
-      await client.schedule
-        .getHandle(sweepScheduleId(vars.TEMPORAL_TASK_QUEUE))
-        .delete()
-        .catch(() => undefined);
-      await close();
-    }
+    if (vars) await deleteSweepScheduleOf(loadConfig(vars));
     await push?.close();
     await callbacks?.close();
     await opsHook?.close();
