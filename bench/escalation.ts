@@ -4,10 +4,10 @@
 // 10 s of its pause), and each rung exactly once. Then as many pauses answered within ±1 s of their rung's instant
 // (offsets spread evenly): every rung that reached carol is replaced by the close on her device, and how many
 // were still on the wire when the answer's response returned. Both at a few pauses: test/escalation.test.ts.
-import path from 'node:path';
 import webpush from 'web-push';
 import { interactionClaimKeys } from '../domain/interaction';
 import type { PushPayload } from '../domain/push';
+import { PROJECT_ROOT } from '../platform/embedded';
 import { startFamilyStack, startPushService, type FamilyStack } from '../test/support';
 import type { ApiClient } from '../test/support/harness';
 import { processStackVars } from '../test/support/processStack';
@@ -153,7 +153,7 @@ async function startSystem(vars: Record<string, string>, push: PushService): Pro
       ...(profileDir
         ? {
             command: {
-              cwd: path.resolve(__dirname, '..'),
+              cwd: PROJECT_ROOT,
               args: ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, '-r', 'ts-node/register', 'worker.ts'],
             },
           }
