@@ -244,7 +244,7 @@ const workflowSection = section({
     numeric(
       (raw) => /^\d+$/.test(raw) && Number(raw) <= 10_000,
       'a whole number of ms from 0 to 10000',
-    ).default(1000),
+    ).default(1500),
   ],
   /** undefined: the operator family is off. */
   opsAlertWebhookUrl: ['OPS_ALERT_WEBHOOK_URL', httpUrl.optional()],

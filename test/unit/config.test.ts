@@ -83,7 +83,7 @@ describe('config', () => {
       sweepIntervalSeconds: 120,
       stallAfterSeconds: 900,
       healthReapSeconds: 1800,
-      healthBatchMs: 1000,
+      healthBatchMs: 1500,
       authJwtSecret: 'x'.repeat(32),
       authMaxTokenLifetimeSeconds: 604800,
       authClockSkewSeconds: 60,
