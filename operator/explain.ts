@@ -3,12 +3,13 @@
 // (episodes, workflows, history events, rows) and a listing cut short says so. The reads are here, one step each;
 // history decoding is operator/history.ts, the row-to-view conversions operator/views.ts, the text operator/render.ts.
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
+import { interactionClaimKeys } from '../domain/interaction';
 import { claimKeys, interactionOfEpisode } from '../domain/outcome';
 import { mapBounded } from '../platform/concurrency';
 import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callback/attempts';
 import type { ClaimReader, ClaimRow } from '../store/claims';
 import type { EpisodeRow, EpisodeStore } from '../store/episodes';
-import type { PushDeliveryStore } from '../store/push/deliveries';
+import type { PushDelivery, PushDeliveryStore } from '../store/push/deliveries';
 import type { PushHoldRow, PushHoldStore } from '../store/push/holds';
 import type { PushReceiptRow, PushReceiptStore } from '../store/push/receipts';
 import type { PushSubscriptionStore } from '../store/push/subscriptions';
@@ -58,7 +59,7 @@ export interface ExplainDeps {
   runs: Pick<RunStore, 'getById'>;
   episodes: Pick<EpisodeStore, 'listForRunAnyTeam'>;
   claims: ClaimReader;
-  pushDeliveries: Pick<PushDeliveryStore, 'listForEpisode'>;
+  pushDeliveries: Pick<PushDeliveryStore, 'listForEpisode' | 'listFollowUps'>;
   callbackAttempts: Pick<CallbackAttemptStore, 'listForRun'>;
   pushSubscriptions: Pick<PushSubscriptionStore, 'endpointsByIds'>;
   /** Who was held for a digest instead of pushed; absent: not read. */
@@ -223,10 +224,25 @@ async function episodeView(
 ): Promise<EpisodeView> {
   const interactionId = interactionOfEpisode(seen.runId, episodeId);
   const answer = interactionId ? seen.answers.get(interactionId) : undefined;
-  const rows = await deps.pushDeliveries.listForEpisode(episodeId, limits.deliveriesPerEpisode + 1);
-  const endpoints = await deps.pushSubscriptions.endpointsByIds([
-    ...new Set(rows.map((r) => r.subscriptionId)),
+  const [rows, followUps] = await Promise.all([
+    deps.pushDeliveries.listForEpisode(episodeId, limits.deliveriesPerEpisode + 1),
+    interactionId
+      ? deps.pushDeliveries.listFollowUps(
+          episodeId,
+          interactionClaimKeys.answered(interactionId),
+          limits.deliveriesPerEpisode + 1,
+        )
+      : [],
   ]);
+  const endpoints = await deps.pushSubscriptions.endpointsByIds([
+    ...new Set([...rows, ...followUps].map((r) => r.subscriptionId)),
+  ]);
+  const deliveryView = (r: PushDelivery & { episodeId: string }) =>
+    pushDeliveryView(
+      r,
+      endpoints.get(r.subscriptionId),
+      deviceReceiptView(seen.receipts.get(receiptKey(r.episodeId, r.subscriptionId)), answer, r.userId),
+    );
   const closed = executions
     .filter(({ info }) => info.type === workflowTypes.episode && info.workflowId === episodeId)
     .filter(({ history }) => history.result !== undefined)
@@ -241,16 +257,12 @@ async function episodeView(
       ops: familyClaim(claimKeys.ops(episodeId)),
     },
     ...(closed ? { branches: branchesOf(closed.history.result) } : {}),
-    pushDeliveries: rows
-      .slice(0, limits.deliveriesPerEpisode)
-      .map((r) =>
-        pushDeliveryView(
-          r,
-          endpoints.get(r.subscriptionId),
-          deviceReceiptView(seen.receipts.get(receiptKey(episodeId, r.subscriptionId)), answer, r.userId),
-        ),
-      ),
+    pushDeliveries: rows.slice(0, limits.deliveriesPerEpisode).map(deliveryView),
     pushDeliveriesTruncated: rows.length > limits.deliveriesPerEpisode,
+    followUpPushes: followUps
+      .slice(0, limits.deliveriesPerEpisode)
+      .map((r) => ({ followUp: r.followUp, ...deliveryView(r) })),
+    followUpPushesTruncated: followUps.length > limits.deliveriesPerEpisode,
     pushHeld: held.map(pushHeldView),
     callbackAttempts: records.attemptRows
       .filter((a) => a.episodeId === episodeId)

@@ -34,6 +34,11 @@ export interface PushDeliveryView extends DeviceReceiptView {
   at: string;
 }
 
+export interface FollowUpPushView extends PushDeliveryView {
+  /** `rung:<n>` (the policy's rung n), `snooze:<id>`, or `answered` (the close). */
+  followUp: string;
+}
+
 /** One row of the callback attempt log (callback_attempts): what the receiver saw, attempt by attempt. */
 export interface CallbackAttemptView {
   /** 1-based, across every delivery of the episode (its schedule, re-runs, redeliveries). */
@@ -68,6 +73,9 @@ export interface EpisodeView {
   branches?: Record<string, string>;
   pushDeliveries: PushDeliveryView[];
   pushDeliveriesTruncated: boolean;
+  /** An input request's pushes after the question: each rung's and snooze's, and the close's (`answered`). */
+  followUpPushes: FollowUpPushView[];
+  followUpPushesTruncated: boolean;
   /** Recipients held for their digest instead of pushed, and the digest each went out in. */
   pushHeld: PushHeldView[];
   callbackAttempts: CallbackAttemptView[];

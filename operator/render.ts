@@ -6,6 +6,7 @@ import type {
   ClaimView,
   DeviceReceiptView,
   EpisodeView,
+  PushDeliveryView,
   RunExplanation,
 } from './explanation';
 
@@ -55,15 +56,18 @@ function renderEpisode(e: EpisodeView, attemptsTruncated: boolean, line: Line): 
   for (const family of ['push', 'callback', 'ops'] as const) {
     line(`    ${family.padEnd(8)} claim ${claim(e.families[family])}`);
   }
-  if (e.pushDeliveries.length) {
-    line(`    push deliveries (${e.pushDeliveries.length}${e.pushDeliveriesTruncated ? '+' : ''}):`);
-    for (const d of e.pushDeliveries) {
-      line(
-        `      ${d.at} to ${d.userId} via ${d.pushService ?? '(subscription pruned)'} sub ${d.subscriptionId.slice(0, 12)}…`,
-      );
+  const pushes = (title: string, views: (PushDeliveryView & { followUp?: string })[], truncated: boolean) => {
+    if (!views.length) return;
+    line(`    ${title} (${views.length}${truncated ? '+' : ''}):`);
+    for (const d of views) {
+      const what = d.followUp ? `${d.followUp} ` : '';
+      const via = d.pushService ?? '(subscription pruned)';
+      line(`      ${d.at} ${what}to ${d.userId} via ${via} sub ${d.subscriptionId.slice(0, 12)}…`);
       line(`        ${seenOnDevice(d)}`);
     }
-  }
+  };
+  pushes('push deliveries', e.pushDeliveries, e.pushDeliveriesTruncated);
+  pushes('follow-up pushes', e.followUpPushes, e.followUpPushesTruncated);
   if (e.pushHeld.length) {
     line(`    held for a digest (${e.pushHeld.length}):`);
     for (const h of e.pushHeld) {

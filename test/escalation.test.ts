@@ -6,8 +6,12 @@ import assert from 'node:assert/strict';
 import { Webhook } from 'standardwebhooks';
 import { interactionWorkflowId, teamEventWorkflowId } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
+import { inputEpisodeId } from '../domain/outcome';
 import type { TeamEventBody } from '../domain/teamEvents';
 import type { PushPayload } from '../domain/push';
+import { explainRun } from '../operator/explain';
+import { renderExplanation } from '../operator/render';
+import { createClaimReader } from '../store/claims';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { ApiClient, recordFixture } from './support/harness';
 import type { PushService, SubscriptionJSON } from './support/pushService';
@@ -358,6 +362,28 @@ describe('escalation', function () {
         kinds.indexOf('paused') < kinds.indexOf('rung') && kinds.indexOf('rung') < kinds.indexOf('answered'),
         `${kinds}`,
       );
+
+      // explain shows the question's follow-ups beside its own pushes: the rung's and the close's.
+      const explained = await explainRun(
+        {
+          ...stack.stores,
+          claims: createClaimReader(stack.mongo.db),
+          client: stack.client,
+          namespace: 'default',
+          temporalUiUrl: 'http://ui',
+        },
+        runId,
+      );
+      const question = explained!.episodes.find((e) => e.episodeId === inputEpisodeId(runId, interactionId));
+      assert.ok(question, JSON.stringify(explained!.episodes.map((e) => e.episodeId)));
+      assert.deepEqual(
+        question.followUpPushes.map(({ followUp, userId }) => ({ followUp, userId })),
+        [
+          { followUp: 'rung:0', userId: 'carol' },
+          { followUp: 'answered', userId: 'carol' },
+        ],
+      );
+      assert.match(renderExplanation(explained!), /follow-up pushes \(2\):\n.* rung:0 to carol via /);
     } finally {
       await endpointReceiver.close();
     }

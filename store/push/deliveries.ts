@@ -189,6 +189,32 @@ export function createPushDeliveryStore(db: Db) {
         .map((delivery) => ({ episodeId, ...delivery }));
     },
 
+    /**
+     * An input request's follow-up pushes, each (follow-up, device) once, oldest first, at most `limit` (operator
+     * tools): its rungs' and snoozes' (ids `<episodeId>|<what>`, one range on the episode index) and its close's
+     * (`closeId`). `followUp` is the `<what>`, or `answered` for the close.
+     */
+    async listFollowUps(
+      episodeId: string,
+      closeId: string,
+      limit: number,
+    ): Promise<(PushDelivery & { episodeId: string; followUp: string })[]> {
+      const [sent, closed] = await Promise.all([
+        rows.find({ episodeId: { $gte: `${episodeId}|`, $lte: `${episodeId}|\uffff` } }).toArray(),
+        rows.find({ episodeId: closeId }).toArray(),
+      ]);
+      const byFollowUp = new Map<string, PushDeliveryRow[]>();
+      for (const row of [...sent, ...closed])
+        byFollowUp.set(row.episodeId, [...(byFollowUp.get(row.episodeId) ?? []), row]);
+      return [...byFollowUp]
+        .flatMap(([id, group]) => {
+          const followUp = id === closeId ? 'answered' : id.slice(episodeId.length + 1);
+          return firstDeliveries(group).map((delivery) => ({ episodeId: id, followUp, ...delivery }));
+        })
+        .sort((a, b) => a.at.getTime() - b.at.getTime())
+        .slice(0, limit);
+    },
+
     async reapExpired(now: Date): Promise<number> {
       const cutoff = new Date(now.getTime() - CLAIM_RETENTION_SECONDS * 1000);
       return (await rows.deleteMany({ at: { $lt: cutoff } })).deletedCount;

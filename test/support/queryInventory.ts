@@ -541,14 +541,14 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'push/deliveries',
-    method: 'countForEpisode, listForEpisode',
+    method: 'countForEpisode, listForEpisode, listFollowUps',
     collection: 'push_deliveries',
     op: 'find',
     filter: { episodeId: SAMPLE.episodeId },
     index: 'episode',
     hot: true,
-    note: "GET /runs/:id/episodes (each episode's batch rows) and flow-notify explain",
-    sites: 2,
+    note: "GET /runs/:id/episodes (each episode's batch rows) and flow-notify explain (also a question's close)",
+    sites: 3,
   },
   {
     module: 'push/deliveries',
@@ -562,13 +562,14 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'push/deliveries',
-    method: 'reachedWithFollowUps',
+    method: 'reachedWithFollowUps, listFollowUps',
     collection: 'push_deliveries',
     op: 'find',
     filter: { episodeId: { $gte: SAMPLE.episodeId, $lte: `${SAMPLE.episodeId}|\uffff` } },
     index: 'episode',
     hot: true,
-    note: "an answered question's close: the devices its push, rungs and snoozes reached (one range)",
+    note: "an answered question's close: the devices its push, rungs and snoozes reached (one range); explain: its follow-ups",
+    sites: 2,
   },
   // push_holds
   {
