@@ -157,6 +157,14 @@ function createClaimSettling({ claims, now }: ClaimContext) {
   };
 }
 
+/** A claim's state and, once settled, how it ended. */
+export type ClaimDescription = { state: ClaimState; result?: string };
+
+const describeRow = (row: ClaimRow | null): ClaimDescription => {
+  if (row === null) return { state: 'absent' };
+  return row.delivered ? { state: 'delivered', result: row.result ?? 'delivered' } : { state: 'pending' };
+};
+
 /** Whether an episode is in hand or settled, one key or a range at a time, and the reaping of expired rows. */
 function createClaimReads({ claims, now, isShielding }: ClaimContext) {
   const reads = {
@@ -176,10 +184,15 @@ function createClaimReads({ claims, now, isShielding }: ClaimContext) {
     },
 
     /** The state and, once settled, how it ended. */
-    async describe(key: string): Promise<{ state: ClaimState; result?: string }> {
-      const row = await claims.findOne({ _id: key });
-      if (row === null) return { state: 'absent' };
-      return row.delivered ? { state: 'delivered', result: row.result ?? 'delivered' } : { state: 'pending' };
+    async describe(key: string): Promise<ClaimDescription> {
+      return describeRow(await claims.findOne({ _id: key }));
+    },
+
+    /** describe() for each key, in one read by _id. */
+    async describeEach(keys: string[]): Promise<Map<string, ClaimDescription>> {
+      const rows = keys.length ? await claims.find({ _id: { $in: keys } }).toArray() : [];
+      const found = new Map(rows.map((row) => [row._id, row]));
+      return new Map(keys.map((key) => [key, describeRow(found.get(key) ?? null)]));
     },
 
     /**

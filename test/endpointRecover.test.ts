@@ -2,7 +2,10 @@
 // best effort (a store restarting as the receiver answers loses the row), so a delivery is known by its settled
 // claim as well: one delivered whose row was lost is not sent again.
 import assert from 'node:assert/strict';
+import { MongoClient } from 'mongodb';
+import { missedEvents } from '../activities/endpoint';
 import { endpointDeliveryKey } from '../domain/teamEvents';
+import { createStores } from '../store';
 import { adminOf } from './support/admin';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
@@ -59,5 +62,62 @@ describe('team endpoints: a recover', function () {
     const result = await stack.client.workflow.getHandle(recover.body.id).result();
     assert.deepEqual(result, { found: 0, delivered: 0, failed: 0 });
     assert.equal(receiver.received.length, 1, 'sent once');
+  });
+
+  it('finds what an endpoint missed among many events in a few store reads, not two per event', async () => {
+    const since = new Date();
+    const admin = adminOf(stack.anonymous, 'ada', 'acme');
+    const created = await admin.post('/api/v1/endpoints', {
+      url: receiver.url,
+      eventTypes: ['run.failed'],
+    });
+    assert.equal(created.status, 201, created.text);
+    const endpointId = created.body.id as string;
+    const monitored = new MongoClient(stack.config.mongoUrl, { monitorCommands: true });
+    await monitored.connect();
+    try {
+      const stores = createStores(monitored.db(stack.config.mongoDb), {
+        claimGraceSeconds: stack.config.claimGraceSeconds,
+      });
+      // 240 events of its type, all but every 60th delivered (the claim settled; their attempt rows lost).
+      const ids = Array.from({ length: 240 }, (_, i) => `ev:many${i}:end`);
+      const now = new Date(Date.now() + 1000);
+      for (const [i, id] of ids.entries()) {
+        const run = { id: `many${i}`, status: 'failed' as const, title: 'many' };
+        await stores.teamEvents.record(
+          {
+            id,
+            type: 'run.failed',
+            teamId: 'acme',
+            runId: run.id,
+            run,
+            data: {},
+            occurredAt: now.toISOString(),
+          },
+          now,
+        );
+      }
+      const missed = ids.filter((_, i) => i % 60 === 0);
+      for (const id of ids.filter((id) => !missed.includes(id))) {
+        const key = endpointDeliveryKey(id, endpointId);
+        assert.ok(await stores.claims.tryMark(key, 'test'));
+        await stores.claims.markDelivered(key, 'test', 'delivered');
+      }
+      let commands = 0;
+      monitored.on('commandStarted', (e) => void (e.commandName !== 'endSessions' && commands++));
+      const found = await missedEvents(stores, {
+        teamId: 'acme',
+        endpointId,
+        since: since.toISOString(),
+        until: new Date(now.getTime() + 1000).toISOString(),
+        maxSends: 1000,
+      });
+      assert.deepEqual([...found].sort(), [...missed].sort());
+      // The endpoint, the events and their claims (each read with its second batch), and the last attempt of
+      // each event not settled delivered: nothing per event delivered.
+      assert.ok(commands <= 5 + missed.length, `${commands} store commands for ${ids.length} events`);
+    } finally {
+      await monitored.close();
+    }
   });
 });

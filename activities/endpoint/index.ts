@@ -19,6 +19,7 @@ import type { TeamEventRow, TeamEventStore } from '../../store/endpoint/teamEven
 import type { InteractionStore } from '../../store/interactions';
 import type { RateLimitStore } from '../../store/rateLimits';
 import type { RunStore } from '../../store/runs';
+import { mapBounded } from '../../platform/concurrency';
 import { withDeadline } from '../../platform/deadline';
 import {
   logAttempt,
@@ -38,7 +39,7 @@ export interface EndpointDeps extends Omit<CallbackDeps, 'runs' | 'callbackAttem
   /** Where a Slack message's input request finds its prompt. */
   interactions: Pick<InteractionStore, 'get'>;
   /** The deliveries' claims: one settled delivered is known delivered even when its attempt row was lost. */
-  claims: Pick<ClaimStore, 'describe'>;
+  claims: Pick<ClaimStore, 'describeEach'>;
   /** The studio a Slack message links its run in (as the pushes do). */
   studioUrl: string;
   /** The callback family's schedule, which every delivery follows. */
@@ -71,6 +72,10 @@ export const endpointRateKey = (endpointId: string, suffix: string): string =>
 
 /** The most events one recover reads from its window. */
 const RECOVER_READ_MAX = 50_000;
+/** Events whose claims a recover reads at once (one read by _id each batch). */
+const RECOVER_CHECK_BATCH = 500;
+/** The last attempts of events not settled delivered, read side by side (one indexed read each). */
+const LAST_ATTEMPT_READS_IN_FLIGHT = 8;
 
 /** How often an endpoint that keeps succeeding has its last success written (not on every delivery). */
 const SUCCESS_WRITE_EVERY_MS = 60_000;
@@ -176,6 +181,51 @@ function endpointAttempter(deps: EndpointDeps) {
   return attemptEndpoint;
 }
 
+/**
+ * The events of the window an endpoint subscribes to (as it is now), from after its creation, whose last attempt did
+ * not deliver and whose claim is not settled delivered (or that it never got, disabled at the time): what a recover
+ * sends again, at most `maxSends`.
+ */
+export async function missedEvents(
+  deps: Pick<EndpointDeps, 'endpoints' | 'teamEvents' | 'endpointAttempts' | 'claims'>,
+  input: EndpointRecoverInput,
+): Promise<string[]> {
+  const endpoint = await deps.endpoints.get(input.teamId, input.endpointId);
+  if (!endpoint) return [];
+  const events = await deps.teamEvents.listForTeam(
+    input.teamId,
+    new Date(input.since),
+    new Date(input.until),
+    RECOVER_READ_MAX,
+  );
+  const owed = events.filter(
+    (event) =>
+      endpoint.eventTypes.includes(event.type) &&
+      new Date(event.occurredAt).getTime() >= endpoint.createdAt.getTime(),
+  );
+  const keyOf = (event: TeamEventRow) => endpointDeliveryKey(event._id, endpoint._id);
+  const missed: string[] = [];
+  for (let from = 0; from < owed.length && missed.length < input.maxSends; from += RECOVER_CHECK_BATCH) {
+    const batch = owed.slice(from, from + RECOVER_CHECK_BATCH);
+    // The claims in one read: most events were delivered, and a claim settled delivered says so even when the
+    // attempt row was lost (it is written best effort: a store restarting as the receiver answers loses it).
+    const claims = await deps.claims.describeEach(batch.map(keyOf));
+    const unsettled = batch.filter((event) => {
+      const claim = claims.get(keyOf(event));
+      return !(claim?.state === 'delivered' && claim.result === 'delivered');
+    });
+    const lastDelivered = await mapBounded(unsettled, LAST_ATTEMPT_READS_IN_FLIGHT, async (event) => {
+      const [last] = await deps.endpointAttempts.listForEpisode(keyOf(event), 1);
+      return last?.result === 'delivered';
+    });
+    for (const [i, event] of unsettled.entries()) {
+      if (missed.length >= input.maxSends) break;
+      if (!lastDelivered[i]) missed.push(event._id);
+    }
+  }
+  return missed;
+}
+
 export function createEndpointActivities(deps: EndpointDeps) {
   const attemptEndpoint = endpointAttempter(deps);
 
@@ -205,35 +255,7 @@ export function createEndpointActivities(deps: EndpointDeps) {
       return { sequence: recorded.sequence, endpointIds, ...deps.schedule };
     },
 
-    /**
-     * The events of the window it subscribes to (as it is now), from after its creation, whose last attempt did not
-     * deliver and whose claim is not settled delivered (or that it never got, disabled at the time): what a recover
-     * sends again.
-     */
-    async endpointMissedEvents(input: EndpointRecoverInput): Promise<string[]> {
-      const endpoint = await deps.endpoints.get(input.teamId, input.endpointId);
-      if (!endpoint) return [];
-      const events = await deps.teamEvents.listForTeam(
-        input.teamId,
-        new Date(input.since),
-        new Date(input.until),
-        RECOVER_READ_MAX,
-      );
-      const missed: string[] = [];
-      for (const event of events) {
-        if (missed.length >= input.maxSends) break;
-        if (!endpoint.eventTypes.includes(event.type)) continue;
-        if (new Date(event.occurredAt).getTime() < endpoint.createdAt.getTime()) continue;
-        const key = endpointDeliveryKey(event._id, endpoint._id);
-        const [last] = await deps.endpointAttempts.listForEpisode(key, 1);
-        if (last?.result === 'delivered') continue;
-        // The row is written best effort (a store restarting as the receiver answers loses it); the claim is not.
-        const claim = await deps.claims.describe(key);
-        if (claim.state === 'delivered' && claim.result === 'delivered') continue;
-        missed.push(event._id);
-      }
-      return missed;
-    },
+    endpointMissedEvents: (input: EndpointRecoverInput): Promise<string[]> => missedEvents(deps, input),
 
     async sendEndpointEvent(
       eventId: string,

@@ -496,13 +496,14 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'claims',
-    method: 'byKeys',
+    method: 'byKeys, describeEach',
     collection: 'sent_notifications',
     op: 'find',
     filter: { _id: { $in: [SAMPLE.episodeId, `cb|${SAMPLE.episodeId}`] } },
     index: '_id_',
     hot: false,
-    note: "flow-notify explain (operators); a run's timeline: its rungs' claims, one read of every key its pauses may have",
+    note: "flow-notify explain (operators); a run's timeline: its rungs' claims, one read of every key its pauses may have; an endpoint's recover: 500 events' claims a read",
+    sites: 2,
   },
   {
     module: 'claims',
