@@ -1,8 +1,9 @@
 // What GET /runs/:id/episodes shows: every recorded episode of a run and each family's claim state.
+import { interactionClaimKeys } from '../domain/interaction';
 import { claimKeys, interactionOfEpisode } from '../domain/outcome';
 import type { ClaimState } from '../domain/outcome';
 import type { ClaimStore } from '../store/claims';
-import type { PushDeliveryStore } from '../store/push/deliveries';
+import type { PushDelivery, PushDeliveryStore } from '../store/push/deliveries';
 import type { PushHoldStore } from '../store/push/holds';
 import { answersOf, deviceReceiptView, pushHeldView, receiptKey, receiptsByDevice } from '../operator/views';
 import type { DeviceReceiptView, PushHeldView } from '../operator/explanation';
@@ -53,6 +54,11 @@ export interface EpisodeSummary {
    * nothing came), and when its person answered.
    */
   pushDevices: PushDeviceView[];
+  /**
+   * An input request's pushes after the question, per device (the first MAX_DEVICES_SHOWN): each rung's
+   * (`followUp: "rung:<n>"`), snooze's (`snooze:<id>`) and the close's (`answered`).
+   */
+  followUpDevices: (PushDeviceView & { followUp: string })[];
   /** Recipients held for their digest instead (quiet hours, do-not-disturb, a burst), and the digest it went in. */
   pushHeld: PushHeldView[];
   /** Every attempt of its completion callback, oldest first (the schedule's and redeliveries), newest 1000. */
@@ -119,7 +125,8 @@ export function createEpisodeView(deps: {
       let callbackAttemptsTruncated = false;
       const episodes = await Promise.all(
         rows.map(async (row) => {
-          const [families, delivered, read] = await Promise.all([
+          const interactionId = interactionOfEpisode(runId, row._id);
+          const [families, delivered, read, followUps] = await Promise.all([
             Promise.all(
               (Object.keys(claimKeys) as (keyof typeof claimKeys)[]).map(
                 async (family) => [family, await deps.claims.describe(claimKeys[family](row._id))] as const,
@@ -128,9 +135,21 @@ export function createEpisodeView(deps: {
             deps.pushDeliveries.listForEpisode(row._id, Number.MAX_SAFE_INTEGER),
             // One past the cap says it was cut.
             deps.callbackAttempts.listForEpisode(row._id, MAX_ATTEMPTS_SHOWN + 1),
+            interactionId
+              ? deps.pushDeliveries.listFollowUps(
+                  row._id,
+                  interactionClaimKeys.answered(interactionId),
+                  MAX_DEVICES_SHOWN,
+                )
+              : [],
           ]);
-          const interactionId = interactionOfEpisode(runId, row._id);
           const answer = interactionId ? answers.get(interactionId) : undefined;
+          const deviceView = (d: PushDelivery & { episodeId: string }): PushDeviceView => ({
+            userId: d.userId,
+            subscriptionId: d.subscriptionId,
+            sentAt: d.at,
+            ...deviceReceiptView(receipts.get(receiptKey(d.episodeId, d.subscriptionId)), answer, d.userId),
+          });
           const cut = read.length > MAX_ATTEMPTS_SHOWN;
           if (cut) callbackAttemptsTruncated = true;
           return {
@@ -139,12 +158,8 @@ export function createEpisodeView(deps: {
             recordedAt: row.recordedAt,
             families,
             pushDeliveries: delivered.length,
-            pushDevices: delivered.slice(0, MAX_DEVICES_SHOWN).map((d) => ({
-              userId: d.userId,
-              subscriptionId: d.subscriptionId,
-              sentAt: d.at,
-              ...deviceReceiptView(receipts.get(receiptKey(row._id, d.subscriptionId)), answer, d.userId),
-            })),
+            pushDevices: delivered.slice(0, MAX_DEVICES_SHOWN).map(deviceView),
+            followUpDevices: followUps.map((d) => ({ followUp: d.followUp, ...deviceView(d) })),
             pushHeld: holds.filter((hold) => hold.episodeId === row._id).map(pushHeldView),
             callbackAttempts: (cut ? read.slice(1) : read).map(attemptSummary),
           };

@@ -384,6 +384,19 @@ describe('escalation', function () {
         ],
       );
       assert.match(renderExplanation(explained!), /follow-up pushes \(2\):\n.* rung:0 to carol via /);
+      // And the episodes view, per device, with what each device reported.
+      const view = await alice.get(`/api/v1/runs/${runId}/episodes`);
+      assert.equal(view.status, 200, view.text);
+      const viewed = (
+        view.body.episodes as { episodeId: string; followUpDevices: Record<string, unknown>[] }[]
+      ).find((e) => e.episodeId === question.episodeId);
+      assert.deepEqual(
+        viewed?.followUpDevices.map(({ followUp, userId, receipt }) => ({ followUp, userId, receipt })),
+        [
+          { followUp: 'rung:0', userId: 'carol', receipt: 'none' },
+          { followUp: 'answered', userId: 'carol', receipt: 'none' },
+        ],
+      );
     } finally {
       await endpointReceiver.close();
     }
