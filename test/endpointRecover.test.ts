@@ -29,15 +29,18 @@ describe('team endpoints: a recover', function () {
     await receiver?.close();
   });
 
+  const admin = () => adminOf(stack.anonymous, 'ada', 'acme');
+
+  /** An endpoint of acme on the receiver, subscribed to one event type: its id. */
+  async function createEndpoint(eventType: string): Promise<string> {
+    const created = await admin().post('/api/v1/endpoints', { url: receiver.url, eventTypes: [eventType] });
+    assert.equal(created.status, 201, created.text);
+    return created.body.id as string;
+  }
+
   it('does not send again an event delivered whose attempt row was lost', async () => {
     const since = new Date();
-    const admin = adminOf(stack.anonymous, 'ada', 'acme');
-    const created = await admin.post('/api/v1/endpoints', {
-      url: receiver.url,
-      eventTypes: ['run.finished'],
-    });
-    assert.equal(created.status, 201, created.text);
-    const endpointId = created.body.id as string;
+    const endpointId = await createEndpoint('run.finished');
     const alice = stack.anonymous.as('alice', 'acme');
     const run = await alice.post('/api/v1/runs', { title: 'delivered, row lost' });
     assert.equal(run.status, 201, run.text);
@@ -55,7 +58,7 @@ describe('team endpoints: a recover', function () {
       .collection('endpoint_attempts')
       .deleteMany({ episodeId: endpointDeliveryKey(eventId, endpointId) });
     assert.equal(lost.deletedCount, 1);
-    const recover = await admin.post(`/api/v1/endpoints/${endpointId}/recover`, {
+    const recover = await admin().post(`/api/v1/endpoints/${endpointId}/recover`, {
       since: since.toISOString(),
     });
     assert.equal(recover.status, 202, recover.text);
@@ -66,13 +69,7 @@ describe('team endpoints: a recover', function () {
 
   it('finds what an endpoint missed among many events in a few store reads, not two per event', async () => {
     const since = new Date();
-    const admin = adminOf(stack.anonymous, 'ada', 'acme');
-    const created = await admin.post('/api/v1/endpoints', {
-      url: receiver.url,
-      eventTypes: ['run.failed'],
-    });
-    assert.equal(created.status, 201, created.text);
-    const endpointId = created.body.id as string;
+    const endpointId = await createEndpoint('run.failed');
     const monitored = new MongoClient(stack.config.mongoUrl, { monitorCommands: true });
     await monitored.connect();
     try {
