@@ -5,20 +5,13 @@ import type { FollowUpResult, InteractionPlan } from '../../contract/activities'
 import type { InteractionAnswer, InteractionRef, InteractionSnooze } from '../../contract/workflows';
 import { interactionClaimKeys, type EscalationRung } from '../../domain/interaction';
 import { keptAlive } from '../activityContext';
-import type { InteractionActivityDeps, InteractionEvent } from './interactionActivityDeps';
+import type { InteractionActivityDeps } from './interactionActivityDeps';
 import { closeAnswered, openQuestion, pushFollowUp, rungRecipients } from './pushes';
 import { postEscalation } from './webhook';
 
 export type { InteractionActivityDeps, InteractionEvent } from './interactionActivityDeps';
 
 export function createInteractionActivities(deps: InteractionActivityDeps) {
-  const announce = async (event: InteractionEvent): Promise<void> => {
-    try {
-      await deps.announce(event);
-    } catch (err) {
-      deps.push.log(`interaction: ${event.type} was not announced: ${String(err)}`);
-    }
-  };
   return {
     async interactionPlan(ref: InteractionRef, holder: string): Promise<InteractionPlan> {
       const key = interactionClaimKeys.opened(ref.interactionId);
@@ -34,7 +27,7 @@ export function createInteractionActivities(deps: InteractionActivityDeps) {
       keptAlive(async () => {
         const closed = await closeAnswered(deps.push, ref, answer);
         if (closed.result !== 'closed')
-          await announce({
+          await deps.announce({
             type: 'interaction.answered',
             ...ref,
             answeredBy: answer.answeredBy,
@@ -58,7 +51,7 @@ export function createInteractionActivities(deps: InteractionActivityDeps) {
                 `rung:${index}`,
               );
         if (sent.result === 'delivered')
-          await announce({
+          await deps.announce({
             type: 'interaction.escalated',
             ...ref,
             rung: index,

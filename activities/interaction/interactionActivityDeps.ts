@@ -39,7 +39,8 @@ export interface InteractionActivityDeps {
   webhookRetrySeconds: number[];
   /**
    * Told once an answer's close or a rung went out (after its claim was won, so once per claim): the team's
-   * endpoints hear it (teamAnnounce.ts). Its failure is logged, never a failed send.
+   * endpoints hear it (teamAnnounce.ts). Its failure fails the activity's attempt: Temporal tries it again, the
+   * sends skipping the devices already reached, and the event's id makes a second raise the same event.
    */
   announce: (event: InteractionEvent) => Promise<void>;
 }
