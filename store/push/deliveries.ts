@@ -204,8 +204,11 @@ export function createPushDeliveryStore(db: Db) {
         rows.find({ episodeId: closeId }).toArray(),
       ]);
       const byFollowUp = new Map<string, PushDeliveryRow[]>();
-      for (const row of [...sent, ...closed])
-        byFollowUp.set(row.episodeId, [...(byFollowUp.get(row.episodeId) ?? []), row]);
+      for (const row of [...sent, ...closed]) {
+        const group = byFollowUp.get(row.episodeId);
+        if (group) group.push(row);
+        else byFollowUp.set(row.episodeId, [row]);
+      }
       return [...byFollowUp]
         .flatMap(([id, group]) => {
           const followUp = id === closeId ? 'answered' : id.slice(episodeId.length + 1);
