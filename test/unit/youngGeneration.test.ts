@@ -26,29 +26,36 @@ describe('young generation of the API and the worker', () => {
   }
 
   it('set at run time, the hold keeps the young generation at its size and the release lets it grow', () => {
-    // A plain node: the new space's size after 40 MiB of surviving objects held, after 40 more held, and after 40
-    // more released. Objects that survive scavenges are what grows it (as loading modules does); the first
-    // scavenges commit its second half, hence the comparison from the first 40 MiB on. Were the hold not read at
-    // run time, those first 40 MiB would take it to its maximum (32 MiB) and it could not grow after the release.
+    // A plain node: the new space's largest size while 40 MiB of surviving objects are made and held, while 40 more
+    // are, and while 40 more are after the release. Objects that survive scavenges are what grows it (as loading
+    // modules does); the first scavenges commit its second half, hence the comparison from the first 40 MiB on.
+    // The largest size, because V8 may also shrink the space when allocation slows (a loaded machine): a shrink is
+    // not what the hold is about. Were the hold not read at run time, those first 40 MiB would take it to its
+    // maximum (32 MiB) and it could not grow after the release.
     const script = `
       const v8 = require('node:v8');
       const newSpace = () => v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space').space_size;
-      const survivors = (mib) => Array.from({ length: mib * 20000 }, (_, i) => ({ i, s: 'x' + i }));
       const kept = [];
+      const largestWhileKeeping = (mib) => {
+        let largest = 0;
+        for (let m = 0; m < mib; m++) {
+          kept.push(Array.from({ length: 20000 }, (_, i) => ({ i, s: 'x' + i })));
+          largest = Math.max(largest, newSpace());
+        }
+        return largest;
+      };
       v8.setFlagsFromString(process.argv[1]);
-      kept.push(survivors(40));
-      const held = newSpace();
-      kept.push(survivors(40));
-      const stillHeld = newSpace();
+      const held = largestWhileKeeping(40);
+      const stillHeld = largestWhileKeeping(40);
       v8.setFlagsFromString(process.argv[2]);
-      kept.push(survivors(40));
-      process.stdout.write(JSON.stringify([held, stillHeld, newSpace(), kept.length]));
+      const released = largestWhileKeeping(40);
+      process.stdout.write(JSON.stringify([held, stillHeld, released, kept.length]));
     `;
     const flags = [HOLD_YOUNG_GENERATION, GROW_YOUNG_GENERATION];
     const child = spawnSync(process.execPath, ['-e', script, '--', ...flags], { encoding: 'utf8' });
     assert.equal(child.status, 0, child.stderr);
     const [held, stillHeld, released] = JSON.parse(child.stdout) as number[];
-    assert.equal(stillHeld, held, `held: the new space grew from ${held} to ${stillHeld} bytes`);
+    assert.ok(stillHeld <= held, `held: the new space grew from ${held} to ${stillHeld} bytes`);
     assert.ok(released > stillHeld, `released: the new space stayed at ${released} bytes`);
   });
 
