@@ -12,7 +12,7 @@
 //
 // Rows written before batches, one per (episode, subscription) with `_id` episodeId|subscriptionId, are still
 // read (by that `_id`, and by episode id for the views) until the reaper removes them.
-import type { Db } from 'mongodb';
+import type { Collection, Db } from 'mongodb';
 import { CLAIM_RETENTION_SECONDS } from '../claims';
 import { isDuplicateKey, type IndexSpec } from '../mongo';
 
@@ -75,72 +75,109 @@ function firstDeliveries(rows: PushDeliveryRow[]): PushDelivery[] {
   return [...first.values()].sort((a, b) => a.at.getTime() - b.at.getTime());
 }
 
+/**
+ * Who this episode reached among `subscriptionIds` (each with its newest delivery), and the first batch number
+ * nobody holds yet.
+ */
+async function reachedBy(
+  rows: Collection<PushDeliveryRow>,
+  episodeId: string,
+  subscriptionIds: string[],
+): Promise<{ subscriptions: Map<string, Date>; nextBatch: number }> {
+  const found = new Map<string, Date>();
+  let nextBatch = 0;
+  // Rows of the old shape go in the first read: one round trip for an episode of any age.
+  let ids = subscriptionIds.map((subscriptionId) => legacyId(episodeId, subscriptionId));
+  for (let from = 0, size = FIRST_PAGE; ; from += size, size *= 2) {
+    for (let n = from; n < from + size; n++) ids.push(batchId(episodeId, n));
+    const page = await rows.find({ _id: { $in: ids } }).toArray();
+    for (const row of page) {
+      for (const { subscriptionId, at } of deliveriesOf(row)) {
+        const seen = found.get(subscriptionId);
+        if (!seen || at > seen) found.set(subscriptionId, at);
+      }
+      const n = 'deliveries' in row ? Number(row._id.slice(row._id.lastIndexOf('|#') + 2)) : -1;
+      nextBatch = Math.max(nextBatch, n + 1);
+    }
+    // The batch numbers are a prefix: a page whose last number is free is the last page.
+    if (nextBatch < from + size) break;
+    ids = [];
+  }
+  // A subscription pruned and subscribed again since is not among the caller's.
+  const wanted = new Set(subscriptionIds);
+  return { subscriptions: new Map([...found].filter(([id]) => wanted.has(id))), nextBatch };
+}
+
+function batchWriterOf(
+  rows: Collection<PushDeliveryRow>,
+  episodeId: string,
+  nextBatch: number,
+): (deliveries: PushDelivery[]) => Promise<void> {
+  let n = nextBatch;
+  return async (deliveries) => {
+    if (!deliveries.length) return;
+    const at = new Date(Math.max(...deliveries.map((d) => d.at.getTime())));
+    for (;;) {
+      try {
+        await rows.insertOne({ _id: batchId(episodeId, n), episodeId, at, deliveries });
+        n++;
+        return;
+      } catch (err) {
+        if (!isDuplicateKey(err)) throw err;
+        n++;
+      }
+    }
+  };
+}
+
+/**
+ * An input request's follow-up pushes, each (follow-up, device) once, oldest first, at most `limit` (operator
+ * tools): its rungs' and snoozes' (ids `<episodeId>|<what>`, one range on the episode index) and its close's
+ * (`closeId`). `followUp` is the `<what>`, or `answered` for the close.
+ */
+async function followUpsOf(
+  rows: Collection<PushDeliveryRow>,
+  episodeId: string,
+  closeId: string,
+  limit: number,
+): Promise<(PushDelivery & { episodeId: string; followUp: string })[]> {
+  const [sent, closed] = await Promise.all([
+    rows.find({ episodeId: { $gte: `${episodeId}|`, $lte: `${episodeId}|\uffff` } }).toArray(),
+    rows.find({ episodeId: closeId }).toArray(),
+  ]);
+  const byFollowUp = new Map<string, PushDeliveryRow[]>();
+  for (const row of [...sent, ...closed]) {
+    const group = byFollowUp.get(row.episodeId);
+    if (group) group.push(row);
+    else byFollowUp.set(row.episodeId, [row]);
+  }
+  return [...byFollowUp]
+    .flatMap(([id, group]) => {
+      const followUp = id === closeId ? 'answered' : id.slice(episodeId.length + 1);
+      return firstDeliveries(group).map((delivery) => ({ episodeId: id, followUp, ...delivery }));
+    })
+    .sort((a, b) => a.at.getTime() - b.at.getTime())
+    .slice(0, limit);
+}
+
 export type PushDeliveryStore = ReturnType<typeof createPushDeliveryStore>;
 
 export function createPushDeliveryStore(db: Db) {
   const rows = db.collection<PushDeliveryRow>('push_deliveries');
 
-  /**
-   * Who this episode reached among `subscriptionIds` (each with its newest delivery), and the first batch number
-   * nobody holds yet.
-   */
-  async function reached(
-    episodeId: string,
-    subscriptionIds: string[],
-  ): Promise<{ subscriptions: Map<string, Date>; nextBatch: number }> {
-    const found = new Map<string, Date>();
-    let nextBatch = 0;
-    // Rows of the old shape go in the first read: one round trip for an episode of any age.
-    let ids = subscriptionIds.map((subscriptionId) => legacyId(episodeId, subscriptionId));
-    for (let from = 0, size = FIRST_PAGE; ; from += size, size *= 2) {
-      for (let n = from; n < from + size; n++) ids.push(batchId(episodeId, n));
-      const page = await rows.find({ _id: { $in: ids } }).toArray();
-      for (const row of page) {
-        for (const { subscriptionId, at } of deliveriesOf(row)) {
-          const seen = found.get(subscriptionId);
-          if (!seen || at > seen) found.set(subscriptionId, at);
-        }
-        const n = 'deliveries' in row ? Number(row._id.slice(row._id.lastIndexOf('|#') + 2)) : -1;
-        nextBatch = Math.max(nextBatch, n + 1);
-      }
-      // The batch numbers are a prefix: a page whose last number is free is the last page.
-      if (nextBatch < from + size) break;
-      ids = [];
-    }
-    // A subscription pruned and subscribed again since is not among the caller's.
-    const wanted = new Set(subscriptionIds);
-    return { subscriptions: new Map([...found].filter(([id]) => wanted.has(id))), nextBatch };
-  }
-
   return {
-    reached,
+    reached: (episodeId: string, subscriptionIds: string[]) => reachedBy(rows, episodeId, subscriptionIds),
 
     /** Which of these subscriptions this episode already reached. */
     async deliveredSubscriptions(episodeId: string, subscriptionIds: string[]): Promise<Set<string>> {
-      return new Set((await reached(episodeId, subscriptionIds)).subscriptions.keys());
+      return new Set((await reachedBy(rows, episodeId, subscriptionIds)).subscriptions.keys());
     },
 
     /**
      * The writer of one fan-out's batches, one write at a time, from `nextBatch` (what `reached` answered): each
      * batch is one insert, at the first number nobody holds.
      */
-    batchWriter(episodeId: string, nextBatch: number): (deliveries: PushDelivery[]) => Promise<void> {
-      let n = nextBatch;
-      return async (deliveries) => {
-        if (!deliveries.length) return;
-        const at = new Date(Math.max(...deliveries.map((d) => d.at.getTime())));
-        for (;;) {
-          try {
-            await rows.insertOne({ _id: batchId(episodeId, n), episodeId, at, deliveries });
-            n++;
-            return;
-          } catch (err) {
-            if (!isDuplicateKey(err)) throw err;
-            n++;
-          }
-        }
-      };
-    },
+    batchWriter: (episodeId: string, nextBatch: number) => batchWriterOf(rows, episodeId, nextBatch),
 
     /**
      * Each subscription's newest accepted push within the retention, for the caller's device list: its row's
@@ -194,29 +231,8 @@ export function createPushDeliveryStore(db: Db) {
      * tools): its rungs' and snoozes' (ids `<episodeId>|<what>`, one range on the episode index) and its close's
      * (`closeId`). `followUp` is the `<what>`, or `answered` for the close.
      */
-    async listFollowUps(
-      episodeId: string,
-      closeId: string,
-      limit: number,
-    ): Promise<(PushDelivery & { episodeId: string; followUp: string })[]> {
-      const [sent, closed] = await Promise.all([
-        rows.find({ episodeId: { $gte: `${episodeId}|`, $lte: `${episodeId}|\uffff` } }).toArray(),
-        rows.find({ episodeId: closeId }).toArray(),
-      ]);
-      const byFollowUp = new Map<string, PushDeliveryRow[]>();
-      for (const row of [...sent, ...closed]) {
-        const group = byFollowUp.get(row.episodeId);
-        if (group) group.push(row);
-        else byFollowUp.set(row.episodeId, [row]);
-      }
-      return [...byFollowUp]
-        .flatMap(([id, group]) => {
-          const followUp = id === closeId ? 'answered' : id.slice(episodeId.length + 1);
-          return firstDeliveries(group).map((delivery) => ({ episodeId: id, followUp, ...delivery }));
-        })
-        .sort((a, b) => a.at.getTime() - b.at.getTime())
-        .slice(0, limit);
-    },
+    listFollowUps: (episodeId: string, closeId: string, limit: number) =>
+      followUpsOf(rows, episodeId, closeId, limit),
 
     async reapExpired(now: Date): Promise<number> {
       const cutoff = new Date(now.getTime() - CLAIM_RETENTION_SECONDS * 1000);
