@@ -52,6 +52,9 @@ type Limits = typeof EXPLAIN_LIMITS;
 /** Histories read at once: a run with many workflows must not open a hundred streams on the frontend. */
 const HISTORY_READS_IN_FLIGHT = 8;
 
+/** Episodes whose deliveries are read at once (two round trips each, up to `episodes` of them). */
+const EPISODE_READS_IN_FLIGHT = 8;
+
 /** Run ids are generated (`run_<hex>`); anything else is refused before it reaches a visibility query. */
 export const RUN_ID_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
 
@@ -95,15 +98,12 @@ export async function explainRun(deps: ExplainDeps, runId: string): Promise<RunE
   const executions = await readHistories(deps, infos, limits.historyEvents);
   const { episodeIds, episodesTruncated } = episodeIdsOf(episodeRows, infos, limits.episodes);
   const records = await readClaimsAndAttempts(deps, runId, episodeIds, limits);
-  const episodes: EpisodeView[] = [];
   const rowById = new Map(episodeRows.map((row) => [row._id, row]));
   const seen = { receipts: receiptsByDevice(receipts), answers: answersOf(interactions), runId };
-  for (const episodeId of episodeIds) {
+  const episodes = await mapBounded(episodeIds, EPISODE_READS_IN_FLIGHT, (episodeId) => {
     const held = holds.filter((hold) => hold.episodeId === episodeId);
-    episodes.push(
-      await episodeView(deps, episodeId, rowById.get(episodeId), executions, records, limits, held, seen),
-    );
-  }
+    return episodeView(deps, episodeId, rowById.get(episodeId), executions, records, limits, held, seen);
+  });
   const operatorAlerts = gatherAlerts(episodeIds, records.alertClaims, records.claimByKey, executions);
   await readClaimsFoundBySends(deps, operatorAlerts, records.claimByKey);
 
