@@ -13,7 +13,7 @@ import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { saveHistory, startTestApi, type ApiClient } from './support/harness';
 import { waitUntil } from './support/waitUntil';
 
-/** RECORD_HEALTH_BATCHED_HISTORY=1 records the batched run's history (open, past its alerts) here. */
+/** RECORD_HEALTH_BATCHED_HISTORY=1 records the batched run's history (past its alerts and its end) here. */
 const FIXTURE = path.resolve(__dirname, 'fixtures/run-health-history-batched.json');
 const SIGNALED = temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED;
 
@@ -85,31 +85,46 @@ describe('run health fed in batches', function () {
 
   it('the same alerts with batching as without: budget warning and excess, stall, recovery', async () => {
     /**
-     * Twelve steps that spend past the budget, the stall after the last of them, then progress again. Returns the
-     * run and how many stalls its twin counted: on a loaded machine a run may also stall between two steps (its
-     * events reached the twin more than the stall time apart, batched or not), and each such stall must have its
-     * own alert and its recovery, as the last one.
+     * Twelve steps that spend past the budget, the stall after the last of them, progress again, then the run's
+     * end. Returns the run and how many stalls its twin counted by its end: on a loaded machine a run may also stall
+     * between two steps or between the progress and the end (the events reached the twin more than the stall time
+     * apart, batched or not), and each such stall must have its own alert and its recovery, as the first one.
      */
     async function scenario(api: ApiClient): Promise<{ id: string; stalls: number }> {
       const created = await api.post('/api/v1/runs', { title: 'Spender', budget: { limit: 10 } });
       const id = created.body.id as string;
+      const health = async () =>
+        (await api.get(`/api/v1/runs/${id}/health`)).body as {
+          phase?: string;
+          spent?: number;
+          stallSeq?: number;
+        };
       for (let spent = 1; spent <= 12; spent++) {
         await api.post(`/api/v1/runs/${id}/events`, { type: 'node_started', node: `n${spent}` });
         await api.post(`/api/v1/runs/${id}/events`, { type: 'usage', spent });
       }
-      // Stalled with the last step's spend: the stall after the last event, whatever came before it.
-      const stalls = await waitUntil(
+      // Stalled with the last step's spend: the stall after the last step, whatever came before it.
+      const stalled = await waitUntil(
         'the stall after the last step',
         async () => {
-          const health = await api.get(`/api/v1/runs/${id}/health`);
-          const body = health.body as { phase?: string; spent?: number; stallSeq?: number };
-          return body.phase === 'stalled' && body.spent === 12 ? body.stallSeq : undefined;
+          const twin = await health();
+          return twin.phase === 'stalled' && twin.spent === 12 ? twin.stallSeq : undefined;
         },
         { timeoutMs: 60_000 },
       );
-      await waitUntil('its stall alert', () => count(id, 'stall') >= stalls);
+      await waitUntil('its stall alert', () => count(id, 'stall') >= stalled);
       await api.post(`/api/v1/runs/${id}/events`, { type: 'node_started', node: 'again' });
-      await waitUntil('every recovery', () => count(id, 'stall_recovered') >= stalls);
+      await waitUntil('its recovery', () => count(id, 'stall_recovered') >= stalled);
+      // The end: no stall can come after it (one that came before it is recovered by it).
+      assert.equal((await api.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'done' })).status, 200);
+      const stalls = await waitUntil('the twin to see the end', async () => {
+        const twin = await health();
+        return twin.phase === 'terminal' ? twin.stallSeq : undefined;
+      });
+      await waitUntil(
+        'every stall alert and recovery',
+        () => count(id, 'stall') >= stalls && count(id, 'stall_recovered') >= stalls,
+      );
       return { id, stalls };
     }
     const count = (runId: string, kind: string): number => alertsOf(runId).filter((k) => k === kind).length;
