@@ -212,8 +212,14 @@ describe('operator family and run health', function () {
       await waitUntil('stall_recovered', () => alertsOf(id, 'stall_recovered').length === 1, {
         seen: alerts,
       });
-      assert.equal((await alice.get(`/api/v1/runs/${id}/health`)).body.phase, 'active');
-      assert.equal((await alice.get(`/api/v1/runs/${id}/health`)).body.currentNode, 'write');
+      const twin = (await alice.get(`/api/v1/runs/${id}/health`)).body as {
+        phase: string;
+        currentNode: string;
+        stallSeq: number;
+      };
+      assert.equal(twin.currentNode, 'write');
+      // Active again, unless the run stalled anew since (2 s without progress is short on a loaded machine).
+      if (twin.phase !== 'active') assert.deepEqual([twin.phase, twin.stallSeq], ['stalled', 2]);
     });
 
     it('a paused run never stalls', async () => {
