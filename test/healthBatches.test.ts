@@ -84,6 +84,7 @@ describe('run health fed in batches', function () {
   });
 
   it('the same alerts with batching as without: budget warning and excess, stall, recovery', async () => {
+    const count = (runId: string, kind: string): number => alertsOf(runId).filter((k) => k === kind).length;
     /**
      * Twelve steps that spend past the budget, the stall after the last of them, progress again, then the run's
      * end. Returns the run and how many stalls its twin counted by its end: on a loaded machine a run may also stall
@@ -127,7 +128,6 @@ describe('run health fed in batches', function () {
       );
       return { id, stalls };
     }
-    const count = (runId: string, kind: string): number => alertsOf(runId).filter((k) => k === kind).length;
     const expected = (stalls: number): string[] =>
       [
         'budget_exceeded',
