@@ -1,5 +1,4 @@
 // What GET /runs/:id/episodes shows: every recorded episode of a run and each family's claim state.
-import { interactionClaimKeys } from '../domain/interaction';
 import { claimKeys, interactionOfEpisode } from '../domain/outcome';
 import type { ClaimState } from '../domain/outcome';
 import type { ClaimStore } from '../store/claims';
@@ -135,13 +134,7 @@ export function createEpisodeView(deps: {
             deps.pushDeliveries.listForEpisode(row._id, Number.MAX_SAFE_INTEGER),
             // One past the cap says it was cut.
             deps.callbackAttempts.listForEpisode(row._id, MAX_ATTEMPTS_SHOWN + 1),
-            interactionId
-              ? deps.pushDeliveries.listFollowUps(
-                  row._id,
-                  interactionClaimKeys.answered(interactionId),
-                  MAX_DEVICES_SHOWN,
-                )
-              : [],
+            interactionId ? deps.pushDeliveries.listFollowUps(row._id, interactionId, MAX_DEVICES_SHOWN) : [],
           ]);
           const answer = interactionId ? answers.get(interactionId) : undefined;
           const deviceView = (d: PushDelivery & { episodeId: string }): PushDeviceView => ({

@@ -3,7 +3,6 @@
 // (episodes, workflows, history events, rows) and a listing cut short says so. The reads are here, one step each;
 // history decoding is operator/history.ts, the row-to-view conversions operator/views.ts, the text operator/render.ts.
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
-import { interactionClaimKeys } from '../domain/interaction';
 import { claimKeys, interactionOfEpisode } from '../domain/outcome';
 import { mapBounded } from '../platform/concurrency';
 import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callback/attempts';
@@ -227,11 +226,7 @@ async function episodeView(
   const [rows, followUps] = await Promise.all([
     deps.pushDeliveries.listForEpisode(episodeId, limits.deliveriesPerEpisode + 1),
     interactionId
-      ? deps.pushDeliveries.listFollowUps(
-          episodeId,
-          interactionClaimKeys.answered(interactionId),
-          limits.deliveriesPerEpisode + 1,
-        )
+      ? deps.pushDeliveries.listFollowUps(episodeId, interactionId, limits.deliveriesPerEpisode + 1)
       : [],
   ]);
   const endpoints = await deps.pushSubscriptions.endpointsByIds([

@@ -13,6 +13,7 @@
 // Rows written before batches, one per (episode, subscription) with `_id` episodeId|subscriptionId, are still
 // read (by that `_id`, and by episode id for the views) until the reaper removes them.
 import type { Collection, Db } from 'mongodb';
+import { interactionClaimKeys } from '../../domain/interaction';
 import { CLAIM_RETENTION_SECONDS } from '../claims';
 import { isDuplicateKey, type IndexSpec } from '../mongo';
 
@@ -132,15 +133,16 @@ function batchWriterOf(
 
 /**
  * An input request's follow-up pushes, each (follow-up, device) once, oldest first, at most `limit` (operator
- * tools): its rungs' and snoozes' (ids `<episodeId>|<what>`, one range on the episode index) and its close's
- * (`closeId`). `followUp` is the `<what>`, or `answered` for the close.
+ * tools): its rungs' and snoozes' (ids `<episodeId>|<what>`, one range on the episode index) and the close of its
+ * interaction's answer. `followUp` is the `<what>`, or `answered` for the close.
  */
 async function followUpsOf(
   rows: Collection<PushDeliveryRow>,
   episodeId: string,
-  closeId: string,
+  interactionId: string,
   limit: number,
 ): Promise<(PushDelivery & { episodeId: string; followUp: string })[]> {
+  const closeId = interactionClaimKeys.answered(interactionId);
   const [sent, closed] = await Promise.all([
     rows.find({ episodeId: { $gte: `${episodeId}|`, $lte: `${episodeId}|\uffff` } }).toArray(),
     rows.find({ episodeId: closeId }).toArray(),
@@ -231,8 +233,8 @@ export function createPushDeliveryStore(db: Db) {
      * tools): its rungs' and snoozes' (ids `<episodeId>|<what>`, one range on the episode index) and its close's
      * (`closeId`). `followUp` is the `<what>`, or `answered` for the close.
      */
-    listFollowUps: (episodeId: string, closeId: string, limit: number) =>
-      followUpsOf(rows, episodeId, closeId, limit),
+    listFollowUps: (episodeId: string, interactionId: string, limit: number) =>
+      followUpsOf(rows, episodeId, interactionId, limit),
 
     async reapExpired(now: Date): Promise<number> {
       const cutoff = new Date(now.getTime() - CLAIM_RETENTION_SECONDS * 1000);
