@@ -53,6 +53,26 @@ interface Paused {
 const rungPushes = (bench: Bench, runId: string) =>
   bench.push.received(bench.carol).filter((r) => (r.payload as PushPayload).runId === runId);
 
+/** Whether carol's device has received a push for every paused run. */
+function everyRunPushed(bench: Bench, paused: Paused[]): boolean {
+  const reached = new Set(bench.push.received(bench.carol).map((r) => (r.payload as PushPayload).runId));
+  return paused.every((p) => reached.has(p.runId));
+}
+
+/** Waits until every claim is settled, reading only those still open, twice a second: a light load beside the run. */
+async function claimsSettled(bench: Bench, what: string, keys: string[]): Promise<void> {
+  const open = new Set(keys);
+  await waitUntil(
+    what,
+    async () => {
+      const settled = await Promise.all([...open].map((key) => bench.family.stores.claims.wasDelivered(key)));
+      [...open].forEach((key, i) => settled[i] && open.delete(key));
+      return open.size === 0;
+    },
+    { timeoutMs: 120_000 + PAUSES * 500, intervalMs: 500 },
+  );
+}
+
 async function pauses(bench: Bench): Promise<Paused[]> {
   return Promise.all(
     Array.from({ length: PAUSES }, async () => {
@@ -75,11 +95,16 @@ async function unanswered(
   bench: Bench,
 ): Promise<{ lateMs: number[]; repeats: number; storedMs: number[]; afterDueMs: number[] }> {
   const paused = await pauses(bench);
-  const delivered = (p: Paused) =>
-    bench.family.stores.claims.wasDelivered(interactionClaimKeys.rung(p.interactionId, 0));
-  await waitUntil('every rung sent', async () => (await Promise.all(paused.map(delivered))).every(Boolean), {
+  // Waits on the push service's arrivals, in memory: reading 200 claims from the store every 100 ms added more store
+  // commands than the system under test sent, on the same two cores. The claims are read once the pushes are in.
+  await waitUntil('every rung pushed', () => everyRunPushed(bench, paused), {
     timeoutMs: 120_000 + PAUSES * 500,
   });
+  await claimsSettled(
+    bench,
+    'every rung settled',
+    paused.map((p) => interactionClaimKeys.rung(p.interactionId, 0)),
+  );
   const lateMs = paused.map((p) => rungPushes(bench, p.runId)[0].at.getTime() - p.atMs);
   const repeats = paused.reduce((sum, p) => sum + rungPushes(bench, p.runId).length - 1, 0);
   // Where the time went: the pause request until its question was stored (the rung's clock starts there), and the
@@ -115,11 +140,11 @@ async function raced(bench: Bench): Promise<{ rungsBefore: number; rungsAfter: n
       return Date.now();
     }),
   );
-  const closed = (p: Paused) =>
-    bench.family.stores.claims.wasDelivered(interactionClaimKeys.answered(p.interactionId));
-  await waitUntil('every close settled', async () => (await Promise.all(paused.map(closed))).every(Boolean), {
-    timeoutMs: 120_000 + PAUSES * 500,
-  });
+  await claimsSettled(
+    bench,
+    'every close settled',
+    paused.map((p) => interactionClaimKeys.answered(p.interactionId)),
+  );
   // Every workflow ended: no rung can still come.
   await Promise.all(
     paused.map((p) => bench.family.client.workflow.getHandle(`interaction|${p.interactionId}`).result()),
