@@ -98,8 +98,13 @@ async function finishTransition(
     await ctx.runTransitions.forget(run._id, t.revision);
     throw new IllegalTransitionError('the run changed while the transition was applied');
   }
-  await writeEvents(ctx, run, t, items);
-  if (t.status !== 'running') await emitOutcome(ctx, updated, bodyError);
+  await writeEvents(
+    ctx,
+    run,
+    t,
+    items,
+    t.status !== 'running' ? () => emitOutcome(ctx, updated, bodyError) : undefined,
+  );
   return updated;
 }
 
@@ -126,10 +131,21 @@ async function finishStuckTransition(ctx: RunsContext, run: Run): Promise<'finis
   return 'finished';
 }
 
-async function writeEvents(ctx: RunsContext, run: Run, t: RunTransition, items: EventItem[]): Promise<void> {
+/**
+ * The transition's events, then health told of them and the outcome emitted side by side: under a burst a health
+ * signal can take seconds, and the push to whoever the pause waits for must not wait behind it. The events are
+ * written first, so whoever hears of the outcome finds them.
+ */
+async function writeEvents(
+  ctx: RunsContext,
+  run: Run,
+  t: RunTransition,
+  items: EventItem[],
+  emit?: () => Promise<void>,
+): Promise<void> {
   const ids = items.map((item, i) => ({ id: `evt_${run._id}_r${t.revision}_${i}`, ...item }));
   await ctx.events.append(run, ids, t.at);
-  await observe(ctx, run, items);
+  await Promise.all([observe(ctx, run, items), emit?.()]);
 }
 
 /** The transition's fields and events with its answer (kept out of the row) put back. */

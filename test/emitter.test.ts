@@ -8,6 +8,7 @@ import { createRunsService } from '../runs/service';
 import type { Stores } from '../store';
 import { startWorkerStack, type WorkerStack } from './support/familyStack';
 import { searchAttributes } from '../contract/searchAttributes';
+import { waitUntil } from './support/waitUntil';
 
 describe('outcome emitter', () => {
   let stack: WorkerStack;
@@ -65,6 +66,37 @@ describe('outcome emitter', () => {
     assert.equal(description.typedSearchAttributes.get(searchAttributes.runId), run._id);
     assert.equal(description.typedSearchAttributes.get(searchAttributes.teamId), 'acme');
     assert.equal(description.typedSearchAttributes.get(searchAttributes.outcomeKind), 'run_failed');
+  });
+
+  it("a pause's episode starts while the run's health signal is still on its way", async () => {
+    // Health is told of the pause and the episode is started; neither waits for the other (under a burst, a
+    // signal-with-start can take seconds, and the person waiting for the push should not).
+    let release = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let holding = false;
+    const health = {
+      observe: async () => {
+        if (holding) await held;
+      },
+      flushAll: async () => {},
+    };
+    const emitter = createOutcomeEmitter({ client, taskQueue: config.temporalTaskQueue, runs: stores.runs });
+    const engine = createRunsService({ ...stores, emitter, health });
+    const run = await engine.create(caller, { title: 'health held' });
+    holding = true;
+    const paused = engine.pause(caller, run._id, 'Ship it?');
+    try {
+      await waitUntil('the pause episode started', async () => {
+        for await (const execution of client.workflow.list({
+          query: `WorkflowType = 'episodeWorkflow' AND FlowRunId = '${run._id}'`,
+        }))
+          return execution;
+        return undefined;
+      });
+    } finally {
+      release();
+    }
+    await paused;
   });
 
   it('a running run emits nothing; an operator soft-pause is its own episode', async () => {
