@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { mapBounded } from '../../platform/concurrency';
 import { withDeadline } from '../../platform/deadline';
+import { waitUntil } from '../support/waitUntil';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -106,7 +107,7 @@ describe('platform/concurrency: mapBounded', () => {
     });
     await assert.rejects(run, (err) => err === failure);
     assert.deepEqual(started, [0, 1], 'the rejection came before the other lane moved on');
-    await sleep(60);
+    await waitUntil('the other lane took the rest', () => started.length === 6, { intervalMs: 5 });
     assert.deepEqual(started, [0, 1, 2, 3, 4, 5]);
   });
 
