@@ -4,7 +4,7 @@
 import type { Client } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { buildRunOutcome, type RunOutcome } from '../domain/outcome';
-import type { RunError } from '../domain/run';
+import type { Run, RunError } from '../domain/run';
 import type { RunStore } from '../store/runs';
 import type { Config } from '../config';
 import { outcomeKindAttribute, runAttributes, searchAttributes } from '../contract/searchAttributes';
@@ -83,17 +83,20 @@ export function createOutcomeEmitter(deps: {
   return {
     /**
      * Emits the run's current outcome, if it owes one (a running run owes none). With teamId the run is read
-     * under that tenant's identity (a runner acting for a queue message), otherwise as the system. ALLOW_DUPLICATE
-     * replays an episode whose workflow already closed (a pause whose standby veto ended).
+     * under that tenant's identity (a runner acting for a queue message), otherwise as the system; `persisted`,
+     * the run as a transition's write returned it, is not read again. ALLOW_DUPLICATE replays an episode whose
+     * workflow already closed (a pause whose standby veto ended).
      */
     async emitRunOutcome(
       runId: string,
       bodyError?: RunError,
       teamId?: string,
       reuse: 'REJECT_DUPLICATE' | 'ALLOW_DUPLICATE' = 'REJECT_DUPLICATE',
+      persisted?: Run,
     ): Promise<EmitResult | undefined> {
       const run =
-        teamId === undefined ? await deps.runs.getById(runId) : await deps.runs.getForTeam(teamId, runId);
+        persisted ??
+        (teamId === undefined ? await deps.runs.getById(runId) : await deps.runs.getForTeam(teamId, runId));
       if (!run) return undefined;
       const outcome = buildRunOutcome(run, bodyError);
       if (!outcome) return undefined;

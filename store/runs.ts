@@ -116,12 +116,12 @@ function createRunTransitions(runs: Collection<Run>) {
     ): Promise<Run | null> {
       const update: Record<string, unknown> = { $set: { ...set, revision: expected.revision + 1 } };
       if (unset.length) update.$unset = Object.fromEntries(unset.map((k) => [k, '']));
-      const result = await runs.updateOne(
+      // The update and the run as it left it, in one command.
+      return runs.findOneAndUpdate(
         { _id: runId, status: expected.status, ...atRevision(expected.revision) },
         update,
+        { returnDocument: 'after' },
       );
-      if (result.modifiedCount !== 1) return null;
-      return runs.findOne({ _id: runId });
     },
 
     /**

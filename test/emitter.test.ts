@@ -2,10 +2,11 @@
 // findable by run, team and kind.
 import assert from 'node:assert/strict';
 import type { Client } from '@temporalio/client';
+import { MongoClient } from 'mongodb';
 import { createOutcomeEmitter } from '../client/emitter';
 import type { Config } from '../config';
 import { createRunsService } from '../runs/service';
-import type { Stores } from '../store';
+import { createStores, type Stores } from '../store';
 import { startWorkerStack, type WorkerStack } from './support/familyStack';
 import { searchAttributes } from '../contract/searchAttributes';
 import { waitUntil } from './support/waitUntil';
@@ -97,6 +98,35 @@ describe('outcome emitter', () => {
       release();
     }
     await paused;
+  });
+
+  it('a pause reads its run once: the outcome is built from the run its transition wrote', async () => {
+    const monitored = new MongoClient(config.mongoUrl, { monitorCommands: true });
+    await monitored.connect();
+    try {
+      const watched = createStores(monitored.db(config.mongoDb), {
+        claimGraceSeconds: config.claimGraceSeconds,
+      });
+      const emitter = createOutcomeEmitter({
+        client,
+        taskQueue: config.temporalTaskQueue,
+        runs: watched.runs,
+      });
+      const engine = createRunsService({ ...watched, emitter });
+      const run = await engine.create(caller, { title: 'read once' });
+      const runReads: string[] = [];
+      monitored.on('commandStarted', (e) => {
+        if (e.commandName === 'find' && e.command.find === 'runs')
+          runReads.push(JSON.stringify(e.command.filter));
+      });
+      const { interactionId } = await engine.pause(caller, run._id, 'Ship it?');
+      assert.equal(runReads.length, 1, `the run read once (the caller's load): ${runReads.join(', ')}`);
+      const started = await client.workflow.getHandle(`${run._id}:input:${interactionId}`).describe();
+      assert.equal(started.type, 'episodeWorkflow');
+      await client.workflow.getHandle(`interaction|${interactionId}`).describe();
+    } finally {
+      await monitored.close();
+    }
   });
 
   it('a running run emits nothing; an operator soft-pause is its own episode', async () => {
