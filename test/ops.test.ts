@@ -190,7 +190,11 @@ describe('operator family and run health', function () {
     }).timeout(60_000);
   });
 
-  describe('run health', () => {
+  describe('run health', function () {
+    // An alert crosses three workflows (health, its alert, the webhook's retries): on a loaded machine that can take
+    // longer than a plain wait's 15 s, so alert waits get 40 s and each test room for two of them.
+    this.timeout(100_000);
+    const alertWait = { timeoutMs: 40_000, seen: alerts };
     async function newRun(body: Record<string, unknown> = {}): Promise<string> {
       const created = await alice.post('/api/v1/runs', { title: 'Health', ...body });
       assert.equal(created.status, 201);
@@ -202,16 +206,14 @@ describe('operator family and run health', function () {
     it('a silent run stalls once; the next event clears it with stall_recovered', async () => {
       const id = await newRun();
       await event(id, { type: 'node_started', node: 'plan' });
-      await waitUntil('stall', () => alertsOf(id, 'stall').length === 1, { seen: alerts });
+      await waitUntil('stall', () => alertsOf(id, 'stall').length === 1, alertWait);
       await sleep(2500);
       assert.equal(alertsOf(id, 'stall').length, 1, 'once per stall episode');
       assert.equal(alertsOf(id, 'stall')[0].detail.currentNode, 'plan');
       const health = await alice.get(`/api/v1/runs/${id}/health`);
       assert.equal(health.body.phase, 'stalled');
       await event(id, { type: 'node_started', node: 'write' });
-      await waitUntil('stall_recovered', () => alertsOf(id, 'stall_recovered').length === 1, {
-        seen: alerts,
-      });
+      await waitUntil('stall_recovered', () => alertsOf(id, 'stall_recovered').length === 1, alertWait);
       const twin = (await alice.get(`/api/v1/runs/${id}/health`)).body as {
         phase: string;
         currentNode: string;
@@ -264,7 +266,7 @@ describe('operator family and run health', function () {
     it('budget: a warning at 80 % and an exceeded alert at 100 %, each once', async () => {
       const id = await newRun({ budget: { limit: 10 } });
       for (const spent of [5, 8, 9, 12, 15]) await event(id, { type: 'usage', spent });
-      await waitUntil('budget alerts', () => alertsOf(id, 'budget_exceeded').length === 1, { seen: alerts });
+      await waitUntil('budget alerts', () => alertsOf(id, 'budget_exceeded').length === 1, alertWait);
       await sleep(500);
       assert.equal(alertsOf(id, 'budget_warning').length, 1);
       assert.equal(alertsOf(id, 'budget_exceeded').length, 1);
@@ -294,7 +296,7 @@ describe('operator family and run health', function () {
       await sleep(1000);
       const restartedAt = Date.now();
       worker = await startTestWorker(config, stores);
-      await waitUntil('stall after restart', () => alertsOf(id, 'stall').length === 1, { seen: alerts });
+      await waitUntil('stall after restart', () => alertsOf(id, 'stall').length === 1, alertWait);
       const stall = webhook.received.find((r) => {
         const alert = JSON.parse(r.body) as OperatorAlert;
         return alert.runId === id && alert.kind === 'stall';
@@ -311,7 +313,7 @@ describe('operator family and run health', function () {
         // Refresh the fixture: a run that stalls, recovers, spends past its budget and finishes.
         const id = await newRun({ budget: { limit: 10 } });
         await event(id, { type: 'node_started', node: 'plan' });
-        await waitUntil('stall', () => alertsOf(id, 'stall').length === 1, { seen: alerts });
+        await waitUntil('stall', () => alertsOf(id, 'stall').length === 1, alertWait);
         await event(id, { type: 'usage', spent: 11 });
         await alice.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'done' });
         await client.workflow.getHandle(`health:${id}`).result();
