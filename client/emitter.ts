@@ -1,4 +1,5 @@
-// The outcome emitter: re-reads the persisted run, builds its outcome, and starts the episode workflow.
+// The outcome emitter: reads the persisted run (or takes the one a transition's write returned), builds its
+// outcome, and starts the episode workflow.
 // Used by the API process and by the runner CLI; the workflow id is the episode id, so however many
 // emitters fire for one episode, Temporal runs it once.
 import type { Client } from '@temporalio/client';

@@ -1,7 +1,7 @@
 // A run's transition: read the run, ask the status machine whether the operation is legal, win the run's
 // revision (a concurrent operation makes it a 409), write the status, and only then append the transition's
-// events, let run health observe them and, when the run paused or ended, emit the outcome: a transition that
-// lost leaves nothing behind.
+// events, then let run health observe them and, when the run paused or ended, emit the outcome, side by side: a
+// transition that lost leaves nothing behind.
 import type { Run, RunError } from '../domain/run';
 import { IllegalTransitionError, nextStatus, type RunOperation } from '../domain/runStatus';
 import type { RunTransition } from '../store/runTransitions';
