@@ -83,21 +83,23 @@ export function createOutcomeEmitter(deps: {
   const options = deps.options ?? DEFAULT_EPISODE_OPTIONS;
   return {
     /**
-     * Emits the run's current outcome, if it owes one (a running run owes none). With teamId the run is read
-     * under that tenant's identity (a runner acting for a queue message), otherwise as the system; `persisted`,
-     * the run as a transition's write returned it, is not read again. ALLOW_DUPLICATE replays an episode whose
-     * workflow already closed (a pause whose standby veto ended).
+     * Emits the run's current outcome, if it owes one (a running run owes none). Given an id, the run is read:
+     * with teamId under that tenant's identity (a runner acting for a queue message), otherwise as the system;
+     * given the run as a transition's write returned it, it is not read again. ALLOW_DUPLICATE replays an episode
+     * whose workflow already closed (a pause whose standby veto ended).
      */
     async emitRunOutcome(
-      runId: string,
+      runOrId: string | Run,
       bodyError?: RunError,
       teamId?: string,
       reuse: 'REJECT_DUPLICATE' | 'ALLOW_DUPLICATE' = 'REJECT_DUPLICATE',
-      persisted?: Run,
     ): Promise<EmitResult | undefined> {
       const run =
-        persisted ??
-        (teamId === undefined ? await deps.runs.getById(runId) : await deps.runs.getForTeam(teamId, runId));
+        typeof runOrId !== 'string'
+          ? runOrId
+          : teamId === undefined
+            ? await deps.runs.getById(runOrId)
+            : await deps.runs.getForTeam(teamId, runOrId);
       if (!run) return undefined;
       const outcome = buildRunOutcome(run, bodyError);
       if (!outcome) return undefined;

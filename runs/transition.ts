@@ -166,7 +166,7 @@ function answerOf(run: Run, t: RunTransition): string | undefined {
 /** The run paused or ended: its outcome goes out; failing to emit never fails the operation (the sweep replays it). */
 async function emitOutcome(ctx: RunsContext, run: Run, bodyError?: RunError): Promise<void> {
   try {
-    await ctx.emitter.emitRunOutcome(run._id, bodyError, undefined, 'REJECT_DUPLICATE', run);
+    await ctx.emitter.emitRunOutcome(run, bodyError);
   } catch (err) {
     ctx.onEmitError?.(run._id, err);
   }

@@ -228,11 +228,7 @@ export function createPushDeliveryStore(db: Db) {
         .map((delivery) => ({ episodeId, ...delivery }));
     },
 
-    /**
-     * An input request's follow-up pushes, each (follow-up, device) once, oldest first, at most `limit` (operator
-     * tools): its rungs' and snoozes' (ids `<episodeId>|<what>`, one range on the episode index) and its close's
-     * (`closeId`). `followUp` is the `<what>`, or `answered` for the close.
-     */
+    /** An input request's follow-up pushes, its close's included (followUpsOf). */
     listFollowUps: (episodeId: string, interactionId: string, limit: number) =>
       followUpsOf(rows, episodeId, interactionId, limit),
 
