@@ -7,8 +7,11 @@ import type { ApiHandle } from '../api/server';
 import type { Config } from '../config';
 import type { PushPayload } from '../domain/push';
 import type { EpisodeResult } from '../contract/workflows';
-import { createPushActivities, groupCommit } from '../activities/push';
+import { createPushActivities, groupCommit, type PushActivityDeps } from '../activities/push';
+import { pushFollowUp } from '../activities/interaction/pushes';
+import type { Run } from '../domain/run';
 import type { RunOutcome } from '../domain/outcome';
+import type { PushDeliveryResult } from '../contract/activities';
 import type { SweepReport } from '../contract/workflows';
 import { pushSenderFor, type PushSender } from '../delivery/push/sender';
 import { subscriptionId } from '../store/push/subscriptions';
@@ -21,6 +24,16 @@ import { TEST_PUSH_BURST_LIMIT, testConfig } from './support/stack';
 import { sweepWorkflow } from '../workflows/sweep';
 
 const STUDIO = 'https://studio.flow.test';
+
+/** A fresh VAPID identity's settings. */
+function vapidVars(): Record<string, string> {
+  const vapid = webpush.generateVAPIDKeys();
+  return {
+    VAPID_PUBLIC_KEY: vapid.publicKey,
+    VAPID_PRIVATE_KEY: vapid.privateKey,
+    VAPID_SUBJECT: 'mailto:ops@flow.test',
+  };
+}
 
 describe('push family', function () {
   let push: PushService;
@@ -533,17 +546,128 @@ describe('push delivery records', () => {
     }
   });
 
+  it('the reads and writes before the first push that do not wait on each other go out together', async function () {
+    this.timeout(30_000);
+    const push = await startPushService();
+    const config = testConfig({ PUSH_ALLOW_PRIVATE: '1', ...vapidVars() });
+    const { mongo, stores } = await openStores(config);
+    const sender = pushSenderFor(config, { ca: push.ca })!;
+    /** Each store call's start and its answer, in the order they happened, by "<store>.<method>". */
+    const seen: string[] = [];
+    const watched = <T extends object>(name: string, store: T): T =>
+      new Proxy(store, {
+        get(obj, key) {
+          const value = Reflect.get(obj, key) as unknown;
+          if (typeof value !== 'function') return value;
+          return async (...args: unknown[]) => {
+            seen.push(`start ${name}.${String(key)}`);
+            const answer: unknown = await (value as (...a: unknown[]) => unknown).apply(obj, args);
+            seen.push(`done ${name}.${String(key)}`);
+            return answer;
+          };
+        },
+      });
+    const delivered = (result: PushDeliveryResult) => (result.addressable ? result.delivered : result.reason);
+    const startedBeforeDone = (started: string, done: string): void => {
+      const a = seen.indexOf(`start ${started}`);
+      const b = seen.indexOf(`done ${done}`);
+      assert.ok(a >= 0 && b >= 0, `both seen: ${seen.join(', ')}`);
+      assert.ok(a < b, `${started} waited for ${done}: ${seen.join(', ')}`);
+    };
+    try {
+      const teamId = `together_${Date.now()}`;
+      const now = new Date();
+      await stores.pushSubscriptions.upsert({ userId: 'ann', teamId }, push.endpoint(`ann_${teamId}`), now);
+      const deps: PushActivityDeps = {
+        ...stores,
+        interactions: watched('interactions', stores.interactions),
+        pushSubscriptions: watched('pushSubscriptions', stores.pushSubscriptions),
+        actionTokens: watched('actionTokens', stores.actionTokens),
+        pushReceipts: watched('pushReceipts', stores.pushReceipts),
+        sender,
+        studioUrl: STUDIO,
+        actionTokenTtlSeconds: config.actionTokenTtlSeconds,
+        fanOutWidth: 4,
+        now: () => new Date(),
+        log: () => undefined,
+        digests: {
+          pushHolds: watched('pushHolds', stores.pushHolds),
+          rateLimits: stores.rateLimits,
+          burst: { limit: 100, windowSeconds: 60 },
+          add: async () => undefined,
+        },
+      };
+      const activities = createPushActivities(deps);
+      const runId = `run_together_${Date.now()}`;
+      const base = { version: 1, runId, teamId, ownerId: 'ann', title: 'Deploy', callbackRequested: false } as const;
+      // An end: the person's earlier holds are read beside their devices, not after them.
+      const ended: RunOutcome = {
+        ...base,
+        episodeId: `${runId}:end`,
+        kind: 'run_finished',
+        status: 'finished',
+        occurredAt: now.toISOString(),
+      };
+      assert.deepEqual(delivered(await activities.deliverPush(ended)), 1);
+      startedBeforeDone('pushHolds.heldOf', 'pushSubscriptions.listForUsers');
+      // A question: the device's receipt token is stored beside its action tokens, not after them.
+      seen.length = 0;
+      const interactionId = `int_${Date.now()}`;
+      await stores.interactions.insert({
+        _id: interactionId,
+        runId,
+        teamId,
+        prompt: 'Ship it?',
+        choices: [{ id: 'yes', label: 'Yes' }],
+        status: 'pending',
+        createdAt: now,
+      });
+      const asked: RunOutcome = {
+        ...base,
+        episodeId: `${runId}:input:${interactionId}`,
+        kind: 'run_paused',
+        status: 'paused',
+        pause: { reason: 'human_input', seq: 1, interactionId },
+        occurredAt: now.toISOString(),
+      };
+      assert.deepEqual(delivered(await activities.deliverPush(asked)), 1);
+      startedBeforeDone('pushReceipts.insertMany', 'actionTokens.insertMany');
+      // A rung: both as above, and the question its send just read is not read again.
+      seen.length = 0;
+      const paused: Run = {
+        _id: runId,
+        teamId,
+        ownerId: 'ann',
+        title: 'Deploy',
+        status: 'paused',
+        pause: { reason: 'human_input', seq: 1, interactionId, at: now },
+        pauseCount: 1,
+        watchedIssueIds: [],
+        createdAt: now,
+        updatedAt: now,
+      };
+      const interaction = (await stores.interactions.get(runId, interactionId))!;
+      const rung = await pushFollowUp(deps, { run: paused, interaction, outcome: asked }, ['ann'], 'rung:0');
+      assert.equal(rung.result, 'delivered');
+      startedBeforeDone('pushHolds.heldOf', 'pushSubscriptions.listForUsers');
+      startedBeforeDone('pushReceipts.insertMany', 'actionTokens.insertMany');
+      assert.deepEqual(
+        seen.filter((step) => step.startsWith('start interactions.')),
+        [],
+        'the question read again',
+      );
+    } finally {
+      sender.close();
+      await mongo.client.close();
+      await push.close();
+    }
+  });
+
   it('a fan-out resumed after a crash mid-lane sends nobody recorded twice, records everyone and each device’s last success', async function () {
     this.timeout(60_000);
     const push = await startPushService();
     const { mongo, stores } = await openStores(testConfig());
-    const vapid = webpush.generateVAPIDKeys();
-    const config = testConfig({
-      VAPID_PUBLIC_KEY: vapid.publicKey,
-      VAPID_PRIVATE_KEY: vapid.privateKey,
-      VAPID_SUBJECT: 'mailto:ops@flow.test',
-      PUSH_ALLOW_PRIVATE: '1',
-    });
+    const config = testConfig({ PUSH_ALLOW_PRIVATE: '1', ...vapidVars() });
     const sender = pushSenderFor(config, { ca: push.ca })!;
     try {
       const teamId = `crash_${Date.now()}`;

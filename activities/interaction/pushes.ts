@@ -117,20 +117,33 @@ export async function pushFollowUp(
   const deliveryId = followUpDeliveryId(outcome.episodeId, what);
   const [recipients, { payload, choices }] = await Promise.all([
     deps.notificationPrefs.recipientsAmong(outcome.teamId, [...new Set(userIds)], kind),
-    render(deps, outcome, kind),
+    render(deps, outcome, kind, open.interaction),
   ]);
+  // As the question's own push does: holds beside the devices, who was reached beside the burst bound.
+  const earlierHolds = deps.digests?.pushHolds.heldOf(
+    deliveryId,
+    recipients.map((r) => r.userId),
+  );
+  earlierHolds?.catch(() => undefined); // awaited by holdWhereDue when it is needed, never unhandled
   const subs = await deps.pushSubscriptions.listForUsers(recipients.map((r) => r.userId));
   if (!subs.length) return { result: 'not_addressable', delivered: 0 };
   const withDevice = new Set(subs.map((sub) => sub.userId));
+  const reached = deps.pushDeliveries.reached(
+    deliveryId,
+    subs.map((sub) => sub._id),
+  );
+  reached.catch(() => undefined); // awaited by sendRecorded when someone is left to push, never unhandled
   const held = await holdWhereDue(
     deps,
     { ...outcome, episodeId: deliveryId },
     kind,
     recipients.filter((r) => withDevice.has(r.userId)),
+    earlierHolds,
   );
   const pending = subs.filter((sub) => !held.has(sub.userId));
   if (!pending.length) return { result: 'held', delivered: 0 };
   const sent = await sendRecorded(deps, deliveryId, pending, payload, {
+    reached,
     onConfigFault: configFaultReporter(deps, outcome),
     // No pausedAt: pause → first shown is the question's first push, not a rung's or a snooze's.
     receipts: { teamId: outcome.teamId, runId: outcome.runId, kind },

@@ -10,6 +10,7 @@ import {
 } from '../../domain/push';
 import { heldUntil } from '../../domain/quietHours';
 import { mapBounded } from '../../platform/concurrency';
+import type { Interaction } from '../../store/interactions';
 import { digestEntryOf, type PushHoldRow } from '../../store/push/holds';
 import type { Recipient } from '../../store/push/notificationPrefs';
 import { payloadsWithActions } from './actionTokens';
@@ -32,6 +33,13 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
   ]);
   const recipients = listed.filter((recipient) => recipient.userId !== '');
   if (!recipients.length) return { addressable: false, reason: 'no recipient' };
+  // Whom an earlier attempt held is read beside their devices (a round trip fewer before the first push; one
+  // read spent when nobody has a device).
+  const earlierHolds = deps.digests?.pushHolds.heldOf(
+    outcome.episodeId,
+    recipients.map((r) => r.userId),
+  );
+  earlierHolds?.catch(() => undefined); // awaited by holdWhereDue when it is needed, never unhandled
   const subs = await deps.pushSubscriptions.listForUsers(recipients.map((r) => r.userId));
   if (!subs.length) return { addressable: false, reason: 'no subscription' };
   // Per-kind prefs came first (listRecipientPrefs): a kind turned off is never held. Only people with a
@@ -49,6 +57,7 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
       outcome,
       kind,
       recipients.filter((r) => withDevice.has(r.userId)),
+      earlierHolds,
     ),
     reached,
   ]);
@@ -83,14 +92,17 @@ export async function holdWhereDue(
   outcome: RunOutcome,
   kind: OutcomePushKind,
   recipients: Recipient[],
+  /** Their holds of this episode, read by the caller beside its own reads (it may hold others too). */
+  earlierHolds?: Promise<Map<string, PushHoldRow>>,
 ): Promise<Set<string>> {
   const digests = deps.digests;
   if (!digests || !recipients.length) return new Set();
   const now = deps.now();
-  const earlier = await digests.pushHolds.heldOf(
-    outcome.episodeId,
-    recipients.map((r) => r.userId),
-  );
+  const earlier = await (earlierHolds ??
+    digests.pushHolds.heldOf(
+      outcome.episodeId,
+      recipients.map((r) => r.userId),
+    ));
   const holds: Omit<PushHoldRow, '_id'>[] = [];
   const fresh: Omit<PushHoldRow, '_id'>[] = [];
   const hold = (userId: string, reason: PushHoldRow['reason'], releaseAt: Date): void => {
@@ -149,15 +161,19 @@ async function pastBurst(
   return past;
 }
 
-/** The payload every recipient shares, and the choices each recipient's copy offers with their own tokens. */
+/**
+ * The payload every recipient shares, and the choices each recipient's copy offers with their own tokens. A
+ * question's interaction is read here unless the caller has it.
+ */
 export async function render(
   deps: PushActivityDeps,
   outcome: RunOutcome,
   kind: OutcomePushKind,
+  known?: Interaction,
 ): Promise<{ payload: PushPayload; choices: InteractionChoice[] }> {
   const interaction =
     kind === 'human_input_requested' && outcome.pause?.interactionId
-      ? await deps.interactions.get(outcome.runId, outcome.pause.interactionId)
+      ? (known ?? (await deps.interactions.get(outcome.runId, outcome.pause.interactionId)))
       : null;
   return {
     payload: renderPush(outcome, kind, deps.studioUrl, interaction?.prompt),

@@ -66,14 +66,15 @@ export async function sendRecorded(
   let payloadFor: FanOutDeps['payloadFor'];
   if (pending.length)
     await persist(`the tokens of ${pending.length} devices`, async () => {
-      const perPerson = await hooks.payloadsFor?.(pending);
-      payloadFor = await payloadsWithReceipts(
-        deps,
-        episodeId,
-        hooks.receipts,
-        pending,
-        perPerson ?? (() => payload),
-      );
+      // A person's action tokens and each device's receipt token are stored side by side (one round trip).
+      let perPerson: FanOutDeps['payloadFor'];
+      const [, withReceipts] = await Promise.all([
+        hooks.payloadsFor?.(pending).then((made) => void (perPerson = made)),
+        payloadsWithReceipts(deps, episodeId, hooks.receipts, pending, (sub) =>
+          perPerson ? perPerson(sub) : payload,
+        ),
+      ]);
+      payloadFor = withReceipts;
     });
   // One write per batch of accepted sends (group commit): a row of the episode's deliveries. A lane takes
   // its next endpoint while its record is written; only past `width` records not yet known written does it
