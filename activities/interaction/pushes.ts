@@ -9,7 +9,7 @@ import { renderAnswered } from '../../domain/push';
 import type { Run } from '../../domain/run';
 import type { Interaction } from '../../store/interactions';
 import { payloadsWithActions } from '../push/actionTokens';
-import { holdWhereDue, render } from '../push/deliverOutcome';
+import { devicesToPush, render } from '../push/deliverOutcome';
 import type { PushActivityDeps } from '../push/pushActivityDeps';
 import { configFaultReporter, sendRecorded } from '../push/recordedSends';
 
@@ -119,27 +119,9 @@ export async function pushFollowUp(
     deps.notificationPrefs.recipientsAmong(outcome.teamId, [...new Set(userIds)], kind),
     render(deps, outcome, kind, open.interaction),
   ]);
-  // As the question's own push does: holds beside the devices, who was reached beside the burst bound.
-  const earlierHolds = deps.digests?.pushHolds.heldOf(
-    deliveryId,
-    recipients.map((r) => r.userId),
-  );
-  earlierHolds?.catch(() => undefined); // awaited by holdWhereDue when it is needed, never unhandled
-  const subs = await deps.pushSubscriptions.listForUsers(recipients.map((r) => r.userId));
-  if (!subs.length) return { result: 'not_addressable', delivered: 0 };
-  const withDevice = new Set(subs.map((sub) => sub.userId));
-  const reached = deps.pushDeliveries.reached(
-    deliveryId,
-    subs.map((sub) => sub._id),
-  );
-  reached.catch(() => undefined); // awaited by sendRecorded when someone is left to push, never unhandled
-  const held = await holdWhereDue(
-    deps,
-    { ...outcome, episodeId: deliveryId },
-    kind,
-    recipients.filter((r) => withDevice.has(r.userId)),
-    earlierHolds,
-  );
+  const devices = await devicesToPush(deps, { ...outcome, episodeId: deliveryId }, kind, recipients);
+  if (!devices) return { result: 'not_addressable', delivered: 0 };
+  const { subs, held, reached } = devices;
   const pending = subs.filter((sub) => !held.has(sub.userId));
   if (!pending.length) return { result: 'held', delivered: 0 };
   const sent = await sendRecorded(deps, deliveryId, pending, payload, {

@@ -13,9 +13,10 @@ import { mapBounded } from '../../platform/concurrency';
 import type { Interaction } from '../../store/interactions';
 import { digestEntryOf, type PushHoldRow } from '../../store/push/holds';
 import type { Recipient } from '../../store/push/notificationPrefs';
+import type { PushSubscriptionRow } from '../../store/push/subscriptions';
 import { payloadsWithActions } from './actionTokens';
 import type { DigestDeps, PushActivityDeps } from './pushActivityDeps';
-import { configFaultReporter, sendRecorded } from './recordedSends';
+import { configFaultReporter, sendRecorded, type Reached } from './recordedSends';
 
 /**
  * Renders the outcome and pushes it to every subscription of the owner and of the team members who chose
@@ -33,34 +34,10 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
   ]);
   const recipients = listed.filter((recipient) => recipient.userId !== '');
   if (!recipients.length) return { addressable: false, reason: 'no recipient' };
-  // Whom an earlier attempt held is read beside their devices (a round trip fewer before the first push; one
-  // read spent when nobody has a device).
-  const earlierHolds = deps.digests?.pushHolds.heldOf(
-    outcome.episodeId,
-    recipients.map((r) => r.userId),
-  );
-  earlierHolds?.catch(() => undefined); // awaited by holdWhereDue when it is needed, never unhandled
-  const subs = await deps.pushSubscriptions.listForUsers(recipients.map((r) => r.userId));
-  if (!subs.length) return { addressable: false, reason: 'no subscription' };
-  // Per-kind prefs came first (listRecipientPrefs): a kind turned off is never held. Only people with a
-  // device are held: a digest to no device is no digest.
-  const withDevice = new Set(subs.map((sub) => sub.userId));
-  // Who an earlier attempt reached is read beside the holds (they do not depend on each other): a round trip
-  // fewer before the first push. Held devices are among those read, and filtered out with the rest.
-  const reached = deps.pushDeliveries.reached(
-    outcome.episodeId,
-    subs.map((sub) => sub._id),
-  );
-  const [held] = await Promise.all([
-    holdWhereDue(
-      deps,
-      outcome,
-      kind,
-      recipients.filter((r) => withDevice.has(r.userId)),
-      earlierHolds,
-    ),
-    reached,
-  ]);
+  // Per-kind prefs came first (listRecipientPrefs): a kind turned off is never held.
+  const devices = await devicesToPush(deps, outcome, kind, recipients);
+  if (!devices) return { addressable: false, reason: 'no subscription' };
+  const { subs, held, reached } = devices;
   const result = await sendRecorded(
     deps,
     outcome.episodeId,
@@ -83,11 +60,45 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
 }
 
 /**
+ * The recipients' devices, whom of them a digest holds, and who was reached under `outcome.episodeId` already:
+ * the reads that do not depend on each other go out together (each is a round trip before the first push), so
+ * the earlier holds are read beside the devices (one read spent when nobody has a device) and the devices
+ * reached beside the holds. Only people with a device are held: a digest to no device is no digest. Undefined:
+ * nobody has a device.
+ */
+export async function devicesToPush(
+  deps: PushActivityDeps,
+  outcome: RunOutcome,
+  kind: OutcomePushKind,
+  recipients: Recipient[],
+): Promise<{ subs: PushSubscriptionRow[]; held: Set<string>; reached: Promise<Reached> } | undefined> {
+  const userIds = recipients.map((r) => r.userId);
+  const earlierHolds = deps.digests?.pushHolds.heldOf(outcome.episodeId, userIds);
+  earlierHolds?.catch(() => undefined); // awaited by holdWhereDue when someone has a device, never unhandled
+  const subs = await deps.pushSubscriptions.listForUsers(userIds);
+  if (!subs.length) return undefined;
+  const withDevice = new Set(subs.map((sub) => sub.userId));
+  const reached = deps.pushDeliveries.reached(
+    outcome.episodeId,
+    subs.map((sub) => sub._id),
+  );
+  reached.catch(() => undefined); // awaited by sendRecorded when someone is left to push, never unhandled
+  const held = await holdWhereDue(
+    deps,
+    outcome,
+    kind,
+    recipients.filter((r) => withDevice.has(r.userId)),
+    earlierHolds,
+  );
+  return { subs, held, reached };
+}
+
+/**
  * Which of these recipients wait for their digest instead of a push now: held by an earlier attempt of this
  * episode (always held again: never sent to), in quiet hours or do-not-disturb, or past their burst bound.
  * Each held person gets a hold row and their digest the entry (both safe to repeat).
  */
-export async function holdWhereDue(
+async function holdWhereDue(
   deps: PushActivityDeps,
   outcome: RunOutcome,
   kind: OutcomePushKind,
