@@ -608,7 +608,7 @@ describe('push delivery records', () => {
         status: 'finished',
         occurredAt: now.toISOString(),
       };
-      assert.deepEqual(delivered(await activities.deliverPush(ended)), 1);
+      assert.equal(delivered(await activities.deliverPush(ended)), 1);
       startedBeforeDone('pushHolds.heldOf', 'pushSubscriptions.listForUsers');
       // A question: the device's receipt token is stored beside its action tokens, not after them.
       seen.length = 0;
@@ -630,7 +630,7 @@ describe('push delivery records', () => {
         pause: { reason: 'human_input', seq: 1, interactionId },
         occurredAt: now.toISOString(),
       };
-      assert.deepEqual(delivered(await activities.deliverPush(asked)), 1);
+      assert.equal(delivered(await activities.deliverPush(asked)), 1);
       startedBeforeDone('pushReceipts.insertMany', 'actionTokens.insertMany');
       // A rung: both as above, and the question its send just read is not read again.
       seen.length = 0;
