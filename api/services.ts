@@ -65,6 +65,7 @@ export async function connectServices(
     options: episodeOptions(config),
     metrics,
     emitter: 'api',
+    questions: stores,
   });
   const health = createHealthSignaler({
     client,

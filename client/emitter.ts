@@ -4,8 +4,11 @@
 // emitters fire for one episode, Temporal runs it once.
 import type { Client } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
+import { interactionClaimKeys } from '../domain/interaction';
 import { buildRunOutcome, type RunOutcome } from '../domain/outcome';
 import type { Run, RunError } from '../domain/run';
+import type { ClaimStore } from '../store/claims';
+import type { EscalationPolicyStore } from '../store/escalationPolicies';
 import type { RunStore } from '../store/runs';
 import type { Config } from '../config';
 import { outcomeKindAttribute, runAttributes, searchAttributes } from '../contract/searchAttributes';
@@ -16,6 +19,7 @@ import {
   episodeWorkflowId,
   workflowTypes,
   type EpisodeOptions,
+  type InteractionRef,
 } from '../contract/workflows';
 import type { Emitter, Metrics } from '../platform/metrics';
 import { interactionOf, startInteraction } from './interaction';
@@ -79,8 +83,36 @@ export function createOutcomeEmitter(deps: {
   metrics?: Metrics;
   /** Who emits, for the episodes-started counter. */
   emitter?: Emitter;
+  /**
+   * Given, a question's workflow starts with its plan (the ladder read here, beside the episode's start), and the
+   * question is noted opened once it started; without, the workflow's first task reads the plan and notes it.
+   */
+  questions?: {
+    claims: Pick<ClaimStore, 'noteOnce'>;
+    escalationPolicies: Pick<EscalationPolicyStore, 'ladderFor'>;
+  };
 }) {
   const options = deps.options ?? DEFAULT_EPISODE_OPTIONS;
+
+  /** A question's own workflow (its escalation ladder). */
+  async function startQuestion(run: Run, interaction: InteractionRef): Promise<void> {
+    const questions = deps.questions;
+    if (!questions || !run.pause) {
+      await startInteraction(deps.client, deps.taskQueue, interaction);
+      return;
+    }
+    const plan = {
+      open: true,
+      askedAtMs: run.pause.at.getTime(),
+      rungs: await questions.escalationPolicies.ladderFor(run),
+      webhookRetrySeconds: options.callbackRetrySeconds,
+    };
+    await startInteraction(deps.client, deps.taskQueue, interaction, plan);
+    // After the start: a question noted opened whose workflow never started would never climb its ladder.
+    const opened = interactionClaimKeys.opened(interaction.interactionId);
+    await questions.claims.noteOnce(opened, `emitter:${deps.emitter ?? 'api'}`, 'opened');
+  }
+
   return {
     /**
      * Emits the run's current outcome, if it owes one (a running run owes none). Given an id, the run is read:
@@ -107,7 +139,7 @@ export function createOutcomeEmitter(deps: {
       const interaction = interactionOf(outcome);
       const [started] = await Promise.all([
         startEpisode(deps.client, deps.taskQueue, outcome, options, reuse),
-        interaction && startInteraction(deps.client, deps.taskQueue, interaction),
+        interaction && startQuestion(run, interaction),
       ]);
       if (started) deps.metrics?.episodeStarted(deps.emitter ?? 'api', outcome.kind);
       return { episodeId: outcome.episodeId, kind: outcome.kind, started };

@@ -9,6 +9,7 @@ import {
   interactionWorkflowId,
   workflowTypes,
   type InteractionAnswer,
+  type InteractionPlan,
   type InteractionRef,
   type InteractionSnooze,
   type Workflows,
@@ -17,10 +18,10 @@ import type { RunOutcome } from '../domain/outcome';
 import { PRIORITY_KEYS, teamPriority } from './priority';
 import { startUnlessRunning } from './startUnlessRunning';
 
-const startOptions = (taskQueue: string, ref: InteractionRef) => ({
+const startOptions = (taskQueue: string, ref: InteractionRef, plan?: InteractionPlan) => ({
   workflowId: interactionWorkflowId(ref.interactionId),
   taskQueue,
-  args: [ref] as [InteractionRef],
+  args: (plan ? [ref, plan] : [ref]) as [InteractionRef, InteractionPlan?],
   // A person waits on its ladder, as on its pause's episode.
   priority: teamPriority(ref.teamId, PRIORITY_KEYS.humanInput),
   typedSearchAttributes: new TypedSearchAttributes(runAttributes(ref.runId, ref.teamId)),
@@ -32,13 +33,17 @@ export function interactionOf(outcome: RunOutcome): InteractionRef | undefined {
   return interactionId ? { runId: outcome.runId, teamId: outcome.teamId, interactionId } : undefined;
 }
 
-/** Starts the interaction's workflow unless one runs: its ladder times from the question, not from this start. */
+/**
+ * Starts the interaction's workflow unless one runs: its ladder times from the question, not from this start.
+ * Given the plan, the workflow takes it instead of reading it.
+ */
 export async function startInteraction(
   client: Client,
   taskQueue: string,
   ref: InteractionRef,
+  plan?: InteractionPlan,
 ): Promise<boolean> {
-  return startUnlessRunning(client, workflowTypes.interaction, startOptions(taskQueue, ref));
+  return startUnlessRunning(client, workflowTypes.interaction, startOptions(taskQueue, ref, plan));
 }
 
 export type InteractionSignaler = ReturnType<typeof createInteractionSignaler>;

@@ -13,6 +13,7 @@ import type {
   EndpointRecoverInput,
   HealthOptions,
   InteractionAnswer,
+  InteractionPlan,
   InteractionRef,
   InteractionSnooze,
   RecoverCounts,
@@ -102,15 +103,6 @@ export interface Activities {
   // The sweep.
   sweepOnce(): Promise<SweepPass>;
   sweepReapExpired(): Promise<number>;
-}
-
-/** When an interaction was asked (epoch ms) and the ladder it climbs while open (none when it is not). */
-export interface InteractionPlan {
-  open: boolean;
-  askedAtMs: number;
-  rungs: EscalationRung[];
-  /** A webhook rung that failed is tried again after each of these waits (CALLBACK_RETRY_SECONDS), jittered. */
-  webhookRetrySeconds: number[];
 }
 
 /**

@@ -5,6 +5,7 @@
 import type { SignalDefinition } from '@temporalio/common';
 import { DEFAULT_CALLBACK_RETRY_SECONDS, type PacingHold } from '../domain/callback';
 import type { HealthState, ObservedEvent } from '../domain/health';
+import type { EscalationRung } from '../domain/interaction';
 import type { OperatorAlert } from '../domain/ops';
 import type { RunOutcome } from '../domain/outcome';
 import type { TeamEvent } from '../domain/teamEvents';
@@ -36,7 +37,7 @@ export interface Workflows {
   callbackRecoverWorkflow(input: RecoverInput): Promise<RecoverCounts>;
   sweepWorkflow(): Promise<SweepReport>;
   digestWorkflow(input: DigestInput): Promise<DigestResult>;
-  interactionWorkflow(input: InteractionRef): Promise<InteractionResult>;
+  interactionWorkflow(input: InteractionRef, plan?: InteractionPlan): Promise<InteractionResult>;
   teamEventWorkflow(event: TeamEvent, recorded?: RecordedTeamEvent): Promise<TeamEventResult>;
   endpointRecoverWorkflow(input: EndpointRecoverInput): Promise<EndpointRecoverResult>;
 }
@@ -197,6 +198,18 @@ export interface InteractionRef {
   runId: string;
   teamId: string;
   interactionId: string;
+}
+
+/**
+ * When an interaction was asked (epoch ms) and the ladder it climbs while open (none when it is not): read by
+ * the workflow's first task, or carried by the pause's start so that task arms its timers without a store call.
+ */
+export interface InteractionPlan {
+  open: boolean;
+  askedAtMs: number;
+  rungs: EscalationRung[];
+  /** A webhook rung that failed is tried again after each of these waits (CALLBACK_RETRY_SECONDS), jittered. */
+  webhookRetrySeconds: number[];
 }
 
 /** Who answered, and when (ISO): the answer path's signal-with-start. */

@@ -241,6 +241,17 @@ export function createClaimStore(
     tryMark: (key: string, holder: string): Promise<boolean> => tryMark(ctx, key, holder),
     /** tryMark for each key, in one insert where none was claimed yet. */
     tryMarkEach: (keys: string[], holder: string): Promise<boolean[]> => tryMarkEach(ctx, keys, holder),
+    /**
+     * Records that something happened, once: a row born settled, never a claim anyone works under (a question
+     * whose workflow was started, for the sweep). One write; a second note of the key changes nothing.
+     */
+    async noteOnce(key: string, holder: string, result: string): Promise<void> {
+      try {
+        await ctx.claims.insertOne({ _id: key, holder, delivered: true, sent_at: now(), result });
+      } catch (err) {
+        if (!isDuplicateKey(err)) throw err;
+      }
+    },
     ...createClaimSettling(ctx),
     ...createClaimReads(ctx),
   };

@@ -1,7 +1,8 @@
 // escalation_policies: one row per team, `_id` the team id: the rungs an open interaction climbs while nobody
 // answers, and where `via: webhook` rungs post (with the secret they are signed with, shown once when made).
 import type { Db } from 'mongodb';
-import type { EscalationPolicy } from '../domain/interaction';
+import type { EscalationPolicy, EscalationRung } from '../domain/interaction';
+import type { Run } from '../domain/run';
 
 export interface EscalationPolicyRow extends EscalationPolicy {
   _id: string;
@@ -18,6 +19,13 @@ export function createEscalationPolicyStore(db: Db) {
   return {
     async get(teamId: string): Promise<EscalationPolicyRow | null> {
       return rows.findOne({ _id: teamId });
+    },
+
+    /** The ladder a run's question climbs: the launch's own, else its team's (read only then), else none. */
+    async ladderFor(run: Pick<Run, 'teamId' | 'escalation'>): Promise<EscalationRung[]> {
+      if (run.escalation) return run.escalation.rungs;
+      const policy = await rows.findOne({ _id: run.teamId }, { projection: { rungs: 1 } });
+      return policy?.rungs ?? [];
     },
 
     /** Replaces the team's policy; the webhook secret is kept, or `newSecret` taken when there was none. */

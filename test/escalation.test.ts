@@ -132,6 +132,18 @@ describe('escalation', function () {
       .describe();
     assert.deepEqual(priority, { priorityKey: 1, fairnessKey: 'acme', fairnessWeight: 0 });
     await everySettled('every rung sent', paused, (id) => interactionClaimKeys.rung(id, 0));
+    for (const { interactionId } of paused) {
+      // The pause's start carries the ladder: the first workflow task arms the rung's timer without a store
+      // call, and the API marks the question opened for the sweep.
+      const { events } = await stack.client.workflow
+        .getHandle(interactionWorkflowId(interactionId))
+        .fetchHistory();
+      const timer = events!.findIndex((e) => e.timerStartedEventAttributes);
+      assert.ok(timer > 0, `${interactionId}: a timer`);
+      const calls = events!.slice(0, timer).filter((e) => e.markerRecordedEventAttributes);
+      assert.equal(calls.length, 0, `${interactionId}: store calls before its timer`);
+      assert.ok(await stack.stores.claims.wasDelivered(interactionClaimKeys.opened(interactionId)));
+    }
     // How soon after its time is bench:escalation's figure; here, that it is once and not early.
     for (const { runId, interactionId } of paused) {
       const got = carolsPushes(runId);
@@ -187,6 +199,8 @@ describe('escalation', function () {
       const kinds = carolsPushes(runId).map((r) => (r.payload as PushPayload).kind);
       assert.deepEqual(kinds, ['human_input_requested', 'answered'], 'the rung, then its close');
     }
+    // Started with its plan by the pause: a rung, a second rung's timer cancelled by the answer, the close.
+    recordFixture(stack.config, `interaction|${paused[0].interactionId}`, 'interaction-history-plan-at-start.json');
   });
 
   it(`${PAUSES} pauses answered within ±1 s of their rung: a rung that went is replaced by the close on its device`, async () => {

@@ -12,6 +12,7 @@ import {
   interactionAnsweredSignal,
   interactionSnoozedSignal,
   type InteractionAnswer,
+  type InteractionPlan,
   type InteractionRef,
   type InteractionResult,
   type InteractionSnooze,
@@ -109,7 +110,14 @@ function retryOf(next: Due, sent: FollowUpResult | undefined, waits: number[]): 
   return { ...next, atMs, attempt: next.attempt + 1, claimKept: true };
 }
 
-export async function interactionWorkflow(ref: InteractionRef): Promise<InteractionResult> {
+/**
+ * `known`: the plan the pause's start carried (its first task then arms the timers without a store call). Started
+ * without one (an answer's or snooze's signal-with-start, the sweep, histories from before), it reads the plan.
+ */
+export async function interactionWorkflow(
+  ref: InteractionRef,
+  known?: InteractionPlan,
+): Promise<InteractionResult> {
   let answer: InteractionAnswer | undefined;
   const queue: Due[] = [];
   const snoozeIds = new Set<string>();
@@ -184,7 +192,7 @@ export async function interactionWorkflow(ref: InteractionRef): Promise<Interact
       ? interactionClaimKeys.snooze(ref.interactionId, due.snooze.snoozeId)
       : interactionClaimKeys.rung(ref.interactionId, due.index);
 
-  const plan = await store.interactionPlan(ref, me);
+  const plan = known ?? (await store.interactionPlan(ref, me));
   const webhookWaits = plan.webhookRetrySeconds;
   if (plan.open)
     for (const { index, rung } of rungsInOrder(plan.rungs)) {

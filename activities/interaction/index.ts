@@ -1,8 +1,13 @@
 // The interaction workflow's activities: its plan (when the question was asked, its ladder), the close once
 // answered, each rung, each snooze's re-push. Every send re-reads whether the interaction is still open first:
 // the workflow's own check covers the signal, this one an answer whose signal has not arrived yet.
-import type { FollowUpResult, InteractionPlan } from '../../contract/activities';
-import type { InteractionAnswer, InteractionRef, InteractionSnooze } from '../../contract/workflows';
+import type { FollowUpResult } from '../../contract/activities';
+import type {
+  InteractionAnswer,
+  InteractionPlan,
+  InteractionRef,
+  InteractionSnooze,
+} from '../../contract/workflows';
 import { interactionClaimKeys, type EscalationRung } from '../../domain/interaction';
 import { keptAlive } from '../activityContext';
 import type { InteractionActivityDeps } from './interactionActivityDeps';
@@ -14,13 +19,14 @@ export type { InteractionActivityDeps, InteractionEvent } from './interactionAct
 export function createInteractionActivities(deps: InteractionActivityDeps) {
   return {
     async interactionPlan(ref: InteractionRef, holder: string): Promise<InteractionPlan> {
-      const key = interactionClaimKeys.opened(ref.interactionId);
-      if (await deps.claims.tryMark(key, holder)) await deps.claims.markDelivered(key, holder, 'opened');
-      const open = await openQuestion(deps.push, ref);
+      const [open] = await Promise.all([
+        openQuestion(deps.push, ref),
+        deps.claims.noteOnce(interactionClaimKeys.opened(ref.interactionId), holder, 'opened'),
+      ]);
       const none = { open: false, askedAtMs: 0, rungs: [], webhookRetrySeconds: deps.webhookRetrySeconds };
       if (!open) return none;
-      const policy = open.run.escalation ?? (await deps.escalationPolicies.get(ref.teamId)) ?? { rungs: [] };
-      return { ...none, open: true, askedAtMs: open.interaction.createdAt.getTime(), rungs: policy.rungs };
+      const rungs = await deps.escalationPolicies.ladderFor(open.run);
+      return { ...none, open: true, askedAtMs: open.interaction.createdAt.getTime(), rungs };
     },
 
     closeAnswered: (ref: InteractionRef, answer: InteractionAnswer): Promise<FollowUpResult> =>
