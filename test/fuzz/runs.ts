@@ -79,7 +79,8 @@ export const RUN_ROUTES: RouteSpec[] = [
     preferred: ['running'],
     movesTo: 'paused_input',
     onSuccess: () => ({ interactions: 1, events: 2, run_transitions: 1 }),
-    inserts: 3,
+    // The interaction, the events, the transition, and the question noted opened once its workflow started.
+    inserts: 4,
   },
   {
     name: 'POST /api/v1/runs/:id/interactions/:iid/answer',
