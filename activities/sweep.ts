@@ -170,7 +170,9 @@ export function createSweepActivities(deps: SweepDeps) {
 
 /**
  * The questions of this page whose workflow never opened (the emitter died between the episode and it): started,
- * so their ladder runs (rungs already due go out at once). Answers how many were started.
+ * so their ladder runs (rungs already due go out at once). One whose start is refused has its workflow running
+ * (its emitter started it and failed to note it): noted here, so later passes leave it. Answers how many were
+ * started.
  */
 async function startUnopened(deps: SweepDeps, page: SweepRef[], marked: Set<string>): Promise<number> {
   const unopened = page.flatMap((ref) => {
@@ -183,6 +185,7 @@ async function startUnopened(deps: SweepDeps, page: SweepRef[], marked: Set<stri
   let started = 0;
   await mapBounded(unopened, START_LANES, async (ref) => {
     if (await startInteraction(deps.client, deps.taskQueue, ref)) started++;
+    else await deps.claims.noteOnce(interactionClaimKeys.opened(ref.interactionId), 'sweep', 'opened');
   });
   return started;
 }

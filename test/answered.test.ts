@@ -131,6 +131,28 @@ describe('answered once, closed everywhere', function () {
     await closedEverywhere(runId, interactionId);
   });
 
+  const sweepActivities = () =>
+    createSweepActivities({
+      ...stack.stores,
+      client: stack.client,
+      taskQueue: stack.config.temporalTaskQueue,
+      episodeOptions: DEFAULT_EPISODE_OPTIONS,
+      families: { ops: false },
+      lookbackSeconds: 3600,
+      pageSize: 100,
+      now: () => new Date(),
+    });
+
+  it('a question whose opened note was lost: the sweep finds its workflow running and notes it', async () => {
+    const { interactionId } = await paused();
+    const opened = interactionClaimKeys.opened(interactionId);
+    assert.ok(await stack.stores.claims.wasDelivered(opened), 'noted by the pause');
+    await stack.mongo.db.collection('sent_notifications').deleteOne({ _id: opened as never });
+    const pass = await sweepActivities().sweepOnce();
+    assert.equal(pass.interactionsStarted ?? 0, 0, 'its workflow runs: none started');
+    assert.ok(await stack.stores.claims.wasDelivered(opened), 'noted by the sweep');
+  });
+
   it('an answer whose signal was lost is closed by the next sweep', async () => {
     const { runId, interactionId } = await paused();
     const deaf = createRunsService({
@@ -144,16 +166,7 @@ describe('answered once, closed everywhere', function () {
     });
     await deaf.answer({ userId: 'alice', teamId: 'acme' }, runId, interactionId, 'yes');
     assert.equal(pushesOf(devices[0], runId).length, 1, 'no close yet');
-    const sweep = createSweepActivities({
-      ...stack.stores,
-      client: stack.client,
-      taskQueue: stack.config.temporalTaskQueue,
-      episodeOptions: DEFAULT_EPISODE_OPTIONS,
-      families: { ops: false },
-      lookbackSeconds: 3600,
-      pageSize: 100,
-      now: () => new Date(),
-    });
+    const sweep = sweepActivities();
     const pass = await sweep.sweepOnce();
     assert.ok((pass.closesReplayed ?? 0) >= 1, JSON.stringify(pass));
     await closedEverywhere(runId, interactionId);
