@@ -95,9 +95,7 @@ async function pauses(bench: Bench): Promise<Paused[]> {
 }
 
 /** Nobody answers: ms from each pause to carol's rung push, and how many pushes each rung made. */
-async function unanswered(
-  bench: Bench,
-): Promise<{
+async function unanswered(bench: Bench): Promise<{
   lateMs: number[];
   ownerPushMs: number[];
   repeats: number;
@@ -312,7 +310,17 @@ export async function runEscalationBench(): Promise<{ met: boolean }> {
           met: unreplaced === 0,
         },
       ],
-      figures: { pauses: PAUSES, lateMs, ownerPushMs, storedMs, afterDueMs, repeats, rungsBefore, rungsAfter, unreplaced },
+      figures: {
+        pauses: PAUSES,
+        lateMs,
+        ownerPushMs,
+        storedMs,
+        afterDueMs,
+        repeats,
+        rungsBefore,
+        rungsAfter,
+        unreplaced,
+      },
       notes: ['The clock starts at each pause request; the rung is due 5 s after the question is stored.'],
     });
     return { met };

@@ -104,16 +104,12 @@ async function holdWhereDue(
   kind: OutcomePushKind,
   recipients: Recipient[],
   /** Their holds of this episode, read by the caller beside its own reads (it may hold others too). */
-  earlierHolds?: Promise<Map<string, PushHoldRow>>,
+  earlierHolds: Promise<Map<string, PushHoldRow>> | undefined,
 ): Promise<Set<string>> {
   const digests = deps.digests;
-  if (!digests || !recipients.length) return new Set();
+  if (!digests || !earlierHolds || !recipients.length) return new Set();
   const now = deps.now();
-  const earlier = await (earlierHolds ??
-    digests.pushHolds.heldOf(
-      outcome.episodeId,
-      recipients.map((r) => r.userId),
-    ));
+  const earlier = await earlierHolds;
   const holds: Omit<PushHoldRow, '_id'>[] = [];
   const fresh: Omit<PushHoldRow, '_id'>[] = [];
   const hold = (userId: string, reason: PushHoldRow['reason'], releaseAt: Date): void => {
