@@ -44,10 +44,10 @@ import {
   percentile,
   runMain,
   table,
-  temporalActions,
   uniqueName,
   writeResults,
 } from './support';
+import { temporalActions } from './temporalActions';
 
 const PAUSES = Number(process.env.BENCH_ANSWER_PAUSES ?? 50);
 const TARGET_P50_MS = 1000;

@@ -8,9 +8,8 @@
 // received and the p99 of the route. Prints the targets and whether each is met; every wait is bounded and says
 // what it saw.
 //
-// Actions counted, after Temporal Cloud's list: a workflow started (the first signal-with-start, each continue-as-
-// new, each operator alert's workflow), a signal, an activity scheduled, a timer started, a search-attribute
-// upsert, and the local activities of one workflow task as one. Patch markers are not actions.
+// Actions counted as temporalActions does (Temporal Cloud's list): here a workflow started is the first
+// signal-with-start, each continue-as-new and each operator alert's workflow.
 import assert from 'node:assert/strict';
 import { temporal } from '@temporalio/proto';
 import type { Client } from '@temporalio/client';
@@ -28,6 +27,7 @@ import {
 } from '../test/support/harness';
 import { waitUntil } from '../test/support/waitUntil';
 import { installQuietRuntime, log, nowMs, percentile, round, runMain, uniqueName } from './support';
+import { temporalActions } from './temporalActions';
 
 const RATE = Number(process.env.BENCH_EVENTS_RATE ?? 100);
 const SECONDS = Number(process.env.BENCH_EVENTS_SECONDS ?? 60);
@@ -136,8 +136,6 @@ async function historyCounts(client: Client, runId: string) {
   const signalSeconds = new Map<number, number>();
   const signalTimes: number[] = [];
   const alertsStarted: string[] = [];
-  const actions = { signals: 0, localActivityTasks: 0, timers: 0, other: 0 };
-  let localActivityTask = false;
   let tasksFailedOrTimedOut = 0;
   for (const e of events) {
     const type = e.eventType;
@@ -145,30 +143,14 @@ async function historyCounts(client: Client, runId: string) {
       const second = Number(e.eventTime?.seconds ?? 0);
       signalSeconds.set(second, (signalSeconds.get(second) ?? 0) + 1);
       signalTimes.push(second * 1000 + (e.eventTime?.nanos ?? 0) / 1e6);
-      actions.signals++;
     }
     // ops|health:<run>:<kind>[:<stall episode>]
     const child = e.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId;
     if (child) alertsStarted.push(child.split(':')[2]);
-    if (type === T.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) localActivityTask = false;
     if (type === T.EVENT_TYPE_WORKFLOW_TASK_FAILED || type === T.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT)
       tasksFailedOrTimedOut++;
-    const localActivity =
-      type === T.EVENT_TYPE_MARKER_RECORDED &&
-      e.markerRecordedEventAttributes?.markerName === 'core_local_activity';
-    if (localActivity && !localActivityTask) {
-      localActivityTask = true;
-      actions.localActivityTasks++;
-    }
-    if (type === T.EVENT_TYPE_TIMER_STARTED) actions.timers++;
-    if (
-      type === T.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED ||
-      type === T.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED ||
-      type === T.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED ||
-      type === T.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES
-    )
-      actions.other++;
   }
+  const { total, signals = 0, localActivityTasks = 0, timers = 0 } = temporalActions(events);
   signalTimes.sort((a, b) => a - b);
   // Silences the workflow saw (a backlog at the API or a slow workflow task makes them; a stall fires in each).
   const gapsMs = signalTimes.slice(1).map((t, i) => t - signalTimes[i]);
@@ -180,8 +162,8 @@ async function historyCounts(client: Client, runId: string) {
     longestGapS: round(Math.max(0, ...gapsMs) / 1000),
     gapsOverStall: gapsMs.filter((g) => g > STALL_SECONDS * 1000).length,
     tasksFailedOrTimedOut,
-    actions: actions.signals + actions.localActivityTasks + actions.timers + actions.other,
-    actionsSplit: `${actions.signals} + ${actions.localActivityTasks} + ${actions.timers} + ${actions.other}`,
+    actions: total,
+    actionsSplit: `${signals} + ${localActivityTasks} + ${timers} + ${total - signals - localActivityTasks - timers}`,
     alertsStarted: alertsStarted.sort(),
   };
 }

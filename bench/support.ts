@@ -10,7 +10,6 @@ import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { temporal } from '@temporalio/proto';
 import { Runtime } from '@temporalio/worker';
 import type { CommandFailedEvent, CommandStartedEvent, CommandSucceededEvent, MongoClient } from 'mongodb';
 import { mapBounded } from '../platform/concurrency';
@@ -402,47 +401,6 @@ export function runMain(main: () => Promise<void>): void {
       process.exit(1);
     },
   );
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Temporal actions
-
-/**
- * The Temporal Cloud actions a history holds, after Temporal Cloud's list: a workflow started, a signal, an
- * activity scheduled, a timer started, a child workflow or an external signal initiated, a search-attribute
- * upsert, and the local activities of one workflow task as one. Patch markers are not actions.
- */
-export function temporalActions(events: temporal.api.history.v1.IHistoryEvent[]): Record<string, number> {
-  const T = temporal.api.enums.v1.EventType;
-  const kinds: Partial<Record<number, string>> = {
-    [T.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED]: 'started',
-    [T.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED]: 'signals',
-    [T.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]: 'activities',
-    [T.EVENT_TYPE_TIMER_STARTED]: 'timers',
-    [T.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED]: 'children',
-    [T.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED]: 'signalsSent',
-    [T.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES]: 'searchAttributes',
-  };
-  const counts: Record<string, number> = { total: 0 };
-  const add = (kind: string) => {
-    counts[kind] = (counts[kind] ?? 0) + 1;
-    counts.total++;
-  };
-  let localActivityTask = false;
-  for (const e of events) {
-    const type = e.eventType ?? 0;
-    if (type === T.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) localActivityTask = false;
-    const kind = kinds[type];
-    if (kind) add(kind);
-    const localActivity =
-      type === T.EVENT_TYPE_MARKER_RECORDED &&
-      e.markerRecordedEventAttributes?.markerName === 'core_local_activity';
-    if (localActivity && !localActivityTask) {
-      localActivityTask = true;
-      add('localActivityTasks');
-    }
-  }
-  return counts;
 }
 
 /** Servers of its own for a bench that builds family stacks (startFamilyStack builds on the test servers). */
