@@ -64,8 +64,8 @@ export function describe(req: ResolvedRequest, answer: Answer | { error: string 
 
 // What a case wrote. The default probe reads the server's own command counters (serverStatus
 // metrics.commands: one cheap call on MongoDB and FerretDB alike), so "a refused request wrote nothing" is
-// checked on every case at a constant cost; counting documents instead (countMode 'documents') is exact but
-// scans every collection on FerretDB, which grows with the store (≈40 µs a document, twice a case).
+// checked on every case at a constant cost; counting documents instead (countMode 'documents') is exact for the
+// collections it counts but scans each on FerretDB, which grows with the store (≈40 µs a document, twice a case).
 const WRITE_COMMANDS = ['insert', 'update', 'delete', 'findAndModify'] as const;
 export type Snapshot = Record<string, number>;
 
@@ -174,7 +174,7 @@ export function check(
     const expected = repeat
       ? {}
       : mode === 'documents'
-        ? route.onSuccess?.(status)
+        ? route.onSuccess?.(answer)
         : route.inserts === undefined
           ? undefined
           : { insert: typeof route.inserts === 'number' ? route.inserts : route.inserts(answer as Answer) };

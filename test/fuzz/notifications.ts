@@ -17,7 +17,7 @@ export const NOTIFICATION_ROUTES: RouteSpec[] = [
       ctx.subscribed.push(sub.endpoint as string);
       return sub;
     },
-    onSuccess: (status) => ({ push_subscriptions: status === 201 ? 1 : 0 }),
+    onSuccess: ({ status }) => ({ push_subscriptions: status === 201 ? 1 : 0 }),
   },
   {
     name: 'DELETE /api/v1/notifications/push/subscriptions',

@@ -1,6 +1,6 @@
 // The fuzzer's runs routes (api/routes/runs.ts, but for the callback routes in callbacks.ts): create, read, and
 // every transition, each from the run state it acts on.
-import { none, type RouteSpec } from './spec';
+import { none, transitionRows, type RouteSpec } from './spec';
 
 export const RUN_ROUTES: RouteSpec[] = [
   {
@@ -78,7 +78,7 @@ export const RUN_ROUTES: RouteSpec[] = [
     valid: () => ({ prompt: 'Approve the budget of $1,200?' }),
     preferred: ['running'],
     movesTo: 'paused_input',
-    onSuccess: () => ({ interactions: 1, events: 2, run_transitions: 1 }),
+    onSuccess: (answer) => ({ interactions: 1, events: 2, run_transitions: transitionRows(answer) }),
     // The interaction, the events, the transition, and the question noted opened once its workflow started.
     inserts: 4,
   },
@@ -91,7 +91,7 @@ export const RUN_ROUTES: RouteSpec[] = [
     preferred: ['paused_input'],
     movesTo: 'answered',
     repeatOf: 'answered',
-    onSuccess: () => ({ events: 1, run_transitions: 1 }),
+    onSuccess: (answer) => ({ events: 1, run_transitions: transitionRows(answer) }),
     inserts: 2,
   },
   {
@@ -101,7 +101,7 @@ export const RUN_ROUTES: RouteSpec[] = [
     valid: () => ({ wall: 'daily_tokens' }),
     preferred: ['running'],
     movesTo: 'paused_park',
-    onSuccess: () => ({ events: 1, run_transitions: 1 }),
+    onSuccess: (answer) => ({ events: 1, run_transitions: transitionRows(answer) }),
     inserts: 2,
   },
   {
@@ -111,7 +111,7 @@ export const RUN_ROUTES: RouteSpec[] = [
     valid: () => ({}),
     preferred: ['running'],
     movesTo: 'paused_operator',
-    onSuccess: () => ({ events: 1, run_transitions: 1 }),
+    onSuccess: (answer) => ({ events: 1, run_transitions: transitionRows(answer) }),
     inserts: 2,
   },
   {
@@ -121,7 +121,7 @@ export const RUN_ROUTES: RouteSpec[] = [
     valid: () => ({}),
     preferred: ['paused_park', 'paused_operator'],
     movesTo: 'running',
-    onSuccess: () => ({ events: 1, run_transitions: 1 }),
+    onSuccess: (answer) => ({ events: 1, run_transitions: transitionRows(answer) }),
     inserts: 2,
   },
   {
@@ -131,7 +131,7 @@ export const RUN_ROUTES: RouteSpec[] = [
     valid: () => ({ finalAnswer: 'All done.' }),
     preferred: ['running'],
     movesTo: 'finished',
-    onSuccess: () => ({ events: 1, run_transitions: 1 }),
+    onSuccess: (answer) => ({ events: 1, run_transitions: transitionRows(answer) }),
     inserts: 2,
   },
   {
@@ -141,7 +141,7 @@ export const RUN_ROUTES: RouteSpec[] = [
     valid: () => ({ error: { code: 'tool_crashed', message: 'boom' } }),
     preferred: ['running', 'paused_input'],
     movesTo: 'failed',
-    onSuccess: () => ({ events: 1, run_transitions: 1 }),
+    onSuccess: (answer) => ({ events: 1, run_transitions: transitionRows(answer) }),
     inserts: 2,
   },
   {
@@ -151,7 +151,7 @@ export const RUN_ROUTES: RouteSpec[] = [
     valid: () => ({}),
     preferred: ['running', 'paused_park'],
     movesTo: 'cancelled',
-    onSuccess: () => ({ events: 1, run_transitions: 1 }),
+    onSuccess: (answer) => ({ events: 1, run_transitions: transitionRows(answer) }),
     inserts: 2,
   },
 ];

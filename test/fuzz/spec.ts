@@ -9,6 +9,7 @@ export const COLLECTIONS = [
   'push_subscriptions',
   'notification_prefs',
   'assistant_run_watches',
+  'run_transitions',
 ] as const;
 type Collection = (typeof COLLECTIONS)[number];
 export type Counts = Record<Collection, number>;
@@ -120,7 +121,7 @@ export interface RouteSpec {
   /** The state a 2xx moves the run to: the run is filed there for later cases, and replaced where it was. */
   movesTo?: RunState;
   /** Exact document count changes a 2xx (of this route's method) must show (countMode 'documents'). */
-  onSuccess?: (status: number) => Partial<Counts> | undefined;
+  onSuccess?: (answer: Answer) => Partial<Counts> | undefined;
   /**
    * Exact insert commands a 2xx must show (countMode 'commands'): one per collection its record spans (a rate-limit
    * bound is counted by an update of its window row, not an insert).
@@ -148,6 +149,16 @@ export interface RouteSpec {
 }
 
 export const none = (): Partial<Counts> => ({});
+
+/**
+ * The run_transitions rows a transition that answered `answer` (the run, or `{ run }`) added: it keeps its own
+ * revision's row and removes the one two revisions back, so the count grows only with a run's first two.
+ */
+export function transitionRows(answer: Answer): number {
+  const body = JSON.parse(answer.text) as { revision?: number; run?: { revision?: number } };
+  const revisionAfter = body.run?.revision ?? body.revision ?? 0;
+  return revisionAfter <= 2 ? 1 : 0;
+}
 
 /** What a route's set-up, valid bodies and bookkeeping use of the fixtures (test/fuzz/fixtures.ts). */
 export interface RouteFixtures {

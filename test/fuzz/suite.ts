@@ -6,8 +6,8 @@
 // FUZZ_RUNS sets the cases per route; FUZZ_ROUTES takes comma-separated route names (or parts of names);
 // FUZZ_FRESH=1 gives each route its own API and database; FUZZ_VERBOSE=1 prints a line per route;
 // FUZZ_REPORT=<file> keeps each part's report as JSON (<file>.part<N>); FUZZ_COUNT_MODE=documents checks "a
-// refused request stored nothing" by counting every collection's documents around each case (exact, slower)
-// instead of write commands.
+// refused request stored nothing" by counting, around each case, the documents of the collections the API writes
+// in the request itself (spec.ts COLLECTIONS; the worker's writes land later), instead of write commands.
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import http from 'node:http';
