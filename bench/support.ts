@@ -403,11 +403,15 @@ export function runMain(main: () => Promise<void>): void {
   );
 }
 
-/** Servers of its own for a bench that builds family stacks (startFamilyStack builds on the test servers). */
+/**
+ * Servers of its own for a bench that builds family stacks (startFamilyStack builds on the test servers);
+ * `temporalArgs` go to the Temporal dev server besides temporal-dev.yml's.
+ */
 export async function serversForFamilyStacks(
   name: string,
+  temporalArgs: string[] = [],
 ): Promise<ServerStack & { temporalAddress: string }> {
-  const servers = await startServers(name, { temporal: true });
+  const servers = await startServers(name, { temporal: true, temporalArgs });
   process.env.FLOW_NOTIFY_TEST_STACK = JSON.stringify({
     mongoUrl: servers.mongoUrl,
     temporalAddress: servers.temporalAddress,

@@ -1,4 +1,5 @@
-// What a history costs on Temporal Cloud, counted from its events (bench:answer, bench:events).
+// What a workflow costs on Temporal Cloud: counted from its history's events (bench:answer, bench:events), and the
+// activity heartbeats no history shows, from the Temporal server's own `action` metric.
 import { temporal } from '@temporalio/proto';
 
 /** The search attribute Core upserts with each new patch marker; Temporal Cloud bills no action for it. */
@@ -49,4 +50,33 @@ function onlyPatchVersions(e: temporal.api.history.v1.IHistoryEvent): boolean {
   const fields = e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields;
   const names = Object.keys(fields ?? {});
   return names.length > 0 && names.every((name) => name === PATCH_VERSIONS);
+}
+
+/**
+ * The activity heartbeats a Temporal server has recorded so far in `namespace`, from the `action` counter its
+ * metrics endpoint (`temporal server start-dev --metrics-port`) exports. The server publishes its counters about
+ * once a second, so this reads until two reads 1.5 s apart agree (at most ten times). Read before and after a
+ * workflow's life, the difference is what its activities sent, when nothing else heartbeats meanwhile.
+ */
+export async function heartbeatsRecorded(metricsUrl: string, namespace = 'default'): Promise<number> {
+  let last = await heartbeatCounter(metricsUrl, namespace);
+  for (let read = 1; read < 10; read++) {
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const now = await heartbeatCounter(metricsUrl, namespace);
+    if (now === last) return now;
+    last = now;
+  }
+  throw new Error(`${metricsUrl}: the heartbeat count kept moving (${last})`);
+}
+
+async function heartbeatCounter(metricsUrl: string, namespace: string): Promise<number> {
+  const res = await fetch(metricsUrl, { signal: AbortSignal.timeout(5000) });
+  if (!res.ok) throw new Error(`${metricsUrl}: ${res.status}`);
+  let count = 0;
+  for (const line of (await res.text()).split('\n')) {
+    if (!line.startsWith('action{') || !line.includes(`namespace="${namespace}"`)) continue;
+    if (line.includes('action_type="grpc_RecordActivityTaskHeartbeat"'))
+      count += Number(line.split(' ').pop());
+  }
+  return count;
 }
