@@ -48,7 +48,8 @@ import {
   uniqueName,
   writeResults,
 } from './support';
-import { heartbeatsRecorded, temporalActions } from './temporalActions';
+import { temporalActions } from '../operator/actions';
+import { heartbeatsRecorded } from './heartbeats';
 
 const PAUSES = Number(process.env.BENCH_ANSWER_PAUSES ?? 50);
 const TARGET_P50_MS = 1000;

@@ -27,7 +27,7 @@ import {
 } from '../test/support/harness';
 import { waitUntil } from '../test/support/waitUntil';
 import { installQuietRuntime, log, nowMs, percentile, round, runMain, uniqueName } from './support';
-import { temporalActions } from './temporalActions';
+import { temporalActions } from '../operator/actions';
 
 const RATE = Number(process.env.BENCH_EVENTS_RATE ?? 100);
 const SECONDS = Number(process.env.BENCH_EVENTS_SECONDS ?? 60);

@@ -139,6 +139,11 @@ export interface WorkflowView {
   activities: ActivityView[];
   /** Activities run inside workflow tasks (claims, store writes): counted, not listed. */
   localActivities: number;
+  /**
+   * Its Temporal Cloud actions, by kind and in total, counted from the history read (operator/actions.ts): a cut
+   * history counts what was read, and heartbeats, which no history holds, are not in it.
+   */
+  temporalActions: Record<string, number>;
   workflowTaskFailures: string[];
   failure?: string;
 }

@@ -4,6 +4,7 @@
 import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
+import { actionCounter, type ActionCounts } from './actions';
 import type { ActivityView } from './explanation';
 
 const EventType = temporal.api.enums.v1.EventType;
@@ -21,6 +22,8 @@ export interface History {
   truncated: boolean;
   activities: ActivityRecord[];
   localActivities: number;
+  /** The Temporal Cloud actions of the events read (heartbeats are not in a history). */
+  actions: ActionCounts;
   workflowTaskFailures: string[];
   result?: unknown;
   failure?: string;
@@ -61,8 +64,16 @@ export async function readHistory(
   execution: { workflowId: string; runId: string },
   maxEvents: number,
 ): Promise<History> {
+  const actions = actionCounter();
   const fold: Fold = {
-    history: { events: 0, truncated: false, activities: [], localActivities: 0, workflowTaskFailures: [] },
+    history: {
+      events: 0,
+      truncated: false,
+      activities: [],
+      localActivities: 0,
+      actions: actions.counts,
+      workflowTaskFailures: [],
+    },
     bySchedule: new Map(),
   };
   const out = fold.history;
@@ -80,6 +91,7 @@ export async function readHistory(
         break;
       }
       out.events++;
+      actions.see(event);
       const at = eventTime(event.eventTime).toISOString();
       if (!foldActivityEvent(fold, event, at)) foldWorkflowEvent(out, event, at);
     }

@@ -114,12 +114,16 @@ function alertSend(s: AlertSendView): string {
 }
 
 function renderWorkflows(x: RunExplanation, line: Line): void {
-  line(`workflows (${x.workflows.length}${x.truncated.workflows ? ', more not shown' : ''})`);
+  const actions = x.workflows.reduce((sum, w) => sum + w.temporalActions.total, 0);
+  line(
+    `workflows (${x.workflows.length}${x.truncated.workflows ? ', more not shown' : ''}; ` +
+      `${actions} Temporal Cloud actions in their histories, heartbeats not counted)`,
+  );
   for (const w of x.workflows) {
     line(`- ${w.workflowId} (${w.type}) ${w.status}, ${w.startTime} → ${w.closeTime ?? 'open'}`);
     line(`    ${w.uiUrl}`);
     const retried = w.activities.filter((a) => a.attempts > 1 || a.outcome !== 'completed');
-    const summary = `${w.activities.length} activities, ${w.localActivities} local, ${w.historyEvents} events${w.historyTruncated ? ' (history cut short)' : ''}`;
+    const summary = `${w.activities.length} activities, ${w.localActivities} local, ${w.historyEvents} events${w.historyTruncated ? ' (history cut short)' : ''}, ${w.temporalActions.total} actions`;
     line(`    ${summary}`);
     for (const a of retried) {
       line(`    ${a.type} ${a.outcome} after ${a.attempts} attempt(s)${a.failure ? `: ${a.failure}` : ''}`);

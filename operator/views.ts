@@ -186,6 +186,7 @@ export function workflowView(
     historyTruncated: h.truncated,
     activities: h.activities.map((a) => a.view),
     localActivities: h.localActivities,
+    temporalActions: h.actions,
     workflowTaskFailures: h.workflowTaskFailures,
     ...(h.failure ? { failure: h.failure } : {}),
   };

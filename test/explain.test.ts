@@ -247,6 +247,13 @@ describe('flow-notify explain', function () {
         ['completed', 1],
       ],
     );
+    // What the end's episode cost in Temporal Cloud actions, from its history: its start, the activities listed
+    // (the push, the callback's two attempts), the timer of the callback's wait, the alert's own workflow, and a
+    // workflow task's local activities as one; its patches' version upserts are not actions.
+    const { total, localActivityTasks, ...rest } = endWorkflow.temporalActions;
+    assert.deepEqual(rest, { started: 1, activities: 3, timers: 1, children: 1 });
+    assert.ok(localActivityTasks >= 2, JSON.stringify(endWorkflow.temporalActions));
+    assert.equal(total, 6 + localActivityTasks);
     assert.deepEqual(report.truncated, { episodes: false, workflows: false, callbackAttempts: false });
 
     // The human form carries the same facts.
@@ -260,6 +267,11 @@ describe('flow-notify explain', function () {
     assert.ok(text.stdout.includes(`next attempt ${retried.nextAttemptAt} (in 1 s)`));
     assert.match(text.stdout, new RegExp(`via ${push.origin.replace(/[.]/g, '\\.')}`));
     assert.ok(text.stdout.includes(endWorkflow.uiUrl));
+    assert.ok(text.stdout.includes(`${endWorkflow.historyEvents} events, ${total} actions`), text.stdout);
+    assert.match(
+      text.stdout,
+      /workflows \(\d+; \d+ Temporal Cloud actions in their histories, heartbeats not counted\)/,
+    );
   });
 
   it('reports a callback that gave up and an alert whose webhook refused until its retry window ended', async () => {

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { temporal } from '@temporalio/proto';
-import { temporalActions } from '../../bench/temporalActions';
+import { temporalActions } from '../../operator/actions';
 
 const T = temporal.api.enums.v1.EventType;
 const fixture = (name: string) =>
