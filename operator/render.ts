@@ -114,11 +114,10 @@ function alertSend(s: AlertSendView): string {
 }
 
 function renderWorkflows(x: RunExplanation, line: Line): void {
+  line(`workflows (${x.workflows.length}${x.truncated.workflows ? ', more not shown' : ''})`);
   const actions = x.workflows.reduce((sum, w) => sum + w.temporalActions.total, 0);
-  line(
-    `workflows (${x.workflows.length}${x.truncated.workflows ? ', more not shown' : ''}; ` +
-      `${actions} Temporal Cloud actions in their histories, heartbeats not counted)`,
-  );
+  if (x.workflows.length)
+    line(`  ${actions} Temporal Cloud actions in their histories (heartbeats not counted)`);
   for (const w of x.workflows) {
     line(`- ${w.workflowId} (${w.type}) ${w.status}, ${w.startTime} → ${w.closeTime ?? 'open'}`);
     line(`    ${w.uiUrl}`);

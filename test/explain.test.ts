@@ -270,7 +270,7 @@ describe('flow-notify explain', function () {
     assert.ok(text.stdout.includes(`${endWorkflow.historyEvents} events, ${total} actions`), text.stdout);
     assert.match(
       text.stdout,
-      /workflows \(\d+; \d+ Temporal Cloud actions in their histories, heartbeats not counted\)/,
+      /\nworkflows \(\d+\)\n {2}\d+ Temporal Cloud actions in their histories \(heartbeats not counted\)\n/,
     );
   });
 
