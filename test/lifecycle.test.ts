@@ -103,7 +103,11 @@ describe('lifecycle: SIGTERM and probes', function () {
     // Workers started from the sources load the run's bundle (WORKFLOW_BUNDLE_DIR) rather than bundling.
     assert.match(worker.output(), /workflows prebuilt bundle/);
     // The worker's probes: live, and ready once it polls.
-    const probe = (route: string) => fetch(`http://127.0.0.1:${healthPort}${route}`);
+    // A refused or reset probe names its cause (fetch says only "fetch failed").
+    const probe = (route: string) =>
+      fetch(`http://127.0.0.1:${healthPort}${route}`).catch((err: Error) => {
+        throw new Error(`GET ${route} on the worker's port ${healthPort}: ${String(err.cause ?? err)}`);
+      });
     assert.equal((await probe('/healthz')).status, 200);
     const ready = await probe('/readyz');
     assert.equal(ready.status, 200, await ready.clone().text());
