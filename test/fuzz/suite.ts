@@ -22,6 +22,7 @@ import { CallbackReceiver } from '../support/callbackReceiver';
 import { openStores, startTestApi } from '../support/harness';
 import { startPushService, type PushService } from '../support/pushService';
 import { startServers, type ServerStack } from '../support/servers';
+import { failWhenStalled } from '../support/stallGuard';
 import { TEST_JWT_SECRET, testConfig } from '../support/stack';
 
 const DEFAULT_SEED = 20_260_509;
@@ -37,21 +38,6 @@ const DEFAULT_RUNS = 200;
  * longer. What fails it is a hang: this long without a case finishing (each of a case's requests gives up at 30 s).
  */
 const NO_PROGRESS_MS = 180_000;
-
-/** Rejects once `ms` pass without a beat: a stall, however long the whole takes. */
-function progressWatch(ms: number) {
-  let timer: NodeJS.Timeout | undefined;
-  let last = 'no case yet';
-  let fail!: (err: Error) => void;
-  const stalled = new Promise<never>((_, reject) => (fail = reject));
-  const beat = (what: string): void => {
-    last = what;
-    clearTimeout(timer);
-    timer = setTimeout(() => fail(new Error(`no fuzz case finished for ${ms / 1000} s; last: ${last}`)), ms);
-  };
-  beat(last);
-  return { stalled, beat, stop: () => clearTimeout(timer) };
-}
 
 /** How many test files share the routes: part N fuzzes the routes whose index modulo FUZZ_PARTS is N - 1. */
 const FUZZ_PARTS = 3;
@@ -264,24 +250,21 @@ export function describeFuzz(part: number): void {
           Number.isSafeInteger(numRuns) && numRuns > 0,
           `FUZZ_RUNS must be positive, got ${process.env.FUZZ_RUNS}`,
         );
-        this.timeout(0); // bounded by its cases; a stall fails it (NO_PROGRESS_MS)
         const groups = fresh ? selected.map((name) => [name]) : [selected];
-        const reports: FuzzReport[] = [];
-        const watch = progressWatch(NO_PROGRESS_MS);
-        let routesBegun = 0;
-        let current = '';
-        const onCase = (route: string, cases: number): void => {
-          if (route !== current) [current, routesBegun] = [route, routesBegun + 1];
-          watch.beat(
-            `${route} (route ${routesBegun} of ${selected.length}), ${cases} cases run of ${numRuns}`,
-          );
-        };
-        try {
-          for (const routes of groups)
-            reports.push(await Promise.race([fuzzOnce(routes, onCase), watch.stalled]));
-        } finally {
-          watch.stop();
-        }
+        // Bounded by its cases; a stall fails it (NO_PROGRESS_MS).
+        const reports = await failWhenStalled(this, NO_PROGRESS_MS, async (stepped) => {
+          let routesBegun = 0;
+          let current = '';
+          const onCase = (route: string, cases: number): void => {
+            if (route !== current) [current, routesBegun] = [route, routesBegun + 1];
+            stepped(
+              `${route} (route ${routesBegun} of ${selected.length}), ${cases} cases run of ${numRuns}`,
+            );
+          };
+          const done: FuzzReport[] = [];
+          for (const routes of groups) done.push(await fuzzOnce(routes, onCase));
+          return done;
+        });
         const report: FuzzReport = {
           ...reports[0],
           totalCases: reports.reduce((sum, r) => sum + r.totalCases, 0),
