@@ -172,7 +172,9 @@ export function check(
   if (status < 300 && req.method === route.method && req.wellFormed && route.template) {
     const repeat = route.repeatOf !== undefined && req.runStates.includes(route.repeatOf);
     const expected = repeat
-      ? {}
+      ? mode === 'documents'
+        ? {}
+        : { insert: route.repeatInserts ?? 0 }
       : mode === 'documents'
         ? route.onSuccess?.(answer)
         : route.inserts === undefined

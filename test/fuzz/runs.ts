@@ -91,6 +91,8 @@ export const RUN_ROUTES: RouteSpec[] = [
     preferred: ['paused_input'],
     movesTo: 'answered',
     repeatOf: 'answered',
+    // The repeat writes the resuming transition's events again under their ids (the store refuses them).
+    repeatInserts: 1,
     onSuccess: (answer) => ({ events: 1, run_transitions: transitionRows(answer) }),
     inserts: 2,
   },

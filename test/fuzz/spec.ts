@@ -129,6 +129,12 @@ export interface RouteSpec {
   inserts?: number | ((answer: Answer) => number);
   /** A 2xx on a run already in this state is an idempotent repeat (the same answer again): it writes nothing. */
   repeatOf?: RunState;
+  /**
+   * Insert commands such a repeat runs all the same (countMode 'commands'), each refused as a duplicate: the
+   * repeat finishes what a first try that died midway may have left, by inserting again under the same ids.
+   * Counting documents holds the repeat to none written.
+   */
+  repeatInserts?: number;
   /** Set-up before the route's cases, as the route's caller. */
   before?: (fx: RouteFixtures) => Promise<void>;
   /** What a path param stands for when it is not a run (by name: iid, assistantId, runId and id are). */
