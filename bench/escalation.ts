@@ -9,6 +9,7 @@ import webpush from 'web-push';
 import { interactionClaimKeys } from '../domain/interaction';
 import type { PushPayload } from '../domain/push';
 import { PROJECT_ROOT } from '../platform/embedded';
+import { sourceEntryArgs } from '../scripts/sourceEntry';
 import { startFamilyStack, startPushService, type FamilyStack } from '../test/support';
 import type { ApiClient } from '../test/support/harness';
 import { processStackVars } from '../test/support/processStack';
@@ -190,7 +191,7 @@ async function startSystem(vars: Record<string, string>, push: PushService): Pro
         ? {
             command: {
               cwd: PROJECT_ROOT,
-              args: ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, '-r', 'ts-node/register', 'worker.ts'],
+              args: ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, ...sourceEntryArgs('worker.ts')],
             },
           }
         : {}),

@@ -7,6 +7,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import webpush from 'web-push';
 import { freePort, PROJECT_ROOT } from '../platform/embedded';
+import { sourceEntryArgs } from '../scripts/sourceEntry';
 import { childProcessEnv, startServers } from '../test/support';
 import { median, uniqueName } from './support';
 
@@ -76,14 +77,14 @@ async function main(): Promise<void> {
       {
         name: 'worker',
         mode: 'ts-node',
-        args: ['-r', 'ts-node/register', 'worker.ts'],
+        args: sourceEntryArgs('worker.ts'),
         ready: 'flow-notify worker: task queue',
       },
       { name: 'api', mode: 'dist', args: ['dist/api/server.js'], ready: 'flow-notify api: listening' },
       {
         name: 'api',
         mode: 'ts-node',
-        args: ['-r', 'ts-node/register', 'api/server.ts'],
+        args: sourceEntryArgs('api/server.ts'),
         ready: 'flow-notify api: listening',
       },
     ];

@@ -17,6 +17,7 @@ import {
   type ServerProcess,
 } from '../platform/embedded';
 import { DEFAULT_STACK_STATE_FILE, removeStackState, writeStackState } from '../platform/stackState';
+import { sourceEntryArgs } from './sourceEntry';
 
 const log = (line: string): void => console.log(`flow-notify: ${line}`);
 
@@ -116,7 +117,7 @@ async function main(): Promise<void> {
     ['worker', 'worker.ts'],
     ['api', 'api/server.ts'],
   ] as const) {
-    const child = spawn(process.execPath, ['-r', 'ts-node/register', entry], {
+    const child = spawn(process.execPath, sourceEntryArgs(entry), {
       cwd: PROJECT_ROOT,
       env: childEnv(extra),
       stdio: 'inherit',

@@ -1,4 +1,4 @@
-// A real worker process (`node -r ts-node/register worker.ts`), for tests and drills that kill it: SIGKILL is a
+// A real worker process (worker.ts from sources, as npm start runs it), for tests and drills that kill it: SIGKILL is a
 // crash the in-process test worker cannot simulate (no finally blocks, no graceful shutdown, sockets cut).
 //
 // The child's environment is this process's, minus every configuration variable of the contract (so nothing
@@ -10,6 +10,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../../platform/embedded';
+import { sourceEntryArgs } from '../../scripts/sourceEntry';
 import { sharedBundleDir } from './stack';
 
 /** The line worker.ts prints once its Worker is created and about to poll. */
@@ -71,7 +72,7 @@ export interface WorkerProcessOptions {
   log?: (line: string) => void;
   /** Called when the worker exits without being asked to (a crash, a fatal error). */
   onUnexpectedExit?: (exit: WorkerExit) => void;
-  /** What to run instead of `node -r ts-node/register worker.ts` in PROJECT_ROOT (e.g. a build's dist/worker.js). */
+  /** What to run instead of worker.ts from sources in PROJECT_ROOT (e.g. a build's dist/worker.js). */
   command?: { cwd: string; args: string[] };
 }
 
@@ -151,7 +152,7 @@ export class WorkerProcess {
     if (this.running) return;
     const command = this.options.command ?? {
       cwd: PROJECT_ROOT,
-      args: ['-r', 'ts-node/register', 'worker.ts'],
+      args: sourceEntryArgs('worker.ts'),
     };
     const child = spawn(process.execPath, command.args, {
       cwd: command.cwd,
