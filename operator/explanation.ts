@@ -1,5 +1,6 @@
 // The model flow-notify explain builds (operator/explain.ts) and prints as --json or as text (operator/render.ts).
 import type { claimKeys } from '../domain/outcome';
+import type { ActionCounts } from './actions';
 
 export interface ClaimView {
   key: string;
@@ -143,7 +144,7 @@ export interface WorkflowView {
    * Its Temporal Cloud actions, by kind and in total, counted from the history read (operator/actions.ts): a cut
    * history counts what was read, and heartbeats, which no history holds, are not in it.
    */
-  temporalActions: Record<string, number>;
+  temporalActions: ActionCounts;
   workflowTaskFailures: string[];
   failure?: string;
 }

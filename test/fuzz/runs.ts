@@ -1,6 +1,9 @@
 // The fuzzer's runs routes (api/routes/runs.ts, but for the callback routes in callbacks.ts): create, read, and
 // every transition, each from the run state it acts on.
-import { none, transitionRows, type RouteSpec } from './spec';
+import { none, transitionRows, type Answer, type RouteSpec } from './spec';
+
+/** What a transition writing one event adds: the event and, for a run's first two, its transition row. */
+const oneEventTransition = (answer: Answer) => ({ events: 1, run_transitions: transitionRows(answer) });
 
 export const RUN_ROUTES: RouteSpec[] = [
   {
@@ -93,7 +96,7 @@ export const RUN_ROUTES: RouteSpec[] = [
     repeatOf: 'answered',
     // The repeat writes the resuming transition's events again under their ids (the store refuses them).
     repeatInserts: 1,
-    onSuccess: (answer) => ({ events: 1, run_transitions: transitionRows(answer) }),
+    onSuccess: oneEventTransition,
     inserts: 2,
   },
   {
@@ -103,7 +106,7 @@ export const RUN_ROUTES: RouteSpec[] = [
     valid: () => ({ wall: 'daily_tokens' }),
     preferred: ['running'],
     movesTo: 'paused_park',
-    onSuccess: (answer) => ({ events: 1, run_transitions: transitionRows(answer) }),
+    onSuccess: oneEventTransition,
     inserts: 2,
   },
   {
@@ -113,7 +116,7 @@ export const RUN_ROUTES: RouteSpec[] = [
     valid: () => ({}),
     preferred: ['running'],
     movesTo: 'paused_operator',
-    onSuccess: (answer) => ({ events: 1, run_transitions: transitionRows(answer) }),
+    onSuccess: oneEventTransition,
     inserts: 2,
   },
   {
@@ -123,7 +126,7 @@ export const RUN_ROUTES: RouteSpec[] = [
     valid: () => ({}),
     preferred: ['paused_park', 'paused_operator'],
     movesTo: 'running',
-    onSuccess: (answer) => ({ events: 1, run_transitions: transitionRows(answer) }),
+    onSuccess: oneEventTransition,
     inserts: 2,
   },
   {
@@ -133,7 +136,7 @@ export const RUN_ROUTES: RouteSpec[] = [
     valid: () => ({ finalAnswer: 'All done.' }),
     preferred: ['running'],
     movesTo: 'finished',
-    onSuccess: (answer) => ({ events: 1, run_transitions: transitionRows(answer) }),
+    onSuccess: oneEventTransition,
     inserts: 2,
   },
   {
@@ -143,7 +146,7 @@ export const RUN_ROUTES: RouteSpec[] = [
     valid: () => ({ error: { code: 'tool_crashed', message: 'boom' } }),
     preferred: ['running', 'paused_input'],
     movesTo: 'failed',
-    onSuccess: (answer) => ({ events: 1, run_transitions: transitionRows(answer) }),
+    onSuccess: oneEventTransition,
     inserts: 2,
   },
   {
@@ -153,7 +156,7 @@ export const RUN_ROUTES: RouteSpec[] = [
     valid: () => ({}),
     preferred: ['running', 'paused_park'],
     movesTo: 'cancelled',
-    onSuccess: (answer) => ({ events: 1, run_transitions: transitionRows(answer) }),
+    onSuccess: oneEventTransition,
     inserts: 2,
   },
 ];
