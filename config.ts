@@ -1,6 +1,7 @@
 // The one place that reads the environment. Every variable of the contract, typed, read once: one zod schema per
 // section. A bad value throws a ConfigError whose message is one line naming the variable.
 import { readFileSync } from 'node:fs';
+import { MongoClient } from 'mongodb';
 import { z } from 'zod';
 import { DEFAULT_CALLBACK_RETRY_SECONDS } from './domain/callback';
 import { STUDIO_URL_MAX_LENGTH } from './domain/declarativePush';
@@ -108,14 +109,31 @@ const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
 const printableWord = (min: number, max: number, refusal: string) =>
   z.string().regex(new RegExp(`^[\\x21-\\x7e]{${min},${max}}$`), refusal);
 
+/** `text` with any URL's user and password left out: a refusal goes to stderr and the logs. */
+const withoutCredentials = (text: string) => text.replace(/\/\/[^/@\s"]*@/g, '//…@');
+
 /** A URL of one of `protocols`, kept as written. */
 const url = (...protocols: string[]) =>
   z.string({ error: 'is required' }).superRefine((raw, ctx) => {
-    if (!URL.canParse(raw)) return ctx.addIssue(`is not a valid URL: "${raw}"`);
+    if (!URL.canParse(raw)) return ctx.addIssue(`is not a valid URL: "${withoutCredentials(raw)}"`);
     const { protocol } = new URL(raw);
     if (!protocols.includes(protocol)) ctx.addIssue(`must use ${protocols.join(' or ')}, got "${protocol}"`);
   });
 const httpUrl = url('http:', 'https:');
+/**
+ * A MongoDB connection string, kept as written, if the driver takes it: a replica set's seed list
+ * (`mongodb://h1:27017,h2:27017/…`) is no WHATWG URL. The client is built, not connected.
+ */
+const mongoConnectionString = z.string({ error: 'is required' }).superRefine((raw, ctx) => {
+  try {
+    new MongoClient(raw);
+  } catch (err) {
+    const why = err instanceof Error ? err.message : String(err);
+    ctx.addIssue(
+      `is not a MongoDB connection string: "${withoutCredentials(raw)}" (${withoutCredentials(why)})`,
+    );
+  }
+});
 const withoutTrailingSlash = (value: string) => value.replace(/\/+$/, '');
 const hostPort = z.string().regex(/^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/, got('must be host:port'));
 const hostName = z.string().regex(/^[A-Za-z0-9.-]{1,253}$/, got('must be a host name'));
@@ -149,7 +167,7 @@ const serverSection = section({
 });
 
 const mongoSection = section({
-  mongoUrl: ['MONGO_URL', url('mongodb:', 'mongodb+srv:')],
+  mongoUrl: ['MONGO_URL', mongoConnectionString],
   mongoDb: ['MONGO_DB', z.string().default('flow')],
 });
 

@@ -353,15 +353,39 @@ describe('config', () => {
     assert.equal(loadConfig({ ...base, AUTH_JWKS_COOLDOWN_SECONDS: 'x' }).authJwks, undefined);
   });
 
+  it('takes a MongoDB connection string of several hosts (a replica set) as it is written', () => {
+    for (const mongoUrl of [
+      'mongodb://flow:s3cret@db1:27017,db2:27017,db3:27017/flow?replicaSet=rs0&authSource=admin',
+      'mongodb://db1,db2/',
+      'mongodb+srv://flow:s3cret@cluster0.example.net/flow?retryWrites=true',
+    ])
+      assert.equal(loadConfig({ ...base, MONGO_URL: mongoUrl }).mongoUrl, mongoUrl);
+  });
+
   const refusals: Refusal[] = [
     ['PORT', { PORT: 'x' }, 'PORT must be a TCP port number, got "x"'],
     ['PORT', { PORT: '65536' }, 'PORT must be a TCP port number, got "65536"'],
     ['MONGO_URL', { MONGO_URL: '' }, 'MONGO_URL is required'],
-    ['MONGO_URL', { MONGO_URL: 'nope' }, 'MONGO_URL is not a valid URL: "nope"'],
     [
       'MONGO_URL',
       { MONGO_URL: 'postgres://x' },
-      'MONGO_URL must use mongodb: or mongodb+srv:, got "postgres:"',
+      'MONGO_URL is not a MongoDB connection string: "postgres://x" (Invalid scheme, expected connection string to start with "mongodb://" or "mongodb+srv://")',
+    ],
+    // A refusal names the URL without its credentials: the line goes to stderr and the logs.
+    [
+      'MONGO_URL',
+      { MONGO_URL: 'mongodb://flow:s3cret@db:99999/' },
+      'MONGO_URL is not a MongoDB connection string: "mongodb://…@db:99999/" (Unable to parse db:99999 with URL)',
+    ],
+    [
+      'MONGO_URL',
+      { MONGO_URL: 'mongodb://flow:s3cret@/' },
+      'MONGO_URL is not a MongoDB connection string: "mongodb://…@/" (Protocol and host list are required in "mongodb://…@/")',
+    ],
+    [
+      'OPS_ALERT_WEBHOOK_URL',
+      { OPS_ALERT_WEBHOOK_URL: 'https://ops:s3cret@hooks example/' },
+      'OPS_ALERT_WEBHOOK_URL is not a valid URL: "https://…@hooks example/"',
     ],
     ['TEMPORAL_ADDRESS', { TEMPORAL_ADDRESS: 'nope' }, 'TEMPORAL_ADDRESS must be host:port, got "nope"'],
     ['TEMPORAL_TLS', { TEMPORAL_TLS: 'Maybe' }, 'TEMPORAL_TLS must be on or off (1/0), got "maybe"'],
