@@ -131,8 +131,9 @@ export interface RouteSpec {
   repeatOf?: RunState;
   /**
    * Insert commands such a repeat runs all the same (countMode 'commands'), each refused as a duplicate: the
-   * repeat finishes what a first try that died midway may have left, by inserting again under the same ids.
-   * Counting documents holds the repeat to none written.
+   * repeat finishes what a first try that died midway may have left, by inserting again under the same ids. So
+   * does a 4xx on a run in that state (a different answer: 409 once the transition is finished), at most this
+   * many. Counting documents holds both to none written.
    */
   repeatInserts?: number;
   /** Set-up before the route's cases, as the route's caller. */
