@@ -201,7 +201,7 @@ export type DigestSendResult =
   | ({ addressable: true } & Omit<FanOutResult, 'held'>);
 
 export type PushDeliveryResult =
-  | { addressable: false; reason: 'no sink' | 'no recipient' | 'no subscription' | 'no kind' }
+  | { addressable: false; reason: 'no sink' | 'no recipient' | 'no subscription' | 'no kind' | 'answered' }
   | ({ addressable: true } & FanOutResult);
 
 export type CallbackAttempt =

@@ -11,7 +11,8 @@ import type {
 import { interactionClaimKeys, type EscalationRung } from '../../domain/interaction';
 import { keptAlive } from '../activityContext';
 import type { InteractionActivityDeps } from './interactionActivityDeps';
-import { closeAnswered, openQuestion, pushFollowUp, rungRecipients } from './pushes';
+import { closeAnswered } from '../push/closeAnswered';
+import { openQuestion, pushFollowUp, rungRecipients } from './pushes';
 import { postEscalation } from './webhook';
 
 export type { InteractionActivityDeps, InteractionEvent } from './interactionActivityDeps';

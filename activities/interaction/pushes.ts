@@ -1,20 +1,18 @@
-// An interaction's pushes besides the question itself: the close on every device the question reached once it is
-// answered (kind `answered`, the question's tag and Topic), and the question again to a rung's people or to a
-// person who snoozed it (held for a digest where their quiet hours say so, unless the kind breaks through).
+// An interaction's pushes besides the question itself and its close (push/closeAnswered.ts): the question again to
+// a rung's people or to a person who snoozed it (held for a digest where their quiet hours say so, unless the kind
+// breaks through).
 import type { FollowUpResult } from '../../contract/activities';
-import type { InteractionAnswer, InteractionRef } from '../../contract/workflows';
-import { followUpDeliveryId, interactionClaimKeys, type EscalationRung } from '../../domain/interaction';
-import { buildRunOutcome, inputEpisodeId, type RunOutcome } from '../../domain/outcome';
-import { renderAnswered } from '../../domain/push';
+import type { InteractionRef } from '../../contract/workflows';
+import { followUpDeliveryId, type EscalationRung } from '../../domain/interaction';
+import { buildRunOutcome, type RunOutcome } from '../../domain/outcome';
 import type { Run } from '../../domain/run';
 import type { Interaction } from '../../store/interactions';
 import { payloadsWithActions } from '../push/actionTokens';
+import { followUpResult } from '../push/closeAnswered';
 import { devicesToPush, render } from '../push/deliverOutcome';
 import type { PushActivityDeps } from '../push/pushActivityDeps';
 import { configFaultReporter, sendRecorded } from '../push/recordedSends';
 
-/** Devices a close reaches at most: a question is pushed to a team's devices, and each is closed. */
-const CLOSE_MAX_DEVICES = 10_000;
 /** People a `to: team` rung reaches at most. */
 export const TEAM_RUNG_MAX_PEOPLE = 1000;
 
@@ -40,53 +38,6 @@ export async function openQuestion(
     run.pause.interactionId === ref.interactionId;
   const outcome = waiting ? buildRunOutcome(run) : undefined;
   return outcome ? { run, interaction, outcome } : undefined;
-}
-
-/** How a send to devices went, in the follow-up's terms: a transient failure is worth another try. */
-function followUpResult(sent: {
-  delivered: number;
-  alreadyDelivered: number;
-  failed: number;
-  retryable: number;
-}): FollowUpResult {
-  const delivered = sent.delivered + sent.alreadyDelivered;
-  if (delivered > 0) return { result: 'delivered', delivered };
-  if (sent.failed === 0) return { result: 'not_addressable', delivered: 0 };
-  return { result: 'failed', delivered: 0, ...(sent.retryable > 0 ? { retry: {} } : {}) };
-}
-
-/** The `answered` push to every device the question, its rungs and its snoozes reached. */
-export async function closeAnswered(
-  deps: PushActivityDeps,
-  ref: InteractionRef,
-  answer: InteractionAnswer,
-): Promise<FollowUpResult> {
-  if (!deps.sender) return { result: 'not_addressable', delivered: 0 };
-  const episodeId = inputEpisodeId(ref.runId, ref.interactionId);
-  const [run, interaction, reached] = await Promise.all([
-    deps.runs.getForTeam(ref.teamId, ref.runId),
-    deps.interactions.get(ref.runId, ref.interactionId),
-    deps.pushDeliveries.reachedWithFollowUps(episodeId),
-  ]);
-  if (!run || !reached.length) return { result: 'not_addressable', delivered: 0 };
-  const wanted = new Set(reached.slice(0, CLOSE_MAX_DEVICES).map((d) => d.subscriptionId));
-  const users = [...new Set(reached.map((d) => d.userId))];
-  // Devices pruned since are gone; a device that moved to another person is no longer theirs to close.
-  const subs = (await deps.pushSubscriptions.listForUsers(users)).filter((sub) => wanted.has(sub._id));
-  if (!subs.length) return { result: 'not_addressable', delivered: 0 };
-  const payload = renderAnswered({
-    runId: run._id,
-    runTitle: run.title,
-    episodeId,
-    answeredBy: answer.answeredBy,
-    choiceLabel: interaction?.choices?.find((choice) => choice.id === interaction.answer)?.label,
-    studioUrl: deps.studioUrl,
-  });
-  const sent = await sendRecorded(deps, interactionClaimKeys.answered(ref.interactionId), subs, payload, {
-    onConfigFault: configFaultReporter(deps, { ...ref, episodeId }),
-    receipts: { teamId: run.teamId, runId: run._id, kind: 'answered' },
-  });
-  return followUpResult(sent);
 }
 
 /** Who a push rung reaches: the run's owner, the named people, or the team's members with a device. */

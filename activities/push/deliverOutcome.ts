@@ -1,6 +1,7 @@
 // An outcome's push: rendered, addressed to its recipients, held for a digest where due, the rest sent now.
 import type { RunOutcome } from '../../domain/outcome';
 import type { PushDeliveryResult } from '../../contract/activities';
+import type { InteractionAnswer, InteractionRef } from '../../contract/workflows';
 import {
   kindFor,
   renderPush,
@@ -15,6 +16,7 @@ import { digestEntryOf, type PushHoldRow } from '../../store/push/holds';
 import type { Recipient } from '../../store/push/notificationPrefs';
 import type { PushSubscriptionRow } from '../../store/push/subscriptions';
 import { payloadsWithActions } from './actionTokens';
+import { closeAnswered } from './closeAnswered';
 import type { DigestDeps, PushActivityDeps } from './pushActivityDeps';
 import { configFaultReporter, sendRecorded, type Reached } from './recordedSends';
 
@@ -28,10 +30,12 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
   if (!deps.sender) return { addressable: false, reason: 'no sink' };
   // The reads that do not depend on each other go out together: each is a round trip before the first push.
   // Owner ∪ team-wide opt-ins, less whoever turned this kind off in this team: one query.
-  const [listed, { payload, choices }] = await Promise.all([
+  const [listed, { payload, choices, interaction }] = await Promise.all([
     deps.notificationPrefs.listRecipientPrefs(outcome.teamId, outcome.ownerId, kind),
     render(deps, outcome, kind),
   ]);
+  // A question answered already is asked of nobody more (a retry of the people a fan-out missed, a sweep's replay).
+  if (interaction?.status === 'answered') return answeredMeanwhile(deps, outcome, interaction);
   const recipients = listed.filter((recipient) => recipient.userId !== '');
   if (!recipients.length) return { addressable: false, reason: 'no recipient' };
   // Per-kind prefs came first (listRecipientPrefs): a kind turned off is never held.
@@ -56,8 +60,51 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
       reached,
     },
   );
+  // The answer's close went to the devices reached when it ran; one reached since then is closed here.
+  if (interaction && result.delivered > 0) {
+    const current = await deps.interactions.get(outcome.runId, interaction._id);
+    if (current?.status === 'answered')
+      await closeAnswered(deps, refOf(outcome, current), answerOf(current, deps.now()));
+  }
   return { addressable: true, ...result, ...(held.size ? { held: held.size } : {}) };
 }
+
+/**
+ * A question's push that finds it answered: nobody new is asked, and the close reaches every device the question
+ * did (again: a send that ended after the close ran, then failed its record's check, is closed by this retry).
+ * Settles on who the question reached, as its first push would have.
+ */
+async function answeredMeanwhile(
+  deps: PushActivityDeps,
+  outcome: RunOutcome,
+  interaction: Interaction,
+): Promise<PushDeliveryResult> {
+  const [reached] = await Promise.all([
+    deps.pushDeliveries.countForEpisode(outcome.episodeId),
+    closeAnswered(deps, refOf(outcome, interaction), answerOf(interaction, deps.now())),
+  ]);
+  if (!reached) return { addressable: false, reason: 'answered' };
+  return {
+    addressable: true,
+    attempted: 0,
+    delivered: 0,
+    alreadyDelivered: reached,
+    pruned: 0,
+    failed: 0,
+    retryable: 0,
+  };
+}
+
+const refOf = (outcome: RunOutcome, interaction: Interaction): InteractionRef => ({
+  runId: outcome.runId,
+  teamId: outcome.teamId,
+  interactionId: interaction._id,
+});
+
+const answerOf = (interaction: Interaction, now: Date): InteractionAnswer => ({
+  answeredBy: interaction.answeredBy ?? '',
+  at: (interaction.answeredAt ?? now).toISOString(),
+});
 
 /**
  * The recipients' devices, whom of them a digest holds, and who was reached under `outcome.episodeId` already:
@@ -177,7 +224,7 @@ export async function render(
   outcome: RunOutcome,
   kind: OutcomePushKind,
   known?: Interaction,
-): Promise<{ payload: PushPayload; choices: InteractionChoice[] }> {
+): Promise<{ payload: PushPayload; choices: InteractionChoice[]; interaction?: Interaction }> {
   const interaction =
     kind === 'human_input_requested' && outcome.pause?.interactionId
       ? (known ?? (await deps.interactions.get(outcome.runId, outcome.pause.interactionId)))
@@ -185,5 +232,6 @@ export async function render(
   return {
     payload: renderPush(outcome, kind, deps.studioUrl, interaction?.prompt),
     choices: interaction?.choices ?? [],
+    ...(interaction ? { interaction } : {}),
   };
 }

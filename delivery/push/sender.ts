@@ -343,7 +343,7 @@ export function createPushSender(options: PushSenderOptions) {
 /** The sink a config asks for: undefined when web push is off (no VAPID keys). */
 export function pushSenderFor(
   config: Config,
-  extra: Pick<PushSenderOptions, 'ca' | 'lookup'> = {},
+  extra: Pick<PushSenderOptions, 'ca' | 'lookup' | 'timeoutMs'> = {},
 ): PushSender | undefined {
   if (!config.vapid) return undefined;
   return createPushSender({

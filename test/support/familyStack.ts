@@ -25,6 +25,8 @@ export interface WorkerStackOptions {
   push?: PushService;
   /** How the worker resolves push and callback hosts (default: the system's resolver). */
   lookup?: HostLookup;
+  /** The worker's whole deadline for one push (default: the sender's). */
+  pushTimeoutMs?: number;
   /** What the worker logs (default: nothing). */
   workerLog?: (line: string) => void;
   /** The worker's application metrics (default: none). */
@@ -75,13 +77,15 @@ export function startWorkerStack(
 ): Promise<WorkerStack> {
   return startInOrder(async (started, stop) => {
     const config = testConfig(vars);
-    const { push, lookup, workerLog, metrics, callbackPacing, fastRetries } = options;
+    const { push, lookup, pushTimeoutMs, workerLog, metrics, callbackPacing, fastRetries } = options;
     const { mongo, stores } = await openStores(config);
     started(() => mongo.client.close());
     const { client, close: closeClient } = await temporalClient(config);
     started(closeClient);
     const worker = await startTestWorker(config, stores, {
-      ...(push ? { pushSender: pushSenderFor(config, { ca: push.ca, lookup }) } : {}),
+      ...(push
+        ? { pushSender: pushSenderFor(config, { ca: push.ca, lookup, timeoutMs: pushTimeoutMs }) }
+        : {}),
       ...(lookup ? { callbackLookup: lookup } : {}),
       ...(workerLog ? { log: workerLog } : {}),
       ...(metrics ? { metrics } : {}),

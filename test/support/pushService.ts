@@ -304,6 +304,8 @@ interface Registration {
   script: { status: number; headers: Record<string, string> }[];
   always?: { status: number; headers: Record<string, string> };
   misbehaviour?: { how: Misbehaviour; remaining: number };
+  /** Taken pushes' 201s withheld until release (withholdAnswers). */
+  withheld?: (() => void)[];
 }
 
 /**
@@ -425,6 +427,22 @@ export class PushService {
     registration.script = [];
     registration.always = undefined;
     registration.misbehaviour = undefined;
+  }
+
+  /**
+   * Takes every valid push to the endpoint (it counts as received at once) but withholds its 201 until
+   * releaseAnswers(): a push service slow to answer, so the sender's send is still in flight.
+   */
+  withholdAnswers(ref: EndpointRef): void {
+    this.registration(ref).withheld ??= [];
+  }
+
+  /** Sends the withheld 201s and answers the endpoint's pushes at once again. */
+  releaseAnswers(ref: EndpointRef): void {
+    const registration = this.registration(ref);
+    const withheld = registration.withheld ?? [];
+    registration.withheld = undefined;
+    for (const send of withheld) send();
   }
 
   /** Misbehaves on the next `times` valid requests to the endpoint (every one until recover() by default). */
@@ -648,7 +666,15 @@ export class PushService {
       at,
     });
     const messageId = `m${++this.sequence}`;
-    answer(201, 'accepted', { location: `${this.origin}/message/${messageId}`, ttl: String(ttlHeader) }, '');
+    const accept = () =>
+      answer(
+        201,
+        'accepted',
+        { location: `${this.origin}/message/${messageId}`, ttl: String(ttlHeader) },
+        '',
+      );
+    if (registration.withheld) registration.withheld.push(accept);
+    else accept();
     this.events.emit('delivery');
   }
 }
