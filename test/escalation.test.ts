@@ -200,7 +200,11 @@ describe('escalation', function () {
       assert.deepEqual(kinds, ['human_input_requested', 'answered'], 'the rung, then its close');
     }
     // Started with its plan by the pause: a rung, a second rung's timer cancelled by the answer, the close.
-    recordFixture(stack.config, `interaction|${paused[0].interactionId}`, 'interaction-history-plan-at-start.json');
+    recordFixture(
+      stack.config,
+      `interaction|${paused[0].interactionId}`,
+      'interaction-history-plan-at-start.json',
+    );
   });
 
   it(`${PAUSES} pauses answered within ±1 s of their rung: a rung that went is replaced by the close on its device`, async () => {
@@ -258,6 +262,22 @@ describe('escalation', function () {
     assert.deepEqual(result, { rungsSent: [0], snoozesSent: 0, closed: true });
     const kinds = carolsPushes(runId).map((r) => (r.payload as PushPayload).kind);
     assert.deepEqual(kinds, ['human_input_requested', 'answered'], 'the rung once, then its close');
+  });
+
+  it("a rung naming someone outside the team reaches only the team's people", async () => {
+    // mallory's only device is registered in another team: the run's question and its actions are acme's.
+    const mallorysPhone = push.endpoint('mallory-elsewhere');
+    const subscribed = await stack.anonymous
+      .as('mallory', 'elsewhere')
+      .post('/api/v1/notifications/push/subscriptions', mallorysPhone);
+    assert.equal(subscribed.status, 201, subscribed.text);
+    const [{ runId, interactionId }] = await pausesOf(1, [
+      { afterSeconds: 1, to: ['mallory', 'carol'], via: 'push' },
+    ]);
+    await everySettled('the rung sent', [{ interactionId }], (id) => interactionClaimKeys.rung(id, 0));
+    assert.equal(carolsPushes(runId).length, 1, 'carol, in the team, has the rung');
+    assert.deepEqual(push.received(mallorysPhone), [], "mallory's device in another team has nothing");
+    await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, { answer: 'y' });
   });
 
   it('a webhook rung posts one signed interaction.escalated event', async () => {

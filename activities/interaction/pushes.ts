@@ -40,7 +40,11 @@ export async function openQuestion(
   return outcome ? { run, interaction, outcome } : undefined;
 }
 
-/** Who a push rung reaches: the run's owner, the named people, or the team's members with a device. */
+/**
+ * Who a push rung reaches: the run's owner, the team's members with a device, or those of the named people who
+ * have a device in the run's team (a name is any id a launcher wrote: the question and its actions are the
+ * team's, never pushed to a device registered elsewhere only).
+ */
 export async function rungRecipients(
   deps: PushActivityDeps,
   open: OpenQuestion,
@@ -48,7 +52,8 @@ export async function rungRecipients(
 ): Promise<string[]> {
   if (rung.to === 'owner') return [open.run.ownerId];
   if (rung.to === 'team') return deps.pushSubscriptions.usersOfTeam(open.run.teamId, TEAM_RUNG_MAX_PEOPLE);
-  return rung.to;
+  const members = await deps.pushSubscriptions.membersAmong(open.run.teamId, rung.to);
+  return rung.to.filter((userId) => members.has(userId));
 }
 
 /**

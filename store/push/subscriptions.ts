@@ -314,6 +314,15 @@ export function createPushSubscriptionStore(db: Db) {
       return [...new Set(rows.map((row) => row.userId))].slice(0, limit);
     },
 
+    /** Which of these people have a device registered under this team (a rung's named people). */
+    async membersAmong(teamId: string, userIds: string[]): Promise<Set<string>> {
+      if (!userIds.length) return new Set();
+      const rows = await subs
+        .find({ teamId, userId: { $in: userIds } }, { projection: { userId: 1 } })
+        .toArray();
+      return new Set(rows.map((row) => row.userId));
+    },
+
     /** One user's devices, newest first: `limit` of them from `before` on (never the keys). */
     async listForUser(
       userId: string,
