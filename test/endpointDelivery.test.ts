@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
+import { createActivities } from '../activities';
 import { endpointRateKey, endpointRateWindows } from '../activities/endpoint';
 import { raiseTeamEvent } from '../client/teamEvents';
 import { teamEventWorkflowId } from '../contract/workflows';
@@ -190,5 +191,61 @@ describe('team endpoints: delivery', function () {
       delivered.map(([id]) => [id, 'claimed_elsewhere']),
     );
     assert.deepEqual(heard(), heardBefore);
+  });
+  it("a batch of first attempts in which one endpoint's attempt fails answers the others' deliveries (none sent again)", async () => {
+    const admin = adminOf(stack.anonymous, 'bea', 'batch');
+    const fine = await CallbackReceiver.start();
+    const failing = await CallbackReceiver.start();
+    try {
+      const register = async (url: string, extra: Record<string, unknown> = {}) => {
+        const res = await admin.post('/api/v1/endpoints', {
+          url,
+          eventTypes: ['interaction.answered'],
+          ...extra,
+        });
+        assert.equal(res.status, 201, res.text);
+        return res.body.id as string;
+      };
+      const fineId = await register(fine.url);
+      const failingId = await register(failing.url, { rateLimitPerSecond: 5 });
+      // The failing endpoint's rate store does not answer (a store restarting): its attempt throws before sending.
+      const rateLimits: Stores['rateLimits'] = {
+        ...stores.rateLimits,
+        hit: (key, ...rest) =>
+          key.startsWith(endpointRateKey(failingId, ''))
+            ? Promise.reject(new Error('the store is restarting'))
+            : stores.rateLimits.hit(key, ...rest),
+      };
+      const activities = createActivities({
+        config: stack.config,
+        stores: { ...stores, rateLimits },
+        client,
+        log: () => undefined,
+      });
+      const answeredAt = new Date().toISOString();
+      const event = interactionTeamEvent(
+        'interaction.answered',
+        { id: 'run_batch', teamId: 'batch', status: 'running', title: 'Batch' },
+        { id: 'int_batch' },
+        { answeredBy: 'bea', answeredAt },
+        answeredAt,
+      );
+      const recorded = await activities.recordTeamEvent(event);
+      assert.deepEqual([...recorded.endpointIds].sort(), [fineId, failingId].sort());
+      const place = { attempt: 1, waitIfRetried: 1, trigger: 'episode' as const };
+      const results = await activities.sendEndpointEventToEach(
+        event.id,
+        recorded.endpointIds.map((endpointId) => ({ endpointId, place })),
+      );
+      const of = (id: string) => results[recorded.endpointIds.indexOf(id)];
+      assert.equal(of(fineId).result, 'delivered');
+      assert.equal(of(failingId).result, 'retry', 'the failed one goes again on its schedule');
+      assert.match((of(failingId) as { detail: string }).detail, /the store is restarting/);
+      assert.equal(fine.received.length, 1);
+      assert.equal(failing.received.length, 0);
+    } finally {
+      await fine.close();
+      await failing.close();
+    }
   });
 });

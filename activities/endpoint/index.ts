@@ -278,9 +278,19 @@ export function createEndpointActivities(deps: EndpointDeps) {
         deps.teamEvents.get(eventId),
       ]);
       const byId = new Map(endpoints.map((e) => [e._id, e]));
+      // One endpoint's attempt that throws (its rate store down) is its own retry, on its schedule: failing the
+      // activity would have Temporal retry the whole batch, sending again to endpoints that took the event.
+      const failedBeforeAnswer =
+        (endpointId: string) =>
+        (err: unknown): CallbackAttempt => {
+          deps.log?.(`endpoint ${endpointId}: the attempt of event ${eventId} failed: ${String(err)}`);
+          return { result: 'retry', detail: `the attempt failed: ${String(err)}` };
+        };
       return Promise.all(
         sends.map(({ endpointId, place }) =>
-          attemptEndpoint(endpointId, byId.get(endpointId), eventId, event, place, activityStarted),
+          attemptEndpoint(endpointId, byId.get(endpointId), eventId, event, place, activityStarted).catch(
+            failedBeforeAnswer(endpointId),
+          ),
         ),
       );
     },
