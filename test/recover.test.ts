@@ -289,6 +289,53 @@ describe('a recover is no amplifier', function () {
     assert.equal(receiver.received.length, 6);
   });
 
+  it('a redelivery that fails itself (terminated while its attempt is in flight) counts as failed; the recover goes on', async () => {
+    const caller = stack.anonymous.as('wayne-admin', 'wayne');
+    const receiver = await receiverAnswering(400);
+    const since = new Date(Date.now() - 1000).toISOString();
+    const episodes = await gaveUp(caller, receiver, 2);
+    // The receiver now holds every request: each redelivery's attempt is in flight until its deadline.
+    receiver.answerAlways({ status: 204, delayMs: 30_000 });
+    const id = await startRecover(caller, since);
+    const recoverHandle = client.workflow.getHandle(callbackRecoverWorkflowId('wayne'));
+    try {
+      await waitUntil('a redelivery in flight', () => receiver.open > 0, { intervalMs: 10 });
+      for (const episode of episodes)
+        await client.workflow
+          .getHandle(callbackRedeliverWorkflowId(episode))
+          .terminate('an operator stops it')
+          .catch(() => undefined); // not started yet, or done
+      const closed = await waitUntil(
+        'the recover to close',
+        async () => {
+          const { status } = await recoverHandle.describe();
+          return status.name === 'RUNNING' ? undefined : status.name;
+        },
+        { timeoutMs: 60_000 },
+      );
+      assert.equal(closed, 'COMPLETED');
+    } finally {
+      recordFixture(
+        stack.config,
+        callbackRecoverWorkflowId('wayne'),
+        'callback-recover-redelivery-failed-counted-history.json',
+      );
+      await recoverHandle.terminate('test over').catch(() => undefined);
+      receiver.answerAlways({ status: 400 });
+    }
+    const progress = await progressOf(caller, id);
+    assert.equal(progress.status, 'completed');
+    assert.deepEqual(counts(progress), {
+      found: 2,
+      skipped: 0,
+      sent: 2,
+      delivered: 0,
+      failed: 2,
+      held: 0,
+      stoppedAtMax: false,
+    });
+  });
+
   it("with the team's redelivery budget spent, a recover sends nothing past it and says it waits for it", async () => {
     // The probe: the team's budget is TEAM_BUDGET; manual redeliveries answer 202 until it is spent, then 429.
     const caller = stack.anonymous.as('initech-admin', 'initech');

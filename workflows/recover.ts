@@ -41,7 +41,20 @@ const PAGES_PER_RUN = 10;
  */
 export const RECOVER_BOUNDED_PATCH = 'recover-skips-resent-takes-team-budget-stops-at-max';
 
+/**
+ * Marks executions in which a redelivery that fails itself (terminated, or its attempts spent on a worker's
+ * errors) counts as failed and the recover goes on: the recover failed with it, or stalled on its rejection.
+ */
+export const RECOVER_SURVIVES_FAILED_REDELIVERY_PATCH = 'recover-survives-failed-redelivery';
+
 type Callback = GaveUpPage['callbacks'][number];
+
+/** A redelivery's own failure: whether it sent is unknown, so it counts as a failed send (its slot stays spent). */
+function failedItself(err: unknown): 'failed' {
+  // Only a failed redelivery reaches the patch check: other histories replay unchanged.
+  if (!patched(RECOVER_SURVIVES_FAILED_REDELIVERY_PATCH)) throw err;
+  return 'failed';
+}
 
 export async function callbackRecoverWorkflow(input: RecoverInput): Promise<RecoverCounts> {
   if (!patched(RECOVER_BOUNDED_PATCH)) return recoverUnbounded(input);
@@ -66,7 +79,7 @@ export async function callbackRecoverWorkflow(input: RecoverInput): Promise<Reco
 
   function start(callback: Callback): void {
     const running: Promise<void> = (async () => {
-      const result = await redeliver(input.teamId, callback, input.recoverId);
+      const result = await redeliver(input.teamId, callback, input.recoverId).catch(failedItself);
       if (result === 'delivered' || result === 'failed') {
         counts[result]++;
         counts.sent++;
