@@ -101,6 +101,22 @@ describe('team endpoints: management', function () {
     assert.equal((await admin.get(path)).body.disabled, false);
   });
 
+  it("an unknown or another team's endpoint is 404 before its test or recover is counted", async () => {
+    const created = await create(admin, {});
+    assert.equal(created.status, 201, created.text);
+    const path = `/api/v1/endpoints/${created.body.id}`;
+    const other = adminOf(stack.anonymous, 'eve', 'globex');
+    // More than either bound allows (5 tests a minute an endpoint, 10 recovers an hour a team).
+    const since = new Date(Date.now() - 60_000).toISOString();
+    for (let i = 0; i < 11; i++) {
+      assert.equal((await other.post(`${path}/test`)).status, 404);
+      assert.equal((await admin.post('/api/v1/endpoints/ep_unknown/recover', { since })).status, 404);
+    }
+    assert.equal((await admin.post(`${path}/test`)).status, 200, "the owner's tests are all left");
+    const recover = await admin.post(`${path}/recover`, { since });
+    assert.equal(recover.status, 202, recover.text);
+  });
+
   it('refuses what is out of bounds, an unknown event type and a URL the outbound guard refuses', async () => {
     const refusals: [Record<string, unknown>, RegExp][] = [
       [{ eventTypes: [] }, /at least one/],

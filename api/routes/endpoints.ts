@@ -88,6 +88,10 @@ async function guardUrl(deps: EndpointsRouterDeps, url: string): Promise<void> {
   }
 }
 
+interface EndpointState extends AuthState {
+  endpoint: EndpointRow;
+}
+
 export function endpointsRouter(deps: EndpointsRouterDeps) {
   const router = new Router<AuthState>({ prefix: '/api/v1/endpoints' });
   router.use(requireAdmin);
@@ -214,13 +218,24 @@ function operateEndpoints(router: Router<AuthState>, deps: EndpointsRouterDeps, 
       "sends one endpoint.test event to the endpoint's URL (signed; to a Slack endpoint, an unsigned Slack message); answers the receiver's status or why not",
     params: endpointParams,
   });
-  const tests = rateLimit(({ input }: { input: { params: { id: string } } }) => [
-    { key: `endpoint-test|${input.params.id}`, rule: deps.testLimit, what: 'test events for this endpoint' },
+  // The caller's endpoint, loaded ahead of the rate limits: an unknown one, or another team's, answers 404 before
+  // anything is counted.
+  const loaded: Middleware<EndpointState & { input: { params: { id: string } } }> = async (ctx, next) => {
+    ctx.state.endpoint = await load(ctx.state.caller.teamId, ctx.state.input.params.id);
+    await next();
+  };
+  const tests = rateLimit(({ endpoint }: EndpointState) => [
+    { key: `endpoint-test|${endpoint._id}`, rule: deps.testLimit, what: 'test events for this endpoint' },
   ]);
-  router.post('/:id/test', test, tests, async (ctx: HandlerContext<typeof test, AuthState & Admitted>) => {
-    const row = await load(ctx.state.caller.teamId, ctx.state.input.params.id);
-    ctx.body = await deps.testEndpoint(row);
-  });
+  router.post(
+    '/:id/test',
+    test,
+    loaded,
+    tests,
+    async (ctx: HandlerContext<typeof test, EndpointState & Admitted>) => {
+      ctx.body = await deps.testEndpoint(ctx.state.endpoint);
+    },
+  );
 
   const recover = validate({
     summary:
@@ -243,10 +258,10 @@ function operateEndpoints(router: Router<AuthState>, deps: EndpointsRouterDeps, 
     '/:id/recover',
     recover,
     recoverWindow(deps.now),
+    loaded,
     recovers,
-    async (ctx: HandlerContext<typeof recover, AuthState & Admitted & RecoverWindowState>) => {
-      const { caller, window, admission } = ctx.state;
-      const row = await load(caller.teamId, ctx.state.input.params.id);
+    async (ctx: HandlerContext<typeof recover, EndpointState & Admitted & RecoverWindowState>) => {
+      const { caller, window, admission, endpoint: row } = ctx.state;
       const input: EndpointRecoverInput = {
         teamId: caller.teamId,
         endpointId: row._id,
