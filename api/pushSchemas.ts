@@ -126,10 +126,11 @@ export const prefsBody = verbatim(
       quietHours: z
         .strictObject(
           {
-            start: z.string({ error: QUIET }),
-            end: z.string({ error: QUIET }),
-            timeZone: z.string({ error: QUIET }),
-            days: z.array(z.string({ error: QUIET }), { error: QUIET }).optional(),
+            // Bounded before they are checked: a refusal names what was sent.
+            start: z.string({ error: QUIET }).max(16, QUIET),
+            end: z.string({ error: QUIET }).max(16, QUIET),
+            timeZone: z.string({ error: QUIET }).max(64, QUIET),
+            days: z.array(z.string({ error: QUIET }).max(16, QUIET), { error: QUIET }).optional(),
           },
           { error: QUIET },
         )

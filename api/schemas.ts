@@ -71,8 +71,8 @@ export const createRunBody = z.strictObject({
       secret: z
         .string()
         .regex(
-          /^whsec_[A-Za-z0-9+/]{32,}={0,2}$/,
-          'callback secret must be whsec_ followed by base64 (24+ bytes)',
+          /^whsec_[A-Za-z0-9+/]{32,88}={0,2}$/,
+          'callback secret must be whsec_ followed by base64 (24 to 64 bytes)',
         )
         .optional(),
       events: z

@@ -271,6 +271,9 @@ describe('push preferences and devices', function () {
           /quietHours.days must name each day once/,
         ],
         [{ quietHours: { start: '22:00' } }, /^quietHours must be/],
+        // An unbounded field is refused as a whole, never echoed back.
+        [{ quietHours: { ...quietHours, start: '2'.repeat(1000) } }, /^quietHours must be/],
+        [{ quietHours: { ...quietHours, timeZone: 'Z'.repeat(1000) } }, /^quietHours must be/],
         [{ quietHours: { ...quietHours, extra: 1 } }, /^quietHours must be/],
         [{ doNotDisturbUntil: new Date(Date.now() + 8 * 24 * 3600_000).toISOString() }, /at most 7 days/],
         [{ doNotDisturbUntil: 'tomorrow' }, /^doNotDisturbUntil must be an ISO time/],

@@ -163,6 +163,7 @@ describe('runs API', function () {
       { budget: { limit: -1 } },
       { title: 42 },
       { unknown: true },
+      { callback: { url: 'https://hooks.example.com/flow', secret: `whsec_${'A'.repeat(1000)}` } },
     ]) {
       const res = await alice.post('/api/v1/runs', body);
       assert.equal(res.status, 400, JSON.stringify(body));
