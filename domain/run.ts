@@ -45,7 +45,7 @@ export interface Run {
   watchedIssueIds: string[];
   /**
    * Assistants with an active watch on the run (the watches collection is the authority; this copy lets the sweep
-   * see the standby veto in the run it lists, with no read of its own).
+   * see the standby veto in the run it lists, with no read of its own). At most ASSISTANT_WATCHERS_PER_RUN.
    */
   assistantWatchers?: string[];
   finalAnswer?: string;
@@ -80,6 +80,9 @@ export function publicRun(run: Run): Record<string, unknown> {
 }
 
 /** The ends a launcher can ask a callback for (launch body callback.events; all by default). */
+/** Assistants that may watch one run at once: the run carries their ids, and every run read carries the run. */
+export const ASSISTANT_WATCHERS_PER_RUN = 100;
+
 export const CALLBACK_EVENTS = ['run.finished', 'run.failed', 'run.cancelled'] as const;
 export type CallbackEvent = (typeof CALLBACK_EVENTS)[number];
 

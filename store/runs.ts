@@ -73,11 +73,21 @@ function createRunWatchers(runs: Collection<Run>) {
   return {
     /**
      * An assistant's watch begins: the run carries it so the sweep sees the veto. False when the team has no such
-     * run.
+     * run, or (with `max`) when it carries that many others.
      */
-    async addWatcher(teamId: string, runId: string, assistantId: string): Promise<boolean> {
+    async addWatcher(teamId: string, runId: string, assistantId: string, max?: number): Promise<boolean> {
+      // Held already, or a place left: never past `max`, whatever races.
+      const room =
+        max === undefined
+          ? {}
+          : {
+              $or: [
+                { assistantWatchers: assistantId },
+                { [`assistantWatchers.${max - 1}`]: { $exists: false } },
+              ],
+            };
       const result = await runs.updateOne(
-        { _id: runId, teamId },
+        { _id: runId, teamId, ...room },
         { $addToSet: { assistantWatchers: assistantId } },
       );
       return result.matchedCount === 1;

@@ -1,5 +1,6 @@
 // Runs through the API: every legal and illegal transition, the one-write pause, auth and team scoping.
 import assert from 'node:assert/strict';
+import { ASSISTANT_WATCHERS_PER_RUN } from '../domain/run';
 import type { ApiHandle } from '../api/server';
 import { ApiClient, openStores, startTestApi } from './support/harness';
 import { signToken } from './support/tokens';
@@ -194,6 +195,25 @@ describe('runs API', function () {
     assert.equal((await alice.delete(`/api/v1/assistants/asst_1/watches/${id}`)).status, 204);
     assert.equal(await stores.watches.hasActiveWatch('acme', id), false);
     assert.equal((await alice.put('/api/v1/assistants/asst_1/watches/run_nope')).status, 404);
+  });
+
+  it('a run holds at most ASSISTANT_WATCHERS_PER_RUN watches: the next is 409 and stores nothing; a removal frees a place', async () => {
+    const { id } = await runIn('running');
+    const watch = (n: number) => alice.put(`/api/v1/assistants/asst_${n}/watches/${id}`);
+    for (let n = 0; n < ASSISTANT_WATCHERS_PER_RUN; n++) assert.equal((await watch(n)).status, 200);
+    const refused = await watch(ASSISTANT_WATCHERS_PER_RUN);
+    assert.equal(refused.status, 409, refused.text);
+    assert.match(refused.body.error, /at most 100 assistants/);
+    assert.equal(
+      await stores.watches.exists('acme', `asst_${ASSISTANT_WATCHERS_PER_RUN}`, id),
+      false,
+      'no watch row',
+    );
+    assert.equal((await watch(0)).status, 200, 'a watch already held is held again');
+    const run = (await alice.get(`/api/v1/runs/${id}`)).body;
+    assert.equal(run.assistantWatchers.length, ASSISTANT_WATCHERS_PER_RUN);
+    assert.equal((await alice.delete(`/api/v1/assistants/asst_0/watches/${id}`)).status, 204);
+    assert.equal((await watch(ASSISTANT_WATCHERS_PER_RUN)).status, 200);
   });
 
   it("the standby veto reads the run's own tenant: a watch row of another team naming the run vetoes nothing", async () => {

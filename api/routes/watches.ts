@@ -1,6 +1,7 @@
 // Assistant watches: an assistant standing by on a run (the standby veto reads them).
 import Router from '@koa/router';
-import { NotFoundError } from '../../domain/errors';
+import { ConflictError, NotFoundError } from '../../domain/errors';
+import { ASSISTANT_WATCHERS_PER_RUN } from '../../domain/run';
 import type { RunStore } from '../../store/runs';
 import type { WatchStore } from '../../store/watches';
 import type { AuthState } from '../auth';
@@ -25,11 +26,20 @@ export function watchesRouter(deps: WatchesRouterDeps) {
   router.put('/:runId', activate, async (ctx) => {
     const { assistantId, runId } = ctx.state.input.params;
     const { teamId } = ctx.state.caller;
-    if (!(await deps.runs.getForTeam(teamId, runId))) throw new NotFoundError('run not found');
+    const run = await deps.runs.getForTeam(teamId, runId);
+    if (!run) throw new NotFoundError('run not found');
+    const full = () =>
+      new ConflictError(`a run holds at most ${ASSISTANT_WATCHERS_PER_RUN} assistants' watches`);
+    const watchers = run.assistantWatchers ?? [];
+    if (!watchers.includes(assistantId) && watchers.length >= ASSISTANT_WATCHERS_PER_RUN) throw full();
     // The watch row (the veto's authority) first, then the run's copy the sweep reads: a crash between leaves the
     // old cost (the sweep replays a pause the push still vetoes), never a copy that hides an unvetoed pause.
     await deps.watches.activate(teamId, assistantId, runId, deps.now());
-    await deps.runs.addWatcher(teamId, runId, assistantId);
+    if (!(await deps.runs.addWatcher(teamId, runId, assistantId, ASSISTANT_WATCHERS_PER_RUN))) {
+      // Another watch took the last place meanwhile: this one is not kept.
+      await deps.watches.remove(teamId, assistantId, runId);
+      throw full();
+    }
     ctx.body = { assistantId, runId, active: true };
   });
 
