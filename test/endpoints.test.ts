@@ -101,6 +101,32 @@ describe('team endpoints: management', function () {
     assert.equal((await admin.get(path)).body.disabled, false);
   });
 
+  it("rotations of one endpoint's secret at the same moment: no two replace the same secret, the last one's is kept", async () => {
+    const created = await create(admin, {});
+    assert.equal(created.status, 201, created.text);
+    const at = new Date();
+    const next = Array.from({ length: 20 }, (_, i) => `whsec_race${i}`);
+    const answers = await Promise.all(
+      next.map((secret) => stack.stores.endpoints.rotateSecret('acme', created.body.id, secret, at)),
+    );
+    const won = answers.flatMap((a) => (a && a !== 'conflict' ? [a] : []));
+    const replaced = won.map((row) => row.previousSecret.secret);
+    assert.equal(new Set(replaced).size, won.length, `secrets replaced twice: ${replaced.join(', ')}`);
+    assert.ok(
+      answers.some((a) => a === 'conflict'),
+      'the rotations that lost say so',
+    );
+    // The winners form one chain from the first secret to the one kept.
+    const stored = await stack.stores.endpoints.get('acme', created.body.id);
+    const byPrevious = new Map(won.map((row) => [row.previousSecret.secret, row.secret]));
+    let secret = created.body.secret as string;
+    for (let n = 0; n < won.length; n++)
+      secret = byPrevious.get(secret) ?? assert.fail(`no rotation of ${secret}`);
+    assert.equal(stored?.secret, secret);
+    const alone = await admin.post(`/api/v1/endpoints/${created.body.id}/rotate-secret`);
+    assert.equal(alone.status, 200, 'a rotation alone wins');
+  });
+
   it("an unknown or another team's endpoint is 404 before its test or recover is counted", async () => {
     const created = await create(admin, {});
     assert.equal(created.status, 201, created.text);

@@ -7,7 +7,7 @@ import type { Middleware } from 'koa';
 import type { CallbackTestResult } from '../../delivery/callback/send';
 import type { EndpointTarget } from '../../delivery/endpoint/send';
 import { ResolverUnavailableError, TargetRefusedError } from '../../delivery/ssrfGuard';
-import { NotFoundError } from '../../domain/errors';
+import { ConflictError, NotFoundError } from '../../domain/errors';
 import type { EndpointChange, EndpointRow, EndpointStore, NewEndpoint } from '../../store/endpoint/endpoints';
 import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 import { HttpError } from '../../platform/http/httpErrors';
@@ -189,6 +189,7 @@ function manageEndpoints(router: Router<AuthState>, deps: EndpointsRouterDeps, l
       deps.now(),
     );
     if (!row) throw new NotFoundError('endpoint not found');
+    if (row === 'conflict') throw new ConflictError('the secret changed while it was rotated; rotate again');
     ctx.body = { secret: row.secret };
   });
 }

@@ -145,11 +145,19 @@ export function createEndpointStore(db: Db) {
       return (await rows.findOne({ _id: id })) ?? undefined;
     },
 
+    /**
+     * Replaces the secret, keeping the current one as the previous from `now` on; only while the secret read is
+     * still the endpoint's (one conditional write). `conflict`: another rotation did first.
+     */
     async rotateSecret(teamId: string, id: string, secret: string, now: Date) {
       const row = await get(teamId, id);
       if (!row) return undefined;
       const previousSecret = { secret: row.secret, rotatedAt: now };
-      await rows.updateOne({ _id: id }, { $set: { secret, previousSecret, updatedAt: now } });
+      const result = await rows.updateOne(
+        { _id: id, secret: row.secret },
+        { $set: { secret, previousSecret, updatedAt: now } },
+      );
+      if (result.modifiedCount !== 1) return 'conflict' as const;
       return { ...row, secret, previousSecret };
     },
 
