@@ -69,4 +69,54 @@ describe('a push that missed some of its recipients', function () {
     assert.equal(push.received(anaPhone).length, 1, 'ana got it once');
     assert.deepEqual(push.rejections(), []);
   });
+  it('a teammate reached on one device is never held for a digest by a later try, whatever their prefs became', async () => {
+    const { anonymous, client, stores } = stack;
+    const ana = anonymous.as('ana', 'partial-dnd');
+    const ben = anonymous.as('ben', 'partial-dnd');
+    const anaPhone = push.endpoint('dnd-ana-phone');
+    const benLaptop = push.endpoint('dnd-ben-laptop');
+    const benPhone = push.endpoint('dnd-ben-phone');
+    for (const [who, device] of [
+      [ana, anaPhone],
+      [ben, benLaptop],
+      [ben, benPhone],
+    ] as const)
+      assert.equal((await who.post('/api/v1/notifications/push/subscriptions', device)).status, 201);
+    assert.equal((await ben.put('/api/v1/notifications/prefs', { scope: 'team' })).status, 200);
+    push.failAlways(benPhone, 503);
+
+    const runId = (await ana.post('/api/v1/runs', { title: 'Partial DND' })).body.id as string;
+    assert.equal((await ana.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'ok' })).status, 200);
+    const episodeId = `${runId}:end`;
+    await push.waitFor(1, benLaptop, 60_000);
+    // Ben has it on his laptop; then he turns do-not-disturb on, while the fan-out still tries his phone.
+    const dnd = new Date(Date.now() + 3600_000).toISOString();
+    assert.equal(
+      (await ben.put('/api/v1/notifications/prefs', { scope: 'team', doNotDisturbUntil: dnd })).status,
+      200,
+    );
+    await waitUntil(
+      'the episode confirmed',
+      async () => (await stores.claims.state(episodeId)) === 'delivered',
+      {
+        timeoutMs: 180_000,
+      },
+    );
+    assert.ok(push.attempts(benPhone).length > 0, "ben's phone was tried");
+    push.recover(benPhone);
+    const result = (await client.workflow.getHandle(episodeId).result()) as EpisodeResult;
+    assert.equal(result.push, 'delivered');
+    assert.deepEqual(
+      [...(await stores.pushHolds.heldOf(episodeId, ['ben'])).keys()],
+      [],
+      'no digest entry for ben',
+    );
+    assert.equal(push.received(benLaptop).length, 1);
+    assert.equal(
+      push.received(benPhone).length,
+      0,
+      'not pushed during his do-not-disturb: he has it already',
+    );
+    assert.equal(push.received(anaPhone).length, 1);
+  });
 });

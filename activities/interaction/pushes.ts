@@ -77,8 +77,7 @@ export async function pushFollowUp(
   ]);
   const devices = await devicesToPush(deps, { ...outcome, episodeId: deliveryId }, kind, recipients);
   if (!devices) return { result: 'not_addressable', delivered: 0 };
-  const { subs, held, reached } = devices;
-  const pending = subs.filter((sub) => !held.has(sub.userId));
+  const { pending, reached } = devices;
   if (!pending.length) return { result: 'held', delivered: 0 };
   const sent = await sendRecorded(deps, deliveryId, pending, payload, {
     reached,

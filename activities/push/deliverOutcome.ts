@@ -41,25 +41,19 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
   // Per-kind prefs came first (listRecipientPrefs): a kind turned off is never held.
   const devices = await devicesToPush(deps, outcome, kind, recipients);
   if (!devices) return { addressable: false, reason: 'no subscription' };
-  const { subs, held, reached } = devices;
-  const result = await sendRecorded(
-    deps,
-    outcome.episodeId,
-    subs.filter((sub) => !held.has(sub.userId)),
-    payload,
-    {
-      onFirstPush: () => deps.metrics?.firstPush(outcome.kind, outcome.occurredAt, deps.now()),
-      onConfigFault: configFaultReporter(deps, outcome),
-      receipts: {
-        teamId: outcome.teamId,
-        runId: outcome.runId,
-        kind,
-        ...(kind === 'human_input_requested' ? { pausedAt: new Date(outcome.occurredAt) } : {}),
-      },
-      payloadsFor: (pending) => payloadsWithActions(deps, outcome, choices, payload, pending),
-      reached,
+  const { pending, held, reached } = devices;
+  const result = await sendRecorded(deps, outcome.episodeId, pending, payload, {
+    onFirstPush: () => deps.metrics?.firstPush(outcome.kind, outcome.occurredAt, deps.now()),
+    onConfigFault: configFaultReporter(deps, outcome),
+    receipts: {
+      teamId: outcome.teamId,
+      runId: outcome.runId,
+      kind,
+      ...(kind === 'human_input_requested' ? { pausedAt: new Date(outcome.occurredAt) } : {}),
     },
-  );
+    payloadsFor: (pending) => payloadsWithActions(deps, outcome, choices, payload, pending),
+    reached,
+  });
   // The answer's close went to the devices reached when it ran; one reached since then is closed here.
   if (interaction && result.delivered > 0) {
     const current = await deps.interactions.get(outcome.runId, interaction._id);
@@ -118,7 +112,7 @@ export async function devicesToPush(
   outcome: RunOutcome,
   kind: OutcomePushKind,
   recipients: Recipient[],
-): Promise<{ subs: PushSubscriptionRow[]; held: Set<string>; reached: Promise<Reached> } | undefined> {
+): Promise<{ pending: PushSubscriptionRow[]; held: Set<string>; reached: Promise<Reached> } | undefined> {
   const userIds = recipients.map((r) => r.userId);
   const earlierHolds = deps.digests?.pushHolds.heldOf(outcome.episodeId, userIds);
   earlierHolds?.catch(() => undefined); // awaited by holdWhereDue when someone has a device, never unhandled
@@ -130,20 +124,32 @@ export async function devicesToPush(
     subs.map((sub) => sub._id),
   );
   reached.catch(() => undefined); // awaited by sendRecorded when someone is left to push, never unhandled
-  const held = await holdWhereDue(
+  const reachedPeople = reached.then(
+    ({ subscriptions }) => new Set(subs.filter((sub) => subscriptions.has(sub._id)).map((sub) => sub.userId)),
+  );
+  reachedPeople.catch(() => undefined); // awaited by holdWhereDue when someone may be held
+  const { held, resting } = await holdWhereDue(
     deps,
     outcome,
     kind,
     recipients.filter((r) => withDevice.has(r.userId)),
     earlierHolds,
+    reachedPeople,
   );
-  return { subs, held, reached };
+  // The devices handed to the send: a resting person's are those reached already (skipped, counted as reached).
+  const { subscriptions: reachedSubs } = resting.size ? await reached : { subscriptions: new Map() };
+  const pending = subs.filter(
+    (sub) => !held.has(sub.userId) && (!resting.has(sub.userId) || reachedSubs.has(sub._id)),
+  );
+  return { pending, held, reached };
 }
 
 /**
- * Which of these recipients wait for their digest instead of a push now: held by an earlier attempt of this
- * episode (always held again: never sent to), in quiet hours or do-not-disturb, or past their burst bound.
- * Each held person gets a hold row and their digest the entry (both safe to repeat).
+ * Which of these recipients wait for their digest instead of a push now (`held`): held by an earlier attempt of
+ * this episode (always held again: never sent to), in quiet hours or do-not-disturb, or past their burst bound.
+ * Each held person gets a hold row and their digest the entry (both safe to repeat). Someone an earlier attempt
+ * reached on a device is never held (a digest would bring it again): due for holding, they are `resting`, pushed
+ * nothing more now.
  */
 async function holdWhereDue(
   deps: PushActivityDeps,
@@ -152,14 +158,17 @@ async function holdWhereDue(
   recipients: Recipient[],
   /** Their holds of this episode, read by the caller beside its own reads (it may hold others too). */
   earlierHolds: Promise<Map<string, PushHoldRow>> | undefined,
-): Promise<Set<string>> {
+  reachedAlready: Promise<Set<string>>,
+): Promise<{ held: Set<string>; resting: Set<string> }> {
+  const resting = new Set<string>();
   const digests = deps.digests;
-  if (!digests || !earlierHolds || !recipients.length) return new Set();
+  if (!digests || !earlierHolds || !recipients.length) return { held: new Set(), resting };
   const now = deps.now();
-  const earlier = await earlierHolds;
+  const [earlier, reached] = await Promise.all([earlierHolds, reachedAlready]);
   const holds: Omit<PushHoldRow, '_id'>[] = [];
   const fresh: Omit<PushHoldRow, '_id'>[] = [];
   const hold = (userId: string, reason: PushHoldRow['reason'], releaseAt: Date): void => {
+    if (reached.has(userId)) return void resting.add(userId);
     const { episodeId, runId, teamId, title } = outcome;
     const row = { episodeId, runId, teamId, userId, kind, title, reason, at: now, releaseAt };
     holds.push(row);
@@ -187,7 +196,7 @@ async function holdWhereDue(
     deps.fanOutWidth,
     (row) => digests.add(row.teamId, row.userId, digestEntryOf(row)),
   );
-  return new Set(holds.map((row) => row.userId));
+  return { held: new Set(holds.map((row) => row.userId)), resting };
 }
 
 /** The recipients past their burst bound, with when their window frees (one time: one timer in the digest). */
