@@ -14,7 +14,7 @@ import type { Client } from '@temporalio/client';
 import { startEpisode } from '../client/emitter';
 import { createInteractionSignaler, interactionOf, startInteraction } from '../client/interaction';
 import { interactionClaimKeys } from '../domain/interaction';
-import type { InteractionStore } from '../store/interactions';
+import type { AnsweredInteraction, InteractionStore } from '../store/interactions';
 import { mapBounded } from '../platform/concurrency';
 import { activityContext } from './activityContext';
 import { outcomeOfRef, owedEpisode, type SweepFamilies, type SweepRef } from '../domain/sweep';
@@ -45,7 +45,7 @@ export const SWEEP_CLAIM_SLACK_SECONDS = 3600;
 /** Episode starts in flight at once. */
 const START_LANES = 8;
 
-/** Answered interactions one pass looks at, the oldest first; the next pass takes the rest. */
+/** Lost closes one pass replays (it reads every answer of the window to find them); the next pass takes the rest. */
 const ANSWERS_PER_PASS = 1000;
 
 /** Owed holds one pass looks at: the longest waiting first; the next pass takes the rest. */
@@ -197,8 +197,13 @@ async function replayCloses(
   since: Date,
   marked: Set<string>,
 ): Promise<number> {
-  const answered = await interactions.answeredSince(since, ANSWERS_PER_PASS);
-  const missed = answered.filter((row) => !marked.has(interactionClaimKeys.answered(row._id)));
+  // Every answer of the window is looked at (closed ones are most of them), up to a pass's worth of replays.
+  const missed: AnsweredInteraction[] = [];
+  for await (const page of interactions.answeredSince(since, deps.pageSize)) {
+    for (const row of page) if (!marked.has(interactionClaimKeys.answered(row._id))) missed.push(row);
+    if (missed.length >= ANSWERS_PER_PASS) break;
+  }
+  missed.splice(ANSWERS_PER_PASS);
   const signals = createInteractionSignaler(deps.client, deps.taskQueue);
   await mapBounded(missed, START_LANES, (row) =>
     signals.answered(

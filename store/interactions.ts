@@ -18,6 +18,9 @@ export interface Interaction {
   answeredBy?: string;
 }
 
+/** What the sweep reads of an answered interaction to replay its close. */
+export type AnsweredInteraction = Pick<Interaction, '_id' | 'runId' | 'teamId' | 'answeredBy' | 'answeredAt'>;
+
 export const interactionIndexes: IndexSpec[] = [
   { collection: 'interactions', key: { runId: 1, createdAt: 1 }, options: { name: 'run_interactions' } },
   // answeredSince: the sweep's replay of answered closes that never ran.
@@ -60,21 +63,24 @@ export function createInteractionStore(db: Db) {
       return interactions.find({ runId }).sort({ createdAt: -1 }).limit(limit).toArray();
     },
 
-    /** Interactions answered since `since`, oldest first, at most `limit` (the sweep's window). */
-    async answeredSince(
-      since: Date,
-      limit: number,
-    ): Promise<Pick<Interaction, '_id' | 'runId' | 'teamId' | 'answeredBy' | 'answeredAt'>[]> {
-      return interactions
-        .find(
-          { answeredAt: { $gte: since } },
-          {
-            projection: { runId: 1, teamId: 1, answeredBy: 1, answeredAt: 1 },
-            sort: { answeredAt: 1 },
-            limit,
-          },
-        )
-        .toArray();
+    /**
+     * Interactions answered since `since`, in pages of `pageSize` (the sweep's window): one cursor, a batch per
+     * page, so a caller that found what it looks for stops reading.
+     */
+    async *answeredSince(since: Date, pageSize: number): AsyncGenerator<AnsweredInteraction[]> {
+      const cursor = interactions.find(
+        { answeredAt: { $gte: since } },
+        { projection: { runId: 1, teamId: 1, answeredBy: 1, answeredAt: 1 }, batchSize: pageSize + 1 },
+      );
+      let page: AnsweredInteraction[] = [];
+      for await (const row of cursor) {
+        page.push(row);
+        if (page.length === pageSize) {
+          yield page;
+          page = [];
+        }
+      }
+      if (page.length) yield page;
     },
 
     /** A pause whose run moved on before it was saved leaves no pending question behind. */

@@ -8,6 +8,7 @@ import { DEFAULT_EPISODE_OPTIONS } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
 import type { PushPayload } from '../domain/push';
 import { createRunsService } from '../runs/service';
+import type { Interaction } from '../store/interactions';
 import type { ApiClient } from './support/harness';
 import type { PushService, SubscriptionJSON } from './support/pushService';
 import { startPushStack, subscribeTeam, type PushStack } from './support/pushStack';
@@ -172,5 +173,43 @@ describe('answered once, closed everywhere', function () {
     await closedEverywhere(runId, interactionId);
     const again = await sweep.sweepOnce();
     assert.equal(again.closesReplayed, 0, 'a settled close is not replayed');
+  });
+  it('an answer whose signal was lost is closed by the next sweep, behind a thousand answers closed already', async () => {
+    // Earlier answers in the window, each closed (its close claim settled): the sweep must look past them.
+    const earlier = new Date(Date.now() - 600_000);
+    const closed = Array.from({ length: 1000 }, (_, i) => ({
+      _id: `int_closed_${i}_${Date.now()}`,
+      runId: 'run_closed',
+      teamId: 'acme',
+      prompt: 'Earlier',
+      status: 'answered' as const,
+      answer: 'yes',
+      answeredBy: 'alice',
+      createdAt: earlier,
+      answeredAt: earlier,
+    }));
+    await stack.mongo.db.collection<Interaction>('interactions').insertMany(closed);
+    for (let i = 0; i < closed.length; i += 100)
+      await Promise.all(
+        closed
+          .slice(i, i + 100)
+          .map((row) =>
+            stack.stores.claims.noteOnce(interactionClaimKeys.answered(row._id), 'test', 'delivered'),
+          ),
+      );
+    const { runId, interactionId } = await paused();
+    const deaf = createRunsService({
+      ...stack.stores,
+      emitter: { emitRunOutcome: async () => undefined },
+      interactionSignals: {
+        answered: () => Promise.reject(new Error('Temporal unreachable')),
+        snoozed: () => Promise.reject(new Error('Temporal unreachable')),
+      },
+      onEmitError: () => undefined,
+    });
+    await deaf.answer({ userId: 'alice', teamId: 'acme' }, runId, interactionId, 'yes');
+    const pass = await sweepActivities().sweepOnce();
+    assert.equal(pass.closesReplayed, 1, JSON.stringify(pass));
+    await closedEverywhere(runId, interactionId);
   });
 });

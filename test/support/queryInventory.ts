@@ -392,11 +392,9 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     collection: 'interactions',
     op: 'find',
     filter: { answeredAt: { $gte: minutesAgo(10) } },
-    sort: { answeredAt: 1 },
-    limit: 1000,
     index: 'answered_at',
     hot: true,
-    note: 'the sweep: answers in its window whose close may never have run',
+    note: 'the sweep: answers in its window whose close may never have run (one cursor, a batch per page, until a pass has enough to replay)',
   },
   // action_tokens
   {
