@@ -4,9 +4,9 @@
 // the loopback push service that verifies VAPID and decrypts what it receives.
 import assert from 'node:assert/strict';
 import { createSweepActivities } from '../activities/sweep';
-import { DEFAULT_EPISODE_OPTIONS } from '../contract/workflows';
+import { DEFAULT_EPISODE_OPTIONS, interactionWorkflowId } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
-import type { PushPayload } from '../domain/push';
+import { FAN_OUT_ATTEMPTS, type PushPayload } from '../domain/push';
 import { createRunsService } from '../runs/service';
 import type { Interaction } from '../store/interactions';
 import type { ApiClient } from './support/harness';
@@ -208,6 +208,40 @@ describe('answered once, closed everywhere', function () {
       onEmitError: () => undefined,
     });
     await deaf.answer({ userId: 'alice', teamId: 'acme' }, runId, interactionId, 'yes');
+    const pass = await sweepActivities().sweepOnce();
+    assert.equal(pass.closesReplayed, 1, JSON.stringify(pass));
+    await closedEverywhere(runId, interactionId);
+  });
+  it("a device whose push service was down through the close's attempts is closed by a sweep once it is back", async function () {
+    this.timeout(240_000); // the close's own attempts back off for about 30 s
+    const { runId, interactionId } = await paused();
+    const [reachable, down] = devices;
+    push.failAlways(down, 503);
+    try {
+      const res = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
+        answer: 'yes',
+      });
+      assert.equal(res.status, 200, res.text);
+      await push.waitFor(2, reachable);
+      await waitUntil(
+        'every attempt of the close failed for the device that is down',
+        () => push.attempts(down).filter((a) => a.status === 503).length >= FAN_OUT_ATTEMPTS,
+        { timeoutMs: 120_000 },
+      );
+      await waitUntil(
+        'the close settled or released',
+        async () => {
+          const { events } = await stack.client.workflow
+            .getHandle(interactionWorkflowId(interactionId))
+            .fetchHistory();
+          return events!.some((e) => e.workflowExecutionCompletedEventAttributes);
+        },
+        { timeoutMs: 120_000 },
+      );
+    } finally {
+      push.recover(down);
+    }
+    assert.equal(pushesOf(down, runId).length, 1, 'the question only, so far');
     const pass = await sweepActivities().sweepOnce();
     assert.equal(pass.closesReplayed, 1, JSON.stringify(pass));
     await closedEverywhere(runId, interactionId);

@@ -56,5 +56,9 @@ export async function closeAnswered(
     onConfigFault: configFaultReporter(deps, { ...ref, episodeId }),
     receipts: { teamId: run.teamId, runId: run._id, kind: 'answered' },
   });
+  // A device whose push service is down is still owed its close: failed, the claim is released, and the sweep
+  // replays the close (the devices closed already are skipped) until it reaches that one too.
+  if (sent.retryable > 0)
+    return { result: 'failed', delivered: sent.delivered + sent.alreadyDelivered, retry: {} };
   return followUpResult(sent);
 }
