@@ -205,6 +205,7 @@ export function createActivities(deps: ActivityDeps): Activities {
       interactions: stores.interactions,
       endpointAttempts: stores.endpointAttempts,
       teamEvents: stores.teamEvents,
+      endpoints: stores.endpoints,
       offerToDigest: (teamId, userId, entry) =>
         addToDigest(deps.client, config.temporalTaskQueue, teamId, userId, entry),
       client: deps.client,

@@ -23,7 +23,10 @@ import type { PushReceiptStore } from '../store/push/receipts';
 import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/push/deliveries';
 import type { CallbackAttemptStore } from '../store/callback/attempts';
-import type { TeamEventStore } from '../store/endpoint/teamEvents';
+import { raiseTeamEvent } from '../client/teamEvents';
+import { endpointDeliveryKey } from '../domain/teamEvents';
+import type { EndpointRow, EndpointStore } from '../store/endpoint/endpoints';
+import { teamEventOf, type TeamEventRow, type TeamEventStore } from '../store/endpoint/teamEvents';
 import type { RateLimitStore } from '../store/rateLimits';
 import {
   digestEntryOf,
@@ -48,6 +51,9 @@ const START_LANES = 8;
 /** Lost closes one pass replays (it reads every answer of the window to find them); the next pass takes the rest. */
 const ANSWERS_PER_PASS = 1000;
 
+/** Owed team events one pass raises again (it reads every event of the window to find them). */
+const TEAM_EVENTS_PER_PASS = 1000;
+
 /** Owed holds one pass looks at: the longest waiting first; the next pass takes the rest. */
 const HOLDS_PER_PASS = 1000;
 
@@ -69,6 +75,8 @@ export interface SweepDeps {
   /** The team endpoints' attempt log (the callbacks' rows, in endpoint_attempts). */
   endpointAttempts?: CallbackAttemptStore;
   teamEvents?: TeamEventStore;
+  /** The teams' endpoints: who is owed a team event (absent: no team events looked at). */
+  endpoints?: EndpointStore;
   /** Signal-with-start of a person's digest, for the held pushes still owed past their time. */
   offerToDigest?: (teamId: string, userId: string, entry: DigestEntry) => Promise<void>;
   client: Client;
@@ -84,7 +92,7 @@ export interface SweepDeps {
 
 /** What a pass reports in its heartbeats: where it is, for the Temporal UI and a post-mortem. */
 interface SweepProgress extends SweepPass {
-  phase: 'listing' | 'claims' | 'starting' | 'interactions' | 'holds';
+  phase: 'listing' | 'claims' | 'starting' | 'interactions' | 'team events' | 'holds';
 }
 
 export function createSweepActivities(deps: SweepDeps) {
@@ -133,7 +141,19 @@ export function createSweepActivities(deps: SweepDeps) {
           pass.closesReplayed = await replayCloses(deps, deps.interactions, since, marked);
         }
 
-        // 4. Held pushes still owed past their time: their digest was lost (terminated, never started) or is
+        // 4. Team events an endpoint is still owed (their delivery released, nothing sent): raised again.
+        if (deps.teamEvents && deps.endpoints) {
+          progress.beat({ phase: 'team events', ...pass });
+          pass.teamEventsRaised = await raiseOwedTeamEvents(
+            deps,
+            deps.teamEvents,
+            deps.endpoints,
+            since,
+            marked,
+          );
+        }
+
+        // 5. Held pushes still owed past their time: their digest was lost (terminated, never started) or is
         //    waiting on renewed quiet hours. Offered again, once per person: a live digest already has them.
         if (deps.pushHolds && deps.offerToDigest) {
           progress.beat({ phase: 'holds', ...pass });
@@ -212,6 +232,49 @@ async function replayCloses(
     ),
   );
   return missed.length;
+}
+
+/**
+ * Team events of the window that an endpoint is owed and holds no claim of: their workflow released the delivery
+ * (its attempts failed on our side) or never ran. Raised again (a running one is left alone; the claims of a new
+ * one skip what was delivered). Owed: enabled, subscribed to the type, created before it happened and unchanged
+ * since it was recorded (one enabled again later gets what it missed from its recover). Answers how many were raised.
+ */
+async function raiseOwedTeamEvents(
+  deps: SweepDeps,
+  teamEvents: TeamEventStore,
+  endpoints: EndpointStore,
+  since: Date,
+  marked: Set<string>,
+): Promise<number> {
+  const byTeam = new Map<string, Promise<EndpointRow[]>>();
+  const endpointsOf = (teamId: string) => {
+    let listed = byTeam.get(teamId);
+    if (!listed) byTeam.set(teamId, (listed = endpoints.listForTeam(teamId)));
+    return listed;
+  };
+  const owed: TeamEventRow[] = [];
+  for await (const page of teamEvents.recordedSince(since, deps.pageSize)) {
+    for (const row of page) {
+      const happened = Date.parse(row.occurredAt);
+      const missing = (await endpointsOf(row.teamId)).some(
+        (endpoint) =>
+          !endpoint.disabled &&
+          endpoint.eventTypes.includes(row.type) &&
+          endpoint.createdAt.getTime() <= happened &&
+          endpoint.updatedAt <= row.recordedAt &&
+          !marked.has(endpointDeliveryKey(row._id, endpoint._id)),
+      );
+      if (missing) owed.push(row);
+    }
+    if (owed.length >= TEAM_EVENTS_PER_PASS) break;
+  }
+  owed.splice(TEAM_EVENTS_PER_PASS);
+  let raised = 0;
+  await mapBounded(owed, START_LANES, async (row) => {
+    if (await raiseTeamEvent(deps.client, deps.taskQueue, teamEventOf(row))) raised++;
+  });
+  return raised;
 }
 
 /**

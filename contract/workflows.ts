@@ -395,6 +395,11 @@ export interface SweepPass {
   interactionsStarted?: number;
   /** Answered interactions whose close never ran, signalled again (absent before). */
   closesReplayed?: number;
+  /**
+   * Team events recorded in the window that an endpoint is still owed (its delivery released: no claim), raised
+   * again (absent before the sweep looked at them).
+   */
+  teamEventsRaised?: number;
 }
 
 export interface SweepReport extends SweepPass {

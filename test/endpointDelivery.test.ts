@@ -8,10 +8,16 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { createActivities } from '../activities';
+import { createSweepActivities } from '../activities/sweep';
 import { endpointRateKey, endpointRateWindows } from '../activities/endpoint';
 import { raiseTeamEvent } from '../client/teamEvents';
-import { teamEventWorkflowId } from '../contract/workflows';
-import { SUBSCRIBABLE_EVENT_TYPES, interactionTeamEvent, type TeamEvent } from '../domain/teamEvents';
+import { DEFAULT_EPISODE_OPTIONS, teamEventWorkflowId } from '../contract/workflows';
+import {
+  SUBSCRIBABLE_EVENT_TYPES,
+  endpointDeliveryKey,
+  interactionTeamEvent,
+  type TeamEvent,
+} from '../domain/teamEvents';
 import type { Stores } from '../store';
 import { adminOf } from './support/admin';
 import { CallbackReceiver } from './support/callbackReceiver';
@@ -246,6 +252,54 @@ describe('team endpoints: delivery', function () {
     } finally {
       await fine.close();
       await failing.close();
+    }
+  });
+  it('an event recorded whose delivery was released (no claim, nothing sent) is raised again by the sweep, once', async () => {
+    const admin = adminOf(stack.anonymous, 'rea', 'released');
+    const receiver = await CallbackReceiver.start();
+    try {
+      const created = await admin.post('/api/v1/endpoints', {
+        url: receiver.url,
+        eventTypes: ['interaction.answered'],
+      });
+      assert.equal(created.status, 201, created.text);
+      const activities = createActivities({ config: stack.config, stores, client, log: () => undefined });
+      const answeredAt = new Date().toISOString();
+      const event = interactionTeamEvent(
+        'interaction.answered',
+        { id: 'run_released', teamId: 'released', status: 'running', title: 'Released' },
+        { id: 'int_released' },
+        { answeredBy: 'rea', answeredAt },
+        answeredAt,
+      );
+      // Recorded by its raiser; its workflow then released the delivery (its attempts failed on our side).
+      const recorded = await activities.recordTeamEvent(event);
+      assert.deepEqual(recorded.endpointIds, [created.body.id]);
+      const sweep = createSweepActivities({
+        ...stores,
+        client,
+        taskQueue: stack.config.temporalTaskQueue,
+        episodeOptions: DEFAULT_EPISODE_OPTIONS,
+        families: { ops: false },
+        lookbackSeconds: 3600,
+        pageSize: 100,
+        now: () => new Date(),
+      });
+      // (Other tests' events in this window may be raised too: counted, not asserted.)
+      const pass = await sweep.sweepOnce();
+      assert.ok((pass.teamEventsRaised ?? 0) >= 1, JSON.stringify(pass));
+      const [delivered] = await receiver.waitFor(1);
+      assert.equal(delivered.headers['webhook-id'], event.id);
+      await waitUntil('its delivery settled', () =>
+        stores.claims.wasDelivered(endpointDeliveryKey(event.id, created.body.id)),
+      );
+      const handle = client.workflow.getHandle(teamEventWorkflowId(event.id));
+      const raised = (await handle.describe()).runId;
+      await sweep.sweepOnce();
+      assert.equal((await handle.describe()).runId, raised, 'a settled delivery is not raised again');
+      assert.equal(receiver.received.length, 1);
+    } finally {
+      await receiver.close();
     }
   });
 });

@@ -15,6 +15,12 @@ export interface TeamEventRow extends Omit<TeamEvent, 'id' | 'run'> {
   recordedAt: Date;
 }
 
+/** The event a row records, as its raiser raised it (with the run as recorded). */
+export function teamEventOf(row: TeamEventRow): TeamEvent {
+  const { _id, sequence: _sequence, recordedAt: _recordedAt, ...event } = row;
+  return { id: _id, ...event };
+}
+
 export const teamEventIndexes: IndexSpec[] = [
   {
     collection: 'team_events',
@@ -76,6 +82,20 @@ export function createTeamEventStore(db: Db) {
         .sort({ recordedAt: 1, _id: 1 })
         .limit(limit)
         .toArray();
+    },
+
+    /** Events recorded since `since`, in pages of `pageSize` (the sweep's window): one cursor, a batch per page. */
+    async *recordedSince(since: Date, pageSize: number): AsyncGenerator<TeamEventRow[]> {
+      const cursor = rows.find({ recordedAt: { $gte: since } }, { batchSize: pageSize + 1 });
+      let page: TeamEventRow[] = [];
+      for await (const row of cursor) {
+        page.push(row);
+        if (page.length === pageSize) {
+          yield page;
+          page = [];
+        }
+      }
+      if (page.length) yield page;
     },
 
     /** The sweep's reaper where the server has no TTL index (FerretDB v1). */
