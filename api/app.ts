@@ -53,6 +53,8 @@ export interface AppDeps {
 export function createApp(deps: AppDeps): Koa<AuthState> {
   const app = new Koa<AuthState>();
   app.proxy = deps.trustProxy ?? false;
+  // One proxy: the address it appended to X-Forwarded-For is the caller's; entries before it are the caller's word.
+  app.maxIpsCount = 1;
   const authenticate = createAuthenticator(deps.auth);
   if (deps.traceRequests) app.use(requestSpan({ proxy: app.proxy, authenticate }));
   if (deps.logRequest) {

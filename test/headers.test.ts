@@ -120,6 +120,32 @@ describe('security headers', () => {
     assert.equal(res.headers.get('strict-transport-security'), null);
   });
 
+  it("behind the proxy (TRUST_PROXY=1) an address is the one the proxy saw: X-Forwarded-For's leftmost entries, or moves within an IPv6 /64, are one address to its bounds", async () => {
+    const { api: proxied, client } = await startTestApi(testConfig({ TRUST_PROXY: '1' }));
+    try {
+      /** Actions until a 429, each forwarded for `forwarded(i)`: the 429, or undefined past the bound's 60. */
+      const actions = async (forwarded: (i: number) => string) => {
+        for (let i = 0; i <= 60; i++) {
+          const token = `${String(i).padStart(2, '0')}${'B'.repeat(41)}`;
+          const res = await client.request(
+            'POST',
+            '/api/v1/interactions/actions',
+            { token },
+            { 'x-forwarded-for': forwarded(i) },
+          );
+          if (res.status === 429) return res;
+          assert.equal(res.status, 404, res.text);
+        }
+        return undefined;
+      };
+      // The proxy appends the address it saw; what comes before it is the client's own word.
+      assert.ok(await actions((i) => `198.51.100.${i}, 203.0.113.7`), 'the proxied address is bounded');
+      assert.ok(await actions((i) => `2001:db8:5:6::${i.toString(16)}`), 'an IPv6 /64 is one address');
+    } finally {
+      await proxied.close();
+    }
+  });
+
   it('the studio page has no inline script, inline style or event-handler attribute', () => {
     const html = readFileSync(path.join(STUDIO_DIR, 'index.html'), 'utf8');
     for (const tag of html.match(/<script\b[^>]*>[\s\S]*?<\/script>/gi) ?? []) {

@@ -4,6 +4,7 @@ import { publicRun } from '../../domain/run';
 import type { RunsService } from '../../runs/service';
 import { actionBody } from '../schemas';
 import { validate, type HandlerContext } from '../../platform/http/validate';
+import { addressKey } from '../../platform/http/clientAddress';
 import { rateLimiter, type Admitted } from '../../platform/http/rateLimit';
 import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 
@@ -28,7 +29,11 @@ export function interactionsRouter(deps: InteractionsRouterDeps) {
     examples: [{ token: 'Hq0n3Jm2vX0bq3S9Jd3lqk1mW8yX2cVtZp4uR7sN5aE' }],
   });
   const perAddress = rateLimit((_state, { ip }) => [
-    { key: `interaction-action|${ip}`, rule: deps.actionLimit, what: 'actions from this address' },
+    {
+      key: `interaction-action|${addressKey(ip)}`,
+      rule: deps.actionLimit,
+      what: 'actions from this address',
+    },
   ]);
   router.post('/actions', action, perAddress, async (ctx: HandlerContext<typeof action, Admitted>) => {
     const done = await deps.runsService.actWithToken(ctx.state.input.body.token);

@@ -3,6 +3,7 @@
 import Router from '@koa/router';
 import { GoneError, NotFoundError } from '../../domain/errors';
 import type { Metrics } from '../../platform/metrics';
+import { addressKey } from '../../platform/http/clientAddress';
 import { rateLimiter, type Admitted } from '../../platform/http/rateLimit';
 import { validate, type HandlerContext } from '../../platform/http/validate';
 import { hashActionToken } from '../../store/actionTokens';
@@ -35,7 +36,7 @@ export function receiptsRouter(deps: ReceiptsRouterDeps) {
     ],
   });
   const perAddress = rateLimit((_state, { ip }) => [
-    { key: `push-receipt|${ip}`, rule: deps.receiptLimit, what: 'receipts from this address' },
+    { key: `push-receipt|${addressKey(ip)}`, rule: deps.receiptLimit, what: 'receipts from this address' },
   ]);
   router.post('/receipts', receipt, perAddress, async (ctx: HandlerContext<typeof receipt, Admitted>) => {
     const { token, event, action } = ctx.state.input.body;
