@@ -93,6 +93,11 @@ export interface EndpointRecoverInput {
   since: string;
   until: string;
   maxSends: number;
+  /** Sends per execution before it continues as new (default ENDPOINT_RECOVER_SENDS_PER_EXECUTION). */
+  sendsPerExecution?: number;
+  /** Carried by continue-as-new: the events still to send, and the counts so far. */
+  remaining?: string[];
+  progress?: { found: number; delivered: number };
 }
 
 export interface EndpointRecoverResult {

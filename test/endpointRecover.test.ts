@@ -3,12 +3,15 @@
 // claim as well: one delivered whose row was lost is not sent again.
 import assert from 'node:assert/strict';
 import { MongoClient } from 'mongodb';
+import { createActivities } from '../activities';
 import { missedEvents } from '../activities/endpoint';
-import { endpointDeliveryKey } from '../domain/teamEvents';
+import { endpointRecoverWorkflowId, workflowTypes, type EndpointRecoverInput } from '../contract/workflows';
+import { endpointDeliveryKey, interactionTeamEvent } from '../domain/teamEvents';
 import { createStores } from '../store';
 import { adminOf } from './support/admin';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { recordFixture } from './support/harness';
 import { waitUntil } from './support/waitUntil';
 
 describe('team endpoints: a recover', function () {
@@ -65,6 +68,71 @@ describe('team endpoints: a recover', function () {
     const result = await stack.client.workflow.getHandle(recover.body.id).result();
     assert.deepEqual(result, { found: 0, delivered: 0, failed: 0 });
     assert.equal(receiver.received.length, 1, 'sent once');
+  });
+
+  it('a recover longer than one execution continues as new: every missed event sent once, the counts carried', async () => {
+    const since = new Date();
+    const receiverOf = await CallbackReceiver.start();
+    try {
+      const created = await adminOf(stack.anonymous, 'ora', 'chained').post('/api/v1/endpoints', {
+        url: receiverOf.url,
+        eventTypes: ['interaction.answered'],
+      });
+      assert.equal(created.status, 201, created.text);
+      const endpointId = created.body.id as string;
+      // Five events recorded for it whose workflows never ran: all missed.
+      const activities = createActivities({
+        config: stack.config,
+        stores: stack.stores,
+        client: stack.client,
+        log: () => undefined,
+      });
+      const events = Array.from({ length: 5 }, (_, i) => {
+        const at = new Date(Date.now() + i).toISOString();
+        return interactionTeamEvent(
+          'interaction.answered',
+          { id: 'run_chained', teamId: 'chained', status: 'running', title: 'Chained' },
+          { id: `int_chained_${i}` },
+          { answeredBy: 'ora', answeredAt: at },
+          at,
+        );
+      });
+      for (const event of events) await activities.recordTeamEvent(event);
+      const input: EndpointRecoverInput = {
+        teamId: 'chained',
+        endpointId,
+        since: since.toISOString(),
+        until: new Date(Date.now() + 60_000).toISOString(),
+        maxSends: 100,
+        sendsPerExecution: 2,
+      };
+      const handle = await stack.client.workflow.start(workflowTypes.endpointRecover, {
+        workflowId: endpointRecoverWorkflowId(endpointId),
+        taskQueue: stack.config.temporalTaskQueue,
+        args: [input],
+      });
+      const result = await handle.result();
+      recordFixture(
+        stack.config,
+        handle.workflowId,
+        'endpoint-recover-continued-history.json',
+        handle.firstExecutionRunId,
+      );
+      assert.deepEqual(result, { found: 5, delivered: 5, failed: 0 });
+      assert.deepEqual(
+        receiverOf.received.map((r) => r.headers['webhook-id']).sort(),
+        events.map((e) => e.id).sort(),
+        'each once',
+      );
+      const { events: lastRun } = await handle.fetchHistory();
+      assert.equal(
+        lastRun![0].workflowExecutionStartedEventAttributes?.continuedExecutionRunId ? 'continued' : 'first',
+        'continued',
+        'the sends went over more than one execution',
+      );
+    } finally {
+      await receiverOf.close();
+    }
   });
 
   it('finds what an endpoint missed among many events in a few store reads, not two per event', async () => {

@@ -1,7 +1,7 @@
 // An endpoint's recover: every event of a window it subscribes to and did not get (its last attempt did not
 // deliver, or it was disabled then) is sent again, one at a time, with the same webhook-id (receivers dedupe on
 // it). Held attempts (its rate, its breaker: a recover never goes past an open one) wait and go again.
-import { proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
+import { continueAsNew, patched, proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../contract/activities';
 import type { EndpointRecoverInput, EndpointRecoverResult } from '../contract/workflows';
 import { heldWaitSeconds } from '../domain/callback';
@@ -15,12 +15,31 @@ const listing = proxyActivities<Activities>({
 /** Holds one send waits out before it counts as failed. */
 const MAX_HOLDS = 10;
 
+/**
+ * Sends per execution before it continues as new: a send is about six history events, a held one a dozen more,
+ * and a recover may send CALLBACK_RECOVER_MAX (10,000) events, past Temporal's limit of 51,200 per execution.
+ */
+export const ENDPOINT_RECOVER_SENDS_PER_EXECUTION = 500;
+
+/** Marks executions that continue as new every `sendsPerExecution` sends (or when Temporal suggests it). */
+export const ENDPOINT_RECOVER_CONTINUES_PATCH = 'endpoint-recover-continues-as-new';
+
 export async function endpointRecoverWorkflow(input: EndpointRecoverInput): Promise<EndpointRecoverResult> {
-  const missed = await listing.endpointMissedEvents(input);
+  const missed = input.remaining ?? (await listing.endpointMissedEvents(input));
   const attempts = callbackAttemptCalls();
   const recoverId = workflowInfo().workflowId;
-  let delivered = 0;
-  for (const eventId of missed) {
+  const found = input.progress?.found ?? missed.length;
+  let delivered = input.progress?.delivered ?? 0;
+  const perExecution = input.sendsPerExecution ?? ENDPOINT_RECOVER_SENDS_PER_EXECUTION;
+  for (const [sent, eventId] of missed.entries()) {
+    // Only an execution this long reaches the patch check: shorter histories replay unchanged.
+    const due = sent > 0 && (sent % perExecution === 0 || workflowInfo().continueAsNewSuggested);
+    if (due && patched(ENDPOINT_RECOVER_CONTINUES_PATCH))
+      await continueAsNew<typeof endpointRecoverWorkflow>({
+        ...input,
+        remaining: missed.slice(sent),
+        progress: { found, delivered },
+      });
     for (let held = 0; ; held++) {
       const result = await attempts.sendEndpointEvent(eventId, input.endpointId, {
         attempt: 1,
@@ -35,5 +54,5 @@ export async function endpointRecoverWorkflow(input: EndpointRecoverInput): Prom
       break;
     }
   }
-  return { found: missed.length, delivered, failed: missed.length - delivered };
+  return { found, delivered, failed: found - delivered };
 }

@@ -135,13 +135,14 @@ export async function startTestApi(
  * With RECORD_FIXTURES=1, saves the workflow's history (from the code as it is) as the replay fixture
  * test/fixtures/<name>; otherwise nothing.
  */
-export function recordFixture(config: Config, workflowId: string, name: string): void {
+/** Under RECORD_FIXTURES=1, saves the workflow's history as a fixture: its latest execution, or `runId`'s. */
+export function recordFixture(config: Config, workflowId: string, name: string, runId?: string): void {
   if (process.env.RECORD_FIXTURES === '1')
-    saveHistory(config, workflowId, path.join(PROJECT_ROOT, 'test', 'fixtures', name));
+    saveHistory(config, workflowId, path.join(PROJECT_ROOT, 'test', 'fixtures', name), runId);
 }
 
 /** Saves a workflow's history as an operator would export it (temporal workflow show --output json). */
-export function saveHistory(config: Config, workflowId: string, file: string): void {
+export function saveHistory(config: Config, workflowId: string, file: string, runId?: string): void {
   const cli = spawnSync(
     path.join(PROJECT_ROOT, 'tools/venv/bin/temporal'),
     [
@@ -149,6 +150,7 @@ export function saveHistory(config: Config, workflowId: string, file: string): v
       'show',
       '--workflow-id',
       workflowId,
+      ...(runId ? ['--run-id', runId] : []),
       '--address',
       config.temporalAddress,
       '--output',
