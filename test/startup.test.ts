@@ -160,7 +160,11 @@ describe('configuration refusals at start-up', () => {
   }
 
   const cases: [string, Record<string, string>, RegExp][] = [
-    ['a bad MONGO_URL', { MONGO_URL: 'postgres://nope' }, /MONGO_URL must use mongodb: or mongodb\+srv:/],
+    [
+      'a bad MONGO_URL',
+      { MONGO_URL: 'postgres://nope' },
+      /MONGO_URL is not a MongoDB connection string: "postgres:\/\/nope"/,
+    ],
     ['half a VAPID pair', { VAPID_PUBLIC_KEY: 'B'.repeat(87) }, /VAPID_PRIVATE_KEY is missing/],
     [
       'a non-numeric interval',

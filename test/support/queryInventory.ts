@@ -159,6 +159,16 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'endpoint/teamEvents',
+    method: 'recordedSince',
+    collection: 'team_events',
+    op: 'find',
+    filter: { recordedAt: { $gte: minutesAgo(600) } },
+    index: 'recorded_ttl',
+    hot: true,
+    note: 'the sweep: events in its window an endpoint may still be owed (one cursor, a batch per page)',
+  },
+  {
+    module: 'endpoint/teamEvents',
     method: 'reapExpired',
     collection: 'team_events',
     op: 'deleteMany',
@@ -300,6 +310,16 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     index: 'user_created',
     hot: true,
     note: "the fan-out: every recipient's devices in one read",
+  },
+  {
+    module: 'push/subscriptions',
+    method: 'membersAmong',
+    collection: 'push_subscriptions',
+    op: 'find',
+    filter: { teamId: SAMPLE.teamId, userId: { $in: [SAMPLE.userId, SAMPLE.otherUserId] } },
+    index: 'team_users',
+    hot: true,
+    note: "an escalation rung's named people: which of them have a device in the team",
   },
   {
     module: 'push/subscriptions',
