@@ -64,9 +64,9 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
 }
 
 /**
- * A question's push that finds it answered: nobody new is asked, and the close reaches every device the question
- * did (again: a send that ended after the close ran, then failed its record's check, is closed by this retry).
- * Settles on who the question reached, as its first push would have.
+ * A question's push that finds it answered: nobody new is asked, and the close goes again to every device the
+ * question reached (a device an earlier attempt of this push reached after the close ran is closed here; those
+ * closed already are skipped). Settles on who the question reached, as its first push would have.
  */
 async function answeredMeanwhile(
   deps: PushActivityDeps,

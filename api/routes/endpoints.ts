@@ -177,7 +177,7 @@ function manageEndpoints(router: Router<AuthState>, deps: EndpointsRouterDeps, l
   const rotate = validate({
     summary:
       "replaces an endpoint's secret and shows the new one this once; for CALLBACK_SECRET_OVERLAP_SECONDS " +
-      'events carry a signature with each secret',
+      'events carry a signature with each secret; 409 when another rotation changed it meanwhile',
     params: endpointParams,
   });
   router.post('/:id/rotate-secret', rotate, async (ctx) => {

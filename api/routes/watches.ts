@@ -20,7 +20,7 @@ export function watchesRouter(deps: WatchesRouterDeps) {
   const router = new Router<AuthState>({ prefix: '/api/v1/assistants/:assistantId/watches' });
 
   const activate = validate({
-    summary: 'an assistant stands by on a run (the standby veto)',
+    summary: 'an assistant stands by on a run (the standby veto); 409 past 100 assistants on the run',
     params: watchParams,
   });
   router.put('/:runId', activate, async (ctx) => {
