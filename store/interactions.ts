@@ -2,6 +2,7 @@
 import type { Db } from 'mongodb';
 import type { InteractionChoice } from '../domain/push';
 import type { IndexSpec } from './mongo';
+import { inPages } from './paging';
 
 export interface Interaction {
   _id: string;
@@ -67,20 +68,12 @@ export function createInteractionStore(db: Db) {
      * Interactions answered since `since`, in pages of `pageSize` (the sweep's window): one cursor, a batch per
      * page, so a caller that found what it looks for stops reading.
      */
-    async *answeredSince(since: Date, pageSize: number): AsyncGenerator<AnsweredInteraction[]> {
+    answeredSince(since: Date, pageSize: number): AsyncGenerator<AnsweredInteraction[]> {
       const cursor = interactions.find(
         { answeredAt: { $gte: since } },
         { projection: { runId: 1, teamId: 1, answeredBy: 1, answeredAt: 1 }, batchSize: pageSize + 1 },
       );
-      let page: AnsweredInteraction[] = [];
-      for await (const row of cursor) {
-        page.push(row);
-        if (page.length === pageSize) {
-          yield page;
-          page = [];
-        }
-      }
-      if (page.length) yield page;
+      return inPages<AnsweredInteraction>(cursor, pageSize);
     },
 
     /** A pause whose run moved on before it was saved leaves no pending question behind. */

@@ -71,3 +71,19 @@ export async function pageNewestFirst<T extends { _id: string }>(
     }
   }
 }
+
+/**
+ * A cursor's rows in pages of `pageSize` (the sweep's windows): its batches are the pages, so a caller that stops
+ * early (it found what it looks for) leaves the rest unread; the cursor is closed either way.
+ */
+export async function* inPages<T>(cursor: AsyncIterable<T>, pageSize: number): AsyncGenerator<T[]> {
+  let page: T[] = [];
+  for await (const row of cursor) {
+    page.push(row);
+    if (page.length === pageSize) {
+      yield page;
+      page = [];
+    }
+  }
+  if (page.length) yield page;
+}

@@ -5,7 +5,7 @@ import type { Run } from '../domain/run';
 import type { SweepRef } from '../domain/sweep';
 import type { RunStatus } from '../domain/runStatus';
 import type { IndexSpec, RetiredIndex } from './mongo';
-import { pageNewestFirst, type Page, type PageCursor } from './paging';
+import { inPages, pageNewestFirst, type Page, type PageCursor } from './paging';
 
 export const runIndexes: IndexSpec[] = [
   // listForTeam: a team's runs newest first, a page at a time (_id breaks ties in createdAt).
@@ -47,7 +47,7 @@ function createRunReads(runs: Collection<Run>) {
      * page, so a listing whose last page is exactly full still ends in its last batch instead of an empty getMore:
      * n runs cost at most max(1, ceil(n / pageSize)) round trips.
      */
-    async *listNotifiableRefs(since: Date, pageSize: number): AsyncGenerator<SweepRef[]> {
+    listNotifiableRefs(since: Date, pageSize: number): AsyncGenerator<SweepRef[]> {
       const cursor = runs.find(
         { updatedAt: { $gte: since }, status: { $in: NOTIFIABLE } },
         {
@@ -55,15 +55,7 @@ function createRunReads(runs: Collection<Run>) {
           batchSize: pageSize + 1,
         },
       );
-      let page: SweepRef[] = [];
-      for await (const ref of cursor) {
-        page.push(ref as SweepRef);
-        if (page.length === pageSize) {
-          yield page;
-          page = [];
-        }
-      }
-      if (page.length) yield page;
+      return inPages(cursor as AsyncIterable<SweepRef>, pageSize);
     },
   };
 }

@@ -3,14 +3,14 @@
 // Topic, saying who answered; a lost signal is replayed by the sweep. Real API, worker, Temporal, FerretDB, and
 // the loopback push service that verifies VAPID and decrypts what it receives.
 import assert from 'node:assert/strict';
-import { createSweepActivities } from '../activities/sweep';
-import { DEFAULT_EPISODE_OPTIONS, interactionWorkflowId } from '../contract/workflows';
+import { interactionWorkflowId } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
 import { FAN_OUT_ATTEMPTS, type PushPayload } from '../domain/push';
 import { createRunsService } from '../runs/service';
 import type { Interaction } from '../store/interactions';
 import type { ApiClient } from './support/harness';
 import type { PushService, SubscriptionJSON } from './support/pushService';
+import { sweepActivitiesOf } from './support/familyStack';
 import { startPushStack, subscribeTeam, type PushStack } from './support/pushStack';
 import { waitUntil } from './support/waitUntil';
 
@@ -133,17 +133,21 @@ describe('answered once, closed everywhere', function () {
     await closedEverywhere(runId, interactionId);
   });
 
-  const sweepActivities = () =>
-    createSweepActivities({
+  const sweepActivities = () => sweepActivitiesOf(stack);
+
+  /** Alice answers through a runs service whose signal to the question's workflow is lost. */
+  async function answerUnheard(runId: string, interactionId: string): Promise<void> {
+    const deaf = createRunsService({
       ...stack.stores,
-      client: stack.client,
-      taskQueue: stack.config.temporalTaskQueue,
-      episodeOptions: DEFAULT_EPISODE_OPTIONS,
-      families: { ops: false },
-      lookbackSeconds: 3600,
-      pageSize: 100,
-      now: () => new Date(),
+      emitter: { emitRunOutcome: async () => undefined },
+      interactionSignals: {
+        answered: () => Promise.reject(new Error('Temporal unreachable')),
+        snoozed: () => Promise.reject(new Error('Temporal unreachable')),
+      },
+      onEmitError: () => undefined,
     });
+    await deaf.answer({ userId: 'alice', teamId: 'acme' }, runId, interactionId, 'yes');
+  }
 
   it('a question whose opened note was lost: the sweep finds its workflow running and notes it', async () => {
     const { interactionId } = await paused();
@@ -157,16 +161,7 @@ describe('answered once, closed everywhere', function () {
 
   it('an answer whose signal was lost is closed by the next sweep', async () => {
     const { runId, interactionId } = await paused();
-    const deaf = createRunsService({
-      ...stack.stores,
-      emitter: { emitRunOutcome: async () => undefined },
-      interactionSignals: {
-        answered: () => Promise.reject(new Error('Temporal unreachable')),
-        snoozed: () => Promise.reject(new Error('Temporal unreachable')),
-      },
-      onEmitError: () => undefined,
-    });
-    await deaf.answer({ userId: 'alice', teamId: 'acme' }, runId, interactionId, 'yes');
+    await answerUnheard(runId, interactionId);
     assert.equal(pushesOf(devices[0], runId).length, 1, 'no close yet');
     const sweep = sweepActivities();
     const pass = await sweep.sweepOnce();
@@ -199,16 +194,7 @@ describe('answered once, closed everywhere', function () {
           ),
       );
     const { runId, interactionId } = await paused();
-    const deaf = createRunsService({
-      ...stack.stores,
-      emitter: { emitRunOutcome: async () => undefined },
-      interactionSignals: {
-        answered: () => Promise.reject(new Error('Temporal unreachable')),
-        snoozed: () => Promise.reject(new Error('Temporal unreachable')),
-      },
-      onEmitError: () => undefined,
-    });
-    await deaf.answer({ userId: 'alice', teamId: 'acme' }, runId, interactionId, 'yes');
+    await answerUnheard(runId, interactionId);
     const pass = await sweepActivities().sweepOnce();
     assert.equal(pass.closesReplayed, 1, JSON.stringify(pass));
     await closedEverywhere(runId, interactionId);

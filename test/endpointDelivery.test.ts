@@ -8,10 +8,9 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { createActivities } from '../activities';
-import { createSweepActivities } from '../activities/sweep';
 import { endpointRateKey, endpointRateWindows } from '../activities/endpoint';
 import { raiseTeamEvent } from '../client/teamEvents';
-import { DEFAULT_EPISODE_OPTIONS, teamEventWorkflowId } from '../contract/workflows';
+import { teamEventWorkflowId } from '../contract/workflows';
 import {
   SUBSCRIBABLE_EVENT_TYPES,
   endpointDeliveryKey,
@@ -22,7 +21,7 @@ import type { Stores } from '../store';
 import { adminOf } from './support/admin';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { EndpointRuns, owedTo, typesOf, type RegisteredEndpoint } from './support/endpointRuns';
-import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { startFamilyStack, sweepActivitiesOf, type FamilyStack } from './support/familyStack';
 import { saveHistory } from './support/harness';
 import { waitUntil } from './support/waitUntil';
 
@@ -198,6 +197,18 @@ describe('team endpoints: delivery', function () {
     );
     assert.deepEqual(heard(), heardBefore);
   });
+  /** An interaction.answered event of a run of `teamId`, answered by `answeredBy` now. */
+  const answeredEvent = (teamId: string, answeredBy: string): TeamEvent => {
+    const answeredAt = new Date().toISOString();
+    return interactionTeamEvent(
+      'interaction.answered',
+      { id: `run_${teamId}`, teamId, status: 'running', title: teamId },
+      { id: `int_${teamId}` },
+      { answeredBy, answeredAt },
+      answeredAt,
+    );
+  };
+
   it("a batch of first attempts in which one endpoint's attempt fails answers the others' deliveries (none sent again)", async () => {
     const admin = adminOf(stack.anonymous, 'bea', 'batch');
     const fine = await CallbackReceiver.start();
@@ -228,14 +239,7 @@ describe('team endpoints: delivery', function () {
         client,
         log: () => undefined,
       });
-      const answeredAt = new Date().toISOString();
-      const event = interactionTeamEvent(
-        'interaction.answered',
-        { id: 'run_batch', teamId: 'batch', status: 'running', title: 'Batch' },
-        { id: 'int_batch' },
-        { answeredBy: 'bea', answeredAt },
-        answeredAt,
-      );
+      const event = answeredEvent('batch', 'bea');
       const recorded = await activities.recordTeamEvent(event);
       assert.deepEqual([...recorded.endpointIds].sort(), [fineId, failingId].sort());
       const place = { attempt: 1, waitIfRetried: 1, trigger: 'episode' as const };
@@ -264,27 +268,11 @@ describe('team endpoints: delivery', function () {
       });
       assert.equal(created.status, 201, created.text);
       const activities = createActivities({ config: stack.config, stores, client, log: () => undefined });
-      const answeredAt = new Date().toISOString();
-      const event = interactionTeamEvent(
-        'interaction.answered',
-        { id: 'run_released', teamId: 'released', status: 'running', title: 'Released' },
-        { id: 'int_released' },
-        { answeredBy: 'rea', answeredAt },
-        answeredAt,
-      );
+      const event = answeredEvent('released', 'rea');
       // Recorded by its raiser; its workflow then released the delivery (its attempts failed on our side).
       const recorded = await activities.recordTeamEvent(event);
       assert.deepEqual(recorded.endpointIds, [created.body.id]);
-      const sweep = createSweepActivities({
-        ...stores,
-        client,
-        taskQueue: stack.config.temporalTaskQueue,
-        episodeOptions: DEFAULT_EPISODE_OPTIONS,
-        families: { ops: false },
-        lookbackSeconds: 3600,
-        pageSize: 100,
-        now: () => new Date(),
-      });
+      const sweep = sweepActivitiesOf(stack);
       // (Other tests' events in this window may be raised too: counted, not asserted.)
       const pass = await sweep.sweepOnce();
       assert.ok((pass.teamEventsRaised ?? 0) >= 1, JSON.stringify(pass));

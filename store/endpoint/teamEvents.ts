@@ -7,6 +7,7 @@ import type { Db } from 'mongodb';
 import { firstSequence, SEQUENCES_PER_MS, type TeamEvent, type TeamEventRun } from '../../domain/teamEvents';
 import { CLAIM_RETENTION_SECONDS } from '../claims';
 import { isDuplicateKey, type IndexSpec } from '../mongo';
+import { inPages } from '../paging';
 
 export interface TeamEventRow extends Omit<TeamEvent, 'id' | 'run'> {
   _id: string;
@@ -85,17 +86,8 @@ export function createTeamEventStore(db: Db) {
     },
 
     /** Events recorded since `since`, in pages of `pageSize` (the sweep's window): one cursor, a batch per page. */
-    async *recordedSince(since: Date, pageSize: number): AsyncGenerator<TeamEventRow[]> {
-      const cursor = rows.find({ recordedAt: { $gte: since } }, { batchSize: pageSize + 1 });
-      let page: TeamEventRow[] = [];
-      for await (const row of cursor) {
-        page.push(row);
-        if (page.length === pageSize) {
-          yield page;
-          page = [];
-        }
-      }
-      if (page.length) yield page;
+    recordedSince(since: Date, pageSize: number): AsyncGenerator<TeamEventRow[]> {
+      return inPages(rows.find({ recordedAt: { $gte: since } }, { batchSize: pageSize + 1 }), pageSize);
     },
 
     /** The sweep's reaper where the server has no TTL index (FerretDB v1). */

@@ -59,6 +59,11 @@ export interface DrillCounts {
     byKind: Record<string, number>;
     duplicates: number;
     duplicateKeys: string[];
+    /**
+     * Repeats whose first copy arrived within a kill's window, under the same Idempotency-Key: the moment between
+     * the receiver's 2xx and the send's record (how-it-works: a receiver that dedupes on the key sees it once).
+     */
+    repeatedAtKill: number;
     missing: number;
     missingKeys: string[];
     unexpected: number;
@@ -288,12 +293,15 @@ export async function countAlerts(drill: Drill): Promise<void> {
     byKind: {},
     duplicates: 0,
     duplicateKeys: [],
+    repeatedAtKill: 0,
     missing: 0,
     missingKeys: [],
     unexpected: 0,
   };
   const alertsByKey = new Map<string, number>();
   const alertTimes = new Map<string, Date[]>();
+  const alertKeys = new Map<string, Set<string>>();
+  const atKill = (at: number) => kills.some((k) => at >= k - 3000 && at <= k + 1000);
   const refusedAlerts = refusedIndexes(drill, opsWebhook);
   for (const [index, received] of opsWebhook.received.entries()) {
     // A refused POST (a scripted 5xx) is not a delivery: the dispatcher retried it.
@@ -308,6 +316,8 @@ export async function countAlerts(drill: Drill): Promise<void> {
     }
     alertsByKey.set(alert.episodeKey, (alertsByKey.get(alert.episodeKey) ?? 0) + 1);
     alertTimes.set(alert.episodeKey, [...(alertTimes.get(alert.episodeKey) ?? []), received.at]);
+    const idempotencyKey = String(received.headers['idempotency-key'] ?? '');
+    alertKeys.set(alert.episodeKey, (alertKeys.get(alert.episodeKey) ?? new Set()).add(idempotencyKey));
     alertCounts.byKind[alert.kind] = (alertCounts.byKind[alert.kind] ?? 0) + 1;
     if (!owedAlerts.has(alert.episodeKey)) alertCounts.unexpected++;
   }
@@ -317,10 +327,14 @@ export async function countAlerts(drill: Drill): Promise<void> {
       alertCounts.missing++;
       alertCounts.missingKeys.push(key);
     } else if (n > 1) {
-      alertCounts.duplicates += n - 1;
-      // The evidence: when each copy arrived, and how far the first was from the nearest kill.
       const times = alertTimes.get(key) ?? [];
       const first = times[0]?.getTime() ?? 0;
+      if (atKill(first) && alertKeys.get(key)?.size === 1 && !alertKeys.get(key)?.has('')) {
+        alertCounts.repeatedAtKill += n - 1;
+        continue;
+      }
+      alertCounts.duplicates += n - 1;
+      // The evidence: when each copy arrived, and how far the first was from the nearest kill.
       const nearest = kills.reduce((best, k) => (Math.abs(k - first) < Math.abs(best - first) ? k : best), 0);
       const offset = nearest ? `; first copy ${((first - nearest) / 1000).toFixed(1)} s from a kill` : '';
       alertCounts.duplicateKeys.push(
@@ -508,7 +522,8 @@ export function formatDrill(c: DrillCounts): string {
       `(${c.callbacks.retried} retried), unstable ids ${c.callbacks.unstableIds}, bad signatures ` +
       `${c.callbacks.badSignatures}, lost ${c.callbacks.lost}`,
     `  operator alerts: owed ${c.alerts.expected}, received ${c.alerts.received} ${JSON.stringify(c.alerts.byKind)}, ` +
-      `duplicates ${c.alerts.duplicates}, missing ${c.alerts.missing}, unexpected ${c.alerts.unexpected}`,
+      `duplicates ${c.alerts.duplicates} (repeated at a kill, same key: ${c.alerts.repeatedAtKill}), ` +
+      `missing ${c.alerts.missing}, unexpected ${c.alerts.unexpected}`,
     formatQuestions(c.questions),
     formatEndpoints(c.endpoints),
     `  emits: API engine failures ${c.emits.apiEngineFailed}; in-process ${JSON.stringify(c.emits.inProcess)}; ` +

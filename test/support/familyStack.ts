@@ -19,6 +19,8 @@ import {
 } from './harness';
 import type { PushService } from './pushService';
 import { testConfig } from './stack';
+import { createSweepActivities } from '../../activities/sweep';
+import { DEFAULT_EPISODE_OPTIONS } from '../../contract/workflows';
 
 export interface WorkerStackOptions {
   /** A loopback push service: the worker (and the API) each get a sender of their own that trusts it. */
@@ -118,5 +120,19 @@ export function startFamilyStack(
     });
     started(() => api.close());
     return { ...workerStack, api, anonymous, stop };
+  });
+}
+
+/** The sweep's activities on the stack's stores and Temporal, as a test calls one pass by hand (an hour's window). */
+export function sweepActivitiesOf(stack: WorkerStack) {
+  return createSweepActivities({
+    ...stack.stores,
+    client: stack.client,
+    taskQueue: stack.config.temporalTaskQueue,
+    episodeOptions: DEFAULT_EPISODE_OPTIONS,
+    families: { ops: false },
+    lookbackSeconds: 3600,
+    pageSize: 100,
+    now: () => new Date(),
   });
 }
