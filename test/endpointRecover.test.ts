@@ -72,10 +72,10 @@ describe('team endpoints: a recover', function () {
 
   it('a recover longer than one execution continues as new: every missed event sent once, the counts carried', async () => {
     const since = new Date();
-    const receiverOf = await CallbackReceiver.start();
+    const chainReceiver = await CallbackReceiver.start();
     try {
       const created = await adminOf(stack.anonymous, 'ora', 'chained').post('/api/v1/endpoints', {
-        url: receiverOf.url,
+        url: chainReceiver.url,
         eventTypes: ['interaction.answered'],
       });
       assert.equal(created.status, 201, created.text);
@@ -120,7 +120,7 @@ describe('team endpoints: a recover', function () {
       );
       assert.deepEqual(result, { found: 5, delivered: 5, failed: 0 });
       assert.deepEqual(
-        receiverOf.received.map((r) => r.headers['webhook-id']).sort(),
+        chainReceiver.received.map((r) => r.headers['webhook-id']).sort(),
         events.map((e) => e.id).sort(),
         'each once',
       );
@@ -131,7 +131,7 @@ describe('team endpoints: a recover', function () {
         'the sends went over more than one execution',
       );
     } finally {
-      await receiverOf.close();
+      await chainReceiver.close();
     }
   });
 
