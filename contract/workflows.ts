@@ -37,7 +37,11 @@ export interface Workflows {
   callbackRecoverWorkflow(input: RecoverInput): Promise<RecoverCounts>;
   sweepWorkflow(): Promise<SweepReport>;
   digestWorkflow(input: DigestInput): Promise<DigestResult>;
-  interactionWorkflow(input: InteractionRef, plan?: InteractionPlan): Promise<InteractionResult>;
+  interactionWorkflow(
+    input: InteractionRef,
+    plan?: InteractionPlan,
+    carried?: InteractionCarried,
+  ): Promise<InteractionResult>;
   teamEventWorkflow(event: TeamEvent, recorded?: RecordedTeamEvent): Promise<TeamEventResult>;
   endpointRecoverWorkflow(input: EndpointRecoverInput): Promise<EndpointRecoverResult>;
 }
@@ -246,6 +250,23 @@ export interface InteractionResult {
   rungsSent: number[];
   snoozesSent: number;
   closed: boolean;
+}
+
+/** A rung or a snooze an interaction's execution owes, where it stands in its retry schedule. */
+export type InteractionDue = {
+  atMs: number;
+  /** The attempts it spent, the holds it waited, when it first fell due. */
+  attempt: number;
+  holds: number;
+  firstAtMs: number;
+  /** Its claim is kept while it waits to be tried again (to settle if the answer comes first). */
+  claimKept: boolean;
+} & ({ what: 'rung'; index: number; rung: EscalationRung } | { what: 'snooze'; snooze: InteractionSnooze });
+
+/** What an execution that continues as new hands the next: the sends it still owes and what it did so far. */
+export interface InteractionCarried {
+  queue: InteractionDue[];
+  result: InteractionResult;
 }
 
 /** The sweep the schedule of a task queue starts. */

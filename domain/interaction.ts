@@ -28,8 +28,11 @@ export const ESCALATION_MAX_USERS = 50;
 export const SNOOZE_SECONDS = 3600;
 /** The notification action that snoozes (a choice id may not take it). */
 export const SNOOZE_ACTION = 'snooze';
-/** Snoozes one person may have pending on one interaction: each re-push offers another. */
-export const SNOOZES_PER_INTERACTION = 24;
+/**
+ * Snoozes one execution of an interaction's workflow takes before it continues as new with what it still owes:
+ * each re-push offers another snooze, so a person may keep snoozing for as long as the question stays open.
+ */
+export const SNOOZES_PER_EXECUTION = 24;
 
 /**
  * The claims of an interaction's own sends, beside the episodes' (one collection, keys never collide): the

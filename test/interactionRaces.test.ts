@@ -12,7 +12,12 @@ import {
   interactionSnoozedSignal,
   type InteractionRef,
 } from '../contract/workflows';
-import { interactionClaimKeys, SNOOZE_SECONDS, type EscalationRung } from '../domain/interaction';
+import {
+  interactionClaimKeys,
+  SNOOZE_SECONDS,
+  SNOOZES_PER_EXECUTION,
+  type EscalationRung,
+} from '../domain/interaction';
 import { interactionWorkflow } from '../workflows';
 import {
   InteractionStandIns,
@@ -20,7 +25,8 @@ import {
   type Question,
   type QuestionOptions,
 } from './support/interactionStandIns';
-import { testStack } from './support/stack';
+import { recordFixture } from './support/harness';
+import { testConfig, testStack } from './support/stack';
 import { waitUntil } from './support/waitUntil';
 import { workflowBundle } from './support/workflowBundle';
 
@@ -162,6 +168,39 @@ describe('an interaction answered while its sends fall due (dev server)', functi
     // One execution throughout (it waits a while for more after each send): the first snooze sent, the close.
     assert.deepEqual(result, { rungsSent: [], snoozesSent: 1, closed: true });
     assert.equal(asked.question.closes, 1);
+  });
+
+  it('a person who snoozes more than one execution takes is pushed again for every snooze, each once; a rung waiting to be tried again goes with them', async () => {
+    const rung: EscalationRung = { afterSeconds: 60, to: 'owner', via: 'push' };
+    const asked = await ask('snoozes', Date.now() - (rung.afterSeconds + 10) * 1000, [rung], {
+      faults: ['failed'], // the rung's first try: tried again in an hour, its claim kept
+      retrySeconds: [3600],
+    });
+    await waitUntil('the rung tried', () => asked.question.attempts > 0);
+    const dueNowMs = Date.now() - SNOOZE_SECONDS * 1000; // each snooze dated back an hour: due at once
+    const ids = Array.from({ length: SNOOZES_PER_EXECUTION + 6 }, (_, i) => `s${i}`);
+    for (const id of ids) await asked.snooze(id, dueNowMs);
+    await asked.snooze('s0', dueNowMs); // a device's retry of one already taken
+    await waitUntil('every snooze sent', () => asked.question.sends.length >= ids.length, {
+      seen: () => asked.question.sends.length,
+    });
+    await asked.answer();
+    const result = await asked.handle.result();
+    const { runId } = await asked.handle.describe();
+    assert.notEqual(runId, asked.handle.firstExecutionRunId, 'it continued as new');
+    assert.deepEqual(asked.question.sends.map((s) => s.what).sort(), ids.map((id) => `snooze ${id}`).sort());
+    assert.deepEqual(result, { rungsSent: [], snoozesSent: ids.length, closed: true });
+    assert.equal(asked.question.closes, 1);
+    const rungKey = interactionClaimKeys.rung(asked.ref.interactionId, 0);
+    assert.equal(standIns.claim(rungKey)?.result, 'closed', 'the rung still owed at the answer is settled');
+    assert.ok(!standIns.released.includes(rungKey), 'its claim was never let go');
+    // RECORD_FIXTURES=1: the first execution, which took the most one execution takes and continued as new.
+    recordFixture(
+      testConfig(),
+      asked.handle.workflowId,
+      'interaction-history-snoozes-continued.json',
+      asked.handle.firstExecutionRunId,
+    );
   });
 
   describe('a rung whose send fails', () => {

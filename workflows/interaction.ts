@@ -5,17 +5,18 @@
 // the activities check the store again before they send. Each send has its own claim: exactly once across worker
 // crashes, a replay, and a second execution the sweep starts. A rung or snooze that fails is tried again on the
 // callbacks' schedule while the question is open, its claim kept, and settled as given up when the schedule ends.
-import { condition, patched, proxyActivities, setHandler } from '@temporalio/workflow';
+import { condition, continueAsNew, patched, proxyActivities, setHandler } from '@temporalio/workflow';
 import type { Activities, FollowUpResult } from '../contract/activities';
 import {
   CALLBACK_RETRY_JITTER,
   interactionAnsweredSignal,
   interactionSnoozedSignal,
   type InteractionAnswer,
+  type InteractionCarried,
+  type InteractionDue,
   type InteractionPlan,
   type InteractionRef,
   type InteractionResult,
-  type InteractionSnooze,
 } from '../contract/workflows';
 import {
   callbackScheduleSpanSeconds,
@@ -27,8 +28,7 @@ import {
   interactionClaimKeys,
   rungsInOrder,
   SNOOZE_SECONDS,
-  SNOOZES_PER_INTERACTION,
-  type EscalationRung,
+  SNOOZES_PER_EXECUTION,
 } from '../domain/interaction';
 import { holder, localStoreCalls } from './common';
 
@@ -72,23 +72,9 @@ const LINGER_MS = 10 * 60_000;
  */
 export const FOLLOW_UPS_RETRIED_PATCH = 'interaction-sends-retried-until-settled';
 
-/** Where a send stands in its schedule: the attempts it spent, the holds it waited, when it first fell due. */
-interface Tries {
-  attempt: number;
-  holds: number;
-  firstAtMs: number;
-  /** Its claim is kept while it waits to be tried again (to settle if the answer comes first). */
-  claimKept: boolean;
-}
+type Due = InteractionDue;
 
-/** Something the workflow sends when its time comes. */
-type Due = Tries &
-  (
-    | { what: 'rung'; atMs: number; index: number; rung: EscalationRung }
-    | { what: 'snooze'; atMs: number; snooze: InteractionSnooze }
-  );
-
-const firstTry = (atMs: number): Tries => ({ attempt: 0, holds: 0, firstAtMs: atMs, claimKept: false });
+const firstTry = (atMs: number) => ({ attempt: 0, holds: 0, firstAtMs: atMs, claimKept: false });
 
 /**
  * When a send that failed goes again (undefined: never), by the callbacks' rules: a throw (`sent` undefined) or a
@@ -111,27 +97,38 @@ function retryOf(next: Due, sent: FollowUpResult | undefined, waits: number[]): 
 }
 
 /**
+ * Marks histories in which an execution that has taken SNOOZES_PER_EXECUTION snoozes continues as new with the
+ * sends it still owes (the history stays bounded however long a person keeps snoozing). Before, the snoozes past
+ * that many were dropped while their tokens had answered 202: the person was never pushed again.
+ */
+export const SNOOZES_CONTINUE_AS_NEW_PATCH = 'interaction-snoozes-continue-as-new';
+
+/**
  * `known`: the plan the pause's start carried (its first task then arms the timers without a store call). Started
  * without one (an answer's or snooze's signal-with-start, the sweep, histories from before), it reads the plan.
  */
 export async function interactionWorkflow(
   ref: InteractionRef,
   known?: InteractionPlan,
+  carried?: InteractionCarried,
 ): Promise<InteractionResult> {
   let answer: InteractionAnswer | undefined;
-  const queue: Due[] = [];
-  const snoozeIds = new Set<string>();
+  const queue: Due[] = [...(carried?.queue ?? [])];
+  const snoozeIds = new Set(queue.flatMap((due) => (due.what === 'snooze' ? [due.snooze.snoozeId] : [])));
+  let snoozesTaken = 0;
   setHandler(interactionAnsweredSignal, (answered) => {
     answer ??= answered;
   });
   setHandler(interactionSnoozedSignal, (snooze) => {
-    if (snoozeIds.has(snooze.snoozeId) || snoozeIds.size >= SNOOZES_PER_INTERACTION) return;
+    if (snoozeIds.has(snooze.snoozeId)) return;
+    if (snoozesTaken >= SNOOZES_PER_EXECUTION && !patched(SNOOZES_CONTINUE_AS_NEW_PATCH)) return;
     snoozeIds.add(snooze.snoozeId);
+    snoozesTaken++;
     const atMs = Date.parse(snooze.at) + SNOOZE_SECONDS * 1000;
     queue.push({ what: 'snooze', atMs, snooze, ...firstTry(atMs) });
   });
   const me = holder();
-  const result: InteractionResult = { rungsSent: [], snoozesSent: 0, closed: false };
+  const result: InteractionResult = carried?.result ?? { rungsSent: [], snoozesSent: 0, closed: false };
 
   /** The send under its claim: skipped when another holder has it or had it; released when it failed for good. */
   async function claimed(
@@ -194,13 +191,15 @@ export async function interactionWorkflow(
 
   const plan = known ?? (await store.interactionPlan(ref, me));
   const webhookWaits = plan.webhookRetrySeconds;
-  if (plan.open)
+  if (plan.open && !carried)
     for (const { index, rung } of rungsInOrder(plan.rungs)) {
       const atMs = plan.askedAtMs + rung.afterSeconds * 1000;
       queue.push({ what: 'rung', atMs, index, rung, ...firstTry(atMs) });
     }
 
   while (answer === undefined) {
+    if (snoozesTaken >= SNOOZES_PER_EXECUTION && patched(SNOOZES_CONTINUE_AS_NEW_PATCH))
+      return continueAsNew<typeof interactionWorkflow>(ref, plan, { queue, result });
     if (!queue.length) {
       if (await condition(() => answer !== undefined || queue.length > 0, LINGER_MS)) continue;
       break;
