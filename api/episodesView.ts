@@ -112,20 +112,18 @@ export function createEpisodeView(deps: {
       runId: string,
       page: { limit: number; before?: PageCursor },
     ): Promise<{ episodes: EpisodeSummary[]; callbackAttemptsTruncated: boolean; next?: PageCursor }> {
-      const [{ rows, next }, holds, receiptRows, interactions] = await Promise.all([
+      const [{ rows, next }, holds, interactions] = await Promise.all([
         deps.episodes.listForRun(teamId, runId, page.limit, page.before),
         // The run's holds in one read (a run has a few episodes, each held for a few people at most).
         deps.pushHolds.listForRun(runId),
-        deps.pushReceipts.listForRun(runId),
         deps.interactions.listForRun(runId, MAX_INTERACTIONS_READ),
       ]);
-      const receipts = receiptsByDevice(receiptRows);
       const answers = answersOf(interactions);
       let callbackAttemptsTruncated = false;
       const episodes = await Promise.all(
         rows.map(async (row) => {
           const interactionId = interactionOfEpisode(runId, row._id);
-          const [families, delivered, read, followUps] = await Promise.all([
+          const [families, delivered, read, followUps, receiptRows] = await Promise.all([
             Promise.all(
               (Object.keys(claimKeys) as (keyof typeof claimKeys)[]).map(
                 async (family) => [family, await deps.claims.describe(claimKeys[family](row._id))] as const,
@@ -135,7 +133,9 @@ export function createEpisodeView(deps: {
             // One past the cap says it was cut.
             deps.callbackAttempts.listForEpisode(row._id, MAX_ATTEMPTS_SHOWN + 1),
             interactionId ? deps.pushDeliveries.listFollowUps(row._id, interactionId, MAX_DEVICES_SHOWN) : [],
+            deps.pushReceipts.listForEpisode(row._id, interactionId),
           ]);
+          const receipts = receiptsByDevice(receiptRows);
           const answer = interactionId ? answers.get(interactionId) : undefined;
           const deviceView = (d: PushDelivery & { episodeId: string }): PushDeviceView => ({
             userId: d.userId,

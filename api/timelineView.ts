@@ -29,7 +29,7 @@ export type TimelineView = ReturnType<typeof createTimelineView>;
 export function createTimelineView(deps: {
   interactions: Pick<InteractionStore, 'listForRun'>;
   pushDeliveries: Pick<PushDeliveryStore, 'listForEpisode'>;
-  pushReceipts: Pick<PushReceiptStore, 'listForRun'>;
+  pushReceipts: Pick<PushReceiptStore, 'listForEpisode'>;
   claims: Pick<ClaimReader, 'byKeys'>;
   escalationPolicies: Pick<EscalationPolicyStore, 'get'>;
 }) {
@@ -59,27 +59,32 @@ export function createTimelineView(deps: {
       run: Pick<Run, '_id' | 'teamId' | 'escalation'>,
     ): Promise<{ entries: TimelineEntry[]; truncated: boolean }> {
       const runId = run._id;
-      const [newest, receipts] = await Promise.all([
-        // One past the bound says it was cut.
-        deps.interactions.listForRun(runId, TIMELINE_PAUSES + 1),
-        deps.pushReceipts.listForRun(runId),
-      ]);
+      // One past the bound says it was cut.
+      const newest = await deps.interactions.listForRun(runId, TIMELINE_PAUSES + 1);
       const interactions = newest.slice(0, TIMELINE_PAUSES);
       let truncated = newest.length > TIMELINE_PAUSES;
       const perPause = await mapBounded(interactions, READS_IN_FLIGHT, async (interaction) => {
         const episodeId = inputEpisodeId(runId, interaction._id);
-        const read = await deps.pushDeliveries.listForEpisode(episodeId, TIMELINE_DEVICES_PER_PAUSE + 1);
+        const [read, receipts] = await Promise.all([
+          deps.pushDeliveries.listForEpisode(episodeId, TIMELINE_DEVICES_PER_PAUSE + 1),
+          deps.pushReceipts.listForEpisode(episodeId),
+        ]);
         if (read.length > TIMELINE_DEVICES_PER_PAUSE) truncated = true;
-        return read
+        const devices = read
           .slice(0, TIMELINE_DEVICES_PER_PAUSE)
           .map((d) => ({ ...d, episodeId, interactionId: interaction._id }));
+        return { devices, receipts };
       });
       const rungs = await rungsOf(
         run,
         interactions.map((interaction) => interaction._id),
       );
       return {
-        entries: mergeTimeline(pauseEntries(interactions), deviceEntries(perPause.flat(), receipts), rungs),
+        entries: mergeTimeline(
+          pauseEntries(interactions),
+          perPause.flatMap((pause) => deviceEntries(pause.devices, pause.receipts)),
+          rungs,
+        ),
         truncated,
       };
     },

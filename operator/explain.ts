@@ -10,7 +10,7 @@ import type { ClaimReader, ClaimRow } from '../store/claims';
 import type { EpisodeRow, EpisodeStore } from '../store/episodes';
 import type { PushDelivery, PushDeliveryStore } from '../store/push/deliveries';
 import type { PushHoldRow, PushHoldStore } from '../store/push/holds';
-import type { PushReceiptRow, PushReceiptStore } from '../store/push/receipts';
+import type { PushReceiptStore } from '../store/push/receipts';
 import type { PushSubscriptionStore } from '../store/push/subscriptions';
 import type { InteractionStore } from '../store/interactions';
 import type { RunStore } from '../store/runs';
@@ -67,7 +67,7 @@ export interface ExplainDeps {
   /** Who was held for a digest instead of pushed; absent: not read. */
   pushHolds?: Pick<PushHoldStore, 'listForRun'>;
   /** What each device's service worker reported, and who answered; absent: every device reads "no receipt". */
-  pushReceipts?: Pick<PushReceiptStore, 'listForRun'>;
+  pushReceipts?: Pick<PushReceiptStore, 'listForEpisode'>;
   interactions?: Pick<InteractionStore, 'listForRun'>;
   client: Client;
   namespace: string;
@@ -81,12 +81,11 @@ export async function explainRun(deps: ExplainDeps, runId: string): Promise<RunE
   if (!RUN_ID_PATTERN.test(runId)) throw new Error(`not a run id: "${runId.slice(0, 140)}"`);
   const limits = { ...EXPLAIN_LIMITS, ...deps.limits };
 
-  const [run, episodeRows, listed, holds, receipts, interactions] = await Promise.all([
+  const [run, episodeRows, listed, holds, interactions] = await Promise.all([
     deps.runs.getById(runId),
     deps.episodes.listForRunAnyTeam(runId, limits.episodes + 1),
     listRunWorkflows(deps, runId, limits.workflows),
     deps.pushHolds?.listForRun(runId) ?? [],
-    deps.pushReceipts?.listForRun(runId) ?? [],
     deps.interactions?.listForRun(runId, limits.interactions) ?? [],
   ]);
   if (!run && !episodeRows.length && !listed.length) return undefined;
@@ -98,7 +97,7 @@ export async function explainRun(deps: ExplainDeps, runId: string): Promise<RunE
   const { episodeIds, episodesTruncated } = episodeIdsOf(episodeRows, infos, limits.episodes);
   const records = await readClaimsAndAttempts(deps, runId, episodeIds, limits);
   const rowById = new Map(episodeRows.map((row) => [row._id, row]));
-  const seen = { receipts: receiptsByDevice(receipts), answers: answersOf(interactions), runId };
+  const seen = { answers: answersOf(interactions), runId };
   const episodes = await mapBounded(episodeIds, EPISODE_READS_IN_FLIGHT, (episodeId) => {
     const held = holds.filter((hold) => hold.episodeId === episodeId);
     return episodeView(deps, episodeId, rowById.get(episodeId), executions, records, limits, held, seen);
@@ -219,16 +218,18 @@ async function episodeView(
   records: ClaimsAndAttempts,
   limits: Limits,
   held: PushHoldRow[],
-  seen: { receipts: Map<string, PushReceiptRow[]>; answers: Answers; runId: string },
+  seen: { answers: Answers; runId: string },
 ): Promise<EpisodeView> {
   const interactionId = interactionOfEpisode(seen.runId, episodeId);
   const answer = interactionId ? seen.answers.get(interactionId) : undefined;
-  const [rows, followUps] = await Promise.all([
+  const [rows, followUps, receiptRows] = await Promise.all([
     deps.pushDeliveries.listForEpisode(episodeId, limits.deliveriesPerEpisode + 1),
     interactionId
       ? deps.pushDeliveries.listFollowUps(episodeId, interactionId, limits.deliveriesPerEpisode + 1)
       : [],
+    deps.pushReceipts?.listForEpisode(episodeId, interactionId) ?? [],
   ]);
+  const receipts = receiptsByDevice(receiptRows);
   const endpoints = await deps.pushSubscriptions.endpointsByIds([
     ...new Set([...rows, ...followUps].map((r) => r.subscriptionId)),
   ]);
@@ -236,7 +237,7 @@ async function episodeView(
     pushDeliveryView(
       r,
       endpoints.get(r.subscriptionId),
-      deviceReceiptView(seen.receipts.get(receiptKey(r.episodeId, r.subscriptionId)), answer, r.userId),
+      deviceReceiptView(receipts.get(receiptKey(r.episodeId, r.subscriptionId)), answer, r.userId),
     );
   const closed = executions
     .filter(({ info }) => info.type === workflowTypes.episode && info.workflowId === episodeId)

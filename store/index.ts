@@ -22,7 +22,7 @@ import {
 } from './push/notificationPrefs';
 import { createPushDeliveryStore, pushDeliveryIndexes } from './push/deliveries';
 import { createPushHoldStore, pushHoldIndexes } from './push/holds';
-import { createPushReceiptStore, pushReceiptIndexes } from './push/receipts';
+import { createPushReceiptStore, pushReceiptIndexes, retiredPushReceiptIndexes } from './push/receipts';
 import { createPushServiceStore } from './push/services';
 import {
   createPushSubscriptionStore,
@@ -68,6 +68,7 @@ export const RETIRED_INDEXES = [
   ...retiredEpisodeIndexes,
   ...retiredPushSubscriptionIndexes,
   ...retiredCallbackAttemptIndexes,
+  ...retiredPushReceiptIndexes,
 ];
 
 /** Indexes, then the idempotent data migrations every start-up runs before serving. */

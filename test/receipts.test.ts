@@ -159,6 +159,30 @@ describe('notification receipts', function () {
     assert.equal(await histogramCount('flow_notify_pause_to_answer_seconds'), answeredBefore + 1);
   });
 
+  it("a device's receipt is shown however many receipts the run's later pushes hold (never read as none)", async () => {
+    const { runId, payloads } = await paused();
+    assert.equal((await report({ token: payloads[0].receipt, event: 'shown' })).status, 204);
+    // Later pushes of the same run (other episodes, a big team): more rows than one read of the run took.
+    const mine = (await receiptRows().findOne({ _id: hashActionToken(payloads[0].receipt!) }))!;
+    const later = new Date(mine.createdAt.getTime() + 60_000);
+    const rows: PushReceiptRow[] = Array.from({ length: 2000 }, (_, i) => ({
+      ...mine,
+      _id: `later-${runId}-${i}`,
+      episodeId: `${runId}:later:${Math.floor(i / 50)}`,
+      subscriptionId: `sub-${i % 50}`,
+      createdAt: later,
+      shownAt: undefined,
+    }));
+    await receiptRows().insertMany(rows);
+
+    const shown = (await devicesOf(runId)).filter((v) => v.receipt === 'reported');
+    assert.equal(shown.length, 1, 'the device that reported shown');
+    const timeline = await alice.get(`/api/v1/runs/${runId}/timeline`);
+    assert.equal(timeline.status, 200, timeline.text);
+    const kinds = (timeline.body.entries as { kind: string }[]).map((e) => e.kind);
+    assert.equal(kinds.filter((k) => k === 'shown').length, 1, JSON.stringify(kinds));
+  });
+
   it('an unknown token is a 404, an expired one a 410, bad bodies 400s that never echo the token; none records anything', async () => {
     const { runId, payloads } = await paused();
     const token = payloads[0].receipt!;

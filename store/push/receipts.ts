@@ -3,7 +3,8 @@
 // lives only in the encrypted payload and on the device). push_first_shown: an episode's first `shown`, taken once
 // by an insert (the unique _id), so pause → first shown is observed exactly once per episode.
 import type { Db } from 'mongodb';
-import { isDuplicateKey, type IndexSpec } from '../mongo';
+import { interactionClaimKeys } from '../../domain/interaction';
+import { isDuplicateKey, type IndexSpec, type RetiredIndex } from '../mongo';
 
 export const RECEIPT_EVENTS = ['shown', 'clicked', 'action'] as const;
 export type ReceiptEvent = (typeof RECEIPT_EVENTS)[number];
@@ -36,8 +37,11 @@ export const RECEIPT_TOKEN_TTL_SECONDS = 7 * 24 * 3600;
 /** Kept past that for the views as long as the episode's claims (30 days after the push). */
 export const RECEIPT_RETENTION_SECONDS = 23 * 24 * 3600;
 
-/** At most this many receipt rows of one run are read for a view (its newest). */
-export const MAX_RECEIPTS_READ = 2000;
+/**
+ * At most this many receipt rows of one episode's pushes are read for a view: a row per device and fan-out attempt
+ * that tried it, so far past what an episode's recipients make.
+ */
+export const MAX_RECEIPTS_PER_EPISODE = 10_000;
 
 const EVENT_FIELD: Record<ReceiptEvent, 'shownAt' | 'clickedAt' | 'actedAt'> = {
   shown: 'shownAt',
@@ -53,7 +57,7 @@ interface FirstShownRow {
 }
 
 export const pushReceiptIndexes: IndexSpec[] = [
-  { collection: 'push_receipts', key: { runId: 1, createdAt: -1 }, options: { name: 'run_created' } },
+  { collection: 'push_receipts', key: { episodeId: 1 }, options: { name: 'episode' } },
   {
     collection: 'push_receipts',
     key: { expiresAt: 1 },
@@ -64,6 +68,11 @@ export const pushReceiptIndexes: IndexSpec[] = [
     key: { expiresAt: 1 },
     options: { name: 'expires_ttl', expireAfterSeconds: RECEIPT_RETENTION_SECONDS },
   },
+];
+
+/** The run's receipts, newest first, were read whole for a view; a view now reads its episodes' own. */
+export const retiredPushReceiptIndexes: RetiredIndex[] = [
+  { collection: 'push_receipts', name: 'run_created' },
 ];
 
 export type PushReceiptStore = ReturnType<typeof createPushReceiptStore>;
@@ -105,9 +114,26 @@ export function createPushReceiptStore(db: Db) {
       }
     },
 
-    /** The run's receipt rows, newest first, at most MAX_RECEIPTS_READ (the views). */
-    async listForRun(runId: string): Promise<PushReceiptRow[]> {
-      return receipts.find({ runId }).sort({ createdAt: -1 }).limit(MAX_RECEIPTS_READ).toArray();
+    /**
+     * The receipts of one episode's pushes (the views read them a page of episodes at a time, so their cost follows
+     * the page, not the run's history); with `interactionId` (an input request) its follow-ups'
+     * (`<episodeId>|<rung or snooze>`) and its close's too.
+     */
+    async listForEpisode(episodeId: string, interactionId?: string): Promise<PushReceiptRow[]> {
+      const own = interactionId ? [episodeId, interactionClaimKeys.answered(interactionId)] : [episodeId];
+      const [sent, followUps] = await Promise.all([
+        receipts
+          .find({ episodeId: { $in: own } })
+          .limit(MAX_RECEIPTS_PER_EPISODE)
+          .toArray(),
+        interactionId
+          ? receipts
+              .find({ episodeId: { $gte: `${episodeId}|`, $lte: `${episodeId}|\uffff` } })
+              .limit(MAX_RECEIPTS_PER_EPISODE)
+              .toArray()
+          : [],
+      ]);
+      return [...sent, ...followUps];
     },
 
     /** TTL does this where the server has it; the sweep's reaper where it has not. */
