@@ -112,10 +112,8 @@ export function createEpisodeView(deps: {
       runId: string,
       page: { limit: number; before?: PageCursor },
     ): Promise<{ episodes: EpisodeSummary[]; callbackAttemptsTruncated: boolean; next?: PageCursor }> {
-      const [{ rows, next }, holds, interactions] = await Promise.all([
+      const [{ rows, next }, interactions] = await Promise.all([
         deps.episodes.listForRun(teamId, runId, page.limit, page.before),
-        // The run's holds in one read (a run has a few episodes, each held for a few people at most).
-        deps.pushHolds.listForRun(runId),
         deps.interactions.listForRun(runId, MAX_INTERACTIONS_READ),
       ]);
       const answers = answersOf(interactions);
@@ -123,7 +121,7 @@ export function createEpisodeView(deps: {
       const episodes = await Promise.all(
         rows.map(async (row) => {
           const interactionId = interactionOfEpisode(runId, row._id);
-          const [families, delivered, read, followUps, receiptRows] = await Promise.all([
+          const [families, delivered, read, followUps, receiptRows, held] = await Promise.all([
             Promise.all(
               (Object.keys(claimKeys) as (keyof typeof claimKeys)[]).map(
                 async (family) => [family, await deps.claims.describe(claimKeys[family](row._id))] as const,
@@ -134,6 +132,7 @@ export function createEpisodeView(deps: {
             deps.callbackAttempts.listForEpisode(row._id, MAX_ATTEMPTS_SHOWN + 1),
             interactionId ? deps.pushDeliveries.listFollowUps(row._id, interactionId, MAX_DEVICES_SHOWN) : [],
             deps.pushReceipts.listForEpisode(row._id, interactionId),
+            deps.pushHolds.listForEpisode(row._id),
           ]);
           const receipts = receiptsByDevice(receiptRows);
           const answer = interactionId ? answers.get(interactionId) : undefined;
@@ -153,7 +152,7 @@ export function createEpisodeView(deps: {
             pushDeliveries: delivered.length,
             pushDevices: delivered.slice(0, MAX_DEVICES_SHOWN).map(deviceView),
             followUpDevices: followUps.map((d) => ({ followUp: d.followUp, ...deviceView(d) })),
-            pushHeld: holds.filter((hold) => hold.episodeId === row._id).map(pushHeldView),
+            pushHeld: held.map(pushHeldView),
             callbackAttempts: (cut ? read.slice(1) : read).map(attemptSummary),
           };
         }),

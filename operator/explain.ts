@@ -9,7 +9,7 @@ import type { CallbackAttemptRow, CallbackAttemptStore } from '../store/callback
 import type { ClaimReader, ClaimRow } from '../store/claims';
 import type { EpisodeRow, EpisodeStore } from '../store/episodes';
 import type { PushDelivery, PushDeliveryStore } from '../store/push/deliveries';
-import type { PushHoldRow, PushHoldStore } from '../store/push/holds';
+import type { PushHoldStore } from '../store/push/holds';
 import type { PushReceiptStore } from '../store/push/receipts';
 import type { PushSubscriptionStore } from '../store/push/subscriptions';
 import type { InteractionStore } from '../store/interactions';
@@ -65,7 +65,7 @@ export interface ExplainDeps {
   callbackAttempts: Pick<CallbackAttemptStore, 'listForRun'>;
   pushSubscriptions: Pick<PushSubscriptionStore, 'endpointsByIds'>;
   /** Who was held for a digest instead of pushed; absent: not read. */
-  pushHolds?: Pick<PushHoldStore, 'listForRun'>;
+  pushHolds?: Pick<PushHoldStore, 'listForEpisode'>;
   /** What each device's service worker reported, and who answered; absent: every device reads "no receipt". */
   pushReceipts?: Pick<PushReceiptStore, 'listForEpisode'>;
   interactions?: Pick<InteractionStore, 'listForRun'>;
@@ -81,11 +81,10 @@ export async function explainRun(deps: ExplainDeps, runId: string): Promise<RunE
   if (!RUN_ID_PATTERN.test(runId)) throw new Error(`not a run id: "${runId.slice(0, 140)}"`);
   const limits = { ...EXPLAIN_LIMITS, ...deps.limits };
 
-  const [run, episodeRows, listed, holds, interactions] = await Promise.all([
+  const [run, episodeRows, listed, interactions] = await Promise.all([
     deps.runs.getById(runId),
     deps.episodes.listForRunAnyTeam(runId, limits.episodes + 1),
     listRunWorkflows(deps, runId, limits.workflows),
-    deps.pushHolds?.listForRun(runId) ?? [],
     deps.interactions?.listForRun(runId, limits.interactions) ?? [],
   ]);
   if (!run && !episodeRows.length && !listed.length) return undefined;
@@ -98,10 +97,9 @@ export async function explainRun(deps: ExplainDeps, runId: string): Promise<RunE
   const records = await readClaimsAndAttempts(deps, runId, episodeIds, limits);
   const rowById = new Map(episodeRows.map((row) => [row._id, row]));
   const seen = { answers: answersOf(interactions), runId };
-  const episodes = await mapBounded(episodeIds, EPISODE_READS_IN_FLIGHT, (episodeId) => {
-    const held = holds.filter((hold) => hold.episodeId === episodeId);
-    return episodeView(deps, episodeId, rowById.get(episodeId), executions, records, limits, held, seen);
-  });
+  const episodes = await mapBounded(episodeIds, EPISODE_READS_IN_FLIGHT, (episodeId) =>
+    episodeView(deps, episodeId, rowById.get(episodeId), executions, records, limits, seen),
+  );
   const operatorAlerts = gatherAlerts(episodeIds, records.alertClaims, records.claimByKey, executions);
   await readClaimsFoundBySends(deps, operatorAlerts, records.claimByKey);
 
@@ -217,17 +215,17 @@ async function episodeView(
   executions: Execution[],
   records: ClaimsAndAttempts,
   limits: Limits,
-  held: PushHoldRow[],
   seen: { answers: Answers; runId: string },
 ): Promise<EpisodeView> {
   const interactionId = interactionOfEpisode(seen.runId, episodeId);
   const answer = interactionId ? seen.answers.get(interactionId) : undefined;
-  const [rows, followUps, receiptRows] = await Promise.all([
+  const [rows, followUps, receiptRows, held] = await Promise.all([
     deps.pushDeliveries.listForEpisode(episodeId, limits.deliveriesPerEpisode + 1),
     interactionId
       ? deps.pushDeliveries.listFollowUps(episodeId, interactionId, limits.deliveriesPerEpisode + 1)
       : [],
     deps.pushReceipts?.listForEpisode(episodeId, interactionId) ?? [],
+    deps.pushHolds?.listForEpisode(episodeId) ?? [],
   ]);
   const receipts = receiptsByDevice(receiptRows);
   const endpoints = await deps.pushSubscriptions.endpointsByIds([

@@ -21,7 +21,7 @@ import {
   notificationPrefIndexes,
 } from './push/notificationPrefs';
 import { createPushDeliveryStore, pushDeliveryIndexes } from './push/deliveries';
-import { createPushHoldStore, pushHoldIndexes } from './push/holds';
+import { createPushHoldStore, pushHoldIndexes, retiredPushHoldIndexes } from './push/holds';
 import { createPushReceiptStore, pushReceiptIndexes, retiredPushReceiptIndexes } from './push/receipts';
 import { createPushServiceStore } from './push/services';
 import {
@@ -69,6 +69,7 @@ export const RETIRED_INDEXES = [
   ...retiredPushSubscriptionIndexes,
   ...retiredCallbackAttemptIndexes,
   ...retiredPushReceiptIndexes,
+  ...retiredPushHoldIndexes,
 ];
 
 /** Indexes, then the idempotent data migrations every start-up runs before serving. */

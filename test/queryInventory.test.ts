@@ -203,6 +203,7 @@ describe('every hot query is answered from an index', function () {
       user: { userId: 1 },
       run_at: { runId: 1, at: 1 },
       run_created: { runId: 1, createdAt: -1 },
+      run: { runId: 1 },
     };
     for (const { collection, name } of RETIRED_INDEXES) {
       await db.collection(collection).insertOne({ _id: `${name}_row` as never, createdAt: new Date() });

@@ -46,11 +46,15 @@ describe('notification receipts', function () {
       choices: [{ id: 'approve', label: 'Approve' }],
     });
     assert.equal(pause.status, 200, pause.text);
+    // This run's question on each device (an earlier test's close may land after the reset).
+    const questionOf = (device: SubscriptionJSON) =>
+      push
+        .received(device)
+        .map((r) => r.payload as PushPayload)
+        .find((p) => p.runId === runId && p.kind === 'human_input_requested');
     const payloads: PushPayload[] = [];
-    for (const device of [...devices.alice, ...devices.bob]) {
-      await push.waitFor(1, device);
-      payloads.push(push.received(device)[0].payload as PushPayload);
-    }
+    for (const device of [...devices.alice, ...devices.bob])
+      payloads.push(await waitUntil("this run's question on the device", () => questionOf(device)));
     return { runId, interactionId: pause.body.interactionId as string, payloads };
   }
 

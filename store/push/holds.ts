@@ -4,11 +4,11 @@
 // with it, or that digest gave up: the digest takes the person's owed rows when it sends (marking them with its
 // id), so what one digest carries is in the store, not in its workflow. `owedAt` is when the sweep looks at a row
 // still owed: a row no live digest took by then is offered to the person's digest again, so a digest lost for any
-// reason loses nothing. GET /runs/:id/episodes and explain read a run's rows.
+// reason loses nothing. GET /runs/:id/episodes and explain read an episode's rows.
 import type { Db } from 'mongodb';
 import type { DigestEntry } from '../../contract/workflows';
 import { CLAIM_RETENTION_SECONDS } from '../claims';
-import type { IndexSpec } from '../mongo';
+import type { IndexSpec, RetiredIndex } from '../mongo';
 
 export interface PushHoldRow {
   _id: string; // episodeId|userId
@@ -47,8 +47,11 @@ export interface DigestContents {
   total: number;
 }
 
+/** A view read a run's holds whole; it now reads each listed episode's. */
+export const retiredPushHoldIndexes: RetiredIndex[] = [{ collection: 'push_holds', name: 'run' }];
+
 export const pushHoldIndexes: IndexSpec[] = [
-  { collection: 'push_holds', key: { runId: 1 }, options: { name: 'run' } },
+  { collection: 'push_holds', key: { episodeId: 1 }, options: { name: 'episode' } },
   { collection: 'push_holds', key: { teamId: 1, userId: 1, at: 1 }, options: { name: 'person' } },
   { collection: 'push_holds', key: { digestId: 1 }, options: { name: 'digest' } },
   { collection: 'push_holds', key: { owedAt: 1 }, options: { name: 'owed' } },
@@ -166,8 +169,14 @@ export function createPushHoldStore(db: Db) {
       await holds.updateMany({ _id: { $in: ids }, ...OWED }, { $set: { owedAt: until } });
     },
 
+    /** A run's holds (the suites; the views read an episode's). */
     async listForRun(runId: string): Promise<PushHoldRow[]> {
       return holds.find({ runId }).toArray();
+    },
+
+    /** One episode's holds, one per person held. */
+    async listForEpisode(episodeId: string): Promise<PushHoldRow[]> {
+      return holds.find({ episodeId }).toArray();
     },
 
     /** TTL does this where the server has it; the sweep's reaper where it has not. */
