@@ -35,6 +35,23 @@ export const SNOOZE_ACTION = 'snooze';
 export const SNOOZES_PER_EXECUTION = 24;
 
 /**
+ * Whether a question is still waiting for its answer: its run is paused on it and nobody answered. A question
+ * marked abandoned counts too: its pause marks it so when the transition's write seemed to fail, and when that
+ * write landed after all the run waits on it (the answer takes it, as recordAnswer does).
+ */
+export function questionOpen(
+  run: { status: string; pause?: { reason: string; interactionId?: string } },
+  interaction: { _id: string; status: string },
+): boolean {
+  return (
+    interaction.status !== 'answered' &&
+    run.status === 'paused' &&
+    run.pause?.reason === 'human_input' &&
+    run.pause.interactionId === interaction._id
+  );
+}
+
+/**
  * The claims of an interaction's own sends, beside the episodes' (one collection, keys never collide): the
  * workflow opened (what the sweep checks), the answered close, each rung, each snooze's re-push.
  */

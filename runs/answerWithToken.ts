@@ -1,7 +1,7 @@
 // Answering from a notification's action, without a session: the single-use token stands for the person it was
 // pushed to and the choice it was minted for, and the answer goes through the studio's transition (answer.ts).
 import { ConflictError, GoneError, NotFoundError } from '../domain/errors';
-import { SNOOZE_SECONDS } from '../domain/interaction';
+import { questionOpen, SNOOZE_SECONDS } from '../domain/interaction';
 import type { Run } from '../domain/run';
 import { hashActionToken, type ActionTokenRow } from '../store/actionTokens';
 import { answerInteraction } from './answer';
@@ -30,8 +30,12 @@ async function snoozeWithToken(ctx: RunsContext, row: ActionTokenRow): Promise<D
   if (row.usedAt) throw new ConflictError('this action was already used');
   const at = ctx.now();
   if (row.expiresAt <= at) throw new GoneError('this action has expired');
-  const interaction = await ctx.interactions.get(row.runId, row.interactionId);
-  if (interaction?.status !== 'pending') throw new ConflictError('the interaction was already answered');
+  const [run, interaction] = await Promise.all([
+    ctx.runs.getForTeam(row.teamId, row.runId),
+    ctx.interactions.get(row.runId, row.interactionId),
+  ]);
+  if (!run || !interaction || !questionOpen(run, interaction))
+    throw new ConflictError('the interaction was already answered');
   if (!(await ctx.actionTokens.take(row._id, at))) throw new ConflictError('this action was already used');
   const ref = { runId: row.runId, teamId: row.teamId, interactionId: row.interactionId };
   try {

@@ -280,6 +280,28 @@ describe('escalation', function () {
     await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, { answer: 'y' });
   });
 
+  it('a question its pause took for failed (its write landed, its answer lost) while the run waits on it: its rung goes, its snooze is taken', async () => {
+    const [{ runId, interactionId }] = await pausesOf(1, [
+      { afterSeconds: RUNG_SECONDS, to: ['carol'], via: 'push' },
+    ]);
+    // What the pause leaves when its transition's write landed but the store's answer was lost: the question
+    // marked abandoned, the run paused on it all the same (and answerable, as recordAnswer takes it).
+    await stack.mongo.db
+      .collection('interactions')
+      .updateOne({ _id: interactionId as never }, { $set: { status: 'abandoned' } });
+    await everySettled('the rung settled', [{ interactionId }], (id) => interactionClaimKeys.rung(id, 0));
+    const [rung] = carolsPushes(runId);
+    assert.ok(rung, 'the rung reached carol');
+    const snooze = (rung.payload as PushPayload).actions?.find((a) => a.action === 'snooze');
+    assert.ok(snooze, 'the rung offers a snooze');
+    const snoozed = await stack.anonymous.post('/api/v1/interactions/actions', { token: snooze.token });
+    assert.equal(snoozed.status, 202, snoozed.text);
+    const answered = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
+      answer: 'y',
+    });
+    assert.equal(answered.status, 200, answered.text);
+  });
+
   it('a webhook rung posts one signed interaction.escalated event', async () => {
     const put = await admin.put('/api/v1/teams/current/escalation', {
       rungs: [{ afterSeconds: 1, to: 'team', via: 'webhook' }],

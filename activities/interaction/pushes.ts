@@ -3,7 +3,7 @@
 // breaks through).
 import type { FollowUpResult } from '../../contract/activities';
 import type { InteractionRef } from '../../contract/workflows';
-import { followUpDeliveryId, type EscalationRung } from '../../domain/interaction';
+import { followUpDeliveryId, questionOpen, type EscalationRung } from '../../domain/interaction';
 import { buildRunOutcome, type RunOutcome } from '../../domain/outcome';
 import type { Run } from '../../domain/run';
 import type { Interaction } from '../../store/interactions';
@@ -31,12 +31,8 @@ export async function openQuestion(
     deps.runs.getForTeam(ref.teamId, ref.runId),
     deps.interactions.get(ref.runId, ref.interactionId),
   ]);
-  if (!run || interaction?.status !== 'pending') return undefined;
-  const waiting =
-    run.status === 'paused' &&
-    run.pause?.reason === 'human_input' &&
-    run.pause.interactionId === ref.interactionId;
-  const outcome = waiting ? buildRunOutcome(run) : undefined;
+  if (!run || !interaction || !questionOpen(run, interaction)) return undefined;
+  const outcome = buildRunOutcome(run);
   return outcome ? { run, interaction, outcome } : undefined;
 }
 
