@@ -49,6 +49,8 @@ export interface Run {
    */
   assistantWatchers?: string[];
   finalAnswer?: string;
+  /** What a listing of runs shows of the final answer (written with it): its head, whole when short enough. */
+  listing?: ListedAnswer;
   /**
    * Answers of complete operations not yet applied, by the token their transition row names: the row never holds
    * the answer, so a caller finishing a transition whose writer died reads it here; null: given up, its writer
@@ -66,9 +68,25 @@ export interface Run {
   endedAt?: Date;
 }
 
+/** A final answer's characters a listing of runs shows (GET /runs/:id has it whole). */
+export const FINAL_ANSWER_LISTED_CHARS = 1000;
+
+export interface ListedAnswer {
+  finalAnswer: string;
+  finalAnswerTruncated?: true;
+}
+
+/** The answer as a listing shows it: its first FINAL_ANSWER_LISTED_CHARS characters, never half a surrogate pair. */
+export function listedAnswer(answer: string): ListedAnswer {
+  if (answer.length <= FINAL_ANSWER_LISTED_CHARS) return { finalAnswer: answer };
+  const last = answer.charCodeAt(FINAL_ANSWER_LISTED_CHARS - 1);
+  const end = last >= 0xd800 && last <= 0xdbff ? FINAL_ANSWER_LISTED_CHARS - 1 : FINAL_ANSWER_LISTED_CHARS;
+  return { finalAnswer: answer.slice(0, end), finalAnswerTruncated: true };
+}
+
 /** The run as the API shows it: never the callback secret. */
 export function publicRun(run: Run): Record<string, unknown> {
-  const { _id, callback, pause, pendingAnswers: _pending, ...rest } = run;
+  const { _id, callback, pause, pendingAnswers: _pending, listing: _listing, ...rest } = run;
   return {
     id: _id,
     ...rest,
@@ -77,6 +95,12 @@ export function publicRun(run: Run): Record<string, unknown> {
       ? { url: callback.url, ...(callback.events ? { events: callback.events } : {}) }
       : undefined,
   };
+}
+
+/** A run in a listing: its final answer cut to its head (`finalAnswerTruncated` when cut). */
+export function listedRun(run: Run): Record<string, unknown> {
+  const { finalAnswer: _whole, ...shown } = publicRun(run);
+  return { ...shown, ...run.listing };
 }
 
 /** The ends a launcher can ask a callback for (launch body callback.events; all by default). */

@@ -2,7 +2,7 @@
 // revision (a concurrent operation makes it a 409), write the status, and only then append the transition's
 // events, then let run health observe them and, when the run paused or ended, emit the outcome, side by side: a
 // transition that lost leaves nothing behind.
-import type { Run, RunError } from '../domain/run';
+import { listedAnswer, type Run, type RunError } from '../domain/run';
 import { IllegalTransitionError, nextStatus, type RunOperation } from '../domain/runStatus';
 import type { RunTransition } from '../store/runTransitions';
 import { newId, type EventItem, type RunsContext } from './context';
@@ -152,7 +152,7 @@ async function writeEvents(
 function withAnswer(t: RunTransition, answer: string | undefined) {
   if (t.answer === undefined || answer === undefined) return { set: t.set, items: t.events };
   return {
-    set: { ...t.set, finalAnswer: answer },
+    set: { ...t.set, finalAnswer: answer, listing: listedAnswer(answer) },
     items: t.events.map((item) => ({ ...item, data: { ...item.data, finalAnswer: answer } })),
   };
 }

@@ -1,7 +1,7 @@
 // runs: one document per run. Reads are team-scoped for the API; the outcome emitters and the sweep read
 // without a tenant filter (they act for the system, not for a caller).
 import type { Collection, Db, Filter } from 'mongodb';
-import type { Run } from '../domain/run';
+import { listedAnswer, type Run } from '../domain/run';
 import type { SweepRef } from '../domain/sweep';
 import type { RunStatus } from '../domain/runStatus';
 import type { IndexSpec, RetiredIndex } from './mongo';
@@ -16,6 +16,9 @@ export const runIndexes: IndexSpec[] = [
 
 /** Replaced by team_created (it could not serve the tie-break on _id). */
 export const retiredRunIndexes: RetiredIndex[] = [{ collection: 'runs', name: 'team_recent' }];
+
+/** What a listing reads of a run: not its final answer nor answers still staged (1 MB each), nor secrets. */
+const LISTED = { finalAnswer: 0, pendingAnswers: 0, 'callback.secret': 0, 'callback.previousSecret': 0 };
 
 const NOTIFIABLE: RunStatus[] = ['paused', 'finished', 'failed', 'cancelled'];
 
@@ -34,9 +37,27 @@ function createRunReads(runs: Collection<Run>) {
       return runs.findOne({ _id: runId });
     },
 
-    /** A team's runs, newest first: `limit` of them from `before` on. */
+    /**
+     * A team's runs, newest first: `limit` of them from `before` on, each with its final answer's listing in place
+     * of the answer (up to 1 MB each); a run ended before listings were written has its answer read apart.
+     */
     async listForTeam(teamId: string, limit: number, before?: PageCursor): Promise<Page<Run>> {
-      return pageNewestFirst(runs, { teamId }, 'createdAt', limit, before);
+      const page = await pageNewestFirst(runs, { teamId }, 'createdAt', limit, before, LISTED);
+      const unlisted = page.rows
+        .filter((run) => run.status === 'finished' && !run.listing)
+        .map((run) => run._id);
+      if (!unlisted.length) return page;
+      const answers = await runs
+        .find({ _id: { $in: unlisted } }, { projection: { finalAnswer: 1 } })
+        .toArray();
+      const answerOf = new Map(answers.map((run) => [run._id, run.finalAnswer]));
+      return {
+        ...page,
+        rows: page.rows.map((run) => {
+          const answer = answerOf.get(run._id);
+          return answer === undefined ? run : { ...run, listing: listedAnswer(answer) };
+        }),
+      };
     },
 
     /**

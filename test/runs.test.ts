@@ -1,6 +1,6 @@
 // Runs through the API: every legal and illegal transition, the one-write pause, auth and team scoping.
 import assert from 'node:assert/strict';
-import { ASSISTANT_WATCHERS_PER_RUN } from '../domain/run';
+import { ASSISTANT_WATCHERS_PER_RUN, FINAL_ANSWER_LISTED_CHARS } from '../domain/run';
 import type { ApiHandle } from '../api/server';
 import { ApiClient, openStores, startTestApi } from './support/harness';
 import { signToken } from './support/tokens';
@@ -293,6 +293,52 @@ describe('runs API', function () {
       const first = await bob.get('/api/v1/runs?limit=3');
       assert.equal(typeof first.body.nextBefore, 'string');
       assert.equal((await bob.get('/api/v1/runs')).body.nextBefore, undefined, 'one default page holds 11');
+    });
+
+    it('GET /runs lists the longest final answers by their first 1,000 characters (the whole one is on GET /runs/:id)', async () => {
+      const carol = alice.as('carol', `answers_${Date.now()}`);
+      const long =
+        'é'.repeat(FINAL_ANSWER_LISTED_CHARS - 1) +
+        '😀' +
+        'x'.repeat(1_000_000 - 2 * FINAL_ANSWER_LISTED_CHARS);
+      const ids: string[] = [];
+      for (const finalAnswer of [long, 'Deployed v2.', long]) {
+        const { body: run } = await carol.post('/api/v1/runs', { title: 'answers' });
+        const done = await carol.post(`/api/v1/runs/${run.id}/complete`, { finalAnswer });
+        assert.equal(done.status, 200, done.text);
+        ids.push(run.id as string);
+      }
+      const listed = await carol.get('/api/v1/runs?limit=3');
+      assert.equal(listed.status, 200, listed.text);
+      assert.ok(listed.text.length < 3 * 16_000, `a page of 3 runs is ${listed.text.length} characters`);
+      const byId = new Map((listed.body.runs as Record<string, unknown>[]).map((r) => [r.id, r]));
+      const cut = byId.get(ids[0])!;
+      // Cut before the emoji whose surrogate pair would straddle the bound: never half a character.
+      assert.equal(cut.finalAnswer, long.slice(0, FINAL_ANSWER_LISTED_CHARS - 1));
+      assert.equal(cut.finalAnswerTruncated, true);
+      assert.equal(byId.get(ids[1])!.finalAnswer, 'Deployed v2.');
+      assert.equal(byId.get(ids[1])!.finalAnswerTruncated, undefined);
+      for (const run of byId.values())
+        assert.deepEqual(
+          Object.keys(run)
+            .filter((key) => key.startsWith('finalAnswer'))
+            .sort(),
+          run.finalAnswerTruncated ? ['finalAnswer', 'finalAnswerTruncated'] : ['finalAnswer'],
+        );
+      // A run that ended before listings were written is listed the same way, its answer read apart.
+      const ended = (await stores.runs.getById(ids[2]))!;
+      await stores.runs.insert({
+        ...ended,
+        _id: `${ids[2]}_old`,
+        listing: undefined,
+        createdAt: new Date(0),
+      });
+      const old = (await carol.get('/api/v1/runs?limit=4')).body.runs.at(-1);
+      assert.equal(old.id, `${ids[2]}_old`);
+      assert.deepEqual([old.finalAnswer, old.finalAnswerTruncated], [cut.finalAnswer, true]);
+      const whole = await carol.get(`/api/v1/runs/${ids[0]}`);
+      assert.equal(whole.body.finalAnswer, long);
+      assert.equal(whole.body.finalAnswerTruncated, undefined);
     });
 
     it('GET /runs/:id/episodes pages newest first by cursor, across ties in recordedAt', async () => {

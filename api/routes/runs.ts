@@ -1,7 +1,7 @@
 // The runs routes: the engine surface that drives outcomes (a run's callback routes are in callbacks.ts). Every
 // route is team-scoped through the caller.
 import Router from '@koa/router';
-import { publicRun } from '../../domain/run';
+import { listedRun, publicRun } from '../../domain/run';
 import type { RunsService } from '../../runs/service';
 import type { EpisodeView } from '../episodesView';
 import type { TimelineView } from '../timelineView';
@@ -87,12 +87,14 @@ function addLaunchAndReads(router: RunsRoutes, deps: RunsRouterDeps, rateLimit: 
   });
 
   const list = validate({
-    summary: "the caller's team's runs, newest first, a page at a time (nextBefore: the next page's before)",
+    summary:
+      "the caller's team's runs, newest first, a page at a time (nextBefore: the next page's before); each final " +
+      'answer cut to its first 1,000 characters (finalAnswerTruncated), whole on GET /runs/:id',
     query: runsPage,
   });
   router.get('/', list, async (ctx) => {
     const { rows, next } = await runsService.list(ctx.state.caller, ctx.state.input.query);
-    ctx.body = { runs: rows.map(publicRun), ...(next ? { nextBefore: encodeCursor(next) } : {}) };
+    ctx.body = { runs: rows.map(listedRun), ...(next ? { nextBefore: encodeCursor(next) } : {}) };
   });
 
   const getRun = validate({ summary: 'one run (never its callback secret)', params: runParams });

@@ -67,6 +67,16 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'runs',
+    method: 'listForTeam',
+    collection: 'runs',
+    op: 'find',
+    filter: { _id: { $in: [SAMPLE.runId] } },
+    index: '_id_',
+    hot: true,
+    note: "GET /runs: the final answers of a page's runs that ended before listings were written",
+  },
+  {
+    module: 'runs',
     method: 'listNotifiableRefs',
     collection: 'runs',
     op: 'find',
