@@ -263,10 +263,14 @@ export type InteractionDue = {
   claimKept: boolean;
 } & ({ what: 'rung'; index: number; rung: EscalationRung } | { what: 'snooze'; snooze: InteractionSnooze });
 
-/** What an execution that continues as new hands the next: the sends it still owes and what it did so far. */
+/**
+ * What an execution that continues as new hands the next: the sends it still owes, what it did so far, and the
+ * holder its kept claims are held by (the next execution settles or retries them as the same holder).
+ */
 export interface InteractionCarried {
   queue: InteractionDue[];
   result: InteractionResult;
+  holder: string;
 }
 
 /** The sweep the schedule of a task queue starts. */

@@ -72,8 +72,6 @@ const LINGER_MS = 10 * 60_000;
  */
 export const FOLLOW_UPS_RETRIED_PATCH = 'interaction-sends-retried-until-settled';
 
-type Due = InteractionDue;
-
 const firstTry = (atMs: number) => ({ attempt: 0, holds: 0, firstAtMs: atMs, claimKept: false });
 
 /**
@@ -81,7 +79,11 @@ const firstTry = (atMs: number) => ({ attempt: 0, holds: 0, firstAtMs: atMs, cla
  * transient failure spends one of the schedule's `waits`, an attempt the worker held waits within the schedule's
  * span without spending one, and a refusal for good is never tried again.
  */
-function retryOf(next: Due, sent: FollowUpResult | undefined, waits: number[]): Due | undefined {
+function retryOf(
+  next: InteractionDue,
+  sent: FollowUpResult | undefined,
+  waits: number[],
+): InteractionDue | undefined {
   const retry = sent ? sent.retry : {};
   if (!retry) return undefined;
   const now = Date.now();
@@ -113,7 +115,7 @@ export async function interactionWorkflow(
   carried?: InteractionCarried,
 ): Promise<InteractionResult> {
   let answer: InteractionAnswer | undefined;
-  const queue: Due[] = [...(carried?.queue ?? [])];
+  const queue: InteractionDue[] = [...(carried?.queue ?? [])];
   const snoozeIds = new Set(queue.flatMap((due) => (due.what === 'snooze' ? [due.snooze.snoozeId] : [])));
   let snoozesTaken = 0;
   setHandler(interactionAnsweredSignal, (answered) => {
@@ -127,7 +129,7 @@ export async function interactionWorkflow(
     const atMs = Date.parse(snooze.at) + SNOOZE_SECONDS * 1000;
     queue.push({ what: 'snooze', atMs, snooze, ...firstTry(atMs) });
   });
-  const me = holder();
+  const me = carried?.holder ?? holder();
   const result: InteractionResult = carried?.result ?? { rungsSent: [], snoozesSent: 0, closed: false };
 
   /** The send under its claim: skipped when another holder has it or had it; released when it failed for good. */
@@ -151,7 +153,7 @@ export async function interactionWorkflow(
   /** A rung or a snooze under its claim; one that fails is queued again or settled (see the patch). */
   async function followUp(
     key: string,
-    next: Due,
+    next: InteractionDue,
     send: () => Promise<FollowUpResult>,
   ): Promise<FollowUpResult | undefined> {
     if (!(await store.tryMark(key, me))) return undefined;
@@ -184,7 +186,7 @@ export async function interactionWorkflow(
     return sent;
   }
 
-  const keyOf = (due: Due): string =>
+  const keyOf = (due: InteractionDue): string =>
     due.what === 'snooze'
       ? interactionClaimKeys.snooze(ref.interactionId, due.snooze.snoozeId)
       : interactionClaimKeys.rung(ref.interactionId, due.index);
@@ -199,7 +201,7 @@ export async function interactionWorkflow(
 
   while (answer === undefined) {
     if (snoozesTaken >= SNOOZES_PER_EXECUTION && patched(SNOOZES_CONTINUE_AS_NEW_PATCH))
-      return continueAsNew<typeof interactionWorkflow>(ref, plan, { queue, result });
+      return continueAsNew<typeof interactionWorkflow>(ref, plan, { queue, result, holder: me });
     if (!queue.length) {
       if (await condition(() => answer !== undefined || queue.length > 0, LINGER_MS)) continue;
       break;

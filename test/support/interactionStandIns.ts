@@ -109,6 +109,7 @@ export class InteractionStandIns {
         return true;
       },
       markDelivered: async (key, holder, result) => {
+        if (this.claims.get(key)?.holder !== holder) return false; // as the store's update, filtered on holder
         this.claims.set(key, { holder, delivered: true, result });
         return true;
       },

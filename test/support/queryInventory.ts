@@ -753,7 +753,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     method: 'listForEpisode',
     collection: 'push_receipts',
     op: 'find',
-    filter: { episodeId: { $in: [SAMPLE.episodeId, `answered|${SAMPLE.episodeId}`] } },
+    filter: { episodeId: { $in: [SAMPLE.episodeId, 'answered|int_sample'] } },
     limit: 10_000,
     index: 'episode',
     hot: true,
