@@ -39,7 +39,7 @@ function createRunReads(runs: Collection<Run>) {
 
     /**
      * A team's runs, newest first: `limit` of them from `before` on, each with its final answer's listing in place
-     * of the answer (up to 1 MB each); a run ended before listings were written has its answer read apart.
+     * of the answer (up to 1 MB each); a run ended before listings were written has its answer read apart, once.
      */
     async listForTeam(teamId: string, limit: number, before?: PageCursor): Promise<Page<Run>> {
       const page = await pageNewestFirst(runs, { teamId }, 'createdAt', limit, before, LISTED);
@@ -50,13 +50,25 @@ function createRunReads(runs: Collection<Run>) {
       const answers = await runs
         .find({ _id: { $in: unlisted } }, { projection: { finalAnswer: 1 } })
         .toArray();
-      const answerOf = new Map(answers.map((run) => [run._id, run.finalAnswer]));
+      const listings = new Map(
+        answers.flatMap((run) =>
+          run.finalAnswer === undefined ? [] : [[run._id, listedAnswer(run.finalAnswer)]],
+        ),
+      );
+      // Written back (an ended run's answer never changes), so each such run is read whole once more at most;
+      // a write that fails is tried again by the next listing that shows the run.
+      if (listings.size)
+        await runs
+          .bulkWrite(
+            [...listings].map(([_id, listing]) => ({
+              updateOne: { filter: { _id, status: 'finished' as const }, update: { $set: { listing } } },
+            })),
+            { ordered: false },
+          )
+          .catch(() => undefined);
       return {
         ...page,
-        rows: page.rows.map((run) => {
-          const answer = answerOf.get(run._id);
-          return answer === undefined ? run : { ...run, listing: listedAnswer(answer) };
-        }),
+        rows: page.rows.map((run) => ({ ...run, listing: listings.get(run._id) ?? run.listing })),
       };
     },
 

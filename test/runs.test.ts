@@ -336,6 +336,11 @@ describe('runs API', function () {
       const old = (await carol.get('/api/v1/runs?limit=4')).body.runs.at(-1);
       assert.equal(old.id, `${ids[2]}_old`);
       assert.deepEqual([old.finalAnswer, old.finalAnswerTruncated], [cut.finalAnswer, true]);
+      assert.deepEqual(
+        (await stores.runs.getById(`${ids[2]}_old`))!.listing,
+        ended.listing,
+        'written back once',
+      );
       const whole = await carol.get(`/api/v1/runs/${ids[0]}`);
       assert.equal(whole.body.finalAnswer, long);
       assert.equal(whole.body.finalAnswerTruncated, undefined);
