@@ -599,7 +599,14 @@ describe('push delivery records', () => {
       };
       const activities = createPushActivities(deps);
       const runId = `run_together_${Date.now()}`;
-      const base = { version: 1, runId, teamId, ownerId: 'ann', title: 'Deploy', callbackRequested: false } as const;
+      const base = {
+        version: 1,
+        runId,
+        teamId,
+        ownerId: 'ann',
+        title: 'Deploy',
+        callbackRequested: false,
+      } as const;
       // An end: the person's earlier holds are read beside their devices, not after them.
       const ended: RunOutcome = {
         ...base,
