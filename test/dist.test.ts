@@ -4,7 +4,7 @@
 // CLI run from the build, and both stopped with SIGTERM.
 import assert from 'node:assert/strict';
 import { execFile, execFileSync, type ChildProcess } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -26,7 +26,10 @@ const execFileAsync = promisify(execFile);
  * 23,000 files, on a CPU-bound suite). Nothing in the copy writes to its node_modules.
  */
 function linkProductionDependencies(dir: string): void {
-  execFileSync('cp', ['-al', path.join(PROJECT_ROOT, 'node_modules'), path.join(dir, 'node_modules')]);
+  // The installed tree itself, not a link to it (scripts/install.sh lets checkouts share one): `cp -a` copies a
+  // link as a link, and the removals below would then empty the shared install of its dev packages.
+  const installed = realpathSync(path.join(PROJECT_ROOT, 'node_modules'));
+  execFileSync('cp', ['-al', installed, path.join(dir, 'node_modules')]);
   const lock = JSON.parse(readFileSync(path.join(PROJECT_ROOT, 'package-lock.json'), 'utf8')) as {
     packages: Record<string, { dev?: boolean }>;
   };
