@@ -34,8 +34,9 @@ async function snoozeWithToken(ctx: RunsContext, row: ActionTokenRow): Promise<D
     ctx.runs.getForTeam(row.teamId, row.runId),
     ctx.interactions.get(row.runId, row.interactionId),
   ]);
+  if (interaction?.status === 'answered') throw new ConflictError('the interaction was already answered');
   if (!run || !interaction || !questionOpen(run, interaction))
-    throw new ConflictError('the interaction was already answered');
+    throw new ConflictError('the run no longer waits on this question');
   if (!(await ctx.actionTokens.take(row._id, at))) throw new ConflictError('this action was already used');
   const ref = { runId: row.runId, teamId: row.teamId, interactionId: row.interactionId };
   try {

@@ -43,12 +43,15 @@ describe('answered once, closed everywhere', function () {
       ...(choices ? { choices } : {}),
     });
     assert.equal(res.status, 200, res.text);
-    for (const device of devices) await push.waitFor(1, device);
+    // This run's question on every device (an earlier test's push may land after the reset).
+    for (const device of devices)
+      await waitUntil("the run's question on each device", () => pushesOf(device, runId).length > 0);
     return { runId, interactionId: res.body.interactionId as string };
   }
 
-  const pushesOf = (device: SubscriptionJSON, runId: string) =>
-    push.received(device).filter((r) => (r.payload as PushPayload).runId === runId);
+  function pushesOf(device: SubscriptionJSON, runId: string) {
+    return push.received(device).filter((r) => (r.payload as PushPayload).runId === runId);
+  }
 
   /** Every device holds the question and then its close, and the close's claim is settled. */
   async function closedEverywhere(runId: string, interactionId: string) {
@@ -129,8 +132,19 @@ describe('answered once, closed everywhere', function () {
       answer: 'y',
     });
     assert.equal(answered.status, 200);
-    assert.equal((await act(snoozeTokenOf(devices[2]))).status, 409, 'nothing to snooze once answered');
+    const late = await act(snoozeTokenOf(devices[2]));
+    assert.equal(late.status, 409, 'nothing to snooze once answered');
+    assert.match(late.body.error, /already answered/);
     await closedEverywhere(runId, interactionId);
+  });
+
+  it('a snooze of a question whose run moved on without an answer (cancelled) is a 409 that says so', async () => {
+    const { runId } = await paused();
+    const token = (pushesOf(devices[0], runId)[0].payload as PushPayload).actions![0].token;
+    assert.equal((await alice.post(`/api/v1/runs/${runId}/cancel`, {})).status, 200);
+    const refused = await stack.anonymous.post('/api/v1/interactions/actions', { token });
+    assert.equal(refused.status, 409, refused.text);
+    assert.match(refused.body.error, /no longer waits/);
   });
 
   const sweepActivities = () => sweepActivitiesOf(stack);
