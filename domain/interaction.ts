@@ -71,6 +71,12 @@ export const INTERACTION_CLAIM_PREFIXES = ['interaction|', 'answered|', 'rung|',
  */
 export const followUpDeliveryId = (episodeId: string, what: string): string => `${episodeId}|${what}`;
 
+/** The ids of an episode's follow-ups (followUpDeliveryId), as one range of an index on the episode id. */
+export const followUpIdRange = (episodeId: string) => ({
+  $gte: `${episodeId}|`,
+  $lte: `${episodeId}|\uffff`,
+});
+
 /** The rungs in the order they fall due (a policy lists them in any order), each with its index in the policy. */
 export function rungsInOrder(rungs: EscalationRung[]): { index: number; rung: EscalationRung }[] {
   return rungs

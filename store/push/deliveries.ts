@@ -13,7 +13,7 @@
 // Rows written before batches, one per (episode, subscription) with `_id` episodeId|subscriptionId, are still
 // read (by that `_id`, and by episode id for the views) until the reaper removes them.
 import type { Collection, Db } from 'mongodb';
-import { interactionClaimKeys } from '../../domain/interaction';
+import { followUpIdRange, interactionClaimKeys } from '../../domain/interaction';
 import { CLAIM_RETENTION_SECONDS } from '../claims';
 import { isDuplicateKey, type IndexSpec } from '../mongo';
 
@@ -144,7 +144,7 @@ async function followUpsOf(
 ): Promise<(PushDelivery & { episodeId: string; followUp: string })[]> {
   const closeId = interactionClaimKeys.answered(interactionId);
   const [sent, closed] = await Promise.all([
-    rows.find({ episodeId: { $gte: `${episodeId}|`, $lte: `${episodeId}|\uffff` } }).toArray(),
+    rows.find({ episodeId: followUpIdRange(episodeId) }).toArray(),
     rows.find({ episodeId: closeId }).toArray(),
   ]);
   const byFollowUp = new Map<string, PushDeliveryRow[]>();

@@ -3,7 +3,7 @@
 // lives only in the encrypted payload and on the device). push_first_shown: an episode's first `shown`, taken once
 // by an insert (the unique _id), so pause → first shown is observed exactly once per episode.
 import type { Db } from 'mongodb';
-import { interactionClaimKeys } from '../../domain/interaction';
+import { followUpIdRange, interactionClaimKeys } from '../../domain/interaction';
 import { isDuplicateKey, type IndexSpec, type RetiredIndex } from '../mongo';
 
 export const RECEIPT_EVENTS = ['shown', 'clicked', 'action'] as const;
@@ -128,7 +128,7 @@ export function createPushReceiptStore(db: Db) {
           .toArray(),
         interactionId
           ? receipts
-              .find({ episodeId: { $gte: `${episodeId}|`, $lte: `${episodeId}|\uffff` } })
+              .find({ episodeId: followUpIdRange(episodeId) })
               .limit(MAX_RECEIPTS_PER_EPISODE)
               .toArray()
           : [],
