@@ -182,12 +182,34 @@ async function pushRetriedWhileSiblingsRun(
 }
 
 /**
- * The team's endpoints hear of the episode through its team event's own workflow; this only waits for its start
- * (an operator soft-pause raises none, and records no marker).
+ * Marks histories in which a team event whose hand-off failed past its quick retries (a store outage outlasting
+ * them) is handed off again after each wait of the callback schedule. Before, the failure was dropped, and an
+ * event never recorded is one the sweep cannot replay: the team's endpoints never heard of the episode.
  */
-async function teamEventBranch(quick: QuickCalls, outcome: RunOutcome): Promise<void> {
+export const TEAM_EVENT_HAND_OFF_RETRIED_PATCH = 'team-event-hand-off-retried';
+
+/**
+ * The team's endpoints hear of the episode through its team event's own workflow; this only waits for its start
+ * (an operator soft-pause raises none, and records no marker). The hand-off is recorded and started at most once
+ * (its record is keyed by the event, its workflow by the event's id), so it can be tried again.
+ */
+async function teamEventBranch(
+  quick: QuickCalls,
+  outcome: RunOutcome,
+  options: EpisodeOptions,
+): Promise<void> {
   const event = teamEventFromOutcome(outcome);
-  if (event && patched(TEAM_EVENT_PATCH)) await handOffTeamEvent(quick, event);
+  if (!event || !patched(TEAM_EVENT_PATCH)) return;
+  const waits = options.callbackRetrySeconds;
+  for (let retried = 0; ; retried++) {
+    try {
+      return await handOffTeamEvent(quick, event);
+    } catch (err) {
+      // Only a failed hand-off reaches the patch check: histories without one replay unchanged.
+      if (retried >= waits.length || !patched(TEAM_EVENT_HAND_OFF_RETRIED_PATCH)) throw err;
+      await sleep(waits[retried] * 1000);
+    }
+  }
 }
 
 /** A branch that throws settles as released: the others carry on, and the sweep replays what was missed. */
@@ -205,7 +227,7 @@ export async function episodeWorkflow(
   const sibling = (branch: Promise<BranchResult>) => contained(branch).finally(() => siblings--);
   const [, , push, callback, ops] = await Promise.all([
     quick.recordEpisode(outcome).catch(() => undefined),
-    teamEventBranch(quick, outcome).catch(() => undefined),
+    teamEventBranch(quick, outcome, options).catch(() => undefined),
     pushRetriedWhileSiblingsRun(quick, outcome, options, () => siblings > 0),
     sibling(callbackBranch(quick, outcome, options)),
     sibling(opsBranch(quick, outcome)),

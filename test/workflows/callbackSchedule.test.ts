@@ -3,7 +3,11 @@
 // time-skipping test server jumps the clock, so the real schedules are checked as they are, in seconds of wall time. The activities are stand-ins here:
 // what is under test is the workflow's decisions (the suites on the dev server drive the real ones).
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { ApplicationFailure } from '@temporalio/common';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
 import type { Activities, AttemptPlace } from '../../contract/activities';
 import { callbackWaitSeconds } from '../../domain/callback';
@@ -14,8 +18,15 @@ import {
   EPISODE_OPTIONS_WHEN_ABSENT,
   type EpisodeOptions,
 } from '../../contract/workflows';
+import { PROJECT_ROOT } from '../../platform/embedded';
 import { workflowBundle } from '../support/workflowBundle';
 import { onTimeSkipping } from '../support/timeSkipping';
+
+/** Saves a history as a replay fixture (test/fixtures/) when RECORD_FIXTURES=1 (docs/versioning.md). */
+function recordHistory(history: Parameters<typeof historyToJSON>[0], name: string): void {
+  if (process.env.RECORD_FIXTURES === '1')
+    writeFileSync(path.join(PROJECT_ROOT, 'test', 'fixtures', name), historyToJSON(history));
+}
 
 type Attempt = Awaited<ReturnType<Activities['sendCallback']>>;
 
@@ -39,16 +50,22 @@ describe('the callback schedule on time-skipping Temporal', function () {
 
   /**
    * Runs one episode whose callback answers `answers` in turn; returns the claim results and the timers. With
-   * `pushFails`, the episode owes a push whose every send fails (released each time); otherwise it owes none.
+   * `pushFails`, the episode owes a push whose every send fails (released each time); otherwise it owes none. The
+   * run's team event fails to be recorded `teamEventFailures` times first (a store outage), each failure retried
+   * at once.
    */
   async function runEpisode(
     answers: Attempt[],
     taskQueue: string,
     options?: EpisodeOptions,
     pushFails = false,
+    teamEventFailures = 0,
   ) {
     const settled: Array<string | undefined> = [];
     let attempts = 0;
+    /** When each record of the team event was tried (the skipped clock), and whether it was. */
+    const teamEventRecords: number[] = [];
+    let teamEventRecorded = false;
     /** When each push was tried (the skipped clock). */
     const pushTries: number[] = [];
     /** Each attempt as the activity saw it: when (the skipped clock), and when it would log the next one due. */
@@ -61,13 +78,13 @@ describe('the callback schedule on time-skipping Temporal', function () {
       isStandbyVetoed: async () => false,
       callbackExhaustedAlert: async () => undefined, // no operator webhook
       // The team has no endpoints: its events are recorded and go no further.
-      recordTeamEvent: async () => ({
-        sequence: 1,
-        endpointIds: [],
-        retrySeconds: [],
-        retryJitter: 0,
-        attemptSeconds: 10,
-      }),
+      recordTeamEvent: async () => {
+        teamEventRecords.push(await env.currentTimeMs());
+        if (teamEventRecords.length <= teamEventFailures)
+          throw ApplicationFailure.create({ message: 'store unavailable', nextRetryDelay: 1 });
+        teamEventRecorded = true;
+        return { sequence: 1, endpointIds: [], retrySeconds: [], retryJitter: 0, attemptSeconds: 10 };
+      },
       deliverPush: async () => {
         if (!pushFails) return { addressable: false, reason: 'no sink' };
         pushTries.push(await env.currentTimeMs());
@@ -119,6 +136,8 @@ describe('the callback schedule on time-skipping Temporal', function () {
     return {
       result,
       attempts,
+      teamEventRecords,
+      teamEventRecorded,
       pushTries,
       settled,
       timers,
@@ -268,6 +287,27 @@ describe('the callback schedule on time-skipping Temporal', function () {
     assert.equal(run.result.callback, 'delivered');
     assert.deepEqual(run.timers, [3600]);
     assert.equal(run.sent[0].place?.waitIfRetried, 7200);
+  });
+
+  it("a team event whose record fails past its quick retries is handed off again on the callbacks' schedule", async () => {
+    // An event never recorded is one the sweep cannot see: the episode must not drop it.
+    const failures = 25;
+    const run = await runEpisode(
+      [{ result: 'delivered', status: 200 }],
+      'ts-team-event-hand-off',
+      DEFAULT_EPISODE_OPTIONS,
+      false,
+      failures,
+    );
+    recordHistory(run.history, 'episode-history-team-event-hand-off-retried.json');
+    assert.equal(run.result.callback, 'delivered');
+    assert.ok(run.teamEventRecorded, `recorded after ${run.teamEventRecords.length} tries`);
+    assert.equal(run.teamEventRecords.length, failures + 1);
+    // After the quick retries (20), the hand-off waits the schedule's first wait, then tries again.
+    const gap = (run.teamEventRecords[20] - run.teamEventRecords[19]) / 1000;
+    const first = DEFAULT_EPISODE_OPTIONS.callbackRetrySeconds[0];
+    assert.ok(gap >= first, `tried again ${gap} s after the quick retries ran out`);
+    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, run.history);
   });
 
   it('a refusal stops the schedule at once', async () => {
