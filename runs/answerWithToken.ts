@@ -11,7 +11,8 @@ import type { RunsContext } from './context';
  * Takes the token (once: a replay is a 409), then answers with its choice as its person. An expired token is a
  * 410, an unknown one a 404; none of them changes anything. The token is released again only when the answer
  * failed for a reason of ours (a store write), so the device's retry can finish it: an answer stored before that
- * failure is then completed by answerInteraction's repair instead of being left half done.
+ * failure is then completed by answerInteraction's repair instead of being left half done. A request that died
+ * there released nothing: the same token finishes its own stored answer while the run still waits on it.
  */
 export type TokenAction = { did: 'answered'; run: Run } | { did: 'snoozed'; until: Date };
 
@@ -52,11 +53,36 @@ async function snoozeWithToken(ctx: RunsContext, row: ActionTokenRow): Promise<D
   return new Date(at.getTime() + SNOOZE_SECONDS * 1000);
 }
 
+/**
+ * The token's own answer is stored but its run still waits on the question: the request that took the token died
+ * between the two writes (no release then), and nothing else resumes the run, while the sweep closes the question
+ * on every device as answered. The same token again finishes it.
+ */
+async function answerLeftHalfDone(ctx: RunsContext, row: ActionTokenRow): Promise<boolean> {
+  const [run, interaction] = await Promise.all([
+    ctx.runs.getForTeam(row.teamId, row.runId),
+    ctx.interactions.get(row.runId, row.interactionId),
+  ]);
+  return (
+    interaction?.status === 'answered' &&
+    interaction.answer === row.choiceId &&
+    interaction.answeredBy === row.userId &&
+    run?.status === 'paused' &&
+    run.pause?.reason === 'human_input' &&
+    run.pause.interactionId === row.interactionId
+  );
+}
+
 export async function answerWithToken(ctx: RunsContext, token: string): Promise<Run> {
   const hash = hashActionToken(token);
   const row = await ctx.actionTokens.get(hash);
   if (!row) throw new NotFoundError('unknown action token');
-  if (row.usedAt) throw new ConflictError('this action was already used');
+  const caller = { userId: row.userId, teamId: row.teamId };
+  if (row.usedAt) {
+    if (await answerLeftHalfDone(ctx, row))
+      return answerInteraction(ctx, caller, row.runId, row.interactionId, row.choiceId);
+    throw new ConflictError('this action was already used');
+  }
   const at = ctx.now();
   if (row.expiresAt <= at) throw new GoneError('this action has expired');
   const interaction = await ctx.interactions.get(row.runId, row.interactionId);
@@ -70,7 +96,6 @@ export async function answerWithToken(ctx: RunsContext, token: string): Promise<
     if (current?.usedAt) throw new ConflictError('this action was already used');
     throw new GoneError('this action has expired');
   }
-  const caller = { userId: row.userId, teamId: row.teamId };
   try {
     return await answerInteraction(ctx, caller, row.runId, row.interactionId, row.choiceId);
   } catch (err) {

@@ -147,17 +147,30 @@ async function sendReceipt(token, event, action) {
   }
 }
 
-/** Posts an action's token (no session needed); true when the run took the answer. */
+/** The waits before an action's POST is sent again, when it failed on the way or with a 5xx. */
+const ACTION_RETRY_WAITS_MS = [1000, 3000];
+
+/**
+ * Posts an action's token (no session needed); true when the run took the answer. A POST that failed on the way
+ * (offline, a timeout) or with a 5xx is sent again: the server releases the token when the answer failed on its
+ * side, and the same token finishes an answer it had stored, so nobody is left believing a run was answered while
+ * it still waits. A refusal (409, 410, 429) is final: the run page opens instead.
+ */
 async function answerWith(token) {
-  try {
-    const res = await fetch(`${API}/interactions/actions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ token }),
-    });
-    return res.ok;
-  } catch {
-    return false;
+  for (let tried = 0; ; tried++) {
+    try {
+      const res = await fetch(`${API}/interactions/actions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ token }),
+        signal: AbortSignal.timeout(10000),
+      });
+      if (res.ok || res.status < 500) return res.ok;
+    } catch {
+      // offline, or no answer in time: tried again below
+    }
+    if (tried >= ACTION_RETRY_WAITS_MS.length) return false;
+    await new Promise((resolve) => setTimeout(resolve, ACTION_RETRY_WAITS_MS[tried]));
   }
 }
 

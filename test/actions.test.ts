@@ -142,6 +142,27 @@ describe('notification actions', function () {
     assert.equal(lateRow?.usedAt, undefined);
   });
 
+  it('the same token again finishes an answer whose first request died after storing it: the run resumes once', async () => {
+    const { runId, interactionId } = await pausedWithChoices();
+    const bobApprove = tokenOf(payloadOf(devices.bob[0], runId), 'approve');
+    // The first request took the token and stored the answer, then its process died before the run resumed.
+    const at = new Date();
+    assert.ok(await stack.stores.actionTokens.take(hashActionToken(bobApprove), at));
+    assert.ok(await stack.stores.interactions.recordAnswer(interactionId, 'approve', at, 'bob'));
+    assert.equal(await statusOf(runId), 'paused');
+
+    const retried = await act(bobApprove);
+    assert.equal(retried.status, 200, retried.text);
+    assert.equal(retried.body.status, 'running');
+    assert.equal(await statusOf(runId), 'running');
+    assert.equal((await eventTypes(runId)).filter((t) => t === 'run_resumed').length, 1);
+    // Once the run has resumed, the token is spent like any other.
+    assert.equal((await act(bobApprove)).status, 409);
+    // Another person's token for the same answer never finishes it for them.
+    const aliceApprove = tokenOf(payloadOf(devices.alice[0], runId), 'approve');
+    assert.equal((await act(aliceApprove)).status, 409);
+  });
+
   it('a retried fan-out mints a fresh set only for whom it still has to reach; the set sent before still answers', async () => {
     // Bob's device fails the whole first attempt (the sender's three tries): the activity is retried for him.
     const { runId, interactionId } = await pausedWithChoices(() =>

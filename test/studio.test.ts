@@ -479,6 +479,48 @@ describe('studio (Chromium)', function () {
     await page.waitForURL(`${origin}/runs/${actionRunId}`);
   });
 
+  it('an action whose first POST fails on the way (offline, a 5xx) is sent again, and answers the run', async () => {
+    const created = await alice.post('/api/v1/runs', { title: 'Deploy' });
+    const actionRunId = created.body.id as string;
+    const paused = await alice.post(`/api/v1/runs/${actionRunId}/pause`, {
+      prompt: 'Deploy v3?',
+      choices: DEPLOY_CHOICES,
+    });
+    assert.equal(paused.status, 200, paused.text);
+    const tag = `${actionRunId}:input:${paused.body.interactionId}`;
+    await deliverPush(page, (await pushReceived((p) => p.runId === actionRunId)).rawText);
+    await waitForNotifications(page, (l) => l.some((n) => n.tag === tag), 'the pause is shown');
+    // The worker's next action POST fails as a network error does, before it reaches the API.
+    const [worker] = context.serviceWorkers();
+    await worker.evaluate(() => {
+      const scope = self as unknown as { fetch: typeof fetch; __flowFailedActions?: number };
+      const realFetch = scope.fetch.bind(scope);
+      scope.__flowFailedActions = 0;
+      scope.fetch = (input, init) => {
+        if (String(input).endsWith('/interactions/actions') && scope.__flowFailedActions === 0) {
+          scope.__flowFailedActions++;
+          return Promise.reject(new TypeError('Failed to fetch'));
+        }
+        return realFetch(input, init);
+      };
+    });
+    const urlBefore = page.url();
+    await clickNotification(page, tag, 'approve');
+    await waitUntil(
+      'the action answered the run',
+      async () => {
+        const run = await alice.get(`/api/v1/runs/${actionRunId}`);
+        return run.body.status === 'running';
+      },
+      { timeoutMs: 30_000 },
+    );
+    assert.equal(
+      await worker.evaluate(() => (self as unknown as { __flowFailedActions: number }).__flowFailedActions),
+      1,
+    );
+    assert.equal(page.url(), urlBefore, 'an answered action opens nothing');
+  });
+
   it("an action answered on one device replaces the question on a teammate's device, saying who answered", async () => {
     // Bob's browser: a second Chromium profile, with its own service worker and subscription.
     const bobSub = push.endpoint('bob-studio', { applicationServerKey: config.vapid?.publicKey });
