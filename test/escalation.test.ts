@@ -278,6 +278,37 @@ describe('escalation', function () {
     assert.deepEqual(kinds, ['human_input_requested', 'answered'], 'the rung once, then its close');
   });
 
+  it("a rung that reached one of its devices while the other's push service failed reaches that one too once it is back, and the first once", async () => {
+    const [phone, laptop] = (await subscribeDevices(stack, { dave: 2 })).dave;
+    push.failAlways(laptop, 503);
+    const [{ runId, interactionId }] = await pausesOf(1, [{ afterSeconds: 1, to: ['dave'], via: 'push' }]);
+    const interaction = stack.client.workflow.getHandle(`interaction|${interactionId}`);
+    const rungsOn = (device: SubscriptionJSON) =>
+      push.received(device).filter((r) => (r.payload as PushPayload).runId === runId);
+    try {
+      // The send's own attempts back off for about 30 s before it reports.
+      await waitUntil(
+        'the rung sent, its laptop failing',
+        async () =>
+          (await interaction.fetchHistory()).events!.some((e) => e.activityTaskCompletedEventAttributes),
+        { timeoutMs: 120_000 },
+      );
+      assert.equal(rungsOn(phone).length, 1, 'the phone has the rung');
+      push.recover(laptop);
+      await waitUntil('the laptop has the rung too', async () => rungsOn(laptop).length === 1, {
+        timeoutMs: 60_000,
+      });
+      await waitUntil('the rung settled', () =>
+        stack.stores.claims.wasDelivered(interactionClaimKeys.rung(interactionId, 0)),
+      );
+      assert.equal(rungsOn(phone).length, 1, 'the phone is not sent it again');
+    } finally {
+      push.recover(laptop);
+      await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, { answer: 'y' });
+    }
+    assert.deepEqual((await interaction.result()).rungsSent, [0]);
+  });
+
   it("a rung naming someone outside the team reaches only the team's people", async () => {
     // mallory's only device is registered in another team: the run's question and its actions are acme's.
     const mallorysPhone = push.endpoint('mallory-elsewhere');

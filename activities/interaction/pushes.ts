@@ -82,5 +82,6 @@ export async function pushFollowUp(
     receipts: { teamId: outcome.teamId, runId: outcome.runId, kind },
     payloadsFor: (reach) => payloadsWithActions(deps, outcome, choices, payload, reach),
   });
+  // Failed while a device is still owed it: the workflow tries the rung or snooze again on its schedule.
   return followUpResult(sent);
 }

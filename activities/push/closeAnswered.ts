@@ -12,7 +12,10 @@ import { configFaultReporter, sendRecorded } from './recordedSends';
 /** Devices a close reaches at most: a question is pushed to a team's devices, and each is closed. */
 const CLOSE_MAX_DEVICES = 10_000;
 
-/** How a send to devices went, in the follow-up's terms: a transient failure is worth another try. */
+/**
+ * How a send to devices went, in the follow-up's terms. A device whose push service failed transiently is still
+ * owed it, however many others took it: failed, worth another try (the devices reached are skipped then).
+ */
 export function followUpResult(sent: {
   delivered: number;
   alreadyDelivered: number;
@@ -20,6 +23,7 @@ export function followUpResult(sent: {
   retryable: number;
 }): FollowUpResult {
   const delivered = sent.delivered + sent.alreadyDelivered;
+  if (sent.retryable > 0) return { result: 'failed', delivered, retry: {} };
   if (delivered > 0) return { result: 'delivered', delivered };
   if (sent.failed === 0) return { result: 'not_addressable', delivered: 0 };
   return { result: 'failed', delivered: 0, ...(sent.retryable > 0 ? { retry: {} } : {}) };
@@ -58,7 +62,5 @@ export async function closeAnswered(
   });
   // A device whose push service is down is still owed its close: failed, the claim is released, and the sweep
   // replays the close (the devices closed already are skipped) until it reaches that one too.
-  if (sent.retryable > 0)
-    return { result: 'failed', delivered: sent.delivered + sent.alreadyDelivered, retry: {} };
   return followUpResult(sent);
 }
