@@ -5,7 +5,7 @@
 // the activities check the store again before they send. Each send has its own claim: exactly once across worker
 // crashes, a replay, and a second execution the sweep starts. A rung or snooze that fails is tried again on the
 // callbacks' schedule while the question is open, its claim kept, and settled as given up when the schedule ends.
-import { condition, continueAsNew, patched, proxyActivities, setHandler } from '@temporalio/workflow';
+import { condition, continueAsNew, patched, proxyActivities, setHandler, sleep } from '@temporalio/workflow';
 import type { Activities, FollowUpResult } from '../contract/activities';
 import {
   CALLBACK_RETRY_JITTER,
@@ -32,7 +32,39 @@ import {
 } from '../domain/interaction';
 import { holder, localStoreCalls } from './common';
 
-const store = localStoreCalls;
+/**
+ * Marks histories in which a store call (a claim, the plan) that failed past its quick retries (a store outage of
+ * about a quarter of an hour) is made again after a wait, one minute doubling to an hour, for a day. Before, it
+ * failed the execution: the rungs and snoozes still owed were never sent, and the sweep restarts only a question
+ * that never opened.
+ */
+export const STORE_OUTAGES_OUTLASTED_PATCH = 'interaction-store-calls-outlast-outages';
+const STORE_RETRY_FIRST_MS = 60_000;
+const STORE_RETRY_MAX_MS = 3_600_000;
+const STORE_RETRY_SPAN_MS = 24 * 3_600_000;
+
+/** The call, made again while the store is away (claims and reads: safe to repeat). */
+async function outlastingOutages<T>(call: () => Promise<T>): Promise<T> {
+  for (let waitMs = STORE_RETRY_FIRST_MS, waited = 0; ; waitMs = Math.min(waitMs * 2, STORE_RETRY_MAX_MS)) {
+    try {
+      return await call();
+    } catch (err) {
+      // Only a failed call reaches the patch check: histories without one replay unchanged.
+      if (waited >= STORE_RETRY_SPAN_MS || !patched(STORE_OUTAGES_OUTLASTED_PATCH)) throw err;
+      await sleep(waitMs);
+      waited += waitMs;
+    }
+  }
+}
+
+const store = {
+  interactionPlan: (ref: InteractionRef, by: string) =>
+    outlastingOutages(() => localStoreCalls.interactionPlan(ref, by)),
+  tryMark: (key: string, by: string) => outlastingOutages(() => localStoreCalls.tryMark(key, by)),
+  markDelivered: (key: string, by: string, result?: string) =>
+    outlastingOutages(() => localStoreCalls.markDelivered(key, by, result)),
+  unmark: (key: string, by: string) => outlastingOutages(() => localStoreCalls.unmark(key, by)),
+};
 
 /** A push to a handful of devices, or one webhook POST: the activity's own deadlines bound each send. */
 const sendOptions = {

@@ -53,8 +53,16 @@ export class InteractionStandIns {
     { question: Question; send(what: string): Promise<FollowUpResult> }
   >();
 
+  /** Claims taken (tryMark) that fail first, as a store that is away does; each failure retried at once. */
+  private claimsFailing = 0;
+
   /** `now`: the clock the sends are timed by (the time-skipping server's, or the wall's). */
   constructor(private readonly now: () => Promise<number>) {}
+
+  /** The next `count` claims taken fail (a store outage longer than the workflow's quick retries). */
+  failClaims(count: number): void {
+    this.claimsFailing = count;
+  }
 
   ask(
     interactionId: string,
@@ -103,6 +111,10 @@ export class InteractionStandIns {
   activities(): Partial<Activities> {
     return {
       tryMark: async (key, holder) => {
+        if (this.claimsFailing > 0) {
+          this.claimsFailing--;
+          throw ApplicationFailure.create({ message: 'the store is away', nextRetryDelay: 1 });
+        }
         const claim = this.claims.get(key);
         if (claim && (claim.delivered || claim.holder !== holder)) return false;
         this.claims.set(key, { holder, delivered: false });

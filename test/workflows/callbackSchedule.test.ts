@@ -3,11 +3,8 @@
 // time-skipping test server jumps the clock, so the real schedules are checked as they are, in seconds of wall time. The activities are stand-ins here:
 // what is under test is the workflow's decisions (the suites on the dev server drive the real ones).
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
-import path from 'node:path';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { ApplicationFailure } from '@temporalio/common';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
 import type { Activities, AttemptPlace } from '../../contract/activities';
 import { callbackWaitSeconds } from '../../domain/callback';
@@ -18,15 +15,9 @@ import {
   EPISODE_OPTIONS_WHEN_ABSENT,
   type EpisodeOptions,
 } from '../../contract/workflows';
-import { PROJECT_ROOT } from '../../platform/embedded';
+import { recordHistory } from '../support/historyFixture';
 import { workflowBundle } from '../support/workflowBundle';
 import { onTimeSkipping } from '../support/timeSkipping';
-
-/** Saves a history as a replay fixture (test/fixtures/) when RECORD_FIXTURES=1 (docs/versioning.md). */
-function recordHistory(history: Parameters<typeof historyToJSON>[0], name: string): void {
-  if (process.env.RECORD_FIXTURES === '1')
-    writeFileSync(path.join(PROJECT_ROOT, 'test', 'fixtures', name), historyToJSON(history));
-}
 
 type Attempt = Awaited<ReturnType<Activities['sendCallback']>>;
 

@@ -7,6 +7,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import type { InteractionRef } from '../../contract/workflows';
 import { interactionWorkflow } from '../../workflows';
+import { recordHistory } from '../support/historyFixture';
 import { InteractionStandIns, SEVEN_DAY_LADDER } from '../support/interactionStandIns';
 import { onTimeSkipping } from '../support/timeSkipping';
 import { workflowBundle } from '../support/workflowBundle';
@@ -47,5 +48,43 @@ describe('the interaction workflow on time-skipping Temporal', function () {
       assert.ok(lateMs >= 0 && lateMs < 5000, `rung ${i} ${lateMs} ms after its time`);
     });
     assert.equal(question.closes, 0);
+  });
+
+  it('a store away longer than its quick retries holds the ladder back, and loses no rung', async () => {
+    const standIns = new InteractionStandIns(() => env.currentTimeMs());
+    const askedAtMs = await env.currentTimeMs();
+    const ladder = [
+      { afterSeconds: 60, to: 'owner' as const, via: 'push' as const },
+      { afterSeconds: 7200, to: 'team' as const, via: 'push' as const },
+    ];
+    const question = standIns.ask('int_outage', askedAtMs, ladder);
+    // Rung 0's claim fails past the quick calls' 20 attempts, then the store is back.
+    standIns.failClaims(25);
+    const taskQueue = 'ts-interaction-store-outage';
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      workflowBundle: await workflowBundle(),
+      activities: standIns.activities(),
+    });
+    const ref: InteractionRef = { runId: 'run_outage', teamId: 'acme', interactionId: 'int_outage' };
+    const workflowId = `interaction|${ref.interactionId}`;
+    const result = await worker.runUntil(async () => {
+      const handle = await env.client.workflow.start(interactionWorkflow, {
+        workflowId,
+        taskQueue,
+        args: [ref],
+      });
+      try {
+        return await handle.result();
+      } finally {
+        recordHistory(await handle.fetchHistory(), 'interaction-history-store-outage-outlasted.json');
+      }
+    });
+    assert.deepEqual(result, { rungsSent: [0, 1], snoozesSent: 0, closed: false });
+    assert.deepEqual(
+      question.sends.map((s) => s.what),
+      ['rung 0', 'rung 1'],
+    );
   });
 });
