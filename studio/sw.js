@@ -147,8 +147,13 @@ async function sendReceipt(token, event, action) {
   }
 }
 
-/** The waits before an action's POST is sent again, when it failed on the way or with a 5xx. */
-const ACTION_RETRY_WAITS_MS = [1000, 3000];
+/**
+ * The waits before an action's POST is sent again, when it failed on the way or with a 5xx, and each try's
+ * deadline (an answer takes tens of milliseconds): all of it within the 10 s a click lets the worker open a window,
+ * which a refused answer then does.
+ */
+const ACTION_RETRY_WAITS_MS = [500, 1500];
+const ACTION_TRY_MS = 2500;
 
 /**
  * Posts an action's token (no session needed); true when the run took the answer. A POST that failed on the way
@@ -163,7 +168,7 @@ async function answerWith(token) {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ token }),
-        signal: AbortSignal.timeout(10000),
+        signal: AbortSignal.timeout(ACTION_TRY_MS),
       });
       if (res.ok || res.status < 500) return res.ok;
     } catch {

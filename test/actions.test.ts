@@ -150,6 +150,10 @@ describe('notification actions', function () {
     assert.ok(await stack.stores.actionTokens.take(hashActionToken(bobApprove), at));
     assert.ok(await stack.stores.interactions.recordAnswer(interactionId, 'approve', at, 'bob'));
     assert.equal(await statusOf(runId), 'paused');
+    // Another person's token for the same choice never finishes it for them.
+    const aliceApprove = tokenOf(payloadOf(devices.alice[0], runId), 'approve');
+    assert.equal((await act(aliceApprove)).status, 409);
+    assert.equal(await statusOf(runId), 'paused');
 
     const retried = await act(bobApprove);
     assert.equal(retried.status, 200, retried.text);
@@ -158,9 +162,6 @@ describe('notification actions', function () {
     assert.equal((await eventTypes(runId)).filter((t) => t === 'run_resumed').length, 1);
     // Once the run has resumed, the token is spent like any other.
     assert.equal((await act(bobApprove)).status, 409);
-    // Another person's token for the same answer never finishes it for them.
-    const aliceApprove = tokenOf(payloadOf(devices.alice[0], runId), 'approve');
-    assert.equal((await act(aliceApprove)).status, 409);
   });
 
   it('a retried fan-out mints a fresh set only for whom it still has to reach; the set sent before still answers', async () => {
