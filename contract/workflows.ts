@@ -261,6 +261,11 @@ export type InteractionDue = {
   firstAtMs: number;
   /** Its claim is kept while it waits to be tried again (to settle if the answer comes first). */
   claimKept: boolean;
+  /**
+   * Devices an earlier try reached while another's push service failed: it was sent, so it settles `delivered`
+   * whether its retries reach the rest or not. Absent: none.
+   */
+  reached?: number;
 } & ({ what: 'rung'; index: number; rung: EscalationRung } | { what: 'snooze'; snooze: InteractionSnooze });
 
 /**

@@ -151,11 +151,9 @@ describe('escalation', function () {
       const { events } = await stack.client.workflow
         .getHandle(interactionWorkflowId(interactionId))
         .fetchHistory();
-      assert.deepEqual(
-        events!.flatMap((e) => localActivityType(e) ?? []).filter((type) => type === 'interactionPlan'),
-        [],
-        `${interactionId}: read its plan from the store`,
-      );
+      const calls = events!.flatMap((e) => localActivityType(e) ?? []);
+      assert.ok(calls.includes('tryMark'), `${interactionId}: its rung's claim among ${calls.join(', ')}`);
+      assert.ok(!calls.includes('interactionPlan'), `${interactionId}: read its plan from the store`);
       assert.ok(await stack.stores.claims.wasDelivered(interactionClaimKeys.opened(interactionId)));
     }
     // How soon after its time is bench:escalation's figure; here, that it is once and not early.
@@ -307,6 +305,33 @@ describe('escalation', function () {
       await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, { answer: 'y' });
     }
     assert.deepEqual((await interaction.result()).rungsSent, [0]);
+  });
+
+  it('a rung answered while one of its devices is still owed it was sent: settled delivered and announced, not "answered first"', async () => {
+    const [phone, laptop] = (await subscribeDevices(stack, { erin: 2 })).erin;
+    push.failAlways(laptop, 503);
+    const [{ runId, interactionId }] = await pausesOf(1, [{ afterSeconds: 1, to: ['erin'], via: 'push' }]);
+    const interaction = stack.client.workflow.getHandle(`interaction|${interactionId}`);
+    const key = interactionClaimKeys.rung(interactionId, 0);
+    try {
+      await waitUntil(
+        'the rung sent, its laptop failing',
+        async () =>
+          (await interaction.fetchHistory()).events!.some((e) => e.activityTaskCompletedEventAttributes),
+        { timeoutMs: 120_000 },
+      );
+      assert.equal(push.received(phone).filter((r) => (r.payload as PushPayload).runId === runId).length, 1);
+      await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, { answer: 'y' });
+      assert.deepEqual((await interaction.result()).rungsSent, [0]);
+    } finally {
+      push.recover(laptop);
+    }
+    assert.equal((await stack.stores.claims.describe(key)).result, 'delivered');
+    const timeline = await alice.get(`/api/v1/runs/${runId}/timeline`);
+    const rung = (timeline.body.entries as { kind: string; detail?: string }[]).find(
+      (e) => e.kind === 'rung',
+    );
+    assert.ok(rung && !/answered first/.test(rung.detail ?? ''), JSON.stringify(rung));
   });
 
   it("a rung naming someone outside the team reaches only the team's people", async () => {

@@ -5,7 +5,16 @@
 // the activities check the store again before they send. Each send has its own claim: exactly once across worker
 // crashes, a replay, and a second execution the sweep starts. A rung or snooze that fails is tried again on the
 // callbacks' schedule while the question is open, its claim kept, and settled as given up when the schedule ends.
-import { condition, continueAsNew, patched, proxyActivities, setHandler, sleep } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  condition,
+  continueAsNew,
+  patched,
+  proxyActivities,
+  setHandler,
+  sleep,
+} from '@temporalio/workflow';
 import type { Activities, FollowUpResult } from '../contract/activities';
 import {
   CALLBACK_RETRY_JITTER,
@@ -43,16 +52,23 @@ const STORE_RETRY_FIRST_MS = 60_000;
 const STORE_RETRY_MAX_MS = 3_600_000;
 const STORE_RETRY_SPAN_MS = 24 * 3_600_000;
 
-/** The call, made again while the store is away (claims and reads: safe to repeat). */
+/**
+ * The call, made again while the store is away (claims and reads: safe to repeat), for a day from its first
+ * failure; a failure the activity marked for good is not an outage.
+ */
 async function outlastingOutages<T>(call: () => Promise<T>): Promise<T> {
-  for (let waitMs = STORE_RETRY_FIRST_MS, waited = 0; ; waitMs = Math.min(waitMs * 2, STORE_RETRY_MAX_MS)) {
+  let firstFailedAtMs: number | undefined;
+  for (let waitMs = STORE_RETRY_FIRST_MS; ; waitMs = Math.min(waitMs * 2, STORE_RETRY_MAX_MS)) {
     try {
       return await call();
     } catch (err) {
+      firstFailedAtMs ??= Date.now();
+      const forGood =
+        err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable;
+      const spent = Date.now() - firstFailedAtMs + waitMs > STORE_RETRY_SPAN_MS;
       // Only a failed call reaches the patch check: histories without one replay unchanged.
-      if (waited >= STORE_RETRY_SPAN_MS || !patched(STORE_OUTAGES_OUTLASTED_PATCH)) throw err;
+      if (forGood || spent || !patched(STORE_OUTAGES_OUTLASTED_PATCH)) throw err;
       await sleep(waitMs);
-      waited += waitMs;
     }
   }
 }
@@ -212,10 +228,11 @@ export async function interactionWorkflow(
       }
       return sent;
     }
+    const reached = Math.max(next.reached ?? 0, sent?.delivered ?? 0);
     const again = retryOf(next, sent, webhookWaits);
-    if (again) queue.push(again);
-    else await store.markDelivered(key, me, 'gave_up');
-    return sent;
+    if (again) queue.push(reached ? { ...again, reached } : again);
+    else await store.markDelivered(key, me, reached ? 'delivered' : 'gave_up');
+    return reached && !again ? { result: 'delivered', delivered: reached } : sent;
   }
 
   const keyOf = (due: InteractionDue): string =>
@@ -255,8 +272,14 @@ export async function interactionWorkflow(
     const sent = await followUp(keyOf(next), next, () => sends().sendRung(ref, next.index, next.rung));
     if (sent?.result === 'delivered') result.rungsSent.push(next.index);
   }
-  // Sends still waiting for another try when the answer came are owed no more.
-  for (const due of queue) if (due.claimKept) await store.markDelivered(keyOf(due), me, 'closed');
+  // Sends still waiting for another try when the answer came are owed no more; one that reached a device was sent.
+  for (const due of queue) {
+    if (!due.claimKept) continue;
+    await store.markDelivered(keyOf(due), me, due.reached ? 'delivered' : 'closed');
+    if (!due.reached) continue;
+    if (due.what === 'rung') result.rungsSent.push(due.index);
+    else result.snoozesSent++;
+  }
   if (answer !== undefined) {
     const answered = answer;
     const key = interactionClaimKeys.answered(ref.interactionId);

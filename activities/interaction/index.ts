@@ -57,7 +57,9 @@ export function createInteractionActivities(deps: InteractionActivityDeps) {
                 await rungRecipients(deps.push, open, rung),
                 `rung:${index}`,
               );
-        if (sent.result === 'delivered')
+        // A rung that reached anyone escalated the question, even while another device is owed it (the event's
+        // id is the rung's: the announce of a later try is the same event).
+        if (sent.delivered > 0)
           await deps.announce({
             type: 'interaction.escalated',
             ...ref,
