@@ -212,8 +212,11 @@ export async function interactionWorkflow(
       sent = undefined;
     }
     if (sent && sent.result !== 'failed') {
-      await store.markDelivered(key, me, sent.result);
-      return sent;
+      // One that reached a device on an earlier try was sent, whatever this try found (the question closed since).
+      const settled: FollowUpResult =
+        next.reached && sent.result !== 'delivered' ? { result: 'delivered', delivered: next.reached } : sent;
+      await store.markDelivered(key, me, settled.result);
+      return settled;
     }
     // Only a failed send reaches the patch check: histories without one replay unchanged.
     if (!patched(FOLLOW_UPS_RETRIED_PATCH)) {

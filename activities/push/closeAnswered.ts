@@ -26,7 +26,7 @@ export function followUpResult(sent: {
   if (sent.retryable > 0) return { result: 'failed', delivered, retry: {} };
   if (delivered > 0) return { result: 'delivered', delivered };
   if (sent.failed === 0) return { result: 'not_addressable', delivered: 0 };
-  return { result: 'failed', delivered: 0, ...(sent.retryable > 0 ? { retry: {} } : {}) };
+  return { result: 'failed', delivered: 0 };
 }
 
 /** The `answered` push to every device the question, its rungs and its snoozes reached. */
