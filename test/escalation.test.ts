@@ -134,6 +134,15 @@ describe('escalation', function () {
       { timeoutMs: SETTLE_MS },
     );
 
+  /** Waits until the interaction's first send reported (a failing one backs off for about 30 s first). */
+  const firstSendReported = (interaction: WorkflowHandle, what: string) =>
+    waitUntil(
+      what,
+      async () =>
+        (await interaction.fetchHistory()).events!.some((e) => e.activityTaskCompletedEventAttributes),
+      { timeoutMs: 120_000 },
+    );
+
   const carolsPushes = (runId: string) =>
     push.received(carol).filter((r) => (r.payload as PushPayload).runId === runId);
 
@@ -255,13 +264,7 @@ describe('escalation', function () {
     const interaction = stack.client.workflow.getHandle(workflowId);
     const key = interactionClaimKeys.rung(interactionId, 0);
     try {
-      // The send's own attempts back off for about 30 s before it reports the failure.
-      await waitUntil(
-        'the rung failed at the push service',
-        async () =>
-          (await interaction.fetchHistory()).events!.some((e) => e.activityTaskCompletedEventAttributes),
-        { timeoutMs: 120_000 },
-      );
+      await firstSendReported(interaction, 'the rung failed at the push service');
       push.recover(carol);
       await waitUntil('the rung sent', () => stack.stores.claims.wasDelivered(key));
     } finally {
@@ -284,13 +287,7 @@ describe('escalation', function () {
     const rungsOn = (device: SubscriptionJSON) =>
       push.received(device).filter((r) => (r.payload as PushPayload).runId === runId);
     try {
-      // The send's own attempts back off for about 30 s before it reports.
-      await waitUntil(
-        'the rung sent, its laptop failing',
-        async () =>
-          (await interaction.fetchHistory()).events!.some((e) => e.activityTaskCompletedEventAttributes),
-        { timeoutMs: 120_000 },
-      );
+      await firstSendReported(interaction, 'the rung sent, its laptop failing');
       assert.equal(rungsOn(phone).length, 1, 'the phone has the rung');
       push.recover(laptop);
       await waitUntil('the laptop has the rung too', async () => rungsOn(laptop).length === 1, {
@@ -314,12 +311,7 @@ describe('escalation', function () {
     const interaction = stack.client.workflow.getHandle(`interaction|${interactionId}`);
     const key = interactionClaimKeys.rung(interactionId, 0);
     try {
-      await waitUntil(
-        'the rung sent, its laptop failing',
-        async () =>
-          (await interaction.fetchHistory()).events!.some((e) => e.activityTaskCompletedEventAttributes),
-        { timeoutMs: 120_000 },
-      );
+      await firstSendReported(interaction, 'the rung sent, its laptop failing');
       assert.equal(push.received(phone).filter((r) => (r.payload as PushPayload).runId === runId).length, 1);
       await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, { answer: 'y' });
       assert.deepEqual((await interaction.result()).rungsSent, [0]);
