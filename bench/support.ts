@@ -13,7 +13,7 @@ import { performance } from 'node:perf_hooks';
 import { Runtime } from '@temporalio/worker';
 import type { CommandFailedEvent, CommandStartedEvent, CommandSucceededEvent, MongoClient } from 'mongodb';
 import { mapBounded } from '../platform/concurrency';
-import { startServers, type ServerStack } from '../test/support';
+import { processCpuMs, startServers, type ServerStack } from '../test/support';
 import { renderLatencySvg, type CdfSeries } from './chart';
 
 export const BENCH_DIR = __dirname;
@@ -21,18 +21,6 @@ export const RESULTS_DIR = path.join(BENCH_DIR, 'results');
 
 // ---------------------------------------------------------------------------------------------------------------
 // Processes and the Temporal runtime
-
-/** CPU time (user + system, ms) a process has used so far, from /proc; undefined off Linux or once it exited. */
-export function processCpuMs(pid: number): number | undefined {
-  try {
-    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    const ticksPerSecond = 100; // USER_HZ, 100 on every Linux we run on
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / ticksPerSecond;
-  } catch {
-    return undefined;
-  }
-}
 
 /** Resident memory of a process now and at its peak (MiB), from /proc; undefined off Linux or once it exited. */
 export function processMemory(pid: number): { rssMiB: number; peakRssMiB: number } | undefined {

@@ -238,6 +238,11 @@ export async function interactionWorkflow(
     return reached && !again ? { result: 'delivered', delivered: reached } : sent;
   }
 
+  const countSent = (due: InteractionDue): void => {
+    if (due.what === 'rung') result.rungsSent.push(due.index);
+    else result.snoozesSent++;
+  };
+
   const keyOf = (due: InteractionDue): string =>
     due.what === 'snooze'
       ? interactionClaimKeys.snooze(ref.interactionId, due.snooze.snoozeId)
@@ -269,19 +274,17 @@ export async function interactionWorkflow(
     queue.shift();
     if (next.what === 'snooze') {
       const sent = await followUp(keyOf(next), next, () => sends().sendSnoozed(ref, next.snooze));
-      if (sent?.result === 'delivered') result.snoozesSent++;
+      if (sent?.result === 'delivered') countSent(next);
       continue;
     }
     const sent = await followUp(keyOf(next), next, () => sends().sendRung(ref, next.index, next.rung));
-    if (sent?.result === 'delivered') result.rungsSent.push(next.index);
+    if (sent?.result === 'delivered') countSent(next);
   }
   // Sends still waiting for another try when the answer came are owed no more; one that reached a device was sent.
   for (const due of queue) {
     if (!due.claimKept) continue;
     await store.markDelivered(keyOf(due), me, due.reached ? 'delivered' : 'closed');
-    if (!due.reached) continue;
-    if (due.what === 'rung') result.rungsSent.push(due.index);
-    else result.snoozesSent++;
+    if (due.reached) countSent(due);
   }
   if (answer !== undefined) {
     const answered = answer;

@@ -9,5 +9,5 @@ export { startPushService, type PushService, type SubscriptionJSON } from './pus
 export { runScenario, type Step } from './scenario';
 export { startServers, type ServerStack, type StackWants } from './servers';
 export { sweepActivitiesOn } from './sweep';
-export { startProcess, terminate } from './processes';
+export { processCpuMs, startProcess, terminate } from './processes';
 export { childProcessEnv, WorkerProcess } from './workerProcess';

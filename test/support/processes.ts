@@ -1,6 +1,7 @@
 // Service processes for tests that need a real process (a build's dist/, a SIGTERM): start one and wait for its
 // ready line, stop one and get its exit code.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 
 /** Spawns `node <args>` in `cwd` and resolves once a line of its output contains `readyLine`. */
 export async function startProcess(
@@ -40,4 +41,16 @@ export async function terminate(child: ChildProcess, timeoutMs = 15_000): Promis
   const code = await exited;
   clearTimeout(timer);
   return code;
+}
+
+/** CPU time (user + system, ms) a process has used so far, from /proc; undefined off Linux or once it exited. */
+export function processCpuMs(pid: number): number | undefined {
+  try {
+    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    const ticksPerSecond = 100; // USER_HZ, 100 on every Linux we run on
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / ticksPerSecond;
+  } catch {
+    return undefined;
+  }
 }

@@ -1,12 +1,13 @@
 // The test stack: mocha's global fixture starts a real Temporal dev server and a real FerretDB on free ports
 // with throwaway data (or uses MONGO_URL / TEMPORAL_ADDRESS when set), and stops them after the last suite.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { NativeConnection, Runtime } from '@temporalio/worker';
 import { launcherEnv, loadConfig, type Config } from '../../config';
 import { startThrowawayStack, type RunningStack } from '../../platform/embedded';
+import { processCpuMs } from './processes';
 import { quietLogger, workflowBundle, workflowBundleDir } from './workflowBundle';
 
 interface TestStack extends RunningStack {
@@ -96,23 +97,12 @@ export async function mochaGlobalSetup(): Promise<void> {
   );
 }
 
-/** A live process's CPU (utime + stime, /proc/<pid>/stat fields 14 and 15) in seconds; undefined once gone. */
-function cpuSecondsOf(pid: number | undefined): number | undefined {
-  if (pid === undefined) return undefined;
-  try {
-    const [user, system] = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ').slice(11, 13);
-    return (Number(user) + Number(system)) / 100; // USER_HZ
-  } catch {
-    return undefined;
-  }
-}
-
 export async function mochaGlobalTeardown(): Promise<void> {
   if (!stack) return;
   // The shared servers' part of the suite's CPU (the per-file figures leave it out).
   const servers = [stack.mongoServer, stack.temporalServer].flatMap((server) => {
-    const seconds = cpuSecondsOf(server?.pid);
-    return server && seconds !== undefined ? [`${server.name} ${seconds.toFixed(0)} s`] : [];
+    const ms = server?.pid === undefined ? undefined : processCpuMs(server.pid);
+    return server && ms !== undefined ? [`${server.name} ${(ms / 1000).toFixed(0)} s`] : [];
   });
   if (servers.length) console.log(`CPU of the shared servers: ${servers.join(', ')}`);
   await stack.stop();
