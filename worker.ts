@@ -31,12 +31,14 @@ import { createActivities } from './activities';
 import { temporalConnectionOptions } from './client/connection';
 import { searchAttributesProbe } from './client/searchAttributeCheck';
 import { assertSearchAttributes } from './client/searchAttributeCheck';
+import { healthOptions } from './client/health';
 import { ensureSweepSchedule } from './client/schedules';
 import { exitOnConfigError, loadConfigOrExit, type Config } from './config';
 import { freePort } from './platform/freePort';
 import { pushSenderFor, type PushSender } from './delivery/push/sender';
 import { createOriginPacing, type OriginPacing } from './delivery/callback/pacing';
 import type { HostLookup } from './delivery/ssrfGuard';
+import { storedAnswerFinisher } from './runs/storedAnswer';
 import { createStores, ensureAllIndexes, type Stores } from './store';
 import { connectMongo, pingMongo, type Mongo } from './store/mongo';
 
@@ -177,6 +179,13 @@ export async function createWorker(deps: WorkerDeps): Promise<Worker> {
       callbackPacing: deps.callbackPacing ?? callbackPacingFor(config, deps.log, deps.metrics),
       log: deps.log,
       metrics: deps.metrics,
+      finishStoredAnswer: storedAnswerFinisher({
+        stores: deps.stores,
+        client: deps.client,
+        taskQueue: config.temporalTaskQueue,
+        healthOptions: healthOptions(config),
+        onError: (runId, err) => deps.log(`sweep: finishing a stored answer: ${String(err)}`, { runId }),
+      }),
     }),
   });
 }

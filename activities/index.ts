@@ -3,6 +3,7 @@
 import type { Client } from '@temporalio/client';
 import type { Config } from '../config';
 import type { Activities } from '../contract/activities';
+import type { InteractionRef } from '../contract/workflows';
 import type { OriginPacing } from '../delivery/callback/pacing';
 import { callbackSendSettings } from '../delivery/callback/send';
 import { configFaultRuleOf } from '../delivery/push/fanOut';
@@ -42,6 +43,8 @@ export interface ActivityDeps {
   now?: () => Date;
   /** Where the activities report what went wrong (the worker's logger, with what the running activity tells). */
   log: Log;
+  /** The sweep's way to resume a run left paused on a question whose answer is stored (the runs service's). */
+  finishStoredAnswer?: (ref: InteractionRef) => Promise<void>;
   /**
    * Handed to each area's activities, which record what they know the outcome of. Undefined: no metrics are
    * recorded (the worker without WORKER_METRICS_PORT).
@@ -203,6 +206,7 @@ export function createActivities(deps: ActivityDeps): Activities {
       actionTokens: stores.actionTokens,
       pushReceipts: stores.pushReceipts,
       interactions: stores.interactions,
+      finishStoredAnswer: deps.finishStoredAnswer,
       endpointAttempts: stores.endpointAttempts,
       teamEvents: stores.teamEvents,
       endpoints: stores.endpoints,

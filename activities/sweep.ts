@@ -13,7 +13,9 @@
 import type { Client } from '@temporalio/client';
 import { startEpisode } from '../client/emitter';
 import { createInteractionSignaler, interactionOf, startInteraction } from '../client/interaction';
-import { interactionClaimKeys } from '../domain/interaction';
+import { interactionClaimKeys, runWaitsOn } from '../domain/interaction';
+import { IllegalTransitionError } from '../domain/runStatus';
+import type { InteractionRef } from '../contract/workflows';
 import type { AnsweredInteraction, InteractionStore } from '../store/interactions';
 import { mapBounded } from '../platform/concurrency';
 import { activityContext } from './activityContext';
@@ -72,6 +74,11 @@ export interface SweepDeps {
   pushReceipts?: PushReceiptStore;
   /** Absent: no interaction workflows here (the sweep's own tests and bench). */
   interactions?: InteractionStore;
+  /**
+   * Resumes a run still paused on a question whose answer is stored (its request died between the two writes),
+   * through the runs service's transition, which then closes the question. Absent: only the close is replayed.
+   */
+  finishStoredAnswer?: (ref: InteractionRef) => Promise<void>;
   /** The team endpoints' attempt log (the callbacks' rows, in endpoint_attempts). */
   endpointAttempts?: CallbackAttemptStore;
   teamEvents?: TeamEventStore;
@@ -210,7 +217,10 @@ async function startUnopened(deps: SweepDeps, page: SweepRef[], marked: Set<stri
   return started;
 }
 
-/** Interactions answered in the window whose close has no claim: their workflow is told again. */
+/**
+ * Interactions answered in the window whose close has no claim: their workflow is told again, and a run still
+ * paused on its answered question is resumed first.
+ */
 async function replayCloses(
   deps: SweepDeps,
   interactions: InteractionStore,
@@ -225,12 +235,21 @@ async function replayCloses(
   }
   missed.splice(ANSWERS_PER_PASS);
   const signals = createInteractionSignaler(deps.client, deps.taskQueue);
-  await mapBounded(missed, START_LANES, (row) =>
-    signals.answered(
-      { runId: row.runId, teamId: row.teamId, interactionId: row._id },
-      { answeredBy: row.answeredBy ?? '', at: (row.answeredAt ?? deps.now()).toISOString() },
-    ),
-  );
+  await mapBounded(missed, START_LANES, async (row) => {
+    const ref = { runId: row.runId, teamId: row.teamId, interactionId: row._id };
+    if (deps.finishStoredAnswer && runWaitsOn(await deps.runs.getById(row.runId), row._id)) {
+      try {
+        return await deps.finishStoredAnswer(ref);
+      } catch (err) {
+        // The run moved on meanwhile (cancelled, or resumed by the answer's own retry): the close is still owed.
+        if (!(err instanceof IllegalTransitionError)) throw err;
+      }
+    }
+    await signals.answered(ref, {
+      answeredBy: row.answeredBy ?? '',
+      at: (row.answeredAt ?? deps.now()).toISOString(),
+    });
+  });
   return missed.length;
 }
 

@@ -39,15 +39,18 @@ export const SNOOZES_PER_EXECUTION = 24;
  * marked abandoned counts too: its pause marks it so when the transition's write seemed to fail, and when that
  * write landed after all the run waits on it (the answer takes it, as recordAnswer does).
  */
-export function questionOpen(
-  run: { status: string; pause?: { reason: string; interactionId?: string } },
-  interaction: { _id: string; status: string },
-): boolean {
+export function questionOpen(run: PausableRun, interaction: { _id: string; status: string }): boolean {
+  return interaction.status !== 'answered' && runWaitsOn(run, interaction._id);
+}
+
+type PausableRun = { status: string; pause?: { reason: string; interactionId?: string } };
+
+/** Whether the run is paused on this question (answered or not: an answer stored resumes it only after). */
+export function runWaitsOn(run: PausableRun | null | undefined, interactionId: string): boolean {
   return (
-    interaction.status !== 'answered' &&
-    run.status === 'paused' &&
+    run?.status === 'paused' &&
     run.pause?.reason === 'human_input' &&
-    run.pause.interactionId === interaction._id
+    run.pause.interactionId === interactionId
   );
 }
 

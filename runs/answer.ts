@@ -1,5 +1,6 @@
 // Answering the interaction a run waits on, which resumes the run.
 import { NotFoundError } from '../domain/errors';
+import { runWaitsOn } from '../domain/interaction';
 import type { Run } from '../domain/run';
 import { IllegalTransitionError } from '../domain/runStatus';
 import type { Interaction } from '../store/interactions';
@@ -25,11 +26,7 @@ export async function answerInteraction(
   const run = await loadRun(ctx, caller, runId);
   const interaction = await ctx.interactions.get(runId, interactionId);
   if (!interaction) throw new NotFoundError('interaction not found');
-  const waiting =
-    run.status === 'paused' &&
-    run.pause?.reason === 'human_input' &&
-    run.pause.interactionId === interactionId;
-  if (!waiting) return answerNotWaitedOn(ctx, run, interactionId, interaction, answer);
+  if (!runWaitsOn(run, interactionId)) return answerNotWaitedOn(ctx, run, interactionId, interaction, answer);
   let stored = { answer, answeredBy: caller.userId, at: ctx.now() };
   if (await ctx.interactions.recordAnswer(interactionId, answer, stored.at, caller.userId)) {
     ctx.metrics?.pauseAnswered(interaction.createdAt, stored.at);

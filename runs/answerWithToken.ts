@@ -1,7 +1,7 @@
 // Answering from a notification's action, without a session: the single-use token stands for the person it was
 // pushed to and the choice it was minted for, and the answer goes through the studio's transition (answer.ts).
 import { ConflictError, GoneError, NotFoundError } from '../domain/errors';
-import { questionOpen, SNOOZE_SECONDS } from '../domain/interaction';
+import { questionOpen, runWaitsOn, SNOOZE_SECONDS } from '../domain/interaction';
 import type { Run } from '../domain/run';
 import { hashActionToken, type ActionTokenRow } from '../store/actionTokens';
 import { answerInteraction } from './answer';
@@ -67,9 +67,7 @@ async function answerLeftHalfDone(ctx: RunsContext, row: ActionTokenRow): Promis
     interaction?.status === 'answered' &&
     interaction.answer === row.choiceId &&
     interaction.answeredBy === row.userId &&
-    run?.status === 'paused' &&
-    run.pause?.reason === 'human_input' &&
-    run.pause.interactionId === row.interactionId
+    runWaitsOn(run, row.interactionId)
   );
 }
 

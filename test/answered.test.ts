@@ -184,6 +184,26 @@ describe('answered once, closed everywhere', function () {
     const again = await sweep.sweepOnce();
     assert.equal(again.closesReplayed, 0, 'a settled close is not replayed');
   });
+  it('an answer stored whose request died before its run resumed: the next sweep resumes the run once, then closes it', async () => {
+    const { runId, interactionId } = await paused();
+    // The answer's request stored it, then its process died: no transition, no signal, no retry.
+    assert.ok(await stack.stores.interactions.recordAnswer(interactionId, 'yes', new Date(), 'bob'));
+    assert.equal((await alice.get(`/api/v1/runs/${runId}`)).body.status, 'paused');
+    const sweep = sweepActivities();
+    const pass = await sweep.sweepOnce();
+    assert.equal(pass.closesReplayed, 1, JSON.stringify(pass));
+    assert.equal((await alice.get(`/api/v1/runs/${runId}`)).body.status, 'running');
+    const events = await stack.stores.events.listForRun(runId);
+    assert.equal(events.filter((e) => e.type === 'run_resumed').length, 1);
+    const closed = await closedEverywhere(runId, interactionId);
+    assert.match(closed.body, /bob answered\./);
+    await sweep.sweepOnce();
+    assert.equal(
+      (await stack.stores.events.listForRun(runId)).length,
+      events.length,
+      'nothing written twice',
+    );
+  });
   it('an answer whose signal was lost is closed by the next sweep, behind a thousand answers closed already', async () => {
     // Earlier answers in the window, each closed (its close claim settled): the sweep must look past them.
     const earlier = new Date(Date.now() - 600_000);

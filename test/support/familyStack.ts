@@ -21,6 +21,8 @@ import type { PushService } from './pushService';
 import { testConfig } from './stack';
 import { createSweepActivities } from '../../activities/sweep';
 import { DEFAULT_EPISODE_OPTIONS } from '../../contract/workflows';
+import { healthOptions } from '../../client/health';
+import { storedAnswerFinisher } from '../../runs/storedAnswer';
 
 export interface WorkerStackOptions {
   /** A loopback push service: the worker (and the API) each get a sender of their own that trusts it. */
@@ -129,6 +131,13 @@ export function sweepActivitiesOf(stack: WorkerStack) {
     ...stack.stores,
     client: stack.client,
     taskQueue: stack.config.temporalTaskQueue,
+    finishStoredAnswer: storedAnswerFinisher({
+      stores: stack.stores,
+      client: stack.client,
+      taskQueue: stack.config.temporalTaskQueue,
+      healthOptions: healthOptions(stack.config),
+      onError: (runId, err) => console.error(`finishing ${runId}'s stored answer: ${String(err)}`),
+    }),
     episodeOptions: DEFAULT_EPISODE_OPTIONS,
     families: { ops: false },
     lookbackSeconds: 3600,

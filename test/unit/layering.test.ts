@@ -23,7 +23,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   operator: [...BASE, 'store', 'client'], // explain, history decoding, rendering
   runs: [...BASE, 'store', 'client'], // the runs service
   api: [...BASE, 'store', 'delivery', 'client', 'operator', 'runs'],
-  'worker.ts': [...BASE, 'store', 'delivery', 'client', 'workflows', 'activities'],
+  'worker.ts': [...BASE, 'store', 'delivery', 'client', 'workflows', 'activities', 'runs'],
   'cli.ts': [...BASE, 'store', 'client', 'operator', 'runs'],
   'index.ts': [...BASE, 'store', 'delivery', 'client', 'operator', 'runs', 'api', 'worker.ts'],
   scripts: [...BASE, 'store', 'delivery', 'client', 'operator', 'runs', 'api', 'worker.ts', 'workflows'],
