@@ -63,10 +63,18 @@ export const interactionClaimKeys = {
   answered: (interactionId: string) => `answered|${interactionId}`,
   rung: (interactionId: string, index: number) => `rung|${interactionId}|${index}`,
   snooze: (interactionId: string, snoozeId: string) => `snooze|${interactionId}|${snoozeId}`,
+  /** A webhook rung's POST was answered 2xx: a try after it (its announce failed) does not post it again. */
+  rungPosted: (interactionId: string, index: number) => `posted|${interactionId}|${index}`,
 };
 
 /** The prefixes of interactionClaimKeys, for reading a key's family back. */
-export const INTERACTION_CLAIM_PREFIXES = ['interaction|', 'answered|', 'rung|', 'snooze|'] as const;
+export const INTERACTION_CLAIM_PREFIXES = [
+  'interaction|',
+  'answered|',
+  'rung|',
+  'snooze|',
+  'posted|',
+] as const;
 
 /**
  * The deliveries of a rung's or a snooze's push are recorded under the input request's episode id and a suffix, so

@@ -13,6 +13,9 @@ import type { PushPayload } from '../domain/push';
 import { explainRun } from '../operator/explain';
 import { renderExplanation } from '../operator/render';
 import { createClaimReader } from '../store/claims';
+import { createInteractionActivities } from '../activities/interaction';
+import type { PushActivityDeps } from '../activities/push';
+import { callbackSendSettings } from '../delivery/callback/send';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { ApiClient, recordFixture } from './support/harness';
 import type { PushService, SubscriptionJSON } from './support/pushService';
@@ -388,6 +391,40 @@ describe('escalation', function () {
     assert.equal(event.data.interactionId, interactionId);
     assert.equal(got.headers['webhook-id'], interactionClaimKeys.rung(interactionId, 0));
     assert.deepEqual(receiver.schemaMismatches, []);
+  });
+
+  it('a webhook rung whose announce failed after its POST is tried again without a second POST', async () => {
+    // The rung an hour off: the worker leaves it; this test runs the rung's activity by hand.
+    const rung = { afterSeconds: 3600, to: 'team', via: 'webhook' } as const;
+    const put = await admin.put('/api/v1/teams/current/escalation', {
+      rungs: [rung],
+      webhookUrl: receiver.url,
+    });
+    assert.equal(put.status, 200, put.text);
+    const [{ runId, interactionId }] = await pausesOf(1, [rung]);
+    let announceDown = true;
+    const announced: string[] = [];
+    const { sendRung } = createInteractionActivities({
+      push: { ...stack.stores, now: () => new Date() } as unknown as PushActivityDeps,
+      claims: stack.stores.claims,
+      escalationPolicies: stack.stores.escalationPolicies,
+      webhook: { ...callbackSendSettings(stack.config), now: () => new Date() },
+      webhookRetrySeconds: [1],
+      announce: async (event) => {
+        if (announceDown) throw new Error('Temporal unreachable');
+        announced.push(event.type);
+      },
+    });
+    const ref = { runId, teamId: 'acme', interactionId };
+    const webhookId = interactionClaimKeys.rung(interactionId, 0);
+    const posts = () => receiver.received.filter((r) => r.headers['webhook-id'] === webhookId).length;
+    await assert.rejects(sendRung(ref, 0, rung), /Temporal unreachable/);
+    assert.equal(posts(), 1);
+    announceDown = false;
+    const retried = await sendRung(ref, 0, rung);
+    assert.deepEqual(retried, { result: 'delivered', delivered: 1 });
+    assert.equal(posts(), 1, 'the retry does not post the rung again');
+    assert.deepEqual(announced, ['interaction.escalated']);
   });
 
   it("a webhook rung to a failing receiver: once its origin's breaker opens, the rung's retries are held there", async () => {

@@ -1,7 +1,8 @@
 // A `via: webhook` rung: one signed `interaction.escalated` event to the team policy's webhook URL, sent as a
 // callback attempt is (guard, deadline, pacing per receiver origin, breaker, the answer's classification), with
 // the rung's claim key as its webhook-id (the same on every attempt). The workflow tries a failed one again on
-// the callbacks' schedule; an attempt the worker held back (the breaker open, no slot) does not spend it.
+// the callbacks' schedule; an attempt the worker held back (the breaker open, no slot) does not spend it. A POST
+// answered 2xx is noted, so a try after it (its announce to the team's endpoints failed) does not post again.
 import type { FollowUpResult } from '../../contract/activities';
 import { escalatedEvent, interactionClaimKeys, type EscalationRung } from '../../domain/interaction';
 import { sendSigned } from '../callback';
@@ -18,6 +19,8 @@ export async function postEscalation(
   const policy = await deps.escalationPolicies.get(open.run.teamId);
   if (!policy?.webhookUrl || !policy.webhookSecret) return { result: 'not_addressable', delivered: 0 };
   const id = interactionClaimKeys.rung(open.interaction._id, index);
+  const posted = interactionClaimKeys.rungPosted(open.interaction._id, index);
+  if (await deps.claims.wasDelivered(posted)) return { result: 'delivered', delivered: 1 };
   const body = escalatedEvent({
     id,
     run: open.run,
@@ -37,7 +40,10 @@ export async function postEscalation(
     place: undefined,
     activityStarted,
   });
-  if (outcome.result === 'delivered') return { result: 'delivered', delivered: 1 };
+  if (outcome.result === 'delivered') {
+    await deps.claims.noteOnce(posted, 'rung', 'delivered');
+    return { result: 'delivered', delivered: 1 };
+  }
   if (outcome.result === 'stop') return { result: 'failed', delivered: 0 };
   const afterSeconds = outcome.retryAfterSeconds;
   const held = outcome.result === 'retry' && outcome.held !== undefined;
