@@ -17,19 +17,25 @@ export interface EpisodeLife {
   opsAlertRetryHours: number;
 }
 
+/** One call's quick retries through a store outage: 20 attempts of 30 s, 1 s backoff doubling to a minute. */
+const QUICK_CALL_SPAN_SECONDS = 20 * 30 + (1 + 2 + 4 + 8 + 16 + 32) + 13 * 60;
+
 /**
  * The longest an episode workflow can run (docs/versioning.md, "How long each workflow type can run"): its
  * callback's waits (each lengthened by its jitter, or by a Retry-After up to an hour) and attempts (each tried
- * three times with backoff, a worker lost mid-attempt), its operator alert's retries, or a push's retries of the
- * recipients its fan-out missed, plus an hour of quick
- * calls through a store outage.
+ * three times with backoff, a worker lost mid-attempt), its team event's hand-off (tried again after each of
+ * those waits, unjittered, each try a call's quick retries), its operator alert's retries, or a push's retries of
+ * the recipients its fan-out missed, plus an hour of quick calls through a store outage.
  */
 export function episodeLifetimeSeconds(life: EpisodeLife): number {
+  const rounds = life.callbackRetrySeconds.length + 1;
   const waits = callbackScheduleSpanSeconds(life.callbackRetrySeconds, life.callbackRetryJitter);
-  const attempts = (life.callbackRetrySeconds.length + 1) * (3 * (life.callbackAttemptSeconds ?? 60) + 15);
+  const attempts = rounds * (3 * (life.callbackAttemptSeconds ?? 60) + 15);
+  const handOff =
+    life.callbackRetrySeconds.reduce((sum, wait) => sum + wait, 0) + rounds * QUICK_CALL_SPAN_SECONDS;
   // A push that missed some recipients tries them again for a day, its last wait up to an hour.
   const missedPush = MISSED_RECIPIENTS_RETRY_SECONDS + 3600;
-  return Math.max(life.opsAlertRetryHours * 3600 + 30, waits + attempts, missedPush) + 3600;
+  return Math.max(life.opsAlertRetryHours * 3600 + 30, waits + attempts, handOff, missedPush) + 3600;
 }
 
 /**

@@ -27,6 +27,17 @@ describe("the sweep's reach", () => {
     assert.ok(episodeLifetimeSeconds({ ...life, opsAlertRetryHours: 72 }) >= 72 * 3600);
   });
 
+  it("covers a team event's hand-off tried again after each wait, when its rounds outlast the callback's", () => {
+    // Ten waits of 2.5 h: the callback's jittered waits and attempts come to 100,155 s; the hand-off's unjittered
+    // waits and eleven rounds of quick calls through an outage (24 min each) to 105,873 s.
+    const hours = {
+      callbackRetrySeconds: Array(10).fill(9000),
+      callbackRetryJitter: 0.1,
+      callbackAttemptSeconds: 30,
+    };
+    assert.equal(episodeLifetimeSeconds({ ...hours, opsAlertRetryHours: 1 }), 90_000 + 11 * 1443 + 3600);
+  });
+
   it('reads histories started without jitter or an attempt deadline as the worker ran them', () => {
     assert.ok(episodeLifetimeSeconds({ ...DEFAULT_EPISODE_OPTIONS, opsAlertRetryHours: 24 }) > 24 * 3600);
   });
