@@ -85,10 +85,9 @@ describe('team endpoints: a failing endpoint', function () {
     assert.equal(alerts().length, 1, 'one alert per disabling');
     assert.equal((await admin.get(path)).body.disabled, false);
 
-    // The recover sends what it missed: the end that failed, and the one raised while it was disabled. (A delivery
-    // still in flight would be sent again too, same webhook-id: the next end's is waited out first.)
-    // The failing end's own schedule may still deliver it once enabled (a retry due after the enabling): settled
-    // first, and then owed only if it did not.
+    // The recover sends what it missed: the end that failed, and the one raised while it was disabled. The failing
+    // end's own schedule may still deliver it once enabled (a retry due after the enabling): settled first, and
+    // then owed only if it did not.
     await stack.client.workflow.getHandle(`team-event|ev:${next}:end`).result();
     await stack.client.workflow.getHandle(`team-event|ev:${failing}:end`).result();
     const deliveredBefore = (runId: string) =>

@@ -70,6 +70,45 @@ describe('team endpoints: a recover', function () {
     assert.equal(receiver.received.length, 1, 'sent once');
   });
 
+  it('leaves an event whose delivery is still on its schedule to it: nothing sent twice', async () => {
+    const since = new Date();
+    const waiting = await CallbackReceiver.start();
+    try {
+      // The receiver asks for an hour: the event's schedule waits it out, its claim in hand.
+      waiting.answerAlways({ status: 503, headers: { 'Retry-After': '3600' } });
+      const created = await adminOf(stack.anonymous, 'wes', 'waits').post('/api/v1/endpoints', {
+        url: waiting.url,
+        eventTypes: ['run.finished'],
+      });
+      assert.equal(created.status, 201, created.text);
+      const endpointId = created.body.id as string;
+      const owner = stack.anonymous.as('wes', 'waits');
+      const run = await owner.post('/api/v1/runs', { title: 'still retrying' });
+      assert.equal(run.status, 201, run.text);
+      assert.equal(
+        (await owner.post(`/api/v1/runs/${run.body.id}/complete`, { finalAnswer: 'ok' })).status,
+        200,
+      );
+      const eventId = `ev:${run.body.id}:end`;
+      const key = endpointDeliveryKey(eventId, endpointId);
+      await waitUntil('the first attempt failed and logged its next', async () => {
+        const [last] = await stack.stores.endpointAttempts.listForEpisode(key, 1);
+        return last?.nextAttemptAt !== undefined;
+      });
+      const recover = await adminOf(stack.anonymous, 'wes', 'waits').post(
+        `/api/v1/endpoints/${endpointId}/recover`,
+        { since: since.toISOString() },
+      );
+      assert.equal(recover.status, 202, recover.text);
+      const result = await stack.client.workflow.getHandle(recover.body.id).result();
+      assert.deepEqual(result, { found: 0, delivered: 0, failed: 0 });
+      assert.equal(waiting.received.length, 1, "the schedule's attempt only");
+      await stack.client.workflow.getHandle(`team-event|${eventId}`).terminate('the test is done');
+    } finally {
+      await waiting.close();
+    }
+  });
+
   it('a recover longer than one execution continues as new: every missed event sent once, the counts carried', async () => {
     const since = new Date();
     const chainReceiver = await CallbackReceiver.start();

@@ -183,8 +183,8 @@ function endpointAttempter(deps: EndpointDeps) {
 
 /**
  * The events of the window an endpoint subscribes to (as it is now), from after its creation, whose last attempt did
- * not deliver and whose claim is not settled delivered (or that it never got, disabled at the time): what a recover
- * sends again, at most `maxSends`.
+ * not deliver and whose claim is neither settled delivered nor still in hand (or that it never got, disabled at the
+ * time): what a recover sends again, at most `maxSends`.
  */
 export async function missedEvents(
   deps: Pick<EndpointDeps, 'endpoints' | 'teamEvents' | 'endpointAttempts' | 'claims'>,
@@ -209,10 +209,12 @@ export async function missedEvents(
     const batch = owed.slice(from, from + RECOVER_CHECK_BATCH);
     // The claims in one read: most events were delivered, and a claim settled delivered says so even when the
     // attempt row was lost (it is written best effort: a store restarting as the receiver answers loses it).
+    // A claim in hand (pending) is a delivery still on its schedule: it is left to it, or the event would arrive
+    // twice (a Slack endpoint, without a webhook-id, could not even tell).
     const claims = await deps.claims.describeEach(batch.map(keyOf));
     const unsettled = batch.filter((event) => {
       const claim = claims.get(keyOf(event));
-      return !(claim?.state === 'delivered' && claim.result === 'delivered');
+      return claim?.state !== 'pending' && !(claim?.state === 'delivered' && claim.result === 'delivered');
     });
     const lastDelivered = await mapBounded(unsettled, LAST_ATTEMPT_READS_IN_FLIGHT, async (event) => {
       const [last] = await deps.endpointAttempts.listForEpisode(keyOf(event), 1);
