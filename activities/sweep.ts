@@ -256,8 +256,9 @@ async function replayCloses(
 /**
  * Team events of the window that an endpoint is owed and holds no claim of: their workflow released the delivery
  * (its attempts failed on our side) or never ran. Raised again (a running one is left alone; the claims of a new
- * one skip what was delivered). Owed: enabled, subscribed to the type, created before it happened and unchanged
- * since it was recorded (one enabled again later gets what it missed from its recover). Answers how many were raised.
+ * one skip what was delivered). Owed: enabled, subscribed to the type, created before it happened and not enabled,
+ * disabled or given other types since it was recorded (one enabled again later gets what it missed from its
+ * recover; a new secret or description changes nothing owed). Answers how many were raised.
  */
 async function raiseOwedTeamEvents(
   deps: SweepDeps,
@@ -281,7 +282,7 @@ async function raiseOwedTeamEvents(
           !endpoint.disabled &&
           endpoint.eventTypes.includes(row.type) &&
           endpoint.createdAt.getTime() <= happened &&
-          endpoint.updatedAt <= row.recordedAt &&
+          (endpoint.subscriptionChangedAt ?? endpoint.updatedAt) <= row.recordedAt &&
           !marked.has(endpointDeliveryKey(row._id, endpoint._id)),
       );
       if (missing) owed.push(row);

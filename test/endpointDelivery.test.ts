@@ -258,6 +258,33 @@ describe('team endpoints: delivery', function () {
       await failing.close();
     }
   });
+  it('a released delivery is raised again by the sweep after its endpoint was edited (its secret, its description)', async () => {
+    const admin = adminOf(stack.anonymous, 'eda', 'edited');
+    const receiver = await CallbackReceiver.start();
+    try {
+      const created = await admin.post('/api/v1/endpoints', {
+        url: receiver.url,
+        eventTypes: ['interaction.answered'],
+      });
+      assert.equal(created.status, 201, created.text);
+      const path = `/api/v1/endpoints/${created.body.id}`;
+      const activities = createActivities({ config: stack.config, stores, client, log: () => undefined });
+      const event = answeredEvent('edited', 'eda');
+      // Recorded by its raiser, its delivery released (its attempts failed on our side); while its workflow was
+      // still on another endpoint's schedule, this one's secret was rotated and its description edited: neither
+      // changes what it is owed.
+      await activities.recordTeamEvent(event);
+      assert.equal((await admin.post(`${path}/rotate-secret`, {})).status, 200);
+      assert.equal((await admin.request('PATCH', path, { description: 'ours' })).status, 200);
+      await sweepActivitiesOf(stack).sweepOnce();
+      const [delivered] = await receiver.waitFor(1);
+      assert.equal(delivered.headers['webhook-id'], event.id);
+      const result = await client.workflow.getHandle(teamEventWorkflowId(event.id)).result();
+      assert.deepEqual(result.deliveries, { [created.body.id]: 'delivered' });
+    } finally {
+      await receiver.close();
+    }
+  });
   it('an event recorded whose delivery was released (no claim, nothing sent) is raised again by the sweep, once', async () => {
     const admin = adminOf(stack.anonymous, 'rea', 'released');
     const receiver = await CallbackReceiver.start();

@@ -26,6 +26,11 @@ export interface EndpointRow {
   createdBy: string;
   createdAt: Date;
   updatedAt: Date;
+  /**
+   * When it was last enabled, disabled or given other event types: what it is owed changed then (the sweep raises
+   * again only events recorded after it). Absent on rows from before it was kept: updatedAt stands in.
+   */
+  subscriptionChangedAt?: Date;
   /** The first failure since the last success (absent: the last attempt succeeded, or none failed). */
   failingSince?: Date;
   lastSuccessAt?: Date;
@@ -67,6 +72,7 @@ function changeUpdate(change: EndpointChange, now: Date): UpdateFilter<EndpointR
     if (value === null) unset[field] = '';
     else if (value !== undefined) Object.assign(set, { [field]: value });
   }
+  if (change.disabled !== undefined || change.eventTypes !== undefined) set.subscriptionChangedAt = now;
   if (change.disabled !== undefined) {
     // Enabled again: the failure streak starts over, so it is not disabled again on its next failure.
     if (change.disabled) set.disabledReason = 'manual';
@@ -132,6 +138,7 @@ export function createEndpointStore(db: Db) {
         createdBy,
         createdAt: now,
         updatedAt: now,
+        subscriptionChangedAt: now,
         slotId: slot._id,
       };
       await rows.insertOne(row);
@@ -191,7 +198,7 @@ export function createEndpointStore(db: Db) {
       if (!row || row.disabled) return false;
       await rows.updateOne(
         { _id: id },
-        { $set: { disabled: true, disabledReason: 'failing', updatedAt: now } },
+        { $set: { disabled: true, disabledReason: 'failing', updatedAt: now, subscriptionChangedAt: now } },
       );
       return true;
     },
