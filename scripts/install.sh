@@ -64,6 +64,7 @@ if [ "$want_mongo" = 1 ] && { [ ! -x tools/bin/ferretdb ] || [ -n "$(find tools/
     cp patch/msg_find.go patch/msg_getmore.go patch/msg_explain.go patch/ordered.go patch/writelock.go \
       patch/msg_update.go patch/msg_findandmodify.go patch/msg_delete.go .patched/FerretDB/internal/handler/
     cp patch/update.go .patched/FerretDB/internal/handler/common/update.go
+    cp patch/identical.go .patched/FerretDB/internal/types/identical.go
     cp go.mod .patched/go.mod && cp go.sum .patched/go.sum
     go mod edit -modfile=.patched/go.mod -replace github.com/FerretDB/FerretDB=./.patched/FerretDB
     go build -trimpath -modfile=.patched/go.mod -o ../bin/ferretdb .
