@@ -52,6 +52,23 @@ describe('rate limits', function () {
     assert.deepEqual(next, [true, true, true, true, true, false]);
   });
 
+  it('a window that moved on admits its limit and no more, window after window (a limit of one too)', async () => {
+    for (const limit of [1, 2]) {
+      const rule = { limit, windowSeconds: 60 };
+      const key = `moving|${limit}|${Date.now()}`;
+      const start = Date.now();
+      const admitted: boolean[][] = [];
+      for (const window of [0, 1, 2]) {
+        const at = (s: number) => new Date(start + window * 61_000 + s * 1000);
+        const hits = [];
+        for (let i = 0; i <= limit; i++) hits.push((await stores.rateLimits.hit(key, rule, at(i))).admitted);
+        admitted.push(hits);
+      }
+      const each = [...Array(limit).fill(true), false];
+      assert.deepEqual(admitted, [each, each, each], `a limit of ${limit}`);
+    }
+  });
+
   it('a burst that moves the window on to a new bucket admits up to what is left of the limit, and at least one', async () => {
     const rule = { limit: 5, windowSeconds: 60 };
     const limiters: RateLimitStore[] = [stores.rateLimits, ...others.map((o) => createRateLimitStore(o.db))];
