@@ -670,6 +670,64 @@ describe('push delivery records', () => {
     }
   });
 
+  it('a person reached on one device is not counted against their burst bound again when the episode tries their other device past the window', async function () {
+    this.timeout(30_000);
+    const push = await startPushService();
+    const config = testConfig({ PUSH_ALLOW_PRIVATE: '1', ...vapidVars() });
+    const { mongo, stores } = await openStores(config);
+    const sender = pushSenderFor(config, { ca: push.ca })!;
+    try {
+      const teamId = `burst_retry_${Date.now()}`;
+      let now = new Date();
+      const [laptop, phone] = [push.endpoint(`laptop_${teamId}`), push.endpoint(`phone_${teamId}`)];
+      for (const device of [laptop, phone])
+        await stores.pushSubscriptions.upsert({ userId: 'ann', teamId }, device, now);
+      const { deliverPush } = createPushActivities({
+        ...stores,
+        sender,
+        studioUrl: STUDIO,
+        actionTokenTtlSeconds: config.actionTokenTtlSeconds,
+        fanOutWidth: 4,
+        now: () => now,
+        log: () => undefined,
+        digests: {
+          pushHolds: stores.pushHolds,
+          rateLimits: stores.rateLimits,
+          burst: { limit: 1, windowSeconds: 60 },
+          add: async () => undefined,
+        },
+      });
+      const ended = (runId: string): RunOutcome => ({
+        version: 1,
+        runId,
+        teamId,
+        ownerId: 'ann',
+        title: 'Deploy',
+        callbackRequested: false,
+        episodeId: `${runId}:end`,
+        kind: 'run_finished',
+        status: 'finished',
+        occurredAt: now.toISOString(),
+      });
+      // The phone's push service fails through the fan-out's attempts: the episode tries it again later.
+      push.failAlways(phone, 503);
+      const first = await deliverPush(ended('run_first'));
+      assert.ok(first.addressable && first.delivered === 1 && first.retryable === 1, JSON.stringify(first));
+      push.recover(phone);
+      // Past the window, another run's push takes ann's one slot; then the first episode tries her phone again.
+      now = new Date(now.getTime() + 61_000);
+      const second = await deliverPush(ended('run_second'));
+      assert.ok(second.addressable && second.delivered === 2, JSON.stringify(second));
+      const retried = await deliverPush(ended('run_first'));
+      assert.ok(retried.addressable, JSON.stringify(retried));
+      assert.deepEqual([retried.delivered, retried.alreadyDelivered], [1, 1], JSON.stringify(retried));
+    } finally {
+      sender.close();
+      await mongo.client.close();
+      await push.close();
+    }
+  });
+
   it('a fan-out resumed after a crash mid-lane sends nobody recorded twice, records everyone and each device’s last success', async function () {
     this.timeout(60_000);
     const push = await startPushService();

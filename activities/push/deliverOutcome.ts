@@ -183,7 +183,9 @@ async function holdWhereDue(
     else {
       const quiet = heldUntil(prefs, kind, now);
       if (quiet) hold(userId, 'quiet', quiet);
-      else counted.push(userId);
+      // Reached by an earlier attempt, they were counted then: a retry for their other devices past the window
+      // would count them again, and hold (rest) them short of those devices.
+      else if (!reached.has(userId)) counted.push(userId);
     }
   }
   for (const [userId, freeAt] of await pastBurst(digests, outcome, counted, now))
