@@ -23,6 +23,7 @@ export const workflowTypes = {
   callbackRecover: 'callbackRecoverWorkflow',
   sweep: 'sweepWorkflow',
   digest: 'digestWorkflow',
+  digestResend: 'digestResendWorkflow',
   interaction: 'interactionWorkflow',
   teamEvent: 'teamEventWorkflow',
   endpointRecover: 'endpointRecoverWorkflow',
@@ -37,6 +38,7 @@ export interface Workflows {
   callbackRecoverWorkflow(input: RecoverInput): Promise<RecoverCounts>;
   sweepWorkflow(): Promise<SweepReport>;
   digestWorkflow(input: DigestInput): Promise<DigestResult>;
+  digestResendWorkflow(digest: DigestResend): Promise<number>;
   interactionWorkflow(
     input: InteractionRef,
     plan?: InteractionPlan,
@@ -135,6 +137,21 @@ export const callbackRecoverWorkflowId = (teamId: string): string => `recover|${
  * there for one push when they can be reached. Started with signal-with-start by whoever holds a push.
  */
 export const digestWorkflowId = (teamId: string, userId: string): string => `digest|${teamId}|${userId}`;
+
+/**
+ * A digest that missed some of the person's devices tries them again in a workflow of its own, one per digest: the
+ * n-th digest of the person's chain of executions (named by its first run id, as the digest's id is).
+ */
+export const digestResendWorkflowId = (firstExecutionRunId: string, n: number): string =>
+  `digest-resend|${firstExecutionRunId}.${n}`;
+
+/** The digest a resend sends again: its id (its holds, its deliveries) and the tag its pushes replace each other by. */
+export interface DigestResend {
+  digestId: string;
+  teamId: string;
+  userId: string;
+  tag: string;
+}
 
 /** A push held for a person: signal-with-start of their digest workflow. */
 export const digestEntrySignal = { type: 'signal', name: 'digestEntry' } as SignalDefinition<

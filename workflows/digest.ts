@@ -5,17 +5,29 @@
 // state stays small however many pushes are held. Each digest is sent under its own claim and recorded per
 // device like an episode's push, so a worker lost mid-send repeats nothing. The workflow only decides; activities
 // read the prefs, take the holds and send.
-import { condition, continueAsNew, patched, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
+import {
+  condition,
+  continueAsNew,
+  ParentClosePolicy,
+  patched,
+  setHandler,
+  sleep,
+  startChild,
+  workflowInfo,
+} from '@temporalio/workflow';
 import {
   DIGEST_MAX_LISTED,
   digestEntrySignal,
+  digestResendWorkflowId,
   prefsChangedSignal,
   type DigestBatch,
   type DigestEntry,
   type DigestInput,
+  type DigestResend,
   type DigestResult,
 } from '../contract/workflows';
-import { fanOutCalls, holder, localStoreCalls } from './common';
+import { fanOutCalls, holder, localStoreCalls, unlessChildRunning } from './common';
+import { digestResendWorkflow, RETRY_FIRST_SECONDS, RETRY_FOR_MS, RETRY_MAX_SECONDS } from './digestResend';
 
 const store = localStoreCalls;
 
@@ -33,13 +45,11 @@ export const DIGEST_CONTINUES_WHILE_WAITING_PATCH = 'digest-continues-as-new-whi
 export const DIGEST_TAKES_FROM_STORE_PATCH = 'digest-sends-what-the-store-holds';
 
 /**
- * A digest no device took (the push service down past the fan-out's own retries) is sent again on a durable
- * timer, 5 minutes later and doubling to an hour, for a day: its entries were held from their episodes' pushes,
- * so giving up at once would lose them.
+ * Marks executions whose digest, having reached some of the person's devices while another's push service failed,
+ * hands the device it missed to a resend workflow of its own. Before, the digest settled and that device never got
+ * it. Only a send that missed a device reaches the check: other histories replay unchanged.
  */
-const RETRY_FIRST_SECONDS = 300;
-const RETRY_MAX_SECONDS = 3600;
-const RETRY_FOR_MS = 24 * 3600_000;
+export const DIGEST_RESENDS_TO_MISSED_DEVICES_PATCH = 'digest-resends-to-missed-devices';
 
 const emptyBatch = (): DigestBatch => ({
   episodeIds: [],
@@ -148,15 +158,25 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
     const listed = takesFromStore
       ? {}
       : { listed: out.listed, counts: out.counts, episodeIds: out.episodeIds };
+    const digest = { digestId, teamId, userId, tag: workflowId };
     for (let wait = RETRY_FIRST_SECONDS; ; wait = Math.min(wait * 2, RETRY_MAX_SECONDS)) {
       let result: string;
+      let missedSome = false;
       try {
-        const answer = await fanOutCalls.sendDigest({ digestId, teamId, userId, tag: workflowId, ...listed });
+        const answer = await fanOutCalls.sendDigest({ ...digest, ...listed });
         if (!answer.addressable) result = `not_addressable: ${answer.reason}`;
-        else result = answer.delivered + answer.alreadyDelivered > 0 ? 'delivered' : 'failed';
+        else {
+          result = answer.delivered + answer.alreadyDelivered > 0 ? 'delivered' : 'failed';
+          missedSome = answer.retryable > 0;
+        }
       } catch {
         result = 'failed'; // every attempt of the fan-out failed
       }
+      // A device took it while another's push service failed: that one is tried again apart, and the person's
+      // next digest goes on meanwhile.
+      if (result === 'delivered' && missedSome && takesFromStore)
+        if (patched(DIGEST_RESENDS_TO_MISSED_DEVICES_PATCH))
+          await resendToMissedDevices(digestResendWorkflowId(firstExecutionRunId, sent), digest);
       if (result !== 'failed' || Date.now() + wait * 1000 > giveUpAt) {
         // Its holds say they gave up: no device took it for a day, or the person has no device left.
         const noDevice = result === 'failed' || result === 'not_addressable: no subscription';
@@ -168,4 +188,17 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
       await sleep(wait * 1000);
     }
   }
+}
+
+/** The digest's resend workflow, started once (a retried start finds it running); it outlives the digest. */
+async function resendToMissedDevices(workflowId: string, digest: DigestResend): Promise<void> {
+  await unlessChildRunning(
+    () =>
+      startChild(digestResendWorkflow, {
+        workflowId,
+        args: [digest],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+      }),
+    undefined,
+  );
 }

@@ -3,6 +3,7 @@ import type { Workflows } from '../contract/workflows';
 import { callbackRedeliverWorkflow } from './redeliver';
 import { callbackRecoverWorkflow } from './recover';
 import { digestWorkflow } from './digest';
+import { digestResendWorkflow } from './digestResend';
 import { episodeWorkflow } from './episode';
 import { interactionWorkflow } from './interaction';
 import { runHealthWorkflow } from './health';
@@ -19,6 +20,7 @@ export {
   operatorAlertWorkflow,
   sweepWorkflow,
   digestWorkflow,
+  digestResendWorkflow,
   interactionWorkflow,
   teamEventWorkflow,
   endpointRecoverWorkflow,
@@ -34,6 +36,7 @@ export type RegisteredWorkflows = Implements<{
   callbackRecoverWorkflow: typeof callbackRecoverWorkflow;
   sweepWorkflow: typeof sweepWorkflow;
   digestWorkflow: typeof digestWorkflow;
+  digestResendWorkflow: typeof digestResendWorkflow;
   interactionWorkflow: typeof interactionWorkflow;
   teamEventWorkflow: typeof teamEventWorkflow;
   endpointRecoverWorkflow: typeof endpointRecoverWorkflow;

@@ -13,6 +13,7 @@ import { heldUntil, type HoldPrefs } from '../../domain/quietHours';
 import { digestWorkflow } from '../../workflows';
 import { workflowBundle } from '../support/workflowBundle';
 import { onTimeSkipping } from '../support/timeSkipping';
+import { recordHistory } from '../support/historyFixture';
 
 const night = (timeZone: string): HoldPrefs => ({
   quietHours: { start: '22:00', end: '07:00', timeZone },
@@ -48,8 +49,13 @@ describe('the digest on time-skipping Temporal', function () {
     prefs: { current: HoldPrefs },
     entries: (nowMs: number) => DigestEntry[],
     meanwhile: (signal: () => Promise<void>) => Promise<void> = async () => undefined,
-    /** How each send goes, in turn (the last repeats): a device took it, or none did. */
-    sends: Array<'delivered' | 'failed' | 'no device'> = ['delivered'],
+    /**
+     * How each send goes, in turn (the last repeats): a device took it, none did, or some did while another's push
+     * service failed (`partial`, then `still missing` for a try that reached none of the rest, `the rest`).
+     */
+    sends: Array<'delivered' | 'failed' | 'no device' | 'partial' | 'still missing' | 'the rest'> = [
+      'delivered',
+    ],
   ) {
     const sent: Array<{ atMs: number; digest: DigestSend }> = [];
     const settled: string[] = [];
@@ -65,15 +71,21 @@ describe('the digest on time-skipping Temporal', function () {
         sent.push({ atMs: await env.currentTimeMs(), digest });
         const how = sends[Math.min(sent.length - 1, sends.length - 1)];
         if (how === 'no device') return { addressable: false, reason: 'no subscription' };
-        const took = how === 'delivered';
+        const [delivered, alreadyDelivered, retryable] = {
+          delivered: [1, 0, 0],
+          failed: [0, 0, 1],
+          partial: [1, 0, 1],
+          'still missing': [0, 1, 1],
+          'the rest': [1, 1, 0],
+        }[how];
         return {
           addressable: true,
-          attempted: 1,
-          delivered: took ? 1 : 0,
-          alreadyDelivered: 0,
+          attempted: delivered + retryable,
+          delivered,
+          alreadyDelivered,
           pruned: 0,
-          failed: took ? 0 : 1,
-          retryable: took ? 0 : 1,
+          failed: retryable,
+          retryable,
         };
       },
     } as unknown as Partial<Activities>;
@@ -96,9 +108,16 @@ describe('the digest on time-skipping Temporal', function () {
       });
       for (const entry of rest) await handle.signal(digestEntrySignal, entry);
       await meanwhile(() => handle.signal(prefsChangedSignal));
-      return handle.result();
+      const done = await handle.result();
+      const history = await handle.fetchHistory();
+      // A digest that missed a device hands it to its own workflow, which outlives this one.
+      for (const event of history.events ?? []) {
+        const child = event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId;
+        if (child) await env.client.workflow.getHandle(child).result();
+      }
+      return { done, history };
     });
-    return { result, sent, settled, gaveUp, startedMs: nowMs };
+    return { result: result.done, history: result.history, sent, settled, gaveUp, startedMs: nowMs };
   }
 
   const entry = (nowMs: number, n: number, extra: Partial<DigestEntry> = {}): DigestEntry => ({
@@ -246,4 +265,36 @@ describe('the digest on time-skipping Temporal', function () {
       );
     });
   }
+
+  // Temporal's time-skipping test server stops skipping time for whatever runs after a child that outlived its
+  // parent (the resend outlives its digest), so this case has a server of its own (mocha runs it after the rest).
+  describe('a digest that missed a device', () => {
+    onTimeSkipping((started) => (env = started));
+
+    it("a digest that reached one device while another's push service failed tries that one again, 5 minutes later then doubling, until it takes it", async () => {
+      const prefs = { current: { breakThrough: [] } as HoldPrefs };
+      const burst = (at: number) => [
+        entry(at, 1, { reason: 'burst', releaseAt: new Date(at + 600_000).toISOString() }),
+      ];
+      const run = await runDigest('partial', prefs, burst, undefined, [
+        'partial',
+        'still missing',
+        'the rest',
+      ]);
+      recordHistory(run.history, 'digest-history-partial-resent.json');
+      // The digest settles at once (a device took it) and goes on with the next; the device it missed is tried
+      // again under the same digest id (its sends skip the devices reached).
+      const [{ digest }] = run.sent;
+      assert.deepEqual(run.settled, [`${digest.digestId}=delivered`]);
+      assert.deepEqual(
+        run.sent.map((s) => s.digest.digestId),
+        [digest.digestId, digest.digestId, digest.digestId],
+      );
+      const gaps = run.sent.slice(1).map((s, i) => s.atMs - run.sent[i].atMs);
+      [300_000, 600_000].forEach((wait, i) =>
+        assert.ok(gaps[i] >= wait && gaps[i] < wait + 60_000, `gap ${i + 1}: ${gaps[i] / 1000} s`),
+      );
+      assert.deepEqual(run.gaveUp, []);
+    });
+  });
 });
