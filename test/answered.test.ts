@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { interactionWorkflowId } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
+import { inputEpisodeId } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, type PushPayload } from '../domain/push';
 import { createRunsService } from '../runs/service';
 import type { Interaction } from '../store/interactions';
@@ -43,10 +44,14 @@ describe('answered once, closed everywhere', function () {
       ...(choices ? { choices } : {}),
     });
     assert.equal(res.status, 200, res.text);
-    // This run's question on every device (an earlier test's push may land after the reset).
+    const interactionId = res.body.interactionId as string;
+    // This run's question on every device (an earlier test's push may land after the reset), and its episode
+    // done: an attempt of its push still to come (one retried on a loaded machine) would find the question answered
+    // and close it itself.
     for (const device of devices)
       await waitUntil("the run's question on each device", () => pushesOf(device, runId).length > 0);
-    return { runId, interactionId: res.body.interactionId as string };
+    await stack.client.workflow.getHandle(inputEpisodeId(runId, interactionId)).result();
+    return { runId, interactionId };
   }
 
   function pushesOf(device: SubscriptionJSON, runId: string) {
