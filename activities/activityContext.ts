@@ -16,12 +16,16 @@ const KEEP_ALIVE_EVERY_MS = 2000;
 /**
  * Runs `work` heartbeating on a timer, so a worker that dies mid-activity (SIGKILL, OOM, lost host) is noticed
  * within the heartbeat timeout instead of the start-to-close timeout. Its own deadlines bound each step of the
- * work; this only says the worker is alive. Outside an activity, just the work.
+ * work; this only says the worker is alive. Given `forMs`, it beats only that long: work wedged past it is noticed
+ * too. Outside an activity, just the work.
  */
-export async function keptAlive<T>(work: () => Promise<T>): Promise<T> {
+export async function keptAlive<T>(work: () => Promise<T>, forMs = Infinity): Promise<T> {
   const context = activityContext();
   if (!context) return work();
-  const timer = setInterval(() => context.heartbeat(), KEEP_ALIVE_EVERY_MS);
+  const started = Date.now();
+  const timer = setInterval(() => {
+    if (Date.now() - started < forMs) context.heartbeat();
+  }, KEEP_ALIVE_EVERY_MS);
   try {
     return await work();
   } finally {

@@ -21,6 +21,9 @@ describe('a push that missed some of its recipients, and a question pushed after
   this.timeout(240_000);
   let push: PushService;
   let stack: FamilyStack;
+  /** While set, the worker's next read of earlier holds takes this long (a store slow under load). */
+  let slowHoldsReadMs = 0;
+  let holdsReads = 0;
 
   before(async () => {
     push = await startPushService();
@@ -35,13 +38,46 @@ describe('a push that missed some of its recipients, and a question pushed after
         SWEEP_INTERVAL_SECONDS: '2',
       },
       // Backoff a tenth as long; a withheld answer must not time a send out (the case is a send in flight).
-      { push, fastRetries: true, pushTimeoutMs: 120_000 },
+      {
+        push,
+        fastRetries: true,
+        pushTimeoutMs: 120_000,
+        workerStores: (stores) => ({
+          ...stores,
+          pushHolds: {
+            ...stores.pushHolds,
+            heldOf: async (...args) => {
+              holdsReads++;
+              const delay = slowHoldsReadMs;
+              slowHoldsReadMs = 0;
+              if (delay) await new Promise((resolve) => setTimeout(resolve, delay));
+              return stores.pushHolds.heldOf(...args);
+            },
+          },
+        }),
+      },
     );
   });
 
   after(async () => {
     await stack?.stop();
     await push?.close();
+  });
+
+  it('a fan-out whose reads before its first send outlast the heartbeat timeout is one attempt, not two side by side', async () => {
+    const { anonymous, client } = stack;
+    const cai = anonymous.as('cai', 'slow');
+    const caiPhone = push.endpoint('cai-phone');
+    assert.equal((await cai.post('/api/v1/notifications/push/subscriptions', caiPhone)).status, 201);
+    // Past the fan-out's 10 s heartbeat timeout: Temporal would start a second attempt beside the first.
+    slowHoldsReadMs = 12_000;
+    holdsReads = 0;
+    const runId = (await cai.post('/api/v1/runs', { title: 'Slow' })).body.id as string;
+    assert.equal((await cai.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'ok' })).status, 200);
+    const result = (await client.workflow.getHandle(`${runId}:end`).result()) as EpisodeResult;
+    assert.equal(result.push, 'delivered');
+    assert.equal(holdsReads, 1, 'attempts of the fan-out');
+    assert.equal(push.received(caiPhone).length, 1);
   });
 
   it("reaches the teammate whose push service was down through the fan-out, once it is back; the owner's push is not sent again", async () => {

@@ -18,7 +18,8 @@ import type { PushSubscriptionRow } from '../../store/push/subscriptions';
 import { payloadsWithActions } from './actionTokens';
 import { closeAnswered } from './closeAnswered';
 import type { DigestDeps, PushActivityDeps } from './pushActivityDeps';
-import { configFaultReporter, sendRecorded, type Reached } from './recordedSends';
+import { keptAlive } from '../activityContext';
+import { configFaultReporter, sendRecorded, STORE_WORK_BEATS_FOR_MS, type Reached } from './recordedSends';
 
 /**
  * Renders the outcome and pushes it to every subscription of the owner and of the team members who chose
@@ -28,20 +29,28 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
   const kind = kindFor(outcome);
   if (!kind) return { addressable: false, reason: 'no kind' };
   if (!deps.sender) return { addressable: false, reason: 'no sink' };
-  // The reads that do not depend on each other go out together: each is a round trip before the first push.
-  // Owner ∪ team-wide opt-ins, less whoever turned this kind off in this team: one query.
-  const [listed, { payload, choices, interaction }] = await Promise.all([
-    deps.notificationPrefs.listRecipientPrefs(outcome.teamId, outcome.ownerId, kind),
-    render(deps, outcome, kind),
-  ]);
-  // A question answered already is asked of nobody more (a retry of the people a fan-out missed, a sweep's replay).
-  if (interaction?.status === 'answered') return answeredMeanwhile(deps, outcome, interaction);
-  const recipients = listed.filter((recipient) => recipient.userId !== '');
-  if (!recipients.length) return { addressable: false, reason: 'no recipient' };
-  // Per-kind prefs came first (listRecipientPrefs): a kind turned off is never held.
-  const devices = await devicesToPush(deps, outcome, kind, recipients);
-  if (!devices) return { addressable: false, reason: 'no subscription' };
-  const { pending, held, reached } = devices;
+  // What comes before the first send (reads, holds, a signal to each held person's digest) may outlast the
+  // heartbeat timeout under load: Temporal would start a second attempt beside this one.
+  const ready = await keptAlive(async () => {
+    // The reads that do not depend on each other go out together: each is a round trip before the first push.
+    // Owner ∪ team-wide opt-ins, less whoever turned this kind off in this team: one query.
+    const [listed, rendered] = await Promise.all([
+      deps.notificationPrefs.listRecipientPrefs(outcome.teamId, outcome.ownerId, kind),
+      render(deps, outcome, kind),
+    ]);
+    const { interaction } = rendered;
+    // A question answered already is asked of nobody more (a retry of the people a fan-out missed, a replay).
+    if (interaction?.status === 'answered') return answeredMeanwhile(deps, outcome, interaction);
+    const recipients = listed.filter((recipient) => recipient.userId !== '');
+    if (!recipients.length) return { addressable: false as const, reason: 'no recipient' as const };
+    // Per-kind prefs came first (listRecipientPrefs): a kind turned off is never held.
+    const devices = await devicesToPush(deps, outcome, kind, recipients);
+    if (!devices) return { addressable: false as const, reason: 'no subscription' as const };
+    return { rendered, devices };
+  }, STORE_WORK_BEATS_FOR_MS);
+  if ('addressable' in ready) return ready;
+  const { payload, choices, interaction } = ready.rendered;
+  const { pending, held, reached } = ready.devices;
   const result = await sendRecorded(deps, outcome.episodeId, pending, payload, {
     onFirstPush: () => deps.metrics?.firstPush(outcome.kind, outcome.occurredAt, deps.now()),
     onConfigFault: configFaultReporter(deps, outcome),

@@ -6,7 +6,8 @@ import { renderDigest } from '../../domain/push';
 import { heldUntil } from '../../domain/quietHours';
 import { digestEntryOf, holdId } from '../../store/push/holds';
 import type { PushActivityDeps } from './pushActivityDeps';
-import { configFaultReporter, sendRecorded } from './recordedSends';
+import { keptAlive } from '../activityContext';
+import { configFaultReporter, sendRecorded, STORE_WORK_BEATS_FOR_MS } from './recordedSends';
 
 /** When the person can be reached by a digest now: undefined for now (epoch ms otherwise). */
 export async function digestReleaseAt(
@@ -28,8 +29,11 @@ export async function sendDigest(deps: PushActivityDeps, digest: DigestSend): Pr
   if (digest.episodeIds) return sendListedDigest(deps, digest, digest.episodeIds);
   const holds = deps.digests?.pushHolds;
   if (!holds) return { addressable: false, reason: 'nothing owed' };
-  await holds.take(digest.teamId, digest.userId, digest.digestId, deps.now());
-  const contents = await holds.contentsOf(digest.digestId, DIGEST_MAX_LISTED);
+  // Taking and reading many holds may outlast the heartbeat timeout: no second attempt may start beside this one.
+  const contents = await keptAlive(async () => {
+    await holds.take(digest.teamId, digest.userId, digest.digestId, deps.now());
+    return holds.contentsOf(digest.digestId, DIGEST_MAX_LISTED);
+  }, STORE_WORK_BEATS_FOR_MS);
   if (!contents.total) return { addressable: false, reason: 'nothing owed' };
   const result = await sendDigestPush(deps, digest, {
     counts: contents.counts,

@@ -17,8 +17,11 @@ import { payloadsWithReceipts, type ReceiptScope } from './receipts';
  * A crash in that time repeats those sends, as it repeats the sends in flight (at most `fanOutWidth` each).
  */
 const RECORD_LINGER_MS = 50;
-/** How long a delivery-record write in flight keeps the fan-out's heartbeat going. */
-const WRITE_BEATS_FOR_MS = 60_000;
+/**
+ * How long work on our own store (a delivery record's write, the reads and holds before the first send) keeps the
+ * fan-out's heartbeat going: slow under load is progress, longer is a wedge Temporal should notice.
+ */
+export const STORE_WORK_BEATS_FOR_MS = 60_000;
 /**
  * A device's last success is kept to the minute: a row written less than this before is not written again (on
  * FerretDB v1 an update costs a transaction per row, and a busy team's devices are pushed many times a minute).
@@ -151,14 +154,14 @@ function persistBeating(log: (line: string) => void, beat: () => void): Persist 
   return async (what, write) => {
     const started = Date.now();
     const timer = setInterval(() => {
-      if (Date.now() - started < WRITE_BEATS_FOR_MS) beat();
+      if (Date.now() - started < STORE_WORK_BEATS_FOR_MS) beat();
     }, 2000);
     try {
       for (let wait = 500; ; wait = Math.min(wait * 2, 5000)) {
         try {
           return await write();
         } catch (err) {
-          if (Date.now() - started + wait >= WRITE_BEATS_FOR_MS) throw err;
+          if (Date.now() - started + wait >= STORE_WORK_BEATS_FOR_MS) throw err;
           log(`push: recording ${what} failed, retrying: ${String(err)}`);
           await new Promise((resolve) => setTimeout(resolve, wait));
         }

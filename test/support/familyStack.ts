@@ -39,6 +39,8 @@ export interface WorkerStackOptions {
   callbackPacing?: OriginPacing;
   /** Temporal's activity retry backoff a tenth as long (support/fastRetries.ts). */
   fastRetries?: boolean;
+  /** The stores as the worker's activities see them (a store made slow on purpose); default: the stack's. */
+  workerStores?: (stores: Stores) => Stores;
 }
 
 export interface WorkerStack {
@@ -81,12 +83,13 @@ export function startWorkerStack(
 ): Promise<WorkerStack> {
   return startInOrder(async (started, stop) => {
     const config = testConfig(vars);
-    const { push, lookup, pushTimeoutMs, workerLog, metrics, callbackPacing, fastRetries } = options;
+    const { push, lookup, pushTimeoutMs, workerLog, metrics, callbackPacing, fastRetries, workerStores } =
+      options;
     const { mongo, stores } = await openStores(config);
     started(() => mongo.client.close());
     const { client, close: closeClient } = await temporalClient(config);
     started(closeClient);
-    const worker = await startTestWorker(config, stores, {
+    const worker = await startTestWorker(config, workerStores?.(stores) ?? stores, {
       ...(push
         ? { pushSender: pushSenderFor(config, { ca: push.ca, lookup, timeoutMs: pushTimeoutMs }) }
         : {}),
