@@ -16,6 +16,7 @@ import type { Stores } from '../store';
 import type { EpisodeResult } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { waitUntil } from './support/waitUntil';
 import { ApiClient } from './support/harness';
 import { testStack } from './support/stack';
 
@@ -31,11 +32,28 @@ describe('Standard Webhooks signing', () => {
   });
 });
 
+/** While set, the worker's next read of a run by its team takes this long (a store slow under load). */
+let slowRunReadMs = 0;
+
 async function family(overrides: Record<string, string>) {
   const logged: string[] = [];
   const stack = await startFamilyStack(
     { CALLBACK_RETRY_SECONDS: '1,1,1,1', SWEEP_INTERVAL_SECONDS: '3600', ...overrides },
-    { workerLog: (line) => logged.push(line) },
+    {
+      workerLog: (line) => logged.push(line),
+      workerStores: (stores) => ({
+        ...stores,
+        runs: {
+          ...stores.runs,
+          getForTeam: async (...args) => {
+            const delay = slowRunReadMs;
+            slowRunReadMs = 0;
+            if (delay) await new Promise((resolve) => setTimeout(resolve, delay));
+            return stores.runs.getForTeam(...args);
+          },
+        },
+      }),
+    },
   );
   return { ...stack, alice: stack.anonymous.as('alice', 'acme'), logged };
 }
@@ -121,6 +139,27 @@ describe('callback family', function () {
     assert.equal((await episodeResult(`${id}:end`)).callback, 'claimed_elsewhere');
     await emitter.emitRunOutcome(id);
     assert.equal(receiver.received.length, 1);
+  });
+
+  it('an attempt whose run read outlasted its start-to-close sends nothing: the next attempt sends it, once', async () => {
+    this.timeout(120_000);
+    const { id, secret } = await launch();
+    // The attempt's start-to-close is CALLBACK_TIMEOUT_SECONDS + 20 s: Temporal starts its retry while the read
+    // still runs, and both would POST.
+    slowRunReadMs = 25_000;
+    assert.equal((await alice.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'ok' })).status, 200);
+    const result = await episodeResult(`${id}:end`);
+    assert.equal(result.callback, 'delivered');
+    // The late attempt goes on after the episode: it either POSTs again or logs itself held back.
+    await waitUntil(
+      'the late attempt sent or held',
+      async () =>
+        receiver.received.length > 1 ||
+        (await stores.callbackAttempts.listForEpisode(`${id}:end`, 10)).some((row) => row.error === 'paced'),
+      { timeoutMs: 60_000 },
+    );
+    assert.equal(receiver.received.length, 1, 'POSTs of the callback');
+    verify(secret, receiver.received[0]);
   });
 
   it('paused runs get no callback; the resume that finishes it does', async () => {

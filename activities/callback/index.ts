@@ -72,6 +72,19 @@ function slotWaitMs(startedAt: number, timeoutMs: number): number {
   return startToClose - (Date.now() - startedAt) - timeoutMs - RECORD_DEADLINE_MS - SLOT_WAIT_RESERVE_MS;
 }
 
+/** Room the request needs beyond its own timeout: the resolver, and the writes after it (the log, a streak). */
+const AFTER_REQUEST_MS = 2 * RECORD_DEADLINE_MS + 2000;
+
+/**
+ * Whether the request, and what follows it, still fit in the attempt's start-to-close. Past it Temporal has started
+ * the attempt again (or will), and this one's POST would be a second delivery: a slow store before it (the run's
+ * read, the rate's hits) must cost a held attempt, never a repeat.
+ */
+function timeForRequest(startedAt: number, timeoutMs: number): boolean {
+  const startToClose = activityContext()?.info.startToCloseTimeoutMs;
+  return !startToClose || startToClose - (Date.now() - startedAt) >= timeoutMs + AFTER_REQUEST_MS;
+}
+
 /**
  * The request in its origin's slot, its outcome told to the origin's breaker: an answer worth another try (5xx,
  * 429, 408, 3xx), a timeout or a network error is the origin failing; any other answer is the origin up; a refusal
@@ -375,6 +388,18 @@ export async function sendSigned(deps: SignedSendDeps, send: SignedSend): Promis
   if (entry?.held) {
     const outcome = heldOutcome(entry, origin!, deps.timeoutMs);
     return { ...sent({ outcome, error: entry.held }), held: entry.held };
+  }
+  if (!timeForRequest(send.activityStarted, deps.timeoutMs)) {
+    entry?.done('neutral');
+    const late = {
+      held: 'paced' as const,
+      retryAfterMs: 1000,
+      detail: 'paced: this attempt has no time left for the request (the store was slow before it)',
+    };
+    return {
+      ...sent({ outcome: heldOutcome(late, origin ?? target.url, deps.timeoutMs), error: 'paced' }),
+      held: 'paced',
+    };
   }
   let res: PinnedResponse;
   try {
