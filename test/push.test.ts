@@ -728,6 +728,65 @@ describe('push delivery records', () => {
     }
   });
 
+  it('one held person whose digest cannot be told does not stop the fan-out: the others are pushed, and the hold stays owed for the sweep', async function () {
+    this.timeout(30_000);
+    const push = await startPushService();
+    const config = testConfig({ PUSH_ALLOW_PRIVATE: '1', ...vapidVars() });
+    const { mongo, stores } = await openStores(config);
+    const sender = pushSenderFor(config, { ca: push.ca })!;
+    try {
+      const teamId = `digest_down_${Date.now()}`;
+      const now = new Date();
+      const [annPhone, benPhone] = [push.endpoint(`ann_${teamId}`), push.endpoint(`ben_${teamId}`)];
+      await stores.pushSubscriptions.upsert({ userId: 'ann', teamId }, annPhone, now);
+      await stores.pushSubscriptions.upsert({ userId: 'ben', teamId }, benPhone, now);
+      // Ben (team-wide) is in do-not-disturb: his push is held, and his digest's signal fails (Temporal refuses it).
+      const dnd = new Date(now.getTime() + 3600_000);
+      await stores.notificationPrefs.set('ben', teamId, { scope: 'team', doNotDisturbUntil: dnd }, now);
+      const told: string[] = [];
+      const { deliverPush } = createPushActivities({
+        ...stores,
+        sender,
+        studioUrl: STUDIO,
+        actionTokenTtlSeconds: config.actionTokenTtlSeconds,
+        fanOutWidth: 4,
+        now: () => new Date(),
+        log: () => undefined,
+        digests: {
+          pushHolds: stores.pushHolds,
+          rateLimits: stores.rateLimits,
+          burst: { limit: 100, windowSeconds: 60 },
+          add: async (_team, userId) => {
+            if (userId === 'ben') throw new Error('signal refused');
+            told.push(userId);
+          },
+        },
+      });
+      const runId = `run_digest_down_${Date.now()}`;
+      const result = await deliverPush({
+        version: 1,
+        runId,
+        teamId,
+        ownerId: 'ann',
+        title: 'Deploy',
+        callbackRequested: false,
+        episodeId: `${runId}:end`,
+        kind: 'run_finished',
+        status: 'finished',
+        occurredAt: now.toISOString(),
+      });
+      assert.ok(result.addressable && result.delivered === 1 && result.held === 1, JSON.stringify(result));
+      assert.equal(push.received(annPhone).length, 1);
+      const [hold] = await stores.pushHolds.listForRun(runId);
+      assert.equal(hold?.userId, 'ben');
+      assert.ok(hold.owedAt, 'owed: the sweep offers it to his digest again');
+    } finally {
+      sender.close();
+      await mongo.client.close();
+      await push.close();
+    }
+  });
+
   it('a fan-out resumed after a crash mid-lane sends nobody recorded twice, records everyone and each device’s last success', async function () {
     this.timeout(60_000);
     const push = await startPushService();

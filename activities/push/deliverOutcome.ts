@@ -201,11 +201,17 @@ async function holdWhereDue(
     hold(userId, 'burst', freeAt);
   await digests.pushHolds.hold(fresh);
   // A hold whose digest went out already is not signalled again (a retry of an old episode).
-  // Bounded like the sends: a burst across a big team is one signal-with-start per person.
+  // Bounded like the sends: a burst across a big team is one signal-with-start per person. One person's digest
+  // that cannot be told fails nobody else's push: the hold row is written and owed, and the sweep offers it again.
   await mapBounded(
     holds.filter((row) => !row.digestId),
     deps.fanOutWidth,
-    (row) => digests.add(row.teamId, row.userId, digestEntryOf(row)),
+    (row) =>
+      digests.add(row.teamId, row.userId, digestEntryOf(row)).catch((err: unknown) => {
+        deps.log(
+          `push: the digest of ${row.userId} in ${row.teamId} was not told of ${row.episodeId}: ${String(err)}`,
+        );
+      }),
   );
   return { held: new Set(holds.map((row) => row.userId)), resting };
 }
