@@ -206,6 +206,8 @@ export interface DigestInput {
   /** Carried over by continue-as-new. */
   batch?: DigestBatch;
   sent?: number;
+  /** A prefs change the last execution had not read yet (absent: none, or an execution from before it was carried). */
+  prefsChanged?: boolean;
 }
 
 export interface DigestResult {

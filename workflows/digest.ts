@@ -71,11 +71,24 @@ function timeFor(batch: DigestBatch, entry: DigestEntry): void {
   else batch.quietUntil = Math.max(batch.quietUntil, releaseAt);
 }
 
-/** An entry of a digest that takes its holds from the store: only when, and that something waits. */
-function note(batch: DigestBatch, entry: DigestEntry): void {
+/**
+ * An entry of a digest that takes its holds from the store: only when, and that something waits. Answers whether
+ * it held the batch later for quiet hours or do-not-disturb: its push read the prefs before it was signalled, and
+ * a change since (do-not-disturb cleared) may have made that time stale.
+ */
+function note(batch: DigestBatch, entry: DigestEntry): boolean {
+  const quietBefore = batch.quietUntil;
   timeFor(batch, entry);
   batch.pending = (batch.pending ?? 0) + 1;
+  return batch.quietUntil > quietBefore;
 }
+
+/**
+ * Marks executions that read the prefs again when an entry holds the batch later for quiet hours or do-not-disturb:
+ * an entry held under prefs read before a change (do-not-disturb cleared early) kept the digest until the old end,
+ * up to 7 days late. Only such an entry reaches the check: other histories replay unchanged.
+ */
+export const DIGEST_REREADS_AFTER_QUIET_ENTRY_PATCH = 'digest-rereads-prefs-after-a-quiet-entry';
 
 /** Adds an entry once per episode (a retried fan-out signals again); the newest DIGEST_MAX_LISTED are listed. */
 function add(batch: DigestBatch, seen: Set<string>, entry: DigestEntry): void {
@@ -98,8 +111,13 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
   let batch = input.batch ?? emptyBatch();
   const seen = new Set(batch.episodeIds);
   let sent = input.sent ?? 0;
-  let prefsChanged = false;
-  setHandler(digestEntrySignal, (entry) => (takesFromStore ? note(batch, entry) : add(batch, seen, entry)));
+  // A prefs change not read yet when the last execution continued as new is read here.
+  let prefsChanged = input.prefsChanged ?? false;
+  let heldLaterForQuiet = false;
+  setHandler(digestEntrySignal, (entry) => {
+    if (!takesFromStore) return add(batch, seen, entry);
+    if (note(batch, entry)) heldLaterForQuiet = true;
+  });
   setHandler(prefsChangedSignal, () => {
     prefsChanged = true;
   });
@@ -117,7 +135,7 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
     // What arrived during the send is the next batch; nothing: done (the next hold starts a new execution).
     if (!hasEntries(batch)) return { sent };
     if (workflowInfo().continueAsNewSuggested)
-      await continueAsNew<typeof digestWorkflow>({ teamId, userId, batch, sent });
+      await continueAsNew<typeof digestWorkflow>({ teamId, userId, batch, sent, prefsChanged });
   }
 
   /**
@@ -127,15 +145,16 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
   async function untilReachable(): Promise<void> {
     let askedAtRelease = false;
     for (;;) {
-      if (prefsChanged) {
+      if (prefsChanged || (heldLaterForQuiet && patched(DIGEST_REREADS_AFTER_QUIET_ENTRY_PATCH))) {
         prefsChanged = false;
+        heldLaterForQuiet = false;
         batch.quietUntil = (await store.digestReleaseAt(teamId, userId)) ?? 0;
       }
       const releaseAt = releaseOf(batch);
       if (releaseAt > Date.now()) {
         // The batch goes on in a fresh history; a prefs change not yet read is read again at the release.
         if (continuesWhileWaiting && workflowInfo().continueAsNewSuggested)
-          await continueAsNew<typeof digestWorkflow>({ teamId, userId, batch, sent });
+          await continueAsNew<typeof digestWorkflow>({ teamId, userId, batch, sent, prefsChanged });
         await condition(
           () =>
             prefsChanged ||

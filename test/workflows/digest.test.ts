@@ -48,7 +48,10 @@ describe('the digest on time-skipping Temporal', function () {
     name: string,
     prefs: { current: HoldPrefs },
     entries: (nowMs: number) => DigestEntry[],
-    meanwhile: (signal: () => Promise<void>) => Promise<void> = async () => undefined,
+    meanwhile: (
+      signal: () => Promise<void>,
+      hold: (entry: DigestEntry) => Promise<void>,
+    ) => Promise<void> = async () => undefined,
     /**
      * How each send goes, in turn (the last repeats): a device took it, none did, or some did while another's push
      * service failed (`partial`, then `still missing` for a try that reached none of the rest, `the rest`).
@@ -107,7 +110,10 @@ describe('the digest on time-skipping Temporal', function () {
         signalArgs: [first],
       });
       for (const entry of rest) await handle.signal(digestEntrySignal, entry);
-      await meanwhile(() => handle.signal(prefsChangedSignal));
+      await meanwhile(
+        () => handle.signal(prefsChangedSignal),
+        (entry) => handle.signal(digestEntrySignal, entry),
+      );
       const done = await handle.result();
       const history = await handle.fetchHistory();
       // A digest that missed a device hands it to its own workflow, which outlives this one.
@@ -177,6 +183,32 @@ describe('the digest on time-skipping Temporal', function () {
     assert.equal(run.sent.length, 1);
     const after = run.sent[0].atMs - run.startedMs;
     assert.ok(after >= 3600_000 && after < 3600_000 + 60_000, `sent ${after / 1000} s after the hold`);
+  });
+
+  it('do-not-disturb cleared early, then a push held under the old prefs: the digest still goes out at the clearing', async () => {
+    const now = await env.currentTimeMs();
+    const oldEnd = new Date(now + 5 * 3600_000);
+    const prefs: { current: HoldPrefs } = { current: { doNotDisturbUntil: oldEnd, breakThrough: [] } };
+    const run = await runDigest(
+      'dnd-stale',
+      prefs,
+      (at) => [heldNow(prefs.current, at, 1)],
+      async (prefsChanged, hold) => {
+        await env.sleep(3600_000);
+        prefs.current = { breakThrough: [] }; // PUT doNotDisturbUntil: null
+        await prefsChanged();
+        // A fan-out that read the prefs before the PUT holds its push until the old end.
+        const at = await env.currentTimeMs();
+        await hold(entry(at, 2, { releaseAt: oldEnd.toISOString() }));
+      },
+    );
+    recordHistory(run.history, 'digest-history-stale-entry-reread.json');
+    // Both go out at the clearing (in one digest or two), none at the old end.
+    const after = run.sent.map((sent) => (sent.atMs - run.startedMs) / 3600_000);
+    assert.ok(
+      after.length >= 1 && after.every((h) => h >= 1 && h < 1 + 1 / 60),
+      `sent ${after} h after the hold`,
+    );
   });
 
   it('a digest no device took is sent again, 5 minutes later then doubling; one that never goes through gives up after a day', async () => {
