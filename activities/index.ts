@@ -3,7 +3,6 @@
 import type { Client } from '@temporalio/client';
 import type { Config } from '../config';
 import type { Activities } from '../contract/activities';
-import type { InteractionRef } from '../contract/workflows';
 import type { OriginPacing } from '../delivery/callback/pacing';
 import { callbackSendSettings } from '../delivery/callback/send';
 import { configFaultRuleOf } from '../delivery/push/fanOut';
@@ -26,7 +25,7 @@ import { createInteractionActivities } from './interaction';
 import { announceToTeamEndpoints } from './interaction/teamAnnounce';
 import { createPushActivities, type PushActivityDeps } from './push';
 import { createRecoverActivities } from './callback/recover';
-import { createSweepActivities } from './sweep';
+import { createSweepActivities, type SweepDeps } from './sweep';
 import { sweepLookbackSeconds } from '../domain/sweep';
 
 export interface ActivityDeps {
@@ -44,7 +43,7 @@ export interface ActivityDeps {
   /** Where the activities report what went wrong (the worker's logger, with what the running activity tells). */
   log: Log;
   /** The sweep's way to resume a run left paused on a question whose answer is stored (the runs service's). */
-  finishStoredAnswer?: (ref: InteractionRef) => Promise<void>;
+  finishStoredAnswer?: SweepDeps['finishStoredAnswer'];
   /**
    * Handed to each area's activities, which record what they know the outcome of. Undefined: no metrics are
    * recorded (the worker without WORKER_METRICS_PORT).

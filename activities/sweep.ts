@@ -15,7 +15,6 @@ import { startEpisode } from '../client/emitter';
 import { createInteractionSignaler, interactionOf, startInteraction } from '../client/interaction';
 import { interactionClaimKeys, runWaitsOn } from '../domain/interaction';
 import { IllegalTransitionError } from '../domain/runStatus';
-import type { InteractionRef } from '../contract/workflows';
 import type { AnsweredInteraction, InteractionStore } from '../store/interactions';
 import { mapBounded } from '../platform/concurrency';
 import { activityContext } from './activityContext';
@@ -36,9 +35,8 @@ import {
   type PushHoldRow,
   type PushHoldStore,
 } from '../store/push/holds';
-import type { DigestEntry } from '../contract/workflows';
 import type { RunStore } from '../store/runs';
-import type { EpisodeOptions, SweepPass } from '../contract/workflows';
+import type { DigestEntry, EpisodeOptions, InteractionRef, SweepPass } from '../contract/workflows';
 import type { Metrics } from '../platform/metrics';
 
 /**

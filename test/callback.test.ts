@@ -141,7 +141,7 @@ describe('callback family', function () {
     assert.equal(receiver.received.length, 1);
   });
 
-  it('an attempt whose run read outlasted its start-to-close sends nothing: the next attempt sends it, once', async () => {
+  it('an attempt whose run read outlasted its start-to-close sends nothing: the next attempt sends it, once', async function () {
     this.timeout(120_000);
     const { id, secret } = await launch();
     // The attempt's start-to-close is CALLBACK_TIMEOUT_SECONDS + 20 s: Temporal starts its retry while the read
