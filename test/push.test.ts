@@ -7,7 +7,12 @@ import type { ApiHandle } from '../api/server';
 import type { Config } from '../config';
 import type { PushPayload } from '../domain/push';
 import type { EpisodeResult } from '../contract/workflows';
-import { createPushActivities, groupCommit, type PushActivityDeps } from '../activities/push';
+import {
+  createPushActivities,
+  groupCommit,
+  type DigestDeps,
+  type PushActivityDeps,
+} from '../activities/push';
 import { pushFollowUp } from '../activities/interaction/pushes';
 import type { Run } from '../domain/run';
 import type { RunOutcome } from '../domain/outcome';
@@ -670,121 +675,112 @@ describe('push delivery records', () => {
     }
   });
 
-  it('a person reached on one device is not counted against their burst bound again when the episode tries their other device past the window', async function () {
-    this.timeout(30_000);
+  /**
+   * The push activities on a loopback push service and stores of their own, the digests' burst bound and signal
+   * as given, the clock `now`; all of it closed after `test`.
+   */
+  async function withPushActivities(
+    digests: Pick<DigestDeps, 'burst' | 'add'>,
+    now: () => Date,
+    test: (on: {
+      push: PushService;
+      stores: Stores;
+      deliverPush: ReturnType<typeof createPushActivities>['deliverPush'];
+    }) => Promise<void>,
+  ): Promise<void> {
     const push = await startPushService();
     const config = testConfig({ PUSH_ALLOW_PRIVATE: '1', ...vapidVars() });
     const { mongo, stores } = await openStores(config);
     const sender = pushSenderFor(config, { ca: push.ca })!;
     try {
-      const teamId = `burst_retry_${Date.now()}`;
-      let now = new Date();
-      const [laptop, phone] = [push.endpoint(`laptop_${teamId}`), push.endpoint(`phone_${teamId}`)];
-      for (const device of [laptop, phone])
-        await stores.pushSubscriptions.upsert({ userId: 'ann', teamId }, device, now);
       const { deliverPush } = createPushActivities({
         ...stores,
         sender,
         studioUrl: STUDIO,
         actionTokenTtlSeconds: config.actionTokenTtlSeconds,
         fanOutWidth: 4,
-        now: () => now,
+        now,
         log: () => undefined,
-        digests: {
-          pushHolds: stores.pushHolds,
-          rateLimits: stores.rateLimits,
-          burst: { limit: 1, windowSeconds: 60 },
-          add: async () => undefined,
-        },
+        digests: { pushHolds: stores.pushHolds, rateLimits: stores.rateLimits, ...digests },
       });
-      const ended = (runId: string): RunOutcome => ({
-        version: 1,
-        runId,
-        teamId,
-        ownerId: 'ann',
-        title: 'Deploy',
-        callbackRequested: false,
-        episodeId: `${runId}:end`,
-        kind: 'run_finished',
-        status: 'finished',
-        occurredAt: now.toISOString(),
-      });
-      // The phone's push service fails through the fan-out's attempts: the episode tries it again later.
-      push.failAlways(phone, 503);
-      const first = await deliverPush(ended('run_first'));
-      assert.ok(first.addressable && first.delivered === 1 && first.retryable === 1, JSON.stringify(first));
-      push.recover(phone);
-      // Past the window, another run's push takes ann's one slot; then the first episode tries her phone again.
-      now = new Date(now.getTime() + 61_000);
-      const second = await deliverPush(ended('run_second'));
-      assert.ok(second.addressable && second.delivered === 2, JSON.stringify(second));
-      const retried = await deliverPush(ended('run_first'));
-      assert.ok(retried.addressable, JSON.stringify(retried));
-      assert.deepEqual([retried.delivered, retried.alreadyDelivered], [1, 1], JSON.stringify(retried));
+      await test({ push, stores, deliverPush });
     } finally {
       sender.close();
       await mongo.client.close();
       await push.close();
     }
+  }
+
+  /** A finished run's outcome, owned by ann. */
+  const finished = (teamId: string, runId: string, at: Date): RunOutcome => ({
+    version: 1,
+    runId,
+    teamId,
+    ownerId: 'ann',
+    title: 'Deploy',
+    callbackRequested: false,
+    episodeId: `${runId}:end`,
+    kind: 'run_finished',
+    status: 'finished',
+    occurredAt: at.toISOString(),
+  });
+
+  it('a person reached on one device is not counted against their burst bound again when the episode tries their other device past the window', async function () {
+    this.timeout(30_000);
+    let now = new Date();
+    const burst = { limit: 1, windowSeconds: 60 };
+    await withPushActivities(
+      { burst, add: async () => undefined },
+      () => now,
+      async ({ push, stores, deliverPush }) => {
+        const teamId = `burst_retry_${Date.now()}`;
+        const [laptop, phone] = [push.endpoint(`laptop_${teamId}`), push.endpoint(`phone_${teamId}`)];
+        for (const device of [laptop, phone])
+          await stores.pushSubscriptions.upsert({ userId: 'ann', teamId }, device, now);
+        // The phone's push service fails through the fan-out's attempts: the episode tries it again later.
+        push.failAlways(phone, 503);
+        const first = await deliverPush(finished(teamId, 'run_first', now));
+        assert.ok(first.addressable && first.delivered === 1 && first.retryable === 1, JSON.stringify(first));
+        push.recover(phone);
+        // Past the window, another run's push takes ann's one slot; then the first episode tries her phone again.
+        now = new Date(now.getTime() + 61_000);
+        const second = await deliverPush(finished(teamId, 'run_second', now));
+        assert.ok(second.addressable && second.delivered === 2, JSON.stringify(second));
+        const retried = await deliverPush(finished(teamId, 'run_first', now));
+        assert.ok(retried.addressable, JSON.stringify(retried));
+        assert.deepEqual([retried.delivered, retried.alreadyDelivered], [1, 1], JSON.stringify(retried));
+      },
+    );
   });
 
   it('one held person whose digest cannot be told does not stop the fan-out: the others are pushed, and the hold stays owed for the sweep', async function () {
     this.timeout(30_000);
-    const push = await startPushService();
-    const config = testConfig({ PUSH_ALLOW_PRIVATE: '1', ...vapidVars() });
-    const { mongo, stores } = await openStores(config);
-    const sender = pushSenderFor(config, { ca: push.ca })!;
-    try {
-      const teamId = `digest_down_${Date.now()}`;
-      const now = new Date();
-      const [annPhone, benPhone] = [push.endpoint(`ann_${teamId}`), push.endpoint(`ben_${teamId}`)];
-      await stores.pushSubscriptions.upsert({ userId: 'ann', teamId }, annPhone, now);
-      await stores.pushSubscriptions.upsert({ userId: 'ben', teamId }, benPhone, now);
-      // Ben (team-wide) is in do-not-disturb: his push is held, and his digest's signal fails (Temporal refuses it).
-      const dnd = new Date(now.getTime() + 3600_000);
-      await stores.notificationPrefs.set('ben', teamId, { scope: 'team', doNotDisturbUntil: dnd }, now);
-      const told: string[] = [];
-      const { deliverPush } = createPushActivities({
-        ...stores,
-        sender,
-        studioUrl: STUDIO,
-        actionTokenTtlSeconds: config.actionTokenTtlSeconds,
-        fanOutWidth: 4,
-        now: () => new Date(),
-        log: () => undefined,
-        digests: {
-          pushHolds: stores.pushHolds,
-          rateLimits: stores.rateLimits,
-          burst: { limit: 100, windowSeconds: 60 },
-          add: async (_team, userId) => {
-            if (userId === 'ben') throw new Error('signal refused');
-            told.push(userId);
-          },
-        },
-      });
-      const runId = `run_digest_down_${Date.now()}`;
-      const result = await deliverPush({
-        version: 1,
-        runId,
-        teamId,
-        ownerId: 'ann',
-        title: 'Deploy',
-        callbackRequested: false,
-        episodeId: `${runId}:end`,
-        kind: 'run_finished',
-        status: 'finished',
-        occurredAt: now.toISOString(),
-      });
-      assert.ok(result.addressable && result.delivered === 1 && result.held === 1, JSON.stringify(result));
-      assert.equal(push.received(annPhone).length, 1);
-      const [hold] = await stores.pushHolds.listForRun(runId);
-      assert.equal(hold?.userId, 'ben');
-      assert.ok(hold.owedAt, 'owed: the sweep offers it to his digest again');
-    } finally {
-      sender.close();
-      await mongo.client.close();
-      await push.close();
-    }
+    // Ben's digest's signal fails (Temporal refuses it).
+    const add: DigestDeps['add'] = async (_team, userId) => {
+      if (userId === 'ben') throw new Error('signal refused');
+    };
+    const burst = { limit: 100, windowSeconds: 60 };
+    await withPushActivities(
+      { burst, add },
+      () => new Date(),
+      async ({ push, stores, deliverPush }) => {
+        const teamId = `digest_down_${Date.now()}`;
+        const now = new Date();
+        const [annPhone, benPhone] = [push.endpoint(`ann_${teamId}`), push.endpoint(`ben_${teamId}`)];
+        await stores.pushSubscriptions.upsert({ userId: 'ann', teamId }, annPhone, now);
+        await stores.pushSubscriptions.upsert({ userId: 'ben', teamId }, benPhone, now);
+        // Ben (team-wide) is in do-not-disturb: his push is held.
+        const dnd = new Date(now.getTime() + 3600_000);
+        await stores.notificationPrefs.set('ben', teamId, { scope: 'team', doNotDisturbUntil: dnd }, now);
+        const runId = `run_digest_down_${Date.now()}`;
+        const result = await deliverPush(finished(teamId, runId, now));
+        assert.ok(result.addressable && result.delivered === 1 && result.held === 1, JSON.stringify(result));
+        assert.equal(push.received(annPhone).length, 1);
+        const [hold] = await stores.pushHolds.listForRun(runId);
+        assert.equal(hold?.userId, 'ben');
+        assert.ok(hold.owedAt, 'owed: the sweep offers it to his digest again');
+      },
+    );
   });
 
   it('a fan-out resumed after a crash mid-lane sends nobody recorded twice, records everyone and each device’s last success', async function () {
