@@ -11,8 +11,6 @@ import type { Stores } from '../store';
 import { answerInteraction } from './answer';
 import { runsContext } from './context';
 
-export type StoredAnswerFinisher = (ref: InteractionRef) => Promise<void>;
-
 export function storedAnswerFinisher(deps: {
   stores: Pick<Stores, 'runs' | 'runTransitions' | 'events' | 'interactions' | 'actionTokens'>;
   client: Client;
@@ -20,7 +18,7 @@ export function storedAnswerFinisher(deps: {
   healthOptions: HealthOptions;
   /** Where a health signal or a close that failed is reported (the sweep replays the close). */
   onError: (runId: string, err: unknown) => void;
-}): StoredAnswerFinisher {
+}): (ref: InteractionRef) => Promise<void> {
   const { stores, client, taskQueue } = deps;
   const ctx = runsContext({
     ...stores,

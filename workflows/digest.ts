@@ -27,7 +27,7 @@ import {
   type DigestResult,
 } from '../contract/workflows';
 import { fanOutCalls, holder, localStoreCalls, unlessChildRunning } from './common';
-import { digestResendWorkflow, RETRY_FIRST_SECONDS, RETRY_FOR_MS, RETRY_MAX_SECONDS } from './digestResend';
+import { digestResendWorkflow, digestRetryWaits } from './digestResend';
 
 const store = localStoreCalls;
 
@@ -173,12 +173,12 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
   async function sendOnce(digestId: string, out: DigestBatch): Promise<void> {
     const me = holder();
     if (!(await store.tryMark(digestId, me))) return; // another execution holds it: sent or sending there
-    const giveUpAt = Date.now() + RETRY_FOR_MS;
+    const waits = digestRetryWaits();
     const listed = takesFromStore
       ? {}
       : { listed: out.listed, counts: out.counts, episodeIds: out.episodeIds };
     const digest = { digestId, teamId, userId, tag: workflowId };
-    for (let wait = RETRY_FIRST_SECONDS; ; wait = Math.min(wait * 2, RETRY_MAX_SECONDS)) {
+    for (;;) {
       let result: string;
       let missedSome = false;
       try {
@@ -196,7 +196,8 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
       if (result === 'delivered' && missedSome && takesFromStore)
         if (patched(DIGEST_RESENDS_TO_MISSED_DEVICES_PATCH))
           await resendToMissedDevices(digestResendWorkflowId(firstExecutionRunId, sent), digest);
-      if (result !== 'failed' || Date.now() + wait * 1000 > giveUpAt) {
+      const wait = result === 'failed' ? waits.next() : undefined;
+      if (!wait || wait.done) {
         // Its holds say they gave up: no device took it for a day, or the person has no device left.
         const noDevice = result === 'failed' || result === 'not_addressable: no subscription';
         if (noDevice && takesFromStore) await store.giveUpDigest({ digestId, teamId, userId });
@@ -204,7 +205,7 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
         return;
       }
       // No device took it: try again once the push service may be back.
-      await sleep(wait * 1000);
+      await sleep(wait.value * 1000);
     }
   }
 }

@@ -6,20 +6,21 @@ import { sleep } from '@temporalio/workflow';
 import type { DigestResend } from '../contract/workflows';
 import { fanOutCalls } from './common';
 
-/** A digest's sends tried again (a digest no device took, a device a digest missed): 5 min doubling to 1 h, a day. */
-export const RETRY_FIRST_SECONDS = 300;
-export const RETRY_MAX_SECONDS = 3600;
-export const RETRY_FOR_MS = 24 * 3600_000;
+/**
+ * The waits (seconds) before a digest's sends are tried again, a digest no device took or a device a digest missed:
+ * 5 minutes doubling to an hour, each while it still ends within a day of this call.
+ */
+export function digestRetryWaits(): Generator<number> {
+  const giveUpAt = Date.now() + 24 * 3600_000;
+  return (function* () {
+    for (let wait = 300; Date.now() + wait * 1000 <= giveUpAt; wait = Math.min(wait * 2, 3600)) yield wait;
+  })();
+}
 
 /** Answers how many devices it reached. */
 export async function digestResendWorkflow(digest: DigestResend): Promise<number> {
-  const giveUpAt = Date.now() + RETRY_FOR_MS;
   let reached = 0;
-  for (
-    let wait = RETRY_FIRST_SECONDS;
-    Date.now() + wait * 1000 <= giveUpAt;
-    wait = Math.min(wait * 2, RETRY_MAX_SECONDS)
-  ) {
+  for (const wait of digestRetryWaits()) {
     await sleep(wait * 1000);
     try {
       const answer = await fanOutCalls.sendDigest(digest);
