@@ -174,8 +174,9 @@ export function createHealthSignaler(deps: {
             signalArgs: [batch],
             priority: teamPriority(run.teamId),
             typedSearchAttributes: new TypedSearchAttributes(runAttributes(run._id, run.teamId)),
-            // A run whose health was reaped after it ended does not get a new one from a late event.
-            workflowIdReusePolicy: 'REJECT_DUPLICATE',
+            // A run whose health was reaped after it ended (completed) does not get a new one from a late event;
+            // one whose health failed or was terminated does, or nothing would watch the run again.
+            workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
           },
         ),
       ),

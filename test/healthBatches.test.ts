@@ -160,4 +160,29 @@ describe('run health fed in batches', function () {
     });
     assert.equal(paused.phase, 'paused', 'the run was taken for ended by an event named constructor');
   });
+
+  it("a health workflow that failed is started again by the run's next event, and watches it from there", async () => {
+    const created = await batched.post('/api/v1/runs', { title: 'Outlived its health' });
+    const id = created.body.id as string;
+    assert.equal(
+      (await batched.post(`/api/v1/runs/${id}/events`, { type: 'node_started', node: 'a' })).status,
+      201,
+    );
+    const handle = stack.client.workflow.getHandle(healthWorkflowId(id));
+    const first = await waitUntil('its health workflow', () => handle.describe().catch(() => undefined));
+    // As an execution that failed does (a store away for longer than it waits, a bug): closed, not reaped.
+    await handle.terminate('closed as a failure would close it');
+    assert.equal(
+      (await batched.post(`/api/v1/runs/${id}/events`, { type: 'node_started', node: 'b' })).status,
+      201,
+    );
+    const again = await waitUntil('a new execution, running', async () => {
+      const now = await handle.describe();
+      return now.runId !== first.runId && now.status.name === 'RUNNING' ? now : undefined;
+    });
+    assert.notEqual(again.runId, first.runId);
+    // It watches the run: silent past STALL_AFTER_SECONDS, it raises the stall alert.
+    await waitUntil('its stall alert', () => alertsOf(id).includes('stall'), { timeoutMs: 60_000 });
+    await batched.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'done' });
+  });
 });

@@ -1,9 +1,12 @@
 // What every workflow shares: how quick calls and fan-outs run, the claim holder, how a branch ended, and a child
 // start that tolerates one of its id running already.
 import {
+  ActivityFailure,
+  ApplicationFailure,
   patched,
   proxyActivities,
   proxyLocalActivities,
+  sleep,
   workflowInfo,
   type ActivityInterfaceFor,
   type RetryPolicy,
@@ -112,6 +115,49 @@ const chosenPerCall = Object.fromEntries(
  */
 export function quickCalls(): QuickCalls {
   return patched(QUICK_DECIDED_AT_START_PATCH) ? local : chosenPerCall;
+}
+
+const STORE_RETRY_FIRST_MS = 60_000;
+const STORE_RETRY_MAX_MS = 3_600_000;
+const STORE_RETRY_SPAN_MS = 24 * 3_600_000;
+
+/**
+ * A store call (a claim, a read, a write safe to repeat) that failed past its quick retries, made again while the
+ * store is away: after a wait of one minute doubling to an hour, for a day from its first failure. A failure the
+ * activity marked for good is not an outage. Only a failed call asks `patchedHere` (the caller's own patch check),
+ * so histories without one replay unchanged; a history recorded before the patch failed there, and still does.
+ */
+export async function outlastingStoreOutages<T>(
+  call: () => Promise<T>,
+  patchedHere: () => boolean,
+): Promise<T> {
+  let firstFailedAtMs: number | undefined;
+  for (let waitMs = STORE_RETRY_FIRST_MS; ; waitMs = Math.min(waitMs * 2, STORE_RETRY_MAX_MS)) {
+    try {
+      return await call();
+    } catch (err) {
+      firstFailedAtMs ??= Date.now();
+      const forGood =
+        err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable;
+      const spent = Date.now() - firstFailedAtMs + waitMs > STORE_RETRY_SPAN_MS;
+      if (forGood || spent || !patchedHere()) throw err;
+      await sleep(waitMs);
+    }
+  }
+}
+
+/** Every quick call made through outlastingStoreOutages, once `patchedHere`. */
+export function quickCallsOutlastingOutages(quick: QuickCalls, patchedHere: () => boolean): QuickCalls {
+  return Object.fromEntries(
+    QUICK_CALLS.map((name) => [
+      name,
+      (...args: unknown[]) =>
+        outlastingStoreOutages(
+          () => (quick[name] as (...a: unknown[]) => Promise<unknown>)(...args),
+          patchedHere,
+        ),
+    ]),
+  ) as QuickCalls;
 }
 
 /** The holder of this execution's claims: a re-run of the same episode is another holder. */

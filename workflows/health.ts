@@ -14,7 +14,7 @@ import {
 import { healthAlert } from '../domain/ops';
 import { teamEventFromHealthAlert } from '../domain/teamEvents';
 import { observeManySignal, observeSignal, type HealthInput } from '../contract/workflows';
-import { quickCalls } from './common';
+import { quickCalls, quickCallsOutlastingOutages } from './common';
 import { sendOperatorAlert } from './operatorAlert';
 import { handOffTeamEvent } from './teamEvent';
 
@@ -33,6 +33,14 @@ export const HEALTH_BATCHES_PATCH = 'health-fed-in-batches';
 
 /** Marks histories in which each health alert also raises its team event (the team's endpoints hear of it). */
 export const HEALTH_TEAM_EVENTS_PATCH = 'health-alerts-raise-team-events';
+
+/**
+ * Marks histories in which a store call that failed past its quick retries (a store outage of about a quarter of an
+ * hour) is made again after a wait, one minute doubling to an hour, for a day. Before, it failed the execution: a
+ * stall found during the outage and the team event of any alert raised then were lost, and the run was never
+ * watched again (nothing restarts a failed health workflow but the run's next event).
+ */
+export const HEALTH_STORE_OUTAGES_OUTLASTED_PATCH = 'health-store-calls-outlast-outages';
 
 /** How often a run that keeps reporting usage has its settings (its budget) read again. */
 const SETTINGS_REFRESH_MS = 60_000;
@@ -61,7 +69,9 @@ function stallTimer() {
 }
 
 export async function runHealthWorkflow(input: HealthInput): Promise<HealthState> {
-  const quick = quickCalls();
+  const quick = quickCallsOutlastingOutages(quickCalls(), () =>
+    patched(HEALTH_STORE_OUTAGES_OUTLASTED_PATCH),
+  );
   let { options } = input;
   let state = input.state ?? initialHealth(input, Date.now());
   const fromWorker = patched(HEALTH_SETTINGS_PATCH);

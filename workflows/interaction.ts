@@ -5,16 +5,7 @@
 // the activities check the store again before they send. Each send has its own claim: exactly once across worker
 // crashes, a replay, and a second execution the sweep starts. A rung or snooze that fails is tried again on the
 // callbacks' schedule while the question is open, its claim kept, and settled as given up when the schedule ends.
-import {
-  ActivityFailure,
-  ApplicationFailure,
-  condition,
-  continueAsNew,
-  patched,
-  proxyActivities,
-  setHandler,
-  sleep,
-} from '@temporalio/workflow';
+import { condition, continueAsNew, patched, proxyActivities, setHandler } from '@temporalio/workflow';
 import type { Activities, FollowUpResult } from '../contract/activities';
 import {
   CALLBACK_RETRY_JITTER,
@@ -39,39 +30,16 @@ import {
   SNOOZE_SECONDS,
   SNOOZES_PER_EXECUTION,
 } from '../domain/interaction';
-import { holder, localStoreCalls } from './common';
+import { holder, localStoreCalls, outlastingStoreOutages } from './common';
 
 /**
  * Marks histories in which a store call (a claim, the plan) that failed past its quick retries (a store outage of
- * about a quarter of an hour) is made again after a wait, one minute doubling to an hour, for a day. Before, it
- * failed the execution: the rungs and snoozes still owed were never sent, and the sweep restarts only a question
- * that never opened.
+ * about a quarter of an hour) is made again after a wait (outlastingOutages). Before, it failed the execution: the
+ * rungs and snoozes still owed were never sent, and the sweep restarts only a question that never opened.
  */
 export const STORE_OUTAGES_OUTLASTED_PATCH = 'interaction-store-calls-outlast-outages';
-const STORE_RETRY_FIRST_MS = 60_000;
-const STORE_RETRY_MAX_MS = 3_600_000;
-const STORE_RETRY_SPAN_MS = 24 * 3_600_000;
-
-/**
- * The call, made again while the store is away (claims and reads: safe to repeat), for a day from its first
- * failure; a failure the activity marked for good is not an outage.
- */
-async function outlastingOutages<T>(call: () => Promise<T>): Promise<T> {
-  let firstFailedAtMs: number | undefined;
-  for (let waitMs = STORE_RETRY_FIRST_MS; ; waitMs = Math.min(waitMs * 2, STORE_RETRY_MAX_MS)) {
-    try {
-      return await call();
-    } catch (err) {
-      firstFailedAtMs ??= Date.now();
-      const forGood =
-        err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable;
-      const spent = Date.now() - firstFailedAtMs + waitMs > STORE_RETRY_SPAN_MS;
-      // Only a failed call reaches the patch check: histories without one replay unchanged.
-      if (forGood || spent || !patched(STORE_OUTAGES_OUTLASTED_PATCH)) throw err;
-      await sleep(waitMs);
-    }
-  }
-}
+const outlastingOutages = <T>(call: () => Promise<T>): Promise<T> =>
+  outlastingStoreOutages(call, () => patched(STORE_OUTAGES_OUTLASTED_PATCH));
 
 const store = {
   interactionPlan: (ref: InteractionRef, by: string) =>

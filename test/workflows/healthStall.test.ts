@@ -4,6 +4,7 @@
 // asked for; each alert goes through its real operator-alert workflow, whose webhook send is a stand-in too.
 import assert from 'node:assert/strict';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { ApplicationFailure } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
 import type { Activities } from '../../contract/activities';
 import type { HealthState } from '../../domain/health';
@@ -13,6 +14,8 @@ import { observeSignal, type HealthOptions } from '../../contract/workflows';
 import { workflowBundle } from '../support/workflowBundle';
 import { onTimeSkipping } from '../support/timeSkipping';
 import { waitUntil } from '../support/waitUntil';
+import { recordHistory } from '../support/historyFixture';
+import type { TeamEvent } from '../../domain/teamEvents';
 
 const STALL_AFTER_SECONDS = 900;
 const OPTIONS: HealthOptions = {
@@ -120,5 +123,103 @@ describe('the run-health stall on time-skipping Temporal', function () {
     assert.equal(final.terminalStatus, 'finished');
     assert.equal(final.stallSeq, 1);
     assert.equal(reaped, 1);
+  });
+
+  it('a store away longer than its quick retries: the workflow outlasts it, and its stall alert and team event go out', async () => {
+    const taskQueue = 'ts-health-store-outage';
+    const runId = 'run_outage';
+    const posted: OperatorAlert[] = [];
+    const raised: TeamEvent[] = [];
+    const saved: HealthState[] = [];
+    // The stall's status read fails past the quick calls' 20 attempts; later the recovery's team event's record.
+    let statusFailures = 0;
+    let recordFailures = 0;
+    // Each failure is retried at once: the test waits on its count, not on the quick calls' backoff.
+    const outage = (what: string) =>
+      ApplicationFailure.create({ message: `the store is away (${what})`, nextRetryDelay: 1 });
+    const activities = {
+      healthSettings: async () => ({ options: OPTIONS }),
+      persistedRunStatus: async () => {
+        if (statusFailures > 0 && statusFailures--) throw outage('status');
+        return 'running';
+      },
+      saveHealth: async (state: HealthState) => void saved.push(state),
+      reapHealth: async () => undefined,
+      tryMark: async () => true,
+      opsAlertSettings: async () => ({ retryForMs: 3_600_000, maxWaitMs: 100_000 }),
+      postOperatorAlert: async (alert: OperatorAlert) => {
+        posted.push(alert);
+        return { status: 200 };
+      },
+      markDelivered: async () => true,
+      stampOpsMarker: async () => true,
+      renewClaim: async () => true,
+      recordTeamEvent: async (event: TeamEvent) => {
+        if (recordFailures > 0 && recordFailures--) throw outage('team event');
+        raised.push(event);
+        return {
+          sequence: raised.length,
+          endpointIds: [],
+          retrySeconds: [],
+          retryJitter: 0,
+          attemptSeconds: 10,
+        };
+      },
+    } as unknown as Partial<Activities>;
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      workflowBundle: await workflowBundle(),
+      activities,
+    });
+
+    const final = await worker.runUntil(async () => {
+      const handle = await env.client.workflow.start(runHealthWorkflow, {
+        taskQueue,
+        workflowId: `health:${runId}`,
+        args: [{ runId, teamId: 'acme', options: OPTIONS }],
+      });
+      try {
+        await handle.signal(observeSignal, { type: 'node_started', data: { node: 'plan' } });
+        await waitUntil('the node to be saved', () => saved.some((s) => s.currentNode === 'plan'), {
+          timeoutMs: 30_000,
+          intervalMs: 50,
+        });
+        statusFailures = 25;
+        // Past the threshold, and past the status read's 20 quick attempts and a wait after them.
+        await env.sleep(`${STALL_AFTER_SECONDS + 3600} seconds`);
+        await waitUntil('the stall alert', () => posted.some((a) => a.kind === 'stall'), {
+          timeoutMs: 30_000,
+          intervalMs: 50,
+        });
+        assert.deepEqual(
+          raised.map((e) => e.type),
+          ['run.stalled'],
+        );
+
+        // The recovery's team event cannot be recorded for a while: it is recorded once the store is back.
+        recordFailures = 25;
+        await handle.signal(observeSignal, { type: 'node_started', data: { node: 'write' } });
+        await env.sleep('10 minutes');
+        await waitUntil('the recovery team event', () => raised.length >= 2, {
+          timeoutMs: 30_000,
+          intervalMs: 50,
+        });
+        await handle.signal(observeSignal, { type: 'run_finished' });
+        return await handle.result();
+      } finally {
+        recordHistory(await handle.fetchHistory(), 'health-history-store-outage-outlasted.json');
+      }
+    });
+
+    assert.deepEqual(
+      posted.map((a) => a.kind),
+      ['stall', 'stall_recovered'],
+    );
+    assert.deepEqual(
+      raised.map((e) => e.type),
+      ['run.stalled', 'run.recovered'],
+    );
+    assert.equal(final.phase, 'terminal');
   });
 });
