@@ -9,6 +9,7 @@ import { buildRunOutcome, type RunOutcome } from '../domain/outcome';
 import type { Run, RunError } from '../domain/run';
 import type { ClaimStore } from '../store/claims';
 import type { EscalationPolicyStore } from '../store/escalationPolicies';
+import type { InteractionStore } from '../store/interactions';
 import type { RunStore } from '../store/runs';
 import type { Config } from '../config';
 import { outcomeKindAttribute, runAttributes, searchAttributes } from '../contract/searchAttributes';
@@ -90,6 +91,7 @@ export function createOutcomeEmitter(deps: {
   questions?: {
     claims: Pick<ClaimStore, 'noteOnce'>;
     escalationPolicies: Pick<EscalationPolicyStore, 'ladderFor'>;
+    interactions: Pick<InteractionStore, 'keepLadder'>;
   };
 }) {
   const options = deps.options ?? DEFAULT_EPISODE_OPTIONS;
@@ -108,9 +110,13 @@ export function createOutcomeEmitter(deps: {
       webhookRetrySeconds: options.callbackRetrySeconds,
     };
     await startInteraction(deps.client, deps.taskQueue, interaction, plan);
-    // After the start: a question noted opened whose workflow never started would never climb its ladder.
+    // After the start: a question noted opened whose workflow never started would never climb its ladder. Its
+    // ladder is kept with it, so a later execution climbs this one whatever the policy says by then.
     const opened = interactionClaimKeys.opened(interaction.interactionId);
-    await questions.claims.noteOnce(opened, `emitter:${deps.emitter ?? 'api'}`, 'opened');
+    await Promise.all([
+      questions.claims.noteOnce(opened, `emitter:${deps.emitter ?? 'api'}`, 'opened'),
+      questions.interactions.keepLadder(interaction.interactionId, plan.rungs),
+    ]);
   }
 
   return {

@@ -1,5 +1,6 @@
 // interactions: what a paused run asks a human, and the answer that resumes it.
 import type { Db } from 'mongodb';
+import type { EscalationRung } from '../domain/interaction';
 import type { InteractionChoice } from '../domain/push';
 import type { IndexSpec } from './mongo';
 import { inPages } from './paging';
@@ -17,6 +18,8 @@ export interface Interaction {
   answeredAt?: Date;
   /** The user whose answer was taken. */
   answeredBy?: string;
+  /** The escalation ladder as it was when the question was asked (keepLadder): every execution climbs this one. */
+  ladder?: EscalationRung[];
 }
 
 /** What the sweep reads of an answered interaction to replay its close. */
@@ -74,6 +77,21 @@ export function createInteractionStore(db: Db) {
         { projection: { runId: 1, teamId: 1, answeredBy: 1, answeredAt: 1 }, batchSize: pageSize + 1 },
       );
       return inPages<AnsweredInteraction>(cursor, pageSize);
+    },
+
+    /**
+     * The ladder the question climbs: the one kept with it, else `rungs`, kept from now on. Its rungs' claims are
+     * keyed by their place in it, so a later execution that read a changed policy would skip one rung and send
+     * another twice.
+     */
+    async keepLadder(interactionId: string, rungs: EscalationRung[]): Promise<EscalationRung[]> {
+      const kept = await interactions.updateOne(
+        { _id: interactionId, ladder: { $exists: false } },
+        { $set: { ladder: rungs } },
+      );
+      if (kept.modifiedCount === 1) return rungs;
+      const found = await interactions.findOne({ _id: interactionId }, { projection: { ladder: 1 } });
+      return found?.ladder ?? rungs;
     },
 
     /** A pause whose run moved on before it was saved leaves no pending question behind. */

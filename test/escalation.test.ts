@@ -367,6 +367,48 @@ describe('escalation', function () {
     assert.equal(answered.status, 200, answered.text);
   });
 
+  it("a question keeps the ladder it was asked with: a later execution after the team's policy changed sends no rung twice", async () => {
+    const before = (await admin.get('/api/v1/teams/current/escalation')).body as { rungs: unknown[] };
+    const policy = (rungs: unknown[]) => admin.put('/api/v1/teams/current/escalation', { rungs });
+    assert.equal((await policy([{ afterSeconds: RUNG_SECONDS, to: ['carol'], via: 'push' }])).status, 200);
+    try {
+      // Launched without a ladder of its own: the team's.
+      const created = await alice.post('/api/v1/runs', { title: 'Deploy' });
+      const runId = created.body.id as string;
+      const paused = await alice.post(`/api/v1/runs/${runId}/pause`, { prompt: 'Ship it?' });
+      const interactionId = paused.body.interactionId as string;
+      await everySettled('the rung settled', [{ interactionId }], (id) => interactionClaimKeys.rung(id, 0));
+      const handle = stack.client.workflow.getHandle(interactionWorkflowId(interactionId));
+      // As its execution ends once nothing is left to send (ten minutes on), or as a worker's reset leaves it.
+      await handle.terminate('ended with nothing left to send');
+      // The admin changes the policy: someone else first, carol later.
+      const changed = await policy([
+        { afterSeconds: RUNG_SECONDS, to: 'owner', via: 'push' },
+        { afterSeconds: RUNG_SECONDS + 1, to: ['carol'], via: 'push' },
+      ]);
+      assert.equal(changed.status, 200, changed.text);
+      // Carol snoozes from her rung: a new execution of the question's workflow.
+      const [rung] = carolsPushes(runId);
+      const snooze = (rung.payload as PushPayload).actions!.find((a) => a.action === 'snooze')!;
+      const snoozed = await stack.anonymous.post('/api/v1/interactions/actions', { token: snooze.token });
+      assert.equal(snoozed.status, 202, snoozed.text);
+      // Once it waits on the snooze's hour, every rung it found due was decided.
+      await waitUntil('the new execution to wait on the snooze', async () => {
+        const { events } = await handle.fetchHistory();
+        return events!.some(
+          (e) => Number(e.timerStartedEventAttributes?.startToFireTimeout?.seconds ?? 0) > 600,
+        );
+      });
+      assert.equal(carolsPushes(runId).length, 1, 'carol was sent her rung again');
+      const answered = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
+        answer: 'y',
+      });
+      assert.equal(answered.status, 200, answered.text);
+    } finally {
+      await policy(before.rungs);
+    }
+  });
+
   it('a webhook rung posts one signed interaction.escalated event', async () => {
     const put = await admin.put('/api/v1/teams/current/escalation', {
       rungs: [{ afterSeconds: 1, to: 'team', via: 'webhook' }],

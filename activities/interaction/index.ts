@@ -26,7 +26,12 @@ export function createInteractionActivities(deps: InteractionActivityDeps) {
       ]);
       const none = { open: false, askedAtMs: 0, rungs: [], webhookRetrySeconds: deps.webhookRetrySeconds };
       if (!open) return none;
-      const rungs = await deps.escalationPolicies.ladderFor(open.run);
+      const rungs =
+        open.interaction.ladder ??
+        (await deps.push.interactions.keepLadder(
+          ref.interactionId,
+          await deps.escalationPolicies.ladderFor(open.run),
+        ));
       return { ...none, open: true, askedAtMs: open.interaction.createdAt.getTime(), rungs };
     },
 
