@@ -7,7 +7,8 @@ export function createClaimActivities(deps: { claims: ClaimStore }) {
     tryMarkEach: (keys: string[], holder: string) => deps.claims.tryMarkEach(keys, holder),
     markDelivered: (key: string, holder: string, result?: string) =>
       deps.claims.markDelivered(key, holder, result),
-    renewClaim: (key: string, holder: string) => deps.claims.renew(key, holder),
+    renewClaim: (key: string, holder: string, forSeconds?: number) =>
+      deps.claims.renew(key, holder, forSeconds),
     unmark: (key: string, holder: string) => deps.claims.unmark(key, holder),
     wasDelivered: (key: string) => deps.claims.wasDelivered(key),
     describeClaim: (key: string) => deps.claims.describe(key),

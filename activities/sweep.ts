@@ -90,6 +90,8 @@ export interface SweepDeps {
   families: SweepFamilies;
   lookbackSeconds: number;
   pageSize: number;
+  /** Owed team events one pass raises again (TEAM_EVENTS_PER_PASS unless given: a test's small window). */
+  teamEventsPerPass?: number;
   now: () => Date;
   /** Each pass (its time and counts) and each episode it started; absent: nothing is recorded. */
   metrics?: Pick<Metrics, 'sweepPass' | 'episodeStarted'>;
@@ -271,6 +273,7 @@ async function raiseOwedTeamEvents(
     if (!listed) byTeam.set(teamId, (listed = endpoints.listForTeam(teamId)));
     return listed;
   };
+  const perPass = deps.teamEventsPerPass ?? TEAM_EVENTS_PER_PASS;
   const owed: TeamEventRow[] = [];
   for await (const page of teamEvents.recordedSince(since, deps.pageSize)) {
     for (const row of page) {
@@ -285,9 +288,9 @@ async function raiseOwedTeamEvents(
       );
       if (missing) owed.push(row);
     }
-    if (owed.length >= TEAM_EVENTS_PER_PASS) break;
+    if (owed.length >= perPass) break;
   }
-  owed.splice(TEAM_EVENTS_PER_PASS);
+  owed.splice(perPass);
   let raised = 0;
   await mapBounded(owed, START_LANES, async (row) => {
     if (await raiseTeamEvent(deps.client, deps.taskQueue, teamEventOf(row))) raised++;

@@ -28,7 +28,8 @@ export interface Activities {
   /** tryMark for each key, in one call: which of them this holder took. */
   tryMarkEach(keys: string[], holder: string): Promise<boolean[]>;
   markDelivered(key: string, holder: string, result?: string): Promise<boolean>;
-  renewClaim(key: string, holder: string): Promise<boolean>;
+  /** Keeps a pending claim in hand: for another grace, or for `forSeconds` and a grace (a wait on a timer). */
+  renewClaim(key: string, holder: string, forSeconds?: number): Promise<boolean>;
   unmark(key: string, holder: string): Promise<void>;
   wasDelivered(key: string): Promise<boolean>;
   describeClaim(key: string): Promise<{ state: ClaimState; result?: string }>;

@@ -16,7 +16,7 @@ export const CLAIM_RETENTION_SECONDS = 30 * 24 * 3600;
 /** Rows per round trip when markedSince reads a range of claims. */
 const CLAIM_SCAN_BATCH = 200_000;
 /** What isShielding reads. */
-const SHIELD_FIELDS = { _id: 1, delivered: 1, sent_at: 1 };
+const SHIELD_FIELDS = { _id: 1, delivered: 1, sent_at: 1, held_until: 1 };
 
 export interface ClaimRow {
   _id: string;
@@ -26,6 +26,8 @@ export interface ClaimRow {
   sent_at: Date;
   /** How a settled episode ended, when not simply delivered (e.g. a callback that gave up after its retries). */
   result?: string;
+  /** A pending claim's holder waits on a durable timer until then: in hand until then and a grace after it. */
+  held_until?: Date;
 }
 
 export const claimIndexes: IndexSpec[] = [
@@ -139,13 +141,16 @@ function createClaimSettling({ claims, now }: ClaimContext) {
     },
 
     /**
-     * Keeps a pending claim in hand for another grace (a holder that retries for hours). False when holder no
-     * longer holds it pending (taken over, or settled).
+     * Keeps a pending claim in hand for another grace (a holder that retries for hours), or, given `forSeconds`,
+     * for that long and a grace after it (a holder about to wait that long on a durable timer: alive, not lost).
+     * False when holder no longer holds it pending (taken over, or settled).
      */
-    async renew(key: string, holder: string): Promise<boolean> {
+    async renew(key: string, holder: string, forSeconds?: number): Promise<boolean> {
+      const at = now();
+      const held = forSeconds ? { held_until: new Date(at.getTime() + forSeconds * 1000) } : {};
       const update = await claims.updateOne(
         { _id: key, holder, delivered: false },
-        { $set: { sent_at: now() } },
+        { $set: { sent_at: at, ...held } },
       );
       return update.matchedCount === 1;
     },
@@ -233,7 +238,9 @@ export function createClaimStore(
   const ctx: ClaimContext = {
     claims: db.collection<ClaimRow>('sent_notifications'),
     now,
-    isShielding: (row, at) => row.delivered || row.sent_at.getTime() + graceMs > at.getTime(),
+    isShielding: (row, at) =>
+      row.delivered ||
+      Math.max(row.sent_at.getTime(), row.held_until?.getTime() ?? 0) + graceMs > at.getTime(),
     onTakeover,
   };
   return {

@@ -8,9 +8,10 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { createActivities } from '../activities';
+import { createSweepActivities } from '../activities/sweep';
 import { endpointRateKey, endpointRateWindows } from '../activities/endpoint';
 import { raiseTeamEvent } from '../client/teamEvents';
-import { teamEventWorkflowId } from '../contract/workflows';
+import { DEFAULT_EPISODE_OPTIONS, teamEventWorkflowId } from '../contract/workflows';
 import {
   SUBSCRIBABLE_EVENT_TYPES,
   endpointDeliveryKey,
@@ -18,6 +19,7 @@ import {
   type TeamEvent,
 } from '../domain/teamEvents';
 import type { Stores } from '../store';
+import { createClaimStore } from '../store/claims';
 import { adminOf } from './support/admin';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { EndpointRuns, owedTo, typesOf, type RegisteredEndpoint } from './support/endpointRuns';
@@ -315,6 +317,93 @@ describe('team endpoints: delivery', function () {
       assert.equal(receiver.received.length, 1);
     } finally {
       await receiver.close();
+    }
+  });
+});
+
+describe('team endpoints: a delivery waiting on its schedule', function () {
+  this.timeout(120_000);
+  let stack: FamilyStack;
+
+  before(async () => {
+    // An hour between a failed attempt and the next: the claim's five minutes of grace pass long before it.
+    stack = await startFamilyStack({
+      CALLBACK_ALLOW_PRIVATE: '1',
+      CALLBACK_RETRY_SECONDS: '3600',
+      SWEEP_INTERVAL_SECONDS: '3600',
+    });
+  });
+  after(() => stack?.stop());
+
+  const answered = (teamId: string): TeamEvent => {
+    const at = new Date().toISOString();
+    return interactionTeamEvent(
+      'interaction.answered',
+      { id: `run_${teamId}`, teamId, status: 'running', title: teamId },
+      { id: `int_${teamId}` },
+      { answeredBy: 'someone', answeredAt: at },
+      at,
+    );
+  };
+
+  it("holds its claim through the wait: the sweep's pass is not spent on it, and an event truly owed is raised", async () => {
+    const down = await CallbackReceiver.start();
+    const up = await CallbackReceiver.start();
+    try {
+      down.answerAlways({ status: 503 });
+      const register = async (team: string, url: string) => {
+        const res = await adminOf(stack.anonymous, `admin-${team}`, team).post('/api/v1/endpoints', {
+          url,
+          eventTypes: ['interaction.answered'],
+        });
+        assert.equal(res.status, 201, res.text);
+        return res.body.id as string;
+      };
+      const downId = await register('waits', down.url);
+      await register('owed', up.url);
+      // The first event's attempt fails, and its workflow waits an hour for the next.
+      const waiting = answered('waits');
+      assert.ok(await raiseTeamEvent(stack.client, stack.config.temporalTaskQueue, waiting));
+      await down.waitFor(1);
+      const handle = stack.client.workflow.getHandle(teamEventWorkflowId(waiting.id));
+      await waitUntil('its workflow to wait for the next attempt', async () =>
+        (await handle.fetchHistory()).events!.some((e) => e.timerStartedEventAttributes),
+      );
+      // The second was recorded and its delivery released (nothing sent, no claim): owed.
+      const owed = answered('owed');
+      const activities = createActivities({
+        config: stack.config,
+        stores: stack.stores,
+        client: stack.client,
+        log: () => undefined,
+      });
+      await activities.recordTeamEvent(owed);
+      // Ten minutes on, a pass that raises one event: the waiting one's claim is past its grace, but its holder
+      // waits on a timer, not dead.
+      const later = new Date(Date.now() + 10 * 60_000);
+      const sweep = createSweepActivities({
+        ...stack.stores,
+        claims: createClaimStore(stack.mongo.db, {
+          graceSeconds: stack.config.claimGraceSeconds,
+          now: () => later,
+        }),
+        client: stack.client,
+        taskQueue: stack.config.temporalTaskQueue,
+        episodeOptions: DEFAULT_EPISODE_OPTIONS,
+        families: { ops: false },
+        lookbackSeconds: 3600,
+        pageSize: 100,
+        teamEventsPerPass: 1,
+        now: () => later,
+      });
+      const pass = await sweep.sweepOnce();
+      assert.equal(pass.teamEventsRaised, 1, JSON.stringify(pass));
+      await up.waitFor(1);
+      assert.equal(up.received[0].headers['webhook-id'], owed.id);
+      assert.ok(!(await stack.stores.claims.wasDelivered(endpointDeliveryKey(waiting.id, downId))));
+    } finally {
+      await down.close();
+      await up.close();
     }
   });
 });

@@ -21,6 +21,14 @@ export const CALLBACK_RELEASES_ON_THROW = 'callback-branch-releases-claim-on-thr
  */
 export const CALLBACK_HELD_ATTEMPT_WAITS_PATCH = 'callback-held-attempt-waits-not-spent';
 
+/**
+ * Marks histories in which the delivery's claim is held for each wait on a timer (and a grace after it) before the
+ * wait: a claim left as it was went stale after five minutes, so the sweep took a delivery on schedule for one
+ * lost, spent its pass on raising it (refused: still running), and an endpoint's recover or a takeover could
+ * race its next attempt. Only a delivery that waits reaches it.
+ */
+export const SCHEDULED_WAITS_HOLD_CLAIM_PATCH = 'signed-delivery-waits-hold-claim';
+
 export interface SignedDelivery {
   /** The claim that makes it once in effect. */
   key: string;
@@ -48,6 +56,9 @@ export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDeliv
   const holdsEndAt = Date.now() + callbackScheduleSpanSeconds(waits, jitter) * 1000;
   let heldBefore = false;
   const secondsToHoldsEnd = () => Math.max(1, Math.ceil((holdsEndAt - Date.now()) / 1000));
+  // Before a wait: the claim held through it; false when another holder took it meanwhile (it delivers now).
+  const stillHeldFor = async (seconds: number): Promise<boolean> =>
+    !patched(SCHEDULED_WAITS_HOLD_CLAIM_PATCH) || (await quick.renewClaim(key, me, seconds));
   try {
     for (let attempt = 0; ; attempt++) {
       // The wait is drawn before the attempt (Math.random is Temporal's seeded one: the same on replay), so the
@@ -76,7 +87,9 @@ export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDeliv
         if (result.result !== 'retry' || !result.held || !heldWaits) break;
         if (!patched(CALLBACK_HELD_ATTEMPT_WAITS_PATCH)) break;
         heldBefore = true;
-        await sleep(Math.min(heldWaitSeconds(result.retryAfterSeconds, held), secondsToHoldsEnd()) * 1000);
+        const heldFor = Math.min(heldWaitSeconds(result.retryAfterSeconds, held), secondsToHoldsEnd());
+        if (!(await stillHeldFor(heldFor))) return 'claimed_elsewhere';
+        await sleep(heldFor * 1000);
       }
       if (result.result === 'delivered') {
         await quick.markDelivered(key, me);
@@ -90,7 +103,9 @@ export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDeliv
       // A durable timer: hours of waiting cost nothing, and a restart of anything loses none of it. After a hold,
       // no wait goes past the span's end.
       const wait = callbackWaitSeconds(scheduled, result.retryAfterSeconds, jitter !== undefined);
-      await sleep((heldBefore ? Math.min(wait, secondsToHoldsEnd()) : wait) * 1000);
+      const waitFor = heldBefore ? Math.min(wait, secondsToHoldsEnd()) : wait;
+      if (!(await stillHeldFor(waitFor))) return 'claimed_elsewhere';
+      await sleep(waitFor * 1000);
     }
   } catch (err) {
     // An attempt (or a settle) that failed past its retries: release the claim, so the claim, the episodes view

@@ -61,7 +61,13 @@ describe('the callback schedule on time-skipping Temporal', function () {
     const pushTries: number[] = [];
     /** Each attempt as the activity saw it: when (the skipped clock), and when it would log the next one due. */
     const sent: Array<{ atMs: number; place?: AttemptPlace; nextAttemptAtMs?: number }> = [];
+    /** How long each renewal of the callback's claim held it (before each wait). */
+    const renewals: Array<number | undefined> = [];
     const activities = {
+      renewClaim: async (_key: string, _holder: string, forSeconds?: number) => {
+        renewals.push(forSeconds);
+        return true;
+      },
       tryMark: async () => true,
       unmark: async () => undefined,
       markDelivered: async (_key: string, _holder: string, result?: string) => void settled.push(result),
@@ -134,6 +140,7 @@ describe('the callback schedule on time-skipping Temporal', function () {
       timers,
       attemptTimeouts,
       sent,
+      renewals,
       history,
     };
   }
@@ -144,6 +151,7 @@ describe('the callback schedule on time-skipping Temporal', function () {
       'ts-callback-day',
       DEFAULT_EPISODE_OPTIONS,
     );
+    recordHistory(run.history, 'episode-history-callback-waits-held.json');
     assert.equal(run.result.callback, 'gave_up');
     assert.equal(run.attempts, 8);
     const schedule = DEFAULT_EPISODE_OPTIONS.callbackRetrySeconds;
@@ -182,6 +190,8 @@ describe('the callback schedule on time-skipping Temporal', function () {
       const late = run.sent[i + 1].atMs - run.sent[i].nextAttemptAtMs!;
       assert.ok(late >= 0, `attempt ${i + 2} came ${-late} ms before the time logged`);
     }
+    // Before each wait the claim is held for as long: the sweep does not take a delivery on schedule for lost.
+    assert.deepEqual(run.renewals, run.timers);
     // The draws are Temporal's seeded Math.random, so the history replays with this code.
     await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, run.history);
   });
