@@ -25,12 +25,15 @@ export async function actWithToken(ctx: RunsContext, token: string): Promise<Tok
 
 /**
  * Takes the snooze token (once) while the question is still open, then tells the interaction's workflow: the
- * person is pushed again SNOOZE_SECONDS later unless someone answered by then. Answers when.
+ * person is pushed again SNOOZE_SECONDS later unless someone answered by then. Answers when. A token taken whose
+ * workflow was never told (its request died in between, and the device's retry found it taken) tells it now:
+ * the workflow keeps one snooze per token, so a retry racing a slow first request snoozes once.
  */
 async function snoozeWithToken(ctx: RunsContext, row: ActionTokenRow): Promise<Date> {
-  if (row.usedAt) throw new ConflictError('this action was already used');
-  const at = ctx.now();
-  if (row.expiresAt <= at) throw new GoneError('this action has expired');
+  const leftUntold = row.usedAt !== undefined && row.toldAt === undefined;
+  if (row.usedAt && !leftUntold) throw new ConflictError('this action was already used');
+  const now = ctx.now();
+  if (row.expiresAt <= now) throw new GoneError('this action has expired');
   const [run, interaction] = await Promise.all([
     ctx.runs.getForTeam(row.teamId, row.runId),
     ctx.interactions.get(row.runId, row.interactionId),
@@ -38,7 +41,9 @@ async function snoozeWithToken(ctx: RunsContext, row: ActionTokenRow): Promise<D
   if (interaction?.status === 'answered') throw new ConflictError('the interaction was already answered');
   if (!run || !interaction || !questionOpen(run, interaction))
     throw new ConflictError('the run no longer waits on this question');
-  if (!(await ctx.actionTokens.take(row._id, at))) throw new ConflictError('this action was already used');
+  const at = row.usedAt ?? now;
+  if (!leftUntold && !(await ctx.actionTokens.take(row._id, at)))
+    throw new ConflictError('this action was already used');
   const ref = { runId: row.runId, teamId: row.teamId, interactionId: row.interactionId };
   try {
     await ctx.interactionSignals?.snoozed(ref, {
@@ -47,9 +52,10 @@ async function snoozeWithToken(ctx: RunsContext, row: ActionTokenRow): Promise<D
       at: at.toISOString(),
     });
   } catch (err) {
-    await ctx.actionTokens.giveBack(row._id, at); // the device's retry can snooze it
+    if (!leftUntold) await ctx.actionTokens.giveBack(row._id, at); // the device's retry can snooze it
     throw err;
   }
+  await ctx.actionTokens.told(row._id, ctx.now());
   return new Date(at.getTime() + SNOOZE_SECONDS * 1000);
 }
 

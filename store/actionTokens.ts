@@ -21,6 +21,8 @@ export interface ActionTokenRow {
   expiresAt: Date;
   /** Set when a request took it; cleared again only if that request failed before answering. */
   usedAt?: Date;
+  /** A snooze's: set once its question's workflow was told (taken and not told: its request died in between). */
+  toldAt?: Date;
 }
 
 /** How long a row is kept past its expiry, so a late click still reads "expired" (410) instead of "unknown". */
@@ -65,6 +67,11 @@ export function createActionTokenStore(db: Db) {
     /** The request that took it failed before any answer was stored: the token works again. */
     async giveBack(hash: string, takenAt: Date): Promise<void> {
       await tokens.updateOne({ _id: hash, usedAt: takenAt }, { $unset: { usedAt: '' } });
+    },
+
+    /** A snooze token's workflow was told: a later use of it is a replay. */
+    async told(hash: string, now: Date): Promise<void> {
+      await tokens.updateOne({ _id: hash }, { $set: { toldAt: now } });
     },
 
     /** TTL does this where the server has it; the sweep's reaper where it has not. */

@@ -3,6 +3,7 @@
 // and the loopback push service that verifies VAPID and decrypts what it receives (so the payloads can be read).
 import assert from 'node:assert/strict';
 import { PUSH_PAYLOAD_MAX_BYTES, type WirePushPayload } from '../domain/declarativePush';
+import { interactionSnoozedSignal, interactionWorkflowId } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
 import type { PushPayload } from '../domain/push';
 import { hashActionToken, type ActionTokenRow } from '../store/actionTokens';
@@ -177,6 +178,38 @@ describe('notification actions', function () {
     const answered = await act(tokenOf(payloadOf(devices.alice[1], runId), 'approve'));
     assert.equal(answered.status, 200, answered.text);
     assert.equal(await statusOf(runId), 'running');
+  });
+
+  it('the same snooze token again finishes a snooze whose first request died before telling the workflow', async () => {
+    const created = await alice.post('/api/v1/runs', { title: 'Deploy' });
+    const runId = created.body.id as string;
+    const paused = await alice.post(`/api/v1/runs/${runId}/pause`, { prompt: 'Deploy v2?' });
+    assert.equal(paused.status, 200, paused.text);
+    const interactionId = paused.body.interactionId as string;
+    await push.waitFor(1, devices.bob[0]);
+    const snooze = tokenOf(payloadOf(devices.bob[0], runId), 'snooze');
+    // The first request took the token, then its process died before it signalled the question's workflow.
+    assert.ok(await stack.stores.actionTokens.take(hashActionToken(snooze), new Date()));
+    const snoozesOf = async () => {
+      const { events } = await stack.client.workflow
+        .getHandle(interactionWorkflowId(interactionId))
+        .fetchHistory();
+      return events!.filter(
+        (e) => e.workflowExecutionSignaledEventAttributes?.signalName === interactionSnoozedSignal.name,
+      ).length;
+    };
+    assert.equal(await snoozesOf(), 0);
+    const retried = await act(snooze);
+    assert.equal(retried.status, 202, retried.text);
+    assert.equal(await snoozesOf(), 1, 'the workflow was told of the snooze');
+    // Once told, the token is spent like any other.
+    assert.equal((await act(snooze)).status, 409);
+    assert.equal(await snoozesOf(), 1);
+    assert.equal(
+      (await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, { answer: 'y' }))
+        .status,
+      200,
+    );
   });
 
   it('an expired token is a 410, an unknown one a 404, and neither answers', async () => {
