@@ -20,11 +20,15 @@ export function createHealthActivities(deps: HealthDeps) {
   return {
     /**
      * Run health's settings: the worker's config and the run as persisted (its budget), never what the first
-     * process to signal the run happened to know.
+     * process to signal the run happened to know; `withSaved`, also the state its last execution saved.
      */
-    async healthSettings(runId: string): Promise<HealthSettings> {
-      const run = await deps.runs.getById(runId);
+    async healthSettings(runId: string, withSaved = false): Promise<HealthSettings> {
+      const [run, saved] = await Promise.all([
+        deps.runs.getById(runId),
+        withSaved ? deps.runHealth.getState(runId) : undefined,
+      ]);
       return {
+        ...(saved ? { saved } : {}),
         options: {
           stallAfterSeconds: deps.stallAfterSeconds,
           reapAfterSeconds: deps.healthReapSeconds,

@@ -86,7 +86,7 @@ export interface Activities {
   endpointMissedEvents(input: EndpointRecoverInput): Promise<string[]>;
 
   // Run health.
-  healthSettings(runId: string): Promise<HealthSettings>;
+  healthSettings(runId: string, withSaved?: boolean): Promise<HealthSettings>;
   persistedRunStatus(runId: string): Promise<RunStatus | undefined>;
   saveHealth(state: HealthState): Promise<void>;
   reapHealth(runId: string): Promise<void>;
@@ -255,4 +255,6 @@ export type AlertSend = 'sent' | 'already_sent';
 export interface HealthSettings {
   options: HealthOptions;
   budgetLimit?: number;
+  /** Asked for by an execution started afresh: the state its run's last execution saved, if any. */
+  saved?: HealthState;
 }

@@ -37,6 +37,18 @@ export function createRunHealthStore(db: Db) {
       return health.findOne({ _id: runId, teamId });
     },
 
+    /** The state as saved (what a health execution started afresh goes on from), or undefined. */
+    async getState(runId: string): Promise<HealthState | undefined> {
+      const row = await health.findOne({ _id: runId });
+      if (!row) return undefined;
+      const { _id, updatedAt: _updatedAt, lastLivenessAt, terminalAt, ...rest } = row;
+      return {
+        ...rest,
+        lastLivenessAt: lastLivenessAt.getTime(),
+        ...(terminalAt ? { terminalAt: terminalAt.getTime() } : {}),
+      };
+    },
+
     /** Terminal state is reaped once its grace has passed. */
     async remove(runId: string): Promise<void> {
       await health.deleteOne({ _id: runId });

@@ -10,7 +10,7 @@ import { mapBounded } from '../platform/concurrency';
 import type { OperatorAlert } from '../domain/ops';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
-import { saveHistory, startTestApi, type ApiClient } from './support/harness';
+import { recordFixture, saveHistory, startTestApi, type ApiClient } from './support/harness';
 import { waitUntil } from './support/waitUntil';
 
 /** RECORD_HEALTH_BATCHED_HISTORY=1 records the batched run's history (past its alerts and its end) here. */
@@ -161,28 +161,40 @@ describe('run health fed in batches', function () {
     assert.equal(paused.phase, 'paused', 'the run was taken for ended by an event named constructor');
   });
 
-  it("a health workflow that failed is started again by the run's next event, and watches it from there", async () => {
+  it("a health workflow that failed is started again by the run's next event, and goes on from its saved state", async function () {
+    this.timeout(120_000);
     const created = await batched.post('/api/v1/runs', { title: 'Outlived its health' });
     const id = created.body.id as string;
-    assert.equal(
-      (await batched.post(`/api/v1/runs/${id}/events`, { type: 'node_started', node: 'a' })).status,
-      201,
-    );
+    const progress = (node: string) =>
+      batched.post(`/api/v1/runs/${id}/events`, { type: 'node_started', node });
+    assert.equal((await progress('a')).status, 201);
+    // Silent past STALL_AFTER_SECONDS: its first stall, alerted.
+    await waitUntil('its first stall alert', () => alertsOf(id).includes('stall'), { timeoutMs: 30_000 });
     const handle = stack.client.workflow.getHandle(healthWorkflowId(id));
-    const first = await waitUntil('its health workflow', () => handle.describe().catch(() => undefined));
+    const first = await handle.describe();
     // As an execution that failed does (a store away for longer than it waits, a bug): closed, not reaped.
     await handle.terminate('closed as a failure would close it');
-    assert.equal(
-      (await batched.post(`/api/v1/runs/${id}/events`, { type: 'node_started', node: 'b' })).status,
-      201,
-    );
+    assert.equal((await progress('b')).status, 201);
     const again = await waitUntil('a new execution, running', async () => {
       const now = await handle.describe();
       return now.runId !== first.runId && now.status.name === 'RUNNING' ? now : undefined;
     });
     assert.notEqual(again.runId, first.runId);
-    // It watches the run: silent past STALL_AFTER_SECONDS, it raises the stall alert.
-    await waitUntil('its stall alert', () => alertsOf(id).includes('stall'), { timeoutMs: 60_000 });
-    await batched.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'done' });
+    // It goes on from where the first left off: the first stall recovered, and the next one is the second.
+    const count = (kind: string) => alertsOf(id).filter((k) => k === kind).length;
+    await waitUntil(
+      'the recovery and the second stall',
+      () => count('stall_recovered') >= 1 && count('stall') >= 2,
+      {
+        timeoutMs: 30_000,
+        seen: () => alertsOf(id),
+      },
+    );
+    assert.equal((await batched.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'done' })).status, 200);
+    await waitUntil('the twin to see the end', async () => {
+      const health = await batched.get(`/api/v1/runs/${id}/health`);
+      return health.body.phase === 'terminal';
+    });
+    recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-resumed.json', again.runId);
   });
 });

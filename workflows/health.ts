@@ -37,10 +37,17 @@ export const HEALTH_TEAM_EVENTS_PATCH = 'health-alerts-raise-team-events';
 /**
  * Marks histories in which a store call that failed past its quick retries (a store outage of about a quarter of an
  * hour) is made again after a wait, one minute doubling to an hour, for a day. Before, it failed the execution: a
- * stall found during the outage and the team event of any alert raised then were lost, and the run was never
- * watched again (nothing restarts a failed health workflow but the run's next event).
+ * stall found during the outage and the team event of any alert raised then were lost, and the run went unwatched
+ * until its next event (which the signaller refused to start a new execution for, until the same change).
  */
 export const HEALTH_STORE_OUTAGES_OUTLASTED_PATCH = 'health-store-calls-outlast-outages';
+
+/**
+ * Marks histories of an execution started afresh for a run whose last execution closed without the run's end
+ * (failed, or terminated): it goes on from the state that one saved. Before, it began again from nothing: its
+ * first stall reused a delivered alert's key (stall:1) and was never sent, and a stalled run never recovered.
+ */
+export const HEALTH_RESUMES_SAVED_STATE_PATCH = 'health-resumes-saved-state';
 
 /** How often a run that keeps reporting usage has its settings (its budget) read again. */
 const SETTINGS_REFRESH_MS = 60_000;
@@ -77,8 +84,13 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
   const fromWorker = patched(HEALTH_SETTINGS_PATCH);
   const batched = patched(HEALTH_BATCHES_PATCH);
   let settingsAt = 0;
+  // Only an execution started afresh (not continued as new) asks for the state its run's last one saved.
+  let askSaved = input.state === undefined;
   const refreshSettings = async (): Promise<void> => {
-    const settings = await quick.healthSettings(state.runId);
+    const settings = await quick.healthSettings(state.runId, askSaved);
+    // Only a fresh execution that found a saved state reaches the patch check: other histories replay unchanged.
+    if (askSaved && settings.saved && patched(HEALTH_RESUMES_SAVED_STATE_PATCH)) state = settings.saved;
+    askSaved = false;
     options = settings.options;
     const { budgetLimit: _old, ...rest } = state;
     state = settings.budgetLimit === undefined ? rest : { ...rest, budgetLimit: settings.budgetLimit };
