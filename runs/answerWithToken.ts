@@ -30,7 +30,7 @@ export async function actWithToken(ctx: RunsContext, token: string): Promise<Tok
  * the workflow keeps one snooze per token, so a retry racing a slow first request snoozes once.
  */
 async function snoozeWithToken(ctx: RunsContext, row: ActionTokenRow): Promise<Date> {
-  const leftUntold = row.usedAt !== undefined && row.toldAt === undefined;
+  const leftUntold = row.usedAt !== undefined && row.untold === true;
   if (row.usedAt && !leftUntold) throw new ConflictError('this action was already used');
   const now = ctx.now();
   if (row.expiresAt <= now) throw new GoneError('this action has expired');
@@ -42,7 +42,7 @@ async function snoozeWithToken(ctx: RunsContext, row: ActionTokenRow): Promise<D
   if (!run || !interaction || !questionOpen(run, interaction))
     throw new ConflictError('the run no longer waits on this question');
   const at = row.usedAt ?? now;
-  if (!leftUntold && !(await ctx.actionTokens.take(row._id, at)))
+  if (!leftUntold && !(await ctx.actionTokens.take(row._id, at, { untold: true })))
     throw new ConflictError('this action was already used');
   const ref = { runId: row.runId, teamId: row.teamId, interactionId: row.interactionId };
   try {

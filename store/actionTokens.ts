@@ -21,7 +21,9 @@ export interface ActionTokenRow {
   expiresAt: Date;
   /** Set when a request took it; cleared again only if that request failed before answering. */
   usedAt?: Date;
-  /** A snooze's: set once its question's workflow was told (taken and not told: its request died in between). */
+  /** A snooze's, taken: its question's workflow not told yet (still so later: its request died in between). */
+  untold?: true;
+  /** A snooze's: when its question's workflow was told. */
   toldAt?: Date;
 }
 
@@ -55,23 +57,32 @@ export function createActionTokenStore(db: Db) {
       return tokens.findOne({ _id: hash });
     },
 
-    /** Takes the token for one request: false when another took it first (or it expired meanwhile). */
-    async take(hash: string, now: Date): Promise<boolean> {
+    /**
+     * Takes the token for one request: false when another took it first (or it expired meanwhile). A snooze's is
+     * taken `untold` until told() says its workflow heard of it.
+     */
+    async take(hash: string, now: Date, taking: { untold?: true } = {}): Promise<boolean> {
       const result = await tokens.updateOne(
         { _id: hash, usedAt: { $exists: false }, expiresAt: { $gt: now } },
-        { $set: { usedAt: now } },
+        { $set: { usedAt: now, ...taking } },
       );
       return result.modifiedCount === 1;
     },
 
-    /** The request that took it failed before any answer was stored: the token works again. */
+    /**
+     * The request that took it failed before any answer was stored (or its snooze told): the token works again. A
+     * snooze another request told meanwhile is not given back.
+     */
     async giveBack(hash: string, takenAt: Date): Promise<void> {
-      await tokens.updateOne({ _id: hash, usedAt: takenAt }, { $unset: { usedAt: '' } });
+      await tokens.updateOne(
+        { _id: hash, usedAt: takenAt, toldAt: { $exists: false } },
+        { $unset: { usedAt: '', untold: '' } },
+      );
     },
 
     /** A snooze token's workflow was told: a later use of it is a replay. */
     async told(hash: string, now: Date): Promise<void> {
-      await tokens.updateOne({ _id: hash }, { $set: { toldAt: now } });
+      await tokens.updateOne({ _id: hash }, { $set: { toldAt: now }, $unset: { untold: '' } });
     },
 
     /** TTL does this where the server has it; the sweep's reaper where it has not. */

@@ -189,7 +189,7 @@ describe('notification actions', function () {
     await push.waitFor(1, devices.bob[0]);
     const snooze = tokenOf(payloadOf(devices.bob[0], runId), 'snooze');
     // The first request took the token, then its process died before it signalled the question's workflow.
-    assert.ok(await stack.stores.actionTokens.take(hashActionToken(snooze), new Date()));
+    assert.ok(await stack.stores.actionTokens.take(hashActionToken(snooze), new Date(), { untold: true }));
     const snoozesOf = async () => {
       const { events } = await stack.client.workflow
         .getHandle(interactionWorkflowId(interactionId))
@@ -204,6 +204,12 @@ describe('notification actions', function () {
     assert.equal(await snoozesOf(), 1, 'the workflow was told of the snooze');
     // Once told, the token is spent like any other.
     assert.equal((await act(snooze)).status, 409);
+    assert.equal(await snoozesOf(), 1);
+    // A snooze taken before its token noted whether it was told is a replay too, as it always was.
+    const [other] = push.received(devices.alice[0]).filter((r) => (r.payload as PushPayload).runId === runId);
+    const older = tokenOf(other.payload as PushPayload, 'snooze');
+    await tokenRows().updateOne({ _id: hashActionToken(older) }, { $set: { usedAt: new Date() } });
+    assert.equal((await act(older)).status, 409);
     assert.equal(await snoozesOf(), 1);
     assert.equal(
       (await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, { answer: 'y' }))

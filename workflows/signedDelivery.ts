@@ -24,8 +24,8 @@ export const CALLBACK_HELD_ATTEMPT_WAITS_PATCH = 'callback-held-attempt-waits-no
 /**
  * Marks histories in which the delivery's claim is held for each wait on a timer (and a grace after it) before the
  * wait: a claim left as it was went stale after five minutes, so the sweep took a delivery on schedule for one
- * lost, spent its pass on raising it (refused: still running), and an endpoint's recover or a takeover could
- * race its next attempt. Only a delivery that waits reaches it.
+ * lost and spent its pass on raising it again (refused: still running) while events truly owed waited behind.
+ * Only a delivery that waits reaches it.
  */
 export const SCHEDULED_WAITS_HOLD_CLAIM_PATCH = 'signed-delivery-waits-hold-claim';
 
@@ -56,9 +56,11 @@ export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDeliv
   const holdsEndAt = Date.now() + callbackScheduleSpanSeconds(waits, jitter) * 1000;
   let heldBefore = false;
   const secondsToHoldsEnd = () => Math.max(1, Math.ceil((holdsEndAt - Date.now()) / 1000));
-  // Before a wait: the claim held through it; false when another holder took it meanwhile (it delivers now).
+  // Before a wait: the claim held through it; false when another holder took it meanwhile (it delivers now). A
+  // hold that failed (the store away) leaves the claim as it was: the wait and the next attempt go on regardless.
   const stillHeldFor = async (seconds: number): Promise<boolean> =>
-    !patched(SCHEDULED_WAITS_HOLD_CLAIM_PATCH) || (await quick.renewClaim(key, me, seconds));
+    !patched(SCHEDULED_WAITS_HOLD_CLAIM_PATCH) ||
+    (await quick.renewClaim(key, me, seconds).catch(() => true));
   try {
     for (let attempt = 0; ; attempt++) {
       // The wait is drawn before the attempt (Math.random is Temporal's seeded one: the same on replay), so the

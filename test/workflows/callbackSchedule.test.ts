@@ -38,6 +38,8 @@ describe('the callback schedule on time-skipping Temporal', function () {
   this.timeout(120_000);
   let env: TestWorkflowEnvironment;
   onTimeSkipping((started) => (env = started));
+  /** Every hold of a claim before a wait fails past its quick retries (the store away). */
+  let claimHoldsFail = false;
 
   /**
    * Runs one episode whose callback answers `answers` in turn; returns the claim results and the timers. With
@@ -66,6 +68,8 @@ describe('the callback schedule on time-skipping Temporal', function () {
     const activities = {
       renewClaim: async (_key: string, _holder: string, forSeconds?: number) => {
         renewals.push(forSeconds);
+        if (claimHoldsFail)
+          throw ApplicationFailure.create({ message: 'store unavailable', nextRetryDelay: 1 });
         return true;
       },
       tryMark: async () => true,
@@ -309,6 +313,25 @@ describe('the callback schedule on time-skipping Temporal', function () {
     const first = DEFAULT_EPISODE_OPTIONS.callbackRetrySeconds[0];
     assert.ok(gap >= first, `tried again ${gap} s after the quick retries ran out`);
     await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, run.history);
+  });
+
+  it('a claim that cannot be held through a wait (the store away) leaves the schedule going: delivered on its next attempt', async () => {
+    claimHoldsFail = true;
+    try {
+      const run = await runEpisode(
+        [
+          { result: 'retry', status: 503, detail: 'http 503' },
+          { result: 'delivered', status: 200 },
+        ],
+        'ts-callback-hold-fails',
+        DEFAULT_EPISODE_OPTIONS,
+      );
+      assert.equal(run.result.callback, 'delivered');
+      assert.equal(run.attempts, 2);
+      assert.equal(run.renewals.length, 20, 'the hold was tried its 20 quick times');
+    } finally {
+      claimHoldsFail = false;
+    }
   });
 
   it('a refusal stops the schedule at once', async () => {
