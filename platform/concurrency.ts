@@ -2,8 +2,9 @@
 
 /**
  * `fn` over `items` with at most `limit` in flight; the answers in the order of the items. The first failure
- * rejects the whole (the other lanes still finish the item they hold and take further ones). Once `signal`
- * aborts, no new item starts; the ones in flight finish, then it throws the signal's reason.
+ * stops the lanes (none takes another item) and rejects the whole once the items in flight are done, so a caller
+ * that tries again after the rejection finds nothing of this call still going. Once `signal` aborts, no new item
+ * starts; the ones in flight finish, then it throws the signal's reason.
  */
 export async function mapBounded<T, R>(
   items: readonly T[],
@@ -13,13 +14,19 @@ export async function mapBounded<T, R>(
 ): Promise<R[]> {
   const results = new Array<R>(items.length);
   let next = 0;
+  let failed: { error: unknown } | undefined;
   const lane = async (): Promise<void> => {
-    while (next < items.length && !signal?.aborted) {
+    while (next < items.length && !failed && !signal?.aborted) {
       const i = next++;
-      results[i] = await fn(items[i]);
+      try {
+        results[i] = await fn(items[i]);
+      } catch (error) {
+        failed ??= { error };
+      }
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
+  if (failed) throw failed.error;
   signal?.throwIfAborted();
   return results;
 }

@@ -687,6 +687,8 @@ describe('push delivery records', () => {
       stores: Stores;
       deliverPush: ReturnType<typeof createPushActivities>['deliverPush'];
     }) => Promise<void>,
+    /** Stores the activities are given in place of the real ones (a write that fails). */
+    replaced: (stores: Stores) => Partial<Stores> = () => ({}),
   ): Promise<void> {
     const push = await startPushService();
     const config = testConfig({ PUSH_ALLOW_PRIVATE: '1', ...vapidVars() });
@@ -695,6 +697,7 @@ describe('push delivery records', () => {
     try {
       const { deliverPush } = createPushActivities({
         ...stores,
+        ...replaced(stores),
         sender,
         studioUrl: STUDIO,
         actionTokenTtlSeconds: config.actionTokenTtlSeconds,
@@ -780,6 +783,45 @@ describe('push delivery records', () => {
         assert.equal(hold?.userId, 'ben');
         assert.ok(hold.owedAt, 'owed: the sweep offers it to his digest again');
       },
+    );
+  });
+
+  it("a dead device whose prune cannot be written fails nothing: the others' sends stand, the attempt succeeds", async function () {
+    this.timeout(30_000);
+    const burst = { limit: 100, windowSeconds: 60 };
+    let pruneFailures = 0;
+    await withPushActivities(
+      { burst, add: async () => undefined },
+      () => new Date(),
+      async ({ push, stores, deliverPush }) => {
+        const teamId = `prune_fails_${Date.now()}`;
+        const now = new Date();
+        const devices = ['laptop', 'phone', 'tablet'].map((d) => push.endpoint(`${d}_${teamId}`));
+        for (const device of devices)
+          await stores.pushSubscriptions.upsert({ userId: 'ann', teamId }, device, now);
+        push.failAlways(devices[1], 410);
+        const result = await deliverPush(finished(teamId, `run_prune_fails_${Date.now()}`, now));
+        assert.equal(pruneFailures, 1, 'the prune was tried');
+        assert.ok(
+          result.addressable && result.delivered === 2 && result.retryable === 0,
+          JSON.stringify(result),
+        );
+        // Still there: the next episode finds it gone again and prunes it then.
+        assert.equal(
+          (await stores.pushSubscriptions.listForUser('ann', 10)).rows.filter((r) => r.teamId === teamId)
+            .length,
+          3,
+        );
+      },
+      (stores) => ({
+        pushSubscriptions: {
+          ...stores.pushSubscriptions,
+          prune: async () => {
+            pruneFailures++;
+            throw new Error('the store is restarting');
+          },
+        },
+      }),
     );
   });
 

@@ -162,16 +162,28 @@ async function handleOutcome(run: FanOutRun, sub: PushSubscriptionRow, outcome: 
       run.acceptedAt.add(originOf(sub));
       await run.onDelivered(sub);
       // Only rows that carry a count pay for the write: the common send stays one write (onDelivered's).
-      if (sub.unresolved) await deps.subscriptions.clearUnresolved(sub._id, run.now());
+      if (sub.unresolved)
+        await bookkept(run, sub, 'clear its unresolved count', () =>
+          deps.subscriptions.clearUnresolved(sub._id, run.now()),
+        );
       return;
     case 'unresolved':
     case 'denied':
       // Not worth another attempt in this episode; the next episodes tell whether it is really gone.
-      return countTowardPrune(run, sub, outcome.detail ?? outcome.result);
+      if (
+        !(await bookkept(run, sub, 'count it toward pruning', () =>
+          countTowardPrune(run, sub, outcome.detail ?? outcome.result),
+        ))
+      )
+        result.failed++;
+      return;
     case 'gone':
     case 'refused':
+      if (!(await bookkept(run, sub, 'prune it', () => deps.subscriptions.prune(sub._id)))) {
+        result.failed++; // still there: the next episode finds it gone again
+        return;
+      }
       result.pruned++;
-      await deps.subscriptions.prune(sub._id);
       deps.metrics?.pushPruned();
       deps.log(`push: pruned subscription ${sub._id} of ${sub.userId} (${outcome.status ?? outcome.detail})`);
       return;
@@ -189,6 +201,25 @@ async function handleOutcome(run: FanOutRun, sub: PushSubscriptionRow, outcome: 
       return;
     default:
       result.failed++;
+  }
+}
+
+/**
+ * A subscription's bookkeeping after a send (its prune, its unresolved count): a write that fails is logged and
+ * fails nothing else. Failing the fan-out for it would have its retry send again to everyone not yet recorded.
+ */
+async function bookkept(
+  run: FanOutRun,
+  sub: PushSubscriptionRow,
+  what: string,
+  write: () => Promise<unknown>,
+): Promise<boolean> {
+  try {
+    await write();
+    return true;
+  } catch (err) {
+    run.deps.log(`push: subscription ${sub._id} of ${sub.userId}: could not ${what}: ${String(err)}`);
+    return false;
   }
 }
 
@@ -211,16 +242,17 @@ async function countTowardPrune(
   const spanMs = at.getTime() - streak.since.getTime();
   const inARow = `${streak.count} episodes in a row over ${(spanMs / 3600_000).toFixed(1)} h`;
   const due = streak.count >= PRUNE_AFTER_UNRESOLVED_EPISODES && spanMs >= run.pruneMinMs;
+  // Counted once its writes are done: one that throws is counted by the caller.
   if (due && faultAt && faultAt >= streak.since) {
-    result.failed++;
     await deps.subscriptions.restartUnresolved(sub._id, payload.episodeId, at);
+    result.failed++;
     deps.log(
       `push: subscription ${sub._id} of ${sub.userId}: ${detail} (${inARow}); kept, its push service refused ` +
         'our identity as a whole meanwhile: counted again from this episode',
     );
   } else if (due) {
-    result.pruned++;
     await deps.subscriptions.prune(sub._id);
+    result.pruned++;
     deps.metrics?.pushPruned();
     deps.log(`push: pruned subscription ${sub._id} of ${sub.userId} (${detail}, ${inARow})`);
   } else {
