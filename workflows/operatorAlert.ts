@@ -17,10 +17,25 @@ import { runAttributes } from '../contract/searchAttributes';
 import { operatorAlertWorkflowId, type BranchResult } from '../contract/workflows';
 import { claimKeys } from '../domain/outcome';
 import type { OperatorAlert } from '../domain/ops';
-import { holder, quickCalls, unlessChildRunning, type QuickCalls } from './common';
+import {
+  holder,
+  quickCalls,
+  quickCallsOutlastingOutages,
+  unlessChildRunning,
+  type QuickCalls,
+} from './common';
 
 /** Marks histories in which alerts are their own retrying workflows; older ones replay the inline dispatch. */
 export const OPS_ALERT_WORKFLOW_PATCH = 'ops-alert-own-workflow-retrying';
+
+/**
+ * Marks histories in which an alert's store call (its claim taken, renewed or settled) that failed past its quick
+ * retries (a store outage of about a quarter of an hour) is made again after a wait, one minute doubling to an
+ * hour, for a day. Before, it failed the alert's workflow: a failed run's alert came back with the sweep's replay,
+ * but a router error's, a run-health alert or a callback's give-up had nothing to replay them. Only a failed store
+ * call reaches it.
+ */
+export const OPS_ALERT_STORE_OUTAGES_OUTLASTED_PATCH = 'ops-alert-store-calls-outlast-outages';
 
 // Before OPS_ALERT_WORKFLOW_PATCH: about 15 seconds of retries, then the claim was released.
 const webhook = proxyActivities<Activities>({
@@ -100,7 +115,9 @@ async function dispatchRetrying(quick: QuickCalls, alert: OperatorAlert): Promis
 
 /** One alert: its own workflow, id = ops|<episodeKey>, so repeated reports are one dispatch. */
 export async function operatorAlertWorkflow(alert: OperatorAlert): Promise<BranchResult> {
-  const quick = quickCalls();
+  const quick = quickCallsOutlastingOutages(quickCalls(), () =>
+    patched(OPS_ALERT_STORE_OUTAGES_OUTLASTED_PATCH),
+  );
   return patched(OPS_ALERT_WORKFLOW_PATCH)
     ? dispatchRetrying(quick, alert)
     : dispatchOperatorAlert(quick, alert);

@@ -10,7 +10,7 @@ import {
   heldWaitSeconds,
   jitteredWaitSeconds,
 } from '../domain/callback';
-import { holder, type QuickCalls } from './common';
+import { holder, outlastingStoreOutages, type QuickCalls } from './common';
 
 /** Marks histories whose thrown callback branch releases its cb| claim (older ones left it pending). */
 export const CALLBACK_RELEASES_ON_THROW = 'callback-branch-releases-claim-on-throw';
@@ -28,6 +28,14 @@ export const CALLBACK_HELD_ATTEMPT_WAITS_PATCH = 'callback-held-attempt-waits-no
  * Only a delivery that waits reaches it.
  */
 export const SCHEDULED_WAITS_HOLD_CLAIM_PATCH = 'signed-delivery-waits-hold-claim';
+
+/**
+ * Marks histories in which the delivery's settle (delivered, or gave up) that failed past its quick retries (a store
+ * outage of about a quarter of an hour) is made again after a wait, one minute doubling to an hour, for a day.
+ * Before, the failure released the claim: a callback the receiver had taken with a 2xx was then sent again by the
+ * sweep's replay. Only a settle that failed reaches it.
+ */
+export const SIGNED_DELIVERY_SETTLE_OUTLASTS_OUTAGES_PATCH = 'signed-delivery-settle-outlasts-outages';
 
 export interface SignedDelivery {
   /** The claim that makes it once in effect. */
@@ -56,6 +64,11 @@ export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDeliv
   const holdsEndAt = Date.now() + callbackScheduleSpanSeconds(waits, jitter) * 1000;
   let heldBefore = false;
   const secondsToHoldsEnd = () => Math.max(1, Math.ceil((holdsEndAt - Date.now()) / 1000));
+  const settle = (result?: string): Promise<boolean> =>
+    outlastingStoreOutages(
+      () => quick.markDelivered(key, me, result),
+      () => patched(SIGNED_DELIVERY_SETTLE_OUTLASTS_OUTAGES_PATCH),
+    );
   // Before a wait: the claim held through it; false when another holder took it meanwhile (it delivers now). A
   // hold that failed (the store away) leaves the claim as it was: the wait and the next attempt go on regardless.
   const stillHeldFor = async (seconds: number): Promise<boolean> =>
@@ -94,11 +107,11 @@ export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDeliv
         await sleep(heldFor * 1000);
       }
       if (result.result === 'delivered') {
-        await quick.markDelivered(key, me);
+        await settle();
         return 'delivered';
       }
       if (result.result === 'stop' || attempt >= waits.length || scheduled === undefined) {
-        await quick.markDelivered(key, me, `gave_up: ${result.detail}`);
+        await settle(`gave_up: ${result.detail}`);
         await delivery.gaveUp(attempt + 1, result.detail);
         return 'gave_up';
       }

@@ -8,7 +8,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
 import type { Activities, AttemptPlace } from '../../contract/activities';
 import { callbackWaitSeconds } from '../../domain/callback';
-import type { RunOutcome } from '../../domain/outcome';
+import { claimKeys, type RunOutcome } from '../../domain/outcome';
 import { episodeWorkflow } from '../../workflows';
 import {
   DEFAULT_EPISODE_OPTIONS,
@@ -40,6 +40,8 @@ describe('the callback schedule on time-skipping Temporal', function () {
   onTimeSkipping((started) => (env = started));
   /** Every hold of a claim before a wait fails past its quick retries (the store away). */
   let claimHoldsFail = false;
+  /** The next settles of a claim that fail (the store away); each failure retried at once. */
+  let settleFailures = 0;
 
   /**
    * Runs one episode whose callback answers `answers` in turn; returns the claim results and the timers. With
@@ -73,8 +75,12 @@ describe('the callback schedule on time-skipping Temporal', function () {
         return true;
       },
       tryMark: async () => true,
-      unmark: async () => undefined,
-      markDelivered: async (_key: string, _holder: string, result?: string) => void settled.push(result),
+      unmark: async () => void settled.push('unmarked'),
+      markDelivered: async (key: string, _holder: string, result?: string) => {
+        if (key === claimKeys.callback(outcome.episodeId) && settleFailures > 0 && settleFailures--)
+          throw ApplicationFailure.create({ message: 'store unavailable', nextRetryDelay: 1 });
+        settled.push(result);
+      },
       recordEpisode: async () => undefined,
       isStandbyVetoed: async () => false,
       callbackExhaustedAlert: async () => undefined, // no operator webhook
@@ -331,6 +337,20 @@ describe('the callback schedule on time-skipping Temporal', function () {
       assert.equal(run.renewals.length, 20, 'the hold was tried its 20 quick times');
     } finally {
       claimHoldsFail = false;
+    }
+  });
+
+  it('a callback answered 2xx whose settle fails past its quick retries is settled once the store is back, never released', async () => {
+    settleFailures = 25;
+    try {
+      const run = await runEpisode([{ result: 'delivered', status: 200 }], 'ts-callback-settle-outage');
+      recordHistory(run.history, 'episode-history-callback-settle-outlasted.json');
+      assert.equal(run.result.callback, 'delivered');
+      assert.equal(run.attempts, 1);
+      // The push branch settles not_addressable; the callback's claim is settled delivered, never let go.
+      assert.deepEqual(run.settled.sort(), ['not_addressable', undefined]);
+    } finally {
+      settleFailures = 0;
     }
   });
 

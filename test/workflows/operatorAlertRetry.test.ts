@@ -11,6 +11,7 @@ import type { OperatorAlert } from '../../domain/ops';
 import { operatorAlertWorkflow } from '../../workflows';
 import { workflowBundle } from '../support/workflowBundle';
 import { onTimeSkipping } from '../support/timeSkipping';
+import { recordHistory } from '../support/historyFixture';
 
 /** A ten-minute window, waits capped at 100 s (what CLAIM_GRACE_SECONDS=300 gives). */
 const SETTINGS = { retryForMs: 600_000, maxWaitMs: 100_000 };
@@ -33,7 +34,12 @@ describe('the operator alert retry on time-skipping Temporal', function () {
   onTimeSkipping((started) => (env = started));
 
   /** Runs one alert whose webhook sends answer with `send(attempt)`; returns what the workflow did. */
-  async function runAlert(send: (attempt: number) => void, taskQueue: string) {
+  async function runAlert(
+    send: (attempt: number) => void,
+    taskQueue: string,
+    store: { renewFailures?: number; fixture?: string } = {},
+  ) {
+    let renewFailures = store.renewFailures ?? 0;
     let attempts = 0;
     const settled: Array<string | undefined> = [];
     let stamped = 0;
@@ -46,6 +52,8 @@ describe('the operator alert retry on time-skipping Temporal', function () {
         return { status: 200 };
       },
       renewClaim: async () => {
+        if (renewFailures > 0 && renewFailures--)
+          throw ApplicationFailure.create({ message: 'store unavailable', nextRetryDelay: 1 });
         renewed++;
         return true;
       },
@@ -65,11 +73,21 @@ describe('the operator alert retry on time-skipping Temporal', function () {
       activities,
     });
     const workflowId = `ops|${alert.episodeKey}/${taskQueue}`;
-    const result = await worker.runUntil(
-      env.client.workflow.execute(operatorAlertWorkflow, { taskQueue, workflowId, args: [alert] }),
-    );
-    const history = await env.client.workflow.getHandle(workflowId).fetchHistory();
-    const timers = (history.events ?? [])
+    const handle = await env.client.workflow.start(operatorAlertWorkflow, {
+      taskQueue,
+      workflowId,
+      args: [alert],
+    });
+    let history: Awaited<ReturnType<typeof handle.fetchHistory>> | undefined;
+    const result = await worker.runUntil(async () => {
+      try {
+        return await handle.result();
+      } finally {
+        history = await handle.fetchHistory();
+        if (store.fixture) recordHistory(history, store.fixture);
+      }
+    });
+    const timers = (history!.events ?? [])
       .map((event) => event.timerStartedEventAttributes?.startToFireTimeout?.seconds)
       .filter((seconds) => seconds != null)
       .map(Number);
@@ -109,5 +127,20 @@ describe('the operator alert retry on time-skipping Temporal', function () {
     assert.equal(run.attempts, 1);
     assert.deepEqual(run.timers, []);
     assert.match(run.settled[0] ?? '', /^gave_up: webhook refused: 410/);
+  });
+
+  it('a store away longer than the quick retries (the claim cannot be renewed) holds the alert back, and loses it not', async () => {
+    const run = await runAlert(
+      (attempt) => {
+        if (attempt < 3) throw new Error('webhook 503');
+      },
+      'ts-ops-store-outage',
+      { renewFailures: 25, fixture: 'operator-alert-history-store-outage-outlasted.json' },
+    );
+    assert.equal(run.result, 'delivered');
+    assert.equal(run.attempts, 3);
+    // The first renewal outlasted the outage (a minute's wait), then the schedule went on.
+    assert.deepEqual(run.timers, [60, 2, 4]);
+    assert.deepEqual(run.settled, [undefined]);
   });
 });
