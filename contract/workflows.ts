@@ -387,6 +387,11 @@ export interface RedeliverInput {
   seenAttempts?: number;
   /** A recover's redelivery (its id): it does not go past the team's open breaker at the receiver. */
   recoverId?: string;
+  /**
+   * The attempt's start-to-close, as an episode's (the receiver's timeout and a margin). Absent (started before
+   * it): one minute, which a receiver given 52 s or more never had the time of.
+   */
+  attemptSeconds?: number;
 }
 
 export interface RedeliverResult {
@@ -415,6 +420,8 @@ export interface RecoverInput {
   maxSends?: number;
   /** A give-up re-sent this recently is skipped (CALLBACK_RECOVER_RESEND_AFTER_SECONDS); absent: none is. */
   resendAfterSeconds?: number;
+  /** Its redeliveries' attempt start-to-close (RedeliverInput.attemptSeconds). */
+  attemptSeconds?: number;
   /** Carried over by continue-as-new: where the next page starts, and the totals so far. */
   after?: { at: string; id: string };
   progress?: RecoverCounts;

@@ -714,3 +714,45 @@ describe('push_config_fault operator alert', function () {
     }
   });
 });
+
+describe('callback redelivery with a long receiver timeout', function () {
+  this.timeout(120_000);
+  let stack: FamilyStack;
+  let receiver: CallbackReceiver;
+
+  before(async () => {
+    receiver = await CallbackReceiver.start();
+    // A receiver given a minute: an attempt's start-to-close is that and a margin, a redelivery's too.
+    stack = await startFamilyStack({
+      CALLBACK_ALLOW_PRIVATE: '1',
+      CALLBACK_TIMEOUT_SECONDS: '60',
+      SWEEP_INTERVAL_SECONDS: '3600',
+    });
+  });
+  after(async () => {
+    await stack?.stop();
+    await receiver?.close();
+  });
+
+  it('a redelivery goes out (its attempt has the time the receiver is given)', async () => {
+    const alice = stack.anonymous.as('alice', 'acme');
+    const res = await alice.post('/api/v1/runs', {
+      title: 'Nightly import',
+      callback: { url: receiver.url },
+    });
+    assert.equal(res.status, 201, res.text);
+    const id = res.body.id as string;
+    await alice.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'done' });
+    const episodeId = `${id}:end`;
+    assert.equal(
+      ((await stack.client.workflow.getHandle(episodeId).result()) as EpisodeResult).callback,
+      'delivered',
+    );
+    const asked = await alice.post(
+      `/api/v1/runs/${id}/episodes/${encodeURIComponent(episodeId)}/callback/redeliver`,
+    );
+    assert.equal(asked.status, 202, asked.text);
+    const result = await stack.client.workflow.getHandle(`cb-redeliver|${episodeId}`).result();
+    assert.equal(receiver.received.length, 2, `the redelivery sent nothing: ${JSON.stringify(result)}`);
+  });
+});

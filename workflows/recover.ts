@@ -79,7 +79,7 @@ export async function callbackRecoverWorkflow(input: RecoverInput): Promise<Reco
 
   function start(callback: Callback): void {
     const running: Promise<void> = (async () => {
-      const result = await redeliver(input.teamId, callback, input.recoverId).catch(failedItself);
+      const result = await redeliver(input, callback, input.recoverId).catch(failedItself);
       if (result === 'delivered' || result === 'failed') {
         counts[result]++;
         counts.sent++;
@@ -180,7 +180,7 @@ async function recoverUnbounded(input: RecoverInput): Promise<RecoverCounts> {
     if (page.callbacks.length) await store.saveRecoverProgress(recover, counts, false);
     for (let i = 0; i < page.callbacks.length; i += RECOVER_WIDTH) {
       const batch = page.callbacks.slice(i, i + RECOVER_WIDTH);
-      const results = await Promise.all(batch.map((callback) => redeliver(input.teamId, callback)));
+      const results = await Promise.all(batch.map((callback) => redeliver(input, callback)));
       for (const result of results) {
         if (result === 'delivered') counts.delivered++;
         else if (result === 'failed') counts.failed++;
@@ -203,14 +203,21 @@ async function recoverUnbounded(input: RecoverInput): Promise<RecoverCounts> {
  * 'busy' when one of it is running already (the route's, or the episode's own).
  */
 async function redeliver(
-  teamId: string,
+  { teamId, attemptSeconds }: RecoverInput,
   callback: Callback,
   recoverId?: string,
 ): Promise<RedeliverResult['result'] | 'busy'> {
   return unlessChildRunning(async () => {
     const { result } = await executeChild(callbackRedeliverWorkflow, {
       workflowId: callbackRedeliverWorkflowId(callback.episodeId),
-      args: [{ teamId, ...callback, ...(recoverId ? { recoverId } : {}) }],
+      args: [
+        {
+          teamId,
+          ...callback,
+          ...(recoverId ? { recoverId } : {}),
+          ...(attemptSeconds ? { attemptSeconds } : {}),
+        },
+      ],
       // A closed redelivery of the episode may be followed by this one; a running one is not doubled. A recover
       // that is terminated leaves the redeliveries it started to finish.
       workflowIdReusePolicy: 'ALLOW_DUPLICATE',

@@ -15,8 +15,7 @@ import type { RedeliverInput, RedeliverResult } from '../contract/workflows';
 import { claimKeys } from '../domain/outcome';
 import { callbackAttemptCalls, localStoreCalls } from './common';
 
-// The episode's own callback attempt options, and the store calls as quick calls run (workflows/common.ts).
-const attempt = callbackAttemptCalls();
+// The store calls as quick calls run (workflows/common.ts); the attempt's options are the episode's (its input's).
 const store = localStoreCalls;
 
 /** Marks executions that redeliver any settled callback and check the request's view of the attempt log. */
@@ -27,7 +26,8 @@ export const REDELIVER_HELD_LEAVES_CLAIM_PATCH = 'redelivery-held-leaves-claim';
 
 export async function callbackRedeliverWorkflow(input: RedeliverInput): Promise<RedeliverResult> {
   const key = claimKeys.callback(input.episodeId);
-  if (!patched(REDELIVER_ANY_SETTLED_PATCH)) return redeliverGaveUp(input, key);
+  const attempt = callbackAttemptCalls(input.attemptSeconds);
+  if (!patched(REDELIVER_ANY_SETTLED_PATCH)) return redeliverGaveUp(input, key, attempt);
   // The API checked the claim before starting; checked again here, so nothing that starts this workflow can make
   // a redelivery overlap the episode's own schedule.
   const claim = await store.describeClaim(key);
@@ -64,7 +64,11 @@ export async function callbackRedeliverWorkflow(input: RedeliverInput): Promise<
 }
 
 /** Executions started before REDELIVER_ANY_SETTLED_PATCH: only a callback that gave up (the route refused others). */
-async function redeliverGaveUp(input: RedeliverInput, key: string): Promise<RedeliverResult> {
+async function redeliverGaveUp(
+  input: RedeliverInput,
+  key: string,
+  attempt: ReturnType<typeof callbackAttemptCalls>,
+): Promise<RedeliverResult> {
   // The API checked this before starting; checked again here, so nothing that starts this workflow can make a
   // redelivery overlap the episode's own schedule.
   if (!(await store.wasDelivered(key))) return { result: 'not_settled' };

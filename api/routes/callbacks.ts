@@ -48,10 +48,10 @@ export interface CallbacksRouterDeps {
   /** Recovers per team: each may send every callback the team's receivers missed. */
   recoverLimit: RateLimit;
   /**
-   * What one recover may send (CALLBACK_RECOVER_MAX), and how recent a re-send it skips
-   * (CALLBACK_RECOVER_RESEND_AFTER_SECONDS): fixed in its input when it starts.
+   * What one recover may send (CALLBACK_RECOVER_MAX), how recent a re-send it skips
+   * (CALLBACK_RECOVER_RESEND_AFTER_SECONDS) and its redeliveries' attempt time: fixed in its input when it starts.
    */
-  recoverBounds: Pick<RecoverInput, 'maxSends' | 'resendAfterSeconds'>;
+  recoverBounds: Pick<RecoverInput, 'maxSends' | 'resendAfterSeconds' | 'attemptSeconds'>;
   now: () => Date;
 }
 

@@ -2,6 +2,7 @@
 // process, redeliveries and recovers started as workflows, each bounded as the config says.
 import { randomUUID } from 'node:crypto';
 import { startCallbackRecover } from '../../client/recover';
+import { episodeOptions } from '../../client/emitter';
 import { startCallbackRedelivery } from '../../client/redeliver';
 import { callbackSendSettings, sendTestCallback } from '../../delivery/callback/send';
 import { createEpisodeView } from '../episodesView';
@@ -15,6 +16,8 @@ export function wireCallbacksRouter({
   runsService,
   now,
 }: Pick<ApiServices, 'config' | 'client' | 'stores' | 'runsService' | 'now'>): CallbacksRouterDeps {
+  // A redelivery's attempt gets the time an episode's does: the receiver's timeout and a margin.
+  const { callbackAttemptSeconds: attemptSeconds } = episodeOptions(config);
   return {
     runsService,
     episodes: createEpisodeView(stores),
@@ -26,7 +29,8 @@ export function wireCallbacksRouter({
       perTeam: config.callbackTestRatePerTeam,
     },
     callbackRotateLimit: config.callbackRotateRate,
-    redeliverCallback: (input) => startCallbackRedelivery(client, config.temporalTaskQueue, input),
+    redeliverCallback: (input) =>
+      startCallbackRedelivery(client, config.temporalTaskQueue, { ...input, attemptSeconds }),
     callbackRedeliverLimits: {
       perRun: config.callbackRedeliverRate,
       perUser: config.callbackRedeliverRatePerUser,
@@ -39,6 +43,7 @@ export function wireCallbacksRouter({
     recoverBounds: {
       maxSends: config.callbackRecoverMax,
       resendAfterSeconds: config.callbackRecoverResendAfterSeconds,
+      attemptSeconds,
     },
     now,
   };
