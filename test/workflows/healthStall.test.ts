@@ -24,6 +24,36 @@ const OPTIONS: HealthOptions = {
   opsAlerts: true,
 };
 
+/** A team event recorded for a team without endpoints: it goes no further. */
+const NO_ENDPOINTS = { sequence: 1, endpointIds: [], retrySeconds: [], retryJitter: 0, attemptSeconds: 10 };
+
+/**
+ * Stand-ins for the run's health workflow and each alert's operator-alert workflow (claimed, sent on the first
+ * attempt, settled), recording the alerts posted and the states saved; `over` replaces some of them.
+ */
+function standIns(over: Record<string, unknown> = {}) {
+  const posted: OperatorAlert[] = [];
+  const saved: HealthState[] = [];
+  const activities = {
+    healthSettings: async () => ({ options: OPTIONS }),
+    persistedRunStatus: async () => 'running',
+    saveHealth: async (state: HealthState) => void saved.push(state),
+    reapHealth: async () => undefined,
+    tryMark: async () => true,
+    opsAlertSettings: async () => ({ retryForMs: 3_600_000, maxWaitMs: 100_000 }),
+    postOperatorAlert: async (alert: OperatorAlert) => {
+      posted.push(alert);
+      return { status: 200 };
+    },
+    markDelivered: async () => true,
+    stampOpsMarker: async () => true,
+    renewClaim: async () => true,
+    recordTeamEvent: async () => NO_ENDPOINTS,
+    ...over,
+  } as unknown as Partial<Activities>;
+  return { activities, posted, saved };
+}
+
 describe('the run-health stall on time-skipping Temporal', function () {
   this.timeout(120_000);
   let env: TestWorkflowEnvironment;
@@ -32,34 +62,8 @@ describe('the run-health stall on time-skipping Temporal', function () {
   it('a run silent past the stall threshold raises one stall alert; its next event one recovery alert', async () => {
     const taskQueue = 'ts-health-stall';
     const runId = 'run_stall';
-    const posted: OperatorAlert[] = [];
-    const saved: HealthState[] = [];
     let reaped = 0;
-    const activities = {
-      // The run's own health workflow.
-      healthSettings: async () => ({ options: OPTIONS }),
-      persistedRunStatus: async () => 'running',
-      saveHealth: async (state: HealthState) => void saved.push(state),
-      reapHealth: async () => void reaped++,
-      // Each alert's operator-alert workflow: claimed, sent on the first attempt, settled.
-      tryMark: async () => true,
-      opsAlertSettings: async () => ({ retryForMs: 3_600_000, maxWaitMs: 100_000 }),
-      postOperatorAlert: async (alert: OperatorAlert) => {
-        posted.push(alert);
-        return { status: 200 };
-      },
-      markDelivered: async () => true,
-      stampOpsMarker: async () => true,
-      renewClaim: async () => true,
-      // The team has no endpoints: its events are recorded and go no further.
-      recordTeamEvent: async () => ({
-        sequence: 1,
-        endpointIds: [],
-        retrySeconds: [],
-        retryJitter: 0,
-        attemptSeconds: 10,
-      }),
-    } as unknown as Partial<Activities>;
+    const { activities, posted, saved } = standIns({ reapHealth: async () => void reaped++ });
     const worker = await Worker.create({
       connection: env.nativeConnection,
       taskQueue,
@@ -128,44 +132,24 @@ describe('the run-health stall on time-skipping Temporal', function () {
   it('a store away longer than its quick retries: the workflow outlasts it, and its stall alert and team event go out', async () => {
     const taskQueue = 'ts-health-store-outage';
     const runId = 'run_outage';
-    const posted: OperatorAlert[] = [];
     const raised: TeamEvent[] = [];
-    const saved: HealthState[] = [];
     // The stall's status read fails past the quick calls' 20 attempts; later the recovery's team event's record.
     let statusFailures = 0;
     let recordFailures = 0;
     // Each failure is retried at once: the test waits on its count, not on the quick calls' backoff.
     const outage = (what: string) =>
       ApplicationFailure.create({ message: `the store is away (${what})`, nextRetryDelay: 1 });
-    const activities = {
-      healthSettings: async () => ({ options: OPTIONS }),
+    const { activities, posted, saved } = standIns({
       persistedRunStatus: async () => {
         if (statusFailures > 0 && statusFailures--) throw outage('status');
         return 'running';
       },
-      saveHealth: async (state: HealthState) => void saved.push(state),
-      reapHealth: async () => undefined,
-      tryMark: async () => true,
-      opsAlertSettings: async () => ({ retryForMs: 3_600_000, maxWaitMs: 100_000 }),
-      postOperatorAlert: async (alert: OperatorAlert) => {
-        posted.push(alert);
-        return { status: 200 };
-      },
-      markDelivered: async () => true,
-      stampOpsMarker: async () => true,
-      renewClaim: async () => true,
       recordTeamEvent: async (event: TeamEvent) => {
         if (recordFailures > 0 && recordFailures--) throw outage('team event');
         raised.push(event);
-        return {
-          sequence: raised.length,
-          endpointIds: [],
-          retrySeconds: [],
-          retryJitter: 0,
-          attemptSeconds: 10,
-        };
+        return { ...NO_ENDPOINTS, sequence: raised.length };
       },
-    } as unknown as Partial<Activities>;
+    });
     const worker = await Worker.create({
       connection: env.nativeConnection,
       taskQueue,
