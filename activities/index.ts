@@ -178,6 +178,7 @@ export function createActivities(deps: ActivityDeps): Activities {
       claimGraceSeconds: config.claimGraceSeconds,
       now,
       metrics,
+      log,
     }),
     ...createHealthActivities({
       runs: stores.runs,

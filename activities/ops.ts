@@ -8,6 +8,7 @@ import type { RunStore } from '../store/runs';
 import type { Metrics } from '../platform/metrics';
 import { claimKeys } from '../domain/outcome';
 import { ApplicationFailure } from '@temporalio/activity';
+import { activityContext } from './activityContext';
 
 export interface OpsDeps {
   runs: RunStore;
@@ -22,6 +23,7 @@ export interface OpsDeps {
   now: () => Date;
   /** Counts each POST by alert kind and how it went; absent: nothing is recorded. */
   metrics?: Pick<Metrics, 'operatorAlert'>;
+  log?: (line: string) => void;
 }
 
 /** The Idempotency-Key header: the alert's episode key, stable across attempts, replicas and sweeps. */
@@ -33,6 +35,9 @@ export const alertIdempotencyKey = (alert: OperatorAlert): string => claimKeys.o
  * started just before it (≤ 5 s) = 28 s.
  */
 const SETTLE_WITHIN_MS = 8_000;
+
+/** Room beyond the webhook's timeout and the settle: the last try of the settle, and the report. */
+const AFTER_REQUEST_MS = 5_000;
 
 export function createOpsActivities(deps: OpsDeps) {
   /**
@@ -53,10 +58,29 @@ export function createOpsActivities(deps: OpsDeps) {
     }
   }
 
+  /**
+   * Whether the request and its settle still fit in the attempt's start-to-close. Past it Temporal has tried the
+   * attempt again (or will), and this one's POST, on a claim read before that one settled it, would be a second.
+   */
+  function timeForRequest(startedAt: number): boolean {
+    const startToClose = activityContext()?.info.startToCloseTimeoutMs;
+    return (
+      !startToClose ||
+      startToClose - (Date.now() - startedAt) >= deps.timeoutMs + SETTLE_WITHIN_MS + AFTER_REQUEST_MS
+    );
+  }
+
   /** One POST; a retry after a send that went through answers already_sent (see postOperatorAlert). */
   async function postOnce(alert: OperatorAlert, claim?: AlertClaim): Promise<AlertSend> {
+    const startedAt = Date.now();
     if (!deps.webhookUrl) throw ApplicationFailure.nonRetryable('OPS_ALERT_WEBHOOK_URL is not set', 'OpsOff');
     if (claim && (await deps.claims.wasDelivered(claim.key))) return 'already_sent';
+    if (!timeForRequest(startedAt)) {
+      const detail =
+        'not sent: too little of its attempt left for the request (the store was slow before it)';
+      deps.log?.(`operator alert ${alert.episodeKey}: ${detail}`);
+      throw new Error(detail);
+    }
     const res = await fetch(deps.webhookUrl, {
       method: 'POST',
       headers: {

@@ -194,3 +194,62 @@ describe('an operator alert past its retry window', function () {
     assert.equal(s.webhook.received.length, attempts.length);
   }).timeout(60_000);
 });
+
+describe('an operator alert attempt whose claim read outlasted its start-to-close', function () {
+  this.timeout(180_000);
+  /** While set, the worker's next read of an ops| claim takes this long (a store slow under load). */
+  let slowReadMs = 0;
+  const logged: string[] = [];
+  let webhook: CallbackReceiver;
+  let stack: FamilyStack;
+
+  before(async () => {
+    webhook = await CallbackReceiver.start();
+    stack = await startFamilyStack(
+      { OPS_ALERT_WEBHOOK_URL: webhook.url, SWEEP_INTERVAL_SECONDS: '3600' },
+      {
+        workerLog: (line) => logged.push(line),
+        workerStores: (stores) => ({
+          ...stores,
+          claims: {
+            ...stores.claims,
+            // Its answer, as read then, arrives that much later.
+            wasDelivered: async (key) => {
+              const delay = key.startsWith('ops|') ? slowReadMs : 0;
+              if (delay) slowReadMs = 0;
+              const answer = await stores.claims.wasDelivered(key);
+              if (delay) await sleep(delay);
+              return answer;
+            },
+          },
+        }),
+      },
+    );
+  });
+  after(async () => {
+    await stack?.stop();
+    await webhook?.close();
+  });
+
+  it("sends nothing: Temporal's next attempt sends the alert, once", async () => {
+    // Past the attempt's 30 s start-to-close: Temporal gives up on it while the read still runs; both would POST.
+    slowReadMs = 35_000;
+    const alert = routeDecisionAlert(
+      { runId: 'run_slow_read', teamId: 'acme', decisionId: 'dec_slow', error: { code: 'x', message: 'y' } },
+      new Date().toISOString(),
+    );
+    const result = await stack.client.workflow.execute(operatorAlertWorkflow, {
+      workflowId: operatorAlertWorkflowId(alert.episodeKey),
+      taskQueue: stack.config.temporalTaskQueue,
+      args: [alert],
+    });
+    assert.equal(result, 'delivered');
+    // The late attempt goes on after the workflow: it either POSTs again or says it held back.
+    await waitUntil(
+      'the late attempt sent or held back',
+      () => webhook.received.length > 1 || logged.some((line) => line.includes('not sent: too little')),
+      { timeoutMs: 60_000 },
+    );
+    assert.equal(webhook.received.length, 1, 'POSTs of the alert');
+  });
+});
