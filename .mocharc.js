@@ -29,6 +29,7 @@ const LONGEST_FIRST = [
   'test/fuzz.part2.test.ts',
   'test/fuzz.part3.test.ts',
   'test/escalation.test.ts',
+  'test/opsRetry.test.ts',
   'test/digestHistory.test.ts',
   'test/lifecycle.test.ts',
   'test/identity.test.ts',
