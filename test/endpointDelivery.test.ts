@@ -364,7 +364,7 @@ describe('team endpoints: a delivery waiting on its schedule', function () {
       // The first event's attempt fails, and its workflow waits an hour for the next.
       const waiting = answered('waits');
       assert.ok(await raiseTeamEvent(stack.client, stack.config.temporalTaskQueue, waiting));
-      await down.waitFor(1);
+      await down.waitFor(1, 60_000);
       const handle = stack.client.workflow.getHandle(teamEventWorkflowId(waiting.id));
       await waitUntil('its workflow to wait for the next attempt', async () =>
         (await handle.fetchHistory()).events!.some((e) => e.timerStartedEventAttributes),
@@ -398,7 +398,7 @@ describe('team endpoints: a delivery waiting on its schedule', function () {
       });
       const pass = await sweep.sweepOnce();
       assert.equal(pass.teamEventsRaised, 1, JSON.stringify(pass));
-      await up.waitFor(1);
+      await up.waitFor(1, 60_000);
       assert.equal(up.received[0].headers['webhook-id'], owed.id);
       assert.ok(!(await stack.stores.claims.wasDelivered(endpointDeliveryKey(waiting.id, downId))));
     } finally {
