@@ -10,6 +10,16 @@ export function activityContext(): Context | undefined {
   }
 }
 
+/**
+ * Whether `neededMs` (a request and what follows it) still fits in this attempt's start-to-close, counted from
+ * `startedAt`. Past it Temporal has started the attempt again (or will), and a send made now, on a store read made
+ * before that attempt settled anything, would be a second one. Outside an activity, always.
+ */
+export function fitsStartToClose(startedAt: number, neededMs: number): boolean {
+  const startToClose = activityContext()?.info.startToCloseTimeoutMs;
+  return !startToClose || startToClose - (Date.now() - startedAt) >= neededMs;
+}
+
 /** How often a kept-alive activity heartbeats: well within the heartbeat timeout its workflow sets. */
 const KEEP_ALIVE_EVERY_MS = 2000;
 

@@ -8,7 +8,7 @@ import type { RunStore } from '../store/runs';
 import type { Metrics } from '../platform/metrics';
 import { claimKeys } from '../domain/outcome';
 import { ApplicationFailure } from '@temporalio/activity';
-import { activityContext } from './activityContext';
+import { fitsStartToClose } from './activityContext';
 
 export interface OpsDeps {
   runs: RunStore;
@@ -58,24 +58,13 @@ export function createOpsActivities(deps: OpsDeps) {
     }
   }
 
-  /**
-   * Whether the request and its settle still fit in the attempt's start-to-close. Past it Temporal has tried the
-   * attempt again (or will), and this one's POST, on a claim read before that one settled it, would be a second.
-   */
-  function timeForRequest(startedAt: number): boolean {
-    const startToClose = activityContext()?.info.startToCloseTimeoutMs;
-    return (
-      !startToClose ||
-      startToClose - (Date.now() - startedAt) >= deps.timeoutMs + SETTLE_WITHIN_MS + AFTER_REQUEST_MS
-    );
-  }
-
   /** One POST; a retry after a send that went through answers already_sent (see postOperatorAlert). */
   async function postOnce(alert: OperatorAlert, claim?: AlertClaim): Promise<AlertSend> {
     const startedAt = Date.now();
     if (!deps.webhookUrl) throw ApplicationFailure.nonRetryable('OPS_ALERT_WEBHOOK_URL is not set', 'OpsOff');
     if (claim && (await deps.claims.wasDelivered(claim.key))) return 'already_sent';
-    if (!timeForRequest(startedAt)) {
+    // The claim's answer came too late for the request and its settle: Temporal's next attempt may have sent it.
+    if (!fitsStartToClose(startedAt, deps.timeoutMs + SETTLE_WITHIN_MS + AFTER_REQUEST_MS)) {
       const detail =
         'not sent: too little of its attempt left for the request (the store was slow before it)';
       deps.log?.(`operator alert ${alert.episodeKey}: ${detail}`);

@@ -31,7 +31,7 @@ import type { RunStore } from '../../store/runs';
 import type { CallbackAttemptRow, CallbackAttemptStore } from '../../store/callback/attempts';
 import type { Metrics } from '../../platform/metrics';
 import { withDeadline } from '../../platform/deadline';
-import { activityContext } from '../activityContext';
+import { activityContext, fitsStartToClose } from '../activityContext';
 
 export interface CallbackDeps extends CallbackSendDeps {
   runs: RunStore;
@@ -74,16 +74,6 @@ function slotWaitMs(startedAt: number, timeoutMs: number): number {
 
 /** Room the request needs beyond its own timeout: the resolver, and the writes after it (the log, a streak). */
 const AFTER_REQUEST_MS = 2 * RECORD_DEADLINE_MS + 2000;
-
-/**
- * Whether the request, and what follows it, still fit in the attempt's start-to-close. Past it Temporal has started
- * the attempt again (or will), and this one's POST would be a second delivery: a slow store before it (the run's
- * read, the rate's hits) must cost a held attempt, never a repeat.
- */
-function timeForRequest(startedAt: number, timeoutMs: number): boolean {
-  const startToClose = activityContext()?.info.startToCloseTimeoutMs;
-  return !startToClose || startToClose - (Date.now() - startedAt) >= timeoutMs + AFTER_REQUEST_MS;
-}
 
 /**
  * The request in its origin's slot, its outcome told to the origin's breaker: an answer worth another try (5xx,
@@ -389,7 +379,8 @@ export async function sendSigned(deps: SignedSendDeps, send: SignedSend): Promis
     const outcome = heldOutcome(entry, origin!, deps.timeoutMs);
     return { ...sent({ outcome, error: entry.held }), held: entry.held };
   }
-  if (!timeForRequest(send.activityStarted, deps.timeoutMs)) {
+  // A slow store before the request (the run's read, the rate's hits) costs a held attempt, never a repeat.
+  if (!fitsStartToClose(send.activityStarted, deps.timeoutMs + AFTER_REQUEST_MS)) {
     entry?.done('neutral');
     const late = {
       held: 'paced' as const,

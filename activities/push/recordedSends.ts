@@ -7,7 +7,7 @@ import { FAN_OUT_ATTEMPTS, type PushPayload } from '../../domain/push';
 import { fanOut, type FanOutDeps } from '../../delivery/push/fanOut';
 import type { PushDelivery, PushDeliveryStore } from '../../store/push/deliveries';
 import type { PushSubscriptionRow } from '../../store/push/subscriptions';
-import { activityContext } from '../activityContext';
+import { activityContext, keptAlive } from '../activityContext';
 import type { PushActivityDeps } from './pushActivityDeps';
 import { payloadsWithReceipts, type ReceiptScope } from './receipts';
 
@@ -63,7 +63,7 @@ export async function sendRecorded(
   // slices 2 s), so a lane stuck longer than the heartbeat timeout is a wedge Temporal should notice and retry.
   const beat = (): void => context?.heartbeat();
   beat();
-  const persist = persistBeating(deps.log, beat);
+  const persist = persistBeating(deps.log);
   // The devices' tokens are stored before any push carries them (a big fan-out's rows take a while: beaten). A
   // retried write mints afresh, so it never meets its own earlier rows.
   let payloadFor: FanOutDeps['payloadFor'];
@@ -150,13 +150,10 @@ export type Reached = Awaited<ReturnType<PushDeliveryStore['reached']>>;
  * wedged write is still noticed. A failed write is tried again within that time: the push it records has gone
  * out, and failing the activity for a store blip (a MongoDB restart) would send it again on the next attempt.
  */
-function persistBeating(log: (line: string) => void, beat: () => void): Persist {
-  return async (what, write) => {
-    const started = Date.now();
-    const timer = setInterval(() => {
-      if (Date.now() - started < STORE_WORK_BEATS_FOR_MS) beat();
-    }, 2000);
-    try {
+function persistBeating(log: (line: string) => void): Persist {
+  return (what, write) =>
+    keptAlive(async () => {
+      const started = Date.now();
       for (let wait = 500; ; wait = Math.min(wait * 2, 5000)) {
         try {
           return await write();
@@ -166,10 +163,7 @@ function persistBeating(log: (line: string) => void, beat: () => void): Persist 
           await new Promise((resolve) => setTimeout(resolve, wait));
         }
       }
-    } finally {
-      clearInterval(timer);
-    }
-  };
+    }, STORE_WORK_BEATS_FOR_MS);
 }
 
 /**
