@@ -251,4 +251,32 @@ describe('a push that missed some of its recipients, and a question pushed after
     const result = (await stack.client.workflow.getHandle(episodeId).result()) as EpisodeResult;
     assert.equal(result.push, 'delivered');
   });
+
+  it("a question that arrived after the close ran, whose close then failed through the fan-out's attempts, is closed once its push service is back", async () => {
+    const { ana, anaPhone, benPhone } = await team('after-answer-close-down');
+    push.withholdAnswers(benPhone);
+    const { runId, interactionId, episodeId } = await pause(ana);
+    await push.waitFor(1, benPhone, 60_000); // taken, its 201 withheld: the send is in flight
+    await answer(ana, runId, interactionId);
+    // The question is taken; every push after it (its close) finds ben's push service down.
+    push.failAlways(benPhone, 503);
+    push.releaseAnswers(benPhone);
+    await waitUntil(
+      "every attempt of the fan-out's close failed for ben, and the episode confirmed",
+      async () =>
+        push.attempts(benPhone).length >= 1 + FAN_OUT_ATTEMPTS &&
+        (await stack.stores.claims.state(episodeId)) === 'delivered',
+      { timeoutMs: 180_000 },
+    );
+    assert.deepEqual(kinds(benPhone, runId), ['human_input_requested'], 'no close reached ben yet');
+
+    push.recover(benPhone);
+    await waitUntil('ben has the close', () => kinds(benPhone, runId).includes('answered'), {
+      timeoutMs: 120_000,
+    });
+    const result = (await stack.client.workflow.getHandle(episodeId).result()) as EpisodeResult;
+    assert.equal(result.push, 'delivered');
+    assert.deepEqual(kinds(benPhone, runId), ['human_input_requested', 'answered'], 'ben closed once');
+    assert.deepEqual(kinds(anaPhone, runId), ['human_input_requested', 'answered'], 'ana closed once');
+  });
 });

@@ -1,6 +1,6 @@
 // An outcome's push: rendered, addressed to its recipients, held for a digest where due, the rest sent now.
 import type { RunOutcome } from '../../domain/outcome';
-import type { PushDeliveryResult } from '../../contract/activities';
+import type { FollowUpResult, PushDeliveryResult } from '../../contract/activities';
 import type { InteractionAnswer, InteractionRef } from '../../contract/workflows';
 import {
   kindFor,
@@ -64,13 +64,28 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
     reached,
   });
   // The answer's close went to the devices reached when it ran; one reached since then is closed here.
+  let closeOwed = false;
   if (interaction && result.delivered > 0) {
     const current = await deps.interactions.get(outcome.runId, interaction._id);
     if (current?.status === 'answered')
-      await closeAnswered(deps, refOf(outcome, current), answerOf(current, deps.now()));
+      closeOwed = stillOwed(
+        await closeAnswered(deps, refOf(outcome, current), answerOf(current, deps.now())),
+      );
   }
-  return { addressable: true, ...result, ...(held.size ? { held: held.size } : {}) };
+  return {
+    addressable: true,
+    ...result,
+    retryable: result.retryable + (closeOwed ? 1 : 0),
+    ...(held.size ? { held: held.size } : {}),
+  };
 }
+
+/**
+ * A close a device's push service failed transiently on every attempt: the devices the workflow's close reached
+ * are settled, so nothing else replays it. Counted retryable, the episode tries it again with the people it missed.
+ */
+const stillOwed = (closed: FollowUpResult): boolean =>
+  closed.result === 'failed' && closed.retry !== undefined;
 
 /**
  * A question's push that finds it answered: nobody new is asked, and the close goes again to every device the
@@ -82,7 +97,7 @@ async function answeredMeanwhile(
   outcome: RunOutcome,
   interaction: Interaction,
 ): Promise<PushDeliveryResult> {
-  const [reached] = await Promise.all([
+  const [reached, closed] = await Promise.all([
     deps.pushDeliveries.countForEpisode(outcome.episodeId),
     closeAnswered(deps, refOf(outcome, interaction), answerOf(interaction, deps.now())),
   ]);
@@ -94,7 +109,7 @@ async function answeredMeanwhile(
     alreadyDelivered: reached,
     pruned: 0,
     failed: 0,
-    retryable: 0,
+    retryable: stillOwed(closed) ? 1 : 0,
   };
 }
 
