@@ -12,7 +12,8 @@ import type { RunsContext } from './context';
  * 410, an unknown one a 404; none of them changes anything. The token is released again only when the answer
  * failed for a reason of ours (a store write), so the device's retry can finish it: an answer stored before that
  * failure is then completed by answerInteraction's repair instead of being left half done. A request that died
- * there released nothing: the same token finishes its own stored answer while the run still waits on it.
+ * there released nothing: the same token finishes its own answer while the run still waits on the question,
+ * whether that answer was stored or not yet (the token is taken `untold` until it is).
  */
 export type TokenAction = { did: 'answered'; run: Run } | { did: 'snoozed'; until: Date };
 
@@ -60,21 +61,19 @@ async function snoozeWithToken(ctx: RunsContext, row: ActionTokenRow): Promise<D
 }
 
 /**
- * The token's own answer is stored but its run still waits on the question: the request that took the token died
- * between the two writes (no release then), and nothing else resumes the run, while the sweep closes the question
- * on every device as answered. The same token again finishes it.
+ * The request that took the token died (no release then) while its run still waits on the question, and nothing
+ * else finishes its answer: either nothing was stored (the token still `untold`; the device's retry found it taken)
+ * or the token's own answer was, and nothing resumes the run while the sweep closes the question on every device as
+ * answered. The same token again finishes it; a retry racing a slow first request answers once (recordAnswer).
  */
 async function answerLeftHalfDone(ctx: RunsContext, row: ActionTokenRow): Promise<boolean> {
   const [run, interaction] = await Promise.all([
     ctx.runs.getForTeam(row.teamId, row.runId),
     ctx.interactions.get(row.runId, row.interactionId),
   ]);
-  return (
-    interaction?.status === 'answered' &&
-    interaction.answer === row.choiceId &&
-    interaction.answeredBy === row.userId &&
-    runWaitsOn(run, row.interactionId)
-  );
+  if (!interaction || !runWaitsOn(run, row.interactionId)) return false;
+  if (interaction.status !== 'answered') return row.untold === true;
+  return interaction.answer === row.choiceId && interaction.answeredBy === row.userId;
 }
 
 export async function answerWithToken(ctx: RunsContext, token: string): Promise<Run> {
@@ -94,17 +93,21 @@ export async function answerWithToken(ctx: RunsContext, token: string): Promise<
     interaction?.status === 'answered' &&
     (interaction.answer !== row.choiceId || interaction.answeredBy !== row.userId);
   if (answeredOtherwise) throw new ConflictError('the interaction was already answered');
-  if (!(await ctx.actionTokens.take(hash, at))) {
+  if (!(await ctx.actionTokens.take(hash, at, { untold: true }))) {
     // Another request took it, or it expired, since it was read.
     const current = await ctx.actionTokens.get(hash);
     if (current?.usedAt) throw new ConflictError('this action was already used');
     throw new GoneError('this action has expired');
   }
+  let answered: Run;
   try {
-    return await answerInteraction(ctx, caller, row.runId, row.interactionId, row.choiceId);
+    answered = await answerInteraction(ctx, caller, row.runId, row.interactionId, row.choiceId);
   } catch (err) {
     const refused = err instanceof ConflictError || err instanceof NotFoundError;
     if (!refused) await ctx.actionTokens.giveBack(hash, at);
     throw err;
   }
+  // Left untold, the answered question refuses the token all the same: a failure here fails nothing.
+  await ctx.actionTokens.told(hash, ctx.now()).catch(() => undefined);
+  return answered;
 }

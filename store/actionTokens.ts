@@ -21,9 +21,12 @@ export interface ActionTokenRow {
   expiresAt: Date;
   /** Set when a request took it; cleared again only if that request failed before answering. */
   usedAt?: Date;
-  /** A snooze's, taken: its question's workflow not told yet (still so later: its request died in between). */
+  /**
+   * Taken, its effect not done yet (still so later: its request died in between): an answer's not stored, a
+   * snooze's question's workflow not told. Tokens taken before this was noted have neither.
+   */
   untold?: true;
-  /** A snooze's: when its question's workflow was told. */
+  /** When its effect was done: the answer stored, or the snooze's workflow told. */
   toldAt?: Date;
 }
 
@@ -58,8 +61,8 @@ export function createActionTokenStore(db: Db) {
     },
 
     /**
-     * Takes the token for one request: false when another took it first (or it expired meanwhile). A snooze's is
-     * taken `untold` until told() says its workflow heard of it.
+     * Takes the token for one request: false when another took it first (or it expired meanwhile). Taken `untold`
+     * until told() says its effect is done (the answer stored, the snooze's workflow told).
      */
     async take(hash: string, now: Date, taking: { untold?: true } = {}): Promise<boolean> {
       const result = await tokens.updateOne(
@@ -80,7 +83,7 @@ export function createActionTokenStore(db: Db) {
       );
     },
 
-    /** A snooze token's workflow was told: a later use of it is a replay. */
+    /** The token's effect is done (the answer stored, the snooze's workflow told): a later use of it is a replay. */
     async told(hash: string, now: Date): Promise<void> {
       await tokens.updateOne({ _id: hash }, { $set: { toldAt: now }, $unset: { untold: '' } });
     },

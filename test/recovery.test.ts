@@ -12,10 +12,11 @@ import { createOpsActivities } from '../activities/ops';
 import type { ApiHandle } from '../api/server';
 import type { Config } from '../config';
 import { routeDecisionAlert, type OperatorAlert } from '../domain/ops';
-import { claimKeys } from '../domain/outcome';
+import { claimKeys, inputEpisodeId } from '../domain/outcome';
 import { IllegalTransitionError } from '../domain/runStatus';
 import { createRunsService, type Caller, type RunsServiceDeps } from '../runs/service';
 import type { Stores } from '../store';
+import { hashActionToken, newActionToken } from '../store/actionTokens';
 import { MONGO_CLIENT_OPTIONS, type Mongo } from '../store/mongo';
 import { startThrowawayStack } from '../platform/embedded';
 import { operatorAlertWorkflowId } from '../contract/workflows';
@@ -216,6 +217,65 @@ describe('recovery from faults the drill found', function () {
       await engine.complete(caller, runId, 'done');
       await assert.rejects(engine.answer(caller, runId, interactionId, 'yes'), IllegalTransitionError);
       assert.equal((await resumedEvents(runId)).length, 1);
+    });
+
+    it('an action token taken whose request failed before its answer was stored (the give-back failing too) answers on the retry', async () => {
+      // The store goes away after the token is taken: the answer's first read fails, and so does the give-back.
+      let away = false;
+      const storeAway = () => new Error('connection reset: Mongo is restarting');
+      const actionTokens: RunsServiceDeps['actionTokens'] = {
+        ...stores.actionTokens,
+        async take(...args) {
+          const taken = await stores.actionTokens.take(...args);
+          away = taken;
+          return taken;
+        },
+        async giveBack(...args) {
+          if (away) throw storeAway();
+          return stores.actionTokens.giveBack(...args);
+        },
+      };
+      const interactions: RunsServiceDeps['interactions'] = {
+        ...stores.interactions,
+        async get(...args) {
+          if (away) throw storeAway();
+          return stores.interactions.get(...args);
+        },
+      };
+      const engine = createRunsService({ ...stores, actionTokens, interactions, emitter: silentEmitter });
+      const { runId, interactionId } = await pausedRun(engine);
+      const token = newActionToken();
+      const now = new Date();
+      await stores.actionTokens.insertMany([
+        {
+          _id: hashActionToken(token),
+          teamId: caller.teamId,
+          runId,
+          interactionId,
+          userId: 'bob',
+          choiceId: 'yes',
+          episodeId: inputEpisodeId(runId, interactionId),
+          createdAt: now,
+          expiresAt: new Date(now.getTime() + 3600_000),
+        },
+      ]);
+      await assert.rejects(engine.actWithToken(token), /Mongo is restarting/);
+      away = false;
+      assert.equal(
+        (await stores.interactions.get(runId, interactionId))?.status,
+        'pending',
+        'nothing stored',
+      );
+
+      const retried = await engine.actWithToken(token);
+      assert.equal(retried.did, 'answered');
+      const interaction = await stores.interactions.get(runId, interactionId);
+      assert.equal(interaction?.answer, 'yes');
+      assert.equal(interaction?.answeredBy, 'bob', "answered as the token's person");
+      assert.equal((await stores.runs.getById(runId))?.status, 'running');
+      assert.equal((await resumedEvents(runId)).length, 1);
+      // Answered, the token is spent like any other.
+      await assert.rejects(engine.actWithToken(token), /already used/);
     });
   });
 
