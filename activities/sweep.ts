@@ -164,7 +164,9 @@ export function createSweepActivities(deps: SweepDeps) {
         //    waiting on renewed quiet hours. Offered again, once per person: a live digest already has them.
         if (deps.pushHolds && deps.offerToDigest) {
           progress.beat({ phase: 'holds', ...pass });
-          pass.holdsOffered = await offerOwedHolds(deps.pushHolds, deps.offerToDigest, deps.now());
+          const { offered, refused } = await offerOwedHolds(deps.pushHolds, deps.offerToDigest, deps.now());
+          pass.holdsOffered = offered;
+          if (refused) pass.holdsRefused = refused;
         }
         deps.metrics?.sweepPass((performance.now() - startedAt) / 1000, pass);
         return pass;
@@ -300,13 +302,15 @@ async function raiseOwedTeamEvents(
 
 /**
  * Offers each person's owed holds to their digest (the newest as its entry; the digest takes every owed row when it
- * sends), then leaves them an hour before the next offer. Answers how many holds were offered.
+ * sends), then leaves them an hour before the next offer. A digest that refuses the offer (Temporal refuses its
+ * signals) is left the same hour: its rows sort first by age, and offered again every pass they would fill the pass
+ * and fail it for everyone. Answers how many holds were offered, and how many of them refused.
  */
 async function offerOwedHolds(
   holds: PushHoldStore,
   offer: NonNullable<SweepDeps['offerToDigest']>,
   now: Date,
-): Promise<number> {
+): Promise<{ offered: number; refused: number }> {
   const owed = await holds.owedBefore(now, HOLDS_PER_PASS);
   const byPerson = new Map<string, PushHoldRow[]>();
   for (const row of owed) {
@@ -315,15 +319,18 @@ async function offerOwedHolds(
     if (rows) rows.push(row);
     else byPerson.set(key, [row]);
   }
+  let refused = 0;
   await mapBounded([...byPerson.values()], START_LANES, async (rows) => {
     const newest = rows.reduce((a, b) => (b.at > a.at ? b : a));
-    await offer(newest.teamId, newest.userId, digestEntryOf(newest));
+    await offer(newest.teamId, newest.userId, digestEntryOf(newest)).catch(
+      () => void (refused += rows.length),
+    );
     await holds.deferOffer(
       rows.map((row) => row._id),
       new Date(now.getTime() + HOLD_REOFFER_AFTER_SECONDS * 1000),
     );
   });
-  return owed.length;
+  return { offered: owed.length, refused };
 }
 
 /**

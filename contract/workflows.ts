@@ -452,6 +452,8 @@ export interface SweepPass {
   started: number;
   /** Held pushes still owed past their time, offered to their person's digest again (absent before it did). */
   holdsOffered?: number;
+  /** Of those, the holds whose digest refused the offer (Temporal refused its signal): offered again an hour later. */
+  holdsRefused?: number;
   /** Questions whose interaction workflow never started, started (absent before interactions had one). */
   interactionsStarted?: number;
   /** Answered interactions whose close never ran, signalled again (absent before). */

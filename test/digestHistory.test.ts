@@ -185,6 +185,50 @@ describe('a digest held for days keeps its history bounded', function () {
     assert.equal(again.holdsOffered ?? 0, 0);
   });
 
+  it("one person's digest that refuses the offer holds back nobody else's: the pass goes on, and offers it again an hour later", async () => {
+    const { anonymous, client, config, stores } = stack;
+    const omar = anonymous.as('omar', 'busy');
+    const device = push.endpoint('omar-phone');
+    assert.equal((await omar.post('/api/v1/notifications/push/subscriptions', device)).status, 201);
+    const hoursAgo = (h: number) => new Date(Date.now() - h * 3600_000);
+    const row = (userId: string, i: number, owedHoursAgo: number) => ({
+      episodeId: `run_refused_${userId.length}_${i}:end`,
+      runId: `run_refused_${userId.length}_${i}`,
+      teamId: 'busy',
+      userId,
+      kind: 'run_failed',
+      title: `Refused ${i}`,
+      reason: 'quiet' as const,
+      at: hoursAgo(owedHoursAgo + 1),
+      releaseAt: hoursAgo(owedHoursAgo),
+    });
+    // Temporal refuses this person's digest every signal (here its id is past the server's length limit; a
+    // digest past its signals per execution is refused the same way), and their rows are owed the longest.
+    const refused = 'r'.repeat(1000);
+    await stores.pushHolds.hold([row(refused, 1, 5), row(refused, 2, 5)]);
+    await stores.pushHolds.hold([row('omar', 1, 2), row('omar', 2, 2)]);
+
+    const report = (await client.workflow.execute(sweepWorkflow, {
+      taskQueue: config.temporalTaskQueue,
+      workflowId: `sweep-refused-digest-${Date.now()}`,
+    })) as SweepReport;
+    assert.equal(report.holdsOffered, 4, JSON.stringify(report));
+    assert.equal(report.holdsRefused, 2, JSON.stringify(report));
+    const [received] = await push.waitFor(1, device, 60_000);
+    assert.equal((received.payload as PushPayload).title, '2 run updates while you were away');
+    // The refused rows wait an hour before the next offer: the next pass offers nothing.
+    const refusedRows = await stores.pushHolds.listForRun(row(refused, 1, 5).runId);
+    assert.ok(
+      refusedRows.every((r) => r.owedAt && r.owedAt.getTime() > Date.now()),
+      JSON.stringify(refusedRows),
+    );
+    const again = (await client.workflow.execute(sweepWorkflow, {
+      taskQueue: config.temporalTaskQueue,
+      workflowId: `sweep-refused-digest-again-${Date.now()}`,
+    })) as SweepReport;
+    assert.equal(again.holdsOffered ?? 0, 0, JSON.stringify(again));
+  });
+
   it('a digest no device takes gives up visibly: its holds say so in the episodes view and explain, and a metric counts them', async () => {
     const { anonymous, client, config, stores, mongo } = stack;
     const gia = anonymous.as('gia', 'busy');
