@@ -120,6 +120,13 @@ const url = (...protocols: string[]) =>
     if (!protocols.includes(protocol)) ctx.addIssue(`must use ${protocols.join(' or ')}, got "${protocol}"`);
   });
 const httpUrl = url('http:', 'https:');
+/** A URL this process fetches itself: Node's fetch refuses one with a user or password at every call. */
+const withoutUserinfo = (raw: string, ctx: z.RefinementCtx) => {
+  const { username, password } = new URL(raw);
+  if (username || password)
+    ctx.addIssue(`must not carry a user or password (fetch refuses it), got "${withoutCredentials(raw)}"`);
+};
+const fetchedUrl = httpUrl.superRefine(withoutUserinfo);
 /**
  * A MongoDB connection string, kept as written, if the driver takes it: a replica set's seed list
  * (`mongodb://h1:27017,h2:27017/…`) is no WHATWG URL. The client is built, not connected.
@@ -265,7 +272,7 @@ const workflowSection = section({
     ).default(1500),
   ],
   /** undefined: the operator family is off. */
-  opsAlertWebhookUrl: ['OPS_ALERT_WEBHOOK_URL', httpUrl.optional()],
+  opsAlertWebhookUrl: ['OPS_ALERT_WEBHOOK_URL', fetchedUrl.optional()],
 });
 
 /** Read only when AUTH_JWKS_URL is set. */
@@ -277,10 +284,13 @@ const jwksSection = section({
   url: [
     'AUTH_JWKS_URL',
     url('https:', 'http:').pipe(
-      z.string().refine((raw) => {
-        const { protocol, hostname } = new URL(raw);
-        return protocol === 'https:' || ['127.0.0.1', 'localhost', '[::1]'].includes(hostname);
-      }, got('must use https: (http only on loopback)')),
+      z
+        .string()
+        .superRefine(withoutUserinfo)
+        .refine((raw) => {
+          const { protocol, hostname } = new URL(raw);
+          return protocol === 'https:' || ['127.0.0.1', 'localhost', '[::1]'].includes(hostname);
+        }, got('must use https: (http only on loopback)')),
     ),
   ],
   /** Claim names of the provider's tokens (sub and team unless configured). */

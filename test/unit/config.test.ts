@@ -387,6 +387,17 @@ describe('config', () => {
       { OPS_ALERT_WEBHOOK_URL: 'https://ops:s3cret@hooks example/' },
       'OPS_ALERT_WEBHOOK_URL is not a valid URL: "https://…@hooks example/"',
     ],
+    // Node's fetch refuses a URL with credentials at every call: refused at start-up, not a day of failed alerts.
+    [
+      'OPS_ALERT_WEBHOOK_URL',
+      { OPS_ALERT_WEBHOOK_URL: 'https://ops:s3cret@alerts.example/hook' },
+      'OPS_ALERT_WEBHOOK_URL must not carry a user or password (fetch refuses it), got "https://…@alerts.example/hook"',
+    ],
+    [
+      'AUTH_JWKS_URL',
+      { ...jwksBase, AUTH_JWKS_URL: 'https://idp:s3cret@idp.example.com/jwks' },
+      'AUTH_JWKS_URL must not carry a user or password (fetch refuses it), got "https://…@idp.example.com/jwks"',
+    ],
     ['TEMPORAL_ADDRESS', { TEMPORAL_ADDRESS: 'nope' }, 'TEMPORAL_ADDRESS must be host:port, got "nope"'],
     ['TEMPORAL_TLS', { TEMPORAL_TLS: 'Maybe' }, 'TEMPORAL_TLS must be on or off (1/0), got "maybe"'],
     [
