@@ -12,6 +12,7 @@ import type { Config } from '../config';
 import { owedEpisode } from '../domain/sweep';
 import { signWebhook } from '../delivery/callback/signature';
 import { PROJECT_ROOT } from '../platform/embedded';
+import { RETRY_AFTER_MAX_SECONDS } from '../platform/retryAfter';
 import type { Stores } from '../store';
 import type { EpisodeResult } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
@@ -203,6 +204,23 @@ describe('callback family', function () {
     const stamps = receiver.received.map((r) => Number(r.headers['webhook-timestamp']));
     assert.ok(stamps[0] < stamps[2], 'fresh timestamp per attempt');
     for (const call of receiver.received) verify(secret, call); // throws if any signature is wrong
+  });
+
+  it("a receiver's Retry-After past any wait we keep is recorded at a bound, not as an infinite number the store refuses", async () => {
+    const hundredYears = String(100 * 365 * 86_400);
+    for (const retryAfter of ['9'.repeat(400), hundredYears]) {
+      receiver.answerAlways({ status: 503, headers: { 'retry-after': retryAfter } });
+      const { id } = await launch();
+      await alice.post(`/api/v1/runs/${id}/cancel`);
+      const [row] = await waitUntil('the attempt recorded', async () => {
+        const rows = await stores.callbackAttempts.listForEpisode(`${id}:end`, 10);
+        return rows.length ? rows : undefined;
+      });
+      assert.equal(row.status, 503);
+      assert.equal(row.retryAfterSeconds, RETRY_AFTER_MAX_SECONDS, JSON.stringify(row));
+      // Its next attempt is an hour away: this run's episode is not waited for.
+      await client.workflow.getHandle(`${id}:end`).terminate('the test is done with it');
+    }
   });
 
   it('a slow receiver hits the timeout and is retried', async () => {
