@@ -38,7 +38,7 @@ import { freePort } from './platform/freePort';
 import { pushSenderFor, type PushSender } from './delivery/push/sender';
 import { createOriginPacing, type OriginPacing } from './delivery/callback/pacing';
 import type { HostLookup } from './delivery/ssrfGuard';
-import { storedAnswerFinisher } from './runs/storedAnswer';
+import { sweepRepairs } from './runs/sweepRepairs';
 import { createStores, ensureAllIndexes, type Stores } from './store';
 import { connectMongo, pingMongo, type Mongo } from './store/mongo';
 
@@ -179,12 +179,12 @@ export async function createWorker(deps: WorkerDeps): Promise<Worker> {
       callbackPacing: deps.callbackPacing ?? callbackPacingFor(config, deps.log, deps.metrics),
       log: deps.log,
       metrics: deps.metrics,
-      finishStoredAnswer: storedAnswerFinisher({
+      repairs: sweepRepairs({
         stores: deps.stores,
         client: deps.client,
         taskQueue: config.temporalTaskQueue,
         healthOptions: healthOptions(config),
-        onError: (runId, err) => deps.log(`sweep: finishing a stored answer: ${String(err)}`, { runId }),
+        onError: (runId, err) => deps.log(`sweep: finishing what a request began: ${String(err)}`, { runId }),
       }),
     }),
   });

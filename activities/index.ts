@@ -42,8 +42,11 @@ export interface ActivityDeps {
   now?: () => Date;
   /** Where the activities report what went wrong (the worker's logger, with what the running activity tells). */
   log: Log;
-  /** The sweep's way to resume a run left paused on a question whose answer is stored (the runs service's). */
-  finishStoredAnswer?: SweepDeps['finishStoredAnswer'];
+  /**
+   * The sweep's way to finish, through the runs service, what a request that died began: a run left paused on a
+   * question whose answer is stored, a revision won whose status write never landed.
+   */
+  repairs?: Pick<SweepDeps, 'finishStoredAnswer' | 'finishStuckTransition'>;
   /**
    * Handed to each area's activities, which record what they know the outcome of. Undefined: no metrics are
    * recorded (the worker without WORKER_METRICS_PORT).
@@ -206,7 +209,8 @@ export function createActivities(deps: ActivityDeps): Activities {
       actionTokens: stores.actionTokens,
       pushReceipts: stores.pushReceipts,
       interactions: stores.interactions,
-      finishStoredAnswer: deps.finishStoredAnswer,
+      runTransitions: stores.runTransitions,
+      ...deps.repairs,
       endpointAttempts: stores.endpointAttempts,
       teamEvents: stores.teamEvents,
       endpoints: stores.endpoints,

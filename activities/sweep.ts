@@ -36,6 +36,7 @@ import {
   type PushHoldStore,
 } from '../store/push/holds';
 import type { RunStore } from '../store/runs';
+import type { RunTransitionStore } from '../store/runTransitions';
 import type { DigestEntry, EpisodeOptions, InteractionRef, SweepPass } from '../contract/workflows';
 import type { Metrics } from '../platform/metrics';
 
@@ -60,6 +61,13 @@ const HOLDS_PER_PASS = 1000;
 /** While a pass waits on one long query, the activity still tells Temporal it is alive this often. */
 const KEEPALIVE_MS = 5000;
 
+/**
+ * How long after its decision a transition still unfinished is taken for one whose writer died: a request's own
+ * win, status write and events take well under this, and finishing one beside its live writer is harmless
+ * (the status write is filtered on the revision, events have ids), only wasted.
+ */
+const STUCK_TRANSITION_GRACE_SECONDS = 300;
+
 export interface SweepDeps {
   runs: RunStore;
   claims: ClaimStore;
@@ -77,6 +85,12 @@ export interface SweepDeps {
    * through the runs service's transition, which then closes the question. Absent: only the close is replayed.
    */
   finishStoredAnswer?: (ref: InteractionRef) => Promise<void>;
+  /**
+   * Finishes the run's revision that a transition won and whose writer died before the status write, through the
+   * runs service (its outcome then goes out); false when there was none. Absent: such revisions are not looked for.
+   */
+  finishStuckTransition?: (runId: string) => Promise<boolean>;
+  runTransitions?: RunTransitionStore;
   /** The team endpoints' attempt log (the callbacks' rows, in endpoint_attempts). */
   endpointAttempts?: CallbackAttemptStore;
   teamEvents?: TeamEventStore;
@@ -99,7 +113,7 @@ export interface SweepDeps {
 
 /** What a pass reports in its heartbeats: where it is, for the Temporal UI and a post-mortem. */
 interface SweepProgress extends SweepPass {
-  phase: 'listing' | 'claims' | 'starting' | 'interactions' | 'team events' | 'holds';
+  phase: 'listing' | 'claims' | 'starting' | 'interactions' | 'team events' | 'holds' | 'transitions';
 }
 
 export function createSweepActivities(deps: SweepDeps) {
@@ -167,6 +181,20 @@ export function createSweepActivities(deps: SweepDeps) {
           const { offered, refused } = await offerOwedHolds(deps.pushHolds, deps.offerToDigest, deps.now());
           pass.holdsOffered = offered;
           if (refused) pass.holdsRefused = refused;
+        }
+        // 6. Revisions won whose writer died before the status write, that no caller met since: finished (their
+        //    outcome goes out), or given up (a complete whose answer was never staged).
+        if (deps.runTransitions && deps.finishStuckTransition) {
+          progress.beat({ phase: 'transitions', ...pass });
+          const finished = await finishStuckTransitions(
+            deps.runs,
+            deps.runTransitions,
+            deps.finishStuckTransition,
+            since,
+            deps.now(),
+            deps.pageSize,
+          );
+          if (finished) pass.transitionsFinished = finished;
         }
         deps.metrics?.sweepPass((performance.now() - startedAt) / 1000, pass);
         return pass;
@@ -331,6 +359,31 @@ async function offerOwedHolds(
     );
   });
   return { offered: owed.length, refused };
+}
+
+/**
+ * The transitions decided in the window, past the time a live writer takes to finish one, whose run is still at
+ * their revision: their writer died between the win and the status write. Each finished through the runs service;
+ * one that fails is left for the next pass and holds back no other. Answers how many were finished.
+ */
+async function finishStuckTransitions(
+  runs: RunStore,
+  transitions: RunTransitionStore,
+  finish: (runId: string) => Promise<boolean>,
+  since: Date,
+  now: Date,
+  pageSize: number,
+): Promise<number> {
+  const before = new Date(now.getTime() - STUCK_TRANSITION_GRACE_SECONDS * 1000);
+  let finished = 0;
+  for await (const page of transitions.listDecidedBetween(since, before, pageSize)) {
+    const revisions = await runs.revisionsOf([...new Set(page.map((t) => t.runId))]);
+    const stuck = page.filter((t) => revisions.get(t.runId) === t.revision);
+    await mapBounded(stuck, START_LANES, async (t) => {
+      if (await finish(t.runId).catch(() => false)) finished++;
+    });
+  }
+  return finished;
 }
 
 /**

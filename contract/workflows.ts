@@ -463,6 +463,11 @@ export interface SweepPass {
    * again (absent before the sweep looked at them).
    */
   teamEventsRaised?: number;
+  /**
+   * Revisions a transition won whose writer died before the status write, that no caller met since: finished (their
+   * outcome went out) or given up (a complete whose answer was never staged). Absent before the sweep looked.
+   */
+  transitionsFinished?: number;
 }
 
 export interface SweepReport extends SweepPass {

@@ -49,12 +49,16 @@ export async function applyTransition(
   };
   const lost = () => new IllegalTransitionError(`the run changed while ${op.replace('_', '-')} was applied`);
   if (!(await ctx.runTransitions.claim(transition))) {
-    // A winner that died before staging its answer gave the revision back: it is taken once more.
+    const stuck = await finishStuckTransition(ctx, run);
+    // The same operation, whose first try died after winning (the caller's retry): finished, it is this one's.
     if (
-      (await finishStuckTransition(ctx, run)) !== 'given-up' ||
-      !(await ctx.runTransitions.claim(transition))
+      typeof stuck === 'object' &&
+      stuck.op === op &&
+      (answer === undefined || stuck.run.finalAnswer === answer)
     )
-      throw lost();
+      return stuck.run;
+    // A winner that died before staging its answer gave the revision back: it is taken once more.
+    if (stuck !== 'given-up' || !(await ctx.runTransitions.claim(transition))) throw lost();
   }
   if (transition.answer !== undefined && answer !== undefined)
     if (!(await ctx.runs.stageAnswer(run._id, revision, transition.answer, answer))) throw lost();
@@ -109,11 +113,23 @@ async function finishTransition(
 }
 
 /**
+ * The run's revision, won by a transition whose writer died before its status write and that no caller met since
+ * (the sweep finds it): finished, or given up (a complete whose answer was never staged). False when there was none.
+ */
+export async function finishStuck(ctx: RunsContext, runId: string): Promise<boolean> {
+  const run = await ctx.runs.getById(runId);
+  return run !== null && (await finishStuckTransition(ctx, run)) !== 'none';
+}
+
+/**
  * A revision someone won but whose status write never landed (its writer died): finish it now, so the run
  * is not stuck on a revision nobody can take; or, when it carries an answer its writer never staged, give it
  * up (the row goes, and the revision is free again): a complete is never finished without its answer.
  */
-async function finishStuckTransition(ctx: RunsContext, run: Run): Promise<'finished' | 'given-up' | 'none'> {
+async function finishStuckTransition(
+  ctx: RunsContext,
+  run: Run,
+): Promise<{ op: string; run: Run } | 'given-up' | 'none'> {
   const revision = run.revision ?? 0;
   const current = await ctx.runs.getById(run._id);
   if (!current || (current.revision ?? 0) !== revision || current.status !== run.status) return 'none';
@@ -127,8 +143,7 @@ async function finishStuckTransition(ctx: RunsContext, run: Run): Promise<'finis
     // Staged meanwhile: its writer is alive, and finishes it (as may this caller, below).
     return finishStuckTransition(ctx, run);
   }
-  await finishTransition(ctx, current, t, t.set.error, answerOf(current, t));
-  return 'finished';
+  return { op: t.op, run: await finishTransition(ctx, current, t, t.set.error, answerOf(current, t)) };
 }
 
 /**

@@ -32,7 +32,7 @@ import {
 import { createRateLimitStore, rateLimitIndexes } from './rateLimits';
 import { createRunHealthStore, runHealthIndexes } from './runHealth';
 import { createRunStore, retiredRunIndexes, runIndexes } from './runs';
-import { createRunTransitionStore } from './runTransitions';
+import { createRunTransitionStore, runTransitionIndexes } from './runTransitions';
 import { createWatchStore, migrateWatchesOntoRuns, watchIndexes } from './watches';
 import { ensureIndexes, type IndexReport } from './mongo';
 
@@ -42,6 +42,7 @@ const ENDPOINT_ATTEMPTS = 'endpoint_attempts';
 /** Every collection's indexes, declared by the store module whose queries need them. */
 export const ALL_INDEXES = [
   ...runIndexes,
+  ...runTransitionIndexes,
   ...eventIndexes,
   ...interactionIndexes,
   ...actionTokenIndexes,

@@ -9,7 +9,8 @@
 import type { Db } from 'mongodb';
 import type { Run } from '../domain/run';
 import type { RunStatus } from '../domain/runStatus';
-import { isDuplicateKey } from './mongo';
+import { isDuplicateKey, type IndexSpec } from './mongo';
+import { inPages } from './paging';
 
 export interface RunTransition {
   _id: string;
@@ -32,6 +33,11 @@ export interface RunTransition {
 
 export const transitionKey = (runId: string, revision: number): string => `${runId}#${revision}`;
 
+export const runTransitionIndexes: IndexSpec[] = [
+  // listDecidedBetween: the sweep's look for revisions won whose writer never finished them.
+  { collection: 'run_transitions', key: { at: 1 }, options: { name: 'decided_at' } },
+];
+
 export type RunTransitionStore = ReturnType<typeof createRunTransitionStore>;
 
 export function createRunTransitionStore(db: Db) {
@@ -50,6 +56,22 @@ export function createRunTransitionStore(db: Db) {
 
     async get(runId: string, revision: number): Promise<RunTransition | null> {
       return rows.findOne({ _id: transitionKey(runId, revision) });
+    },
+
+    /**
+     * The transitions decided in [since, before] (their run and revision only), in pages of `pageSize`: one cursor,
+     * unordered as the sweep's listing of runs is, so each page after the first costs one getMore round trip.
+     */
+    listDecidedBetween(
+      since: Date,
+      before: Date,
+      pageSize: number,
+    ): AsyncGenerator<Pick<RunTransition, 'runId' | 'revision'>[]> {
+      const cursor = rows.find(
+        { at: { $gte: since, $lte: before } },
+        { projection: { _id: 0, runId: 1, revision: 1 }, batchSize: pageSize + 1 },
+      );
+      return inPages(cursor as AsyncIterable<Pick<RunTransition, 'runId' | 'revision'>>, pageSize);
     },
 
     /** Removes one revision's row, by its key. */

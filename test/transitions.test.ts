@@ -1,10 +1,11 @@
 // Concurrent conflicting transitions on the real servers: exactly one wins, the loser is a 409 that wrote
 // nothing (no phantom events), and the run's health workflow follows the winner.
 import assert from 'node:assert/strict';
+import { createOutcomeEmitter } from '../client/emitter';
 import { createRunsService, type RunsServiceDeps } from '../runs/service';
 import { IllegalTransitionError } from '../domain/runStatus';
 import type { Stores } from '../store';
-import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { startFamilyStack, sweepActivitiesOf, type FamilyStack } from './support/familyStack';
 import { ApiClient } from './support/harness';
 import { waitUntil } from './support/waitUntil';
 
@@ -235,6 +236,74 @@ describe('concurrent transitions', function () {
       [],
       'the loser wrote its answer on the run before it lost',
     );
+  });
+
+  /** A service whose next status write dies (its worker killed after winning the revision), and one that works. */
+  function dyingOnce() {
+    const caller = { userId: 'alice', teamId: 'acme' };
+    let dies = true;
+    const runs: RunsServiceDeps['runs'] = {
+      ...stores.runs,
+      async transition(...args) {
+        if (dies) {
+          dies = false;
+          throw new Error('worker killed before the status write');
+        }
+        return stores.runs.transition(...args);
+      },
+    };
+    const silent = { emitRunOutcome: async () => undefined };
+    return {
+      caller,
+      dying: createRunsService({ ...stores, runs, emitter: silent }),
+      engine: createRunsService({
+        ...stores,
+        emitter: createOutcomeEmitter({
+          client: stack.client,
+          taskQueue: stack.config.temporalTaskQueue,
+          runs: stores.runs,
+        }),
+      }),
+    };
+  }
+
+  it('the retry of an operation whose first try died after winning answers with what it did, and its outcome goes out', async () => {
+    const { caller, dying, engine } = dyingOnce();
+    const run = await engine.create(caller, { title: 'retried fail' });
+    const error = { code: 'oom', message: 'killed' };
+    await assert.rejects(dying.fail(caller, run._id, error), /worker killed/);
+    assert.equal((await stores.runs.getById(run._id))?.status, 'running', 'the status write never landed');
+    const retried = await engine.fail(caller, run._id, error);
+    assert.equal(retried.status, 'failed');
+    await stack.client.workflow.getHandle(`${run._id}:end`).describe();
+    assert.deepEqual(
+      (await stores.events.listForRun(run._id)).map((e) => e.type),
+      ['run_started', 'run_failed'],
+    );
+  });
+
+  it('a won transition nobody calls again is finished by the sweep, and its outcome goes out', async () => {
+    const { caller, dying, engine } = dyingOnce();
+    const run = await engine.create(caller, { title: 'abandoned fail' });
+    await assert.rejects(dying.fail(caller, run._id, { code: 'oom', message: 'killed' }), /worker killed/);
+    const sweep = sweepActivitiesOf(stack);
+    await sweep.sweepOnce();
+    assert.equal(
+      (await stores.runs.getById(run._id))?.status,
+      'running',
+      'a writer may still be at it: not yet',
+    );
+    // A pass minutes later, its writer long gone.
+    const later = sweepActivitiesOf(stack, { now: () => new Date(Date.now() + 10 * 60_000) });
+    const pass = await later.sweepOnce();
+    assert.equal(pass.transitionsFinished, 1, JSON.stringify(pass));
+    assert.equal((await stores.runs.getById(run._id))?.status, 'failed');
+    await stack.client.workflow.getHandle(`${run._id}:end`).describe();
+    assert.deepEqual(
+      (await stores.events.listForRun(run._id)).map((e) => e.type),
+      ['run_started', 'run_failed'],
+    );
+    assert.equal((await later.sweepOnce()).transitionsFinished ?? 0, 0, 'once');
   });
 
   it('a complete whose writer died between its win and its answer is taken over by the next operation', async () => {

@@ -19,10 +19,10 @@ import {
 } from './harness';
 import type { PushService } from './pushService';
 import { testConfig } from './stack';
-import { createSweepActivities } from '../../activities/sweep';
+import { createSweepActivities, type SweepDeps } from '../../activities/sweep';
 import { DEFAULT_EPISODE_OPTIONS } from '../../contract/workflows';
 import { healthOptions } from '../../client/health';
-import { storedAnswerFinisher } from '../../runs/storedAnswer';
+import { sweepRepairs } from '../../runs/sweepRepairs';
 
 export interface WorkerStackOptions {
   /** A loopback push service: the worker (and the API) each get a sender of their own that trusts it. */
@@ -129,22 +129,23 @@ export function startFamilyStack(
 }
 
 /** The sweep's activities on the stack's stores and Temporal, as a test calls one pass by hand (an hour's window). */
-export function sweepActivitiesOf(stack: WorkerStack) {
+export function sweepActivitiesOf(stack: WorkerStack, overrides: Partial<SweepDeps> = {}) {
   return createSweepActivities({
     ...stack.stores,
     client: stack.client,
     taskQueue: stack.config.temporalTaskQueue,
-    finishStoredAnswer: storedAnswerFinisher({
+    ...sweepRepairs({
       stores: stack.stores,
       client: stack.client,
       taskQueue: stack.config.temporalTaskQueue,
       healthOptions: healthOptions(stack.config),
-      onError: (runId, err) => console.error(`finishing ${runId}'s stored answer: ${String(err)}`),
+      onError: (runId, err) => console.error(`finishing what a request of ${runId} began: ${String(err)}`),
     }),
     episodeOptions: DEFAULT_EPISODE_OPTIONS,
     families: { ops: false },
     lookbackSeconds: 3600,
     pageSize: 100,
     now: () => new Date(),
+    ...overrides,
   });
 }

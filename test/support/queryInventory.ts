@@ -88,6 +88,27 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     hot: true,
     note: 'the sweep: runs changed in its window (one cursor, a batch per page: pages + 1 round trips)',
   },
+  {
+    module: 'runs',
+    method: 'revisionsOf',
+    collection: 'runs',
+    op: 'find',
+    filter: { _id: { $in: [SAMPLE.runId] } },
+    index: '_id_',
+    hot: true,
+    note: 'the sweep: the revision of each run of a page of transitions (one read per page), to find those left unfinished',
+  },
+  // run_transitions
+  {
+    module: 'runTransitions',
+    method: 'listDecidedBetween',
+    collection: 'run_transitions',
+    op: 'find',
+    filter: { at: { $gte: minutesAgo(60), $lte: minutesAgo(5) } },
+    index: 'decided_at',
+    hot: true,
+    note: "the sweep: transitions decided in its window, past a live writer's time (one cursor, a batch per page)",
+  },
   // episodes
   {
     module: 'episodes',

@@ -1,6 +1,7 @@
-// An answer stored whose run never resumed: the request that stored it died before the run's transition, and no
-// device sent it again. The sweep, which finds the question's close missing, finishes it here through the answer
-// route's own transition: the run resumes once, then the question closes on every device.
+// What the sweep finishes through the runs service's own transitions, when the request that began it died:
+// - an answer stored whose run never resumed (no device sent it again): found by the question's close missing, the
+//   run resumes once through the answer route's transition, then the question closes on every device;
+// - a revision won whose status write never landed (no caller met it since): finished, and its outcome goes out.
 import type { Client } from '@temporalio/client';
 import { createOutcomeEmitter } from '../client/emitter';
 import { createHealthSignaler } from '../client/health';
@@ -10,15 +11,22 @@ import { NotFoundError } from '../domain/errors';
 import type { Stores } from '../store';
 import { answerInteraction } from './answer';
 import { runsContext } from './context';
+import { finishStuck } from './transition';
 
-export function storedAnswerFinisher(deps: {
+export interface SweepRepairs {
+  finishStoredAnswer(ref: InteractionRef): Promise<void>;
+  /** True when the run's revision was left won and unfinished, and now is not. */
+  finishStuckTransition(runId: string): Promise<boolean>;
+}
+
+export function sweepRepairs(deps: {
   stores: Pick<Stores, 'runs' | 'runTransitions' | 'events' | 'interactions' | 'actionTokens'>;
   client: Client;
   taskQueue: string;
   healthOptions: HealthOptions;
   /** Where a health signal or a close that failed is reported (the sweep replays the close). */
   onError: (runId: string, err: unknown) => void;
-}): (ref: InteractionRef) => Promise<void> {
+}): SweepRepairs {
   const { stores, client, taskQueue } = deps;
   const ctx = runsContext({
     ...stores,
@@ -34,11 +42,14 @@ export function storedAnswerFinisher(deps: {
     interactionSignals: createInteractionSignaler(client, taskQueue),
     onEmitError: deps.onError,
   });
-  return async (ref) => {
-    const interaction = await ctx.interactions.get(ref.runId, ref.interactionId);
-    if (interaction?.status !== 'answered' || interaction.answer === undefined)
-      throw new NotFoundError('no answer is stored for this question');
-    const answeredBy = { userId: interaction.answeredBy ?? '', teamId: ref.teamId };
-    await answerInteraction(ctx, answeredBy, ref.runId, ref.interactionId, interaction.answer);
+  return {
+    async finishStoredAnswer(ref) {
+      const interaction = await ctx.interactions.get(ref.runId, ref.interactionId);
+      if (interaction?.status !== 'answered' || interaction.answer === undefined)
+        throw new NotFoundError('no answer is stored for this question');
+      const answeredBy = { userId: interaction.answeredBy ?? '', teamId: ref.teamId };
+      await answerInteraction(ctx, answeredBy, ref.runId, ref.interactionId, interaction.answer);
+    },
+    finishStuckTransition: (runId) => finishStuck(ctx, runId),
   };
 }
