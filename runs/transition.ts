@@ -137,7 +137,8 @@ async function finishStuckTransition(
   if (!t) return 'none';
   if (t.answer !== undefined && current.pendingAnswers?.[t.answer] == null) {
     if (await ctx.runs.giveUpAnswer(run._id, revision, t.answer)) {
-      await ctx.runTransitions.forget(run._id, revision);
+      // Only the given-up row: a caller that took the revision back first keeps its own.
+      await ctx.runTransitions.forget(run._id, revision, t.answer);
       return 'given-up';
     }
     // Staged meanwhile: its writer is alive, and finishes it (as may this caller, below).

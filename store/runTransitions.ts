@@ -74,10 +74,16 @@ export function createRunTransitionStore(db: Db) {
       return inPages(cursor as AsyncIterable<Pick<RunTransition, 'runId' | 'revision'>>, pageSize);
     },
 
-    /** Removes one revision's row, by its key. */
-    async forget(runId: string, revision: number): Promise<void> {
+    /**
+     * Removes one revision's row, by its key; with `answer`, only the row of the transition that carried it (a
+     * given-up complete's: the revision another caller took meanwhile keeps its own row).
+     */
+    async forget(runId: string, revision: number, answer?: string): Promise<void> {
       if (revision < 0) return;
-      await rows.deleteOne({ _id: transitionKey(runId, revision) });
+      await rows.deleteOne({
+        _id: transitionKey(runId, revision),
+        ...(answer !== undefined ? { answer } : {}),
+      });
     },
   };
 }

@@ -333,6 +333,53 @@ describe('concurrent transitions', function () {
     const types = (await stores.events.listForRun(run._id)).map((e) => e.type);
     assert.deepEqual(types, ['run_started', 'run_cancelled'], 'no phantom run_finished');
   });
+  it('two operations taking over a given-up revision at once: one wins, the other is a 409 that wrote nothing', async () => {
+    const caller = { userId: 'alice', teamId: 'acme' };
+    const silent = { emitRunOutcome: async () => undefined };
+    const engine = createRunsService({ ...stores, emitter: silent });
+    const run = await engine.create(caller, { title: 'two takers' });
+    const dying = createRunsService({
+      ...stores,
+      runTransitions: {
+        ...stores.runTransitions,
+        async claim(t) {
+          if (await stores.runTransitions.claim(t))
+            throw new Error('worker killed after winning the revision');
+          return false;
+        },
+      },
+      emitter: silent,
+    });
+    await assert.rejects(dying.complete(caller, run._id, 'lost with the worker'), /worker killed/);
+    // The pause has given the complete up and is about to remove its row when the cancel takes the revision.
+    let atRemoval!: () => void;
+    const pauseAtRemoval = new Promise<void>((resolve) => (atRemoval = resolve));
+    let cancelDone!: () => void;
+    const cancelled = new Promise<void>((resolve) => (cancelDone = resolve));
+    const pausing = createRunsService({
+      ...stores,
+      runTransitions: {
+        ...stores.runTransitions,
+        async forget(...args) {
+          if (args[1] === 0) {
+            atRemoval();
+            await cancelled;
+          }
+          return stores.runTransitions.forget(...args);
+        },
+      },
+      emitter: silent,
+    });
+    const pause = pausing.pause(caller, run._id, 'Ship it?');
+    pause.catch(() => undefined);
+    await pauseAtRemoval;
+    assert.equal((await engine.cancel(caller, run._id)).status, 'cancelled');
+    cancelDone();
+    await assert.rejects(pause, (err: unknown) => err instanceof IllegalTransitionError);
+    assert.equal((await stores.runs.getById(run._id))?.status, 'cancelled');
+    const types = (await stores.events.listForRun(run._id)).map((e) => e.type);
+    assert.deepEqual(types, ['run_started', 'run_cancelled'], 'nothing of the pause');
+  });
 });
 
 /** The runs store, recording every write's arguments into `written`. */
