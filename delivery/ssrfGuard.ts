@@ -73,8 +73,41 @@ export interface CheckedTarget {
   family: 4 | 6;
 }
 
-export const systemLookup: HostLookup = (hostname) =>
-  dns.promises.lookup(hostname, { all: true, verbatim: true });
+/** How long one DNS server is given per try, and how many tries: inside the check's own deadline. */
+const DNS_TRY_MS = 1_500;
+const DNS_TRIES = 2;
+
+/**
+ * Asks DNS itself (c-ares, on the event loop), never the system resolver (getaddrinfo, on Node's thread pool of
+ * four): a name an attacker's server answers slowly holds a thread for as long as the system resolver waits, long
+ * after the check gave up, and four of them held every other tenant's lookup (and the process's file reads) behind
+ * them. So /etc/hosts and search domains are not read; `localhost` and its subdomains are loopback (RFC 6761).
+ * `servers`: host:port of the DNS servers to ask (absent: the system's, from /etc/resolv.conf).
+ */
+export function resolverLookup(options: { servers?: string[] } = {}): HostLookup {
+  const resolver = new dns.promises.Resolver({ timeout: DNS_TRY_MS, tries: DNS_TRIES });
+  if (options.servers) resolver.setServers(options.servers);
+  return async (hostname) => {
+    const name = hostname.toLowerCase().replace(/\.$/, '');
+    if (name === 'localhost' || name.endsWith('.localhost'))
+      return [
+        { address: '127.0.0.1', family: 4 },
+        { address: '::1', family: 6 },
+      ];
+    const [v4, v6] = await Promise.allSettled([resolver.resolve4(name), resolver.resolve6(name)]);
+    const answers = [
+      ...(v4.status === 'fulfilled' ? v4.value.map((address) => ({ address, family: 4 })) : []),
+      ...(v6.status === 'fulfilled' ? v6.value.map((address) => ({ address, family: 6 })) : []),
+    ];
+    if (answers.length) return answers;
+    // No address at all: the name's own verdict (NXDOMAIN, no records) only when both families agree on one.
+    const codes = [v4, v6].map((r) => (r.status === 'rejected' ? errorCode(r.reason) : 'ENODATA'));
+    const code = codes.find((c) => !NAME_DOES_NOT_EXIST.has(c)) ?? codes[0];
+    throw Object.assign(new Error(`dns ${code} ${name}`), { code, hostname: name });
+  };
+}
+
+export const systemLookup: HostLookup = resolverLookup();
 
 type Verdict = 'public' | 'internal' | 'never';
 

@@ -1,13 +1,25 @@
 // A resolver hiccup is not a refusal: lookups that fail on purpose (injected through the guard's `lookup` option)
 // must not prune push subscriptions or give up on callbacks, while a name that does not exist still counts.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, rmSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import webpush from 'web-push';
 import type { Config } from '../config';
 import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
 import { FAN_OUT_ATTEMPTS } from '../domain/push';
 import { createRunsService, type RunsService } from '../runs/service';
-import { checkCallbackTarget, TargetRefusedError, type HostLookup } from '../delivery/ssrfGuard';
+import {
+  checkCallbackTarget,
+  resolverLookup,
+  TargetRefusedError,
+  type HostLookup,
+} from '../delivery/ssrfGuard';
+import { startDnsServer, type DnsServer } from './support/dnsServer';
+import { waitUntil } from './support/waitUntil';
 import type { Stores } from '../store';
 import type { EpisodeResult } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
@@ -76,6 +88,71 @@ describe('resolver faults at the guard', () => {
     const resolver = scriptedLookup();
     resolver.failAlways('gone.example', 'ENOTFOUND');
     await assert.rejects(checkCallbackTarget('https://gone.example/', { lookup: resolver.lookup }), (err) => {
+      assert.ok(err instanceof TargetRefusedError);
+      assert.equal(err.category, 'refused: dns');
+      return true;
+    });
+  });
+});
+
+describe("the guard's lookups never wait on Node's thread pool", function () {
+  // A name that resolves only slowly (its authoritative server an attacker's) held a thread of the pool for as long
+  // as the system resolver waited, after the check had given up on it; four of them (a run's callback each) held
+  // all four, and every other tenant's lookup, and every file read of the process, waited behind them.
+  let dns: DnsServer;
+  let dir: string;
+
+  before(async () => {
+    dns = await startDnsServer({ answers: { 'victim.test': '127.0.0.1' }, hungSuffix: '.slow.test' });
+    dir = mkdtempSync(path.join(tmpdir(), 'pool-'));
+  });
+  after(async () => {
+    await dns?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Holds every thread of the pool (an open of a FIFO waits for its writer) until the returned release. */
+  async function poolHeld(): Promise<() => Promise<void>> {
+    const threads = Number(process.env.UV_THREADPOOL_SIZE ?? 4);
+    const fifos = Array.from({ length: threads }, (_, i) => path.join(dir, `fifo${i}`));
+    for (const fifo of fifos) execFileSync('mkfifo', [fifo]);
+    const opened = fifos.map((fifo) => fs.open(fifo, 'r'));
+    return async () => {
+      for (const fifo of fifos) closeSync(openSync(fifo, 'w'));
+      for (const handle of await Promise.all(opened)) await handle.close();
+      for (const fifo of fifos) rmSync(fifo);
+    };
+  }
+
+  it('with every thread of the pool held, localhost and a name its DNS server answers still resolve', async () => {
+    const release = await poolHeld();
+    try {
+      const local = await checkCallbackTarget('http://localhost:1/hook', { allowPrivate: true });
+      assert.ok(['127.0.0.1', '::1'].includes(local.address), local.address);
+      const lookup = resolverLookup({ servers: [dns.address] });
+      const named = await checkCallbackTarget('http://victim.test/hook', { allowPrivate: true, lookup });
+      assert.equal(named.address, '127.0.0.1');
+    } finally {
+      await release();
+    }
+  });
+
+  it('names whose DNS server never answers hold up no other lookup, and fail as a resolver that could not answer', async () => {
+    const lookup = resolverLookup({ servers: [dns.address] });
+    let settled = 0;
+    const hostile = Array.from({ length: 8 }, (_, i) =>
+      checkCallbackTarget(`https://h${i}.slow.test/hook`, { lookup }).finally(() => settled++),
+    );
+    for (const check of hostile) check.catch(() => undefined);
+    await waitUntil('every hostile name asked', () =>
+      Array.from({ length: 8 }, (_, i) => dns.asked(`h${i}.slow.test`)).every((n) => n > 0),
+    );
+    const named = await checkCallbackTarget('http://victim.test/hook', { allowPrivate: true, lookup });
+    assert.equal(named.address, '127.0.0.1');
+    assert.equal(settled, 0, 'answered while every hostile lookup was still waiting');
+    for (const check of hostile)
+      await assert.rejects(check, (err) => (err as Error).name === 'ResolverUnavailableError');
+    await assert.rejects(checkCallbackTarget('http://gone.test/hook', { lookup }), (err) => {
       assert.ok(err instanceof TargetRefusedError);
       assert.equal(err.category, 'refused: dns');
       return true;
