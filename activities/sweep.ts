@@ -134,10 +134,17 @@ export function createSweepActivities(deps: SweepDeps) {
         // 2. The window, a page at a time: each owed episode with a claim missing starts from the listed run.
         for await (const page of deps.runs.listNotifiableRefs(since, deps.pageSize)) {
           pass.scanned += page.length;
-          const unsettled = page.flatMap((ref) => {
+          const owed = page.filter((ref) => {
             const episode = owedEpisode(ref, deps.families);
-            return episode && episode.keys.some((key) => !marked.has(key)) ? [episode] : [];
+            return episode && episode.keys.some((key) => !marked.has(key));
           });
+          // Listed without final answers: those of the owed finished runs, for their outcomes (one read by id).
+          const answers = await deps.runs.finalAnswersOf(
+            owed.filter((ref) => ref.status === 'finished').map((ref) => ref._id),
+          );
+          const unsettled = owed.map((ref) =>
+            owedEpisode({ ...ref, finalAnswer: answers.get(ref._id) }, deps.families)!,
+          );
           pass.unsettled += unsettled.length;
           progress.beat({ phase: 'starting', ...pass });
           if (deps.interactions)

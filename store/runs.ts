@@ -37,6 +37,15 @@ function createRunReads(runs: Collection<Run>) {
       return runs.findOne({ _id: runId });
     },
 
+    /** The final answers of these runs that finished with one, by run id (one read by id; none when none asked). */
+    async finalAnswersOf(runIds: string[]): Promise<Map<string, string>> {
+      if (!runIds.length) return new Map();
+      const found = await runs.find({ _id: { $in: runIds } }, { projection: { finalAnswer: 1 } }).toArray();
+      return new Map(
+        found.flatMap((run) => (run.finalAnswer === undefined ? [] : [[run._id, run.finalAnswer] as const])),
+      );
+    },
+
     /** Each of these runs' revision (a run not found is absent): the sweep's check of transitions left unfinished. */
     async revisionsOf(runIds: string[]): Promise<Map<string, number>> {
       const found = await runs.find({ _id: { $in: runIds } }, { projection: { revision: 1 } }).toArray();
@@ -90,7 +99,8 @@ function createRunReads(runs: Collection<Run>) {
       const cursor = runs.find(
         { updatedAt: { $gte: since }, status: { $in: NOTIFIABLE } },
         {
-          projection: { checkpoint: 0, 'callback.secret': 0, 'callback.previousSecret': 0 },
+          // The final answer too (up to 1 MB, every pass): the few owed read it by id (finalAnswersOf).
+          projection: { ...LISTED, checkpoint: 0 },
           batchSize: pageSize + 1,
         },
       );

@@ -4,7 +4,13 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
+import {
+  MongoClient,
+  type CommandStartedEvent,
+  type CommandSucceededEvent,
+  type Db,
+  type Document,
+} from 'mongodb';
 import type { Config } from '../config';
 import type { Run } from '../domain/run';
 import { owedEpisode, type SweepFamilies } from '../domain/sweep';
@@ -63,7 +69,8 @@ describe('the reconciliation sweep at scale', function () {
       if (!counting) return;
       const target =
         event.commandName === 'getMore' ? event.command.collection : event.command[event.commandName];
-      commands.push(`${event.commandName} ${String(target)}`);
+      const byId = event.commandName === 'find' && event.command.filter?._id !== undefined ? ' by id' : '';
+      commands.push(`${event.commandName} ${String(target)}${byId}`);
     });
     db = mongo.db(`${config.mongoDb}_scale`); // the workflow test's worker sweeps config.mongoDb, empty
     await ensureAllIndexes(db);
@@ -129,13 +136,15 @@ describe('the reconciliation sweep at scale', function () {
     const pages = Math.ceil(1200 / PAGE_SIZE);
     const listing = first.commands.filter((c) => c === 'find runs' || c === 'getMore runs').length;
     const claims = first.commands.filter((c) => c.endsWith(' sent_notifications')).length;
-    assert.equal(
-      listing,
-      pages,
-      `${pages} pages, no second load of the owed runs: ${first.commands.join(', ')}`,
-    );
+    assert.equal(listing, pages, `${pages} pages: ${first.commands.join(', ')}`);
+    // The owed finished runs' answers (the listing leaves them out): one read by id per page that has any.
+    const owedFinished = runs.filter(
+      (r) => r.status === 'finished' && expected.has(owedEpisode(r, FAMILIES)!.episodeId),
+    ).length;
+    const answerReads = first.commands.filter((c) => c === 'find runs by id').length;
+    assert.ok(answerReads > 0 && answerReads <= Math.min(pages, owedFinished), first.commands.join(', '));
     assert.equal(claims, 1, first.commands.join(', '));
-    assert.equal(first.commands.length, pages + 1, first.commands.join(', '));
+    assert.equal(first.commands.length, pages + 1 + answerReads, first.commands.join(', '));
     assert.equal(
       first.commands[0],
       'find sent_notifications',
@@ -149,6 +158,66 @@ describe('the reconciliation sweep at scale', function () {
     // A second pass (a retried activity, an overlapping replica) finds the same episodes owed and starts none.
     const second = await sweep.sweepOnce();
     assert.deepEqual(second, { scanned: 1200, unsettled: expected.size, started: 0 });
+  });
+
+  it("lists no run's final answer: each pass would read them all; an owed finished run's is read for its episode alone", async () => {
+    const answersDb = mongo.db(`${config.mongoDb}_sweep_answers`);
+    await ensureAllIndexes(answersDb);
+    const now = new Date();
+    const big = (i: number) => `answer ${i} `.padEnd(100_000, '.');
+    const runs = Array.from({ length: 20 }, (_, i) => ({
+      ...run(i * 3, now), // finished ones
+      _id: `sweep_answer_${RUN_PREFIX}_${i}`,
+      finalAnswer: big(i),
+    }));
+    await answersDb.collection<Run>('runs').insertMany(runs);
+    // Every episode settled but the first's.
+    await answersDb.collection<ClaimRow>('sent_notifications').insertMany(
+      runs.slice(1).flatMap((r) =>
+        owedEpisode(r, FAMILIES)!.keys.map((key) => ({
+          _id: key,
+          holder: 'h',
+          delivered: true,
+          sent_at: new Date(r.updatedAt.getTime() + 2_000),
+        })),
+      ),
+    );
+    const replies: Document[] = [];
+    const onReply = (event: CommandSucceededEvent) => {
+      const { cursor } = event.reply as { cursor?: { firstBatch?: Document[]; nextBatch?: Document[] } };
+      if (event.commandName === 'find' || event.commandName === 'getMore')
+        replies.push(...(cursor?.firstBatch ?? cursor?.nextBatch ?? []));
+    };
+    const taskQueue = `sweep-no-worker-${randomBytes(4).toString('hex')}`;
+    const { sweep } = sweepActivitiesOn(answersDb, {
+      client,
+      taskQueue,
+      families: FAMILIES,
+      graceSeconds: GRACE_SECONDS,
+      lookbackSeconds: 24 * 3600,
+      pageSize: PAGE_SIZE,
+      now,
+    });
+    mongo.on('commandSucceeded', onReply);
+    try {
+      assert.deepEqual(await sweep.sweepOnce(), { scanned: 20, unsettled: 1, started: 1 });
+    } finally {
+      mongo.off('commandSucceeded', onReply);
+    }
+    const withAnswer = replies.filter((doc) => typeof doc.finalAnswer === 'string');
+    assert.deepEqual(
+      withAnswer.map((doc) => doc._id),
+      [runs[0]._id],
+      'only the owed run was read with its answer',
+    );
+    const history = await client.workflow.getHandle(owedEpisode(runs[0], FAMILIES)!.episodeId).fetchHistory();
+    const input = history.events?.[0].workflowExecutionStartedEventAttributes?.input?.payloads?.[0]?.data;
+    const outcome = JSON.parse(Buffer.from(input ?? []).toString('utf8')) as { finalAnswer?: string };
+    assert.equal(
+      outcome.finalAnswer,
+      big(0),
+      'its episode carries the final answer, as the emitter would have',
+    );
   });
 
   it('the range pre-check finds the claims written since the window began; an older claim reads as not in hand', async () => {

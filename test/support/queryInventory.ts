@@ -90,6 +90,16 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'runs',
+    method: 'finalAnswersOf',
+    collection: 'runs',
+    op: 'find',
+    filter: { _id: { $in: [SAMPLE.runId] } },
+    index: '_id_',
+    hot: true,
+    note: 'the sweep: the final answers of the owed finished runs of a page (the listing leaves answers out)',
+  },
+  {
+    module: 'runs',
     method: 'revisionsOf',
     collection: 'runs',
     op: 'find',
