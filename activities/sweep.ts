@@ -134,6 +134,7 @@ export function createSweepActivities(deps: SweepDeps) {
         // 2. The window, a page at a time: each owed episode with a claim missing starts from the listed run.
         for await (const page of deps.runs.listNotifiableRefs(since, deps.pageSize)) {
           pass.scanned += page.length;
+          await markOlderClaims(deps, page, marked);
           const owed = page.filter((ref) => {
             const episode = owedEpisode(ref, deps.families);
             return episode && episode.keys.some((key) => !marked.has(key));
@@ -240,8 +241,7 @@ export function createSweepActivities(deps: SweepDeps) {
  */
 async function startUnopened(deps: SweepDeps, page: SweepRef[], marked: Set<string>): Promise<number> {
   const unopened = page.flatMap((ref) => {
-    const outcome = outcomeOfRef(ref);
-    const interaction = outcome && interactionOf(outcome);
+    const interaction = interactionOfRef(ref);
     return interaction && !marked.has(interactionClaimKeys.opened(interaction.interactionId))
       ? [interaction]
       : [];
@@ -252,6 +252,28 @@ async function startUnopened(deps: SweepDeps, page: SweepRef[], marked: Set<stri
     else await deps.claims.noteOnce(interactionClaimKeys.opened(ref.interactionId), 'sweep', 'opened');
   });
   return started;
+}
+
+/** The question a listed paused run waits on, if any. */
+function interactionOfRef(ref: SweepRef): InteractionRef | undefined {
+  const outcome = outcomeOfRef(ref);
+  return outcome && interactionOf(outcome);
+}
+
+/**
+ * The page's keys the pre-check did not find, asked by key (one read, only when one is missing): a claim older
+ * than the pre-check's range reads as missing there, so a run touched back into the window long after its episode
+ * settled (a watch ended on a paused run) would be replayed, and lose its claim, on every pass for the window.
+ */
+async function markOlderClaims(deps: SweepDeps, page: SweepRef[], marked: Set<string>): Promise<void> {
+  const missing = page.flatMap((ref) => {
+    const interaction = deps.interactions ? interactionOfRef(ref) : undefined;
+    return [
+      ...(owedEpisode(ref, deps.families)?.keys ?? []),
+      ...(interaction ? [interactionClaimKeys.opened(interaction.interactionId)] : []),
+    ].filter((key) => !marked.has(key));
+  });
+  if (missing.length) for (const key of await deps.claims.markedAmong(missing)) marked.add(key);
 }
 
 /**

@@ -220,6 +220,14 @@ function createClaimReads({ claims, now, isShielding }: ClaimContext) {
       return marked;
     },
 
+    /** The keys among these that someone has in hand (isMarked of each, in one read by _id). */
+    async markedAmong(keys: string[]): Promise<Set<string>> {
+      if (!keys.length) return new Set();
+      const at = now();
+      const rows = await claims.find({ _id: { $in: keys } }, { projection: SHIELD_FIELDS }).toArray();
+      return new Set(rows.filter((row) => isShielding(row, at)).map((row) => row._id));
+    },
+
     /** Where the server has no TTL index, the sweep calls this: drops rows past the 30-day retention. */
     async reapExpired(): Promise<number> {
       const cutoff = new Date(now().getTime() - CLAIM_RETENTION_SECONDS * 1000);

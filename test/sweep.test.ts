@@ -91,7 +91,7 @@ describe('the reconciliation sweep at scale', function () {
     }
   }
 
-  it('one pass pre-checks every claim in one round trip, lists a page a round trip, and starts exactly the owed episodes', async () => {
+  it('one pass pre-checks every claim in one round trip, lists a page a round trip (and asks by key what a page still misses), and starts exactly the owed episodes', async () => {
     const now = new Date();
     const runs = Array.from({ length: 1200 }, (_, i) => run(i, now));
     await db.collection<Run>('runs').insertMany(runs);
@@ -143,8 +143,11 @@ describe('the reconciliation sweep at scale', function () {
     ).length;
     const answerReads = first.commands.filter((c) => c === 'find runs by id').length;
     assert.ok(answerReads > 0 && answerReads <= Math.min(pages, owedFinished), first.commands.join(', '));
+    // The keys the range pre-check did not find, asked by key: one read per page that has any.
+    const rechecks = first.commands.filter((c) => c === 'find sent_notifications by id').length;
+    assert.ok(rechecks > 0 && rechecks <= pages, first.commands.join(', '));
     assert.equal(claims, 1, first.commands.join(', '));
-    assert.equal(first.commands.length, pages + 1 + answerReads, first.commands.join(', '));
+    assert.equal(first.commands.length, pages + 1 + answerReads + rechecks, first.commands.join(', '));
     assert.equal(
       first.commands[0],
       'find sent_notifications',
@@ -218,6 +221,34 @@ describe('the reconciliation sweep at scale', function () {
       big(0),
       'its episode carries the final answer, as the emitter would have',
     );
+  });
+
+  it('a run touched back into the window long after its episode settled is not replayed: its older claims are asked by key', async () => {
+    const touchedDb = mongo.db(`${config.mongoDb}_sweep_touched`);
+    await ensureAllIndexes(touchedDb);
+    const now = new Date();
+    // Paused two days ago, its push delivered then; a watch of it ended a minute ago (the run's updatedAt).
+    const paused = { ...run(2, now), _id: `sweep_touched_${RUN_PREFIX}` };
+    await touchedDb.collection<Run>('runs').insertOne(paused);
+    const settledAt = new Date(now.getTime() - 2 * 24 * 3600_000);
+    await touchedDb.collection<ClaimRow>('sent_notifications').insertMany(
+      owedEpisode(paused, FAMILIES)!.keys.map((key) => ({
+        _id: key,
+        holder: 'h',
+        delivered: true,
+        sent_at: settledAt,
+      })),
+    );
+    const { sweep } = sweepActivitiesOn(touchedDb, {
+      client,
+      taskQueue: `sweep-no-worker-${randomBytes(4).toString('hex')}`,
+      families: FAMILIES,
+      graceSeconds: GRACE_SECONDS,
+      lookbackSeconds: 3600,
+      pageSize: PAGE_SIZE,
+      now,
+    });
+    assert.deepEqual(await sweep.sweepOnce(), { scanned: 1, unsettled: 0, started: 0 });
   });
 
   it('the range pre-check finds the claims written since the window began; an older claim reads as not in hand', async () => {

@@ -535,6 +535,16 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'claims',
+    method: 'markedAmong',
+    collection: 'sent_notifications',
+    op: 'find',
+    filter: { _id: { $in: [SAMPLE.episodeId] } },
+    index: '_id_',
+    hot: true,
+    note: "the sweep: a page's owed keys the range pre-check did not find (claims older than its range), by key",
+  },
+  {
+    module: 'claims',
     method: 'markedSince',
     collection: 'sent_notifications',
     op: 'find',
