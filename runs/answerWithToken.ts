@@ -72,7 +72,12 @@ async function answerLeftHalfDone(ctx: RunsContext, row: ActionTokenRow): Promis
     ctx.interactions.get(row.runId, row.interactionId),
   ]);
   if (!interaction || !runWaitsOn(run, row.interactionId)) return false;
-  if (interaction.status !== 'answered') return row.untold === true;
+  if (interaction.status !== 'answered') {
+    if (row.untold !== true) return false;
+    // Nothing was stored: the answer is made now, so the token must still be good (a stored one was made in time).
+    if (row.expiresAt <= ctx.now()) throw new GoneError('this action has expired');
+    return true;
+  }
   return interaction.answer === row.choiceId && interaction.answeredBy === row.userId;
 }
 

@@ -266,6 +266,14 @@ describe('recovery from faults the drill found', function () {
         'pending',
         'nothing stored',
       );
+      // Expired meanwhile, it answers nothing: the answer would be made now.
+      const tokens = mongo.db.collection<{ _id: string; expiresAt: Date }>('action_tokens');
+      const expiring = (at: Date) =>
+        tokens.updateOne({ _id: hashActionToken(token) }, { $set: { expiresAt: at } });
+      await expiring(new Date(Date.now() - 1000));
+      await assert.rejects(engine.actWithToken(token), /expired/);
+      assert.equal((await stores.interactions.get(runId, interactionId))?.status, 'pending');
+      await expiring(new Date(Date.now() + 3600_000));
 
       const retried = await engine.actWithToken(token);
       assert.equal(retried.did, 'answered');
