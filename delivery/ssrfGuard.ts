@@ -13,6 +13,7 @@ import dns from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
+import os from 'node:os';
 import type { DeliveryCategory } from '../domain/callback';
 import { withDeadline } from '../platform/deadline';
 
@@ -84,9 +85,10 @@ const DNS_TRIES = 2;
  * them. So /etc/hosts and search domains are not read; `localhost` and its subdomains are loopback (RFC 6761).
  * `servers`: host:port of the DNS servers to ask (absent: the system's, from /etc/resolv.conf).
  */
-export function resolverLookup(options: { servers?: string[] } = {}): HostLookup {
+export function resolverLookup(options: { servers?: string[]; preferIpv6?: boolean } = {}): HostLookup {
   const resolver = new dns.promises.Resolver({ timeout: DNS_TRY_MS, tries: DNS_TRIES });
   if (options.servers) resolver.setServers(options.servers);
+  const ipv6First = options.preferIpv6 ?? hostHasGlobalIpv6();
   return async (hostname) => {
     const name = hostname.toLowerCase().replace(/\.$/, '');
     if (name === 'localhost' || name.endsWith('.localhost'))
@@ -95,16 +97,26 @@ export function resolverLookup(options: { servers?: string[] } = {}): HostLookup
         { address: '::1', family: 6 },
       ];
     const [v4, v6] = await Promise.allSettled([resolver.resolve4(name), resolver.resolve6(name)]);
-    const answers = [
-      ...(v4.status === 'fulfilled' ? v4.value.map((address) => ({ address, family: 4 })) : []),
-      ...(v6.status === 'fulfilled' ? v6.value.map((address) => ({ address, family: 6 })) : []),
-    ];
+    const fours = v4.status === 'fulfilled' ? v4.value.map((address) => ({ address, family: 4 })) : [];
+    const sixes = v6.status === 'fulfilled' ? v6.value.map((address) => ({ address, family: 6 })) : [];
+    // The first is the one connected to: of the family this host can reach, as getaddrinfo's order had it.
+    const answers = ipv6First ? [...sixes, ...fours] : [...fours, ...sixes];
     if (answers.length) return answers;
     // No address at all: the name's own verdict (NXDOMAIN, no records) only when both families agree on one.
     const codes = [v4, v6].map((r) => (r.status === 'rejected' ? errorCode(r.reason) : 'ENODATA'));
     const code = codes.find((c) => !NAME_DOES_NOT_EXIST.has(c)) ?? codes[0];
     throw Object.assign(new Error(`dns ${code} ${name}`), { code, hostname: name });
   };
+}
+
+/**
+ * Whether this host has a global IPv6 address (not loopback, not link-local): then IPv6 answers come first, as in
+ * getaddrinfo's RFC 6724 order; without one (most containers), IPv4 first, which an IPv6-less host can reach.
+ */
+function hostHasGlobalIpv6(): boolean {
+  return Object.values(os.networkInterfaces())
+    .flat()
+    .some((i) => i !== undefined && i.family === 'IPv6' && !i.internal && !/^fe[89ab]/i.test(i.address));
 }
 
 export const systemLookup: HostLookup = resolverLookup();

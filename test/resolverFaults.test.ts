@@ -103,7 +103,10 @@ describe("the guard's lookups never wait on Node's thread pool", function () {
   let dir: string;
 
   before(async () => {
-    dns = await startDnsServer({ answers: { 'victim.test': '127.0.0.1' }, hungSuffix: '.slow.test' });
+    dns = await startDnsServer({
+      answers: { 'victim.test': ['127.0.0.1'], 'dual.test': ['127.0.0.1', '::1'] },
+      hungSuffix: '.slow.test',
+    });
     dir = mkdtempSync(path.join(tmpdir(), 'pool-'));
   });
   after(async () => {
@@ -134,6 +137,15 @@ describe("the guard's lookups never wait on Node's thread pool", function () {
       assert.equal(named.address, '127.0.0.1');
     } finally {
       await release();
+    }
+  });
+
+  it('a name with both families pins the one the host can reach first: IPv6 where it has a global address, else IPv4', async () => {
+    for (const preferIpv6 of [true, false]) {
+      const lookup = resolverLookup({ servers: [dns.address], preferIpv6 });
+      const target = await checkCallbackTarget('http://dual.test/hook', { allowPrivate: true, lookup });
+      assert.equal(target.address, preferIpv6 ? '::1' : '127.0.0.1');
+      assert.equal(target.family, preferIpv6 ? 6 : 4);
     }
   });
 
