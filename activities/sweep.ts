@@ -10,7 +10,7 @@
 //   1       where digests are on: the held pushes still owed past their time (an indexed range read, at most
 //           1,000), each person's offered to their digest.
 // Expired claims are reaped by a separate activity (sweepReapExpired): housekeeping, not reconciliation.
-import type { Client } from '@temporalio/client';
+import { isGrpcServiceError, ServiceError, type Client } from '@temporalio/client';
 import { startEpisode } from '../client/emitter';
 import { createInteractionSignaler, interactionOf, startInteraction } from '../client/interaction';
 import { interactionClaimKeys, runWaitsOn } from '../domain/interaction';
@@ -68,6 +68,9 @@ const KEEPALIVE_MS = 5000;
  */
 const STUCK_TRANSITION_GRACE_SECONDS = 300;
 
+/** Open transitions one pass finishes at most, the oldest first. */
+const TRANSITIONS_PER_PASS = 1000;
+
 export interface SweepDeps {
   runs: RunStore;
   claims: ClaimStore;
@@ -89,7 +92,7 @@ export interface SweepDeps {
    * Finishes the run's revision that a transition won and whose writer died before the status write, through the
    * runs service (its outcome then goes out); false when there was none. Absent: such revisions are not looked for.
    */
-  finishStuckTransition?: (runId: string) => Promise<boolean>;
+  finishStuckTransition?: (runId: string, revision: number) => Promise<boolean>;
   runTransitions?: RunTransitionStore;
   /** The team endpoints' attempt log (the callbacks' rows, in endpoint_attempts). */
   endpointAttempts?: CallbackAttemptStore;
@@ -195,12 +198,9 @@ export function createSweepActivities(deps: SweepDeps) {
         if (deps.runTransitions && deps.finishStuckTransition) {
           progress.beat({ phase: 'transitions', ...pass });
           const finished = await finishStuckTransitions(
-            deps.runs,
             deps.runTransitions,
             deps.finishStuckTransition,
-            since,
             deps.now(),
-            deps.pageSize,
           );
           if (finished) pass.transitionsFinished = finished;
         }
@@ -357,11 +357,21 @@ async function raiseOwedTeamEvents(
   return raised;
 }
 
+/** gRPC's DEADLINE_EXCEEDED and UNAVAILABLE: Temporal away, no verdict on one digest. */
+const TEMPORAL_AWAY_CODES = new Set([4, 14]);
+
+/** Temporal answered and refused the signal (the workflow's limits, its id): the digest's own, not an outage's. */
+function refusedByTemporal(err: unknown): boolean {
+  const cause = err instanceof ServiceError ? err.cause : err;
+  return isGrpcServiceError(cause) && !TEMPORAL_AWAY_CODES.has(cause.code);
+}
+
 /**
  * Offers each person's owed holds to their digest (the newest as its entry; the digest takes every owed row when it
  * sends), then leaves them an hour before the next offer. A digest that refuses the offer (Temporal refuses its
  * signals) is left the same hour: its rows sort first by age, and offered again every pass they would fill the pass
- * and fail it for everyone. Answers how many holds were offered, and how many of them refused.
+ * and fail it for everyone. Temporal away fails the pass, retried as before. Answers how many holds were offered,
+ * and how many of them were refused.
  */
 async function offerOwedHolds(
   holds: PushHoldStore,
@@ -379,9 +389,10 @@ async function offerOwedHolds(
   let refused = 0;
   await mapBounded([...byPerson.values()], START_LANES, async (rows) => {
     const newest = rows.reduce((a, b) => (b.at > a.at ? b : a));
-    await offer(newest.teamId, newest.userId, digestEntryOf(newest)).catch(
-      () => void (refused += rows.length),
-    );
+    await offer(newest.teamId, newest.userId, digestEntryOf(newest)).catch((err: unknown) => {
+      if (!refusedByTemporal(err)) throw err;
+      refused += rows.length;
+    });
     await holds.deferOffer(
       rows.map((row) => row._id),
       new Date(now.getTime() + HOLD_REOFFER_AFTER_SECONDS * 1000),
@@ -391,27 +402,21 @@ async function offerOwedHolds(
 }
 
 /**
- * The transitions decided in the window, past the time a live writer takes to finish one, whose run is still at
- * their revision: their writer died between the win and the status write. Each finished through the runs service;
- * one that fails is left for the next pass and holds back no other. Answers how many were finished.
+ * The transitions still open past the time a live writer takes to finish one: their writer died between the win and
+ * the status write (or after it, before settling the row). Each finished through the runs service; one that fails
+ * is left for the next pass and holds back no other. Answers how many were finished.
  */
 async function finishStuckTransitions(
-  runs: RunStore,
   transitions: RunTransitionStore,
-  finish: (runId: string) => Promise<boolean>,
-  since: Date,
+  finish: NonNullable<SweepDeps['finishStuckTransition']>,
   now: Date,
-  pageSize: number,
 ): Promise<number> {
   const before = new Date(now.getTime() - STUCK_TRANSITION_GRACE_SECONDS * 1000);
+  const open = await transitions.listOpenBefore(before, TRANSITIONS_PER_PASS);
   let finished = 0;
-  for await (const page of transitions.listDecidedBetween(since, before, pageSize)) {
-    const revisions = await runs.revisionsOf([...new Set(page.map((t) => t.runId))]);
-    const stuck = page.filter((t) => revisions.get(t.runId) === t.revision);
-    await mapBounded(stuck, START_LANES, async (t) => {
-      if (await finish(t.runId).catch(() => false)) finished++;
-    });
-  }
+  await mapBounded(open, START_LANES, async (t) => {
+    if (await finish(t.runId, t.revision).catch(() => false)) finished++;
+  });
   return finished;
 }
 

@@ -16,7 +16,7 @@ import { finishStuck } from './transition';
 export interface SweepRepairs {
   finishStoredAnswer(ref: InteractionRef): Promise<void>;
   /** True when the run's revision was left won and unfinished, and now is not. */
-  finishStuckTransition(runId: string): Promise<boolean>;
+  finishStuckTransition(runId: string, revision: number): Promise<boolean>;
 }
 
 export function sweepRepairs(deps: {
@@ -50,6 +50,6 @@ export function sweepRepairs(deps: {
       const answeredBy = { userId: interaction.answeredBy ?? '', teamId: ref.teamId };
       await answerInteraction(ctx, answeredBy, ref.runId, ref.interactionId, interaction.answer);
     },
-    finishStuckTransition: (runId) => finishStuck(ctx, runId),
+    finishStuckTransition: (runId, revision) => finishStuck(ctx, runId, revision),
   };
 }

@@ -46,19 +46,16 @@ export async function applyTransition(
     events,
     ...(answer !== undefined ? { answer: newId('ans') } : {}),
     at,
+    open: true,
   };
   const lost = () => new IllegalTransitionError(`the run changed while ${op.replace('_', '-')} was applied`);
   if (!(await ctx.runTransitions.claim(transition))) {
-    const stuck = await finishStuckTransition(ctx, run);
-    // The same operation, whose first try died after winning (the caller's retry): finished, it is this one's.
-    if (
-      typeof stuck === 'object' &&
-      stuck.op === op &&
-      (answer === undefined || stuck.run.finalAnswer === answer)
-    )
-      return stuck.run;
     // A winner that died before staging its answer gave the revision back: it is taken once more.
-    if (stuck !== 'given-up' || !(await ctx.runTransitions.claim(transition))) throw lost();
+    if (
+      (await finishStuckTransition(ctx, run)) !== 'given-up' ||
+      !(await ctx.runTransitions.claim(transition))
+    )
+      throw lost();
   }
   if (transition.answer !== undefined && answer !== undefined)
     if (!(await ctx.runs.stageAnswer(run._id, revision, transition.answer, answer))) throw lost();
@@ -87,8 +84,6 @@ async function finishTransition(
   bodyError?: RunError,
   answer?: string,
 ): Promise<Run> {
-  // Only this revision's row and the one before it are ever read again.
-  await ctx.runTransitions.forget(run._id, t.revision - 2);
   const { set, items } = withAnswer(t, answer);
   const unset: (keyof Run)[] = [...t.unset, 'pendingAnswers'];
   const expected = { status: run.status, revision: t.revision };
@@ -102,6 +97,9 @@ async function finishTransition(
     await ctx.runTransitions.forget(run._id, t.revision);
     throw new IllegalTransitionError('the run changed while the transition was applied');
   }
+  // Its row no longer open (the sweep looks for open ones), and the one two revisions back gone: only this
+  // revision's row and the one before it are ever read again. Failing, the sweep finds it open and settles it.
+  const settled = ctx.runTransitions.settle(run._id, t.revision).catch(() => undefined);
   await writeEvents(
     ctx,
     run,
@@ -109,6 +107,7 @@ async function finishTransition(
     items,
     t.status !== 'running' ? () => emitOutcome(ctx, updated, bodyError) : undefined,
   );
+  await settled;
   return updated;
 }
 
@@ -116,9 +115,12 @@ async function finishTransition(
  * The run's revision, won by a transition whose writer died before its status write and that no caller met since
  * (the sweep finds it): finished, or given up (a complete whose answer was never staged). False when there was none.
  */
-export async function finishStuck(ctx: RunsContext, runId: string): Promise<boolean> {
+export async function finishStuck(ctx: RunsContext, runId: string, revision: number): Promise<boolean> {
   const run = await ctx.runs.getById(runId);
-  return run !== null && (await finishStuckTransition(ctx, run)) !== 'none';
+  if (run && (run.revision ?? 0) === revision) return (await finishStuckTransition(ctx, run)) !== 'none';
+  // Finished, its row's settle lost (or its run gone): it is no longer open.
+  await ctx.runTransitions.settle(runId, revision);
+  return false;
 }
 
 /**
@@ -126,10 +128,7 @@ export async function finishStuck(ctx: RunsContext, runId: string): Promise<bool
  * is not stuck on a revision nobody can take; or, when it carries an answer its writer never staged, give it
  * up (the row goes, and the revision is free again): a complete is never finished without its answer.
  */
-async function finishStuckTransition(
-  ctx: RunsContext,
-  run: Run,
-): Promise<{ op: string; run: Run } | 'given-up' | 'none'> {
+async function finishStuckTransition(ctx: RunsContext, run: Run): Promise<'finished' | 'given-up' | 'none'> {
   const revision = run.revision ?? 0;
   const current = await ctx.runs.getById(run._id);
   if (!current || (current.revision ?? 0) !== revision || current.status !== run.status) return 'none';
@@ -144,7 +143,8 @@ async function finishStuckTransition(
     // Staged meanwhile: its writer is alive, and finishes it (as may this caller, below).
     return finishStuckTransition(ctx, run);
   }
-  return { op: t.op, run: await finishTransition(ctx, current, t, t.set.error, answerOf(current, t)) };
+  await finishTransition(ctx, current, t, t.set.error, answerOf(current, t));
+  return 'finished';
 }
 
 /**

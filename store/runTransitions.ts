@@ -10,7 +10,6 @@ import type { Db } from 'mongodb';
 import type { Run } from '../domain/run';
 import type { RunStatus } from '../domain/runStatus';
 import { isDuplicateKey, type IndexSpec } from './mongo';
-import { inPages } from './paging';
 
 export interface RunTransition {
   _id: string;
@@ -29,13 +28,15 @@ export interface RunTransition {
    */
   answer?: string;
   at: Date;
+  /** Won, its status write not known done: the sweep finishes one left open past a live writer's time. */
+  open?: true;
 }
 
 export const transitionKey = (runId: string, revision: number): string => `${runId}#${revision}`;
 
 export const runTransitionIndexes: IndexSpec[] = [
-  // listDecidedBetween: the sweep's look for revisions won whose writer never finished them.
-  { collection: 'run_transitions', key: { at: 1 }, options: { name: 'decided_at' } },
+  // listOpenBefore: the sweep's look for revisions won whose writer never finished them.
+  { collection: 'run_transitions', key: { open: 1, at: 1 }, options: { name: 'open_at' } },
 ];
 
 export type RunTransitionStore = ReturnType<typeof createRunTransitionStore>;
@@ -58,20 +59,29 @@ export function createRunTransitionStore(db: Db) {
       return rows.findOne({ _id: transitionKey(runId, revision) });
     },
 
+    /** Transitions still open that were decided before `before` (their run and revision), oldest first, at most `limit`. */
+    async listOpenBefore(before: Date, limit: number): Promise<Pick<RunTransition, 'runId' | 'revision'>[]> {
+      return rows
+        .find({ open: true, at: { $lte: before } }, { projection: { _id: 0, runId: 1, revision: 1 } })
+        .sort({ at: 1 })
+        .limit(limit)
+        .toArray();
+    },
+
     /**
-     * The transitions decided in [since, before] (their run and revision only), in pages of `pageSize`: one cursor,
-     * unordered as the sweep's listing of runs is, so each page after the first costs one getMore round trip.
+     * The revision's status write is done: its row is no longer open, and the row two revisions back goes (only a
+     * revision's row and the one before it are ever read again). One round trip.
      */
-    listDecidedBetween(
-      since: Date,
-      before: Date,
-      pageSize: number,
-    ): AsyncGenerator<Pick<RunTransition, 'runId' | 'revision'>[]> {
-      const cursor = rows.find(
-        { at: { $gte: since, $lte: before } },
-        { projection: { _id: 0, runId: 1, revision: 1 }, batchSize: pageSize + 1 },
+    async settle(runId: string, revision: number): Promise<void> {
+      await rows.bulkWrite(
+        [
+          {
+            updateOne: { filter: { _id: transitionKey(runId, revision) }, update: { $unset: { open: '' } } },
+          },
+          ...(revision >= 2 ? [{ deleteOne: { filter: { _id: transitionKey(runId, revision - 2) } } }] : []),
+        ],
+        { ordered: false },
       );
-      return inPages(cursor as AsyncIterable<Pick<RunTransition, 'runId' | 'revision'>>, pageSize);
     },
 
     /**

@@ -46,12 +46,6 @@ function createRunReads(runs: Collection<Run>) {
       );
     },
 
-    /** Each of these runs' revision (a run not found is absent): the sweep's check of transitions left unfinished. */
-    async revisionsOf(runIds: string[]): Promise<Map<string, number>> {
-      const found = await runs.find({ _id: { $in: runIds } }, { projection: { revision: 1 } }).toArray();
-      return new Map(found.map((run) => [run._id, run.revision ?? 0]));
-    },
-
     /**
      * A team's runs, newest first: `limit` of them from `before` on, each with its final answer's listing in place
      * of the answer (up to 1 MB each); a run ended before listings were written has its answer read apart, once.

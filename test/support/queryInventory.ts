@@ -98,27 +98,20 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     hot: true,
     note: 'the sweep: the final answers of the owed finished runs of a page (the listing leaves answers out)',
   },
-  {
-    module: 'runs',
-    method: 'revisionsOf',
-    collection: 'runs',
-    op: 'find',
-    filter: { _id: { $in: [SAMPLE.runId] } },
-    index: '_id_',
-    hot: true,
-    note: 'the sweep: the revision of each run of a page of transitions (one read per page), to find those left unfinished',
-  },
   // run_transitions
   {
     module: 'runTransitions',
-    method: 'listDecidedBetween',
+    method: 'listOpenBefore',
     collection: 'run_transitions',
     op: 'find',
-    filter: { at: { $gte: minutesAgo(60), $lte: minutesAgo(5) } },
-    index: 'decided_at',
+    filter: { open: true, at: { $lte: minutesAgo(5) } },
+    sort: { at: 1 },
+    limit: 1000,
+    index: 'open_at',
     hot: true,
-    note: "the sweep: transitions decided in its window, past a live writer's time (one cursor, a batch per page)",
+    note: "the sweep: transitions won whose status write is not known done, past a live writer's time (oldest first)",
   },
+
   // episodes
   {
     module: 'episodes',
