@@ -130,25 +130,17 @@ export function createSweepActivities(deps: SweepDeps) {
         // 1. One claims pre-check for the whole window, before any run is listed. A claim written after it reads
         //    as missing: that episode's start is refused (already running) or its replay loses the claim.
         progress.beat({ phase: 'claims', ...pass });
-        const marked = await deps.claims.markedSince(
-          new Date(since.getTime() - SWEEP_CLAIM_SLACK_SECONDS * 1000),
-        );
+        const claimsFrom = new Date(since.getTime() - SWEEP_CLAIM_SLACK_SECONDS * 1000);
+        const marked = await deps.claims.markedSince(claimsFrom);
 
         // 2. The window, a page at a time: each owed episode with a claim missing starts from the listed run.
         for await (const page of deps.runs.listNotifiableRefs(since, deps.pageSize)) {
           pass.scanned += page.length;
-          await markOlderClaims(deps, page, marked);
-          const owed = page.filter((ref) => {
+          await markOlderClaims(deps, page, marked, claimsFrom);
+          const unsettled = page.flatMap((ref) => {
             const episode = owedEpisode(ref, deps.families);
-            return episode && episode.keys.some((key) => !marked.has(key));
+            return episode && episode.keys.some((key) => !marked.has(key)) ? [episode] : [];
           });
-          // Listed without final answers: those of the owed finished runs, for their outcomes (one read by id).
-          const answers = await deps.runs.finalAnswersOf(
-            owed.filter((ref) => ref.status === 'finished').map((ref) => ref._id),
-          );
-          const unsettled = owed.map((ref) =>
-            owedEpisode({ ...ref, finalAnswer: answers.get(ref._id) }, deps.families)!,
-          );
           pass.unsettled += unsettled.length;
           progress.beat({ phase: 'starting', ...pass });
           if (deps.interactions)
@@ -261,19 +253,27 @@ function interactionOfRef(ref: SweepRef): InteractionRef | undefined {
 }
 
 /**
- * The page's keys the pre-check did not find, asked by key (one read, only when one is missing): a claim older
- * than the pre-check's range reads as missing there, so a run touched back into the window long after its episode
- * settled (a watch ended on a paused run) would be replayed, and lose its claim, on every pass for the window.
+ * The keys of the page's episodes that began before the pre-check's range (a run touched back into the window long
+ * after its episode settled: a watch ended on a paused run), asked by key: their claims, written as the episode
+ * began, are older than the range and read as missing there, so the episode would be replayed, and lose its claim,
+ * on every pass for the window. One read, only for a page that has such an episode.
  */
-async function markOlderClaims(deps: SweepDeps, page: SweepRef[], marked: Set<string>): Promise<void> {
-  const missing = page.flatMap((ref) => {
+async function markOlderClaims(
+  deps: SweepDeps,
+  page: SweepRef[],
+  marked: Set<string>,
+  claimsFrom: Date,
+): Promise<void> {
+  const older = page.flatMap((ref) => {
+    const episode = owedEpisode(ref, deps.families);
+    if (!episode || Date.parse(episode.outcome.occurredAt) >= claimsFrom.getTime()) return [];
     const interaction = deps.interactions ? interactionOfRef(ref) : undefined;
     return [
-      ...(owedEpisode(ref, deps.families)?.keys ?? []),
+      ...episode.keys,
       ...(interaction ? [interactionClaimKeys.opened(interaction.interactionId)] : []),
     ].filter((key) => !marked.has(key));
   });
-  if (missing.length) for (const key of await deps.claims.markedAmong(missing)) marked.add(key);
+  if (older.length) for (const key of await deps.claims.markedAmong(older)) marked.add(key);
 }
 
 /**

@@ -60,9 +60,9 @@ export interface OwedEpisode {
 }
 
 /**
- * A run as the sweep lists it: the fields buildRunOutcome reads (the error included, so an owed episode starts
- * without loading its run again), without the checkpoint, the callback's URL and events but never its secret, and
- * without the final answer (read for the owed finished runs alone).
+ * A run as the sweep lists it: every field buildRunOutcome reads (the final answer and error included, so an owed
+ * episode starts without loading its run again), without the checkpoint, and the callback's URL and events but
+ * never its secret.
  */
 export type SweepRef = Pick<Run, '_id' | 'teamId' | 'ownerId' | 'status' | 'pause' | 'updatedAt'> &
   Partial<

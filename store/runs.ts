@@ -37,15 +37,6 @@ function createRunReads(runs: Collection<Run>) {
       return runs.findOne({ _id: runId });
     },
 
-    /** The final answers of these runs that finished with one, by run id (one read by id; none when none asked). */
-    async finalAnswersOf(runIds: string[]): Promise<Map<string, string>> {
-      if (!runIds.length) return new Map();
-      const found = await runs.find({ _id: { $in: runIds } }, { projection: { finalAnswer: 1 } }).toArray();
-      return new Map(
-        found.flatMap((run) => (run.finalAnswer === undefined ? [] : [[run._id, run.finalAnswer] as const])),
-      );
-    },
-
     /**
      * A team's runs, newest first: `limit` of them from `before` on, each with its final answer's listing in place
      * of the answer (up to 1 MB each); a run ended before listings were written has its answer read apart, once.
@@ -93,8 +84,7 @@ function createRunReads(runs: Collection<Run>) {
       const cursor = runs.find(
         { updatedAt: { $gte: since }, status: { $in: NOTIFIABLE } },
         {
-          // The final answer too (up to 1 MB, every pass): the few owed read it by id (finalAnswersOf).
-          projection: { ...LISTED, checkpoint: 0 },
+          projection: { checkpoint: 0, 'callback.secret': 0, 'callback.previousSecret': 0 },
           batchSize: pageSize + 1,
         },
       );

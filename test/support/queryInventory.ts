@@ -88,16 +88,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     hot: true,
     note: 'the sweep: runs changed in its window (one cursor, a batch per page: pages + 1 round trips)',
   },
-  {
-    module: 'runs',
-    method: 'finalAnswersOf',
-    collection: 'runs',
-    op: 'find',
-    filter: { _id: { $in: [SAMPLE.runId] } },
-    index: '_id_',
-    hot: true,
-    note: 'the sweep: the final answers of the owed finished runs of a page (the listing leaves answers out)',
-  },
+
   // run_transitions
   {
     module: 'runTransitions',
