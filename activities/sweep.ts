@@ -7,8 +7,11 @@
 //   pages   the window's runs, listed with what buildRunOutcome reads, one cursor batch per page; the owed
 //           episodes of a page start from the listed run right away, so nothing is loaded twice and an outcome
 //           is at most a page old when its episode starts.
+//   0–pages a page's episodes that began before the pre-check's range (runs touched back into the window long after
+//           they settled), their keys asked by key: none in the usual pass.
 //   1       where digests are on: the held pushes still owed past their time (an indexed range read, at most
 //           1,000), each person's offered to their digest.
+//   1       the transitions left open past a live writer's time (an indexed read, at most 1,000), each finished.
 // Expired claims are reaped by a separate activity (sweepReapExpired): housekeeping, not reconciliation.
 import { isGrpcServiceError, ServiceError, type Client } from '@temporalio/client';
 import { startEpisode } from '../client/emitter';
