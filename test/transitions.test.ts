@@ -109,9 +109,12 @@ describe('concurrent transitions', function () {
     );
   }).timeout(120_000);
 
-  it('a transition whose writer died after winning is finished by the next caller, not left stuck', async () => {
+  /**
+   * A service whose next status write dies (its worker killed after winning the revision), and one that works
+   * (emitting the outcomes it owes, or not).
+   */
+  function dyingOnce({ emitting }: { emitting: boolean }) {
     const caller = { userId: 'alice', teamId: 'acme' };
-    const silent = { emitRunOutcome: async () => undefined };
     let dies = true;
     const runs: RunsServiceDeps['runs'] = {
       ...stores.runs,
@@ -123,8 +126,25 @@ describe('concurrent transitions', function () {
         return stores.runs.transition(...args);
       },
     };
-    const dying = createRunsService({ ...stores, runs, emitter: silent });
-    const engine = createRunsService({ ...stores, emitter: silent });
+    const silent = { emitRunOutcome: async () => undefined };
+    return {
+      caller,
+      dying: createRunsService({ ...stores, runs, emitter: silent }),
+      engine: createRunsService({
+        ...stores,
+        emitter: emitting
+          ? createOutcomeEmitter({
+              client: stack.client,
+              taskQueue: stack.config.temporalTaskQueue,
+              runs: stores.runs,
+            })
+          : silent,
+      }),
+    };
+  }
+
+  it('a transition whose writer died after winning is finished by the next caller, not left stuck', async () => {
+    const { caller, dying, engine } = dyingOnce({ emitting: false });
     const run = await engine.create(caller, { title: 'half-done' });
     await assert.rejects(dying.softPause(caller, run._id), /worker killed/);
     assert.equal((await stores.runs.getById(run._id))?.status, 'running', 'the status write never landed');
@@ -238,37 +258,8 @@ describe('concurrent transitions', function () {
     );
   });
 
-  /** A service whose next status write dies (its worker killed after winning the revision), and one that works. */
-  function dyingOnce() {
-    const caller = { userId: 'alice', teamId: 'acme' };
-    let dies = true;
-    const runs: RunsServiceDeps['runs'] = {
-      ...stores.runs,
-      async transition(...args) {
-        if (dies) {
-          dies = false;
-          throw new Error('worker killed before the status write');
-        }
-        return stores.runs.transition(...args);
-      },
-    };
-    const silent = { emitRunOutcome: async () => undefined };
-    return {
-      caller,
-      dying: createRunsService({ ...stores, runs, emitter: silent }),
-      engine: createRunsService({
-        ...stores,
-        emitter: createOutcomeEmitter({
-          client: stack.client,
-          taskQueue: stack.config.temporalTaskQueue,
-          runs: stores.runs,
-        }),
-      }),
-    };
-  }
-
   it('the retry of an operation whose first try died after winning finishes that try, and its outcome goes out', async () => {
-    const { caller, dying, engine } = dyingOnce();
+    const { caller, dying, engine } = dyingOnce({ emitting: true });
     const run = await engine.create(caller, { title: 'retried fail' });
     const error = { code: 'oom', message: 'killed' };
     await assert.rejects(dying.fail(caller, run._id, error), /worker killed/);
@@ -284,7 +275,7 @@ describe('concurrent transitions', function () {
   });
 
   it('a won transition nobody calls again is finished by the sweep, and its outcome goes out', async () => {
-    const { caller, dying, engine } = dyingOnce();
+    const { caller, dying, engine } = dyingOnce({ emitting: true });
     const run = await engine.create(caller, { title: 'abandoned fail' });
     await assert.rejects(dying.fail(caller, run._id, { code: 'oom', message: 'killed' }), /worker killed/);
     const sweep = sweepActivitiesOf(stack);
