@@ -21,7 +21,13 @@ import { IllegalTransitionError } from '../domain/runStatus';
 import type { AnsweredInteraction, InteractionStore } from '../store/interactions';
 import { mapBounded } from '../platform/concurrency';
 import { activityContext } from './activityContext';
-import { outcomeOfRef, owedEpisode, type SweepFamilies, type SweepRef } from '../domain/sweep';
+import {
+  outcomeOfRef,
+  owedEpisode,
+  type OwedEpisode,
+  type SweepFamilies,
+  type SweepRef,
+} from '../domain/sweep';
 import type { ActionTokenStore } from '../store/actionTokens';
 import type { PushReceiptStore } from '../store/push/receipts';
 import type { ClaimStore } from '../store/claims';
@@ -139,11 +145,9 @@ export function createSweepActivities(deps: SweepDeps) {
         // 2. The window, a page at a time: each owed episode with a claim missing starts from the listed run.
         for await (const page of deps.runs.listNotifiableRefs(since, deps.pageSize)) {
           pass.scanned += page.length;
-          await markOlderClaims(deps, page, marked, claimsFrom);
-          const unsettled = page.flatMap((ref) => {
-            const episode = owedEpisode(ref, deps.families);
-            return episode && episode.keys.some((key) => !marked.has(key)) ? [episode] : [];
-          });
+          const owed = page.flatMap((ref) => owedEpisode(ref, deps.families) ?? []);
+          await markOlderClaims(deps, owed, marked, claimsFrom);
+          const unsettled = owed.filter((episode) => episode.keys.some((key) => !marked.has(key)));
           pass.unsettled += unsettled.length;
           progress.beat({ phase: 'starting', ...pass });
           if (deps.interactions)
@@ -236,7 +240,8 @@ export function createSweepActivities(deps: SweepDeps) {
  */
 async function startUnopened(deps: SweepDeps, page: SweepRef[], marked: Set<string>): Promise<number> {
   const unopened = page.flatMap((ref) => {
-    const interaction = interactionOfRef(ref);
+    const outcome = outcomeOfRef(ref);
+    const interaction = outcome && interactionOf(outcome);
     return interaction && !marked.has(interactionClaimKeys.opened(interaction.interactionId))
       ? [interaction]
       : [];
@@ -249,12 +254,6 @@ async function startUnopened(deps: SweepDeps, page: SweepRef[], marked: Set<stri
   return started;
 }
 
-/** The question a listed paused run waits on, if any. */
-function interactionOfRef(ref: SweepRef): InteractionRef | undefined {
-  const outcome = outcomeOfRef(ref);
-  return outcome && interactionOf(outcome);
-}
-
 /**
  * The keys of the page's episodes that began before the pre-check's range (a run touched back into the window long
  * after its episode settled: a watch ended on a paused run), asked by key: their claims, written as the episode
@@ -263,14 +262,13 @@ function interactionOfRef(ref: SweepRef): InteractionRef | undefined {
  */
 async function markOlderClaims(
   deps: SweepDeps,
-  page: SweepRef[],
+  owed: OwedEpisode[],
   marked: Set<string>,
   claimsFrom: Date,
 ): Promise<void> {
-  const older = page.flatMap((ref) => {
-    const episode = owedEpisode(ref, deps.families);
-    if (!episode || Date.parse(episode.outcome.occurredAt) >= claimsFrom.getTime()) return [];
-    const interaction = deps.interactions ? interactionOfRef(ref) : undefined;
+  const older = owed.flatMap((episode) => {
+    if (Date.parse(episode.outcome.occurredAt) >= claimsFrom.getTime()) return [];
+    const interaction = deps.interactions ? interactionOf(episode.outcome) : undefined;
     return [
       ...episode.keys,
       ...(interaction ? [interactionClaimKeys.opened(interaction.interactionId)] : []),
