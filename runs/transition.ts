@@ -97,9 +97,6 @@ async function finishTransition(
     await ctx.runTransitions.forget(run._id, t.revision);
     throw new IllegalTransitionError('the run changed while the transition was applied');
   }
-  // Its row no longer open (the sweep looks for open ones), and the one two revisions back gone: only this
-  // revision's row and the one before it are ever read again. Failing, the sweep finds it open and settles it.
-  const settled = ctx.runTransitions.settle(run._id, t.revision).catch(() => undefined);
   await writeEvents(
     ctx,
     run,
@@ -107,7 +104,6 @@ async function finishTransition(
     items,
     t.status !== 'running' ? () => emitOutcome(ctx, updated, bodyError) : undefined,
   );
-  await settled;
   return updated;
 }
 
@@ -118,7 +114,16 @@ async function finishTransition(
 export async function finishStuck(ctx: RunsContext, runId: string, revision: number): Promise<boolean> {
   const run = await ctx.runs.getById(runId);
   if (run && (run.revision ?? 0) === revision) return (await finishStuckTransition(ctx, run)) !== 'none';
-  // Finished, its row's settle lost (or its run gone): it is no longer open.
+  const t =
+    run && (run.revision ?? 0) === revision + 1 ? await ctx.runTransitions.get(runId, revision) : null;
+  if (run && t?.open && t.status === run.status) {
+    // Its status write landed and its writer died before the events (the row is settled only after them): they
+    // are written by their ids, health is told, and the outcome goes out once more (its episode's id dedups it).
+    const emit = t.status !== 'running' ? () => emitOutcome(ctx, run, t.set.error) : undefined;
+    await writeEvents(ctx, run, t, withAnswer(t, answerOf(run, t)).items, emit);
+    return true;
+  }
+  // Finished, its row's settle lost (or its run gone, or moved on since): it is no longer open.
   await ctx.runTransitions.settle(runId, revision);
   return false;
 }
@@ -148,9 +153,11 @@ async function finishStuckTransition(ctx: RunsContext, run: Run): Promise<'finis
 }
 
 /**
- * The transition's events, then health told of them and the outcome emitted side by side: under a burst a health
- * signal can take seconds, and the push to whoever the pause waits for must not wait behind it. The events are
- * written first, so whoever hears of the outcome finds them.
+ * The transition's events, then health told of them, the outcome emitted and the row settled side by side: under
+ * a burst a health signal can take seconds, and the push to whoever the pause waits for must not wait behind it.
+ * The events are written first, so whoever hears of the outcome finds them, and the row stays open until they
+ * are: a writer dying before them leaves it for the sweep (finishStuck). Settled, the row is no longer open and
+ * the one two revisions back is gone (only a revision's row and the one before it are ever read again).
  */
 async function writeEvents(
   ctx: RunsContext,
@@ -161,7 +168,9 @@ async function writeEvents(
 ): Promise<void> {
   const ids = items.map((item, i) => ({ id: `evt_${run._id}_r${t.revision}_${i}`, ...item }));
   await ctx.events.append(run, ids, t.at);
-  await Promise.all([observe(ctx, run, items), emit?.()]);
+  // Failing, the settle leaves the row open: the sweep finds its events written and settles it.
+  const settled = ctx.runTransitions.settle(run._id, t.revision).catch(() => undefined);
+  await Promise.all([observe(ctx, run, items), emit?.(), settled]);
 }
 
 /** The transition's fields and events with its answer (kept out of the row) put back. */

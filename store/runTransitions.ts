@@ -28,7 +28,7 @@ export interface RunTransition {
    */
   answer?: string;
   at: Date;
-  /** Won, its status write not known done: the sweep finishes one left open past a live writer's time. */
+  /** Won, its status write and events not known done: the sweep finishes one left open past a live writer's time. */
   open?: true;
 }
 

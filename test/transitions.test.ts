@@ -113,23 +113,32 @@ describe('concurrent transitions', function () {
    * A service whose next status write dies (its worker killed after winning the revision), and one that works
    * (emitting the outcomes it owes, or not).
    */
-  function dyingOnce({ emitting }: { emitting: boolean }) {
+  function dyingOnce({ emitting, after = 'win' }: { emitting: boolean; after?: 'win' | 'status write' }) {
     const caller = { userId: 'alice', teamId: 'acme' };
     let dies = true;
+    const dieOnce = () => {
+      if (!dies) return;
+      dies = false;
+      throw new Error(`worker killed after the ${after}`);
+    };
     const runs: RunsServiceDeps['runs'] = {
       ...stores.runs,
       async transition(...args) {
-        if (dies) {
-          dies = false;
-          throw new Error('worker killed before the status write');
-        }
+        if (after === 'win') dieOnce();
         return stores.runs.transition(...args);
+      },
+    };
+    const events: RunsServiceDeps['events'] = {
+      ...stores.events,
+      async append(...args) {
+        if (after === 'status write') dieOnce();
+        return stores.events.append(...args);
       },
     };
     const silent = { emitRunOutcome: async () => undefined };
     return {
       caller,
-      dying: createRunsService({ ...stores, runs, emitter: silent }),
+      dying: createRunsService({ ...stores, runs, events, emitter: silent }),
       engine: createRunsService({
         ...stores,
         emitter: emitting
@@ -295,6 +304,31 @@ describe('concurrent transitions', function () {
       (await stores.events.listForRun(run._id)).map((e) => e.type),
       ['run_started', 'run_failed'],
     );
+    assert.equal((await later.sweepOnce()).transitionsFinished ?? 0, 0, 'once');
+  });
+
+  it('a transition whose writer died after its status write has its events written by the sweep', async () => {
+    const { caller, dying } = dyingOnce({ emitting: true, after: 'status write' });
+    // Through the API, so its health is watching it before it fails.
+    const created = await alice.post('/api/v1/runs', { title: 'failed, untold' });
+    const run = { _id: created.body.id as string };
+    await alice.post(`/api/v1/runs/${run._id}/events`, { type: 'node_started', node: 'work' });
+    await assert.rejects(dying.fail(caller, run._id, { code: 'oom', message: 'killed' }), /worker killed/);
+    assert.equal((await stores.runs.getById(run._id))?.status, 'failed', 'the status write landed');
+    const later = sweepActivitiesOf(stack, { now: () => new Date(Date.now() + 10 * 60_000) });
+    const pass = await later.sweepOnce();
+    assert.equal(pass.transitionsFinished, 1, JSON.stringify(pass));
+    assert.deepEqual(
+      (await stores.events.listForRun(run._id)).map((e) => e.type),
+      ['run_started', 'node_started', 'run_failed'],
+    );
+    let phase: unknown;
+    await waitUntil(
+      'run health told the run ended',
+      async () => (phase = (await alice.get(`/api/v1/runs/${run._id}/health`)).body?.phase) === 'terminal',
+      { timeoutMs: 60_000, seen: () => phase },
+    );
+    await stack.client.workflow.getHandle(`${run._id}:end`).describe();
     assert.equal((await later.sweepOnce()).transitionsFinished ?? 0, 0, 'once');
   });
 
