@@ -346,6 +346,40 @@ describe('team endpoints: a delivery waiting on its schedule', function () {
     );
   };
 
+  it('an attempt after its endpoint dropped the event type sends nothing and ends the delivery', async () => {
+    const receiver = await CallbackReceiver.start();
+    try {
+      const admin = adminOf(stack.anonymous, 'admin-drops', 'drops');
+      const created = await admin.post('/api/v1/endpoints', {
+        url: receiver.url,
+        eventTypes: ['interaction.answered', 'interaction.escalated'],
+      });
+      assert.equal(created.status, 201, created.text);
+      const endpointId = created.body.id as string;
+      const activities = createActivities({
+        config: stack.config,
+        stores: stack.stores,
+        client: stack.client,
+        log: () => undefined,
+      });
+      const event = answered('drops');
+      assert.deepEqual((await activities.recordTeamEvent(event)).endpointIds, [endpointId]);
+      // Between the event and its next attempt (hours later on the schedule), the endpoint stops subscribing to it.
+      const changed = await admin.request('PATCH', `/api/v1/endpoints/${endpointId}`, {
+        eventTypes: ['interaction.escalated'],
+      });
+      assert.equal(changed.status, 200, changed.text);
+      const attempt = await activities.sendEndpointEvent(event.id, endpointId, {
+        attempt: 2,
+        trigger: 'episode',
+      });
+      assert.equal(attempt.result, 'stop', JSON.stringify(attempt));
+      assert.equal(receiver.received.length, 0, 'nothing was sent');
+    } finally {
+      await receiver.close();
+    }
+  });
+
   it("holds its claim through the wait: the sweep's pass is not spent on it, and an event truly owed is raised", async () => {
     const down = await CallbackReceiver.start();
     const up = await CallbackReceiver.start();

@@ -151,6 +151,9 @@ function endpointAttempter(deps: EndpointDeps) {
     if (!endpoint) return stop('the endpoint was removed');
     if (endpoint.disabled) return stop('the endpoint is disabled');
     if (!event) return stop('the event is no longer kept');
+    // Dropped since (the event was recorded for it, or listed by a recover, before the change): nothing more goes.
+    if (!endpoint.eventTypes.includes(event.type))
+      return stop(`the endpoint no longer subscribes to ${event.type}`);
     const body = teamEventBody({ ...event, id: event._id }, event.run, event.sequence);
     const attempt = await sendSigned(deps, {
       target: endpoint,
