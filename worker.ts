@@ -31,6 +31,7 @@ import { createActivities } from './activities';
 import { temporalConnectionOptions } from './client/connection';
 import { searchAttributesProbe } from './client/searchAttributeCheck';
 import { assertSearchAttributes } from './client/searchAttributeCheck';
+import { episodeOptions } from './client/emitter';
 import { healthOptions } from './client/health';
 import { ensureSweepSchedule } from './client/schedules';
 import { exitOnConfigError, loadConfigOrExit, type Config } from './config';
@@ -184,6 +185,7 @@ export async function createWorker(deps: WorkerDeps): Promise<Worker> {
         client: deps.client,
         taskQueue: config.temporalTaskQueue,
         healthOptions: healthOptions(config),
+        episodeOptions: episodeOptions(config),
         onError: (runId, err) => deps.log(`sweep: finishing what a request began: ${String(err)}`, { runId }),
       }),
     }),

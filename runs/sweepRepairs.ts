@@ -6,7 +6,7 @@ import type { Client } from '@temporalio/client';
 import { createOutcomeEmitter } from '../client/emitter';
 import { createHealthSignaler } from '../client/health';
 import { createInteractionSignaler } from '../client/interaction';
-import type { HealthOptions, InteractionRef } from '../contract/workflows';
+import type { EpisodeOptions, HealthOptions, InteractionRef } from '../contract/workflows';
 import { NotFoundError } from '../domain/errors';
 import type { Stores } from '../store';
 import { answerInteraction } from './answer';
@@ -24,13 +24,21 @@ export function sweepRepairs(deps: {
   client: Client;
   taskQueue: string;
   healthOptions: HealthOptions;
+  /** The worker's own (its callback schedule and timeouts), as every emitter passes them. */
+  episodeOptions: EpisodeOptions;
   /** Where a health signal or a close that failed is reported (the sweep replays the close). */
   onError: (runId: string, err: unknown) => void;
 }): SweepRepairs {
   const { stores, client, taskQueue } = deps;
   const ctx = runsContext({
     ...stores,
-    emitter: createOutcomeEmitter({ client, taskQueue, runs: stores.runs, emitter: 'sweep' }),
+    emitter: createOutcomeEmitter({
+      client,
+      taskQueue,
+      runs: stores.runs,
+      options: deps.episodeOptions,
+      emitter: 'sweep',
+    }),
     // Once, not batched: the resumed run's health hears of it now (its stall clock runs again).
     health: createHealthSignaler({
       client,

@@ -1,7 +1,8 @@
 // Concurrent conflicting transitions on the real servers: exactly one wins, the loser is a 409 that wrote
 // nothing (no phantom events), and the run's health workflow follows the winner.
 import assert from 'node:assert/strict';
-import { createOutcomeEmitter } from '../client/emitter';
+import { defaultPayloadConverter } from '@temporalio/common';
+import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
 import { createRunsService, type RunsServiceDeps } from '../runs/service';
 import { IllegalTransitionError } from '../domain/runStatus';
 import type { Stores } from '../store';
@@ -299,7 +300,10 @@ describe('concurrent transitions', function () {
     const pass = await later.sweepOnce();
     assert.equal(pass.transitionsFinished, 1, JSON.stringify(pass));
     assert.equal((await stores.runs.getById(run._id))?.status, 'failed');
-    await stack.client.workflow.getHandle(`${run._id}:end`).describe();
+    // Started with the worker's episode options (its callback schedule and timeouts), not the defaults.
+    const history = await stack.client.workflow.getHandle(`${run._id}:end`).fetchHistory();
+    const [, options] = history.events![0].workflowExecutionStartedEventAttributes!.input!.payloads!;
+    assert.deepEqual(defaultPayloadConverter.fromPayload(options), episodeOptions(stack.config));
     assert.deepEqual(
       (await stores.events.listForRun(run._id)).map((e) => e.type),
       ['run_started', 'run_failed'],

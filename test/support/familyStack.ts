@@ -21,6 +21,7 @@ import type { PushService } from './pushService';
 import { testConfig } from './stack';
 import { createSweepActivities, type SweepDeps } from '../../activities/sweep';
 import { DEFAULT_EPISODE_OPTIONS } from '../../contract/workflows';
+import { episodeOptions } from '../../client/emitter';
 import { healthOptions } from '../../client/health';
 import { sweepRepairs } from '../../runs/sweepRepairs';
 
@@ -139,6 +140,7 @@ export function sweepActivitiesOf(stack: WorkerStack, overrides: Partial<SweepDe
       client: stack.client,
       taskQueue: stack.config.temporalTaskQueue,
       healthOptions: healthOptions(stack.config),
+      episodeOptions: episodeOptions(stack.config),
       onError: (runId, err) => console.error(`finishing what a request of ${runId} began: ${String(err)}`),
     }),
     episodeOptions: DEFAULT_EPISODE_OPTIONS,
