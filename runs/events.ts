@@ -9,11 +9,16 @@ export async function recordEvents(ctx: RunsContext, run: Run, items: EventItem[
   return written;
 }
 
-/** The run's health workflow sees the events; failing to tell it never fails the operation. */
-export async function observe(ctx: RunsContext, run: Run, items: EventItem[]): Promise<void> {
+/**
+ * The run's health workflow sees the events; failing to tell it never fails the operation. False when it failed
+ * (a transition's row is then left open, so the sweep tells it again).
+ */
+export async function observe(ctx: RunsContext, run: Run, items: EventItem[]): Promise<boolean> {
   try {
     await ctx.health?.observe(run, items);
+    return true;
   } catch (err) {
     ctx.onEmitError?.(run._id, err);
+    return false;
   }
 }

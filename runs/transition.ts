@@ -117,8 +117,9 @@ export async function finishStuck(ctx: RunsContext, runId: string, revision: num
   const t =
     run && (run.revision ?? 0) === revision + 1 ? await ctx.runTransitions.get(runId, revision) : null;
   if (run && t?.open && t.status === run.status) {
-    // Its status write landed and its writer died before the events (the row is settled only after them): they
-    // are written by their ids, health is told, and the outcome goes out once more (its episode's id dedups it).
+    // Its status write landed and its writer died before the events, or health was not told (the row is settled
+    // only after both): the events are written by their ids, health is told, and the outcome goes out once more
+    // (its episode's id dedups it).
     const emit = t.status !== 'running' ? () => emitOutcome(ctx, run, t.set.error) : undefined;
     await writeEvents(ctx, run, t, withAnswer(t, answerOf(run, t)).items, emit);
     return true;
@@ -153,11 +154,12 @@ async function finishStuckTransition(ctx: RunsContext, run: Run): Promise<'finis
 }
 
 /**
- * The transition's events, then health told of them, the outcome emitted and the row settled side by side: under
- * a burst a health signal can take seconds, and the push to whoever the pause waits for must not wait behind it.
- * The events are written first, so whoever hears of the outcome finds them, and the row stays open until they
- * are: a writer dying before them leaves it for the sweep (finishStuck). Settled, the row is no longer open and
- * the one two revisions back is gone (only a revision's row and the one before it are ever read again).
+ * The transition's events, then health told of them (and the row settled) and the outcome emitted side by side:
+ * under a burst a health signal can take seconds, and the push to whoever the pause waits for must not wait behind
+ * it. The events are written first, so whoever hears of the outcome finds them, and the row stays open until they
+ * are and health heard of them: a writer dying before, or health not told, leaves it for the sweep (finishStuck).
+ * Settled, the row is no longer open and the one two revisions back is gone (only a revision's row and the one
+ * before it are ever read again).
  */
 async function writeEvents(
   ctx: RunsContext,
@@ -168,9 +170,12 @@ async function writeEvents(
 ): Promise<void> {
   const ids = items.map((item, i) => ({ id: `evt_${run._id}_r${t.revision}_${i}`, ...item }));
   await ctx.events.append(run, ids, t.at);
-  // Failing, the settle leaves the row open: the sweep finds its events written and settles it.
-  const settled = ctx.runTransitions.settle(run._id, t.revision).catch(() => undefined);
-  await Promise.all([observe(ctx, run, items), emit?.(), settled]);
+  // A lost resume would leave health paused for good (a paused run never stalls).
+  const toldThenSettled = async (): Promise<void> => {
+    if (await observe(ctx, run, items))
+      await ctx.runTransitions.settle(run._id, t.revision).catch(() => undefined);
+  };
+  await Promise.all([toldThenSettled(), emit?.()]);
 }
 
 /** The transition's fields and events with its answer (kept out of the row) put back. */

@@ -336,6 +336,42 @@ describe('concurrent transitions', function () {
     assert.equal((await later.sweepOnce()).transitionsFinished ?? 0, 0, 'once');
   });
 
+  it("a transition whose health signal failed is told to health again by the sweep: a resumed run's health does not stay paused", async () => {
+    const created = await alice.post('/api/v1/runs', { title: 'resumed, health untold' });
+    const runId = created.body.id as string;
+    await alice.post(`/api/v1/runs/${runId}/events`, { type: 'node_started', node: 'work' });
+    assert.equal((await alice.post(`/api/v1/runs/${runId}/soft-pause`, {})).status, 200);
+    const phaseOf = async () => (await alice.get(`/api/v1/runs/${runId}/health`)).body?.phase;
+    let phase: unknown;
+    await waitUntil('health paused', async () => (phase = await phaseOf()) === 'paused', {
+      timeoutMs: 60_000,
+      seen: () => phase,
+    });
+    // Temporal away for the resume's signal: the resume itself succeeds.
+    const away = createRunsService({
+      ...stores,
+      emitter: { emitRunOutcome: async () => undefined },
+      health: {
+        observe: async () => {
+          throw new Error('Temporal away');
+        },
+        flushAll: async () => undefined,
+      },
+    });
+    assert.equal((await away.resume({ userId: 'alice', teamId: 'acme' }, runId)).status, 'running');
+    assert.equal(await phaseOf(), 'paused', 'health was not told');
+    const later = sweepActivitiesOf(stack, { now: () => new Date(Date.now() + 10 * 60_000) });
+    assert.equal((await later.sweepOnce()).transitionsFinished, 1);
+    await waitUntil('health active again', async () => (phase = await phaseOf()) === 'active', {
+      timeoutMs: 60_000,
+      seen: () => phase,
+    });
+    assert.deepEqual(
+      (await stores.events.listForRun(runId)).map((e) => e.type),
+      ['run_started', 'node_started', 'run_paused', 'run_resumed'],
+    );
+  });
+
   it('a complete whose writer died between its win and its answer is taken over by the next operation', async () => {
     const caller = { userId: 'alice', teamId: 'acme' };
     const silent = { emitRunOutcome: async () => undefined };
