@@ -103,20 +103,22 @@ export function createOutcomeEmitter(deps: {
       await startInteraction(deps.client, deps.taskQueue, interaction);
       return;
     }
+    // Kept with the question before any execution climbs it: one emitted again (a watch ended) after the policy
+    // changed climbs the ladder it was asked with, or it would skip one rung and send another twice.
+    const rungs = await questions.interactions.keepLadder(
+      interaction.interactionId,
+      await questions.escalationPolicies.ladderFor(run),
+    );
     const plan = {
       open: true,
       askedAtMs: run.pause.at.getTime(),
-      rungs: await questions.escalationPolicies.ladderFor(run),
+      rungs,
       webhookRetrySeconds: options.callbackRetrySeconds,
     };
     await startInteraction(deps.client, deps.taskQueue, interaction, plan);
-    // After the start: a question noted opened whose workflow never started would never climb its ladder. Its
-    // ladder is kept with it, so a later execution climbs this one whatever the policy says by then.
+    // After the start: a question noted opened whose workflow never started would never climb its ladder.
     const opened = interactionClaimKeys.opened(interaction.interactionId);
-    await Promise.all([
-      questions.claims.noteOnce(opened, `emitter:${deps.emitter ?? 'api'}`, 'opened'),
-      questions.interactions.keepLadder(interaction.interactionId, plan.rungs),
-    ]);
+    await questions.claims.noteOnce(opened, `emitter:${deps.emitter ?? 'api'}`, 'opened');
   }
 
   return {

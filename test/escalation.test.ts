@@ -409,6 +409,51 @@ describe('escalation', function () {
     }
   });
 
+  it("a question emitted again after the team's policy changed (a watch ended) keeps its ladder: no rung twice", async () => {
+    const before = (await admin.get('/api/v1/teams/current/escalation')).body as { rungs: unknown[] };
+    const policy = (rungs: unknown[]) => admin.put('/api/v1/teams/current/escalation', { rungs });
+    assert.equal((await policy([{ afterSeconds: RUNG_SECONDS, to: ['carol'], via: 'push' }])).status, 200);
+    try {
+      const created = await alice.post('/api/v1/runs', { title: 'Deploy' });
+      const runId = created.body.id as string;
+      const paused = await alice.post(`/api/v1/runs/${runId}/pause`, { prompt: 'Ship it?' });
+      const interactionId = paused.body.interactionId as string;
+      await everySettled('the rung settled', [{ interactionId }], (id) => interactionClaimKeys.rung(id, 0));
+      const handle = stack.client.workflow.getHandle(interactionWorkflowId(interactionId));
+      const first = (await handle.describe()).runId;
+      await handle.terminate('ended with nothing left to send');
+      const changed = await policy([
+        { afterSeconds: RUNG_SECONDS, to: 'owner', via: 'push' },
+        { afterSeconds: RUNG_SECONDS + 1, to: ['carol'], via: 'push' },
+      ]);
+      assert.equal(changed.status, 200, changed.text);
+      // An assistant's watch on the paused run ends: its outcome is emitted again, and with it the question's
+      // workflow, a new execution.
+      assert.equal((await alice.put(`/api/v1/assistants/asst_1/watches/${runId}`)).status, 200);
+      assert.equal((await alice.delete(`/api/v1/assistants/asst_1/watches/${runId}`)).status, 204);
+      // Once it waits out its last minutes with nothing left to send, every rung of its ladder was decided.
+      await waitUntil('the new execution to have nothing left to send', async () => {
+        if ((await handle.describe()).runId === first) return false;
+        const { events } = await handle.fetchHistory();
+        return events!.some(
+          (e) => Number(e.timerStartedEventAttributes?.startToFireTimeout?.seconds ?? 0) >= 300,
+        );
+      });
+      assert.equal(carolsPushes(runId).length, 1, 'carol was sent her rung again');
+      assert.equal(
+        await stack.stores.claims.describe(interactionClaimKeys.rung(interactionId, 1)).then((c) => c.state),
+        'absent',
+        "the new policy's second rung is not this question's",
+      );
+      const answered = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
+        answer: 'y',
+      });
+      assert.equal(answered.status, 200, answered.text);
+    } finally {
+      await policy(before.rungs);
+    }
+  });
+
   it('a webhook rung posts one signed interaction.escalated event', async () => {
     const put = await admin.put('/api/v1/teams/current/escalation', {
       rungs: [{ afterSeconds: 1, to: 'team', via: 'webhook' }],
