@@ -149,6 +149,14 @@ export function requireAuth(authenticate: (ctx: Context) => Promise<Caller>): Mi
   };
 }
 
+/** Team admins only (the token's "roles": ["admin"]): anyone else is a 403, before their input is looked at. */
+export function requireAdmin(refusal: string): Middleware<AuthState> {
+  return async (ctx, next) => {
+    if (!ctx.state.caller.admin) throw new HttpError(403, refusal);
+    await next();
+  };
+}
+
 /** Mints a token for the local secret (npm run token, tests). `expiresIn` is a time span: '1d', '2h', '90m'. */
 export function mintToken(
   secret: string,

@@ -85,6 +85,8 @@ describe('escalation', function () {
     assert.deepEqual((await alice.get('/api/v1/teams/current/escalation')).body, { rungs: [] });
     const policy = { rungs: [{ afterSeconds: 600, to: 'owner', via: 'push' }] };
     assert.equal((await alice.put('/api/v1/teams/current/escalation', policy)).status, 403);
+    // Refused as who they are before what they sent is looked at.
+    assert.equal((await alice.put('/api/v1/teams/current/escalation', { rungs: 'x' })).status, 403);
     const rung = (afterSeconds: number) => ({ afterSeconds, to: 'team', via: 'push' });
     for (const bad of [
       { rungs: [1, 2, 3, 4, 5, 6].map((n) => rung(n * 60)) },

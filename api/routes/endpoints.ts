@@ -13,7 +13,7 @@ import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 import { HttpError } from '../../platform/http/httpErrors';
 import { rateLimiter, type Admitted } from '../../platform/http/rateLimit';
 import { validate, type HandlerContext } from '../../platform/http/validate';
-import type { AuthState } from '../auth';
+import { requireAdmin, type AuthState } from '../auth';
 import { createEndpointBody, endpointParams, updateEndpointBody } from '../endpointSchemas';
 import { attemptSummary } from '../episodesView';
 import { endpointAttemptsPage, recoverBody } from '../schemas';
@@ -69,11 +69,6 @@ function endpointAttemptView(row: CallbackAttemptRow, endpointId: string) {
   return { eventId, runId: row.runId, ...attemptSummary(row) };
 }
 
-const requireAdmin: Middleware<AuthState> = async (ctx, next) => {
-  if (!ctx.state.caller.admin) throw new HttpError(403, "a team's endpoints are managed by its admins");
-  await next();
-};
-
 /** The guard's refusal, as a 400 naming its category (never addresses); a resolver without an answer is a 503. */
 async function guardUrl(deps: EndpointsRouterDeps, url: string): Promise<void> {
   try {
@@ -94,7 +89,7 @@ interface EndpointState extends AuthState {
 
 export function endpointsRouter(deps: EndpointsRouterDeps) {
   const router = new Router<AuthState>({ prefix: '/api/v1/endpoints' });
-  router.use(requireAdmin);
+  router.use(requireAdmin("a team's endpoints are managed by its admins"));
   const load = async (teamId: string, id: string): Promise<EndpointRow> => {
     const row = await deps.endpoints.get(teamId, id);
     if (!row) throw new NotFoundError('endpoint not found');

@@ -3,9 +3,8 @@
 import Router from '@koa/router';
 import { newCallbackSecret } from '../../runs/service';
 import type { EscalationPolicyRow, EscalationPolicyStore } from '../../store/escalationPolicies';
-import { HttpError } from '../../platform/http/httpErrors';
 import { validate } from '../../platform/http/validate';
-import type { AuthState } from '../auth';
+import { requireAdmin, type AuthState } from '../auth';
 import { escalationPolicyBody } from '../schemas';
 
 export interface TeamsRouterDeps {
@@ -45,9 +44,9 @@ export function teamsRouter(deps: TeamsRouterDeps) {
       },
     ],
   });
-  router.put('/escalation', replace, async (ctx) => {
+  const admins = requireAdmin('only a team admin may change the escalation policy');
+  router.put('/escalation', admins, replace, async (ctx) => {
     const { caller } = ctx.state;
-    if (!caller.admin) throw new HttpError(403, 'only a team admin may change the escalation policy');
     const { row, secretCreated } = await deps.escalationPolicies.put(
       caller.teamId,
       ctx.state.input.body,
