@@ -260,7 +260,7 @@ describe('team endpoints: delivery', function () {
       await failing.close();
     }
   });
-  it('a released delivery is raised again by the sweep after its endpoint was edited (its secret, its description)', async () => {
+  it('a released delivery is raised again by the sweep after its endpoint was edited (its secret, its description, its types and state sent unchanged)', async () => {
     const admin = adminOf(stack.anonymous, 'eda', 'edited');
     const receiver = await CallbackReceiver.start();
     try {
@@ -278,6 +278,9 @@ describe('team endpoints: delivery', function () {
       await activities.recordTeamEvent(event);
       assert.equal((await admin.post(`${path}/rotate-secret`, {})).status, 200);
       assert.equal((await admin.request('PATCH', path, { description: 'ours' })).status, 200);
+      // As a form sends it: every field, the subscription as it was.
+      const resent = { description: 'ours', eventTypes: ['interaction.answered'], disabled: false };
+      assert.equal((await admin.request('PATCH', path, resent)).status, 200);
       await sweepActivitiesOf(stack).sweepOnce();
       const [delivered] = await receiver.waitFor(1);
       assert.equal(delivered.headers['webhook-id'], event.id);

@@ -64,15 +64,27 @@ export type EndpointChange = Partial<Pick<EndpointRow, 'url' | 'eventTypes' | 'd
 
 export type EndpointStore = ReturnType<typeof createEndpointStore>;
 
-/** The update a change makes: null fields removed, the rest set; a disable or enable says why and what resets. */
-function changeUpdate(change: EndpointChange, now: Date): UpdateFilter<EndpointRow> {
+/** Whether a change moves what the endpoint subscribes to: its state or its types, as values, not as fields sent. */
+function changesSubscription(change: EndpointChange, row: EndpointRow): boolean {
+  const types = change.eventTypes;
+  const sameTypes =
+    types === undefined ||
+    (types.length === row.eventTypes.length && types.every((type) => row.eventTypes.includes(type)));
+  return !sameTypes || (change.disabled !== undefined && change.disabled !== row.disabled);
+}
+
+/**
+ * The update a change makes to the row as read: null fields removed, the rest set; a disable or enable says why and
+ * what resets. Only a change of what it subscribes to ends what the sweep owes it of earlier events.
+ */
+function changeUpdate(change: EndpointChange, row: EndpointRow, now: Date): UpdateFilter<EndpointRow> {
   const unset: Partial<Record<keyof EndpointRow, ''>> = {};
   const set: Partial<EndpointRow> = { updatedAt: now };
   for (const [field, value] of Object.entries(change) as [keyof EndpointChange, unknown][]) {
     if (value === null) unset[field] = '';
     else if (value !== undefined) Object.assign(set, { [field]: value });
   }
-  if (change.disabled !== undefined || change.eventTypes !== undefined) set.subscriptionChangedAt = now;
+  if (changesSubscription(change, row)) set.subscriptionChangedAt = now;
   if (change.disabled !== undefined) {
     // Enabled again: the failure streak starts over, so it is not disabled again on its next failure.
     if (change.disabled) set.disabledReason = 'manual';
@@ -148,7 +160,7 @@ export function createEndpointStore(db: Db) {
     async update(teamId: string, id: string, change: EndpointChange, now: Date) {
       const row = await get(teamId, id);
       if (!row) return undefined;
-      await rows.updateOne({ _id: id }, changeUpdate(change, now));
+      await rows.updateOne({ _id: id }, changeUpdate(change, row, now));
       return (await rows.findOne({ _id: id })) ?? undefined;
     },
 
