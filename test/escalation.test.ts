@@ -456,6 +456,22 @@ describe('escalation', function () {
     }
   });
 
+  it('a rung to the team reaches its people however many devices each holds (up to PUSH_MAX_SUBSCRIPTIONS_PER_USER)', async () => {
+    // Twelve people with twenty devices each, the most a person may register by default.
+    const rows = Array.from({ length: 12 * 20 }, (_, i) => ({
+      _id: `sub_crowd_${i}`,
+      teamId: 'crowd',
+      userId: `person${String(Math.floor(i / 20)).padStart(2, '0')}`,
+    }));
+    await stack.mongo.db.collection('push_subscriptions').insertMany(rows as never[]);
+    const people = await stack.stores.pushSubscriptions.usersOfTeam('crowd', 10);
+    assert.deepEqual(
+      people,
+      Array.from({ length: 10 }, (_, i) => `person${String(i).padStart(2, '0')}`),
+    );
+    assert.equal((await stack.stores.pushSubscriptions.usersOfTeam('crowd', 100)).length, 12);
+  });
+
   it('a webhook rung posts one signed interaction.escalated event', async () => {
     const put = await admin.put('/api/v1/teams/current/escalation', {
       rungs: [{ afterSeconds: 1, to: 'team', via: 'webhook' }],

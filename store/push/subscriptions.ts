@@ -307,11 +307,27 @@ export function createPushSubscriptionStore(db: Db) {
       return subs.find({ userId: { $in: userIds } }).toArray();
     },
 
-    /** The people with a device registered under this team, at most `limit` (an escalation to the team). */
+    /**
+     * The people with a device registered under this team, at most `limit`, by id (an escalation to the team): read
+     * in pages on the index, each past the last person of the one before, so people with many devices never crowd
+     * out the rest. Most teams take one page.
+     */
     async usersOfTeam(teamId: string, limit: number): Promise<string[]> {
-      // A person holds a few devices: four rows a person read at most.
-      const rows = await subs.find({ teamId }, { projection: { userId: 1 }, limit: limit * 4 }).toArray();
-      return [...new Set(rows.map((row) => row.userId))].slice(0, limit);
+      const page = limit * 4;
+      const people = new Set<string>();
+      for (let after: string | undefined; ;) {
+        const rows = await subs
+          .find(
+            { teamId, ...(after === undefined ? {} : { userId: { $gt: after } }) },
+            { projection: { _id: 0, userId: 1 } },
+          )
+          .sort({ userId: 1 })
+          .limit(page)
+          .toArray();
+        for (const row of rows) people.add(row.userId);
+        if (rows.length < page || people.size >= limit) return [...people].slice(0, limit);
+        after = rows[rows.length - 1].userId;
+      }
     },
 
     /** Which of these people have a device registered under this team (a rung's named people). */
