@@ -10,7 +10,7 @@ import { endpointDeliveryKey, interactionTeamEvent } from '../domain/teamEvents'
 import { createStores } from '../store';
 import { adminOf } from './support/admin';
 import { CallbackReceiver } from './support/callbackReceiver';
-import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { startFamilyStack, sweepActivitiesOf, type FamilyStack } from './support/familyStack';
 import { recordFixture } from './support/harness';
 import { waitUntil } from './support/waitUntil';
 
@@ -106,6 +106,49 @@ describe('team endpoints: a recover', function () {
       await stack.client.workflow.getHandle(`team-event|${eventId}`).terminate('the test is done');
     } finally {
       await waiting.close();
+    }
+  });
+
+  it('an event a recover delivered is settled: the sweep does not raise it again, nor does a replay send it', async () => {
+    const since = new Date();
+    const once = await CallbackReceiver.start();
+    try {
+      const created = await adminOf(stack.anonymous, 'rex', 'recovered').post('/api/v1/endpoints', {
+        url: once.url,
+        eventTypes: ['interaction.answered'],
+      });
+      assert.equal(created.status, 201, created.text);
+      const endpointId = created.body.id as string;
+      const activities = createActivities({
+        config: stack.config,
+        stores: stack.stores,
+        client: stack.client,
+        log: () => undefined,
+      });
+      // Recorded, its delivery released (no claim, nothing sent): the admin recovers it before the sweep passes.
+      const at = new Date().toISOString();
+      const event = interactionTeamEvent(
+        'interaction.answered',
+        { id: 'run_recovered', teamId: 'recovered', status: 'running', title: 'Recovered' },
+        { id: 'int_recovered' },
+        { answeredBy: 'rex', answeredAt: at },
+        at,
+      );
+      await activities.recordTeamEvent(event);
+      const recover = await adminOf(stack.anonymous, 'rex', 'recovered').post(
+        `/api/v1/endpoints/${endpointId}/recover`,
+        { since: since.toISOString() },
+      );
+      assert.equal(recover.status, 202, recover.text);
+      const result = await stack.client.workflow.getHandle(recover.body.id).result();
+      assert.deepEqual(result, { found: 1, delivered: 1, failed: 0 });
+      const key = endpointDeliveryKey(event.id, endpointId);
+      assert.deepEqual(await stack.stores.claims.describe(key), { state: 'delivered', result: 'delivered' });
+      const pass = await sweepActivitiesOf(stack, { lookbackSeconds: 3600 }).sweepOnce();
+      assert.equal(pass.teamEventsRaised ?? 0, 0, JSON.stringify(pass));
+      assert.equal(once.received.length, 1, 'delivered once');
+    } finally {
+      await once.close();
     }
   });
 

@@ -38,8 +38,11 @@ export interface EndpointDeps extends Omit<CallbackDeps, 'runs' | 'callbackAttem
   rateLimits: RateLimitStore;
   /** Where a Slack message's input request finds its prompt. */
   interactions: Pick<InteractionStore, 'get'>;
-  /** The deliveries' claims: one settled delivered is known delivered even when its attempt row was lost. */
-  claims: Pick<ClaimStore, 'describeEach'>;
+  /**
+   * The deliveries' claims: one settled delivered is known delivered even when its attempt row was lost; a
+   * recover's send takes the claim, so neither the sweep nor a replayed episode sends what it delivered again.
+   */
+  claims: Pick<ClaimStore, 'describeEach' | 'describe' | 'tryMark' | 'markDelivered' | 'resettle' | 'unmark'>;
   /** The studio a Slack message links its run in (as the pushes do). */
   studioUrl: string;
   /** The callback family's schedule, which every delivery follows. */
@@ -234,6 +237,43 @@ export async function missedEvents(
 export function createEndpointActivities(deps: EndpointDeps) {
   const attemptEndpoint = endpointAttempter(deps);
 
+  /**
+   * A recover's send of one event, under the delivery's claim: taken while it is absent (a delivery released) or
+   * stale, settled delivered once sent, released otherwise (the sweep owes it as before). One that gave up is sent
+   * and its claim brought up to date. A claim in hand elsewhere (its own schedule) or settled delivered sends
+   * nothing: the recover listed it before that.
+   */
+  async function recoverOnce(
+    key: string,
+    recoverId: string,
+    attempt: () => Promise<CallbackAttempt>,
+  ): Promise<CallbackAttempt> {
+    const claim = await deps.claims.describe(key);
+    if (claim.state === 'delivered') {
+      if (claim.result === 'delivered') return { result: 'stop', detail: 'delivered already' };
+      const sent = await attempt();
+      if (sent.result === 'delivered') await deps.claims.resettle(key, 'delivered').catch(() => undefined);
+      return sent;
+    }
+    if (!(await deps.claims.tryMark(key, recoverId)))
+      return { result: 'stop', detail: 'its own delivery has it in hand' };
+    let sent: CallbackAttempt;
+    try {
+      sent = await attempt();
+    } catch (err) {
+      await deps.claims.unmark(key, recoverId).catch(() => undefined);
+      throw err;
+    }
+    // Sent: a store failing now must not fail the activity, or its retry would send it again; a claim left
+    // pending goes stale and is owed as before.
+    await (
+      sent.result === 'delivered'
+        ? deps.claims.markDelivered(key, recoverId)
+        : deps.claims.unmark(key, recoverId)
+    ).catch(() => undefined);
+    return sent;
+  }
+
   return {
     /**
      * The event with its sequence and the enabled endpoints subscribed to it when it happened (one created after it
@@ -268,11 +308,16 @@ export function createEndpointActivities(deps: EndpointDeps) {
       place: AttemptPlace,
     ): Promise<CallbackAttempt> {
       const activityStarted = Date.now();
-      const [endpoint, event] = await Promise.all([
-        deps.endpoints.getById(endpointId),
-        deps.teamEvents.get(eventId),
-      ]);
-      return attemptEndpoint(endpointId, endpoint, eventId, event, place, activityStarted);
+      const attempt = async () => {
+        const [endpoint, event] = await Promise.all([
+          deps.endpoints.getById(endpointId),
+          deps.teamEvents.get(eventId),
+        ]);
+        return attemptEndpoint(endpointId, endpoint, eventId, event, place, activityStarted);
+      };
+      return place.recoverId
+        ? recoverOnce(endpointDeliveryKey(eventId, endpointId), place.recoverId, attempt)
+        : attempt();
     },
 
     /** The event read once and the endpoints in one read: what each attempt would read for itself. */
