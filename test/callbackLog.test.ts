@@ -5,7 +5,9 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { Webhook } from 'standardwebhooks';
 import webpush from 'web-push';
-import { createCallbackActivities, RECORD_DEADLINE_MS } from '../activities/callback';
+import { createCallbackActivities, logAttempt, RECORD_DEADLINE_MS } from '../activities/callback';
+import { MongoClient } from 'mongodb';
+import { createCallbackAttemptStore } from '../store/callback/attempts';
 import { createActivities } from '../activities';
 import { createSweepActivities } from '../activities/sweep';
 import { MAX_ATTEMPTS_SHOWN } from '../api/episodesView';
@@ -161,6 +163,52 @@ describe('callback attempt log', function () {
     assert.equal(episode.callbackAttempts[0].workflowRunId, undefined, 'no Temporal internals for users');
     // Another team sees nothing of it.
     assert.equal((await alice.as('eve', 'other').get(`/api/v1/runs/${id}/episodes`)).status, 404);
+  });
+
+  it('an attempt after many held ones is logged in a few writes, not one per row before it', async () => {
+    const episodeId = 'run_held_many:end';
+    const at = new Date();
+    // A callback the team's breaker held through a long outage: a row per hold, all under its second attempt.
+    await mongo.db.collection('callback_attempts').insertMany(
+      Array.from({ length: 300 }, (_, i) => ({
+        _id: `${episodeId}|${i + 1}`,
+        episodeId,
+        runId: 'run_held_many',
+        teamId: 'acme',
+        attempt: i + 1,
+        at: new Date(at.getTime() - (300 - i) * 1000),
+        result: 'retry',
+        error: 'breaker_open',
+      })) as never[],
+    );
+    const monitored = new MongoClient(config.mongoUrl, { monitorCommands: true });
+    await monitored.connect();
+    try {
+      let inserts = 0;
+      monitored.on('commandStarted', (event) => void (event.commandName === 'insert' && inserts++));
+      const log = createCallbackAttemptStore(monitored.db(config.mongoDb));
+      const outcome = { result: 'retry', detail: 'breaker open', held: 'breaker_open' } as const;
+      await logAttempt(
+        {},
+        log,
+        { episodeId, runId: 'run_held_many' },
+        {
+          sent: true,
+          outcome,
+          error: 'breaker_open',
+          held: 'breaker_open',
+          at,
+          durationMs: 0,
+          teamId: 'acme',
+        },
+        { attempt: 2, trigger: 'episode', waitIfRetried: 60, heldWaits: { held: 298 } },
+      );
+      assert.ok(inserts <= 2, `${inserts} inserts`);
+      const [newest] = await log.listForEpisode(episodeId, 1);
+      assert.equal(newest.attempt, 301);
+    } finally {
+      await monitored.close();
+    }
   });
 
   it('a delivered first attempt is one row; an episode without a callback has none', async () => {
