@@ -17,6 +17,7 @@ import { createInteractionActivities } from '../activities/interaction';
 import type { PushActivityDeps } from '../activities/push';
 import { callbackSendSettings } from '../delivery/callback/send';
 import { CallbackReceiver } from './support/callbackReceiver';
+import { sweepActivitiesOf } from './support/familyStack';
 import { ApiClient, recordFixture } from './support/harness';
 import type { PushService, SubscriptionJSON } from './support/pushService';
 import { startPushStack, subscribeDevices, type PushStack } from './support/pushStack';
@@ -470,6 +471,30 @@ describe('escalation', function () {
       Array.from({ length: 10 }, (_, i) => `person${String(i).padStart(2, '0')}`),
     );
     assert.equal((await stack.stores.pushSubscriptions.usersOfTeam('crowd', 100)).length, 12);
+  });
+
+  it("a close every device refused for good is settled, not replayed by the sweep's every pass", async () => {
+    const [{ runId, interactionId }] = await pausesOf(1, [{ afterSeconds: 1, to: ['carol'], via: 'push' }]);
+    await everySettled('the rung sent', [{ interactionId }], (id) => interactionClaimKeys.rung(id, 0));
+    assert.equal(carolsPushes(runId).length, 1);
+    // Carol's push service now refuses what we send her (400: the same message will never be taken).
+    push.failAlways(carol, 400);
+    const before = push.attempts(carol).length;
+    const answered = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
+      answer: 'y',
+    });
+    assert.equal(answered.status, 200, answered.text);
+    await waitUntil('the close tried', () => push.attempts(carol).length > before);
+    const key = interactionClaimKeys.answered(interactionId);
+    let state: unknown;
+    await waitUntil(
+      'the close decided',
+      async () => (state = await stack.stores.claims.state(key)) !== 'pending',
+      { seen: () => state },
+    );
+    assert.equal(state, 'delivered', 'settled: nothing left to close');
+    const pass = await sweepActivitiesOf(stack).sweepOnce();
+    assert.equal(pass.closesReplayed, 0, JSON.stringify(pass));
   });
 
   it('a webhook rung posts one signed interaction.escalated event', async () => {

@@ -61,6 +61,9 @@ export async function closeAnswered(
     receipts: { teamId: run.teamId, runId: run._id, kind: 'answered' },
   });
   // A device whose push service is down is still owed its close: failed, the claim is released, and the sweep
-  // replays the close (the devices closed already are skipped) until it reaches that one too.
-  return followUpResult(sent);
+  // replays the close (the devices closed already are skipped) until it reaches that one too. Refused for good by
+  // every device (a push service that will never take it), nothing is left to close: a claim released would have
+  // every sweep pass of its window replay it.
+  const result = followUpResult(sent);
+  return result.result === 'failed' && !result.retry ? { result: 'not_addressable', delivered: 0 } : result;
 }
