@@ -5,6 +5,7 @@ import { MongoClient } from 'mongodb';
 import { z } from 'zod';
 import { DEFAULT_CALLBACK_RETRY_SECONDS } from './domain/callback';
 import { STUDIO_URL_MAX_LENGTH } from './domain/declarativePush';
+import { OPS_ALERT_MAX_TRIES, opsAlertMaxWaitMs, opsAlertTries } from './domain/ops';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -416,6 +417,18 @@ const deliverySection = section({
   callbackBreakerFailures: ['CALLBACK_BREAKER_FAILURES', count.default(20)],
   /** The breaker's first cool-down; each failed probe doubles it, up to 20 times this. */
   callbackBreakerCooldownSeconds: ['CALLBACK_BREAKER_COOLDOWN_SECONDS', boundedSeconds(30, 3600)],
+}).superRefine((d, ctx) => {
+  // Each of an alert's tries is about a dozen events of its one workflow history, which Temporal ends at 51,200.
+  const tries = opsAlertTries(d.opsAlertRetryHours, d.claimGraceSeconds);
+  if (tries > OPS_ALERT_MAX_TRIES)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['OPS_ALERT_RETRY_HOURS'],
+      message:
+        `must allow at most ${OPS_ALERT_MAX_TRIES} tries of an alert (its workflow's history), got ` +
+        `${d.opsAlertRetryHours} hours of tries ${opsAlertMaxWaitMs(d.claimGraceSeconds) / 1000} s apart ` +
+        `(CLAIM_GRACE_SECONDS / 3, at most 600): ${tries} tries; lower it or raise CLAIM_GRACE_SECONDS`,
+    });
 });
 
 const rate = (limit: number, windowSeconds: number) => ({ limit, windowSeconds });

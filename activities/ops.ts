@@ -1,7 +1,7 @@
 // The operator family's I/O: classify a failed run from the store, POST an alert to the operator webhook and
 // stamp the run's transition marker off a confirmed claim.
 import type { AlertClaim, AlertRetrySettings, AlertSend } from '../contract/activities';
-import { callbackExhaustedAlert, runFailedAlert, type OperatorAlert } from '../domain/ops';
+import { callbackExhaustedAlert, opsAlertMaxWaitMs, runFailedAlert, type OperatorAlert } from '../domain/ops';
 import type { RunOutcome } from '../domain/outcome';
 import type { ClaimStore } from '../store/claims';
 import type { RunStore } from '../store/runs';
@@ -91,7 +91,7 @@ export function createOpsActivities(deps: OpsDeps) {
     async opsAlertSettings(): Promise<AlertRetrySettings> {
       return {
         retryForMs: Math.round(deps.retryHours * 3600_000),
-        maxWaitMs: Math.max(1000, Math.min(600_000, Math.floor((deps.claimGraceSeconds * 1000) / 3))),
+        maxWaitMs: opsAlertMaxWaitMs(deps.claimGraceSeconds),
       };
     },
 

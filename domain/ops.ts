@@ -192,3 +192,30 @@ export function endpointDisabledAlert(
     at: disabledAt.toISOString(),
   };
 }
+
+/** An operator alert's first wait after a failed attempt; each wait doubles, up to opsAlertMaxWaitMs. */
+export const OPS_ALERT_FIRST_WAIT_MS = 2000;
+
+/** An alert's longest wait: a third of the claim's grace (it renews its claim between attempts), 1 s to 10 min. */
+export const opsAlertMaxWaitMs = (claimGraceSeconds: number): number =>
+  Math.max(1000, Math.min(600_000, Math.floor((claimGraceSeconds * 1000) / 3)));
+
+/**
+ * The attempts an alert makes before it gives up, as its workflow schedules them. Each is about a dozen history
+ * events in one execution, which Temporal ends at 51,200: OPS_ALERT_MAX_TRIES keeps well inside that.
+ */
+export function opsAlertTries(retryHours: number, claimGraceSeconds: number): number {
+  const retryForMs = retryHours * 3600_000;
+  const maxWaitMs = opsAlertMaxWaitMs(claimGraceSeconds);
+  let tries = 1;
+  let waited = 0;
+  let wait = OPS_ALERT_FIRST_WAIT_MS;
+  // The doubling waits, then the rest of the window at the longest one.
+  for (; wait < maxWaitMs && waited + wait <= retryForMs; wait = Math.min(wait * 2, maxWaitMs)) {
+    waited += wait;
+    tries++;
+  }
+  return tries + Math.max(0, Math.floor((retryForMs - waited) / maxWaitMs));
+}
+
+export const OPS_ALERT_MAX_TRIES = 3000;

@@ -16,7 +16,7 @@ import type { Activities } from '../contract/activities';
 import { runAttributes } from '../contract/searchAttributes';
 import { operatorAlertWorkflowId, type BranchResult } from '../contract/workflows';
 import { claimKeys } from '../domain/outcome';
-import type { OperatorAlert } from '../domain/ops';
+import { OPS_ALERT_FIRST_WAIT_MS, type OperatorAlert } from '../domain/ops';
 import {
   holder,
   quickCalls,
@@ -54,8 +54,6 @@ const webhookOnce = proxyActivities<Activities>({
   retry: { maximumAttempts: 1 },
 });
 
-const FIRST_WAIT_MS = 2000;
-
 /** The inline dispatch that histories recorded before OPS_ALERT_WORKFLOW_PATCH replay. */
 export async function dispatchOperatorAlert(quick: QuickCalls, alert: OperatorAlert): Promise<BranchResult> {
   const key = claimKeys.ops(alert.episodeKey);
@@ -87,7 +85,7 @@ async function dispatchRetrying(quick: QuickCalls, alert: OperatorAlert): Promis
   if (!(await quick.tryMark(key, me))) return 'claimed_elsewhere';
   const { retryForMs, maxWaitMs } = await quick.opsAlertSettings();
   const giveUpAt = Date.now() + retryForMs;
-  for (let wait = FIRST_WAIT_MS; ; wait = Math.min(wait * 2, maxWaitMs)) {
+  for (let wait = OPS_ALERT_FIRST_WAIT_MS; ; wait = Math.min(wait * 2, maxWaitMs)) {
     let failure: { reason: string; final: boolean };
     try {
       // Settled by the activity itself right after the 2xx; a repeat checks the claim before sending.

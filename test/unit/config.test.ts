@@ -312,6 +312,19 @@ describe('config', () => {
     assert.equal(loadConfig({ ...base, HOST: 'example.com', PORT: '81' }).studioUrl, 'http://example.com:81');
   });
 
+  it("an operator alert's retries must fit one workflow history: OPS_ALERT_RETRY_HOURS against CLAIM_GRACE_SECONDS", () => {
+    assert.equal(loadConfig({ ...base, OPS_ALERT_RETRY_HOURS: '72' }).opsAlertRetryHours, 72);
+    assert.equal(
+      loadConfig({ ...base, CLAIM_GRACE_SECONDS: '60', OPS_ALERT_RETRY_HOURS: '12' }).claimGraceSeconds,
+      60,
+    );
+    for (const vars of [{ OPS_ALERT_RETRY_HOURS: '120' }, { CLAIM_GRACE_SECONDS: '60' }])
+      assert.throws(
+        () => loadConfig({ ...base, ...vars }),
+        /^ConfigError: OPS_ALERT_RETRY_HOURS must allow at most 3000 tries/,
+      );
+  });
+
   it('PUSH_BURST_LIMIT=0 switches the burst bound off', () => {
     assert.equal(loadConfig({ ...base, PUSH_BURST_LIMIT: '0' }).pushBurstRate, undefined);
     assert.deepEqual(loadConfig({ ...base, PUSH_BURST_LIMIT: '1' }).pushBurstRate, {
