@@ -36,7 +36,7 @@ import type { CallbackAttemptStore } from '../store/callback/attempts';
 import { raiseTeamEvent } from '../client/teamEvents';
 import { endpointDeliveryKey } from '../domain/teamEvents';
 import type { EndpointRow, EndpointStore } from '../store/endpoint/endpoints';
-import { teamEventOf, type TeamEventRow, type TeamEventStore } from '../store/endpoint/teamEvents';
+import { teamEventOf, type TeamEventHeader, type TeamEventStore } from '../store/endpoint/teamEvents';
 import type { RateLimitStore } from '../store/rateLimits';
 import {
   digestEntryOf,
@@ -334,7 +334,7 @@ async function raiseOwedTeamEvents(
     return listed;
   };
   const perPass = deps.teamEventsPerPass ?? TEAM_EVENTS_PER_PASS;
-  const owed: TeamEventRow[] = [];
+  const owed: TeamEventHeader[] = [];
   for await (const page of teamEvents.recordedSince(since, deps.pageSize)) {
     for (const row of page) {
       const happened = Date.parse(row.occurredAt);
@@ -351,8 +351,10 @@ async function raiseOwedTeamEvents(
     if (owed.length >= perPass) break;
   }
   owed.splice(perPass);
+  // Listed without their bodies: the few owed are read whole, in one read.
+  const whole = await teamEvents.getMany(owed.map((row) => row._id));
   let raised = 0;
-  await mapBounded(owed, START_LANES, async (row) => {
+  await mapBounded(whole, START_LANES, async (row) => {
     if (await raiseTeamEvent(deps.client, deps.taskQueue, teamEventOf(row))) raised++;
   });
   return raised;

@@ -267,4 +267,47 @@ describe('team endpoints: a recover', function () {
       await monitored.close();
     }
   });
+
+  it("lists only the endpoint's types, and never an event's body: other types' finished runs with long answers cost it nothing", async () => {
+    const since = new Date();
+    const endpointId = await createEndpoint('run.cancelled');
+    const monitored = new MongoClient(stack.config.mongoUrl, { monitorCommands: true });
+    await monitored.connect();
+    try {
+      const stores = createStores(monitored.db(stack.config.mongoDb), {
+        claimGraceSeconds: stack.config.claimGraceSeconds,
+      });
+      const now = new Date(Date.now() + 1000);
+      const record = (id: string, type: 'run.finished' | 'run.cancelled', data: Record<string, unknown>) =>
+        stores.teamEvents.record(
+          {
+            id,
+            type,
+            teamId: 'acme',
+            runId: id,
+            run: { id, status: 'finished', title: 'long' },
+            data,
+            occurredAt: now.toISOString(),
+          },
+          now,
+        );
+      // Ten finished runs, each with a 100,000-character answer, and the one cancelled run the endpoint missed.
+      for (let i = 0; i < 10; i++)
+        await record(`ev:long${i}:end`, 'run.finished', { finalAnswer: 'x'.repeat(100_000) });
+      await record('ev:cancelled:end', 'run.cancelled', {});
+      let replied = 0;
+      monitored.on('commandSucceeded', (e) => void (replied += JSON.stringify(e.reply).length));
+      const found = await missedEvents(stores, {
+        teamId: 'acme',
+        endpointId,
+        since: since.toISOString(),
+        until: new Date(now.getTime() + 1000).toISOString(),
+        maxSends: 1000,
+      });
+      assert.deepEqual(found, ['ev:cancelled:end']);
+      assert.ok(replied < 20_000, `${replied} bytes read`);
+    } finally {
+      await monitored.close();
+    }
+  });
 });

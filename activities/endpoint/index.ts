@@ -15,7 +15,7 @@ import type { Signing } from '../../delivery/callback/send';
 import type { CallbackAttemptStore } from '../../store/callback/attempts';
 import type { ClaimStore } from '../../store/claims';
 import type { EndpointRow, EndpointStore } from '../../store/endpoint/endpoints';
-import type { TeamEventRow, TeamEventStore } from '../../store/endpoint/teamEvents';
+import type { TeamEventHeader, TeamEventRow, TeamEventStore } from '../../store/endpoint/teamEvents';
 import type { InteractionStore } from '../../store/interactions';
 import type { RateLimitStore } from '../../store/rateLimits';
 import type { RunStore } from '../../store/runs';
@@ -200,16 +200,13 @@ export async function missedEvents(
   if (!endpoint) return [];
   const events = await deps.teamEvents.listForTeam(
     input.teamId,
+    endpoint.eventTypes,
     new Date(input.since),
     new Date(input.until),
     RECOVER_READ_MAX,
   );
-  const owed = events.filter(
-    (event) =>
-      endpoint.eventTypes.includes(event.type) &&
-      new Date(event.occurredAt).getTime() >= endpoint.createdAt.getTime(),
-  );
-  const keyOf = (event: TeamEventRow) => endpointDeliveryKey(event._id, endpoint._id);
+  const owed = events.filter((event) => new Date(event.occurredAt).getTime() >= endpoint.createdAt.getTime());
+  const keyOf = (event: TeamEventHeader) => endpointDeliveryKey(event._id, endpoint._id);
   const missed: string[] = [];
   for (let from = 0; from < owed.length && missed.length < input.maxSends; from += RECOVER_CHECK_BATCH) {
     const batch = owed.slice(from, from + RECOVER_CHECK_BATCH);

@@ -4,7 +4,13 @@
 // next number is tried; the event's id is the _id, so recording it again answers the row as first recorded (its
 // sequence never changes).
 import type { Db } from 'mongodb';
-import { firstSequence, SEQUENCES_PER_MS, type TeamEvent, type TeamEventRun } from '../../domain/teamEvents';
+import {
+  firstSequence,
+  SEQUENCES_PER_MS,
+  type SubscribableEventType,
+  type TeamEvent,
+  type TeamEventRun,
+} from '../../domain/teamEvents';
 import { CLAIM_RETENTION_SECONDS } from '../claims';
 import { isDuplicateKey, type IndexSpec } from '../mongo';
 import { inPages } from '../paging';
@@ -21,6 +27,10 @@ export function teamEventOf(row: TeamEventRow): TeamEvent {
   const { _id, sequence: _sequence, recordedAt: _recordedAt, ...event } = row;
   return { id: _id, ...event };
 }
+
+/** What tells events apart (whose, which, when), without their bodies. */
+export type TeamEventHeader = Pick<TeamEventRow, '_id' | 'teamId' | 'type' | 'occurredAt' | 'recordedAt'>;
+const HEADER = { _id: 1, teamId: 1, type: 1, occurredAt: 1, recordedAt: 1 } as const;
 
 export const teamEventIndexes: IndexSpec[] = [
   {
@@ -76,18 +86,43 @@ export function createTeamEventStore(db: Db) {
       return (await rows.findOne({ _id: id })) ?? undefined;
     },
 
-    /** A team's events recorded in [since, until), oldest first, at most `limit` (an endpoint's recover). */
-    async listForTeam(teamId: string, since: Date, until: Date, limit: number): Promise<TeamEventRow[]> {
+    /** Several by id in one read, whole (the few the sweep found owed). */
+    async getMany(ids: string[]): Promise<TeamEventRow[]> {
+      if (!ids.length) return [];
+      return rows.find({ _id: { $in: ids } }).toArray();
+    },
+
+    /**
+     * A team's events of these types recorded in [since, until), oldest first, at most `limit` (an endpoint's
+     * recover): what tells them apart, never their bodies (a finished run's answer is up to 1 MB).
+     */
+    async listForTeam(
+      teamId: string,
+      types: SubscribableEventType[],
+      since: Date,
+      until: Date,
+      limit: number,
+    ): Promise<TeamEventHeader[]> {
       return rows
-        .find({ teamId, recordedAt: { $gte: since, $lt: until } })
+        .find<TeamEventHeader>(
+          { teamId, recordedAt: { $gte: since, $lt: until }, type: { $in: types } },
+          { projection: HEADER },
+        )
         .sort({ recordedAt: 1, _id: 1 })
         .limit(limit)
         .toArray();
     },
 
-    /** Events recorded since `since`, in pages of `pageSize` (the sweep's window): one cursor, a batch per page. */
-    recordedSince(since: Date, pageSize: number): AsyncGenerator<TeamEventRow[]> {
-      return inPages(rows.find({ recordedAt: { $gte: since } }, { batchSize: pageSize + 1 }), pageSize);
+    /**
+     * Events recorded since `since`, in pages of `pageSize` (the sweep's window): one cursor, a batch per page,
+     * without their bodies.
+     */
+    recordedSince(since: Date, pageSize: number): AsyncGenerator<TeamEventHeader[]> {
+      const cursor = rows.find<TeamEventHeader>(
+        { recordedAt: { $gte: since } },
+        { batchSize: pageSize + 1, projection: HEADER },
+      );
+      return inPages(cursor, pageSize);
     },
 
     /** The sweep's reaper where the server has no TTL index (FerretDB v1). */

@@ -14,7 +14,7 @@ const STORE = path.join(ROOT, 'store');
 const sourceOf = (file: string): string => readFileSync(file, 'utf8').replace(/^\s*\/\/.*$/gm, '');
 
 /** Driver calls that select rows by a filter: an arrow function argument is Array.prototype.find, not a query. */
-const QUERY_CALL = /\.(find|countDocuments|deleteMany|updateMany)\(\s*(?!\(|\w+\s*=>|async\b)/g;
+const QUERY_CALL = /\.(find|countDocuments|deleteMany|updateMany)(<[^>()]*>)?\(\s*(?!\(|\w+\s*=>|async\b)/g;
 /** findOne not keyed by _id is a query too. */
 const FIND_ONE_NOT_BY_ID = /\.findOne\(\s*(?!\{\s*_id\b)/g;
 /** The shared helpers that issue a query for their caller: a paged listing (store/paging.ts), a slot (slots.ts). */
