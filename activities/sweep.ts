@@ -34,6 +34,7 @@ import type { ClaimStore } from '../store/claims';
 import type { PushDeliveryStore } from '../store/push/deliveries';
 import type { CallbackAttemptStore } from '../store/callback/attempts';
 import { raiseTeamEvent } from '../client/teamEvents';
+import type { RunOutcome } from '../domain/outcome';
 import { endpointDeliveryKey } from '../domain/teamEvents';
 import type { EndpointRow, EndpointStore } from '../store/endpoint/endpoints';
 import { teamEventOf, type TeamEventHeader, type TeamEventStore } from '../store/endpoint/teamEvents';
@@ -146,7 +147,7 @@ export function createSweepActivities(deps: SweepDeps) {
         for await (const page of deps.runs.listNotifiableRefs(since, deps.pageSize)) {
           pass.scanned += page.length;
           const owed = page.flatMap((ref) => owedEpisode(ref, deps.families) ?? []);
-          await markOlderClaims(deps, owed, marked, claimsFrom);
+          await markOlderClaims(deps, page, owed, marked, claimsFrom);
           const unsettled = owed.filter((episode) => episode.keys.some((key) => !marked.has(key)));
           pass.unsettled += unsettled.length;
           progress.beat({ phase: 'starting', ...pass });
@@ -262,18 +263,22 @@ async function startUnopened(deps: SweepDeps, page: SweepRef[], marked: Set<stri
  */
 async function markOlderClaims(
   deps: SweepDeps,
+  page: SweepRef[],
   owed: OwedEpisode[],
   marked: Set<string>,
   claimsFrom: Date,
 ): Promise<void> {
-  const older = owed.flatMap((episode) => {
-    if (Date.parse(episode.outcome.occurredAt) >= claimsFrom.getTime()) return [];
-    const interaction = deps.interactions ? interactionOf(episode.outcome) : undefined;
-    return [
-      ...episode.keys,
-      ...(interaction ? [interactionClaimKeys.opened(interaction.interactionId)] : []),
-    ].filter((key) => !marked.has(key));
-  });
+  const isOlder = (outcome: RunOutcome) => Date.parse(outcome.occurredAt) < claimsFrom.getTime();
+  const keys = owed.flatMap((episode) => (isOlder(episode.outcome) ? episode.keys : []));
+  // Every question of the page, owed or not: one under the standby veto owes no push, yet its workflow is
+  // started by startUnopened unless its note is known.
+  if (deps.interactions)
+    for (const ref of page) {
+      const outcome = outcomeOfRef(ref);
+      const interaction = outcome && isOlder(outcome) && interactionOf(outcome);
+      if (interaction) keys.push(interactionClaimKeys.opened(interaction.interactionId));
+    }
+  const older = keys.filter((key) => !marked.has(key));
   if (older.length) for (const key of await deps.claims.markedAmong(older)) marked.add(key);
 }
 

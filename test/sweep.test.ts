@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
 import type { Config } from '../config';
+import { interactionClaimKeys } from '../domain/interaction';
 import type { Run } from '../domain/run';
 import { owedEpisode, type SweepFamilies } from '../domain/sweep';
 import { ensureAllIndexes } from '../store';
@@ -182,6 +183,42 @@ describe('the reconciliation sweep at scale', function () {
       now,
     });
     assert.deepEqual(await sweep.sweepOnce(), { scanned: 1, unsettled: 0, started: 0 });
+  });
+
+  it('an old question under the standby veto, touched back into the window, is not started again: its note is asked by key', async () => {
+    const touchedDb = mongo.db(`${config.mongoDb}_sweep_vetoed`);
+    await ensureAllIndexes(touchedDb);
+    const now = new Date();
+    // Paused two days ago under two assistants' watches (no push owed), its question's workflow started then; one
+    // watch ended a minute ago (the run's updatedAt), the other still vetoes.
+    const askedAt = new Date(now.getTime() - 2 * 24 * 3600_000);
+    const touched = run(5, now);
+    const vetoed: Run = {
+      ...touched,
+      _id: `sweep_vetoed_${RUN_PREFIX}`,
+      assistantWatchers: ['asst_b'],
+      pause: { ...touched.pause!, at: askedAt },
+    };
+    await touchedDb.collection<Run>('runs').insertOne(vetoed);
+    await touchedDb.collection<ClaimRow>('sent_notifications').insertOne({
+      _id: interactionClaimKeys.opened(vetoed.pause!.interactionId!),
+      holder: 'emitter:api',
+      delivered: true,
+      result: 'opened',
+      sent_at: askedAt,
+    });
+    const { sweep } = sweepActivitiesOn(touchedDb, {
+      client,
+      taskQueue: `sweep-no-worker-${randomBytes(4).toString('hex')}`,
+      families: FAMILIES,
+      graceSeconds: GRACE_SECONDS,
+      lookbackSeconds: 3600,
+      pageSize: PAGE_SIZE,
+      now,
+      questions: true,
+    });
+    const pass = await sweep.sweepOnce();
+    assert.equal(pass.interactionsStarted ?? 0, 0, JSON.stringify(pass));
   });
 
   it('the range pre-check finds the claims written since the window began; an older claim reads as not in hand', async () => {

@@ -6,6 +6,7 @@ import { createSweepActivities } from '../../activities/sweep';
 import type { SweepFamilies } from '../../domain/sweep';
 import { createCallbackAttemptStore } from '../../store/callback/attempts';
 import { createClaimStore, type ClaimStore } from '../../store/claims';
+import { createInteractionStore } from '../../store/interactions';
 import { createPushDeliveryStore } from '../../store/push/deliveries';
 import { createRateLimitStore } from '../../store/rateLimits';
 import { createRunStore, type RunStore } from '../../store/runs';
@@ -20,6 +21,8 @@ export interface SweepOnDbOptions {
   lookbackSeconds: number;
   pageSize: number;
   now: Date;
+  /** The questions' phases too (their workflows started, their closes replayed). */
+  questions?: boolean;
 }
 
 export interface SweepOnDb {
@@ -30,7 +33,7 @@ export interface SweepOnDb {
 }
 
 export function sweepActivitiesOn(db: Db, options: SweepOnDbOptions): SweepOnDb {
-  const { client, taskQueue, families, graceSeconds, lookbackSeconds, pageSize, now } = options;
+  const { client, taskQueue, families, graceSeconds, lookbackSeconds, pageSize, now, questions } = options;
   const runs = createRunStore(db);
   const claims = createClaimStore(db, { graceSeconds, now: () => now });
   const sweep = createSweepActivities({
@@ -46,6 +49,7 @@ export function sweepActivitiesOn(db: Db, options: SweepOnDbOptions): SweepOnDb 
     lookbackSeconds,
     pageSize,
     now: () => now,
+    ...(questions ? { interactions: createInteractionStore(db) } : {}),
   });
   return { sweep, runs, claims };
 }
