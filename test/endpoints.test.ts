@@ -181,6 +181,17 @@ describe('team endpoints: management', function () {
     assert.equal((await create(admin, {})).status, 409);
   });
 
+  it("an admin's creates and removals in a loop keep one row per place, not one per create", async () => {
+    const churner = adminOf(stack.anonymous, 'cy', 'churn');
+    for (let i = 0; i < 10; i++) {
+      const created = await create(churner, {});
+      assert.equal(created.status, 201, created.text);
+      assert.equal((await churner.delete(`/api/v1/endpoints/${created.body.id}`)).status, 204);
+    }
+    const rows = await stack.mongo.db.collection('endpoint_slots').countDocuments({ key: 'churn' });
+    assert.ok(rows <= PER_TEAM, `${rows} slot rows for ${PER_TEAM} places`);
+  });
+
   it('sends a signed endpoint.test event the endpoint’s secret verifies', async () => {
     const created = await create(admin, {});
     receiver.received.length = 0;

@@ -144,6 +144,9 @@ export function createEndpointStore(db: Db) {
         fields: { endpointId: input._id },
       });
       if (!slot) return undefined;
+      // The place's earlier uses are over: only its newest is kept, so a team's rows never grow with its creates.
+      for (const use of held)
+        if (use.slot === slot.slot && use.n < slot.n) await slots.deleteOne({ _id: use._id });
       const row: EndpointRow = {
         ...input,
         teamId,
