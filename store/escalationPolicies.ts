@@ -1,6 +1,7 @@
 // escalation_policies: one row per team, `_id` the team id: the rungs an open interaction climbs while nobody
 // answers, and where `via: webhook` rungs post (with the secret they are signed with, shown once when made).
 import type { Db } from 'mongodb';
+import { isDuplicateKey } from './mongo';
 import type { EscalationPolicy, EscalationRung } from '../domain/interaction';
 import type { Run } from '../domain/run';
 
@@ -28,7 +29,10 @@ export function createEscalationPolicyStore(db: Db) {
       return policy?.rungs ?? [];
     },
 
-    /** Replaces the team's policy; the webhook secret is kept, or `newSecret` taken when there was none. */
+    /**
+     * Replaces the team's policy; the webhook secret is kept, or `newSecret` taken when there was none: made by one
+     * conditional write, so first PUTs at once keep one secret and only the one that made it is told.
+     */
     async put(
       teamId: string,
       policy: EscalationPolicy,
@@ -36,19 +40,36 @@ export function createEscalationPolicyStore(db: Db) {
       now: Date,
       newSecret: () => string,
     ): Promise<{ row: EscalationPolicyRow; secretCreated: boolean }> {
-      const before = await rows.findOne({ _id: teamId }, { projection: { webhookSecret: 1 } });
-      const secretCreated = policy.webhookUrl !== undefined && !before?.webhookSecret;
-      const webhookSecret =
-        before?.webhookSecret ?? (policy.webhookUrl !== undefined ? newSecret() : undefined);
-      const row: EscalationPolicyRow = {
-        _id: teamId,
-        rungs: policy.rungs,
-        ...(policy.webhookUrl !== undefined ? { webhookUrl: policy.webhookUrl } : {}),
-        ...(webhookSecret ? { webhookSecret } : {}),
-        updatedAt: now,
-        updatedBy: by,
-      };
-      await rows.replaceOne({ _id: teamId }, row, { upsert: true });
+      let secretCreated = false;
+      if (policy.webhookUrl !== undefined) {
+        try {
+          const made = await rows.updateOne(
+            { _id: teamId, webhookSecret: { $exists: false } },
+            {
+              $set: { webhookSecret: newSecret() },
+              $setOnInsert: { rungs: [], updatedAt: now, updatedBy: by },
+            },
+            { upsert: true },
+          );
+          secretCreated = made.modifiedCount === 1 || made.upsertedCount === 1;
+        } catch (err) {
+          if (!isDuplicateKey(err)) throw err; // the team's row has its secret already
+        }
+      }
+      const row = await rows.findOneAndUpdate(
+        { _id: teamId },
+        {
+          $set: {
+            rungs: policy.rungs,
+            ...(policy.webhookUrl !== undefined ? { webhookUrl: policy.webhookUrl } : {}),
+            updatedAt: now,
+            updatedBy: by,
+          },
+          ...(policy.webhookUrl === undefined ? { $unset: { webhookUrl: '' as const } } : {}),
+        },
+        { upsert: true, returnDocument: 'after' },
+      );
+      if (!row) throw new Error(`the escalation policy of ${teamId} was not written`);
       return { row, secretCreated };
     },
   };

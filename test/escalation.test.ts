@@ -497,6 +497,32 @@ describe('escalation', function () {
     assert.equal(pass.closesReplayed, 0, JSON.stringify(pass));
   });
 
+  it('first PUTs of a webhook at the same moment make one secret: only the PUT that made it is told it', async () => {
+    const policy = {
+      rungs: [{ afterSeconds: 60, to: 'team' as const, via: 'webhook' as const }],
+      webhookUrl: receiver.url,
+    };
+    let minted = 0;
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, () =>
+        stack.stores.escalationPolicies.put(
+          'racers',
+          policy,
+          'fay',
+          new Date(),
+          () => `whsec_race${minted++}`,
+        ),
+      ),
+    );
+    const told = answers.filter((a) => a.secretCreated).map((a) => a.row.webhookSecret);
+    const stored = (await stack.stores.escalationPolicies.get('racers'))!.webhookSecret;
+    assert.deepEqual(told, [stored], `told ${JSON.stringify(told)}, stored ${stored}`);
+    assert.ok(
+      answers.every((a) => a.row.webhookSecret === stored),
+      'every answer signs with the stored secret',
+    );
+  });
+
   it('a webhook rung posts one signed interaction.escalated event', async () => {
     const put = await admin.put('/api/v1/teams/current/escalation', {
       rungs: [{ afterSeconds: 1, to: 'team', via: 'webhook' }],
