@@ -168,6 +168,8 @@ export interface FanOutResult {
   failed: number;
   /** Of the failed, those worth another try (5xx, 429, network). */
   retryable: number;
+  /** Of the failed, messages a push service refused as such (400, 413): never taken, however often sent again. */
+  rejected?: number;
   /**
    * Recipients held for their digest (quiet hours, do-not-disturb, a burst): in their digest's hands, but no
    * success (a fan-out whose sends all failed is released, whoever it held).

@@ -21,6 +21,7 @@ export function followUpResult(sent: {
   alreadyDelivered: number;
   failed: number;
   retryable: number;
+  rejected?: number;
 }): FollowUpResult {
   const delivered = sent.delivered + sent.alreadyDelivered;
   if (sent.retryable > 0) return { result: 'failed', delivered, retry: {} };
@@ -61,9 +62,11 @@ export async function closeAnswered(
     receipts: { teamId: run.teamId, runId: run._id, kind: 'answered' },
   });
   // A device whose push service is down is still owed its close: failed, the claim is released, and the sweep
-  // replays the close (the devices closed already are skipped) until it reaches that one too. Refused for good by
-  // every device (a push service that will never take it), nothing is left to close: a claim released would have
-  // every sweep pass of its window replay it.
+  // replays the close (the devices closed already are skipped) until it reaches that one too. The message refused
+  // as such by every device's push service (400, 413: never taken however often sent), nothing is left to close: a
+  // claim released would have every sweep pass of its window replay it. Any other failure (our key refused, a
+  // store write lost) may pass later, and is replayed.
   const result = followUpResult(sent);
-  return result.result === 'failed' && !result.retry ? { result: 'not_addressable', delivered: 0 } : result;
+  const refusedForGood = result.result === 'failed' && sent.failed > 0 && sent.rejected === sent.failed;
+  return refusedForGood ? { result: 'not_addressable', delivered: 0 } : result;
 }

@@ -199,6 +199,10 @@ async function handleOutcome(run: FanOutRun, sub: PushSubscriptionRow, outcome: 
       result.failed++;
       result.retryable++; // 5xx, 429 past its wait, network, resolver down: worth another activity attempt
       return;
+    case 'rejected':
+      result.failed++;
+      result.rejected = (result.rejected ?? 0) + 1;
+      return;
     default:
       result.failed++;
   }
