@@ -165,7 +165,7 @@ describe('callback attempt log', function () {
     assert.equal((await alice.as('eve', 'other').get(`/api/v1/runs/${id}/episodes`)).status, 404);
   });
 
-  it('an attempt after many held ones is logged in a few writes, not one per row before it', async () => {
+  it('an attempt after many held ones, or a replayed first one, is logged in a few writes, not one per row before it', async () => {
     const episodeId = 'run_held_many:end';
     const at = new Date();
     // A callback the team's breaker held through a long outage: a row per hold, all under its second attempt.
@@ -204,8 +204,25 @@ describe('callback attempt log', function () {
         { attempt: 2, trigger: 'episode', waitIfRetried: 60, heldWaits: { held: 298 } },
       );
       assert.ok(inserts <= 2, `${inserts} inserts`);
-      const [newest] = await log.listForEpisode(episodeId, 1);
-      assert.equal(newest.attempt, 301);
+      assert.equal((await log.listForEpisode(episodeId, 1))[0].attempt, 301);
+      // The sweep's replay of the released callback: a new execution's first attempt.
+      inserts = 0;
+      await logAttempt(
+        {},
+        log,
+        { episodeId, runId: 'run_held_many' },
+        {
+          sent: true,
+          outcome: { result: 'retry', detail: 'timed out' },
+          error: 'timeout',
+          at: new Date(at.getTime() + 1000),
+          durationMs: 30_000,
+          teamId: 'acme',
+        },
+        { attempt: 1, trigger: 'episode', waitIfRetried: 60 },
+      );
+      assert.ok(inserts <= 2, `${inserts} inserts`);
+      assert.equal((await log.listForEpisode(episodeId, 1))[0].attempt, 302);
     } finally {
       await monitored.close();
     }

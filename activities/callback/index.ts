@@ -100,7 +100,7 @@ async function inSlot(
 async function recordAttempt(
   deps: { log?: (line: string) => void; store?: CallbackAttemptStore },
   row: Omit<CallbackAttemptRow, '_id' | 'attempt'>,
-  guess: number | 'after-newest',
+  guess: number,
 ) {
   const store = deps.store;
   if (!store) return;
@@ -110,9 +110,7 @@ async function recordAttempt(
   const write = async () => {
     for (let tries = 1; ; tries++) {
       try {
-        const newest = guess === 'after-newest' ? await store.listForEpisode(row.episodeId, 1) : [];
-        const from = guess === 'after-newest' ? (newest[0]?.attempt ?? 0) + 1 : guess;
-        await store.record(row, from, deadline);
+        await store.record(row, guess, deadline);
         return;
       } catch (err) {
         const pause = 500 * tries;
@@ -256,15 +254,8 @@ export async function logAttempt(
     await recordAttempt(
       { log: deps.log, store: log },
       attemptRow({ ...logged, teamId, at, durationMs, outcome, error: attempt.error }, place),
-      // Only an episode's first attempt, never held, is sure of its number: a redelivery, a held attempt (a row per
-      // hold, each under the schedule's same number) and any attempt after one are numbered past the newest row
-      // (probing from the schedule's number would insert once per row already logged).
-      place?.trigger !== 'redeliver' &&
-        (place?.attempt ?? 1) === 1 &&
-        !attempt.held &&
-        !place?.heldWaits?.held
-        ? 1
-        : 'after-newest',
+      // The schedule's own number: one taken already (held attempts, a replay, a redelivery) goes past the newest.
+      place?.attempt ?? 1,
     );
   }
   if (endsSchedule(attempt.outcome, place)) deps.metrics?.callbackGaveUp();

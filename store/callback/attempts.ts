@@ -99,14 +99,17 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
   return {
     /**
      * Records an attempt under the first free number from `from` on (the caller's guess: its own count of
-     * attempts), and answers the number it took. Past `deadline` (epoch ms) it stops probing.
+     * attempts), and answers the number it took. A guess taken already (a held attempt's rows, an execution
+     * replayed by the sweep, a redelivery) goes on past the newest row, one indexed read, rather than one insert
+     * per row before it. Past `deadline` (epoch ms) it stops probing.
      */
     async record(
       row: Omit<CallbackAttemptRow, '_id' | 'attempt'>,
       from = 1,
       deadline = Infinity,
     ): Promise<number> {
-      for (let attempt = Math.max(1, from); attempt < from + MAX_PROBES; attempt++) {
+      let attempt = Math.max(1, from);
+      for (let probe = 0; probe < MAX_PROBES; probe++) {
         if (Date.now() >= deadline) break;
         try {
           await rows.insertOne({ _id: `${row.episodeId}|${attempt}`, ...row, attempt });
@@ -114,6 +117,11 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
         } catch (err) {
           if (!isDuplicateKey(err)) throw err;
         }
+        const [newest] =
+          probe === 0
+            ? await rows.find({ episodeId: row.episodeId }).sort({ at: -1, _id: -1 }).limit(1).toArray()
+            : [];
+        attempt = Math.max(attempt + 1, (newest?.attempt ?? 0) + 1);
       }
       throw new Error(`callback attempts of ${row.episodeId}: no free number from ${from} in time`);
     },

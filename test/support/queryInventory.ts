@@ -241,7 +241,8 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     hot: true,
     note:
       'the attempt log of each episode on a page of GET /runs/:id/episodes (newest 1,000); a recover, for each ' +
-      'give-up, whether it was re-sent lately (newest 50)',
+      'give-up, whether it was re-sent lately (newest 50); an attempt whose number was taken, the newest (1)',
+    sites: 2,
   },
   {
     module: 'callback/attempts',
