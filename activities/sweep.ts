@@ -99,8 +99,9 @@ export interface SweepDeps {
    */
   finishStoredAnswer?: (ref: InteractionRef) => Promise<void>;
   /**
-   * Finishes the run's revision that a transition won and whose writer died before the status write, through the
-   * runs service (its outcome then goes out); false when there was none. Absent: such revisions are not looked for.
+   * Finishes the run's revision that a transition won and whose writer died before the status write, or whose
+   * events or health signal were left undone, through the runs service (its outcome then goes out); false when
+   * there was none. Absent: such revisions are not looked for.
    */
   finishStuckTransition?: (runId: string, revision: number) => Promise<boolean>;
   runTransitions?: RunTransitionStore;
@@ -193,8 +194,9 @@ export function createSweepActivities(deps: SweepDeps) {
           pass.holdsOffered = offered;
           if (refused) pass.holdsRefused = refused;
         }
-        // 6. Revisions won whose writer died before the status write, that no caller met since: finished (their
-        //    outcome goes out), or given up (a complete whose answer was never staged).
+        // 6. Revisions won and left unfinished (the writer died before the status write or its events, or health
+        //    was not told), that no caller met since: finished (their outcome goes out), or given up (a complete
+        //    whose answer was never staged).
         if (deps.runTransitions && deps.finishStuckTransition) {
           progress.beat({ phase: 'transitions', ...pass });
           const finished = await finishStuckTransitions(

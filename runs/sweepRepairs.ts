@@ -1,7 +1,8 @@
 // What the sweep finishes through the runs service's own transitions, when the request that began it died:
 // - an answer stored whose run never resumed (no device sent it again): found by the question's close missing, the
 //   run resumes once through the answer route's transition, then the question closes on every device;
-// - a revision won whose status write never landed (no caller met it since): finished, and its outcome goes out.
+// - a revision won whose status write, events or health signal never landed (no caller met it since): finished,
+//   and its outcome goes out.
 import type { Client } from '@temporalio/client';
 import { createOutcomeEmitter } from '../client/emitter';
 import { createHealthSignaler } from '../client/health';

@@ -108,8 +108,9 @@ async function finishTransition(
 }
 
 /**
- * The run's revision, won by a transition whose writer died before its status write and that no caller met since
- * (the sweep finds it): finished, or given up (a complete whose answer was never staged). False when there was none.
+ * A transition's row left open (the sweep finds it): its writer died before the status write and no caller met it
+ * since (finished, or given up: a complete whose answer was never staged), or after it, before its events were
+ * written or health heard of them (those done again). False when there was nothing to finish.
  */
 export async function finishStuck(ctx: RunsContext, runId: string, revision: number): Promise<boolean> {
   const run = await ctx.runs.getById(runId);

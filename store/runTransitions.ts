@@ -69,8 +69,8 @@ export function createRunTransitionStore(db: Db) {
     },
 
     /**
-     * The revision's status write is done: its row is no longer open, and the row two revisions back goes (only a
-     * revision's row and the one before it are ever read again). One round trip.
+     * The revision's status write, events and health signal are done: its row is no longer open, and the row two
+     * revisions back goes (only a revision's row and the one before it are ever read again). One round trip.
      */
     async settle(runId: string, revision: number): Promise<void> {
       await rows.bulkWrite(
