@@ -13,7 +13,7 @@
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, bundleWorkflowCode } from '@temporalio/worker';
 import webpush from 'web-push';
-import { createOutcomeEmitter, type OutcomeEmitter } from '../client/emitter';
+import { createOutcomeEmitter, episodeOptions, type OutcomeEmitter } from '../client/emitter';
 import { loadConfig, type Config } from '../config';
 import type { PushPayload } from '../domain/push';
 import { pushSenderFor } from '../delivery/push/sender';
@@ -145,6 +145,7 @@ async function setUp(bench: FairnessBench): Promise<void> {
     client: bench.client,
     taskQueue: config.temporalTaskQueue,
     runs: bench.stores.runs,
+    options: episodeOptions(config),
   });
   bench.engine = createRunsService({
     runs: bench.stores.runs,

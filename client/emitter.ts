@@ -16,7 +16,6 @@ import { outcomeKindAttribute, runAttributes, searchAttributes } from '../contra
 import {
   CALLBACK_ATTEMPT_MARGIN_SECONDS,
   CALLBACK_RETRY_JITTER,
-  DEFAULT_EPISODE_OPTIONS,
   episodeWorkflowId,
   workflowTypes,
   type EpisodeOptions,
@@ -80,7 +79,8 @@ export function createOutcomeEmitter(deps: {
   client: Client;
   taskQueue: string;
   runs: RunStore;
-  options?: EpisodeOptions;
+  /** The worker's own (episodeOptions(config)): its callback schedule and timeouts. */
+  options: EpisodeOptions;
   metrics?: Metrics;
   /** Who emits, for the episodes-started counter. */
   emitter?: Emitter;
@@ -94,7 +94,7 @@ export function createOutcomeEmitter(deps: {
     interactions: Pick<InteractionStore, 'keepLadder'>;
   };
 }) {
-  const options = deps.options ?? DEFAULT_EPISODE_OPTIONS;
+  const { options } = deps;
 
   /** A question's own workflow (its escalation ladder). */
   async function startQuestion(run: Run, interaction: InteractionRef): Promise<void> {

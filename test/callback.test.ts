@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { Webhook } from 'standardwebhooks';
-import { createOutcomeEmitter } from '../client/emitter';
+import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
 import { emitFromRunner } from '../client/runner';
 import type { Config } from '../config';
 import { owedEpisode } from '../domain/sweep';
@@ -127,7 +127,12 @@ describe('callback family', function () {
     assert.equal(call.headers['content-type'], 'application/json');
     assert.equal(await stores.claims.state(`cb|${id}:end`), 'delivered');
     // A replayed episode does not call back twice.
-    const emitter = createOutcomeEmitter({ client, taskQueue: config.temporalTaskQueue, runs: stores.runs });
+    const emitter = createOutcomeEmitter({
+      client,
+      taskQueue: config.temporalTaskQueue,
+      runs: stores.runs,
+      options: episodeOptions(config),
+    });
     const { startEpisode } = await import('../client/emitter');
     const { buildRunOutcome } = await import('../domain/outcome');
     await startEpisode(
@@ -360,6 +365,7 @@ describe('callback family', function () {
         client,
         taskQueue: config.temporalTaskQueue,
         runs: stores.runs,
+        options: episodeOptions(config),
       });
       // A run the API never emits for: its outcome is the runner's to report.
       const { createRunsService } = await import('../runs/service');

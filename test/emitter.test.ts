@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import type { Client } from '@temporalio/client';
 import { MongoClient } from 'mongodb';
-import { createOutcomeEmitter } from '../client/emitter';
+import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
 import type { Config } from '../config';
 import { createRunsService } from '../runs/service';
 import { createStores, type Stores } from '../store';
@@ -25,7 +25,12 @@ describe('outcome emitter', () => {
 
   const caller = { userId: 'alice', teamId: 'acme' };
   const emitterAndEngine = () => {
-    const emitter = createOutcomeEmitter({ client, taskQueue: config.temporalTaskQueue, runs: stores.runs });
+    const emitter = createOutcomeEmitter({
+      client,
+      taskQueue: config.temporalTaskQueue,
+      runs: stores.runs,
+      options: episodeOptions(config),
+    });
     return { emitter, engine: createRunsService({ ...stores, emitter }) };
   };
 
@@ -81,7 +86,12 @@ describe('outcome emitter', () => {
       },
       flushAll: async () => {},
     };
-    const emitter = createOutcomeEmitter({ client, taskQueue: config.temporalTaskQueue, runs: stores.runs });
+    const emitter = createOutcomeEmitter({
+      client,
+      taskQueue: config.temporalTaskQueue,
+      runs: stores.runs,
+      options: episodeOptions(config),
+    });
     const engine = createRunsService({ ...stores, emitter, health });
     const run = await engine.create(caller, { title: 'health held' });
     holding = true;
@@ -111,6 +121,7 @@ describe('outcome emitter', () => {
         client,
         taskQueue: config.temporalTaskQueue,
         runs: watched.runs,
+        options: episodeOptions(config),
       });
       const engine = createRunsService({ ...watched, emitter });
       const run = await engine.create(caller, { title: 'read once' });

@@ -6,7 +6,7 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import type { ApiHandle } from '../api/server';
-import { createOutcomeEmitter, startEpisode } from '../client/emitter';
+import { createOutcomeEmitter, startEpisode, episodeOptions } from '../client/emitter';
 import type { Config } from '../config';
 import type { OperatorAlert } from '../domain/ops';
 import { buildRunOutcome } from '../domain/outcome';
@@ -112,6 +112,7 @@ describe('operator family and run health', function () {
         client,
         taskQueue: config.temporalTaskQueue,
         runs: stores.runs,
+        options: episodeOptions(config),
       });
       await Promise.all([emitter.emitRunOutcome(id), emitter.emitRunOutcome(id)]);
       const run = (await stores.runs.getById(id))!;

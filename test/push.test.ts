@@ -1,6 +1,7 @@
 // The push family end to end: real API, real worker, real Temporal and FerretDB, and the loopback push service
 // that verifies VAPID and decrypts what it receives.
 import assert from 'node:assert/strict';
+import { episodeOptions } from '../client/emitter';
 import type { Client } from '@temporalio/client';
 import webpush from 'web-push';
 import type { ApiHandle } from '../api/server';
@@ -239,7 +240,12 @@ describe('push family', function () {
     const runId = await newRun();
     await alice.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'done' });
     const { createOutcomeEmitter } = await import('../client/emitter');
-    const emitter = createOutcomeEmitter({ client, taskQueue: config.temporalTaskQueue, runs: stores.runs });
+    const emitter = createOutcomeEmitter({
+      client,
+      taskQueue: config.temporalTaskQueue,
+      runs: stores.runs,
+      options: episodeOptions(config),
+    });
     await Promise.all(Array.from({ length: 5 }, () => emitter.emitRunOutcome(runId)));
     await episodeResult(`${runId}:end`);
     const report = await sweep();

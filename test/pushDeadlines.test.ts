@@ -5,7 +5,7 @@ import webpush from 'web-push';
 import type { Client } from '@temporalio/client';
 import type { ApiHandle } from '../api/server';
 import type { Config } from '../config';
-import { createOutcomeEmitter } from '../client/emitter';
+import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
 import { createRunsService } from '../runs/service';
 import { createPushSender, pushSenderFor, type PushSender } from '../delivery/push/sender';
 import type { Mongo } from '../store/mongo';
@@ -128,7 +128,12 @@ describe('push exchange deadlines and caps', function () {
         await stores.pushSubscriptions.upsert({ userId: 'hal', teamId: 'acme' }, fine, new Date());
         const engine = createRunsService({
           ...stores,
-          emitter: createOutcomeEmitter({ client, taskQueue: config.temporalTaskQueue, runs: stores.runs }),
+          emitter: createOutcomeEmitter({
+            client,
+            taskQueue: config.temporalTaskQueue,
+            runs: stores.runs,
+            options: episodeOptions(config),
+          }),
         });
         const run = await engine.create({ userId: 'hal', teamId: 'acme' }, { title: 'wedge' });
         await engine.cancel({ userId: 'hal', teamId: 'acme' }, run._id);

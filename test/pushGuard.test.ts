@@ -1,6 +1,7 @@
 // Push endpoints are user-supplied URLs the worker POSTs to: refused at subscribe when malformed, and held to the
 // callbacks' outbound guard at send (resolve once, classify, pin), a refused endpoint being pruned as a dead sink.
 import assert from 'node:assert/strict';
+import { episodeOptions } from '../client/emitter';
 import Koa from 'koa';
 import webpush from 'web-push';
 import type { ApiHandle } from '../api/server';
@@ -165,7 +166,12 @@ describe('push endpoint guard', () => {
         const { createOutcomeEmitter } = await import('../client/emitter');
         const engine = createRunsService({
           ...stores,
-          emitter: createOutcomeEmitter({ client, taskQueue: config.temporalTaskQueue, runs: stores.runs }),
+          emitter: createOutcomeEmitter({
+            client,
+            taskQueue: config.temporalTaskQueue,
+            runs: stores.runs,
+            options: episodeOptions(config),
+          }),
         });
         const run = await engine.create({ userId: 'alice', teamId: 'acme' }, { title: 'guarded' });
         await engine.cancel({ userId: 'alice', teamId: 'acme' }, run._id);
@@ -201,7 +207,12 @@ describe('push endpoint guard', () => {
         const { createOutcomeEmitter } = await import('../client/emitter');
         const engine = createRunsService({
           ...stores,
-          emitter: createOutcomeEmitter({ client, taskQueue: config.temporalTaskQueue, runs: stores.runs }),
+          emitter: createOutcomeEmitter({
+            client,
+            taskQueue: config.temporalTaskQueue,
+            runs: stores.runs,
+            options: episodeOptions(config),
+          }),
         });
         const run = await engine.create({ userId: 'bob', teamId: 'acme' }, { title: 'mixed' });
         await engine.cancel({ userId: 'bob', teamId: 'acme' }, run._id);

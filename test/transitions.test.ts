@@ -147,6 +147,7 @@ describe('concurrent transitions', function () {
               client: stack.client,
               taskQueue: stack.config.temporalTaskQueue,
               runs: stores.runs,
+              options: episodeOptions(stack.config),
             })
           : silent,
       }),
