@@ -196,6 +196,9 @@ export function endpointDisabledAlert(
 /** An operator alert's first wait after a failed attempt; each wait doubles, up to opsAlertMaxWaitMs. */
 export const OPS_ALERT_FIRST_WAIT_MS = 2000;
 
+/** The wait after `wait`: doubled, up to the longest. */
+export const nextOpsAlertWait = (wait: number, maxWaitMs: number): number => Math.min(wait * 2, maxWaitMs);
+
 /** An alert's longest wait: a third of the claim's grace (it renews its claim between attempts), 1 s to 10 min. */
 export const opsAlertMaxWaitMs = (claimGraceSeconds: number): number =>
   Math.max(1000, Math.min(600_000, Math.floor((claimGraceSeconds * 1000) / 3)));
@@ -211,7 +214,7 @@ export function opsAlertTries(retryHours: number, claimGraceSeconds: number): nu
   let waited = 0;
   let wait = OPS_ALERT_FIRST_WAIT_MS;
   // The doubling waits, then the rest of the window at the longest one.
-  for (; wait < maxWaitMs && waited + wait <= retryForMs; wait = Math.min(wait * 2, maxWaitMs)) {
+  for (; wait < maxWaitMs && waited + wait <= retryForMs; wait = nextOpsAlertWait(wait, maxWaitMs)) {
     waited += wait;
     tries++;
   }

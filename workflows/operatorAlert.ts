@@ -16,7 +16,7 @@ import type { Activities } from '../contract/activities';
 import { runAttributes } from '../contract/searchAttributes';
 import { operatorAlertWorkflowId, type BranchResult } from '../contract/workflows';
 import { claimKeys } from '../domain/outcome';
-import { OPS_ALERT_FIRST_WAIT_MS, type OperatorAlert } from '../domain/ops';
+import { nextOpsAlertWait, OPS_ALERT_FIRST_WAIT_MS, type OperatorAlert } from '../domain/ops';
 import {
   holder,
   quickCalls,
@@ -85,7 +85,7 @@ async function dispatchRetrying(quick: QuickCalls, alert: OperatorAlert): Promis
   if (!(await quick.tryMark(key, me))) return 'claimed_elsewhere';
   const { retryForMs, maxWaitMs } = await quick.opsAlertSettings();
   const giveUpAt = Date.now() + retryForMs;
-  for (let wait = OPS_ALERT_FIRST_WAIT_MS; ; wait = Math.min(wait * 2, maxWaitMs)) {
+  for (let wait = OPS_ALERT_FIRST_WAIT_MS; ; wait = nextOpsAlertWait(wait, maxWaitMs)) {
     let failure: { reason: string; final: boolean };
     try {
       // Settled by the activity itself right after the 2xx; a repeat checks the claim before sending.
