@@ -60,6 +60,8 @@ describe('callback retries through restarts (drill)', function () {
         // Sweeps pass during the wait, as they would during 5 hours: none may start a second delivery.
         SWEEP_INTERVAL_SECONDS: '5',
         CLAIM_GRACE_SECONDS: '10',
+        // An alert's tries are a third of that grace apart: an hour of them fits its workflow's history.
+        OPS_ALERT_RETRY_HOURS: '1',
         PORT: '0',
       },
     );

@@ -56,7 +56,12 @@ describe('operator alerts retry through webhook trouble', function () {
   let s: Suite;
   before(async () => {
     // A 4 s claim grace: the alert's retry waits are capped at a third of it (2 s, then 1.3 s).
-    s = await startSuite({ STALL_AFTER_SECONDS: '3', HEALTH_REAP_SECONDS: '3600', CLAIM_GRACE_SECONDS: '4' });
+    s = await startSuite({
+      STALL_AFTER_SECONDS: '3',
+      HEALTH_REAP_SECONDS: '3600',
+      CLAIM_GRACE_SECONDS: '4',
+      OPS_ALERT_RETRY_HOURS: '1',
+    });
     if (process.env.RECORD_OPS_HISTORY === '1') {
       s.webhook.answer({ status: 503 });
       const alert = routeDecisionAlert(

@@ -378,6 +378,8 @@ function configureTheSystem(drill: Drill): void {
       STUDIO_URL: 'https://studio.flow.test',
       SWEEP_INTERVAL_SECONDS: '5',
       CLAIM_GRACE_SECONDS: String(drill.graceSeconds),
+      // An alert's tries are a third of that grace apart: an hour of them fits its workflow's history.
+      OPS_ALERT_RETRY_HOURS: '1',
       CALLBACK_RETRY_SECONDS: '1,1,2,2,4,8',
       CALLBACK_TIMEOUT_SECONDS: '5',
       HEALTH_REAP_SECONDS: '3',
