@@ -6,7 +6,7 @@ import { MongoClient } from 'mongodb';
 import { createActivities } from '../activities';
 import { missedEvents } from '../activities/endpoint';
 import { endpointRecoverWorkflowId, workflowTypes, type EndpointRecoverInput } from '../contract/workflows';
-import { endpointDeliveryKey, interactionTeamEvent } from '../domain/teamEvents';
+import { endpointDeliveryKey, interactionTeamEvent, type TeamEvent } from '../domain/teamEvents';
 import { createStores } from '../store';
 import { adminOf } from './support/admin';
 import { CallbackReceiver } from './support/callbackReceiver';
@@ -33,6 +33,35 @@ describe('team endpoints: a recover', function () {
   });
 
   const admin = () => adminOf(stack.anonymous, 'ada', 'acme');
+
+  /** An endpoint of `team` (its admin `user`) on `url`, subscribed to interaction.answered: its id. */
+  async function answersEndpoint(user: string, team: string, url: string): Promise<string> {
+    const created = await adminOf(stack.anonymous, user, team).post('/api/v1/endpoints', {
+      url,
+      eventTypes: ['interaction.answered'],
+    });
+    assert.equal(created.status, 201, created.text);
+    return created.body.id as string;
+  }
+
+  /** Records an answer of `team`'s run as its raiser would, its delivery never run (released, or never started). */
+  async function recordedAnswer(team: string, by: string, suffix: string, at: string) {
+    const event = interactionTeamEvent(
+      'interaction.answered',
+      { id: `run_${team}`, teamId: team, status: 'running', title: team },
+      { id: `int_${team}${suffix}` },
+      { answeredBy: by, answeredAt: at },
+      at,
+    );
+    const activities = createActivities({
+      config: stack.config,
+      stores: stack.stores,
+      client: stack.client,
+      log: () => undefined,
+    });
+    await activities.recordTeamEvent(event);
+    return event;
+  }
 
   /** An endpoint of acme on the receiver, subscribed to one event type: its id. */
   async function createEndpoint(eventType: string): Promise<string> {
@@ -113,28 +142,9 @@ describe('team endpoints: a recover', function () {
     const since = new Date();
     const once = await CallbackReceiver.start();
     try {
-      const created = await adminOf(stack.anonymous, 'rex', 'recovered').post('/api/v1/endpoints', {
-        url: once.url,
-        eventTypes: ['interaction.answered'],
-      });
-      assert.equal(created.status, 201, created.text);
-      const endpointId = created.body.id as string;
-      const activities = createActivities({
-        config: stack.config,
-        stores: stack.stores,
-        client: stack.client,
-        log: () => undefined,
-      });
+      const endpointId = await answersEndpoint('rex', 'recovered', once.url);
       // Recorded, its delivery released (no claim, nothing sent): the admin recovers it before the sweep passes.
-      const at = new Date().toISOString();
-      const event = interactionTeamEvent(
-        'interaction.answered',
-        { id: 'run_recovered', teamId: 'recovered', status: 'running', title: 'Recovered' },
-        { id: 'int_recovered' },
-        { answeredBy: 'rex', answeredAt: at },
-        at,
-      );
-      await activities.recordTeamEvent(event);
+      const event = await recordedAnswer('recovered', 'rex', '', new Date().toISOString());
       const recover = await adminOf(stack.anonymous, 'rex', 'recovered').post(
         `/api/v1/endpoints/${endpointId}/recover`,
         { since: since.toISOString() },
@@ -156,30 +166,11 @@ describe('team endpoints: a recover', function () {
     const since = new Date();
     const chainReceiver = await CallbackReceiver.start();
     try {
-      const created = await adminOf(stack.anonymous, 'ora', 'chained').post('/api/v1/endpoints', {
-        url: chainReceiver.url,
-        eventTypes: ['interaction.answered'],
-      });
-      assert.equal(created.status, 201, created.text);
-      const endpointId = created.body.id as string;
+      const endpointId = await answersEndpoint('ora', 'chained', chainReceiver.url);
       // Five events recorded for it whose workflows never ran: all missed.
-      const activities = createActivities({
-        config: stack.config,
-        stores: stack.stores,
-        client: stack.client,
-        log: () => undefined,
-      });
-      const events = Array.from({ length: 5 }, (_, i) => {
-        const at = new Date(Date.now() + i).toISOString();
-        return interactionTeamEvent(
-          'interaction.answered',
-          { id: 'run_chained', teamId: 'chained', status: 'running', title: 'Chained' },
-          { id: `int_chained_${i}` },
-          { answeredBy: 'ora', answeredAt: at },
-          at,
-        );
-      });
-      for (const event of events) await activities.recordTeamEvent(event);
+      const events: TeamEvent[] = [];
+      for (let i = 0; i < 5; i++)
+        events.push(await recordedAnswer('chained', 'ora', `_${i}`, new Date(Date.now() + i).toISOString()));
       const input: EndpointRecoverInput = {
         teamId: 'chained',
         endpointId,

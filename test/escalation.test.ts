@@ -370,26 +370,36 @@ describe('escalation', function () {
     assert.equal(answered.status, 200, answered.text);
   });
 
-  it("a question keeps the ladder it was asked with: a later execution after the team's policy changed sends no rung twice", async () => {
+  /**
+   * A question asked under a team policy of one rung to carol, its rung sent and its execution ended (as it ends once
+   * nothing is left to send, ten minutes on, or as a worker's reset leaves it); then the admin changes the policy to
+   * someone else first and carol later. `restore` puts the team's policy back.
+   */
+  async function askedBeforeThePolicyChanged() {
     const before = (await admin.get('/api/v1/teams/current/escalation')).body as { rungs: unknown[] };
     const policy = (rungs: unknown[]) => admin.put('/api/v1/teams/current/escalation', { rungs });
+    const restore = async () => void (await policy(before.rungs));
     assert.equal((await policy([{ afterSeconds: RUNG_SECONDS, to: ['carol'], via: 'push' }])).status, 200);
+    // Launched without a ladder of its own: the team's.
+    const created = await alice.post('/api/v1/runs', { title: 'Deploy' });
+    const runId = created.body.id as string;
+    const paused = await alice.post(`/api/v1/runs/${runId}/pause`, { prompt: 'Ship it?' });
+    const interactionId = paused.body.interactionId as string;
+    await everySettled('the rung settled', [{ interactionId }], (id) => interactionClaimKeys.rung(id, 0));
+    const handle = stack.client.workflow.getHandle(interactionWorkflowId(interactionId));
+    const first = (await handle.describe()).runId;
+    await handle.terminate('ended with nothing left to send');
+    const changed = await policy([
+      { afterSeconds: RUNG_SECONDS, to: 'owner', via: 'push' },
+      { afterSeconds: RUNG_SECONDS + 1, to: ['carol'], via: 'push' },
+    ]);
+    assert.equal(changed.status, 200, changed.text);
+    return { runId, interactionId, handle, first, restore };
+  }
+
+  it("a question keeps the ladder it was asked with: a later execution after the team's policy changed sends no rung twice", async () => {
+    const { runId, interactionId, handle, restore } = await askedBeforeThePolicyChanged();
     try {
-      // Launched without a ladder of its own: the team's.
-      const created = await alice.post('/api/v1/runs', { title: 'Deploy' });
-      const runId = created.body.id as string;
-      const paused = await alice.post(`/api/v1/runs/${runId}/pause`, { prompt: 'Ship it?' });
-      const interactionId = paused.body.interactionId as string;
-      await everySettled('the rung settled', [{ interactionId }], (id) => interactionClaimKeys.rung(id, 0));
-      const handle = stack.client.workflow.getHandle(interactionWorkflowId(interactionId));
-      // As its execution ends once nothing is left to send (ten minutes on), or as a worker's reset leaves it.
-      await handle.terminate('ended with nothing left to send');
-      // The admin changes the policy: someone else first, carol later.
-      const changed = await policy([
-        { afterSeconds: RUNG_SECONDS, to: 'owner', via: 'push' },
-        { afterSeconds: RUNG_SECONDS + 1, to: ['carol'], via: 'push' },
-      ]);
-      assert.equal(changed.status, 200, changed.text);
       // Carol snoozes from her rung: a new execution of the question's workflow.
       const [rung] = carolsPushes(runId);
       const snooze = (rung.payload as PushPayload).actions!.find((a) => a.action === 'snooze')!;
@@ -408,28 +418,13 @@ describe('escalation', function () {
       });
       assert.equal(answered.status, 200, answered.text);
     } finally {
-      await policy(before.rungs);
+      await restore();
     }
   });
 
   it("a question emitted again after the team's policy changed (a watch ended) keeps its ladder: no rung twice", async () => {
-    const before = (await admin.get('/api/v1/teams/current/escalation')).body as { rungs: unknown[] };
-    const policy = (rungs: unknown[]) => admin.put('/api/v1/teams/current/escalation', { rungs });
-    assert.equal((await policy([{ afterSeconds: RUNG_SECONDS, to: ['carol'], via: 'push' }])).status, 200);
+    const { runId, interactionId, handle, first, restore } = await askedBeforeThePolicyChanged();
     try {
-      const created = await alice.post('/api/v1/runs', { title: 'Deploy' });
-      const runId = created.body.id as string;
-      const paused = await alice.post(`/api/v1/runs/${runId}/pause`, { prompt: 'Ship it?' });
-      const interactionId = paused.body.interactionId as string;
-      await everySettled('the rung settled', [{ interactionId }], (id) => interactionClaimKeys.rung(id, 0));
-      const handle = stack.client.workflow.getHandle(interactionWorkflowId(interactionId));
-      const first = (await handle.describe()).runId;
-      await handle.terminate('ended with nothing left to send');
-      const changed = await policy([
-        { afterSeconds: RUNG_SECONDS, to: 'owner', via: 'push' },
-        { afterSeconds: RUNG_SECONDS + 1, to: ['carol'], via: 'push' },
-      ]);
-      assert.equal(changed.status, 200, changed.text);
       // An assistant's watch on the paused run ends: its outcome is emitted again, and with it the question's
       // workflow, a new execution.
       assert.equal((await alice.put(`/api/v1/assistants/asst_1/watches/${runId}`)).status, 200);
@@ -453,7 +448,7 @@ describe('escalation', function () {
       });
       assert.equal(answered.status, 200, answered.text);
     } finally {
-      await policy(before.rungs);
+      await restore();
     }
   });
 
