@@ -63,6 +63,24 @@ describe('team endpoints: a recover', function () {
     return event;
   }
 
+  /** The stores on a client of their own that reports every command it sends (to count or weigh them). */
+  async function withMonitoredStores(
+    use: (stores: ReturnType<typeof createStores>, monitored: MongoClient) => Promise<void>,
+  ): Promise<void> {
+    const monitored = new MongoClient(stack.config.mongoUrl, { monitorCommands: true });
+    await monitored.connect();
+    try {
+      await use(
+        createStores(monitored.db(stack.config.mongoDb), {
+          claimGraceSeconds: stack.config.claimGraceSeconds,
+        }),
+        monitored,
+      );
+    } finally {
+      await monitored.close();
+    }
+  }
+
   /** An endpoint of acme on the receiver, subscribed to one event type: its id. */
   async function createEndpoint(eventType: string): Promise<string> {
     const created = await admin().post('/api/v1/endpoints', { url: receiver.url, eventTypes: [eventType] });
@@ -211,12 +229,7 @@ describe('team endpoints: a recover', function () {
   it('finds what an endpoint missed among many events in a few store reads, not two per event', async () => {
     const since = new Date();
     const endpointId = await createEndpoint('run.failed');
-    const monitored = new MongoClient(stack.config.mongoUrl, { monitorCommands: true });
-    await monitored.connect();
-    try {
-      const stores = createStores(monitored.db(stack.config.mongoDb), {
-        claimGraceSeconds: stack.config.claimGraceSeconds,
-      });
+    await withMonitoredStores(async (stores, monitored) => {
       // 240 events of its type, all but every 60th delivered (the claim settled; their attempt rows lost).
       const ids = Array.from({ length: 240 }, (_, i) => `ev:many${i}:end`);
       const now = new Date(Date.now() + 1000);
@@ -254,20 +267,13 @@ describe('team endpoints: a recover', function () {
       // The endpoint, the events and their claims (each read with its second batch), and the last attempt of
       // each event not settled delivered: nothing per event delivered.
       assert.ok(commands <= 5 + missed.length, `${commands} store commands for ${ids.length} events`);
-    } finally {
-      await monitored.close();
-    }
+    });
   });
 
   it("lists only the endpoint's types, and never an event's body: other types' finished runs with long answers cost it nothing", async () => {
     const since = new Date();
     const endpointId = await createEndpoint('run.cancelled');
-    const monitored = new MongoClient(stack.config.mongoUrl, { monitorCommands: true });
-    await monitored.connect();
-    try {
-      const stores = createStores(monitored.db(stack.config.mongoDb), {
-        claimGraceSeconds: stack.config.claimGraceSeconds,
-      });
+    await withMonitoredStores(async (stores, monitored) => {
       const now = new Date(Date.now() + 1000);
       const record = (id: string, type: 'run.finished' | 'run.cancelled', data: Record<string, unknown>) =>
         stores.teamEvents.record(
@@ -297,8 +303,6 @@ describe('team endpoints: a recover', function () {
       });
       assert.deepEqual(found, ['ev:cancelled:end']);
       assert.ok(replied < 20_000, `${replied} bytes read`);
-    } finally {
-      await monitored.close();
-    }
+    });
   });
 });
