@@ -21,13 +21,7 @@ import { IllegalTransitionError } from '../domain/runStatus';
 import type { AnsweredInteraction, InteractionStore } from '../store/interactions';
 import { mapBounded } from '../platform/concurrency';
 import { activityContext } from './activityContext';
-import {
-  outcomeOfRef,
-  owedEpisode,
-  type OwedEpisode,
-  type SweepFamilies,
-  type SweepRef,
-} from '../domain/sweep';
+import { outcomeOfRef, owedEpisode, type OwedEpisode, type SweepFamilies } from '../domain/sweep';
 import type { ActionTokenStore } from '../store/actionTokens';
 import type { PushReceiptStore } from '../store/push/receipts';
 import type { ClaimStore } from '../store/claims';
@@ -147,14 +141,17 @@ export function createSweepActivities(deps: SweepDeps) {
         // 2. The window, a page at a time: each owed episode with a claim missing starts from the listed run.
         for await (const page of deps.runs.listNotifiableRefs(since, deps.pageSize)) {
           pass.scanned += page.length;
-          const owed = page.flatMap((ref) => owedEpisode(ref, deps.families) ?? []);
-          await markOlderClaims(deps, page, owed, marked, claimsFrom);
+          // Each run's outcome built once, for what it owes and for its question.
+          const outcomes = page.map((ref) => ({ ref, outcome: outcomeOfRef(ref) }));
+          const owed = outcomes.flatMap(({ ref, outcome }) => owedEpisode(ref, deps.families, outcome) ?? []);
+          const questions = deps.interactions ? questionsOf(outcomes.map(({ outcome }) => outcome)) : [];
+          await markOlderClaims(deps, owed, questions, marked, claimsFrom);
           const unsettled = owed.filter((episode) => episode.keys.some((key) => !marked.has(key)));
           pass.unsettled += unsettled.length;
           progress.beat({ phase: 'starting', ...pass });
           if (deps.interactions)
             pass.interactionsStarted =
-              (pass.interactionsStarted ?? 0) + (await startUnopened(deps, page, marked));
+              (pass.interactionsStarted ?? 0) + (await startUnopened(deps, questions, marked));
           // A few starts in flight at once: each is one Temporal round trip, idempotent by workflow id.
           await mapBounded(unsettled, START_LANES, async ({ outcome }) => {
             if (
@@ -235,20 +232,33 @@ export function createSweepActivities(deps: SweepDeps) {
   };
 }
 
+/** A question a page's run is paused on, and when it was asked. */
+interface PageQuestion {
+  interaction: InteractionRef;
+  askedAt: string;
+}
+
+/** The questions of a page's outcomes. */
+const questionsOf = (outcomes: (RunOutcome | undefined)[]): PageQuestion[] =>
+  outcomes.flatMap((outcome) => {
+    const interaction = outcome && interactionOf(outcome);
+    return interaction ? [{ interaction, askedAt: outcome.occurredAt }] : [];
+  });
+
 /**
  * The questions of this page whose workflow never opened (the emitter died between the episode and it): started,
  * so their ladder runs (rungs already due go out at once). One whose start is refused has its workflow running
  * (its emitter started it and failed to note it): noted here, so later passes leave it. Answers how many were
  * started.
  */
-async function startUnopened(deps: SweepDeps, page: SweepRef[], marked: Set<string>): Promise<number> {
-  const unopened = page.flatMap((ref) => {
-    const outcome = outcomeOfRef(ref);
-    const interaction = outcome && interactionOf(outcome);
-    return interaction && !marked.has(interactionClaimKeys.opened(interaction.interactionId))
-      ? [interaction]
-      : [];
-  });
+async function startUnopened(
+  deps: SweepDeps,
+  questions: PageQuestion[],
+  marked: Set<string>,
+): Promise<number> {
+  const unopened = questions.flatMap(({ interaction }) =>
+    marked.has(interactionClaimKeys.opened(interaction.interactionId)) ? [] : [interaction],
+  );
   let started = 0;
   await mapBounded(unopened, START_LANES, async (ref) => {
     if (await startInteraction(deps.client, deps.taskQueue, ref)) started++;
@@ -265,21 +275,20 @@ async function startUnopened(deps: SweepDeps, page: SweepRef[], marked: Set<stri
  */
 async function markOlderClaims(
   deps: SweepDeps,
-  page: SweepRef[],
   owed: OwedEpisode[],
+  questions: PageQuestion[],
   marked: Set<string>,
   claimsFrom: Date,
 ): Promise<void> {
-  const isOlder = (outcome: RunOutcome) => Date.parse(outcome.occurredAt) < claimsFrom.getTime();
-  const keys = owed.flatMap((episode) => (isOlder(episode.outcome) ? episode.keys : []));
-  // Every question of the page, owed or not: one under the standby veto owes no push, yet its workflow is
-  // started by startUnopened unless its note is known.
-  if (deps.interactions)
-    for (const ref of page) {
-      const outcome = outcomeOfRef(ref);
-      const interaction = outcome && isOlder(outcome) && interactionOf(outcome);
-      if (interaction) keys.push(interactionClaimKeys.opened(interaction.interactionId));
-    }
+  const isOlder = (at: string) => Date.parse(at) < claimsFrom.getTime();
+  const keys = [
+    ...owed.flatMap((episode) => (isOlder(episode.outcome.occurredAt) ? episode.keys : [])),
+    // Every question of the page, owed or not: one under the standby veto owes no push, yet its workflow is
+    // started by startUnopened unless its note is known.
+    ...questions.flatMap(({ interaction, askedAt }) =>
+      isOlder(askedAt) ? [interactionClaimKeys.opened(interaction.interactionId)] : [],
+    ),
+  ];
   const older = keys.filter((key) => !marked.has(key));
   if (older.length) for (const key of await deps.claims.markedAmong(older)) marked.add(key);
 }

@@ -464,8 +464,9 @@ export interface SweepPass {
    */
   teamEventsRaised?: number;
   /**
-   * Revisions a transition won whose writer died before the status write, that no caller met since: finished (their
-   * outcome went out) or given up (a complete whose answer was never staged). Absent before the sweep looked.
+   * Revisions a transition won and left unfinished (its writer died before the status write or its events, or health
+   * was not told), that no caller met since: finished (their outcome went out) or given up (a complete whose answer
+   * was never staged). Absent before the sweep looked.
    */
   transitionsFinished?: number;
 }

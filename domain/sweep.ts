@@ -97,8 +97,12 @@ export function outcomeOfRef(ref: SweepRef): RunOutcome | undefined {
   });
 }
 
-export function owedEpisode(ref: SweepRef, families: SweepFamilies): OwedEpisode | undefined {
-  const outcome = outcomeOfRef(ref);
+/** The episode a listed run owes, if any; `outcome`: its outcome, when the caller built it already. */
+export function owedEpisode(
+  ref: SweepRef,
+  families: SweepFamilies,
+  outcome: RunOutcome | undefined = outcomeOfRef(ref),
+): OwedEpisode | undefined {
   if (!outcome) return undefined;
   const keys: string[] = [];
   const kind = kindFor(outcome);

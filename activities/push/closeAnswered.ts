@@ -21,7 +21,6 @@ export function followUpResult(sent: {
   alreadyDelivered: number;
   failed: number;
   retryable: number;
-  rejected?: number;
 }): FollowUpResult {
   const delivered = sent.delivered + sent.alreadyDelivered;
   if (sent.retryable > 0) return { result: 'failed', delivered, retry: {} };

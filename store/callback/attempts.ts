@@ -96,6 +96,9 @@ export type CallbackAttemptStore = ReturnType<typeof createCallbackAttemptStore>
 /** The attempt log in `collection`: a run's callbacks by default; a team endpoint's deliveries use the same rows. */
 export function createCallbackAttemptStore(db: Db, collection = 'callback_attempts') {
   const rows = db.collection<CallbackAttemptRow>(collection);
+  /** One episode's newest `limit` attempts, newest first. */
+  const newestOf = (episodeId: string, limit: number): Promise<CallbackAttemptRow[]> =>
+    rows.find({ episodeId }).sort({ at: -1, _id: -1 }).limit(limit).toArray();
   return {
     /**
      * Records an attempt under the first free number from `from` on (the caller's guess: its own count of
@@ -117,10 +120,7 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
         } catch (err) {
           if (!isDuplicateKey(err)) throw err;
         }
-        const [newest] =
-          probe === 0
-            ? await rows.find({ episodeId: row.episodeId }).sort({ at: -1, _id: -1 }).limit(1).toArray()
-            : [];
+        const [newest] = probe === 0 ? await newestOf(row.episodeId, 1) : [];
         attempt = Math.max(attempt + 1, (newest?.attempt ?? 0) + 1);
       }
       throw new Error(`callback attempts of ${row.episodeId}: no free number from ${from} in time`);
@@ -137,8 +137,7 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
 
     /** The newest `limit` attempts of one episode, oldest first (the episodes view). */
     async listForEpisode(episodeId: string, limit: number): Promise<CallbackAttemptRow[]> {
-      const newest = await rows.find({ episodeId }).sort({ at: -1, _id: -1 }).limit(limit).toArray();
-      return newest.reverse();
+      return (await newestOf(episodeId, limit)).reverse();
     },
 
     /**

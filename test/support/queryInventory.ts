@@ -242,7 +242,6 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     note:
       'the attempt log of each episode on a page of GET /runs/:id/episodes (newest 1,000); a recover, for each ' +
       'give-up, whether it was re-sent lately (newest 50); an attempt whose number was taken, the newest (1)',
-    sites: 2,
   },
   {
     module: 'callback/attempts',
