@@ -108,8 +108,8 @@ export function createEventBatcher(deps: {
 
   return {
     async observe(run: ObservedRun, events: ObservedEvent[]): Promise<void> {
-      const at = clock.now();
-      const stamped = events.map((event) => ({ ...event, at }));
+      const now = clock.now();
+      const stamped = events.map((event) => ({ ...event, at: event.at ?? now }));
       let batch = held.get(run._id);
       if (deps.windowMs === 0 || (!batch && held.size >= MAX_RUNS_HELD)) {
         await sendInOrder(run, stamped);

@@ -13,7 +13,10 @@ export type HealthPhase = 'active' | 'paused' | 'stalled' | 'terminal';
 export interface ObservedEvent {
   type: string;
   data?: Record<string, unknown>;
-  /** When the process observed it (epoch ms); a batch arrives later than its events happened. */
+  /**
+   * When it happened as its process saw it (epoch ms; a transition's events carry the transition's time, also when
+   * told again); a batch arrives later than its events happened.
+   */
   at?: number;
 }
 
@@ -186,6 +189,20 @@ export function observe(
     alerts.push(...budget.alerts);
   }
   return { state: next, alerts };
+}
+
+/**
+ * An event no newer than the progress a stalled run last showed: told again (a transition's row whose settle was
+ * lost), or late from another process. It says nothing about the run since the stall, so it does not recover it;
+ * only an end does.
+ */
+export function countedBeforeStall(state: HealthState, event: ObservedEvent): boolean {
+  return (
+    state.phase === 'stalled' &&
+    typeof event.at === 'number' &&
+    event.at <= state.lastLivenessAt &&
+    !Object.hasOwn(TERMINAL, event.type)
+  );
 }
 
 /** When an active run stalls if nothing arrives: undefined in every other phase. */

@@ -5,11 +5,13 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { temporal } from '@temporalio/proto';
+import { createHealthSignaler, healthOptions } from '../client/health';
 import { healthWorkflowId } from '../contract/workflows';
 import { mapBounded } from '../platform/concurrency';
 import type { OperatorAlert } from '../domain/ops';
+import { createRunsService } from '../runs/service';
 import { CallbackReceiver } from './support/callbackReceiver';
-import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { startFamilyStack, sweepActivitiesOf, type FamilyStack } from './support/familyStack';
 import { recordFixture, saveHistory, startTestApi, type ApiClient } from './support/harness';
 import { waitUntil } from './support/waitUntil';
 
@@ -159,6 +161,60 @@ describe('run health fed in batches', function () {
       return taken ? (health.body as { phase: string }) : undefined;
     });
     assert.equal(paused.phase, 'paused', 'the run was taken for ended by an event named constructor');
+  });
+
+  it("a transition told to health again after the run stalled is no progress: the recovery is the run's next real event", async function () {
+    this.timeout(120_000);
+    const created = await batched.post('/api/v1/runs', { title: 'Resumed, its settle lost' });
+    const id = created.body.id as string;
+    assert.equal(
+      (await batched.post(`/api/v1/runs/${id}/events`, { type: 'node_started', node: 'a' })).status,
+      201,
+    );
+    assert.equal((await batched.post(`/api/v1/runs/${id}/soft-pause`, {})).status, 200);
+    await waitUntil(
+      'health paused',
+      async () => (await batched.get(`/api/v1/runs/${id}/health`)).body?.phase === 'paused',
+    );
+    // The resume reaches health, but its row's settle is lost (a store blip): the sweep tells health again.
+    const settleLost = createRunsService({
+      ...stack.stores,
+      runTransitions: {
+        ...stack.stores.runTransitions,
+        settle: async () => {
+          throw new Error('store blip');
+        },
+      },
+      emitter: { emitRunOutcome: async () => undefined },
+      health: createHealthSignaler({
+        client: stack.client,
+        taskQueue: stack.config.temporalTaskQueue,
+        options: healthOptions(stack.config),
+        batchMs: 0,
+        onError: () => undefined,
+      }),
+    });
+    assert.equal((await settleLost.resume({ userId: 'alice', teamId: 'acme' }, id)).status, 'running');
+    // Silent past STALL_AFTER_SECONDS after the resume: stalled.
+    await waitUntil('its stall alert', () => alertsOf(id).includes('stall'), { timeoutMs: 30_000 });
+    const later = sweepActivitiesOf(stack, { now: () => new Date(Date.now() + 10 * 60_000) });
+    assert.equal((await later.sweepOnce()).transitionsFinished, 1);
+    // The run's real progress, after the resume told again.
+    assert.equal(
+      (await batched.post(`/api/v1/runs/${id}/events`, { type: 'node_started', node: 'b' })).status,
+      201,
+    );
+    const recovered = () =>
+      webhook.received
+        .map((r) => JSON.parse(r.body) as OperatorAlert)
+        .filter((a) => a.runId === id && a.kind === 'stall_recovered');
+    await waitUntil('its recovery', () => recovered().length > 0, { timeoutMs: 30_000 });
+    recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-stalled-retold-passed-over.json');
+    assert.equal(
+      recovered()[0].detail.event,
+      'node_started',
+      'the resume told again was taken for progress after the stall',
+    );
   });
 
   it("a health workflow that failed is started again by the run's next event, and goes on from its saved state", async function () {

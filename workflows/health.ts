@@ -3,6 +3,7 @@
 // alert goes through the operator dispatcher under its own claim; continue-as-new keeps the history bounded.
 import { condition, continueAsNew, patched, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import {
+  countedBeforeStall,
   fireStall,
   initialHealth,
   observe,
@@ -48,6 +49,13 @@ export const HEALTH_STORE_OUTAGES_OUTLASTED_PATCH = 'health-store-calls-outlast-
  * first stall reused a delivered alert's key (stall:1) and was never sent, and a stalled run never recovered.
  */
 export const HEALTH_RESUMES_SAVED_STATE_PATCH = 'health-resumes-saved-state';
+
+/**
+ * Marks histories in which a stalled run's event no newer than its last progress (a transition told again by the
+ * sweep after its row's settle was lost) recovers nothing. Before, it raised a false stall_recovered. Only such an
+ * event reaches the check: other histories replay unchanged.
+ */
+export const HEALTH_COUNTED_EVENTS_PATCH = 'health-counted-events-recover-nothing';
 
 /** How often a run that keeps reporting usage has its settings (its budget) read again. */
 const SETTINGS_REFRESH_MS = 60_000;
@@ -139,6 +147,10 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
         await refreshSettings();
       while (inbox.length) {
         const event = inbox.shift()!;
+        if (batched && countedBeforeStall(state, event) && patched(HEALTH_COUNTED_EVENTS_PATCH)) {
+          handled++;
+          continue;
+        }
         const at = batched ? observedAt(event, state, Date.now()) : Date.now();
         const result = observe(state, event, at, {
           quietWhilePaused: fromWorker,

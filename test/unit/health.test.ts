@@ -1,6 +1,13 @@
 // Run health as a pure state machine: which events are progress, when a stall fires, what a pause silences.
 import assert from 'node:assert/strict';
-import { fireStall, initialHealth, observe, stallDueAt, type HealthState } from '../../domain/health';
+import {
+  countedBeforeStall,
+  fireStall,
+  initialHealth,
+  observe,
+  stallDueAt,
+  type HealthState,
+} from '../../domain/health';
 
 const STALL_MS = 60_000;
 const start = (budgetLimit?: number): HealthState =>
@@ -46,6 +53,29 @@ describe('run health', () => {
     );
     assert.equal(recovered.state.phase, 'active');
     assert.equal(fireStall(recovered.state, 3 * STALL_MS).alerts[0].episodeKey, 'health:run_h:stall:2');
+  });
+
+  it('a stalled run told an event no newer than its last progress has not recovered; a newer one or an end has', () => {
+    const progressed = observe(start(), { type: 'run_resumed', at: 5_000 }, 5_000).state;
+    const { state: stalled } = fireStall(progressed, 5_000 + STALL_MS);
+    assert.equal(countedBeforeStall(stalled, { type: 'run_resumed', at: 5_000 }), true, 'told again');
+    assert.equal(
+      countedBeforeStall(stalled, { type: 'node_started', at: 4_000 }),
+      true,
+      'late from elsewhere',
+    );
+    assert.equal(countedBeforeStall(stalled, { type: 'node_started', at: 5_001 }), false);
+    assert.equal(countedBeforeStall(stalled, { type: 'node_started' }), false, 'no time of its own: news');
+    assert.equal(
+      countedBeforeStall(stalled, { type: 'run_failed', at: 4_000 }),
+      false,
+      'an end always ends it',
+    );
+    assert.equal(
+      countedBeforeStall(progressed, { type: 'run_resumed', at: 5_000 }),
+      false,
+      'only a stalled run',
+    );
   });
 
   it('a pause is an intentional wait: no stall is due, and only node_started or run_resumed ends it', () => {
