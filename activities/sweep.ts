@@ -9,6 +9,8 @@
 //           is at most a page old when its episode starts.
 //   0–pages a page's episodes that began before the pre-check's range (runs touched back into the window long after
 //           they settled), their keys asked by key: none in the usual pass.
+//   0–pages a page's pauses under the standby veto that a team endpoint is owed: their team events asked by id
+//           (and each such team's endpoints, once a pass): none without watched pauses and endpoints.
 //   1       where digests are on: the held pushes still owed past their time (an indexed range read, at most
 //           1,000), each person's offered to their digest.
 //   1       the transitions left open past a live writer's time (an indexed read, at most 1,000), each finished.
@@ -21,7 +23,13 @@ import { IllegalTransitionError } from '../domain/runStatus';
 import type { AnsweredInteraction, InteractionStore } from '../store/interactions';
 import { mapBounded } from '../platform/concurrency';
 import { activityContext } from './activityContext';
-import { outcomeOfRef, owedEpisode, type OwedEpisode, type SweepFamilies } from '../domain/sweep';
+import {
+  outcomeOfRef,
+  owedEpisode,
+  vetoedPauseEvent,
+  type OwedEpisode,
+  type SweepFamilies,
+} from '../domain/sweep';
 import type { ActionTokenStore } from '../store/actionTokens';
 import type { PushReceiptStore } from '../store/push/receipts';
 import type { ClaimStore } from '../store/claims';
@@ -29,7 +37,7 @@ import type { PushDeliveryStore } from '../store/push/deliveries';
 import type { CallbackAttemptStore } from '../store/callback/attempts';
 import { raiseTeamEvent } from '../client/teamEvents';
 import type { RunOutcome } from '../domain/outcome';
-import { endpointDeliveryKey } from '../domain/teamEvents';
+import { endpointDeliveryKey, type TeamEvent } from '../domain/teamEvents';
 import type { EndpointRow, EndpointStore } from '../store/endpoint/endpoints';
 import { teamEventOf, type TeamEventHeader, type TeamEventStore } from '../store/endpoint/teamEvents';
 import type { RateLimitStore } from '../store/rateLimits';
@@ -131,6 +139,7 @@ export function createSweepActivities(deps: SweepDeps) {
       const pass: SweepPass = { scanned: 0, unsettled: 0, started: 0 };
       const since = new Date(deps.now().getTime() - deps.lookbackSeconds * 1000);
       const progress = heartbeats();
+      const endpointsOf = deps.endpoints && teamEndpoints(deps.endpoints);
       try {
         // 1. One claims pre-check for the whole window, before any run is listed. A claim written after it reads
         //    as missing: that episode's start is refused (already running) or its replay loses the claim.
@@ -152,6 +161,11 @@ export function createSweepActivities(deps: SweepDeps) {
           if (deps.interactions)
             pass.interactionsStarted =
               (pass.interactionsStarted ?? 0) + (await startUnopened(deps, questions, marked));
+          const vetoed = outcomes.flatMap(({ ref, outcome }) => vetoedPauseEvent(ref, outcome) ?? []);
+          if (vetoed.length && deps.teamEvents && endpointsOf)
+            pass.teamEventsRaised =
+              (pass.teamEventsRaised ?? 0) +
+              (await announceVetoedPauses(deps, deps.teamEvents, endpointsOf, vetoed));
           // A few starts in flight at once: each is one Temporal round trip, idempotent by workflow id.
           await mapBounded(unsettled, START_LANES, async ({ outcome }) => {
             if (
@@ -172,15 +186,11 @@ export function createSweepActivities(deps: SweepDeps) {
         }
 
         // 4. Team events an endpoint is still owed (their delivery released, nothing sent): raised again.
-        if (deps.teamEvents && deps.endpoints) {
+        if (deps.teamEvents && endpointsOf) {
           progress.beat({ phase: 'team events', ...pass });
-          pass.teamEventsRaised = await raiseOwedTeamEvents(
-            deps,
-            deps.teamEvents,
-            deps.endpoints,
-            since,
-            marked,
-          );
+          pass.teamEventsRaised =
+            (pass.teamEventsRaised ?? 0) +
+            (await raiseOwedTeamEvents(deps, deps.teamEvents, endpointsOf, since, marked));
         }
 
         // 5. Held pushes still owed past their time: their digest was lost (terminated, never started) or is
@@ -329,6 +339,53 @@ async function replayCloses(
   return missed.length;
 }
 
+/** A team's endpoints, read once a pass. */
+type TeamEndpoints = (teamId: string) => Promise<EndpointRow[]>;
+
+function teamEndpoints(endpoints: EndpointStore): TeamEndpoints {
+  const byTeam = new Map<string, Promise<EndpointRow[]>>();
+  return (teamId) => {
+    let listed = byTeam.get(teamId);
+    if (!listed) byTeam.set(teamId, (listed = endpoints.listForTeam(teamId)));
+    return listed;
+  };
+}
+
+/** Whether the endpoint, enabled and subscribed to the type, existed when the event happened. */
+const subscribedWhen = (endpoint: EndpointRow, type: TeamEvent['type'], happenedMs: number): boolean =>
+  !endpoint.disabled && endpoint.eventTypes.includes(type) && endpoint.createdAt.getTime() <= happenedMs;
+
+/**
+ * The page's pauses under the standby veto whose team event an endpoint is owed and that was never recorded (the
+ * sweep replays no vetoed pause, so one whose emit failed would never reach the endpoints): raised. One read of
+ * the events, only for a page with such a pause and an endpoint owed it. Answers how many were raised.
+ */
+async function announceVetoedPauses(
+  deps: SweepDeps,
+  teamEvents: TeamEventStore,
+  endpointsOf: TeamEndpoints,
+  events: TeamEvent[],
+): Promise<number> {
+  const owed: TeamEvent[] = [];
+  for (const event of events) {
+    const happened = Date.parse(event.occurredAt);
+    const endpoints = await endpointsOf(event.teamId);
+    if (endpoints.some((endpoint) => subscribedWhen(endpoint, event.type, happened))) owed.push(event);
+  }
+  if (!owed.length) return 0;
+  // Pause events are small: read whole.
+  const recorded = new Set((await teamEvents.getMany(owed.map((event) => event.id))).map((row) => row._id));
+  let raised = 0;
+  await mapBounded(
+    owed.filter((event) => !recorded.has(event.id)),
+    START_LANES,
+    async (event) => {
+      if (await raiseTeamEvent(deps.client, deps.taskQueue, event)) raised++;
+    },
+  );
+  return raised;
+}
+
 /**
  * Team events of the window that an endpoint is owed and holds no claim of: their workflow released the delivery
  * (its attempts failed on our side) or never ran. Raised again (a running one is left alone; the claims of a new
@@ -339,16 +396,10 @@ async function replayCloses(
 async function raiseOwedTeamEvents(
   deps: SweepDeps,
   teamEvents: TeamEventStore,
-  endpoints: EndpointStore,
+  endpointsOf: TeamEndpoints,
   since: Date,
   marked: Set<string>,
 ): Promise<number> {
-  const byTeam = new Map<string, Promise<EndpointRow[]>>();
-  const endpointsOf = (teamId: string) => {
-    let listed = byTeam.get(teamId);
-    if (!listed) byTeam.set(teamId, (listed = endpoints.listForTeam(teamId)));
-    return listed;
-  };
   const perPass = deps.teamEventsPerPass ?? TEAM_EVENTS_PER_PASS;
   const owed: TeamEventHeader[] = [];
   for await (const page of teamEvents.recordedSince(since, deps.pageSize)) {
@@ -356,9 +407,7 @@ async function raiseOwedTeamEvents(
       const happened = Date.parse(row.occurredAt);
       const missing = (await endpointsOf(row.teamId)).some(
         (endpoint) =>
-          !endpoint.disabled &&
-          endpoint.eventTypes.includes(row.type) &&
-          endpoint.createdAt.getTime() <= happened &&
+          subscribedWhen(endpoint, row.type, happened) &&
           (endpoint.subscriptionChangedAt ?? endpoint.updatedAt) <= row.recordedAt &&
           !marked.has(endpointDeliveryKey(row._id, endpoint._id)),
       );

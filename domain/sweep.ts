@@ -4,6 +4,7 @@ import { callbackScheduleSpanSeconds, shouldNotify } from './callback';
 import { buildRunOutcome, claimKeys, type RunOutcome } from './outcome';
 import { kindFor, MISSED_RECIPIENTS_RETRY_SECONDS } from './push';
 import type { Run } from './run';
+import { teamEventFromOutcome, type TeamEvent } from './teamEvents';
 
 /** The sweep looks back at least this far: a day of runs that paused or ended. */
 const MIN_LOOKBACK_SECONDS = 24 * 3600;
@@ -114,4 +115,16 @@ export function owedEpisode(
   if (shouldNotify(outcome)) keys.push(claimKeys.callback(outcome.episodeId));
   if (families.ops && outcome.kind === 'run_failed') keys.push(claimKeys.ops(outcome.episodeId));
   return keys.length ? { runId: ref._id, episodeId: outcome.episodeId, keys, outcome } : undefined;
+}
+
+/**
+ * The team event of a listed pause the standby veto keeps the sweep from replaying (its episode would only veto
+ * again): the episode raises it, so a vetoed pause whose emit failed is announced by the sweep itself.
+ */
+export function vetoedPauseEvent(
+  ref: SweepRef,
+  outcome: RunOutcome | undefined = outcomeOfRef(ref),
+): TeamEvent | undefined {
+  if (!outcome || kindFor(outcome) !== 'human_input_requested' || !standbyVetoed(ref)) return undefined;
+  return teamEventFromOutcome(outcome);
 }

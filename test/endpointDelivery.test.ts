@@ -9,6 +9,7 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { createActivities } from '../activities';
 import { createSweepActivities } from '../activities/sweep';
+import { createRunsService } from '../runs/service';
 import { endpointRateKey, endpointRateWindows } from '../activities/endpoint';
 import { raiseTeamEvent } from '../client/teamEvents';
 import { DEFAULT_EPISODE_OPTIONS, teamEventWorkflowId } from '../contract/workflows';
@@ -290,6 +291,47 @@ describe('team endpoints: delivery', function () {
       await receiver.close();
     }
   });
+  it("a pause under the standby veto whose outcome was never emitted is announced to the team's endpoints by the sweep", async () => {
+    const admin = adminOf(stack.anonymous, 'vera', 'vetoed');
+    const owner = stack.anonymous.as('val', 'vetoed');
+    const receiver = await CallbackReceiver.start();
+    try {
+      const created = await admin.post('/api/v1/endpoints', {
+        url: receiver.url,
+        eventTypes: ['run.input_requested'],
+      });
+      assert.equal(created.status, 201, created.text);
+      const run = await owner.post('/api/v1/runs', { title: 'Watched, its emit lost' });
+      const runId = run.body.id as string;
+      assert.equal((await owner.put(`/api/v1/assistants/asst_1/watches/${runId}`)).status, 200);
+      // The pause lands; its outcome's emit fails (Temporal away): no episode, no team event.
+      const emitLost = createRunsService({
+        ...stores,
+        emitter: {
+          emitRunOutcome: async () => {
+            throw new Error('Temporal away');
+          },
+        },
+      });
+      const { interactionId } = await emitLost.pause({ userId: 'val', teamId: 'vetoed' }, runId, 'Ship it?');
+      const pass = await sweepActivitiesOf(stack).sweepOnce();
+      assert.ok((pass.teamEventsRaised ?? 0) >= 1, JSON.stringify(pass));
+      const [delivered] = await receiver.waitFor(1);
+      const body = JSON.parse(delivered.body) as { type: string; data: { interactionId: string } };
+      assert.equal(body.type, 'run.input_requested');
+      assert.equal(body.data.interactionId, interactionId);
+      await waitUntil('its delivery settled', () =>
+        stores.claims.wasDelivered(
+          endpointDeliveryKey(delivered.headers['webhook-id'] as string, created.body.id),
+        ),
+      );
+      await sweepActivitiesOf(stack).sweepOnce();
+      assert.equal(receiver.received.length, 1, 'announced once');
+    } finally {
+      await receiver.close();
+    }
+  });
+
   it('an event recorded whose delivery was released (no claim, nothing sent) is raised again by the sweep, once', async () => {
     const admin = adminOf(stack.anonymous, 'rea', 'released');
     const receiver = await CallbackReceiver.start();

@@ -194,7 +194,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     filter: { _id: { $in: ['ev:run_sample:end'] } },
     index: '_id_',
     hot: true,
-    note: 'the sweep: the few events it found owed, whole',
+    note: 'the sweep: the few events it found owed, whole; whether a vetoed pause was announced',
   },
   {
     module: 'endpoint/teamEvents',
