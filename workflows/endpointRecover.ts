@@ -5,7 +5,7 @@ import { continueAsNew, patched, proxyActivities, sleep, workflowInfo } from '@t
 import type { Activities } from '../contract/activities';
 import type { EndpointRecoverInput, EndpointRecoverResult } from '../contract/workflows';
 import { heldWaitSeconds } from '../domain/callback';
-import { callbackAttemptCalls } from './common';
+import { callbackAttemptCalls, outlastingStoreOutages } from './common';
 
 const listing = proxyActivities<Activities>({
   startToCloseTimeout: '2 minutes',
@@ -24,8 +24,18 @@ export const ENDPOINT_RECOVER_SENDS_PER_EXECUTION = 500;
 /** Marks executions that continue as new every `sendsPerExecution` sends (or when Temporal suggests it). */
 export const ENDPOINT_RECOVER_CONTINUES_PATCH = 'endpoint-recover-continues-as-new';
 
+/**
+ * Marks executions whose listing or send, failed past its retries (a store outage longer than about a quarter of a
+ * minute), is made again after a wait, one minute doubling to an hour, for a day (outlastingStoreOutages). Before,
+ * the recover failed there and the events it had not sent yet were never sent. Only a failed call reaches the check.
+ */
+export const ENDPOINT_RECOVER_OUTLASTS_OUTAGES_PATCH = 'endpoint-recover-outlasts-store-outages';
+
+const outlasting = <T>(call: () => Promise<T>): Promise<T> =>
+  outlastingStoreOutages(call, () => patched(ENDPOINT_RECOVER_OUTLASTS_OUTAGES_PATCH));
+
 export async function endpointRecoverWorkflow(input: EndpointRecoverInput): Promise<EndpointRecoverResult> {
-  const missed = input.remaining ?? (await listing.endpointMissedEvents(input));
+  const missed = input.remaining ?? (await outlasting(() => listing.endpointMissedEvents(input)));
   const attempts = callbackAttemptCalls();
   const recoverId = workflowInfo().workflowId;
   const found = input.progress?.found ?? missed.length;
@@ -41,11 +51,13 @@ export async function endpointRecoverWorkflow(input: EndpointRecoverInput): Prom
         progress: { found, delivered },
       });
     for (let held = 0; ; held++) {
-      const result = await attempts.sendEndpointEvent(eventId, input.endpointId, {
-        attempt: 1,
-        trigger: 'redeliver',
-        recoverId,
-      });
+      const result = await outlasting(() =>
+        attempts.sendEndpointEvent(eventId, input.endpointId, {
+          attempt: 1,
+          trigger: 'redeliver',
+          recoverId,
+        }),
+      );
       if (result.result === 'retry' && result.held && held < MAX_HOLDS) {
         await sleep(heldWaitSeconds(result.retryAfterSeconds, held) * 1000);
         continue;
