@@ -146,19 +146,27 @@ export async function outlastingStoreOutages<T>(
   }
 }
 
-/** Every quick call made through outlastingStoreOutages, once `patchedHere`. */
-export function quickCallsOutlastingOutages(quick: QuickCalls, patchedHere: () => boolean): QuickCalls {
+/** The named calls, each made through outlastingStoreOutages, once `patchedHere`. */
+export function callsOutlastingOutages<T, K extends keyof T>(
+  calls: T,
+  names: readonly K[],
+  patchedHere: () => boolean,
+): Pick<T, K> {
   return Object.fromEntries(
-    QUICK_CALLS.map((name) => [
+    names.map((name) => [
       name,
       (...args: unknown[]) =>
         outlastingStoreOutages(
-          () => (quick[name] as (...a: unknown[]) => Promise<unknown>)(...args),
+          () => (calls[name] as (...a: unknown[]) => Promise<unknown>)(...args),
           patchedHere,
         ),
     ]),
-  ) as QuickCalls;
+  ) as Pick<T, K>;
 }
+
+/** Every quick call made through outlastingStoreOutages, once `patchedHere`. */
+export const quickCallsOutlastingOutages = (quick: QuickCalls, patchedHere: () => boolean): QuickCalls =>
+  callsOutlastingOutages(quick, QUICK_CALLS, patchedHere);
 
 /** The holder of this execution's claims: a re-run of the same episode is another holder. */
 export function holder(): string {

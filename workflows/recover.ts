@@ -23,10 +23,8 @@ import {
   type RecoverInput,
   type RedeliverResult,
 } from '../contract/workflows';
-import { localStoreCalls, unlessChildRunning } from './common';
+import { callsOutlastingOutages, localStoreCalls, unlessChildRunning } from './common';
 import { callbackRedeliverWorkflow } from './redeliver';
-
-const store = localStoreCalls;
 
 /** Redeliveries in flight at once: each is one outbound POST to the team's receivers. */
 export const RECOVER_WIDTH = 8;
@@ -47,6 +45,14 @@ export const RECOVER_BOUNDED_PATCH = 'recover-skips-resent-takes-team-budget-sto
  */
 export const RECOVER_SURVIVES_FAILED_REDELIVERY_PATCH = 'recover-survives-failed-redelivery';
 
+/**
+ * Marks executions whose store calls (a page of give-ups, its progress, a budget slot taken or given back) that
+ * failed past their quick retries (a store outage of about a quarter of an hour) are made again after a wait, one
+ * minute doubling to an hour, for a day. Before, the recover failed there: the give-ups of its later pages were
+ * never sent, and its progress said `running` for good. Only a failed call reaches the check.
+ */
+export const RECOVER_OUTLASTS_OUTAGES_PATCH = 'recover-outlasts-store-outages';
+
 type Callback = GaveUpPage['callbacks'][number];
 
 /** A redelivery's own failure: whether it sent is unknown, so it counts as a failed send (its slot stays spent). */
@@ -58,6 +64,11 @@ function failedItself(err: unknown): 'failed' {
 
 export async function callbackRecoverWorkflow(input: RecoverInput): Promise<RecoverCounts> {
   if (!patched(RECOVER_BOUNDED_PATCH)) return recoverUnbounded(input);
+  const store = callsOutlastingOutages(
+    localStoreCalls,
+    ['gaveUpCallbacks', 'saveRecoverProgress', 'takeRecoverSend', 'returnRecoverSend'],
+    () => patched(RECOVER_OUTLASTS_OUTAGES_PATCH),
+  );
   const counts: RecoverCounts = {
     ...{ found: 0, skipped: 0, sent: 0, delivered: 0, failed: 0, held: 0, stoppedAtMax: false },
     ...input.progress,
@@ -165,6 +176,7 @@ const identityOf = (input: RecoverInput): RecoverInput => ({
 
 /** Executions started before RECOVER_BOUNDED_PATCH: every give-up still given up is sent, unbounded. */
 async function recoverUnbounded(input: RecoverInput): Promise<RecoverCounts> {
+  const store = localStoreCalls;
   const counts: RecoverCounts = { ...(input.progress ?? { found: 0, sent: 0, delivered: 0, failed: 0 }) };
   let after = input.after;
   const recover = identityOf(input);

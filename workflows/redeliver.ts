@@ -13,7 +13,7 @@
 import { patched } from '@temporalio/workflow';
 import type { RedeliverInput, RedeliverResult } from '../contract/workflows';
 import { claimKeys } from '../domain/outcome';
-import { callbackAttemptCalls, localStoreCalls } from './common';
+import { callbackAttemptCalls, localStoreCalls, outlastingStoreOutages } from './common';
 
 // The store calls as quick calls run (workflows/common.ts); the attempt's options are the episode's (its input's).
 const store = localStoreCalls;
@@ -23,6 +23,20 @@ export const REDELIVER_ANY_SETTLED_PATCH = 'redeliver-any-settled';
 
 /** Marks executions in which an attempt the worker held (nothing sent) leaves the claim as it was. */
 export const REDELIVER_HELD_LEAVES_CLAIM_PATCH = 'redelivery-held-leaves-claim';
+
+/**
+ * Marks executions whose claim resettle after the send, failed past its quick retries (a store outage of about a
+ * quarter of an hour), is made again after a wait, one minute doubling to an hour, for a day. Before, the
+ * redelivery failed there: a callback the receiver had taken stayed given up, was counted failed and was sent again
+ * by the next recover. Only a failed resettle reaches the check.
+ */
+export const REDELIVER_RESETTLE_OUTLASTS_OUTAGES_PATCH = 'redeliver-resettle-outlasts-store-outages';
+
+const resettle = (key: string, result: string): Promise<boolean> =>
+  outlastingStoreOutages(
+    () => store.resettleClaim(key, result),
+    () => patched(REDELIVER_RESETTLE_OUTLASTS_OUTAGES_PATCH),
+  );
 
 export async function callbackRedeliverWorkflow(input: RedeliverInput): Promise<RedeliverResult> {
   const key = claimKeys.callback(input.episodeId);
@@ -47,7 +61,7 @@ export async function callbackRedeliverWorkflow(input: RedeliverInput): Promise<
     input.teamId,
   );
   if (sent.result === 'delivered') {
-    if (gaveUp) await store.resettleClaim(key, 'redelivered');
+    if (gaveUp) await resettle(key, 'redelivered');
     return { result: 'delivered', status: sent.status };
   }
   // Held, nothing went out: the claim keeps what the last send said. Only activities that tell a hold reach
@@ -55,7 +69,7 @@ export async function callbackRedeliverWorkflow(input: RedeliverInput): Promise<
   if (sent.result === 'retry' && sent.held && patched(REDELIVER_HELD_LEAVES_CLAIM_PATCH))
     return { result: 'held', held: sent.held, detail: sent.detail };
   // A failure never overwrites a delivery, and raises no alert: the launcher asked and sees the outcome.
-  if (gaveUp) await store.resettleClaim(key, `gave_up: ${sent.detail}`);
+  if (gaveUp) await resettle(key, `gave_up: ${sent.detail}`);
   return {
     result: 'failed',
     ...(sent.status !== undefined ? { status: sent.status } : {}),

@@ -1,0 +1,136 @@
+// A team's callback recover and a redelivery through a store outage, on Temporal's time-skipping test server: the
+// activities are stand-ins that fail as they do while the store is away (past a quick call's 20 tries, about a
+// quarter of an hour), then come back. Neither ends on the outage: the recover reads its next page and completes,
+// and a redelivery the receiver took brings its claim up to date; the clock jumps, so the outage takes seconds.
+import assert from 'node:assert/strict';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { ApplicationFailure } from '@temporalio/common';
+import { Worker } from '@temporalio/worker';
+import type { Activities, GaveUpPage } from '../../contract/activities';
+import { callbackRecoverWorkflow, callbackRedeliverWorkflow } from '../../workflows';
+import type { RecoverCounts, RecoverInput } from '../../contract/workflows';
+import { workflowBundle } from '../support/workflowBundle';
+import { onTimeSkipping } from '../support/timeSkipping';
+import { recordHistory } from '../support/historyFixture';
+
+/** Failures past a quick call's 20 tries. */
+const OUTAGE_FAILURES = 25;
+
+/** Retried at once: the test waits on the failures' count, not on the quick calls' backoff. */
+const storeAway = () => ApplicationFailure.create({ message: 'the store is away', nextRetryDelay: 1 });
+
+/**
+ * Stand-ins for a recover's and its redeliveries' activities: two pages of one give-up each, every send taken by
+ * the receiver; `over` replaces some of them. Records the sends, the claims resettled and the progress saved.
+ */
+function standIns(over: Record<string, unknown> = {}) {
+  const sent: string[] = [];
+  const resettled: [string, string][] = [];
+  const saved: { counts: RecoverCounts; completed: boolean }[] = [];
+  const pages: Record<string, GaveUpPage> = {
+    first: {
+      callbacks: [{ runId: 'run_1', episodeId: 'run_1:end', seenAttempts: 2 }],
+      next: { at: '2026-12-06T00:30:00.000Z', id: 'run_1' },
+    },
+    second: { callbacks: [{ runId: 'run_2', episodeId: 'run_2:end', seenAttempts: 2 }] },
+  };
+  const activities = {
+    gaveUpCallbacks: async (request: { after?: unknown }) => pages[request.after ? 'second' : 'first'],
+    saveRecoverProgress: async (_recover: unknown, counts: RecoverCounts, completed: boolean) =>
+      void saved.push({ counts: { ...counts }, completed }),
+    takeRecoverSend: async () => ({ admitted: true }),
+    returnRecoverSend: async () => undefined,
+    describeClaim: async () => ({ state: 'delivered', result: 'gave_up: http 503' }),
+    callbackAttemptCount: async () => 2,
+    sendCallback: async (episodeId: string) => {
+      sent.push(episodeId);
+      return { result: 'delivered', status: 204 };
+    },
+    resettleClaim: async (key: string, result: string) => {
+      resettled.push([key, result]);
+      return true;
+    },
+    ...over,
+  } as unknown as Partial<Activities>;
+  return { activities, sent, resettled, saved };
+}
+
+const INPUT: RecoverInput = {
+  recoverId: 'rec_1',
+  teamId: 'acme',
+  since: '2026-12-06T00:00:00.000Z',
+  until: '2026-12-06T01:00:00.000Z',
+  maxSends: 100,
+};
+
+describe('a callback recover and a redelivery through a store outage, on time-skipping Temporal', function () {
+  this.timeout(120_000);
+  let env: TestWorkflowEnvironment;
+  onTimeSkipping((started) => (env = started));
+
+  async function run<T>(
+    activities: Partial<Activities>,
+    taskQueue: string,
+    body: () => Promise<T>,
+  ): Promise<T> {
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      workflowBundle: await workflowBundle(),
+      activities,
+    });
+    return worker.runUntil(body);
+  }
+
+  it('a recover whose next page cannot be read for a while reads it once the store is back, sends it, and completes', async () => {
+    const taskQueue = 'ts-callback-recover';
+    let pageFailures = OUTAGE_FAILURES;
+    const { activities, sent, saved } = standIns();
+    const firstPages = activities.gaveUpCallbacks!;
+    activities.gaveUpCallbacks = async (request) => {
+      if (request.after && pageFailures-- > 0) throw storeAway();
+      return firstPages(request);
+    };
+    const counts = await run(activities, taskQueue, async () => {
+      const handle = await env.client.workflow.start(callbackRecoverWorkflow, {
+        taskQueue,
+        workflowId: 'cb-recover|acme',
+        args: [INPUT],
+      });
+      try {
+        return await handle.result();
+      } finally {
+        recordHistory(await handle.fetchHistory(), 'callback-recover-history-store-outage-outlasted.json');
+      }
+    });
+    assert.deepEqual(sent, ['run_1:end', 'run_2:end']);
+    assert.equal(counts.delivered, 2);
+    assert.equal(saved.at(-1)?.completed, true, 'its progress says it completed');
+  });
+
+  it('a redelivery the receiver took whose claim cannot be resettled for a while resettles it once the store is back', async () => {
+    const taskQueue = 'ts-callback-redeliver';
+    let resettleFailures = OUTAGE_FAILURES;
+    const { activities, sent, resettled } = standIns();
+    const resettle = activities.resettleClaim!;
+    activities.resettleClaim = async (key, result) => {
+      if (resettleFailures-- > 0) throw storeAway();
+      return resettle(key, result);
+    };
+    const result = await run(activities, taskQueue, async () => {
+      const handle = await env.client.workflow.start(callbackRedeliverWorkflow, {
+        taskQueue,
+        workflowId: 'cb-redeliver|run_1:end',
+        args: [{ teamId: 'acme', runId: 'run_1', episodeId: 'run_1:end', seenAttempts: 2 }],
+      });
+      try {
+        return await handle.result();
+      } finally {
+        recordHistory(await handle.fetchHistory(), 'callback-redeliver-history-store-outage-outlasted.json');
+      }
+    });
+    assert.deepEqual(sent, ['run_1:end']);
+    assert.equal(result.result, 'delivered');
+    assert.deepEqual(resettled, [['cb|run_1:end', 'redelivered']]);
+  });
+});
