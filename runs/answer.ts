@@ -1,6 +1,6 @@
 // Answering the interaction a run waits on, which resumes the run.
 import { NotFoundError } from '../domain/errors';
-import { runWaitsOn } from '../domain/interaction';
+import { interactionClaimKeys, runWaitsOn } from '../domain/interaction';
 import type { Run } from '../domain/run';
 import { IllegalTransitionError } from '../domain/runStatus';
 import type { Interaction } from '../store/interactions';
@@ -80,10 +80,12 @@ async function answerNotWaitedOn(
     interaction.status === 'answered';
   if (resumedOnThisInteraction && interaction.answer === answer) {
     await repairLastTransition(ctx, run); // the first try may have died after the status write
-    await closeEverywhere(ctx, run, interactionId, {
-      answeredBy: interaction.answeredBy ?? '',
-      at: interaction.answeredAt ?? ctx.now(),
-    });
+    // Closed already: a signal would only start the question's finished workflow anew, on every repeat.
+    if (!(await ctx.claims.wasDelivered(interactionClaimKeys.answered(interactionId))))
+      await closeEverywhere(ctx, run, interactionId, {
+        answeredBy: interaction.answeredBy ?? '',
+        at: interaction.answeredAt ?? ctx.now(),
+      });
     return run;
   }
   if (resumedOnThisInteraction) {

@@ -10,6 +10,7 @@ import type { ActionTokenStore } from '../store/actionTokens';
 import type { EventStore } from '../store/events';
 import type { InteractionStore } from '../store/interactions';
 import type { RunStore } from '../store/runs';
+import type { ClaimStore } from '../store/claims';
 import type { RunTransitionStore } from '../store/runTransitions';
 
 export interface Caller {
@@ -34,6 +35,8 @@ export interface RunsServiceDeps {
    * snooze too; undefined where no one listens (some tests). A failed signal is replayed by the sweep.
    */
   interactionSignals?: Pick<InteractionSignaler, 'answered' | 'snoozed'>;
+  /** Whether a question's close is settled: a repeated answer signals only while it is not. */
+  claims: Pick<ClaimStore, 'wasDelivered'>;
   /** Run health sees every event the service writes; undefined where no one watches (some tests). */
   health?: HealthSignaler;
   now?: () => Date;

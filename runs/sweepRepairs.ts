@@ -21,7 +21,7 @@ export interface SweepRepairs {
 }
 
 export function sweepRepairs(deps: {
-  stores: Pick<Stores, 'runs' | 'runTransitions' | 'events' | 'interactions' | 'actionTokens'>;
+  stores: Pick<Stores, 'runs' | 'runTransitions' | 'events' | 'interactions' | 'actionTokens' | 'claims'>;
   client: Client;
   taskQueue: string;
   healthOptions: HealthOptions;

@@ -64,13 +64,14 @@ export async function applyTransition(
 
 /**
  * The run's last transition again, minus the status write that landed: its events (by their derived ids) and
- * health. For a retry whose first try wrote the status but died before the rest.
+ * health. For a retry whose first try wrote the status but died before the rest (its row still open); one that
+ * finished costs the row's read.
  */
 export async function repairLastTransition(ctx: RunsContext, run: Run): Promise<void> {
   const revision = run.revision ?? 0;
   if (revision === 0) return;
   const t = await ctx.runTransitions.get(run._id, revision - 1);
-  if (t) await writeEvents(ctx, run, t, withAnswer(t, answerOf(run, t)).items);
+  if (t?.open) await writeEvents(ctx, run, t, withAnswer(t, answerOf(run, t)).items);
 }
 
 /**

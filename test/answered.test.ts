@@ -3,7 +3,7 @@
 // Topic, saying who answered; a lost signal is replayed by the sweep. Real API, worker, Temporal, FerretDB, and
 // the loopback push service that verifies VAPID and decrypts what it receives.
 import assert from 'node:assert/strict';
-import { interactionWorkflowId } from '../contract/workflows';
+import { healthWorkflowId, interactionWorkflowId } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
 import { inputEpisodeId } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, type PushPayload } from '../domain/push';
@@ -110,6 +110,25 @@ describe('answered once, closed everywhere', function () {
     const workflow = stack.client.workflow.getHandle(`interaction|${interactionId}`);
     await workflow.result();
     await closedEverywhere(runId, interactionId);
+  });
+
+  it('repeats of an answer after its close settled cost nothing on Temporal: no new execution, no health signal', async () => {
+    const { runId, interactionId } = await paused();
+    const answer = () =>
+      alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, { answer: 'yes' });
+    assert.equal((await answer()).status, 200);
+    await closedEverywhere(runId, interactionId);
+    const workflow = stack.client.workflow.getHandle(interactionWorkflowId(interactionId));
+    await workflow.result();
+    const closedRun = (await workflow.describe()).runId;
+    const health = stack.client.workflow.getHandle(healthWorkflowId(runId));
+    const signals = async () =>
+      ((await health.fetchHistory()).events ?? []).filter((e) => e.workflowExecutionSignaledEventAttributes)
+        .length;
+    const before = await signals();
+    for (let i = 0; i < 3; i++) assert.equal((await answer()).status, 200);
+    assert.equal((await workflow.describe()).runId, closedRun, 'a repeat started the question anew');
+    assert.equal(await signals(), before, 'a repeat told health again');
   });
 
   it('a question without choices offers a snooze: its token snoozes once (202), then 409; after the answer, 409', async () => {
