@@ -6,7 +6,7 @@ import { changesStatus, type ObservedEvent } from '../domain/health';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { runAttributes } from '../contract/searchAttributes';
 import { teamPriority } from './priority';
-import { unlessAlreadyStarted } from './startUnlessRunning';
+import { unlessAlreadyStarted, withinCallDeadline } from './startUnlessRunning';
 import {
   healthWorkflowId,
   observeManySignal,
@@ -27,8 +27,6 @@ export interface ObservedRun {
 export const MAX_EVENTS_PER_BATCH = 500;
 /** Runs a process holds events for; past it, a run's events go unbatched, as they come. */
 export const MAX_RUNS_HELD = 1_000;
-/** One signal-with-start's whole round trip. */
-const SIGNAL_DEADLINE_MS = 10_000;
 
 /** The window a process holds a run's events: HEALTH_BATCH_MS, at most a quarter of the stall time. */
 export function healthBatchMs(config: Pick<Config, 'healthBatchMs' | 'stallAfterSeconds'>): number {
@@ -163,7 +161,7 @@ export function createHealthSignaler(deps: {
     // Health reads only these; the rest (a final answer, a prompt) stays out of its history.
     const batch = events.map(({ type, data, at }) => ({ type, data: pick(data, ['node', 'spent']), at }));
     await unlessAlreadyStarted(() =>
-      deps.client.withDeadline(Date.now() + SIGNAL_DEADLINE_MS, () =>
+      withinCallDeadline(deps.client, () =>
         deps.client.workflow.signalWithStart<Workflows['runHealthWorkflow'], [ObservedEvent[]]>(
           workflowTypes.health,
           {

@@ -16,7 +16,7 @@ import {
 } from '../contract/workflows';
 import type { RunOutcome } from '../domain/outcome';
 import { PRIORITY_KEYS, teamPriority } from './priority';
-import { startUnlessRunning } from './startUnlessRunning';
+import { startUnlessRunning, withinCallDeadline } from './startUnlessRunning';
 
 const startOptions = (taskQueue: string, ref: InteractionRef, plan?: InteractionPlan) => ({
   workflowId: interactionWorkflowId(ref.interactionId),
@@ -52,17 +52,21 @@ export function createInteractionSignaler(client: Client, taskQueue: string) {
   return {
     /** The answer was taken: the workflow stops its ladder and closes the question on every device. */
     async answered(ref: InteractionRef, answer: InteractionAnswer): Promise<void> {
-      await client.workflow.signalWithStart<Workflows['interactionWorkflow'], [InteractionAnswer]>(
-        workflowTypes.interaction,
-        { ...startOptions(taskQueue, ref), signal: interactionAnsweredSignal, signalArgs: [answer] },
+      await withinCallDeadline(client, () =>
+        client.workflow.signalWithStart<Workflows['interactionWorkflow'], [InteractionAnswer]>(
+          workflowTypes.interaction,
+          { ...startOptions(taskQueue, ref), signal: interactionAnsweredSignal, signalArgs: [answer] },
+        ),
       );
     },
 
     /** A person snoozed the question: pushed to them again an hour later unless it is answered by then. */
     async snoozed(ref: InteractionRef, snooze: InteractionSnooze): Promise<void> {
-      await client.workflow.signalWithStart<Workflows['interactionWorkflow'], [InteractionSnooze]>(
-        workflowTypes.interaction,
-        { ...startOptions(taskQueue, ref), signal: interactionSnoozedSignal, signalArgs: [snooze] },
+      await withinCallDeadline(client, () =>
+        client.workflow.signalWithStart<Workflows['interactionWorkflow'], [InteractionSnooze]>(
+          workflowTypes.interaction,
+          { ...startOptions(taskQueue, ref), signal: interactionSnoozedSignal, signalArgs: [snooze] },
+        ),
       );
     },
   };

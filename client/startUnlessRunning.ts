@@ -5,6 +5,17 @@ import { Client, WorkflowExecutionAlreadyStartedError, type WorkflowStartOptions
 import type { Workflows } from '../contract/workflows';
 
 /**
+ * A start's or a signal's whole round trip, the client's retries included: a request that waits on Temporal
+ * answers within it (a partition would otherwise hold it for as long as the connection lives).
+ */
+export const TEMPORAL_CALL_DEADLINE_MS = 10_000;
+
+/** The call, given up past TEMPORAL_CALL_DEADLINE_MS (a gRPC DEADLINE_EXCEEDED). */
+export function withinCallDeadline<T>(client: Client, call: () => Promise<T>): Promise<T> {
+  return client.withDeadline(Date.now() + TEMPORAL_CALL_DEADLINE_MS, call);
+}
+
+/**
  * Starts the workflow; false when Temporal refuses its id: an execution of it is running now (whichever process
  * started it), or, under REJECT_DUPLICATE, one ran before. ALLOW_DUPLICATE (the default): a closed execution may
  * be followed by another (its own claims dedupe what it does), a running one is never doubled.
@@ -16,11 +27,13 @@ export async function startUnlessRunning<Name extends keyof Workflows>(
   reuse: 'ALLOW_DUPLICATE' | 'REJECT_DUPLICATE' = 'ALLOW_DUPLICATE',
 ): Promise<boolean> {
   return unlessAlreadyStarted(() =>
-    client.workflow.start<Workflows[Name]>(workflowType, {
-      ...options,
-      workflowIdReusePolicy: reuse,
-      workflowIdConflictPolicy: 'FAIL',
-    } as WorkflowStartOptions<Workflows[Name]>),
+    withinCallDeadline(client, () =>
+      client.workflow.start<Workflows[Name]>(workflowType, {
+        ...options,
+        workflowIdReusePolicy: reuse,
+        workflowIdConflictPolicy: 'FAIL',
+      } as WorkflowStartOptions<Workflows[Name]>),
+    ),
   );
 }
 

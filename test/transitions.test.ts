@@ -1,8 +1,11 @@
 // Concurrent conflicting transitions on the real servers: exactly one wins, the loser is a 409 that wrote
 // nothing (no phantom events), and the run's health workflow follows the winner.
 import assert from 'node:assert/strict';
+import net from 'node:net';
+import { Client, Connection } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
+import { createInteractionSignaler } from '../client/interaction';
 import { createRunsService, type RunsServiceDeps } from '../runs/service';
 import { IllegalTransitionError } from '../domain/runStatus';
 import type { Stores } from '../store';
@@ -371,6 +374,41 @@ describe('concurrent transitions', function () {
       (await stores.events.listForRun(runId)).map((e) => e.type),
       ['run_started', 'node_started', 'run_paused', 'run_resumed'],
     );
+  });
+
+  it('a pause and an answer with Temporal unresponsive answer within the call deadline, and report what they could not start or tell', async function () {
+    this.timeout(60_000);
+    // Accepts connections and never answers: a partition in which every call would wait for good.
+    const held = new Set<net.Socket>();
+    const silent = net.createServer((socket) => void held.add(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const connection = Connection.lazy({
+      address: `127.0.0.1:${(silent.address() as net.AddressInfo).port}`,
+    });
+    const unresponsive = new Client({ connection });
+    try {
+      const failures: string[] = [];
+      const partitioned = createRunsService({
+        ...stores,
+        emitter: createOutcomeEmitter({
+          client: unresponsive,
+          taskQueue: stack.config.temporalTaskQueue,
+          runs: stores.runs,
+          options: episodeOptions(stack.config),
+        }),
+        interactionSignals: createInteractionSignaler(unresponsive, stack.config.temporalTaskQueue),
+        onEmitError: (_runId, err) => void failures.push(String(err)),
+      });
+      const caller = { userId: 'alice', teamId: 'acme' };
+      const run = await partitioned.create(caller, { title: 'Temporal away' });
+      const { interactionId } = await partitioned.pause(caller, run._id, 'Ship it?');
+      assert.equal((await partitioned.answer(caller, run._id, interactionId, 'yes')).status, 'running');
+      assert.equal(failures.length, 2, `the outcome's start and the close's signal failed: ${failures}`);
+    } finally {
+      await connection.close().catch(() => undefined);
+      for (const socket of held) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
   });
 
   it('a complete whose writer died between its win and its answer is taken over by the next operation', async () => {
