@@ -87,9 +87,11 @@ export async function answerWithToken(ctx: RunsContext, token: string): Promise<
   if (!row) throw new NotFoundError('unknown action token');
   const caller = { userId: row.userId, teamId: row.teamId };
   if (row.usedAt) {
-    if (await answerLeftHalfDone(ctx, row))
-      return answerInteraction(ctx, caller, row.runId, row.interactionId, row.choiceId);
-    throw new ConflictError('this action was already used');
+    if (!(await answerLeftHalfDone(ctx, row))) throw new ConflictError('this action was already used');
+    const finished = await answerInteraction(ctx, caller, row.runId, row.interactionId, row.choiceId);
+    // Told: the request that took it, if it still runs and fails, can no longer give it back.
+    await ctx.actionTokens.told(hash, ctx.now()).catch(() => undefined);
+    return finished;
   }
   const at = ctx.now();
   if (row.expiresAt <= at) throw new GoneError('this action has expired');

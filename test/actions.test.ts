@@ -165,6 +165,22 @@ describe('notification actions', function () {
     assert.equal((await act(bobApprove)).status, 409);
   });
 
+  it('a token whose first request stalled is spent once its retry answered: the first giving it back after does not re-arm it', async () => {
+    const { runId } = await pausedWithChoices();
+    const bobApprove = tokenOf(payloadOf(devices.bob[0], runId), 'approve');
+    const hash = hashActionToken(bobApprove);
+    // The first request took the token, then stalled on the store before storing the answer.
+    const firstAt = new Date();
+    assert.ok(await stack.stores.actionTokens.take(hash, firstAt, { untold: true }));
+    // The device's retry finds it taken and untold, and finishes the answer itself.
+    const retried = await act(bobApprove);
+    assert.equal(retried.status, 200, retried.text);
+    assert.equal(await statusOf(runId), 'running');
+    // The first request's store write then fails: it gives the token back, as a failure before any answer does.
+    await stack.stores.actionTokens.giveBack(hash, firstAt);
+    assert.equal((await act(bobApprove)).status, 409, 'the spent token answered again');
+  });
+
   it('a retried fan-out mints a fresh set only for whom it still has to reach; the set sent before still answers', async () => {
     // Bob's device fails the whole first attempt (the sender's three tries): the activity is retried for him.
     const { runId, interactionId } = await pausedWithChoices(() =>
