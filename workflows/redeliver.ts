@@ -32,6 +32,13 @@ export const REDELIVER_HELD_LEAVES_CLAIM_PATCH = 'redelivery-held-leaves-claim';
  */
 export const REDELIVER_RESETTLE_OUTLASTS_OUTAGES_PATCH = 'redeliver-resettle-outlasts-store-outages';
 
+/**
+ * Marks executions in which a recover's redelivery sends only a callback still given up: one delivered since the
+ * recover read its page (a manual redelivery took it, its attempt counted before the recover's read) was sent
+ * again. Only such a callback reaches the check.
+ */
+export const RECOVER_REDELIVERS_ONLY_GIVEN_UP_PATCH = 'recover-redelivers-only-given-up';
+
 const resettle = (key: string, result: string): Promise<boolean> =>
   outlastingStoreOutages(
     () => store.resettleClaim(key, result),
@@ -52,6 +59,8 @@ export async function callbackRedeliverWorkflow(input: RedeliverInput): Promise<
   )
     return { result: 'superseded' };
   const gaveUp = claim.result?.startsWith('gave_up') ?? false;
+  if (input.recoverId && !gaveUp && patched(RECOVER_REDELIVERS_ONLY_GIVEN_UP_PATCH))
+    return { result: 'superseded' };
   // The attempt log numbers it after the episode's attempts (the activity starts from their count). A recover's
   // does not go past the team's open breaker.
   const sent = await attempt.sendCallback(

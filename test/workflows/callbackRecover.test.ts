@@ -1,7 +1,8 @@
-// A team's callback recover and a redelivery through a store outage, on Temporal's time-skipping test server: the
-// activities are stand-ins that fail as they do while the store is away (past a quick call's 20 tries, about a
-// quarter of an hour), then come back. Neither ends on the outage: the recover reads its next page and completes,
-// and a redelivery the receiver took brings its claim up to date; the clock jumps, so the outage takes seconds.
+// A team's callback recover and its redeliveries, on Temporal's time-skipping test server, with stand-in
+// activities. Through a store outage (calls failing past a quick call's 20 tries, about a quarter of an hour, then
+// back) neither ends: the recover reads its next page and completes, and a redelivery the receiver took brings its
+// claim up to date; the clock jumps, so the outage takes seconds. And a recover's redelivery sends only a callback
+// still given up.
 import assert from 'node:assert/strict';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { ApplicationFailure } from '@temporalio/common';
@@ -63,7 +64,7 @@ const INPUT: RecoverInput = {
   maxSends: 100,
 };
 
-describe('a callback recover and a redelivery through a store outage, on time-skipping Temporal', function () {
+describe('a callback recover and its redeliveries, on time-skipping Temporal', function () {
   this.timeout(120_000);
   let env: TestWorkflowEnvironment;
   onTimeSkipping((started) => (env = started));
@@ -132,5 +133,29 @@ describe('a callback recover and a redelivery through a store outage, on time-sk
     assert.deepEqual(sent, ['run_1:end']);
     assert.equal(result.result, 'delivered');
     assert.deepEqual(resettled, [['cb|run_1:end', 'redelivered']]);
+  });
+
+  it("a recover's redelivery of a callback delivered since its page was read sends nothing", async () => {
+    const taskQueue = 'ts-callback-recover-superseded';
+    // A manual redelivery took it meanwhile: its claim says redelivered, and the page's count of attempts still holds.
+    const { activities, sent } = standIns({
+      describeClaim: async () => ({ state: 'delivered', result: 'redelivered' }),
+    });
+    const result = await run(activities, taskQueue, async () => {
+      const handle = await env.client.workflow.start(callbackRedeliverWorkflow, {
+        taskQueue,
+        workflowId: 'cb-redeliver|run_3:end',
+        args: [
+          { teamId: 'acme', runId: 'run_3', episodeId: 'run_3:end', seenAttempts: 2, recoverId: 'rec_1' },
+        ],
+      });
+      try {
+        return await handle.result();
+      } finally {
+        recordHistory(await handle.fetchHistory(), 'callback-redeliver-history-recover-superseded.json');
+      }
+    });
+    assert.deepEqual(sent, [], 'sent again to a receiver that took it');
+    assert.equal(result.result, 'superseded');
   });
 });
