@@ -110,6 +110,12 @@ describe('recover of the callbacks that gave up', function () {
     }
     assert.equal((await stores.claims.describe(`cb|${otherTeam.id}:end`)).result, 'gave_up: http 503');
 
+    // What the next recover reads: no give-up of a callback delivered since (its cost follows what is still owed).
+    const left = await stores.callbackAttempts.listGaveUp('acme', new Date(since), new Date(), 100);
+    assert.deepEqual(
+      left.rows.map((row) => row.episodeId),
+      [],
+    );
     // Again over the same window: nothing is left given up, nothing is sent.
     const again = await alice.post('/api/v1/callbacks/recover', { since });
     assert.equal(again.status, 202, again.text);

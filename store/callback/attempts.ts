@@ -141,6 +141,14 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
     },
 
     /**
+     * The episode's callback was delivered after it gave up (a redelivery): its give-ups are no longer what a
+     * recover looks for, so a recover's reads follow what is still owed, not every give-up kept.
+     */
+    async clearGaveUp(episodeId: string): Promise<void> {
+      await rows.updateMany({ episodeId, gaveUp: true }, { $unset: { gaveUp: '' } });
+    },
+
+    /**
      * The attempts on which a team's callbacks gave up in [since, until), oldest first, `limit` of them after
      * `after` (the previous page's last row). The cursor's bound is `at >= after.at` (a range the index serves);
      * the rows at exactly that time up to its _id were on earlier pages and are skipped here.

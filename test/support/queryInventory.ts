@@ -267,6 +267,16 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'callback/attempts',
+    method: 'clearGaveUp',
+    collection: 'callback_attempts',
+    op: 'updateMany',
+    filter: { episodeId: SAMPLE.episodeId, gaveUp: true },
+    index: 'episode_recent',
+    hot: true,
+    note: 'a redelivery that delivered: its give-ups are no longer owed',
+  },
+  {
+    module: 'callback/attempts',
     method: 'listGaveUp',
     collection: 'callback_attempts',
     op: 'find',
