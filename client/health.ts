@@ -106,8 +106,8 @@ export function createEventBatcher(deps: {
 
   return {
     async observe(run: ObservedRun, events: ObservedEvent[]): Promise<void> {
-      const now = clock.now();
-      const stamped = events.map((event) => ({ ...event, at: event.at ?? now }));
+      const at = clock.now();
+      const stamped = events.map((event) => ({ ...event, at }));
       let batch = held.get(run._id);
       if (deps.windowMs === 0 || (!batch && held.size >= MAX_RUNS_HELD)) {
         await sendInOrder(run, stamped);
@@ -159,7 +159,12 @@ export function createHealthSignaler(deps: {
       options: deps.options,
     };
     // Health reads only these; the rest (a final answer, a prompt) stays out of its history.
-    const batch = events.map(({ type, data, at }) => ({ type, data: pick(data, ['node', 'spent']), at }));
+    const batch = events.map(({ type, data, at, writtenAt }) => ({
+      type,
+      data: pick(data, ['node', 'spent']),
+      at,
+      ...(writtenAt !== undefined ? { writtenAt } : {}),
+    }));
     await unlessAlreadyStarted(() =>
       withinCallDeadline(deps.client, () =>
         deps.client.workflow.signalWithStart<Workflows['runHealthWorkflow'], [ObservedEvent[]]>(

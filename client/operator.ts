@@ -32,14 +32,25 @@ export async function notifyOperator(
  * Starts an alert's own ops|<episodeKey> workflow; false when one of that key is running already. A closed
  * dispatch may run again (its claim still dedupes); a running one is not doubled.
  */
-async function startAlert(client: Client, taskQueue: string, alert: OperatorAlert): Promise<boolean> {
-  return startUnlessRunning(client, workflowTypes.operatorAlert, {
-    workflowId: operatorAlertWorkflowId(alert.episodeKey),
-    taskQueue,
-    args: [alert],
-    priority: teamPriority(alert.teamId),
-    typedSearchAttributes: new TypedSearchAttributes(runAttributes(alert.runId, alert.teamId)),
-  });
+async function startAlert(
+  client: Client,
+  taskQueue: string,
+  alert: OperatorAlert,
+  deadlineMs?: number,
+): Promise<boolean> {
+  return startUnlessRunning(
+    client,
+    workflowTypes.operatorAlert,
+    {
+      workflowId: operatorAlertWorkflowId(alert.episodeKey),
+      taskQueue,
+      args: [alert],
+      priority: teamPriority(alert.teamId),
+      typedSearchAttributes: new TypedSearchAttributes(runAttributes(alert.runId, alert.teamId)),
+    },
+    'ALLOW_DUPLICATE',
+    deadlineMs,
+  );
 }
 
 /**
@@ -58,9 +69,7 @@ export async function raisePushConfigFault(
     throw new Error(`no answer within ${CLAIM_READ_DEADLINE_MS} ms`);
   });
   if (marked) return;
-  await deps.client.withDeadline(Date.now() + ALERT_START_DEADLINE_MS, () =>
-    startAlert(deps.client, deps.taskQueue, alert),
-  );
+  await startAlert(deps.client, deps.taskQueue, alert, ALERT_START_DEADLINE_MS);
 }
 
 const CLAIM_READ_DEADLINE_MS = 2000;
@@ -72,7 +81,5 @@ export async function raiseEndpointDisabled(
   ...args: Parameters<typeof endpointDisabledAlert>
 ): Promise<void> {
   const alert = endpointDisabledAlert(...args);
-  await deps.client.withDeadline(Date.now() + ALERT_START_DEADLINE_MS, () =>
-    startAlert(deps.client, deps.taskQueue, alert),
-  );
+  await startAlert(deps.client, deps.taskQueue, alert, ALERT_START_DEADLINE_MS);
 }

@@ -10,9 +10,13 @@ import type { Workflows } from '../contract/workflows';
  */
 export const TEMPORAL_CALL_DEADLINE_MS = 10_000;
 
-/** The call, given up past TEMPORAL_CALL_DEADLINE_MS (a gRPC DEADLINE_EXCEEDED). */
-export function withinCallDeadline<T>(client: Client, call: () => Promise<T>): Promise<T> {
-  return client.withDeadline(Date.now() + TEMPORAL_CALL_DEADLINE_MS, call);
+/** The call, given up past `deadlineMs` (a gRPC DEADLINE_EXCEEDED). */
+export function withinCallDeadline<T>(
+  client: Client,
+  call: () => Promise<T>,
+  deadlineMs = TEMPORAL_CALL_DEADLINE_MS,
+): Promise<T> {
+  return client.withDeadline(Date.now() + deadlineMs, call);
 }
 
 /**
@@ -25,14 +29,18 @@ export async function startUnlessRunning<Name extends keyof Workflows>(
   workflowType: Name,
   options: Omit<WorkflowStartOptions<Workflows[Name]>, 'workflowIdReusePolicy' | 'workflowIdConflictPolicy'>,
   reuse: 'ALLOW_DUPLICATE' | 'REJECT_DUPLICATE' = 'ALLOW_DUPLICATE',
+  deadlineMs = TEMPORAL_CALL_DEADLINE_MS,
 ): Promise<boolean> {
   return unlessAlreadyStarted(() =>
-    withinCallDeadline(client, () =>
-      client.workflow.start<Workflows[Name]>(workflowType, {
-        ...options,
-        workflowIdReusePolicy: reuse,
-        workflowIdConflictPolicy: 'FAIL',
-      } as WorkflowStartOptions<Workflows[Name]>),
+    withinCallDeadline(
+      client,
+      () =>
+        client.workflow.start<Workflows[Name]>(workflowType, {
+          ...options,
+          workflowIdReusePolicy: reuse,
+          workflowIdConflictPolicy: 'FAIL',
+        } as WorkflowStartOptions<Workflows[Name]>),
+      deadlineMs,
     ),
   );
 }

@@ -13,11 +13,10 @@ export type HealthPhase = 'active' | 'paused' | 'stalled' | 'terminal';
 export interface ObservedEvent {
   type: string;
   data?: Record<string, unknown>;
-  /**
-   * When it happened as its process saw it (epoch ms; a transition's events carry the transition's time, also when
-   * told again); a batch arrives later than its events happened.
-   */
+  /** When the process observed it (epoch ms); a batch arrives later than its events happened. */
   at?: number;
+  /** When the service wrote it (epoch ms): a transition's time, also when the sweep tells it again. */
+  writtenAt?: number;
 }
 
 export interface HealthState {
@@ -192,15 +191,15 @@ export function observe(
 }
 
 /**
- * An event no newer than the progress a stalled run last showed: told again (a transition's row whose settle was
- * lost), or late from another process. It says nothing about the run since the stall, so it does not recover it;
- * only an end does.
+ * An event a stalled run's health counted already: written no later than the run's last progress (a transition
+ * the sweep tells again, its row's settle lost). It says nothing about the run since the stall, so it does not
+ * recover it; an end still ends it.
  */
 export function countedBeforeStall(state: HealthState, event: ObservedEvent): boolean {
   return (
     state.phase === 'stalled' &&
-    typeof event.at === 'number' &&
-    event.at <= state.lastLivenessAt &&
+    typeof event.writtenAt === 'number' &&
+    event.writtenAt <= state.lastLivenessAt &&
     !Object.hasOwn(TERMINAL, event.type)
   );
 }

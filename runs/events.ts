@@ -10,7 +10,7 @@ export async function recordEvents(ctx: RunsContext, run: Run, items: EventItem[
 }
 
 /**
- * The run's health workflow sees the events, at the time they were written (told again later, they are no newer
+ * The run's health workflow sees the events, with when they were written (told again later, they are no newer
  * progress); failing to tell it never fails the operation. False when it failed (a transition's row is then left
  * open, so the sweep tells it again).
  */
@@ -18,7 +18,7 @@ export async function observe(ctx: RunsContext, run: Run, items: EventItem[], at
   try {
     await ctx.health?.observe(
       run,
-      items.map((item) => ({ ...item, at: at.getTime() })),
+      items.map((item) => ({ ...item, writtenAt: at.getTime() })),
     );
     return true;
   } catch (err) {

@@ -231,10 +231,15 @@ export function createCallbackActivities(deps: CallbackDeps) {
     ): Promise<CallbackAttempt> {
       const attempt = await attemptOnce(deps, episodeId, runId, place, teamId);
       await logAttempt(deps, deps.callbackAttempts, { episodeId, runId }, attempt, place);
-      // Delivered after it gave up: no recover looks at it again. Best effort: one that fails costs a later
-      // recover a read of it (its claim says redelivered, so nothing is sent).
-      if (place?.trigger === 'redeliver' && attempt.outcome.result === 'delivered')
-        await deps.callbackAttempts?.clearGaveUp(episodeId).catch(() => undefined);
+      // Delivered after it gave up: no recover looks at it again. Best effort, within the record's deadline (the
+      // activity must end before Temporal would send it again): one not cleared costs a later recover a read of it
+      // (its claim says redelivered, so nothing is sent).
+      if (place?.trigger === 'redeliver' && attempt.outcome.result === 'delivered' && deps.callbackAttempts)
+        await withDeadline(
+          deps.callbackAttempts.clearGaveUp(episodeId).catch(() => undefined),
+          RECORD_DEADLINE_MS,
+          () => undefined,
+        );
       return attempt.outcome;
     },
   };

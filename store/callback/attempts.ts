@@ -3,7 +3,8 @@
 // server has one (MongoDB), the sweep's reaper where it has not (FerretDB v1: FerretDB/FerretDB#2415, TTL only
 // came with v2).
 //
-// Rows are insert-only and their _id is `<episodeId>|<attempt>`: an attempt number is taken by inserting it
+// Rows are written once (only a give-up's mark is cleared, when a redelivery delivered) and their _id is
+// `<episodeId>|<attempt>`: an attempt number is taken by inserting it
 // (E11000 = taken, try the next), the one exclusivity FerretDB v1 has, so numbers stay unique and continue across
 // re-runs of the episode and redeliveries without a counter or a read-modify-write.
 import type { Db } from 'mongodb';
@@ -45,7 +46,10 @@ export interface CallbackAttemptRow {
   /** episode (its own schedule) or redeliver (a manual redelivery, or a recover's: then recoverId says which). */
   trigger: CallbackTrigger;
   recoverId?: string;
-  /** The episode's own schedule gave up on this attempt (a refusal, or the last attempt it had). */
+  /**
+   * The episode's own schedule gave up on this attempt (a refusal, or the last attempt it had); cleared once a
+   * redelivery delivered it (what a recover looks for is what is still owed).
+   */
   gaveUp?: true;
   /** The Temporal activity's attempt (more than 1: a worker was lost mid-attempt) and its workflow. */
   activityAttempt?: number;
