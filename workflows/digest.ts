@@ -27,7 +27,7 @@ import {
   type DigestResult,
 } from '../contract/workflows';
 import { fanOutCalls, holder, localStoreCalls, unlessChildRunning } from './common';
-import { digestResendWorkflow, digestRetryWaits } from './digestResend';
+import { digestResendWorkflow, digestRetryWaits, untilReachableAgain } from './digestResend';
 
 const store = localStoreCalls;
 
@@ -204,8 +204,9 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
         await store.markDelivered(digestId, me, result);
         return;
       }
-      // No device took it: try again once the push service may be back.
+      // No device took it: try again once the push service may be back, and the person reachable.
       await sleep(wait.value * 1000);
+      await untilReachableAgain(teamId, userId);
     }
   }
 }

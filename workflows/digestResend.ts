@@ -2,9 +2,26 @@
 // tried again here, under the same digest id (its sends skip the devices reached, and what it lists is what the
 // digest took), 5 minutes later and doubling to an hour, for a day. Its own workflow, so the person's next digest
 // never waits behind it.
-import { sleep } from '@temporalio/workflow';
+import { patched, sleep } from '@temporalio/workflow';
 import type { DigestResend } from '../contract/workflows';
-import { fanOutCalls } from './common';
+import { fanOutCalls, localStoreCalls } from './common';
+
+/**
+ * Marks executions whose digest tries again (a digest no device took, a device a digest missed) only once the
+ * person can be reached: quiet hours or do-not-disturb that began after the first try hold the next one until
+ * they end. Before, a retry went out inside them. Only a failed send reaches the check.
+ */
+export const DIGEST_RETRIES_WAIT_FOR_REACH_PATCH = 'digest-retries-wait-for-quiet-hours';
+
+/** Before a digest's next try: waits while the person's prefs hold digests (re-read when each wait ends). */
+export async function untilReachableAgain(teamId: string, userId: string): Promise<void> {
+  if (!patched(DIGEST_RETRIES_WAIT_FOR_REACH_PATCH)) return;
+  for (;;) {
+    const releaseAt = await localStoreCalls.digestReleaseAt(teamId, userId);
+    if (releaseAt === undefined || releaseAt <= Date.now()) return;
+    await sleep(releaseAt - Date.now());
+  }
+}
 
 /**
  * The waits (seconds) before a digest's sends are tried again, a digest no device took or a device a digest missed:
@@ -22,6 +39,7 @@ export async function digestResendWorkflow(digest: DigestResend): Promise<number
   let reached = 0;
   for (const wait of digestRetryWaits()) {
     await sleep(wait * 1000);
+    await untilReachableAgain(digest.teamId, digest.userId);
     try {
       const answer = await fanOutCalls.sendDigest(digest);
       if (!answer.addressable) return reached; // nothing left to send it to

@@ -247,6 +247,28 @@ describe('the digest on time-skipping Temporal', function () {
     assert.match(gone.settled[0], /=not_addressable: no subscription$/);
   });
 
+  it('a digest no device took just before quiet hours is not tried again inside them: sent at their end', async () => {
+    const failedAt = await nextUtc(21, 50);
+    await skipTo(failedAt);
+    const prefs = { current: night('UTC') };
+    const due = (at: number) => [entry(at, 1, { reason: 'burst', releaseAt: new Date(at).toISOString() })];
+    const run = await runDigest('into-quiet', prefs, due, undefined, ['failed', 'failed', 'delivered']);
+    recordHistory(run.history, 'digest-history-retry-waits-for-quiet.json');
+    const quietFrom = Date.parse(failedAt) + 10 * 60_000;
+    const morning = quietFrom + 9 * 3600_000;
+    const times = run.sent.map((s) => new Date(s.atMs).toISOString());
+    assert.equal(run.sent.length, 3, `${times}`);
+    assert.deepEqual(
+      run.sent
+        .filter((s) => s.atMs >= quietFrom && s.atMs < morning)
+        .map((s) => new Date(s.atMs).toISOString()),
+      [],
+      'tried again inside quiet hours',
+    );
+    assert.ok(run.sent[2].atMs < morning + 60_000, `sent at ${times[2]}, not at 07:00`);
+    assert.match(run.settled[0], /=delivered$/);
+  });
+
   it('a burst that ends inside quiet hours waits for their end', async () => {
     const burstAt = await nextUtc(21, 55); // quiet hours (UTC) begin at 22:00
     await skipTo(burstAt);
