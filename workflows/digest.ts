@@ -26,10 +26,22 @@ import {
   type DigestResend,
   type DigestResult,
 } from '../contract/workflows';
-import { fanOutCalls, holder, localStoreCalls, unlessChildRunning } from './common';
+import { callsOutlastingOutages, fanOutCalls, holder, localStoreCalls, unlessChildRunning } from './common';
 import { digestResendWorkflow, digestRetryWaits, untilReachableAgain } from './digestResend';
 
-const store = localStoreCalls;
+/**
+ * Marks executions whose store calls (the prefs read, the digest's claim and its settle, its holds given up) that
+ * failed past their quick retries (a store outage of about a quarter of an hour) are made again after a wait, one
+ * minute doubling to an hour, for a day. Before, the digest failed there: what it held waited for the sweep's
+ * offer an hour past its time, or a day when its holds had been taken. Only a failed call reaches the check.
+ */
+export const DIGEST_STORE_CALLS_OUTLAST_OUTAGES_PATCH = 'digest-store-calls-outlast-outages';
+
+const store = callsOutlastingOutages(
+  localStoreCalls,
+  ['digestReleaseAt', 'tryMark', 'markDelivered', 'giveUpDigest'],
+  () => patched(DIGEST_STORE_CALLS_OUTLAST_OUTAGES_PATCH),
+);
 
 /**
  * Marks executions that continue as new while they wait: a person held for days in a busy team signals one digest

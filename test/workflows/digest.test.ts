@@ -6,6 +6,7 @@
 // What a digest sends (the person's owed holds, taken at the send) is the store's: test/digestHistory.test.ts.
 import assert from 'node:assert/strict';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { ApplicationFailure } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
 import type { Activities, DigestRef, DigestSend } from '../../contract/activities';
 import { digestEntrySignal, prefsChangedSignal, type DigestEntry } from '../../contract/workflows';
@@ -59,6 +60,8 @@ describe('the digest on time-skipping Temporal', function () {
     sends: Array<'delivered' | 'failed' | 'no device' | 'partial' | 'still missing' | 'the rest'> = [
       'delivered',
     ],
+    /** Reads of the prefs that fail first (the store away; each failure retried at once). */
+    storeAway = { prefsReads: 0 },
   ) {
     const sent: Array<{ atMs: number; digest: DigestSend }> = [];
     const settled: string[] = [];
@@ -68,8 +71,11 @@ describe('the digest on time-skipping Temporal', function () {
       markDelivered: async (key: string, _holder: string, result?: string) =>
         void settled.push(`${key}=${result}`),
       giveUpDigest: async ({ digestId }: DigestRef) => void gaveUp.push(digestId),
-      digestReleaseAt: async () =>
-        heldUntil(prefs.current, 'digest', new Date(await env.currentTimeMs()))?.getTime(),
+      digestReleaseAt: async () => {
+        if (storeAway.prefsReads > 0 && storeAway.prefsReads--)
+          throw ApplicationFailure.create({ message: 'the store is away', nextRetryDelay: 1 });
+        return heldUntil(prefs.current, 'digest', new Date(await env.currentTimeMs()))?.getTime();
+      },
       sendDigest: async (digest: DigestSend) => {
         sent.push({ atMs: await env.currentTimeMs(), digest });
         const how = sends[Math.min(sent.length - 1, sends.length - 1)];
@@ -267,6 +273,16 @@ describe('the digest on time-skipping Temporal', function () {
     );
     assert.ok(run.sent[2].atMs < morning + 60_000, `sent at ${times[2]}, not at 07:00`);
     assert.match(run.settled[0], /=delivered$/);
+  });
+
+  it('a store away longer than its quick retries when the digest is due holds it back, and it is still sent once', async () => {
+    const prefs = { current: { breakThrough: [] } as HoldPrefs };
+    const due = (at: number) => [entry(at, 1, { reason: 'burst', releaseAt: new Date(at).toISOString() })];
+    const run = await runDigest('store-away', prefs, due, undefined, ['delivered'], { prefsReads: 25 });
+    recordHistory(run.history, 'digest-history-store-outage-outlasted.json');
+    assert.equal(run.sent.length, 1);
+    assert.match(run.settled[0], /=delivered$/);
+    assert.deepEqual(run.result, { sent: 1 });
   });
 
   it('a burst that ends inside quiet hours waits for their end', async () => {
