@@ -6,9 +6,10 @@ import type { Workflows } from '../contract/workflows';
 
 /**
  * A start's or a signal's whole round trip, the client's retries included: a request that waits on Temporal
- * answers within it (a partition would otherwise hold it for as long as the connection lives).
+ * answers within it (a partition would otherwise hold it for as long as the connection lives). Long enough that
+ * an overloaded server's slow answer is still taken (a call given up leaves its work to the sweep's next pass).
  */
-export const TEMPORAL_CALL_DEADLINE_MS = 10_000;
+export const TEMPORAL_CALL_DEADLINE_MS = 30_000;
 
 /** The call, given up past `deadlineMs` (a gRPC DEADLINE_EXCEEDED). */
 export function withinCallDeadline<T>(

@@ -377,7 +377,8 @@ describe('concurrent transitions', function () {
   });
 
   it('a pause and an answer with Temporal unresponsive answer within the call deadline, and report what they could not start or tell', async function () {
-    this.timeout(60_000);
+    // Two calls' deadlines one after the other (the pause's starts, then the answer's close).
+    this.timeout(150_000);
     // Accepts connections and never answers: a partition in which every call would wait for good.
     const held = new Set<net.Socket>();
     const silent = net.createServer((socket) => void held.add(socket));
