@@ -51,9 +51,9 @@ export const HEALTH_STORE_OUTAGES_OUTLASTED_PATCH = 'health-store-calls-outlast-
 export const HEALTH_RESUMES_SAVED_STATE_PATCH = 'health-resumes-saved-state';
 
 /**
- * Marks histories in which a stalled run's event no newer than its last progress (a transition told again by the
- * sweep after its row's settle was lost) recovers nothing. Before, it raised a false stall_recovered. Only such an
- * event reaches the check: other histories replay unchanged.
+ * Marks histories in which a stalled run's event written no later than its last progress (a transition told again
+ * by the sweep after its row's settle was lost) recovers nothing. Before, it raised a false stall_recovered. Only
+ * such an event reaches the check: other histories replay unchanged.
  */
 export const HEALTH_COUNTED_EVENTS_PATCH = 'health-counted-events-recover-nothing';
 
