@@ -119,11 +119,12 @@ export function jitteredWaitSeconds(scheduled: number, jitter: number, draw: num
 }
 
 /** An attempt the worker held back without sending: the receiver's breaker is open, or no slot came in time. */
-export type PacingHold = 'breaker_open' | 'paced';
+export const PACING_HOLDS = ['breaker_open', 'paced'] as const;
+export type PacingHold = (typeof PACING_HOLDS)[number];
 
 /** Whether an attempt-log error says the worker held the attempt (nothing was sent). */
 export const isPacingHold = (error: string | undefined): error is PacingHold =>
-  error === 'breaker_open' || error === 'paced';
+  (PACING_HOLDS as readonly string[]).includes(error ?? '');
 
 /**
  * The longest the schedule's waits can take (`waits` as CALLBACK_RETRY_SECONDS lists them): each lengthened by

@@ -623,6 +623,24 @@ describe('callback attempt log', function () {
     assert.equal((await alice.get(`/api/v1/runs/${small}/episodes`)).body.callbackAttemptsTruncated, false);
   });
 
+  it("an attempt the worker held (nothing sent) is not counted among an episode's attempts: a redelivery decided before it still sends", async () => {
+    const base = { runId: 'run_held', durationMs: 5, trigger: 'redeliver' as const, at: new Date() };
+    const episodeId = 'run_held:end';
+    await stores.callbackAttempts.record({ ...base, episodeId, result: 'retry', status: 503 });
+    // What a redelivery request saw before a manual one was held by the team's pacing.
+    const seen = await stores.callbackAttempts.countForEpisode(episodeId);
+    await stores.callbackAttempts.record({ ...base, episodeId, result: 'retry', error: 'paced' }, seen + 1);
+    await stores.callbackAttempts.record(
+      { ...base, episodeId, result: 'retry', error: 'breaker_open' },
+      seen + 2,
+    );
+    assert.equal(
+      await stores.callbackAttempts.countForEpisode(episodeId),
+      seen,
+      'a hold superseded the request',
+    );
+  });
+
   it('attempts older than 30 days are reaped by the sweep where the server has no TTL index', async () => {
     const now = new Date();
     const old = new Date(now.getTime() - 31 * 24 * 3600_000);

@@ -8,7 +8,12 @@
 // (E11000 = taken, try the next), the one exclusivity FerretDB v1 has, so numbers stay unique and continue across
 // re-runs of the episode and redeliveries without a counter or a read-modify-write.
 import type { Db } from 'mongodb';
-import type { CallbackTrigger, DeliveryCategory, PacingHold } from '../../domain/callback';
+import {
+  PACING_HOLDS,
+  type CallbackTrigger,
+  type DeliveryCategory,
+  type PacingHold,
+} from '../../domain/callback';
 import { CLAIM_RETENTION_SECONDS } from '../claims';
 import { pageNewestFirst, type Page, type PageCursor } from '../paging';
 import { isDuplicateKey, type IndexSpec, type RetiredIndex } from '../mongo';
@@ -190,9 +195,12 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
       return pageNewestFirst(rows, { endpointId }, 'at', limit, before);
     },
 
-    /** How many attempts an episode has had: a redelivery's first guess at its number (count + 1). */
+    /**
+     * How many attempts an episode has sent (the worker's holds sent nothing and are not counted): what a redelivery
+     * request saw (a later one means another delivery went out meanwhile), and its first guess at its number.
+     */
     async countForEpisode(episodeId: string): Promise<number> {
-      return rows.countDocuments({ episodeId });
+      return rows.countDocuments({ episodeId, error: { $nin: [...PACING_HOLDS] } });
     },
 
     async reapExpired(now: Date): Promise<number> {

@@ -260,10 +260,10 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     method: 'countForEpisode',
     collection: 'callback_attempts',
     op: 'countDocuments',
-    filter: { episodeId: SAMPLE.episodeId },
+    filter: { episodeId: SAMPLE.episodeId, error: { $nin: ['breaker_open', 'paced'] } },
     index: 'episode_recent',
     hot: true,
-    note: "a redelivery's first guess at its attempt number",
+    note: 'the attempts a redelivery request saw (holds not counted), and its first guess at its number',
   },
   {
     module: 'callback/attempts',
