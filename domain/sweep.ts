@@ -106,10 +106,9 @@ export function owedEpisode(
 ): OwedEpisode | undefined {
   if (!outcome) return undefined;
   const keys: string[] = [];
-  const kind = kindFor(outcome);
   // A vetoed pause owes no push while the veto holds: replaying it would only start a workflow that vetoes again
   // (on every pass). When the watch ends, its route touches the run, so the pause is owed again in the window.
-  if (kind && !(kind === 'human_input_requested' && standbyVetoed(ref))) {
+  if (kindFor(outcome) && !isVetoedPause(ref, outcome)) {
     keys.push(claimKeys.push(outcome.episodeId));
   }
   if (shouldNotify(outcome)) keys.push(claimKeys.callback(outcome.episodeId));
@@ -121,10 +120,10 @@ export function owedEpisode(
  * The team event of a listed pause the standby veto keeps the sweep from replaying (its episode would only veto
  * again): the episode raises it, so a vetoed pause whose emit failed is announced by the sweep itself.
  */
-export function vetoedPauseEvent(
-  ref: SweepRef,
-  outcome: RunOutcome | undefined = outcomeOfRef(ref),
-): TeamEvent | undefined {
-  if (!outcome || kindFor(outcome) !== 'human_input_requested' || !standbyVetoed(ref)) return undefined;
-  return teamEventFromOutcome(outcome);
+export function vetoedPauseEvent(ref: SweepRef, outcome: RunOutcome | undefined): TeamEvent | undefined {
+  return outcome && isVetoedPause(ref, outcome) ? teamEventFromOutcome(outcome) : undefined;
 }
+
+/** A question the standby veto holds back: its push is not owed while the veto holds. */
+const isVetoedPause = (ref: SweepRef, outcome: RunOutcome): boolean =>
+  kindFor(outcome) === 'human_input_requested' && standbyVetoed(ref);

@@ -61,7 +61,7 @@ export async function callbackRedeliverWorkflow(input: RedeliverInput): Promise<
   const gaveUp = claim.result?.startsWith('gave_up') ?? false;
   if (input.recoverId && !gaveUp && patched(RECOVER_REDELIVERS_ONLY_GIVEN_UP_PATCH))
     return { result: 'superseded' };
-  // The attempt log numbers it after the episode's attempts (the activity starts from their count). A recover's
+  // The attempt log numbers it after the episode's attempts (past the newest row). A recover's
   // does not go past the team's open breaker.
   const sent = await attempt.sendCallback(
     input.episodeId,
@@ -95,7 +95,7 @@ async function redeliverGaveUp(
   // The API checked this before starting; checked again here, so nothing that starts this workflow can make a
   // redelivery overlap the episode's own schedule.
   if (!(await store.wasDelivered(key))) return { result: 'not_settled' };
-  // The attempt log numbers it after the episode's attempts (the activity starts from their count).
+  // The attempt log numbers it after the episode's attempts (past the newest row).
   const sent = await attempt.sendCallback(
     input.episodeId,
     input.runId,

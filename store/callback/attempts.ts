@@ -197,7 +197,7 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
 
     /**
      * How many attempts an episode has sent (the worker's holds sent nothing and are not counted): what a redelivery
-     * request saw (a later one means another delivery went out meanwhile), and its first guess at its number.
+     * request saw (a later one means another delivery went out meanwhile).
      */
     async countForEpisode(episodeId: string): Promise<number> {
       return rows.countDocuments({ episodeId, error: { $nin: [...PACING_HOLDS] } });

@@ -263,7 +263,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     filter: { episodeId: SAMPLE.episodeId, error: { $nin: ['breaker_open', 'paced'] } },
     index: 'episode_recent',
     hot: true,
-    note: 'the attempts a redelivery request saw (holds not counted), and its first guess at its number',
+    note: 'the attempts a redelivery request saw (holds not counted)',
   },
   {
     module: 'callback/attempts',
