@@ -47,12 +47,18 @@ export interface DigestContents {
   total: number;
 }
 
-/** A view read a run's holds whole; it now reads each listed episode's. */
-export const retiredPushHoldIndexes: RetiredIndex[] = [{ collection: 'push_holds', name: 'run' }];
+/**
+ * A view read a run's holds whole; it now reads each listed episode's. A digest's take read every hold of the
+ * person kept (`person`, by when held); it now reads the person's owed ones (`person_owed`).
+ */
+export const retiredPushHoldIndexes: RetiredIndex[] = [
+  { collection: 'push_holds', name: 'run' },
+  { collection: 'push_holds', name: 'person' },
+];
 
 export const pushHoldIndexes: IndexSpec[] = [
   { collection: 'push_holds', key: { episodeId: 1 }, options: { name: 'episode' } },
-  { collection: 'push_holds', key: { teamId: 1, userId: 1, at: 1 }, options: { name: 'person' } },
+  { collection: 'push_holds', key: { teamId: 1, userId: 1, owedAt: 1 }, options: { name: 'person_owed' } },
   { collection: 'push_holds', key: { digestId: 1 }, options: { name: 'digest' } },
   { collection: 'push_holds', key: { owedAt: 1 }, options: { name: 'owed' } },
   {
@@ -70,6 +76,12 @@ const later = (at: Date, seconds: number): Date => new Date(at.getTime() + secon
 
 /** Owed: no digest a device took went out with it, and none gave up on it. */
 const OWED = { digestSentAt: { $exists: false }, digestGaveUpAt: { $exists: false } };
+/**
+ * Owed, as an index reads it: a row carries `owedAt` exactly while it is owed (set when held, unset when a digest
+ * settles it), so the person's settled rows are never read. A range over every date, not `$exists`: the range is
+ * what an index serves.
+ */
+const OWED_AT_SET = { owedAt: { $gte: new Date(0) } };
 
 export function createPushHoldStore(db: Db) {
   const holds = db.collection<PushHoldRow>('push_holds');
@@ -108,6 +120,7 @@ export function createPushHoldStore(db: Db) {
     /**
      * The person's owed rows, for one digest: taken once, at its first send (a retry of the same digest sends
      * what it took), each row by one digest at a time; rows another digest took come back once it stopped trying.
+     * It reads the person's owed rows only, never the settled ones kept for the views.
      */
     async take(teamId: string, userId: string, digestId: string, now: Date): Promise<void> {
       if (await holds.findOne({ digestId }, { projection: { _id: 1 } })) return;
@@ -116,6 +129,7 @@ export function createPushHoldStore(db: Db) {
         {
           teamId,
           userId,
+          ...OWED_AT_SET,
           at: { $lte: now },
           ...OWED,
           $or: [{ digestId: { $exists: false } }, { takenUntil: { $lte: now } }],

@@ -689,14 +689,15 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     filter: {
       teamId: SAMPLE.teamId,
       userId: SAMPLE.userId,
+      owedAt: { $gte: new Date(0) },
       at: { $lte: SAMPLE.now },
       digestSentAt: { $exists: false },
       digestGaveUpAt: { $exists: false },
       $or: [{ digestId: { $exists: false } }, { takenUntil: { $lte: SAMPLE.now } }],
     },
-    index: 'person',
+    index: 'person_owed',
     hot: true,
-    note: "a digest's first send: the person's owed holds, taken",
+    note: "a digest's first send: the person's owed holds (only those: owedAt is set exactly while owed), taken",
   },
   {
     module: 'push/holds',

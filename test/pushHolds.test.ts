@@ -1,0 +1,110 @@
+// The push_holds store on the real MongoDB-wire server: a digest's take, driven through seeded random histories of
+// holds, takes, sends, give-ups, offers and time passing, takes exactly the rows that the definition of owed names
+// (the oracle: the same collection read with that definition, unindexed by anything the take relies on, just before
+// each take). The take may read by whatever marks a row owed; what it takes must not change.
+import assert from 'node:assert/strict';
+import type { Filter } from 'mongodb';
+import { ensureAllIndexes } from '../store';
+import { connectMongo, type Mongo } from '../store/mongo';
+import { createPushHoldStore, type PushHoldRow } from '../store/push/holds';
+import { random } from './support/seeded';
+import { testConfig } from './support/stack';
+
+const SEED = Number(process.env.PUSH_HOLDS_SEED ?? 20261206);
+const HISTORIES = 12;
+const STEPS = 60;
+
+/** Owed, as the store documents it: held, no digest a device took went out with it, and none gave up on it. */
+const owedOracle = (teamId: string, userId: string, now: Date): Filter<PushHoldRow> => ({
+  teamId,
+  userId,
+  at: { $lte: now },
+  digestSentAt: { $exists: false },
+  digestGaveUpAt: { $exists: false },
+  // Taken by no digest, or by one that has stopped trying.
+  $or: [{ digestId: { $exists: false } }, { takenUntil: { $lte: now } }],
+});
+
+describe('push holds (push_holds): what a digest takes', function () {
+  this.timeout(120_000);
+  let mongo: Mongo;
+
+  before(async () => {
+    const config = testConfig();
+    mongo = await connectMongo(config.mongoUrl, config.mongoDb);
+    await ensureAllIndexes(mongo.db);
+  });
+  after(() => mongo?.client.close());
+
+  for (let h = 0; h < HISTORIES; h++) {
+    it(`takes exactly the person's owed rows, history ${h} (seed ${SEED + h})`, async () => {
+      const rand = random(SEED + h);
+      const pick = <T>(items: T[]): T => items[Math.floor(rand() * items.length)];
+      const holds = createPushHoldStore(mongo.db);
+      const rows = mongo.db.collection<PushHoldRow>('push_holds');
+      const teamId = `team_h${h}_${SEED}`;
+      const people = ['ann', 'bob'];
+      let clock = new Date('2026-12-01T08:00:00Z');
+      let episodes = 0;
+      const digests: string[] = [];
+      const ids = async (filter: Filter<PushHoldRow>) =>
+        (await rows.find({ ...filter, teamId }, { projection: { _id: 1 } }).toArray())
+          .map((r) => r._id)
+          .sort();
+      const someIds = async () => (await ids({})).filter(() => rand() < 0.3);
+      let takes = 0;
+
+      for (let step = 0; step < STEPS; step++) {
+        const roll = rand();
+        if (roll < 0.3) {
+          const userId = pick(people);
+          const episodeId = `run_${h}_${++episodes}:end`;
+          const releaseAt = new Date(clock.getTime() + pick([0, 600, 7200]) * 1000);
+          await holds.hold([
+            {
+              episodeId,
+              runId: `run_${h}_${episodes}`,
+              teamId,
+              userId,
+              kind: 'run_finished',
+              title: 't',
+              reason: pick(['quiet', 'burst']),
+              at: clock,
+              releaseAt,
+            },
+          ]);
+        } else if (roll < 0.55) {
+          const userId = pick(people);
+          // Mostly a new digest; sometimes a retry of one that took already (it takes nothing more).
+          const digestId =
+            digests.length && rand() < 0.2 ? pick(digests) : `digest|${teamId}|${userId}|${digests.length}`;
+          const before = await ids({ digestId });
+          const expected = before.length ? before : await ids(owedOracle(teamId, userId, clock));
+          await holds.take(teamId, userId, digestId, clock);
+          if (!digests.includes(digestId)) digests.push(digestId);
+          assert.deepEqual(
+            await ids({ digestId }),
+            expected,
+            `step ${step}: ${digestId} at ${clock.toISOString()}`,
+          );
+          takes++;
+        } else if (roll < 0.65 && digests.length) {
+          await holds.markDigestSent(pick(digests), clock);
+        } else if (roll < 0.72 && digests.length) {
+          await holds.markDigestGaveUp(pick(digests), clock);
+        } else if (roll < 0.77) {
+          await holds.markSent(await someIds(), `digest|${teamId}|listed|${step}`, clock);
+        } else if (roll < 0.85) {
+          await holds.deferOffer(await someIds(), new Date(clock.getTime() + 3600_000));
+        } else {
+          clock = new Date(clock.getTime() + pick([60, 3600, 25 * 3600, 27 * 3600]) * 1000);
+        }
+      }
+      assert.ok(takes > 5, `only ${takes} takes in ${STEPS} steps`);
+      assert.ok(
+        (await ids({ digestId: { $exists: true } })).length > 0,
+        'no take in the history took anything: it tested nothing',
+      );
+    });
+  }
+});
