@@ -199,8 +199,12 @@ export interface DigestSend extends DigestRef {
   episodeIds?: string[];
 }
 
+/** Not addressable: nothing to send with, nobody to send to, nothing owed, or (a resend) a newer digest went out. */
 export type DigestSendResult =
-  | { addressable: false; reason: 'no sink' | 'no subscription' | 'nothing owed' }
+  | {
+      addressable: false;
+      reason: 'no sink' | 'no subscription' | 'nothing owed' | 'superseded by a newer digest';
+    }
   | ({ addressable: true } & Omit<FanOutResult, 'held'>);
 
 export type PushDeliveryResult =

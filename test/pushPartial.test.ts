@@ -12,6 +12,9 @@ import type { EpisodeResult } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
 import { inputEpisodeId } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, type PushPayload } from '../domain/push';
+import { createActivities } from '../activities';
+import { digestWorkflowId } from '../contract/workflows';
+import { pushSenderFor } from '../delivery/push/sender';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { saveHistory, type ApiClient } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
@@ -278,5 +281,60 @@ describe('a push that missed some of its recipients, and a question pushed after
     assert.equal(result.push, 'delivered');
     assert.deepEqual(kinds(benPhone, runId), ['human_input_requested', 'answered'], 'ben closed once');
     assert.deepEqual(kinds(anaPhone, runId), ['human_input_requested', 'answered'], 'ana closed once');
+  });
+
+  it("a digest's resend to the device it missed stops once a newer digest of the person went out: that device keeps the newer one", async () => {
+    const { anonymous, client, config, stores } = stack;
+    const hal = anonymous.as('hal', 'resend');
+    const [phone, laptop] = [push.endpoint('hal-phone'), push.endpoint('hal-laptop')];
+    for (const device of [phone, laptop])
+      assert.equal((await hal.post('/api/v1/notifications/push/subscriptions', device)).status, 201);
+    // The digest workflow's sends and its resend, played by hand: each is this one activity, called as they call it.
+    const activities = createActivities({
+      config,
+      stores,
+      client,
+      pushSender: pushSenderFor(config, { ca: push.ca }),
+      log: () => undefined,
+    });
+    const tag = digestWorkflowId('resend', 'hal');
+    const digest = (digestId: string) => ({ digestId, teamId: 'resend', userId: 'hal', tag });
+    const held = async (n: number) => {
+      const at = new Date();
+      await stores.pushHolds.hold([
+        {
+          episodeId: `run_hal_${n}:end`,
+          runId: `run_hal_${n}`,
+          teamId: 'resend',
+          userId: 'hal',
+          kind: 'run_finished',
+          title: `Run ${n}`,
+          reason: 'burst',
+          at,
+          releaseAt: at,
+        },
+      ]);
+    };
+    const older = digest(`digest|${tag}|0a1b2c3d.1`);
+    // The newer one comes from a later chain of the person's digest workflow: another first run id.
+    const newer = digest(`digest|${tag}|9e8f7a6b.1`);
+
+    await held(1);
+    push.failAlways(laptop, 503);
+    const first = await activities.sendDigest(older);
+    assert.ok(first.addressable && first.delivered === 1 && first.retryable === 1, JSON.stringify(first));
+    push.recover(laptop);
+    await held(2);
+    const next = await activities.sendDigest(newer);
+    assert.ok(next.addressable && next.delivered === 2, JSON.stringify(next));
+
+    // The older digest's resend to the laptop comes after: it would replace the newer digest there (same tag).
+    const resent = await activities.sendDigest(older);
+    assert.deepEqual(resent, { addressable: false, reason: 'superseded by a newer digest' });
+    const shown = (device: SubscriptionJSON) =>
+      (push.received(device).at(-1)!.payload as PushPayload).episodeId;
+    assert.equal(shown(laptop), newer.digestId);
+    assert.equal(shown(phone), newer.digestId);
+    assert.equal(push.received(laptop).length, 1, 'the laptop got the newer digest only');
   });
 });

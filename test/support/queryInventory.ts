@@ -608,6 +608,22 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'push/deliveries',
+    method: 'deliveredInRangeSince',
+    collection: 'push_deliveries',
+    op: 'find',
+    filter: {
+      episodeId: {
+        $gte: `digest|digest|${SAMPLE.teamId}|${SAMPLE.userId}|`,
+        $lte: `digest|digest|${SAMPLE.teamId}|${SAMPLE.userId}|\uffff`,
+      },
+      at: { $gt: SAMPLE.cursorAt },
+    },
+    index: 'episode',
+    hot: true,
+    note: "a digest's resend: whether a newer digest of the person went out since (the person's digests' rows)",
+  },
+  {
+    module: 'push/deliveries',
     method: 'lastSuccess',
     collection: 'push_deliveries',
     op: 'findOne',
