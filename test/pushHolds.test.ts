@@ -1,4 +1,4 @@
-// The push_holds store on the real MongoDB-wire server: a digest's take, driven through seeded random histories of
+// The push_holds store on the real MongoDB-wire server: what the reaper keeps (every owed row), and a digest's take, driven through seeded random histories of
 // holds, takes, sends, give-ups, offers and time passing, takes exactly the rows that the definition of owed names
 // (the oracle: the same collection read with that definition, unindexed by anything the take relies on, just before
 // each take). The take may read by whatever marks a row owed; what it takes must not change.
@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import type { Filter } from 'mongodb';
 import { ensureAllIndexes } from '../store';
 import { connectMongo, type Mongo } from '../store/mongo';
-import { createPushHoldStore, type PushHoldRow } from '../store/push/holds';
+import { createPushHoldStore, pushHoldIndexes, type PushHoldRow } from '../store/push/holds';
 import { random } from './support/seeded';
 import { testConfig } from './support/stack';
 
@@ -35,6 +35,62 @@ describe('push holds (push_holds): what a digest takes', function () {
     await ensureAllIndexes(mongo.db);
   });
   after(() => mongo?.client.close());
+
+  it('the reaper keeps a hold while it is owed, however old; a settled one goes 30 days after it was settled', async () => {
+    const holds = createPushHoldStore(mongo.db);
+    const teamId = `team_reaped_${SEED}`;
+    const day = 24 * 3600_000;
+    const t0 = new Date('2026-10-01T08:00:00Z');
+    const at = (days: number) => new Date(t0.getTime() + days * day);
+    const hold = (userId: string, n: number) =>
+      holds.hold([
+        {
+          episodeId: `run_r${n}:end`,
+          runId: `run_r${n}`,
+          teamId,
+          userId,
+          kind: 'run_failed',
+          title: 'r',
+          reason: 'quiet',
+          at: t0,
+          releaseAt: t0,
+        },
+      ]);
+    // Owed all along: a person under do-not-disturb renewed for over a month.
+    await hold('owed', 1);
+    // Taken by a digest a device took at once; and by one that gave up after its day.
+    await hold('sent', 2);
+    await holds.take(teamId, 'sent', `digest|${teamId}|sent`, at(0));
+    await holds.markDigestSent(`digest|${teamId}|sent`, at(0));
+    await hold('gave_up', 3);
+    await holds.take(teamId, 'gave_up', `digest|${teamId}|gave_up`, at(0));
+    await holds.markDigestGaveUp(`digest|${teamId}|gave_up`, at(1));
+    // Settled late, after 20 days owed: the views still show it for 30 days after that.
+    await hold('late', 4);
+    await holds.take(teamId, 'late', `digest|${teamId}|late`, at(20));
+    await holds.markDigestSent(`digest|${teamId}|late`, at(20));
+
+    await holds.reapExpired(at(35));
+    const left = await mongo.db
+      .collection<PushHoldRow>('push_holds')
+      .find({ teamId })
+      .map((row) => row.userId)
+      .toArray();
+    assert.deepEqual(left.sort(), ['late', 'owed']);
+    const [owed] = await holds.listForEpisode('run_r1:end');
+    await holds.take(teamId, 'owed', `digest|${teamId}|owed`, at(35));
+    assert.equal((await holds.contentsOf(`digest|${teamId}|owed`, 10)).total, 1, JSON.stringify(owed));
+  });
+
+  it('expires rows where the server keeps TTL indexes only by a time a settled row carries (an owed row has none)', () => {
+    const ttl = pushHoldIndexes.filter((index) => index.options.expireAfterSeconds !== undefined);
+    assert.ok(ttl.length > 0);
+    for (const index of ttl)
+      assert.ok(
+        Object.keys(index.key).every((field) => ['digestSentAt', 'digestGaveUpAt'].includes(field)),
+        JSON.stringify(index),
+      );
+  });
 
   for (let h = 0; h < HISTORIES; h++) {
     it(`takes exactly the person's owed rows, history ${h} (seed ${SEED + h})`, async () => {

@@ -205,6 +205,7 @@ describe('every hot query is answered from an index', function () {
       run_created: { runId: 1, createdAt: -1 },
       run: { runId: 1 },
       person: { teamId: 1, userId: 1, at: 1 },
+      at_ttl: { at: 1 },
     };
     for (const { collection, name } of RETIRED_INDEXES) {
       await db.collection(collection).insertOne({ _id: `${name}_row` as never, createdAt: new Date() });

@@ -4,7 +4,8 @@
 // with it, or that digest gave up: the digest takes the person's owed rows when it sends (marking them with its
 // id), so what one digest carries is in the store, not in its workflow. `owedAt` is when the sweep looks at a row
 // still owed: a row no live digest took by then is offered to the person's digest again, so a digest lost for any
-// reason loses nothing. GET /runs/:id/episodes and explain read an episode's rows.
+// reason loses nothing. GET /runs/:id/episodes and explain read an episode's rows. A row settled is kept 30 days,
+// one owed for as long as it is owed.
 import type { Db } from 'mongodb';
 import type { DigestEntry } from '../../contract/workflows';
 import { CLAIM_RETENTION_SECONDS } from '../claims';
@@ -19,12 +20,12 @@ export interface PushHoldRow {
   kind: string;
   title: string;
   reason: 'quiet' | 'burst';
-  /** When it was held; the reaper's clock. */
+  /** When it was held. */
   at: Date;
   releaseAt: Date;
   /** The digest that took it. */
   digestId?: string;
-  /** A device took that digest. */
+  /** A device took that digest (the reaper's clock, as is the give-up's). */
   digestSentAt?: Date;
   /** That digest found no device for a day and gave up. */
   digestGaveUpAt?: Date;
@@ -49,11 +50,13 @@ export interface DigestContents {
 
 /**
  * A view read a run's holds whole; it now reads each listed episode's. A digest's take read every hold of the
- * person kept (`person`, by when held); it now reads the person's owed ones (`person_owed`).
+ * person kept (`person`, by when held); it now reads the person's owed ones (`person_owed`). Rows expired 30 days
+ * after they were held, owed or not (`at_ttl`); now 30 days after they were settled.
  */
 export const retiredPushHoldIndexes: RetiredIndex[] = [
   { collection: 'push_holds', name: 'run' },
   { collection: 'push_holds', name: 'person' },
+  { collection: 'push_holds', name: 'at_ttl' },
 ];
 
 export const pushHoldIndexes: IndexSpec[] = [
@@ -61,10 +64,17 @@ export const pushHoldIndexes: IndexSpec[] = [
   { collection: 'push_holds', key: { teamId: 1, userId: 1, owedAt: 1 }, options: { name: 'person_owed' } },
   { collection: 'push_holds', key: { digestId: 1 }, options: { name: 'digest' } },
   { collection: 'push_holds', key: { owedAt: 1 }, options: { name: 'owed' } },
+  // Kept 30 days once settled, by the time that settled it: a row owed carries neither (a server's TTL skips a
+  // document without its field), so nothing owed is reaped however long the person was unreachable.
   {
     collection: 'push_holds',
-    key: { at: 1 },
-    options: { name: 'at_ttl', expireAfterSeconds: CLAIM_RETENTION_SECONDS },
+    key: { digestSentAt: 1 },
+    options: { name: 'sent_ttl', expireAfterSeconds: CLAIM_RETENTION_SECONDS },
+  },
+  {
+    collection: 'push_holds',
+    key: { digestGaveUpAt: 1 },
+    options: { name: 'gave_up_ttl', expireAfterSeconds: CLAIM_RETENTION_SECONDS },
   },
 ];
 
@@ -193,10 +203,12 @@ export function createPushHoldStore(db: Db) {
       return holds.find({ episodeId }).toArray();
     },
 
-    /** TTL does this where the server has it; the sweep's reaper where it has not. */
+    /** TTL does this where the server has it; the sweep's reaper where it has not. Never an owed row. */
     async reapExpired(now: Date): Promise<number> {
       const before = new Date(now.getTime() - CLAIM_RETENTION_SECONDS * 1000);
-      return (await holds.deleteMany({ at: { $lte: before } })).deletedCount;
+      const sent = await holds.deleteMany({ digestSentAt: { $lte: before } });
+      const gaveUp = await holds.deleteMany({ digestGaveUpAt: { $lte: before } });
+      return sent.deletedCount + gaveUp.deletedCount;
     },
   };
 }

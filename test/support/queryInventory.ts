@@ -796,10 +796,20 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     method: 'reapExpired',
     collection: 'push_holds',
     op: 'deleteMany',
-    filter: { at: { $lte: retentionCutoff } },
-    index: 'at_ttl',
+    filter: { digestSentAt: { $lte: retentionCutoff } },
+    index: 'sent_ttl',
     hot: true,
-    note: "the sweep's reaper (FerretDB v1 has no TTL)",
+    note: "the sweep's reaper (FerretDB v1 has no TTL): holds a digest delivered, 30 days on (owed ones are kept)",
+  },
+  {
+    module: 'push/holds',
+    method: 'reapExpired',
+    collection: 'push_holds',
+    op: 'deleteMany',
+    filter: { digestGaveUpAt: { $lte: retentionCutoff } },
+    index: 'gave_up_ttl',
+    hot: true,
+    note: 'the same for holds whose digest gave up',
   },
   // interactions
   {
