@@ -1,7 +1,7 @@
 // Every activity the worker registers, as the workflows call it: its arguments and its result. The workflows
 // proxy this interface; activities/ implements it (createActivities is checked against it), so the workflow side
 // never imports activity code. Nothing here imports the project above domain/.
-import type { CallbackTrigger, PacingHold } from '../domain/callback';
+import type { CallbackTrigger, DeliveryCategory, PacingHold } from '../domain/callback';
 import type { HealthState } from '../domain/health';
 import type { OperatorAlert } from '../domain/ops';
 import type { ClaimState, RunOutcome } from '../domain/outcome';
@@ -56,6 +56,13 @@ export interface Activities {
     place?: AttemptPlace,
     teamId?: string,
   ): Promise<CallbackAttempt>;
+  /** The attempt log's row of a give-up its attempt could not write (`attempt.unrecordedGiveUp`), written once. */
+  recordCallbackGiveUp(
+    episodeId: string,
+    runId: string,
+    place: AttemptPlace,
+    attempt: CallbackAttempt,
+  ): Promise<void>;
 
   // Recover: a page of a team's callbacks that gave up in a window, and the recover's progress row.
   gaveUpCallbacks(request: GaveUpRequest): Promise<GaveUpPage>;
@@ -220,8 +227,21 @@ export type CallbackAttempt =
       detail: string;
       /** Nothing was sent: the worker held it (the team's breaker at the origin is open, or no slot came in time). */
       held?: PacingHold;
+      unrecordedGiveUp?: UnrecordedGiveUp;
     }
-  | { result: 'stop'; status?: number; detail: string };
+  | { result: 'stop'; status?: number; detail: string; unrecordedGiveUp?: UnrecordedGiveUp };
+
+/**
+ * The schedule gave up on this attempt and its row in the attempt log was not written (the store away past the
+ * record's deadline): what the row needs besides the outcome, so that it can be written after the attempt.
+ */
+export interface UnrecordedGiveUp {
+  teamId: string;
+  /** When the request started (ISO). */
+  at: string;
+  durationMs: number;
+  error: DeliveryCategory | PacingHold;
+}
 
 /** Where an attempt sits in its delivery, so its row in the attempt log says what came next. */
 export interface AttemptPlace {

@@ -200,6 +200,7 @@ export const ACTIVITY_FAMILIES: Record<keyof Activities, LogFields['family']> = 
   sendRung: 'push',
   sendSnoozed: 'push',
   sendCallback: 'callback',
+  recordCallbackGiveUp: 'callback',
   recordTeamEvent: 'callback',
   sendEndpointEvent: 'callback',
   sendEndpointEventToEach: 'callback',

@@ -24,14 +24,34 @@ describe('recover of the callbacks that gave up', function () {
   let alice: ApiClient;
   let bob: ApiClient;
 
+  /** While above 0, the worker's writes of a give-up's attempt row fail (the store away as they are made). */
+  let failingGiveUpWrites = 0;
+
   before(async () => {
     receiver = await CallbackReceiver.start();
-    stack = await startFamilyStack({
-      CALLBACK_RETRY_SECONDS: '1,1',
-      CALLBACK_ALLOW_PRIVATE: '1',
-      CALLBACK_TIMEOUT_SECONDS: '2',
-      SWEEP_INTERVAL_SECONDS: '3600',
-    });
+    stack = await startFamilyStack(
+      {
+        CALLBACK_RETRY_SECONDS: '1,1',
+        CALLBACK_ALLOW_PRIVATE: '1',
+        CALLBACK_TIMEOUT_SECONDS: '2',
+        SWEEP_INTERVAL_SECONDS: '3600',
+      },
+      {
+        workerStores: (stores) => ({
+          ...stores,
+          callbackAttempts: {
+            ...stores.callbackAttempts,
+            record: async (row, ...rest) => {
+              if (row.gaveUp && failingGiveUpWrites > 0) {
+                failingGiveUpWrites--;
+                throw new Error('connection to the store closed');
+              }
+              return stores.callbackAttempts.record(row, ...rest);
+            },
+          },
+        }),
+      },
+    );
     ({ stores, client } = stack);
     alice = stack.anonymous.as('alice', 'acme');
     bob = stack.anonymous.as('bob', 'globex');
@@ -125,6 +145,47 @@ describe('recover of the callbacks that gave up', function () {
 
     // Another team's recover is not found there.
     assert.equal((await bob.get(`/api/v1/callbacks/recover/${id}`)).status, 404);
+  });
+
+  it('a give-up whose attempt row the store lost as it was written is still found by a recover, and redelivered', async () => {
+    const since = new Date(Date.now() - 1000).toISOString();
+    receiver.answerAlways({ status: 503 });
+    // Every try the attempt's own record makes (three, within its deadline) fails; the store is back after them.
+    failingGiveUpWrites = 3;
+    const run = await endRun(alice);
+    assert.equal((await episodeResult(`${run.id}:end`)).callback, 'gave_up');
+    assert.equal(failingGiveUpWrites, 0, "the attempt's record tried three times");
+    recordFixture(stack.config, `${run.id}:end`, 'episode-history-callback-give-up-recorded-again.json');
+    receiver.answerAlways({ status: 204 });
+    receiver.received.length = 0;
+
+    const started = await alice.post('/api/v1/callbacks/recover', { since });
+    assert.equal(started.status, 202, started.text);
+    const progress = await finished(alice, started.body.id as string);
+    assert.deepEqual(
+      [progress.found, progress.sent, progress.delivered],
+      [1, 1, 1],
+      JSON.stringify(progress),
+    );
+    assert.deepEqual(
+      receiver.received.map((r) => r.headers['webhook-id']),
+      [`${run.id}:end`],
+    );
+    new Webhook(run.secret).verify(
+      receiver.received[0].body,
+      receiver.received[0].headers as Record<string, string>,
+    );
+    // The attempt log shows the give-up once, numbered as the schedule's third attempt.
+    const rows = await stores.callbackAttempts.listForEpisode(`${run.id}:end`, 10);
+    assert.deepEqual(
+      rows.map((row) => [row.attempt, row.result, row.trigger]),
+      [
+        [1, 'retry', 'episode'],
+        [2, 'retry', 'episode'],
+        [3, 'retry', 'episode'],
+        [4, 'delivered', 'redeliver'],
+      ],
+    );
   });
 
   it('one recover per team at a time: a second while one runs is 409', async () => {

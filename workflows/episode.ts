@@ -11,7 +11,15 @@ import { shouldNotify } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
 import { kindFor, MISSED_RECIPIENTS_RETRY_SECONDS } from '../domain/push';
 import { teamEventFromOutcome } from '../domain/teamEvents';
-import { callbackAttemptCalls, fanOutCalls, holder, quickCalls, type QuickCalls } from './common';
+import {
+  callbackAttemptCalls,
+  fanOutCalls,
+  holder,
+  localStoreCalls,
+  outlastingStoreOutages,
+  quickCalls,
+  type QuickCalls,
+} from './common';
 import { handOffOperatorAlert, sendOperatorAlert } from './operatorAlert';
 import { deliverOnSchedule } from './signedDelivery';
 import { handOffTeamEvent } from './teamEvent';
@@ -50,6 +58,13 @@ export const TEAM_EVENT_PATCH = 'episode-raises-team-event';
 
 /** Marks histories in which a callback that gave up raises a callback_exhausted operator alert. */
 export const CALLBACK_EXHAUSTED_ALERT_PATCH = 'callback-gave-up-alerts-operator';
+
+/**
+ * Marks executions in which a give-up whose attempt could not write its row (the store away past the record's
+ * deadline) has the row written after the attempt, outlasting the outage. Recovers find give-ups by that row:
+ * before, such a callback was never redelivered by one. Only such an attempt reaches the check.
+ */
+export const CALLBACK_GIVE_UP_RECORDED_AGAIN_PATCH = 'callback-give-up-recorded-again';
 
 async function pushBranch(
   quick: QuickCalls,
@@ -123,7 +138,24 @@ async function callbackBranch(
     waits: options.callbackRetrySeconds,
     // Histories started without a jitter keep their waits as listed and draw nothing.
     jitter: options.callbackRetryJitter,
-    attempt: (place) => callbackAttempt.sendCallback(outcome.episodeId, outcome.runId, place, outcome.teamId),
+    attempt: async (place) => {
+      const attempt = await callbackAttempt.sendCallback(
+        outcome.episodeId,
+        outcome.runId,
+        place,
+        outcome.teamId,
+      );
+      if (
+        attempt.result !== 'delivered' &&
+        attempt.unrecordedGiveUp &&
+        patched(CALLBACK_GIVE_UP_RECORDED_AGAIN_PATCH)
+      )
+        await outlastingStoreOutages(
+          () => localStoreCalls.recordCallbackGiveUp(outcome.episodeId, outcome.runId, place, attempt),
+          () => true,
+        );
+      return attempt;
+    },
     gaveUp: async (attempts, lastError) => {
       if (patched(CALLBACK_EXHAUSTED_ALERT_PATCH))
         await alertCallbackExhausted(quick, outcome, attempts, lastError);

@@ -96,22 +96,27 @@ async function inSlot(
   }
 }
 
-/** Writes the attempt's row within RECORD_DEADLINE_MS; a store that stays down or slow loses the row. */
+/**
+ * Writes the attempt's row within RECORD_DEADLINE_MS; a store that stays down or slow loses the row. Answers
+ * whether it was written.
+ */
 async function recordAttempt(
   deps: { log?: (line: string) => void; store?: CallbackAttemptStore },
   row: Omit<CallbackAttemptRow, '_id' | 'attempt'>,
   guess: number,
-) {
+): Promise<boolean> {
   const store = deps.store;
-  if (!store) return;
+  if (!store) return true;
   const deadline = Date.now() + RECORD_DEADLINE_MS;
-  const notRecorded = (why: string) =>
+  const notRecorded = (why: string) => {
     deps.log?.(`callback: attempt of episode ${row.episodeId} not recorded: ${why}`);
-  const write = async () => {
+    return false;
+  };
+  const write = async (): Promise<boolean> => {
     for (let tries = 1; ; tries++) {
       try {
         await store.record(row, guess, deadline);
-        return;
+        return true;
       } catch (err) {
         const pause = 500 * tries;
         if (tries >= RECORD_TRIES || Date.now() + pause >= deadline) return notRecorded(String(err));
@@ -119,7 +124,7 @@ async function recordAttempt(
       }
     }
   };
-  await withDeadline(write(), RECORD_DEADLINE_MS, () =>
+  return withDeadline(write(), RECORD_DEADLINE_MS, () =>
     notRecorded(`no answer from the store within ${RECORD_DEADLINE_MS} ms`),
   );
 }
@@ -230,7 +235,24 @@ export function createCallbackActivities(deps: CallbackDeps) {
       teamId?: string,
     ): Promise<CallbackAttempt> {
       const attempt = await attemptOnce(deps, episodeId, runId, place, teamId);
-      await logAttempt(deps, deps.callbackAttempts, { episodeId, runId }, attempt, place);
+      const recorded = await logAttempt(deps, deps.callbackAttempts, { episodeId, runId }, attempt, place);
+      // A give-up the log lost would be invisible to recovers (they find give-ups by its row): the workflow has it
+      // written after this activity, which must end before Temporal would send it again.
+      if (
+        !recorded &&
+        attempt.sent &&
+        attempt.outcome.result !== 'delivered' &&
+        endsSchedule(attempt.outcome, place)
+      )
+        return {
+          ...attempt.outcome,
+          unrecordedGiveUp: {
+            teamId: attempt.teamId,
+            at: attempt.at.toISOString(),
+            durationMs: attempt.durationMs,
+            error: attempt.error,
+          },
+        };
       // Delivered after it gave up: no recover looks at it again. Best effort, within the record's deadline (the
       // activity must end before Temporal would send it again): one not cleared costs a later recover a read of it
       // (its claim says redelivered, so nothing is sent).
@@ -242,12 +264,27 @@ export function createCallbackActivities(deps: CallbackDeps) {
         );
       return attempt.outcome;
     },
+
+    async recordCallbackGiveUp(
+      episodeId: string,
+      runId: string,
+      place: AttemptPlace,
+      attempt: CallbackAttempt,
+    ): Promise<void> {
+      if (attempt.result === 'delivered' || !attempt.unrecordedGiveUp || !deps.callbackAttempts) return;
+      const { unrecordedGiveUp: lost, ...outcome } = attempt;
+      const row = attemptRow(
+        { episodeId, runId, ...lost, at: new Date(lost.at), outcome },
+        { ...place, trigger: place.trigger ?? 'episode' },
+      );
+      await deps.callbackAttempts.recordOnce(row, place.attempt);
+    },
   };
 }
 
 /**
  * An attempt's metrics and its row in `log` (a run's callbacks', or a team endpoint's), under `logged.episodeId`.
- * Without metrics (a team endpoint's), only the row.
+ * Without metrics (a team endpoint's), only the row. Answers whether the row, if one was owed, was written.
  */
 export async function logAttempt(
   deps: Pick<CallbackDeps, 'log' | 'metrics'>,
@@ -255,12 +292,13 @@ export async function logAttempt(
   logged: { episodeId: string; runId: string; endpointId?: string },
   attempt: AttemptResult,
   place: AttemptPlace | undefined,
-): Promise<void> {
+): Promise<boolean> {
+  let recorded = true;
   if (attempt.sent) {
     const { outcome, at, durationMs, teamId } = attempt;
     if (attempt.held) deps.metrics?.callbackHeld(attempt.held);
     else deps.metrics?.callbackAttempt(outcome.result, outcome.status, durationMs / 1000);
-    await recordAttempt(
+    recorded = await recordAttempt(
       { log: deps.log, store: log },
       attemptRow({ ...logged, teamId, at, durationMs, outcome, error: attempt.error }, place),
       // The schedule's own number: one taken already (held attempts, a replay, a redelivery) goes past the newest.
@@ -268,6 +306,7 @@ export async function logAttempt(
     );
   }
   if (endsSchedule(attempt.outcome, place)) deps.metrics?.callbackGaveUp();
+  return recorded;
 }
 
 /** How one attempt went: `sent` when a request was tried (or held back by the worker), with what the log needs. */

@@ -108,31 +108,43 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
   /** One episode's newest `limit` attempts, newest first. */
   const newestOf = (episodeId: string, limit: number): Promise<CallbackAttemptRow[]> =>
     rows.find({ episodeId }).sort({ at: -1, _id: -1 }).limit(limit).toArray();
-  return {
-    /**
-     * Records an attempt under the first free number from `from` on (the caller's guess: its own count of
-     * attempts), and answers the number it took. A guess taken already (a held attempt's rows, an execution
-     * replayed by the sweep, a redelivery) goes on past the newest row, one indexed read, rather than one insert
-     * per row before it. Past `deadline` (epoch ms) it stops probing.
-     */
-    async record(
-      row: Omit<CallbackAttemptRow, '_id' | 'attempt'>,
-      from = 1,
-      deadline = Infinity,
-    ): Promise<number> {
-      let attempt = Math.max(1, from);
-      for (let probe = 0; probe < MAX_PROBES; probe++) {
-        if (Date.now() >= deadline) break;
-        try {
-          await rows.insertOne({ _id: `${row.episodeId}|${attempt}`, ...row, attempt });
-          return attempt;
-        } catch (err) {
-          if (!isDuplicateKey(err)) throw err;
-        }
-        const [newest] = probe === 0 ? await newestOf(row.episodeId, 1) : [];
-        attempt = Math.max(attempt + 1, (newest?.attempt ?? 0) + 1);
+  /**
+   * Records an attempt under the first free number from `from` on (the caller's guess: its own count of
+   * attempts), and answers the number it took. A guess taken already (a held attempt's rows, an execution
+   * replayed by the sweep, a redelivery) goes on past the newest row, one indexed read, rather than one insert
+   * per row before it. Past `deadline` (epoch ms) it stops probing.
+   */
+  const record = async (
+    row: Omit<CallbackAttemptRow, '_id' | 'attempt'>,
+    from = 1,
+    deadline = Infinity,
+  ): Promise<number> => {
+    let attempt = Math.max(1, from);
+    for (let probe = 0; probe < MAX_PROBES; probe++) {
+      if (Date.now() >= deadline) break;
+      try {
+        await rows.insertOne({ _id: `${row.episodeId}|${attempt}`, ...row, attempt });
+        return attempt;
+      } catch (err) {
+        if (!isDuplicateKey(err)) throw err;
       }
-      throw new Error(`callback attempts of ${row.episodeId}: no free number from ${from} in time`);
+      const [newest] = probe === 0 ? await newestOf(row.episodeId, 1) : [];
+      attempt = Math.max(attempt + 1, (newest?.attempt ?? 0) + 1);
+    }
+    throw new Error(`callback attempts of ${row.episodeId}: no free number from ${from} in time`);
+  };
+  return {
+    record,
+
+    /**
+     * Records an attempt written after the fact (its own record lost it), unless it is there already: the newest row
+     * of its episode is it (same time, same give-up) when an earlier try of this write, or the lost one, landed.
+     */
+    async recordOnce(row: Omit<CallbackAttemptRow, '_id' | 'attempt'>, from: number): Promise<number> {
+      const [newest] = await newestOf(row.episodeId, 1);
+      if (newest && newest.at.getTime() === row.at.getTime() && newest.gaveUp === row.gaveUp)
+        return newest.attempt;
+      return record(row, from);
     },
 
     /**
