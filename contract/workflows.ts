@@ -139,26 +139,6 @@ export const callbackRecoverWorkflowId = (teamId: string): string => `recover|${
 export const digestWorkflowId = (teamId: string, userId: string): string => `digest|${teamId}|${userId}`;
 
 /**
- * A digest's id: the n-th digest of a chain of executions of the person's digest workflow (`workflowId`, also the
- * tag its pushes replace each other by), named by the chain's first run id: unique across the person's chains.
- */
-export const digestIdOf = (workflowId: string, firstExecutionRunId: string, n: number): string =>
-  `digest|${workflowId}|${firstExecutionRunId.slice(0, 8)}.${n}`;
-
-/** Every digest id of the person whose digest workflow is `workflowId`: a range of ids, and a test of one in it. */
-export function digestIdsOf(workflowId: string): {
-  range: { $gte: string; $lte: string };
-  has(id: string): boolean;
-} {
-  const prefix = `digest|${workflowId}|`;
-  return {
-    range: { $gte: prefix, $lte: `${prefix}\uffff` },
-    // Ids may hold '|': the rest of one of the person's ids holds none (another person's id may share the prefix).
-    has: (id) => id.startsWith(prefix) && !id.slice(prefix.length).includes('|'),
-  };
-}
-
-/**
  * A digest that missed some of the person's devices tries them again in a workflow of its own, one per digest: the
  * n-th digest of the person's chain of executions (named by its first run id, as the digest's id is).
  */

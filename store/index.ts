@@ -21,7 +21,7 @@ import {
   notificationPrefIndexes,
 } from './push/notificationPrefs';
 import { createPushDeliveryStore, pushDeliveryIndexes } from './push/deliveries';
-import { createPushHoldStore, pushHoldIndexes, retiredPushHoldIndexes } from './push/holds';
+import { createPushHoldStore, migrateOwedHolds, pushHoldIndexes, retiredPushHoldIndexes } from './push/holds';
 import { createPushReceiptStore, pushReceiptIndexes, retiredPushReceiptIndexes } from './push/receipts';
 import { createPushServiceStore } from './push/services';
 import {
@@ -78,6 +78,7 @@ export async function ensureAllIndexes(db: Db): Promise<IndexReport> {
   const report = await ensureIndexes(db, ALL_INDEXES, RETIRED_INDEXES);
   await migrateNotificationPrefs(db);
   await migrateWatchesOntoRuns(db);
+  await migrateOwedHolds(db, new Date());
   return report;
 }
 

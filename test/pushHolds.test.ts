@@ -82,6 +82,38 @@ describe('push holds (push_holds): what a digest takes', function () {
     assert.equal((await holds.contentsOf(`digest|${teamId}|owed`, 10)).total, 1, JSON.stringify(owed));
   });
 
+  it('a hold written before owedAt existed, still owed, is owed after the start-up migration: taken and kept', async () => {
+    const holds = createPushHoldStore(mongo.db);
+    const rows = mongo.db.collection<PushHoldRow>('push_holds');
+    const teamId = `team_legacy_${SEED}`;
+    const at = new Date('2026-11-20T08:00:00Z');
+    const legacy = (userId: string, extra: Partial<PushHoldRow> = {}) => ({
+      _id: `run_legacy:end|${userId}`,
+      episodeId: 'run_legacy:end',
+      runId: 'run_legacy',
+      teamId,
+      userId,
+      kind: 'run_failed',
+      title: 'legacy',
+      reason: 'quiet' as const,
+      at,
+      releaseAt: at,
+      ...extra,
+    });
+    await rows.insertMany([legacy('owed'), legacy('sent', { digestId: 'digest|old', digestSentAt: at })]);
+    await ensureAllIndexes(mongo.db);
+    const migrated = await rows.find({ teamId }).toArray();
+    assert.ok(migrated.find((row) => row.userId === 'owed')?.owedAt, JSON.stringify(migrated));
+    assert.equal(migrated.find((row) => row.userId === 'sent')?.owedAt, undefined);
+    await holds.take(teamId, 'owed', `digest|${teamId}|owed`, new Date());
+    assert.equal((await holds.contentsOf(`digest|${teamId}|owed`, 10)).total, 1);
+    await holds.reapExpired(new Date(at.getTime() + 365 * 24 * 3600_000));
+    assert.deepEqual(
+      (await rows.find({ teamId }).toArray()).map((row) => row.userId),
+      ['owed'],
+    );
+  });
+
   it('expires rows where the server keeps TTL indexes only by a time a settled row carries (an owed row has none)', () => {
     const ttl = pushHoldIndexes.filter((index) => index.options.expireAfterSeconds !== undefined);
     assert.ok(ttl.length > 0);

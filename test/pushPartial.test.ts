@@ -336,5 +336,22 @@ describe('a push that missed some of its recipients, and a question pushed after
     assert.equal(shown(laptop), newer.digestId);
     assert.equal(shown(phone), newer.digestId);
     assert.equal(push.received(laptop).length, 1, 'the laptop got the newer digest only');
+
+    // A resend of the older digest that lands after the newer one went out (its check came first) stops nothing
+    // of the newer one: the newer one's own resend still reaches a device it missed.
+    const tablet = push.endpoint('hal-tablet');
+    assert.equal((await hal.post('/api/v1/notifications/push/subscriptions', tablet)).status, 201);
+    await held(3);
+    const newest = digest(`digest|${tag}|9e8f7a6b.2`);
+    push.failAlways(tablet, 503);
+    const third = await activities.sendDigest(newest);
+    assert.ok(third.addressable && third.delivered === 2 && third.retryable === 1, JSON.stringify(third));
+    push.recover(tablet);
+    // What a resend of the older digest records if it lands now (its own check came before the newest went out):
+    // a device took it again. It must not read as newer than the newest.
+    await stores.pushHolds.markDigestSent(newer.digestId, new Date());
+    const resentNewest = await activities.sendDigest(newest);
+    assert.ok(resentNewest.addressable && resentNewest.delivered === 1, JSON.stringify(resentNewest));
+    assert.equal(shown(tablet), newest.digestId);
   });
 });

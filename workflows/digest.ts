@@ -18,7 +18,6 @@ import {
 import {
   DIGEST_MAX_LISTED,
   digestEntrySignal,
-  digestIdOf,
   digestResendWorkflowId,
   prefsChangedSignal,
   type DigestBatch,
@@ -144,7 +143,7 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
     // `seen` stays: an episode signalled again (a retried fan-out) after its digest went out is not sent twice.
     sent++;
     // Unique across the person's executions: a later chain starts with another first run id.
-    await sendOnce(digestIdOf(workflowId, firstExecutionRunId, sent), out);
+    await sendOnce(`digest|${workflowId}|${firstExecutionRunId.slice(0, 8)}.${sent}`, out);
     // What arrived during the send is the next batch; nothing: done (the next hold starts a new execution).
     if (!hasEntries(batch)) return { sent };
     if (workflowInfo().continueAsNewSuggested)

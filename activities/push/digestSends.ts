@@ -1,7 +1,7 @@
 // Digest sends: one push to every device of a person, listing the pushes held for them, recorded as an episode's
 // push is; and the digest that no device took, given up.
 import type { DigestRef, DigestSend, DigestSendResult } from '../../contract/activities';
-import { DIGEST_MAX_LISTED, digestIdsOf, type DigestEntry } from '../../contract/workflows';
+import { DIGEST_MAX_LISTED, type DigestEntry } from '../../contract/workflows';
 import { renderDigest } from '../../domain/push';
 import { heldUntil } from '../../domain/quietHours';
 import { digestEntryOf, holdId } from '../../store/push/holds';
@@ -35,12 +35,15 @@ export async function sendDigest(deps: PushActivityDeps, digest: DigestSend): Pr
     return holds.contentsOf(digest.digestId, DIGEST_MAX_LISTED);
   }, STORE_WORK_BEATS_FOR_MS);
   if (!contents.total) return { addressable: false, reason: 'nothing owed' };
-  const result = await sendDigestPush(
-    deps,
-    digest,
-    { counts: contents.counts, newest: contents.newest.map(digestEntryOf) },
-    { supersedable: true },
-  );
+  // Sent again to a device it missed, after a newer digest went out: landing there after that one, it would
+  // replace it (the same tag) with older news. The newer one went to every device, and its own resend takes those
+  // it missed.
+  if (await holds.newerDigestSent(digest.teamId, digest.userId, digest.digestId))
+    return { addressable: false, reason: 'superseded by a newer digest' };
+  const result = await sendDigestPush(deps, digest, {
+    counts: contents.counts,
+    newest: contents.newest.map(digestEntryOf),
+  });
   if (result.addressable && result.delivered + result.alreadyDelivered > 0)
     await holds.markDigestSent(digest.digestId, deps.now());
   return result;
@@ -75,37 +78,13 @@ async function sendListedDigest(
   return result;
 }
 
-/**
- * Whether a digest that reached some device before (its resend to the devices it missed) has been superseded: a
- * newer digest of the person went out since. That one went to every device (its own resend takes those it missed),
- * and this one, landing after it, would replace it there (the same tag) with older news.
- */
-async function superseded(
-  deps: PushActivityDeps,
-  digest: DigestSend,
-  reached: Map<string, Date>,
-): Promise<boolean> {
-  if (!reached.size) return false;
-  const firstSent = new Date(Math.min(...[...reached.values()].map((at) => at.getTime())));
-  const ofPerson = digestIdsOf(digest.tag);
-  const since = await deps.pushDeliveries.deliveredInRangeSince(ofPerson.range, firstSent);
-  return [...since].some((id) => id !== digest.digestId && ofPerson.has(id));
-}
-
 async function sendDigestPush(
   deps: PushActivityDeps,
   digest: DigestSend,
   contents: { counts: Record<string, number>; newest: DigestEntry[] },
-  options: { supersedable?: true } = {},
 ): Promise<DigestSendResult> {
   const subs = await deps.pushSubscriptions.listForUsers([digest.userId]);
   if (!subs.length) return { addressable: false, reason: 'no subscription' };
-  const reached = deps.pushDeliveries.reached(
-    digest.digestId,
-    subs.map((sub) => sub._id),
-  );
-  if (options.supersedable && (await superseded(deps, digest, (await reached).subscriptions)))
-    return { addressable: false, reason: 'superseded by a newer digest' };
   const payload = renderDigest({
     digestId: digest.digestId,
     tag: digest.tag,
@@ -114,7 +93,6 @@ async function sendDigestPush(
   });
   const result = await sendRecorded(deps, digest.digestId, subs, payload, {
     receipts: { teamId: digest.teamId, runId: '', kind: 'digest' },
-    reached,
     onConfigFault: configFaultReporter(deps, {
       runId: '',
       teamId: digest.teamId,

@@ -170,17 +170,6 @@ export function createPushDeliveryStore(db: Db) {
   return {
     reached: (episodeId: string, subscriptionIds: string[]) => reachedBy(rows, episodeId, subscriptionIds),
 
-    /**
-     * The episodes with ids in `range` that had a push accepted after `since`: one range on the episode index (a
-     * person's digests, whose ids share a prefix).
-     */
-    async deliveredInRangeSince(range: { $gte: string; $lte: string }, since: Date): Promise<Set<string>> {
-      const found = await rows
-        .find({ episodeId: range, at: { $gt: since } }, { projection: { episodeId: 1 } })
-        .toArray();
-      return new Set(found.map((row) => row.episodeId));
-    },
-
     /** Which of these subscriptions this episode already reached. */
     async deliveredSubscriptions(episodeId: string, subscriptionIds: string[]): Promise<Set<string>> {
       return new Set((await reachedBy(rows, episodeId, subscriptionIds)).subscriptions.keys());

@@ -63,6 +63,12 @@ export const pushHoldIndexes: IndexSpec[] = [
   { collection: 'push_holds', key: { episodeId: 1 }, options: { name: 'episode' } },
   { collection: 'push_holds', key: { teamId: 1, userId: 1, owedAt: 1 }, options: { name: 'person_owed' } },
   { collection: 'push_holds', key: { digestId: 1 }, options: { name: 'digest' } },
+  // When a person's digests first reached a device: a resend asks whether a newer one went out since.
+  {
+    collection: 'push_holds',
+    key: { teamId: 1, userId: 1, digestSentAt: 1 },
+    options: { name: 'person_sent' },
+  },
   { collection: 'push_holds', key: { owedAt: 1 }, options: { name: 'owed' } },
   // Kept 30 days once settled, by the time that settled it: a row owed carries neither (a server's TTL skips a
   // document without its field), so nothing owed is reaped however long the person was unreachable.
@@ -161,10 +167,24 @@ export function createPushHoldStore(db: Db) {
       return contents;
     },
 
-    /** A device took the digest: its rows are no longer owed. */
+    /**
+     * Whether a digest of the person newer than this one has reached a device: one a device took after this one
+     * was first taken (a digest's rows record when a device first took it). False while this one reached none.
+     */
+    async newerDigestSent(teamId: string, userId: string, digestId: string): Promise<boolean> {
+      const mine = await holds.findOne({ digestId }, { projection: { digestSentAt: 1 } });
+      if (!mine?.digestSentAt) return false;
+      const newer = await holds.findOne(
+        { teamId, userId, digestSentAt: { $gt: mine.digestSentAt } },
+        { projection: { _id: 1 } },
+      );
+      return newer !== null;
+    },
+
+    /** A device took the digest: its rows are no longer owed. The first time is kept (a resend's is later). */
     async markDigestSent(digestId: string, at: Date): Promise<void> {
       await holds.updateMany(
-        { digestId },
+        { digestId, digestSentAt: { $exists: false } },
         { $set: { digestSentAt: at }, $unset: { owedAt: '', takenUntil: '' } },
       );
     },
@@ -211,6 +231,17 @@ export function createPushHoldStore(db: Db) {
       return sent.deletedCount + gaveUp.deletedCount;
     },
   };
+}
+
+/**
+ * Holds written before `owedAt` existed and still owed are owed now: the take and the sweep find owed rows by it
+ * (and the reaper keeps them). Idempotent; every start-up runs it.
+ */
+export async function migrateOwedHolds(db: Db, now: Date): Promise<number> {
+  const result = await db
+    .collection<PushHoldRow>('push_holds')
+    .updateMany({ owedAt: { $exists: false }, ...OWED }, { $set: { owedAt: now } });
+  return result.modifiedCount;
 }
 
 /** Keeps the `listed` newest rows, newest first. */
