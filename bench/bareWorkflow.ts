@@ -1,7 +1,8 @@
 // The episodes benchmark's baseline: a bare workflow with the episode workflow's shape and number of activities
-// (one, then two branches of three), each activity doing nothing but note when it ran. Bench-only: it is bundled
+// (one, then two branches of three), each activity doing nothing but note when it ran; and the escalation
+// benchmark's, beside it for each pause: a ladder (a timer, then one activity where the rung's push goes). Bench-only: it is bundled
 // from here with its own workflowsPath for its own worker and task queue, never registered by worker.ts.
-import { proxyActivities } from '@temporalio/workflow';
+import { proxyActivities, sleep } from '@temporalio/workflow';
 
 export interface BareActivities {
   /** Does nothing; the benchmark notes when step 0 (the first activity) and step 2 (where a push goes) start. */
@@ -27,4 +28,13 @@ export async function bareEpisodeWorkflow(id: string): Promise<string> {
   };
   await Promise.all([branch(1), branch(4)]);
   return id;
+}
+
+/** The step a ladder's one activity notes: where the rung's push goes. */
+export const RUNG_STEP = 100;
+
+/** A pause's ladder, bare: its first rung's timer, then one activity in place of the rung's push. */
+export async function bareLadderWorkflow(id: string, rungSeconds: number): Promise<void> {
+  await sleep(rungSeconds * 1000);
+  await noop(id, RUNG_STEP);
 }

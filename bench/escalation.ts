@@ -5,6 +5,7 @@
 // owner's device (alice's, as a real pause has). Then as many pauses answered within ±1 s of their rung's instant
 // (offsets spread evenly): every rung that reached carol is replaced by the close on her device, and how many
 // were still on the wire when the answer's response returned. Both at a few pauses: test/escalation.test.ts.
+import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
 import webpush from 'web-push';
 import { interactionClaimKeys } from '../domain/interaction';
 import type { PushPayload } from '../domain/push';
@@ -16,6 +17,7 @@ import { processStackVars } from '../test/support/processStack';
 import { startWorkerProcessStack } from '../test/support/workerProcessStack';
 import type { PushService, SubscriptionJSON } from '../test/support/pushService';
 import { waitUntil } from '../test/support/waitUntil';
+import { RUNG_STEP, type BareActivities } from './bareWorkflow';
 import {
   commandLine,
   serversForFamilyStacks,
@@ -23,6 +25,8 @@ import {
   log,
   machineInfo,
   percentile,
+  quietLogger,
+  round,
   runMain,
   table,
   uniqueName,
@@ -36,7 +40,7 @@ const RACE_SPREAD_MS = 1000;
 const LADDER = [{ afterSeconds: RUNG_SECONDS, to: ['carol'], via: 'push' }];
 
 /** What the bench reads and drives: the stores, Temporal, the API; stopped in reverse. */
-type System = Pick<FamilyStack, 'stores' | 'client' | 'anonymous' | 'stop'>;
+type System = Pick<FamilyStack, 'config' | 'stores' | 'client' | 'anonymous' | 'stop'>;
 
 interface Bench {
   family: System;
@@ -131,6 +135,71 @@ async function unanswered(bench: Bench): Promise<{
     (p, i) => rungPushes(bench, p.runId)[0].at.getTime() - (asked[i] + RUNG_SECONDS * 1000),
   );
   return { lateMs, ownerPushMs, repeats, storedMs, afterDueMs };
+}
+
+/**
+ * The same pauses on bare Temporal, in the same run and on the same server: for each, the question's episode in
+ * its shape (bareEpisodeWorkflow, whose activities do nothing) and a ladder (bareLadderWorkflow: the rung's timer,
+ * then one activity where the rung's push goes), all started at once, on a worker of their own in this process.
+ * What Temporal alone on these cores leaves of the target, without our store, pushes, API or run health: from each
+ * pause's starts to its ladder's activity, and to the episode's activity at the question push's depth.
+ */
+async function bareFloor(system: System): Promise<{ rungMs: number[]; questionMs: number[] }> {
+  const { config, client } = system;
+  const rungAt = new Map<string, number>();
+  const questionAt = new Map<string, number>();
+  const activities: BareActivities = {
+    async noop(id, step) {
+      const at = Date.now();
+      if (step === RUNG_STEP && !rungAt.has(id)) rungAt.set(id, at);
+      if (step === 2 && !questionAt.has(id)) questionAt.set(id, at);
+    },
+  };
+  const taskQueue = `${config.temporalTaskQueue}-bare`;
+  const [connection, workflowBundle] = await Promise.all([
+    NativeConnection.connect({ address: config.temporalAddress }),
+    bundleWorkflowCode({ workflowsPath: require.resolve('./bareWorkflow'), logger: quietLogger }),
+  ]);
+  const worker = await Worker.create({
+    connection,
+    namespace: config.temporalNamespace,
+    taskQueue,
+    workflowBundle,
+    activities,
+  });
+  const running = worker.run();
+  try {
+    const batch = Date.now().toString(36);
+    const started = await Promise.all(
+      Array.from({ length: PAUSES }, async (_, i) => {
+        const id = `bare-${batch}-${i}`;
+        const atMs = Date.now();
+        const handles = await Promise.all([
+          client.workflow.start('bareEpisodeWorkflow', {
+            taskQueue,
+            workflowId: `${id}:episode`,
+            args: [id],
+          }),
+          client.workflow.start('bareLadderWorkflow', {
+            taskQueue,
+            workflowId: `${id}:ladder`,
+            args: [id, RUNG_SECONDS],
+          }),
+        ]);
+        return { id, atMs, handles };
+      }),
+    );
+    // Every bare workflow done (an episode's last activities come after the one timed) before ours begin.
+    await Promise.all(started.flatMap(({ handles }) => handles.map((handle) => handle.result())));
+    return {
+      rungMs: started.map(({ id, atMs }) => rungAt.get(id)! - atMs),
+      questionMs: started.map(({ id, atMs }) => questionAt.get(id)! - atMs),
+    };
+  } finally {
+    worker.shutdown();
+    await running;
+    await connection.close();
+  }
 }
 
 /**
@@ -246,6 +315,9 @@ export async function runEscalationBench(): Promise<{ met: boolean }> {
       `bench:escalation — ${PAUSES} pauses at once, a rung at ${RUNG_SECONDS} s to another person; ` +
         `mongo ${servers.origin.mongo}, temporal ${servers.origin.temporal}, worker ${WORKER_PLACE}`,
     );
+    // Bare first, while our worker is idle: the floor the same cores and server leave.
+    const bare = await bareFloor(bench.family);
+    const bareMaxMs = Math.max(...bare.rungMs);
     const { lateMs, ownerPushMs, repeats, storedMs, afterDueMs } = await unanswered(bench);
     const { rungsBefore, rungsAfter, unreplaced } = await raced(bench);
     const maxMs = Math.max(...lateMs);
@@ -259,6 +331,18 @@ export async function runEscalationBench(): Promise<{ met: boolean }> {
           `${percentile(lateMs, 50)} / ${percentile(lateMs, 95)} / ${maxMs} ms`,
           `max ≤ ${TARGET_MAX_MS} ms`,
           maxMs <= TARGET_MAX_MS ? 'met' : 'NOT MET',
+        ],
+        [
+          `bare Temporal (same run): start → the ladder's activity, p50 / p95 / max`,
+          `${percentile(bare.rungMs, 50)} / ${percentile(bare.rungMs, 95)} / ${bareMaxMs} ms`,
+          `ours / bare, max: ${round(maxMs / bareMaxMs, 2)}`,
+          '',
+        ],
+        [
+          "  bare: start → the episode's activity at the question push's depth, p50 / max",
+          `${percentile(bare.questionMs, 50)} / ${Math.max(...bare.questionMs)} ms`,
+          '',
+          '',
         ],
         [
           "pause → the question's push to its owner, p50 / p95 / max",
@@ -297,8 +381,8 @@ export async function runEscalationBench(): Promise<{ met: boolean }> {
         {
           figure: `pause → rung push (${RUNG_SECONDS} s rung), max over ${PAUSES} pauses at once`,
           ours: `${maxMs} ms (p50 ${percentile(lateMs, 50)})`,
-          baseline: '–',
-          ratio: NaN,
+          baseline: `${bareMaxMs} ms bare Temporal (p50 ${percentile(bare.rungMs, 50)})`,
+          ratio: round(maxMs / bareMaxMs, 2),
           target: `≤ ${TARGET_MAX_MS} ms, each once`,
           met: maxMs <= TARGET_MAX_MS && repeats === 0,
         },
@@ -313,6 +397,8 @@ export async function runEscalationBench(): Promise<{ met: boolean }> {
       ],
       figures: {
         pauses: PAUSES,
+        bareRungMs: bare.rungMs,
+        bareQuestionMs: bare.questionMs,
         lateMs,
         ownerPushMs,
         storedMs,
@@ -322,7 +408,11 @@ export async function runEscalationBench(): Promise<{ met: boolean }> {
         rungsAfter,
         unreplaced,
       },
-      notes: ['The clock starts at each pause request; the rung is due 5 s after the question is stored.'],
+      notes: [
+        'The clock starts at each pause request; the rung is due 5 s after the question is stored.',
+        'Bare: per pause, bareEpisodeWorkflow and bareLadderWorkflow (bench/bareWorkflow.ts) started at once, ' +
+          'activities that do nothing, on a worker in the bench process; run first, on the same server.',
+      ],
     });
     return { met };
   } finally {
