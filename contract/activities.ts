@@ -241,6 +241,8 @@ export interface UnrecordedGiveUp {
   at: string;
   durationMs: number;
   error: DeliveryCategory | PacingHold;
+  /** The attempt's Temporal activity attempt (the row says which ran it). */
+  activityAttempt?: number;
 }
 
 /** Where an attempt sits in its delivery, so its row in the attempt log says what came next. */

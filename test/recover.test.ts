@@ -186,6 +186,11 @@ describe('recover of the callbacks that gave up', function () {
         [4, 'delivered', 'redeliver'],
       ],
     );
+    // Written once: a retry of that write, or the lost write landing after all, finds the row and adds none.
+    const { _id: _, attempt: __, ...gaveUp } = rows[2];
+    assert.equal(gaveUp.gaveUp, undefined, 'cleared by the redelivery that delivered');
+    assert.equal(await stores.callbackAttempts.recordOnce({ ...gaveUp, gaveUp: true }, 3), 3);
+    assert.equal((await stores.callbackAttempts.listForEpisode(`${run.id}:end`, 10)).length, 4);
   });
 
   it('one recover per team at a time: a second while one runs is 409', async () => {

@@ -7,6 +7,7 @@ import {
   type EpisodeOptions,
   type EpisodeResult,
 } from '../contract/workflows';
+import type { AttemptPlace, CallbackAttempt } from '../contract/activities';
 import { shouldNotify } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
 import { kindFor, MISSED_RECIPIENTS_RETRY_SECONDS } from '../domain/push';
@@ -61,7 +62,7 @@ export const CALLBACK_EXHAUSTED_ALERT_PATCH = 'callback-gave-up-alerts-operator'
 
 /**
  * Marks executions in which a give-up whose attempt could not write its row (the store away past the record's
- * deadline) has the row written after the attempt, outlasting the outage. Recovers find give-ups by that row:
+ * deadline) has the row written after the settle and the alert, outlasting the outage. Recovers find give-ups by that row:
  * before, such a callback was never redelivered by one. Only such an attempt reaches the check.
  */
 export const CALLBACK_GIVE_UP_RECORDED_AGAIN_PATCH = 'callback-give-up-recorded-again';
@@ -133,6 +134,8 @@ async function callbackBranch(
 ): Promise<BranchResult> {
   if (!shouldNotify(outcome)) return 'not_owed';
   const callbackAttempt = callbackAttemptCalls(options.callbackAttemptSeconds);
+  // The last attempt, when the schedule gave up on it and its row in the attempt log was lost.
+  let unrecorded: { place: AttemptPlace; attempt: CallbackAttempt } | undefined;
   return deliverOnSchedule(quick, {
     key: claimKeys.callback(outcome.episodeId),
     waits: options.callbackRetrySeconds,
@@ -145,22 +148,36 @@ async function callbackBranch(
         place,
         outcome.teamId,
       );
-      if (
-        attempt.result !== 'delivered' &&
-        attempt.unrecordedGiveUp &&
-        patched(CALLBACK_GIVE_UP_RECORDED_AGAIN_PATCH)
-      )
-        await outlastingStoreOutages(
-          () => localStoreCalls.recordCallbackGiveUp(outcome.episodeId, outcome.runId, place, attempt),
-          () => true,
-        );
+      unrecorded =
+        attempt.result !== 'delivered' && attempt.unrecordedGiveUp ? { place, attempt } : undefined;
       return attempt;
     },
     gaveUp: async (attempts, lastError) => {
       if (patched(CALLBACK_EXHAUSTED_ALERT_PATCH))
         await alertCallbackExhausted(quick, outcome, attempts, lastError);
+      if (unrecorded && patched(CALLBACK_GIVE_UP_RECORDED_AGAIN_PATCH))
+        await recordGiveUp(outcome, unrecorded.place, unrecorded.attempt);
     },
   });
+}
+
+/**
+ * A give-up's row that its attempt could not write, written after the settle and the alert (recovers find give-ups
+ * by it), outlasting a store outage. Best effort past that: the claim's gave_up and the alert stand.
+ */
+async function recordGiveUp(
+  outcome: RunOutcome,
+  place: AttemptPlace,
+  attempt: CallbackAttempt,
+): Promise<void> {
+  try {
+    await outlastingStoreOutages(
+      () => localStoreCalls.recordCallbackGiveUp(outcome.episodeId, outcome.runId, place, attempt),
+      () => true,
+    );
+  } catch {
+    // Lost, as it was before: a manual redelivery still finds the callback by its claim.
+  }
 }
 
 /**

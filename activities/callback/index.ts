@@ -251,6 +251,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
             at: attempt.at.toISOString(),
             durationMs: attempt.durationMs,
             error: attempt.error,
+            activityAttempt: activityContext()?.info.attempt,
           },
         };
       // Delivered after it gave up: no recover looks at it again. Best effort, within the record's deadline (the
@@ -273,10 +274,13 @@ export function createCallbackActivities(deps: CallbackDeps) {
     ): Promise<void> {
       if (attempt.result === 'delivered' || !attempt.unrecordedGiveUp || !deps.callbackAttempts) return;
       const { unrecordedGiveUp: lost, ...outcome } = attempt;
-      const row = attemptRow(
-        { episodeId, runId, ...lost, at: new Date(lost.at), outcome },
-        { ...place, trigger: place.trigger ?? 'episode' },
+      const { activityAttempt, ...sent } = lost;
+      // The row names the attempt's own activity (this one is the workflow's later write of it).
+      const { activityAttempt: _recorder, ...row } = attemptRow(
+        { episodeId, runId, ...sent, at: new Date(lost.at), outcome },
+        place,
       );
+      if (activityAttempt !== undefined) Object.assign(row, { activityAttempt });
       await deps.callbackAttempts.recordOnce(row, place.attempt);
     },
   };

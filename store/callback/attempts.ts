@@ -137,14 +137,27 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
     record,
 
     /**
-     * Records an attempt written after the fact (its own record lost it), unless it is there already: the newest row
-     * of its episode is it (same time, same give-up) when an earlier try of this write, or the lost one, landed.
+     * Records an attempt written after the fact (its own record lost it), unless it is there: a row of its episode
+     * at the same time is it (the lost write, or an earlier try of this one, landed after all). Asked again when
+     * a number is taken, so a write landing meanwhile is not recorded twice.
      */
     async recordOnce(row: Omit<CallbackAttemptRow, '_id' | 'attempt'>, from: number): Promise<number> {
-      const [newest] = await newestOf(row.episodeId, 1);
-      if (newest && newest.at.getTime() === row.at.getTime() && newest.gaveUp === row.gaveUp)
-        return newest.attempt;
-      return record(row, from);
+      const same = () =>
+        rows.findOne({ episodeId: row.episodeId, at: row.at }, { projection: { attempt: 1 } });
+      let attempt = Math.max(1, from);
+      for (let probe = 0; probe < MAX_PROBES; probe++) {
+        const found = await same();
+        if (found) return found.attempt;
+        try {
+          await rows.insertOne({ _id: `${row.episodeId}|${attempt}`, ...row, attempt });
+          return attempt;
+        } catch (err) {
+          if (!isDuplicateKey(err)) throw err;
+        }
+        const [newest] = await newestOf(row.episodeId, 1);
+        attempt = Math.max(attempt + 1, (newest?.attempt ?? 0) + 1);
+      }
+      throw new Error(`callback attempts of ${row.episodeId}: no free number from ${from}`);
     },
 
     /**

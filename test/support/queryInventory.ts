@@ -277,6 +277,16 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'callback/attempts',
+    method: 'recordOnce',
+    collection: 'callback_attempts',
+    op: 'findOne',
+    filter: { episodeId: SAMPLE.episodeId, at: SAMPLE.cursorAt },
+    index: 'episode_recent',
+    hot: true,
+    note: "a give-up's row written after its attempt lost it: whether the lost write landed after all",
+  },
+  {
+    module: 'callback/attempts',
     method: 'listGaveUp',
     collection: 'callback_attempts',
     op: 'find',
