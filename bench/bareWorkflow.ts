@@ -1,6 +1,6 @@
 // The episodes benchmark's baseline: a bare workflow with the episode workflow's shape and number of activities
 // (one, then two branches of three), each activity doing nothing but note when it ran; and the escalation
-// benchmark's, beside it for each pause: a ladder (a timer, then one activity where the rung's push goes). Bench-only: it is bundled
+// benchmark's: a pause at its barest (the question's activity, the rung's timer, the rung's activity). Bench-only: it is bundled
 // from here with its own workflowsPath for its own worker and task queue, never registered by worker.ts.
 import { proxyActivities, sleep } from '@temporalio/workflow';
 
@@ -30,11 +30,16 @@ export async function bareEpisodeWorkflow(id: string): Promise<string> {
   return id;
 }
 
-/** The step a ladder's one activity notes: where the rung's push goes. */
+/** The steps a bare pause's activities note: where the question's push goes, and the rung's. */
+export const QUESTION_STEP = 99;
 export const RUNG_STEP = 100;
 
-/** A pause's ladder, bare: its first rung's timer, then one activity in place of the rung's push. */
+/**
+ * A pause at its barest: one activity in place of the question's push, the first rung's timer, one activity in
+ * place of the rung's push. Any design that pushes the question and keeps the rung on a durable timer does this.
+ */
 export async function bareLadderWorkflow(id: string, rungSeconds: number): Promise<void> {
+  await noop(id, QUESTION_STEP);
   await sleep(rungSeconds * 1000);
   await noop(id, RUNG_STEP);
 }
