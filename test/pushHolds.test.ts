@@ -114,6 +114,44 @@ describe('push holds (push_holds): what a digest takes', function () {
     );
   });
 
+  it('a digest is superseded only by another digest a device took after it, never by its own rows', async () => {
+    const holds = createPushHoldStore(mongo.db);
+    const rows = mongo.db.collection<PushHoldRow>('push_holds');
+    const teamId = `team_newer_${SEED}`;
+    const t = (minutes: number) => new Date(Date.UTC(2026, 11, 1, 9, minutes));
+    const hold = (n: number) =>
+      holds.hold([
+        {
+          episodeId: `run_n${n}:end`,
+          runId: `run_n${n}`,
+          teamId,
+          userId: 'ivy',
+          kind: 'run_finished',
+          title: 'n',
+          reason: 'burst',
+          at: t(0),
+          releaseAt: t(0),
+        },
+      ]);
+    await hold(1);
+    await hold(2);
+    await holds.take(teamId, 'ivy', 'digest|older', t(1));
+    // A send marked half its rows before a failure, and the retry the rest, later.
+    await rows.updateOne({ _id: 'run_n1:end|ivy' }, { $set: { digestSentAt: t(2) } });
+    await holds.markDigestSent('digest|older', t(3));
+    assert.equal(await holds.newerDigestSent(teamId, 'ivy', 'digest|older'), false);
+    await hold(3);
+    await holds.take(teamId, 'ivy', 'digest|newer', t(4));
+    assert.equal(
+      await holds.newerDigestSent(teamId, 'ivy', 'digest|older'),
+      false,
+      'the newer one reached no device',
+    );
+    await holds.markDigestSent('digest|newer', t(5));
+    assert.equal(await holds.newerDigestSent(teamId, 'ivy', 'digest|older'), true);
+    assert.equal(await holds.newerDigestSent(teamId, 'ivy', 'digest|newer'), false);
+  });
+
   it('expires rows where the server keeps TTL indexes only by a time a settled row carries (an owed row has none)', () => {
     const ttl = pushHoldIndexes.filter((index) => index.options.expireAfterSeconds !== undefined);
     assert.ok(ttl.length > 0);

@@ -1,6 +1,6 @@
 // One outcome episode: a run paused or ended. Each outbound family is an independent branch with its own
 // claim key; one failing never holds up the others. The workflow only decides; activities do the I/O.
-import { patched, sleep } from '@temporalio/workflow';
+import { isCancellation, patched, sleep } from '@temporalio/workflow';
 import {
   EPISODE_OPTIONS_WHEN_ABSENT,
   type BranchResult,
@@ -175,7 +175,8 @@ async function recordGiveUp(
       () => localStoreCalls.recordCallbackGiveUp(outcome.episodeId, outcome.runId, place, attempt),
       () => true,
     );
-  } catch {
+  } catch (err) {
+    if (isCancellation(err)) throw err;
     // Lost, as it was before: a manual redelivery still finds the callback by its claim.
   }
 }

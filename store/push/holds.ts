@@ -124,11 +124,14 @@ export function createPushHoldStore(db: Db) {
       );
     },
 
-    /** The holds a digest that listed its episodes went out with (digests started before they took from here). */
+    /**
+     * The holds a digest that listed its episodes went out with (digests started before they took from here); a
+     * row another digest went out with first keeps that one.
+     */
     async markSent(ids: string[], digestId: string, at: Date): Promise<void> {
       if (!ids.length) return;
       await holds.updateMany(
-        { _id: { $in: ids } },
+        { _id: { $in: ids }, digestSentAt: { $exists: false } },
         { $set: { digestId, digestSentAt: at }, $unset: { owedAt: '', takenUntil: '' } },
       );
     },
@@ -175,7 +178,7 @@ export function createPushHoldStore(db: Db) {
       const mine = await holds.findOne({ digestId }, { projection: { digestSentAt: 1 } });
       if (!mine?.digestSentAt) return false;
       const newer = await holds.findOne(
-        { teamId, userId, digestSentAt: { $gt: mine.digestSentAt } },
+        { teamId, userId, digestSentAt: { $gt: mine.digestSentAt }, digestId: { $ne: digestId } },
         { projection: { _id: 1 } },
       );
       return newer !== null;
