@@ -35,11 +35,11 @@ export const QUESTION_STEP = 99;
 export const RUNG_STEP = 100;
 
 /**
- * A pause at its barest: one activity in place of the question's push, the first rung's timer, one activity in
- * place of the rung's push. Any design that pushes the question and keeps the rung on a durable timer does this.
+ * A pause at its barest: one activity in place of the question's push and, from the start, the first rung's timer;
+ * then one activity in place of the rung's push. Any design that pushes the question and keeps the rung on a
+ * durable timer does this (ours times the rung from the question's record, not from its push).
  */
 export async function bareLadderWorkflow(id: string, rungSeconds: number): Promise<void> {
-  await noop(id, QUESTION_STEP);
-  await sleep(rungSeconds * 1000);
+  await Promise.all([noop(id, QUESTION_STEP), sleep(rungSeconds * 1000)]);
   await noop(id, RUNG_STEP);
 }

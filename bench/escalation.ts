@@ -139,8 +139,10 @@ async function unanswered(bench: Bench): Promise<{
 
 /**
  * The same pauses on bare Temporal, in the same run and on the same server: one workflow each, at its barest
- * (bareLadderWorkflow: an activity where the question's push goes, the rung's timer, an activity where the rung's
- * push goes; the activities do nothing), all started at once, on a worker of their own in this process. The floor
+ * (bareLadderWorkflow: an activity where the question's push goes beside the rung's timer, then an activity where
+ * the rung's push goes; the activities do nothing), all started at once, on a worker of their own in this process
+ * (scheduled activities, where ours are local where they can be; run first, on a server that has served no
+ * workflow of the bench yet). The floor
  * Temporal alone on these cores leaves the target, without our store, pushes, API or run health: from each start
  * to its rung's activity, and to its question's.
  */
@@ -156,40 +158,42 @@ async function bareFloor(system: System): Promise<{ rungMs: number[]; questionMs
     },
   };
   const taskQueue = `${config.temporalTaskQueue}-bare`;
-  const [connection, workflowBundle] = await Promise.all([
-    NativeConnection.connect({ address: config.temporalAddress }),
-    bundleWorkflowCode({ workflowsPath: require.resolve('./bareWorkflow'), logger: quietLogger }),
-  ]);
-  const worker = await Worker.create({
-    connection,
-    namespace: config.temporalNamespace,
-    taskQueue,
-    workflowBundle,
-    activities,
+  const workflowBundle = await bundleWorkflowCode({
+    workflowsPath: require.resolve('./bareWorkflow'),
+    logger: quietLogger,
   });
-  const running = worker.run();
+  const connection = await NativeConnection.connect({ address: config.temporalAddress });
   try {
+    const worker = await Worker.create({
+      connection,
+      namespace: config.temporalNamespace,
+      taskQueue,
+      workflowBundle,
+      activities,
+    });
     const batch = Date.now().toString(36);
-    const started = await Promise.all(
-      Array.from({ length: PAUSES }, async (_, i) => {
-        const id = `bare-${batch}-${i}`;
-        const atMs = Date.now();
-        const handle = await client.workflow.start('bareLadderWorkflow', {
-          taskQueue,
-          workflowId: id,
-          args: [id, RUNG_SECONDS],
-        });
-        return { id, atMs, handle };
-      }),
-    );
-    await Promise.all(started.map(({ handle }) => handle.result()));
+    // The worker runs until every bare pause is done (and its failure fails this).
+    const started = await worker.runUntil(async () => {
+      const pauses = await Promise.all(
+        Array.from({ length: PAUSES }, async (_, i) => {
+          const id = `bare-${batch}-${i}`;
+          const atMs = Date.now();
+          const handle = await client.workflow.start('bareLadderWorkflow', {
+            taskQueue,
+            workflowId: id,
+            args: [id, RUNG_SECONDS],
+          });
+          return { id, atMs, handle };
+        }),
+      );
+      await Promise.all(pauses.map(({ handle }) => handle.result()));
+      return pauses;
+    });
     return {
       rungMs: started.map(({ id, atMs }) => rungAt.get(id)! - atMs),
       questionMs: started.map(({ id, atMs }) => questionAt.get(id)! - atMs),
     };
   } finally {
-    worker.shutdown();
-    await running;
     await connection.close();
   }
 }
