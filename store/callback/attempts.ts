@@ -112,16 +112,20 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
    * Records an attempt under the first free number from `from` on (the caller's guess: its own count of
    * attempts), and answers the number it took. A guess taken already (a held attempt's rows, an execution
    * replayed by the sweep, a redelivery) goes on past the newest row, one indexed read, rather than one insert
-   * per row before it. Past `deadline` (epoch ms) it stops probing.
+   * per row before it. Past `deadline` (epoch ms) it stops probing. `written`, asked before each insert, answers
+   * the number of the row when it is there already.
    */
   const record = async (
     row: Omit<CallbackAttemptRow, '_id' | 'attempt'>,
     from = 1,
     deadline = Infinity,
+    written?: () => Promise<number | undefined>,
   ): Promise<number> => {
     let attempt = Math.max(1, from);
     for (let probe = 0; probe < MAX_PROBES; probe++) {
       if (Date.now() >= deadline) break;
+      const there = await written?.();
+      if (there !== undefined) return there;
       try {
         await rows.insertOne({ _id: `${row.episodeId}|${attempt}`, ...row, attempt });
         return attempt;
@@ -134,31 +138,22 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
     throw new Error(`callback attempts of ${row.episodeId}: no free number from ${from} in time`);
   };
   return {
-    record,
+    record: (row: Omit<CallbackAttemptRow, '_id' | 'attempt'>, from?: number, deadline?: number) =>
+      record(row, from, deadline),
 
     /**
      * Records an attempt written after the fact (its own record lost it), unless it is there: a row of its episode
-     * at the same time is it (the lost write, or an earlier try of this one, landed after all). Asked again when
-     * a number is taken, so a write landing meanwhile is not recorded twice.
+     * at the same time is it (the lost write, or an earlier try of this one, landed after all). Asked again before
+     * each number it tries, so a write landing meanwhile is not recorded twice.
      */
-    async recordOnce(row: Omit<CallbackAttemptRow, '_id' | 'attempt'>, from: number): Promise<number> {
-      const same = () =>
-        rows.findOne({ episodeId: row.episodeId, at: row.at }, { projection: { attempt: 1 } });
-      let attempt = Math.max(1, from);
-      for (let probe = 0; probe < MAX_PROBES; probe++) {
-        const found = await same();
-        if (found) return found.attempt;
-        try {
-          await rows.insertOne({ _id: `${row.episodeId}|${attempt}`, ...row, attempt });
-          return attempt;
-        } catch (err) {
-          if (!isDuplicateKey(err)) throw err;
-        }
-        const [newest] = await newestOf(row.episodeId, 1);
-        attempt = Math.max(attempt + 1, (newest?.attempt ?? 0) + 1);
-      }
-      throw new Error(`callback attempts of ${row.episodeId}: no free number from ${from}`);
-    },
+    recordOnce: (row: Omit<CallbackAttemptRow, '_id' | 'attempt'>, from: number) =>
+      record(row, from, Infinity, async () => {
+        const found = await rows.findOne(
+          { episodeId: row.episodeId, at: row.at },
+          { projection: { attempt: 1 } },
+        );
+        return found?.attempt;
+      }),
 
     /**
      * The newest `limit` attempts of a run's episodes, oldest first (operator tools): past the cap, the latest
