@@ -1,7 +1,8 @@
-// The push_holds store on the real MongoDB-wire server: what the reaper keeps (every owed row), and a digest's take, driven through seeded random histories of
-// holds, takes, sends, give-ups, offers and time passing, takes exactly the rows that the definition of owed names
-// (the oracle: the same collection read with that definition, unindexed by anything the take relies on, just before
-// each take). The take may read by whatever marks a row owed; what it takes must not change.
+// The push_holds store on the real MongoDB-wire server. What the reaper keeps (every owed row, however old), what
+// a start-up migration marks owed, when a digest counts as superseded by a newer one, and what a digest takes:
+// driven through seeded random histories of holds, takes, sends, give-ups, offers and time passing, the take takes
+// exactly the rows the definition of owed names (the oracle: the same collection read with that definition just
+// before each take). The take may read by whatever marks a row owed; what it takes must not change.
 import assert from 'node:assert/strict';
 import type { Filter } from 'mongodb';
 import { ensureAllIndexes } from '../store';
@@ -25,7 +26,7 @@ const owedOracle = (teamId: string, userId: string, now: Date): Filter<PushHoldR
   $or: [{ digestId: { $exists: false } }, { takenUntil: { $lte: now } }],
 });
 
-describe('push holds (push_holds): what a digest takes', function () {
+describe('push holds (push_holds): owed, taken, superseded, reaped', function () {
   this.timeout(120_000);
   let mongo: Mongo;
 
