@@ -21,7 +21,9 @@ import { digestEntryOf } from '../store/push/holds';
 import { sweepWorkflow } from '../workflows/sweep';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { startPushService, type PushService } from './support/pushService';
+import { recordFixture } from './support/harness';
 import { startServers, type ServerStack } from './support/servers';
+import { waitUntil } from './support/waitUntil';
 
 const HOLDS = 700;
 
@@ -292,5 +294,58 @@ describe('a digest held for days keeps its history bounded', function () {
       owed.filter((row) => row.runId === runId),
       [],
     );
+  });
+
+  it('an entry held later for quiet hours during a send, when the digest then continues as new, is not held by a stale time', async () => {
+    const { anonymous, client, config, stores } = stack;
+    const eve = anonymous.as('eve', 'quietly');
+    const device = push.endpoint('eve-phone');
+    assert.equal((await eve.post('/api/v1/notifications/push/subscriptions', device)).status, 201);
+    const handle = client.workflow.getHandle(digestWorkflowId('quietly', 'eve'));
+    let n = 0;
+    const held = async (reason: 'burst' | 'quiet', releaseAt: Date) => {
+      const at = new Date();
+      const row = {
+        episodeId: `run_eve_${++n}:end`,
+        runId: `run_eve_${n}`,
+        teamId: 'quietly',
+        userId: 'eve',
+        kind: 'run_finished',
+        title: `Job ${n}`,
+        reason,
+        at,
+        releaseAt,
+      };
+      await stores.pushHolds.hold([row]);
+      await addToDigest(client, config.temporalTaskQueue, 'quietly', 'eve', digestEntryOf(row));
+    };
+    // A first digest goes out at once; its push service takes it and holds the answer, so the send is in flight.
+    push.withholdAnswers(device);
+    await held('burst', new Date());
+    await waitUntil('the first digest on its way', () => push.received(device).length === 1, {
+      timeoutMs: 60_000,
+    });
+    const first = await handle.describe();
+    // Meanwhile: held pushes until Temporal suggests continuing as new (past 300 events, well short of the 600
+    // that end an execution), and one whose push read quiet hours that have ended since (a stale release time).
+    await held('quiet', new Date(Date.now() + 3600_000));
+    while (Number((await handle.describe()).raw.workflowExecutionInfo?.historyLength ?? 0) < 320)
+      for (let i = 0; i < 10; i++) await held('burst', new Date());
+    push.releaseAnswers(device);
+    await waitUntil(
+      'the digest continued as new after its send',
+      async () => (await handle.describe()).runId !== first.runId,
+      { timeoutMs: 60_000 },
+    );
+    recordFixture(
+      config,
+      digestWorkflowId('quietly', 'eve'),
+      'digest-history-quiet-entry-continued.json',
+      first.runId,
+    );
+    // The next digest goes now, with everything held during the send, not an hour later.
+    await push.waitFor(2, device, 60_000);
+    const second = push.received(device)[1].payload as PushPayload;
+    assert.equal(second.title, `${n - 1} run updates while you were away`);
   });
 });

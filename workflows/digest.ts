@@ -102,6 +102,14 @@ function note(batch: DigestBatch, entry: DigestEntry): boolean {
  */
 export const DIGEST_REREADS_AFTER_QUIET_ENTRY_PATCH = 'digest-rereads-prefs-after-a-quiet-entry';
 
+/**
+ * Marks executions that, continuing as new after a send, hand on that an entry arrived during the send holding
+ * the batch later for quiet hours: the next execution reads the prefs again (as a prefs change). Before, it waited
+ * for that entry's release time, stale when the quiet hours had ended since (up to 7 days late). Only such an
+ * entry at such a continue-as-new reaches the check.
+ */
+export const DIGEST_CARRIES_QUIET_REREAD_PATCH = 'digest-carries-quiet-entry-reread';
+
 /** Adds an entry once per episode (a retried fan-out signals again); the newest DIGEST_MAX_LISTED are listed. */
 function add(batch: DigestBatch, seen: Set<string>, entry: DigestEntry): void {
   if (seen.has(entry.episodeId)) return;
@@ -147,7 +155,13 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
     // What arrived during the send is the next batch; nothing: done (the next hold starts a new execution).
     if (!hasEntries(batch)) return { sent };
     if (workflowInfo().continueAsNewSuggested)
-      await continueAsNew<typeof digestWorkflow>({ teamId, userId, batch, sent, prefsChanged });
+      await continueAsNew<typeof digestWorkflow>({
+        teamId,
+        userId,
+        batch,
+        sent,
+        prefsChanged: prefsChanged || (heldLaterForQuiet && patched(DIGEST_CARRIES_QUIET_REREAD_PATCH)),
+      });
   }
 
   /**
