@@ -38,8 +38,11 @@ export async function sendDigest(deps: PushActivityDeps, digest: DigestSend): Pr
   // Sent again to a device it missed, after a newer digest went out: landing there after that one, it would
   // replace it (the same tag) with older news. The newer one went to every device, and its own resend takes those
   // it missed.
-  if (await holds.newerDigestSent(digest.teamId, digest.userId, digest.digestId)) {
-    // A device took this one before (its rows say when): none of them is owed any more.
+  if (
+    contents.sentAt &&
+    (await holds.newerDigestSent(digest.teamId, digest.userId, digest.digestId, contents.sentAt))
+  ) {
+    // A device took this one before: none of its rows is owed any more.
     await holds.markDigestSent(digest.digestId, deps.now());
     return { addressable: false, reason: 'superseded by a newer digest' };
   }

@@ -46,6 +46,8 @@ export interface DigestContents {
   /** Newest first, at most `listed` of the take. */
   newest: PushHoldRow[];
   total: number;
+  /** When a device first took this digest (its rows' earliest `digestSentAt`); absent while none has. */
+  sentAt?: Date;
 }
 
 /**
@@ -163,6 +165,8 @@ export function createPushHoldStore(db: Db) {
       for await (const row of holds.find({ digestId })) {
         contents.total++;
         contents.counts[row.kind] = (contents.counts[row.kind] ?? 0) + 1;
+        if (row.digestSentAt && !(contents.sentAt && contents.sentAt <= row.digestSentAt))
+          contents.sentAt = row.digestSentAt;
         contents.newest.push(row);
         if (contents.newest.length > listed * 4) trimNewest(contents.newest, listed);
       }
@@ -171,14 +175,12 @@ export function createPushHoldStore(db: Db) {
     },
 
     /**
-     * Whether a digest of the person newer than this one has reached a device: one a device took after this one
-     * was first taken (a digest's rows record when a device first took it). False while this one reached none.
+     * Whether a digest of the person newer than this one has reached a device: one a device first took after
+     * `sentAt`, when this one was first taken (its contents say).
      */
-    async newerDigestSent(teamId: string, userId: string, digestId: string): Promise<boolean> {
-      const mine = await holds.findOne({ digestId }, { projection: { digestSentAt: 1 } });
-      if (!mine?.digestSentAt) return false;
+    async newerDigestSent(teamId: string, userId: string, digestId: string, sentAt: Date): Promise<boolean> {
       const newer = await holds.findOne(
-        { teamId, userId, digestSentAt: { $gt: mine.digestSentAt }, digestId: { $ne: digestId } },
+        { teamId, userId, digestSentAt: { $gt: sentAt }, digestId: { $ne: digestId } },
         { projection: { _id: 1 } },
       );
       return newer !== null;

@@ -714,16 +714,6 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     method: 'newerDigestSent',
     collection: 'push_holds',
     op: 'findOne',
-    filter: { digestId: SAMPLE_DIGEST },
-    index: 'digest',
-    hot: true,
-    note: 'a digest sending again (a device it missed): when a device first took it',
-  },
-  {
-    module: 'push/holds',
-    method: 'newerDigestSent',
-    collection: 'push_holds',
-    op: 'findOne',
     filter: {
       teamId: SAMPLE.teamId,
       userId: SAMPLE.userId,
@@ -732,7 +722,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     },
     index: 'person_sent',
     hot: true,
-    note: 'the same: whether a newer digest of the person went out since (one row)',
+    note: 'a digest sending again (a device it missed): whether a newer one of the person went out since (one row)',
   },
   {
     module: 'push/holds',
