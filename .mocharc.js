@@ -17,7 +17,8 @@ process.env.GOGC ??= '400';
  * The longest files first, so that none of them starts last and runs on alone while the others are done: first
  * those that mostly wait (on burst windows, restarts, rungs: long, but light on the two cores), then the heavy long
  * ones (the drills, the fuzzer). More files run at once than there are cores because so many of them wait: with six,
- * the cores sat a quarter idle for a minute and a half in mid-run. The other files follow by name.
+ * the cores sat a quarter idle for a minute and a half in mid-run. The other files follow by name, the unit files
+ * last: each takes a second or two, so they fill the cores while the longer ones finish.
  */
 const LONGEST_FIRST = [
   'test/pushBurst.test.ts',
@@ -29,6 +30,7 @@ const LONGEST_FIRST = [
   'test/fuzz.part2.test.ts',
   'test/fuzz.part3.test.ts',
   'test/escalation.test.ts',
+  'test/transitions.test.ts',
   'test/opsRetry.test.ts',
   'test/digestHistory.test.ts',
   'test/lifecycle.test.ts',
@@ -45,6 +47,10 @@ const LONGEST_FIRST = [
   'test/pushPartial.test.ts',
   'test/ferretdbConformance.test.ts',
   'test/ferretdbPushdown.test.ts',
+  'test/callback.test.ts',
+  'test/workflows/digest.test.ts',
+  'test/workflows/callbackSchedule.test.ts',
+  'test/unit/replay.test.ts',
 ];
 
 function testFiles(dir) {
@@ -61,7 +67,9 @@ function testFiles(dir) {
 function wholeSuite() {
   const all = testFiles('test');
   const first = LONGEST_FIRST.filter((file) => all.includes(file));
-  return [...first, ...all.filter((file) => !first.includes(file))];
+  const rest = all.filter((file) => !first.includes(file));
+  const unit = (file) => file.startsWith('test/unit/');
+  return [...first, ...rest.filter((file) => !unit(file)), ...rest.filter(unit)];
 }
 
 module.exports = {
