@@ -11,6 +11,8 @@
 //           they settled), their keys asked by key: none in the usual pass.
 //   0–pages a page's pauses under the standby veto that a team endpoint is owed: their team events asked by id
 //           (and each such team's endpoints, once a pass): none without watched pauses and endpoints.
+//   0–2     the runs of episodes released since the pre-check's range began, outside the window (asked by id),
+//           and their older claims by key: none without releases.
 //   1       where digests are on: the held pushes still owed past their time (an indexed range read, at most
 //           1,000), each person's offered to their digest.
 //   1       the transitions left open past a live writer's time (an indexed read, at most 1,000), each finished.
@@ -32,7 +34,7 @@ import {
 } from '../domain/sweep';
 import type { ActionTokenStore } from '../store/actionTokens';
 import type { PushReceiptStore } from '../store/push/receipts';
-import type { ClaimStore } from '../store/claims';
+import type { ClaimStore, ReleasedEpisode } from '../store/claims';
 import type { PushDeliveryStore } from '../store/push/deliveries';
 import type { CallbackAttemptStore } from '../store/callback/attempts';
 import { raiseTeamEvent } from '../client/teamEvents';
@@ -60,6 +62,15 @@ export const SWEEP_CLAIM_SLACK_SECONDS = 3600;
 
 /** Episode starts in flight at once. */
 const START_LANES = 8;
+
+/** Released episodes outside the window one pass looks at; the next pass takes the rest. */
+const RELEASED_PER_PASS = 1000;
+
+/** The sweep as the holder of what it writes in the claims (a note, a claim it gives up). */
+const SWEEP_HOLDER = 'sweep';
+
+/** How the sweep settles a family released past its reach: given up, visibly. */
+export const RELEASED_PAST_REACH = "gave_up: released past the sweep's reach";
 
 /** Lost closes one pass replays (it reads every answer of the window to find them); the next pass takes the rest. */
 const ANSWERS_PER_PASS = 1000;
@@ -129,7 +140,8 @@ export interface SweepDeps {
 
 /** What a pass reports in its heartbeats: where it is, for the Temporal UI and a post-mortem. */
 interface SweepProgress extends SweepPass {
-  phase: 'listing' | 'claims' | 'starting' | 'interactions' | 'team events' | 'holds' | 'transitions';
+  phase:
+    'listing' | 'claims' | 'starting' | 'released' | 'interactions' | 'team events' | 'holds' | 'transitions';
 }
 
 export function createSweepActivities(deps: SweepDeps) {
@@ -145,7 +157,18 @@ export function createSweepActivities(deps: SweepDeps) {
         //    as missing: that episode's start is refused (already running) or its replay loses the claim.
         progress.beat({ phase: 'claims', ...pass });
         const claimsFrom = new Date(since.getTime() - SWEEP_CLAIM_SLACK_SECONDS * 1000);
-        const marked = await deps.claims.markedSince(claimsFrom);
+        const { marked, released } = await deps.claims.markedSince(claimsFrom);
+        // A few starts in flight at once: each is one Temporal round trip, idempotent by workflow id.
+        const startOwed = (episodes: OwedEpisode[]) =>
+          mapBounded(episodes, START_LANES, async ({ outcome }) => {
+            if (
+              await startEpisode(deps.client, deps.taskQueue, outcome, deps.episodeOptions, 'ALLOW_DUPLICATE')
+            ) {
+              pass.started++;
+              deps.metrics?.episodeStarted('sweep', outcome.kind);
+            }
+            progress.beat({ phase: 'starting', ...pass });
+          });
 
         // 2. The window, a page at a time: each owed episode with a claim missing starts from the listed run.
         for await (const page of deps.runs.listNotifiableRefs(since, deps.pageSize)) {
@@ -166,26 +189,29 @@ export function createSweepActivities(deps: SweepDeps) {
             pass.teamEventsRaised =
               (pass.teamEventsRaised ?? 0) +
               (await announceVetoedPauses(deps, deps.teamEvents, endpointsOf, vetoed));
-          // A few starts in flight at once: each is one Temporal round trip, idempotent by workflow id.
-          await mapBounded(unsettled, START_LANES, async ({ outcome }) => {
-            if (
-              await startEpisode(deps.client, deps.taskQueue, outcome, deps.episodeOptions, 'ALLOW_DUPLICATE')
-            ) {
-              pass.started++;
-              deps.metrics?.episodeStarted('sweep', outcome.kind);
-            }
-            progress.beat({ phase: 'starting', ...pass });
-          });
+          await startOwed(unsettled);
           progress.beat({ phase: 'listing', ...pass });
         }
 
-        // 3. Answers whose close never ran (the answer's signal was lost): signalled again.
+        // 3. Episodes released since the range began whose run has left the window (a replay started late in it
+        //    that failed again): replayed within a window of their first release, given up visibly past it.
+        if (released.length) {
+          progress.beat({ phase: 'released', ...pass });
+          const outside = await releasedOutsideWindow(deps, released, since, marked, claimsFrom);
+          pass.scanned += outside.scanned;
+          pass.unsettled += outside.replay.length + outside.giveUp.length;
+          await startOwed(outside.replay);
+          const gaveUp = await giveUpReleased(deps.claims, outside.giveUp, marked);
+          if (gaveUp) pass.gaveUpReleased = gaveUp;
+        }
+
+        // 4. Answers whose close never ran (the answer's signal was lost): signalled again.
         if (deps.interactions) {
           progress.beat({ phase: 'interactions', ...pass });
           pass.closesReplayed = await replayCloses(deps, deps.interactions, since, marked);
         }
 
-        // 4. Team events an endpoint is still owed (their delivery released, nothing sent): raised again.
+        // 5. Team events an endpoint is still owed (their delivery released, nothing sent): raised again.
         if (deps.teamEvents && endpointsOf) {
           progress.beat({ phase: 'team events', ...pass });
           pass.teamEventsRaised =
@@ -193,7 +219,7 @@ export function createSweepActivities(deps: SweepDeps) {
             (await raiseOwedTeamEvents(deps, deps.teamEvents, endpointsOf, since, marked));
         }
 
-        // 5. Held pushes still owed past their time: their digest was lost (terminated, never started) or is
+        // 6. Held pushes still owed past their time: their digest was lost (terminated, never started) or is
         //    waiting on renewed quiet hours. Offered again, once per person: a live digest already has them.
         if (deps.pushHolds && deps.offerToDigest) {
           progress.beat({ phase: 'holds', ...pass });
@@ -201,7 +227,7 @@ export function createSweepActivities(deps: SweepDeps) {
           pass.holdsOffered = offered;
           if (refused) pass.holdsRefused = refused;
         }
-        // 6. Revisions won and left unfinished (the writer died before the status write or its events, or health
+        // 7. Revisions won and left unfinished (the writer died before the status write or its events, or health
         //    was not told), that no caller met since: finished (their outcome goes out), or given up (a complete
         //    whose answer was never staged).
         if (deps.runTransitions && deps.finishStuckTransition) {
@@ -272,9 +298,65 @@ async function startUnopened(
   let started = 0;
   await mapBounded(unopened, START_LANES, async (ref) => {
     if (await startInteraction(deps.client, deps.taskQueue, ref)) started++;
-    else await deps.claims.noteOnce(interactionClaimKeys.opened(ref.interactionId), 'sweep', 'opened');
+    else await deps.claims.noteOnce(interactionClaimKeys.opened(ref.interactionId), SWEEP_HOLDER, 'opened');
   });
   return started;
+}
+
+/**
+ * The released episodes whose run is outside the window (not changed since it began), as owed now: those still
+ * unsettled are replayed while their first release is inside the window (a release moves the sweep's reach on),
+ * and given up past it (replayed for ever, a device whose push service always fails would start an episode every
+ * pass). An episode its run no longer owes (it moved on) is left.
+ */
+async function releasedOutsideWindow(
+  deps: SweepDeps,
+  released: ReleasedEpisode[],
+  since: Date,
+  marked: Set<string>,
+  claimsFrom: Date,
+): Promise<{ scanned: number; replay: OwedEpisode[]; giveUp: OwedEpisode[] }> {
+  const firstRelease = new Map<string, number>();
+  for (const { episodeId, firstReleasedAt } of released.slice(0, RELEASED_PER_PASS)) {
+    const at = firstReleasedAt.getTime();
+    firstRelease.set(episodeId, Math.min(at, firstRelease.get(episodeId) ?? at));
+  }
+  const runIds = [...new Set(released.slice(0, RELEASED_PER_PASS).map(({ runId }) => runId))];
+  const refs = await deps.runs.notifiableRefsBefore(runIds, since);
+  const owed = refs.flatMap((ref) => {
+    const episode = owedEpisode(ref, deps.families);
+    return episode && firstRelease.has(episode.episodeId) ? [episode] : [];
+  });
+  await markOlderClaims(deps, owed, [], marked, claimsFrom);
+  const unsettled = owed.filter((episode) => episode.keys.some((key) => !marked.has(key)));
+  const inReach = (episode: OwedEpisode) => firstRelease.get(episode.episodeId)! >= since.getTime();
+  return {
+    scanned: refs.length,
+    replay: unsettled.filter(inReach),
+    giveUp: unsettled.filter((episode) => !inReach(episode)),
+  };
+}
+
+/** Settles the families of these episodes still unsettled as given up (RELEASED_PAST_REACH); answers how many. */
+async function giveUpReleased(
+  claims: ClaimStore,
+  episodes: OwedEpisode[],
+  marked: Set<string>,
+): Promise<number> {
+  let gaveUp = 0;
+  for (const episode of episodes) {
+    const keys = episode.keys.filter((key) => !marked.has(key));
+    // Taken like any claim (a stale one taken over), then settled: a holder that came back meanwhile keeps it.
+    const settled = await Promise.all(
+      keys.map(
+        async (key) =>
+          (await claims.tryMark(key, SWEEP_HOLDER)) &&
+          claims.markDelivered(key, SWEEP_HOLDER, RELEASED_PAST_REACH),
+      ),
+    );
+    if (settled.some(Boolean)) gaveUp++;
+  }
+  return gaveUp;
 }
 
 /**

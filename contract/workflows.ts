@@ -469,6 +469,11 @@ export interface SweepPass {
    * was never staged). Absent before the sweep looked.
    */
   transitionsFinished?: number;
+  /**
+   * Episodes released past the sweep's reach (their run outside the window, their first release too), whose
+   * families still owed were settled as given up. Absent when none.
+   */
+  gaveUpReleased?: number;
 }
 
 export interface SweepReport extends SweepPass {

@@ -132,3 +132,17 @@ export function claimFamily(key: string): ClaimFamily {
   if (key.startsWith(OPS_CLAIM_PREFIX)) return 'ops';
   return 'push';
 }
+
+/** A run's episode id as runOutcomeEventId makes it (run ids have neither `:` nor `|`). */
+const EPISODE_ID = /^([^:|]+):(?:end$|input:|park:|soft-pause:)/;
+
+/**
+ * The run and episode a family's claim key is for (claimKeys read backwards); undefined for every other key (a
+ * rung's, a close's, a digest's, a run-health alert's).
+ */
+export function episodeOfClaimKey(key: string): { runId: string; episodeId: string } | undefined {
+  const family = claimFamily(key);
+  const episodeId = key.slice(claimKeys[family]('').length);
+  const runId = EPISODE_ID.exec(episodeId)?.[1];
+  return runId === undefined ? undefined : { runId, episodeId };
+}

@@ -4,12 +4,15 @@
 //   pending    delivered:false — a live fan-out holds it; it shields the episode for the claim grace
 //   delivered  delivered:true — settled, never retried
 //
+// An episode's release also leaves a note under released|<key> (born settled, never claimed): the sweep reaches
+// a run by its updatedAt, and this note is how it reaches a release made after the run left its window.
+//
 // Exclusivity never depends on an atomic compare-and-swap (upstream FerretDB v1 has none): a claim is won by inserting
 // the unique _id, and a stale claim is taken over by first inserting a takeover marker unique to that stale
 // generation, so exactly one contender may replace it. Keys: the episode id (push), cb|… (callback),
 // ops|… (operator). No tenant field: the key is global.
 import type { Collection, Db } from 'mongodb';
-import type { ClaimState } from '../domain/outcome';
+import { episodeOfClaimKey, type ClaimState } from '../domain/outcome';
 import { duplicatePositions, isDuplicateKey, type IndexSpec } from './mongo';
 
 export const CLAIM_RETENTION_SECONDS = 30 * 24 * 3600;
@@ -17,6 +20,9 @@ export const CLAIM_RETENTION_SECONDS = 30 * 24 * 3600;
 const CLAIM_SCAN_BATCH = 200_000;
 /** What isShielding reads. */
 const SHIELD_FIELDS = { _id: 1, delivered: 1, sent_at: 1, held_until: 1 };
+/** The note an episode's release leaves (see the head of this file). */
+const RELEASED_PREFIX = 'released|';
+const RELEASED_RESULT = 'released';
 
 export interface ClaimRow {
   _id: string;
@@ -28,6 +34,21 @@ export interface ClaimRow {
   result?: string;
   /** A pending claim's holder waits on a durable timer until then: in hand until then and a grace after it. */
   held_until?: Date;
+  /** A release note's first release (its sent_at is the latest). */
+  first_released_at?: Date;
+}
+
+/** An episode released since the range began, by its release note. */
+export interface ReleasedEpisode {
+  runId: string;
+  episodeId: string;
+  firstReleasedAt: Date;
+}
+
+/** The sweep's pre-check: the keys in hand, and the episodes released, since a moment. */
+export interface ClaimsSince {
+  marked: Set<string>;
+  released: ReleasedEpisode[];
 }
 
 export const claimIndexes: IndexSpec[] = [
@@ -155,8 +176,27 @@ function createClaimSettling({ claims, now }: ClaimContext) {
       return update.matchedCount === 1;
     },
 
-    /** Releases a pending claim so the sweep (or another replica) may try again. Never undoes a delivery. */
+    /**
+     * Releases a pending claim so the sweep (or another replica) may try again. Never undoes a delivery. An
+     * episode's release is noted first: a crash between the two leaves a note beside a claim that goes stale,
+     * which the sweep replays as it would a release.
+     */
     async unmark(key: string, holder: string): Promise<void> {
+      if (episodeOfClaimKey(key)) {
+        const at = now();
+        await claims
+          .updateOne(
+            { _id: `${RELEASED_PREFIX}${key}` },
+            {
+              $set: { holder, delivered: true, sent_at: at, result: RELEASED_RESULT },
+              $setOnInsert: { first_released_at: at },
+            },
+            { upsert: true },
+          )
+          .catch((err: unknown) => {
+            if (!isDuplicateKey(err)) throw err; // a release beside it wrote the note
+          });
+      }
       await claims.deleteOne({ _id: key, holder, delivered: false });
     },
   };
@@ -207,17 +247,26 @@ function createClaimReads({ claims, now, isShielding }: ClaimContext) {
      * is in that range. A range also suits FerretDB v1, which evaluates `$in` by walking the whole key list for
      * every row of the collection (rows × keys). A key whose claim is older than the range, or newer than this
      * read, reads as not in hand: the caller replays an episode that then loses its claim, never a duplicate.
+     * The range's release notes come apart: the episodes released in it.
      */
-    async markedSince(since: Date): Promise<Set<string>> {
+    async markedSince(since: Date): Promise<ClaimsSince> {
       const at = now();
       const marked = new Set<string>();
+      const released: ReleasedEpisode[] = [];
       // One batch for up to CLAIM_SCAN_BATCH rows (~70 bytes each projected: well under the 16 MB reply cap).
       const cursor = claims.find(
         { sent_at: { $gte: since } },
-        { projection: SHIELD_FIELDS, batchSize: CLAIM_SCAN_BATCH },
+        { projection: { ...SHIELD_FIELDS, first_released_at: 1 }, batchSize: CLAIM_SCAN_BATCH },
       );
-      for await (const row of cursor) if (isShielding(row, at)) marked.add(row._id);
-      return marked;
+      for await (const row of cursor) {
+        if (!row._id.startsWith(RELEASED_PREFIX)) {
+          if (isShielding(row, at)) marked.add(row._id);
+          continue;
+        }
+        const episode = episodeOfClaimKey(row._id.slice(RELEASED_PREFIX.length));
+        if (episode) released.push({ ...episode, firstReleasedAt: row.first_released_at ?? row.sent_at });
+      }
+      return { marked, released };
     },
 
     /** The keys among these that someone has in hand (isMarked of each, in one read by _id). */

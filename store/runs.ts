@@ -21,6 +21,8 @@ export const retiredRunIndexes: RetiredIndex[] = [{ collection: 'runs', name: 't
 const LISTED = { finalAnswer: 0, pendingAnswers: 0, 'callback.secret': 0, 'callback.previousSecret': 0 };
 
 const NOTIFIABLE: RunStatus[] = ['paused', 'finished', 'failed', 'cancelled'];
+/** What the sweep reads of a run: all an outcome needs, not its checkpoint nor secrets. */
+const SWEEP_REF = { checkpoint: 0, 'callback.secret': 0, 'callback.previousSecret': 0 };
 
 export type RunStore = ReturnType<typeof createRunStore>;
 
@@ -83,12 +85,21 @@ function createRunReads(runs: Collection<Run>) {
     listNotifiableRefs(since: Date, pageSize: number): AsyncGenerator<SweepRef[]> {
       const cursor = runs.find(
         { updatedAt: { $gte: since }, status: { $in: NOTIFIABLE } },
-        {
-          projection: { checkpoint: 0, 'callback.secret': 0, 'callback.previousSecret': 0 },
-          batchSize: pageSize + 1,
-        },
+        { projection: SWEEP_REF, batchSize: pageSize + 1 },
       );
       return inPages(cursor as AsyncIterable<SweepRef>, pageSize);
+    },
+
+    /** Of these runs, the paused or ended ones not changed since `before` (outside the sweep's window), as listed. */
+    async notifiableRefsBefore(runIds: string[], before: Date): Promise<SweepRef[]> {
+      if (!runIds.length) return [];
+      const listed = await runs
+        .find(
+          { _id: { $in: runIds }, updatedAt: { $lt: before }, status: { $in: NOTIFIABLE } },
+          { projection: SWEEP_REF },
+        )
+        .toArray();
+      return listed as SweepRef[];
     },
   };
 }

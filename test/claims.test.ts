@@ -125,7 +125,7 @@ describe('episode claims (sent_notifications)', () => {
     await claims.markDelivered('batch-2', 'h');
     await claims.tryMark('batch-3', 'h');
     await claims.unmark('batch-3', 'h');
-    const marked = [...(await claims.markedSince(since))].filter((key) => key.startsWith('batch-'));
+    const marked = [...(await claims.markedSince(since)).marked].filter((key) => key.startsWith('batch-'));
     assert.deepEqual(marked.sort(), ['batch-1', 'batch-2']);
   });
 

@@ -233,7 +233,9 @@ describe('the reconciliation sweep at scale', function () {
       { _id: `${prefix}-old`, holder: 'h', delivered: true, sent_at: at(3 * 24 * 3600) },
     ]);
     const inRange = [`${prefix}-delivered`, `${prefix}-live`];
-    const since = [...(await claims.markedSince(at(2 * 24 * 3600)))].filter((key) => key.startsWith(prefix));
+    const since = [...(await claims.markedSince(at(2 * 24 * 3600))).marked].filter((key) =>
+      key.startsWith(prefix),
+    );
     assert.deepEqual(
       since.sort(),
       inRange.sort(),
@@ -257,6 +259,74 @@ describe('the reconciliation sweep at scale', function () {
     } finally {
       await storesMongo.client.close();
     }
+  });
+
+  describe('an episode released after its run left the window', () => {
+    const LOOKBACK_SECONDS = 3600;
+
+    /**
+     * A run that ended two hours ago (an hour past the window): its push settled then, its callback claimed and
+     * released by a holder at each of `releases` (a replay's callback that failed past its retries).
+     */
+    async function endedWithReleases(name: string, now: Date, releases: Date[]) {
+      const releasedDb = mongo.db(`${config.mongoDb}_${name}`);
+      await ensureAllIndexes(releasedDb);
+      const ended = { ...run(0, new Date(now.getTime() - 2 * 3600_000)), _id: `sweep_${name}_${RUN_PREFIX}` };
+      await releasedDb.collection<Run>('runs').insertOne(ended);
+      const owed = owedEpisode(ended, FAMILIES)!;
+      const [pushKey, callbackKey] = owed.keys;
+      await releasedDb
+        .collection<ClaimRow>('sent_notifications')
+        .insertOne({ _id: pushKey, holder: 'h', delivered: true, sent_at: ended.updatedAt });
+      for (const at of releases) {
+        const claims = createClaimStore(releasedDb, { graceSeconds: GRACE_SECONDS, now: () => at });
+        assert.ok(await claims.tryMark(callbackKey, `replay@${at.getTime()}`));
+        await claims.unmark(callbackKey, `replay@${at.getTime()}`);
+      }
+      const { sweep, claims } = sweepActivitiesOn(releasedDb, {
+        client,
+        taskQueue: `sweep-no-worker-${randomBytes(4).toString('hex')}`,
+        families: FAMILIES,
+        graceSeconds: GRACE_SECONDS,
+        lookbackSeconds: LOOKBACK_SECONDS,
+        pageSize: PAGE_SIZE,
+        now,
+      });
+      return { owed, callbackKey, sweep, claims };
+    }
+
+    it('is replayed: a release reaches the sweep for a window from its first release, not only from the run', async () => {
+      const now = new Date();
+      // Released a minute ago, by a replay the sweep started late in the run's window.
+      const { owed, sweep, claims, callbackKey } = await endedWithReleases('released', now, [
+        new Date(now.getTime() - 60_000),
+      ]);
+      const pass = await sweep.sweepOnce();
+      assert.equal(pass.started, 1, JSON.stringify(pass));
+      await client.workflow.getHandle(owed.episodeId).terminate('the test is done with it');
+      assert.equal(await claims.state(callbackKey), 'absent', 'the replay owns the claim, not the sweep');
+    });
+
+    it('past a window from its first release it is given up visibly, not replayed for ever', async () => {
+      const now = new Date();
+      // First released 90 minutes ago, released again a minute ago: still failing past the reach.
+      const { sweep, claims, callbackKey } = await endedWithReleases('released_long', now, [
+        new Date(now.getTime() - 90 * 60_000),
+        new Date(now.getTime() - 60_000),
+      ]);
+      const pass = await sweep.sweepOnce();
+      assert.equal(pass.started, 0, JSON.stringify(pass));
+      assert.equal(pass.gaveUpReleased, 1, JSON.stringify(pass));
+      assert.deepEqual(await claims.describe(callbackKey), {
+        state: 'delivered',
+        result: "gave_up: released past the sweep's reach",
+      });
+      assert.deepEqual(
+        await sweep.sweepOnce(),
+        { scanned: 1, unsettled: 0, started: 0 },
+        'settled: left alone',
+      );
+    });
   });
 
   it('the sweep workflow runs both activities with a heartbeat timeout, so a dead worker is noticed in seconds', async () => {

@@ -88,6 +88,20 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     hot: true,
     note: 'the sweep: runs changed in its window (one cursor, a batch per page: pages + 1 round trips)',
   },
+  {
+    module: 'runs',
+    method: 'notifiableRefsBefore',
+    collection: 'runs',
+    op: 'find',
+    filter: {
+      _id: { $in: [SAMPLE.runId] },
+      updatedAt: { $lt: minutesAgo(10) },
+      status: { $in: ['paused', 'finished', 'failed', 'cancelled'] },
+    },
+    index: '_id_',
+    hot: true,
+    note: 'the sweep: the runs of episodes released since its range began, outside its window (none without releases)',
+  },
 
   // run_transitions
   {

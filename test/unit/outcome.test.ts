@@ -2,7 +2,7 @@
 // distinct per pause episode.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { buildRunOutcome, runOutcomeEventId } from '../../domain/outcome';
+import { buildRunOutcome, claimKeys, episodeOfClaimKey, runOutcomeEventId } from '../../domain/outcome';
 import { PROJECT_ROOT } from '../../platform/embedded';
 import type { Run } from '../../domain/run';
 import { aRun, AT } from './fixtures';
@@ -93,5 +93,40 @@ describe('buildRunOutcome', () => {
     });
     assert.equal(child.status, 0, child.stderr);
     assert.deepEqual(JSON.parse(child.stdout), JSON.parse(JSON.stringify(here)));
+  });
+});
+
+describe('episodeOfClaimKey', () => {
+  it("reads each family's key of every kind of episode back to its run, and no other key", () => {
+    const runs: Run[] = [
+      aRun({ _id: 'run_a1', status: 'finished' }),
+      aRun({
+        _id: 'run_a2',
+        status: 'paused',
+        pause: { reason: 'human_input', seq: 1, interactionId: 'int_9', at: AT },
+      }),
+      aRun({
+        _id: 'run_a3',
+        status: 'paused',
+        pause: { reason: 'usage_park', seq: 2, wall: 'tokens', at: AT },
+      }),
+      aRun({ _id: 'run_a4', status: 'paused', pause: { reason: 'operator', seq: 3, at: AT } }),
+    ];
+    for (const run of runs) {
+      const episodeId = runOutcomeEventId(run)!;
+      for (const key of [claimKeys.push(episodeId), claimKeys.callback(episodeId), claimKeys.ops(episodeId)])
+        assert.deepEqual(episodeOfClaimKey(key), { runId: run._id, episodeId }, key);
+    }
+    for (const key of [
+      'ops|health:run_a1:stall:1',
+      'ops|route:run_a1:x',
+      'rung|int_9|1',
+      'answered|int_9',
+      'interaction|int_9',
+      'digest|digest|team|user|1',
+      'takeover|run_a1:end|h|1',
+      'run_a1',
+    ])
+      assert.equal(episodeOfClaimKey(key), undefined, key);
   });
 });
