@@ -40,7 +40,12 @@ import type { CallbackAttemptStore } from '../store/callback/attempts';
 import { raiseTeamEvent } from '../client/teamEvents';
 import type { RunOutcome } from '../domain/outcome';
 import { endpointDeliveryKey, type TeamEvent } from '../domain/teamEvents';
-import type { EndpointRow, EndpointStore } from '../store/endpoint/endpoints';
+import {
+  owedTeamEvent,
+  subscribedWhen,
+  type EndpointRow,
+  type EndpointStore,
+} from '../store/endpoint/endpoints';
 import { teamEventOf, type TeamEventHeader, type TeamEventStore } from '../store/endpoint/teamEvents';
 import type { RateLimitStore } from '../store/rateLimits';
 import {
@@ -433,10 +438,6 @@ function teamEndpoints(endpoints: EndpointStore): TeamEndpoints {
   };
 }
 
-/** Whether the endpoint, enabled and subscribed to the type, existed when the event happened. */
-const subscribedWhen = (endpoint: EndpointRow, type: TeamEvent['type'], happenedMs: number): boolean =>
-  !endpoint.disabled && endpoint.eventTypes.includes(type) && endpoint.createdAt.getTime() <= happenedMs;
-
 /**
  * The page's pauses under the standby veto whose team event an endpoint is owed and that was never recorded (the
  * sweep replays no vetoed pause, so one whose emit failed would never reach the endpoints): raised. One read of
@@ -471,9 +472,7 @@ async function announceVetoedPauses(
 /**
  * Team events of the window that an endpoint is owed and holds no claim of: their workflow released the delivery
  * (its attempts failed on our side) or never ran. Raised again (a running one is left alone; the claims of a new
- * one skip what was delivered). Owed: enabled, subscribed to the type, created before it happened and not enabled,
- * disabled or given other types since it was recorded (one enabled again later gets what it missed from its
- * recover; a new secret or description changes nothing owed). Answers how many were raised.
+ * one skip what was delivered). Owed: owedTeamEvent. Answers how many were raised.
  */
 async function raiseOwedTeamEvents(
   deps: SweepDeps,
@@ -486,11 +485,9 @@ async function raiseOwedTeamEvents(
   const owed: TeamEventHeader[] = [];
   for await (const page of teamEvents.recordedSince(since, deps.pageSize)) {
     for (const row of page) {
-      const happened = Date.parse(row.occurredAt);
       const missing = (await endpointsOf(row.teamId)).some(
         (endpoint) =>
-          subscribedWhen(endpoint, row.type, happened) &&
-          (endpoint.subscriptionChangedAt ?? endpoint.updatedAt) <= row.recordedAt &&
+          owedTeamEvent(endpoint, row, row.recordedAt) &&
           !marked.has(endpointDeliveryKey(row._id, endpoint._id)),
       );
       if (missing) owed.push(row);

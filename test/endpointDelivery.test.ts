@@ -291,6 +291,37 @@ describe('team endpoints: delivery', function () {
       await receiver.close();
     }
   });
+  it('an event raised again by the sweep reaches the endpoints owed it when it was recorded, not one subscribed to its type since', async () => {
+    const admin = adminOf(stack.anonymous, 'sua', 'subscribed-since');
+    const [owedReceiver, laterReceiver] = await Promise.all([
+      CallbackReceiver.start(),
+      CallbackReceiver.start(),
+    ]);
+    try {
+      const owed = await admin.post('/api/v1/endpoints', {
+        url: owedReceiver.url,
+        eventTypes: ['interaction.answered'],
+      });
+      const later = await admin.post('/api/v1/endpoints', {
+        url: laterReceiver.url,
+        eventTypes: ['interaction.escalated'],
+      });
+      assert.equal(later.status, 201, later.text);
+      const activities = createActivities({ config: stack.config, stores, client, log: () => undefined });
+      const event = answeredEvent('subscribed-since', 'sua');
+      // Recorded for the one subscribed then; its delivery released. The other takes the type on afterwards.
+      assert.deepEqual((await activities.recordTeamEvent(event)).endpointIds, [owed.body.id]);
+      const retyped = { eventTypes: ['interaction.escalated', 'interaction.answered'] };
+      assert.equal((await admin.request('PATCH', `/api/v1/endpoints/${later.body.id}`, retyped)).status, 200);
+      await sweepActivitiesOf(stack).sweepOnce();
+      const result = await client.workflow.getHandle(teamEventWorkflowId(event.id)).result();
+      assert.deepEqual(result.deliveries, { [owed.body.id]: 'delivered' });
+      assert.equal(laterReceiver.received.length, 0, 'the endpoint subscribed since hears nothing of it');
+    } finally {
+      await Promise.all([owedReceiver.close(), laterReceiver.close()]);
+    }
+  });
+
   it("a pause under the standby veto whose outcome was never emitted is announced to the team's endpoints by the sweep", async () => {
     const admin = adminOf(stack.anonymous, 'vera', 'vetoed');
     const owner = stack.anonymous.as('val', 'vetoed');

@@ -14,7 +14,7 @@ import {
 import type { Signing } from '../../delivery/callback/send';
 import type { CallbackAttemptStore } from '../../store/callback/attempts';
 import type { ClaimStore } from '../../store/claims';
-import type { EndpointRow, EndpointStore } from '../../store/endpoint/endpoints';
+import { owedTeamEvent, type EndpointRow, type EndpointStore } from '../../store/endpoint/endpoints';
 import type { TeamEventHeader, TeamEventRow, TeamEventStore } from '../../store/endpoint/teamEvents';
 import type { InteractionStore } from '../../store/interactions';
 import type { RateLimitStore } from '../../store/rateLimits';
@@ -274,8 +274,9 @@ export function createEndpointActivities(deps: EndpointDeps) {
   return {
     /**
      * The event with its sequence and the enabled endpoints subscribed to it when it happened (one created after it
-     * never receives it). With none subscribed (enabled or not) it is not recorded: a team without endpoints pays
-     * one read per event.
+     * never receives it) and still as they were when it was first recorded: raised again (the sweep, a retry), it
+     * goes to none enabled or given its type since, as the sweep's rule of who is owed it says. With none
+     * subscribed (enabled or not) it is not recorded: a team without endpoints pays one read per event.
      */
     async recordTeamEvent(event: TeamEvent): Promise<RecordedTeamEvent> {
       const happened = new Date(event.occurredAt).getTime();
@@ -285,8 +286,6 @@ export function createEndpointActivities(deps: EndpointDeps) {
       );
       const none = { sequence: 0, endpointIds: [], ...deps.schedule };
       if (!subscribed.length) return none;
-      // A disabled endpoint gets nothing now, but the event is kept for its recover once enabled.
-      const endpointIds = subscribed.filter((e) => !e.disabled).map((e) => e._id);
       const run =
         event.run ??
         (await deps.runs
@@ -294,6 +293,10 @@ export function createEndpointActivities(deps: EndpointDeps) {
           .then((found) => found && { id: found._id, status: found.status, title: found.title }));
       if (!run) return none;
       const recorded = await deps.teamEvents.record({ ...event, run }, deps.now());
+      // A disabled endpoint gets nothing now, but the event is kept for its recover once enabled.
+      const endpointIds = subscribed
+        .filter((e) => owedTeamEvent(e, event, recorded.recordedAt))
+        .map((e) => e._id);
       return { sequence: recorded.sequence, endpointIds, ...deps.schedule };
     },
 

@@ -2,7 +2,7 @@
 // most ENDPOINTS_PER_TEAM of them: endpoint_slots, beside it, holds the cap (store/slots.ts: no compare-and-swap
 // needed, a burst of creates admits up to the cap and never more).
 import type { Db, Filter, UpdateFilter } from 'mongodb';
-import type { SubscribableEventType } from '../../domain/teamEvents';
+import type { SubscribableEventType, TeamEvent } from '../../domain/teamEvents';
 import type { IndexSpec } from '../mongo';
 import { takeSlot, type SlotRow } from '../slots';
 
@@ -63,6 +63,23 @@ export type EndpointChange = Partial<Pick<EndpointRow, 'url' | 'eventTypes' | 'd
 };
 
 export type EndpointStore = ReturnType<typeof createEndpointStore>;
+
+/** Whether the endpoint, enabled and subscribed to the type, existed when the event happened. */
+export const subscribedWhen = (endpoint: EndpointRow, type: TeamEvent['type'], happenedMs: number): boolean =>
+  !endpoint.disabled && endpoint.eventTypes.includes(type) && endpoint.createdAt.getTime() <= happenedMs;
+
+/**
+ * Who a team event is owed to: subscribedWhen, and not enabled, disabled or given other types since the event was
+ * recorded (one enabled again later gets what it missed from its recover; a new secret or description changes
+ * nothing owed).
+ */
+export const owedTeamEvent = (
+  endpoint: EndpointRow,
+  event: { type: TeamEvent['type']; occurredAt: string },
+  recordedAt: Date,
+): boolean =>
+  subscribedWhen(endpoint, event.type, Date.parse(event.occurredAt)) &&
+  (endpoint.subscriptionChangedAt ?? endpoint.updatedAt) <= recordedAt;
 
 /** Whether a change moves what the endpoint subscribes to: its state or its types, as values, not as fields sent. */
 function changesSubscription(change: EndpointChange, row: EndpointRow): boolean {
