@@ -215,7 +215,10 @@ export type DigestSendResult =
   | ({ addressable: true } & Omit<FanOutResult, 'held'>);
 
 export type PushDeliveryResult =
-  | { addressable: false; reason: 'no sink' | 'no recipient' | 'no subscription' | 'no kind' | 'answered' }
+  | {
+      addressable: false;
+      reason: 'no sink' | 'no recipient' | 'no subscription' | 'no kind' | 'answered' | 'not waiting';
+    }
   | ({ addressable: true } & FanOutResult);
 
 export type CallbackAttempt =

@@ -34,6 +34,11 @@ function createRunReads(runs: Collection<Run>) {
       return runs.findOne({ _id: runId, teamId });
     },
 
+    /** What a run waits on now (its status and pause), read alone: a question's push asks it before each send. */
+    async waitingOf(teamId: string, runId: string): Promise<Pick<Run, 'status' | 'pause'> | null> {
+      return runs.findOne({ _id: runId, teamId }, { projection: { _id: 0, status: 1, pause: 1 } });
+    },
+
     /** The system's view (outcome emitters, sweep, delivery): no tenant filter. */
     async getById(runId: string): Promise<Run | null> {
       return runs.findOne({ _id: runId });

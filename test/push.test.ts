@@ -648,10 +648,6 @@ describe('push delivery records', () => {
         pause: { reason: 'human_input', seq: 1, interactionId },
         occurredAt: now.toISOString(),
       };
-      assert.equal(delivered(await activities.deliverPush(asked)), 1);
-      startedBeforeDone('pushReceipts.insertMany', 'actionTokens.insertMany');
-      // A rung: both as above, and the question its send just read is not read again.
-      seen.length = 0;
       const paused: Run = {
         _id: runId,
         teamId,
@@ -664,6 +660,12 @@ describe('push delivery records', () => {
         createdAt: now,
         updatedAt: now,
       };
+      // The run waits on it (a question's push asks, beside its other reads).
+      await mongo.db.collection<Run>('runs').insertOne(paused);
+      assert.equal(delivered(await activities.deliverPush(asked)), 1);
+      startedBeforeDone('pushReceipts.insertMany', 'actionTokens.insertMany');
+      // A rung: both as above, and the question its send just read is not read again.
+      seen.length = 0;
       const interaction = (await stores.interactions.get(runId, interactionId))!;
       const rung = await pushFollowUp(deps, { run: paused, interaction, outcome: asked }, ['ann'], 'rung:0');
       assert.equal(rung.result, 'delivered');

@@ -226,6 +226,31 @@ describe('a push that missed some of its recipients, and a question pushed after
     assert.deepEqual(kinds(anaPhone, runId), ['human_input_requested', 'answered']);
   });
 
+  it('a teammate whose push service was down when the question went out is not asked once the run was cancelled', async () => {
+    const { ana, anaPhone, benPhone } = await team('after-cancel-missed');
+    push.failAlways(benPhone, 503);
+    const { runId, episodeId } = await pause(ana);
+    await push.waitFor(1, anaPhone, 60_000);
+    await waitUntil(
+      'every attempt of the fan-out failed for ben, and the episode confirmed on ana',
+      async () =>
+        push.attempts(benPhone).length >= FAN_OUT_ATTEMPTS &&
+        (await stack.stores.claims.state(episodeId)) === 'delivered',
+      { timeoutMs: 180_000 },
+    );
+    const cancelled = await ana.post(`/api/v1/runs/${runId}/cancel`, {});
+    assert.equal(cancelled.status, 200, cancelled.text);
+
+    push.recover(benPhone);
+    // The episode's retry of the people it missed comes one sweep interval later; it ends the workflow.
+    await stack.client.workflow.getHandle(episodeId).result();
+    assert.deepEqual(
+      kinds(benPhone, runId),
+      ['run_cancelled'],
+      'ben is not asked a question nobody waits on',
+    );
+  });
+
   it('a question still on its way while the close ran is closed once it arrives', async () => {
     const { ana, anaPhone, benPhone } = await team('after-answer-in-flight');
     push.withholdAnswers(benPhone);
