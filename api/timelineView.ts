@@ -1,5 +1,5 @@
 // What GET /runs/:id/timeline shows: the run's pauses, each device notified, its receipts, the rungs, the answers.
-import { ESCALATION_MAX_RUNGS, interactionClaimKeys } from '../domain/interaction';
+import { ESCALATION_MAX_RUNGS, interactionClaimKeys, runWaitsOn } from '../domain/interaction';
 import {
   deviceEntries,
   mergeTimeline,
@@ -56,12 +56,16 @@ export function createTimelineView(deps: {
   return {
     /** The run's timeline, oldest first; `truncated` when pauses or devices past the bounds were left out. */
     async forRun(
-      run: Pick<Run, '_id' | 'teamId' | 'escalation'>,
+      run: Pick<Run, '_id' | 'teamId' | 'escalation' | 'status' | 'pause'>,
     ): Promise<{ entries: TimelineEntry[]; truncated: boolean }> {
       const runId = run._id;
       // One past the bound says it was cut.
       const newest = await deps.interactions.listForRun(runId, TIMELINE_PAUSES + 1);
-      const interactions = newest.slice(0, TIMELINE_PAUSES);
+      // A question abandoned is a pause that was refused (a concurrent transition won): never asked. Unless the
+      // run waits on it all the same (the pause's write landed, its acknowledgement was lost).
+      const interactions = newest
+        .slice(0, TIMELINE_PAUSES)
+        .filter((i) => i.status !== 'abandoned' || runWaitsOn(run, i._id));
       let truncated = newest.length > TIMELINE_PAUSES;
       const perPause = await mapBounded(interactions, READS_IN_FLIGHT, async (interaction) => {
         const episodeId = inputEpisodeId(runId, interaction._id);

@@ -187,6 +187,29 @@ describe('notification receipts', function () {
     assert.equal(kinds.filter((k) => k === 'shown').length, 1, JSON.stringify(kinds));
   });
 
+  it("a pause refused after writing its question (a concurrent pause won) is not on the run's timeline", async () => {
+    const { runId, interactionId } = await paused();
+    // What the refused one leaves: its question written, then abandoned when its transition lost.
+    const refused = `int_refused_${runId}`;
+    const interactions = stack.mongo.db.collection('interactions');
+    const real = (await interactions.findOne({ _id: interactionId as never }))!;
+    await interactions.insertOne({
+      ...real,
+      _id: refused as never,
+      status: 'abandoned',
+      createdAt: new Date(),
+    });
+    const timeline = await alice.get(`/api/v1/runs/${runId}/timeline`);
+    assert.equal(timeline.status, 200, timeline.text);
+    const pauses = (timeline.body.entries as { kind: string; interactionId?: string }[]).filter(
+      (e) => e.kind === 'paused',
+    );
+    assert.deepEqual(
+      pauses.map((e) => e.interactionId),
+      [interactionId],
+    );
+  });
+
   it('an unknown token is a 404, an expired one a 410, bad bodies 400s that never echo the token; none records anything', async () => {
     const { runId, payloads } = await paused();
     const token = payloads[0].receipt!;
