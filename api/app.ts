@@ -107,7 +107,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
   // Metrics on the API port only when the operator asked for them there (METRICS_TOKEN): else a 404, token or not.
   if (deps.metrics) app.use(metricsRouter(deps.metrics.scrape, { token: deps.metrics.token }).routes());
   else app.use(absentFeature('/metrics'));
-  app.use(openApiRouter([health, ...tokenRouters, ...callerRouters]).routes());
+  app.use(openApiRouter({ open: [health, ...tokenRouters], caller: callerRouters }).routes());
   app.use(serveStudio(deps.studio?.dir));
 
   // Web push off (no VAPID keys): the notification routes do not exist, token or not.

@@ -12,9 +12,6 @@ export const OPENAPI_PATH = '/api/v1/openapi.json';
 /** The version of this document's API (the /api/v1 surface), not of the package. */
 const API_VERSION = '1.0.0';
 
-/** Paths that answer without a bearer token. */
-const PUBLIC = new Set(['/healthz', '/readyz', OPENAPI_PATH, '/api/v1/interactions/actions']);
-
 export interface DocumentedRoute {
   method: string;
   /** The router's path, e.g. /api/v1/runs/:id */
@@ -142,7 +139,13 @@ function parameters(spec: RouteSpec): unknown[] {
   ];
 }
 
-function operation(route: DocumentedRoute): Record<string, unknown> {
+/** The routers a document describes: those that answer without a bearer token, and those that ask for it. */
+export interface DocumentedRouters {
+  open: Router[];
+  caller: Router[];
+}
+
+function operation(route: DocumentedRoute, open: boolean): Record<string, unknown> {
   const spec = route.spec;
   const success = String(spec?.success ?? 200);
   return {
@@ -167,7 +170,7 @@ function operation(route: DocumentedRoute): Record<string, unknown> {
           },
         }
       : {}),
-    ...(PUBLIC.has(route.path) ? { security: [] } : {}),
+    ...(open ? { security: [] } : {}),
     responses: {
       [success]: { description: success === '204' ? 'done, no body' : 'done' },
       default: {
@@ -179,11 +182,16 @@ function operation(route: DocumentedRoute): Record<string, unknown> {
   };
 }
 
-export function openApiDocument(routers: Router[]): Record<string, unknown> {
+export function openApiDocument({ open, caller }: DocumentedRouters): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
-  for (const route of documentedRoutes(routers)) {
-    const path = route.path.replace(/:(\w+)/g, '{$1}');
-    (paths[path] ??= {})[route.method.toLowerCase()] = operation(route);
+  for (const [routers, isOpen] of [
+    [open, true],
+    [caller, false],
+  ] as const) {
+    for (const route of documentedRoutes(routers)) {
+      const path = route.path.replace(/:(\w+)/g, '{$1}');
+      (paths[path] ??= {})[route.method.toLowerCase()] = operation(route, isOpen);
+    }
   }
   return {
     openapi: '3.1.0',
@@ -200,12 +208,12 @@ export function openApiDocument(routers: Router[]): Record<string, unknown> {
   };
 }
 
-/** Serves the document, made once from the routers it describes (and itself). */
-export function openApiRouter(routers: Router[]): Router {
+/** Serves the document, made once from the routers it describes (and itself, which needs no token). */
+export function openApiRouter(routers: DocumentedRouters): Router {
   const router = new Router();
   let document: Record<string, unknown> | undefined;
   router.get(OPENAPI_PATH, validate({ summary: 'this API as OpenAPI 3.1' }), (ctx) => {
-    document ??= openApiDocument([...routers, router]);
+    document ??= openApiDocument({ ...routers, open: [...routers.open, router] });
     ctx.body = document;
   });
   return router;

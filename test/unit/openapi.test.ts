@@ -64,14 +64,36 @@ describe('the OpenAPI document', () => {
     assert.ok(examples >= 10);
   });
 
-  it('the routes that answer without a token say so; the others ask for the bearer', () => {
+  it('the routes that answer without a token say so; the others ask for the bearer', async () => {
     const open = Object.entries(document.paths)
       .filter(([, ops]) =>
         Object.values(ops).some((op) => Array.isArray((op as { security?: unknown }).security)),
       )
       .map(([path]) => path)
       .sort();
-    assert.deepEqual(open, ['/api/v1/interactions/actions', '/api/v1/openapi.json', '/healthz', '/readyz']);
+    assert.deepEqual(open, [
+      '/api/v1/interactions/actions',
+      '/api/v1/notifications/receipts',
+      '/api/v1/openapi.json',
+      '/healthz',
+      '/readyz',
+    ]);
+    // What each says is what it does: asked without a token, only those that ask for the bearer answer 401.
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    for (const [path, ops] of Object.entries(document.paths)) {
+      for (const [method, op] of Object.entries(ops)) {
+        const url = base + path.replace(/\{[^}]+\}/g, 'x');
+        const body = ['post', 'put', 'patch'].includes(method) ? '{}' : undefined;
+        const headers = body ? { 'content-type': 'application/json' } : undefined;
+        const res = await fetch(url, { method: method.toUpperCase(), body, headers });
+        const asksBearer = !Array.isArray((op as { security?: unknown }).security);
+        assert.equal(
+          res.status === 401,
+          asksBearer,
+          `${method.toUpperCase()} ${path} answered ${res.status}`,
+        );
+      }
+    }
   });
 
   it('documents request bodies as JSON Schema, path parameters by name', () => {
