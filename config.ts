@@ -606,7 +606,11 @@ const configSchema = z.custom<Env>().transform((vars) => {
     ...parse(authSection(authJwks !== undefined), vars),
     /** undefined: web push is off. */
     vapid: vapidSet ? parse(vapidSection, vars) : undefined,
-    ...parse(deliverySection, { STUDIO_URL: `http://${host}:${port}`, ...vars }),
+    // An IPv6 address is bracketed in a URL.
+    ...parse(deliverySection, {
+      STUDIO_URL: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+      ...vars,
+    }),
     ...parse(limitsSection, vars),
     ...parse(processSection, vars),
   };

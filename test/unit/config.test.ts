@@ -310,6 +310,9 @@ describe('config', () => {
     });
     assert.equal(loadConfig({ ...base, LOG_LEVEL: '  ', PORT: '', AUTH_JWKS_URL: ' ' }).port, 8080);
     assert.equal(loadConfig({ ...base, HOST: 'example.com', PORT: '81' }).studioUrl, 'http://example.com:81');
+    // An IPv6 address goes in brackets (a URL's host), so listening on every interface starts.
+    assert.equal(loadConfig({ ...base, HOST: '::', PORT: '81' }).studioUrl, 'http://[::]:81');
+    assert.equal(loadConfig({ ...base, HOST: '::1' }).studioUrl, 'http://[::1]:8080');
   });
 
   it("an operator alert's retries must fit one workflow history: OPS_ALERT_RETRY_HOURS against CLAIM_GRACE_SECONDS", () => {
