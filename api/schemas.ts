@@ -63,6 +63,16 @@ export const escalationPolicyBody = z
     "a via: webhook rung needs the policy's webhookUrl",
   );
 
+/** whsec_ and the padded base64 of 24 to 64 bytes (the key the signature is made with): 32 to 88 characters. */
+const CALLBACK_SECRET_MAX = 'whsec_'.length + 88;
+const CALLBACK_SECRET_RULE = 'callback secret must be whsec_ followed by the base64 of 24 to 64 bytes';
+function isCallbackSecret(secret: string): boolean {
+  const base64 = /^whsec_((?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?)$/.exec(secret)?.[1];
+  if (base64 === undefined) return false;
+  const bytes = Buffer.byteLength(base64, 'base64');
+  return bytes >= 24 && bytes <= 64;
+}
+
 export const createRunBody = z.strictObject({
   title: text(500).optional(),
   callback: z
@@ -70,10 +80,8 @@ export const createRunBody = z.strictObject({
       url: callbackUrl,
       secret: z
         .string()
-        .regex(
-          /^whsec_[A-Za-z0-9+/]{32,88}={0,2}$/,
-          'callback secret must be whsec_ followed by base64 (24 to 64 bytes)',
-        )
+        .max(CALLBACK_SECRET_MAX, CALLBACK_SECRET_RULE)
+        .refine(isCallbackSecret, CALLBACK_SECRET_RULE)
         .optional(),
       events: z
         .array(z.enum(CALLBACK_EVENTS))

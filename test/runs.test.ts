@@ -147,6 +147,16 @@ describe('runs API', function () {
     assert.equal(run?.pause?.reason, 'human_input');
   });
 
+  it('launch takes a whsec_ secret of its own: the base64 of 24 to 64 bytes', async () => {
+    for (const bytes of [24, 31, 64]) {
+      const secret = `whsec_${Buffer.alloc(bytes, 7).toString('base64')}`;
+      const created = await alice.post('/api/v1/runs', {
+        callback: { url: 'https://hooks.example.com/flow', secret },
+      });
+      assert.equal(created.status, 201, `${bytes} bytes: ${created.text}`);
+    }
+  });
+
   it('launch returns a generated whsec_ callback secret once and never shows it again', async () => {
     const created = await alice.post('/api/v1/runs', { callback: { url: 'https://hooks.example.com/flow' } });
     assert.equal(created.status, 201);
@@ -165,6 +175,14 @@ describe('runs API', function () {
       { title: 42 },
       { unknown: true },
       { callback: { url: 'https://hooks.example.com/flow', secret: `whsec_${'A'.repeat(1000)}` } },
+      // Not the base64 of 24 to 64 bytes: 66 bytes, and a length no base64 has.
+      {
+        callback: {
+          url: 'https://hooks.example.com/flow',
+          secret: `whsec_${Buffer.alloc(66).toString('base64')}`,
+        },
+      },
+      { callback: { url: 'https://hooks.example.com/flow', secret: `whsec_${'A'.repeat(33)}` } },
     ]) {
       const res = await alice.post('/api/v1/runs', body);
       assert.equal(res.status, 400, JSON.stringify(body));
