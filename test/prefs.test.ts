@@ -167,6 +167,22 @@ describe('push preferences and devices', function () {
       assert.equal(await mongo.db.collection('notification_prefs').countDocuments({ userId: 'pia' }), 0);
     });
 
+    it('changes made at once to different kinds all hold: none is written over by another read before it', async () => {
+      const quinn = anonymous.as('quinn', 'acme');
+      const off = ['usage_parked', 'run_finished', 'run_failed', 'run_cancelled'] as const;
+      const puts = await Promise.all(
+        off.map((kind) =>
+          quinn.put('/api/v1/notifications/prefs', { scope: 'own', kinds: { [kind]: false } }),
+        ),
+      );
+      assert.deepEqual(
+        puts.map((put) => put.status),
+        off.map(() => 200),
+      );
+      const kinds = (await quinn.get('/api/v1/notifications/prefs')).body.kinds;
+      assert.deepEqual(kinds, { ...ALL_ON, ...Object.fromEntries(off.map((kind) => [kind, false])) });
+    });
+
     it('an owner with run_finished off gets the failed run’s push, not the finished one’s', async () => {
       const quinn = anonymous.as('quinn', 'gamma');
       const sub = await subscribe(quinn, 'quinn-phone');

@@ -4,7 +4,7 @@
 import type { Db } from 'mongodb';
 import type { PushKind } from '../../domain/push';
 import { DEFAULT_BREAK_THROUGH, type HoldPrefs, type QuietHours } from '../../domain/quietHours';
-import type { IndexSpec } from '../mongo';
+import { isDuplicateKey, type IndexSpec } from '../mongo';
 
 export type NotificationScope = 'own' | 'team';
 export type PrefKind = Exclude<PushKind, 'test' | 'digest' | 'answered'>;
@@ -54,7 +54,12 @@ export interface NotificationPrefRow {
   /** Absent: DEFAULT_BREAK_THROUGH. */
   breakThrough?: PrefKind[];
   updatedAt: Date;
+  /** Counts the writes: a change is written only over the row it read (absent on rows written before). */
+  revision?: number;
 }
+
+/** Reads-and-writes of one person's prefs tried before a change gives up on others' changes beside it. */
+const PREFS_WRITE_TRIES = 10;
 
 export const notificationPrefIndexes: IndexSpec[] = [
   { collection: 'notification_prefs', key: { teamId: 1, scope: 1 }, options: { name: 'team_scope' } },
@@ -123,6 +128,22 @@ export async function migrateNotificationPrefs(db: Db): Promise<number> {
 
 export type NotificationPrefStore = ReturnType<typeof createNotificationPrefStore>;
 
+/** The prefs a change leaves: the kinds named set (the others keep their value), the rest as the change says. */
+function applyChange(next: NotificationPrefs, change: PrefsChange, now: Date): NotificationPrefs {
+  // A body without kinds changes the scope only: the kinds keep what this user chose before.
+  next.scope = change.scope;
+  for (const kind of PREF_KINDS) next.kinds[kind] = change.kinds?.[kind] ?? next.kinds[kind];
+  if (change.quietHours !== undefined) next.quietHours = change.quietHours ?? undefined;
+  if (change.doNotDisturbUntil !== undefined)
+    next.doNotDisturbUntil =
+      change.doNotDisturbUntil && change.doNotDisturbUntil > now ? change.doNotDisturbUntil : undefined;
+  if (change.breakThrough)
+    next.breakThrough = PREF_KINDS.filter((kind) => change.breakThrough!.includes(kind));
+  if (!next.quietHours) delete next.quietHours;
+  if (!next.doNotDisturbUntil) delete next.doNotDisturbUntil;
+  return next;
+}
+
 export function createNotificationPrefStore(db: Db, clock: () => Date = () => new Date()) {
   const prefs = db.collection<NotificationPrefRow>('notification_prefs');
   const store = {
@@ -141,41 +162,46 @@ export function createNotificationPrefStore(db: Db, clock: () => Date = () => ne
      */
     async set(userId: string, teamId: string, change: PrefsChange, now: Date): Promise<NotificationPrefs> {
       const _id = prefKey(userId, teamId);
-      // A body without kinds changes the scope only: the kinds keep what this user chose before.
-      const next = await store.get(userId, teamId, now);
-      next.scope = change.scope;
-      for (const kind of PREF_KINDS) next.kinds[kind] = change.kinds?.[kind] ?? next.kinds[kind];
-      if (change.quietHours !== undefined) next.quietHours = change.quietHours ?? undefined;
-      if (change.doNotDisturbUntil !== undefined)
-        next.doNotDisturbUntil =
-          change.doNotDisturbUntil && change.doNotDisturbUntil > now ? change.doNotDisturbUntil : undefined;
-      if (change.breakThrough)
-        next.breakThrough = PREF_KINDS.filter((kind) => change.breakThrough!.includes(kind));
-      if (!next.quietHours) delete next.quietHours;
-      if (!next.doNotDisturbUntil) delete next.doNotDisturbUntil;
-      const off = PREF_KINDS.filter((kind) => !next.kinds[kind]);
-      const defaultBreak = sameKinds(next.breakThrough, DEFAULT_BREAK);
-      const atDefault =
-        next.scope === 'own' && !off.length && !next.quietHours && !next.doNotDisturbUntil && defaultBreak;
-      if (atDefault) await prefs.deleteOne({ _id });
-      else
-        await prefs.replaceOne(
-          { _id },
-          {
-            userId,
-            teamId,
-            scope: next.scope,
-            off,
-            ...(next.quietHours ? { quietHours: next.quietHours } : {}),
-            ...(next.doNotDisturbUntil ? { doNotDisturbUntil: next.doNotDisturbUntil } : {}),
-            ...(defaultBreak ? {} : { breakThrough: next.breakThrough }),
-            updatedAt: now,
-          },
-          { upsert: true },
-        );
-      return next;
+      /** Writes the prefs over the row as read (back at the default, removes it); false when it changed since. */
+      const writeOver = async (
+        row: NotificationPrefRow | null,
+        next: NotificationPrefs,
+      ): Promise<boolean> => {
+        const off = PREF_KINDS.filter((kind) => !next.kinds[kind]);
+        const defaultBreak = sameKinds(next.breakThrough, DEFAULT_BREAK);
+        const atDefault =
+          next.scope === 'own' && !off.length && !next.quietHours && !next.doNotDisturbUntil && defaultBreak;
+        const revision = row?.revision ?? { $exists: false as const };
+        if (atDefault) return !row || (await prefs.deleteOne({ _id, revision })).deletedCount === 1;
+        const written: NotificationPrefRow = {
+          _id,
+          userId,
+          teamId,
+          scope: next.scope,
+          off,
+          ...(next.quietHours ? { quietHours: next.quietHours } : {}),
+          ...(next.doNotDisturbUntil ? { doNotDisturbUntil: next.doNotDisturbUntil } : {}),
+          ...(defaultBreak ? {} : { breakThrough: next.breakThrough }),
+          updatedAt: now,
+          revision: (row?.revision ?? 0) + 1,
+        };
+        if (row) return (await prefs.replaceOne({ _id, revision }, written)).matchedCount === 1;
+        try {
+          await prefs.insertOne(written);
+          return true;
+        } catch (err) {
+          if (isDuplicateKey(err)) return false;
+          throw err;
+        }
+      };
+      // Each write is made over the row as read: a change made beside this one is read again and kept.
+      for (let tries = 0; tries < PREFS_WRITE_TRIES; tries++) {
+        const row = await prefs.findOne({ _id });
+        const next = applyChange(prefsOf(row, now), change, now);
+        if (await writeOver(row, next)) return next;
+      }
+      throw new Error(`the prefs of ${userId} in ${teamId} kept changing beside this change: not written`);
     },
-
     async setScope(userId: string, teamId: string, scope: NotificationScope, now: Date): Promise<void> {
       await store.set(userId, teamId, { scope }, now);
     },
