@@ -8,6 +8,7 @@ import type { Mongo } from '../store/mongo';
 import type { Stores } from '../store';
 import { claimKeys } from '../domain/outcome';
 import { ApiClient, openStores, startTestApi, temporalClient } from './support/harness';
+import { adminOf } from './support/admin';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startPushService, type PushService } from './support/pushService';
 import { testConfig } from './support/stack';
@@ -270,6 +271,28 @@ describe('outbound callback limits per user and per team', function () {
     assert.equal(await countedHits(mongo, `callback-test|${runs[3]}`), 0);
     const other = anonymous.as('cat', 'elsewhere');
     assert.equal((await ping(other, await launch(other))).status, 200);
+  });
+
+  it("endpoint test events share the user's and the team's test-ping bounds: a new endpoint brings no new budget", async () => {
+    const [dee, eve] = [adminOf(anonymous, 'dee', 'churners'), adminOf(anonymous, 'eve', 'churners')];
+    const sent = receiver.received.length;
+    /** A new endpoint to the receiver, tested once, then deleted (each endpoint has a bound of its own). */
+    const churn = async (as: ApiClient) => {
+      const created = await as.post('/api/v1/endpoints', { url: receiver.url, eventTypes: ['run.failed'] });
+      assert.equal(created.status, 201, created.text);
+      const tested = await as.post(`/api/v1/endpoints/${created.body.id}/test`);
+      assert.equal((await as.request('DELETE', `/api/v1/endpoints/${created.body.id}`)).status, 204);
+      return tested;
+    };
+    for (let i = 0; i < 3; i++) assert.equal((await churn(dee)).status, 200);
+    const perUser = await churn(dee);
+    assert.equal(perUser.status, 429, perUser.text);
+    assert.equal(perUser.body.error, 'too many test pings from this user; try again later');
+    assert.equal((await churn(eve)).status, 200);
+    const perTeam = await churn(eve);
+    assert.equal(perTeam.status, 429, perTeam.text);
+    assert.equal(perTeam.body.error, 'too many test pings from this team; try again later');
+    assert.equal(receiver.received.length, sent + 4, 'a refused test sends nothing');
   });
 
   it('redeliveries: the (n+1)th across runs of one user, then of one team, is 429 with Retry-After', async () => {

@@ -13,6 +13,7 @@ import type { RunsService } from '../../runs/service';
 import type { CallbackRecoverStore } from '../../store/callback/recovers';
 import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 import type { AuthState } from '../auth';
+import { testPingBounds } from './testPings';
 import type { EpisodeView } from '../episodesView';
 import { HttpError } from '../../platform/http/httpErrors';
 import { rateLimiter, type Admitted, type RateLimiter } from '../../platform/http/rateLimit';
@@ -99,7 +100,14 @@ function addRunCallbackRoutes(
       "sends one signed run.test event to the run's callback URL; answers the receiver's status or why not",
     params: runParams,
   });
-  const testPings = rateLimit(perRunUserTeam(deps.callbackTestLimits, 'callback-test', 'test pings'));
+  const testPings = rateLimit(({ run, caller }: CallbackRunState) => [
+    {
+      key: `callback-test|${run._id}`,
+      rule: deps.callbackTestLimits.perRun,
+      what: 'test pings for this run',
+    },
+    ...testPingBounds(deps.callbackTestLimits, caller),
+  ]);
   router.post(
     '/runs/:id/callback/test',
     testCallback,

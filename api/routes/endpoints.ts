@@ -14,6 +14,7 @@ import { HttpError } from '../../platform/http/httpErrors';
 import { rateLimiter, type Admitted } from '../../platform/http/rateLimit';
 import { validate, type HandlerContext } from '../../platform/http/validate';
 import { requireAdmin, type AuthState } from '../auth';
+import { testPingBounds, type TestPingLimits } from './testPings';
 import { createEndpointBody, endpointParams, updateEndpointBody } from '../endpointSchemas';
 import { attemptSummary } from '../episodesView';
 import { endpointAttemptsPage, recoverBody } from '../schemas';
@@ -40,6 +41,8 @@ export interface EndpointsRouterDeps {
   recoverMaxSends: number;
   /** Test events per endpoint: each is an outbound POST the caller chooses the moment of. */
   testLimit: RateLimit;
+  /** The user's and the team's test-ping bounds, shared with the runs' callback tests. */
+  testPingLimits: TestPingLimits;
   rateLimits: RateLimitStore;
   now: () => Date;
 }
@@ -220,8 +223,9 @@ function operateEndpoints(router: Router<AuthState>, deps: EndpointsRouterDeps, 
     ctx.state.endpoint = await load(ctx.state.caller.teamId, ctx.state.input.params.id);
     await next();
   };
-  const tests = rateLimit(({ endpoint }: EndpointState) => [
+  const tests = rateLimit(({ endpoint, caller }: EndpointState & AuthState) => [
     { key: `endpoint-test|${endpoint._id}`, rule: deps.testLimit, what: 'test events for this endpoint' },
+    ...testPingBounds(deps.testPingLimits, caller),
   ]);
   router.post(
     '/:id/test',

@@ -23,6 +23,7 @@ export function wireEndpointsRouter({
     testEndpoint: (endpoint) =>
       sendEndpointTest({ ...callbackSendSettings(config), studioUrl: config.studioUrl, now }, endpoint),
     testLimit: config.callbackTestRate,
+    testPingLimits: { perUser: config.callbackTestRatePerUser, perTeam: config.callbackTestRatePerTeam },
     startRecover: (input) => startEndpointRecover(client, config.temporalTaskQueue, input),
     recoverLimit: config.callbackRecoverRatePerTeam,
     recoverMaxSends: config.callbackRecoverMax,
