@@ -179,12 +179,16 @@ export interface DigestLine {
 /** Listed in a digest's body: the newest first, at most this many (the rest are only counted). */
 export const DIGEST_BODY_LINES = 5;
 
+/** A held question answered (or its run gone on) by the time its digest went out: told as such. */
+export const DIGEST_QUESTION_CLOSED = 'question_closed';
+
 const DIGEST_KIND_WORDS: Record<string, [string, string]> = {
   run_finished: ['finished', 'finished'],
   run_failed: ['failed', 'failed'],
   run_cancelled: ['cancelled', 'was cancelled'],
   human_input_requested: ['waiting for input', 'needs your input'],
   usage_parked: ['waiting for input', 'is parked'],
+  [DIGEST_QUESTION_CLOSED]: ['no longer waiting', 'no longer needs your input'],
 };
 
 /**

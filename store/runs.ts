@@ -39,6 +39,18 @@ function createRunReads(runs: Collection<Run>) {
       return runs.findOne({ _id: runId, teamId }, { projection: { _id: 0, status: 1, pause: 1 } });
     },
 
+    /** waitingOf for each of a team's runs, in one read; a run not found is left out. */
+    async waitingOfEach(
+      teamId: string,
+      runIds: string[],
+    ): Promise<Map<string, Pick<Run, 'status' | 'pause'>>> {
+      if (!runIds.length) return new Map();
+      const rows = await runs
+        .find({ _id: { $in: runIds }, teamId }, { projection: { status: 1, pause: 1 } })
+        .toArray();
+      return new Map(rows.map(({ _id, status, pause }) => [_id, { status, pause }]));
+    },
+
     /** The system's view (outcome emitters, sweep, delivery): no tenant filter. */
     async getById(runId: string): Promise<Run | null> {
       return runs.findOne({ _id: runId });

@@ -14,6 +14,7 @@ import type { Mongo } from '../store/mongo';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { ApiClient } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
+import { waitUntil } from './support/waitUntil';
 
 /** Who listRecipientPrefs names, by user id. */
 const userIdsOf = async (recipients: Promise<{ userId: string }[]>): Promise<string[]> =>
@@ -360,6 +361,37 @@ describe('push preferences and devices', function () {
       await client.workflow.getHandle('digest|delta|tess').result();
       const marked = await mongo.db.collection('push_holds').findOne({ _id: `${runId}:end|tess` as never });
       assert.equal(marked?.digestId, payload.episodeId);
+    });
+  });
+
+  describe('a question held for the digest', () => {
+    const PREFS = '/api/v1/notifications/prefs';
+
+    it('answered meanwhile, the digest tells it no longer needs the person, not that it does', async () => {
+      const wen = anonymous.as('wen', 'epsilon');
+      const phone = await subscribe(wen, 'wen-phone');
+      const until = new Date(Date.now() + 6 * 24 * 3600_000).toISOString();
+      // Questions do not break through for her: held, like the rest.
+      const quiet = { scope: 'own', doNotDisturbUntil: until, breakThrough: [] };
+      assert.equal((await wen.put(PREFS, quiet)).status, 200);
+      const asked = await wen.post('/api/v1/runs', { title: 'Ship review' });
+      const runId = asked.body.id as string;
+      const paused = await wen.post(`/api/v1/runs/${runId}/pause`, { prompt: 'Ship it?' });
+      assert.equal(paused.status, 200, paused.text);
+      const interactionId = paused.body.interactionId as string;
+      const holdId = `${runId}:input:${interactionId}|wen`;
+      await waitUntil('the question held', () =>
+        mongo.db.collection('push_holds').findOne({ _id: holdId as never }),
+      );
+      const answer = { answer: 'yes' };
+      const answered = await wen.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, answer);
+      assert.equal(answered.status, 200, answered.text);
+
+      assert.equal((await wen.put(PREFS, { scope: 'own', doNotDisturbUntil: null })).status, 200);
+      const [digest] = await push.waitFor(1, phone, 30_000);
+      const payload = digest.payload as PushPayload;
+      assert.equal(payload.kind, 'digest');
+      assert.equal(payload.body, '1 no longer waiting · Ship review no longer needs your input');
     });
   });
 

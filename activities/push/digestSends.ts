@@ -2,12 +2,20 @@
 // push is; and the digest that no device took, given up.
 import type { DigestRef, DigestSend, DigestSendResult } from '../../contract/activities';
 import { DIGEST_MAX_LISTED, type DigestEntry } from '../../contract/workflows';
-import { renderDigest } from '../../domain/push';
+import { runWaitsOn } from '../../domain/interaction';
+import { interactionOfEpisode } from '../../domain/outcome';
+import { DIGEST_QUESTION_CLOSED, renderDigest } from '../../domain/push';
 import { heldUntil } from '../../domain/quietHours';
-import { digestEntryOf, holdId } from '../../store/push/holds';
+import { digestEntryOf, holdId, type DigestContents } from '../../store/push/holds';
 import type { PushActivityDeps } from './pushActivityDeps';
 import { keptAlive } from '../activityContext';
 import { configFaultReporter, sendRecorded, STORE_WORK_BEATS_FOR_MS } from './recordedSends';
+
+const QUESTION = 'human_input_requested';
+
+/** The question a held push asked: its episode's, or a follow-up's (a rung, a snooze: `<episodeId>|<what>`). */
+const questionOf = (held: { runId: string; episodeId: string }): string | undefined =>
+  interactionOfEpisode(held.runId, held.episodeId.split('|')[0]);
 
 /** When the person can be reached by a digest now: undefined for now (epoch ms otherwise). */
 export async function digestReleaseAt(
@@ -46,13 +54,37 @@ export async function sendDigest(deps: PushActivityDeps, digest: DigestSend): Pr
     await holds.markDigestSent(digest.digestId, deps.now());
     return { addressable: false, reason: 'superseded by a newer digest' };
   }
-  const result = await sendDigestPush(deps, digest, {
-    counts: contents.counts,
-    newest: contents.newest.map(digestEntryOf),
-  });
+  const result = await sendDigestPush(deps, digest, await toldNow(deps, digest.teamId, contents));
   if (result.addressable && result.delivered + result.alreadyDelivered > 0)
     await holds.markDigestSent(digest.digestId, deps.now());
   return result;
+}
+
+/**
+ * What the digest tells: its rows as held, but a question its run no longer waits on (answered meanwhile, or the
+ * run gone on) is told as no longer needing the person, never as still waiting for them.
+ */
+async function toldNow(
+  deps: PushActivityDeps,
+  teamId: string,
+  contents: DigestContents,
+): Promise<{ counts: Record<string, number>; newest: DigestEntry[] }> {
+  const newest = contents.newest.map(digestEntryOf);
+  if (!contents.questions.length) return { counts: contents.counts, newest };
+  const runs = await deps.runs.waitingOfEach(teamId, [...new Set(contents.questions.map((q) => q.runId))]);
+  const closed = new Set(
+    contents.questions
+      .filter((q) => !runWaitsOn(runs.get(q.runId), questionOf(q) ?? ''))
+      .map((q) => q.episodeId),
+  );
+  if (!closed.size) return { counts: contents.counts, newest };
+  const asked = contents.counts[QUESTION] ?? 0;
+  return {
+    counts: { ...contents.counts, [QUESTION]: asked - closed.size, [DIGEST_QUESTION_CLOSED]: closed.size },
+    newest: newest.map((entry) =>
+      closed.has(entry.episodeId) ? { ...entry, kind: DIGEST_QUESTION_CLOSED } : entry,
+    ),
+  };
 }
 
 /** No device took the digest for a day: its holds give up, counted and logged for the operator. */

@@ -48,7 +48,12 @@ export interface DigestContents {
   total: number;
   /** When a device first took this digest (its rows' earliest `digestSentAt`); absent while none has. */
   sentAt?: Date;
+  /** Its questions (held human_input_requested pushes), newest first, at most DIGEST_QUESTIONS_READ. */
+  questions: Pick<PushHoldRow, 'runId' | 'episodeId'>[];
 }
+
+/** The questions of one digest whose state its send reads (still asked, or answered meanwhile). */
+export const DIGEST_QUESTIONS_READ = 200;
 
 /**
  * A view read a run's holds whole; it now reads each listed episode's. A digest's take read every hold of the
@@ -161,16 +166,23 @@ export function createPushHoldStore(db: Db) {
 
     /** What a digest took: counted by kind, the newest `listed` of them kept (read in one pass). */
     async contentsOf(digestId: string, listed: number): Promise<DigestContents> {
-      const contents: DigestContents = { counts: {}, newest: [], total: 0 };
+      const contents: DigestContents = { counts: {}, newest: [], total: 0, questions: [] };
+      const questions: PushHoldRow[] = [];
       for await (const row of holds.find({ digestId })) {
         contents.total++;
         contents.counts[row.kind] = (contents.counts[row.kind] ?? 0) + 1;
+        if (row.kind === 'human_input_requested') {
+          questions.push(row);
+          if (questions.length > DIGEST_QUESTIONS_READ * 4) trimNewest(questions, DIGEST_QUESTIONS_READ);
+        }
         if (row.digestSentAt && !(contents.sentAt && contents.sentAt <= row.digestSentAt))
           contents.sentAt = row.digestSentAt;
         contents.newest.push(row);
         if (contents.newest.length > listed * 4) trimNewest(contents.newest, listed);
       }
       trimNewest(contents.newest, listed);
+      trimNewest(questions, DIGEST_QUESTIONS_READ);
+      contents.questions = questions.map(({ runId, episodeId }) => ({ runId, episodeId }));
       return contents;
     },
 

@@ -102,6 +102,16 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     hot: true,
     note: 'the sweep: the runs of episodes released since its range began, outside its window (none without releases)',
   },
+  {
+    module: 'runs',
+    method: 'waitingOfEach',
+    collection: 'runs',
+    op: 'find',
+    filter: { _id: { $in: [SAMPLE.runId] }, teamId: SAMPLE.teamId },
+    index: '_id_',
+    hot: true,
+    note: "a digest's send: whether the runs of its held questions still wait on them (at most 200 runs)",
+  },
 
   // run_transitions
   {
