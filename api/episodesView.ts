@@ -86,12 +86,12 @@ export function createEpisodeView(deps: {
       teamId: string,
       runId: string,
       episodeId: string,
-    ): Promise<{ state: ClaimState; result?: string } | undefined> {
+    ): Promise<{ state: ClaimState; result?: string; recordedAt?: Date } | undefined> {
       const [recorded, claim] = await Promise.all([
         deps.episodes.getForRun(teamId, runId, episodeId),
         deps.claims.describe(claimKeys.callback(episodeId)),
       ]);
-      if (recorded) return claim;
+      if (recorded) return { ...claim, recordedAt: recorded.recordedAt };
       // The record is a view written beside the branches and may be missing; an episode id starts with its run's
       // id (the caller's team's, checked by the route), so a claim under it belongs to this run.
       return episodeId.startsWith(`${runId}:`) && claim.state !== 'absent' ? claim : undefined;

@@ -520,6 +520,25 @@ describe('callback attempt log', function () {
     assert.equal((await attemptsOf(id)).length, 4);
   });
 
+  it('redeliver: an episode older than the claims are kept (its claim and attempts expired) is sent again', async () => {
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    const episodeId = `${id}:end`;
+    assert.equal((await episodeResult(episodeId)).callback, 'delivered');
+    // 31 days on: the claim and the attempt rows expired 30 days after they were written; the record stays.
+    const monthAgo = new Date(Date.now() - 31 * 24 * 3600_000);
+    await mongo.db
+      .collection('episodes')
+      .updateOne({ _id: episodeId as never }, { $set: { recordedAt: monthAgo } });
+    await mongo.db.collection('sent_notifications').deleteOne({ _id: `cb|${episodeId}` as never });
+    await mongo.db.collection('callback_attempts').deleteMany({ episodeId });
+    const sent = receiver.received.length;
+    const res = await redeliver(alice, id, episodeId);
+    assert.equal(res.status, 202, res.text);
+    assert.deepEqual(await redelivery(episodeId), { result: 'delivered', status: 204 });
+    assert.equal(receiver.received.length, sent + 1);
+  });
+
   it('redeliver: an episode whose record is missing (a view write that failed) is found by its claim', async () => {
     const { id, episodeId } = await gaveUp();
     await mongo.db.collection('episodes').deleteOne({ _id: episodeId as never });

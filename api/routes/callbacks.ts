@@ -13,6 +13,7 @@ import type { RunsService } from '../../runs/service';
 import type { CallbackRecoverStore } from '../../store/callback/recovers';
 import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 import type { AuthState } from '../auth';
+import { CLAIM_RETENTION_SECONDS } from '../../store/claims';
 import { testPingBounds } from './testPings';
 import type { EpisodeView } from '../episodesView';
 import { HttpError } from '../../platform/http/httpErrors';
@@ -42,6 +43,8 @@ export interface CallbacksRouterDeps {
   }) => Promise<boolean>;
   /** Redeliveries per run, user and team: outbound POSTs too. */
   callbackRedeliverLimits: PerRunUserTeam;
+  /** Writes an episode's expired callback claim again, settled (`expired`): a redelivery asks for a settled one. */
+  restoreExpiredClaim: (episodeId: string) => Promise<void>;
   callbackRecovers: CallbackRecoverStore;
   /** Starts the team's recover workflow; false while one of the team is running. */
   startRecover: (input: RecoverInput) => Promise<boolean>;
@@ -288,7 +291,7 @@ interface SettledEpisodeState extends RunState {
 
 /** The caller's run and one of its episodes whose callback delivery has settled (delivered or gave up). */
 function settledEpisode(
-  deps: Pick<CallbacksRouterDeps, 'runsService' | 'episodes'>,
+  deps: Pick<CallbacksRouterDeps, 'runsService' | 'episodes' | 'restoreExpiredClaim' | 'now'>,
 ): Middleware<SettledEpisodeState & { input: { params: { id: string; episodeId: string } } }> {
   return async (ctx, next) => {
     const { id, episodeId } = ctx.state.input.params;
@@ -300,7 +303,15 @@ function settledEpisode(
     // the sweep replays it. A settled one, delivered or gave up, may be delivered again (the workflow checks again,
     // and leaves a delivered claim as it is).
     if (claim.state === 'pending') throw new HttpError(409, 'a delivery of this episode is in progress');
-    if (claim.state === 'absent') throw new HttpError(409, 'no delivery of this episode has settled yet');
+    if (claim.state === 'absent') {
+      // Recorded longer ago than claims are kept: its delivery settled long since and the claim expired. It is
+      // written again, settled, so the redelivery (which asks for a settled claim) goes.
+      const expired =
+        claim.recordedAt &&
+        claim.recordedAt.getTime() < deps.now().getTime() - CLAIM_RETENTION_SECONDS * 1000;
+      if (!expired) throw new HttpError(409, 'no delivery of this episode has settled yet');
+      await deps.restoreExpiredClaim(episodeId);
+    }
     ctx.state.run = run;
     // The attempts logged so far: a redelivery in flight now logs one more before it ends, and a start that lands
     // after it ended then sends nothing (workflows/redeliver.ts).

@@ -5,6 +5,7 @@ import { startCallbackRecover } from '../../client/recover';
 import { episodeOptions } from '../../client/emitter';
 import { startCallbackRedelivery } from '../../client/redeliver';
 import { callbackSendSettings, sendTestCallback } from '../../delivery/callback/send';
+import { claimKeys } from '../../domain/outcome';
 import { createEpisodeView } from '../episodesView';
 import type { ApiServices } from '../services';
 import type { CallbacksRouterDeps } from './callbacks';
@@ -31,6 +32,8 @@ export function wireCallbacksRouter({
     callbackRotateLimit: config.callbackRotateRate,
     redeliverCallback: (input) =>
       startCallbackRedelivery(client, config.temporalTaskQueue, { ...input, attemptSeconds }),
+    restoreExpiredClaim: (episodeId) =>
+      stores.claims.noteOnce(claimKeys.callback(episodeId), 'redeliver', 'expired'),
     callbackRedeliverLimits: {
       perRun: config.callbackRedeliverRate,
       perUser: config.callbackRedeliverRatePerUser,
