@@ -172,9 +172,10 @@ function addRunCallbackRoutes(
       const { run, seenAttempts, admission } = ctx.state;
       const { episodeId } = ctx.state.input.params;
       // Nothing was sent: the slots go back.
-      const started = await admission.releaseIfFails(() =>
-        deps.redeliverCallback({ runId: run._id, teamId: run.teamId, episodeId, seenAttempts }),
-      );
+      const started = await admission.releaseIfFails(async () => {
+        if (ctx.state.claimExpired) await deps.restoreExpiredClaim(episodeId);
+        return deps.redeliverCallback({ runId: run._id, teamId: run.teamId, episodeId, seenAttempts });
+      });
       if (!started) {
         await admission.release();
         throw new HttpError(409, 'a delivery of this episode is in progress');
@@ -287,11 +288,13 @@ interface CallbackRunState extends AuthState {
 interface SettledEpisodeState extends RunState {
   /** The episode's callback attempts logged before this redelivery. */
   seenAttempts: number;
+  /** Its claim expired (kept 30 days after it settled): written again before the redelivery starts. */
+  claimExpired?: boolean;
 }
 
 /** The caller's run and one of its episodes whose callback delivery has settled (delivered or gave up). */
 function settledEpisode(
-  deps: Pick<CallbacksRouterDeps, 'runsService' | 'episodes' | 'restoreExpiredClaim' | 'now'>,
+  deps: Pick<CallbacksRouterDeps, 'runsService' | 'episodes' | 'now'>,
 ): Middleware<SettledEpisodeState & { input: { params: { id: string; episodeId: string } } }> {
   return async (ctx, next) => {
     const { id, episodeId } = ctx.state.input.params;
@@ -304,13 +307,13 @@ function settledEpisode(
     // and leaves a delivered claim as it is).
     if (claim.state === 'pending') throw new HttpError(409, 'a delivery of this episode is in progress');
     if (claim.state === 'absent') {
-      // Recorded longer ago than claims are kept: its delivery settled long since and the claim expired. It is
-      // written again, settled, so the redelivery (which asks for a settled claim) goes.
+      // Recorded longer ago than claims are kept: its delivery settled long since and the claim expired. Once
+      // admitted, it is written again, settled, so the redelivery (which asks for a settled claim) goes.
       const expired =
         claim.recordedAt &&
         claim.recordedAt.getTime() < deps.now().getTime() - CLAIM_RETENTION_SECONDS * 1000;
       if (!expired) throw new HttpError(409, 'no delivery of this episode has settled yet');
-      await deps.restoreExpiredClaim(episodeId);
+      ctx.state.claimExpired = true;
     }
     ctx.state.run = run;
     // The attempts logged so far: a redelivery in flight now logs one more before it ends, and a start that lands
