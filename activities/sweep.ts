@@ -68,8 +68,14 @@ export const SWEEP_CLAIM_SLACK_SECONDS = 3600;
 /** Episode starts in flight at once. */
 const START_LANES = 8;
 
-/** Released episodes outside the window one pass looks at; the next pass takes the rest. */
+/** Released episodes outside the window one pass looks at, the longest released first; the next takes the rest. */
 const RELEASED_PER_PASS = 1000;
+
+/**
+ * How long after its last release an episode past the sweep's reach is given up: a live episode's push, released
+ * between its tries while a sibling runs, is released again at least hourly (RELEASED_PUSH_BACKOFF_PATCH's waits).
+ */
+const RELEASED_QUIET_SECONDS = 2 * 3600;
 
 /** The sweep as the holder of what it writes in the claims (a note, a claim it gives up). */
 const SWEEP_HOLDER = 'sweep';
@@ -176,8 +182,10 @@ export function createSweepActivities(deps: SweepDeps) {
           });
 
         // 2. The window, a page at a time: each owed episode with a claim missing starts from the listed run.
+        const releasedOutside = new Set(released.map(({ runId }) => runId));
         for await (const page of deps.runs.listNotifiableRefs(since, deps.pageSize)) {
           pass.scanned += page.length;
+          if (releasedOutside.size) for (const ref of page) releasedOutside.delete(ref._id);
           // Each run's outcome built once, for what it owes and for its question.
           const outcomes = page.map((ref) => ({ ref, outcome: outcomeOfRef(ref) }));
           const owed = outcomes.flatMap(({ ref, outcome }) => owedEpisode(ref, deps.families, outcome) ?? []);
@@ -200,11 +208,12 @@ export function createSweepActivities(deps: SweepDeps) {
 
         // 3. Episodes released since the range began whose run has left the window (a replay started late in it
         //    that failed again): replayed within a window of their first release, given up visibly past it.
-        if (released.length) {
+        if (releasedOutside.size) {
           progress.beat({ phase: 'released', ...pass });
-          const outside = await releasedOutsideWindow(deps, released, since, marked, claimsFrom);
+          const notes = released.filter(({ runId }) => releasedOutside.has(runId));
+          const outside = await releasedOutsideWindow(deps, notes, since, marked, claimsFrom);
           pass.scanned += outside.scanned;
-          pass.unsettled += outside.replay.length + outside.giveUp.length;
+          pass.unsettled += outside.unsettled;
           await startOwed(outside.replay);
           const gaveUp = await giveUpReleased(deps.claims, outside.giveUp, marked);
           if (gaveUp) pass.gaveUpReleased = gaveUp;
@@ -311,8 +320,8 @@ async function startUnopened(
 /**
  * The released episodes whose run is outside the window (not changed since it began), as owed now: those still
  * unsettled are replayed while their first release is inside the window (a release moves the sweep's reach on),
- * and given up past it (replayed for ever, a device whose push service always fails would start an episode every
- * pass). An episode its run no longer owes (it moved on) is left.
+ * and past it given up once nothing released them for RELEASED_QUIET_SECONDS (replayed for ever, a device whose
+ * push service always fails would start an episode every pass). An episode its run no longer owes is left.
  */
 async function releasedOutsideWindow(
   deps: SweepDeps,
@@ -320,25 +329,35 @@ async function releasedOutsideWindow(
   since: Date,
   marked: Set<string>,
   claimsFrom: Date,
-): Promise<{ scanned: number; replay: OwedEpisode[]; giveUp: OwedEpisode[] }> {
-  const firstRelease = new Map<string, number>();
-  for (const { episodeId, firstReleasedAt } of released.slice(0, RELEASED_PER_PASS)) {
-    const at = firstReleasedAt.getTime();
-    firstRelease.set(episodeId, Math.min(at, firstRelease.get(episodeId) ?? at));
+): Promise<{ scanned: number; unsettled: number; replay: OwedEpisode[]; giveUp: OwedEpisode[] }> {
+  // Per episode: its first release (the reach counts from it) and its last (a live holder releases again).
+  const releases = new Map<string, { first: number; last: number }>();
+  for (const { episodeId, firstReleasedAt, lastReleasedAt } of released) {
+    const seen = releases.get(episodeId);
+    releases.set(episodeId, {
+      first: Math.min(firstReleasedAt.getTime(), seen?.first ?? Infinity),
+      last: Math.max(lastReleasedAt.getTime(), seen?.last ?? 0),
+    });
   }
-  const runIds = [...new Set(released.slice(0, RELEASED_PER_PASS).map(({ runId }) => runId))];
+  const longestReleased = [...released].sort((a, b) => +a.firstReleasedAt - +b.firstReleasedAt);
+  const runIds = [...new Set(longestReleased.map(({ runId }) => runId))].slice(0, RELEASED_PER_PASS);
   const refs = await deps.runs.notifiableRefsBefore(runIds, since);
   const owed = refs.flatMap((ref) => {
     const episode = owedEpisode(ref, deps.families);
-    return episode && firstRelease.has(episode.episodeId) ? [episode] : [];
+    return episode && releases.has(episode.episodeId) ? [episode] : [];
   });
   await markOlderClaims(deps, owed, [], marked, claimsFrom);
   const unsettled = owed.filter((episode) => episode.keys.some((key) => !marked.has(key)));
-  const inReach = (episode: OwedEpisode) => firstRelease.get(episode.episodeId)! >= since.getTime();
+  const releasesOf = (episode: OwedEpisode) => releases.get(episode.episodeId)!;
+  const quietSince = deps.now().getTime() - RELEASED_QUIET_SECONDS * 1000;
   return {
     scanned: refs.length,
-    replay: unsettled.filter(inReach),
-    giveUp: unsettled.filter((episode) => !inReach(episode)),
+    unsettled: unsettled.length,
+    replay: unsettled.filter((episode) => releasesOf(episode).first >= since.getTime()),
+    // Past the reach: given up once nothing released it for a while (a live holder between tries would have).
+    giveUp: unsettled.filter(
+      (episode) => releasesOf(episode).first < since.getTime() && releasesOf(episode).last < quietSince,
+    ),
   };
 }
 
@@ -349,7 +368,7 @@ async function giveUpReleased(
   marked: Set<string>,
 ): Promise<number> {
   let gaveUp = 0;
-  for (const episode of episodes) {
+  await mapBounded(episodes, START_LANES, async (episode) => {
     const keys = episode.keys.filter((key) => !marked.has(key));
     // Taken like any claim (a stale one taken over), then settled: a holder that came back meanwhile keeps it.
     const settled = await Promise.all(
@@ -360,7 +379,7 @@ async function giveUpReleased(
       ),
     );
     if (settled.some(Boolean)) gaveUp++;
-  }
+  });
   return gaveUp;
 }
 

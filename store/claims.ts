@@ -43,6 +43,7 @@ export interface ReleasedEpisode {
   runId: string;
   episodeId: string;
   firstReleasedAt: Date;
+  lastReleasedAt: Date;
 }
 
 /** The sweep's pre-check: the keys in hand, and the episodes released, since a moment. */
@@ -264,7 +265,12 @@ function createClaimReads({ claims, now, isShielding }: ClaimContext) {
           continue;
         }
         const episode = episodeOfClaimKey(row._id.slice(RELEASED_PREFIX.length));
-        if (episode) released.push({ ...episode, firstReleasedAt: row.first_released_at ?? row.sent_at });
+        if (episode)
+          released.push({
+            ...episode,
+            firstReleasedAt: row.first_released_at ?? row.sent_at,
+            lastReleasedAt: row.sent_at,
+          });
       }
       return { marked, released };
     },

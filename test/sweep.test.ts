@@ -262,16 +262,17 @@ describe('the reconciliation sweep at scale', function () {
   });
 
   describe('an episode released after its run left the window', () => {
-    const LOOKBACK_SECONDS = 3600;
+    const LOOKBACK_SECONDS = 4 * 3600;
+    const hoursAgo = (now: Date, hours: number) => new Date(now.getTime() - hours * 3600_000);
 
     /**
-     * A run that ended two hours ago (an hour past the window): its push settled then, its callback claimed and
+     * A run that ended six hours ago (two past the window): its push settled then, its callback claimed and
      * released by a holder at each of `releases` (a replay's callback that failed past its retries).
      */
     async function endedWithReleases(name: string, now: Date, releases: Date[]) {
       const releasedDb = mongo.db(`${config.mongoDb}_${name}`);
       await ensureAllIndexes(releasedDb);
-      const ended = { ...run(0, new Date(now.getTime() - 2 * 3600_000)), _id: `sweep_${name}_${RUN_PREFIX}` };
+      const ended = { ...run(0, hoursAgo(now, 6)), _id: `sweep_${name}_${RUN_PREFIX}` };
       await releasedDb.collection<Run>('runs').insertOne(ended);
       const owed = owedEpisode(ended, FAMILIES)!;
       const [pushKey, callbackKey] = owed.keys;
@@ -307,12 +308,12 @@ describe('the reconciliation sweep at scale', function () {
       assert.equal(await claims.state(callbackKey), 'absent', 'the replay owns the claim, not the sweep');
     });
 
-    it('past a window from its first release it is given up visibly, not replayed for ever', async () => {
+    it('past a window from its first release, once nothing released it for two hours, it is given up visibly', async () => {
       const now = new Date();
-      // First released 90 minutes ago, released again a minute ago: still failing past the reach.
+      // First released four and a half hours ago, again two and a half hours ago: past the reach, and quiet.
       const { sweep, claims, callbackKey } = await endedWithReleases('released_long', now, [
-        new Date(now.getTime() - 90 * 60_000),
-        new Date(now.getTime() - 60_000),
+        hoursAgo(now, 4.5),
+        hoursAgo(now, 2.5),
       ]);
       const pass = await sweep.sweepOnce();
       assert.equal(pass.started, 0, JSON.stringify(pass));
@@ -326,6 +327,17 @@ describe('the reconciliation sweep at scale', function () {
         { scanned: 1, unsettled: 0, started: 0 },
         'settled: left alone',
       );
+    });
+
+    it('past the reach but released half an hour ago (a live holder between its tries) it is left to that holder', async () => {
+      const now = new Date();
+      const { sweep, claims, callbackKey } = await endedWithReleases('released_live', now, [
+        hoursAgo(now, 4.5),
+        hoursAgo(now, 0.5),
+      ]);
+      const pass = await sweep.sweepOnce();
+      assert.deepEqual(pass, { scanned: 1, unsettled: 1, started: 0 });
+      assert.equal(await claims.state(callbackKey), 'absent');
     });
   });
 
