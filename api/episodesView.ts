@@ -1,4 +1,5 @@
 // What GET /runs/:id/episodes shows: every recorded episode of a run and each family's claim state.
+import { shouldNotify } from '../domain/callback';
 import { claimKeys, interactionOfEpisode } from '../domain/outcome';
 import type { ClaimState } from '../domain/outcome';
 import type { ClaimStore } from '../store/claims';
@@ -86,12 +87,15 @@ export function createEpisodeView(deps: {
       teamId: string,
       runId: string,
       episodeId: string,
-    ): Promise<{ state: ClaimState; result?: string; recordedAt?: Date } | undefined> {
+    ): Promise<{ state: ClaimState; result?: string; owedCallbackAt?: Date } | undefined> {
       const [recorded, claim] = await Promise.all([
         deps.episodes.getForRun(teamId, runId, episodeId),
         deps.claims.describe(claimKeys.callback(episodeId)),
       ]);
-      if (recorded) return { ...claim, recordedAt: recorded.recordedAt };
+      // owedCallbackAt: when an episode that owed its run's callback was recorded (a pause, or an end its
+      // launcher left out of `events`, owed none).
+      if (recorded)
+        return shouldNotify(recorded.outcome) ? { ...claim, owedCallbackAt: recorded.recordedAt } : claim;
       // The record is a view written beside the branches and may be missing; an episode id starts with its run's
       // id (the caller's team's, checked by the route), so a claim under it belongs to this run.
       return episodeId.startsWith(`${runId}:`) && claim.state !== 'absent' ? claim : undefined;

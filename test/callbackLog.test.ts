@@ -537,6 +537,19 @@ describe('callback attempt log', function () {
     assert.equal(res.status, 202, res.text);
     assert.deepEqual(await redelivery(episodeId), { result: 'delivered', status: 204 });
     assert.equal(receiver.received.length, sent + 1);
+    // A pause as old owed no callback: no claim to have expired, nothing to send.
+    const paused = await launch();
+    const asked = await alice.post(`/api/v1/runs/${paused.id}/pause`, { prompt: 'Ship it?' });
+    assert.equal(asked.status, 200, asked.text);
+    const pauseEpisode = `${paused.id}:input:${asked.body.interactionId}`;
+    await waitUntil('the pause recorded', () =>
+      mongo.db.collection('episodes').findOne({ _id: pauseEpisode as never }),
+    );
+    await mongo.db
+      .collection('episodes')
+      .updateOne({ _id: pauseEpisode as never }, { $set: { recordedAt: monthAgo } });
+    const refused = await redeliver(alice, paused.id, pauseEpisode);
+    assert.equal(refused.status, 409, refused.text);
   });
 
   it('redeliver: an episode whose record is missing (a view write that failed) is found by its claim', async () => {

@@ -310,8 +310,8 @@ function settledEpisode(
       // Recorded longer ago than claims are kept: its delivery settled long since and the claim expired. Once
       // admitted, it is written again, settled, so the redelivery (which asks for a settled claim) goes.
       const expired =
-        claim.recordedAt &&
-        claim.recordedAt.getTime() < deps.now().getTime() - CLAIM_RETENTION_SECONDS * 1000;
+        claim.owedCallbackAt &&
+        claim.owedCallbackAt.getTime() < deps.now().getTime() - CLAIM_RETENTION_SECONDS * 1000;
       if (!expired) throw new HttpError(409, 'no delivery of this episode has settled yet');
       ctx.state.claimExpired = true;
     }
