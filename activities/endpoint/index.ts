@@ -14,7 +14,12 @@ import {
 import type { Signing } from '../../delivery/callback/send';
 import type { CallbackAttemptStore } from '../../store/callback/attempts';
 import type { ClaimStore } from '../../store/claims';
-import { owedTeamEvent, type EndpointRow, type EndpointStore } from '../../store/endpoint/endpoints';
+import {
+  owedTeamEvent,
+  subscribedWhen,
+  type EndpointRow,
+  type EndpointStore,
+} from '../../store/endpoint/endpoints';
 import type { TeamEventHeader, TeamEventRow, TeamEventStore } from '../../store/endpoint/teamEvents';
 import type { InteractionStore } from '../../store/interactions';
 import type { RateLimitStore } from '../../store/rateLimits';
@@ -292,10 +297,15 @@ export function createEndpointActivities(deps: EndpointDeps) {
           .getForTeam(event.teamId, event.runId)
           .then((found) => found && { id: found._id, status: found.status, title: found.title }));
       if (!run) return none;
-      const recorded = await deps.teamEvents.record({ ...event, run }, deps.now());
-      // A disabled endpoint gets nothing now, but the event is kept for its recover once enabled.
+      const at = deps.now();
+      const recorded = await deps.teamEvents.record({ ...event, run }, at);
+      // A disabled endpoint gets nothing now, but the event is kept for its recover once enabled. Raised again, it
+      // goes to none enabled or given its type since it was first recorded (the sweep's rule).
+      const again = recorded.recordedAt.getTime() !== at.getTime();
       const endpointIds = subscribed
-        .filter((e) => owedTeamEvent(e, event, recorded.recordedAt))
+        .filter((e) =>
+          again ? owedTeamEvent(e, event, recorded.recordedAt) : subscribedWhen(e, event.type, happened),
+        )
         .map((e) => e._id);
       return { sequence: recorded.sequence, endpointIds, ...deps.schedule };
     },
