@@ -4,6 +4,7 @@
 import type { Db } from 'mongodb';
 import type { PushKind } from '../../domain/push';
 import { DEFAULT_BREAK_THROUGH, type HoldPrefs, type QuietHours } from '../../domain/quietHours';
+import { randomUUID } from 'node:crypto';
 import { isDuplicateKey, type IndexSpec } from '../mongo';
 
 export type NotificationScope = 'own' | 'team';
@@ -54,8 +55,11 @@ export interface NotificationPrefRow {
   /** Absent: DEFAULT_BREAK_THROUGH. */
   breakThrough?: PrefKind[];
   updatedAt: Date;
-  /** Counts the writes: a change is written only over the row it read (absent on rows written before). */
-  revision?: number;
+  /**
+   * New at every write (never a count, which a delete and a fresh insert would repeat): a change is written only
+   * over the row it read. Absent on rows written before.
+   */
+  revision?: string;
 }
 
 /** Reads-and-writes of one person's prefs tried before a change gives up on others' changes beside it. */
@@ -183,7 +187,7 @@ export function createNotificationPrefStore(db: Db, clock: () => Date = () => ne
           ...(next.doNotDisturbUntil ? { doNotDisturbUntil: next.doNotDisturbUntil } : {}),
           ...(defaultBreak ? {} : { breakThrough: next.breakThrough }),
           updatedAt: now,
-          revision: (row?.revision ?? 0) + 1,
+          revision: randomUUID(),
         };
         if (row) return (await prefs.replaceOne({ _id, revision }, written)).matchedCount === 1;
         try {
