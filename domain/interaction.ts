@@ -82,6 +82,9 @@ export const INTERACTION_CLAIM_PREFIXES = [
  */
 export const followUpDeliveryId = (episodeId: string, what: string): string => `${episodeId}|${what}`;
 
+/** The episode a delivery id is of: the episode's own push, or a follow-up's (followUpDeliveryId read backwards). */
+export const episodeOfDelivery = (deliveryId: string): string => deliveryId.split('|')[0];
+
 /** The ids of an episode's follow-ups (followUpDeliveryId), as one range of an index on the episode id. */
 export const followUpIdRange = (episodeId: string) => ({
   $gte: `${episodeId}|`,

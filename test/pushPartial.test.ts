@@ -203,18 +203,25 @@ describe('a push that missed some of its recipients, and a question pushed after
       .filter((p) => p.runId === runId)
       .map((p) => p.kind);
 
-  it('a teammate whose push service was down when the question went out is not asked once it was answered', async () => {
-    const { ana, anaPhone, benPhone } = await team('after-answer-missed');
+  /** Ana's question, its fan-out failed for Ben on every attempt and confirmed on Ana (her device has it). */
+  async function askedWhileBenDown(name: string) {
+    const { ana, anaPhone, benPhone } = await team(name);
     push.failAlways(benPhone, 503);
-    const { runId, interactionId, episodeId } = await pause(ana);
+    const paused = await pause(ana);
     await push.waitFor(1, anaPhone, 60_000);
     await waitUntil(
       'every attempt of the fan-out failed for ben, and the episode confirmed on ana',
       async () =>
         push.attempts(benPhone).length >= FAN_OUT_ATTEMPTS &&
-        (await stack.stores.claims.state(episodeId)) === 'delivered',
+        (await stack.stores.claims.state(paused.episodeId)) === 'delivered',
       { timeoutMs: 180_000 },
     );
+    return { ana, anaPhone, benPhone, ...paused };
+  }
+
+  it('a teammate whose push service was down when the question went out is not asked once it was answered', async () => {
+    const { ana, anaPhone, benPhone, runId, interactionId, episodeId } =
+      await askedWhileBenDown('after-answer-missed');
     await answer(ana, runId, interactionId);
     assert.deepEqual(kinds(anaPhone, runId), ['human_input_requested', 'answered']);
 
@@ -227,17 +234,7 @@ describe('a push that missed some of its recipients, and a question pushed after
   });
 
   it('a teammate whose push service was down when the question went out is not asked once the run was cancelled', async () => {
-    const { ana, anaPhone, benPhone } = await team('after-cancel-missed');
-    push.failAlways(benPhone, 503);
-    const { runId, episodeId } = await pause(ana);
-    await push.waitFor(1, anaPhone, 60_000);
-    await waitUntil(
-      'every attempt of the fan-out failed for ben, and the episode confirmed on ana',
-      async () =>
-        push.attempts(benPhone).length >= FAN_OUT_ATTEMPTS &&
-        (await stack.stores.claims.state(episodeId)) === 'delivered',
-      { timeoutMs: 180_000 },
-    );
+    const { ana, benPhone, runId, episodeId } = await askedWhileBenDown('after-cancel-missed');
     const cancelled = await ana.post(`/api/v1/runs/${runId}/cancel`, {});
     assert.equal(cancelled.status, 200, cancelled.text);
 

@@ -2,7 +2,7 @@
 // push is; and the digest that no device took, given up.
 import type { DigestRef, DigestSend, DigestSendResult } from '../../contract/activities';
 import { DIGEST_MAX_LISTED, type DigestEntry } from '../../contract/workflows';
-import { runWaitsOn } from '../../domain/interaction';
+import { episodeOfDelivery, runWaitsOn } from '../../domain/interaction';
 import { interactionOfEpisode } from '../../domain/outcome';
 import { DIGEST_QUESTION_CLOSED, renderDigest } from '../../domain/push';
 import { heldUntil } from '../../domain/quietHours';
@@ -11,11 +11,9 @@ import type { PushActivityDeps } from './pushActivityDeps';
 import { keptAlive } from '../activityContext';
 import { configFaultReporter, sendRecorded, STORE_WORK_BEATS_FOR_MS } from './recordedSends';
 
-const QUESTION = 'human_input_requested';
-
-/** The question a held push asked: its episode's, or a follow-up's (a rung, a snooze: `<episodeId>|<what>`). */
+/** The question a held push asked: its episode's, or a follow-up's (a rung, a snooze). */
 const questionOf = (held: { runId: string; episodeId: string }): string | undefined =>
-  interactionOfEpisode(held.runId, held.episodeId.split('|')[0]);
+  interactionOfEpisode(held.runId, episodeOfDelivery(held.episodeId));
 
 /** When the person can be reached by a digest now: undefined for now (epoch ms otherwise). */
 export async function digestReleaseAt(
@@ -78,9 +76,13 @@ async function toldNow(
       .map((q) => q.episodeId),
   );
   if (!closed.size) return { counts: contents.counts, newest };
-  const asked = contents.counts[QUESTION] ?? 0;
+  const asked = contents.counts.human_input_requested ?? 0;
   return {
-    counts: { ...contents.counts, [QUESTION]: asked - closed.size, [DIGEST_QUESTION_CLOSED]: closed.size },
+    counts: {
+      ...contents.counts,
+      human_input_requested: asked - closed.size,
+      [DIGEST_QUESTION_CLOSED]: closed.size,
+    },
     newest: newest.map((entry) =>
       closed.has(entry.episodeId) ? { ...entry, kind: DIGEST_QUESTION_CLOSED } : entry,
     ),
