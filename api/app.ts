@@ -3,7 +3,7 @@
 import { bodyParser } from '@koa/bodyparser';
 import Koa from 'koa';
 import { createAuthenticator, requireAuth, type AuthOptions, type AuthState } from './auth';
-import { errorMiddleware, onBodyError } from '../platform/http/httpErrors';
+import { allowedMethodsOf, errorMiddleware, onBodyError } from '../platform/http/httpErrors';
 import { callbacksRouter, type CallbacksRouterDeps } from './routes/callbacks';
 import { endpointsRouter, type EndpointsRouterDeps } from './routes/endpoints';
 import { healthRouter, type HealthProbes } from '../platform/http/healthRoutes';
@@ -102,7 +102,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
   app.use(health.routes());
   for (const router of tokenRouters) {
     app.use(router.routes());
-    app.use(router.allowedMethods({ throw: true }));
+    app.use(allowedMethodsOf(router));
   }
   // Metrics on the API port only when the operator asked for them there (METRICS_TOKEN): else a 404, token or not.
   if (deps.metrics) app.use(metricsRouter(deps.metrics.scrape, { token: deps.metrics.token }).routes());
@@ -117,7 +117,7 @@ export function createApp(deps: AppDeps): Koa<AuthState> {
   app.use(requireAuth(authenticate));
   for (const router of [...callerRouters, catchAllRouter()]) {
     app.use(router.routes());
-    app.use(router.allowedMethods({ throw: true }));
+    app.use(allowedMethodsOf(router));
   }
   return app;
 }

@@ -4,7 +4,7 @@ import { createReadStream, existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import Router from '@koa/router';
 import type { Middleware } from 'koa';
-import { HttpError } from '../platform/http/httpErrors';
+import { allowedMethodsOf, HttpError } from '../platform/http/httpErrors';
 
 // From source: ./studio; from a build: dist/studio (npm run build copies it there).
 export const STUDIO_DIR = path.resolve(__dirname, '..', 'studio');
@@ -68,7 +68,7 @@ export function catchAllRouter() {
 export function absentFeature(prefix: string): Middleware {
   const catchAll = catchAllRouter();
   const routes = catchAll.routes();
-  const allowed = catchAll.allowedMethods({ throw: true });
+  const allowed = allowedMethodsOf(catchAll);
   return async (ctx, next) => {
     if (ctx.path !== prefix && !ctx.path.startsWith(`${prefix}/`)) return next();
     // Koa's context stands in for the routers' own (the params they add are not read here); nothing runs after.

@@ -97,6 +97,19 @@ describe('security headers', () => {
     }
   });
 
+  it("a method a path does not take is a 405 that says which it takes (Allow), in the API's JSON error shape", async () => {
+    for (const [client, method, path, allow] of [
+      [alice, 'PATCH', '/api/v1/runs', 'GET, HEAD, POST'],
+      [alice, 'DELETE', '/api/v1/teams/current/escalation', 'GET, HEAD, PUT'],
+    ] as const) {
+      const res = await client.request(method, path);
+      assert.equal(res.status, 405, `${method} ${path}`);
+      const allowed = res.headers.get('allow')?.split(', ').sort().join(', ');
+      assert.equal(allowed, allow, `${method} ${path}`);
+      assert.equal(typeof res.body.error, 'string', res.text);
+    }
+  });
+
   it('Strict-Transport-Security behind a TLS-terminating proxy (TRUST_PROXY=1), unless it says the request was plain', async () => {
     const { api: proxied, client } = await startTestApi(testConfig({ TRUST_PROXY: '1' }));
     try {

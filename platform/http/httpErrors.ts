@@ -47,6 +47,25 @@ function messageOf(err: unknown, status: number): string {
   return err instanceof Error && err.message ? err.message : 'request failed';
 }
 
+/**
+ * A router's answers to a method a path does not take (405) or no route takes (501), thrown as HttpErrors so they
+ * take the {"error"} shape; the 405 with the Allow header it must carry (RFC 9110), which the router sets only when
+ * it does not throw.
+ */
+export function allowedMethodsOf<State, Ctx>(router: {
+  allowedMethods(): Middleware<State, Ctx>;
+}): Middleware<State, Ctx> {
+  const allowed = router.allowedMethods();
+  return async (ctx, next) => {
+    await allowed(ctx, next);
+    // Only the router answers so without throwing: a handler's error passes through `allowed` as thrown.
+    if (ctx.status !== 405 && ctx.status !== 501) return;
+    const allow = ctx.response.get('Allow');
+    const message = ctx.status === 405 ? 'method not allowed' : 'method not implemented';
+    throw new HttpError(ctx.status, message, allow ? { Allow: allow } : {});
+  };
+}
+
 export function errorMiddleware(log: (line: string) => void): Middleware {
   return async (ctx, next) => {
     try {
