@@ -81,7 +81,7 @@ const RELEASED_QUIET_SECONDS = 2 * 3600;
 const SWEEP_HOLDER = 'sweep';
 
 /** How the sweep settles a family released past its reach: given up, visibly. */
-export const RELEASED_PAST_REACH = "gave_up: released past the sweep's reach";
+const RELEASED_PAST_REACH = "gave_up: released past the sweep's reach";
 
 /** Lost closes one pass replays (it reads every answer of the window to find them); the next pass takes the rest. */
 const ANSWERS_PER_PASS = 1000;

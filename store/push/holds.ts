@@ -53,7 +53,7 @@ export interface DigestContents {
 }
 
 /** The questions of one digest whose state its send reads (still asked, or answered meanwhile). */
-export const DIGEST_QUESTIONS_READ = 200;
+const DIGEST_QUESTIONS_READ = 200;
 
 /**
  * A view read a run's holds whole; it now reads each listed episode's. A digest's take read every hold of the
