@@ -112,3 +112,52 @@ describe('team endpoints: a failing endpoint', function () {
     });
   });
 });
+
+describe('team endpoints: disabling a failing one against the store as it is now', function () {
+  this.timeout(60_000);
+  let stack: FamilyStack;
+  let receiver: CallbackReceiver;
+
+  before(async () => {
+    receiver = await CallbackReceiver.start();
+    stack = await startFamilyStack({ CALLBACK_ALLOW_PRIVATE: '1', SWEEP_INTERVAL_SECONDS: '3600' });
+  });
+  after(async () => {
+    await stack?.stop();
+    await receiver?.close();
+  });
+
+  /** An endpoint failing since six days ago, as an attempt that started then read it. */
+  async function failingForDays(name: string) {
+    const admin = adminOf(stack.anonymous, `${name}-admin`, name);
+    const created = await admin.post('/api/v1/endpoints', { url: receiver.url, eventTypes: ['run.failed'] });
+    assert.equal(created.status, 201, created.text);
+    const now = new Date();
+    const since = new Date(now.getTime() - 6 * 24 * 3600_000);
+    const endpoints = stack.stores.endpoints;
+    const read = await endpoints.recordFailure((await endpoints.getById(created.body.id))!, since);
+    return {
+      id: created.body.id as string,
+      read,
+      now,
+      threshold: new Date(now.getTime() - 5 * 24 * 3600_000),
+    };
+  }
+
+  it('an endpoint that succeeded since the failing attempt read it is not disabled', async () => {
+    const { id, read, now, threshold } = await failingForDays('succeeded-since');
+    assert.ok(read.failingSince);
+    await stack.stores.endpoints.recordSuccess(id, now);
+    assert.equal(await stack.stores.endpoints.disableFailing(id, threshold, now), false);
+    assert.equal((await stack.stores.endpoints.getById(id))!.disabled, false);
+  });
+
+  it('two attempts at the threshold at once disable it once (one endpoint_disabled alert)', async () => {
+    const { id, now, threshold } = await failingForDays('both-at-once');
+    const answers = await Promise.all([
+      stack.stores.endpoints.disableFailing(id, threshold, now),
+      stack.stores.endpoints.disableFailing(id, threshold, now),
+    ]);
+    assert.deepEqual(answers.sort(), [false, true]);
+  });
+});

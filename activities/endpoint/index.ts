@@ -124,7 +124,8 @@ function endpointAttempter(deps: EndpointDeps) {
     const failing = await deps.endpoints.recordFailure(endpoint, now);
     const failingSince = failing.failingSince ?? now;
     if (now.getTime() - failingSince.getTime() < deps.disableAfterSeconds * 1000) return;
-    if (await deps.endpoints.disableFailing(endpoint._id, now)) {
+    const failingBefore = new Date(now.getTime() - deps.disableAfterSeconds * 1000);
+    if (await deps.endpoints.disableFailing(endpoint._id, failingBefore, now)) {
       const lastError = attempt.outcome.detail ?? String(attempt.error);
       await deps.endpointDisabled?.({ ...failing, failingSince }, runId, lastError, now);
     }

@@ -225,14 +225,16 @@ export function createEndpointStore(db: Db) {
     },
 
     /** Disabled for failing: answers false when it was disabled already (someone else raised the alert). */
-    async disableFailing(id: string, now: Date): Promise<boolean> {
-      const row = await rows.findOne({ _id: id });
-      if (!row || row.disabled) return false;
-      await rows.updateOne(
-        { _id: id },
+    /**
+     * Disables the endpoint when, as it is now, it is enabled and has failed since `failingBefore` or earlier (a
+     * success since an attempt read it ended the streak); true for the one caller that disabled it.
+     */
+    async disableFailing(id: string, failingBefore: Date, now: Date): Promise<boolean> {
+      const disabled = await rows.updateOne(
+        { _id: id, disabled: { $ne: true }, failingSince: { $lte: failingBefore } },
         { $set: { disabled: true, disabledReason: 'failing', updatedAt: now, subscriptionChangedAt: now } },
       );
-      return true;
+      return disabled.modifiedCount === 1;
     },
   };
 }
