@@ -180,6 +180,8 @@ function attemptRow(
     durationMs: number;
     outcome: CallbackAttempt;
     error: DeliveryCategory | PacingHold;
+    /** The Temporal activity attempt that made it, when not this one's (a row written after the fact). */
+    activityAttempt?: number;
   },
   place: AttemptPlace | undefined,
 ): Omit<CallbackAttemptRow, '_id' | 'attempt'> {
@@ -208,7 +210,7 @@ function attemptRow(
     ...(endsSchedule(outcome, place) ? { gaveUp: true as const } : {}),
     ...(info
       ? {
-          activityAttempt: info.attempt,
+          activityAttempt: sent.activityAttempt ?? info.attempt,
           workflowId: info.workflowExecution?.workflowId,
           workflowRunId: info.workflowExecution?.runId,
         }
@@ -274,13 +276,8 @@ export function createCallbackActivities(deps: CallbackDeps) {
     ): Promise<void> {
       if (attempt.result === 'delivered' || !attempt.unrecordedGiveUp || !deps.callbackAttempts) return;
       const { unrecordedGiveUp: lost, ...outcome } = attempt;
-      const { activityAttempt, ...sent } = lost;
       // The row names the attempt's own activity (this one is the workflow's later write of it).
-      const { activityAttempt: _recorder, ...row } = attemptRow(
-        { episodeId, runId, ...sent, at: new Date(lost.at), outcome },
-        place,
-      );
-      if (activityAttempt !== undefined) Object.assign(row, { activityAttempt });
+      const row = attemptRow({ episodeId, runId, ...lost, at: new Date(lost.at), outcome }, place);
       await deps.callbackAttempts.recordOnce(row, place.attempt);
     },
   };
