@@ -222,7 +222,12 @@ export type PushDeliveryResult =
   | ({ addressable: true } & FanOutResult);
 
 export type CallbackAttempt =
-  | { result: 'delivered'; status: number }
+  | {
+      result: 'delivered';
+      status: number;
+      /** A recover's send whose claim could not be settled delivered (the store away): the recover settles it. */
+      unsettledClaim?: string;
+    }
   | {
       result: 'retry';
       status?: number;

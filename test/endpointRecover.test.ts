@@ -18,14 +18,33 @@ describe('team endpoints: a recover', function () {
   this.timeout(120_000);
   let stack: FamilyStack;
   let receiver: CallbackReceiver;
+  /** Claims whose next settle by the worker fails, as it does while the store is away (once each). */
+  const failingSettles = new Set<string>();
+  /** Claims whose next settle by the worker never answers, as a store that stalls (once each). */
+  const stallingSettles = new Set<string>();
 
   before(async () => {
     receiver = await CallbackReceiver.start();
-    stack = await startFamilyStack({
-      CALLBACK_ALLOW_PRIVATE: '1',
-      CALLBACK_RETRY_SECONDS: '1,1',
-      SWEEP_INTERVAL_SECONDS: '3600',
-    });
+    stack = await startFamilyStack(
+      {
+        CALLBACK_ALLOW_PRIVATE: '1',
+        CALLBACK_RETRY_SECONDS: '1,1',
+        SWEEP_INTERVAL_SECONDS: '3600',
+      },
+      {
+        workerStores: (stores) => ({
+          ...stores,
+          claims: {
+            ...stores.claims,
+            markDelivered: async (key, ...rest) => {
+              if (failingSettles.delete(key)) throw new Error('the store is away');
+              if (stallingSettles.delete(key)) return new Promise<boolean>(() => undefined);
+              return stores.claims.markDelivered(key, ...rest);
+            },
+          },
+        }),
+      },
+    );
   });
   after(async () => {
     await stack?.stop();
@@ -175,6 +194,60 @@ describe('team endpoints: a recover', function () {
       const pass = await sweepActivitiesOf(stack, { lookbackSeconds: 3600 }).sweepOnce();
       assert.equal(pass.teamEventsRaised ?? 0, 0, JSON.stringify(pass));
       assert.equal(once.received.length, 1, 'delivered once');
+    } finally {
+      await once.close();
+    }
+  });
+
+  it('an event a recover delivered whose settle failed (the store away) is settled all the same: the sweep never sends it again', async () => {
+    const since = new Date();
+    const once = await CallbackReceiver.start();
+    try {
+      const endpointId = await answersEndpoint('sal', 'settles', once.url);
+      const event = await recordedAnswer('settles', 'sal', '', new Date().toISOString());
+      const key = endpointDeliveryKey(event.id, endpointId);
+      failingSettles.add(key);
+      const recover = await adminOf(stack.anonymous, 'sal', 'settles').post(
+        `/api/v1/endpoints/${endpointId}/recover`,
+        { since: since.toISOString() },
+      );
+      assert.equal(recover.status, 202, recover.text);
+      const handle = stack.client.workflow.getHandle(recover.body.id);
+      const result = await handle.result();
+      recordFixture(stack.config, handle.workflowId, 'endpoint-recover-history-settled-after-send.json');
+      assert.deepEqual(result, { found: 1, delivered: 1, failed: 0 });
+      assert.equal(failingSettles.has(key), false, "the send's own settle failed");
+      assert.equal(once.received.length, 1);
+      // Long after, a claim left pending has gone stale, and the sweep would raise the event to send it again.
+      await stack.mongo.db
+        .collection<{ _id: string }>('sent_notifications')
+        .updateOne({ _id: key }, { $set: { sent_at: new Date(Date.now() - 3600_000) } });
+      const pass = await sweepActivitiesOf(stack, { lookbackSeconds: 3600 }).sweepOnce();
+      assert.equal(pass.teamEventsRaised ?? 0, 0, JSON.stringify(pass));
+      assert.deepEqual(await stack.stores.claims.describe(key), { state: 'delivered', result: 'delivered' });
+    } finally {
+      await once.close();
+    }
+  });
+
+  it('an event a recover delivered whose settle stalled is not sent again by its retry', async () => {
+    const since = new Date();
+    const once = await CallbackReceiver.start();
+    try {
+      const endpointId = await answersEndpoint('sol', 'stalls', once.url);
+      const event = await recordedAnswer('stalls', 'sol', '', new Date().toISOString());
+      const key = endpointDeliveryKey(event.id, endpointId);
+      stallingSettles.add(key);
+      const recover = await adminOf(stack.anonymous, 'sol', 'stalls').post(
+        `/api/v1/endpoints/${endpointId}/recover`,
+        { since: since.toISOString() },
+      );
+      assert.equal(recover.status, 202, recover.text);
+      const result = await stack.client.workflow.getHandle(recover.body.id).result();
+      assert.deepEqual(result, { found: 1, delivered: 1, failed: 0 });
+      assert.equal(stallingSettles.has(key), false, "the send's own settle stalled");
+      assert.equal(once.received.length, 1, 'sent once');
+      assert.deepEqual(await stack.stores.claims.describe(key), { state: 'delivered', result: 'delivered' });
     } finally {
       await once.close();
     }

@@ -5,7 +5,7 @@ import { continueAsNew, patched, proxyActivities, sleep, workflowInfo } from '@t
 import type { Activities } from '../contract/activities';
 import type { EndpointRecoverInput, EndpointRecoverResult } from '../contract/workflows';
 import { heldWaitSeconds } from '../domain/callback';
-import { callbackAttemptCalls, outlastingStoreOutages } from './common';
+import { callbackAttemptCalls, localStoreCalls, outlastingStoreOutages } from './common';
 
 const listing = proxyActivities<Activities>({
   startToCloseTimeout: '2 minutes',
@@ -30,6 +30,13 @@ export const ENDPOINT_RECOVER_CONTINUES_PATCH = 'endpoint-recover-continues-as-n
  * the recover failed there and the events it had not sent yet were never sent. Only a failed call reaches the check.
  */
 export const ENDPOINT_RECOVER_OUTLASTS_OUTAGES_PATCH = 'endpoint-recover-outlasts-store-outages';
+
+/**
+ * Marks executions that settle a send's claim delivered when its own settle failed (the store away as the
+ * receiver answered). Before, the claim was left pending: gone stale, the sweep raised the event and sent it again.
+ * Only a send that reports its claim unsettled reaches it.
+ */
+export const ENDPOINT_RECOVER_SETTLES_SENDS_PATCH = 'endpoint-recover-settles-unsettled-sends';
 
 const outlasting = <T>(call: () => Promise<T>): Promise<T> =>
   outlastingStoreOutages(call, () => patched(ENDPOINT_RECOVER_OUTLASTS_OUTAGES_PATCH));
@@ -62,7 +69,12 @@ export async function endpointRecoverWorkflow(input: EndpointRecoverInput): Prom
         await sleep(heldWaitSeconds(result.retryAfterSeconds, held) * 1000);
         continue;
       }
-      if (result.result === 'delivered') delivered++;
+      if (result.result === 'delivered') {
+        const { unsettledClaim } = result;
+        if (unsettledClaim && patched(ENDPOINT_RECOVER_SETTLES_SENDS_PATCH))
+          await outlasting(() => localStoreCalls.markDelivered(unsettledClaim, recoverId));
+        delivered++;
+      }
       break;
     }
   }

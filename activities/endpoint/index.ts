@@ -267,14 +267,20 @@ export function createEndpointActivities(deps: EndpointDeps) {
       await deps.claims.unmark(key, recoverId).catch(() => undefined);
       throw err;
     }
-    // Sent: a store failing now must not fail the activity, or its retry would send it again; a claim left
-    // pending goes stale and is owed as before.
-    await (
-      sent.result === 'delivered'
-        ? deps.claims.markDelivered(key, recoverId)
-        : deps.claims.unmark(key, recoverId)
-    ).catch(() => undefined);
-    return sent;
+    // Sent: a store failing or stalling now must not fail the activity (nor hold it past its start-to-close), or
+    // its retry would send it again. A delivery left unsettled is the recover's to settle once the store is back:
+    // a claim left pending would go stale and be sent again by the sweep. One not delivered is released (a
+    // release lost leaves a claim that goes stale: owed as before).
+    if (sent.result !== 'delivered') {
+      await deps.claims.unmark(key, recoverId).catch(() => undefined);
+      return sent;
+    }
+    const settled = await withDeadline(
+      deps.claims.markDelivered(key, recoverId).then(() => true),
+      RECORD_DEADLINE_MS,
+      () => false,
+    ).catch(() => false);
+    return settled ? sent : { ...sent, unsettledClaim: key };
   }
 
   return {
