@@ -13,6 +13,8 @@
 //           (and each such team's endpoints, once a pass): none without watched pauses and endpoints.
 //   0–2     the runs of episodes released since the pre-check's range began, outside the window (asked by id),
 //           and their older claims by key: none without releases.
+//   0–1     the team events whose delivery was released since the range began, recorded before the window
+//           (asked by id): none without such releases.
 //   1       where digests are on: the held pushes still owed past their time (an indexed range read, at most
 //           1,000), each person's offered to their digest.
 //   1       the transitions left open past a live writer's time (an indexed read, at most 1,000), each finished.
@@ -34,7 +36,12 @@ import {
 } from '../domain/sweep';
 import type { ActionTokenStore } from '../store/actionTokens';
 import type { PushReceiptStore } from '../store/push/receipts';
-import type { ClaimStore, ReleasedEpisode } from '../store/claims';
+import {
+  CLAIM_RETENTION_SECONDS,
+  type ClaimStore,
+  type ReleasedEpisode,
+  type ReleasedTeamDelivery,
+} from '../store/claims';
 import type { PushDeliveryStore } from '../store/push/deliveries';
 import type { CallbackAttemptStore } from '../store/callback/attempts';
 import { raiseTeamEvent } from '../client/teamEvents';
@@ -168,7 +175,7 @@ export function createSweepActivities(deps: SweepDeps) {
         //    as missing: that episode's start is refused (already running) or its replay loses the claim.
         progress.beat({ phase: 'claims', ...pass });
         const claimsFrom = new Date(since.getTime() - SWEEP_CLAIM_SLACK_SECONDS * 1000);
-        const { marked, released } = await deps.claims.markedSince(claimsFrom);
+        const { marked, released, releasedTeamDeliveries } = await deps.claims.markedSince(claimsFrom);
         // A few starts in flight at once: each is one Temporal round trip, idempotent by workflow id.
         const startOwed = (episodes: OwedEpisode[]) =>
           mapBounded(episodes, START_LANES, async ({ outcome }) => {
@@ -225,12 +232,22 @@ export function createSweepActivities(deps: SweepDeps) {
           pass.closesReplayed = await replayCloses(deps, deps.interactions, since, marked);
         }
 
-        // 5. Team events an endpoint is still owed (their delivery released, nothing sent): raised again.
+        // 5. Team events an endpoint is still owed (their delivery released, nothing sent): raised again. Then
+        //    those released since the range began that were recorded before the window, as the episodes of 3.
         if (deps.teamEvents && endpointsOf) {
           progress.beat({ phase: 'team events', ...pass });
           pass.teamEventsRaised =
             (pass.teamEventsRaised ?? 0) +
             (await raiseOwedTeamEvents(deps, deps.teamEvents, endpointsOf, since, marked));
+          const outside = await releasedTeamEventsOutsideWindow(
+            deps,
+            deps.teamEvents,
+            releasedTeamDeliveries,
+            since,
+            marked,
+          );
+          pass.teamEventsRaised += outside.raised;
+          if (outside.gaveUp) pass.gaveUpReleased = (pass.gaveUpReleased ?? 0) + outside.gaveUp;
         }
 
         // 6. Held pushes still owed past their time: their digest was lost (terminated, never started) or is
@@ -369,18 +386,28 @@ async function giveUpReleased(
 ): Promise<number> {
   let gaveUp = 0;
   await mapBounded(episodes, START_LANES, async (episode) => {
-    const keys = episode.keys.filter((key) => !marked.has(key));
-    // Taken like any claim (a stale one taken over), then settled: a holder that came back meanwhile keeps it.
-    const settled = await Promise.all(
-      keys.map(
-        async (key) =>
-          (await claims.tryMark(key, SWEEP_HOLDER)) &&
-          claims.markDelivered(key, SWEEP_HOLDER, RELEASED_PAST_REACH),
-      ),
-    );
-    if (settled.some(Boolean)) gaveUp++;
+    if (
+      await giveUpKeys(
+        claims,
+        episode.keys.filter((key) => !marked.has(key)),
+      )
+    )
+      gaveUp++;
   });
   return gaveUp;
+}
+
+/** Settles these claims given up (RELEASED_PAST_REACH); true when one of them was. */
+async function giveUpKeys(claims: ClaimStore, keys: string[]): Promise<boolean> {
+  // Taken like any claim (a stale one taken over), then settled: a holder that came back meanwhile keeps it.
+  const settled = await Promise.all(
+    keys.map(
+      async (key) =>
+        (await claims.tryMark(key, SWEEP_HOLDER)) &&
+        claims.markDelivered(key, SWEEP_HOLDER, RELEASED_PAST_REACH),
+    ),
+  );
+  return settled.some(Boolean);
 }
 
 /**
@@ -521,6 +548,56 @@ async function raiseOwedTeamEvents(
     if (await raiseTeamEvent(deps.client, deps.taskQueue, teamEventOf(row))) raised++;
   });
   return raised;
+}
+
+/**
+ * Team events recorded before the window whose delivery was released since the range began (a raise late in the
+ * window whose schedule failed again): raised while their first release is inside the window, and past it given
+ * up once nothing released them for RELEASED_QUIET_SECONDS, as the episodes of releasedOutsideWindow. An event
+ * older than half the claims' retention is only given up: raised, it could reach again an endpoint whose settled
+ * claim expired (it is its endpoint's recover's). One read of the events by id, none without such releases.
+ */
+async function releasedTeamEventsOutsideWindow(
+  deps: SweepDeps,
+  teamEvents: TeamEventStore,
+  released: ReleasedTeamDelivery[],
+  since: Date,
+  marked: Set<string>,
+): Promise<{ raised: number; gaveUp: number }> {
+  // Per event: the keys released and still in no one's hand, its first release and its last.
+  const byEvent = new Map<string, { keys: string[]; first: number; last: number }>();
+  for (const { eventId, endpointId, firstReleasedAt, lastReleasedAt } of released) {
+    const key = endpointDeliveryKey(eventId, endpointId);
+    if (marked.has(key)) continue;
+    const seen = byEvent.get(eventId) ?? { keys: [], first: Infinity, last: 0 };
+    byEvent.set(eventId, {
+      keys: [...seen.keys, key],
+      first: Math.min(firstReleasedAt.getTime(), seen.first),
+      last: Math.max(lastReleasedAt.getTime(), seen.last),
+    });
+  }
+  if (!byEvent.size) return { raised: 0, gaveUp: 0 };
+  const longestReleased = [...byEvent.keys()]
+    .sort((a, b) => byEvent.get(a)!.first - byEvent.get(b)!.first)
+    .slice(0, RELEASED_PER_PASS);
+  const now = deps.now().getTime();
+  const raisedSince = now - (CLAIM_RETENTION_SECONDS / 2) * 1000;
+  const quietSince = now - RELEASED_QUIET_SECONDS * 1000;
+  // Those recorded inside the window are raiseOwedTeamEvents'.
+  const outside = (await teamEvents.getMany(longestReleased)).filter((row) => row.recordedAt < since);
+  const raise = outside.filter(
+    (row) => byEvent.get(row._id)!.first >= since.getTime() && row.recordedAt.getTime() >= raisedSince,
+  );
+  const giveUp = outside.filter((row) => !raise.includes(row) && byEvent.get(row._id)!.last < quietSince);
+  let raised = 0;
+  await mapBounded(raise, START_LANES, async (row) => {
+    if (await raiseTeamEvent(deps.client, deps.taskQueue, teamEventOf(row))) raised++;
+  });
+  let gaveUp = 0;
+  await mapBounded(giveUp, START_LANES, async (row) => {
+    if (await giveUpKeys(deps.claims, byEvent.get(row._id)!.keys)) gaveUp++;
+  });
+  return { raised, gaveUp };
 }
 
 /** gRPC's DEADLINE_EXCEEDED and UNAVAILABLE: Temporal away, no verdict on one digest. */

@@ -470,8 +470,8 @@ export interface SweepPass {
    */
   transitionsFinished?: number;
   /**
-   * Episodes released past the sweep's reach (their run outside the window, their first release too), whose
-   * families still owed were settled as given up. Absent when none.
+   * Episodes and team events released past the sweep's reach (their run or event outside the window, their first
+   * release too), whose families or deliveries still owed were settled as given up. Absent when none.
    */
   gaveUpReleased?: number;
 }

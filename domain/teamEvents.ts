@@ -93,6 +93,17 @@ export const ENDPOINT_CLAIM_PREFIX = 'ep|';
 export const endpointDeliveryKey = (eventId: string, endpointId: string): string =>
   `${ENDPOINT_CLAIM_PREFIX}${eventId}|${endpointId}`;
 
+/**
+ * The event and endpoint of a delivery's claim key (endpointDeliveryKey read backwards: an endpoint id holds no
+ * `|`, an event id may); undefined for every other key.
+ */
+export function teamDeliveryOfClaimKey(key: string): { eventId: string; endpointId: string } | undefined {
+  if (!key.startsWith(ENDPOINT_CLAIM_PREFIX)) return undefined;
+  const cut = key.lastIndexOf('|');
+  if (cut <= ENDPOINT_CLAIM_PREFIX.length) return undefined;
+  return { eventId: key.slice(ENDPOINT_CLAIM_PREFIX.length, cut), endpointId: key.slice(cut + 1) };
+}
+
 const runOf = (outcome: RunOutcome): TeamEventRun => ({
   id: outcome.runId,
   status: outcome.status,

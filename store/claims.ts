@@ -4,8 +4,9 @@
 //   pending    delivered:false — a live fan-out holds it; it shields the episode for the claim grace
 //   delivered  delivered:true — settled, never retried
 //
-// An episode's release also leaves a note under released|<key> (born settled, never claimed): the sweep reaches
-// a run by its updatedAt, and this note is how it reaches a release made after the run left its window.
+// An episode's release, and a team event delivery's, also leaves a note under released|<key> (born settled, never
+// claimed): the sweep reaches a run by its updatedAt and an event by its recordedAt, and this note is how it reaches
+// a release made after either left its window.
 //
 // Exclusivity never depends on an atomic compare-and-swap (upstream FerretDB v1 has none): a claim is won by inserting
 // the unique _id, and a stale claim is taken over by first inserting a takeover marker unique to that stale
@@ -13,6 +14,7 @@
 // ops|… (operator). No tenant field: the key is global.
 import type { Collection, Db } from 'mongodb';
 import { episodeOfClaimKey, type ClaimState } from '../domain/outcome';
+import { teamDeliveryOfClaimKey } from '../domain/teamEvents';
 import { duplicatePositions, isDuplicateKey, type IndexSpec } from './mongo';
 
 export const CLAIM_RETENTION_SECONDS = 30 * 24 * 3600;
@@ -46,10 +48,19 @@ export interface ReleasedEpisode {
   lastReleasedAt: Date;
 }
 
-/** The sweep's pre-check: the keys in hand, and the episodes released, since a moment. */
+/** A team event's delivery to one endpoint released since the range began, by its release note. */
+export interface ReleasedTeamDelivery {
+  eventId: string;
+  endpointId: string;
+  firstReleasedAt: Date;
+  lastReleasedAt: Date;
+}
+
+/** The sweep's pre-check: the keys in hand, and the episodes and team event deliveries released, since a moment. */
 export interface ClaimsSince {
   marked: Set<string>;
   released: ReleasedEpisode[];
+  releasedTeamDeliveries: ReleasedTeamDelivery[];
 }
 
 export const claimIndexes: IndexSpec[] = [
@@ -179,11 +190,11 @@ function createClaimSettling({ claims, now }: ClaimContext) {
 
     /**
      * Releases a pending claim so the sweep (or another replica) may try again. Never undoes a delivery. An
-     * episode's release is noted first: a crash between the two leaves a note beside a claim that goes stale,
+     * episode's (or a team event delivery's) release is noted first: a crash between the two leaves a note beside a claim that goes stale,
      * which the sweep replays as it would a release.
      */
     async unmark(key: string, holder: string): Promise<void> {
-      if (episodeOfClaimKey(key)) {
+      if (episodeOfClaimKey(key) || teamDeliveryOfClaimKey(key)) {
         const at = now();
         await claims
           .updateOne(
@@ -248,12 +259,13 @@ function createClaimReads({ claims, now, isShielding }: ClaimContext) {
      * is in that range. A range also suits FerretDB v1, which evaluates `$in` by walking the whole key list for
      * every row of the collection (rows × keys). A key whose claim is older than the range, or newer than this
      * read, reads as not in hand: the caller replays an episode that then loses its claim, never a duplicate.
-     * The range's release notes come apart: the episodes released in it.
+     * The range's release notes come apart: the episodes and the team event deliveries released in it.
      */
     async markedSince(since: Date): Promise<ClaimsSince> {
       const at = now();
       const marked = new Set<string>();
       const released: ReleasedEpisode[] = [];
+      const releasedTeamDeliveries: ReleasedTeamDelivery[] = [];
       // One batch for up to CLAIM_SCAN_BATCH rows (~70 bytes each projected: well under the 16 MB reply cap).
       const cursor = claims.find(
         { sent_at: { $gte: since } },
@@ -264,15 +276,17 @@ function createClaimReads({ claims, now, isShielding }: ClaimContext) {
           if (isShielding(row, at)) marked.add(row._id);
           continue;
         }
-        const episode = episodeOfClaimKey(row._id.slice(RELEASED_PREFIX.length));
-        if (episode)
-          released.push({
-            ...episode,
-            firstReleasedAt: row.first_released_at ?? row.sent_at,
-            lastReleasedAt: row.sent_at,
-          });
+        const key = row._id.slice(RELEASED_PREFIX.length);
+        const releases = {
+          firstReleasedAt: row.first_released_at ?? row.sent_at,
+          lastReleasedAt: row.sent_at,
+        };
+        const episode = episodeOfClaimKey(key);
+        if (episode) released.push({ ...episode, ...releases });
+        const delivery = !episode && teamDeliveryOfClaimKey(key);
+        if (delivery) releasedTeamDeliveries.push({ ...delivery, ...releases });
       }
-      return { marked, released };
+      return { marked, released, releasedTeamDeliveries };
     },
 
     /** The keys among these that someone has in hand (isMarked of each, in one read by _id). */

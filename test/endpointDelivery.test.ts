@@ -395,6 +395,87 @@ describe('team endpoints: delivery', function () {
       await receiver.close();
     }
   });
+
+  describe('an event whose delivery was released after it left the window', () => {
+    const hoursAgo = (hours: number) => new Date(Date.now() - hours * 3600_000);
+
+    /**
+     * An event of `team` recorded for its endpoint on `url`, its row made `recordedHoursAgo` old (past the
+     * window), its delivery claimed and released at each of `releases` (a raise late in the window whose
+     * schedule failed again): the event and its delivery's claim key.
+     */
+    async function releasedLate(team: string, url: string, recordedHoursAgo: number, releases: Date[]) {
+      const created = await adminOf(stack.anonymous, 'lea', team).post('/api/v1/endpoints', {
+        url,
+        eventTypes: ['interaction.answered'],
+      });
+      assert.equal(created.status, 201, created.text);
+      const activities = createActivities({ config: stack.config, stores, client, log: () => undefined });
+      const event = answeredEvent(team, 'lea');
+      assert.deepEqual((await activities.recordTeamEvent(event)).endpointIds, [created.body.id]);
+      // As it was then: the endpoint there before the event, the event recorded as it happened.
+      const before = hoursAgo(recordedHoursAgo + 1);
+      await stack.mongo.db
+        .collection<{ _id: string }>('endpoints')
+        .updateOne(
+          { _id: created.body.id },
+          { $set: { createdAt: before, updatedAt: before, subscriptionChangedAt: before } },
+        );
+      await stack.mongo.db
+        .collection<{ _id: string }>('team_events')
+        .updateOne({ _id: event.id }, { $set: { recordedAt: hoursAgo(recordedHoursAgo) } });
+      const key = endpointDeliveryKey(event.id, created.body.id as string);
+      for (const at of releases) {
+        const claims = createClaimStore(stack.mongo.db, {
+          graceSeconds: stack.config.claimGraceSeconds,
+          now: () => at,
+        });
+        assert.ok(await claims.tryMark(key, `raise@${at.getTime()}`));
+        await claims.unmark(key, `raise@${at.getTime()}`);
+      }
+      return { event, key, endpointId: created.body.id as string };
+    }
+
+    it('is raised again: a release reaches the sweep for a window from its first release', async () => {
+      const receiver = await CallbackReceiver.start();
+      try {
+        // Recorded three hours ago (the window is one), released a minute ago.
+        const { event, endpointId } = await releasedLate('released-late', receiver.url, 3, [
+          hoursAgo(1 / 60),
+        ]);
+        const pass = await sweepActivitiesOf(stack).sweepOnce();
+        assert.ok((pass.teamEventsRaised ?? 0) >= 1, JSON.stringify(pass));
+        const [delivered] = await receiver.waitFor(1);
+        assert.equal(delivered.headers['webhook-id'], event.id);
+        const result = await client.workflow.getHandle(teamEventWorkflowId(event.id)).result();
+        assert.deepEqual(result.deliveries, { [endpointId]: 'delivered' });
+      } finally {
+        await receiver.close();
+      }
+    });
+
+    it('past a window from its first release, once nothing released it for two hours, it is given up visibly', async () => {
+      const receiver = await CallbackReceiver.start();
+      try {
+        // The window four hours: recorded six hours ago, first released four and a half, last two and a half.
+        const { event, key } = await releasedLate('released-long', receiver.url, 6, [
+          hoursAgo(4.5),
+          hoursAgo(2.5),
+        ]);
+        const pass = await sweepActivitiesOf(stack, { lookbackSeconds: 4 * 3600 }).sweepOnce();
+        assert.ok((pass.gaveUpReleased ?? 0) >= 1, JSON.stringify(pass));
+        assert.deepEqual(await stores.claims.describe(key), {
+          state: 'delivered',
+          result: "gave_up: released past the sweep's reach",
+        });
+        assert.equal(receiver.received.length, 0);
+        const handle = client.workflow.getHandle(teamEventWorkflowId(event.id));
+        await assert.rejects(handle.describe(), /not found/i, 'never raised');
+      } finally {
+        await receiver.close();
+      }
+    });
+  });
 });
 
 describe('team endpoints: a delivery waiting on its schedule', function () {

@@ -5,6 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { buildRunOutcome, claimKeys, episodeOfClaimKey, runOutcomeEventId } from '../../domain/outcome';
 import { PROJECT_ROOT } from '../../platform/embedded';
 import type { Run } from '../../domain/run';
+import { endpointDeliveryKey, teamDeliveryOfClaimKey } from '../../domain/teamEvents';
 import { aRun, AT } from './fixtures';
 
 const at = AT;
@@ -126,7 +127,24 @@ describe('episodeOfClaimKey', () => {
       'digest|digest|team|user|1',
       'takeover|run_a1:end|h|1',
       'run_a1',
+      endpointDeliveryKey('ev:run_a1:end', 'ep_x'),
     ])
       assert.equal(episodeOfClaimKey(key), undefined, key);
+  });
+});
+
+describe('teamDeliveryOfClaimKey', () => {
+  it("reads a delivery's key back to its event and endpoint, an event id with | in it too, and no other key", () => {
+    for (const eventId of [
+      'ev:run_a1:end',
+      'ev:ops|health:run_a1:stall:1',
+      'ev:run_a1:interaction.answered:int_9',
+    ])
+      assert.deepEqual(teamDeliveryOfClaimKey(endpointDeliveryKey(eventId, 'ep_Ab-9')), {
+        eventId,
+        endpointId: 'ep_Ab-9',
+      });
+    for (const key of ['run_a1:end', 'cb|run_a1:end', 'ops|run_a1:end', 'ep|', 'ep|ev', 'rung|int_9|1'])
+      assert.equal(teamDeliveryOfClaimKey(key), undefined, key);
   });
 });
