@@ -27,6 +27,10 @@ export interface ObservedRun {
 export const MAX_EVENTS_PER_BATCH = 500;
 /** Runs a process holds events for; past it, a run's events go unbatched, as they come. */
 export const MAX_RUNS_HELD = 1_000;
+/** Tries of a run's events before they are dropped (reported): about 20 minutes of Temporal away. */
+export const MAX_SEND_TRIES = 20;
+/** The longest wait before a failed batch goes again. */
+const RETRY_MAX_MS = 60_000;
 
 /** The window a process holds a run's events: HEALTH_BATCH_MS, at most a quarter of the stall time. */
 export function healthBatchMs(config: Pick<Config, 'healthBatchMs' | 'stallAfterSeconds'>): number {
@@ -66,12 +70,27 @@ interface Held {
   run: ObservedRun;
   events: ObservedEvent[];
   cancelTimer: () => void;
+  /** Tries that failed of the oldest events held (0: none failed). */
+  failures: number;
+}
+
+/**
+ * A failed batch's events with what was held since, in the order they were observed, at most a batch: every
+ * status change and the newest of the rest (health carries the latest spend and progress, not each one).
+ */
+function mergeBounded(failed: ObservedEvent[], since: ObservedEvent[]): ObservedEvent[] {
+  const merged = [...failed, ...since].sort((a, b) => (a.at ?? 0) - (b.at ?? 0));
+  let room = MAX_EVENTS_PER_BATCH - merged.filter((e) => changesStatus(e.type)).length;
+  const kept = merged.reverse().filter((e) => changesStatus(e.type) || room-- > 0);
+  return kept.reverse();
 }
 
 /**
  * Holds each run's events for `windowMs` from the first, then sends them as one batch; a status change (pause,
  * resume, end) sends what is held at once, and its caller waits for it, as one that fills a batch does. A run's
- * batches go one after another, in order. A batch sent on a timer that fails is reported to `onError`.
+ * batches go one after another, in order. A batch that fails (Temporal away) is reported to `onError` (or its
+ * caller) and held again for another try, a window doubling to a minute later, up to MAX_SEND_TRIES: a lost
+ * batch would lose a budget crossing, and a status change's re-tell by the sweep carries only its own events.
  */
 export function createEventBatcher(deps: {
   windowMs: number;
@@ -96,35 +115,58 @@ export function createEventBatcher(deps: {
     return sent;
   }
 
+  /** The run's batch held, one made that goes in `ms` if none is. */
+  function holding(run: ObservedRun, ms: number): Held {
+    let batch = held.get(run._id);
+    if (!batch) {
+      const cancelTimer = clock.setTimer(
+        () => void flush(run._id).catch((err) => deps.onError(run._id, err)),
+        ms,
+      );
+      batch = { run, events: [], cancelTimer, failures: 0 };
+      held.set(run._id, batch);
+    }
+    batch.run = run;
+    return batch;
+  }
+
+  /** Sends the events; failed, they are held again for their next try (none past the last, nor past the bound). */
+  function sendOrHoldAgain(run: ObservedRun, events: ObservedEvent[], failures: number): Promise<void> {
+    return sendInOrder(run, events).catch((err: unknown) => {
+      const tries = failures + 1;
+      if (tries < MAX_SEND_TRIES && (held.has(run._id) || held.size < MAX_RUNS_HELD)) {
+        const waitMs = Math.min(Math.max(deps.windowMs, 1000) * 2 ** (tries - 1), RETRY_MAX_MS);
+        const batch = holding(run, waitMs);
+        batch.events = mergeBounded(events, batch.events);
+        batch.failures = Math.max(batch.failures, tries);
+      }
+      throw err;
+    });
+  }
+
   function flush(runId: string): Promise<void> {
     const batch = held.get(runId);
     if (!batch) return sending.get(runId) ?? Promise.resolve();
     held.delete(runId);
     batch.cancelTimer();
-    return sendInOrder(batch.run, batch.events);
+    return sendOrHoldAgain(batch.run, batch.events, batch.failures);
   }
 
   return {
     async observe(run: ObservedRun, events: ObservedEvent[]): Promise<void> {
       const at = clock.now();
       const stamped = events.map((event) => ({ ...event, at }));
-      let batch = held.get(run._id);
-      if (deps.windowMs === 0 || (!batch && held.size >= MAX_RUNS_HELD)) {
-        await sendInOrder(run, stamped);
+      // Unbatched (or past the bound), a run's events go at once, unless some failed and wait for their next try.
+      if (!held.has(run._id) && (deps.windowMs === 0 || held.size >= MAX_RUNS_HELD)) {
+        await sendOrHoldAgain(run, stamped, 0);
         return;
       }
-      if (!batch) {
-        const cancelTimer = clock.setTimer(
-          () => void flush(run._id).catch((err) => deps.onError(run._id, err)),
-          deps.windowMs,
-        );
-        batch = { run, events: [], cancelTimer };
-        held.set(run._id, batch);
-      }
-      batch.run = run;
+      const batch = holding(run, deps.windowMs);
       batch.events.push(...stamped);
-      if (events.some((e) => changesStatus(e.type)) || batch.events.length >= MAX_EVENTS_PER_BATCH)
-        await flush(run._id);
+      const full = batch.events.length >= MAX_EVENTS_PER_BATCH;
+      // Events waiting for a failed batch's next try wait with it, bounded, however many come meanwhile.
+      if (events.some((e) => changesStatus(e.type)) || (full && !batch.failures)) await flush(run._id);
+      else if (full) batch.events = mergeBounded([], batch.events);
     },
 
     /** Sends everything held and waits for every batch in flight (a process about to exit). */

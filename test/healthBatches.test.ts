@@ -217,6 +217,78 @@ describe('run health fed in batches', function () {
     );
   });
 
+  /**
+   * A runs service whose health signals go through a client that fails the next `failures` signals (Temporal away a
+   * moment), batching at `batchMs`; the errors it reports.
+   */
+  function serviceWithFlakyHealth(failures: number, batchMs: number) {
+    let failing = failures;
+    const errors: string[] = [];
+    const workflow = stack.client.workflow;
+    const flakyWorkflow = new Proxy(workflow, {
+      get(target, name) {
+        if (name === 'signalWithStart' && failing > 0) {
+          failing--;
+          return async () => {
+            throw new Error('Temporal away');
+          };
+        }
+        const value = Reflect.get(target, name) as unknown;
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const client = new Proxy(stack.client, {
+      get(target, name) {
+        if (name === 'workflow') return flakyWorkflow;
+        const value = Reflect.get(target, name) as unknown;
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const service = createRunsService({
+      ...stack.stores,
+      emitter: { emitRunOutcome: async () => undefined },
+      health: createHealthSignaler({
+        client,
+        taskQueue: stack.config.temporalTaskQueue,
+        options: healthOptions(stack.config),
+        batchMs,
+        onError: (runId, err) => errors.push(`${runId}: ${String(err)}`),
+      }),
+      onEmitError: (runId, err) => errors.push(`${runId}: ${String(err)}`),
+    });
+    return { service, errors };
+  }
+
+  it('a batch whose signal failed (Temporal away a moment) goes again: the budget crossing it held is alerted', async () => {
+    const alice = { userId: 'alice', teamId: 'acme' };
+    const { service, errors } = serviceWithFlakyHealth(1, 200);
+    const run = await service.create(alice, {
+      title: 'Spent while Temporal was away',
+      budget: { limit: 10 },
+    });
+    const id = run._id;
+    await service.recordEvent(alice, id, 'usage', { spent: 12 });
+    await waitUntil('its batch failed', () => errors.length > 0);
+    await waitUntil('its budget alerts', () => alertsOf(id).includes('budget_exceeded'), {
+      timeoutMs: 20_000,
+    });
+    assert.deepEqual(alertsOf(id), ['budget_exceeded', 'budget_warning']);
+  });
+
+  it("an end whose signal failed goes again with the events held beside it: the run's budget crossing is alerted", async () => {
+    const alice = { userId: 'alice', teamId: 'acme' };
+    const { service, errors } = serviceWithFlakyHealth(1, 5_000);
+    const run = await service.create(alice, { title: 'Spent, then ended', budget: { limit: 10 } });
+    const id = run._id;
+    await service.recordEvent(alice, id, 'usage', { spent: 12 });
+    await service.complete(alice, id, 'done');
+    assert.ok(errors.length > 0, 'the end and the usage held beside it failed to reach health');
+    await waitUntil('its budget alerts', () => alertsOf(id).includes('budget_exceeded'), {
+      timeoutMs: 30_000,
+    });
+    assert.deepEqual(alertsOf(id), ['budget_exceeded', 'budget_warning']);
+  });
+
   it("a health workflow that failed is started again by the run's next event, and goes on from its saved state", async function () {
     this.timeout(120_000);
     const created = await batched.post('/api/v1/runs', { title: 'Outlived its health' });

@@ -1,11 +1,12 @@
 // The run-health event batcher (client/health.ts) on an injected clock: a run's events held for the window go as
 // one batch stamped with the time each was observed, a status change goes at once with what was held, a run's
-// batches go in order, the bounds hold, and flushAll leaves nothing held.
+// batches go in order, the bounds hold, flushAll leaves nothing held, and a batch that failed goes again.
 import assert from 'node:assert/strict';
 import {
   createEventBatcher,
   MAX_EVENTS_PER_BATCH,
   MAX_RUNS_HELD,
+  MAX_SEND_TRIES,
   type BatchClock,
   type ObservedRun,
 } from '../../client/health';
@@ -148,5 +149,49 @@ describe('the run-health event batcher', () => {
     failing.advance(1000);
     await flushed();
     assert.equal(String(failing.errors[0]), 'Error: temporal unreachable');
+  });
+
+  it('a batch that failed goes again after a wait, before what came since and in the order observed', async () => {
+    let down = 2;
+    const sent: string[][] = [];
+    const { batcher, advance, errors } = batcherOn(1000, async (_run, events) => {
+      if (down > 0) {
+        down--;
+        throw new Error('temporal unreachable');
+      }
+      sent.push(events.map((e) => `${e.type}@${e.at! - 1_000_000}`));
+    });
+    await batcher.observe(run('r1'), [{ type: 'usage', data: { spent: 12 } }]);
+    advance(1000);
+    await flushed();
+    assert.equal(errors.length, 1);
+    // An end whose send fails too: its caller is told, and it waits with the usage held before it.
+    advance(10);
+    await assert.rejects(batcher.observe(run('r1'), [{ type: 'run_finished' }]), /temporal unreachable/);
+    advance(1000);
+    await flushed();
+    assert.deepEqual(sent, [], 'the second try waits twice as long');
+    advance(1000);
+    await flushed();
+    assert.deepEqual(sent, [['usage@0', 'run_finished@1010']]);
+  });
+
+  it('a batch that keeps failing is dropped after its last try, and never holds more than a batch', async () => {
+    const sizes: number[] = [];
+    const { batcher, advance, errors, pending } = batcherOn(0, async (_run, events) => {
+      sizes.push(events.length);
+      throw new Error('temporal unreachable');
+    });
+    for (let i = 0; i < MAX_EVENTS_PER_BATCH + 10; i++)
+      await batcher.observe(run('r1'), [{ type: 'step' }]).catch(() => undefined);
+    await batcher.observe(run('r1'), [{ type: 'run_paused' }]).catch(() => undefined);
+    for (let i = 0; i < MAX_SEND_TRIES + 2; i++) {
+      advance(60_000);
+      await flushed();
+    }
+    assert.equal(pending(), 0, 'given up');
+    assert.equal(sizes.length, MAX_SEND_TRIES, 'each try one send');
+    assert.ok(Math.max(...sizes) <= MAX_EVENTS_PER_BATCH + 1, String(Math.max(...sizes)));
+    assert.equal(errors.length, MAX_SEND_TRIES - 2, 'the first try and the pause told their callers');
   });
 });
