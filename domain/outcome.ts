@@ -51,18 +51,23 @@ export function interactionOfEpisode(runId: string, episodeId: string): string |
  * Returns undefined for a running run: it owes no outcome.
  */
 export function runOutcomeEventId(run: Run): string | undefined {
+  return episodeOfStatus(run._id, run);
+}
+
+/** runOutcomeEventId of a run read only for its status and pause. */
+export function episodeOfStatus(runId: string, run: Pick<Run, 'status' | 'pause'>): string | undefined {
   switch (run.status) {
     case 'running':
       return undefined;
     case 'paused': {
       const pause = run.pause;
       if (!pause) return undefined;
-      if (pause.reason === 'human_input') return inputEpisodeId(run._id, pause.interactionId ?? '');
-      if (pause.reason === 'usage_park') return `${run._id}:park:${pause.wall ?? ''}:${pause.seq}`;
-      return `${run._id}:soft-pause:${pause.seq}`;
+      if (pause.reason === 'human_input') return inputEpisodeId(runId, pause.interactionId ?? '');
+      if (pause.reason === 'usage_park') return `${runId}:park:${pause.wall ?? ''}:${pause.seq}`;
+      return `${runId}:soft-pause:${pause.seq}`;
     }
     default:
-      return `${run._id}:end`;
+      return `${runId}:end`;
   }
 }
 

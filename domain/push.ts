@@ -181,6 +181,14 @@ export const DIGEST_BODY_LINES = 5;
 
 /** A held question answered (or its run gone on) by the time its digest went out: told as such. */
 export const DIGEST_QUESTION_CLOSED = 'question_closed';
+/** A held park its run left (resumed, or gone on) by the time its digest went out. */
+export const DIGEST_PARK_CLOSED = 'park_closed';
+
+/** The kinds of push that tell a run waits (for a person, or past a usage cap), and how each is told once it no longer does. */
+export const DIGEST_CLOSED_KIND: Record<string, string> = {
+  human_input_requested: DIGEST_QUESTION_CLOSED,
+  usage_parked: DIGEST_PARK_CLOSED,
+};
 
 const DIGEST_KIND_WORDS: Record<string, [string, string]> = {
   run_finished: ['finished', 'finished'],
@@ -189,6 +197,7 @@ const DIGEST_KIND_WORDS: Record<string, [string, string]> = {
   human_input_requested: ['waiting for input', 'needs your input'],
   usage_parked: ['waiting for input', 'is parked'],
   [DIGEST_QUESTION_CLOSED]: ['no longer waiting', 'no longer needs your input'],
+  [DIGEST_PARK_CLOSED]: ['no longer waiting', 'is no longer parked'],
 };
 
 /**

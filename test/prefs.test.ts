@@ -393,6 +393,50 @@ describe('push preferences and devices', function () {
       assert.equal(payload.kind, 'digest');
       assert.equal(payload.body, '1 no longer waiting · Ship review no longer needs your input');
     });
+
+    it('pushed again by its rungs meanwhile, the digest counts and lists it once', async () => {
+      const xan = anonymous.as('xan', 'eta');
+      const phone = await subscribe(xan, 'xan-phone');
+      const until = new Date(Date.now() + 6 * 24 * 3600_000).toISOString();
+      assert.equal(
+        (await xan.put(PREFS, { scope: 'own', doNotDisturbUntil: until, breakThrough: [] })).status,
+        200,
+      );
+      const rungs = [1, 2].map((afterSeconds) => ({ afterSeconds, to: 'owner', via: 'push' }));
+      const asked = await xan.post('/api/v1/runs', { title: 'Laddered', escalation: { rungs } });
+      assert.equal(asked.status, 201, asked.text);
+      const runId = asked.body.id as string;
+      const paused = await xan.post(`/api/v1/runs/${runId}/pause`, { prompt: 'Ship it?' });
+      assert.equal(paused.status, 200, paused.text);
+      // The question and both its rungs held for her digest.
+      await waitUntil(
+        'three holds',
+        async () => (await mongo.db.collection('push_holds').countDocuments({ runId, userId: 'xan' })) === 3,
+      );
+      assert.equal((await xan.put(PREFS, { scope: 'own', doNotDisturbUntil: null })).status, 200);
+      const [digest] = await push.waitFor(1, phone, 30_000);
+      const payload = digest.payload as PushPayload;
+      assert.equal(payload.title, '1 run update while you were away');
+      assert.equal(payload.body, '1 waiting for input · Laddered needs your input');
+    });
+
+    it('parked, then resumed meanwhile, the digest tells it is no longer parked', async () => {
+      const yul = anonymous.as('yul', 'theta');
+      const phone = await subscribe(yul, 'yul-phone');
+      const until = new Date(Date.now() + 6 * 24 * 3600_000).toISOString();
+      assert.equal((await yul.put(PREFS, { scope: 'own', doNotDisturbUntil: until })).status, 200);
+      const created = await yul.post('/api/v1/runs', { title: 'Capped' });
+      const runId = created.body.id as string;
+      assert.equal((await yul.post(`/api/v1/runs/${runId}/park`, { wall: 'tokens' })).status, 200);
+      await waitUntil('the park held', async () =>
+        mongo.db.collection('push_holds').findOne({ runId, userId: 'yul', kind: 'usage_parked' }),
+      );
+      assert.equal((await yul.post(`/api/v1/runs/${runId}/resume`, {})).status, 200);
+      assert.equal((await yul.put(PREFS, { scope: 'own', doNotDisturbUntil: null })).status, 200);
+      const [digest] = await push.waitFor(1, phone, 30_000);
+      const payload = digest.payload as PushPayload;
+      assert.equal(payload.body, '1 no longer waiting · Capped is no longer parked');
+    });
   });
 
   describe('devices', () => {

@@ -2,18 +2,13 @@
 // push is; and the digest that no device took, given up.
 import type { DigestRef, DigestSend, DigestSendResult } from '../../contract/activities';
 import { DIGEST_MAX_LISTED, type DigestEntry } from '../../contract/workflows';
-import { episodeOfDelivery, runWaitsOn } from '../../domain/interaction';
-import { interactionOfEpisode } from '../../domain/outcome';
-import { DIGEST_QUESTION_CLOSED, renderDigest } from '../../domain/push';
+import { episodeOfStatus } from '../../domain/outcome';
+import { DIGEST_CLOSED_KIND, renderDigest } from '../../domain/push';
 import { heldUntil } from '../../domain/quietHours';
 import { digestEntryOf, holdId, type DigestContents } from '../../store/push/holds';
 import type { PushActivityDeps } from './pushActivityDeps';
 import { keptAlive } from '../activityContext';
 import { configFaultReporter, sendRecorded, STORE_WORK_BEATS_FOR_MS } from './recordedSends';
-
-/** The question a held push asked: its episode's, or a follow-up's (a rung, a snooze). */
-const questionOf = (held: { runId: string; episodeId: string }): string | undefined =>
-  interactionOfEpisode(held.runId, episodeOfDelivery(held.episodeId));
 
 /** When the person can be reached by a digest now: undefined for now (epoch ms otherwise). */
 export async function digestReleaseAt(
@@ -59,8 +54,8 @@ export async function sendDigest(deps: PushActivityDeps, digest: DigestSend): Pr
 }
 
 /**
- * What the digest tells: its rows as held, but a question its run no longer waits on (answered meanwhile, or the
- * run gone on) is told as no longer needing the person, never as still waiting for them.
+ * What the digest tells: its rows as held, but a question or a park its run no longer waits on (answered or resumed
+ * meanwhile, or the run gone on) is told as no longer waiting, never as still waiting.
  */
 async function toldNow(
   deps: PushActivityDeps,
@@ -68,23 +63,23 @@ async function toldNow(
   contents: DigestContents,
 ): Promise<{ counts: Record<string, number>; newest: DigestEntry[] }> {
   const newest = contents.newest.map(digestEntryOf);
-  if (!contents.questions.length) return { counts: contents.counts, newest };
-  const runs = await deps.runs.waitingOfEach(teamId, [...new Set(contents.questions.map((q) => q.runId))]);
-  const closed = new Set(
-    contents.questions
-      .filter((q) => !runWaitsOn(runs.get(q.runId), questionOf(q) ?? ''))
-      .map((q) => q.episodeId),
-  );
-  if (!closed.size) return { counts: contents.counts, newest };
-  const asked = contents.counts.human_input_requested ?? 0;
+  if (!contents.waiting.length) return { counts: contents.counts, newest };
+  const runs = await deps.runs.waitingOfEach(teamId, [...new Set(contents.waiting.map((w) => w.runId))]);
+  const closed = contents.waiting.filter(({ runId, episodeId }) => {
+    const run = runs.get(runId);
+    return !run || episodeOfStatus(runId, run) !== episodeId;
+  });
+  if (!closed.length) return { counts: contents.counts, newest };
+  const counts = { ...contents.counts };
+  for (const { kind } of closed) {
+    counts[kind]--;
+    counts[DIGEST_CLOSED_KIND[kind]] = (counts[DIGEST_CLOSED_KIND[kind]] ?? 0) + 1;
+  }
+  const closedEpisodes = new Set(closed.map((w) => w.episodeId));
   return {
-    counts: {
-      ...contents.counts,
-      human_input_requested: asked - closed.size,
-      [DIGEST_QUESTION_CLOSED]: closed.size,
-    },
+    counts,
     newest: newest.map((entry) =>
-      closed.has(entry.episodeId) ? { ...entry, kind: DIGEST_QUESTION_CLOSED } : entry,
+      closedEpisodes.has(entry.episodeId) ? { ...entry, kind: DIGEST_CLOSED_KIND[entry.kind] } : entry,
     ),
   };
 }

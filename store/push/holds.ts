@@ -8,6 +8,8 @@
 // one owed for as long as it is owed.
 import type { Db } from 'mongodb';
 import type { DigestEntry } from '../../contract/workflows';
+import { episodeOfDelivery } from '../../domain/interaction';
+import { DIGEST_CLOSED_KIND } from '../../domain/push';
 import { CLAIM_RETENTION_SECONDS } from '../claims';
 import type { IndexSpec, RetiredIndex } from '../mongo';
 
@@ -48,12 +50,15 @@ export interface DigestContents {
   total: number;
   /** When a device first took this digest (its rows' earliest `digestSentAt`); absent while none has. */
   sentAt?: Date;
-  /** Its questions (held human_input_requested pushes), newest first, at most DIGEST_QUESTIONS_READ. */
-  questions: Pick<PushHoldRow, 'runId' | 'episodeId'>[];
+  /**
+   * What it tells a run waits on (a question, a park: DIGEST_CLOSED_KIND), one per episode, newest first, at most
+   * DIGEST_WAITING_READ: `episodeId` the episode's, whichever of its pushes (a rung, a snooze) was held.
+   */
+  waiting: Pick<PushHoldRow, 'runId' | 'episodeId' | 'kind'>[];
 }
 
-/** The questions of one digest whose state its send reads (still asked, or answered meanwhile). */
-const DIGEST_QUESTIONS_READ = 200;
+/** The waiting episodes of one digest whose state its send reads (still waiting, or gone on meanwhile). */
+const DIGEST_WAITING_READ = 200;
 
 /**
  * A view read a run's holds whole; it now reads each listed episode's. A digest's take read every hold of the
@@ -164,25 +169,33 @@ export function createPushHoldStore(db: Db) {
       );
     },
 
-    /** What a digest took: counted by kind, the newest `listed` of them kept (read in one pass). */
+    /**
+     * What a digest took: counted by kind, the newest `listed` of them kept (read in one pass). A question pushed
+     * again (its rungs, its snoozes) is one question: counted and listed once, by its newest push held.
+     */
     async contentsOf(digestId: string, listed: number): Promise<DigestContents> {
-      const contents: DigestContents = { counts: {}, newest: [], total: 0, questions: [] };
-      const questions: PushHoldRow[] = [];
+      const contents: DigestContents = { counts: {}, newest: [], total: 0, waiting: [] };
+      const waitingByEpisode = new Map<string, PushHoldRow>();
       for await (const row of holds.find({ digestId })) {
         contents.total++;
-        contents.counts[row.kind] = (contents.counts[row.kind] ?? 0) + 1;
-        if (row.kind === 'human_input_requested') {
-          questions.push(row);
-          if (questions.length > DIGEST_QUESTIONS_READ * 4) trimNewest(questions, DIGEST_QUESTIONS_READ);
-        }
         if (row.digestSentAt && !(contents.sentAt && contents.sentAt <= row.digestSentAt))
           contents.sentAt = row.digestSentAt;
+        if (DIGEST_CLOSED_KIND[row.kind]) {
+          const episodeId = episodeOfDelivery(row.episodeId);
+          const seen = waitingByEpisode.get(episodeId);
+          if (!seen || seen.at < row.at) waitingByEpisode.set(episodeId, { ...row, episodeId });
+          continue;
+        }
+        contents.counts[row.kind] = (contents.counts[row.kind] ?? 0) + 1;
         contents.newest.push(row);
         if (contents.newest.length > listed * 4) trimNewest(contents.newest, listed);
       }
+      const waiting = [...waitingByEpisode.values()];
+      for (const row of waiting) contents.counts[row.kind] = (contents.counts[row.kind] ?? 0) + 1;
+      contents.newest.push(...waiting);
       trimNewest(contents.newest, listed);
-      trimNewest(questions, DIGEST_QUESTIONS_READ);
-      contents.questions = questions.map(({ runId, episodeId }) => ({ runId, episodeId }));
+      trimNewest(waiting, DIGEST_WAITING_READ);
+      contents.waiting = waiting.map(({ runId, episodeId, kind }) => ({ runId, episodeId, kind }));
       return contents;
     },
 
