@@ -10,7 +10,8 @@
 //
 // Exclusivity never depends on an atomic compare-and-swap (upstream FerretDB v1 has none): a claim is won by inserting
 // the unique _id, and a stale claim is taken over by first inserting a takeover marker unique to that stale
-// generation, so exactly one contender may replace it. Keys: the episode id (push), cb|… (callback),
+// generation, so exactly one contender may replace it (a marker whose contender stopped before the replace is its
+// own to finish, and anyone's past the grace). Keys: the episode id (push), cb|… (callback),
 // ops|… (operator). No tenant field: the key is global.
 import type { Collection, Db } from 'mongodb';
 import { episodeOfClaimKey, type ClaimState } from '../domain/outcome';
@@ -86,6 +87,7 @@ interface ClaimContext {
   now: () => Date;
   /** "Someone has this in hand": delivered, or pending inside the grace at `at`. */
   isShielding: (row: ClaimRow, at: Date) => boolean;
+  graceMs: number;
   onTakeover?: (key: string) => void;
 }
 
@@ -110,13 +112,14 @@ async function tryMark(ctx: ClaimContext, key: string, holder: string): Promise<
     if (row.holder === holder) return true;
     if (isShielding(row, at)) return false;
     // Stale: one contender per stale generation wins the right to replace it.
-    const generation = `takeover|${key}|${row.holder}|${row.sent_at.getTime()}`;
-    try {
-      await claims.insertOne({ _id: generation, holder, delivered: true, sent_at: at });
-    } catch (err) {
-      if (isDuplicateKey(err)) return false;
-      throw err;
-    }
+    const right = await takeoverRight(
+      ctx,
+      `takeover|${key}|${row.holder}|${row.sent_at.getTime()}`,
+      holder,
+      at,
+    );
+    if (right === 'lost') return false;
+    if (right === 'again') continue;
     // Only the generation read: a holder that renewed (or settled) since keeps its claim.
     const removed = await claims.deleteOne({
       _id: key,
@@ -127,6 +130,32 @@ async function tryMark(ctx: ClaimContext, key: string, holder: string): Promise<
     if (removed.deletedCount === 1) onTakeover?.(key);
   }
   return false;
+}
+
+/**
+ * The right to replace one stale generation of a claim: won by inserting its marker, or held already when the
+ * marker is ours (a retry after a store error, or a crash, between the marker and the delete). Another contender's
+ * marker inside the grace: lost. One older than the grace was left by a contender that stopped there, and would
+ * block the claim until it expired: removed, and the takeover tried again (one contender's insert wins it).
+ */
+async function takeoverRight(
+  ctx: ClaimContext,
+  generation: string,
+  holder: string,
+  at: Date,
+): Promise<'won' | 'lost' | 'again'> {
+  try {
+    await ctx.claims.insertOne({ _id: generation, holder, delivered: true, sent_at: at });
+    return 'won';
+  } catch (err) {
+    if (!isDuplicateKey(err)) throw err;
+  }
+  const marker = await ctx.claims.findOne({ _id: generation });
+  if (!marker) return 'again';
+  if (marker.holder === holder) return 'won';
+  if (marker.sent_at.getTime() + ctx.graceMs > at.getTime()) return 'lost';
+  await ctx.claims.deleteOne({ _id: generation, holder: marker.holder, sent_at: marker.sent_at });
+  return 'again';
 }
 
 /**
@@ -318,6 +347,7 @@ export function createClaimStore(
     isShielding: (row, at) =>
       row.delivered ||
       Math.max(row.sent_at.getTime(), row.held_until?.getTime() ?? 0) + graceMs > at.getTime(),
+    graceMs,
     onTakeover,
   };
   return {

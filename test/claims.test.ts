@@ -216,4 +216,39 @@ describe('episode claims (sent_notifications)', () => {
       await Promise.all(clients.map((c) => c.close()));
     }
   });
+
+  describe('a takeover whose contender stopped between its marker and its delete (a store error, a crash)', () => {
+    /** A claim of `key` gone stale, and the marker its stopped contender left on it. */
+    async function stoppedMidTakeover(key: string, contender: string): Promise<void> {
+      assert.equal(await store().tryMark(key, 'crashed-holder'), true);
+      const claimedAt = clock.getTime();
+      advance(301);
+      await mongo.db.collection<ClaimRow>('sent_notifications').insertOne({
+        _id: `takeover|${key}|crashed-holder|${claimedAt}`,
+        holder: contender,
+        delivered: true,
+        sent_at: clock,
+      });
+    }
+
+    it('its own retry finishes the takeover; another contender inside the grace is refused', async () => {
+      await stoppedMidTakeover('mid-takeover', 'sweep-1');
+      assert.equal(await store().tryMark('mid-takeover', 'replay'), false, 'the takeover is in hand');
+      assert.equal(await store().tryMark('mid-takeover', 'sweep-1'), true, 'the contender retrying wins');
+      assert.equal(await store().markDelivered('mid-takeover', 'sweep-1'), true);
+    });
+
+    it('past the grace the claim is not blocked: exactly one of 10 contenders takes it over', async () => {
+      await stoppedMidTakeover('abandoned-takeover', 'sweep-2');
+      advance(301);
+      const results = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => store().tryMark('abandoned-takeover', `c${i}`)),
+      );
+      assert.equal(results.filter(Boolean).length, 1, String(results));
+      const row = await mongo.db
+        .collection<ClaimRow>('sent_notifications')
+        .findOne({ _id: 'abandoned-takeover' });
+      assert.equal(row?.holder, `c${results.indexOf(true)}`);
+    });
+  });
 });
