@@ -18,7 +18,7 @@ import type { EpisodeResult } from '../contract/workflows';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { waitUntil } from './support/waitUntil';
-import { ApiClient } from './support/harness';
+import { ApiClient, startTestApi } from './support/harness';
 import { testStack } from './support/stack';
 
 describe('Standard Webhooks signing', () => {
@@ -459,6 +459,34 @@ describe('callback family in strict mode', () => {
       assert.deepEqual(ping.body, { delivered: false, category: 'refused: private address' });
       assert.equal(receiver.received.length, 0);
     } finally {
+      await f.stop();
+      await receiver.close();
+    }
+  });
+});
+
+describe('callback family across a change of CALLBACK_TIMEOUT_SECONDS', () => {
+  it('an episode started under a shorter timeout is still delivered by a worker given a longer one', async function () {
+    this.timeout(120_000);
+    const receiver = await CallbackReceiver.start();
+    // The worker (and this stack's API) at 25 s; an API still at 1 s starts the episode, its attempts' start-to-close
+    // made for that (21 s): too short for the worker's whole timeout and what follows the request.
+    const f = await family({ CALLBACK_ALLOW_PRIVATE: '1', CALLBACK_TIMEOUT_SECONDS: '25' });
+    const lagging = await startTestApi({ ...f.config, callbackTimeoutSeconds: 1 });
+    try {
+      const alice = lagging.client.as('alice', 'acme');
+      const res = await alice.post('/api/v1/runs', { callback: { url: receiver.url } });
+      assert.equal(res.status, 201, res.text);
+      assert.equal(
+        (await alice.post(`/api/v1/runs/${res.body.id}/complete`, { finalAnswer: 'ok' })).status,
+        200,
+      );
+      const [delivered] = await receiver.waitFor(1, 30_000);
+      assert.equal(delivered.headers['webhook-id'], `${res.body.id}:end`);
+      const result = (await f.client.workflow.getHandle(`${res.body.id}:end`).result()) as EpisodeResult;
+      assert.equal(result.callback, 'delivered');
+    } finally {
+      await lagging.api.close();
       await f.stop();
       await receiver.close();
     }

@@ -31,7 +31,7 @@ import type { RunStore } from '../../store/runs';
 import type { CallbackAttemptRow, CallbackAttemptStore } from '../../store/callback/attempts';
 import type { Metrics } from '../../platform/metrics';
 import { withDeadline } from '../../platform/deadline';
-import { activityContext, fitsStartToClose } from '../activityContext';
+import { activityContext } from '../activityContext';
 
 export interface CallbackDeps extends CallbackSendDeps {
   runs: RunStore;
@@ -74,6 +74,23 @@ function slotWaitMs(startedAt: number, timeoutMs: number): number {
 
 /** Room the request needs beyond its own timeout: the resolver, and the writes after it (the log, a streak). */
 const AFTER_REQUEST_MS = 2 * RECORD_DEADLINE_MS + 2000;
+
+/** The shortest request timeout an attempt is made with; less left, it is held (nothing sent). */
+const MIN_REQUEST_MS = 1000;
+
+/**
+ * The request's own timeout: CALLBACK_TIMEOUT_SECONDS while the activity's start-to-close leaves room for it and
+ * what follows (none when a slow store before it took that room: the attempt is held). A start-to-close made for a
+ * shorter timeout (a delivery started before CALLBACK_TIMEOUT_SECONDS was raised, or by an API whose config lags
+ * the worker's) never fits the whole of it: its attempts get what it leaves, or every one would be held.
+ */
+function requestTimeoutMs(startedAt: number, configuredMs: number): number {
+  const startToClose = activityContext()?.info.startToCloseTimeoutMs;
+  if (!startToClose) return configuredMs;
+  const left = startToClose - (Date.now() - startedAt) - AFTER_REQUEST_MS;
+  if (startToClose < configuredMs + AFTER_REQUEST_MS) return left;
+  return left >= configuredMs ? configuredMs : 0;
+}
 
 /**
  * The request in its origin's slot, its outcome told to the origin's breaker: an answer worth another try (5xx,
@@ -427,7 +444,8 @@ export async function sendSigned(deps: SignedSendDeps, send: SignedSend): Promis
     return { ...sent({ outcome, error: entry.held }), held: entry.held };
   }
   // A slow store before the request (the run's read, the rate's hits) costs a held attempt, never a repeat.
-  if (!fitsStartToClose(send.activityStarted, deps.timeoutMs + AFTER_REQUEST_MS)) {
+  const timeoutMs = requestTimeoutMs(send.activityStarted, deps.timeoutMs);
+  if (timeoutMs < MIN_REQUEST_MS) {
     entry?.done('neutral');
     const late = {
       held: 'paced' as const,
@@ -441,7 +459,9 @@ export async function sendSigned(deps: SignedSendDeps, send: SignedSend): Promis
   }
   let res: PinnedResponse;
   try {
-    res = await inSlot(entry, () => postSignedCallback(deps, target, webhookId, send.json, send.signing));
+    res = await inSlot(entry, () =>
+      postSignedCallback({ ...deps, timeoutMs }, target, webhookId, send.json, send.signing),
+    );
   } catch (err) {
     return sent(unansweredOutcome(err, failed));
   }
