@@ -121,6 +121,18 @@ function budgetAlerts(state: HealthState): { state: HealthState; alerts: HealthA
   return { state: next, alerts };
 }
 
+/**
+ * A run that ends while paused: the budget alerts its spend while paused earned (held for its resume, which will
+ * not come) are owed now. None for any other event or phase.
+ */
+export function budgetOwedAtPausedEnd(
+  state: HealthState,
+  event: ObservedEvent,
+): { state: HealthState; alerts: HealthAlert[] } {
+  if (state.phase !== 'paused' || !Object.hasOwn(TERMINAL, event.type)) return { state, alerts: [] };
+  return budgetAlerts(state);
+}
+
 export interface ObserveOptions {
   /**
    * Paused fires nothing: a usage event while paused counts its spend, and the budget alerts it earned come with

@@ -217,6 +217,37 @@ describe('run health fed in batches', function () {
     );
   });
 
+  it('a budget crossing that reached health while the run was paused is alerted when the run ends paused', async () => {
+    const created = await unbatched.post('/api/v1/runs', {
+      title: 'Spent, paused, cancelled',
+      budget: { limit: 10 },
+    });
+    const id = created.body.id as string;
+    assert.equal((await unbatched.post(`/api/v1/runs/${id}/soft-pause`, {})).status, 200);
+    // Spent before the pause, told after it (another process's batch): counted while paused, owed its alerts.
+    assert.equal(
+      (await unbatched.post(`/api/v1/runs/${id}/events`, { type: 'usage', spent: 12 })).status,
+      201,
+    );
+    await waitUntil('health counted it', async () => {
+      const health = (await unbatched.get(`/api/v1/runs/${id}/health`)).body as {
+        phase?: string;
+        spent?: number;
+      };
+      return health.phase === 'paused' && health.spent === 12;
+    });
+    assert.equal((await unbatched.post(`/api/v1/runs/${id}/cancel`, {})).status, 200);
+    await waitUntil('the twin to see the end', async () => {
+      const health = await unbatched.get(`/api/v1/runs/${id}/health`);
+      return health.body.phase === 'terminal';
+    });
+    await waitUntil('its budget alerts', () => alertsOf(id).includes('budget_exceeded'), {
+      timeoutMs: 20_000,
+    });
+    recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-ended-paused-budget-alerted.json');
+    assert.deepEqual(alertsOf(id), ['budget_exceeded', 'budget_warning']);
+  });
+
   /**
    * A runs service whose health signals go through a client that fails the next `failures` signals (Temporal away a
    * moment), batching at `batchMs`; the errors it reports.

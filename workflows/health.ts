@@ -3,6 +3,7 @@
 // alert goes through the operator dispatcher under its own claim; continue-as-new keeps the history bounded.
 import { condition, continueAsNew, patched, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import {
+  budgetOwedAtPausedEnd,
   countedBeforeStall,
   fireStall,
   initialHealth,
@@ -56,6 +57,13 @@ export const HEALTH_RESUMES_SAVED_STATE_PATCH = 'health-resumes-saved-state';
  * such an event reaches the check: other histories replay unchanged.
  */
 export const HEALTH_COUNTED_EVENTS_PATCH = 'health-counted-events-recover-nothing';
+
+/**
+ * Marks histories in which a run that ended while paused raised the budget alerts its spend while paused earned
+ * (they wait for the run's resume, which then never came). Before, they were never sent. Only such an end reaches
+ * the check: other histories replay unchanged.
+ */
+export const HEALTH_BUDGET_AT_PAUSED_END_PATCH = 'health-budget-alerted-at-paused-end';
 
 /** How often a run that keeps reporting usage has its settings (its budget) read again. */
 const SETTINGS_REFRESH_MS = 60_000;
@@ -150,6 +158,11 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
         if (batched && countedBeforeStall(state, event) && patched(HEALTH_COUNTED_EVENTS_PATCH)) {
           handled++;
           continue;
+        }
+        const owed = fromWorker ? budgetOwedAtPausedEnd(state, event) : undefined;
+        if (owed?.alerts.length && patched(HEALTH_BUDGET_AT_PAUSED_END_PATCH)) {
+          state = owed.state;
+          alerts.push(...owed.alerts);
         }
         const at = batched ? observedAt(event, state, Date.now()) : Date.now();
         const result = observe(state, event, at, {

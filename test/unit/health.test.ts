@@ -1,6 +1,7 @@
 // Run health as a pure state machine: which events are progress, when a stall fires, what a pause silences.
 import assert from 'node:assert/strict';
 import {
+  budgetOwedAtPausedEnd,
   countedBeforeStall,
   fireStall,
   initialHealth,
@@ -28,6 +29,27 @@ describe('run health', () => {
     assert.equal(next.phase, 'active');
     assert.equal(next.terminalStatus, undefined);
     assert.equal(next.lastLivenessAt, 30_000);
+  });
+
+  it('a run that ends paused is owed the budget alerts its spend while paused earned; no other event or phase is', () => {
+    const quiet = { quietWhilePaused: true };
+    let state = observe(start(10), { type: 'run_paused' }, 1_000, quiet).state;
+    const spent = observe(state, { type: 'usage', data: { spent: 12 } }, 2_000, quiet);
+    assert.deepEqual(spent.alerts, [], 'silent while paused');
+    state = spent.state;
+    assert.deepEqual(budgetOwedAtPausedEnd(state, { type: 'usage', data: { spent: 13 } }).alerts, []);
+    const owed = budgetOwedAtPausedEnd(state, { type: 'run_cancelled' });
+    assert.deepEqual(
+      owed.alerts.map((a) => a.kind),
+      ['budget_warning', 'budget_exceeded'],
+    );
+    assert.deepEqual(budgetOwedAtPausedEnd(owed.state, { type: 'run_cancelled' }).alerts, [], 'once');
+    const active = observe(start(10), { type: 'usage', data: { spent: 12 } }, 1_000).state;
+    assert.deepEqual(
+      budgetOwedAtPausedEnd(active, { type: 'run_finished' }).alerts,
+      [],
+      'alerted as it came',
+    );
   });
 
   it("the run's own health twin and a workspace ticker are not progress", () => {
