@@ -35,6 +35,8 @@ export interface HealthState {
   stallSeq: number;
   terminalAt?: number;
   terminalStatus?: 'finished' | 'failed' | 'cancelled';
+  /** When the latest status change health applied was written (by its process's clock). */
+  statusWrittenAt?: number;
 }
 
 export const HEALTH_ALERT_KINDS = ['stall', 'stall_recovered', 'budget_warning', 'budget_exceeded'] as const;
@@ -214,6 +216,28 @@ export function countedBeforeStall(state: HealthState, event: ObservedEvent): bo
     event.writtenAt <= state.lastLivenessAt &&
     !Object.hasOwn(TERMINAL, event.type)
   );
+}
+
+/**
+ * A pause or a resume written before the latest status change health applied, told after it (two processes, the
+ * first one's signal late; or the sweep telling a transition again): the run has moved on since, so applying it
+ * would undo a newer change (a late pause would leave a running run paused, never to stall). An end still ends it.
+ */
+export function toldOutOfOrder(state: HealthState, event: ObservedEvent): boolean {
+  return (
+    changesStatus(event.type) &&
+    !Object.hasOwn(TERMINAL, event.type) &&
+    typeof event.writtenAt === 'number' &&
+    state.statusWrittenAt !== undefined &&
+    event.writtenAt < state.statusWrittenAt
+  );
+}
+
+/** The state with a status change's write time noted (toldOutOfOrder reads it). */
+export function noteStatusWritten(state: HealthState, event: ObservedEvent): HealthState {
+  if (!changesStatus(event.type) || typeof event.writtenAt !== 'number') return state;
+  if (state.statusWrittenAt !== undefined && state.statusWrittenAt >= event.writtenAt) return state;
+  return { ...state, statusWrittenAt: event.writtenAt };
 }
 
 /** When an active run stalls if nothing arrives: undefined in every other phase. */

@@ -248,6 +248,57 @@ describe('run health fed in batches', function () {
     assert.deepEqual(alertsOf(id), ['budget_exceeded', 'budget_warning']);
   });
 
+  it('a pause told to health after the resume that followed it (two processes) leaves the run active: it stalls', async function () {
+    this.timeout(120_000);
+    const created = await unbatched.post('/api/v1/runs', { title: 'Paused, resumed, its pause told late' });
+    const id = created.body.id as string;
+    assert.equal(
+      (await unbatched.post(`/api/v1/runs/${id}/events`, { type: 'node_started', node: 'a' })).status,
+      201,
+    );
+    // The pause's process tells health late (its signal queued behind a burst): the resume, from another
+    // process, reaches health first.
+    let releasePause!: () => void;
+    const pauseHeld = new Promise<void>((resolve) => (releasePause = resolve));
+    const signaler = createHealthSignaler({
+      client: stack.client,
+      taskQueue: stack.config.temporalTaskQueue,
+      options: healthOptions(stack.config),
+      batchMs: 0,
+      onError: () => undefined,
+    });
+    const slowTeller = createRunsService({
+      ...stack.stores,
+      emitter: { emitRunOutcome: async () => undefined },
+      health: {
+        observe: async (run, events) => {
+          await pauseHeld;
+          return signaler.observe(run, events);
+        },
+        flushAll: () => signaler.flushAll(),
+      },
+    });
+    const paused = slowTeller.softPause({ userId: 'alice', teamId: 'acme' }, id);
+    await waitUntil(
+      'the run paused in the store',
+      async () => (await stack.stores.runs.getById(id))?.status === 'paused',
+    );
+    assert.equal((await unbatched.post(`/api/v1/runs/${id}/resume`, {})).status, 200);
+    await waitUntil('health saw the resume', async () => {
+      const history = await stack.client.workflow.getHandle(healthWorkflowId(id)).fetchHistory();
+      return (history.events ?? []).filter((e) => e.eventType === SIGNALED).length >= 3;
+    });
+    releasePause();
+    await paused;
+    await waitUntil('health saw the late pause', async () => {
+      const history = await stack.client.workflow.getHandle(healthWorkflowId(id)).fetchHistory();
+      return (history.events ?? []).filter((e) => e.eventType === SIGNALED).length >= 4;
+    });
+    // Running and silent past STALL_AFTER_SECONDS: it stalls.
+    await waitUntil('its stall alert', () => alertsOf(id).includes('stall'), { timeoutMs: 30_000 });
+    recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-late-pause-passed-over.json');
+  });
+
   /**
    * A runs service whose health signals go through a client that fails the next `failures` signals (Temporal away a
    * moment), batching at `batchMs`; the errors it reports.

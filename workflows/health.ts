@@ -7,9 +7,11 @@ import {
   countedBeforeStall,
   fireStall,
   initialHealth,
+  noteStatusWritten,
   observe,
   observedAt,
   stallDueAt,
+  toldOutOfOrder,
   type HealthState,
   type ObservedEvent,
 } from '../domain/health';
@@ -64,6 +66,13 @@ export const HEALTH_COUNTED_EVENTS_PATCH = 'health-counted-events-recover-nothin
  * the check: other histories replay unchanged.
  */
 export const HEALTH_BUDGET_AT_PAUSED_END_PATCH = 'health-budget-alerted-at-paused-end';
+
+/**
+ * Marks histories in which a pause or resume written before the latest status change applied, told after it
+ * (toldOutOfOrder), is passed over. Before, a pause told late after its resume left a running run paused, and it
+ * never stalled. Only such an event reaches the check: other histories replay unchanged.
+ */
+export const HEALTH_STATUS_IN_WRITE_ORDER_PATCH = 'health-status-changes-in-write-order';
 
 /** How often a run that keeps reporting usage has its settings (its budget) read again. */
 const SETTINGS_REFRESH_MS = 60_000;
@@ -159,6 +168,10 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
           handled++;
           continue;
         }
+        if (batched && toldOutOfOrder(state, event) && patched(HEALTH_STATUS_IN_WRITE_ORDER_PATCH)) {
+          handled++;
+          continue;
+        }
         const owed = fromWorker ? budgetOwedAtPausedEnd(state, event) : undefined;
         if (owed?.alerts.length && patched(HEALTH_BUDGET_AT_PAUSED_END_PATCH)) {
           state = owed.state;
@@ -169,7 +182,7 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
           quietWhilePaused: fromWorker,
           ownEventTypesOnly: batched,
         });
-        state = result.state;
+        state = noteStatusWritten(result.state, event);
         alerts.push(...result.alerts);
         handled++;
       }

@@ -5,8 +5,10 @@ import {
   countedBeforeStall,
   fireStall,
   initialHealth,
+  noteStatusWritten,
   observe,
   stallDueAt,
+  toldOutOfOrder,
   type HealthState,
 } from '../../domain/health';
 
@@ -49,6 +51,24 @@ describe('run health', () => {
       budgetOwedAtPausedEnd(active, { type: 'run_finished' }).alerts,
       [],
       'alerted as it came',
+    );
+  });
+
+  it('a pause or resume written before the latest status change applied is told out of order; an end never is', () => {
+    let state = start();
+    const resume = { type: 'run_resumed', writtenAt: 2_000 };
+    assert.equal(toldOutOfOrder(state, { type: 'run_paused', writtenAt: 1_000 }), false, 'nothing noted yet');
+    state = noteStatusWritten(state, resume);
+    assert.equal(state.statusWrittenAt, 2_000);
+    assert.equal(toldOutOfOrder(state, { type: 'run_paused', writtenAt: 1_000 }), true);
+    assert.equal(toldOutOfOrder(state, { type: 'run_paused', writtenAt: 2_500 }), false);
+    assert.equal(toldOutOfOrder(state, { type: 'run_cancelled', writtenAt: 1_000 }), false, 'an end ends it');
+    assert.equal(toldOutOfOrder(state, { type: 'node_started', writtenAt: 1_000 }), false, 'progress');
+    assert.equal(toldOutOfOrder(state, { type: 'run_paused' }), false, 'told without a write time');
+    assert.equal(
+      noteStatusWritten(state, { type: 'run_paused', writtenAt: 1_500 }),
+      state,
+      'never moves back',
     );
   });
 
