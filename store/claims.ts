@@ -180,14 +180,16 @@ function createClaimSettling({ claims, now }: ClaimContext) {
   return {
     /**
      * Settles the episode: never retried again. `result` notes how it ended when that was not a delivery.
-     * False when holder no longer holds it (its claim went stale and was taken over).
+     * False when holder no longer holds it (its claim went stale and was taken over). A settle made again (its
+     * first answer lost) is true and changes nothing: a redelivery may have brought the result up to date since.
      */
     async markDelivered(key: string, holder: string, result = 'delivered'): Promise<boolean> {
       const update = await claims.updateOne(
-        { _id: key, holder },
+        { _id: key, holder, delivered: false },
         { $set: { delivered: true, sent_at: now(), result } },
       );
-      return update.matchedCount === 1;
+      if (update.matchedCount === 1) return true;
+      return (await claims.countDocuments({ _id: key, holder, delivered: true }, { limit: 1 })) === 1;
     },
 
     /**

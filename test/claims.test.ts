@@ -106,6 +106,17 @@ describe('episode claims (sent_notifications)', () => {
     assert.equal(await claims.state('ep-5'), 'delivered');
   });
 
+  it('a settle made again (its first answer lost) is answered as made, and never overwrites what came since', async () => {
+    const claims = store();
+    assert.equal(await claims.tryMark('cb|ep-6', 'schedule'), true);
+    assert.equal(await claims.markDelivered('cb|ep-6', 'schedule', 'gave_up: http 503'), true);
+    // A redelivery delivered it since; the schedule's settle, its answer lost in a blip, is made again.
+    assert.equal(await claims.resettle('cb|ep-6', 'redelivered'), true);
+    assert.equal(await claims.markDelivered('cb|ep-6', 'schedule', 'gave_up: http 503'), true);
+    assert.deepEqual(await claims.describe('cb|ep-6'), { state: 'delivered', result: 'redelivered' });
+    assert.equal(await claims.markDelivered('cb|ep-6', 'another'), false, 'not its holder');
+  });
+
   it('ops| and cb| keys never collide with the push key of the same episode', async () => {
     const claims = store();
     const episode = 'run_x:end';

@@ -568,6 +568,16 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   // sent_notifications
   {
     module: 'claims',
+    method: 'markDelivered',
+    collection: 'sent_notifications',
+    op: 'countDocuments',
+    filter: { _id: SAMPLE.episodeId, holder: 'holder_sample', delivered: true },
+    index: '_id_',
+    hot: true,
+    note: 'a settle made again (its first answer lost): whether it is settled by this holder already (limit 1)',
+  },
+  {
+    module: 'claims',
     method: 'wasDelivered',
     collection: 'sent_notifications',
     op: 'countDocuments',
