@@ -13,11 +13,25 @@ import { fanOutCalls, localStoreCalls } from './common';
  */
 export const DIGEST_RETRIES_WAIT_FOR_REACH_PATCH = 'digest-retries-wait-for-quiet-hours';
 
+/**
+ * Marks executions in which a read of the person's prefs before a digest's next try that failed past its quick
+ * retries (a store outage of about a quarter of an hour) lets the try go ahead: it needs the store too, and a try
+ * that fails waits for the next one, within the day. Before, the digest (or its resend) failed there, and its holds
+ * waited a day for the sweep. Only a failed read reaches the check.
+ */
+export const DIGEST_REACH_READ_OUTLASTS_OUTAGES_PATCH = 'digest-reach-read-outlasts-outages';
+
 /** Before a digest's next try: waits while the person's prefs hold digests (re-read when each wait ends). */
 export async function untilReachableAgain(teamId: string, userId: string): Promise<void> {
   if (!patched(DIGEST_RETRIES_WAIT_FOR_REACH_PATCH)) return;
   for (;;) {
-    const releaseAt = await localStoreCalls.digestReleaseAt(teamId, userId);
+    let releaseAt: number | undefined;
+    try {
+      releaseAt = await localStoreCalls.digestReleaseAt(teamId, userId);
+    } catch (err) {
+      if (!patched(DIGEST_REACH_READ_OUTLASTS_OUTAGES_PATCH)) throw err;
+      return;
+    }
     if (releaseAt === undefined || releaseAt <= Date.now()) return;
     await sleep(releaseAt - Date.now());
   }

@@ -60,8 +60,11 @@ describe('the digest on time-skipping Temporal', function () {
     sends: Array<'delivered' | 'failed' | 'no device' | 'partial' | 'still missing' | 'the rest'> = [
       'delivered',
     ],
-    /** Reads of the prefs that fail first (the store away; each failure retried at once). */
-    storeAway = { prefsReads: 0 },
+    /**
+     * Reads of the prefs that fail first (the store away; each failure retried at once), from the send
+     * `afterSends` on (0: from the start).
+     */
+    storeAway: { prefsReads: number; afterSends?: number } = { prefsReads: 0 },
   ) {
     const sent: Array<{ atMs: number; digest: DigestSend }> = [];
     const settled: string[] = [];
@@ -72,7 +75,7 @@ describe('the digest on time-skipping Temporal', function () {
         void settled.push(`${key}=${result}`),
       giveUpDigest: async ({ digestId }: DigestRef) => void gaveUp.push(digestId),
       digestReleaseAt: async () => {
-        if (storeAway.prefsReads > 0 && storeAway.prefsReads--)
+        if (sent.length >= (storeAway.afterSends ?? 0) && storeAway.prefsReads > 0 && storeAway.prefsReads--)
           throw ApplicationFailure.create({ message: 'the store is away', nextRetryDelay: 1 });
         return heldUntil(prefs.current, 'digest', new Date(await env.currentTimeMs()))?.getTime();
       },
@@ -283,6 +286,19 @@ describe('the digest on time-skipping Temporal', function () {
     assert.equal(run.sent.length, 1);
     assert.match(run.settled[0], /=delivered$/);
     assert.deepEqual(run.result, { sent: 1 });
+  });
+
+  it('a store away longer than its quick retries when a digest no device took is tried again: it goes out', async () => {
+    const prefs = { current: { breakThrough: [] } as HoldPrefs };
+    const due = (at: number) => [entry(at, 1, { reason: 'burst', releaseAt: new Date(at).toISOString() })];
+    const run = await runDigest('store-away-retry', prefs, due, undefined, ['failed', 'delivered'], {
+      prefsReads: 25,
+      afterSends: 1,
+    });
+    recordHistory(run.history, 'digest-history-retry-store-outage-outlasted.json');
+    assert.equal(run.sent.length, 2);
+    assert.match(run.settled[0], /=delivered$/);
+    assert.deepEqual(run.gaveUp, []);
   });
 
   it('a burst that ends inside quiet hours waits for their end', async () => {
