@@ -11,7 +11,14 @@ import {
   type TeamEventResult,
 } from '../contract/workflows';
 import { endpointDeliveryKey, type TeamEvent } from '../domain/teamEvents';
-import { callbackAttemptCalls, holder, quickCalls, unlessChildRunning, type QuickCalls } from './common';
+import {
+  callbackAttemptCalls,
+  holder,
+  outlastingStoreOutages,
+  quickCalls,
+  unlessChildRunning,
+  type QuickCalls,
+} from './common';
 import { deliverOnSchedule } from './signedDelivery';
 
 /**
@@ -20,6 +27,14 @@ import { deliverOnSchedule } from './signedDelivery';
  * attempts instead of a quick call and an activity task per endpoint.
  */
 export const TEAM_EVENT_FIRST_ATTEMPTS_TOGETHER_PATCH = 'team-event-claims-and-first-attempts-together';
+
+/**
+ * Marks histories in which the record of an event raised from outside a workflow (an announcement, the sweep), failed
+ * past its quick retries (a store outage of about a quarter of an hour), is made again after a wait, one minute
+ * doubling to an hour, for a day. Before, the workflow failed there: an event never recorded, which the sweep
+ * cannot see. Only a failed record reaches it.
+ */
+export const TEAM_EVENT_RECORD_OUTLASTS_OUTAGES_PATCH = 'team-event-record-outlasts-outages';
 
 type Attempts = ReturnType<typeof callbackAttemptCalls>;
 
@@ -65,7 +80,12 @@ export async function teamEventWorkflow(
 ): Promise<TeamEventResult> {
   const quick = quickCalls();
   // Its raiser recorded it moments ago (absent: raised from outside a workflow, or started by older code).
-  const { endpointIds, ...schedule } = recorded ?? (await quick.recordTeamEvent(event));
+  const { endpointIds, ...schedule } =
+    recorded ??
+    (await outlastingStoreOutages(
+      () => quick.recordTeamEvent(event),
+      () => patched(TEAM_EVENT_RECORD_OUTLASTS_OUTAGES_PATCH),
+    ));
   const attempts = callbackAttemptCalls(schedule.attemptSeconds);
   const together = patched(TEAM_EVENT_FIRST_ATTEMPTS_TOGETHER_PATCH);
   const claimed = together ? await claimEach(quick, event.id, endpointIds) : undefined;
