@@ -41,6 +41,10 @@ describe('team endpoints: a recover', function () {
               if (stallingSettles.delete(key)) return new Promise<boolean>(() => undefined);
               return stores.claims.markDelivered(key, ...rest);
             },
+            resettle: async (key, ...rest) => {
+              if (stallingSettles.delete(key)) return new Promise<boolean>(() => undefined);
+              return stores.claims.resettle(key, ...rest);
+            },
           },
         }),
       },
@@ -248,6 +252,31 @@ describe('team endpoints: a recover', function () {
       assert.equal(stallingSettles.has(key), false, "the send's own settle stalled");
       assert.equal(once.received.length, 1, 'sent once');
       assert.deepEqual(await stack.stores.claims.describe(key), { state: 'delivered', result: 'delivered' });
+    } finally {
+      await once.close();
+    }
+  });
+
+  it('an event whose delivery gave up, delivered by a recover whose resettle stalled, is not sent again by its retry', async () => {
+    const since = new Date();
+    const once = await CallbackReceiver.start();
+    try {
+      const endpointId = await answersEndpoint('gus', 'gave-up', once.url);
+      const event = await recordedAnswer('gave-up', 'gus', '', new Date().toISOString());
+      const key = endpointDeliveryKey(event.id, endpointId);
+      // Its schedule gave up (the receiver was down), its attempt rows lost: the recover owes it.
+      assert.ok(await stack.stores.claims.tryMark(key, 'schedule'));
+      assert.ok(await stack.stores.claims.markDelivered(key, 'schedule', 'gave_up: http 503'));
+      stallingSettles.add(key);
+      const recover = await adminOf(stack.anonymous, 'gus', 'gave-up').post(
+        `/api/v1/endpoints/${endpointId}/recover`,
+        { since: since.toISOString() },
+      );
+      assert.equal(recover.status, 202, recover.text);
+      const result = await stack.client.workflow.getHandle(recover.body.id).result();
+      assert.deepEqual(result, { found: 1, delivered: 1, failed: 0 });
+      assert.equal(stallingSettles.has(key), false, 'its resettle stalled');
+      assert.equal(once.received.length, 1, 'sent once');
     } finally {
       await once.close();
     }

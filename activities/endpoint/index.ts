@@ -255,7 +255,12 @@ export function createEndpointActivities(deps: EndpointDeps) {
     if (claim.state === 'delivered') {
       if (claim.result === 'delivered') return { result: 'stop', detail: 'delivered already' };
       const sent = await attempt();
-      if (sent.result === 'delivered') await deps.claims.resettle(key, 'delivered').catch(() => undefined);
+      // Bounded, as the settle below: a store stalling here must not hold the activity past its start-to-close.
+      // Left given up, its attempt row (delivered) keeps a later recover from sending it again.
+      if (sent.result === 'delivered')
+        await withDeadline(deps.claims.resettle(key, 'delivered'), RECORD_DEADLINE_MS, () => false).catch(
+          () => undefined,
+        );
       return sent;
     }
     if (!(await deps.claims.tryMark(key, recoverId)))
