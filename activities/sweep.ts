@@ -90,6 +90,9 @@ const SWEEP_HOLDER = 'sweep';
 /** How the sweep settles a family released past its reach: given up, visibly. */
 const RELEASED_PAST_REACH = "gave_up: released past the sweep's reach";
 
+/** How it settles a team event's delivery released for an endpoint no longer owed it (its recover's, if enabled). */
+const RELEASED_NOT_OWED = 'gave_up: no longer owed to the endpoint (changed since)';
+
 /** Lost closes one pass replays (it reads every answer of the window to find them); the next pass takes the rest. */
 const ANSWERS_PER_PASS = 1000;
 
@@ -242,6 +245,7 @@ export function createSweepActivities(deps: SweepDeps) {
           const outside = await releasedTeamEventsOutsideWindow(
             deps,
             deps.teamEvents,
+            endpointsOf,
             releasedTeamDeliveries,
             since,
             marked,
@@ -386,25 +390,19 @@ async function giveUpReleased(
 ): Promise<number> {
   let gaveUp = 0;
   await mapBounded(episodes, START_LANES, async (episode) => {
-    if (
-      await giveUpKeys(
-        claims,
-        episode.keys.filter((key) => !marked.has(key)),
-      )
-    )
-      gaveUp++;
+    const keys = episode.keys.filter((key) => !marked.has(key));
+    if (await giveUpKeys(claims, keys, RELEASED_PAST_REACH)) gaveUp++;
   });
   return gaveUp;
 }
 
-/** Settles these claims given up (RELEASED_PAST_REACH); true when one of them was. */
-async function giveUpKeys(claims: ClaimStore, keys: string[]): Promise<boolean> {
+/** Settles these claims given up, as `result` says; true when one of them was. */
+async function giveUpKeys(claims: ClaimStore, keys: string[], result: string): Promise<boolean> {
   // Taken like any claim (a stale one taken over), then settled: a holder that came back meanwhile keeps it.
   const settled = await Promise.all(
     keys.map(
       async (key) =>
-        (await claims.tryMark(key, SWEEP_HOLDER)) &&
-        claims.markDelivered(key, SWEEP_HOLDER, RELEASED_PAST_REACH),
+        (await claims.tryMark(key, SWEEP_HOLDER)) && claims.markDelivered(key, SWEEP_HOLDER, result),
     ),
   );
   return settled.some(Boolean);
@@ -553,25 +551,27 @@ async function raiseOwedTeamEvents(
 /**
  * Team events recorded before the window whose delivery was released since the range began (a raise late in the
  * window whose schedule failed again): raised while their first release is inside the window, and past it given
- * up once nothing released them for RELEASED_QUIET_SECONDS, as the episodes of releasedOutsideWindow. An event
- * older than half the claims' retention is only given up: raised, it could reach again an endpoint whose settled
- * claim expired (it is its endpoint's recover's). One read of the events by id, none without such releases.
+ * up once nothing released them for RELEASED_QUIET_SECONDS, as the episodes of releasedOutsideWindow. A release
+ * for an endpoint no longer owed the event (disabled or given other types since: a recover's failed send) is given
+ * up at once: a raise would not reach it, and would be made again every pass. An event older than half the claims'
+ * retention is only given up: raised, it could reach again an endpoint whose settled claim expired (it is its
+ * endpoint's recover's). Reads: the events' headers by id, then the few raised whole; none without such releases.
  */
 async function releasedTeamEventsOutsideWindow(
   deps: SweepDeps,
   teamEvents: TeamEventStore,
+  endpointsOf: TeamEndpoints,
   released: ReleasedTeamDelivery[],
   since: Date,
   marked: Set<string>,
 ): Promise<{ raised: number; gaveUp: number }> {
-  // Per event: the keys released and still in no one's hand, its first release and its last.
-  const byEvent = new Map<string, { keys: string[]; first: number; last: number }>();
+  // Per event: the endpoints released and still in no one's hand, its first release and its last.
+  const byEvent = new Map<string, { endpointIds: string[]; first: number; last: number }>();
   for (const { eventId, endpointId, firstReleasedAt, lastReleasedAt } of released) {
-    const key = endpointDeliveryKey(eventId, endpointId);
-    if (marked.has(key)) continue;
-    const seen = byEvent.get(eventId) ?? { keys: [], first: Infinity, last: 0 };
+    if (marked.has(endpointDeliveryKey(eventId, endpointId))) continue;
+    const seen = byEvent.get(eventId) ?? { endpointIds: [], first: Infinity, last: 0 };
     byEvent.set(eventId, {
-      keys: [...seen.keys, key],
+      endpointIds: [...seen.endpointIds, endpointId],
       first: Math.min(firstReleasedAt.getTime(), seen.first),
       last: Math.max(lastReleasedAt.getTime(), seen.last),
     });
@@ -583,19 +583,30 @@ async function releasedTeamEventsOutsideWindow(
   const now = deps.now().getTime();
   const raisedSince = now - (CLAIM_RETENTION_SECONDS / 2) * 1000;
   const quietSince = now - RELEASED_QUIET_SECONDS * 1000;
+  const raise: string[] = [];
+  const giveUp: { keys: string[]; result: string }[] = [];
   // Those recorded inside the window are raiseOwedTeamEvents'.
-  const outside = (await teamEvents.getMany(longestReleased)).filter((row) => row.recordedAt < since);
-  const raise = outside.filter(
-    (row) => byEvent.get(row._id)!.first >= since.getTime() && row.recordedAt.getTime() >= raisedSince,
-  );
-  const giveUp = outside.filter((row) => !raise.includes(row) && byEvent.get(row._id)!.last < quietSince);
+  for (const row of await teamEvents.headersOf(longestReleased)) {
+    if (row.recordedAt >= since) continue;
+    const releases = byEvent.get(row._id)!;
+    const endpoints = await endpointsOf(row.teamId);
+    const stillOwed = (endpointId: string) =>
+      endpoints.some((e) => e._id === endpointId && owedTeamEvent(e, row, row.recordedAt));
+    const keyOf = (endpointId: string) => endpointDeliveryKey(row._id, endpointId);
+    const notOwed = releases.endpointIds.filter((id) => !stillOwed(id));
+    if (notOwed.length) giveUp.push({ keys: notOwed.map(keyOf), result: RELEASED_NOT_OWED });
+    const owed = releases.endpointIds.filter(stillOwed);
+    if (!owed.length) continue;
+    if (releases.first >= since.getTime() && row.recordedAt.getTime() >= raisedSince) raise.push(row._id);
+    else if (releases.last < quietSince) giveUp.push({ keys: owed.map(keyOf), result: RELEASED_PAST_REACH });
+  }
   let raised = 0;
-  await mapBounded(raise, START_LANES, async (row) => {
+  await mapBounded(await teamEvents.getMany(raise), START_LANES, async (row) => {
     if (await raiseTeamEvent(deps.client, deps.taskQueue, teamEventOf(row))) raised++;
   });
   let gaveUp = 0;
-  await mapBounded(giveUp, START_LANES, async (row) => {
-    if (await giveUpKeys(deps.claims, byEvent.get(row._id)!.keys)) gaveUp++;
+  await mapBounded(giveUp, START_LANES, async ({ keys, result }) => {
+    if (await giveUpKeys(deps.claims, keys, result)) gaveUp++;
   });
   return { raised, gaveUp };
 }

@@ -454,6 +454,32 @@ describe('team endpoints: delivery', function () {
       }
     });
 
+    it('released for an endpoint no longer owed it (disabled since), it is not raised pass after pass: given up at once', async () => {
+      const receiver = await CallbackReceiver.start();
+      try {
+        // A recover's send that failed released it a minute ago; the endpoint was disabled since.
+        const { event, key, endpointId } = await releasedLate('not-owed', receiver.url, 3, [
+          hoursAgo(1 / 60),
+        ]);
+        const admin = adminOf(stack.anonymous, 'lea', 'not-owed');
+        assert.equal(
+          (await admin.request('PATCH', `/api/v1/endpoints/${endpointId}`, { disabled: true })).status,
+          200,
+        );
+        const sweep = sweepActivitiesOf(stack);
+        await sweep.sweepOnce();
+        await sweep.sweepOnce();
+        const handle = client.workflow.getHandle(teamEventWorkflowId(event.id));
+        await assert.rejects(handle.describe(), /not found/i, 'never raised');
+        assert.deepEqual(await stores.claims.describe(key), {
+          state: 'delivered',
+          result: 'gave_up: no longer owed to the endpoint (changed since)',
+        });
+      } finally {
+        await receiver.close();
+      }
+    });
+
     it('past a window from its first release, once nothing released it for two hours, it is given up visibly', async () => {
       const receiver = await CallbackReceiver.start();
       try {

@@ -92,6 +92,12 @@ export function createTeamEventStore(db: Db) {
       return rows.find({ _id: { $in: ids } }).toArray();
     },
 
+    /** Several by id in one read, without their bodies (the sweep's notes of releases, to tell which are owed). */
+    async headersOf(ids: string[]): Promise<TeamEventHeader[]> {
+      if (!ids.length) return [];
+      return rows.find<TeamEventHeader>({ _id: { $in: ids } }, { projection: HEADER }).toArray();
+    },
+
     /**
      * A team's events of these types recorded in [since, until), oldest first, at most `limit` (an endpoint's
      * recover): what tells them apart, never their bodies (a finished run's answer is up to 1 MB).

@@ -222,6 +222,16 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'endpoint/teamEvents',
+    method: 'headersOf',
+    collection: 'team_events',
+    op: 'find',
+    filter: { _id: { $in: ['ev:run_sample:end'] } },
+    index: '_id_',
+    hot: true,
+    note: 'the sweep: the events of deliveries released since its range began, without bodies (none without such releases)',
+  },
+  {
+    module: 'endpoint/teamEvents',
     method: 'recordedSince',
     collection: 'team_events',
     op: 'find',
