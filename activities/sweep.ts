@@ -178,7 +178,10 @@ export function createSweepActivities(deps: SweepDeps) {
         //    as missing: that episode's start is refused (already running) or its replay loses the claim.
         progress.beat({ phase: 'claims', ...pass });
         const claimsFrom = new Date(since.getTime() - SWEEP_CLAIM_SLACK_SECONDS * 1000);
-        const { marked, released, releasedTeamDeliveries } = await deps.claims.markedSince(claimsFrom);
+        const claims = await deps.claims.markedSince(claimsFrom);
+        const { marked, releasedTeamDeliveries } = claims;
+        // A release settled since (replayed and delivered, given up) or in hand again is nobody's to replay.
+        const released = claims.released.filter(({ key }) => !marked.has(key));
         // A few starts in flight at once: each is one Temporal round trip, idempotent by workflow id.
         const startOwed = (episodes: OwedEpisode[]) =>
           mapBounded(episodes, START_LANES, async ({ outcome }) => {

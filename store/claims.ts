@@ -45,6 +45,8 @@ export interface ClaimRow {
 export interface ReleasedEpisode {
   runId: string;
   episodeId: string;
+  /** The family's claim key it released. */
+  key: string;
   firstReleasedAt: Date;
   lastReleasedAt: Date;
 }
@@ -313,7 +315,7 @@ function createClaimReads({ claims, now, isShielding }: ClaimContext) {
           lastReleasedAt: row.sent_at,
         };
         const episode = episodeOfClaimKey(key);
-        if (episode) released.push({ ...episode, ...releases });
+        if (episode) released.push({ ...episode, key, ...releases });
         const delivery = !episode && teamDeliveryOfClaimKey(key);
         if (delivery) releasedTeamDeliveries.push({ ...delivery, ...releases });
       }

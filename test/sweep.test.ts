@@ -296,6 +296,37 @@ describe('the reconciliation sweep at scale', function () {
       return { owed, callbackKey, sweep, claims };
     }
 
+    it('behind a pass-worth of runs whose released episodes settled since, a newer release is still replayed', async () => {
+      const now = new Date();
+      // A run released a minute ago, its claim absent: owed.
+      const { owed, sweep } = await endedWithReleases('released_behind', now, [
+        new Date(now.getTime() - 60_000),
+      ]);
+      const db = mongo.db(`${config.mongoDb}_released_behind`);
+      // 1,000 runs (a pass's worth) ended six hours ago, whose callbacks released three hours ago (before it) and
+      // settled since: nothing owed, yet their notes sort first.
+      const ended = Array.from({ length: 1000 }, (_, i) => ({
+        ...run(0, hoursAgo(now, 6)),
+        _id: `sweep_settled_${i}_${RUN_PREFIX}`,
+      }));
+      await db.collection<Run>('runs').insertMany(ended);
+      const settled = ended.flatMap((r) => owedEpisode(r, FAMILIES)!.keys);
+      await db.collection<ClaimRow>('sent_notifications').insertMany([
+        ...settled.map((key) => ({ _id: key, holder: 'h', delivered: true, sent_at: hoursAgo(now, 2.5) })),
+        ...settled.map((key) => ({
+          _id: `released|${key}`,
+          holder: 'h',
+          delivered: true,
+          sent_at: hoursAgo(now, 3),
+          result: 'released',
+          first_released_at: hoursAgo(now, 3),
+        })),
+      ]);
+      const pass = await sweep.sweepOnce();
+      assert.equal(pass.started, 1, JSON.stringify(pass));
+      await client.workflow.getHandle(owed.episodeId).terminate('the test is done with it');
+    });
+
     it('is replayed: a release reaches the sweep for a window from its first release, not only from the run', async () => {
       const now = new Date();
       // Released a minute ago, by a replay the sweep started late in the run's window.
@@ -324,8 +355,8 @@ describe('the reconciliation sweep at scale', function () {
       });
       assert.deepEqual(
         await sweep.sweepOnce(),
-        { scanned: 1, unsettled: 0, started: 0 },
-        'settled: left alone',
+        { scanned: 0, unsettled: 0, started: 0 },
+        'settled: left alone, its run not even read',
       );
     });
 
