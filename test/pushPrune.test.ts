@@ -18,6 +18,7 @@ import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { openStores, type ApiClient } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
 import { testConfig } from './support/stack';
+import { waitUntil } from './support/waitUntil';
 import type { OperatorAlert } from '../domain/ops';
 
 const HOUR_MS = 3600_000;
@@ -197,6 +198,34 @@ describe('a known push service refusing subscriptions made under another key (40
       assert.equal(row.unresolved?.count, 1, `${sub.endpoint}: counted toward its pruning`);
     }
     assert.equal((await rowOf('carol', laptop))?.unresolved, undefined);
+  });
+
+  it("a retried fan-out (another device's push service failing) does not take the stale devices' refusals for our key's", async () => {
+    const gil = stack.anonymous.as('gil', 'initech');
+    const hal = stack.anonymous.as('hal', 'initech');
+    assert.equal((await hal.put('/api/v1/notifications/prefs', { scope: 'team' })).status, 200);
+    const laptop = await device(gil, 'gil-laptop', ourKey);
+    const flaky = await device(hal, 'hal-flaky', ourKey);
+    push.failAlways(flaky, 503);
+    const stale = await device(gil, 'gil-old-phone', otherKey);
+    await device(gil, 'gil-old-tablet', otherKey);
+    await device(hal, 'hal-old-phone', otherKey);
+    const start = lines.length;
+    try {
+      const run = (await gil.post('/api/v1/runs', { title: 'Refused, retried' })).body.id as string;
+      assert.equal((await gil.post(`/api/v1/runs/${run}/cancel`)).status, 200);
+      // The first attempt reached the laptop; the next ones send only to the devices it did not reach. The third
+      // attempt's refusal: the second has weighed its own.
+      await waitUntil('a third attempt of the fan-out', () => push.rejections(stale).length >= 3, {
+        timeoutMs: 60_000,
+      });
+      await stack.client.workflow.getHandle(`${run}:end`).terminate('the test is done with it');
+    } finally {
+      push.recover(flaky);
+    }
+    assert.equal(push.received(laptop).length, 1);
+    const logged = lines.slice(start);
+    assert.ok(!logged.some((l) => /OPERATOR ACTION NEEDED/.test(l)), logged.join('\n'));
   });
 
   it('several subscriptions of several users refused with nothing accepted: one push_config_fault that says our key is refused as a whole, and nothing counted toward pruning', async () => {

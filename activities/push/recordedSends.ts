@@ -108,6 +108,7 @@ export async function sendRecorded(
       pruneMinHours: deps.pruneMinHours,
       metrics: deps.metrics,
       payloadFor,
+      reachedBefore: subs.filter((sub) => reached.has(sub._id)),
     },
     pending,
     payload,

@@ -39,6 +39,11 @@ export interface FanOutDeps {
   metrics?: Pick<Metrics, 'pushSent' | 'pushPruned'>;
   /** A device's own copy of the payload (its person's action tokens); absent: the same payload to every device. */
   payloadFor?: (sub: PushSubscriptionRow) => PushPayload;
+  /**
+   * Devices an earlier attempt of the same push reached: their push services took our key, so what they refuse in
+   * this attempt was made under another key, as if they had taken it in this very fan-out.
+   */
+  reachedBefore?: PushSubscriptionRow[];
 }
 
 /** What a fan-out saw of a push service refusing our identity as a whole. */
@@ -125,7 +130,7 @@ export async function fanOut(
     now: deps.now ?? (() => new Date()),
     pruneMinMs: (deps.pruneMinHours ?? DEFAULT_PRUNE_MIN_HOURS) * 3600_000,
     keyRefused: new Map(),
-    acceptedAt: new Set(),
+    acceptedAt: new Set((deps.reachedBefore ?? []).map(originOf)),
   };
   // One resolution per host for the whole fan-out (2,000 endpoints on one push service = one lookup, not 2,000
   // through libuv's 4-thread pool); a retried activity starts a new fan-out, so it asks again.
