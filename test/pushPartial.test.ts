@@ -248,6 +248,22 @@ describe('a push that missed some of its recipients, and a question pushed after
     );
   });
 
+  it('a question that reached the owner, its run cancelled before the retry of a teammate, is settled as reached', async () => {
+    const { ana, anaPhone, benPhone } = await team('cancelled-mid-retry');
+    push.failAlways(benPhone, 503);
+    const { runId, episodeId } = await pause(ana);
+    await push.waitFor(1, anaPhone, 60_000);
+    // Cancelled while the fan-out waits to try ben again: its next attempt finds nobody to ask.
+    const cancelled = await ana.post(`/api/v1/runs/${runId}/cancel`, {});
+    assert.equal(cancelled.status, 200, cancelled.text);
+    await stack.client.workflow.getHandle(episodeId).result();
+    push.recover(benPhone);
+    assert.deepEqual(await stack.stores.claims.describe(episodeId), {
+      state: 'delivered',
+      result: 'delivered',
+    });
+  });
+
   it('a question still on its way while the close ran is closed once it arrives', async () => {
     const { ana, anaPhone, benPhone } = await team('after-answer-in-flight');
     push.withholdAnswers(benPhone);

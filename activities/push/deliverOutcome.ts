@@ -44,10 +44,9 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
     // A question answered already is asked of nobody more (a retry of the people a fan-out missed, a replay).
     if (interaction?.status === 'answered') return answeredMeanwhile(deps, outcome, interaction);
     // Nor one its run stopped waiting on unanswered (cancelled, failed, finished meanwhile).
-    if (interaction && !runWaitsOn(run, interaction._id))
-      return { addressable: false as const, reason: 'not waiting' as const };
+    if (interaction && !runWaitsOn(run, interaction._id)) return nobodyNow(deps, outcome, 'not waiting');
     const recipients = listed.filter((recipient) => recipient.userId !== '');
-    if (!recipients.length) return { addressable: false as const, reason: 'no recipient' as const };
+    if (!recipients.length) return nobodyNow(deps, outcome, 'no recipient');
     // Per-kind prefs came first (listRecipientPrefs): a kind turned off is never held.
     const devices = await devicesToPush(deps, outcome, kind, recipients);
     if (!devices) return { addressable: false as const, reason: 'no subscription' as const };
@@ -91,6 +90,28 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
  */
 const stillOwed = (closed: FollowUpResult): boolean =>
   closed.result === 'failed' && closed.retry !== undefined;
+
+/**
+ * Nobody to push now (the run stopped waiting, the last recipient opted out): not addressable, unless an earlier
+ * attempt of this push reached devices, which is how it settles then (a read only on these rare paths).
+ */
+async function nobodyNow(
+  deps: PushActivityDeps,
+  outcome: RunOutcome,
+  reason: 'not waiting' | 'no recipient',
+): Promise<PushDeliveryResult> {
+  const reached = await deps.pushDeliveries.countForEpisode(outcome.episodeId);
+  if (!reached) return { addressable: false, reason };
+  return {
+    addressable: true,
+    attempted: 0,
+    delivered: 0,
+    alreadyDelivered: reached,
+    pruned: 0,
+    failed: 0,
+    retryable: 0,
+  };
+}
 
 /**
  * A question's push that finds it answered: nobody new is asked, and the close goes again to every device the
