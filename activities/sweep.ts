@@ -75,9 +75,6 @@ export const SWEEP_CLAIM_SLACK_SECONDS = 3600;
 /** Episode starts in flight at once. */
 const START_LANES = 8;
 
-/** How old an episode may be and still be replayed: a day less than its claims are kept. */
-const REPLAYABLE_FOR_SECONDS = CLAIM_RETENTION_SECONDS - 24 * 3600;
-
 /** Released episodes outside the window one pass looks at, the longest released first; the next takes the rest. */
 const RELEASED_PER_PASS = 1000;
 
@@ -198,20 +195,12 @@ export function createSweepActivities(deps: SweepDeps) {
           });
 
         // 2. The window, a page at a time: each owed episode with a claim missing starts from the listed run.
-        const replayableFrom = deps.now().getTime() - REPLAYABLE_FOR_SECONDS * 1000;
         const releasedOutside = new Set(released.map(({ runId }) => runId));
         for await (const page of deps.runs.listNotifiableRefs(since, deps.pageSize)) {
           pass.scanned += page.length;
           if (releasedOutside.size) for (const ref of page) releasedOutside.delete(ref._id);
-          // Each run's outcome built once, for what it owes and for its question. One older than its claims are
-          // kept (a run paused for weeks, touched back into the window) cannot be told from one never delivered:
-          // replayed, its push, its question's ladder and its team event would all go out again. Counted instead.
-          const listed = page.map((ref) => ({ ref, outcome: outcomeOfRef(ref) }));
-          const outcomes = listed.filter(
-            ({ outcome }) => !outcome || Date.parse(outcome.occurredAt) >= replayableFrom,
-          );
-          if (outcomes.length < listed.length)
-            pass.tooOldToReplay = (pass.tooOldToReplay ?? 0) + listed.length - outcomes.length;
+          // Each run's outcome built once, for what it owes and for its question.
+          const outcomes = page.map((ref) => ({ ref, outcome: outcomeOfRef(ref) }));
           const owed = outcomes.flatMap(({ ref, outcome }) => owedEpisode(ref, deps.families, outcome) ?? []);
           const questions = deps.interactions ? questionsOf(outcomes.map(({ outcome }) => outcome)) : [];
           await markOlderClaims(deps, owed, questions, marked, claimsFrom);

@@ -474,11 +474,6 @@ export interface SweepPass {
    * release too), whose families or deliveries still owed were settled as given up. Absent when none.
    */
   gaveUpReleased?: number;
-  /**
-   * Runs of the window whose episode happened longer ago than its claims are kept (29 days): not replayed, since
-   * whether they were delivered can no longer be told. Absent when none.
-   */
-  tooOldToReplay?: number;
 }
 
 export interface SweepReport extends SweepPass {

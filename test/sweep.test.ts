@@ -261,36 +261,6 @@ describe('the reconciliation sweep at scale', function () {
     }
   });
 
-  it('a run paused longer ago than claims are kept, touched back into the window, is not asked again: counted', async () => {
-    const now = new Date();
-    const oldDb = mongo.db(`${config.mongoDb}_paused_long_ago`);
-    await ensureAllIndexes(oldDb);
-    const longAgo = new Date(now.getTime() - 40 * 24 * 3600_000);
-    // Its question's claims expired with their 30 days: only the run's updatedAt (a watch ended now) is recent.
-    const paused: Run = {
-      ...run(2, now),
-      _id: `sweep_old_pause_${RUN_PREFIX}`,
-      createdAt: longAgo,
-      updatedAt: now,
-      pause: { reason: 'human_input', seq: 1, interactionId: 'int_old', at: longAgo },
-    };
-    await oldDb.collection<Run>('runs').insertOne(paused);
-    const { sweep } = sweepActivitiesOn(oldDb, {
-      client,
-      taskQueue: `sweep-no-worker-${randomBytes(4).toString('hex')}`,
-      families: FAMILIES,
-      graceSeconds: GRACE_SECONDS,
-      lookbackSeconds: 3600,
-      pageSize: PAGE_SIZE,
-      now,
-      questions: true,
-    });
-    const pass = await sweep.sweepOnce();
-    assert.equal(pass.started, 0, JSON.stringify(pass));
-    assert.equal(pass.interactionsStarted ?? 0, 0, JSON.stringify(pass));
-    assert.equal(pass.tooOldToReplay, 1, JSON.stringify(pass));
-  });
-
   describe('an episode released after its run left the window', () => {
     const LOOKBACK_SECONDS = 4 * 3600;
     const hoursAgo = (now: Date, hours: number) => new Date(now.getTime() - hours * 3600_000);
