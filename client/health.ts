@@ -74,6 +74,13 @@ interface Held {
   failures: number;
 }
 
+/** A batch queued behind one that failed: held with it for its next try, not sent. */
+class HeldBehindFailure extends Error {
+  constructor() {
+    super('held behind a batch that failed, for its next try');
+  }
+}
+
 /**
  * A failed batch's events with what was held since, in the order they were observed, at most a batch: every
  * status change and the newest of the rest (health carries the latest spend and progress, not each one).
@@ -102,10 +109,18 @@ export function createEventBatcher(deps: {
   const held = new Map<string, Held>();
   const sending = new Map<string, Promise<void>>();
 
-  /** Sends after the run's batch in flight, if any; the run's chain is forgotten once it is idle. */
+  /**
+   * Sends after the run's batch in flight, if any; the run's chain is forgotten once it is idle. Behind a batch that
+   * failed and waits for its next try, it waits with it (after it), and its caller is told it failed.
+   */
   function sendInOrder(run: ObservedRun, events: ObservedEvent[]): Promise<void> {
     const previous = sending.get(run._id) ?? Promise.resolve();
-    const sent = previous.then(() => deps.send(run, events));
+    const sent = previous.then(() => {
+      const failed = held.get(run._id);
+      if (!failed?.failures) return deps.send(run, events);
+      failed.events = mergeBounded(failed.events, events);
+      throw new HeldBehindFailure();
+    });
     const settled = sent.then(
       () => undefined,
       () => undefined,
@@ -133,6 +148,7 @@ export function createEventBatcher(deps: {
   /** Sends the events; failed, they are held again for their next try (none past the last, nor past the bound). */
   function sendOrHoldAgain(run: ObservedRun, events: ObservedEvent[], failures: number): Promise<void> {
     return sendInOrder(run, events).catch((err: unknown) => {
+      if (err instanceof HeldBehindFailure) throw err;
       const tries = failures + 1;
       if (tries < MAX_SEND_TRIES && (held.has(run._id) || held.size < MAX_RUNS_HELD)) {
         const waitMs = Math.min(Math.max(deps.windowMs, 1000) * 2 ** (tries - 1), RETRY_MAX_MS);

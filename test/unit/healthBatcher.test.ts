@@ -176,6 +176,31 @@ describe('the run-health event batcher', () => {
     assert.deepEqual(sent, [['usage@0', 'run_finished@1010']]);
   });
 
+  it('a batch queued behind one that fails waits with it for its next try: never sent before it', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let failFirst = true;
+    const sent: string[][] = [];
+    const { batcher, advance } = batcherOn(1000, async (_run, events) => {
+      if (events[0].type === 'usage' && failFirst) {
+        await gate;
+        failFirst = false;
+        throw new Error('temporal unreachable');
+      }
+      sent.push(events.map((e) => e.type));
+    });
+    await batcher.observe(run('r1'), [{ type: 'usage', data: { spent: 12 } }]);
+    advance(1000); // the usage batch goes, and hangs
+    await flushed();
+    const ended = batcher.observe(run('r1'), [{ type: 'run_finished' }]);
+    release(); // the usage batch fails; the end was queued behind it
+    await assert.rejects(ended, /failed/);
+    assert.deepEqual(sent, [], 'the end did not overtake the usage it followed');
+    advance(1000);
+    await flushed();
+    assert.deepEqual(sent, [['usage', 'run_finished']]);
+  });
+
   it('a batch that keeps failing is dropped after its last try, and never holds more than a batch', async () => {
     const sizes: number[] = [];
     const { batcher, advance, errors, pending } = batcherOn(0, async (_run, events) => {
