@@ -69,7 +69,10 @@ const SLOT_WAIT_RESERVE_MS = 7000;
 function slotWaitMs(startedAt: number, timeoutMs: number): number {
   const startToClose = activityContext()?.info.startToCloseTimeoutMs;
   if (!startToClose) return timeoutMs;
-  return startToClose - (Date.now() - startedAt) - timeoutMs - RECORD_DEADLINE_MS - SLOT_WAIT_RESERVE_MS;
+  const left = startToClose - (Date.now() - startedAt);
+  // A start-to-close made for a shorter timeout (requestTimeoutMs): half of what the request may have.
+  if (startToClose < timeoutMs + AFTER_REQUEST_MS) return (left - AFTER_REQUEST_MS) / 2;
+  return left - timeoutMs - RECORD_DEADLINE_MS - SLOT_WAIT_RESERVE_MS;
 }
 
 /** Room the request needs beyond its own timeout: the resolver, and the writes after it (the log, a streak). */

@@ -19,7 +19,7 @@ import type { PushSubscriptionRow } from '../../store/push/subscriptions';
 import { payloadsWithActions } from './actionTokens';
 import { closeAnswered } from './closeAnswered';
 import type { DigestDeps, PushActivityDeps } from './pushActivityDeps';
-import { keptAlive } from '../activityContext';
+import { activityContext, keptAlive } from '../activityContext';
 import { configFaultReporter, sendRecorded, STORE_WORK_BEATS_FOR_MS, type Reached } from './recordedSends';
 
 /**
@@ -93,13 +93,17 @@ const stillOwed = (closed: FollowUpResult): boolean =>
 
 /**
  * Nobody to push now (the run stopped waiting, the last recipient opted out): not addressable, unless an earlier
- * attempt of this push reached devices, which is how it settles then (a read only on these rare paths).
+ * attempt of this push reached devices, which is how it settles then. Read only where an earlier attempt may have
+ * run: a question its run no longer waits on (it was asked), or a retry (an owner with the kind off, on a first
+ * attempt, costs no read).
  */
 async function nobodyNow(
   deps: PushActivityDeps,
   outcome: RunOutcome,
   reason: 'not waiting' | 'no recipient',
 ): Promise<PushDeliveryResult> {
+  const retried = (activityContext()?.info.attempt ?? 1) > 1;
+  if (reason === 'no recipient' && !retried) return { addressable: false, reason };
   const reached = await deps.pushDeliveries.countForEpisode(outcome.episodeId);
   if (!reached) return { addressable: false, reason };
   return {
