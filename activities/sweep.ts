@@ -13,8 +13,8 @@
 //           (and each such team's endpoints, once a pass): none without watched pauses and endpoints.
 //   0–2     the runs of episodes released since the pre-check's range began, outside the window (asked by id),
 //           and their older claims by key: none without releases.
-//   0–1     the team events whose delivery was released since the range began, recorded before the window
-//           (asked by id): none without such releases.
+//   0–k     the team events whose delivery was released since the range began (their headers asked by id, 1,000
+//           at a time until a pass's worth recorded before the window is found): none without such releases.
 //   1       where digests are on: the held pushes still owed past their time (an indexed range read, at most
 //           1,000), each person's offered to their digest.
 //   1       the transitions left open past a live writer's time (an indexed read, at most 1,000), each finished.
@@ -580,17 +580,24 @@ async function releasedTeamEventsOutsideWindow(
     });
   }
   if (!byEvent.size) return { raised: 0, gaveUp: 0 };
-  const longestReleased = [...byEvent.keys()]
-    .sort((a, b) => byEvent.get(a)!.first - byEvent.get(b)!.first)
-    .slice(0, RELEASED_PER_PASS);
+  // Those recorded inside the window are raiseOwedTeamEvents': read past, a pass's worth of the others kept.
+  const longestReleased = [...byEvent.keys()].sort((a, b) => byEvent.get(a)!.first - byEvent.get(b)!.first);
+  const outside: TeamEventHeader[] = [];
+  for (
+    let from = 0;
+    from < longestReleased.length && outside.length < RELEASED_PER_PASS;
+    from += RELEASED_PER_PASS
+  ) {
+    const rows = await teamEvents.headersOf(longestReleased.slice(from, from + RELEASED_PER_PASS));
+    outside.push(...rows.filter((row) => row.recordedAt < since));
+  }
+  outside.splice(RELEASED_PER_PASS);
   const now = deps.now().getTime();
   const raisedSince = now - (CLAIM_RETENTION_SECONDS / 2) * 1000;
   const quietSince = now - RELEASED_QUIET_SECONDS * 1000;
   const raise: string[] = [];
   const giveUp: { keys: string[]; result: string }[] = [];
-  // Those recorded inside the window are raiseOwedTeamEvents'.
-  for (const row of await teamEvents.headersOf(longestReleased)) {
-    if (row.recordedAt >= since) continue;
+  for (const row of outside) {
     const releases = byEvent.get(row._id)!;
     const endpoints = await endpointsOf(row.teamId);
     const stillOwed = (endpointId: string) =>
