@@ -105,17 +105,19 @@ async function nobodyNow(
   const retried = (activityContext()?.info.attempt ?? 1) > 1;
   if (reason === 'no recipient' && !retried) return { addressable: false, reason };
   const reached = await deps.pushDeliveries.countForEpisode(outcome.episodeId);
-  if (!reached) return { addressable: false, reason };
-  return {
-    addressable: true,
-    attempted: 0,
-    delivered: 0,
-    alreadyDelivered: reached,
-    pruned: 0,
-    failed: 0,
-    retryable: 0,
-  };
+  return reached ? settledOnReached(reached, 0) : { addressable: false, reason };
 }
+
+/** A push that sends nothing now, settled on the devices its earlier attempts reached. */
+const settledOnReached = (alreadyDelivered: number, retryable: number): PushDeliveryResult => ({
+  addressable: true,
+  attempted: 0,
+  delivered: 0,
+  alreadyDelivered,
+  pruned: 0,
+  failed: 0,
+  retryable,
+});
 
 /**
  * A question's push that finds it answered: nobody new is asked, and the close goes again to every device the
@@ -132,15 +134,7 @@ async function answeredMeanwhile(
     closeAnswered(deps, refOf(outcome, interaction), answerOf(interaction, deps.now())),
   ]);
   if (!reached) return { addressable: false, reason: 'answered' };
-  return {
-    addressable: true,
-    attempted: 0,
-    delivered: 0,
-    alreadyDelivered: reached,
-    pruned: 0,
-    failed: 0,
-    retryable: stillOwed(closed) ? 1 : 0,
-  };
+  return settledOnReached(reached, stillOwed(closed) ? 1 : 0);
 }
 
 const refOf = (outcome: RunOutcome, interaction: Interaction): InteractionRef => ({
