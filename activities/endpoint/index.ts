@@ -237,6 +237,17 @@ export async function missedEvents(
   return missed;
 }
 
+/**
+ * A claim write after a send, made within RECORD_DEADLINE_MS or not at all: a store failing or stalling must not
+ * fail the activity nor hold it past its start-to-close (its retry would send again). True when it was made.
+ */
+const writtenInTime = (write: Promise<unknown>): Promise<boolean> =>
+  withDeadline(
+    write.then(() => true),
+    RECORD_DEADLINE_MS,
+    () => false,
+  ).catch(() => false);
+
 export function createEndpointActivities(deps: EndpointDeps) {
   const attemptEndpoint = endpointAttempter(deps);
 
@@ -255,12 +266,9 @@ export function createEndpointActivities(deps: EndpointDeps) {
     if (claim.state === 'delivered') {
       if (claim.result === 'delivered') return { result: 'stop', detail: 'delivered already' };
       const sent = await attempt();
-      // Bounded, as the settle below: a store stalling here must not hold the activity past its start-to-close.
-      // Left given up, its attempt row (delivered) keeps a later recover from sending it again.
-      if (sent.result === 'delivered')
-        await withDeadline(deps.claims.resettle(key, 'delivered'), RECORD_DEADLINE_MS, () => false).catch(
-          () => undefined,
-        );
+      // Left given up (the write not made in time), its attempt row (delivered) keeps a later recover from
+      // sending it again.
+      if (sent.result === 'delivered') await writtenInTime(deps.claims.resettle(key, 'delivered'));
       return sent;
     }
     if (!(await deps.claims.tryMark(key, recoverId)))
@@ -272,19 +280,14 @@ export function createEndpointActivities(deps: EndpointDeps) {
       await deps.claims.unmark(key, recoverId).catch(() => undefined);
       throw err;
     }
-    // Sent: a store failing or stalling now must not fail the activity (nor hold it past its start-to-close), or
-    // its retry would send it again. A delivery left unsettled is the recover's to settle once the store is back:
-    // a claim left pending would go stale and be sent again by the sweep. One not delivered is released (a
-    // release lost leaves a claim that goes stale: owed as before).
+    // Sent: a delivery left unsettled is the recover's to settle once the store is back (a claim left pending
+    // would go stale and be sent again by the sweep). One not delivered is released (a release lost leaves a claim
+    // that goes stale: owed as before).
     if (sent.result !== 'delivered') {
-      await deps.claims.unmark(key, recoverId).catch(() => undefined);
+      await writtenInTime(deps.claims.unmark(key, recoverId));
       return sent;
     }
-    const settled = await withDeadline(
-      deps.claims.markDelivered(key, recoverId).then(() => true),
-      RECORD_DEADLINE_MS,
-      () => false,
-    ).catch(() => false);
+    const settled = await writtenInTime(deps.claims.markDelivered(key, recoverId));
     return settled ? sent : { ...sent, unsettledClaim: key };
   }
 

@@ -6,7 +6,7 @@
 // still owed: a row no live digest took by then is offered to the person's digest again, so a digest lost for any
 // reason loses nothing. GET /runs/:id/episodes and explain read an episode's rows. A row settled is kept 30 days,
 // one owed for as long as it is owed.
-import type { Db } from 'mongodb';
+import type { Collection, Db } from 'mongodb';
 import type { DigestEntry } from '../../contract/workflows';
 import { episodeOfDelivery } from '../../domain/interaction';
 import { DIGEST_CLOSED_KIND } from '../../domain/push';
@@ -169,35 +169,9 @@ export function createPushHoldStore(db: Db) {
       );
     },
 
-    /**
-     * What a digest took: counted by kind, the newest `listed` of them kept (read in one pass). A question pushed
-     * again (its rungs, its snoozes) is one question: counted and listed once, by its newest push held.
-     */
-    async contentsOf(digestId: string, listed: number): Promise<DigestContents> {
-      const contents: DigestContents = { counts: {}, newest: [], total: 0, waiting: [] };
-      const waitingByEpisode = new Map<string, PushHoldRow>();
-      for await (const row of holds.find({ digestId })) {
-        contents.total++;
-        if (row.digestSentAt && !(contents.sentAt && contents.sentAt <= row.digestSentAt))
-          contents.sentAt = row.digestSentAt;
-        if (DIGEST_CLOSED_KIND[row.kind]) {
-          const episodeId = episodeOfDelivery(row.episodeId);
-          const seen = waitingByEpisode.get(episodeId);
-          if (!seen || seen.at < row.at) waitingByEpisode.set(episodeId, { ...row, episodeId });
-          continue;
-        }
-        contents.counts[row.kind] = (contents.counts[row.kind] ?? 0) + 1;
-        contents.newest.push(row);
-        if (contents.newest.length > listed * 4) trimNewest(contents.newest, listed);
-      }
-      const waiting = [...waitingByEpisode.values()];
-      for (const row of waiting) contents.counts[row.kind] = (contents.counts[row.kind] ?? 0) + 1;
-      contents.newest.push(...waiting);
-      trimNewest(contents.newest, listed);
-      trimNewest(waiting, DIGEST_WAITING_READ);
-      contents.waiting = waiting.map(({ runId, episodeId, kind }) => ({ runId, episodeId, kind }));
-      return contents;
-    },
+    /** What a digest took: counted by kind, the newest `listed` of them kept (digestContentsOf). */
+    contentsOf: (digestId: string, listed: number): Promise<DigestContents> =>
+      digestContentsOf(holds, digestId, listed),
 
     /**
      * Whether a digest of the person newer than this one has reached a device: one a device first took after
@@ -272,6 +246,40 @@ export async function migrateOwedHolds(db: Db, now: Date): Promise<number> {
     .collection<PushHoldRow>('push_holds')
     .updateMany({ owedAt: { $exists: false }, ...OWED }, { $set: { owedAt: now } });
   return result.modifiedCount;
+}
+
+/**
+ * What a digest took: counted by kind, the newest `listed` of them kept (read in one pass). A question pushed again
+ * (its rungs, its snoozes) is one question: counted and listed once, by its newest push held.
+ */
+async function digestContentsOf(
+  holds: Collection<PushHoldRow>,
+  digestId: string,
+  listed: number,
+): Promise<DigestContents> {
+  const contents: DigestContents = { counts: {}, newest: [], total: 0, waiting: [] };
+  const waitingByEpisode = new Map<string, PushHoldRow>();
+  for await (const row of holds.find({ digestId })) {
+    contents.total++;
+    if (row.digestSentAt && !(contents.sentAt && contents.sentAt <= row.digestSentAt))
+      contents.sentAt = row.digestSentAt;
+    if (DIGEST_CLOSED_KIND[row.kind]) {
+      const episodeId = episodeOfDelivery(row.episodeId);
+      const seen = waitingByEpisode.get(episodeId);
+      if (!seen || seen.at < row.at) waitingByEpisode.set(episodeId, { ...row, episodeId });
+      continue;
+    }
+    contents.counts[row.kind] = (contents.counts[row.kind] ?? 0) + 1;
+    contents.newest.push(row);
+    if (contents.newest.length > listed * 4) trimNewest(contents.newest, listed);
+  }
+  const waiting = [...waitingByEpisode.values()];
+  for (const row of waiting) contents.counts[row.kind] = (contents.counts[row.kind] ?? 0) + 1;
+  contents.newest.push(...waiting);
+  trimNewest(contents.newest, listed);
+  trimNewest(waiting, DIGEST_WAITING_READ);
+  contents.waiting = waiting.map(({ runId, episodeId, kind }) => ({ runId, episodeId, kind }));
+  return contents;
 }
 
 /** Keeps the `listed` newest rows, newest first. */
