@@ -11,6 +11,7 @@ import { listenMetrics } from '../platform/http/metricsRoutes';
 import { createLogger, logAt, type Log, type Logger } from '../platform/log';
 import { createMetrics, type Metrics } from '../platform/metrics';
 import { startTracing, type Tracing } from '../platform/tracing';
+import type { Stores } from '../store';
 import { createApp, type AppDeps } from './app';
 import { wireHealthProbes } from './healthWiring';
 import { wireCallbacksRouter } from './routes/callbacksWiring';
@@ -43,6 +44,8 @@ export interface ApiOptions {
   pushSender?: PushSender;
   /** The process's started tracing SDK; undefined: no traces (requests get no spans, starts carry none). */
   tracing?: Pick<Tracing, 'clientInterceptors'>;
+  /** The stores as the API sees them (a store held on purpose, in tests); by default as built. */
+  stores?: (stores: Stores) => Stores;
 }
 
 /** Builds every dependency from config and listens. Tests call this with their own config. */
@@ -52,7 +55,13 @@ export async function startApi(config: Config, options: ApiOptions = {}): Promis
   const log = options.log ?? logAt(logger);
   const metrics = options.metrics ?? createMetrics(new Registry(), { processMetrics: false });
   const pushSender = options.pushSender ?? pushSenderFor(config);
-  const services = await connectServices(config, { log, metrics, pushSender, tracing: options.tracing });
+  const services = await connectServices(config, {
+    log,
+    metrics,
+    pushSender,
+    tracing: options.tracing,
+    stores: options.stores,
+  });
   let draining = false;
   const scrape = (): Promise<string> => metrics.registry.metrics();
   const app = createApp({

@@ -40,6 +40,8 @@ export async function connectServices(
     metrics: Metrics;
     pushSender?: PushSender;
     tracing?: Pick<Tracing, 'clientInterceptors'>;
+    /** The stores as the API sees them (a store held on purpose, in tests); by default as built. */
+    stores?: (stores: Stores) => Stores;
   },
 ): Promise<ApiServices> {
   const { log, metrics, pushSender } = options;
@@ -57,7 +59,8 @@ export async function connectServices(
     namespace: config.temporalNamespace,
     ...(options.tracing ? { interceptors: options.tracing.clientInterceptors } : {}),
   });
-  const stores = createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds });
+  const built = createStores(mongo.db, { claimGraceSeconds: config.claimGraceSeconds });
+  const stores = options.stores?.(built) ?? built;
   const emitter = createOutcomeEmitter({
     client,
     taskQueue: config.temporalTaskQueue,

@@ -10,7 +10,7 @@ import { createRunsService, type RunsServiceDeps } from '../runs/service';
 import { IllegalTransitionError } from '../domain/runStatus';
 import type { Stores } from '../store';
 import { startFamilyStack, sweepActivitiesOf, type FamilyStack } from './support/familyStack';
-import { ApiClient } from './support/harness';
+import { ApiClient, startTestApi } from './support/harness';
 import { waitUntil } from './support/waitUntil';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -48,7 +48,10 @@ describe('concurrent transitions', function () {
     ({ stores } = stack);
     alice = stack.anonymous.as('alice', 'acme');
   });
+  /** APIs a case started of its own, closed with the stack. */
+  const ownApis: { close(): Promise<void> }[] = [];
   after(async () => {
+    for (const api of ownApis.splice(0)) await api.close();
     await stack?.stop();
   });
 
@@ -62,18 +65,43 @@ describe('concurrent transitions', function () {
   ];
 
   it('two conflicting transitions: one 409, no phantom events, health follows the winner', async () => {
+    // The two requests race for real only when both read the run before either writes: on a loaded machine one
+    // can finish first, and where the second op is legal after the first (fail after a soft-pause) both succeed.
+    // An API of its own holds each raced run's read until the other request has read it too.
+    const racing = new Map<string, { arrived: number; bothRead: Promise<void>; release: () => void }>();
+    const raceApi = await startTestApi(stack.config, {
+      stores: (built) => ({
+        ...built,
+        runs: {
+          ...built.runs,
+          getForTeam: async (...args) => {
+            const race = racing.get(args[1]);
+            if (race && ++race.arrived === 2) race.release();
+            await race?.bothRead;
+            return built.runs.getForTeam(...args);
+          },
+        },
+      }),
+    });
+    ownApis.push(raceApi.api);
+    const racer = raceApi.client.as('alice', 'acme');
     const runs: { id: string; winner: Op; loser: Op }[] = [];
     for (const [a, b] of pairs) {
       for (let i = 0; i < 2; i++) {
-        const created = await alice.post('/api/v1/runs', { title: `${a} vs ${b}` });
+        // Through the racing API too: its batcher sends the progress ahead of the race's status change.
+        const created = await racer.post('/api/v1/runs', { title: `${a} vs ${b}` });
         assert.equal(created.status, 201, created.text);
         const id = created.body.id as string;
         // Health exists and is active before the race, as for any running run.
-        await alice.post(`/api/v1/runs/${id}/events`, { type: 'node_started', node: 'work' });
+        await racer.post(`/api/v1/runs/${id}/events`, { type: 'node_started', node: 'work' });
+        let release!: () => void;
+        const bothRead = new Promise<void>((resolve) => (release = resolve));
+        racing.set(id, { arrived: 0, bothRead, release });
         const [ra, rb] = await Promise.all([
-          alice.post(`/api/v1/runs/${id}/${a}`, BODY[a]),
-          alice.post(`/api/v1/runs/${id}/${b}`, BODY[b]),
+          racer.post(`/api/v1/runs/${id}/${a}`, BODY[a]),
+          racer.post(`/api/v1/runs/${id}/${b}`, BODY[b]),
         ]);
+        racing.delete(id);
         const statuses = [ra.status, rb.status].sort();
         assert.equal(
           statuses[1],
