@@ -233,6 +233,20 @@ export function toldOutOfOrder(state: HealthState, event: ObservedEvent): boolea
   );
 }
 
+/**
+ * Progress written before the pause health applied, told after it (another process's batch, or its late signal):
+ * the run has paused since, so it does not make the run active again (a paused run made active would stall).
+ */
+export function progressBeforePause(state: HealthState, event: ObservedEvent): boolean {
+  return (
+    state.phase === 'paused' &&
+    event.type === 'node_started' &&
+    typeof event.writtenAt === 'number' &&
+    state.statusWrittenAt !== undefined &&
+    event.writtenAt < state.statusWrittenAt
+  );
+}
+
 /** The state with a status change's write time noted (toldOutOfOrder reads it). */
 export function noteStatusWritten(state: HealthState, event: ObservedEvent): HealthState {
   if (!changesStatus(event.type) || typeof event.writtenAt !== 'number') return state;

@@ -18,6 +18,7 @@ import { waitUntil } from './support/waitUntil';
 /** RECORD_HEALTH_BATCHED_HISTORY=1 records the batched run's history (past its alerts and its end) here. */
 const FIXTURE = path.resolve(__dirname, 'fixtures/run-health-history-batched.json');
 const SIGNALED = temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED;
+const WORKFLOW_TASK_COMPLETED = temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED;
 
 describe('run health fed in batches', function () {
   let webhook: CallbackReceiver;
@@ -297,6 +298,64 @@ describe('run health fed in batches', function () {
     // Running and silent past STALL_AFTER_SECONDS: it stalls.
     await waitUntil('its stall alert', () => alertsOf(id).includes('stall'), { timeoutMs: 30_000 });
     recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-late-pause-passed-over.json');
+  });
+
+  it('progress told to health after a pause written later (two processes) leaves the run paused: it never stalls', async function () {
+    this.timeout(120_000);
+    const created = await unbatched.post('/api/v1/runs', {
+      title: 'Progress, then paused, its progress told late',
+    });
+    const id = created.body.id as string;
+    assert.equal(
+      (await unbatched.post(`/api/v1/runs/${id}/events`, { type: 'node_started', node: 'a' })).status,
+      201,
+    );
+    await waitUntil('health saw the first node', async () => (await signalsTo(id)) >= 2);
+    // The progress's process tells health late (its batch window, or a signal queued behind a burst): the pause,
+    // written after it by another process, reaches health first.
+    let releaseProgress!: () => void;
+    const progressHeld = new Promise<void>((resolve) => (releaseProgress = resolve));
+    const signaler = createHealthSignaler({
+      client: stack.client,
+      taskQueue: stack.config.temporalTaskQueue,
+      options: healthOptions(stack.config),
+      batchMs: 0,
+      onError: () => undefined,
+    });
+    const slowTeller = createRunsService({
+      ...stack.stores,
+      emitter: { emitRunOutcome: async () => undefined },
+      health: {
+        observe: async (run, events) => {
+          await progressHeld;
+          return signaler.observe(run, events);
+        },
+        flushAll: () => signaler.flushAll(),
+      },
+    });
+    const progressed = slowTeller.recordEvent({ userId: 'alice', teamId: 'acme' }, id, 'node_started', {
+      node: 'b',
+    });
+    await waitUntil('the progress in the store', async () =>
+      (await stack.stores.events.listForRun(id)).some((e) => e.data?.node === 'b'),
+    );
+    assert.equal((await unbatched.post(`/api/v1/runs/${id}/soft-pause`, {})).status, 200);
+    await waitUntil('health saw the pause', async () => (await signalsTo(id)) >= 3);
+    releaseProgress();
+    await progressed;
+    // The late progress handled: a workflow task completed after its signal (the twin is saved within it).
+    await waitUntil('health handled the late progress', async () => {
+      const history = await stack.client.workflow.getHandle(healthWorkflowId(id)).fetchHistory();
+      const events = history.events ?? [];
+      const lastSignal = events.map((e) => e.eventType).lastIndexOf(SIGNALED);
+      return (
+        events.filter((e) => e.eventType === SIGNALED).length >= 4 &&
+        events.slice(lastSignal).some((e) => e.eventType === WORKFLOW_TASK_COMPLETED)
+      );
+    });
+    const health = await unbatched.get(`/api/v1/runs/${id}/health`);
+    assert.equal(health.body.phase, 'paused');
+    recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-early-progress-passed-over.json');
   });
 
   /**

@@ -10,6 +10,7 @@ import {
   noteStatusWritten,
   observe,
   observedAt,
+  progressBeforePause,
   stallDueAt,
   toldOutOfOrder,
   type HealthState,
@@ -73,6 +74,12 @@ export const HEALTH_BUDGET_AT_PAUSED_END_PATCH = 'health-budget-alerted-at-pause
  * never stalled. Only such an event reaches the check: other histories replay unchanged.
  */
 export const HEALTH_STATUS_IN_WRITE_ORDER_PATCH = 'health-status-changes-in-write-order';
+
+/**
+ * Marks histories in which progress written before the pause health applied, told after it (progressBeforePause),
+ * is passed over. Before, it made the paused run active, and it stalled. Only such an event reaches the check.
+ */
+export const HEALTH_PROGRESS_BEFORE_PAUSE_PATCH = 'health-progress-before-pause-passed-over';
 
 /** How often a run that keeps reporting usage has its settings (its budget) read again. */
 const SETTINGS_REFRESH_MS = 60_000;
@@ -169,6 +176,10 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
           continue;
         }
         if (batched && toldOutOfOrder(state, event) && patched(HEALTH_STATUS_IN_WRITE_ORDER_PATCH)) {
+          handled++;
+          continue;
+        }
+        if (batched && progressBeforePause(state, event) && patched(HEALTH_PROGRESS_BEFORE_PAUSE_PATCH)) {
           handled++;
           continue;
         }

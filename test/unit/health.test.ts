@@ -7,6 +7,7 @@ import {
   initialHealth,
   noteStatusWritten,
   observe,
+  progressBeforePause,
   stallDueAt,
   toldOutOfOrder,
   type HealthState,
@@ -70,6 +71,22 @@ describe('run health', () => {
       state,
       'never moves back',
     );
+  });
+
+  it('progress written before the pause applied does not make the paused run active; progress after it does', () => {
+    const pause = { type: 'run_paused', writtenAt: 2_000 };
+    const paused = noteStatusWritten(observe(start(), pause, 2_000).state, pause);
+    assert.equal(paused.phase, 'paused');
+    assert.equal(progressBeforePause(paused, { type: 'node_started', writtenAt: 1_000 }), true);
+    assert.equal(progressBeforePause(paused, { type: 'node_started', writtenAt: 2_500 }), false, 'after it');
+    assert.equal(progressBeforePause(paused, { type: 'node_started' }), false, 'told without a write time');
+    assert.equal(
+      progressBeforePause(paused, { type: 'usage', writtenAt: 1_000 }),
+      false,
+      'spend still counts',
+    );
+    const active = observe(start(), { type: 'node_started' }, 1_000).state;
+    assert.equal(progressBeforePause(active, { type: 'node_started', writtenAt: 0 }), false, 'not paused');
   });
 
   it("the run's own health twin and a workspace ticker are not progress", () => {
