@@ -94,6 +94,8 @@ export interface PushHeldView {
   digestSentAt?: string;
   /** That digest found no device for a day and gave up. */
   digestGaveUpAt?: string;
+  /** The person opted out of it before a digest took it (its kind turned off, or own runs only): never told. */
+  optedOutAt?: string;
 }
 
 export interface AlertSendView {

@@ -75,9 +75,11 @@ function renderEpisode(e: EpisodeView, attemptsTruncated: boolean, line: Line): 
         ? `went out in ${h.digestId} at ${h.digestSentAt}`
         : h.digestGaveUpAt
           ? `digest ${h.digestId} gave up at ${h.digestGaveUpAt}: no device took it for a day`
-          : h.digestId
-            ? `digest ${h.digestId} is sending`
-            : `digest waits (release ${h.releaseAt})`;
+          : h.optedOutAt
+            ? `opted out at ${h.optedOutAt} (its kind turned off, or own runs only): not told`
+            : h.digestId
+              ? `digest ${h.digestId} is sending`
+              : `digest waits (release ${h.releaseAt})`;
       line(`      ${h.heldAt} ${h.userId} (${h.reason}): ${sent}`);
     }
   }

@@ -135,6 +135,7 @@ export function pushHeldView(row: PushHoldRow): PushHeldView {
     ...(row.digestId ? { digestId: row.digestId } : {}),
     ...(row.digestSentAt ? { digestSentAt: row.digestSentAt.toISOString() } : {}),
     ...(row.digestGaveUpAt ? { digestGaveUpAt: row.digestGaveUpAt.toISOString() } : {}),
+    ...(row.optedOutAt ? { optedOutAt: row.optedOutAt.toISOString() } : {}),
   };
 }
 

@@ -439,6 +439,58 @@ describe('push preferences and devices', function () {
     });
   });
 
+  describe('a push held for the digest, opted out of since', () => {
+    const PREFS = '/api/v1/notifications/prefs';
+    const dnd = () => new Date(Date.now() + 6 * 24 * 3600_000).toISOString();
+
+    /** A run of this owner ended (`complete` or `fail`), its episode settled. */
+    async function ended(owner: ApiClient, title: string, end: 'complete' | 'fail'): Promise<string> {
+      const res = await owner.post('/api/v1/runs', { title });
+      assert.equal(res.status, 201, res.text);
+      const id = res.body.id as string;
+      const body = end === 'complete' ? { finalAnswer: 'done' } : { error: { code: 'x', message: 'broke' } };
+      assert.ok((await owner.post(`/api/v1/runs/${id}/${end}`, body)).status < 300);
+      await episodeResult(`${id}:end`);
+      return id;
+    }
+
+    it('a kind turned off meanwhile is not told; its hold shows it was opted out of', async () => {
+      const ula = anonymous.as('ula', 'iota');
+      const phone = await subscribe(ula, 'ula-phone');
+      assert.equal((await ula.put(PREFS, { scope: 'own', doNotDisturbUntil: dnd() })).status, 200);
+      const finished = await ended(ula, 'Nightly build', 'complete');
+      await ended(ula, 'Migration', 'fail');
+      assert.equal(await mongo.db.collection('push_holds').countDocuments({ userId: 'ula' }), 2);
+
+      const off = { scope: 'own', kinds: { run_finished: false }, doNotDisturbUntil: null };
+      assert.equal((await ula.put(PREFS, off)).status, 200);
+      const [digest] = await push.waitFor(1, phone, 30_000);
+      const payload = digest.payload as PushPayload;
+      assert.equal(payload.title, '1 run update while you were away');
+      assert.equal(payload.body, '1 failed · Migration failed');
+      await client.workflow.getHandle('digest|iota|ula').result();
+      const episodes = await ula.get(`/api/v1/runs/${finished}/episodes`);
+      const [held] = episodes.body.episodes[0].pushHeld as Record<string, unknown>[];
+      assert.equal(typeof held.optedOutAt, 'string', JSON.stringify(held));
+      assert.equal(held.digestId, undefined, 'no digest carried it');
+    });
+
+    it('switched to own runs meanwhile, a teammate’s run is not told; their own is', async () => {
+      const vic = anonymous.as('vic', 'kappa');
+      const wes = anonymous.as('wes', 'kappa');
+      const phone = await subscribe(vic, 'vic-phone');
+      assert.equal((await vic.put(PREFS, { scope: 'team', doNotDisturbUntil: dnd() })).status, 200);
+      await ended(wes, 'Teammate’s deploy', 'complete');
+      await ended(vic, 'Own report', 'complete');
+      assert.equal(await mongo.db.collection('push_holds').countDocuments({ userId: 'vic' }), 2);
+
+      assert.equal((await vic.put(PREFS, { scope: 'own', doNotDisturbUntil: null })).status, 200);
+      const [digest] = await push.waitFor(1, phone, 30_000);
+      const payload = digest.payload as PushPayload;
+      assert.equal(payload.body, '1 finished · Own report finished');
+    });
+  });
+
   describe('devices', () => {
     const CHROME_LINUX =
       'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36';

@@ -7,7 +7,12 @@ import assert from 'node:assert/strict';
 import type { Filter } from 'mongodb';
 import { ensureAllIndexes } from '../store';
 import { connectMongo, type Mongo } from '../store/mongo';
-import { createPushHoldStore, pushHoldIndexes, type PushHoldRow } from '../store/push/holds';
+import {
+  createPushHoldStore,
+  migrateOwedHolds,
+  pushHoldIndexes,
+  type PushHoldRow,
+} from '../store/push/holds';
 import { random } from './support/seeded';
 import { testConfig } from './support/stack';
 
@@ -15,13 +20,17 @@ const SEED = Number(process.env.PUSH_HOLDS_SEED ?? 20261206);
 const HISTORIES = 12;
 const STEPS = 60;
 
-/** Owed, as the store documents it: held, no digest a device took went out with it, and none gave up on it. */
+/**
+ * Owed, as the store documents it: held, no digest a device took went out with it, none gave up on it, and the
+ * person did not opt out of it.
+ */
 const owedOracle = (teamId: string, userId: string, now: Date): Filter<PushHoldRow> => ({
   teamId,
   userId,
   at: { $lte: now },
   digestSentAt: { $exists: false },
   digestGaveUpAt: { $exists: false },
+  optedOutAt: { $exists: false },
   // Taken by no digest, or by one that has stopped trying.
   $or: [{ digestId: { $exists: false } }, { takenUntil: { $lte: now } }],
 });
@@ -159,7 +168,9 @@ describe('push holds (push_holds): owed, taken, superseded, reaped', function ()
     assert.ok(ttl.length > 0);
     for (const index of ttl)
       assert.ok(
-        Object.keys(index.key).every((field) => ['digestSentAt', 'digestGaveUpAt'].includes(field)),
+        Object.keys(index.key).every((field) =>
+          ['digestSentAt', 'digestGaveUpAt', 'optedOutAt'].includes(field),
+        ),
         JSON.stringify(index),
       );
   });
@@ -181,6 +192,7 @@ describe('push holds (push_holds): owed, taken, superseded, reaped', function ()
           .sort();
       const someIds = async () => (await ids({})).filter(() => rand() < 0.3);
       let takes = 0;
+      let optedOutSettled = 0;
 
       for (let step = 0; step < STEPS; step++) {
         const roll = rand();
@@ -194,14 +206,15 @@ describe('push holds (push_holds): owed, taken, superseded, reaped', function ()
               runId: `run_${h}_${episodes}`,
               teamId,
               userId,
-              kind: 'run_finished',
+              kind: pick(['run_finished', 'run_failed']),
               title: 't',
               reason: pick(['quiet', 'burst']),
               at: clock,
               releaseAt,
+              ...(rand() < 0.5 ? { viaTeam: true as const } : {}),
             },
           ]);
-        } else if (roll < 0.55) {
+        } else if (roll < 0.5) {
           const userId = pick(people);
           // Mostly a new digest; sometimes a retry of one that took already (it takes nothing more).
           const digestId =
@@ -216,7 +229,36 @@ describe('push holds (push_holds): owed, taken, superseded, reaped', function ()
             `step ${step}: ${digestId} at ${clock.toISOString()}`,
           );
           takes++;
-        } else if (roll < 0.65 && digests.length) {
+        } else if (roll < 0.59) {
+          // The person opted out of a kind, or of teammates' runs: exactly those of their owed rows no digest
+          // is carrying are settled.
+          const userId = pick(people);
+          const optedOut = pick([
+            { kinds: ['run_failed'], viaTeam: false },
+            { kinds: [], viaTeam: true },
+            { kinds: ['run_failed'], viaTeam: true },
+          ]);
+          const which = [
+            ...(optedOut.kinds.length ? [{ kind: { $in: optedOut.kinds } }] : []),
+            ...(optedOut.viaTeam ? [{ viaTeam: true as const }] : []),
+          ];
+          const settledBefore = await ids({ optedOutAt: { $exists: true } });
+          const expected = which.length
+            ? await ids({ $and: [owedOracle(teamId, userId, clock), { $or: which }] })
+            : [];
+          await holds.settleOptedOut(teamId, userId, optedOut, clock);
+          const settled = (await ids({ optedOutAt: { $exists: true } })).filter(
+            (id) => !settledBefore.includes(id),
+          );
+          assert.deepEqual(
+            settled,
+            expected,
+            `step ${step}: ${userId} opted out of ${JSON.stringify(optedOut)}`,
+          );
+          optedOutSettled += settled.length;
+        } else if (roll < 0.61) {
+          await migrateOwedHolds(mongo.db, clock);
+        } else if (roll < 0.68 && digests.length) {
           await holds.markDigestSent(pick(digests), clock);
         } else if (roll < 0.72 && digests.length) {
           await holds.markDigestGaveUp(pick(digests), clock);
@@ -229,6 +271,7 @@ describe('push holds (push_holds): owed, taken, superseded, reaped', function ()
         }
       }
       assert.ok(takes > 5, `only ${takes} takes in ${STEPS} steps`);
+      assert.ok(optedOutSettled > 0, 'no opt-out in the history settled anything: it tested nothing');
       assert.ok(
         (await ids({ digestId: { $exists: true } })).length > 0,
         'no take in the history took anything: it tested nothing',

@@ -215,10 +215,22 @@ async function holdWhereDue(
   const [earlier, reached] = await Promise.all([earlierHolds, reachedAlready]);
   const holds: Omit<PushHoldRow, '_id'>[] = [];
   const fresh: Omit<PushHoldRow, '_id'>[] = [];
+  const viaTeam = new Set(recipients.filter((r) => r.viaTeam).map((r) => r.userId));
   const hold = (userId: string, reason: PushHoldRow['reason'], releaseAt: Date): void => {
     if (reached.has(userId)) return void resting.add(userId);
     const { episodeId, runId, teamId, title } = outcome;
-    const row = { episodeId, runId, teamId, userId, kind, title, reason, at: now, releaseAt };
+    const row: Omit<PushHoldRow, '_id'> = {
+      episodeId,
+      runId,
+      teamId,
+      userId,
+      kind,
+      title,
+      reason,
+      at: now,
+      releaseAt,
+    };
+    if (viaTeam.has(userId)) row.viaTeam = true;
     holds.push(row);
     fresh.push(row);
   };

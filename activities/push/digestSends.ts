@@ -6,6 +6,7 @@ import { episodeOfStatus } from '../../domain/outcome';
 import { DIGEST_CLOSED_KIND, renderDigest } from '../../domain/push';
 import { heldUntil } from '../../domain/quietHours';
 import { digestEntryOf, holdId, type DigestContents } from '../../store/push/holds';
+import { PREF_KINDS, type NotificationPrefs } from '../../store/push/notificationPrefs';
 import type { PushActivityDeps } from './pushActivityDeps';
 import { keptAlive } from '../activityContext';
 import { configFaultReporter, sendRecorded, STORE_WORK_BEATS_FOR_MS } from './recordedSends';
@@ -22,8 +23,8 @@ export async function digestReleaseAt(
 
 /**
  * One digest to every device of the person, recorded as an episode's push is (a retry, or a worker killed
- * mid-send, repeats nothing already sent). It sends the person's owed holds, taken at its first send; once a
- * device took it they are no longer owed.
+ * mid-send, repeats nothing already sent). It sends the person's owed holds, taken at its first send, less those
+ * they opted out of since they were held; once a device took it they are no longer owed.
  */
 export async function sendDigest(deps: PushActivityDeps, digest: DigestSend): Promise<DigestSendResult> {
   if (!deps.sender) return { addressable: false, reason: 'no sink' };
@@ -32,7 +33,10 @@ export async function sendDigest(deps: PushActivityDeps, digest: DigestSend): Pr
   if (!holds) return { addressable: false, reason: 'nothing owed' };
   // Taking and reading many holds may outlast the heartbeat timeout: no second attempt may start beside this one.
   const contents = await keptAlive(async () => {
-    await holds.take(digest.teamId, digest.userId, digest.digestId, deps.now());
+    const now = deps.now();
+    const prefs = await deps.notificationPrefs.get(digest.userId, digest.teamId, now);
+    await holds.settleOptedOut(digest.teamId, digest.userId, optedOutOf(prefs), now);
+    await holds.take(digest.teamId, digest.userId, digest.digestId, now);
     return holds.contentsOf(digest.digestId, DIGEST_MAX_LISTED);
   }, STORE_WORK_BEATS_FOR_MS);
   if (!contents.total) return { addressable: false, reason: 'nothing owed' };
@@ -52,6 +56,12 @@ export async function sendDigest(deps: PushActivityDeps, digest: DigestSend): Pr
     await holds.markDigestSent(digest.digestId, deps.now());
   return result;
 }
+
+/** What the person opted out of since their pushes were held: the kinds turned off, and a teammate's runs. */
+const optedOutOf = (prefs: NotificationPrefs): { kinds: string[]; viaTeam: boolean } => ({
+  kinds: PREF_KINDS.filter((kind) => !prefs.kinds[kind]),
+  viaTeam: prefs.scope === 'own',
+});
 
 /**
  * What the digest tells: its rows as held, but a question or a park its run no longer waits on (answered or resumed

@@ -1,11 +1,12 @@
 // push_holds: a recipient an episode's push did not reach now but held for their digest (quiet hours,
 // do-not-disturb, a burst), one row per (episode, person), `_id` episodeId|userId. Upserted, so a retried fan-out
 // finds it and holds that person again (never sends to them). A row is owed until a digest a device took went out
-// with it, or that digest gave up: the digest takes the person's owed rows when it sends (marking them with its
-// id), so what one digest carries is in the store, not in its workflow. `owedAt` is when the sweep looks at a row
-// still owed: a row no live digest took by then is offered to the person's digest again, so a digest lost for any
-// reason loses nothing. GET /runs/:id/episodes and explain read an episode's rows. A row settled is kept 30 days,
-// one owed for as long as it is owed.
+// with it, that digest gave up, or the person opted out of it (its kind turned off, or own runs only): the digest
+// takes the person's owed rows when it sends (marking them with its id), so what one digest carries is in the
+// store, not in its workflow. `owedAt` is when the sweep looks at a row still owed: a row no live digest took by
+// then is offered to the person's digest again, so a digest lost for any reason loses nothing. GET
+// /runs/:id/episodes and explain read an episode's rows. A row settled is kept 30 days, one owed for as long as it
+// is owed.
 import type { Collection, Db } from 'mongodb';
 import type { DigestEntry } from '../../contract/workflows';
 import { episodeOfDelivery } from '../../domain/interaction';
@@ -22,6 +23,8 @@ export interface PushHoldRow {
   kind: string;
   title: string;
   reason: 'quiet' | 'burst';
+  /** Held as a team-wide member, not the run's owner: switching to own runs opts them out of it. */
+  viaTeam?: true;
   /** When it was held. */
   at: Date;
   releaseAt: Date;
@@ -31,6 +34,8 @@ export interface PushHoldRow {
   digestSentAt?: Date;
   /** That digest found no device for a day and gave up. */
   digestGaveUpAt?: Date;
+  /** The person opted out of it before a digest took it (its kind turned off, or own runs only): never told. */
+  optedOutAt?: Date;
   /** While owed: when the sweep offers it again if no digest has settled it by then. */
   owedAt?: Date;
   /** While a digest that took it is still trying (a day): another digest takes it only after this. */
@@ -82,7 +87,7 @@ export const pushHoldIndexes: IndexSpec[] = [
     options: { name: 'person_sent' },
   },
   { collection: 'push_holds', key: { owedAt: 1 }, options: { name: 'owed' } },
-  // Kept 30 days once settled, by the time that settled it: a row owed carries neither (a server's TTL skips a
+  // Kept 30 days once settled, by the time that settled it: a row owed carries none (a server's TTL skips a
   // document without its field), so nothing owed is reaped however long the person was unreachable.
   {
     collection: 'push_holds',
@@ -94,6 +99,11 @@ export const pushHoldIndexes: IndexSpec[] = [
     key: { digestGaveUpAt: 1 },
     options: { name: 'gave_up_ttl', expireAfterSeconds: CLAIM_RETENTION_SECONDS },
   },
+  {
+    collection: 'push_holds',
+    key: { optedOutAt: 1 },
+    options: { name: 'opted_out_ttl', expireAfterSeconds: CLAIM_RETENTION_SECONDS },
+  },
 ];
 
 export const holdId = (episodeId: string, userId: string): string => `${episodeId}|${userId}`;
@@ -102,14 +112,28 @@ export type PushHoldStore = ReturnType<typeof createPushHoldStore>;
 
 const later = (at: Date, seconds: number): Date => new Date(at.getTime() + seconds * 1000);
 
-/** Owed: no digest a device took went out with it, and none gave up on it. */
-const OWED = { digestSentAt: { $exists: false }, digestGaveUpAt: { $exists: false } };
+/** Owed: no digest a device took went out with it, none gave up on it, and the person did not opt out of it. */
+const OWED = {
+  digestSentAt: { $exists: false },
+  digestGaveUpAt: { $exists: false },
+  optedOutAt: { $exists: false },
+};
 /**
  * Owed, as an index reads it: a row carries `owedAt` exactly while it is owed (set when held, unset when a digest
  * settles it), so the person's settled rows are never read. A range over every date, not `$exists`: the range is
  * what an index serves.
  */
 const OWED_AT_SET = { owedAt: { $gte: new Date(0) } };
+
+/** The person's owed rows held by now that no digest is carrying (none took them, or the one that did stopped). */
+const takeable = (teamId: string, userId: string, now: Date) => ({
+  teamId,
+  userId,
+  ...OWED_AT_SET,
+  at: { $lte: now },
+  ...OWED,
+  $or: [{ digestId: { $exists: false } }, { takenUntil: { $lte: now } }],
+});
 
 export function createPushHoldStore(db: Db) {
   const holds = db.collection<PushHoldRow>('push_holds');
@@ -156,16 +180,29 @@ export function createPushHoldStore(db: Db) {
     async take(teamId: string, userId: string, digestId: string, now: Date): Promise<void> {
       if (await holds.findOne({ digestId }, { projection: { _id: 1 } })) return;
       const takenUntil = later(now, DIGEST_TAKES_FOR_SECONDS);
+      await holds.updateMany(takeable(teamId, userId, now), {
+        $set: { digestId, takenUntil, owedAt: later(takenUntil, HOLD_REOFFER_AFTER_SECONDS) },
+      });
+    },
+
+    /**
+     * The person's owed rows no digest is carrying that they opted out of since they were held (kinds turned off;
+     * `viaTeam`: they chose own runs only) are settled, never told: a digest takes the rest.
+     */
+    async settleOptedOut(
+      teamId: string,
+      userId: string,
+      optedOut: { kinds: string[]; viaTeam: boolean },
+      now: Date,
+    ): Promise<void> {
+      const which = [
+        ...(optedOut.kinds.length ? [{ kind: { $in: optedOut.kinds } }] : []),
+        ...(optedOut.viaTeam ? [{ viaTeam: true as const }] : []),
+      ];
+      if (!which.length) return;
       await holds.updateMany(
-        {
-          teamId,
-          userId,
-          ...OWED_AT_SET,
-          at: { $lte: now },
-          ...OWED,
-          $or: [{ digestId: { $exists: false } }, { takenUntil: { $lte: now } }],
-        },
-        { $set: { digestId, takenUntil, owedAt: later(takenUntil, HOLD_REOFFER_AFTER_SECONDS) } },
+        { ...takeable(teamId, userId, now), $and: [{ $or: which }] },
+        { $set: { optedOutAt: now }, $unset: { owedAt: '', takenUntil: '', digestId: '' } },
       );
     },
 
@@ -232,7 +269,8 @@ export function createPushHoldStore(db: Db) {
       const before = new Date(now.getTime() - CLAIM_RETENTION_SECONDS * 1000);
       const sent = await holds.deleteMany({ digestSentAt: { $lte: before } });
       const gaveUp = await holds.deleteMany({ digestGaveUpAt: { $lte: before } });
-      return sent.deletedCount + gaveUp.deletedCount;
+      const optedOut = await holds.deleteMany({ optedOutAt: { $lte: before } });
+      return sent.deletedCount + gaveUp.deletedCount + optedOut.deletedCount;
     },
   };
 }

@@ -41,6 +41,8 @@ export interface PrefsChange {
 export interface Recipient {
   userId: string;
   hold: HoldPrefs;
+  /** A team-wide member who is not the run's owner: reached through that scope, so `own` since opts them out. */
+  viaTeam?: true;
 }
 
 export interface NotificationPrefRow {
@@ -251,8 +253,8 @@ export function createNotificationPrefStore(db: Db, clock: () => Date = () => ne
       if (ownerId && !owner?.off?.includes(kind))
         recipients.set(ownerId, { userId: ownerId, hold: holdOf(owner) });
       for (const row of rows)
-        if (row.scope === 'team' && !row.off?.includes(kind))
-          recipients.set(row.userId, { userId: row.userId, hold: holdOf(row) });
+        if (row.scope === 'team' && row.userId !== ownerId && !row.off?.includes(kind))
+          recipients.set(row.userId, { userId: row.userId, hold: holdOf(row), viaTeam: true });
       return [...recipients.values()];
     },
   };

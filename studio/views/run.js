@@ -75,9 +75,11 @@ function heldNote(episode) {
       ? `went out in digest ${x.digestId}`
       : x.digestGaveUpAt
         ? `digest ${x.digestId} gave up: no device took it for a day`
-        : x.digestId
-          ? `digest ${x.digestId} is sending`
-          : `waits for the digest (due ${new Date(x.releaseAt).toLocaleString()})`;
+        : x.optedOutAt
+          ? 'opted out since (kind turned off, or own runs only): not told'
+          : x.digestId
+            ? `digest ${x.digestId} is sending`
+            : `waits for the digest (due ${new Date(x.releaseAt).toLocaleString()})`;
     return `${x.userId}: held (${why}), ${where}`;
   });
   return h(
