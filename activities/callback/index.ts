@@ -8,6 +8,7 @@ import {
   type DeliveryCategory,
 } from '../../domain/callback';
 import {
+  DEFAULT_LOOKUP_TIMEOUT_MS,
   failureCategory,
   ResolverUnavailableError,
   TargetRefusedError,
@@ -58,41 +59,50 @@ const RECORD_TRIES = 3;
  */
 export const RECORD_DEADLINE_MS = 3000;
 
-/** Room kept in an attempt's start-to-close beyond the request and the record: the run's read, the resolver. */
-const SLOT_WAIT_RESERVE_MS = 7000;
-
 /**
- * How long an attempt may wait for a slot to its origin: what its start-to-close leaves once the request's own
- * timeout, the record and a reserve are counted, so the wait never eats into the receiver's timeout and the
- * activity never outlives its start-to-close (Temporal would run it again). Without an activity: the timeout.
+ * Room an attempt needs beyond the request's own timeout: the guard's lookup before it, the writes after the answer
+ * (the log's row, then a redelivery's clear of its give-up or an endpoint's claim settle), and a margin.
  */
-function slotWaitMs(startedAt: number, timeoutMs: number): number {
-  const startToClose = activityContext()?.info.startToCloseTimeoutMs;
-  if (!startToClose) return timeoutMs;
-  const left = startToClose - (Date.now() - startedAt);
-  // A start-to-close made for a shorter timeout (requestTimeoutMs): half of what the request may have.
-  if (startToClose < timeoutMs + AFTER_REQUEST_MS) return (left - AFTER_REQUEST_MS) / 2;
-  return left - timeoutMs - RECORD_DEADLINE_MS - SLOT_WAIT_RESERVE_MS;
-}
-
-/** Room the request needs beyond its own timeout: the resolver, and the writes after it (the log, a streak). */
-const AFTER_REQUEST_MS = 2 * RECORD_DEADLINE_MS + 2000;
+const AFTER_REQUEST_MS = DEFAULT_LOOKUP_TIMEOUT_MS + 2 * RECORD_DEADLINE_MS + 2000;
 
 /** The shortest request timeout an attempt is made with; less left, it is held (nothing sent). */
-const MIN_REQUEST_MS = 1000;
+export const MIN_REQUEST_MS = 1000;
 
 /**
- * The request's own timeout: CALLBACK_TIMEOUT_SECONDS while the activity's start-to-close leaves room for it and
- * what follows (none when a slow store before it took that room: the attempt is held). A start-to-close made for a
- * shorter timeout (a delivery started before CALLBACK_TIMEOUT_SECONDS was raised, or by an API whose config lags
- * the worker's) never fits the whole of it: its attempts get what it leaves, or every one would be held.
+ * How long an attempt may wait for a slot to its origin, `elapsedMs` into an activity of `startToCloseMs`: what its
+ * start-to-close leaves once the request's own timeout and what comes with it are counted, so the wait never eats
+ * into the receiver's timeout and the activity never outlives its start-to-close (Temporal would run it again).
  */
-function requestTimeoutMs(startedAt: number, configuredMs: number): number {
-  const startToClose = activityContext()?.info.startToCloseTimeoutMs;
-  if (!startToClose) return configuredMs;
-  const left = startToClose - (Date.now() - startedAt) - AFTER_REQUEST_MS;
-  if (startToClose < configuredMs + AFTER_REQUEST_MS) return left;
+export function slotWaitMs(startToCloseMs: number, elapsedMs: number, timeoutMs: number): number {
+  const left = startToCloseMs - elapsedMs - AFTER_REQUEST_MS;
+  // A start-to-close made for a shorter timeout (requestTimeoutMs): half of what the request may have.
+  if (startToCloseMs < timeoutMs + AFTER_REQUEST_MS) return left / 2;
+  return left - timeoutMs;
+}
+
+/**
+ * The request's own timeout, `elapsedMs` into an activity of `startToCloseMs`: CALLBACK_TIMEOUT_SECONDS while the
+ * start-to-close leaves room for it and what follows (none when a slow store before it took that room: the attempt
+ * is held). A start-to-close made for a shorter timeout (a delivery started before CALLBACK_TIMEOUT_SECONDS was
+ * raised, or by an API whose config lags the worker's) never fits the whole of it: its attempts get what it leaves,
+ * or every one would be held.
+ */
+export function requestTimeoutMs(startToCloseMs: number, elapsedMs: number, configuredMs: number): number {
+  const left = startToCloseMs - elapsedMs - AFTER_REQUEST_MS;
+  if (startToCloseMs < configuredMs + AFTER_REQUEST_MS) return left;
   return left >= configuredMs ? configuredMs : 0;
+}
+
+/** slotWaitMs now, in this activity; without one, the request's timeout. */
+function waitForSlotMs(startedAt: number, timeoutMs: number): number {
+  const clock = activityClock(startedAt);
+  return clock ? slotWaitMs(clock.startToCloseMs, clock.elapsedMs, timeoutMs) : timeoutMs;
+}
+
+/** The activity's start-to-close and how far into it we are; none outside an activity. */
+function activityClock(startedAt: number): { startToCloseMs: number; elapsedMs: number } | undefined {
+  const startToCloseMs = activityContext()?.info.startToCloseTimeoutMs;
+  return startToCloseMs ? { startToCloseMs, elapsedMs: Date.now() - startedAt } : undefined;
 }
 
 /**
@@ -436,7 +446,7 @@ export async function sendSigned(deps: SignedSendDeps, send: SignedSend): Promis
   const entry =
     deps.pacing && origin
       ? await deps.pacing.enter(origin, {
-          maxWaitMs: slotWaitMs(send.activityStarted, deps.timeoutMs),
+          maxWaitMs: waitForSlotMs(send.activityStarted, deps.timeoutMs),
           signal: activityContext()?.cancellationSignal,
           bypassBreaker: trigger === 'redeliver' && !place?.recoverId,
           tenant: send.breakerKey,
@@ -447,7 +457,10 @@ export async function sendSigned(deps: SignedSendDeps, send: SignedSend): Promis
     return { ...sent({ outcome, error: entry.held }), held: entry.held };
   }
   // A slow store before the request (the run's read, the rate's hits) costs a held attempt, never a repeat.
-  const timeoutMs = requestTimeoutMs(send.activityStarted, deps.timeoutMs);
+  const clock = activityClock(send.activityStarted);
+  const timeoutMs = clock
+    ? requestTimeoutMs(clock.startToCloseMs, clock.elapsedMs, deps.timeoutMs)
+    : deps.timeoutMs;
   if (timeoutMs < MIN_REQUEST_MS) {
     entry?.done('neutral');
     const late = {
