@@ -11,6 +11,11 @@ export interface RunPause {
   /** The usage cap that parked the run. */
   wall?: string;
   at: Date;
+  /**
+   * The question's push went past the standby veto (no watch held it back): a watch that ends later owes it no
+   * replay. Absent on pauses from before it was noted (a watch's end replays those, as it did).
+   */
+  offered?: true;
 }
 
 export interface RunError {
@@ -85,12 +90,17 @@ export function listedAnswer(answer: string): ListedAnswer {
 }
 
 /** The run as the API shows it: never the callback secret. */
+/** A pause as the API shows it: without what only the service reads (`offered`). */
+function shownPause({ offered: _offered, ...shown }: RunPause): Omit<RunPause, 'offered'> {
+  return shown;
+}
+
 export function publicRun(run: Run): Record<string, unknown> {
   const { _id, callback, pause, pendingAnswers: _pending, listing: _listing, ...rest } = run;
   return {
     id: _id,
     ...rest,
-    pause: run.status === 'paused' ? pause : undefined,
+    pause: run.status === 'paused' && pause ? shownPause(pause) : undefined,
     callback: callback
       ? { url: callback.url, ...(callback.events ? { events: callback.events } : {}) }
       : undefined,

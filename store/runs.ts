@@ -147,17 +147,33 @@ function createRunWatchers(runs: Collection<Run>) {
     },
 
     /**
-     * An assistant's watch ends. A paused run is touched too (updatedAt), so a pause the watch vetoed, however
-     * old, is back in the sweep's window and owed again. Returns whether the run is paused.
+     * An assistant's watch ends. A run paused on a question the veto may have held back (its push not noted as
+     * offered) is touched too (updatedAt), so the question, however old, is back in the sweep's window and owed
+     * again. Returns whether it was: a question already pushed is not replayed (once its claims expired, a replay
+     * would push it, and start its ladder, again).
      */
     async removeWatcher(teamId: string, runId: string, assistantId: string, now: Date): Promise<boolean> {
-      const paused = await runs.updateOne(
-        { _id: runId, teamId, status: 'paused' },
+      const heldBack = await runs.updateOne(
+        {
+          _id: runId,
+          teamId,
+          status: 'paused',
+          'pause.reason': 'human_input',
+          'pause.offered': { $ne: true },
+        },
         { $pull: { assistantWatchers: assistantId }, $set: { updatedAt: now } },
       );
-      if (paused.matchedCount === 1) return true;
+      if (heldBack.matchedCount === 1) return true;
       await runs.updateOne({ _id: runId, teamId }, { $pull: { assistantWatchers: assistantId } });
       return false;
+    },
+
+    /** The question of the run's pause `seq` went past the standby veto: a watch's end owes it no replay. */
+    async noteQuestionOffered(teamId: string, runId: string, seq: number): Promise<void> {
+      await runs.updateOne(
+        { _id: runId, teamId, status: 'paused', 'pause.seq': seq },
+        { $set: { 'pause.offered': true } },
+      );
     },
   };
 }

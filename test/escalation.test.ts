@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import type { WorkflowHandle } from '@temporalio/client';
 import { Webhook } from 'standardwebhooks';
+import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
 import { interactionWorkflowId, teamEventWorkflowId } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
 import { inputEpisodeId } from '../domain/outcome';
@@ -422,13 +423,18 @@ describe('escalation', function () {
     }
   });
 
-  it("a question emitted again after the team's policy changed (a watch ended) keeps its ladder: no rung twice", async () => {
+  it("a question emitted again after the team's policy changed (a replay) keeps its ladder: no rung twice", async () => {
     const { runId, interactionId, handle, first, restore } = await askedBeforeThePolicyChanged();
     try {
-      // An assistant's watch on the paused run ends: its outcome is emitted again, and with it the question's
-      // workflow, a new execution.
-      assert.equal((await alice.put(`/api/v1/assistants/asst_1/watches/${runId}`)).status, 200);
-      assert.equal((await alice.delete(`/api/v1/assistants/asst_1/watches/${runId}`)).status, 204);
+      // Its outcome is emitted again, as a replay emits it (the sweep's, or a watch's end on a question the veto
+      // held back), and with it the question's workflow, a new execution.
+      const emitter = createOutcomeEmitter({
+        client: stack.client,
+        taskQueue: stack.config.temporalTaskQueue,
+        runs: stack.stores.runs,
+        options: episodeOptions(stack.config),
+      });
+      assert.ok(await emitter.emitRunOutcome(runId, undefined, 'acme', 'ALLOW_DUPLICATE'));
       // Once it waits out its last minutes with nothing left to send, every rung of its ladder was decided.
       await waitUntil('the new execution to have nothing left to send', async () => {
         if ((await handle.describe()).runId === first) return false;

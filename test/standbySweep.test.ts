@@ -158,4 +158,33 @@ describe('standby veto and the sweep', function () {
     assert.equal(report.started, 0, JSON.stringify(report));
     assert.equal(pushesFor(episodeId).length, 0);
   });
+  it('a watch made and ended on a question pushed long ago (its claims and records expired) pushes nothing again', async () => {
+    const run = await alice.post('/api/v1/runs', { title: 'Asked a month ago' });
+    assert.equal(run.status, 201, run.text);
+    const runId: string = run.body.id;
+    const paused = await alice.post(`/api/v1/runs/${runId}/pause`, { prompt: 'Still there?' });
+    assert.equal(paused.status, 200, paused.text);
+    const interactionId: string = paused.body.interactionId;
+    const episodeId = `${runId}:input:${interactionId}`;
+    assert.equal(((await handle(episodeId).result()) as EpisodeResult).push, 'delivered');
+    assert.equal(pushesFor(episodeId).length, 1);
+    const execution = (await handle(episodeId).describe()).runId;
+    // Thirty days on, the question's claims and its delivery records expire (their TTL), the run still paused and
+    // long out of the sweep's window.
+    await mongo.db.collection('sent_notifications').deleteMany({ _id: { $regex: interactionId } as never });
+    await mongo.db.collection('push_deliveries').deleteMany({ episodeId });
+    const monthAgo = new Date(Date.now() - 31 * 24 * 3600 * 1000);
+    await mongo.db.collection('runs').updateOne({ _id: runId as never }, { $set: { updatedAt: monthAgo } });
+
+    assert.equal((await alice.put(`/api/v1/assistants/asst_late/watches/${runId}`)).status, 200);
+    assert.equal((await alice.delete(`/api/v1/assistants/asst_late/watches/${runId}`)).status, 204);
+    const report = await sweep();
+    const replayed = (await handle(episodeId).describe()).runId !== execution;
+    if (replayed) await handle(episodeId).result();
+    assert.deepEqual(
+      { replayed, started: report.started, pushes: pushesFor(episodeId).length },
+      { replayed: false, started: 0, pushes: 1 },
+      'a watch that never held the question back owes it no replay',
+    );
+  });
 });
