@@ -37,6 +37,14 @@ export const SCHEDULED_WAITS_HOLD_CLAIM_PATCH = 'signed-delivery-waits-hold-clai
  */
 export const SIGNED_DELIVERY_SETTLE_OUTLASTS_OUTAGES_PATCH = 'signed-delivery-settle-outlasts-outages';
 
+/**
+ * Marks histories in which, after a wait whose hold of the claim failed (the store away), the claim is held again
+ * before the next attempt, and a claim another holder took meanwhile (a recover's send, or the sweep's give-up, once
+ * it went stale) ends the schedule. Before, the attempt went regardless: the callback was sent again, and the
+ * settle's refusal ignored. Only a delivery whose hold failed reaches it.
+ */
+export const HOLD_CHECKED_AFTER_FAILED_HOLD_PATCH = 'signed-delivery-hold-checked-after-failed-hold';
+
 export interface SignedDelivery {
   /** The claim that makes it once in effect. */
   key: string;
@@ -70,10 +78,22 @@ export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDeliv
       () => patched(SIGNED_DELIVERY_SETTLE_OUTLASTS_OUTAGES_PATCH),
     );
   // Before a wait: the claim held through it; false when another holder took it meanwhile (it delivers now). A
-  // hold that failed (the store away) leaves the claim as it was: the wait and the next attempt go on regardless.
-  const stillHeldFor = async (seconds: number): Promise<boolean> =>
-    !patched(SCHEDULED_WAITS_HOLD_CLAIM_PATCH) ||
-    (await quick.renewClaim(key, me, seconds).catch(() => true));
+  // hold that failed (the store away) leaves the claim as it was: the wait goes on, and the claim is held again
+  // before the next attempt (it may have gone stale during the wait, and been taken over).
+  let holdFailed = false;
+  const stillHeldFor = async (seconds: number): Promise<boolean> => {
+    if (!patched(SCHEDULED_WAITS_HOLD_CLAIM_PATCH)) return true;
+    try {
+      holdFailed = false;
+      return await quick.renewClaim(key, me, seconds);
+    } catch {
+      holdFailed = true;
+      return true;
+    }
+  };
+  // Failing again (the store still away), the attempt goes: it reads the store too, and fails or delivers.
+  const stillHeldAfterFailedHold = async (): Promise<boolean> =>
+    !patched(HOLD_CHECKED_AFTER_FAILED_HOLD_PATCH) || (await quick.renewClaim(key, me).catch(() => true));
   try {
     for (let attempt = 0; ; attempt++) {
       // The wait is drawn before the attempt (Math.random is Temporal's seeded one: the same on replay), so the
@@ -87,6 +107,9 @@ export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDeliv
       const scheduled = pastHoldsEnd ? undefined : drawn;
       let result: CallbackAttempt;
       for (let held = 0; ; held++) {
+        // Only after a failed hold: an await here otherwise would reorder the episode's commands on replay.
+        if (holdFailed && !(await stillHeldAfterFailedHold())) return 'claimed_elsewhere';
+        holdFailed = false;
         const heldWaits = !pastHoldsEnd && Date.now() < holdsEndAt;
         // Where the attempt sits in the schedule is for the attempt log only: histories recorded without it
         // replay the same commands (an activity's input is not part of what replay compares).

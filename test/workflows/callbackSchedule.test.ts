@@ -40,6 +40,12 @@ describe('the callback schedule on time-skipping Temporal', function () {
   onTimeSkipping((started) => (env = started));
   /** Every hold of a claim before a wait fails past its quick retries (the store away). */
   let claimHoldsFail = false;
+  /**
+   * The next holds of the claim that fail (the store away), each failure retried at once; then, with
+   * `takenOverMeanwhile`, the claim is another holder's (a recover or the sweep took it over once it went stale).
+   */
+  let claimHoldFailures = 0;
+  let takenOverMeanwhile = false;
   /** The next settles of a claim that fail (the store away); each failure retried at once. */
   let settleFailures = 0;
 
@@ -70,9 +76,9 @@ describe('the callback schedule on time-skipping Temporal', function () {
     const activities = {
       renewClaim: async (_key: string, _holder: string, forSeconds?: number) => {
         renewals.push(forSeconds);
-        if (claimHoldsFail)
+        if (claimHoldsFail || (claimHoldFailures > 0 && claimHoldFailures--))
           throw ApplicationFailure.create({ message: 'store unavailable', nextRetryDelay: 1 });
-        return true;
+        return !takenOverMeanwhile;
       },
       tryMark: async () => true,
       unmark: async () => void settled.push('unmarked'),
@@ -321,7 +327,7 @@ describe('the callback schedule on time-skipping Temporal', function () {
     await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, run.history);
   });
 
-  it('a claim that cannot be held through a wait (the store away) leaves the schedule going: delivered on its next attempt', async () => {
+  it('a claim that cannot be held through a wait, nor after it (the store away), leaves the schedule going: delivered on its next attempt', async () => {
     claimHoldsFail = true;
     try {
       const run = await runEpisode(
@@ -334,9 +340,39 @@ describe('the callback schedule on time-skipping Temporal', function () {
       );
       assert.equal(run.result.callback, 'delivered');
       assert.equal(run.attempts, 2);
-      assert.equal(run.renewals.length, 20, 'the hold was tried its 20 quick times');
+      assert.equal(
+        run.renewals.length,
+        40,
+        'the hold tried its 20 quick times before the wait, and after it',
+      );
     } finally {
       claimHoldsFail = false;
+    }
+  });
+
+  it('a claim whose hold failed before a wait, taken over meanwhile (a recover sent it), is not sent again', async () => {
+    claimHoldFailures = 20; // every quick try of the hold before the first wait
+    takenOverMeanwhile = true;
+    try {
+      const run = await runEpisode(
+        [
+          { result: 'retry', status: 503, detail: 'http 503' },
+          { result: 'delivered', status: 200 },
+        ],
+        'ts-callback-hold-failed-taken-over',
+        DEFAULT_EPISODE_OPTIONS,
+      );
+      recordHistory(run.history, 'episode-history-callback-hold-failed-checked.json');
+      assert.equal(run.attempts, 1, 'sent once: the next attempt is the new holder’s');
+      assert.equal(run.result.callback, 'claimed_elsewhere');
+      assert.deepEqual(
+        run.settled,
+        ['not_addressable'],
+        'the push’s only: the callback’s is another holder’s',
+      );
+    } finally {
+      claimHoldFailures = 0;
+      takenOverMeanwhile = false;
     }
   });
 
