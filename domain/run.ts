@@ -12,7 +12,7 @@ export interface RunPause {
   wall?: string;
   at: Date;
   /**
-   * The question's push went past the standby veto (no watch held it back): a watch that ends later owes it no
+   * The question's push reached someone (a device, or a digest that holds it): a watch that ends later owes it no
    * replay. Absent on pauses from before it was noted (a watch's end replays those, as it did).
    */
   offered?: true;
@@ -89,12 +89,12 @@ export function listedAnswer(answer: string): ListedAnswer {
   return { finalAnswer: answer.slice(0, end), finalAnswerTruncated: true };
 }
 
-/** The run as the API shows it: never the callback secret. */
 /** A pause as the API shows it: without what only the service reads (`offered`). */
 function shownPause({ offered: _offered, ...shown }: RunPause): Omit<RunPause, 'offered'> {
   return shown;
 }
 
+/** The run as the API shows it: never the callback secret. */
 export function publicRun(run: Run): Record<string, unknown> {
   const { _id, callback, pause, pendingAnswers: _pending, listing: _listing, ...rest } = run;
   return {

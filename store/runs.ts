@@ -147,10 +147,10 @@ function createRunWatchers(runs: Collection<Run>) {
     },
 
     /**
-     * An assistant's watch ends. A run paused on a question the veto may have held back (its push not noted as
-     * offered) is touched too (updatedAt), so the question, however old, is back in the sweep's window and owed
-     * again. Returns whether it was: a question already pushed is not replayed (once its claims expired, a replay
-     * would push it, and start its ladder, again).
+     * An assistant's watch ends. A run paused on a question not known to have reached anyone (the veto may have held
+     * it back, or its push failed) is touched too (updatedAt), so the question, however old, is back in the sweep's
+     * window and owed again. Returns whether it was: a question that reached someone is not replayed (once its
+     * claims expired, a replay would push it, and start its ladder, again).
      */
     async removeWatcher(teamId: string, runId: string, assistantId: string, now: Date): Promise<boolean> {
       const heldBack = await runs.updateOne(
@@ -168,10 +168,10 @@ function createRunWatchers(runs: Collection<Run>) {
       return false;
     },
 
-    /** The question of the run's pause `seq` went past the standby veto: a watch's end owes it no replay. */
-    async noteQuestionOffered(teamId: string, runId: string, seq: number): Promise<void> {
+    /** The run's question reached someone (a device, or a digest): a watch's end owes it no replay. */
+    async noteQuestionOffered(teamId: string, runId: string, interactionId: string): Promise<void> {
       await runs.updateOne(
-        { _id: runId, teamId, status: 'paused', 'pause.seq': seq },
+        { _id: runId, teamId, status: 'paused', 'pause.interactionId': interactionId },
         { $set: { 'pause.offered': true } },
       );
     },

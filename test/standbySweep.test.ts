@@ -187,4 +187,26 @@ describe('standby veto and the sweep', function () {
       'a watch that never held the question back owes it no replay',
     );
   });
+  it('a question whose push failed, then a watch made and ended on it, is pushed by the watch’s end', async () => {
+    push.failAlways(subscription, 503);
+    const run = await alice.post('/api/v1/runs', { title: 'Asked while the push service was down' });
+    assert.equal(run.status, 201, run.text);
+    const runId: string = run.body.id;
+    const paused = await alice.post(`/api/v1/runs/${runId}/pause`, { prompt: 'Anyone there?' });
+    assert.equal(paused.status, 200, paused.text);
+    const interactionId: string = paused.body.interactionId;
+    const episodeId = `${runId}:input:${interactionId}`;
+    assert.equal(((await handle(episodeId).result()) as EpisodeResult).push, 'released');
+    push.recover(subscription);
+    // Long out of the sweep's window, its release note expired: only the watch's end can bring it back.
+    await mongo.db.collection('sent_notifications').deleteMany({ _id: { $regex: interactionId } as never });
+    const monthAgo = new Date(Date.now() - 31 * 24 * 3600 * 1000);
+    await mongo.db.collection('runs').updateOne({ _id: runId as never }, { $set: { updatedAt: monthAgo } });
+
+    assert.equal((await alice.put(`/api/v1/assistants/asst_late/watches/${runId}`)).status, 200);
+    assert.equal((await alice.delete(`/api/v1/assistants/asst_late/watches/${runId}`)).status, 204);
+    await push.waitFor(1, subscription, 30_000);
+    await handle(episodeId).result();
+    assert.equal(pushesFor(episodeId).length, 1, 'the question nobody got is pushed, once');
+  });
 });

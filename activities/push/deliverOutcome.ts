@@ -50,11 +50,12 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
     // Per-kind prefs came first (listRecipientPrefs): a kind turned off is never held.
     const devices = await devicesToPush(deps, outcome, kind, recipients);
     if (!devices) return { addressable: false as const, reason: 'no subscription' as const };
-    return { rendered, devices };
+    return { rendered, devices, run };
   }, STORE_WORK_BEATS_FOR_MS);
   if ('addressable' in ready) return ready;
   const { payload, choices, interaction } = ready.rendered;
   const { pending, held, reached } = ready.devices;
+  const offered = ready.run?.pause?.offered === true;
   const result = await sendRecorded(deps, outcome.episodeId, pending, payload, {
     onFirstPush: () => deps.metrics?.firstPush(outcome.kind, outcome.occurredAt, deps.now()),
     onConfigFault: configFaultReporter(deps, outcome),
@@ -67,6 +68,12 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
     payloadsFor: (pending) => payloadsWithActions(deps, outcome, choices, payload, pending),
     reached,
   });
+  // A question that reached someone (a device, or a digest holding it) is noted so: a watch made and ended on it
+  // later replays nothing. Not noted (the write failed), that watch's end replays it, its claims deduping it.
+  if (interaction && !offered && (result.delivered + result.alreadyDelivered > 0 || held.size > 0))
+    await deps.runs
+      .noteQuestionOffered(outcome.teamId, outcome.runId, interaction._id)
+      .catch(() => undefined);
   // The answer's close went to the devices reached when it ran; one reached since then is closed here.
   let closeOwed = false;
   if (interaction && result.delivered > 0) {

@@ -19,13 +19,7 @@ export function createPushActivities(deps: PushActivityDeps) {
       const run = teamId ? await deps.runs.getForTeam(teamId, runId) : await deps.runs.getById(runId);
       if (!run) return false;
       if (run.watchedIssueIds.length > 0) return true;
-      if (await deps.watches.hasActiveWatch(run.teamId, runId)) return true;
-      // Noted before the push: a watch ending after this read then replays nothing (the push goes now). Not
-      // noted (the write failed), a watch's end replays it, as before: its claims still dedup it for 30 days.
-      const pause = run.status === 'paused' ? run.pause : undefined;
-      if (pause?.reason === 'human_input' && !pause.offered)
-        await deps.runs.noteQuestionOffered(run.teamId, runId, pause.seq).catch(() => undefined);
-      return false;
+      return deps.watches.hasActiveWatch(run.teamId, runId);
     },
 
     /** The outcome's push to its recipients' devices, held for a digest where due; safe to run twice. */
