@@ -239,10 +239,13 @@ export function createPushHoldStore(db: Db) {
       return result.modifiedCount;
     },
 
-    /** Owed rows the sweep should look at now, the longest waiting first. */
+    /**
+     * Owed rows the sweep should look at now, the longest waiting first. A row opted out of is never one, even
+     * with `owedAt` set again (by a start-up migration of a version before opting out).
+     */
     async owedBefore(now: Date, limit: number): Promise<PushHoldRow[]> {
       return holds
-        .find({ owedAt: { $lte: now } })
+        .find({ owedAt: { $lte: now }, optedOutAt: { $exists: false } })
         .sort({ owedAt: 1 })
         .limit(limit)
         .toArray();

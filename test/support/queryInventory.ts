@@ -844,7 +844,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     method: 'owedBefore',
     collection: 'push_holds',
     op: 'find',
-    filter: { owedAt: { $lte: SAMPLE.now } },
+    filter: { owedAt: { $lte: SAMPLE.now }, optedOutAt: { $exists: false } },
     sort: { owedAt: 1 },
     limit: 1000,
     index: 'owed',
