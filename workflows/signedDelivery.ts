@@ -92,8 +92,7 @@ export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDeliv
     }
   };
   // Failing again (the store still away), the attempt goes: it reads the store too, and fails or delivers.
-  const stillHeldAfterFailedHold = async (): Promise<boolean> =>
-    !patched(HOLD_CHECKED_AFTER_FAILED_HOLD_PATCH) || (await quick.renewClaim(key, me).catch(() => true));
+  const heldAgain = (): Promise<boolean> => quick.renewClaim(key, me).catch(() => true);
   try {
     for (let attempt = 0; ; attempt++) {
       // The wait is drawn before the attempt (Math.random is Temporal's seeded one: the same on replay), so the
@@ -107,8 +106,9 @@ export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDeliv
       const scheduled = pastHoldsEnd ? undefined : drawn;
       let result: CallbackAttempt;
       for (let held = 0; ; held++) {
-        // Only after a failed hold: an await here otherwise would reorder the episode's commands on replay.
-        if (holdFailed && !(await stillHeldAfterFailedHold())) return 'claimed_elsewhere';
+        // Decided before any await: one here on another path would reorder the episode's commands on replay.
+        if (holdFailed && patched(HOLD_CHECKED_AFTER_FAILED_HOLD_PATCH) && !(await heldAgain()))
+          return 'claimed_elsewhere';
         holdFailed = false;
         const heldWaits = !pastHoldsEnd && Date.now() < holdsEndAt;
         // Where the attempt sits in the schedule is for the attempt log only: histories recorded without it
