@@ -333,8 +333,12 @@ export interface EpisodeOptions {
   callbackRetryJitter?: number;
 }
 
-/** What a callback attempt may take beyond the receiver's timeout (the run's read, the resolver, signing). */
-export const CALLBACK_ATTEMPT_MARGIN_SECONDS = 20;
+/**
+ * What a callback attempt may take beyond the receiver's timeout: the reads before the request, the wait for a
+ * slot, the resolver, the writes after the answer (activities/callback's AFTER_REQUEST_MS, 16 s, and room for the
+ * reads; a unit test keeps them within it).
+ */
+export const CALLBACK_ATTEMPT_MARGIN_SECONDS = 30;
 
 /** How far each wait of the callback schedule may move either way, as a fraction of it. */
 export const CALLBACK_RETRY_JITTER = 0.1;
@@ -354,7 +358,7 @@ export const DEFAULT_EPISODE_OPTIONS: EpisodeOptions = {
 export const EPISODE_OPTIONS_WHEN_ABSENT: EpisodeOptions = {
   callbackRetrySeconds: [20, 60, 180, 540],
   releasedRetrySeconds: 120,
-  callbackAttemptSeconds: 10 + CALLBACK_ATTEMPT_MARGIN_SECONDS,
+  callbackAttemptSeconds: 30, // the timeout's default and the margin of the time
 };
 
 export interface HealthOptions {

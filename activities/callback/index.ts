@@ -61,12 +61,30 @@ export const RECORD_DEADLINE_MS = 3000;
 
 /**
  * Room an attempt needs beyond the request's own timeout: the guard's lookup before it, the writes after the answer
- * (the log's row, then a redelivery's clear of its give-up or an endpoint's claim settle), and a margin.
+ * (the log's row, then a redelivery's clear of its give-up, or an endpoint's streak and a recover's claim settle),
+ * and a margin.
  */
-const AFTER_REQUEST_MS = DEFAULT_LOOKUP_TIMEOUT_MS + 2 * RECORD_DEADLINE_MS + 2000;
+export const AFTER_REQUEST_MS = DEFAULT_LOOKUP_TIMEOUT_MS + 3 * RECORD_DEADLINE_MS + 2000;
+
+/**
+ * Room for the reads before the request (the run, an endpoint's rate) that a start-to-close made for the timeout
+ * leaves; one that leaves less was made for a shorter timeout.
+ */
+const READS_ROOM_MS = 5000;
+
+/** Between the longest wait for a slot and the request: a slot granted as the wait ends still finds its time. */
+const SLOT_GRANT_SLACK_MS = 1000;
 
 /** The shortest request timeout an attempt is made with; less left, it is held (nothing sent). */
 export const MIN_REQUEST_MS = 1000;
+
+/**
+ * Whether the start-to-close was made for this timeout: the request, what comes with it and the reads before it fit.
+ * One made for a shorter timeout (a delivery started before CALLBACK_TIMEOUT_SECONDS was raised, or by an API whose
+ * config lags the worker's) never fits the whole of it.
+ */
+const madeFor = (startToCloseMs: number, timeoutMs: number): boolean =>
+  startToCloseMs >= timeoutMs + AFTER_REQUEST_MS + READS_ROOM_MS;
 
 /**
  * How long an attempt may wait for a slot to its origin, `elapsedMs` into an activity of `startToCloseMs`: what its
@@ -75,21 +93,20 @@ export const MIN_REQUEST_MS = 1000;
  */
 export function slotWaitMs(startToCloseMs: number, elapsedMs: number, timeoutMs: number): number {
   const left = startToCloseMs - elapsedMs - AFTER_REQUEST_MS;
-  // A start-to-close made for a shorter timeout (requestTimeoutMs): half of what the request may have.
-  if (startToCloseMs < timeoutMs + AFTER_REQUEST_MS) return left / 2;
-  return left - timeoutMs;
+  // Made for a shorter timeout: half of what the request may have, never the shortest request's share of it.
+  if (!madeFor(startToCloseMs, timeoutMs)) return (left - MIN_REQUEST_MS) / 2;
+  return left - timeoutMs - SLOT_GRANT_SLACK_MS;
 }
 
 /**
  * The request's own timeout, `elapsedMs` into an activity of `startToCloseMs`: CALLBACK_TIMEOUT_SECONDS while the
- * start-to-close leaves room for it and what follows (none when a slow store before it took that room: the attempt
- * is held). A start-to-close made for a shorter timeout (a delivery started before CALLBACK_TIMEOUT_SECONDS was
- * raised, or by an API whose config lags the worker's) never fits the whole of it: its attempts get what it leaves,
- * or every one would be held.
+ * start-to-close leaves room for it and what follows; none when a slow store before it took that room (the attempt
+ * is held, not cut short: a timeout of ours is no failure of the receiver). A start-to-close made for a shorter
+ * timeout gives its attempts what it leaves, or every one would be held.
  */
 export function requestTimeoutMs(startToCloseMs: number, elapsedMs: number, configuredMs: number): number {
   const left = startToCloseMs - elapsedMs - AFTER_REQUEST_MS;
-  if (startToCloseMs < configuredMs + AFTER_REQUEST_MS) return left;
+  if (!madeFor(startToCloseMs, configuredMs)) return Math.min(left, configuredMs);
   return left >= configuredMs ? configuredMs : 0;
 }
 

@@ -402,9 +402,11 @@ describe('the callback schedule on time-skipping Temporal', function () {
 
   it("a callback attempt's start-to-close is the receiver's timeout plus a margin; older histories keep a minute", async () => {
     const stop: Attempt[] = [{ result: 'stop', detail: 'http 410' }];
-    const defaults = await runEpisode(stop, 'ts-callback-attempt-default');
+    const defaults = await runEpisode(stop, 'ts-callback-attempt-default', DEFAULT_EPISODE_OPTIONS);
     assert.deepEqual(defaults.attemptTimeouts, [DEFAULT_EPISODE_OPTIONS.callbackAttemptSeconds]);
-    assert.equal(DEFAULT_EPISODE_OPTIONS.callbackAttemptSeconds, 30, 'CALLBACK_TIMEOUT_SECONDS 10 + 20');
+    const absent = await runEpisode(stop, 'ts-callback-attempt-absent');
+    assert.deepEqual(absent.attemptTimeouts, [30], 'a start without options keeps what it always meant');
+    assert.equal(DEFAULT_EPISODE_OPTIONS.callbackAttemptSeconds, 40, 'CALLBACK_TIMEOUT_SECONDS 10 + 30');
     const short = await runEpisode(stop, 'ts-callback-attempt-short', {
       ...DEFAULT_EPISODE_OPTIONS,
       callbackAttemptSeconds: 22,
