@@ -249,6 +249,34 @@ describe('run health fed in batches', function () {
     assert.deepEqual(alertsOf(id), ['budget_exceeded', 'budget_warning']);
   });
 
+  /**
+   * A runs service of another API process whose health signals wait until `release()` (its signal queued behind a
+   * burst, or its batch window): what it writes is in the store at once, what it tells health comes late.
+   */
+  function lateTeller() {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const signaler = createHealthSignaler({
+      client: stack.client,
+      taskQueue: stack.config.temporalTaskQueue,
+      options: healthOptions(stack.config),
+      batchMs: 0,
+      onError: () => undefined,
+    });
+    const service = createRunsService({
+      ...stack.stores,
+      emitter: { emitRunOutcome: async () => undefined },
+      health: {
+        observe: async (run, events) => {
+          await held;
+          return signaler.observe(run, events);
+        },
+        flushAll: () => signaler.flushAll(),
+      },
+    });
+    return { service, release };
+  }
+
   it('a pause told to health after the resume that followed it (two processes) leaves the run active: it stalls', async function () {
     this.timeout(120_000);
     const created = await unbatched.post('/api/v1/runs', { title: 'Paused, resumed, its pause told late' });
@@ -259,26 +287,7 @@ describe('run health fed in batches', function () {
     );
     // The pause's process tells health late (its signal queued behind a burst): the resume, from another
     // process, reaches health first.
-    let releasePause!: () => void;
-    const pauseHeld = new Promise<void>((resolve) => (releasePause = resolve));
-    const signaler = createHealthSignaler({
-      client: stack.client,
-      taskQueue: stack.config.temporalTaskQueue,
-      options: healthOptions(stack.config),
-      batchMs: 0,
-      onError: () => undefined,
-    });
-    const slowTeller = createRunsService({
-      ...stack.stores,
-      emitter: { emitRunOutcome: async () => undefined },
-      health: {
-        observe: async (run, events) => {
-          await pauseHeld;
-          return signaler.observe(run, events);
-        },
-        flushAll: () => signaler.flushAll(),
-      },
-    });
+    const { service: slowTeller, release: releasePause } = lateTeller();
     const paused = slowTeller.softPause({ userId: 'alice', teamId: 'acme' }, id);
     await waitUntil(
       'the run paused in the store',
@@ -313,26 +322,7 @@ describe('run health fed in batches', function () {
     await waitUntil('health saw the first node', async () => (await signalsTo(id)) >= 2);
     // The progress's process tells health late (its batch window, or a signal queued behind a burst): the pause,
     // written after it by another process, reaches health first.
-    let releaseProgress!: () => void;
-    const progressHeld = new Promise<void>((resolve) => (releaseProgress = resolve));
-    const signaler = createHealthSignaler({
-      client: stack.client,
-      taskQueue: stack.config.temporalTaskQueue,
-      options: healthOptions(stack.config),
-      batchMs: 0,
-      onError: () => undefined,
-    });
-    const slowTeller = createRunsService({
-      ...stack.stores,
-      emitter: { emitRunOutcome: async () => undefined },
-      health: {
-        observe: async (run, events) => {
-          await progressHeld;
-          return signaler.observe(run, events);
-        },
-        flushAll: () => signaler.flushAll(),
-      },
-    });
+    const { service: slowTeller, release: releaseProgress } = lateTeller();
     const progressed = slowTeller.recordEvent({ userId: 'alice', teamId: 'acme' }, id, 'node_started', {
       node: 'b',
     });

@@ -48,6 +48,18 @@ export const SAMPLE = {
 const SAMPLE_DIGEST = `digest|digest|${SAMPLE.teamId}|${SAMPLE.userId}|0a1b2c3d.1`;
 const minutesAgo = (minutes: number): Date => new Date(SAMPLE.now.getTime() - minutes * 60_000);
 const retentionCutoff = new Date(SAMPLE.now.getTime() - CLAIM_RETENTION_SECONDS * 1000);
+
+/** The sample person's owed holds no digest is carrying (push/holds' takeable). */
+const TAKEABLE_HOLDS = {
+  teamId: SAMPLE.teamId,
+  userId: SAMPLE.userId,
+  owedAt: { $gte: new Date(0) },
+  at: { $lte: SAMPLE.now },
+  digestSentAt: { $exists: false },
+  digestGaveUpAt: { $exists: false },
+  optedOutAt: { $exists: false },
+  $or: [{ digestId: { $exists: false } }, { takenUntil: { $lte: SAMPLE.now } }],
+};
 /** A page of 50 rows, read as limit + 2 (one past the page, and the cursor's own row). */
 const PAGE_READ = 52;
 
@@ -740,16 +752,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     method: 'take',
     collection: 'push_holds',
     op: 'updateMany',
-    filter: {
-      teamId: SAMPLE.teamId,
-      userId: SAMPLE.userId,
-      owedAt: { $gte: new Date(0) },
-      at: { $lte: SAMPLE.now },
-      digestSentAt: { $exists: false },
-      digestGaveUpAt: { $exists: false },
-      optedOutAt: { $exists: false },
-      $or: [{ digestId: { $exists: false } }, { takenUntil: { $lte: SAMPLE.now } }],
-    },
+    filter: TAKEABLE_HOLDS,
     index: 'person_owed',
     hot: true,
     note: "a digest's first send: the person's owed holds (only those: owedAt is set exactly while owed), taken",
@@ -759,17 +762,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     method: 'settleOptedOut',
     collection: 'push_holds',
     op: 'updateMany',
-    filter: {
-      teamId: SAMPLE.teamId,
-      userId: SAMPLE.userId,
-      owedAt: { $gte: new Date(0) },
-      at: { $lte: SAMPLE.now },
-      digestSentAt: { $exists: false },
-      digestGaveUpAt: { $exists: false },
-      optedOutAt: { $exists: false },
-      $or: [{ digestId: { $exists: false } }, { takenUntil: { $lte: SAMPLE.now } }],
-      $and: [{ $or: [{ kind: { $in: ['run_finished'] } }, { viaTeam: true }] }],
-    },
+    filter: { ...TAKEABLE_HOLDS, $and: [{ $or: [{ kind: { $in: ['run_finished'] } }, { viaTeam: true }] }] },
     index: 'person_owed',
     hot: true,
     note: "a digest's first send, before its take: the person's owed holds they opted out of since, settled",
