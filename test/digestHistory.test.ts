@@ -296,6 +296,57 @@ describe('a digest held for days keeps its history bounded', function () {
     );
   });
 
+  it('a digest a device took on its last try, its settle lost (the store away), is not given up: its holds say it went out', async () => {
+    const { anonymous, client, config, stores } = stack;
+    const hal = anonymous.as('hal', 'busy');
+    const device = push.endpoint('hal-phone');
+    assert.equal((await hal.post('/api/v1/notifications/push/subscriptions', device)).status, 201);
+    const until = new Date(Date.now() + 3600_000).toISOString();
+    assert.equal(
+      (await hal.put('/api/v1/notifications/prefs', { scope: 'own', doNotDisturbUntil: until })).status,
+      200,
+    );
+    const runId = (await hal.post('/api/v1/runs', { title: 'Weekly' })).body.id as string;
+    assert.equal((await hal.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'ok' })).status, 200);
+    await client.workflow.getHandle(`${runId}:end`).result();
+    // The digest's last try of its day, played by hand: the push goes out, then the store fails its settle.
+    await client.workflow.getHandle(digestWorkflowId('busy', 'hal')).terminate('the test plays its day');
+    const registry = new Registry();
+    const deps = {
+      config,
+      client,
+      pushSender: pushSenderFor(config, { ca: push.ca }),
+      metrics: createMetrics(registry, { processMetrics: false }),
+      log: () => undefined,
+    };
+    const settleLost = createActivities({
+      ...deps,
+      stores: {
+        ...stores,
+        pushHolds: {
+          ...stores.pushHolds,
+          markDigestSent: async () => {
+            throw new Error('store unavailable');
+          },
+        },
+      },
+    });
+    const digest = { digestId: 'digest|hal-day.1', teamId: 'busy', userId: 'hal' };
+    const send = await settleLost
+      .sendDigest({ ...digest, tag: 'digest|busy|hal' })
+      .catch((err: Error) => err);
+    assert.ok(send instanceof Error, JSON.stringify(send));
+    await push.waitFor(1, device, 30_000);
+    await createActivities({ ...deps, stores }).giveUpDigest(digest);
+
+    const [held] = await stores.pushHolds.listForRun(runId);
+    assert.equal(held.digestId, digest.digestId);
+    assert.ok(held.digestSentAt, JSON.stringify(held));
+    assert.equal(held.digestGaveUpAt, undefined, 'a device took it: nothing gave up');
+    const gaveUp = await registry.getSingleMetric('flow_notify_digest_holds_given_up_total')?.get();
+    assert.equal(gaveUp?.values[0]?.value ?? 0, 0);
+  });
+
   it('an entry held later for quiet hours during a send, when the digest then continues as new, is not held by a stale time', async () => {
     const { anonymous, client, config, stores } = stack;
     const eve = anonymous.as('eve', 'quietly');

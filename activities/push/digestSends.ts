@@ -94,9 +94,16 @@ async function toldNow(
   };
 }
 
-/** No device took the digest for a day: its holds give up, counted and logged for the operator. */
+/**
+ * No device took the digest for a day: its holds give up, counted and logged for the operator. One a device did
+ * take (its send recorded, the settle after it lost to a store failure on its last try) went out: its holds say so.
+ */
 export async function giveUpDigest(deps: PushActivityDeps, digest: DigestRef): Promise<void> {
-  const holds = await deps.digests?.pushHolds.markDigestGaveUp(digest.digestId, deps.now());
+  const pushHolds = deps.digests?.pushHolds;
+  if (!pushHolds) return;
+  if ((await deps.pushDeliveries.countForEpisode(digest.digestId)) > 0)
+    return pushHolds.markDigestSent(digest.digestId, deps.now());
+  const holds = await pushHolds.markDigestGaveUp(digest.digestId, deps.now());
   if (!holds) return;
   deps.metrics?.digestGaveUp(holds);
   deps.log(
