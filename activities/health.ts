@@ -13,6 +13,8 @@ export interface HealthDeps {
   healthReapSeconds: number;
   /** Whether the operator family is on (health alerts go through it). */
   opsAlerts: boolean;
+  /** The API processes' batch window (healthBatchMs): a stall due waits it for progress they still hold. */
+  batchGraceMs?: number;
   now: () => Date;
 }
 
@@ -33,6 +35,7 @@ export function createHealthActivities(deps: HealthDeps) {
           stallAfterSeconds: deps.stallAfterSeconds,
           reapAfterSeconds: deps.healthReapSeconds,
           opsAlerts: deps.opsAlerts,
+          ...(deps.batchGraceMs ? { batchGraceMs: deps.batchGraceMs } : {}),
         },
         ...(run?.budget ? { budgetLimit: run.budget.limit } : {}),
       };

@@ -13,6 +13,7 @@ import type { Metrics } from '../platform/metrics';
 import type { Log } from '../platform/log';
 import { episodeOptions } from '../client/emitter';
 import { addToDigest } from '../client/digest';
+import { healthBatchMs } from '../client/health';
 import { raiseEndpointDisabled, raisePushConfigFault } from '../client/operator';
 import { raiseTeamEvent } from '../client/teamEvents';
 import { createCallbackActivities } from './callback';
@@ -189,6 +190,7 @@ export function createActivities(deps: ActivityDeps): Activities {
       stallAfterSeconds: config.stallAfterSeconds,
       healthReapSeconds: config.healthReapSeconds,
       opsAlerts: config.opsAlertWebhookUrl !== undefined,
+      batchGraceMs: healthBatchMs(config),
       now,
     }),
     ...createRecoverActivities({

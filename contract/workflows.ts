@@ -367,6 +367,11 @@ export interface HealthOptions {
   reapAfterSeconds: number;
   /** Whether alerts go out at all (OPS_ALERT_WEBHOOK_URL set). */
   opsAlerts: boolean;
+  /**
+   * How long a stall due waits for progress an API process still holds in its batch (HEALTH_BATCH_MS, bounded by
+   * the stall time). Absent (settings before it, a signaller's input): none.
+   */
+  batchGraceMs?: number;
 }
 
 export interface HealthInput {

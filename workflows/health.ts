@@ -81,6 +81,13 @@ export const HEALTH_STATUS_IN_WRITE_ORDER_PATCH = 'health-status-changes-in-writ
  */
 export const HEALTH_PROGRESS_BEFORE_PAUSE_PATCH = 'health-progress-before-pause-passed-over';
 
+/**
+ * Marks histories in which a stall that came due waits one batch window (options.batchGraceMs) for progress an API
+ * process observed before it but still holds. Before, it fired, and that progress then raised a recovery. Only a
+ * stall about to fire, with a window in the worker's settings, reaches it.
+ */
+export const HEALTH_STALL_WAITS_FOR_HELD_BATCH_PATCH = 'health-stall-waits-for-a-held-batch';
+
 /** How often a run that keeps reporting usage has its settings (its budget) read again. */
 const SETTINGS_REFRESH_MS = 60_000;
 
@@ -153,6 +160,9 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
       // Fired before the due time progress has moved it to (or in a phase without one): armed again.
       if (inbox.length === 0 && (due === undefined || Date.now() < due)) continue;
       arrived = inbox.length > 0;
+      // A stall came due: progress an API process observed before it but still holds in its batch is waited for.
+      if (!arrived && options.batchGraceMs && patched(HEALTH_STALL_WAITS_FOR_HELD_BATCH_PATCH))
+        arrived = await condition(() => inbox.length > 0, options.batchGraceMs);
     } else {
       arrived =
         due === undefined

@@ -10,7 +10,7 @@ import type { Activities } from '../../contract/activities';
 import type { HealthState } from '../../domain/health';
 import type { OperatorAlert } from '../../domain/ops';
 import { runHealthWorkflow } from '../../workflows';
-import { observeSignal, type HealthOptions } from '../../contract/workflows';
+import { observeManySignal, observeSignal, type HealthOptions } from '../../contract/workflows';
 import { workflowBundle } from '../support/workflowBundle';
 import { onTimeSkipping } from '../support/timeSkipping';
 import { waitUntil } from '../support/waitUntil';
@@ -205,5 +205,57 @@ describe('the run-health stall on time-skipping Temporal', function () {
       ['run.stalled', 'run.recovered'],
     );
     assert.equal(final.phase, 'terminal');
+  });
+  it('progress an API process still holds in its batch window when the stall is due is no stall: it waits the window', async () => {
+    const taskQueue = 'ts-health-held-batch';
+    const runId = 'run_held_batch';
+    const batchGraceMs = 1500; // HEALTH_BATCH_MS, as the worker has it
+    const { activities, posted, saved } = standIns({
+      healthSettings: async () => ({ options: { ...OPTIONS, batchGraceMs } }),
+    });
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      workflowBundle: await workflowBundle(),
+      activities,
+    });
+    await worker.runUntil(async () => {
+      const handle = await env.client.workflow.start(runHealthWorkflow, {
+        taskQueue,
+        workflowId: `health:${runId}`,
+        args: [{ runId, teamId: 'acme', options: OPTIONS }],
+      });
+      const startedAt = await env.currentTimeMs();
+      await handle.signal(observeManySignal, [
+        { type: 'node_started', data: { node: 'plan' }, at: startedAt, writtenAt: startedAt },
+      ]);
+      await waitUntil('the node to be saved', () => saved.some((state) => state.currentNode === 'plan'), {
+        timeoutMs: 30_000,
+        intervalMs: 50,
+      });
+      // Progress half a second before the stall is due, observed by an API process that tells it a second
+      // after (its batch window): the stall's time comes first.
+      const due = (saved.at(-1)?.lastLivenessAt ?? startedAt) + STALL_AFTER_SECONDS * 1000;
+      await env.sleep(due + 1000 - (await env.currentTimeMs()));
+      await handle.signal(observeManySignal, [
+        { type: 'node_started', data: { node: 'draft' }, at: due - 500, writtenAt: due - 500 },
+      ]);
+      await waitUntil(
+        'the late node to be saved',
+        () => saved.some((state) => state.currentNode === 'draft'),
+        {
+          timeoutMs: 30_000,
+          intervalMs: 50,
+        },
+      );
+      recordHistory(await handle.fetchHistory(), 'run-health-history-held-batch-waited.json');
+      await handle.signal(observeSignal, { type: 'run_finished' });
+      await handle.result();
+    });
+    assert.deepEqual(
+      posted.map((alert) => alert.kind),
+      [],
+      'no stall, and so no recovery, for progress told within its window',
+    );
   });
 });
