@@ -190,7 +190,8 @@ export function createActivities(deps: ActivityDeps): Activities {
       stallAfterSeconds: config.stallAfterSeconds,
       healthReapSeconds: config.healthReapSeconds,
       opsAlerts: config.opsAlertWebhookUrl !== undefined,
-      batchGraceMs: healthBatchMs(config),
+      // The API's window (set the same on both), and a second for its signal's trip.
+      batchGraceMs: healthBatchMs(config) + 1000,
       now,
     }),
     ...createRecoverActivities({

@@ -142,6 +142,8 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
   setHandler(observeManySignal, (events) => void (inbox.push(...events), signals++));
   let handled = 0;
   const timer = stallTimer();
+  /** The stall's due time whose grace was waited (each due time waits it once). */
+  let graceWaitedFor: number | undefined;
 
   for (;;) {
     if (state.phase === 'terminal') {
@@ -160,9 +162,17 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
       // Fired before the due time progress has moved it to (or in a phase without one): armed again.
       if (inbox.length === 0 && (due === undefined || Date.now() < due)) continue;
       arrived = inbox.length > 0;
-      // A stall came due: progress an API process observed before it but still holds in its batch is waited for.
-      if (!arrived && options.batchGraceMs && patched(HEALTH_STALL_WAITS_FOR_HELD_BATCH_PATCH))
+      // A stall came due: progress an API process observed before it but still holds in its batch is waited for,
+      // once per due time (events that are no progress arriving meanwhile must not put the stall off for ever).
+      if (
+        !arrived &&
+        due !== graceWaitedFor &&
+        options.batchGraceMs &&
+        patched(HEALTH_STALL_WAITS_FOR_HELD_BATCH_PATCH)
+      ) {
+        graceWaitedFor = due;
         arrived = await condition(() => inbox.length > 0, options.batchGraceMs);
+      }
     } else {
       arrived =
         due === undefined

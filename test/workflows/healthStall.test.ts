@@ -258,4 +258,51 @@ describe('the run-health stall on time-skipping Temporal', function () {
       'no stall, and so no recovery, for progress told within its window',
     );
   });
+  it('events that are no progress, arriving through the window, do not put a due stall off: it fires after one window', async () => {
+    const taskQueue = 'ts-health-held-batch-ticker';
+    const runId = 'run_held_batch_ticker';
+    const { activities, posted, saved } = standIns({
+      healthSettings: async () => ({ options: { ...OPTIONS, batchGraceMs: 1500 } }),
+    });
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      workflowBundle: await workflowBundle(),
+      activities,
+    });
+    await worker.runUntil(async () => {
+      const handle = await env.client.workflow.start(runHealthWorkflow, {
+        taskQueue,
+        workflowId: `health:${runId}`,
+        args: [{ runId, teamId: 'acme', options: OPTIONS }],
+      });
+      const startedAt = await env.currentTimeMs();
+      await handle.signal(observeManySignal, [
+        { type: 'node_started', data: { node: 'plan' }, at: startedAt },
+      ]);
+      await waitUntil('the node to be saved', () => saved.some((state) => state.currentNode === 'plan'), {
+        timeoutMs: 30_000,
+        intervalMs: 50,
+      });
+      // Hung, its workspace ticker still reporting every half second (no progress) past the stall's due time.
+      await env.sleep(STALL_AFTER_SECONDS * 1000 - 1000);
+      for (let tick = 0; tick < 12; tick++) {
+        await env.sleep(500);
+        await handle.signal(observeManySignal, [
+          { type: 'run_workspace_checkpoint', at: await env.currentTimeMs() },
+        ]);
+      }
+      await waitUntil('the stall alert', () => posted.length >= 1, { timeoutMs: 30_000, intervalMs: 50 });
+      await handle.signal(observeSignal, { type: 'run_finished' });
+      await handle.result();
+    });
+    // One stall (the run's end then recovers it), fired within a window of its due time, not once the ticker fell
+    // silent.
+    assert.deepEqual(
+      posted.map((alert) => alert.kind),
+      ['stall', 'stall_recovered'],
+    );
+    const silentFor = Number(/no progress for (\d+)s/.exec(posted[0].summary)?.[1]);
+    assert.ok(silentFor <= STALL_AFTER_SECONDS + 3, posted[0].summary);
+  });
 });
