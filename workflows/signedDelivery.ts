@@ -81,16 +81,14 @@ export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDeliv
   // hold that failed (the store away) leaves the claim as it was: the wait goes on, and the claim is held again
   // before the next attempt (it may have gone stale during the wait, and been taken over).
   let holdFailed = false;
-  const stillHeldFor = async (seconds: number): Promise<boolean> => {
-    if (!patched(SCHEDULED_WAITS_HOLD_CLAIM_PATCH)) return true;
-    try {
-      holdFailed = false;
-      return await quick.renewClaim(key, me, seconds);
-    } catch {
-      holdFailed = true;
-      return true;
-    }
-  };
+  // The same promise steps as before holdFailed was kept (one derived promise, as `.catch` made): a step more or
+  // less would move this branch against its siblings' within an activation, and reorder old histories' commands.
+  const stillHeldFor = async (seconds: number): Promise<boolean> =>
+    !patched(SCHEDULED_WAITS_HOLD_CLAIM_PATCH) ||
+    (await quick.renewClaim(key, me, seconds).then(
+      (held) => ((holdFailed = false), held),
+      () => ((holdFailed = true), true),
+    ));
   // Failing again (the store still away), the attempt goes: it reads the store too, and fails or delivers.
   const heldAgain = (): Promise<boolean> => quick.renewClaim(key, me).catch(() => true);
   try {
