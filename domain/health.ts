@@ -225,26 +225,22 @@ export function countedBeforeStall(state: HealthState, event: ObservedEvent): bo
  */
 export function toldOutOfOrder(state: HealthState, event: ObservedEvent): boolean {
   return (
-    changesStatus(event.type) &&
-    !Object.hasOwn(TERMINAL, event.type) &&
-    typeof event.writtenAt === 'number' &&
-    state.statusWrittenAt !== undefined &&
-    event.writtenAt < state.statusWrittenAt
+    changesStatus(event.type) && !Object.hasOwn(TERMINAL, event.type) && writtenBeforeStatus(state, event)
   );
 }
+
+/** Written before the latest status change health applied (both by their processes' clocks). */
+const writtenBeforeStatus = (state: HealthState, event: ObservedEvent): boolean =>
+  typeof event.writtenAt === 'number' &&
+  state.statusWrittenAt !== undefined &&
+  event.writtenAt < state.statusWrittenAt;
 
 /**
  * Progress written before the pause health applied, told after it (another process's batch, or its late signal):
  * the run has paused since, so it does not make the run active again (a paused run made active would stall).
  */
 export function progressBeforePause(state: HealthState, event: ObservedEvent): boolean {
-  return (
-    state.phase === 'paused' &&
-    event.type === 'node_started' &&
-    typeof event.writtenAt === 'number' &&
-    state.statusWrittenAt !== undefined &&
-    event.writtenAt < state.statusWrittenAt
-  );
+  return state.phase === 'paused' && event.type === 'node_started' && writtenBeforeStatus(state, event);
 }
 
 /** The state with a status change's write time noted (toldOutOfOrder reads it). */

@@ -60,6 +60,17 @@ const RECORD_TRIES = 3;
 export const RECORD_DEADLINE_MS = 3000;
 
 /**
+ * A store write after a send (a claim's settle, the attempt log's clear), made within RECORD_DEADLINE_MS or not at all: a store failing or stalling must not
+ * fail the activity nor hold it past its start-to-close (its retry would send again). True when it was made.
+ */
+export const writtenInTime = (write: Promise<unknown>): Promise<boolean> =>
+  withDeadline(
+    write.then(() => true),
+    RECORD_DEADLINE_MS,
+    () => false,
+  ).catch(() => false);
+
+/**
  * Room an attempt needs beyond the request's own timeout: the guard's lookup before it, the writes after the answer
  * (the log's row, then a redelivery's clear of its give-up, or an endpoint's streak and a recover's claim settle),
  * and a margin.
@@ -307,11 +318,7 @@ export function createCallbackActivities(deps: CallbackDeps) {
       // activity must end before Temporal would send it again): one not cleared costs a later recover a read of it
       // (its claim says redelivered, so nothing is sent).
       if (place?.trigger === 'redeliver' && attempt.outcome.result === 'delivered' && deps.callbackAttempts)
-        await withDeadline(
-          deps.callbackAttempts.clearGaveUp(episodeId).catch(() => undefined),
-          RECORD_DEADLINE_MS,
-          () => undefined,
-        );
+        await writtenInTime(deps.callbackAttempts.clearGaveUp(episodeId));
       return attempt.outcome;
     },
 

@@ -29,6 +29,7 @@ import { withDeadline } from '../../platform/deadline';
 import {
   logAttempt,
   RECORD_DEADLINE_MS,
+  writtenInTime,
   sendSigned,
   type AttemptResult,
   type CallbackDeps,
@@ -236,17 +237,6 @@ export async function missedEvents(
   }
   return missed;
 }
-
-/**
- * A claim write after a send, made within RECORD_DEADLINE_MS or not at all: a store failing or stalling must not
- * fail the activity nor hold it past its start-to-close (its retry would send again). True when it was made.
- */
-const writtenInTime = (write: Promise<unknown>): Promise<boolean> =>
-  withDeadline(
-    write.then(() => true),
-    RECORD_DEADLINE_MS,
-    () => false,
-  ).catch(() => false);
 
 export function createEndpointActivities(deps: EndpointDeps) {
   const attemptEndpoint = endpointAttempter(deps);
