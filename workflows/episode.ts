@@ -1,6 +1,6 @@
 // One outcome episode: a run paused or ended. Each outbound family is an independent branch with its own
 // claim key; one failing never holds up the others. The workflow only decides; activities do the I/O.
-import { isCancellation, patched, sleep } from '@temporalio/workflow';
+import { condition, isCancellation, patched, sleep } from '@temporalio/workflow';
 import {
   EPISODE_OPTIONS_WHEN_ABSENT,
   type BranchResult,
@@ -211,6 +211,15 @@ async function opsBranch(quick: QuickCalls, outcome: RunOutcome): Promise<Branch
 }
 
 /**
+ * Marks histories in which a released push waits for its siblings' end or its next try, whichever comes first,
+ * instead of asking at its release whether a sibling still runs. That answer came from the order of the
+ * branches' last local activities within one activation: on a first run they resolve as they finish, on a replay
+ * all at once, so a replay could answer otherwise and fail on the timer the first run did not start. A wait's end
+ * is in the history: the timer fired, or a sibling's end cancelled it.
+ */
+export const RELEASED_PUSH_WAITS_FOR_SIBLINGS_PATCH = 'released-push-waits-for-siblings-end';
+
+/**
  * The push family apart from its siblings: the sweep replays a released episode only once its workflow closed,
  * and a callback can retry for a day. So while a sibling still runs, a released push is tried again here on a
  * durable timer, one sweep interval later, then doubling up to an hour, until it settles or the siblings are
@@ -225,7 +234,13 @@ async function pushRetriedWhileSiblingsRun(
   const every = options.releasedRetrySeconds ?? EPISODE_OPTIONS_WHEN_ABSENT.releasedRetrySeconds!;
   for (let retried = 0; ; retried++) {
     const result = await contained(pushBranch(quick, outcome, options));
-    if (result !== 'released' || !siblingsRunning() || !patched(RELEASED_PUSH_RETRIED_PATCH)) return result;
+    if (result !== 'released') return result;
+    if (patched(RELEASED_PUSH_WAITS_FOR_SIBLINGS_PATCH)) {
+      const siblingsEnded = await condition(() => !siblingsRunning(), backedOffSeconds(every, retried) * 1000);
+      if (siblingsEnded) return result;
+      continue;
+    }
+    if (!siblingsRunning() || !patched(RELEASED_PUSH_RETRIED_PATCH)) return result;
     const wait = patched(RELEASED_PUSH_BACKOFF_PATCH) ? backedOffSeconds(every, retried) : every;
     await sleep(wait * 1000);
   }

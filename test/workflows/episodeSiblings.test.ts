@@ -1,0 +1,192 @@
+// A released push is tried again while a sibling family still runs. Whether a sibling still runs is the episode's
+// own state, so a replay must come to the same answer as the first run did, however the push's release and the
+// sibling's end were grouped into activations: on a first run, local activities scheduled together resolve in the
+// order they finish; on a replay, together. The activities are stand-ins: what is under test is the workflow's
+// decisions on replay.
+import assert from 'node:assert/strict';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker } from '@temporalio/worker';
+import type { Activities } from '../../contract/activities';
+import { claimKeys, type RunOutcome } from '../../domain/outcome';
+import { episodeWorkflow } from '../../workflows';
+import type { EpisodeOptions } from '../../contract/workflows';
+import { workflowBundle } from '../support/workflowBundle';
+import { onTimeSkipping } from '../support/timeSkipping';
+import { recordHistory } from '../support/historyFixture';
+
+const outcome: RunOutcome = {
+  version: 1,
+  episodeId: 'run_siblings:end',
+  kind: 'run_finished',
+  runId: 'run_siblings',
+  teamId: 'acme',
+  ownerId: 'alice',
+  title: 'Deploy',
+  status: 'finished',
+  callbackRequested: true,
+  occurredAt: '2026-12-01T09:00:00.000Z',
+};
+
+/** A callback tried twice, five seconds apart; a released push tried again five seconds later. */
+const options: EpisodeOptions = {
+  callbackRetrySeconds: [5],
+  releasedRetrySeconds: 5,
+  callbackAttemptSeconds: 40,
+};
+
+/** A promise with its resolver outside. */
+function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+const pushFailed = {
+  addressable: true,
+  attempted: 1,
+  delivered: 0,
+  alreadyDelivered: 0,
+  pruned: 0,
+  failed: 1,
+  retryable: 1,
+};
+const pushDelivered = {
+  addressable: true,
+  attempted: 1,
+  delivered: 1,
+  alreadyDelivered: 0,
+  pruned: 0,
+  failed: 0,
+  retryable: 0,
+};
+const slowly = () => new Promise((r) => setTimeout(r, 300));
+
+describe('an episode whose push is released as its callback ends', function () {
+  this.timeout(120_000);
+  let env: TestWorkflowEnvironment;
+  onTimeSkipping((started) => (env = started));
+
+  /**
+   * Runs the episode to its end; the push's try `together` and the callback's attempt `together` answer while no
+   * worker takes workflow tasks, so one task brings both answers and the two branches settle their claims side by
+   * side. `pushes` answers each push try in turn; `callbacks` each callback attempt; `slowSettle` says whose
+   * settle finishes last. Returns the result, the push tries, and the history replayed.
+   */
+  async function runEpisode(
+    taskQueue: string,
+    {
+      pushes,
+      callbacks,
+      together,
+      slowSettle,
+    }: {
+      pushes: object[];
+      callbacks: Array<{ result: string; status?: number }>;
+      together: number;
+      slowSettle: 'push' | 'callback';
+    },
+  ) {
+    const pushStarted = deferred();
+    const callbackStarted = deferred();
+    const answer = deferred();
+    const pushReleased = deferred();
+    let pushTries = 0;
+    let callbackTries = 0;
+    const activities = {
+      tryMark: async () => true,
+      unmark: async () => {
+        pushReleased.resolve();
+        if (slowSettle === 'push') await slowly();
+      },
+      markDelivered: async (key: string) => {
+        if (key === claimKeys.callback(outcome.episodeId) && slowSettle === 'callback') await slowly();
+      },
+      renewClaim: async () => true,
+      recordEpisode: async () => undefined,
+      isStandbyVetoed: async () => false,
+      callbackExhaustedAlert: async () => undefined,
+      recordTeamEvent: async () => ({
+        sequence: 1,
+        endpointIds: [],
+        retrySeconds: [],
+        retryJitter: 0,
+        attemptSeconds: 10,
+      }),
+      deliverPush: async () => {
+        const now = pushTries++;
+        if (now === together) {
+          pushStarted.resolve();
+          await answer.promise;
+        }
+        return pushes[Math.min(now, pushes.length - 1)];
+      },
+      sendCallback: async () => {
+        const now = callbackTries++;
+        if (now === together) {
+          callbackStarted.resolve();
+          await answer.promise;
+        } else await pushReleased.promise; // the push is released while this attempt runs
+        return callbacks[Math.min(now, callbacks.length - 1)];
+      },
+    } as unknown as Partial<Activities>;
+    const bundle = await workflowBundle();
+    // No sticky queue: the task that brings both answers goes to the next worker at once.
+    const first = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      activities,
+      workflowBundle: bundle,
+      maxCachedWorkflows: 0,
+      shutdownGraceTime: '30s',
+    });
+    const firstRun = first.run();
+    const handle = await env.client.workflow.start(episodeWorkflow, {
+      taskQueue,
+      workflowId: `${outcome.episodeId}/${taskQueue}`,
+      args: [outcome, options],
+    });
+    await Promise.all([pushStarted.promise, callbackStarted.promise]);
+    first.shutdown();
+    answer.resolve();
+    await firstRun;
+    const second = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      activities,
+      workflowBundle: bundle,
+    });
+    const result = await second.runUntil(handle.result());
+    const history = await handle.fetchHistory();
+    return { result, pushTries, history, bundle };
+  }
+
+  it('the push’s release seen before the callback’s end: closes released once the callback ended, and a replay decides the same', async () => {
+    const run = await runEpisode('ts-siblings-push-first', {
+      pushes: [pushFailed, pushDelivered],
+      callbacks: [{ result: 'delivered', status: 200 }],
+      together: 0,
+      slowSettle: 'callback',
+    });
+    recordHistory(run.history, 'episode-history-push-released-waits-for-siblings.json');
+    // The sweep replays it now that the workflow closed: its next pass, not the push's own timer.
+    assert.deepEqual([run.result.push, run.result.callback], ['released', 'delivered']);
+    assert.equal(run.pushTries, 1);
+    assert.ok(!run.history.events?.some((event) => event.timerFiredEventAttributes));
+    await Worker.runReplayHistory({ workflowBundle: run.bundle }, run.history);
+  });
+
+  it('the callback’s end seen before the push’s second release: not tried again, and a replay decides the same', async () => {
+    const run = await runEpisode('ts-siblings-callback-first', {
+      pushes: [pushFailed],
+      callbacks: [
+        { result: 'retry', status: 503 },
+        { result: 'delivered', status: 200 },
+      ],
+      together: 1,
+      slowSettle: 'push',
+    });
+    assert.deepEqual([run.result.push, run.result.callback], ['released', 'delivered']);
+    assert.equal(run.pushTries, 2, 'released once while the callback waited, then once as it ended');
+    await Worker.runReplayHistory({ workflowBundle: run.bundle }, run.history);
+  });
+});
