@@ -117,6 +117,35 @@ export function quickCalls(): QuickCalls {
   return patched(QUICK_DECIDED_AT_START_PATCH) ? local : chosenPerCall;
 }
 
+/**
+ * Store calls of concurrent branches, made one at a time once `engage` was called (calls made before it, at the
+ * start, go at once). Local activities in flight together resolve one activation each on a first run, in the
+ * order they finish, but all in one activation on a replay, where each branch then reaches its next command after
+ * as many promise steps as its code takes: a branch that finished first but takes more steps issues its commands
+ * second, and the replay fails. One call in flight at a time, each resolves alone, on both.
+ */
+export function callsOneAtATimeAfterStart(quick: QuickCalls): {
+  calls: QuickCalls;
+  inTurn<T>(call: () => Promise<T>): Promise<T>;
+  engage(): void;
+} {
+  let engaged = false;
+  let last: Promise<unknown> = Promise.resolve();
+  const inTurn = <T>(call: () => Promise<T>): Promise<T> => {
+    if (!engaged) return call();
+    const made = last.then(call);
+    last = made.catch(() => undefined);
+    return made;
+  };
+  const calls = Object.fromEntries(
+    QUICK_CALLS.map((name) => [
+      name,
+      (...args: unknown[]) => inTurn(() => (quick[name] as (...a: unknown[]) => Promise<unknown>)(...args)),
+    ]),
+  ) as QuickCalls;
+  return { calls, inTurn, engage: () => void (engaged = true) };
+}
+
 const STORE_RETRY_FIRST_MS = 60_000;
 const STORE_RETRY_MAX_MS = 3_600_000;
 const STORE_RETRY_SPAN_MS = 24 * 3_600_000;

@@ -14,6 +14,7 @@ import { kindFor, MISSED_RECIPIENTS_RETRY_SECONDS } from '../domain/push';
 import { teamEventFromOutcome } from '../domain/teamEvents';
 import {
   callbackAttemptCalls,
+  callsOneAtATimeAfterStart,
   fanOutCalls,
   holder,
   localStoreCalls,
@@ -129,6 +130,7 @@ async function retryMissed(outcome: RunOutcome, options: EpisodeOptions): Promis
  */
 async function callbackBranch(
   quick: QuickCalls,
+  inTurn: InTurn,
   outcome: RunOutcome,
   options: EpisodeOptions,
 ): Promise<BranchResult> {
@@ -156,7 +158,7 @@ async function callbackBranch(
       if (patched(CALLBACK_EXHAUSTED_ALERT_PATCH))
         await alertCallbackExhausted(quick, outcome, attempts, lastError);
       if (unrecorded && patched(CALLBACK_GIVE_UP_RECORDED_AGAIN_PATCH))
-        await recordGiveUp(outcome, unrecorded.place, unrecorded.attempt);
+        await recordGiveUp(inTurn, outcome, unrecorded.place, unrecorded.attempt);
     },
   });
 }
@@ -166,13 +168,15 @@ async function callbackBranch(
  * by it), outlasting a store outage. Best effort past that: the claim's gave_up and the alert stand.
  */
 async function recordGiveUp(
+  inTurn: InTurn,
   outcome: RunOutcome,
   place: AttemptPlace,
   attempt: CallbackAttempt,
 ): Promise<void> {
   try {
     await outlastingStoreOutages(
-      () => localStoreCalls.recordCallbackGiveUp(outcome.episodeId, outcome.runId, place, attempt),
+      () =>
+        inTurn(() => localStoreCalls.recordCallbackGiveUp(outcome.episodeId, outcome.runId, place, attempt)),
       () => true,
     );
   } catch (err) {
@@ -236,7 +240,10 @@ async function pushRetriedWhileSiblingsRun(
     const result = await contained(pushBranch(quick, outcome, options));
     if (result !== 'released') return result;
     if (patched(RELEASED_PUSH_WAITS_FOR_SIBLINGS_PATCH)) {
-      const siblingsEnded = await condition(() => !siblingsRunning(), backedOffSeconds(every, retried) * 1000);
+      const siblingsEnded = await condition(
+        () => !siblingsRunning(),
+        backedOffSeconds(every, retried) * 1000,
+      );
       if (siblingsEnded) return result;
       continue;
     }
@@ -277,6 +284,15 @@ async function teamEventBranch(
   }
 }
 
+/**
+ * Marks executions whose branches make their store calls one at a time after the start (callsOneAtATimeAfterStart):
+ * before, calls in flight together could resolve in another order on a replay than on the first run, and two
+ * branches' next commands (a push's wait and a callback's give-up alert) swap, failing the replay for good.
+ */
+export const STORE_CALLS_IN_TURN_PATCH = 'episode-store-calls-in-turn';
+
+type InTurn = <T>(call: () => Promise<T>) => Promise<T>;
+
 /** A branch that throws settles as released: the others carry on, and the sweep replays what was missed. */
 const contained = (branch: Promise<BranchResult>): Promise<BranchResult> =>
   branch.catch(() => 'released' as const);
@@ -285,17 +301,23 @@ export async function episodeWorkflow(
   outcome: RunOutcome,
   options: EpisodeOptions = EPISODE_OPTIONS_WHEN_ABSENT,
 ): Promise<EpisodeResult> {
-  const quick = quickCalls();
+  const anyOrder = quickCalls();
+  const inTurns = patched(STORE_CALLS_IN_TURN_PATCH) ? callsOneAtATimeAfterStart(anyOrder) : undefined;
+  const quick = inTurns?.calls ?? anyOrder;
+  const inTurn: InTurn = inTurns?.inTurn ?? ((call) => call());
   // The episode's record (GET /runs/:id/episodes) is written beside the branches, not ahead of them: one write
   // less before the first push. It is a view: if it finally fails, the branches still settle their claims.
   let siblings = 2;
   const sibling = (branch: Promise<BranchResult>) => contained(branch).finally(() => siblings--);
-  const [, , push, callback, ops] = await Promise.all([
+  const branches = Promise.all([
     quick.recordEpisode(outcome).catch(() => undefined),
     teamEventBranch(quick, outcome, options).catch(() => undefined),
     pushRetriedWhileSiblingsRun(quick, outcome, options, () => siblings > 0),
-    sibling(callbackBranch(quick, outcome, options)),
+    sibling(callbackBranch(quick, inTurn, outcome, options)),
     sibling(opsBranch(quick, outcome)),
   ]);
+  // Each branch made its first store call above, at once; every later one waits its turn.
+  inTurns?.engage();
+  const [, , push, callback, ops] = await branches;
   return { episodeId: outcome.episodeId, push, callback, ops };
 }

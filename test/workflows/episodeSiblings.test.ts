@@ -81,7 +81,7 @@ describe('an episode whose push is released as its callback ends', function () {
       slowSettle,
     }: {
       pushes: object[];
-      callbacks: Array<{ result: string; status?: number }>;
+      callbacks: Array<{ result: string; status?: number; detail?: string }>;
       together: number;
       slowSettle: 'push' | 'callback';
     },
@@ -187,6 +187,18 @@ describe('an episode whose push is released as its callback ends', function () {
     });
     assert.deepEqual([run.result.push, run.result.callback], ['released', 'delivered']);
     assert.equal(run.pushTries, 2, 'released once while the callback waited, then once as it ended');
+    await Worker.runReplayHistory({ workflowBundle: run.bundle }, run.history);
+  });
+
+  it('the push’s release seen before the callback’s refusal: both families’ next commands replay in the order they were made', async () => {
+    const run = await runEpisode('ts-siblings-callback-refused', {
+      pushes: [pushFailed],
+      callbacks: [{ result: 'stop', status: 410, detail: 'http 410' }],
+      together: 0,
+      slowSettle: 'callback',
+    });
+    recordHistory(run.history, 'episode-history-callback-refused-calls-in-turn.json');
+    assert.deepEqual([run.result.push, run.result.callback], ['released', 'gave_up']);
     await Worker.runReplayHistory({ workflowBundle: run.bundle }, run.history);
   });
 });
