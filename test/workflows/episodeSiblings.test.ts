@@ -59,6 +59,7 @@ const pushDelivered = {
   failed: 0,
   retryable: 0,
 };
+const pushMissedSome = { ...pushDelivered, attempted: 2, failed: 1, retryable: 1 };
 const slowly = () => new Promise((r) => setTimeout(r, 300));
 
 describe('an episode whose push is released as its callback ends', function () {
@@ -99,7 +100,8 @@ describe('an episode whose push is released as its callback ends', function () {
         if (slowSettle === 'push') await slowly();
       },
       markDelivered: async (key: string) => {
-        if (key === claimKeys.callback(outcome.episodeId) && slowSettle === 'callback') await slowly();
+        const whose = key === claimKeys.callback(outcome.episodeId) ? 'callback' : 'push';
+        if (whose === slowSettle) await slowly();
       },
       renewClaim: async () => true,
       recordEpisode: async () => undefined,
@@ -125,7 +127,7 @@ describe('an episode whose push is released as its callback ends', function () {
         if (now === together) {
           callbackStarted.resolve();
           await answer.promise;
-        } else await pushReleased.promise; // the push is released while this attempt runs
+        } else if (now < together) await pushReleased.promise; // the push is released while this attempt runs
         return callbacks[Math.min(now, callbacks.length - 1)];
       },
     } as unknown as Partial<Activities>;
@@ -199,6 +201,21 @@ describe('an episode whose push is released as its callback ends', function () {
     });
     recordHistory(run.history, 'episode-history-callback-refused-calls-in-turn.json');
     assert.deepEqual([run.result.push, run.result.callback], ['released', 'gave_up']);
+    await Worker.runReplayHistory({ workflowBundle: run.bundle }, run.history);
+  });
+
+  it('a push that missed someone settled after the callback held its claim for a wait: both families’ waits replay in the order they were made', async () => {
+    const run = await runEpisode('ts-siblings-push-missed-some', {
+      pushes: [pushMissedSome, pushDelivered],
+      callbacks: [
+        { result: 'retry', status: 503 },
+        { result: 'delivered', status: 200 },
+      ],
+      together: 0,
+      slowSettle: 'push',
+    });
+    assert.deepEqual([run.result.push, run.result.callback], ['delivered', 'delivered']);
+    assert.equal(run.pushTries, 2, 'the recipient missed was tried again');
     await Worker.runReplayHistory({ workflowBundle: run.bundle }, run.history);
   });
 });
