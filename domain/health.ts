@@ -243,6 +243,20 @@ export function progressBeforePause(state: HealthState, event: ObservedEvent): b
   return state.phase === 'paused' && event.type === 'node_started' && writtenBeforeStatus(state, event);
 }
 
+/**
+ * Spend written before the run's end, told after it (an API process's batch, the end reported at once by a runner):
+ * counted, with the budget alerts it earned. Undefined for any other event or phase.
+ */
+export function usageBeforeEnd(
+  state: HealthState,
+  event: ObservedEvent,
+): { state: HealthState; alerts: HealthAlert[] } | undefined {
+  const spent = event.data?.spent;
+  if (state.phase !== 'terminal' || event.type !== 'usage' || typeof spent !== 'number') return undefined;
+  if (!writtenBeforeStatus(state, event)) return undefined;
+  return budgetAlerts({ ...state, spent: Math.max(state.spent, spent) });
+}
+
 /** The state with a status change's write time noted (toldOutOfOrder reads it). */
 export function noteStatusWritten(state: HealthState, event: ObservedEvent): HealthState {
   if (!changesStatus(event.type) || typeof event.writtenAt !== 'number') return state;

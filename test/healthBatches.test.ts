@@ -277,6 +277,42 @@ describe('run health fed in batches', function () {
     return { service, release };
   }
 
+  it('spend written before the run ended, told to health after the end (another process), is alerted against its budget', async () => {
+    const created = await unbatched.post('/api/v1/runs', {
+      title: 'Spent, then ended at once',
+      budget: { limit: 10 },
+    });
+    const id = created.body.id as string;
+    // The spend's process tells health late (its batch window): the end, reported at once by another, comes first.
+    const { service: slowTeller, release: releaseSpend } = lateTeller();
+    const spent = slowTeller.recordEvent({ userId: 'alice', teamId: 'acme' }, id, 'usage', { spent: 12 });
+    await waitUntil('the spend in the store', async () =>
+      (await stack.stores.events.listForRun(id)).some((e) => e.type === 'usage'),
+    );
+    assert.equal((await unbatched.post(`/api/v1/runs/${id}/cancel`, {})).status, 200);
+    await waitUntil('health saw the end', async () => {
+      const health = await unbatched.get(`/api/v1/runs/${id}/health`);
+      return health.body.phase === 'terminal';
+    });
+    releaseSpend();
+    await spent;
+    await waitUntil('health handled the late spend', async () => {
+      const history = await stack.client.workflow.getHandle(healthWorkflowId(id)).fetchHistory();
+      const events = history.events ?? [];
+      const lastSignal = events.map((e) => e.eventType).lastIndexOf(SIGNALED);
+      return (
+        events.filter((e) => e.eventType === SIGNALED).length >= 3 &&
+        events.slice(lastSignal).some((e) => e.eventType === WORKFLOW_TASK_COMPLETED)
+      );
+    });
+    await waitUntil('its budget alerts', () => alertsOf(id).includes('budget_exceeded'), {
+      timeoutMs: 20_000,
+    });
+    recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-usage-before-end-counted.json');
+    assert.deepEqual(alertsOf(id), ['budget_exceeded', 'budget_warning']);
+    assert.equal((await unbatched.get(`/api/v1/runs/${id}/health`)).body.spent, 12);
+  });
+
   it('a pause told to health after the resume that followed it (two processes) leaves the run active: it stalls', async function () {
     this.timeout(120_000);
     const created = await unbatched.post('/api/v1/runs', { title: 'Paused, resumed, its pause told late' });

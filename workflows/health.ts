@@ -13,6 +13,7 @@ import {
   progressBeforePause,
   stallDueAt,
   toldOutOfOrder,
+  usageBeforeEnd,
   type HealthState,
   type ObservedEvent,
 } from '../domain/health';
@@ -88,6 +89,13 @@ export const HEALTH_PROGRESS_BEFORE_PAUSE_PATCH = 'health-progress-before-pause-
  */
 export const HEALTH_STALL_WAITS_FOR_HELD_BATCH_PATCH = 'health-stall-waits-for-a-held-batch';
 
+/**
+ * Marks histories in which spend written before the run's end, told after it (usageBeforeEnd), is counted and
+ * alerted against the budget. Before, an ended run passed it over, and a budget it crossed was never alerted. Only
+ * such an event that earns an alert reaches the check.
+ */
+export const HEALTH_USAGE_BEFORE_END_PATCH = 'health-usage-before-end-counted';
+
 /** How often a run that keeps reporting usage has its settings (its budget) read again. */
 const SETTINGS_REFRESH_MS = 60_000;
 
@@ -146,16 +154,24 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
   let graceWaitedFor: number | undefined;
 
   for (;;) {
+    let arrived: boolean;
     if (state.phase === 'terminal') {
       const reapAt = (state.terminalAt ?? Date.now()) + options.reapAfterSeconds * 1000;
-      await condition(() => false, Math.max(1, reapAt - Date.now()));
-      await quick.reapHealth(state.runId);
-      return state;
-    }
-
-    const due = stallDueAt(state, options.stallAfterSeconds * 1000);
-    let arrived: boolean;
-    if (batched) {
+      // Spend written before the end may still be on its way (an API process's batch): a run with a budget it has
+      // not exceeded takes it until it is reaped.
+      const takesLateSpend =
+        batched &&
+        state.budgetLimit !== undefined &&
+        !state.budgetExceeded &&
+        patched(HEALTH_USAGE_BEFORE_END_PATCH);
+      arrived = takesLateSpend && (await condition(() => inbox.length > 0, Math.max(1, reapAt - Date.now())));
+      if (!arrived) {
+        if (!takesLateSpend) await condition(() => false, Math.max(1, reapAt - Date.now()));
+        await quick.reapHealth(state.runId);
+        return state;
+      }
+    } else if (batched) {
+      const due = stallDueAt(state, options.stallAfterSeconds * 1000);
       timer.arm(due);
       await condition(() => inbox.length > 0 || timer.fired());
       timer.disarmIfFired();
@@ -174,6 +190,7 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
         arrived = await condition(() => inbox.length > 0, options.batchGraceMs);
       }
     } else {
+      const due = stallDueAt(state, options.stallAfterSeconds * 1000);
       arrived =
         due === undefined
           ? (await condition(() => inbox.length > 0), true)
@@ -200,6 +217,13 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
           continue;
         }
         if (batched && progressBeforePause(state, event) && patched(HEALTH_PROGRESS_BEFORE_PAUSE_PATCH)) {
+          handled++;
+          continue;
+        }
+        const late = batched ? usageBeforeEnd(state, event) : undefined;
+        if (late?.alerts.length && patched(HEALTH_USAGE_BEFORE_END_PATCH)) {
+          state = late.state;
+          alerts.push(...late.alerts);
           handled++;
           continue;
         }

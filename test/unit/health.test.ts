@@ -10,6 +10,7 @@ import {
   progressBeforePause,
   stallDueAt,
   toldOutOfOrder,
+  usageBeforeEnd,
   type HealthState,
 } from '../../domain/health';
 
@@ -87,6 +88,27 @@ describe('run health', () => {
     );
     const active = observe(start(), { type: 'node_started' }, 1_000).state;
     assert.equal(progressBeforePause(active, { type: 'node_started', writtenAt: 0 }), false, 'not paused');
+  });
+
+  it('spend written before the end, told after it, is counted with the budget alerts it earned', () => {
+    const end = { type: 'run_finished', writtenAt: 2_000 };
+    const spentSome = observe(start(10), { type: 'usage', data: { spent: 3 } }, 1_000).state;
+    const ended = noteStatusWritten(observe(spentSome, end, 2_000).state, end);
+    assert.equal(ended.phase, 'terminal');
+    const late = usageBeforeEnd(ended, { type: 'usage', data: { spent: 12 }, writtenAt: 1_500 });
+    assert.deepEqual(
+      late?.alerts.map((a) => a.kind),
+      ['budget_warning', 'budget_exceeded'],
+    );
+    assert.equal(late?.state.spent, 12);
+    assert.equal(late?.state.phase, 'terminal');
+    const older = usageBeforeEnd(ended, { type: 'usage', data: { spent: 1 }, writtenAt: 1_500 });
+    assert.equal(older?.state.spent, 3, 'an older report never lowers what was spent');
+    assert.deepEqual(older?.alerts, []);
+    const spend = { type: 'usage', data: { spent: 12 } };
+    assert.equal(usageBeforeEnd(ended, { ...spend, writtenAt: 2_500 }), undefined, 'written after the end');
+    assert.equal(usageBeforeEnd(ended, spend), undefined, 'told without a write time');
+    assert.equal(usageBeforeEnd(spentSome, { ...spend, writtenAt: 0 }), undefined, 'not ended');
   });
 
   it("the run's own health twin and a workspace ticker are not progress", () => {
