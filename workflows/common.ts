@@ -38,7 +38,7 @@ const QUICK_RETRY: RetryPolicy = {
 };
 
 /** Claims, store reads and writes: short, and safe to run twice. The only activities `QuickCalls` offers. */
-const QUICK_CALLS = [
+export const QUICK_CALLS = [
   'tryMark',
   'tryMarkEach',
   'unmark',
@@ -118,32 +118,31 @@ export function quickCalls(): QuickCalls {
 }
 
 /**
- * Store calls of concurrent branches, made one at a time once `engage` was called (calls made before it, at the
- * start, go at once). Local activities in flight together resolve one activation each on a first run, in the
- * order they finish, but all in one activation on a replay, where each branch then reaches its next command after
- * as many promise steps as its code takes: a branch that finished first but takes more steps issues its commands
- * second, and the replay fails. One call in flight at a time, each resolves alone, on both.
+ * Store calls of concurrent branches, made one at a time once `engage` was called (calls made before it go at
+ * once). Local activities in flight together resolve one activation each on a first run, in the order they
+ * finish, but all in one activation on a replay, where each branch then reaches its next command after as many
+ * promise steps as its code takes: a branch that finished first but takes more steps issues its commands second,
+ * and the replay fails or feeds a call another's result. One call in flight at a time, each resolves alone, on both.
  */
-export function callsOneAtATimeAfterStart(quick: QuickCalls): {
-  calls: QuickCalls;
-  inTurn<T>(call: () => Promise<T>): Promise<T>;
-  engage(): void;
-} {
+export function callsInTurn<T, K extends keyof T>(
+  calls: T,
+  names: readonly K[],
+): { calls: Pick<T, K>; inTurn<R>(call: () => Promise<R>): Promise<R>; engage(): void } {
   let engaged = false;
   let last: Promise<unknown> = Promise.resolve();
-  const inTurn = <T>(call: () => Promise<T>): Promise<T> => {
+  const inTurn = <R>(call: () => Promise<R>): Promise<R> => {
     if (!engaged) return call();
     const made = last.then(call);
     last = made.catch(() => undefined);
     return made;
   };
-  const calls = Object.fromEntries(
-    QUICK_CALLS.map((name) => [
+  const inTurnCalls = Object.fromEntries(
+    names.map((name) => [
       name,
-      (...args: unknown[]) => inTurn(() => (quick[name] as (...a: unknown[]) => Promise<unknown>)(...args)),
+      (...args: unknown[]) => inTurn(() => (calls[name] as (...a: unknown[]) => Promise<unknown>)(...args)),
     ]),
-  ) as QuickCalls;
-  return { calls, inTurn, engage: () => void (engaged = true) };
+  ) as Pick<T, K>;
+  return { calls: inTurnCalls, inTurn, engage: () => void (engaged = true) };
 }
 
 const STORE_RETRY_FIRST_MS = 60_000;

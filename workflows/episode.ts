@@ -14,7 +14,8 @@ import { kindFor, MISSED_RECIPIENTS_RETRY_SECONDS } from '../domain/push';
 import { teamEventFromOutcome } from '../domain/teamEvents';
 import {
   callbackAttemptCalls,
-  callsOneAtATimeAfterStart,
+  callsInTurn,
+  QUICK_CALLS,
   fanOutCalls,
   holder,
   localStoreCalls,
@@ -285,7 +286,7 @@ async function teamEventBranch(
 }
 
 /**
- * Marks executions whose branches make their store calls one at a time after the start (callsOneAtATimeAfterStart):
+ * Marks executions whose branches make their store calls one at a time after the start (callsInTurn, engaged once every branch made its first call):
  * before, calls in flight together could resolve in another order on a replay than on the first run, and two
  * branches' next commands (a push's wait and a callback's give-up alert) swap, failing the replay for good.
  */
@@ -302,7 +303,7 @@ export async function episodeWorkflow(
   options: EpisodeOptions = EPISODE_OPTIONS_WHEN_ABSENT,
 ): Promise<EpisodeResult> {
   const anyOrder = quickCalls();
-  const inTurns = patched(STORE_CALLS_IN_TURN_PATCH) ? callsOneAtATimeAfterStart(anyOrder) : undefined;
+  const inTurns = patched(STORE_CALLS_IN_TURN_PATCH) ? callsInTurn(anyOrder, QUICK_CALLS) : undefined;
   const quick = inTurns?.calls ?? anyOrder;
   const inTurn: InTurn = inTurns?.inTurn ?? ((call) => call());
   // The episode's record (GET /runs/:id/episodes) is written beside the branches, not ahead of them: one write

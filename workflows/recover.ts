@@ -23,7 +23,7 @@ import {
   type RecoverInput,
   type RedeliverResult,
 } from '../contract/workflows';
-import { callsOutlastingOutages, localStoreCalls, unlessChildRunning } from './common';
+import { callsInTurn, callsOutlastingOutages, localStoreCalls, unlessChildRunning } from './common';
 import { callbackRedeliverWorkflow } from './redeliver';
 
 /** Redeliveries in flight at once: each is one outbound POST to the team's receivers. */
@@ -53,6 +53,13 @@ export const RECOVER_SURVIVES_FAILED_REDELIVERY_PATCH = 'recover-survives-failed
  */
 export const RECOVER_OUTLASTS_OUTAGES_PATCH = 'recover-outlasts-store-outages';
 
+/**
+ * Marks executions whose store calls go one at a time (callsInTurn): a redelivery's slot given back and the main
+ * loop's next take, in flight together, resolved in another order on a replay, which then fed the take the give-back's
+ * result or saved progress where the first run waited. Decided at each execution's start.
+ */
+export const RECOVER_STORE_CALLS_IN_TURN_PATCH = 'recover-store-calls-in-turn';
+
 type Callback = GaveUpPage['callbacks'][number];
 
 /** A redelivery's own failure: whether it sent is unknown, so it counts as a failed send (its slot stays spent). */
@@ -64,10 +71,13 @@ function failedItself(err: unknown): 'failed' {
 
 export async function callbackRecoverWorkflow(input: RecoverInput): Promise<RecoverCounts> {
   if (!patched(RECOVER_BOUNDED_PATCH)) return recoverUnbounded(input);
-  const store = callsOutlastingOutages(
-    localStoreCalls,
-    ['gaveUpCallbacks', 'saveRecoverProgress', 'takeRecoverSend', 'returnRecoverSend'],
-    () => patched(RECOVER_OUTLASTS_OUTAGES_PATCH),
+  const names = ['gaveUpCallbacks', 'saveRecoverProgress', 'takeRecoverSend', 'returnRecoverSend'] as const;
+  const inTurns = patched(RECOVER_STORE_CALLS_IN_TURN_PATCH)
+    ? callsInTurn(localStoreCalls, names)
+    : undefined;
+  inTurns?.engage();
+  const store = callsOutlastingOutages(inTurns?.calls ?? localStoreCalls, names, () =>
+    patched(RECOVER_OUTLASTS_OUTAGES_PATCH),
   );
   const counts: RecoverCounts = {
     ...{ found: 0, skipped: 0, sent: 0, delivered: 0, failed: 0, held: 0, stoppedAtMax: false },

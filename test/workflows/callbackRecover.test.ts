@@ -9,6 +9,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
 import type { Activities, GaveUpPage } from '../../contract/activities';
 import { callbackRecoverWorkflow, callbackRedeliverWorkflow } from '../../workflows';
+import { callbackRedeliverWorkflowId } from '../../contract/workflows';
+import { waitUntil } from '../support/waitUntil';
 import type { RecoverCounts, RecoverInput } from '../../contract/workflows';
 import { workflowBundle } from '../support/workflowBundle';
 import { onTimeSkipping } from '../support/timeSkipping';
@@ -157,5 +159,69 @@ describe('a callback recover and its redeliveries, on time-skipping Temporal', f
     });
     assert.deepEqual(sent, [], 'sent again to a receiver that took it');
     assert.equal(result.result, 'superseded');
+  });
+
+  it('two redeliveries that end in one task, the held one giving its slot back as the budget is read: a replay decides the same', async () => {
+    const taskQueue = 'ts-callback-recover-two-end';
+    const page: GaveUpPage = {
+      callbacks: ['run_a', 'run_b', 'run_c'].map((runId) => ({
+        runId,
+        episodeId: `${runId}:end`,
+        seenAttempts: 2,
+      })),
+    };
+    let bothClosed!: () => void;
+    const closed = new Promise<void>((resolve) => (bothClosed = resolve));
+    let takesOfLast = 0;
+    const spent = { admitted: false, retryAfterSeconds: 60, freeAt: '2026-12-06T01:01:00.000Z' };
+    const { activities, sent } = standIns({
+      gaveUpCallbacks: async () => page,
+      takeRecoverSend: async (send: { episodeId: string }) => {
+        if (send.episodeId !== 'run_c:end') return { admitted: true };
+        const take = takesOfLast++;
+        // The first read of a spent budget lasts until both redeliveries closed: the task that brings their ends
+        // brings both. The second is read after the held one gave its slot back.
+        if (take === 0) await closed;
+        if (take === 1) await new Promise((resolve) => setTimeout(resolve, 300));
+        return take < 2 ? spent : { admitted: true };
+      },
+      sendCallback: async (episodeId: string) => {
+        sent.push(episodeId);
+        return episodeId === 'run_b:end'
+          ? { result: 'retry', detail: 'breaker_open', held: 'breaker_open' }
+          : { result: 'delivered', status: 204 };
+      },
+    });
+    const counts = await run(activities, taskQueue, async () => {
+      // A short task timeout: the first read's long wait heartbeats the task, and the redeliveries start meanwhile.
+      const handle = await env.client.workflow.start(callbackRecoverWorkflow, {
+        taskQueue,
+        workflowId: 'cb-recover|acme-two-end',
+        args: [INPUT],
+        workflowTaskTimeout: '2s',
+      });
+      await waitUntil('both redeliveries closed', async () => {
+        const statuses = await Promise.all(
+          ['run_a:end', 'run_b:end'].map(async (episodeId) => {
+            try {
+              return (await env.client.workflow.getHandle(callbackRedeliverWorkflowId(episodeId)).describe())
+                .status.name;
+            } catch {
+              return 'NOT_FOUND';
+            }
+          }),
+        );
+        return statuses.every((status) => status === 'COMPLETED');
+      });
+      bothClosed();
+      const result = await handle.result();
+      const history = await handle.fetchHistory();
+      recordHistory(history, 'callback-recover-history-calls-in-turn.json');
+      await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history);
+      return result;
+    });
+    assert.deepEqual(sent.sort(), ['run_a:end', 'run_b:end', 'run_c:end']);
+    assert.equal(counts.delivered, 2);
+    assert.equal(counts.held, 1);
   });
 });
