@@ -118,11 +118,12 @@ export function quickCalls(): QuickCalls {
 }
 
 /**
- * Store calls of concurrent branches, made one at a time once `engage` was called (calls made before it go at
- * once). Local activities in flight together resolve one activation each on a first run, in the order they
- * finish, but all in one activation on a replay, where each branch then reaches its next command after as many
- * promise steps as its code takes: a branch that finished first but takes more steps issues its commands second,
- * and the replay fails or feeds a call another's result. One call in flight at a time, each resolves alone, on both.
+ * Store calls of concurrent branches, made one at a time once `engage` was called: calls made before it (each
+ * branch's first, side by side) go at once, and the first call after it waits until they all settled. Local
+ * activities in flight together resolve one activation each on a first run, in the order they finish, but all in
+ * one activation on a replay, where each branch then reaches its next command after as many promise steps as its
+ * code takes: a branch that finished first but takes more steps issues its commands second, and the replay fails
+ * or feeds a call another's result. Past the start, one call in flight at a time: each resolves alone, on both.
  */
 export function callsInTurn<T, K extends keyof T>(
   calls: T,
@@ -131,7 +132,11 @@ export function callsInTurn<T, K extends keyof T>(
   let engaged = false;
   let last: Promise<unknown> = Promise.resolve();
   const inTurn = <R>(call: () => Promise<R>): Promise<R> => {
-    if (!engaged) return call();
+    if (!engaged) {
+      const made = call();
+      last = Promise.all([last, made.catch(() => undefined)]);
+      return made;
+    }
     const made = last.then(call);
     last = made.catch(() => undefined);
     return made;

@@ -90,9 +90,10 @@ export const HEALTH_PROGRESS_BEFORE_PAUSE_PATCH = 'health-progress-before-pause-
 export const HEALTH_STALL_WAITS_FOR_HELD_BATCH_PATCH = 'health-stall-waits-for-a-held-batch';
 
 /**
- * Marks histories in which spend written before the run's end, told after it (usageBeforeEnd), is counted and
- * alerted against the budget. Before, an ended run passed it over, and a budget it crossed was never alerted. Only
- * such an event that earns an alert reaches the check.
+ * Marks histories in which an ended run with a budget it has not exceeded takes spend told after its end until it
+ * is reaped, and spend written before the end (usageBeforeEnd) is counted and alerted against the budget. Before, an
+ * ended run passed every later event over, and a budget it crossed was never alerted. Reached at every end of such
+ * a run (batched histories only).
  */
 export const HEALTH_USAGE_BEFORE_END_PATCH = 'health-usage-before-end-counted';
 
@@ -158,13 +159,15 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
     if (state.phase === 'terminal') {
       const reapAt = (state.terminalAt ?? Date.now()) + options.reapAfterSeconds * 1000;
       // Spend written before the end may still be on its way (an API process's batch): a run with a budget it has
-      // not exceeded takes it until it is reaped.
+      // not exceeded takes it until it is reaped. Other late events wait unread, as before.
       const takesLateSpend =
         batched &&
         state.budgetLimit !== undefined &&
         !state.budgetExceeded &&
         patched(HEALTH_USAGE_BEFORE_END_PATCH);
-      arrived = takesLateSpend && (await condition(() => inbox.length > 0, Math.max(1, reapAt - Date.now())));
+      arrived =
+        takesLateSpend &&
+        (await condition(() => inbox.some((e) => e.type === 'usage'), Math.max(1, reapAt - Date.now())));
       if (!arrived) {
         if (!takesLateSpend) await condition(() => false, Math.max(1, reapAt - Date.now()));
         await quick.reapHealth(state.runId);

@@ -218,4 +218,48 @@ describe('an episode whose push is released as its callback ends', function () {
     assert.equal(run.pushTries, 2, 'the recipient missed was tried again');
     await Worker.runReplayHistory({ workflowBundle: run.bundle }, run.history);
   });
+
+  it('a question whose push is claimed while its team event is still being recorded: a replay issues the same commands', async () => {
+    const taskQueue = 'ts-siblings-question-team-event';
+    const question: RunOutcome = {
+      ...outcome,
+      episodeId: 'run_question:input:ix_1',
+      kind: 'run_paused',
+      runId: 'run_question',
+      status: 'paused',
+      pause: { reason: 'human_input', seq: 1, interactionId: 'ix_1' },
+      callbackRequested: false,
+    };
+    let pushes = 0;
+    const activities = {
+      recordEpisode: async () => undefined,
+      isStandbyVetoed: async () => false,
+      tryMark: async () => true,
+      markDelivered: async () => true,
+      // The team has an endpoint: its event's workflow is started once the record is in, which takes a while.
+      recordTeamEvent: async () => {
+        await slowly();
+        return { sequence: 1, endpointIds: ['ep_1'], retrySeconds: [], retryJitter: 0, attemptSeconds: 10 };
+      },
+      deliverPush: async () => (pushes++, pushDelivered),
+      // The team event's own workflow finds its endpoint's delivery claimed elsewhere and ends.
+      tryMarkEach: async (keys: string[]) => keys.map(() => false),
+    } as unknown as Partial<Activities>;
+    const bundle = await workflowBundle();
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      activities,
+      workflowBundle: bundle,
+    });
+    const handle = await env.client.workflow.start(episodeWorkflow, {
+      taskQueue,
+      workflowId: `${question.episodeId}/${taskQueue}`,
+      args: [question, options],
+    });
+    const result = await worker.runUntil(handle.result());
+    assert.equal(result.push, 'delivered');
+    assert.equal(pushes, 1);
+    await Worker.runReplayHistory({ workflowBundle: bundle }, await handle.fetchHistory());
+  });
 });
