@@ -15,11 +15,11 @@ import { teamEventFromOutcome } from '../domain/teamEvents';
 import {
   callbackAttemptCalls,
   callsInTurn,
-  QUICK_CALLS,
   fanOutCalls,
   holder,
   localStoreCalls,
   outlastingStoreOutages,
+  QUICK_CALLS,
   quickCalls,
   type QuickCalls,
 } from './common';
@@ -220,7 +220,7 @@ async function opsBranch(quick: QuickCalls, outcome: RunOutcome): Promise<Branch
  * instead of asking at its release whether a sibling still runs. That answer came from the order of the
  * branches' last local activities within one activation: on a first run they resolve as they finish, on a replay
  * all at once, so a replay could answer otherwise and fail on the timer the first run did not start. A wait's end
- * is in the history: the timer fired, or a sibling's end cancelled it.
+ * is read where the history decides it: the timer fired, or was cancelled (or never sent) as the siblings ended.
  */
 export const RELEASED_PUSH_WAITS_FOR_SIBLINGS_PATCH = 'released-push-waits-for-siblings-end';
 
@@ -286,9 +286,9 @@ async function teamEventBranch(
 }
 
 /**
- * Marks executions whose branches make their store calls one at a time after the start (callsInTurn, engaged once every branch made its first call):
- * before, calls in flight together could resolve in another order on a replay than on the first run, and two
- * branches' next commands (a push's wait and a callback's give-up alert) swap, failing the replay for good.
+ * Marks executions whose branches make their store calls one at a time once each made its first (callsInTurn).
+ * Before, calls in flight together could resolve in another order on a replay than on the first run, and two
+ * branches' next commands (a push's wait and a callback's give-up alert) swapped, failing the replay for good.
  */
 export const STORE_CALLS_IN_TURN_PATCH = 'episode-store-calls-in-turn';
 

@@ -1,8 +1,9 @@
-// A released push is tried again while a sibling family still runs. Whether a sibling still runs is the episode's
-// own state, so a replay must come to the same answer as the first run did, however the push's release and the
-// sibling's end were grouped into activations: on a first run, local activities scheduled together resolve in the
-// order they finish; on a replay, together. The activities are stand-ins: what is under test is the workflow's
-// decisions on replay.
+// An episode's families run side by side, each ending with store calls (local activities). On a first run, local
+// activities in flight together resolve one activation each, in the order they finish; on a replay, together. So a
+// replay must come to the same decisions and issue the same commands however the branches' answers were grouped:
+// whether a released push is tried again while a sibling runs, and which family's next command comes first. Each
+// case holds two answers back until one workflow task brings both (or lets a record take a while), then replays
+// the history. The activities are stand-ins: what is under test is the workflow's decisions on replay.
 import assert from 'node:assert/strict';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
@@ -62,7 +63,7 @@ const pushDelivered = {
 const pushMissedSome = { ...pushDelivered, attempted: 2, failed: 1, retryable: 1 };
 const slowly = () => new Promise((r) => setTimeout(r, 300));
 
-describe('an episode whose push is released as its callback ends', function () {
+describe('an episode whose families end together, replayed', function () {
   this.timeout(120_000);
   let env: TestWorkflowEnvironment;
   onTimeSkipping((started) => (env = started));
