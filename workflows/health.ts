@@ -20,7 +20,7 @@ import {
 import { healthAlert } from '../domain/ops';
 import { teamEventFromHealthAlert } from '../domain/teamEvents';
 import { observeManySignal, observeSignal, type HealthInput } from '../contract/workflows';
-import { quickCalls, quickCallsOutlastingOutages } from './common';
+import { quickCalls, quickCallsOutlastingOutages, type QuickCalls } from './common';
 import { sendOperatorAlert } from './operatorAlert';
 import { handOffTeamEvent } from './teamEvent';
 
@@ -123,6 +123,33 @@ function stallTimer() {
   };
 }
 
+/**
+ * An ended run waits until it is reaped. Spend written before the end may still be on its way (an API process's
+ * batch): a run with a budget it has not exceeded wakes for it. Answers whether spend arrived (false: reaped).
+ * Other late events wait unread, as before.
+ */
+async function lateSpendOrReaped(
+  state: HealthState,
+  options: HealthInput['options'],
+  batched: boolean,
+  inbox: readonly ObservedEvent[],
+  quick: QuickCalls,
+): Promise<boolean> {
+  const reapAt = (state.terminalAt ?? Date.now()) + options.reapAfterSeconds * 1000;
+  const takesLateSpend =
+    batched &&
+    state.budgetLimit !== undefined &&
+    !state.budgetExceeded &&
+    patched(HEALTH_USAGE_BEFORE_END_PATCH);
+  const spendArrived =
+    takesLateSpend &&
+    (await condition(() => inbox.some((e) => e.type === 'usage'), Math.max(1, reapAt - Date.now())));
+  if (spendArrived) return true;
+  if (!takesLateSpend) await condition(() => false, Math.max(1, reapAt - Date.now()));
+  await quick.reapHealth(state.runId);
+  return false;
+}
+
 export async function runHealthWorkflow(input: HealthInput): Promise<HealthState> {
   const quick = quickCallsOutlastingOutages(quickCalls(), () =>
     patched(HEALTH_STORE_OUTAGES_OUTLASTED_PATCH),
@@ -157,22 +184,8 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
   for (;;) {
     let arrived: boolean;
     if (state.phase === 'terminal') {
-      const reapAt = (state.terminalAt ?? Date.now()) + options.reapAfterSeconds * 1000;
-      // Spend written before the end may still be on its way (an API process's batch): a run with a budget it has
-      // not exceeded takes it until it is reaped. Other late events wait unread, as before.
-      const takesLateSpend =
-        batched &&
-        state.budgetLimit !== undefined &&
-        !state.budgetExceeded &&
-        patched(HEALTH_USAGE_BEFORE_END_PATCH);
-      arrived =
-        takesLateSpend &&
-        (await condition(() => inbox.some((e) => e.type === 'usage'), Math.max(1, reapAt - Date.now())));
-      if (!arrived) {
-        if (!takesLateSpend) await condition(() => false, Math.max(1, reapAt - Date.now()));
-        await quick.reapHealth(state.runId);
-        return state;
-      }
+      if (!(await lateSpendOrReaped(state, options, batched, inbox, quick))) return state;
+      arrived = true;
     } else if (batched) {
       const due = stallDueAt(state, options.stallAfterSeconds * 1000);
       timer.arm(due);
