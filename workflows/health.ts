@@ -135,17 +135,19 @@ async function lateSpendOrReaped(
   inbox: readonly ObservedEvent[],
   quick: QuickCalls,
 ): Promise<boolean> {
-  const reapAt = (state.terminalAt ?? Date.now()) + options.reapAfterSeconds * 1000;
+  const untilReapMs = Math.max(
+    1,
+    (state.terminalAt ?? Date.now()) + options.reapAfterSeconds * 1000 - Date.now(),
+  );
   const takesLateSpend =
     batched &&
     state.budgetLimit !== undefined &&
     !state.budgetExceeded &&
     patched(HEALTH_USAGE_BEFORE_END_PATCH);
   const spendArrived =
-    takesLateSpend &&
-    (await condition(() => inbox.some((e) => e.type === 'usage'), Math.max(1, reapAt - Date.now())));
+    takesLateSpend && (await condition(() => inbox.some((e) => e.type === 'usage'), untilReapMs));
   if (spendArrived) return true;
-  if (!takesLateSpend) await condition(() => false, Math.max(1, reapAt - Date.now()));
+  if (!takesLateSpend) await condition(() => false, untilReapMs);
   await quick.reapHealth(state.runId);
   return false;
 }

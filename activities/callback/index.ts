@@ -121,16 +121,17 @@ export function requestTimeoutMs(startToCloseMs: number, elapsedMs: number, conf
   return left >= configuredMs ? configuredMs : 0;
 }
 
-/** slotWaitMs now, in this activity; without one, the request's timeout. */
-function waitForSlotMs(startedAt: number, timeoutMs: number): number {
-  const clock = activityClock(startedAt);
-  return clock ? slotWaitMs(clock.startToCloseMs, clock.elapsedMs, timeoutMs) : timeoutMs;
-}
-
-/** The activity's start-to-close and how far into it we are; none outside an activity. */
-function activityClock(startedAt: number): { startToCloseMs: number; elapsedMs: number } | undefined {
+/**
+ * A part of the attempt's time (slotWaitMs, requestTimeoutMs) as it stands now in this activity, started at
+ * `startedAt`; outside an activity, the request's timeout.
+ */
+function inThisActivity(
+  part: (startToCloseMs: number, elapsedMs: number, timeoutMs: number) => number,
+  startedAt: number,
+  timeoutMs: number,
+): number {
   const startToCloseMs = activityContext()?.info.startToCloseTimeoutMs;
-  return startToCloseMs ? { startToCloseMs, elapsedMs: Date.now() - startedAt } : undefined;
+  return startToCloseMs ? part(startToCloseMs, Date.now() - startedAt, timeoutMs) : timeoutMs;
 }
 
 /**
@@ -470,7 +471,7 @@ export async function sendSigned(deps: SignedSendDeps, send: SignedSend): Promis
   const entry =
     deps.pacing && origin
       ? await deps.pacing.enter(origin, {
-          maxWaitMs: waitForSlotMs(send.activityStarted, deps.timeoutMs),
+          maxWaitMs: inThisActivity(slotWaitMs, send.activityStarted, deps.timeoutMs),
           signal: activityContext()?.cancellationSignal,
           bypassBreaker: trigger === 'redeliver' && !place?.recoverId,
           tenant: send.breakerKey,
@@ -481,10 +482,7 @@ export async function sendSigned(deps: SignedSendDeps, send: SignedSend): Promis
     return { ...sent({ outcome, error: entry.held }), held: entry.held };
   }
   // A slow store before the request (the run's read, the rate's hits) costs a held attempt, never a repeat.
-  const clock = activityClock(send.activityStarted);
-  const timeoutMs = clock
-    ? requestTimeoutMs(clock.startToCloseMs, clock.elapsedMs, deps.timeoutMs)
-    : deps.timeoutMs;
+  const timeoutMs = inThisActivity(requestTimeoutMs, send.activityStarted, deps.timeoutMs);
   if (timeoutMs < MIN_REQUEST_MS) {
     entry?.done('neutral');
     const late = {

@@ -29,8 +29,8 @@ import { withDeadline } from '../../platform/deadline';
 import {
   logAttempt,
   RECORD_DEADLINE_MS,
-  writtenInTime,
   sendSigned,
+  writtenInTime,
   type AttemptResult,
   type CallbackDeps,
 } from '../callback';

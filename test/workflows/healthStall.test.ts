@@ -3,6 +3,7 @@
 // the clock jumps, so minutes of silence take seconds. The activities are stand-ins recording what the workflow
 // asked for; each alert goes through its real operator-alert workflow, whose webhook send is a stand-in too.
 import assert from 'node:assert/strict';
+import type { WorkflowHandle } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { ApplicationFailure } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
@@ -206,61 +207,21 @@ describe('the run-health stall on time-skipping Temporal', function () {
     );
     assert.equal(final.phase, 'terminal');
   });
-  it('progress an API process still holds in its batch window when the stall is due is no stall: it waits the window', async () => {
-    const taskQueue = 'ts-health-held-batch';
-    const runId = 'run_held_batch';
-    const batchGraceMs = 1500; // HEALTH_BATCH_MS, as the worker has it
-    const { activities, posted, saved } = standIns({
-      healthSettings: async () => ({ options: { ...OPTIONS, batchGraceMs } }),
-    });
-    const worker = await Worker.create({
-      connection: env.nativeConnection,
-      taskQueue,
-      workflowBundle: await workflowBundle(),
-      activities,
-    });
-    await worker.runUntil(async () => {
-      const handle = await env.client.workflow.start(runHealthWorkflow, {
-        taskQueue,
-        workflowId: `health:${runId}`,
-        args: [{ runId, teamId: 'acme', options: OPTIONS }],
-      });
-      const startedAt = await env.currentTimeMs();
-      await handle.signal(observeManySignal, [
-        { type: 'node_started', data: { node: 'plan' }, at: startedAt, writtenAt: startedAt },
-      ]);
-      await waitUntil('the node to be saved', () => saved.some((state) => state.currentNode === 'plan'), {
-        timeoutMs: 30_000,
-        intervalMs: 50,
-      });
-      // Progress half a second before the stall is due, observed by an API process that tells it a second
-      // after (its batch window): the stall's time comes first.
-      const due = (saved.at(-1)?.lastLivenessAt ?? startedAt) + STALL_AFTER_SECONDS * 1000;
-      await env.sleep(due + 1000 - (await env.currentTimeMs()));
-      await handle.signal(observeManySignal, [
-        { type: 'node_started', data: { node: 'draft' }, at: due - 500, writtenAt: due - 500 },
-      ]);
-      await waitUntil(
-        'the late node to be saved',
-        () => saved.some((state) => state.currentNode === 'draft'),
-        {
-          timeoutMs: 30_000,
-          intervalMs: 50,
-        },
-      );
-      recordHistory(await handle.fetchHistory(), 'run-health-history-held-batch-waited.json');
-      await handle.signal(observeSignal, { type: 'run_finished' });
-      await handle.result();
-    });
-    assert.deepEqual(
-      posted.map((alert) => alert.kind),
-      [],
-      'no stall, and so no recovery, for progress told within its window',
-    );
-  });
-  it('events that are no progress, arriving through the window, do not put a due stall off: it fires after one window', async () => {
-    const taskQueue = 'ts-health-held-batch-ticker';
-    const runId = 'run_held_batch_ticker';
+  /**
+   * A run's health whose worker settings carry an API batch window (HEALTH_BATCH_MS, 1.5 s): started, told its
+   * first node (with its write time when `stampWrite`), saved; then `drive` goes on with it and ends the run.
+   * Answers the alerts posted.
+   */
+  async function withBatchWindow(
+    taskQueue: string,
+    runId: string,
+    stampWrite: boolean,
+    drive: (
+      handle: WorkflowHandle<typeof runHealthWorkflow>,
+      saved: HealthState[],
+      posted: OperatorAlert[],
+    ) => Promise<void>,
+  ): Promise<OperatorAlert[]> {
     const { activities, posted, saved } = standIns({
       healthSettings: async () => ({ options: { ...OPTIONS, batchGraceMs: 1500 } }),
     });
@@ -278,24 +239,68 @@ describe('the run-health stall on time-skipping Temporal', function () {
       });
       const startedAt = await env.currentTimeMs();
       await handle.signal(observeManySignal, [
-        { type: 'node_started', data: { node: 'plan' }, at: startedAt },
+        {
+          type: 'node_started',
+          data: { node: 'plan' },
+          at: startedAt,
+          ...(stampWrite ? { writtenAt: startedAt } : {}),
+        },
       ]);
       await waitUntil('the node to be saved', () => saved.some((state) => state.currentNode === 'plan'), {
         timeoutMs: 30_000,
         intervalMs: 50,
       });
-      // Hung, its workspace ticker still reporting every half second (no progress) past the stall's due time.
-      await env.sleep(STALL_AFTER_SECONDS * 1000 - 1000);
-      for (let tick = 0; tick < 12; tick++) {
-        await env.sleep(500);
-        await handle.signal(observeManySignal, [
-          { type: 'run_workspace_checkpoint', at: await env.currentTimeMs() },
-        ]);
-      }
-      await waitUntil('the stall alert', () => posted.length >= 1, { timeoutMs: 30_000, intervalMs: 50 });
+      await drive(handle, saved, posted);
       await handle.signal(observeSignal, { type: 'run_finished' });
       await handle.result();
     });
+    return posted;
+  }
+
+  it('progress an API process still holds in its batch window when the stall is due is no stall: it waits the window', async () => {
+    const posted = await withBatchWindow(
+      'ts-health-held-batch',
+      'run_held_batch',
+      true,
+      async (handle, saved) => {
+        // Progress half a second before the stall is due, observed by an API process that tells it a second
+        // after (its batch window): the stall's time comes first.
+        const due = (saved.at(-1)?.lastLivenessAt ?? 0) + STALL_AFTER_SECONDS * 1000;
+        await env.sleep(due + 1000 - (await env.currentTimeMs()));
+        await handle.signal(observeManySignal, [
+          { type: 'node_started', data: { node: 'draft' }, at: due - 500, writtenAt: due - 500 },
+        ]);
+        await waitUntil(
+          'the late node to be saved',
+          () => saved.some((state) => state.currentNode === 'draft'),
+          { timeoutMs: 30_000, intervalMs: 50 },
+        );
+        recordHistory(await handle.fetchHistory(), 'run-health-history-held-batch-waited.json');
+      },
+    );
+    assert.deepEqual(
+      posted.map((alert) => alert.kind),
+      [],
+      'no stall, and so no recovery, for progress told within its window',
+    );
+  });
+  it('events that are no progress, arriving through the window, do not put a due stall off: it fires after one window', async () => {
+    const posted = await withBatchWindow(
+      'ts-health-held-batch-ticker',
+      'run_held_batch_ticker',
+      false,
+      async (handle, _saved, posted) => {
+        // Hung, its workspace ticker still reporting every half second (no progress) past the stall's due time.
+        await env.sleep(STALL_AFTER_SECONDS * 1000 - 1000);
+        for (let tick = 0; tick < 12; tick++) {
+          await env.sleep(500);
+          await handle.signal(observeManySignal, [
+            { type: 'run_workspace_checkpoint', at: await env.currentTimeMs() },
+          ]);
+        }
+        await waitUntil('the stall alert', () => posted.length >= 1, { timeoutMs: 30_000, intervalMs: 50 });
+      },
+    );
     // One stall (the run's end then recovers it), fired within a window of its due time, not once the ticker fell
     // silent.
     assert.deepEqual(
