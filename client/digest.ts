@@ -4,6 +4,7 @@ import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { searchAttributes } from '../contract/searchAttributes';
 import { teamPriority } from './priority';
+import { withinCallDeadline } from './startUnlessRunning';
 import {
   digestEntrySignal,
   digestWorkflowId,
@@ -13,7 +14,11 @@ import {
   type Workflows,
 } from '../contract/workflows';
 
-/** Adds the entry to the person's digest, starting it when none runs. Safe to repeat: the digest dedupes. */
+/**
+ * Adds the entry to the person's digest, starting it when none runs. Safe to repeat: the digest dedupes. Within the
+ * call deadline, as every call below: a partitioned Temporal fails it instead of holding the push activity or the
+ * prefs request for minutes.
+ */
 export async function addToDigest(
   client: Client,
   taskQueue: string,
@@ -21,21 +26,25 @@ export async function addToDigest(
   userId: string,
   entry: DigestEntry,
 ): Promise<void> {
-  await client.workflow.signalWithStart<Workflows['digestWorkflow'], [DigestEntry]>(workflowTypes.digest, {
-    workflowId: digestWorkflowId(teamId, userId),
-    taskQueue,
-    args: [{ teamId, userId }],
-    signal: digestEntrySignal,
-    signalArgs: [entry],
-    priority: teamPriority(teamId),
-    typedSearchAttributes: new TypedSearchAttributes([{ key: searchAttributes.teamId, value: teamId }]),
-  });
+  await withinCallDeadline(client, () =>
+    client.workflow.signalWithStart<Workflows['digestWorkflow'], [DigestEntry]>(workflowTypes.digest, {
+      workflowId: digestWorkflowId(teamId, userId),
+      taskQueue,
+      args: [{ teamId, userId }],
+      signal: digestEntrySignal,
+      signalArgs: [entry],
+      priority: teamPriority(teamId),
+      typedSearchAttributes: new TypedSearchAttributes([{ key: searchAttributes.teamId, value: teamId }]),
+    }),
+  );
 }
 
 /** The person's digest, when one is waiting, re-reads when it may go out; none waiting: nothing to do. */
 export async function digestPrefsChanged(client: Client, teamId: string, userId: string): Promise<void> {
   try {
-    await client.workflow.getHandle(digestWorkflowId(teamId, userId)).signal(prefsChangedSignal);
+    await withinCallDeadline(client, () =>
+      client.workflow.getHandle(digestWorkflowId(teamId, userId)).signal(prefsChangedSignal),
+    );
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) return;
     throw err;

@@ -1,8 +1,6 @@
 // Concurrent conflicting transitions on the real servers: exactly one wins, the loser is a 409 that wrote
 // nothing (no phantom events), and the run's health workflow follows the winner.
 import assert from 'node:assert/strict';
-import net from 'node:net';
-import { Client, Connection } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
 import { createInteractionSignaler } from '../client/interaction';
@@ -11,6 +9,7 @@ import { IllegalTransitionError } from '../domain/runStatus';
 import type { Stores } from '../store';
 import { startFamilyStack, sweepActivitiesOf, type FamilyStack } from './support/familyStack';
 import { ApiClient, startTestApi } from './support/harness';
+import { startSilentTemporal } from './support/silentTemporal';
 import { waitUntil } from './support/waitUntil';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -407,14 +406,8 @@ describe('concurrent transitions', function () {
   it('a pause and an answer with Temporal unresponsive answer within the call deadline, and report what they could not start or tell', async function () {
     // Two calls' deadlines one after the other (the pause's starts, then the answer's close).
     this.timeout(150_000);
-    // Accepts connections and never answers: a partition in which every call would wait for good.
-    const held = new Set<net.Socket>();
-    const silent = net.createServer((socket) => void held.add(socket));
-    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
-    const connection = Connection.lazy({
-      address: `127.0.0.1:${(silent.address() as net.AddressInfo).port}`,
-    });
-    const unresponsive = new Client({ connection });
+    const temporal = await startSilentTemporal();
+    const unresponsive = temporal.client;
     try {
       const failures: string[] = [];
       const partitioned = createRunsService({
@@ -434,9 +427,7 @@ describe('concurrent transitions', function () {
       assert.equal((await partitioned.answer(caller, run._id, interactionId, 'yes')).status, 'running');
       assert.equal(failures.length, 2, `the outcome's start and the close's signal failed: ${failures}`);
     } finally {
-      await connection.close().catch(() => undefined);
-      for (const socket of held) socket.destroy();
-      await new Promise((resolve) => silent.close(resolve));
+      await temporal.close();
     }
   });
 
