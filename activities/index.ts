@@ -14,7 +14,7 @@ import type { Log } from '../platform/log';
 import { episodeOptions } from '../client/emitter';
 import { addToDigest } from '../client/digest';
 import { healthBatchMs } from '../client/health';
-import { raiseEndpointDisabled, raisePushConfigFault } from '../client/operator';
+import { endpointDisabledRaiser, raisePushConfigFault } from '../client/operator';
 import { raiseTeamEvent } from '../client/teamEvents';
 import { createCallbackActivities } from './callback';
 import { createClaimActivities } from './claims';
@@ -114,6 +114,10 @@ export function createActivities(deps: ActivityDeps): Activities {
   const now = deps.now ?? (() => new Date());
   const { stores, config, metrics, log } = deps;
   const push = pushDepsOf(deps, now);
+  const endpointDisabled =
+    config.opsAlertWebhookUrl === undefined
+      ? undefined
+      : endpointDisabledRaiser(deps.client, config.temporalTaskQueue);
   return {
     ...createEpisodeActivities({ episodes: stores.episodes, now }),
     ...createClaimActivities({ claims: stores.claims }),
@@ -160,16 +164,7 @@ export function createActivities(deps: ActivityDeps): Activities {
       pacing: deps.callbackPacing,
       schedule: endpointSchedule(config),
       disableAfterSeconds: config.endpointDisableAfterSeconds,
-      endpointDisabled:
-        config.opsAlertWebhookUrl === undefined
-          ? undefined
-          : (endpoint, runId, lastError, disabledAt) =>
-              raiseEndpointDisabled(
-                { client: deps.client, taskQueue: config.temporalTaskQueue },
-                { id: endpoint._id, ...endpoint, disabledAt },
-                runId,
-                lastError,
-              ),
+      endpointDisabled,
       now,
       log,
     }),
@@ -217,6 +212,7 @@ export function createActivities(deps: ActivityDeps): Activities {
       endpointAttempts: stores.endpointAttempts,
       teamEvents: stores.teamEvents,
       endpoints: stores.endpoints,
+      endpointDisabled,
       offerToDigest: (teamId, userId, entry) =>
         addToDigest(deps.client, config.temporalTaskQueue, teamId, userId, entry),
       client: deps.client,

@@ -22,6 +22,7 @@
 import { isGrpcServiceError, ServiceError, type Client } from '@temporalio/client';
 import { startEpisode } from '../client/emitter';
 import { createInteractionSignaler, interactionOf, startInteraction } from '../client/interaction';
+import type { EndpointDisabledRaiser } from '../client/operator';
 import { interactionClaimKeys, runWaitsOn } from '../domain/interaction';
 import { IllegalTransitionError } from '../domain/runStatus';
 import type { AnsweredInteraction, InteractionStore } from '../store/interactions';
@@ -144,6 +145,8 @@ export interface SweepDeps {
   teamEvents?: TeamEventStore;
   /** The teams' endpoints: who is owed a team event (absent: no team events looked at). */
   endpoints?: EndpointStore;
+  /** Starts an endpoint_disabled alert its disabler did not (absent: no operator alerts, none owed). */
+  endpointDisabled?: EndpointDisabledRaiser;
   /** Signal-with-start of a person's digest, for the held pushes still owed past their time. */
   offerToDigest?: (teamId: string, userId: string, entry: DigestEntry) => Promise<void>;
   client: Client;
@@ -162,7 +165,15 @@ export interface SweepDeps {
 /** What a pass reports in its heartbeats: where it is, for the Temporal UI and a post-mortem. */
 interface SweepProgress extends SweepPass {
   phase:
-    'listing' | 'claims' | 'starting' | 'released' | 'interactions' | 'team events' | 'holds' | 'transitions';
+    | 'listing'
+    | 'claims'
+    | 'starting'
+    | 'released'
+    | 'interactions'
+    | 'team events'
+    | 'holds'
+    | 'transitions'
+    | 'endpoint alerts';
 }
 
 export function createSweepActivities(deps: SweepDeps) {
@@ -276,6 +287,12 @@ export function createSweepActivities(deps: SweepDeps) {
             deps.now(),
           );
           if (finished) pass.transitionsFinished = finished;
+        }
+        // 8. Endpoints disabled for failing whose alert their disabler did not start (a crash, Temporal away).
+        if (deps.endpoints && deps.endpointDisabled) {
+          progress.beat({ phase: 'endpoint alerts', ...pass });
+          const raised = await raiseOwedDisabledAlerts(deps.endpoints, deps.endpointDisabled, deps.now());
+          if (raised) pass.disabledAlertsRaised = raised;
         }
         deps.metrics?.sweepPass((performance.now() - startedAt) / 1000, pass);
         return pass;
@@ -471,6 +488,23 @@ async function replayCloses(
     });
   });
   return missed.length;
+}
+
+/** The endpoint_disabled alerts one pass starts at most (each a Temporal start). */
+const DISABLED_ALERTS_PER_PASS = 100;
+
+/** Endpoints' disabled alerts still owed past their grace: started (a running or sent one is not doubled). */
+async function raiseOwedDisabledAlerts(
+  endpoints: EndpointStore,
+  raise: EndpointDisabledRaiser,
+  now: Date,
+): Promise<number> {
+  const owing = await endpoints.owingDisabledAlerts(now, DISABLED_ALERTS_PER_PASS);
+  await mapBounded(owing, START_LANES, async (endpoint) => {
+    await raise(endpoint, endpoint.disabling);
+    await endpoints.disabledAlertStarted(endpoint._id, endpoint.disabling.disabledAt);
+  });
+  return owing.length;
 }
 
 /** A team's endpoints, read once a pass. */

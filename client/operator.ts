@@ -12,6 +12,7 @@ import {
 import { claimKeys } from '../domain/outcome';
 import { withDeadline } from '../platform/deadline';
 import type { ClaimStore } from '../store/claims';
+import type { EndpointDisabling, EndpointRow } from '../store/endpoint/endpoints';
 import { runAttributes } from '../contract/searchAttributes';
 import { operatorAlertWorkflowId, workflowTypes } from '../contract/workflows';
 import { TypedSearchAttributes } from '@temporalio/common';
@@ -75,11 +76,17 @@ export async function raisePushConfigFault(
 const CLAIM_READ_DEADLINE_MS = 2000;
 const ALERT_START_DEADLINE_MS = 5000;
 
-/** endpoint_disabled: one alert per disabling (its key carries when), through the operator dispatcher. */
-export async function raiseEndpointDisabled(
-  deps: { client: Client; taskQueue: string },
-  ...args: Parameters<typeof endpointDisabledAlert>
-): Promise<void> {
-  const alert = endpointDisabledAlert(...args);
-  await startAlert(deps.client, deps.taskQueue, alert, ALERT_START_DEADLINE_MS);
-}
+/** Starts an endpoint's endpoint_disabled alert, as its disabling recorded it. */
+export type EndpointDisabledRaiser = (endpoint: EndpointRow, disabling: EndpointDisabling) => Promise<void>;
+
+/**
+ * endpoint_disabled: one alert per disabling (its key carries when), through the operator dispatcher; started again
+ * (by the sweep) it is the same alert.
+ */
+export const endpointDisabledRaiser =
+  (client: Client, taskQueue: string): EndpointDisabledRaiser =>
+  async (endpoint, { disabledAt, failingSince, runId, lastError }) => {
+    const { _id: id, teamId, url } = endpoint;
+    const alert = endpointDisabledAlert({ id, teamId, url, failingSince, disabledAt }, runId, lastError);
+    await startAlert(client, taskQueue, alert, ALERT_START_DEADLINE_MS);
+  };

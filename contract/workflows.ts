@@ -478,6 +478,8 @@ export interface SweepPass {
    * was never staged). Absent before the sweep looked.
    */
   transitionsFinished?: number;
+  /** Endpoints disabled for failing whose endpoint_disabled alert was not started by their disabler: started. */
+  disabledAlertsRaised?: number;
   /**
    * Episodes and team events released past the sweep's reach (their run or event outside the window, their first
    * release too), whose families or deliveries still owed were settled as given up. Absent when none.

@@ -1,10 +1,12 @@
 // A failing team endpoint, on the real servers: after ENDPOINT_DISABLE_AFTER_SECONDS of nothing but failures it is
 // disabled, an endpoint_disabled operator alert names it once, it is sent nothing more; enabled again, its streak
-// starts over and the next event reaches it; its recover sends what it missed, once.
+// starts over and the next event reaches it; its recover sends what it missed, once. A disabling whose alert was
+// never started (its write's answer lost) is alerted by the sweep.
 import assert from 'node:assert/strict';
+import { endpointDisabledRaiser } from '../client/operator';
 import { adminOf } from './support/admin';
 import { CallbackReceiver } from './support/callbackReceiver';
-import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { startFamilyStack, sweepActivitiesOf, type FamilyStack } from './support/familyStack';
 import type { ApiClient } from './support/harness';
 import { waitUntil } from './support/waitUntil';
 
@@ -15,17 +17,34 @@ describe('team endpoints: a failing endpoint', function () {
   let opsWebhook: CallbackReceiver;
   let admin: ApiClient;
   let alice: ApiClient;
+  /** The worker's disabling writes land, and their answer is lost (a connection reset after the write). */
+  let loseDisableAnswers = false;
 
   before(async () => {
     receiver = await CallbackReceiver.start();
     opsWebhook = await CallbackReceiver.start();
-    stack = await startFamilyStack({
-      CALLBACK_ALLOW_PRIVATE: '1',
-      CALLBACK_RETRY_SECONDS: '1,1,1,1,1,1',
-      ENDPOINT_DISABLE_AFTER_SECONDS: '2',
-      OPS_ALERT_WEBHOOK_URL: opsWebhook.url,
-      SWEEP_INTERVAL_SECONDS: '3600',
-    });
+    stack = await startFamilyStack(
+      {
+        CALLBACK_ALLOW_PRIVATE: '1',
+        CALLBACK_RETRY_SECONDS: '1,1,1,1,1,1',
+        ENDPOINT_DISABLE_AFTER_SECONDS: '2',
+        OPS_ALERT_WEBHOOK_URL: opsWebhook.url,
+        SWEEP_INTERVAL_SECONDS: '3600',
+      },
+      {
+        workerStores: (stores) => ({
+          ...stores,
+          endpoints: {
+            ...stores.endpoints,
+            async disableFailing(...args) {
+              const disabled = await stores.endpoints.disableFailing(...args);
+              if (disabled && loseDisableAnswers) throw new Error('connection reset after the write');
+              return disabled;
+            },
+          },
+        }),
+      },
+    );
     admin = adminOf(stack.anonymous, 'ada', 'acme');
     alice = stack.anonymous.as('alice', 'acme');
   });
@@ -35,16 +54,16 @@ describe('team endpoints: a failing endpoint', function () {
     await opsWebhook?.close();
   });
 
-  const finishRun = async (title: string): Promise<string> => {
-    const created = await alice.post('/api/v1/runs', { title });
+  const finishRun = async (title: string, by = alice): Promise<string> => {
+    const created = await by.post('/api/v1/runs', { title });
     assert.equal(created.status, 201, created.text);
-    const done = await alice.post(`/api/v1/runs/${created.body.id}/complete`, { finalAnswer: 'ok' });
+    const done = await by.post(`/api/v1/runs/${created.body.id}/complete`, { finalAnswer: 'ok' });
     assert.equal(done.status, 200, done.text);
     return created.body.id as string;
   };
   const alerts = () =>
     opsWebhook.received
-      .map((call) => JSON.parse(call.body) as { kind: string; detail: { endpointId?: string } })
+      .map((call) => JSON.parse(call.body) as { kind: string; at: string; detail: { endpointId?: string } })
       .filter((alert) => alert.kind === 'endpoint_disabled');
 
   it('is disabled after failing for ENDPOINT_DISABLE_AFTER_SECONDS, alerts once, and takes events again once enabled', async () => {
@@ -66,6 +85,10 @@ describe('team endpoints: a failing endpoint', function () {
     assert.ok(failingFor >= 2000, `disabled after ${failingFor} ms of failures`);
     await waitUntil('the operator alert', () => alerts().length === 1, { seen: () => `${alerts().length}` });
     assert.equal(alerts()[0].detail.endpointId, created.body.id);
+    await waitUntil(
+      'the alert no longer owed',
+      async () => (await stack.stores.endpoints.getById(created.body.id))?.alertOwedAt === undefined,
+    );
 
     // Disabled: nothing more is sent, a new event included.
     const sentWhileDisabled = receiver.received.length;
@@ -110,6 +133,49 @@ describe('team endpoints: a failing endpoint', function () {
       delivered: 0,
       failed: 0,
     });
+  });
+
+  it('an endpoint whose disabling write lost its answer is alerted by the sweep, once', async () => {
+    const failingReceiver = await CallbackReceiver.start();
+    try {
+      failingReceiver.answerAlways({ status: 500 });
+      loseDisableAnswers = true;
+      const globexAdmin = adminOf(stack.anonymous, 'gus', 'globex');
+      const created = await globexAdmin.post('/api/v1/endpoints', {
+        url: failingReceiver.url,
+        eventTypes: ['run.finished'],
+      });
+      assert.equal(created.status, 201, created.text);
+      const id = created.body.id as string;
+      const runId = await finishRun('failing, its disabling unanswered', stack.anonymous.as('bob', 'globex'));
+      await waitUntil(
+        'disabled',
+        async () => (await globexAdmin.get(`/api/v1/endpoints/${id}`)).body.disabled,
+      );
+      // Its delivery schedule ends (the endpoint disabled): nothing more will raise the alert on its own.
+      await stack.client.workflow.getHandle(`team-event|ev:${runId}:end`).result();
+      const alertsOf = () => alerts().filter((alert) => alert.detail.endpointId === id);
+
+      // The sweep's next pass, past the alert's own start's grace.
+      const later = new Date(Date.now() + 5 * 60_000);
+      const sweep = sweepActivitiesOf(stack, {
+        now: () => later,
+        endpointDisabled: endpointDisabledRaiser(stack.client, stack.config.temporalTaskQueue),
+      });
+      await sweep.sweepOnce();
+      await waitUntil('the endpoint_disabled alert', () => alertsOf().length === 1, {
+        seen: () => `${alertsOf().length}`,
+      });
+      assert.equal((await stack.stores.endpoints.getById(id))?.alertOwedAt, undefined, 'no longer owed');
+      await sweep.sweepOnce();
+      await stack.client.workflow
+        .getHandle(`ops|endpoint:${id}:disabled:${Date.parse(alertsOf()[0].at)}`)
+        .result();
+      assert.equal(alertsOf().length, 1, 'alerted once');
+    } finally {
+      loseDisableAnswers = false;
+      await failingReceiver.close();
+    }
   });
 });
 

@@ -1,6 +1,7 @@
 // The team endpoints' activities: an event recorded once with its sequence (and the endpoints owed it), then one
 // attempt of its delivery to one endpoint per call, through the callback family's signed send (guard, pacing per
 // origin, a breaker per endpoint), the endpoint's own rate, and its attempt log.
+import type { EndpointDisabledRaiser } from '../../client/operator';
 import type { AttemptPlace, CallbackAttempt, EndpointSend } from '../../contract/activities';
 import type { EndpointRecoverInput, RecordedTeamEvent } from '../../contract/workflows';
 import { runDeepLink } from '../../domain/push';
@@ -55,13 +56,8 @@ export interface EndpointDeps extends Omit<CallbackDeps, 'runs' | 'callbackAttem
   schedule: Omit<RecordedTeamEvent, 'sequence' | 'endpointIds'>;
   /** ENDPOINT_DISABLE_AFTER_SECONDS: failing this long without a success, an endpoint is disabled. */
   disableAfterSeconds: number;
-  /** Tells the operator an endpoint was disabled for failing (once per disabling). */
-  endpointDisabled?: (
-    endpoint: EndpointRow & { failingSince: Date },
-    runId: string,
-    lastError: string,
-    disabledAt: Date,
-  ) => Promise<void>;
+  /** Tells the operator an endpoint was disabled for failing (once per disabling); absent: no operator alerts. */
+  endpointDisabled?: EndpointDisabledRaiser;
 }
 
 /**
@@ -126,10 +122,15 @@ function endpointAttempter(deps: EndpointDeps) {
     const failingSince = failing.failingSince ?? now;
     if (now.getTime() - failingSince.getTime() < deps.disableAfterSeconds * 1000) return;
     const failingBefore = new Date(now.getTime() - deps.disableAfterSeconds * 1000);
-    if (await deps.endpoints.disableFailing(endpoint._id, failingBefore, now)) {
-      const lastError = attempt.outcome.detail ?? String(attempt.error);
-      await deps.endpointDisabled?.({ ...failing, failingSince }, runId, lastError, now);
-    }
+    const lastError = attempt.outcome.detail ?? String(attempt.error);
+    const disabling = { disabledAt: now, failingSince, runId, lastError };
+    const alerting = deps.endpointDisabled;
+    // The alert is recorded owed with the disabling: lost here (a crash, Temporal away), the sweep starts it.
+    if (!(await deps.endpoints.disableFailing(endpoint._id, failingBefore, now, alerting && disabling)))
+      return;
+    if (!alerting) return;
+    await alerting(failing, disabling);
+    await deps.endpoints.disabledAlertStarted(endpoint._id, now);
   }
 
   /** What an endpoint is sent: the event as its format renders it, signed unless Slack's (which takes none). */

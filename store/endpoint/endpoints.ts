@@ -35,7 +35,23 @@ export interface EndpointRow {
   failingSince?: Date;
   lastSuccessAt?: Date;
   slotId: string;
+  /** The last disabling for failing: what its endpoint_disabled alert says. */
+  disabling?: EndpointDisabling;
+  /** While that alert is owed (not known started): when the sweep starts it if its disabler did not. */
+  alertOwedAt?: Date;
 }
+
+/** Why and when a failing endpoint was disabled, written with the disabling: its alert is never lost with a crash. */
+export interface EndpointDisabling {
+  disabledAt: Date;
+  failingSince: Date;
+  /** The run of the event whose failed attempt disabled it. */
+  runId: string;
+  lastError: string;
+}
+
+/** How long the disabler has to start the alert itself before the sweep does (either start is harmless). */
+export const DISABLED_ALERT_GRACE_SECONDS = 60;
 
 /** One use of one of a team's ENDPOINTS_PER_TEAM slots; `key` is the team id. */
 interface EndpointSlotRow extends SlotRow {
@@ -46,6 +62,8 @@ interface EndpointSlotRow extends SlotRow {
 export const endpointIndexes: IndexSpec[] = [
   { collection: 'endpoints', key: { teamId: 1, createdAt: 1 }, options: { name: 'team_created' } },
   { collection: 'endpoint_slots', key: { key: 1 }, options: { name: 'team' } },
+  // Only rows owing an alert carry the field: the sweep reads those, never the others.
+  { collection: 'endpoints', key: { alertOwedAt: 1 }, options: { name: 'alert_owed' } },
 ];
 
 /** A slot whose endpoint is not written yet is held this long (a create in flight), then given back. */
@@ -224,17 +242,52 @@ export function createEndpointStore(db: Db) {
       return { ...row, failingSince: now };
     },
 
-    /** Disabled for failing: answers false when it was disabled already (someone else raised the alert). */
     /**
      * Disables the endpoint when, as it is now, it is enabled and has failed since `failingBefore` or earlier (a
-     * success since an attempt read it ended the streak); true for the one caller that disabled it.
+     * success since an attempt read it ended the streak); true for the one caller that disabled it. With
+     * `disabling`, the same write records its alert owed, so a disabler that dies before starting it leaves it to
+     * the sweep.
      */
-    async disableFailing(id: string, failingBefore: Date, now: Date): Promise<boolean> {
+    async disableFailing(
+      id: string,
+      failingBefore: Date,
+      now: Date,
+      disabling?: EndpointDisabling,
+    ): Promise<boolean> {
+      const owed = disabling && {
+        disabling,
+        alertOwedAt: new Date(now.getTime() + DISABLED_ALERT_GRACE_SECONDS * 1000),
+      };
       const disabled = await rows.updateOne(
         { _id: id, disabled: { $ne: true }, failingSince: { $lte: failingBefore } },
-        { $set: { disabled: true, disabledReason: 'failing', updatedAt: now, subscriptionChangedAt: now } },
+        {
+          $set: {
+            disabled: true,
+            disabledReason: 'failing',
+            updatedAt: now,
+            subscriptionChangedAt: now,
+            ...owed,
+          },
+        },
       );
       return disabled.modifiedCount === 1;
+    },
+
+    /** The alert of the disabling at `disabledAt` was started: no longer owed (a later disabling's still is). */
+    async disabledAlertStarted(id: string, disabledAt: Date): Promise<void> {
+      await rows.updateOne({ _id: id, 'disabling.disabledAt': disabledAt }, { $unset: { alertOwedAt: '' } });
+    },
+
+    /** Endpoints whose disabling's alert is owed and past its grace, oldest first, at most `limit`. */
+    owingDisabledAlerts(
+      now: Date,
+      limit: number,
+    ): Promise<(EndpointRow & { disabling: EndpointDisabling })[]> {
+      return rows
+        .find({ alertOwedAt: { $lte: now } })
+        .sort({ alertOwedAt: 1 })
+        .limit(limit)
+        .toArray() as Promise<(EndpointRow & { disabling: EndpointDisabling })[]>;
     },
   };
 }

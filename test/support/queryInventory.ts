@@ -188,6 +188,18 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'endpoint/endpoints',
+    method: 'owingDisabledAlerts',
+    collection: 'endpoints',
+    op: 'find',
+    filter: { alertOwedAt: { $lte: SAMPLE.now } },
+    sort: { alertOwedAt: 1 },
+    limit: 100,
+    index: 'alert_owed',
+    hot: true,
+    note: 'the sweep: endpoints disabled for failing whose alert their disabler did not start',
+  },
+  {
+    module: 'endpoint/endpoints',
     method: 'create',
     collection: 'endpoint_slots',
     op: 'find',
