@@ -37,6 +37,11 @@ export interface HealthState {
   terminalStatus?: 'finished' | 'failed' | 'cancelled';
   /** When the latest status change health applied was written (by its process's clock). */
   statusWrittenAt?: number;
+  /**
+   * The round's alerts while they are handed off (saved with the state first): an execution that fails before
+   * they all are leaves them for the next one, which hands them off again (their keys dedupe what went).
+   */
+  handingOff?: { alerts: HealthAlert[]; at: number };
 }
 
 export const HEALTH_ALERT_KINDS = ['stall', 'stall_recovered', 'budget_warning', 'budget_exceeded'] as const;

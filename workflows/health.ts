@@ -97,6 +97,13 @@ export const HEALTH_STALL_WAITS_FOR_HELD_BATCH_PATCH = 'health-stall-waits-for-a
  */
 export const HEALTH_USAGE_BEFORE_END_PATCH = 'health-usage-before-end-counted';
 
+/**
+ * Marks histories of an execution started afresh from a saved state whose round's alerts were being handed off
+ * when the last execution failed (a store away past its day of retries): they are handed off again, their claims
+ * and event ids deduping what went. Before, they were lost: the state said alerted. Only such a resume reaches it.
+ */
+export const HEALTH_HANDS_OFF_SAVED_ALERTS_PATCH = 'health-hands-off-saved-alerts';
+
 /** How often a run that keeps reporting usage has its settings (its budget) read again. */
 const SETTINGS_REFRESH_MS = 60_000;
 
@@ -152,6 +159,25 @@ async function lateSpendOrReaped(
   return false;
 }
 
+/**
+ * The round's alerts, each to its own operator-alert workflow (the loop waits only for its start, never its
+ * delivery), then each to the team's endpoints as a team event. Answers the state without them.
+ */
+async function handOff(quick: QuickCalls, state: HealthState, opsAlerts: boolean): Promise<HealthState> {
+  const { handingOff, ...handedOff } = state;
+  if (!handingOff) return state;
+  const { alerts } = handingOff;
+  const at = new Date(handingOff.at).toISOString();
+  if (opsAlerts)
+    for (const alert of alerts)
+      await sendOperatorAlert(quick, healthAlert(alert, state.runId, state.teamId, at), false);
+  // Only rounds that raised an alert reach the patch check: histories recorded before replay unchanged.
+  if (alerts.length && patched(HEALTH_TEAM_EVENTS_PATCH))
+    for (const [order, alert] of alerts.entries())
+      await handOffTeamEvent(quick, teamEventFromHealthAlert(alert, state.runId, state.teamId, at, order));
+  return handedOff;
+}
+
 export async function runHealthWorkflow(input: HealthInput): Promise<HealthState> {
   const quick = quickCallsOutlastingOutages(quickCalls(), () =>
     patched(HEALTH_STORE_OUTAGES_OUTLASTED_PATCH),
@@ -174,6 +200,9 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
     settingsAt = Date.now();
   };
   if (fromWorker) await refreshSettings();
+  // Resumed from a state saved while its alerts were handed off: the last execution may have failed doing it.
+  if (state.handingOff && patched(HEALTH_HANDS_OFF_SAVED_ALERTS_PATCH))
+    state = await handOff(quick, state, options.opsAlerts);
   const inbox: ObservedEvent[] = [];
   let signals = 0;
   setHandler(observeSignal, (event) => void (inbox.push(event), signals++));
@@ -273,20 +302,11 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
       }
     }
 
-    // The twin first, so the API shows what the alerts are about as soon as they arrive.
+    // The twin first, so the API shows what the alerts are about as soon as they arrive; with them, so a failure
+    // before they are all handed off leaves them to the next execution.
+    if (alerts.length) state = { ...state, handingOff: { alerts, at: Date.now() } };
     await quick.saveHealth(state);
-    if (options.opsAlerts) {
-      const at = new Date(Date.now()).toISOString();
-      // Each alert retries in its own workflow: the health loop waits only for its start, never its delivery.
-      for (const alert of alerts)
-        await sendOperatorAlert(quick, healthAlert(alert, state.runId, state.teamId, at), false);
-    }
-    // Only rounds that raised an alert reach the patch check: histories recorded before replay unchanged.
-    if (alerts.length && patched(HEALTH_TEAM_EVENTS_PATCH)) {
-      const at = new Date(Date.now()).toISOString();
-      for (const [order, alert] of alerts.entries())
-        await handOffTeamEvent(quick, teamEventFromHealthAlert(alert, state.runId, state.teamId, at, order));
-    }
+    state = await handOff(quick, state, options.opsAlerts);
 
     if (
       inbox.length === 0 &&

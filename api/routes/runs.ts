@@ -142,7 +142,8 @@ function addLaunchAndReads(router: RunsRoutes, deps: RunsRouterDeps, rateLimit: 
     const health = await deps.runHealth.getForTeam(ctx.state.caller.teamId, id);
     if (!health)
       throw new NotFoundError('no health recorded for this run (not started yet, or reaped after it ended)');
-    const { _id: _runId, ...rest } = health;
+    // Alerts in hand-off are the workflow's own bookkeeping: they are the operator's once sent.
+    const { _id: _runId, handingOff: _handingOff, ...rest } = health;
     ctx.body = rest;
   });
 }

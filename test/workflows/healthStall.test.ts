@@ -207,6 +207,86 @@ describe('the run-health stall on time-skipping Temporal', function () {
     );
     assert.equal(final.phase, 'terminal');
   });
+  it('an alert whose team event failed past its day of store retries is handed off again by the next execution, once', async () => {
+    const taskQueue = 'ts-health-hand-off-failed';
+    const runId = 'run_hand_off_failed';
+    const raised: TeamEvent[] = [];
+    let recordFails = false;
+    // Claims as the store keeps them: a key is taken once, so an alert started twice is posted once.
+    const claimed = new Set<string>();
+    const { activities, posted, saved } = standIns({
+      healthSettings: async (_runId: string, withSaved?: boolean) => ({
+        options: OPTIONS,
+        ...(withSaved && saved.length ? { saved: saved.at(-1) } : {}),
+      }),
+      tryMark: async (key: string) => !claimed.has(key) && Boolean(claimed.add(key)),
+      recordTeamEvent: async (event: TeamEvent) => {
+        // For good at once: what a store away past the day of retries comes to, without the day's 600 attempts.
+        if (recordFails) throw ApplicationFailure.nonRetryable('the store is away');
+        raised.push(event);
+        return NO_ENDPOINTS;
+      },
+    });
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      workflowBundle: await workflowBundle(),
+      activities,
+    });
+    const workflowId = `health:${runId}`;
+    await worker.runUntil(async () => {
+      const first = await env.client.workflow.start(runHealthWorkflow, {
+        taskQueue,
+        workflowId,
+        args: [{ runId, teamId: 'acme', options: OPTIONS }],
+      });
+      await first.signal(observeSignal, { type: 'node_started', data: { node: 'plan' } });
+      await waitUntil('the node to be saved', () => saved.some((s) => s.currentNode === 'plan'), {
+        timeoutMs: 30_000,
+        intervalMs: 50,
+      });
+      // The stall's team event cannot be recorded, for longer than the workflow outlasts a store outage: it fails.
+      recordFails = true;
+      await env.sleep(`${STALL_AFTER_SECONDS + 60} seconds`);
+      await assert.rejects(first.result(), 'the execution failed with its hand-off');
+      assert.deepEqual(
+        posted.map((a) => a.kind),
+        ['stall'],
+      );
+      assert.deepEqual(raised, [], 'the team event was never recorded');
+
+      // The store is back; the run's next event starts a fresh execution, as the signaller does.
+      recordFails = false;
+      const fresh = await env.client.workflow.signalWithStart(runHealthWorkflow, {
+        taskQueue,
+        workflowId,
+        args: [{ runId, teamId: 'acme', options: OPTIONS }],
+        signal: observeSignal,
+        signalArgs: [{ type: 'node_started', data: { node: 'write' } }],
+        workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
+      });
+      try {
+        await waitUntil('the recovery', () => posted.some((a) => a.kind === 'stall_recovered'), {
+          timeoutMs: 30_000,
+          intervalMs: 50,
+        });
+        await fresh.signal(observeSignal, { type: 'run_finished' });
+        await fresh.result();
+      } finally {
+        recordHistory(await fresh.fetchHistory(), 'health-history-saved-alerts-handed-off.json');
+      }
+    });
+    assert.deepEqual(
+      raised.map((e) => e.type),
+      ['run.stalled', 'run.recovered'],
+      "the stall's team event was recorded by the next execution",
+    );
+    assert.deepEqual(
+      posted.map((a) => a.kind),
+      ['stall', 'stall_recovered'],
+      'the stall alert went out once',
+    );
+  });
   /**
    * A run's health whose worker settings carry an API batch window (HEALTH_BATCH_MS, 1.5 s): started, told its
    * first node (with its write time when `stampWrite`), saved; then `drive` goes on with it and ends the run.
