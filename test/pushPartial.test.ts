@@ -13,7 +13,9 @@ import { interactionClaimKeys } from '../domain/interaction';
 import { inputEpisodeId } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, type PushPayload } from '../domain/push';
 import { createActivities } from '../activities';
+import { addToDigest } from '../client/digest';
 import { digestWorkflowId } from '../contract/workflows';
+import { digestEntryOf } from '../store/push/holds';
 import { pushSenderFor } from '../delivery/push/sender';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { saveHistory, type ApiClient } from './support/harness';
@@ -27,6 +29,9 @@ describe('a push that missed some of its recipients, and a question pushed after
   /** While set, the worker's next read of earlier holds takes this long (a store slow under load). */
   let slowHoldsReadMs = 0;
   let holdsReads = 0;
+  /** While set, the worker's next read of whom a digest reached answers this long after it read (stale by then). */
+  let slowDigestReachedMs = 0;
+  let digestReachedReads = 0;
 
   before(async () => {
     push = await startPushService();
@@ -57,6 +62,18 @@ describe('a push that missed some of its recipients, and a question pushed after
               return stores.pushHolds.heldOf(...args);
             },
           },
+          pushDeliveries: {
+            ...stores.pushDeliveries,
+            reached: async (episodeId, ids) => {
+              const answer = await stores.pushDeliveries.reached(episodeId, ids);
+              if (!episodeId.startsWith('digest|')) return answer;
+              digestReachedReads++;
+              const delay = slowDigestReachedMs;
+              slowDigestReachedMs = 0;
+              if (delay) await new Promise((resolve) => setTimeout(resolve, delay));
+              return answer;
+            },
+          },
         }),
       },
     );
@@ -81,6 +98,35 @@ describe('a push that missed some of its recipients, and a question pushed after
     assert.equal(result.push, 'delivered');
     assert.equal(holdsReads, 1, 'attempts of the fan-out');
     assert.equal(push.received(caiPhone).length, 1);
+  });
+
+  it('a digest whose reads before its first send outlast the heartbeat timeout is one attempt: each device gets it once', async () => {
+    const { anonymous, client, config, stores } = stack;
+    const dee = anonymous.as('dee', 'slow-digest');
+    const deePhone = push.endpoint('dee-phone');
+    assert.equal((await dee.post('/api/v1/notifications/push/subscriptions', deePhone)).status, 201);
+    // Held for an hour of do-not-disturb that has ended: the digest sends as soon as it starts.
+    const hoursAgo = (h: number) => new Date(Date.now() - h * 3600_000);
+    const row = {
+      episodeId: 'run_slow_digest:end',
+      runId: 'run_slow_digest',
+      teamId: 'slow-digest',
+      userId: 'dee',
+      kind: 'run_failed',
+      title: 'Slow digest',
+      reason: 'quiet' as const,
+      at: hoursAgo(2),
+      releaseAt: hoursAgo(1),
+    };
+    await stores.pushHolds.hold([row]);
+    // Past the send's 10 s heartbeat timeout: Temporal would start a second attempt beside the first.
+    slowDigestReachedMs = 12_000;
+    digestReachedReads = 0;
+    await addToDigest(client, config.temporalTaskQueue, 'slow-digest', 'dee', digestEntryOf(row));
+    const digest = client.workflow.getHandle(digestWorkflowId('slow-digest', 'dee'));
+    assert.deepEqual(await digest.result(), { sent: 1 });
+    assert.equal(push.received(deePhone).length, 1, 'digests on the device');
+    assert.equal(digestReachedReads, 1, "attempts of the digest's send");
   });
 
   it("reaches the teammate whose push service was down through the fan-out, once it is back; the owner's push is not sent again", async () => {

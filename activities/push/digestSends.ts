@@ -5,11 +5,12 @@ import { DIGEST_MAX_LISTED, type DigestEntry } from '../../contract/workflows';
 import { episodeOfStatus } from '../../domain/outcome';
 import { DIGEST_CLOSED_KIND, renderDigest } from '../../domain/push';
 import { heldUntil } from '../../domain/quietHours';
-import { digestEntryOf, holdId, type DigestContents } from '../../store/push/holds';
+import { digestEntryOf, holdId, type DigestContents, type PushHoldStore } from '../../store/push/holds';
+import type { PushSubscriptionRow } from '../../store/push/subscriptions';
 import { PREF_KINDS, type NotificationPrefs } from '../../store/push/notificationPrefs';
 import type { PushActivityDeps } from './pushActivityDeps';
 import { keptAlive } from '../activityContext';
-import { configFaultReporter, sendRecorded, STORE_WORK_BEATS_FOR_MS } from './recordedSends';
+import { configFaultReporter, sendRecorded, STORE_WORK_BEATS_FOR_MS, type Reached } from './recordedSends';
 
 /** When the person can be reached by a digest now: undefined for now (epoch ms otherwise). */
 export async function digestReleaseAt(
@@ -31,15 +32,31 @@ export async function sendDigest(deps: PushActivityDeps, digest: DigestSend): Pr
   if (digest.episodeIds) return sendListedDigest(deps, digest, digest.episodeIds);
   const holds = deps.digests?.pushHolds;
   if (!holds) return { addressable: false, reason: 'nothing owed' };
-  // Taking and reading many holds may outlast the heartbeat timeout: no second attempt may start beside this one.
-  const contents = await keptAlive(async () => {
-    const now = deps.now();
-    const prefs = await deps.notificationPrefs.get(digest.userId, digest.teamId, now);
-    await holds.settleOptedOut(digest.teamId, digest.userId, optedOutOf(prefs), now);
-    await holds.take(digest.teamId, digest.userId, digest.digestId, now);
-    return holds.contentsOf(digest.digestId, DIGEST_MAX_LISTED);
-  }, STORE_WORK_BEATS_FOR_MS);
-  if (!contents.total) return { addressable: false, reason: 'nothing owed' };
+  // Every read before the first send (many holds taken and read) may outlast the heartbeat timeout: no second
+  // attempt may start beside this one, and find the devices unreached as this one did.
+  const ready = await keptAlive(() => readyToSend(deps, holds, digest), STORE_WORK_BEATS_FOR_MS);
+  if ('unsent' in ready) return ready.unsent;
+  const result = await sendDigestPush(deps, digest, ready.told, ready.devices);
+  if (result.addressable && result.delivered + result.alreadyDelivered > 0)
+    await holds.markDigestSent(digest.digestId, deps.now());
+  return result;
+}
+
+/**
+ * The digest's holds taken and what it tells, its person's devices and those an earlier attempt reached; or why
+ * it sends nothing.
+ */
+async function readyToSend(
+  deps: PushActivityDeps,
+  holds: PushHoldStore,
+  digest: DigestSend,
+): Promise<{ unsent: DigestSendResult } | { told: Told; devices: Devices }> {
+  const now = deps.now();
+  const prefs = await deps.notificationPrefs.get(digest.userId, digest.teamId, now);
+  await holds.settleOptedOut(digest.teamId, digest.userId, optedOutOf(prefs), now);
+  await holds.take(digest.teamId, digest.userId, digest.digestId, now);
+  const contents = await holds.contentsOf(digest.digestId, DIGEST_MAX_LISTED);
+  if (!contents.total) return { unsent: { addressable: false, reason: 'nothing owed' } };
   // Sent again to a device it missed, after a newer digest went out: landing there after that one, it would
   // replace it (the same tag) with older news. The newer one went to every device, and its own resend takes those
   // it missed.
@@ -49,12 +66,18 @@ export async function sendDigest(deps: PushActivityDeps, digest: DigestSend): Pr
   ) {
     // A device took this one before: none of its rows is owed any more.
     await holds.markDigestSent(digest.digestId, deps.now());
-    return { addressable: false, reason: 'superseded by a newer digest' };
+    return { unsent: { addressable: false, reason: 'superseded by a newer digest' } };
   }
-  const result = await sendDigestPush(deps, digest, await toldNow(deps, digest.teamId, contents));
-  if (result.addressable && result.delivered + result.alreadyDelivered > 0)
-    await holds.markDigestSent(digest.digestId, deps.now());
-  return result;
+  const [told, subs] = await Promise.all([
+    toldNow(deps, digest.teamId, contents),
+    deps.pushSubscriptions.listForUsers([digest.userId]),
+  ]);
+  if (!subs.length) return { unsent: { addressable: false, reason: 'no subscription' } };
+  const reached = await deps.pushDeliveries.reached(
+    digest.digestId,
+    subs.map((sub) => sub._id),
+  );
+  return { told, devices: { subs, reached } };
 }
 
 /** What the person opted out of since their pushes were held: the kinds turned off, and a teammate's runs. */
@@ -67,11 +90,7 @@ const optedOutOf = (prefs: NotificationPrefs): { kinds: string[]; viaTeam: boole
  * What the digest tells: its rows as held, but a question or a park its run no longer waits on (answered or resumed
  * meanwhile, or the run gone on) is told as no longer waiting, never as still waiting.
  */
-async function toldNow(
-  deps: PushActivityDeps,
-  teamId: string,
-  contents: DigestContents,
-): Promise<{ counts: Record<string, number>; newest: DigestEntry[] }> {
+async function toldNow(deps: PushActivityDeps, teamId: string, contents: DigestContents): Promise<Told> {
   const newest = contents.newest.map(digestEntryOf);
   if (!contents.waiting.length) return { counts: contents.counts, newest };
   const runs = await deps.runs.waitingOfEach(teamId, [...new Set(contents.waiting.map((w) => w.runId))]);
@@ -130,17 +149,25 @@ async function sendListedDigest(
   return result;
 }
 
+/** What a digest tells: its counts by kind and its newest entries. */
+type Told = { counts: Record<string, number>; newest: DigestEntry[] };
+
+/** The person's devices, and those an earlier attempt under the digest's id reached. */
+type Devices = { subs: PushSubscriptionRow[]; reached: Reached };
+
+/** The digest to the person's devices (read here when not given), skipping those reached. */
 async function sendDigestPush(
   deps: PushActivityDeps,
   digest: DigestSend,
-  contents: { counts: Record<string, number>; newest: DigestEntry[] },
+  told: Told,
+  devices?: Devices,
 ): Promise<DigestSendResult> {
-  const subs = await deps.pushSubscriptions.listForUsers([digest.userId]);
+  const subs = devices?.subs ?? (await deps.pushSubscriptions.listForUsers([digest.userId]));
   if (!subs.length) return { addressable: false, reason: 'no subscription' };
   const payload = renderDigest({
     digestId: digest.digestId,
     tag: digest.tag,
-    ...contents,
+    ...told,
     studioUrl: deps.studioUrl,
   });
   const result = await sendRecorded(deps, digest.digestId, subs, payload, {
@@ -150,6 +177,7 @@ async function sendDigestPush(
       teamId: digest.teamId,
       episodeId: digest.digestId,
     }),
+    ...(devices ? { reached: Promise.resolve(devices.reached) } : {}),
   });
   return { addressable: true, ...result };
 }
