@@ -110,6 +110,14 @@ export const DIGEST_REREADS_AFTER_QUIET_ENTRY_PATCH = 'digest-rereads-prefs-afte
  */
 export const DIGEST_CARRIES_QUIET_REREAD_PATCH = 'digest-carries-quiet-entry-reread';
 
+/**
+ * Marks executions that read the prefs again at every release a read at a release moved later (a burst ending inside
+ * quiet hours waits for their end, and reads again then). Before, only the first release was read: a do-not-disturb
+ * set meanwhile whose signal was lost (the prefs route tells the digest at most once) was sent into. Only a read at
+ * a release that said "later" reaches the check.
+ */
+export const DIGEST_READS_AT_EVERY_RELEASE_PATCH = 'digest-reads-prefs-at-every-release';
+
 /** Adds an entry once per episode (a retried fan-out signals again); the newest DIGEST_MAX_LISTED are listed. */
 function add(batch: DigestBatch, seen: Set<string>, entry: DigestEntry): void {
   if (seen.has(entry.episodeId)) return;
@@ -178,6 +186,8 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
       }
       const releaseAt = releaseOf(batch);
       if (releaseAt > Date.now()) {
+        // Read at a release and moved later: that release is read again when it comes.
+        if (askedAtRelease && patched(DIGEST_READS_AT_EVERY_RELEASE_PATCH)) askedAtRelease = false;
         // The batch goes on in a fresh history; a prefs change not yet read is read again at the release.
         if (continuesWhileWaiting && workflowInfo().continueAsNewSuggested)
           await continueAsNew<typeof digestWorkflow>({ teamId, userId, batch, sent, prefsChanged });

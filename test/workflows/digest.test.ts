@@ -314,6 +314,31 @@ describe('the digest on time-skipping Temporal', function () {
     assert.ok(at >= morning && at < morning + 60_000, new Date(at).toISOString());
   });
 
+  it('a burst that ends inside quiet hours, then do-not-disturb past their end whose signal was lost: sent when it ends', async () => {
+    const burstAt = await nextUtc(21, 55);
+    await skipTo(burstAt);
+    const prefs = { current: { ...night('UTC'), breakThrough: [] } as HoldPrefs };
+    const morning = Date.parse(burstAt) + (9 * 60 + 5) * 60_000;
+    const run = await runDigest(
+      'burst-then-unsignalled-dnd',
+      prefs,
+      (at) => [entry(at, 1, { reason: 'burst', releaseAt: new Date(at + 600_000).toISOString() })],
+      async () => {
+        // Past the burst's release (the digest read the prefs then: quiet until 07:00), in the night, the person
+        // turns do-not-disturb on until 09:00; the API's signal to the digest is lost (Temporal away).
+        await env.sleep('3 hours');
+        prefs.current = { ...prefs.current, doNotDisturbUntil: new Date(morning + 2 * 3600_000) };
+      },
+    );
+    recordHistory(run.history, 'digest-history-reads-prefs-at-every-release.json');
+    assert.equal(run.sent.length, 1);
+    const at = run.sent[0].atMs;
+    assert.ok(
+      at >= morning + 2 * 3600_000 && at < morning + 2 * 3600_000 + 60_000,
+      new Date(at).toISOString(),
+    );
+  });
+
   /** The n-th Sunday of a month (n < 0: its last), as UTC midnight of that date. */
   const sunday = (year: number, month: number, n: number): number => {
     if (n > 0) {
