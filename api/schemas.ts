@@ -1,6 +1,11 @@
 // Request bodies and path parameters of the runs and watches routes, validated at the edge (platform/http/validate.ts). Unknown fields are refused so a typo is an error, not a silent no-op.
 import { z } from 'zod';
-import { ESCALATION_MAX_RUNGS, ESCALATION_MAX_SECONDS, ESCALATION_MAX_USERS } from '../domain/interaction';
+import {
+  ESCALATION_MAX_RUNGS,
+  ESCALATION_MAX_SECONDS,
+  ESCALATION_MAX_USERS,
+  SNOOZE_ACTION,
+} from '../domain/interaction';
 import { CALLBACK_EVENTS } from '../domain/run';
 import { RESERVED_EVENT_TYPES } from '../runs/service';
 import { decodeCursor } from '../store/paging';
@@ -99,7 +104,13 @@ export const createRunBody = z.strictObject({
 
 /** A choice a notification offers: its id becomes the answer; as many as a notification shows actions. */
 const choice = z.strictObject({
-  id: z.string().regex(/^[A-Za-z0-9_.-]{1,32}$/, 'a choice id must be 1 to 32 letters, digits, or _ . -'),
+  id: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]{1,32}$/, 'a choice id must be 1 to 32 letters, digits, or _ . -')
+    .refine(
+      (id) => id !== SNOOZE_ACTION,
+      `a choice id must not be "${SNOOZE_ACTION}" (the notification's own action)`,
+    ),
   label: z
     .string()
     .max(40, 'a choice label is at most 40 characters')

@@ -299,6 +299,8 @@ describe('notification actions', function () {
         /must not repeat/,
       ],
       [[{ id: 'a b', label: 'A' }], /choice id/],
+      // The notification's own snooze action: a choice by that id could never be told from it.
+      [[{ id: 'snooze', label: 'Later' }], /snooze/],
       [[{ id: 'x'.repeat(33), label: 'A' }], /choice id/],
       [[{ id: 'a', label: 'A', extra: 1 }], /invalid request/],
       [[], /at least one/],
