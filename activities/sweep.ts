@@ -37,16 +37,11 @@ import {
 } from '../domain/sweep';
 import type { ActionTokenStore } from '../store/actionTokens';
 import type { PushReceiptStore } from '../store/push/receipts';
-import {
-  CLAIM_RETENTION_SECONDS,
-  type ClaimStore,
-  type ReleasedEpisode,
-  type ReleasedTeamDelivery,
-} from '../store/claims';
+import type { ClaimStore, ReleasedEpisode, ReleasedTeamDelivery } from '../store/claims';
 import type { PushDeliveryStore } from '../store/push/deliveries';
 import type { CallbackAttemptStore } from '../store/callback/attempts';
 import { raiseTeamEvent } from '../client/teamEvents';
-import type { RunOutcome } from '../domain/outcome';
+import { CLAIM_RETENTION_SECONDS, type RunOutcome } from '../domain/outcome';
 import { endpointDeliveryKey, type TeamEvent } from '../domain/teamEvents';
 import {
   owedTeamEvent,

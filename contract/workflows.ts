@@ -478,7 +478,7 @@ export interface SweepPass {
    * was never staged). Absent before the sweep looked.
    */
   transitionsFinished?: number;
-  /** Endpoints disabled for failing whose endpoint_disabled alert was not started by their disabler: started. */
+  /** Endpoints disabled for failing whose endpoint_disabled alert their disabler did not start: started (or found running). */
   disabledAlertsRaised?: number;
   /**
    * Episodes and team events released past the sweep's reach (their run or event outside the window, their first

@@ -117,6 +117,9 @@ export function buildRunOutcome(run: Run, bodyError?: RunError): RunOutcome | un
 }
 
 /** Claim keys: the push family claims the episode id itself; the others prefix it so they never collide. */
+/** How long a settled claim (and what it dedupes: deliveries, attempts, team events) is kept. */
+export const CLAIM_RETENTION_SECONDS = 30 * 24 * 3600;
+
 export const claimKeys = {
   push: (episodeId: string) => episodeId,
   callback: (episodeId: string) => `cb|${episodeId}`,

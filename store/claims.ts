@@ -14,11 +14,10 @@
 // own to finish, and anyone's past the grace). Keys: the episode id (push), cb|… (callback),
 // ops|… (operator). No tenant field: the key is global.
 import type { Collection, Db } from 'mongodb';
-import { episodeOfClaimKey, type ClaimState } from '../domain/outcome';
+import { CLAIM_RETENTION_SECONDS, episodeOfClaimKey, type ClaimState } from '../domain/outcome';
 import { teamDeliveryOfClaimKey } from '../domain/teamEvents';
 import { duplicatePositions, isDuplicateKey, type IndexSpec } from './mongo';
 
-export const CLAIM_RETENTION_SECONDS = 30 * 24 * 3600;
 /** Rows per round trip when markedSince reads a range of claims. */
 const CLAIM_SCAN_BATCH = 200_000;
 /** What isShielding reads. */

@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import { MongoClient } from 'mongodb';
 import { claimKeys } from '../domain/outcome';
-import { createClaimStore, CLAIM_RETENTION_SECONDS, type ClaimRow } from '../store/claims';
+import { CLAIM_RETENTION_SECONDS } from '../domain/outcome';
+import { createClaimStore, type ClaimRow } from '../store/claims';
 import { connectMongo, type Mongo } from '../store/mongo';
 import { ensureAllIndexes } from '../store';
 import { testConfig } from './support/stack';

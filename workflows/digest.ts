@@ -113,8 +113,8 @@ export const DIGEST_CARRIES_QUIET_REREAD_PATCH = 'digest-carries-quiet-entry-rer
 /**
  * Marks executions that read the prefs again at every release a read at a release moved later (a burst ending inside
  * quiet hours waits for their end, and reads again then). Before, only the first release was read: a do-not-disturb
- * set meanwhile whose signal was lost (the prefs route tells the digest at most once) was sent into. Only a read at
- * a release that said "later" reaches the check.
+ * set meanwhile whose signal was lost (the prefs route tells the digest at most once) was sent into. Only a release
+ * moved later after a read at a release (by that read, or an entry meanwhile) reaches the check.
  */
 export const DIGEST_READS_AT_EVERY_RELEASE_PATCH = 'digest-reads-prefs-at-every-release';
 

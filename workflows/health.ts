@@ -18,6 +18,7 @@ import {
   type ObservedEvent,
 } from '../domain/health';
 import { healthAlert } from '../domain/ops';
+import { CLAIM_RETENTION_SECONDS } from '../domain/outcome';
 import { teamEventFromHealthAlert } from '../domain/teamEvents';
 import { observeManySignal, observeSignal, type HealthInput } from '../contract/workflows';
 import { quickCalls, quickCallsOutlastingOutages, type QuickCalls } from './common';
@@ -104,6 +105,9 @@ export const HEALTH_USAGE_BEFORE_END_PATCH = 'health-usage-before-end-counted';
  */
 export const HEALTH_HANDS_OFF_SAVED_ALERTS_PATCH = 'health-hands-off-saved-alerts';
 
+/** Saved alerts older than this are not handed off again: half the claims' retention, as the sweep's team events. */
+const SAVED_ALERTS_HANDED_OFF_WITHIN_MS = (CLAIM_RETENTION_SECONDS / 2) * 1000;
+
 /** How often a run that keeps reporting usage has its settings (its budget) read again. */
 const SETTINGS_REFRESH_MS = 60_000;
 
@@ -164,7 +168,7 @@ async function lateSpendOrReaped(
  * delivery), then each to the team's endpoints as a team event. Answers the state without them.
  */
 async function handOff(quick: QuickCalls, state: HealthState, opsAlerts: boolean): Promise<HealthState> {
-  const { handingOff, ...handedOff } = state;
+  const { handingOff } = state;
   if (!handingOff) return state;
   const { alerts } = handingOff;
   const at = new Date(handingOff.at).toISOString();
@@ -175,7 +179,12 @@ async function handOff(quick: QuickCalls, state: HealthState, opsAlerts: boolean
   if (alerts.length && patched(HEALTH_TEAM_EVENTS_PATCH))
     for (const [order, alert] of alerts.entries())
       await handOffTeamEvent(quick, teamEventFromHealthAlert(alert, state.runId, state.teamId, at, order));
-  return handedOff;
+  return withoutHandOff(state);
+}
+
+function withoutHandOff(state: HealthState): HealthState {
+  const { handingOff: _handedOff, ...rest } = state;
+  return rest;
 }
 
 export async function runHealthWorkflow(input: HealthInput): Promise<HealthState> {
@@ -200,9 +209,15 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
     settingsAt = Date.now();
   };
   if (fromWorker) await refreshSettings();
-  // Resumed from a state saved while its alerts were handed off: the last execution may have failed doing it.
-  if (state.handingOff && patched(HEALTH_HANDS_OFF_SAVED_ALERTS_PATCH))
-    state = await handOff(quick, state, options.opsAlerts);
+  // Resumed from a state saved while its alerts were handed off: the last execution may have failed doing it. Only
+  // recent ones: the claims that dedupe what went are kept 30 days. Any other is dropped, never handed off later.
+  if (state.handingOff) {
+    const recent = Date.now() - state.handingOff.at < SAVED_ALERTS_HANDED_OFF_WITHIN_MS;
+    state =
+      recent && patched(HEALTH_HANDS_OFF_SAVED_ALERTS_PATCH)
+        ? await handOff(quick, state, options.opsAlerts)
+        : withoutHandOff(state);
+  }
   const inbox: ObservedEvent[] = [];
   let signals = 0;
   setHandler(observeSignal, (event) => void (inbox.push(event), signals++));

@@ -13,7 +13,7 @@ import type { RunsService } from '../../runs/service';
 import type { CallbackRecoverStore } from '../../store/callback/recovers';
 import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
 import type { AuthState } from '../auth';
-import { CLAIM_RETENTION_SECONDS } from '../../store/claims';
+import { CLAIM_RETENTION_SECONDS } from '../../domain/outcome';
 import { testPingBounds } from './testPings';
 import type { EpisodeView } from '../episodesView';
 import { HttpError } from '../../platform/http/httpErrors';

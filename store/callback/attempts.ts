@@ -14,7 +14,7 @@ import {
   type DeliveryCategory,
   type PacingHold,
 } from '../../domain/callback';
-import { CLAIM_RETENTION_SECONDS } from '../claims';
+import { CLAIM_RETENTION_SECONDS } from '../../domain/outcome';
 import { pageNewestFirst, type Page, type PageCursor } from '../paging';
 import { isDuplicateKey, type IndexSpec, type RetiredIndex } from '../mongo';
 

@@ -3,7 +3,7 @@
 // Kept 30 days: a TTL index where the server has one.
 import type { Db } from 'mongodb';
 import type { RecoverCounts } from '../../contract/workflows';
-import { CLAIM_RETENTION_SECONDS } from '../claims';
+import { CLAIM_RETENTION_SECONDS } from '../../domain/outcome';
 import type { IndexSpec } from '../mongo';
 
 export interface CallbackRecoverRow extends Omit<RecoverCounts, 'waitingForBudgetUntil'> {

@@ -2,6 +2,7 @@
 // most ENDPOINTS_PER_TEAM of them: endpoint_slots, beside it, holds the cap (store/slots.ts: no compare-and-swap
 // needed, a burst of creates admits up to the cap and never more).
 import type { Db, Filter, UpdateFilter } from 'mongodb';
+import { CLAIM_RETENTION_SECONDS } from '../../domain/outcome';
 import type { SubscribableEventType, TeamEvent } from '../../domain/teamEvents';
 import type { IndexSpec } from '../mongo';
 import { takeSlot, type SlotRow } from '../slots';
@@ -278,13 +279,18 @@ export function createEndpointStore(db: Db) {
       await rows.updateOne({ _id: id, 'disabling.disabledAt': disabledAt }, { $unset: { alertOwedAt: '' } });
     },
 
-    /** Endpoints whose disabling's alert is owed and past its grace, oldest first, at most `limit`. */
+    /**
+     * Endpoints whose disabling's alert is owed and past its grace, oldest first, at most `limit`. One owed longer
+     * than half the claims' retention (operator alerts off since) is let go: its claim may be gone, and it is news
+     * no more.
+     */
     owingDisabledAlerts(
       now: Date,
       limit: number,
     ): Promise<(EndpointRow & { disabling: EndpointDisabling })[]> {
+      const since = new Date(now.getTime() - (CLAIM_RETENTION_SECONDS / 2) * 1000);
       return rows
-        .find({ alertOwedAt: { $lte: now } })
+        .find({ alertOwedAt: { $gte: since, $lte: now } })
         .sort({ alertOwedAt: 1 })
         .limit(limit)
         .toArray() as Promise<(EndpointRow & { disabling: EndpointDisabling })[]>;

@@ -11,7 +11,7 @@ import {
   type TeamEvent,
   type TeamEventRun,
 } from '../../domain/teamEvents';
-import { CLAIM_RETENTION_SECONDS } from '../claims';
+import { CLAIM_RETENTION_SECONDS } from '../../domain/outcome';
 import { isDuplicateKey, type IndexSpec } from '../mongo';
 import { inPages } from '../paging';
 

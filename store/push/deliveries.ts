@@ -14,7 +14,7 @@
 // read (by that `_id`, and by episode id for the views) until the reaper removes them.
 import type { Collection, Db } from 'mongodb';
 import { followUpIdRange, interactionClaimKeys } from '../../domain/interaction';
-import { CLAIM_RETENTION_SECONDS } from '../claims';
+import { CLAIM_RETENTION_SECONDS } from '../../domain/outcome';
 import { isDuplicateKey, type IndexSpec } from '../mongo';
 
 export interface PushDelivery {

@@ -11,7 +11,7 @@ import type { Collection, Db } from 'mongodb';
 import type { DigestEntry } from '../../contract/workflows';
 import { episodeOfDelivery } from '../../domain/interaction';
 import { DIGEST_CLOSED_KIND } from '../../domain/push';
-import { CLAIM_RETENTION_SECONDS } from '../claims';
+import { CLAIM_RETENTION_SECONDS } from '../../domain/outcome';
 import type { IndexSpec, RetiredIndex } from '../mongo';
 
 export interface PushHoldRow {

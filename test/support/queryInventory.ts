@@ -4,7 +4,7 @@
 // against a store holding other teams' rows; test/unit/queryInventory.test.ts fails when a store module has a
 // query call without an entry here, or a single-document write not keyed by _id that has none.
 import type { Document } from 'mongodb';
-import { CLAIM_RETENTION_SECONDS } from '../../store/claims';
+import { CLAIM_RETENTION_SECONDS } from '../../domain/outcome';
 
 export interface QueryEntry {
   /** The store module (store/<module>.ts) whose method issues it, and the method. */
@@ -191,7 +191,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     method: 'owingDisabledAlerts',
     collection: 'endpoints',
     op: 'find',
-    filter: { alertOwedAt: { $lte: SAMPLE.now } },
+    filter: { alertOwedAt: { $gte: retentionCutoff, $lte: SAMPLE.now } },
     sort: { alertOwedAt: 1 },
     limit: 100,
     index: 'alert_owed',

@@ -221,7 +221,7 @@ describe('the run-health stall on time-skipping Temporal', function () {
       }),
       tryMark: async (key: string) => !claimed.has(key) && Boolean(claimed.add(key)),
       recordTeamEvent: async (event: TeamEvent) => {
-        // For good at once: what a store away past the day of retries comes to, without the day's 600 attempts.
+        // One attempt per try (not twenty): the workflow's waits between its tries are what the test skips.
         if (recordFails) throw ApplicationFailure.nonRetryable('the store is away');
         raised.push(event);
         return NO_ENDPOINTS;
@@ -245,10 +245,15 @@ describe('the run-health stall on time-skipping Temporal', function () {
         timeoutMs: 30_000,
         intervalMs: 50,
       });
-      // The stall's team event cannot be recorded, for longer than the workflow outlasts a store outage: it fails.
+      // The stall's team event cannot be recorded, for longer than the workflow outlasts a store outage (a day of
+      // waits between tries): it fails.
       recordFails = true;
-      await env.sleep(`${STALL_AFTER_SECONDS + 60} seconds`);
-      await assert.rejects(first.result(), 'the execution failed with its hand-off');
+      await env.sleep(`${STALL_AFTER_SECONDS + 2 * 86_400} seconds`);
+      // Waited on without its result: a result call lets the test server skip time, years with nothing due.
+      await waitUntil('the execution failed with its hand-off', async () => {
+        const { status } = await first.describe();
+        return status.name === 'FAILED';
+      });
       assert.deepEqual(
         posted.map((a) => a.kind),
         ['stall'],
@@ -287,6 +292,133 @@ describe('the run-health stall on time-skipping Temporal', function () {
       'the stall alert went out once',
     );
   });
+  it('alerts handed off long ago, still in the saved state, are not handed off again by a fresh execution', async () => {
+    const taskQueue = 'ts-health-old-hand-off';
+    const runId = 'run_old_hand_off';
+    const raised: TeamEvent[] = [];
+    const claimed = new Set<string>();
+    const { activities, posted, saved } = standIns({
+      healthSettings: async (_runId: string, withSaved?: boolean) => ({
+        options: OPTIONS,
+        ...(withSaved && saved.length ? { saved: saved.at(-1) } : {}),
+      }),
+      tryMark: async (key: string) => !claimed.has(key) && Boolean(claimed.add(key)),
+      recordTeamEvent: async (event: TeamEvent) => {
+        raised.push(event);
+        return NO_ENDPOINTS;
+      },
+    });
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      workflowBundle: await workflowBundle(),
+      activities,
+    });
+    const workflowId = `health:${runId}`;
+    await worker.runUntil(async () => {
+      const first = await env.client.workflow.start(runHealthWorkflow, {
+        taskQueue,
+        workflowId,
+        args: [{ runId, teamId: 'acme', options: OPTIONS }],
+      });
+      await first.signal(observeSignal, { type: 'node_started', data: { node: 'plan' } });
+      await waitUntil('the node to be saved', () => saved.some((s) => s.currentNode === 'plan'), {
+        timeoutMs: 30_000,
+        intervalMs: 50,
+      });
+      await env.sleep(`${STALL_AFTER_SECONDS + 60} seconds`);
+      await waitUntil('the stall handed off', () => raised.length === 1, {
+        timeoutMs: 30_000,
+        intervalMs: 50,
+      });
+      // A month of silence (the state saved with the stall is the last), then the execution is terminated; the
+      // claims of what went are gone with their 30 days.
+      await env.sleep('31 days');
+      await first.terminate('an operator stops it');
+      claimed.clear();
+      const fresh = await env.client.workflow.signalWithStart(runHealthWorkflow, {
+        taskQueue,
+        workflowId,
+        args: [{ runId, teamId: 'acme', options: OPTIONS }],
+        signal: observeSignal,
+        signalArgs: [{ type: 'node_started', data: { node: 'write' } }],
+        workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
+      });
+      await waitUntil('the recovery', () => posted.some((a) => a.kind === 'stall_recovered'), {
+        timeoutMs: 30_000,
+        intervalMs: 50,
+      });
+      await fresh.signal(observeSignal, { type: 'run_finished' });
+      await fresh.result();
+    });
+    assert.deepEqual(
+      posted.map((a) => a.kind),
+      ['stall', 'stall_recovered'],
+      'the stall alert went out once',
+    );
+    assert.deepEqual(
+      raised.map((e) => e.type),
+      ['run.stalled', 'run.recovered'],
+    );
+  });
+
+  it('a fresh execution resuming a state saved with alerts in hand-off hands them off once, and no later round again', async () => {
+    const taskQueue = 'ts-health-resumed-hand-off';
+    const runId = 'run_resumed_hand_off';
+    const raised: TeamEvent[] = [];
+    const startedAt = await env.currentTimeMs();
+    // Saved by an execution that failed handing its stall off (or by an older worker that carried such a state).
+    const stall = {
+      kind: 'stall' as const,
+      episodeKey: `health:${runId}:stall:1`,
+      severity: 'warning' as const,
+      summary: `no progress for ${STALL_AFTER_SECONDS}s`,
+      detail: {},
+    };
+    const savedState: HealthState = {
+      runId,
+      teamId: 'acme',
+      phase: 'stalled',
+      lastLivenessAt: startedAt - (STALL_AFTER_SECONDS + 60) * 1000,
+      spent: 0,
+      budgetWarned: false,
+      budgetExceeded: false,
+      stallSeq: 1,
+      handingOff: { alerts: [stall], at: startedAt - 60_000 },
+    };
+    const { activities, posted } = standIns({
+      healthSettings: async (_runId: string, withSaved?: boolean) => ({
+        options: OPTIONS,
+        ...(withSaved ? { saved: savedState } : {}),
+      }),
+      recordTeamEvent: async (event: TeamEvent) => {
+        raised.push(event);
+        return NO_ENDPOINTS;
+      },
+    });
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      workflowBundle: await workflowBundle(),
+      activities,
+    });
+    await worker.runUntil(async () => {
+      const fresh = await env.client.workflow.signalWithStart(runHealthWorkflow, {
+        taskQueue,
+        workflowId: `health:${runId}`,
+        args: [{ runId, teamId: 'acme', options: OPTIONS }],
+        signal: observeSignal,
+        signalArgs: [{ type: 'run_workspace_checkpoint' }],
+      });
+      // A round that raises nothing, then the end.
+      await fresh.signal(observeSignal, { type: 'run_finished' });
+      await fresh.result();
+    });
+    // The stall handed off once (its end may raise a recovery of its own).
+    assert.equal(posted.filter((a) => a.kind === 'stall').length, 1);
+    assert.equal(raised.filter((e) => e.type === 'run.stalled').length, 1);
+  });
+
   /**
    * A run's health whose worker settings carry an API batch window (HEALTH_BATCH_MS, 1.5 s): started, told its
    * first node (with its write time when `stampWrite`), saved; then `drive` goes on with it and ends the run.
