@@ -105,8 +105,9 @@ describe('a push that missed some of its recipients, and a question pushed after
     const dee = anonymous.as('dee', 'slow-digest');
     const deePhone = push.endpoint('dee-phone');
     assert.equal((await dee.post('/api/v1/notifications/push/subscriptions', deePhone)).status, 201);
-    // Held for an hour of do-not-disturb that has ended: the digest sends as soon as it starts.
-    const hoursAgo = (h: number) => new Date(Date.now() - h * 3600_000);
+    // Held for a few minutes of do-not-disturb that have ended: the digest sends as soon as it starts (and the
+    // sweep, every 2 s here, leaves it to that digest: a hold is offered again only an hour after its release).
+    const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000);
     const row = {
       episodeId: 'run_slow_digest:end',
       runId: 'run_slow_digest',
@@ -115,8 +116,8 @@ describe('a push that missed some of its recipients, and a question pushed after
       kind: 'run_failed',
       title: 'Slow digest',
       reason: 'quiet' as const,
-      at: hoursAgo(2),
-      releaseAt: hoursAgo(1),
+      at: minutesAgo(10),
+      releaseAt: minutesAgo(1),
     };
     await stores.pushHolds.hold([row]);
     // Past the send's 10 s heartbeat timeout: Temporal would start a second attempt beside the first.
