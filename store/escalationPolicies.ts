@@ -1,7 +1,6 @@
 // escalation_policies: one row per team, `_id` the team id: the rungs an open interaction climbs while nobody
 // answers, and where `via: webhook` rungs post (with the secret they are signed with, shown once when made).
 import type { Db } from 'mongodb';
-import { isDuplicateKey } from './mongo';
 import type { EscalationPolicy, EscalationRung } from '../domain/interaction';
 import type { Run } from '../domain/run';
 
@@ -31,7 +30,9 @@ export function createEscalationPolicyStore(db: Db) {
 
     /**
      * Replaces the team's policy; the webhook secret is kept, or `newSecret` taken when there was none: made by one
-     * conditional write, so first PUTs at once keep one secret and only the one that made it is told.
+     * conditional write, so first PUTs at once keep one secret and only the one that made it is told. The secret
+     * goes last: a PUT cut before it made none, and its retry makes and tells it (made first, a PUT cut after it
+     * left a secret nobody was ever told).
      */
     async put(
       teamId: string,
@@ -40,22 +41,6 @@ export function createEscalationPolicyStore(db: Db) {
       now: Date,
       newSecret: () => string,
     ): Promise<{ row: EscalationPolicyRow; secretCreated: boolean }> {
-      let secretCreated = false;
-      if (policy.webhookUrl !== undefined) {
-        try {
-          const made = await rows.updateOne(
-            { _id: teamId, webhookSecret: { $exists: false } },
-            {
-              $set: { webhookSecret: newSecret() },
-              $setOnInsert: { rungs: [], updatedAt: now, updatedBy: by },
-            },
-            { upsert: true },
-          );
-          secretCreated = made.modifiedCount === 1 || made.upsertedCount === 1;
-        } catch (err) {
-          if (!isDuplicateKey(err)) throw err; // the team's row has its secret already
-        }
-      }
       const row = await rows.findOneAndUpdate(
         { _id: teamId },
         {
@@ -70,7 +55,15 @@ export function createEscalationPolicyStore(db: Db) {
         { upsert: true, returnDocument: 'after' },
       );
       if (!row) throw new Error(`the escalation policy of ${teamId} was not written`);
-      return { row, secretCreated };
+      if (policy.webhookUrl === undefined || row.webhookSecret) return { row, secretCreated: false };
+      const webhookSecret = newSecret();
+      const made = await rows.updateOne(
+        { _id: teamId, webhookSecret: { $exists: false } },
+        { $set: { webhookSecret } },
+      );
+      if (made.modifiedCount === 1) return { row: { ...row, webhookSecret }, secretCreated: true };
+      // Another PUT made it meanwhile: that one is told; this answer signs with it too.
+      return { row: (await rows.findOne({ _id: teamId })) ?? row, secretCreated: false };
     },
   };
 }

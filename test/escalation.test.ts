@@ -4,6 +4,7 @@
 // npm test runs a few).
 import assert from 'node:assert/strict';
 import type { WorkflowHandle } from '@temporalio/client';
+import type { Db } from 'mongodb';
 import { Webhook } from 'standardwebhooks';
 import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
 import { interactionWorkflowId, teamEventWorkflowId } from '../contract/workflows';
@@ -14,6 +15,7 @@ import type { PushPayload } from '../domain/push';
 import { explainRun } from '../operator/explain';
 import { renderExplanation } from '../operator/render';
 import { createClaimReader } from '../store/claims';
+import { createEscalationPolicyStore } from '../store/escalationPolicies';
 import { createInteractionActivities } from '../activities/interaction';
 import type { PushActivityDeps } from '../activities/push';
 import { callbackSendSettings } from '../delivery/callback/send';
@@ -522,6 +524,47 @@ describe('escalation', function () {
       answers.every((a) => a.row.webhookSecret === stored),
       'every answer signs with the stored secret',
     );
+  });
+
+  it('a first PUT of a webhook cut part way is told its secret when retried, whichever write was cut', async () => {
+    const policy = {
+      rungs: [{ afterSeconds: 60, to: 'team' as const, via: 'webhook' as const }],
+      webhookUrl: receiver.url,
+    };
+    for (const cutWrite of ['updateOne', 'findOneAndUpdate'] as const) {
+      const teamId = `cut-${cutWrite}`;
+      let cut = true;
+      // The store on a connection that drops this write once, before it reaches the server.
+      const db = stack.mongo.db;
+      const flaky = {
+        collection: (name: string) =>
+          new Proxy(db.collection(name), {
+            get(target, prop) {
+              const value: unknown = Reflect.get(target, prop);
+              if (prop === cutWrite && cut)
+                return async () => {
+                  cut = false;
+                  throw new Error('connection reset');
+                };
+              return typeof value === 'function' ? value.bind(target) : value;
+            },
+          }),
+      } as unknown as Db;
+      const store = createEscalationPolicyStore(flaky);
+      let minted = 0;
+      const told: string[] = [];
+      // The admin's PUT, then its retry after the error.
+      for (let attempt = 0; attempt < 2; attempt++) {
+        try {
+          const answer = await store.put(teamId, policy, 'fay', new Date(), () => `whsec_cut${minted++}`);
+          if (answer.secretCreated) told.push(answer.row.webhookSecret!);
+        } catch {
+          assert.equal(attempt, 0, 'only the cut attempt fails');
+        }
+      }
+      const stored = (await stack.stores.escalationPolicies.get(teamId))!.webhookSecret;
+      assert.deepEqual(told, [stored], `${cutWrite} cut: told ${JSON.stringify(told)}, stored ${stored}`);
+    }
   });
 
   it('a webhook rung posts one signed interaction.escalated event', async () => {
