@@ -19,6 +19,7 @@ import { createEscalationPolicyStore } from '../store/escalationPolicies';
 import { createInteractionActivities } from '../activities/interaction';
 import type { PushActivityDeps } from '../activities/push';
 import { callbackSendSettings } from '../delivery/callback/send';
+import { createOriginPacing } from '../delivery/callback/pacing';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { sweepActivitiesOf } from './support/familyStack';
 import { ApiClient, recordFixture } from './support/harness';
@@ -625,6 +626,47 @@ describe('escalation', function () {
     assert.deepEqual(retried, { result: 'delivered', delivered: 1 });
     assert.equal(posts(), 1, 'the retry does not post the rung again');
     assert.deepEqual(announced, ['interaction.escalated']);
+  });
+
+  it("a webhook rung waiting for its origin's slot when the answer comes posts nothing: it settles closed", async () => {
+    // The rung an hour off: the worker leaves it; this test runs the rung's activity by hand, on a pacing whose
+    // one slot at the receiver's origin the test holds.
+    const rung = { afterSeconds: 3600, to: 'team', via: 'webhook' } as const;
+    const put = await admin.put('/api/v1/teams/current/escalation', {
+      rungs: [rung],
+      webhookUrl: receiver.url,
+    });
+    assert.equal(put.status, 200, put.text);
+    const [{ runId, interactionId }] = await pausesOf(1, [rung]);
+    const pacing = createOriginPacing({
+      maxInFlight: 1,
+      breakerFailures: 100,
+      cooldownMs: 1000,
+      maxCooldownMs: 1000,
+    });
+    let entered = 0;
+    const counted: typeof pacing = { ...pacing, enter: (...args) => (entered++, pacing.enter(...args)) };
+    const { sendRung } = createInteractionActivities({
+      push: { ...stack.stores, now: () => new Date() } as unknown as PushActivityDeps,
+      claims: stack.stores.claims,
+      escalationPolicies: stack.stores.escalationPolicies,
+      webhook: { ...callbackSendSettings(stack.config), pacing: counted, now: () => new Date() },
+      webhookRetrySeconds: [1],
+      announce: async () => undefined,
+    });
+    const slot = await counted.enter(new URL(receiver.url).origin, { maxWaitMs: 1000 });
+    if (slot.held) throw new Error('the test could not take the slot');
+    const webhookId = interactionClaimKeys.rung(interactionId, 0);
+    const posts = () => receiver.received.filter((r) => r.headers['webhook-id'] === webhookId).length;
+    const sent = sendRung({ runId, teamId: 'acme', interactionId }, 0, rung);
+    await waitUntil('the rung waiting for the slot', () => entered === 2);
+    const answered = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
+      answer: 'y',
+    });
+    assert.equal(answered.status, 200, answered.text);
+    slot.done('neutral');
+    assert.deepEqual(await sent, { result: 'closed', delivered: 0 });
+    assert.equal(posts(), 0, 'no rung after the answer');
   });
 
   it("a webhook rung to a failing receiver: once its origin's breaker opens, the rung's retries are held there", async () => {

@@ -437,6 +437,11 @@ export interface SignedSend {
   activityStarted: number;
   /** A hold of the caller's own before any slot is taken (a rate the receiver asked for). */
   admit?: () => Promise<{ held: PacingHold; retryAfterMs?: number; detail: string } | undefined>;
+  /**
+   * Asked once the slot is taken, just before the request: false sends nothing (the slot given back, no attempt),
+   * what a send owed only while something holds (a question still open) needs after a wait for its slot.
+   */
+  stillOwed?: () => Promise<boolean>;
 }
 
 /**
@@ -481,6 +486,8 @@ export async function sendSigned(deps: SignedSendDeps, send: SignedSend): Promis
     const outcome = heldOutcome(entry, origin!, deps.timeoutMs);
     return { ...sent({ outcome, error: entry.held }), held: entry.held };
   }
+  if (send.stillOwed && !(await stillOwedInSlot(entry, send.stillOwed)))
+    return { sent: false, outcome: { result: 'stop', detail: 'no longer owed' } };
   // A slow store before the request (the run's read, the rate's hits) costs a held attempt, never a repeat.
   const timeoutMs = inThisActivity(requestTimeoutMs, send.activityStarted, deps.timeoutMs);
   if (timeoutMs < MIN_REQUEST_MS) {
@@ -504,6 +511,20 @@ export async function sendSigned(deps: SignedSendDeps, send: SignedSend): Promis
     return sent(unansweredOutcome(err, failed));
   }
   return sent(answeredOutcome(res, failed, deps.now()));
+}
+
+/** The caller's last say before the request; the slot is given back when it says no, or cannot say. */
+async function stillOwedInSlot(
+  entry: Extract<PacingEntry, { held: false }> | undefined,
+  stillOwed: () => Promise<boolean>,
+): Promise<boolean> {
+  const release = () => entry?.done('neutral');
+  const owed = await stillOwed().catch((err: unknown) => {
+    release();
+    throw err;
+  });
+  if (!owed) release();
+  return owed;
 }
 
 /**

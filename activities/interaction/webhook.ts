@@ -7,7 +7,7 @@ import type { FollowUpResult } from '../../contract/activities';
 import { escalatedEvent, interactionClaimKeys, type EscalationRung } from '../../domain/interaction';
 import { sendSigned } from '../callback';
 import type { InteractionActivityDeps } from './interactionActivityDeps';
-import type { OpenQuestion } from './pushes';
+import { openQuestion, type OpenQuestion } from './pushes';
 
 export async function postEscalation(
   deps: InteractionActivityDeps,
@@ -21,6 +21,8 @@ export async function postEscalation(
   const id = interactionClaimKeys.rung(open.interaction._id, index);
   const posted = interactionClaimKeys.rungPosted(open.interaction._id, index);
   if (await deps.claims.wasDelivered(posted)) return { result: 'delivered', delivered: 1 };
+  const ref = { runId: open.run._id, teamId: open.run.teamId, interactionId: open.interaction._id };
+  let closed = false;
   const body = escalatedEvent({
     id,
     run: open.run,
@@ -39,7 +41,13 @@ export async function postEscalation(
     about: `run ${open.run._id} escalation ${id}`,
     place: undefined,
     activityStarted,
+    // Answered while it waited for its origin's slot: a rung after the answer would page someone for nothing.
+    stillOwed: async () => {
+      closed = !(await openQuestion(deps.push, ref));
+      return !closed;
+    },
   });
+  if (closed) return { result: 'closed', delivered: 0 };
   if (outcome.result === 'delivered') {
     await deps.claims.noteOnce(posted, 'rung', 'delivered');
     return { result: 'delivered', delivered: 1 };
