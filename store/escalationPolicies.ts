@@ -32,7 +32,8 @@ export function createEscalationPolicyStore(db: Db) {
      * Replaces the team's policy; the webhook secret is kept, or `newSecret` taken when there was none: made by one
      * conditional write, so first PUTs at once keep one secret and only the one that made it is told. The secret
      * goes last: a PUT cut before it made none, and its retry makes and tells it (made first, a PUT cut after it
-     * left a secret nobody was ever told).
+     * left a secret nobody was ever told). Until then the URL has no secret, and its webhook rungs are not
+     * addressable. A secret made whose answer was lost on its way is still never told (no route shows it again).
      */
     async put(
       teamId: string,
@@ -62,8 +63,9 @@ export function createEscalationPolicyStore(db: Db) {
         { $set: { webhookSecret } },
       );
       if (made.modifiedCount === 1) return { row: { ...row, webhookSecret }, secretCreated: true };
-      // Another PUT made it meanwhile: that one is told; this answer signs with it too.
-      return { row: (await rows.findOne({ _id: teamId })) ?? row, secretCreated: false };
+      // Another PUT made it meanwhile: that one is told it. This one answers its own write, with the stored secret.
+      const stored = await rows.findOne({ _id: teamId }, { projection: { webhookSecret: 1 } });
+      return { row: { ...row, webhookSecret: stored?.webhookSecret }, secretCreated: false };
     },
   };
 }

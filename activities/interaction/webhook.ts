@@ -22,7 +22,6 @@ export async function postEscalation(
   const posted = interactionClaimKeys.rungPosted(open.interaction._id, index);
   if (await deps.claims.wasDelivered(posted)) return { result: 'delivered', delivered: 1 };
   const ref = { runId: open.run._id, teamId: open.run.teamId, interactionId: open.interaction._id };
-  let closed = false;
   const body = escalatedEvent({
     id,
     run: open.run,
@@ -31,7 +30,7 @@ export async function postEscalation(
     rung,
     at: deps.push.now(),
   });
-  const { outcome } = await sendSigned(deps.webhook, {
+  const attempt = await sendSigned(deps.webhook, {
     target: { url: policy.webhookUrl, secret: policy.webhookSecret },
     webhookId: id,
     json: JSON.stringify(body),
@@ -42,12 +41,11 @@ export async function postEscalation(
     place: undefined,
     activityStarted,
     // Answered while it waited for its origin's slot: a rung after the answer would page someone for nothing.
-    stillOwed: async () => {
-      closed = !(await openQuestion(deps.push, ref));
-      return !closed;
-    },
+    stillOwed: async () => Boolean(await openQuestion(deps.push, ref)),
   });
-  if (closed) return { result: 'closed', delivered: 0 };
+  // Not sent: only the question found closed after the wait stops a send before its request.
+  if (!attempt.sent) return { result: 'closed', delivered: 0 };
+  const { outcome } = attempt;
   if (outcome.result === 'delivered') {
     await deps.claims.noteOnce(posted, 'rung', 'delivered');
     return { result: 'delivered', delivered: 1 };
