@@ -594,8 +594,14 @@ describe('escalation', function () {
     assert.deepEqual(receiver.schemaMismatches, []);
   });
 
-  it('a webhook rung whose announce failed after its POST is tried again without a second POST', async () => {
-    // The rung an hour off: the worker leaves it; this test runs the rung's activity by hand.
+  /**
+   * A pause whose one webhook rung is an hour off (the worker leaves it), and the rung's activity for the test to
+   * run by hand, with `webhook` and `announce` as given.
+   */
+  async function webhookRungByHand(deps: {
+    webhook?: Partial<Parameters<typeof createInteractionActivities>[0]['webhook']>;
+    announce: Parameters<typeof createInteractionActivities>[0]['announce'];
+  }) {
     const rung = { afterSeconds: 3600, to: 'team', via: 'webhook' } as const;
     const put = await admin.put('/api/v1/teams/current/escalation', {
       rungs: [rung],
@@ -603,41 +609,43 @@ describe('escalation', function () {
     });
     assert.equal(put.status, 200, put.text);
     const [{ runId, interactionId }] = await pausesOf(1, [rung]);
-    let announceDown = true;
-    const announced: string[] = [];
     const { sendRung } = createInteractionActivities({
       push: { ...stack.stores, now: () => new Date() } as unknown as PushActivityDeps,
       claims: stack.stores.claims,
       escalationPolicies: stack.stores.escalationPolicies,
-      webhook: { ...callbackSendSettings(stack.config), now: () => new Date() },
+      webhook: { ...callbackSendSettings(stack.config), now: () => new Date(), ...deps.webhook },
       webhookRetrySeconds: [1],
+      announce: deps.announce,
+    });
+    const webhookId = interactionClaimKeys.rung(interactionId, 0);
+    return {
+      runId,
+      interactionId,
+      send: () => sendRung({ runId, teamId: 'acme', interactionId }, 0, rung),
+      posts: () => receiver.received.filter((r) => r.headers['webhook-id'] === webhookId).length,
+    };
+  }
+
+  it('a webhook rung whose announce failed after its POST is tried again without a second POST', async () => {
+    let announceDown = true;
+    const announced: string[] = [];
+    const { send, posts } = await webhookRungByHand({
       announce: async (event) => {
         if (announceDown) throw new Error('Temporal unreachable');
         announced.push(event.type);
       },
     });
-    const ref = { runId, teamId: 'acme', interactionId };
-    const webhookId = interactionClaimKeys.rung(interactionId, 0);
-    const posts = () => receiver.received.filter((r) => r.headers['webhook-id'] === webhookId).length;
-    await assert.rejects(sendRung(ref, 0, rung), /Temporal unreachable/);
+    await assert.rejects(send(), /Temporal unreachable/);
     assert.equal(posts(), 1);
     announceDown = false;
-    const retried = await sendRung(ref, 0, rung);
+    const retried = await send();
     assert.deepEqual(retried, { result: 'delivered', delivered: 1 });
     assert.equal(posts(), 1, 'the retry does not post the rung again');
     assert.deepEqual(announced, ['interaction.escalated']);
   });
 
   it("a webhook rung waiting for its origin's slot when the answer comes posts nothing: it settles closed", async () => {
-    // The rung an hour off: the worker leaves it; this test runs the rung's activity by hand, on a pacing whose
-    // one slot at the receiver's origin the test holds.
-    const rung = { afterSeconds: 3600, to: 'team', via: 'webhook' } as const;
-    const put = await admin.put('/api/v1/teams/current/escalation', {
-      rungs: [rung],
-      webhookUrl: receiver.url,
-    });
-    assert.equal(put.status, 200, put.text);
-    const [{ runId, interactionId }] = await pausesOf(1, [rung]);
+    // On a pacing whose one slot at the receiver's origin the test holds.
     const pacing = createOriginPacing({
       maxInFlight: 1,
       breakerFailures: 100,
@@ -646,19 +654,13 @@ describe('escalation', function () {
     });
     let entered = 0;
     const counted: typeof pacing = { ...pacing, enter: (...args) => (entered++, pacing.enter(...args)) };
-    const { sendRung } = createInteractionActivities({
-      push: { ...stack.stores, now: () => new Date() } as unknown as PushActivityDeps,
-      claims: stack.stores.claims,
-      escalationPolicies: stack.stores.escalationPolicies,
-      webhook: { ...callbackSendSettings(stack.config), pacing: counted, now: () => new Date() },
-      webhookRetrySeconds: [1],
+    const { runId, interactionId, send, posts } = await webhookRungByHand({
+      webhook: { pacing: counted },
       announce: async () => undefined,
     });
     const slot = await counted.enter(new URL(receiver.url).origin, { maxWaitMs: 1000 });
     if (slot.held) throw new Error('the test could not take the slot');
-    const webhookId = interactionClaimKeys.rung(interactionId, 0);
-    const posts = () => receiver.received.filter((r) => r.headers['webhook-id'] === webhookId).length;
-    const sent = sendRung({ runId, teamId: 'acme', interactionId }, 0, rung);
+    const sent = send();
     await waitUntil('the rung waiting for the slot', () => entered === 2);
     const answered = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
       answer: 'y',

@@ -11,7 +11,12 @@ import type { Activities } from '../../contract/activities';
 import type { HealthState } from '../../domain/health';
 import type { OperatorAlert } from '../../domain/ops';
 import { runHealthWorkflow } from '../../workflows';
-import { observeManySignal, observeSignal, type HealthOptions } from '../../contract/workflows';
+import {
+  observeManySignal,
+  observeSignal,
+  type HealthInput,
+  type HealthOptions,
+} from '../../contract/workflows';
 import { workflowBundle } from '../support/workflowBundle';
 import { onTimeSkipping } from '../support/timeSkipping';
 import { waitUntil } from '../support/waitUntil';
@@ -207,26 +212,40 @@ describe('the run-health stall on time-skipping Temporal', function () {
     );
     assert.equal(final.phase, 'terminal');
   });
-  it('an alert whose team event failed past its day of store retries is handed off again by the next execution, once', async () => {
-    const taskQueue = 'ts-health-hand-off-failed';
-    const runId = 'run_hand_off_failed';
+  /**
+   * A run's health whose executions resume what the last one saved, with claims taken once (as the store keeps
+   * them) and team events recorded unless `recordFails()`; `drive` gets the first execution once its first node was
+   * saved, and `resume` starts a fresh one as the signaller does (the run's next event). Answers what went.
+   */
+  async function resumingHealth(
+    name: string,
+    recordFails: () => boolean,
+    drive: (
+      first: WorkflowHandle<typeof runHealthWorkflow>,
+      resume: () => Promise<WorkflowHandle<typeof runHealthWorkflow>>,
+      went: { posted: OperatorAlert[]; raised: TeamEvent[]; claimed: Set<string> },
+    ) => Promise<void>,
+  ): Promise<{ posted: OperatorAlert[]; raised: TeamEvent[] }> {
+    const taskQueue = `ts-health-${name}`;
+    const runId = `run_${name}`;
     const raised: TeamEvent[] = [];
-    let recordFails = false;
-    // Claims as the store keeps them: a key is taken once, so an alert started twice is posted once.
     const claimed = new Set<string>();
-    const { activities, posted, saved } = standIns({
+    let saved: HealthState[] = [];
+    const standing = standIns({
       healthSettings: async (_runId: string, withSaved?: boolean) => ({
         options: OPTIONS,
         ...(withSaved && saved.length ? { saved: saved.at(-1) } : {}),
       }),
       tryMark: async (key: string) => !claimed.has(key) && Boolean(claimed.add(key)),
       recordTeamEvent: async (event: TeamEvent) => {
-        // One attempt per try (not twenty): the workflow's waits between its tries are what the test skips.
-        if (recordFails) throw ApplicationFailure.nonRetryable('the store is away');
+        // One attempt per try (not twenty): the workflow's waits between its tries are what a test skips.
+        if (recordFails()) throw ApplicationFailure.nonRetryable('the store is away');
         raised.push(event);
         return NO_ENDPOINTS;
       },
     });
+    ({ saved } = standing);
+    const { activities, posted } = standing;
     const worker = await Worker.create({
       connection: env.nativeConnection,
       taskQueue,
@@ -234,53 +253,71 @@ describe('the run-health stall on time-skipping Temporal', function () {
       activities,
     });
     const workflowId = `health:${runId}`;
+    const args: [HealthInput] = [{ runId, teamId: 'acme', options: OPTIONS }];
     await worker.runUntil(async () => {
-      const first = await env.client.workflow.start(runHealthWorkflow, {
-        taskQueue,
-        workflowId,
-        args: [{ runId, teamId: 'acme', options: OPTIONS }],
-      });
+      const first = await env.client.workflow.start(runHealthWorkflow, { taskQueue, workflowId, args });
       await first.signal(observeSignal, { type: 'node_started', data: { node: 'plan' } });
       await waitUntil('the node to be saved', () => saved.some((s) => s.currentNode === 'plan'), {
         timeoutMs: 30_000,
         intervalMs: 50,
       });
-      // The stall's team event cannot be recorded, for longer than the workflow outlasts a store outage (a day of
-      // waits between tries): it fails.
-      recordFails = true;
-      await env.sleep(`${STALL_AFTER_SECONDS + 2 * 86_400} seconds`);
-      // Waited on without its result: a result call lets the test server skip time, years with nothing due.
-      await waitUntil('the execution failed with its hand-off', async () => {
-        const { status } = await first.describe();
-        return status.name === 'FAILED';
-      });
-      assert.deepEqual(
-        posted.map((a) => a.kind),
-        ['stall'],
-      );
-      assert.deepEqual(raised, [], 'the team event was never recorded');
-
-      // The store is back; the run's next event starts a fresh execution, as the signaller does.
-      recordFails = false;
-      const fresh = await env.client.workflow.signalWithStart(runHealthWorkflow, {
-        taskQueue,
-        workflowId,
-        args: [{ runId, teamId: 'acme', options: OPTIONS }],
-        signal: observeSignal,
-        signalArgs: [{ type: 'node_started', data: { node: 'write' } }],
-        workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
-      });
-      try {
-        await waitUntil('the recovery', () => posted.some((a) => a.kind === 'stall_recovered'), {
-          timeoutMs: 30_000,
-          intervalMs: 50,
+      const resume = () =>
+        env.client.workflow.signalWithStart(runHealthWorkflow, {
+          taskQueue,
+          workflowId,
+          args,
+          signal: observeSignal,
+          signalArgs: [{ type: 'node_started', data: { node: 'write' } }],
+          workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
         });
-        await fresh.signal(observeSignal, { type: 'run_finished' });
-        await fresh.result();
-      } finally {
-        recordHistory(await fresh.fetchHistory(), 'health-history-saved-alerts-handed-off.json');
-      }
+      await drive(first, resume, { posted, raised, claimed });
     });
+    return { posted, raised };
+  }
+
+  /** Until the stall's recovery went, then the run's end; the execution's history saved as `fixture`. */
+  async function recoversAndEnds(
+    fresh: WorkflowHandle<typeof runHealthWorkflow>,
+    posted: OperatorAlert[],
+    fixture?: string,
+  ): Promise<void> {
+    try {
+      await waitUntil('the recovery', () => posted.some((a) => a.kind === 'stall_recovered'), {
+        timeoutMs: 30_000,
+        intervalMs: 50,
+      });
+      await fresh.signal(observeSignal, { type: 'run_finished' });
+      await fresh.result();
+    } finally {
+      if (fixture) recordHistory(await fresh.fetchHistory(), fixture);
+    }
+  }
+
+  it('an alert whose team event failed past its day of store retries is handed off again by the next execution, once', async () => {
+    let recordFails = false;
+    const { posted, raised } = await resumingHealth(
+      'hand_off_failed',
+      () => recordFails,
+      async (first, resume, went) => {
+        // The stall's team event cannot be recorded, for longer than the workflow outlasts a store outage (a day
+        // of waits between tries): it fails.
+        recordFails = true;
+        await env.sleep(`${STALL_AFTER_SECONDS + 2 * 86_400} seconds`);
+        // Waited on without its result: a result call lets the test server skip time, years with nothing due.
+        await waitUntil('the execution failed with its hand-off', async () => {
+          const { status } = await first.describe();
+          return status.name === 'FAILED';
+        });
+        assert.deepEqual(
+          went.posted.map((a) => a.kind),
+          ['stall'],
+        );
+        assert.deepEqual(went.raised, [], 'the team event was never recorded');
+        // The store is back; the run's next event starts a fresh execution.
+        recordFails = false;
+        await recoversAndEnds(await resume(), went.posted, 'health-history-saved-alerts-handed-off.json');
+      },
+    );
     assert.deepEqual(
       raised.map((e) => e.type),
       ['run.stalled', 'run.recovered'],
@@ -292,65 +329,25 @@ describe('the run-health stall on time-skipping Temporal', function () {
       'the stall alert went out once',
     );
   });
+
   it('alerts handed off long ago, still in the saved state, are not handed off again by a fresh execution', async () => {
-    const taskQueue = 'ts-health-old-hand-off';
-    const runId = 'run_old_hand_off';
-    const raised: TeamEvent[] = [];
-    const claimed = new Set<string>();
-    const { activities, posted, saved } = standIns({
-      healthSettings: async (_runId: string, withSaved?: boolean) => ({
-        options: OPTIONS,
-        ...(withSaved && saved.length ? { saved: saved.at(-1) } : {}),
-      }),
-      tryMark: async (key: string) => !claimed.has(key) && Boolean(claimed.add(key)),
-      recordTeamEvent: async (event: TeamEvent) => {
-        raised.push(event);
-        return NO_ENDPOINTS;
+    const { posted, raised } = await resumingHealth(
+      'old_hand_off',
+      () => false,
+      async (first, resume, went) => {
+        await env.sleep(`${STALL_AFTER_SECONDS + 60} seconds`);
+        await waitUntil('the stall handed off', () => went.raised.length === 1, {
+          timeoutMs: 30_000,
+          intervalMs: 50,
+        });
+        // A month of silence (the state saved with the stall is the last), then the execution is terminated; the
+        // claims of what went are gone with their 30 days.
+        await env.sleep('31 days');
+        await first.terminate('an operator stops it');
+        went.claimed.clear();
+        await recoversAndEnds(await resume(), went.posted);
       },
-    });
-    const worker = await Worker.create({
-      connection: env.nativeConnection,
-      taskQueue,
-      workflowBundle: await workflowBundle(),
-      activities,
-    });
-    const workflowId = `health:${runId}`;
-    await worker.runUntil(async () => {
-      const first = await env.client.workflow.start(runHealthWorkflow, {
-        taskQueue,
-        workflowId,
-        args: [{ runId, teamId: 'acme', options: OPTIONS }],
-      });
-      await first.signal(observeSignal, { type: 'node_started', data: { node: 'plan' } });
-      await waitUntil('the node to be saved', () => saved.some((s) => s.currentNode === 'plan'), {
-        timeoutMs: 30_000,
-        intervalMs: 50,
-      });
-      await env.sleep(`${STALL_AFTER_SECONDS + 60} seconds`);
-      await waitUntil('the stall handed off', () => raised.length === 1, {
-        timeoutMs: 30_000,
-        intervalMs: 50,
-      });
-      // A month of silence (the state saved with the stall is the last), then the execution is terminated; the
-      // claims of what went are gone with their 30 days.
-      await env.sleep('31 days');
-      await first.terminate('an operator stops it');
-      claimed.clear();
-      const fresh = await env.client.workflow.signalWithStart(runHealthWorkflow, {
-        taskQueue,
-        workflowId,
-        args: [{ runId, teamId: 'acme', options: OPTIONS }],
-        signal: observeSignal,
-        signalArgs: [{ type: 'node_started', data: { node: 'write' } }],
-        workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
-      });
-      await waitUntil('the recovery', () => posted.some((a) => a.kind === 'stall_recovered'), {
-        timeoutMs: 30_000,
-        intervalMs: 50,
-      });
-      await fresh.signal(observeSignal, { type: 'run_finished' });
-      await fresh.result();
-    });
+    );
     assert.deepEqual(
       posted.map((a) => a.kind),
       ['stall', 'stall_recovered'],
