@@ -188,12 +188,22 @@ export function createSweepActivities(deps: SweepDeps) {
         const { marked, releasedTeamDeliveries } = claims;
         // A release settled since (replayed and delivered, given up) or in hand again is nobody's to replay.
         const released = claims.released.filter(({ key }) => !marked.has(key));
-        // A few starts in flight at once: each is one Temporal round trip, idempotent by workflow id.
+        // A few starts in flight at once: each is one Temporal round trip, idempotent by workflow id. One Temporal
+        // refuses (its limits) is counted and holds back no other; Temporal away fails the pass, retried.
         const startOwed = (episodes: OwedEpisode[]) =>
           mapBounded(episodes, START_LANES, async ({ outcome }) => {
-            if (
-              await startEpisode(deps.client, deps.taskQueue, outcome, deps.episodeOptions, 'ALLOW_DUPLICATE')
-            ) {
+            const started = await startEpisode(
+              deps.client,
+              deps.taskQueue,
+              outcome,
+              deps.episodeOptions,
+              'ALLOW_DUPLICATE',
+            ).catch((err: unknown) => {
+              if (!refusedByTemporal(err)) throw err;
+              pass.startsRefused = (pass.startsRefused ?? 0) + 1;
+              return false;
+            });
+            if (started) {
               pass.started++;
               deps.metrics?.episodeStarted('sweep', outcome.kind);
             }
@@ -653,7 +663,7 @@ async function releasedTeamEventsOutsideWindow(
 /** gRPC's DEADLINE_EXCEEDED and UNAVAILABLE: Temporal away, no verdict on one digest. */
 const TEMPORAL_AWAY_CODES = new Set([4, 14]);
 
-/** Temporal answered and refused the signal (the workflow's limits, its id): the digest's own, not an outage's. */
+/** Temporal answered and refused the call (the workflow's limits, its id): the workflow's own, not an outage's. */
 function refusedByTemporal(err: unknown): boolean {
   const cause = err instanceof ServiceError ? err.cause : err;
   return isGrpcServiceError(cause) && !TEMPORAL_AWAY_CODES.has(cause.code);

@@ -478,6 +478,8 @@ export interface SweepPass {
    * was never staged). Absent before the sweep looked.
    */
   transitionsFinished?: number;
+  /** Owed episodes whose start Temporal refused (its limits): counted, tried again next pass (absent when none). */
+  startsRefused?: number;
   /** Endpoints disabled for failing whose endpoint_disabled alert their disabler did not start: started (or found running). */
   disabledAlertsRaised?: number;
   /**

@@ -261,6 +261,29 @@ describe('the reconciliation sweep at scale', function () {
     }
   });
 
+  it('an episode Temporal refuses to start holds back no other: the pass goes on, and counts it refused', async () => {
+    const refusedDb = mongo.db(`${config.mongoDb}_refused`);
+    await ensureAllIndexes(refusedDb);
+    const now = new Date();
+    // Its episode's id is past the server's length limit: Temporal answers, and refuses it, every pass. Written
+    // first and the oldest, so whichever order the listing takes, it comes first.
+    const refused = { ...run(9, now), _id: `sweep_refused_${RUN_PREFIX}_${'r'.repeat(1000)}` };
+    const owed = [0, 1, 2].map((i) => ({ ...run(i, now), _id: `sweep_after_refused_${RUN_PREFIX}_${i}` }));
+    await refusedDb.collection<Run>('runs').insertMany([refused, ...owed]);
+    const { sweep } = sweepActivitiesOn(refusedDb, {
+      client,
+      taskQueue: config.temporalTaskQueue,
+      families: FAMILIES,
+      graceSeconds: GRACE_SECONDS,
+      lookbackSeconds: 3600,
+      pageSize: 1,
+      now,
+    });
+    const pass = await sweep.sweepOnce();
+    assert.equal(pass.started, owed.length, JSON.stringify(pass));
+    assert.equal(pass.startsRefused, 1, JSON.stringify(pass));
+  });
+
   describe('an episode released after its run left the window', () => {
     const LOOKBACK_SECONDS = 4 * 3600;
     const hoursAgo = (now: Date, hours: number) => new Date(now.getTime() - hours * 3600_000);
