@@ -273,32 +273,8 @@ export function createSweepActivities(deps: SweepDeps) {
           if (outside.gaveUp) pass.gaveUpReleased = (pass.gaveUpReleased ?? 0) + outside.gaveUp;
         }
 
-        // 6. Held pushes still owed past their time: their digest was lost (terminated, never started) or is
-        //    waiting on renewed quiet hours. Offered again, once per person: a live digest already has them.
-        if (deps.pushHolds && deps.offerToDigest) {
-          progress.beat({ phase: 'holds', ...pass });
-          const { offered, refused } = await offerOwedHolds(deps.pushHolds, deps.offerToDigest, deps.now());
-          pass.holdsOffered = offered;
-          if (refused) pass.holdsRefused = refused;
-        }
-        // 7. Revisions won and left unfinished (the writer died before the status write or its events, or health
-        //    was not told), that no caller met since: finished (their outcome goes out), or given up (a complete
-        //    whose answer was never staged).
-        if (deps.runTransitions && deps.finishStuckTransition) {
-          progress.beat({ phase: 'transitions', ...pass });
-          const finished = await finishStuckTransitions(
-            deps.runTransitions,
-            deps.finishStuckTransition,
-            deps.now(),
-          );
-          if (finished) pass.transitionsFinished = finished;
-        }
-        // 8. Endpoints disabled for failing whose alert their disabler did not start (a crash, Temporal away).
-        if (deps.endpoints && deps.endpointDisabled) {
-          progress.beat({ phase: 'endpoint alerts', ...pass });
-          const raised = await raiseOwedDisabledAlerts(deps.endpoints, deps.endpointDisabled, deps.now());
-          if (raised) pass.disabledAlertsRaised = raised;
-        }
+        // 6.–8. What the store itself marks owed, outside the window's claims.
+        await replayStoreMarked(deps, pass, progress);
         deps.metrics?.sweepPass((performance.now() - startedAt) / 1000, pass);
         return pass;
       } finally {
@@ -493,6 +469,43 @@ async function replayCloses(
     });
   });
   return missed.length;
+}
+
+/**
+ * What the store itself marks owed, whatever the window's claims say: held pushes past their time, transitions
+ * left unfinished, endpoint alerts not started. Each counted in the pass.
+ */
+async function replayStoreMarked(
+  deps: SweepDeps,
+  pass: SweepPass,
+  progress: ReturnType<typeof heartbeats>,
+): Promise<void> {
+  // 6. Held pushes still owed past their time: their digest was lost (terminated, never started) or is
+  //    waiting on renewed quiet hours. Offered again, once per person: a live digest already has them.
+  if (deps.pushHolds && deps.offerToDigest) {
+    progress.beat({ phase: 'holds', ...pass });
+    const { offered, refused } = await offerOwedHolds(deps.pushHolds, deps.offerToDigest, deps.now());
+    pass.holdsOffered = offered;
+    if (refused) pass.holdsRefused = refused;
+  }
+  // 7. Revisions won and left unfinished (the writer died before the status write or its events, or health
+  //    was not told), that no caller met since: finished (their outcome goes out), or given up (a complete
+  //    whose answer was never staged).
+  if (deps.runTransitions && deps.finishStuckTransition) {
+    progress.beat({ phase: 'transitions', ...pass });
+    const finished = await finishStuckTransitions(
+      deps.runTransitions,
+      deps.finishStuckTransition,
+      deps.now(),
+    );
+    if (finished) pass.transitionsFinished = finished;
+  }
+  // 8. Endpoints disabled for failing whose alert their disabler did not start (a crash, Temporal away).
+  if (deps.endpoints && deps.endpointDisabled) {
+    progress.beat({ phase: 'endpoint alerts', ...pass });
+    const raised = await raiseOwedDisabledAlerts(deps.endpoints, deps.endpointDisabled, deps.now());
+    if (raised) pass.disabledAlertsRaised = raised;
+  }
 }
 
 /** The endpoint_disabled alerts one pass starts at most (each a Temporal start). */

@@ -1,7 +1,7 @@
 // endpoints: the systems a team registered to hear about its runs, each subscribed to event types. A team holds at
 // most ENDPOINTS_PER_TEAM of them: endpoint_slots, beside it, holds the cap (store/slots.ts: no compare-and-swap
 // needed, a burst of creates admits up to the cap and never more).
-import type { Db, Filter, UpdateFilter } from 'mongodb';
+import type { Collection, Db, Filter, UpdateFilter } from 'mongodb';
 import { CLAIM_RETENTION_SECONDS } from '../../domain/outcome';
 import type { SubscribableEventType, TeamEvent } from '../../domain/teamEvents';
 import type { IndexSpec } from '../mongo';
@@ -227,7 +227,13 @@ export function createEndpointStore(db: Db) {
       await slots.updateOne({ _id: row.slotId } as Filter<EndpointSlotRow>, { $set: { released: true } });
       return true;
     },
+    ...failureStreaks(rows),
+  };
+}
 
+/** An endpoint's failure streak, its disabling for failing, and the alert that disabling owes the operator. */
+function failureStreaks(rows: Collection<EndpointRow>) {
+  return {
     /** A delivery reached it: its failure streak ends. */
     async recordSuccess(id: string, now: Date): Promise<void> {
       await rows.updateOne({ _id: id }, { $set: { lastSuccessAt: now }, $unset: { failingSince: '' } });
