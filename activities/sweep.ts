@@ -41,7 +41,7 @@ import type { ClaimStore, ReleasedEpisode, ReleasedTeamDelivery } from '../store
 import type { PushDeliveryStore } from '../store/push/deliveries';
 import type { CallbackAttemptStore } from '../store/callback/attempts';
 import { raiseTeamEvent } from '../client/teamEvents';
-import { CLAIM_RETENTION_SECONDS, type RunOutcome } from '../domain/outcome';
+import { RAISED_AGAIN_WITHIN_SECONDS, type RunOutcome } from '../domain/outcome';
 import { endpointDeliveryKey, type TeamEvent } from '../domain/teamEvents';
 import {
   owedTeamEvent,
@@ -198,11 +198,12 @@ export function createSweepActivities(deps: SweepDeps) {
               outcome,
               deps.episodeOptions,
               'ALLOW_DUPLICATE',
-            ).catch((err: unknown) => {
-              if (!refusedByTemporal(err)) throw err;
-              pass.startsRefused = (pass.startsRefused ?? 0) + 1;
-              return false;
-            });
+            ).catch(
+              unlessRefused(() => {
+                pass.startsRefused = (pass.startsRefused ?? 0) + 1;
+                return false;
+              }),
+            );
             if (started) {
               pass.started++;
               deps.metrics?.episodeStarted('sweep', outcome.kind);
@@ -645,7 +646,7 @@ async function releasedTeamEventsOutsideWindow(
   }
   outside.splice(RELEASED_PER_PASS);
   const now = deps.now().getTime();
-  const raisedSince = now - (CLAIM_RETENTION_SECONDS / 2) * 1000;
+  const raisedSince = now - RAISED_AGAIN_WITHIN_SECONDS * 1000;
   const quietSince = now - RELEASED_QUIET_SECONDS * 1000;
   const raise: string[] = [];
   const giveUp: { keys: string[]; result: string }[] = [];
@@ -676,11 +677,17 @@ async function releasedTeamEventsOutsideWindow(
 /** gRPC's DEADLINE_EXCEEDED and UNAVAILABLE: Temporal away, no verdict on one digest. */
 const TEMPORAL_AWAY_CODES = new Set([4, 14]);
 
-/** Temporal answered and refused the call (the workflow's limits, its id): the workflow's own, not an outage's. */
-function refusedByTemporal(err: unknown): boolean {
-  const cause = err instanceof ServiceError ? err.cause : err;
-  return isGrpcServiceError(cause) && !TEMPORAL_AWAY_CODES.has(cause.code);
-}
+/**
+ * A call's failure handler: Temporal answered and refused the call (the workflow's limits, its id), the
+ * workflow's own and not an outage's, answers `refused()`; anything else (Temporal away) is thrown again.
+ */
+const unlessRefused =
+  <T>(refused: () => T) =>
+  (err: unknown): T => {
+    const cause = err instanceof ServiceError ? err.cause : err;
+    if (!isGrpcServiceError(cause) || TEMPORAL_AWAY_CODES.has(cause.code)) throw err;
+    return refused();
+  };
 
 /**
  * Offers each person's owed holds to their digest (the newest as its entry; the digest takes every owed row when it
@@ -705,10 +712,9 @@ async function offerOwedHolds(
   let refused = 0;
   await mapBounded([...byPerson.values()], START_LANES, async (rows) => {
     const newest = rows.reduce((a, b) => (b.at > a.at ? b : a));
-    await offer(newest.teamId, newest.userId, digestEntryOf(newest)).catch((err: unknown) => {
-      if (!refusedByTemporal(err)) throw err;
-      refused += rows.length;
-    });
+    await offer(newest.teamId, newest.userId, digestEntryOf(newest)).catch(
+      unlessRefused(() => void (refused += rows.length)),
+    );
     await holds.deferOffer(
       rows.map((row) => row._id),
       new Date(now.getTime() + HOLD_REOFFER_AFTER_SECONDS * 1000),

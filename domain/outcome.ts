@@ -116,10 +116,15 @@ export function buildRunOutcome(run: Run, bodyError?: RunError): RunOutcome | un
   };
 }
 
-/** Claim keys: the push family claims the episode id itself; the others prefix it so they never collide. */
 /** How long a settled claim (and what it dedupes: deliveries, attempts, team events) is kept. */
 export const CLAIM_RETENTION_SECONDS = 30 * 24 * 3600;
+/**
+ * What is older than this is not raised or handed off again, only let go (or given up): its claims, which would
+ * dedupe what went, may be gone before a retry of it settles.
+ */
+export const RAISED_AGAIN_WITHIN_SECONDS = CLAIM_RETENTION_SECONDS / 2;
 
+/** Claim keys: the push family claims the episode id itself; the others prefix it so they never collide. */
 export const claimKeys = {
   push: (episodeId: string) => episodeId,
   callback: (episodeId: string) => `cb|${episodeId}`,

@@ -18,7 +18,7 @@ import {
   type ObservedEvent,
 } from '../domain/health';
 import { healthAlert } from '../domain/ops';
-import { CLAIM_RETENTION_SECONDS } from '../domain/outcome';
+import { RAISED_AGAIN_WITHIN_SECONDS } from '../domain/outcome';
 import { teamEventFromHealthAlert } from '../domain/teamEvents';
 import { observeManySignal, observeSignal, type HealthInput } from '../contract/workflows';
 import { quickCalls, quickCallsOutlastingOutages, type QuickCalls } from './common';
@@ -104,9 +104,6 @@ export const HEALTH_USAGE_BEFORE_END_PATCH = 'health-usage-before-end-counted';
  * and event ids deduping what went. Before, they were lost: the state said alerted. Only such a resume reaches it.
  */
 export const HEALTH_HANDS_OFF_SAVED_ALERTS_PATCH = 'health-hands-off-saved-alerts';
-
-/** Saved alerts older than this are not handed off again: half the claims' retention, as the sweep's team events. */
-const SAVED_ALERTS_HANDED_OFF_WITHIN_MS = (CLAIM_RETENTION_SECONDS / 2) * 1000;
 
 /** How often a run that keeps reporting usage has its settings (its budget) read again. */
 const SETTINGS_REFRESH_MS = 60_000;
@@ -212,7 +209,7 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
   // Resumed from a state saved while its alerts were handed off: the last execution may have failed doing it. Only
   // recent ones: the claims that dedupe what went are kept 30 days. Any other is dropped, never handed off later.
   if (state.handingOff) {
-    const recent = Date.now() - state.handingOff.at < SAVED_ALERTS_HANDED_OFF_WITHIN_MS;
+    const recent = Date.now() - state.handingOff.at < RAISED_AGAIN_WITHIN_SECONDS * 1000;
     state =
       recent && patched(HEALTH_HANDS_OFF_SAVED_ALERTS_PATCH)
         ? await handOff(quick, state, options.opsAlerts)

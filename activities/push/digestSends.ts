@@ -68,16 +68,23 @@ async function readyToSend(
     await holds.markDigestSent(digest.digestId, deps.now());
     return { unsent: { addressable: false, reason: 'superseded by a newer digest' } };
   }
-  const [told, subs] = await Promise.all([
+  const [told, devices] = await Promise.all([
     toldNow(deps, digest.teamId, contents),
-    deps.pushSubscriptions.listForUsers([digest.userId]),
+    devicesOf(deps, digest),
   ]);
-  if (!subs.length) return { unsent: { addressable: false, reason: 'no subscription' } };
+  if (!devices) return { unsent: { addressable: false, reason: 'no subscription' } };
+  return { told, devices };
+}
+
+/** The person's devices and those an earlier attempt under the digest's id reached; undefined: no device. */
+async function devicesOf(deps: PushActivityDeps, digest: DigestSend): Promise<Devices | undefined> {
+  const subs = await deps.pushSubscriptions.listForUsers([digest.userId]);
+  if (!subs.length) return undefined;
   const reached = await deps.pushDeliveries.reached(
     digest.digestId,
     subs.map((sub) => sub._id),
   );
-  return { told, devices: { subs, reached } };
+  return { subs, reached };
 }
 
 /** What the person opted out of since their pushes were held: the kinds turned off, and a teammate's runs. */
@@ -137,10 +144,11 @@ async function sendListedDigest(
   digest: DigestSend,
   episodeIds: string[],
 ): Promise<DigestSendResult> {
-  const result = await sendDigestPush(deps, digest, {
-    counts: digest.counts ?? {},
-    newest: digest.listed ?? [],
-  });
+  const devices = await devicesOf(deps, digest);
+  const told = { counts: digest.counts ?? {}, newest: digest.listed ?? [] };
+  const result: DigestSendResult = devices
+    ? await sendDigestPush(deps, digest, told, devices)
+    : { addressable: false, reason: 'no subscription' };
   await deps.digests?.pushHolds.markSent(
     episodeIds.map((episodeId) => holdId(episodeId, digest.userId)),
     digest.digestId,
@@ -155,15 +163,13 @@ type Told = { counts: Record<string, number>; newest: DigestEntry[] };
 /** The person's devices, and those an earlier attempt under the digest's id reached. */
 type Devices = { subs: PushSubscriptionRow[]; reached: Reached };
 
-/** The digest to the person's devices (read here when not given), skipping those reached. */
+/** The digest to the person's devices, skipping those reached. */
 async function sendDigestPush(
   deps: PushActivityDeps,
   digest: DigestSend,
   told: Told,
-  devices?: Devices,
+  { subs, reached }: Devices,
 ): Promise<DigestSendResult> {
-  const subs = devices?.subs ?? (await deps.pushSubscriptions.listForUsers([digest.userId]));
-  if (!subs.length) return { addressable: false, reason: 'no subscription' };
   const payload = renderDigest({
     digestId: digest.digestId,
     tag: digest.tag,
@@ -177,7 +183,7 @@ async function sendDigestPush(
       teamId: digest.teamId,
       episodeId: digest.digestId,
     }),
-    ...(devices ? { reached: Promise.resolve(devices.reached) } : {}),
+    reached: Promise.resolve(reached),
   });
   return { addressable: true, ...result };
 }

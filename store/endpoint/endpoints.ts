@@ -2,7 +2,7 @@
 // most ENDPOINTS_PER_TEAM of them: endpoint_slots, beside it, holds the cap (store/slots.ts: no compare-and-swap
 // needed, a burst of creates admits up to the cap and never more).
 import type { Collection, Db, Filter, UpdateFilter } from 'mongodb';
-import { CLAIM_RETENTION_SECONDS } from '../../domain/outcome';
+import { RAISED_AGAIN_WITHIN_SECONDS } from '../../domain/outcome';
 import type { SubscribableEventType, TeamEvent } from '../../domain/teamEvents';
 import type { IndexSpec } from '../mongo';
 import { takeSlot, type SlotRow } from '../slots';
@@ -294,7 +294,7 @@ function failureStreaks(rows: Collection<EndpointRow>) {
       now: Date,
       limit: number,
     ): Promise<(EndpointRow & { disabling: EndpointDisabling })[]> {
-      const since = new Date(now.getTime() - (CLAIM_RETENTION_SECONDS / 2) * 1000);
+      const since = new Date(now.getTime() - RAISED_AGAIN_WITHIN_SECONDS * 1000);
       return rows
         .find({ alertOwedAt: { $gte: since, $lte: now } })
         .sort({ alertOwedAt: 1 })
