@@ -188,8 +188,13 @@ export function createSweepActivities(deps: SweepDeps) {
         const { marked, releasedTeamDeliveries } = claims;
         // A release settled since (replayed and delivered, given up) or in hand again is nobody's to replay.
         const released = claims.released.filter(({ key }) => !marked.has(key));
-        // A few starts in flight at once: each is one Temporal round trip, idempotent by workflow id. One Temporal
-        // refuses (its limits) is counted and holds back no other; Temporal away fails the pass, retried.
+        // A start or signal Temporal answers and refuses (its limits) is counted and holds back nothing else: it
+        // stays owed, asked again next pass. Temporal away fails the pass, retried.
+        const refused: Refused = unlessRefused(() => {
+          pass.startsRefused = (pass.startsRefused ?? 0) + 1;
+          return undefined;
+        });
+        // A few starts in flight at once: each is one Temporal round trip, idempotent by workflow id.
         const startOwed = (episodes: OwedEpisode[]) =>
           mapBounded(episodes, START_LANES, async ({ outcome }) => {
             const started = await startEpisode(
@@ -198,12 +203,7 @@ export function createSweepActivities(deps: SweepDeps) {
               outcome,
               deps.episodeOptions,
               'ALLOW_DUPLICATE',
-            ).catch(
-              unlessRefused(() => {
-                pass.startsRefused = (pass.startsRefused ?? 0) + 1;
-                return false;
-              }),
-            );
+            ).catch(refused);
             if (started) {
               pass.started++;
               deps.metrics?.episodeStarted('sweep', outcome.kind);
@@ -226,12 +226,12 @@ export function createSweepActivities(deps: SweepDeps) {
           progress.beat({ phase: 'starting', ...pass });
           if (deps.interactions)
             pass.interactionsStarted =
-              (pass.interactionsStarted ?? 0) + (await startUnopened(deps, questions, marked));
+              (pass.interactionsStarted ?? 0) + (await startUnopened(deps, questions, marked, refused));
           const vetoed = outcomes.flatMap(({ ref, outcome }) => vetoedPauseEvent(ref, outcome) ?? []);
           if (vetoed.length && deps.teamEvents && endpointsOf)
             pass.teamEventsRaised =
               (pass.teamEventsRaised ?? 0) +
-              (await announceVetoedPauses(deps, deps.teamEvents, endpointsOf, vetoed));
+              (await announceVetoedPauses(deps, deps.teamEvents, endpointsOf, vetoed, refused));
           await startOwed(unsettled);
           progress.beat({ phase: 'listing', ...pass });
         }
@@ -252,7 +252,7 @@ export function createSweepActivities(deps: SweepDeps) {
         // 4. Answers whose close never ran (the answer's signal was lost): signalled again.
         if (deps.interactions) {
           progress.beat({ phase: 'interactions', ...pass });
-          pass.closesReplayed = await replayCloses(deps, deps.interactions, since, marked);
+          pass.closesReplayed = await replayCloses(deps, deps.interactions, since, marked, refused);
         }
 
         // 5. Team events an endpoint is still owed (their delivery released, nothing sent): raised again. Then
@@ -261,7 +261,7 @@ export function createSweepActivities(deps: SweepDeps) {
           progress.beat({ phase: 'team events', ...pass });
           pass.teamEventsRaised =
             (pass.teamEventsRaised ?? 0) +
-            (await raiseOwedTeamEvents(deps, deps.teamEvents, endpointsOf, since, marked));
+            (await raiseOwedTeamEvents(deps, deps.teamEvents, endpointsOf, since, marked, refused));
           const outside = await releasedTeamEventsOutsideWindow(
             deps,
             deps.teamEvents,
@@ -269,13 +269,14 @@ export function createSweepActivities(deps: SweepDeps) {
             releasedTeamDeliveries,
             since,
             marked,
+            refused,
           );
           pass.teamEventsRaised += outside.raised;
           if (outside.gaveUp) pass.gaveUpReleased = (pass.gaveUpReleased ?? 0) + outside.gaveUp;
         }
 
         // 6.–8. What the store itself marks owed, outside the window's claims.
-        await replayStoreMarked(deps, pass, progress);
+        await replayStoreMarked(deps, pass, progress, refused);
         deps.metrics?.sweepPass((performance.now() - startedAt) / 1000, pass);
         return pass;
       } finally {
@@ -305,6 +306,9 @@ export function createSweepActivities(deps: SweepDeps) {
   };
 }
 
+/** A pass's handler of a start or signal Temporal refused: counted, answering undefined; an outage is thrown. */
+type Refused = (err: unknown) => undefined;
+
 /** A question a page's run is paused on, and when it was asked. */
 interface PageQuestion {
   interaction: InteractionRef;
@@ -320,22 +324,24 @@ const questionsOf = (outcomes: (RunOutcome | undefined)[]): PageQuestion[] =>
 
 /**
  * The questions of this page whose workflow never opened (the emitter died between the episode and it): started,
- * so their ladder runs (rungs already due go out at once). One whose start is refused has its workflow running
- * (its emitter started it and failed to note it): noted here, so later passes leave it. Answers how many were
- * started.
+ * so their ladder runs (rungs already due go out at once). One found running (its emitter started it and failed to
+ * note it) is noted here, so later passes leave it. Answers how many were started.
  */
 async function startUnopened(
   deps: SweepDeps,
   questions: PageQuestion[],
   marked: Set<string>,
+  refused: Refused,
 ): Promise<number> {
   const unopened = questions.flatMap(({ interaction }) =>
     marked.has(interactionClaimKeys.opened(interaction.interactionId)) ? [] : [interaction],
   );
   let started = 0;
   await mapBounded(unopened, START_LANES, async (ref) => {
-    if (await startInteraction(deps.client, deps.taskQueue, ref)) started++;
-    else await deps.claims.noteOnce(interactionClaimKeys.opened(ref.interactionId), SWEEP_HOLDER, 'opened');
+    const opened = await startInteraction(deps.client, deps.taskQueue, ref).catch(refused);
+    if (opened) started++;
+    else if (opened === false)
+      await deps.claims.noteOnce(interactionClaimKeys.opened(ref.interactionId), SWEEP_HOLDER, 'opened');
   });
   return started;
 }
@@ -445,6 +451,7 @@ async function replayCloses(
   interactions: InteractionStore,
   since: Date,
   marked: Set<string>,
+  refused: Refused,
 ): Promise<number> {
   // Every answer of the window is looked at (closed ones are most of them), up to a pass's worth of replays.
   const missed: AnsweredInteraction[] = [];
@@ -464,10 +471,9 @@ async function replayCloses(
         if (!(err instanceof IllegalTransitionError)) throw err;
       }
     }
-    await signals.answered(ref, {
-      answeredBy: row.answeredBy ?? '',
-      at: (row.answeredAt ?? deps.now()).toISOString(),
-    });
+    await signals
+      .answered(ref, { answeredBy: row.answeredBy ?? '', at: (row.answeredAt ?? deps.now()).toISOString() })
+      .catch(refused);
   });
   return missed.length;
 }
@@ -480,6 +486,7 @@ async function replayStoreMarked(
   deps: SweepDeps,
   pass: SweepPass,
   progress: ReturnType<typeof heartbeats>,
+  refused: Refused,
 ): Promise<void> {
   // 6. Held pushes still owed past their time: their digest was lost (terminated, never started) or is
   //    waiting on renewed quiet hours. Offered again, once per person: a live digest already has them.
@@ -504,7 +511,7 @@ async function replayStoreMarked(
   // 8. Endpoints disabled for failing whose alert their disabler did not start (a crash, Temporal away).
   if (deps.endpoints && deps.endpointDisabled) {
     progress.beat({ phase: 'endpoint alerts', ...pass });
-    const raised = await raiseOwedDisabledAlerts(deps.endpoints, deps.endpointDisabled, deps.now());
+    const raised = await raiseOwedDisabledAlerts(deps.endpoints, deps.endpointDisabled, deps.now(), refused);
     if (raised) pass.disabledAlertsRaised = raised;
   }
 }
@@ -512,18 +519,24 @@ async function replayStoreMarked(
 /** The endpoint_disabled alerts one pass starts at most (each a Temporal start). */
 const DISABLED_ALERTS_PER_PASS = 100;
 
-/** Endpoints' disabled alerts still owed past their grace: started (a running or sent one is not doubled). */
+/**
+ * Endpoints' disabled alerts still owed past their grace: started (a running or sent one is not doubled). Answers
+ * how many were; a refused one stays owed.
+ */
 async function raiseOwedDisabledAlerts(
   endpoints: EndpointStore,
   raise: EndpointDisabledRaiser,
   now: Date,
+  refused: Refused,
 ): Promise<number> {
   const owing = await endpoints.owingDisabledAlerts(now, DISABLED_ALERTS_PER_PASS);
+  let raised = 0;
   await mapBounded(owing, START_LANES, async (endpoint) => {
-    await raise(endpoint, endpoint.disabling);
+    if (!(await raise(endpoint, endpoint.disabling).then(() => true, refused))) return;
     await endpoints.disabledAlertStarted(endpoint._id, endpoint.disabling.disabledAt);
+    raised++;
   });
-  return owing.length;
+  return raised;
 }
 
 /** A team's endpoints, read once a pass. */
@@ -548,6 +561,7 @@ async function announceVetoedPauses(
   teamEvents: TeamEventStore,
   endpointsOf: TeamEndpoints,
   events: TeamEvent[],
+  refused: Refused,
 ): Promise<number> {
   const owed: TeamEvent[] = [];
   for (const event of events) {
@@ -563,7 +577,7 @@ async function announceVetoedPauses(
     owed.filter((event) => !recorded.has(event.id)),
     START_LANES,
     async (event) => {
-      if (await raiseTeamEvent(deps.client, deps.taskQueue, event)) raised++;
+      if (await raiseTeamEvent(deps.client, deps.taskQueue, event).catch(refused)) raised++;
     },
   );
   return raised;
@@ -580,6 +594,7 @@ async function raiseOwedTeamEvents(
   endpointsOf: TeamEndpoints,
   since: Date,
   marked: Set<string>,
+  refused: Refused,
 ): Promise<number> {
   const perPass = deps.teamEventsPerPass ?? TEAM_EVENTS_PER_PASS;
   const owed: TeamEventHeader[] = [];
@@ -599,7 +614,7 @@ async function raiseOwedTeamEvents(
   const whole = await teamEvents.getMany(owed.map((row) => row._id));
   let raised = 0;
   await mapBounded(whole, START_LANES, async (row) => {
-    if (await raiseTeamEvent(deps.client, deps.taskQueue, teamEventOf(row))) raised++;
+    if (await raiseTeamEvent(deps.client, deps.taskQueue, teamEventOf(row)).catch(refused)) raised++;
   });
   return raised;
 }
@@ -620,6 +635,7 @@ async function releasedTeamEventsOutsideWindow(
   released: ReleasedTeamDelivery[],
   since: Date,
   marked: Set<string>,
+  refused: Refused,
 ): Promise<{ raised: number; gaveUp: number }> {
   // Per event: the endpoints released and still in no one's hand, its first release and its last.
   const byEvent = new Map<string, { endpointIds: string[]; first: number; last: number }>();
@@ -665,7 +681,7 @@ async function releasedTeamEventsOutsideWindow(
   }
   let raised = 0;
   await mapBounded(await teamEvents.getMany(raise), START_LANES, async (row) => {
-    if (await raiseTeamEvent(deps.client, deps.taskQueue, teamEventOf(row))) raised++;
+    if (await raiseTeamEvent(deps.client, deps.taskQueue, teamEventOf(row)).catch(refused)) raised++;
   });
   let gaveUp = 0;
   await mapBounded(giveUp, START_LANES, async ({ keys, result }) => {

@@ -478,7 +478,10 @@ export interface SweepPass {
    * was never staged). Absent before the sweep looked.
    */
   transitionsFinished?: number;
-  /** Owed episodes whose start Temporal refused (its limits): counted, tried again next pass (absent when none). */
+  /**
+   * Starts and signals Temporal answered and refused (its limits): episodes, questions' workflows, answers' closes,
+   * team events, endpoint alerts. Each stays owed, asked again next pass (absent when none).
+   */
   startsRefused?: number;
   /** Endpoints disabled for failing whose endpoint_disabled alert their disabler did not start: started (or found running). */
   disabledAlertsRaised?: number;
