@@ -246,16 +246,19 @@ function createClaimSettling({ claims, now }: ClaimContext) {
   };
 }
 
-/** A claim's state and, once settled, how it ended. */
-export type ClaimDescription = { state: ClaimState; result?: string };
-
-const describeRow = (row: ClaimRow | null): ClaimDescription => {
-  if (row === null) return { state: 'absent' };
-  return row.delivered ? { state: 'delivered', result: row.result ?? 'delivered' } : { state: 'pending' };
-};
+/**
+ * A claim's state and, once settled, how it ended; a pending one past its grace is `stale`: its holder is gone
+ * (a release lost), and the next tryMark takes it over.
+ */
+export type ClaimDescription = { state: ClaimState; result?: string; stale?: true };
 
 /** Whether an episode is in hand or settled, one key or a range at a time, and the reaping of expired rows. */
 function createClaimReads({ claims, now, isShielding }: ClaimContext) {
+  const describeRow = (row: ClaimRow | null, at: Date): ClaimDescription => {
+    if (row === null) return { state: 'absent' };
+    if (row.delivered) return { state: 'delivered', result: row.result ?? 'delivered' };
+    return isShielding(row, at) ? { state: 'pending' } : { state: 'pending', stale: true };
+  };
   const reads = {
     /** True for a delivered claim and for a pending one inside the grace: "someone has this in hand". */
     async isMarked(key: string): Promise<boolean> {
@@ -274,14 +277,15 @@ function createClaimReads({ claims, now, isShielding }: ClaimContext) {
 
     /** The state and, once settled, how it ended. */
     async describe(key: string): Promise<ClaimDescription> {
-      return describeRow(await claims.findOne({ _id: key }));
+      return describeRow(await claims.findOne({ _id: key }), now());
     },
 
     /** describe() for each key, in one read by _id. */
     async describeEach(keys: string[]): Promise<Map<string, ClaimDescription>> {
       const rows = keys.length ? await claims.find({ _id: { $in: keys } }).toArray() : [];
       const found = new Map(rows.map((row) => [row._id, row]));
-      return new Map(keys.map((key) => [key, describeRow(found.get(key) ?? null)]));
+      const at = now();
+      return new Map(keys.map((key) => [key, describeRow(found.get(key) ?? null, at)]));
     },
 
     /**

@@ -8,6 +8,7 @@ import { missedEvents } from '../activities/endpoint';
 import { endpointRecoverWorkflowId, workflowTypes, type EndpointRecoverInput } from '../contract/workflows';
 import { endpointDeliveryKey, interactionTeamEvent, type TeamEvent } from '../domain/teamEvents';
 import { createStores } from '../store';
+import type { ClaimRow } from '../store/claims';
 import { adminOf } from './support/admin';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, sweepActivitiesOf, type FamilyStack } from './support/familyStack';
@@ -176,6 +177,36 @@ describe('team endpoints: a recover', function () {
       await stack.client.workflow.getHandle(`team-event|${eventId}`).terminate('the test is done');
     } finally {
       await waiting.close();
+    }
+  });
+
+  it("sends an event whose delivery's claim was left pending by a holder long gone (its release lost): a dead claim is not one in hand", async () => {
+    const since = new Date();
+    const once = await CallbackReceiver.start();
+    try {
+      const endpointId = await answersEndpoint('dee', 'dead-claim', once.url);
+      const event = await recordedAnswer('dead-claim', 'dee', '', new Date().toISOString());
+      // Its delivery threw past its retries with the store away, and the release failed too: the claim stays
+      // pending, past the grace by an hour. The sweep does not raise it once the endpoint was disabled and
+      // enabled since, nor once the event is past its window: the recover is what is left.
+      const key = endpointDeliveryKey(event.id, endpointId);
+      await stack.mongo.db.collection<ClaimRow>('sent_notifications').insertOne({
+        _id: key,
+        holder: `team-event|${event.id}/gone`,
+        delivered: false,
+        sent_at: new Date(Date.now() - stack.config.claimGraceSeconds * 1000 - 3600_000),
+      });
+      const recover = await adminOf(stack.anonymous, 'dee', 'dead-claim').post(
+        `/api/v1/endpoints/${endpointId}/recover`,
+        { since: since.toISOString() },
+      );
+      assert.equal(recover.status, 202, recover.text);
+      const result = await stack.client.workflow.getHandle(recover.body.id).result();
+      assert.deepEqual(result, { found: 1, delivered: 1, failed: 0 });
+      assert.equal(once.received.length, 1, 'delivered once');
+      assert.deepEqual(await stack.stores.claims.describe(key), { state: 'delivered', result: 'delivered' });
+    } finally {
+      await once.close();
     }
   });
 

@@ -220,12 +220,14 @@ export async function missedEvents(
     const batch = owed.slice(from, from + RECOVER_CHECK_BATCH);
     // The claims in one read: most events were delivered, and a claim settled delivered says so even when the
     // attempt row was lost (it is written best effort: a store restarting as the receiver answers loses it).
-    // A claim in hand (pending) is a delivery still on its schedule: it is left to it, or the event would arrive
-    // twice (a Slack endpoint, without a webhook-id, could not even tell).
+    // A claim in hand (pending, within its grace) is a delivery still on its schedule: it is left to it, or the
+    // event would arrive twice (a Slack endpoint, without a webhook-id, could not even tell). One past its grace
+    // was left by a holder gone (its release lost): owed.
     const claims = await deps.claims.describeEach(batch.map(keyOf));
     const unsettled = batch.filter((event) => {
       const claim = claims.get(keyOf(event));
-      return claim?.state !== 'pending' && !(claim?.state === 'delivered' && claim.result === 'delivered');
+      const inHand = claim?.state === 'pending' && !claim.stale;
+      return !inHand && !(claim?.state === 'delivered' && claim.result === 'delivered');
     });
     const lastDelivered = await mapBounded(unsettled, LAST_ATTEMPT_READS_IN_FLIGHT, async (event) => {
       const [last] = await deps.endpointAttempts.listForEpisode(keyOf(event), 1);
