@@ -262,6 +262,16 @@ export function usageBeforeEnd(
   return budgetAlerts({ ...state, spent: Math.max(state.spent, spent) });
 }
 
+/**
+ * A spend report lower than the spend counted: told out of order (another process's batch, written earlier).
+ * Spend is cumulative, so it says nothing new of it; taken as is it would lower the count, and the budget alerts a
+ * pause holds back for its resume would never come.
+ */
+export function lowersSpend(state: HealthState, event: ObservedEvent): boolean {
+  const spent = event.data?.spent;
+  return event.type === 'usage' && typeof spent === 'number' && spent < state.spent;
+}
+
 /** The state with a status change's write time noted (toldOutOfOrder reads it). */
 export function noteStatusWritten(state: HealthState, event: ObservedEvent): HealthState {
   if (!changesStatus(event.type) || typeof event.writtenAt !== 'number') return state;

@@ -304,6 +304,42 @@ describe('run health fed in batches', function () {
     assert.equal((await unbatched.get(`/api/v1/runs/${id}/health`)).body.spent, 12);
   });
 
+  it('spend told to health out of order while the run is paused (two processes) never lowers what it counted: the resume alerts it', async () => {
+    const created = await unbatched.post('/api/v1/runs', {
+      title: 'Spent while paused',
+      budget: { limit: 10 },
+    });
+    const id = created.body.id as string;
+    assert.equal((await unbatched.post(`/api/v1/runs/${id}/soft-pause`, {})).status, 200);
+    // 7 written first by a process that tells health late; 9 written after it by one that tells at once.
+    const { service: slowTeller, release: releaseSpend } = lateTeller();
+    const earlier = slowTeller.recordEvent({ userId: 'alice', teamId: 'acme' }, id, 'usage', { spent: 7 });
+    await waitUntil('the earlier spend in the store', async () =>
+      (await stack.stores.events.listForRun(id)).some((e) => e.type === 'usage'),
+    );
+    assert.equal(
+      (await unbatched.post(`/api/v1/runs/${id}/events`, { type: 'usage', spent: 9 })).status,
+      201,
+    );
+    await waitUntil('health counted the later spend', async () => {
+      const health = (await unbatched.get(`/api/v1/runs/${id}/health`)).body as { spent?: number };
+      return health.spent === 9;
+    });
+    releaseSpend();
+    await earlier; // its signal sent: health takes it before the resume's
+    assert.equal((await unbatched.post(`/api/v1/runs/${id}/resume`, {})).status, 200);
+    await waitUntil(
+      'the warning its spend while paused earned',
+      () => alertsOf(id).includes('budget_warning'),
+      {
+        timeoutMs: 20_000,
+      },
+    );
+    recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-spend-never-lowers.json');
+    assert.deepEqual(alertsOf(id), ['budget_warning']);
+    assert.equal((await unbatched.get(`/api/v1/runs/${id}/health`)).body.spent, 9);
+  });
+
   it('a pause told to health after the resume that followed it (two processes) leaves the run active: it stalls', async function () {
     this.timeout(120_000);
     const created = await unbatched.post('/api/v1/runs', { title: 'Paused, resumed, its pause told late' });

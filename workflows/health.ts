@@ -7,6 +7,7 @@ import {
   countedBeforeStall,
   fireStall,
   initialHealth,
+  lowersSpend,
   noteStatusWritten,
   observe,
   observedAt,
@@ -104,6 +105,12 @@ export const HEALTH_USAGE_BEFORE_END_PATCH = 'health-usage-before-end-counted';
  * and event ids deduping what went. Before, they were lost: the state said alerted. Only such a resume reaches it.
  */
 export const HEALTH_HANDS_OFF_SAVED_ALERTS_PATCH = 'health-hands-off-saved-alerts';
+
+/**
+ * Marks histories in which a spend report lower than the spend counted (told out of order by two processes) keeps
+ * the count: taken as is, it lowered it, and the budget alerts held back while paused were lost at the resume.
+ */
+export const HEALTH_SPEND_NEVER_LOWERS_PATCH = 'health-spend-never-lowers';
 
 /** How often a run that keeps reporting usage has its settings (its budget) read again. */
 const SETTINGS_REFRESH_MS = 60_000;
@@ -266,7 +273,10 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
       )
         await refreshSettings();
       while (inbox.length) {
-        const event = inbox.shift()!;
+        let event = inbox.shift()!;
+        // Only a lower report reaches the patch check: other histories replay unchanged.
+        if (lowersSpend(state, event) && patched(HEALTH_SPEND_NEVER_LOWERS_PATCH))
+          event = { ...event, data: { ...event.data, spent: state.spent } };
         if (batched && countedBeforeStall(state, event) && patched(HEALTH_COUNTED_EVENTS_PATCH)) {
           handled++;
           continue;
