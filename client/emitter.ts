@@ -29,6 +29,8 @@ import { startUnlessRunning } from './startUnlessRunning';
 export interface EmitResult {
   episodeId: string;
   kind: RunOutcome['kind'];
+  /** When it happened, as the run's write says (ISO): the pause's or the end's. */
+  occurredAt: string;
   /** False when the episode workflow already existed: this emit was a no-op. */
   started: boolean;
 }
@@ -150,7 +152,7 @@ export function createOutcomeEmitter(deps: {
         interaction && startQuestion(run, interaction),
       ]);
       if (started) deps.metrics?.episodeStarted(deps.emitter ?? 'api', outcome.kind);
-      return { episodeId: outcome.episodeId, kind: outcome.kind, started };
+      return { episodeId: outcome.episodeId, kind: outcome.kind, occurredAt: outcome.occurredAt, started };
     },
   };
 }

@@ -23,7 +23,8 @@ export type RunnerEmitResult = { emitted: false; reason: string } | ({ emitted: 
 
 /**
  * Emits the run's outcome for a final disposition. With a health signaler, the runner's view of the run's end
- * reaches its health workflow too (the API never saw it when the run ended on a runner pod).
+ * reaches its health workflow too (the API never saw it when the run ended on a runner pod), with when the end was
+ * written: spend written before it and told after it is still counted.
  */
 export async function emitFromRunner(
   emitter: OutcomeEmitter,
@@ -37,7 +38,8 @@ export async function emitFromRunner(
   if (!result)
     return { emitted: false, reason: 'the run owes no outcome (unknown to this team, or running)' };
   if (health && result.kind !== 'run_paused') {
-    await health.observe({ _id: message.runId, teamId: message.teamId }, [{ type: result.kind }]);
+    const writtenAt = Date.parse(result.occurredAt);
+    await health.observe({ _id: message.runId, teamId: message.teamId }, [{ type: result.kind, writtenAt }]);
   }
   return { emitted: true, ...result };
 }

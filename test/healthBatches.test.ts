@@ -5,7 +5,9 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { temporal } from '@temporalio/proto';
+import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
 import { createHealthSignaler, healthOptions } from '../client/health';
+import { emitFromRunner } from '../client/runner';
 import { healthWorkflowId } from '../contract/workflows';
 import { mapBounded } from '../platform/concurrency';
 import type { OperatorAlert } from '../domain/ops';
@@ -338,6 +340,58 @@ describe('run health fed in batches', function () {
     recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-spend-never-lowers.json');
     assert.deepEqual(alertsOf(id), ['budget_warning']);
     assert.equal((await unbatched.get(`/api/v1/runs/${id}/health`)).body.spent, 9);
+  });
+
+  it("spend written before the run's end, told to health after a runner reported that end, is alerted: the runner's end says when it was written", async () => {
+    const created = await unbatched.post('/api/v1/runs', {
+      title: 'Spent, then ended on a runner',
+      budget: { limit: 10 },
+    });
+    const id = created.body.id as string;
+    const caller = { userId: 'alice', teamId: 'acme' };
+    const { service: slowTeller, release: releaseSpend } = lateTeller();
+    const spent = slowTeller.recordEvent(caller, id, 'usage', { spent: 12 });
+    await waitUntil('the spend in the store', async () =>
+      (await stack.stores.events.listForRun(id)).some((e) => e.type === 'usage'),
+    );
+    // The end is written by a process whose signal is late too; the runner pod that ran it reports it first.
+    const { service: slowEnder, release: releaseEnd } = lateTeller();
+    const ended = slowEnder.cancel(caller, id);
+    await waitUntil(
+      'the end in the store',
+      async () => (await stack.stores.runs.getById(id))?.status === 'cancelled',
+    );
+    const runnerHealth = createHealthSignaler({
+      client: stack.client,
+      taskQueue: stack.config.temporalTaskQueue,
+      options: healthOptions(stack.config),
+      batchMs: 0,
+      onError: () => undefined,
+    });
+    const emitter = createOutcomeEmitter({
+      client: stack.client,
+      taskQueue: stack.config.temporalTaskQueue,
+      runs: stack.stores.runs,
+      options: episodeOptions(stack.config),
+    });
+    const reported = await emitFromRunner(
+      emitter,
+      { runId: id, teamId: 'acme', disposition: 'cancelled' },
+      runnerHealth,
+    );
+    assert.equal(reported.emitted, true, JSON.stringify(reported));
+    await waitUntil('health saw the end', async () => {
+      const health = await unbatched.get(`/api/v1/runs/${id}/health`);
+      return health.body.phase === 'terminal';
+    });
+    releaseSpend();
+    await spent;
+    await waitUntil('its budget alerts', () => alertsOf(id).includes('budget_exceeded'), {
+      timeoutMs: 20_000,
+    });
+    releaseEnd();
+    await ended;
+    assert.deepEqual(alertsOf(id), ['budget_exceeded', 'budget_warning']);
   });
 
   it('a pause told to health after the resume that followed it (two processes) leaves the run active: it stalls', async function () {
