@@ -9,6 +9,7 @@ import { endpointRecoverWorkflowId, workflowTypes, type EndpointRecoverInput } f
 import { endpointDeliveryKey, interactionTeamEvent, type TeamEvent } from '../domain/teamEvents';
 import { createStores } from '../store';
 import type { ClaimRow } from '../store/claims';
+import type { TeamEventRow } from '../store/endpoint/teamEvents';
 import { adminOf } from './support/admin';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, sweepActivitiesOf, type FamilyStack } from './support/familyStack';
@@ -401,6 +402,37 @@ describe('team endpoints: a recover', function () {
       // each event not settled delivered: nothing per event delivered.
       assert.ok(commands <= 5 + missed.length, `${commands} store commands for ${ids.length} events`);
     });
+  });
+
+  it("reads on past a window's first 50,000 events: one missed after them is found", async () => {
+    const since = new Date();
+    const endpointId = await answersEndpoint('pat', 'past-many', receiver.url);
+    const endpoint = (await stack.stores.endpoints.get('past-many', endpointId))!;
+    // 50,000 of its type recorded in the window that happened before it was created: none owed to it.
+    const before = new Date(endpoint.createdAt.getTime() - 3600_000).toISOString();
+    const recordedAt = new Date(endpoint.createdAt.getTime() + 1);
+    const rows = Array.from({ length: 50_000 }, (_, i) => ({
+      _id: `ev:pre${i}`,
+      type: 'interaction.answered' as const,
+      teamId: 'past-many',
+      runId: `run_pre${i}`,
+      run: { id: `run_pre${i}`, status: 'running' as const, title: 'pre' },
+      data: {},
+      occurredAt: before,
+      sequence: 0,
+      recordedAt,
+    }));
+    for (let from = 0; from < rows.length; from += 5000)
+      await stack.mongo.db.collection<TeamEventRow>('team_events').insertMany(rows.slice(from, from + 5000));
+    const missed = await recordedAnswer('past-many', 'pat', '', new Date().toISOString());
+    const found = await missedEvents(stack.stores, {
+      teamId: 'past-many',
+      endpointId,
+      since: since.toISOString(),
+      until: new Date(Date.now() + 1000).toISOString(),
+      maxSends: 1000,
+    });
+    assert.deepEqual(found, [missed.id]);
   });
 
   it("lists only the endpoint's types, and never an event's body: other types' finished runs with long answers cost it nothing", async () => {

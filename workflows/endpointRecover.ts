@@ -7,8 +7,11 @@ import type { EndpointRecoverInput, EndpointRecoverResult } from '../contract/wo
 import { heldWaitSeconds } from '../domain/callback';
 import { callbackAttemptCalls, localStoreCalls, outlastingStoreOutages } from './common';
 
+// The listing reads the whole window a page at a time (a busy team's may hold millions of events), heartbeating
+// each page. Timeouts are not compared on replay.
 const listing = proxyActivities<Activities>({
-  startToCloseTimeout: '2 minutes',
+  startToCloseTimeout: '30 minutes',
+  heartbeatTimeout: '1 minute',
   retry: { initialInterval: '2 seconds', maximumAttempts: 5 },
 });
 

@@ -27,6 +27,7 @@ import type { RateLimitStore } from '../../store/rateLimits';
 import type { RunStore } from '../../store/runs';
 import { mapBounded } from '../../platform/concurrency';
 import { withDeadline } from '../../platform/deadline';
+import { activityContext } from '../activityContext';
 import {
   logAttempt,
   RECORD_DEADLINE_MS,
@@ -75,9 +76,7 @@ export const endpointRateWindows = (perSecond: number) => [
 export const endpointRateKey = (endpointId: string, suffix: string): string =>
   `endpoint-rate|${endpointId}|${suffix}`;
 
-/** The most events one recover reads from its window. */
-const RECOVER_READ_MAX = 50_000;
-/** Events whose claims a recover reads at once (one read by _id each batch). */
+/** Events whose claims a recover reads at once (one read by _id each page of its window). */
 const RECOVER_CHECK_BATCH = 500;
 /** The last attempts of events not settled delivered, read side by side (one indexed read each). */
 const LAST_ATTEMPT_READS_IN_FLIGHT = 8;
@@ -206,18 +205,19 @@ export async function missedEvents(
 ): Promise<string[]> {
   const endpoint = await deps.endpoints.get(input.teamId, input.endpointId);
   if (!endpoint) return [];
-  const events = await deps.teamEvents.listForTeam(
+  const pages = deps.teamEvents.listForTeam(
     input.teamId,
     endpoint.eventTypes,
     new Date(input.since),
     new Date(input.until),
-    RECOVER_READ_MAX,
+    RECOVER_CHECK_BATCH,
   );
-  const owed = events.filter((event) => new Date(event.occurredAt).getTime() >= endpoint.createdAt.getTime());
   const keyOf = (event: TeamEventHeader) => endpointDeliveryKey(event._id, endpoint._id);
   const missed: string[] = [];
-  for (let from = 0; from < owed.length && missed.length < input.maxSends; from += RECOVER_CHECK_BATCH) {
-    const batch = owed.slice(from, from + RECOVER_CHECK_BATCH);
+  // The whole window, a page at a time, until it holds maxSends missed: a busy team's window may hold millions.
+  for await (const page of pages) {
+    activityContext()?.heartbeat();
+    const batch = page.filter((event) => Date.parse(event.occurredAt) >= endpoint.createdAt.getTime());
     // The claims in one read: most events were delivered, and a claim settled delivered says so even when the
     // attempt row was lost (it is written best effort: a store restarting as the receiver answers loses it).
     // A claim in hand (pending, within its grace) is a delivery still on its schedule: it is left to it, or the
@@ -237,6 +237,7 @@ export async function missedEvents(
       if (missed.length >= input.maxSends) break;
       if (!lastDelivered[i]) missed.push(event._id);
     }
+    if (missed.length >= input.maxSends) break;
   }
   return missed;
 }

@@ -99,24 +99,24 @@ export function createTeamEventStore(db: Db) {
     },
 
     /**
-     * A team's events of these types recorded in [since, until), oldest first, at most `limit` (an endpoint's
-     * recover): what tells them apart, never their bodies (a finished run's answer is up to 1 MB).
+     * A team's events of these types recorded in [since, until), oldest first, in pages of `pageSize` (an
+     * endpoint's recover): one cursor, a batch per page, so a caller that found enough leaves the rest unread;
+     * what tells them apart, never their bodies (a finished run's answer is up to 1 MB).
      */
-    async listForTeam(
+    listForTeam(
       teamId: string,
       types: SubscribableEventType[],
       since: Date,
       until: Date,
-      limit: number,
-    ): Promise<TeamEventHeader[]> {
-      return rows
+      pageSize: number,
+    ): AsyncGenerator<TeamEventHeader[]> {
+      const cursor = rows
         .find<TeamEventHeader>(
           { teamId, recordedAt: { $gte: since, $lt: until }, type: { $in: types } },
-          { projection: HEADER },
+          { projection: HEADER, batchSize: pageSize },
         )
-        .sort({ recordedAt: 1, _id: 1 })
-        .limit(limit)
-        .toArray();
+        .sort({ recordedAt: 1, _id: 1 });
+      return inPages<TeamEventHeader>(cursor, pageSize);
     },
 
     /**

@@ -229,10 +229,9 @@ export const QUERY_INVENTORY: QueryEntry[] = [
       type: { $in: ['run.failed', 'run.finished'] },
     },
     sort: { recordedAt: 1, _id: 1 },
-    limit: 50_000,
     index: 'team_recorded',
     hot: true,
-    note: "an endpoint's recover: the team's events of its types in its window, oldest first, without their bodies",
+    note: "an endpoint's recover: the team's events of its types in its window, oldest first, a page of 500 at a time, without their bodies",
   },
   {
     module: 'endpoint/teamEvents',
