@@ -6,6 +6,7 @@ import type { ApiHandle } from '../api/server';
 import type { Config } from '../config';
 import type { Mongo } from '../store/mongo';
 import type { Stores } from '../store';
+import { createPushSubscriptionStore } from '../store/push/subscriptions';
 import { claimKeys } from '../domain/outcome';
 import { ApiClient, openStores, startTestApi, temporalClient } from './support/harness';
 import { adminOf } from './support/admin';
@@ -147,6 +148,48 @@ describe('abuse limits', function () {
     const relogin = await subscribe(anonymous.as('carol2', 'acme'), victim);
     assert.equal(relogin.status, 200, relogin.text);
     assert.equal((await stores.pushSubscriptions.listForUsers(['carol2'])).length, 1);
+  });
+
+  it('a registration whose row a prune removed between its read and its write stores it: nobody holds it, so it is no 409', async () => {
+    /** The store over a database whose next conditional write to push_subscriptions first deletes the row (a prune). */
+    const racedByPrune = () => {
+      let armed = true;
+      const db = new Proxy(mongo.db, {
+        get(target, prop, receiver) {
+          if (prop !== 'collection') return Reflect.get(target, prop, receiver);
+          return (name: string) => {
+            const collection = target.collection<{ _id: string }>(name);
+            if (name !== 'push_subscriptions') return collection;
+            return new Proxy(collection, {
+              get(coll, key, r) {
+                if (key !== 'updateOne') return Reflect.get(coll, key, r);
+                return async (filter: { _id: string }, ...rest: unknown[]) => {
+                  if (armed) {
+                    armed = false;
+                    await coll.deleteOne({ _id: filter._id });
+                  }
+                  return (coll.updateOne as (...a: unknown[]) => Promise<unknown>)(filter, ...rest);
+                };
+              },
+            });
+          };
+        },
+      });
+      return createPushSubscriptionStore(db);
+    };
+    const sub = (name: string) => ({
+      endpoint: `https://push.example.com/raced-${name}`,
+      keys: { p256dh: 'p256dh-raced', auth: `auth-${name}` },
+    });
+    const owner = (userId: string) => ({ userId, teamId: 'acme' });
+    // The user's own row, pruned as they register it again (another tab, a new key).
+    await stores.pushSubscriptions.upsert(owner('rae'), sub('own'), new Date());
+    assert.equal(await racedByPrune().register(owner('rae'), sub('own'), new Date(), 3), 'created');
+    assert.equal((await stores.pushSubscriptions.listForUser('rae', 10)).rows.length, 1);
+    // Another user's row with the same browser's keys, pruned as it moves here.
+    await stores.pushSubscriptions.upsert(owner('old'), sub('moved'), new Date());
+    assert.equal(await racedByPrune().register(owner('ray'), sub('moved'), new Date(), 3), 'created');
+    assert.equal((await stores.pushSubscriptions.listForUser('ray', 10)).rows.length, 1);
   });
 
   it('test pushes are rate-limited per user, across API processes: 429 with Retry-After', async () => {

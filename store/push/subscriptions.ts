@@ -198,6 +198,9 @@ function unresolvedStreak(subs: Collection<PushSubscriptionRow>) {
 
 export type RegisterResult = 'created' | 'updated' | 'held_by_another_user' | 'limit_reached';
 
+/** Reads a registration makes again when the row it read was gone or moved at its write (a prune, a delete). */
+const REGISTER_TRIES = 3;
+
 /**
  * The route's upsert, with the abuse guards: a row of another user is taken over only with the same keys.auth
  * (the browser that holds the subscription), and a user holds at most `maxPerUser` rows.
@@ -205,7 +208,8 @@ export type RegisterResult = 'created' | 'updated' | 'held_by_another_user' | 'l
  * The cap holds under concurrency on FerretDB v1 and MongoDB alike: a row new to the user first takes one of
  * the user's slots, and a slot is taken by an insert on its unique _id (store/slots.ts), the one write that is
  * exclusive on both servers. Counting the user's rows and then writing let racing registrations all pass the
- * count. A refusal stores nothing; a registration that loses after taking a slot gives it back.
+ * count. A refusal stores nothing; a registration that loses after taking a slot gives it back. A row that went
+ * or moved between the read and the write (pruned, deleted in another tab) is read again: nobody may hold it.
  */
 async function register(
   db: Db,
@@ -216,14 +220,30 @@ async function register(
   /** What the device list shows for it (from the User-Agent when it subscribed). */
   label?: string,
 ): Promise<RegisterResult> {
+  for (let tried = 1; ; tried++) {
+    const result = await registerOnce(db, owner, subscription, now, maxPerUser, label);
+    if (result !== 'raced') return result;
+    if (tried >= REGISTER_TRIES) return 'held_by_another_user';
+  }
+}
+
+/** register's one try: 'raced' when the row it read was gone or moved at its conditional write. */
+async function registerOnce(
+  db: Db,
+  owner: { userId: string; teamId: string },
+  subscription: { endpoint: string; keys: { p256dh: string; auth: string } },
+  now: Date,
+  maxPerUser: number,
+  label?: string,
+): Promise<RegisterResult | 'raced'> {
   const subs = db.collection<PushSubscriptionRow>('push_subscriptions');
   const _id = subscriptionId(subscription.endpoint);
   const update = rowUpdate(owner, subscription, now, label);
-  /** The row, if it is this user's; gone or moved meanwhile: the caller may register again. */
+  /** The row, if it is this user's; gone or moved meanwhile: raced. */
   const updateOwn = async () =>
     (await subs.updateOne({ _id, userId: owner.userId }, update)).matchedCount === 1
-      ? 'updated'
-      : 'held_by_another_user';
+      ? ('updated' as const)
+      : ('raced' as const);
   const existing = await subs.findOne({ _id }, { projection: { userId: 1, 'keys.auth': 1, slotId: 1 } });
   if (existing?.userId === owner.userId) return updateOwn(); // already the user's: it holds its slot
   if (existing && existing.keys.auth !== subscription.keys.auth) return 'held_by_another_user';
@@ -242,7 +262,7 @@ async function register(
       );
       if (moved.matchedCount !== 1) {
         await releaseSlot(db, slot._id);
-        return 'held_by_another_user';
+        return 'raced';
       }
       if (existing.slotId) await releaseSlot(db, existing.slotId);
       return 'updated';
