@@ -27,7 +27,7 @@ export interface ObservedRun {
 export const MAX_EVENTS_PER_BATCH = 500;
 /** Runs a process holds events for; past it, a run's events go unbatched, as they come. */
 export const MAX_RUNS_HELD = 1_000;
-/** Tries of a run's events before they are dropped (reported): about 20 minutes of Temporal away. */
+/** Tries of a run's newest events before they are dropped (reported): about 20 minutes of Temporal away. */
 export const MAX_SEND_TRIES = 20;
 /** The longest wait before a failed batch goes again. */
 const RETRY_MAX_MS = 60_000;
@@ -70,8 +70,10 @@ interface Held {
   run: ObservedRun;
   events: ObservedEvent[];
   cancelTimer: () => void;
-  /** Tries that failed of the oldest events held (0: none failed). */
+  /** Tries that failed of the oldest events held (0: none failed): how long the next try waits. */
   failures: number;
+  /** Tries that failed of the newest events held: they are dropped after their own MAX_SEND_TRIES, not the oldest's. */
+  newestFailures: number;
 }
 
 /** A batch queued behind one that failed: held with it for its next try, not sent. */
@@ -119,6 +121,7 @@ export function createEventBatcher(deps: {
       const failed = held.get(run._id);
       if (!failed?.failures) return deps.send(run, events);
       failed.events = mergeBounded(failed.events, events);
+      failed.newestFailures = 0;
       throw new HeldBehindFailure();
     });
     const settled = sent.then(
@@ -138,21 +141,31 @@ export function createEventBatcher(deps: {
         () => void flush(run._id).catch((err) => deps.onError(run._id, err)),
         ms,
       );
-      batch = { run, events: [], cancelTimer, failures: 0 };
+      batch = { run, events: [], cancelTimer, failures: 0, newestFailures: 0 };
       held.set(run._id, batch);
     }
     batch.run = run;
     return batch;
   }
 
-  /** Sends the events; failed, they are held again for their next try (none past the last, nor past the bound). */
-  function sendOrHoldAgain(run: ObservedRun, events: ObservedEvent[], failures: number): Promise<void> {
+  /**
+   * Sends the events; failed, they are held again for their next try (none past their newest's last, nor past the
+   * bound). `failures` counts the oldest's tries, `newestFailures` the newest's.
+   */
+  function sendOrHoldAgain(
+    run: ObservedRun,
+    events: ObservedEvent[],
+    { failures, newestFailures }: Pick<Held, 'failures' | 'newestFailures'>,
+  ): Promise<void> {
     return sendInOrder(run, events).catch((err: unknown) => {
       if (err instanceof HeldBehindFailure) throw err;
       const tries = failures + 1;
-      if (tries < MAX_SEND_TRIES && (held.has(run._id) || held.size < MAX_RUNS_HELD)) {
+      const newestTries = newestFailures + 1;
+      if (newestTries < MAX_SEND_TRIES && (held.has(run._id) || held.size < MAX_RUNS_HELD)) {
         const waitMs = Math.min(Math.max(deps.windowMs, 1000) * 2 ** (tries - 1), RETRY_MAX_MS);
         const batch = holding(run, waitMs);
+        // Events held since this send are newer still: their tries stay theirs.
+        if (!batch.events.length) batch.newestFailures = newestTries;
         batch.events = mergeBounded(events, batch.events);
         batch.failures = Math.max(batch.failures, tries);
       }
@@ -165,7 +178,7 @@ export function createEventBatcher(deps: {
     if (!batch) return sending.get(runId) ?? Promise.resolve();
     held.delete(runId);
     batch.cancelTimer();
-    return sendOrHoldAgain(batch.run, batch.events, batch.failures);
+    return sendOrHoldAgain(batch.run, batch.events, batch);
   }
 
   return {
@@ -174,11 +187,12 @@ export function createEventBatcher(deps: {
       const stamped = events.map((event) => ({ ...event, at }));
       // Unbatched (or past the bound), a run's events go at once, unless some failed and wait for their next try.
       if (!held.has(run._id) && (deps.windowMs === 0 || held.size >= MAX_RUNS_HELD)) {
-        await sendOrHoldAgain(run, stamped, 0);
+        await sendOrHoldAgain(run, stamped, { failures: 0, newestFailures: 0 });
         return;
       }
       const batch = holding(run, deps.windowMs);
       batch.events.push(...stamped);
+      batch.newestFailures = 0;
       const full = batch.events.length >= MAX_EVENTS_PER_BATCH;
       // Events waiting for a failed batch's next try wait with it, bounded, however many come meanwhile.
       if (events.some((e) => changesStatus(e.type)) || (full && !batch.failures)) await flush(run._id);

@@ -201,7 +201,33 @@ describe('the run-health event batcher', () => {
     assert.deepEqual(sent, [['usage', 'run_finished']]);
   });
 
-  it('a batch that keeps failing is dropped after its last try, and never holds more than a batch', async () => {
+  it('events that join a failing batch get tries of their own: a crossing observed late in an outage goes once Temporal is back', async () => {
+    let down = true;
+    const delivered: ObservedEvent[] = [];
+    const { batcher, advance } = batcherOn(0, async (_run, events) => {
+      if (down) throw new Error('temporal unreachable');
+      delivered.push(...events);
+    });
+    await batcher.observe(run('r1'), [{ type: 'usage', data: { spent: 1 } }]).catch(() => undefined);
+    // Tried and failed until one try is left for these first events; then the crossing joins them.
+    for (let i = 0; i < MAX_SEND_TRIES - 2; i++) {
+      advance(60_000);
+      await flushed();
+    }
+    await batcher.observe(run('r1'), [{ type: 'usage', data: { spent: 12 } }]);
+    advance(60_000);
+    await flushed();
+    down = false;
+    advance(60_000);
+    await flushed();
+    assert.deepEqual(
+      delivered.map((e) => e.data?.spent),
+      [1, 12],
+      'the first events past their last try go with the crossing',
+    );
+  });
+
+  it("a batch that keeps failing is dropped after its newest events' last try, and never holds more than a batch", async () => {
     const sizes: number[] = [];
     const { batcher, advance, errors, pending } = batcherOn(0, async (_run, events) => {
       sizes.push(events.length);
@@ -215,8 +241,9 @@ describe('the run-health event batcher', () => {
       await flushed();
     }
     assert.equal(pending(), 0, 'given up');
-    assert.equal(sizes.length, MAX_SEND_TRIES, 'each try one send');
+    // The steps' first try, then the pause (joined after it) with the steps: its own tries.
+    assert.equal(sizes.length, 1 + MAX_SEND_TRIES, 'each try one send');
     assert.ok(Math.max(...sizes) <= MAX_EVENTS_PER_BATCH + 1, String(Math.max(...sizes)));
-    assert.equal(errors.length, MAX_SEND_TRIES - 2, 'the first try and the pause told their callers');
+    assert.equal(errors.length, MAX_SEND_TRIES - 1, 'the first try and the pause told their callers');
   });
 });
