@@ -41,7 +41,7 @@ import type { ClaimStore, ReleasedEpisode, ReleasedTeamDelivery } from '../store
 import type { PushDeliveryStore } from '../store/push/deliveries';
 import type { CallbackAttemptStore } from '../store/callback/attempts';
 import { raiseTeamEvent } from '../client/teamEvents';
-import { RAISED_AGAIN_WITHIN_SECONDS, type RunOutcome } from '../domain/outcome';
+import { claimKeys, RAISED_AGAIN_WITHIN_SECONDS, type RunOutcome } from '../domain/outcome';
 import { endpointDeliveryKey, type TeamEvent } from '../domain/teamEvents';
 import {
   owedTeamEvent,
@@ -245,7 +245,7 @@ export function createSweepActivities(deps: SweepDeps) {
           pass.scanned += outside.scanned;
           pass.unsettled += outside.unsettled;
           await startOwed(outside.replay);
-          const gaveUp = await giveUpReleased(deps.claims, outside.giveUp, marked);
+          const gaveUp = await giveUpReleased(deps, outside.giveUp, marked);
           if (gaveUp) pass.gaveUpReleased = gaveUp;
         }
 
@@ -390,22 +390,29 @@ async function releasedOutsideWindow(
   };
 }
 
-/** Settles the families of these episodes still unsettled as given up (RELEASED_PAST_REACH); answers how many. */
+/**
+ * Settles the families of these episodes still unsettled as given up (RELEASED_PAST_REACH); a callback's newest
+ * attempt is marked given up too, so a callback recover finds it. Answers how many episodes were.
+ */
 async function giveUpReleased(
-  claims: ClaimStore,
+  deps: Pick<SweepDeps, 'claims' | 'callbackAttempts'>,
   episodes: OwedEpisode[],
   marked: Set<string>,
 ): Promise<number> {
   let gaveUp = 0;
   await mapBounded(episodes, START_LANES, async (episode) => {
     const keys = episode.keys.filter((key) => !marked.has(key));
-    if (await giveUpKeys(claims, keys, RELEASED_PAST_REACH)) gaveUp++;
+    const settled = await giveUpKeys(deps.claims, keys, RELEASED_PAST_REACH);
+    if (!settled.length) return;
+    gaveUp++;
+    if (settled.includes(claimKeys.callback(episode.episodeId)))
+      await deps.callbackAttempts.markNewestGaveUp(episode.episodeId);
   });
   return gaveUp;
 }
 
-/** Settles these claims given up, as `result` says; true when one of them was. */
-async function giveUpKeys(claims: ClaimStore, keys: string[], result: string): Promise<boolean> {
+/** Settles these claims given up, as `result` says; answers those it settled. */
+async function giveUpKeys(claims: ClaimStore, keys: string[], result: string): Promise<string[]> {
   // Taken like any claim (a stale one taken over), then settled: a holder that came back meanwhile keeps it.
   const settled = await Promise.all(
     keys.map(
@@ -413,7 +420,7 @@ async function giveUpKeys(claims: ClaimStore, keys: string[], result: string): P
         (await claims.tryMark(key, SWEEP_HOLDER)) && claims.markDelivered(key, SWEEP_HOLDER, result),
     ),
   );
-  return settled.some(Boolean);
+  return keys.filter((_, i) => settled[i]);
 }
 
 /**
@@ -685,7 +692,7 @@ async function releasedTeamEventsOutsideWindow(
   });
   let gaveUp = 0;
   await mapBounded(giveUp, START_LANES, async ({ keys, result }) => {
-    if (await giveUpKeys(deps.claims, keys, result)) gaveUp++;
+    if ((await giveUpKeys(deps.claims, keys, result)).length) gaveUp++;
   });
   return { raised, gaveUp };
 }

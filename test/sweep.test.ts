@@ -10,6 +10,7 @@ import { interactionClaimKeys } from '../domain/interaction';
 import type { Run } from '../domain/run';
 import { owedEpisode, type SweepFamilies } from '../domain/sweep';
 import { ensureAllIndexes } from '../store';
+import { createCallbackAttemptStore } from '../store/callback/attempts';
 import { createClaimStore, type ClaimRow } from '../store/claims';
 import { openStores, startTestWorker, temporalClient } from './support/harness';
 import { sweepActivitiesOn } from './support/sweep';
@@ -380,6 +381,36 @@ describe('the reconciliation sweep at scale', function () {
         await sweep.sweepOnce(),
         { scanned: 0, unsettled: 0, started: 0 },
         'settled: left alone, its run not even read',
+      );
+    });
+
+    it('a callback given up past the reach is one a callback recover finds: its last attempt is marked given up', async () => {
+      const now = new Date();
+      const { sweep, owed } = await endedWithReleases('released_recovered', now, [
+        hoursAgo(now, 4.5),
+        hoursAgo(now, 2.5),
+      ]);
+      const attempts = createCallbackAttemptStore(mongo.db(`${config.mongoDb}_released_recovered`));
+      // Its last attempt: the receiver answered 503, and the schedule had more to go when the branch released.
+      await attempts.recordOnce(
+        {
+          episodeId: owed.episodeId,
+          runId: owed.outcome.runId,
+          teamId: owed.outcome.teamId,
+          at: hoursAgo(now, 5),
+          durationMs: 20,
+          result: 'retry',
+          status: 503,
+          trigger: 'episode',
+        },
+        1,
+      );
+      const pass = await sweep.sweepOnce();
+      assert.equal(pass.gaveUpReleased, 1, JSON.stringify(pass));
+      const { rows } = await attempts.listGaveUp(owed.outcome.teamId, hoursAgo(now, 24), now, 10);
+      assert.deepEqual(
+        rows.map((row) => row.episodeId),
+        [owed.episodeId],
       );
     });
 

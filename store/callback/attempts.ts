@@ -170,6 +170,17 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
     },
 
     /**
+     * The sweep gave the episode's callback up past its reach (released, its schedule unfinished): its newest
+     * attempt is marked given up, so a recover finds it as it finds a schedule's give-up. False when it has none.
+     */
+    async markNewestGaveUp(episodeId: string): Promise<boolean> {
+      const [newest] = await newestOf(episodeId, 1);
+      if (!newest) return false;
+      await rows.updateOne({ _id: newest._id }, { $set: { gaveUp: true } });
+      return true;
+    },
+
+    /**
      * The episode's callback was delivered after it gave up (a redelivery): its give-ups are no longer what a
      * recover looks for, so a recover's reads follow what is still owed, not every give-up kept.
      */
