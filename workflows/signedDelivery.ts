@@ -45,6 +45,14 @@ export const SIGNED_DELIVERY_SETTLE_OUTLASTS_OUTAGES_PATCH = 'signed-delivery-se
  */
 export const HOLD_CHECKED_AFTER_FAILED_HOLD_PATCH = 'signed-delivery-hold-checked-after-failed-hold';
 
+/**
+ * Marks histories in which the claim is held again before every attempt that follows a wait, not only after a hold
+ * that failed: a claim held through a wait goes stale when the attempt after it is late (workers down or behind past
+ * the grace), and a recover or the sweep may take it over and send or settle it; the late attempt then sent it again.
+ * Only a delivery that waits reaches it.
+ */
+export const HOLD_CHECKED_AFTER_EVERY_WAIT_PATCH = 'signed-delivery-hold-checked-after-every-wait';
+
 export interface SignedDelivery {
   /** The claim that makes it once in effect. */
   key: string;
@@ -81,6 +89,8 @@ export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDeliv
   // hold that failed (the store away) leaves the claim as it was: the wait goes on, and the claim is held again
   // before the next attempt (it may have gone stale during the wait, and been taken over).
   let holdFailed = false;
+  /** A wait (on the schedule, or for a hold) just ended: the claim may have gone stale meanwhile. */
+  let waited = false;
   // The same promise steps as before holdFailed was kept (one derived promise, as `.catch` made): a step more or
   // less would move this branch against its siblings' within an activation, and reorder old histories' commands.
   const stillHeldFor = async (seconds: number): Promise<boolean> =>
@@ -105,9 +115,12 @@ export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDeliv
       let result: CallbackAttempt;
       for (let held = 0; ; held++) {
         // Decided before any await: one here on another path would reorder the episode's commands on replay.
-        if (holdFailed && patched(HOLD_CHECKED_AFTER_FAILED_HOLD_PATCH) && !(await heldAgain()))
-          return 'claimed_elsewhere';
+        const checkHold = holdFailed
+          ? patched(HOLD_CHECKED_AFTER_FAILED_HOLD_PATCH)
+          : waited && patched(HOLD_CHECKED_AFTER_EVERY_WAIT_PATCH);
+        if (checkHold && !(await heldAgain())) return 'claimed_elsewhere';
         holdFailed = false;
+        waited = false;
         const heldWaits = !pastHoldsEnd && Date.now() < holdsEndAt;
         // Where the attempt sits in the schedule is for the attempt log only: histories recorded without it
         // replay the same commands (an activity's input is not part of what replay compares).
@@ -126,6 +139,7 @@ export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDeliv
         const heldFor = Math.min(heldWaitSeconds(result.retryAfterSeconds, held), secondsToHoldsEnd());
         if (!(await stillHeldFor(heldFor))) return 'claimed_elsewhere';
         await sleep(heldFor * 1000);
+        waited = true;
       }
       if (result.result === 'delivered') {
         await settle();
@@ -142,6 +156,7 @@ export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDeliv
       const waitFor = heldBefore ? Math.min(wait, secondsToHoldsEnd()) : wait;
       if (!(await stillHeldFor(waitFor))) return 'claimed_elsewhere';
       await sleep(waitFor * 1000);
+      waited = true;
     }
   } catch (err) {
     // An attempt (or a settle) that failed past its retries: release the claim, so the claim, the episodes view

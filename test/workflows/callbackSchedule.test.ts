@@ -46,6 +46,8 @@ describe('the callback schedule on time-skipping Temporal', function () {
    */
   let claimHoldFailures = 0;
   let takenOverMeanwhile = false;
+  /** The claim is held before each wait, and another holder's after it (it went stale as the worker lagged). */
+  let takenOverDuringWait = false;
   /** The next settles of a claim that fail (the store away); each failure retried at once. */
   let settleFailures = 0;
 
@@ -78,7 +80,7 @@ describe('the callback schedule on time-skipping Temporal', function () {
         renewals.push(forSeconds);
         if (claimHoldsFail || (claimHoldFailures > 0 && claimHoldFailures--))
           throw ApplicationFailure.create({ message: 'store unavailable', nextRetryDelay: 1 });
-        return !takenOverMeanwhile;
+        return !takenOverMeanwhile && !(takenOverDuringWait && forSeconds === undefined);
       },
       tryMark: async () => true,
       unmark: async () => void settled.push('unmarked'),
@@ -206,8 +208,12 @@ describe('the callback schedule on time-skipping Temporal', function () {
       const late = run.sent[i + 1].atMs - run.sent[i].nextAttemptAtMs!;
       assert.ok(late >= 0, `attempt ${i + 2} came ${-late} ms before the time logged`);
     }
-    // Before each wait the claim is held for as long: the sweep does not take a delivery on schedule for lost.
-    assert.deepEqual(run.renewals, run.timers);
+    // Before each wait the claim is held for as long: the sweep does not take a delivery on schedule for lost;
+    // after it, held again before the attempt (one taken over meanwhile, gone stale, is not sent again).
+    assert.deepEqual(
+      run.renewals,
+      run.timers.flatMap((timer) => [timer, undefined]),
+    );
     // The draws are Temporal's seeded Math.random, so the history replays with this code.
     await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, run.history);
   });
@@ -373,6 +379,25 @@ describe('the callback schedule on time-skipping Temporal', function () {
     } finally {
       claimHoldFailures = 0;
       takenOverMeanwhile = false;
+    }
+  });
+
+  it('a claim held through a wait but taken over after it (stale as the worker lagged, a recover sent it) is not sent again', async () => {
+    takenOverDuringWait = true;
+    try {
+      const run = await runEpisode(
+        [
+          { result: 'retry', status: 503, detail: 'http 503' },
+          { result: 'delivered', status: 200 },
+        ],
+        'ts-callback-taken-over-during-wait',
+        DEFAULT_EPISODE_OPTIONS,
+      );
+      recordHistory(run.history, 'episode-history-callback-claim-checked-after-wait.json');
+      assert.equal(run.attempts, 1, 'sent once: the next attempt is the new holder’s');
+      assert.equal(run.result.callback, 'claimed_elsewhere');
+    } finally {
+      takenOverDuringWait = false;
     }
   });
 
