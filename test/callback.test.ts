@@ -412,12 +412,14 @@ describe('callback family', function () {
       assert.equal(notFinal.status, 0, notFinal.stderr);
       assert.equal(JSON.parse(notFinal.stdout).emitted, false);
 
+      const endedAt = (await stores.runs.getById(run._id))!.endedAt!.toISOString();
       const final = cli('ack');
       assert.equal(final.status, 0, final.stderr);
       assert.deepEqual(JSON.parse(final.stdout), {
         emitted: true,
         episodeId: `${run._id}:end`,
         kind: 'run_finished',
+        occurredAt: endedAt,
         started: true,
       });
       // The runner's view of the end reached the run's health workflow too.
@@ -429,6 +431,7 @@ describe('callback family', function () {
       assert.deepEqual(await emitter.emitRunOutcome(run._id), {
         episodeId: `${run._id}:end`,
         kind: 'run_finished',
+        occurredAt: endedAt,
         started: false,
       });
       assert.equal(cli('bogus').status, 2);

@@ -334,16 +334,6 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'callback/attempts',
-    method: 'markNewestGaveUp',
-    collection: 'callback_attempts',
-    op: 'updateOne',
-    filter: { _id: `${SAMPLE.episodeId}|1` },
-    index: '_id_',
-    hot: true,
-    note: "the sweep gave a callback up past its reach: its newest attempt (read as listForEpisode's) marked given up",
-  },
-  {
-    module: 'callback/attempts',
     method: 'recordOnce',
     collection: 'callback_attempts',
     op: 'findOne',
