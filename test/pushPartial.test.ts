@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import webpush from 'web-push';
 import type { EpisodeResult } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
-import { inputEpisodeId } from '../domain/outcome';
+import { inputEpisodeId, runOutcomeEventId } from '../domain/outcome';
 import { FAN_OUT_ATTEMPTS, type PushPayload } from '../domain/push';
 import { createActivities } from '../activities';
 import { addToDigest } from '../client/digest';
@@ -293,6 +293,30 @@ describe('a push that missed some of its recipients, and a question pushed after
       ['run_cancelled'],
       'ben is not asked a question nobody waits on',
     );
+  });
+
+  it('a teammate whose push service was down when the run parked is not told it is parked once it no longer is', async () => {
+    const { ana, anaPhone, benPhone } = await team('park-resumed');
+    push.failAlways(benPhone, 503);
+    const runId = (await ana.post('/api/v1/runs', { title: 'Parked' })).body.id as string;
+    const parked = await ana.post(`/api/v1/runs/${runId}/park`, { wall: 'tokens' });
+    assert.equal(parked.status, 200, parked.text);
+    const episodeId = runOutcomeEventId((await stack.stores.runs.getById(runId))!)!;
+    await push.waitFor(1, anaPhone, 60_000);
+    await waitUntil(
+      'every attempt of the fan-out failed for ben, and the episode confirmed on ana',
+      async () =>
+        push.attempts(benPhone).length >= FAN_OUT_ATTEMPTS &&
+        (await stack.stores.claims.state(episodeId)) === 'delivered',
+      { timeoutMs: 180_000 },
+    );
+    assert.equal((await ana.post(`/api/v1/runs/${runId}/resume`, {})).status, 200);
+
+    push.recover(benPhone);
+    // The episode's retry of the people it missed comes one sweep interval later; it ends the workflow.
+    await stack.client.workflow.getHandle(episodeId).result();
+    assert.deepEqual(kinds(benPhone, runId), [], 'ben is not told of a park that ended');
+    assert.deepEqual(kinds(anaPhone, runId), ['usage_parked']);
   });
 
   it('a question that reached the owner, its run cancelled before the retry of a teammate, is settled as reached', async () => {

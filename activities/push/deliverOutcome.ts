@@ -1,6 +1,6 @@
 // An outcome's push: rendered, addressed to its recipients, held for a digest where due, the rest sent now.
 import { runWaitsOn } from '../../domain/interaction';
-import type { RunOutcome } from '../../domain/outcome';
+import { episodeOfStatus, type RunOutcome } from '../../domain/outcome';
 import type { FollowUpResult, PushDeliveryResult } from '../../contract/activities';
 import type { InteractionAnswer, InteractionRef } from '../../contract/workflows';
 import {
@@ -35,16 +35,20 @@ export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): 
   const ready = await keptAlive(async () => {
     // The reads that do not depend on each other go out together: each is a round trip before the first push.
     // Owner ∪ team-wide opt-ins, less whoever turned this kind off in this team: one query.
+    const waits = kind === 'human_input_requested' || kind === 'usage_parked';
     const [listed, rendered, run] = await Promise.all([
       deps.notificationPrefs.listRecipientPrefs(outcome.teamId, outcome.ownerId, kind),
       render(deps, outcome, kind),
-      kind === 'human_input_requested' ? deps.runs.waitingOf(outcome.teamId, outcome.runId) : undefined,
+      waits ? deps.runs.waitingOf(outcome.teamId, outcome.runId) : undefined,
     ]);
     const { interaction } = rendered;
     // A question answered already is asked of nobody more (a retry of the people a fan-out missed, a replay).
     if (interaction?.status === 'answered') return answeredMeanwhile(deps, outcome, interaction);
     // Nor one its run stopped waiting on unanswered (cancelled, failed, finished meanwhile).
     if (interaction && !runWaitsOn(run, interaction._id)) return nobodyNow(deps, outcome, 'not waiting');
+    // Nor is anyone told of a park that ended (the run resumed, or ended, meanwhile).
+    if (kind === 'usage_parked' && (!run || episodeOfStatus(outcome.runId, run) !== outcome.episodeId))
+      return nobodyNow(deps, outcome, 'not waiting');
     const recipients = listed.filter((recipient) => recipient.userId !== '');
     if (!recipients.length) return nobodyNow(deps, outcome, 'no recipient');
     // Per-kind prefs came first (listRecipientPrefs): a kind turned off is never held.
