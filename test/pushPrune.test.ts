@@ -6,6 +6,7 @@ import type { Client } from '@temporalio/client';
 import webpush from 'web-push';
 import { createActivities } from '../activities';
 import type { Config } from '../config';
+import type { EpisodeResult } from '../contract/workflows';
 import { BROWSER_PUSH_SERVICES, isKnownPushService } from '../domain/pushServices';
 import { buildRunOutcome } from '../domain/outcome';
 import { createRunsService } from '../runs/service';
@@ -126,6 +127,8 @@ describe('a known push service refusing subscriptions made under another key (40
   let ourKey: string;
   const otherKey = webpush.generateVAPIDKeys().publicKey; // another application server's key (staging, a rotation)
   const lines: string[] = [];
+  /** While set, the worker's reads of what push services refused fail (the store away for them). */
+  let pushServicesAway = false;
 
   before(async () => {
     push = await startPushService();
@@ -142,7 +145,20 @@ describe('a known push service refusing subscriptions made under another key (40
         SWEEP_INTERVAL_SECONDS: '3600',
         OPS_ALERT_WEBHOOK_URL: webhook.url,
       },
-      { push, workerLog: (line) => lines.push(line) },
+      {
+        push,
+        workerLog: (line) => lines.push(line),
+        workerStores: (stores) => ({
+          ...stores,
+          pushServices: {
+            ...stores.pushServices,
+            get: async (...args) => {
+              if (pushServicesAway) throw new Error('the store is away');
+              return stores.pushServices.get(...args);
+            },
+          },
+        }),
+      },
     );
   });
   after(async () => {
@@ -158,10 +174,13 @@ describe('a known push service refusing subscriptions made under another key (40
     return sub;
   }
   async function endRun(owner: ApiClient): Promise<string> {
+    return (await endRunWithResult(owner)).run;
+  }
+  async function endRunWithResult(owner: ApiClient): Promise<{ run: string; result: EpisodeResult }> {
     const run = (await owner.post('/api/v1/runs', { title: 'Refused' })).body.id as string;
     assert.equal((await owner.post(`/api/v1/runs/${run}/cancel`)).status, 200);
-    await stack.client.workflow.getHandle(`${run}:end`).result();
-    return run;
+    const result = (await stack.client.workflow.getHandle(`${run}:end`).result()) as EpisodeResult;
+    return { run, result };
   }
   const rowOf = async (userId: string, sub: { endpoint: string }) =>
     (await stack.stores.pushSubscriptions.listForUsers([userId])).find((r) => r.endpoint === sub.endpoint);
@@ -198,6 +217,20 @@ describe('a known push service refusing subscriptions made under another key (40
       assert.equal(row.unresolved?.count, 1, `${sub.endpoint}: counted toward its pruning`);
     }
     assert.equal((await rowOf('carol', laptop))?.unresolved, undefined);
+  });
+
+  it("a fan-out whose bookkeeping of a push service's refusals fails (the store away for it) is still delivered: the device it reached is not sent again", async () => {
+    const kit = stack.anonymous.as('kit', 'bookkeeping');
+    const laptop = await device(kit, 'kit-laptop', ourKey);
+    await device(kit, 'kit-old-phone', otherKey);
+    pushServicesAway = true;
+    try {
+      const { result } = await endRunWithResult(kit);
+      assert.equal(result.push, 'delivered');
+    } finally {
+      pushServicesAway = false;
+    }
+    assert.equal(push.received(laptop).length, 1);
   });
 
   it("a retried fan-out (another device's push service failing) does not take the stale devices' refusals for our key's", async () => {

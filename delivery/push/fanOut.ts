@@ -270,20 +270,39 @@ async function countTowardPrune(
   }
 }
 
-/** One origin's refusals of this fan-out: our key refused as a whole (the operator's), or theirs (pruned). */
+/**
+ * One origin's refusals of this fan-out: our key refused as a whole (the operator's), or theirs (pruned). Its
+ * bookkeeping is best effort, as a subscription's is: a store call that fails is logged, and fails no send.
+ */
 async function weighRefusals(run: FanOutRun, origin: string, refused: Refusal[]): Promise<void> {
   const { deps, result } = run;
   const rule = deps.configFaultRule ?? DEFAULT_CONFIG_FAULT_RULE;
   const at = run.now();
-  const row = await deps.pushServices?.get(origin);
+  const unweighed = (err: unknown) => {
+    deps.log(`push: ${origin}: could not weigh its refusals: ${String(err)}`);
+    result.failed += refused.length;
+  };
+  let row: Awaited<ReturnType<PushServiceStore['get']>> | undefined;
+  try {
+    row = await deps.pushServices?.get(origin);
+  } catch (err) {
+    return unweighed(err);
+  }
   let faultAt = row?.faultAt;
   if (run.acceptedAt.has(origin)) {
     // It took our key in this very fan-out: what it refused was made under another key. Earlier evidence is void.
-    if (row?.refusals.length) await deps.pushServices?.record(origin, []);
+    if (row?.refusals.length)
+      await deps.pushServices
+        ?.record(origin, [])
+        .catch((err: unknown) => deps.log(`push: ${origin}: ${String(err)}`));
   } else if (deps.pushServices) {
     const fresh = refused.map(({ sub }) => ({ subscriptionId: sub._id, userId: sub.userId, at }));
     const judged = judgeRefusals(row?.refusals ?? [], fresh, at, rule);
-    await deps.pushServices.record(origin, judged.evidence, judged.fault ? at : undefined);
+    try {
+      await deps.pushServices.record(origin, judged.evidence, judged.fault ? at : undefined);
+    } catch (err) {
+      return unweighed(err);
+    }
     if (judged.fault) {
       faultAt = at;
       result.failed += refused.length;
@@ -304,6 +323,13 @@ async function weighRefusals(run: FanOutRun, origin: string, refused: Refusal[])
       return;
     }
   }
-  for (const { sub, status } of refused)
-    await countTowardPrune(run, sub, `${origin} answered ${status} to our VAPID identity`, faultAt);
+  for (const { sub, status } of refused) {
+    const detail = `${origin} answered ${status} to our VAPID identity`;
+    if (
+      !(await bookkept(run, sub, 'count it toward pruning', () =>
+        countTowardPrune(run, sub, detail, faultAt),
+      ))
+    )
+      result.failed++;
+  }
 }
