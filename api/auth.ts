@@ -31,8 +31,13 @@ export interface AuthOptions {
   log?: (line: string) => void;
 }
 
-/** A user or team id longer than this is not an id. */
-const MAX_ID_LENGTH = 256;
+/**
+ * A user or team id longer than this, in UTF-8 bytes, is not an id: a digest's tag and id carry both ids on the wire
+ * (digest|<team>|<user>), within the push payload's 3,800 bytes and Temporal's workflow id limit in any script.
+ */
+const MAX_ID_BYTES = 256;
+/** Control characters: escaped six times their size in JSON, and never part of a name. */
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
 /** What keys and workflow ids join a team and a user with: never inside either. */
 const ID_SEPARATOR = '|';
 
@@ -110,8 +115,13 @@ export function createTokenVerifier(options: AuthOptions): (token: string) => Pr
       throw new HttpError(401, `token lifetime exceeds ${options.maxLifetimeSeconds} seconds`);
     const userId = payload[verified.user];
     const teamId = payload[verified.team];
-    if (!isId(userId) || !isId(teamId))
+    if (typeof userId !== 'string' || typeof teamId !== 'string' || !userId || !teamId)
       throw new HttpError(401, `token must carry ${verified.user} and ${verified.team}`);
+    if (!isId(userId) || !isId(teamId))
+      throw new HttpError(
+        401,
+        `${verified.user} and ${verified.team} must be 1–${MAX_ID_BYTES} bytes (UTF-8) without control characters`,
+      );
     // Keys and workflow ids join a team and a user with "|" (digest|<team>|<user>, push-burst|…): an id holding
     // one would share them with another tenant's.
     if (userId.includes(ID_SEPARATOR) || teamId.includes(ID_SEPARATOR))
@@ -122,8 +132,11 @@ export function createTokenVerifier(options: AuthOptions): (token: string) => Pr
   };
 }
 
-const isId = (value: unknown): value is string =>
-  typeof value === 'string' && value.length > 0 && value.length <= MAX_ID_LENGTH;
+export const isId = (value: unknown): value is string =>
+  typeof value === 'string' &&
+  value.length > 0 &&
+  Buffer.byteLength(value) <= MAX_ID_BYTES &&
+  !CONTROL_CHARACTER.test(value);
 
 /**
  * The request's caller from its bearer token, verified at most once per request: the request span asks before

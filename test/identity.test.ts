@@ -39,6 +39,21 @@ describe('identity', function () {
       assert.equal(res.body.error, 'token must carry a numeric exp');
     });
 
+    it('ids are 1–256 bytes of printable characters: longer (in any script) or with a control character, 401 naming the rule', async () => {
+      const exp = nowSeconds() + 600;
+      const wide = '团'.repeat(86); // 258 bytes in 86 characters
+      for (const [sub, team] of [
+        [wide, 'acme'],
+        ['alice', 'ac\u0001me'],
+      ]) {
+        const res = await as(hs256({ sub, team, exp }));
+        assert.equal(res.status, 401, res.text);
+        assert.equal(res.body.error, 'sub and team must be 1–256 bytes (UTF-8) without control characters');
+      }
+      const ok = await as(hs256({ sub: '团'.repeat(85), team: 'acme', exp }));
+      assert.equal(ok.status, 200, ok.text);
+    });
+
     it('a non-numeric exp is 401', async () => {
       const res = await as(hs256({ sub: 'alice', team: 'acme', exp: String(nowSeconds() + 600) }));
       assert.equal(res.status, 401, res.text);

@@ -6,7 +6,9 @@ import {
   STUDIO_URL_MAX_LENGTH,
   withDeclarativeForm,
 } from '../../domain/declarativePush';
-import type { PushPayload } from '../../domain/push';
+import { renderDigest, type PushPayload } from '../../domain/push';
+import { digestWorkflowId } from '../../contract/workflows';
+import { isId } from '../../api/auth';
 
 const base: PushPayload = {
   v: 1,
@@ -79,6 +81,36 @@ describe('declarative web push form', () => {
     const wire = fitWirePayload({ ...base, url: `https://studio.example/${'p'.repeat(600)}` }, 1800);
     assert.equal(wire.notification.actions, undefined);
     assert.deepEqual(wire.actions, base.actions);
+  });
+
+  it('a digest fits with the longest team and user ids a token may carry, in any script: its tag and id carry both', () => {
+    const studio = `https://${'s'.repeat(STUDIO_URL_MAX_LENGTH - 'https://'.length)}`;
+    /** The longest id of this character the API takes from a token. */
+    const longest = (char: string) => {
+      let id = '';
+      while (isId(id + char)) id += char;
+      return id;
+    };
+    // Plain, escaped in JSON (two bytes, six for a control character), three bytes (CJK), four (an emoji).
+    for (const char of ['a', '"', '\\', '\u0001', '团', '😀']) {
+      const team = longest(char);
+      const user = longest(char);
+      const workflowId = digestWorkflowId(team, user);
+      const wire = fitWirePayload({
+        ...renderDigest({
+          digestId: `digest|${workflowId}|abcdef12.3`,
+          tag: workflowId,
+          counts: { run_finished: 3, run_failed: 2 },
+          newest: [{ kind: 'run_finished', title: 'Deploy' }],
+          studioUrl: studio,
+        }),
+        receipt: 'r'.repeat(43),
+      });
+      assert.ok(
+        bytes(wire) <= PUSH_PAYLOAD_MAX_BYTES,
+        `ids of ${JSON.stringify(char)}: ${bytes(wire)} bytes`,
+      );
+    }
   });
 
   it('with the longest STUDIO_URL and three choices, the largest question still fits with its declarative actions', () => {
