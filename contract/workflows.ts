@@ -101,6 +101,8 @@ export interface EndpointRecoverInput {
   maxSends: number;
   /** Sends per execution before it continues as new (default ENDPOINT_RECOVER_SENDS_PER_EXECUTION). */
   sendsPerExecution?: number;
+  /** Each send's start-to-close: the receiver's timeout and a margin (absent, in histories before it: a minute). */
+  attemptSeconds?: number;
   /** Carried by continue-as-new: the events still to send, and the counts so far. */
   remaining?: string[];
   progress?: { found: number; delivered: number };

@@ -5,7 +5,12 @@ import assert from 'node:assert/strict';
 import { MongoClient } from 'mongodb';
 import { createActivities } from '../activities';
 import { missedEvents } from '../activities/endpoint';
-import { endpointRecoverWorkflowId, workflowTypes, type EndpointRecoverInput } from '../contract/workflows';
+import {
+  CALLBACK_ATTEMPT_MARGIN_SECONDS,
+  endpointRecoverWorkflowId,
+  workflowTypes,
+  type EndpointRecoverInput,
+} from '../contract/workflows';
 import { endpointDeliveryKey, interactionTeamEvent, type TeamEvent } from '../domain/teamEvents';
 import { createStores } from '../store';
 import type { ClaimRow } from '../store/claims';
@@ -208,6 +213,31 @@ describe('team endpoints: a recover', function () {
       assert.deepEqual(await stack.stores.claims.describe(key), { state: 'delivered', result: 'delivered' });
     } finally {
       await once.close();
+    }
+  });
+
+  it("a recover's sends have the receiver's timeout (CALLBACK_TIMEOUT_SECONDS) and a margin, as the event's own schedule has", async () => {
+    const since = new Date();
+    const timed = await CallbackReceiver.start();
+    try {
+      const endpointId = await answersEndpoint('tim', 'timed-recover', timed.url);
+      await recordedAnswer('timed-recover', 'tim', '', new Date().toISOString());
+      const recover = await adminOf(stack.anonymous, 'tim', 'timed-recover').post(
+        `/api/v1/endpoints/${endpointId}/recover`,
+        { since: since.toISOString() },
+      );
+      assert.equal(recover.status, 202, recover.text);
+      const handle = stack.client.workflow.getHandle(recover.body.id);
+      assert.deepEqual(await handle.result(), { found: 1, delivered: 1, failed: 0 });
+      const sends = ((await handle.fetchHistory()).events ?? [])
+        .map((e) => e.activityTaskScheduledEventAttributes)
+        .filter((a) => a?.activityType?.name === 'sendEndpointEvent');
+      assert.deepEqual(
+        sends.map((a) => Number(a!.startToCloseTimeout?.seconds)),
+        [stack.config.callbackTimeoutSeconds + CALLBACK_ATTEMPT_MARGIN_SECONDS],
+      );
+    } finally {
+      await timed.close();
     }
   });
 

@@ -46,7 +46,7 @@ const outlasting = <T>(call: () => Promise<T>): Promise<T> =>
 
 export async function endpointRecoverWorkflow(input: EndpointRecoverInput): Promise<EndpointRecoverResult> {
   const missed = input.remaining ?? (await outlasting(() => listing.endpointMissedEvents(input)));
-  const attempts = callbackAttemptCalls();
+  const attempts = callbackAttemptCalls(input.attemptSeconds);
   const recoverId = workflowInfo().workflowId;
   const found = input.progress?.found ?? missed.length;
   let delivered = input.progress?.delivered ?? 0;

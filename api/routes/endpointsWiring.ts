@@ -4,6 +4,7 @@ import { callbackSendSettings } from '../../delivery/callback/send';
 import { sendEndpointTest } from '../../delivery/endpoint/send';
 import { checkCallbackTarget } from '../../delivery/ssrfGuard';
 import { startEndpointRecover } from '../../client/teamEvents';
+import { episodeOptions } from '../../client/emitter';
 import { newCallbackSecret } from '../../runs/service';
 import type { ApiServices } from '../services';
 import type { EndpointsRouterDeps } from './endpoints';
@@ -24,7 +25,11 @@ export function wireEndpointsRouter({
       sendEndpointTest({ ...callbackSendSettings(config), studioUrl: config.studioUrl, now }, endpoint),
     testLimit: config.callbackTestRate,
     testPingLimits: { perUser: config.callbackTestRatePerUser, perTeam: config.callbackTestRatePerTeam },
-    startRecover: (input) => startEndpointRecover(client, config.temporalTaskQueue, input),
+    startRecover: (input) =>
+      startEndpointRecover(client, config.temporalTaskQueue, {
+        ...input,
+        attemptSeconds: episodeOptions(config).callbackAttemptSeconds,
+      }),
     recoverLimit: config.callbackRecoverRatePerTeam,
     recoverMaxSends: config.callbackRecoverMax,
     rateLimits: stores.rateLimits,
