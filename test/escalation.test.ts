@@ -601,6 +601,7 @@ describe('escalation', function () {
   async function webhookRungByHand(deps: {
     webhook?: Partial<Parameters<typeof createInteractionActivities>[0]['webhook']>;
     announce: Parameters<typeof createInteractionActivities>[0]['announce'];
+    claims?: Parameters<typeof createInteractionActivities>[0]['claims'];
   }) {
     const rung = { afterSeconds: 3600, to: 'team', via: 'webhook' } as const;
     const put = await admin.put('/api/v1/teams/current/escalation', {
@@ -611,7 +612,7 @@ describe('escalation', function () {
     const [{ runId, interactionId }] = await pausesOf(1, [rung]);
     const { sendRung } = createInteractionActivities({
       push: { ...stack.stores, now: () => new Date() } as unknown as PushActivityDeps,
-      claims: stack.stores.claims,
+      claims: deps.claims ?? stack.stores.claims,
       escalationPolicies: stack.stores.escalationPolicies,
       webhook: { ...callbackSendSettings(stack.config), now: () => new Date(), ...deps.webhook },
       webhookRetrySeconds: [1],
@@ -642,6 +643,25 @@ describe('escalation', function () {
     assert.deepEqual(retried, { result: 'delivered', delivered: 1 });
     assert.equal(posts(), 1, 'the retry does not post the rung again');
     assert.deepEqual(announced, ['interaction.escalated']);
+  });
+
+  it('a webhook rung answered 2xx whose note of the POST fails (the store away a moment) is delivered, not posted again', async () => {
+    let noteDown = true;
+    const { send, posts } = await webhookRungByHand({
+      announce: async () => undefined,
+      claims: {
+        ...stack.stores.claims,
+        noteOnce: async (...args) => {
+          if (noteDown) {
+            noteDown = false;
+            throw new Error('the store is away');
+          }
+          return stack.stores.claims.noteOnce(...args);
+        },
+      },
+    });
+    assert.deepEqual(await send(), { result: 'delivered', delivered: 1 });
+    assert.equal(posts(), 1);
   });
 
   it("a webhook rung waiting for its origin's slot when the answer comes posts nothing: it settles closed", async () => {

@@ -2,10 +2,11 @@
 // callback attempt is (guard, deadline, pacing per receiver origin, breaker, the answer's classification), with
 // the rung's claim key as its webhook-id (the same on every attempt). The workflow tries a failed one again on
 // the callbacks' schedule; an attempt the worker held back (the breaker open, no slot) does not spend it. A POST
-// answered 2xx is noted, so a try after it (its announce to the team's endpoints failed) does not post again.
+// answered 2xx is noted (best effort), so a try after it (its announce to the team's endpoints failed) does not
+// post again.
 import type { FollowUpResult } from '../../contract/activities';
 import { escalatedEvent, interactionClaimKeys, type EscalationRung } from '../../domain/interaction';
-import { sendSigned } from '../callback';
+import { sendSigned, writtenInTime } from '../callback';
 import type { InteractionActivityDeps } from './interactionActivityDeps';
 import { openQuestion, type OpenQuestion } from './pushes';
 
@@ -47,7 +48,8 @@ export async function postEscalation(
   if (!attempt.sent) return { result: 'closed', delivered: 0 };
   const { outcome } = attempt;
   if (outcome.result === 'delivered') {
-    await deps.claims.noteOnce(posted, 'rung', 'delivered');
+    // Within a deadline or not at all: failing the activity here would have its retry POST the rung again.
+    await writtenInTime(deps.claims.noteOnce(posted, 'rung', 'delivered'));
     return { result: 'delivered', delivered: 1 };
   }
   if (outcome.result === 'stop') return { result: 'failed', delivered: 0 };
