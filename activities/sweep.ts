@@ -402,17 +402,17 @@ async function giveUpReleased(
   let gaveUp = 0;
   await mapBounded(episodes, START_LANES, async (episode) => {
     const keys = episode.keys.filter((key) => !marked.has(key));
-    const settled = await giveUpKeys(deps.claims, keys, RELEASED_PAST_REACH);
-    if (!settled.length) return;
-    gaveUp++;
-    if (settled.includes(claimKeys.callback(episode.episodeId)))
+    // Marked before the settle: a mark lost after it would never be made (the next pass finds the claim settled).
+    // A recover passes over a mark whose settle lost to a holder come back (the claim is not given up).
+    if (keys.includes(claimKeys.callback(episode.episodeId)))
       await deps.callbackAttempts.markNewestGaveUp(episode.episodeId);
+    if (await giveUpKeys(deps.claims, keys, RELEASED_PAST_REACH)) gaveUp++;
   });
   return gaveUp;
 }
 
-/** Settles these claims given up, as `result` says; answers those it settled. */
-async function giveUpKeys(claims: ClaimStore, keys: string[], result: string): Promise<string[]> {
+/** Settles these claims given up, as `result` says; true when one of them was. */
+async function giveUpKeys(claims: ClaimStore, keys: string[], result: string): Promise<boolean> {
   // Taken like any claim (a stale one taken over), then settled: a holder that came back meanwhile keeps it.
   const settled = await Promise.all(
     keys.map(
@@ -420,7 +420,7 @@ async function giveUpKeys(claims: ClaimStore, keys: string[], result: string): P
         (await claims.tryMark(key, SWEEP_HOLDER)) && claims.markDelivered(key, SWEEP_HOLDER, result),
     ),
   );
-  return keys.filter((_, i) => settled[i]);
+  return settled.some(Boolean);
 }
 
 /**
@@ -468,21 +468,24 @@ async function replayCloses(
   }
   missed.splice(ANSWERS_PER_PASS);
   const signals = createInteractionSignaler(deps.client, deps.taskQueue);
+  let replayed = 0;
   await mapBounded(missed, START_LANES, async (row) => {
     const ref = { runId: row.runId, teamId: row.teamId, interactionId: row._id };
     if (deps.finishStoredAnswer && runWaitsOn(await deps.runs.getById(row.runId), row._id)) {
       try {
-        return await deps.finishStoredAnswer(ref);
+        await deps.finishStoredAnswer(ref);
+        replayed++;
+        return;
       } catch (err) {
         // The run moved on meanwhile (cancelled, or resumed by the answer's own retry): the close is still owed.
         if (!(err instanceof IllegalTransitionError)) throw err;
       }
     }
-    await signals
-      .answered(ref, { answeredBy: row.answeredBy ?? '', at: (row.answeredAt ?? deps.now()).toISOString() })
-      .catch(refused);
+    const at = (row.answeredAt ?? deps.now()).toISOString();
+    if (await signals.answered(ref, { answeredBy: row.answeredBy ?? '', at }).then(() => true, refused))
+      replayed++;
   });
-  return missed.length;
+  return replayed;
 }
 
 /**
@@ -692,7 +695,7 @@ async function releasedTeamEventsOutsideWindow(
   });
   let gaveUp = 0;
   await mapBounded(giveUp, START_LANES, async ({ keys, result }) => {
-    if ((await giveUpKeys(deps.claims, keys, result)).length) gaveUp++;
+    if (await giveUpKeys(deps.claims, keys, result)) gaveUp++;
   });
   return { raised, gaveUp };
 }

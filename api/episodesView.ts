@@ -2,7 +2,7 @@
 import { shouldNotify } from '../domain/callback';
 import { claimKeys, interactionOfEpisode } from '../domain/outcome';
 import type { ClaimState } from '../domain/outcome';
-import type { ClaimStore } from '../store/claims';
+import type { ClaimDescription, ClaimStore } from '../store/claims';
 import type { PushDelivery, PushDeliveryStore } from '../store/push/deliveries';
 import type { PushHoldStore } from '../store/push/holds';
 import { answersOf, deviceReceiptView, pushHeldView, receiptKey, receiptsByDevice } from '../operator/views';
@@ -46,7 +46,7 @@ export interface EpisodeSummary {
   episodeId: string;
   kind: string;
   recordedAt: Date;
-  families: Record<keyof typeof claimKeys, { state: ClaimState; result?: string }>;
+  families: Record<keyof typeof claimKeys, ClaimDescription>;
   /** Push endpoints the episode reached. */
   pushDeliveries: number;
   /**

@@ -86,8 +86,8 @@ export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDeliv
       () => patched(SIGNED_DELIVERY_SETTLE_OUTLASTS_OUTAGES_PATCH),
     );
   // Before a wait: the claim held through it; false when another holder took it meanwhile (it delivers now). A
-  // hold that failed (the store away) leaves the claim as it was: the wait goes on, and the claim is held again
-  // before the next attempt (it may have gone stale during the wait, and been taken over).
+  // hold that failed (the store away) leaves the claim as it was: the wait goes on. After every wait the claim is
+  // held again before the next attempt (it may have gone stale during the wait, and been taken over).
   let holdFailed = false;
   /** A wait (on the schedule, or for a hold) just ended: the claim may have gone stale meanwhile. */
   let waited = false;

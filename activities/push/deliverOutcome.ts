@@ -105,8 +105,8 @@ const stillOwed = (closed: FollowUpResult): boolean =>
 /**
  * Nobody to push now (the run stopped waiting, the last recipient opted out): not addressable, unless an earlier
  * attempt of this push reached devices, which is how it settles then. Read only where an earlier attempt may have
- * run: a question its run no longer waits on (it was asked), or a retry (an owner with the kind off, on a first
- * attempt, costs no read).
+ * run: a question or a park its run no longer waits on (it may have been pushed), or a retry (an owner with the
+ * kind off, on a first attempt, costs no read).
  */
 async function nobodyNow(
   deps: PushActivityDeps,

@@ -294,7 +294,7 @@ async function weighRefusals(run: FanOutRun, origin: string, refused: Refusal[])
     if (row?.refusals.length)
       await deps.pushServices
         ?.record(origin, [])
-        .catch((err: unknown) => deps.log(`push: ${origin}: ${String(err)}`));
+        .catch((err: unknown) => deps.log(`push: ${origin}: could not clear its refusals: ${String(err)}`));
   } else if (deps.pushServices) {
     const fresh = refused.map(({ sub }) => ({ subscriptionId: sub._id, userId: sub.userId, at }));
     const judged = judgeRefusals(row?.refusals ?? [], fresh, at, rule);

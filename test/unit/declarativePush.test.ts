@@ -91,10 +91,12 @@ describe('declarative web push form', () => {
       while (isId(id + char)) id += char;
       return id;
     };
-    // Plain, escaped in JSON (two bytes, six for a control character), three bytes (CJK), four (an emoji).
-    for (const char of ['a', '"', '\\', '\u0001', '团', '😀']) {
+    // Plain, escaped in JSON (two bytes), three bytes (CJK), four (an emoji). Control characters are refused.
+    assert.equal(isId('ac\u0001me'), false);
+    for (const char of ['a', '"', '\\', '团', '😀']) {
       const team = longest(char);
       const user = longest(char);
+      assert.ok(team.length > 0);
       const workflowId = digestWorkflowId(team, user);
       const wire = fitWirePayload({
         ...renderDigest({
