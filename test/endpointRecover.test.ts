@@ -2,6 +2,7 @@
 // best effort (a store restarting as the receiver answers loses the row), so a delivery is known by its settled
 // claim as well: one delivered whose row was lost is not sent again.
 import assert from 'node:assert/strict';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { MongoClient } from 'mongodb';
 import { createActivities } from '../activities';
 import { missedEvents } from '../activities/endpoint';
@@ -431,6 +432,38 @@ describe('team endpoints: a recover', function () {
       // The endpoint, the events and their claims (each read with its second batch), and the last attempt of
       // each event not settled delivered: nothing per event delivered.
       assert.ok(commands <= 5 + missed.length, `${commands} store commands for ${ids.length} events`);
+    });
+  });
+
+  it('a listing retried (its worker lost, its time out) goes on from the page its last heartbeat says, with what it found', async () => {
+    const since = new Date();
+    const endpointId = await answersEndpoint('res', 'resumed', receiver.url);
+    const events: TeamEvent[] = [];
+    for (let i = 0; i < 3; i++)
+      events.push(await recordedAnswer('resumed', 'res', `_${i}`, new Date(Date.now() + i).toISOString()));
+    const first = (await stack.stores.teamEvents.get(events[0].id))!;
+    const input = {
+      teamId: 'resumed',
+      endpointId,
+      since: since.toISOString(),
+      until: new Date(Date.now() + 1000).toISOString(),
+      maxSends: 1000,
+    };
+    // The attempt before read the first event and had found one missed (named so the test can tell it apart).
+    const env = new MockActivityEnvironment({
+      heartbeatDetails: {
+        after: { recordedAt: first.recordedAt.toISOString(), id: first._id },
+        missed: ['found-before'],
+      },
+    });
+    const beats: unknown[] = [];
+    env.on('heartbeat', (details: unknown) => beats.push(details));
+    const found = await env.run(() => missedEvents(stack.stores, input));
+    assert.deepEqual(found, ['found-before', events[1].id, events[2].id]);
+    const last = (await stack.stores.teamEvents.get(events[2].id))!;
+    assert.deepEqual(beats.at(-1), {
+      after: { recordedAt: last.recordedAt.toISOString(), id: last._id },
+      missed: found,
     });
   });
 

@@ -76,6 +76,12 @@ export const endpointRateWindows = (perSecond: number) => [
 export const endpointRateKey = (endpointId: string, suffix: string): string =>
   `endpoint-rate|${endpointId}|${suffix}`;
 
+/** Where a recover's listing got in its window (its last row read), and the events it found missed so far. */
+interface RecoverListing {
+  after?: { recordedAt: string; id: string };
+  missed: string[];
+}
+
 /** Events whose claims a recover reads at once (one read by _id each page of its window). */
 const RECOVER_CHECK_BATCH = 500;
 /** The last attempts of events not settled delivered, read side by side (one indexed read each). */
@@ -205,18 +211,23 @@ export async function missedEvents(
 ): Promise<string[]> {
   const endpoint = await deps.endpoints.get(input.teamId, input.endpointId);
   if (!endpoint) return [];
+  // The whole window, a page at a time, until it holds maxSends missed: a busy team's window may hold millions.
+  // Each page's heartbeat says where it got and what it found, and a retry (a worker lost, its time out) goes on
+  // from there.
+  const context = activityContext();
+  const resumed = context?.info.heartbeatDetails as RecoverListing | undefined;
+  const missed = [...(resumed?.missed ?? [])];
+  if (missed.length >= input.maxSends) return missed.slice(0, input.maxSends);
   const pages = deps.teamEvents.listForTeam(
     input.teamId,
     endpoint.eventTypes,
     new Date(input.since),
     new Date(input.until),
     RECOVER_CHECK_BATCH,
+    resumed?.after && { recordedAt: new Date(resumed.after.recordedAt), id: resumed.after.id },
   );
   const keyOf = (event: TeamEventHeader) => endpointDeliveryKey(event._id, endpoint._id);
-  const missed: string[] = [];
-  // The whole window, a page at a time, until it holds maxSends missed: a busy team's window may hold millions.
   for await (const page of pages) {
-    activityContext()?.heartbeat();
     const batch = page.filter((event) => Date.parse(event.occurredAt) >= endpoint.createdAt.getTime());
     // The claims in one read: most events were delivered, and a claim settled delivered says so even when the
     // attempt row was lost (it is written best effort: a store restarting as the receiver answers loses it).
@@ -237,6 +248,12 @@ export async function missedEvents(
       if (missed.length >= input.maxSends) break;
       if (!lastDelivered[i]) missed.push(event._id);
     }
+    const last = page.at(-1)!;
+    const listing: RecoverListing = {
+      after: { recordedAt: last.recordedAt.toISOString(), id: last._id },
+      missed: [...missed], // a copy: the SDK may send it later, when more were found past `after`
+    };
+    context?.heartbeat(listing);
     if (missed.length >= input.maxSends) break;
   }
   return missed;

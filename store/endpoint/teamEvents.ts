@@ -101,7 +101,8 @@ export function createTeamEventStore(db: Db) {
     /**
      * A team's events of these types recorded in [since, until), oldest first, in pages of `pageSize` (an
      * endpoint's recover): one cursor, a batch per page, so a caller that found enough leaves the rest unread;
-     * what tells them apart, never their bodies (a finished run's answer is up to 1 MB).
+     * what tells them apart, never their bodies (a finished run's answer is up to 1 MB). Given `after` (the last
+     * row a caller read), from the row after it.
      */
     listForTeam(
       teamId: string,
@@ -109,14 +110,25 @@ export function createTeamEventStore(db: Db) {
       since: Date,
       until: Date,
       pageSize: number,
+      after?: { recordedAt: Date; id: string },
     ): AsyncGenerator<TeamEventHeader[]> {
       const cursor = rows
         .find<TeamEventHeader>(
-          { teamId, recordedAt: { $gte: since, $lt: until }, type: { $in: types } },
+          { teamId, recordedAt: { $gte: after?.recordedAt ?? since, $lt: until }, type: { $in: types } },
           { projection: HEADER, batchSize: pageSize },
         )
         .sort({ recordedAt: 1, _id: 1 });
-      return inPages<TeamEventHeader>(cursor, pageSize);
+      const pages = inPages<TeamEventHeader>(cursor, pageSize);
+      if (!after) return pages;
+      // The range starts at `after`'s time (what the index serves): its ties up to it were read before.
+      const read = (row: TeamEventHeader) =>
+        row.recordedAt.getTime() === after.recordedAt.getTime() && row._id <= after.id;
+      return (async function* () {
+        for await (const page of pages) {
+          const fresh = page.filter((row) => !read(row));
+          if (fresh.length) yield fresh;
+        }
+      })();
     },
 
     /**
