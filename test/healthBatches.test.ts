@@ -279,6 +279,19 @@ describe('run health fed in batches', function () {
     return { service, release };
   }
 
+  /**
+   * Spend written now by a process that tells health late (lateTeller): answers once it is in the store, with
+   * `release` (health is told then) and `told` (its request, done once health was told).
+   */
+  async function spendToldLate(id: string, spent: number) {
+    const { service, release } = lateTeller();
+    const told = service.recordEvent({ userId: 'alice', teamId: 'acme' }, id, 'usage', { spent });
+    await waitUntil('the spend in the store', async () =>
+      (await stack.stores.events.listForRun(id)).some((e) => e.type === 'usage'),
+    );
+    return { release, told };
+  }
+
   it('spend written before the run ended, told to health after the end (another process), is alerted against its budget', async () => {
     const created = await unbatched.post('/api/v1/runs', {
       title: 'Spent, then ended at once',
@@ -286,11 +299,7 @@ describe('run health fed in batches', function () {
     });
     const id = created.body.id as string;
     // The spend's process tells health late (its batch window): the end, reported at once by another, comes first.
-    const { service: slowTeller, release: releaseSpend } = lateTeller();
-    const spent = slowTeller.recordEvent({ userId: 'alice', teamId: 'acme' }, id, 'usage', { spent: 12 });
-    await waitUntil('the spend in the store', async () =>
-      (await stack.stores.events.listForRun(id)).some((e) => e.type === 'usage'),
-    );
+    const { release: releaseSpend, told: spent } = await spendToldLate(id, 12);
     assert.equal((await unbatched.post(`/api/v1/runs/${id}/cancel`, {})).status, 200);
     await waitUntil('health saw the end', async () => {
       const health = await unbatched.get(`/api/v1/runs/${id}/health`);
@@ -314,11 +323,7 @@ describe('run health fed in batches', function () {
     const id = created.body.id as string;
     assert.equal((await unbatched.post(`/api/v1/runs/${id}/soft-pause`, {})).status, 200);
     // 7 written first by a process that tells health late; 9 written after it by one that tells at once.
-    const { service: slowTeller, release: releaseSpend } = lateTeller();
-    const earlier = slowTeller.recordEvent({ userId: 'alice', teamId: 'acme' }, id, 'usage', { spent: 7 });
-    await waitUntil('the earlier spend in the store', async () =>
-      (await stack.stores.events.listForRun(id)).some((e) => e.type === 'usage'),
-    );
+    const { release: releaseSpend, told: earlier } = await spendToldLate(id, 7);
     assert.equal(
       (await unbatched.post(`/api/v1/runs/${id}/events`, { type: 'usage', spent: 9 })).status,
       201,
@@ -349,11 +354,7 @@ describe('run health fed in batches', function () {
     });
     const id = created.body.id as string;
     const caller = { userId: 'alice', teamId: 'acme' };
-    const { service: slowTeller, release: releaseSpend } = lateTeller();
-    const spent = slowTeller.recordEvent(caller, id, 'usage', { spent: 12 });
-    await waitUntil('the spend in the store', async () =>
-      (await stack.stores.events.listForRun(id)).some((e) => e.type === 'usage'),
-    );
+    const { release: releaseSpend, told: spent } = await spendToldLate(id, 12);
     // The end is written by a process whose signal is late too; the runner pod that ran it reports it first.
     const { service: slowEnder, release: releaseEnd } = lateTeller();
     const ended = slowEnder.cancel(caller, id);

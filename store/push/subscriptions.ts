@@ -211,7 +211,15 @@ const REGISTER_TRIES = 3;
  * count. A refusal stores nothing; a registration that loses after taking a slot gives it back. A row that went
  * or moved between the read and the write (pruned, deleted in another tab) is read again: nobody may hold it.
  */
-async function register(
+async function register(...args: RegisterArgs): Promise<RegisterResult> {
+  for (let tried = 1; ; tried++) {
+    const result = await registerOnce(...args);
+    if (result !== 'raced') return result;
+    if (tried >= REGISTER_TRIES) return 'held_by_another_user';
+  }
+}
+
+type RegisterArgs = [
   db: Db,
   owner: { userId: string; teamId: string },
   subscription: { endpoint: string; keys: { p256dh: string; auth: string } },
@@ -219,22 +227,11 @@ async function register(
   maxPerUser: number,
   /** What the device list shows for it (from the User-Agent when it subscribed). */
   label?: string,
-): Promise<RegisterResult> {
-  for (let tried = 1; ; tried++) {
-    const result = await registerOnce(db, owner, subscription, now, maxPerUser, label);
-    if (result !== 'raced') return result;
-    if (tried >= REGISTER_TRIES) return 'held_by_another_user';
-  }
-}
+];
 
 /** register's one try: 'raced' when the row it read was gone or moved at its conditional write. */
 async function registerOnce(
-  db: Db,
-  owner: { userId: string; teamId: string },
-  subscription: { endpoint: string; keys: { p256dh: string; auth: string } },
-  now: Date,
-  maxPerUser: number,
-  label?: string,
+  ...[db, owner, subscription, now, maxPerUser, label]: RegisterArgs
 ): Promise<RegisterResult | 'raced'> {
   const subs = db.collection<PushSubscriptionRow>('push_subscriptions');
   const _id = subscriptionId(subscription.endpoint);
