@@ -143,6 +143,7 @@ export function createActivities(deps: ActivityDeps): Activities {
     ...createCallbackActivities({
       runs: stores.runs,
       callbackAttempts: stores.callbackAttempts,
+      claims: stores.claims,
       ...callbackSendSettings(config),
       lookup: deps.callbackLookup,
       now,

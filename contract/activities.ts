@@ -237,7 +237,14 @@ export type CallbackAttempt =
       held?: PacingHold;
       unrecordedGiveUp?: UnrecordedGiveUp;
     }
-  | { result: 'stop'; status?: number; detail: string; unrecordedGiveUp?: UnrecordedGiveUp };
+  | {
+      result: 'stop';
+      status?: number;
+      detail: string;
+      unrecordedGiveUp?: UnrecordedGiveUp;
+      /** Nothing was sent: the claim the attempt held again before its request (place.claim) is another's. */
+      claimedElsewhere?: true;
+    };
 
 /**
  * The schedule gave up on this attempt and its row in the attempt log was not written (the store away past the
@@ -269,6 +276,11 @@ export interface AttemptPlace {
   heldWaits?: { held: number };
   /** A recover's redelivery: it does not go past an open breaker (a manual one, which someone asked for, does). */
   recoverId?: string;
+  /**
+   * An attempt after a wait: the delivery's claim, held again in the receiver's slot just before the request (it
+   * may have gone stale in a backed-up queue and been taken over); another's, nothing is sent (claimedElsewhere).
+   */
+  claim?: { key: string; holder: string };
 }
 
 /** How an alert workflow retries, from the worker's own config (not from whoever started it). */

@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { Webhook } from 'standardwebhooks';
+import { createActivities } from '../activities';
 import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
 import { emitFromRunner } from '../client/runner';
 import type { Config } from '../config';
@@ -268,6 +269,27 @@ describe('callback family', function () {
     const claim = await stores.claims.describe(`cb|${id}:end`);
     assert.equal(claim.state, 'delivered');
     assert.equal(claim.result, 'gave_up: http 307');
+  });
+
+  it('an attempt after a wait whose claim another holder took (stale in a backed-up queue) sends nothing: it says so', async () => {
+    // A run ended without telling anyone: the test plays the schedule's second attempt by hand.
+    const { createRunsService } = await import('../runs/service');
+    const silent = createRunsService({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
+    const run = await silent.create({ userId: 'alice', teamId: 'acme' }, { callback: { url: receiver.url } });
+    await silent.complete({ userId: 'alice', teamId: 'acme' }, run._id, 'done');
+    const episodeId = `${run._id}:end`;
+    const key = `cb|${episodeId}`;
+    // The schedule's claim went stale and a recover took it over.
+    assert.ok(await stores.claims.tryMark(key, 'recover|acme'));
+    const activities = createActivities({ config, stores, client, log: () => undefined });
+    const attempt = await activities.sendCallback(
+      episodeId,
+      run._id,
+      { attempt: 2, trigger: 'episode', claim: { key, holder: `episode|${episodeId}/gone` } },
+      'acme',
+    );
+    assert.deepEqual(attempt, { result: 'stop', detail: 'claimed elsewhere', claimedElsewhere: true });
+    assert.equal(receiver.received.length, 0, 'nothing sent');
   });
 
   it('a 4xx other than 408/429 stops at once', async () => {

@@ -53,6 +53,13 @@ export const HOLD_CHECKED_AFTER_FAILED_HOLD_PATCH = 'signed-delivery-hold-checke
  */
 export const HOLD_CHECKED_AFTER_EVERY_WAIT_PATCH = 'signed-delivery-hold-checked-after-every-wait';
 
+/**
+ * Marks histories in which an attempt after a wait found, in the receiver's slot just before its request, that its
+ * claim was another's (it went stale while the attempt waited in a backed-up task queue, and was taken over): it
+ * sent nothing, and the schedule ends claimed elsewhere. Only such an attempt's result reaches it.
+ */
+export const CLAIM_CHECKED_IN_SLOT_PATCH = 'signed-delivery-claim-checked-in-slot';
+
 export interface SignedDelivery {
   /** The claim that makes it once in effect. */
   key: string;
@@ -119,6 +126,9 @@ export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDeliv
           ? patched(HOLD_CHECKED_AFTER_FAILED_HOLD_PATCH)
           : waited && patched(HOLD_CHECKED_AFTER_EVERY_WAIT_PATCH);
         if (checkHold && !(await heldAgain())) return 'claimed_elsewhere';
+        // After a wait the attempt holds the claim again just before its request (an activity's input is not part
+        // of what replay compares).
+        const claim = waited ? { claim: { key, holder: me } } : {};
         holdFailed = false;
         waited = false;
         const heldWaits = !pastHoldsEnd && Date.now() < holdsEndAt;
@@ -130,7 +140,11 @@ export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDeliv
           ...(jitter !== undefined ? { scheduleUncapped: true } : {}),
           trigger: 'episode',
           ...(heldWaits ? { heldWaits: { held } } : {}),
+          ...claim,
         });
+        // Only an attempt that found its claim another's reaches the patch check: other histories replay unchanged.
+        if (result.result === 'stop' && result.claimedElsewhere && patched(CLAIM_CHECKED_IN_SLOT_PATCH))
+          return 'claimed_elsewhere';
         // Held (nothing sent): it waits for the breaker, or for a slot, and goes again; it spends nothing. Only
         // attempts of activities that tell a hold reach the patch check: histories recorded before replay unchanged.
         if (result.result !== 'retry' || !result.held || !heldWaits) break;

@@ -31,6 +31,7 @@ import type { Run } from '../../domain/run';
 import type { RunStore } from '../../store/runs';
 import type { CallbackAttemptRow, CallbackAttemptStore } from '../../store/callback/attempts';
 import type { Metrics } from '../../platform/metrics';
+import type { ClaimStore } from '../../store/claims';
 import { withDeadline } from '../../platform/deadline';
 import { activityContext } from '../activityContext';
 
@@ -44,6 +45,8 @@ export interface CallbackDeps extends CallbackSendDeps {
   metrics?: Pick<Metrics, 'callbackAttempt' | 'callbackGaveUp' | 'callbackHeld'>;
   /** The worker's pacing per receiver origin (one per worker process); absent: attempts go out unpaced. */
   pacing?: OriginPacing;
+  /** The deliveries' claims, held again by an attempt after a wait (claimCheck); absent: not checked. */
+  claims?: Pick<ClaimStore, 'renew'>;
 }
 
 const secondsOf = (ms: number | undefined): number | undefined =>
@@ -379,6 +382,28 @@ export type AttemptResult =
       teamId: string;
     };
 
+/**
+ * An attempt after a wait (place.claim) holds its delivery's claim again in the receiver's slot, just before the
+ * request: the claim may have gone stale while the attempt waited in a backed-up task queue, and another holder (a
+ * recover, the sweep) taken it over. Another's, nothing is sent and the attempt says so. Undefined when there is
+ * nothing to check.
+ */
+export function claimCheck(
+  claims: Pick<ClaimStore, 'renew'> | undefined,
+  place: AttemptPlace | undefined,
+): { stillOwed: () => Promise<boolean>; answer: (sent: AttemptResult) => AttemptResult } | undefined {
+  const claim = place?.claim;
+  if (!claim || !claims) return undefined;
+  let taken = false;
+  return {
+    stillOwed: async () => (await claims.renew(claim.key, claim.holder)) || ((taken = true), false),
+    answer: (sent) =>
+      taken
+        ? { sent: false, outcome: { result: 'stop', detail: 'claimed elsewhere', claimedElsewhere: true } }
+        : sent,
+  };
+}
+
 /** What an attempt reports and what its log row names as its error. */
 type Settled = { outcome: CallbackAttempt; error: DeliveryCategory | PacingHold };
 
@@ -404,7 +429,8 @@ async function attemptOnce(
   const body = callbackBody(run, episodeId);
   if (!body) return stop(`a ${run.status} run gets no callback`);
   // The breaker's say is the team's own at the receiver's origin (another team's failures there never hold it).
-  return sendSigned(deps, {
+  const check = claimCheck(deps.claims, place);
+  const sent = await sendSigned(deps, {
     target: run.callback,
     webhookId: episodeId,
     json: JSON.stringify(body),
@@ -413,7 +439,9 @@ async function attemptOnce(
     about: `run ${runId} episode ${episodeId}`,
     place,
     activityStarted,
+    ...(check ? { stillOwed: check.stillOwed } : {}),
   });
+  return check ? check.answer(sent) : sent;
 }
 
 /** What a signed send needs: the POST's settings, the worker's pacing per origin and the operator log. */

@@ -29,6 +29,7 @@ import { mapBounded } from '../../platform/concurrency';
 import { withDeadline } from '../../platform/deadline';
 import { activityContext } from '../activityContext';
 import {
+  claimCheck,
   logAttempt,
   RECORD_DEADLINE_MS,
   sendSigned,
@@ -50,7 +51,10 @@ export interface EndpointDeps extends Omit<CallbackDeps, 'runs' | 'callbackAttem
    * The deliveries' claims: one settled delivered is known delivered even when its attempt row was lost; a
    * recover's send takes the claim, so neither the sweep nor a replayed episode sends what it delivered again.
    */
-  claims: Pick<ClaimStore, 'describeEach' | 'describe' | 'tryMark' | 'markDelivered' | 'resettle' | 'unmark'>;
+  claims: Pick<
+    ClaimStore,
+    'describeEach' | 'describe' | 'tryMark' | 'markDelivered' | 'resettle' | 'unmark' | 'renew'
+  >;
   /** The studio a Slack message links its run in (as the pushes do). */
   studioUrl: string;
   /** The callback family's schedule, which every delivery follows. */
@@ -171,7 +175,8 @@ function endpointAttempter(deps: EndpointDeps) {
     if (!endpoint.eventTypes.includes(event.type))
       return stop(`the endpoint no longer subscribes to ${event.type}`);
     const body = teamEventBody({ ...event, id: event._id }, event.run, event.sequence);
-    const attempt = await sendSigned(deps, {
+    const check = claimCheck(deps.claims, place);
+    const sent = await sendSigned(deps, {
       target: endpoint,
       webhookId: eventId,
       ...(await payloadFor(endpoint, body)),
@@ -182,7 +187,9 @@ function endpointAttempter(deps: EndpointDeps) {
       place,
       activityStarted,
       ...(endpoint.rateLimitPerSecond ? { admit: admitAtRate(endpoint, endpoint.rateLimitPerSecond) } : {}),
+      ...(check ? { stillOwed: check.stillOwed } : {}),
     });
+    const attempt = check ? check.answer(sent) : sent;
     const logged = { episodeId: endpointDeliveryKey(eventId, endpointId), runId: event.runId, endpointId };
     await logAttempt({ log: deps.log }, deps.endpointAttempts, logged, attempt, place);
     // Sent: a failing or slow store must not fail the activity now, or its retry would send the event again. The

@@ -401,6 +401,24 @@ describe('the callback schedule on time-skipping Temporal', function () {
     }
   });
 
+  it('an attempt after a wait whose claim another holder took while it waited for its slot sends nothing and ends the schedule', async () => {
+    // The activity holds the claim again just before the request (place.claim), and finds it taken.
+    const run = await runEpisode(
+      [
+        { result: 'retry', status: 503, detail: 'http 503' },
+        { result: 'stop', detail: 'claimed elsewhere', claimedElsewhere: true },
+      ],
+      'ts-callback-claimed-in-slot',
+      DEFAULT_EPISODE_OPTIONS,
+    );
+    recordHistory(run.history, 'episode-history-callback-claimed-in-slot.json');
+    assert.equal(run.attempts, 2);
+    assert.equal(run.sent[0].place?.claim, undefined, 'a first attempt does not check');
+    assert.equal(run.sent[1].place?.claim?.key, claimKeys.callback(outcome.episodeId));
+    assert.equal(run.result.callback, 'claimed_elsewhere');
+    assert.deepEqual(run.settled, ['not_addressable'], 'the push’s only: the callback’s is another holder’s');
+  });
+
   it('a callback answered 2xx whose settle fails past its quick retries is settled once the store is back, never released', async () => {
     settleFailures = 25;
     try {
