@@ -47,9 +47,9 @@ export const HOLD_CHECKED_AFTER_FAILED_HOLD_PATCH = 'signed-delivery-hold-checke
 
 /**
  * Marks histories in which the claim is held again before every attempt that follows a wait, not only after a hold
- * that failed: a claim held through a wait goes stale when the attempt after it is late (workers down or behind past
+ * that failed: a claim held through a wait goes stale when the workflow comes back to it late (its workers down past
  * the grace), and a recover or the sweep may take it over and send or settle it; the late attempt then sent it again.
- * Only a delivery that waits reaches it.
+ * Only a delivery that waits reaches it. (An attempt late in its task queue checks in the receiver's slot.)
  */
 export const HOLD_CHECKED_AFTER_EVERY_WAIT_PATCH = 'signed-delivery-hold-checked-after-every-wait';
 

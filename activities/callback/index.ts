@@ -391,17 +391,13 @@ export type AttemptResult =
 export function claimCheck(
   claims: Pick<ClaimStore, 'renew'> | undefined,
   place: AttemptPlace | undefined,
-): { stillOwed: () => Promise<boolean>; answer: (sent: AttemptResult) => AttemptResult } | undefined {
+): SignedSend['notOwed'] {
   const claim = place?.claim;
   if (!claim || !claims) return undefined;
-  let taken = false;
-  return {
-    stillOwed: async () => (await claims.renew(claim.key, claim.holder)) || ((taken = true), false),
-    answer: (sent) =>
-      taken
-        ? { sent: false, outcome: { result: 'stop', detail: 'claimed elsewhere', claimedElsewhere: true } }
-        : sent,
-  };
+  return async () =>
+    (await claims.renew(claim.key, claim.holder))
+      ? undefined
+      : { result: 'stop', detail: 'claimed elsewhere', claimedElsewhere: true };
 }
 
 /** What an attempt reports and what its log row names as its error. */
@@ -429,8 +425,7 @@ async function attemptOnce(
   const body = callbackBody(run, episodeId);
   if (!body) return stop(`a ${run.status} run gets no callback`);
   // The breaker's say is the team's own at the receiver's origin (another team's failures there never hold it).
-  const check = claimCheck(deps.claims, place);
-  const sent = await sendSigned(deps, {
+  return sendSigned(deps, {
     target: run.callback,
     webhookId: episodeId,
     json: JSON.stringify(body),
@@ -439,9 +434,8 @@ async function attemptOnce(
     about: `run ${runId} episode ${episodeId}`,
     place,
     activityStarted,
-    ...(check ? { stillOwed: check.stillOwed } : {}),
+    notOwed: claimCheck(deps.claims, place),
   });
-  return check ? check.answer(sent) : sent;
 }
 
 /** What a signed send needs: the POST's settings, the worker's pacing per origin and the operator log. */
@@ -466,10 +460,10 @@ export interface SignedSend {
   /** A hold of the caller's own before any slot is taken (a rate the receiver asked for). */
   admit?: () => Promise<{ held: PacingHold; retryAfterMs?: number; detail: string } | undefined>;
   /**
-   * Asked once the slot is taken, just before the request: false sends nothing (the slot given back, no attempt),
-   * what a send owed only while something holds (a question still open) needs after a wait for its slot.
+   * Asked once the slot is taken, just before the request, by a send owed only while something holds (a question
+   * still open, the delivery's claim): an outcome answers instead of sending (the slot given back, no attempt).
    */
-  stillOwed?: () => Promise<boolean>;
+  notOwed?: () => Promise<CallbackAttempt | undefined>;
 }
 
 /**
@@ -514,8 +508,8 @@ export async function sendSigned(deps: SignedSendDeps, send: SignedSend): Promis
     const outcome = heldOutcome(entry, origin!, deps.timeoutMs);
     return { ...sent({ outcome, error: entry.held }), held: entry.held };
   }
-  if (send.stillOwed && !(await stillOwedInSlot(entry, send.stillOwed)))
-    return { sent: false, outcome: { result: 'stop', detail: 'no longer owed' } };
+  const unowed = send.notOwed && (await notOwedInSlot(entry, send.notOwed));
+  if (unowed) return { sent: false, outcome: unowed };
   // A slow store before the request (the run's read, the rate's hits) costs a held attempt, never a repeat.
   const timeoutMs = inThisActivity(requestTimeoutMs, send.activityStarted, deps.timeoutMs);
   if (timeoutMs < MIN_REQUEST_MS) {
@@ -542,17 +536,17 @@ export async function sendSigned(deps: SignedSendDeps, send: SignedSend): Promis
 }
 
 /** The caller's last say before the request; the slot is given back when it says no, or cannot say. */
-async function stillOwedInSlot(
+async function notOwedInSlot(
   entry: Extract<PacingEntry, { held: false }> | undefined,
-  stillOwed: () => Promise<boolean>,
-): Promise<boolean> {
+  notOwed: () => Promise<CallbackAttempt | undefined>,
+): Promise<CallbackAttempt | undefined> {
   const release = () => entry?.done('neutral');
-  const owed = await stillOwed().catch((err: unknown) => {
+  const unowed = await notOwed().catch((err: unknown) => {
     release();
     throw err;
   });
-  if (!owed) release();
-  return owed;
+  if (unowed) release();
+  return unowed;
 }
 
 /**

@@ -175,8 +175,7 @@ function endpointAttempter(deps: EndpointDeps) {
     if (!endpoint.eventTypes.includes(event.type))
       return stop(`the endpoint no longer subscribes to ${event.type}`);
     const body = teamEventBody({ ...event, id: event._id }, event.run, event.sequence);
-    const check = claimCheck(deps.claims, place);
-    const sent = await sendSigned(deps, {
+    const attempt = await sendSigned(deps, {
       target: endpoint,
       webhookId: eventId,
       ...(await payloadFor(endpoint, body)),
@@ -187,9 +186,8 @@ function endpointAttempter(deps: EndpointDeps) {
       place,
       activityStarted,
       ...(endpoint.rateLimitPerSecond ? { admit: admitAtRate(endpoint, endpoint.rateLimitPerSecond) } : {}),
-      ...(check ? { stillOwed: check.stillOwed } : {}),
+      notOwed: claimCheck(deps.claims, place),
     });
-    const attempt = check ? check.answer(sent) : sent;
     const logged = { episodeId: endpointDeliveryKey(eventId, endpointId), runId: event.runId, endpointId };
     await logAttempt({ log: deps.log }, deps.endpointAttempts, logged, attempt, place);
     // Sent: a failing or slow store must not fail the activity now, or its retry would send the event again. The
@@ -224,7 +222,7 @@ export async function missedEvents(
   const context = activityContext();
   const resumed = context?.info.heartbeatDetails as RecoverListing | undefined;
   const missed = [...(resumed?.missed ?? [])];
-  if (missed.length >= input.maxSends) return missed.slice(0, input.maxSends);
+  if (missed.length >= input.maxSends) return missed;
   const pages = deps.teamEvents.listForTeam(
     input.teamId,
     endpoint.eventTypes,

@@ -42,7 +42,10 @@ export async function postEscalation(
     place: undefined,
     activityStarted,
     // Answered while it waited for its origin's slot: a rung after the answer would page someone for nothing.
-    stillOwed: async () => Boolean(await openQuestion(deps.push, ref)),
+    notOwed: async () =>
+      (await openQuestion(deps.push, ref))
+        ? undefined
+        : { result: 'stop', detail: 'the question was answered' },
   });
   // Not sent: only the question found closed after the wait stops a send before its request.
   if (!attempt.sent) return { result: 'closed', delivered: 0 };

@@ -15,6 +15,7 @@ export function wireEndpointsRouter({
   stores,
   now,
 }: Pick<ApiServices, 'config' | 'client' | 'stores' | 'now'>): EndpointsRouterDeps {
+  const { callbackAttemptSeconds: attemptSeconds } = episodeOptions(config);
   return {
     endpoints: stores.endpoints,
     attempts: stores.endpointAttempts,
@@ -26,10 +27,7 @@ export function wireEndpointsRouter({
     testLimit: config.callbackTestRate,
     testPingLimits: { perUser: config.callbackTestRatePerUser, perTeam: config.callbackTestRatePerTeam },
     startRecover: (input) =>
-      startEndpointRecover(client, config.temporalTaskQueue, {
-        ...input,
-        attemptSeconds: episodeOptions(config).callbackAttemptSeconds,
-      }),
+      startEndpointRecover(client, config.temporalTaskQueue, { ...input, attemptSeconds }),
     recoverLimit: config.callbackRecoverRatePerTeam,
     recoverMaxSends: config.callbackRecoverMax,
     rateLimits: stores.rateLimits,
