@@ -825,9 +825,13 @@ async function restartServer(
 async function restartMongoWhileCallbackRetries(drill: Drill): Promise<void> {
   const { callbacks, tally } = drill;
   if (drill.faults.receiverFailures && drill.stack.mongoServer) {
-    const from = callbacks.received.length + callbacks.pendingAnswers;
-    drill.scripted.push({ receiver: callbacks, from, count: 4 });
-    callbacks.answer({ status: 503 }, { status: 503 }, { status: 503 }, { status: 503 });
+    // Refusals still queued from an earlier fault refuse the next attempt as well: more queued on top of them could
+    // all fall on one callback and outlast its schedule (7 attempts), which the drill counts as lost.
+    if (!callbacks.pendingAnswers) {
+      drill.scripted.push({ receiver: callbacks, from: callbacks.received.length, count: 4 });
+      callbacks.answer({ status: 503 }, { status: 503 }, { status: 503 }, { status: 503 });
+    }
+    const from = callbacks.received.length;
     const waitMs = drill.options.stepTimeoutMs ?? 240_000;
     tally.mongoRestartDuringCallbackRetry = await waitUntil(
       'a callback attempt refused',
@@ -903,7 +907,8 @@ async function faultServers(drill: Drill): Promise<void> {
     [
       0.65,
       () => {
-        if (!faults.receiverFailures) return;
+        // None while earlier refusals are queued (see restartMongoWhileCallbackRetries).
+        if (!faults.receiverFailures || callbacks.pendingAnswers) return;
         scripted.push({ receiver: callbacks, from: callbacks.received.length, count: 2 });
         callbacks.answer({ status: 500 }, { status: 503 });
       },
