@@ -224,7 +224,8 @@ export type PushDeliveryResult =
 export type CallbackAttempt =
   | {
       result: 'delivered';
-      status: number;
+      /** Absent only where a recover's retried send finds it sent by an earlier attempt (its answer lost). */
+      status?: number;
       /** A recover's send whose claim could not be settled delivered (the store away): the recover settles it. */
       unsettledClaim?: string;
     }

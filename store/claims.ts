@@ -195,12 +195,13 @@ function createClaimSettling({ claims, now }: ClaimContext) {
 
     /**
      * A settled claim's result brought up to date (a redelivery of a callback that gave up): still settled, and
-     * kept another retention period from now. False when it is not settled.
+     * kept another retention period from now, in `holder`'s name when given (markDelivered then answers true to
+     * it). False when it is not settled.
      */
-    async resettle(key: string, result: string): Promise<boolean> {
+    async resettle(key: string, result: string, holder?: string): Promise<boolean> {
       const update = await claims.updateOne(
         { _id: key, delivered: true },
-        { $set: { sent_at: now(), result } },
+        { $set: { sent_at: now(), result, ...(holder ? { holder } : {}) } },
       );
       return update.matchedCount === 1;
     },

@@ -17,6 +17,7 @@ import { createStores } from '../store';
 import type { ClaimRow } from '../store/claims';
 import type { TeamEventRow } from '../store/endpoint/teamEvents';
 import { adminOf } from './support/admin';
+import type { CallbackAttempt } from '../contract/activities';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, sweepActivitiesOf, type FamilyStack } from './support/familyStack';
 import { recordFixture } from './support/harness';
@@ -340,6 +341,40 @@ describe('team endpoints: a recover', function () {
       assert.deepEqual(result, { found: 1, delivered: 1, failed: 0 });
       assert.equal(stallingSettles.has(key), false, 'its resettle stalled');
       assert.equal(once.received.length, 1, 'sent once');
+    } finally {
+      await once.close();
+    }
+  });
+
+  it("a recover's send retried after it sent and settled (its worker lost before the answer) answers delivered, not failed", async () => {
+    const once = await CallbackReceiver.start();
+    try {
+      const endpointId = await answersEndpoint('ret', 'retried', once.url);
+      const fresh = await recordedAnswer('retried', 'ret', '_fresh', new Date().toISOString());
+      // The other's schedule gave up (the receiver was down): the recover sends it and brings its claim up to date.
+      const gaveUp = await recordedAnswer('retried', 'ret', '_gave_up', new Date().toISOString());
+      const gaveUpKey = endpointDeliveryKey(gaveUp.id, endpointId);
+      assert.ok(await stack.stores.claims.tryMark(gaveUpKey, 'schedule'));
+      assert.ok(await stack.stores.claims.markDelivered(gaveUpKey, 'schedule', 'gave_up: http 503'));
+      const activities = createActivities({
+        config: stack.config,
+        stores: stack.stores,
+        client: stack.client,
+        log: () => undefined,
+      });
+      const place = { attempt: 1, trigger: 'redeliver' as const, recoverId: 'endpoint-recover-retried' };
+      for (const event of [fresh, gaveUp]) {
+        const send = (attempt: number): Promise<CallbackAttempt> =>
+          new MockActivityEnvironment({ attempt, startToCloseTimeoutMs: 60_000 }).run(() =>
+            activities.sendEndpointEvent(event.id, endpointId, place),
+          );
+        // The first attempt's answer never reached Temporal; its retry runs the same send again.
+        const first = await send(1);
+        assert.equal(first.result, 'delivered', JSON.stringify(first));
+        const retried = await send(2);
+        assert.equal(retried.result, 'delivered', JSON.stringify(retried));
+      }
+      assert.equal(once.received.length, 2, 'each sent once');
     } finally {
       await once.close();
     }

@@ -280,11 +280,15 @@ export function createEndpointActivities(deps: EndpointDeps) {
   ): Promise<CallbackAttempt> {
     const claim = await deps.claims.describe(key);
     if (claim.state === 'delivered') {
-      if (claim.result === 'delivered') return { result: 'stop', detail: 'delivered already' };
+      if (claim.result === 'delivered') {
+        // Settled by this recover: an earlier attempt of this send, whose answer was lost with its worker.
+        if (await deps.claims.markDelivered(key, recoverId)) return { result: 'delivered' };
+        return { result: 'stop', detail: 'delivered already' };
+      }
       const sent = await attempt();
       // Left given up (the write not made in time), its attempt row (delivered) keeps a later recover from
-      // sending it again.
-      if (sent.result === 'delivered') await writtenInTime(deps.claims.resettle(key, 'delivered'));
+      // sending it again. Settled in this recover's name, its retry knows the send for its own.
+      if (sent.result === 'delivered') await writtenInTime(deps.claims.resettle(key, 'delivered', recoverId));
       return sent;
     }
     if (!(await deps.claims.tryMark(key, recoverId)))
