@@ -8,7 +8,7 @@ import type { Db } from 'mongodb';
 import { Webhook } from 'standardwebhooks';
 import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
 import { interactionWorkflowId, teamEventWorkflowId } from '../contract/workflows';
-import { interactionClaimKeys } from '../domain/interaction';
+import { interactionClaimKeys, type EscalationRung } from '../domain/interaction';
 import { inputEpisodeId } from '../domain/outcome';
 import type { TeamEventBody } from '../domain/teamEvents';
 import type { PushPayload } from '../domain/push';
@@ -20,6 +20,7 @@ import { createInteractionActivities } from '../activities/interaction';
 import type { PushActivityDeps } from '../activities/push';
 import { callbackSendSettings } from '../delivery/callback/send';
 import { createOriginPacing } from '../delivery/callback/pacing';
+import { pushSenderFor } from '../delivery/push/sender';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { sweepActivitiesOf } from './support/familyStack';
 import { ApiClient, recordFixture } from './support/harness';
@@ -602,8 +603,10 @@ describe('escalation', function () {
     webhook?: Partial<Parameters<typeof createInteractionActivities>[0]['webhook']>;
     announce: Parameters<typeof createInteractionActivities>[0]['announce'];
     claims?: Parameters<typeof createInteractionActivities>[0]['claims'];
+    /** Another rung an hour off (the worker leaves it too) in place of the webhook's. */
+    rung?: EscalationRung;
   }) {
-    const rung = { afterSeconds: 3600, to: 'team', via: 'webhook' } as const;
+    const rung = deps.rung ?? ({ afterSeconds: 3600, to: 'team', via: 'webhook' } as const);
     const put = await admin.put('/api/v1/teams/current/escalation', {
       rungs: [rung],
       webhookUrl: receiver.url,
@@ -611,7 +614,15 @@ describe('escalation', function () {
     assert.equal(put.status, 200, put.text);
     const [{ runId, interactionId }] = await pausesOf(1, [rung]);
     const { sendRung } = createInteractionActivities({
-      push: { ...stack.stores, now: () => new Date() } as unknown as PushActivityDeps,
+      push: {
+        ...stack.stores,
+        sender: pushSenderFor(stack.config, { ca: push.ca }),
+        studioUrl: stack.config.studioUrl,
+        actionTokenTtlSeconds: stack.config.actionTokenTtlSeconds,
+        fanOutWidth: 4,
+        log: () => undefined,
+        now: () => new Date(),
+      } as unknown as PushActivityDeps,
       claims: deps.claims ?? stack.stores.claims,
       escalationPolicies: stack.stores.escalationPolicies,
       webhook: { ...callbackSendSettings(stack.config), now: () => new Date(), ...deps.webhook },
@@ -626,6 +637,33 @@ describe('escalation', function () {
       posts: () => receiver.received.filter((r) => r.headers['webhook-id'] === webhookId).length,
     };
   }
+
+  for (const via of ['push', 'webhook'] as const)
+    it(`a ${via} rung that reached its person, tried again after the answer (its announce failed), was sent: delivered and announced, not closed`, async () => {
+      let announceDown = true;
+      const announced: string[] = [];
+      const { runId, interactionId, send, posts } = await webhookRungByHand({
+        rung: { afterSeconds: 3600, to: via === 'push' ? ['carol'] : 'team', via },
+        announce: async (event) => {
+          if (announceDown) throw new Error('Temporal unreachable');
+          announced.push(event.type);
+        },
+      });
+      const reached = () =>
+        via === 'webhook'
+          ? posts()
+          : push.received(carol).filter((r) => (r.payload as PushPayload).runId === runId).length;
+      await assert.rejects(send(), /Temporal unreachable/);
+      assert.equal(reached(), 1, 'the first try reached its person');
+      const answered = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
+        answer: 'y',
+      });
+      assert.equal(answered.status, 200, answered.text);
+      announceDown = false;
+      assert.deepEqual(await send(), { result: 'delivered', delivered: 1 });
+      assert.deepEqual(announced, ['interaction.escalated']);
+      assert.equal(reached(), 1, 'nothing sent again');
+    });
 
   it('a webhook rung whose announce failed after its POST is tried again without a second POST', async () => {
     let announceDown = true;

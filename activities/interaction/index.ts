@@ -8,7 +8,8 @@ import type {
   InteractionRef,
   InteractionSnooze,
 } from '../../contract/workflows';
-import { interactionClaimKeys, type EscalationRung } from '../../domain/interaction';
+import { followUpDeliveryId, interactionClaimKeys, type EscalationRung } from '../../domain/interaction';
+import { inputEpisodeId } from '../../domain/outcome';
 import { keptAlive } from '../activityContext';
 import type { InteractionActivityDeps } from './interactionActivityDeps';
 import { closeAnswered } from '../push/closeAnswered';
@@ -18,6 +19,24 @@ import { postEscalation } from './webhook';
 export type { InteractionActivityDeps, InteractionEvent } from './interactionActivityDeps';
 
 export function createInteractionActivities(deps: InteractionActivityDeps) {
+  /**
+   * A send that finds the question closed: closed, unless an earlier try of it reached someone (its announce
+   * failed after, or its worker was lost before its answer reached Temporal): then it was sent, and a rung's
+   * escalation is announced as it would have been. Read only when the question is closed.
+   */
+  async function sentBefore(
+    ref: InteractionRef,
+    earlier: { what: string } | { posted: string },
+  ): Promise<FollowUpResult> {
+    const delivered =
+      'posted' in earlier
+        ? Number(await deps.claims.wasDelivered(earlier.posted))
+        : await deps.push.pushDeliveries.countForEpisode(
+            followUpDeliveryId(inputEpisodeId(ref.runId, ref.interactionId), earlier.what),
+          );
+    return delivered ? { result: 'delivered', delivered } : { result: 'closed', delivered: 0 };
+  }
+
   return {
     async interactionPlan(ref: InteractionRef, holder: string): Promise<InteractionPlan> {
       const [open] = await Promise.all([
@@ -52,9 +71,14 @@ export function createInteractionActivities(deps: InteractionActivityDeps) {
       keptAlive(async () => {
         const activityStarted = Date.now();
         const open = await openQuestion(deps.push, ref);
-        if (!open) return { result: 'closed', delivered: 0 };
-        const sent =
-          rung.via === 'webhook'
+        const sent = !open
+          ? await sentBefore(
+              ref,
+              rung.via === 'webhook'
+                ? { posted: interactionClaimKeys.rungPosted(ref.interactionId, index) }
+                : { what: `rung:${index}` },
+            )
+          : rung.via === 'webhook'
             ? await postEscalation(deps, open, index, rung, activityStarted)
             : await pushFollowUp(
                 deps.push,
@@ -79,9 +103,10 @@ export function createInteractionActivities(deps: InteractionActivityDeps) {
 
     sendSnoozed: (ref: InteractionRef, snooze: InteractionSnooze): Promise<FollowUpResult> =>
       keptAlive(async () => {
+        const what = `snooze:${snooze.snoozeId}`;
         const open = await openQuestion(deps.push, ref);
-        if (!open) return { result: 'closed', delivered: 0 };
-        return pushFollowUp(deps.push, open, [snooze.userId], `snooze:${snooze.snoozeId}`);
+        if (!open) return sentBefore(ref, { what });
+        return pushFollowUp(deps.push, open, [snooze.userId], what);
       }),
   };
 }
