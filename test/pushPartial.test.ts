@@ -213,6 +213,49 @@ describe('a push that missed some of its recipients, and a question pushed after
     assert.equal(push.received(anaPhone).length, 1);
   });
 
+  it('a teammate reached on a device removed since is not held for a digest by a later try: the record says who was reached', async () => {
+    const { anonymous, client, stores } = stack;
+    const ana = anonymous.as('ana', 'partial-gone');
+    const ben = anonymous.as('ben', 'partial-gone');
+    const anaPhone = push.endpoint('gone-ana-phone');
+    const benLaptop = push.endpoint('gone-ben-laptop');
+    const benPhone = push.endpoint('gone-ben-phone');
+    assert.equal((await ana.post('/api/v1/notifications/push/subscriptions', anaPhone)).status, 201);
+    const laptop = await ben.post('/api/v1/notifications/push/subscriptions', benLaptop);
+    assert.equal(laptop.status, 201, laptop.text);
+    assert.equal((await ben.post('/api/v1/notifications/push/subscriptions', benPhone)).status, 201);
+    assert.equal((await ben.put('/api/v1/notifications/prefs', { scope: 'team' })).status, 200);
+    push.failAlways(benPhone, 503);
+
+    const runId = (await ana.post('/api/v1/runs', { title: 'Partial gone' })).body.id as string;
+    assert.equal((await ana.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'ok' })).status, 200);
+    const episodeId = `${runId}:end`;
+    await push.waitFor(1, benLaptop, 60_000);
+    // Ben has it on his laptop, then removes the laptop and turns do-not-disturb on while his phone is still owed.
+    const removed = await ben.delete('/api/v1/notifications/push/subscriptions', {
+      endpoint: benLaptop.endpoint,
+    });
+    assert.equal(removed.status, 204, removed.text);
+    const dnd = new Date(Date.now() + 3600_000).toISOString();
+    assert.equal(
+      (await ben.put('/api/v1/notifications/prefs', { scope: 'team', doNotDisturbUntil: dnd })).status,
+      200,
+    );
+    await waitUntil(
+      'the episode confirmed',
+      async () => (await stores.claims.state(episodeId)) === 'delivered',
+      { timeoutMs: 180_000 },
+    );
+    push.recover(benPhone);
+    assert.equal(((await client.workflow.getHandle(episodeId).result()) as EpisodeResult).push, 'delivered');
+    assert.deepEqual(
+      [...(await stores.pushHolds.heldOf(episodeId, ['ben'])).keys()],
+      [],
+      'no digest entry for ben: his laptop had it',
+    );
+    assert.equal(push.received(benPhone).length, 0, 'not pushed during his do-not-disturb');
+  });
+
   /** An owner and a teammate with team-wide scope in a team of their own, one device each. */
   async function team(name: string) {
     const ana = stack.anonymous.as('ana', name);

@@ -183,9 +183,8 @@ export async function devicesToPush(
     subs.map((sub) => sub._id),
   );
   reached.catch(() => undefined); // awaited by sendRecorded when someone is left to push, never unhandled
-  const reachedPeople = reached.then(
-    ({ subscriptions }) => new Set(subs.filter((sub) => subscriptions.has(sub._id)).map((sub) => sub.userId)),
-  );
+  // From the record, not the devices: someone reached on a device removed since was reached all the same.
+  const reachedPeople = reached.then(({ people }) => people);
   reachedPeople.catch(() => undefined); // awaited by holdWhereDue when someone may be held
   const { held, resting } = await holdWhereDue(
     deps,

@@ -77,15 +77,16 @@ function firstDeliveries(rows: PushDeliveryRow[]): PushDelivery[] {
 }
 
 /**
- * Who this episode reached among `subscriptionIds` (each with its newest delivery), and the first batch number
- * nobody holds yet.
+ * Who this episode reached among `subscriptionIds` (each with its newest delivery), everyone it reached on any
+ * device (one removed since included), and the first batch number nobody holds yet.
  */
 async function reachedBy(
   rows: Collection<PushDeliveryRow>,
   episodeId: string,
   subscriptionIds: string[],
-): Promise<{ subscriptions: Map<string, Date>; nextBatch: number }> {
+): Promise<{ subscriptions: Map<string, Date>; people: Set<string>; nextBatch: number }> {
   const found = new Map<string, Date>();
+  const people = new Set<string>();
   let nextBatch = 0;
   // Rows of the old shape go in the first read: one round trip for an episode of any age.
   let ids = subscriptionIds.map((subscriptionId) => legacyId(episodeId, subscriptionId));
@@ -93,7 +94,8 @@ async function reachedBy(
     for (let n = from; n < from + size; n++) ids.push(batchId(episodeId, n));
     const page = await rows.find({ _id: { $in: ids } }).toArray();
     for (const row of page) {
-      for (const { subscriptionId, at } of deliveriesOf(row)) {
+      for (const { subscriptionId, userId, at } of deliveriesOf(row)) {
+        people.add(userId);
         const seen = found.get(subscriptionId);
         if (!seen || at > seen) found.set(subscriptionId, at);
       }
@@ -106,7 +108,7 @@ async function reachedBy(
   }
   // A subscription pruned and subscribed again since is not among the caller's.
   const wanted = new Set(subscriptionIds);
-  return { subscriptions: new Map([...found].filter(([id]) => wanted.has(id))), nextBatch };
+  return { subscriptions: new Map([...found].filter(([id]) => wanted.has(id))), people, nextBatch };
 }
 
 function batchWriterOf(
