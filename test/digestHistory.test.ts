@@ -347,6 +347,60 @@ describe('a digest held for days keeps its history bounded', function () {
     assert.equal(gaveUp?.values[0]?.value ?? 0, 0);
   });
 
+  it('a digest a device took, its settle lost and its chain then lost (terminated), is not sent again by the next digest that finds its rows', async () => {
+    const { anonymous, client, config, stores } = stack;
+    const ivy = anonymous.as('ivy', 'lost-chain');
+    const device = push.endpoint('ivy-phone');
+    assert.equal((await ivy.post('/api/v1/notifications/push/subscriptions', device)).status, 201);
+    const until = new Date(Date.now() + 3600_000).toISOString();
+    assert.equal(
+      (await ivy.put('/api/v1/notifications/prefs', { scope: 'own', doNotDisturbUntil: until })).status,
+      200,
+    );
+    const runId = (await ivy.post('/api/v1/runs', { title: 'Daily' })).body.id as string;
+    assert.equal((await ivy.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'ok' })).status, 200);
+    await client.workflow.getHandle(`${runId}:end`).result();
+    // The digest's send, played by hand: the push goes out, the store fails its settle, and its chain is lost
+    // before it tries again (terminated here; a Temporal database lost would do the same).
+    await client.workflow
+      .getHandle(digestWorkflowId('lost-chain', 'ivy'))
+      .terminate('the test plays its day');
+    const deps = {
+      config,
+      client,
+      pushSender: pushSenderFor(config, { ca: push.ca }),
+      log: () => undefined,
+    };
+    const settleLost = createActivities({
+      ...deps,
+      stores: {
+        ...stores,
+        pushHolds: {
+          ...stores.pushHolds,
+          markDigestSent: async () => {
+            throw new Error('store unavailable');
+          },
+        },
+      },
+    });
+    const first = { digestId: 'digest|ivy-day.1', teamId: 'lost-chain', userId: 'ivy' };
+    const send = await settleLost
+      .sendDigest({ ...first, tag: 'digest|lost-chain|ivy' })
+      .catch((err: Error) => err);
+    assert.ok(send instanceof Error, JSON.stringify(send));
+    await push.waitFor(1, device, 30_000);
+    // A day on, the first digest's hold on its rows has run out; the next digest of the person (a new chain, the
+    // sweep's offer or a new hold's) finds them.
+    const dayAgo = new Date(Date.now() - 1000);
+    await stack.mongo.db.collection('push_holds').updateMany({ runId }, { $set: { takenUntil: dayAgo } });
+    const next = { digestId: 'digest|ivy-day.2', teamId: 'lost-chain', userId: 'ivy' };
+    await createActivities({ ...deps, stores }).sendDigest({ ...next, tag: 'digest|lost-chain|ivy' });
+    assert.equal(push.received(device).length, 1, 'the device took the first digest: not sent again');
+    const [held] = await stores.pushHolds.listForRun(runId);
+    assert.equal(held.digestId, first.digestId);
+    assert.ok(held.digestSentAt, JSON.stringify(held));
+  });
+
   it('an entry held later for quiet hours during a send, when the digest then continues as new, is not held by a stale time', async () => {
     const { anonymous, client, config, stores } = stack;
     const eve = anonymous.as('eve', 'quietly');

@@ -52,6 +52,8 @@ async function readyToSend(
   digest: DigestSend,
 ): Promise<{ unsent: DigestSendResult } | { told: Told; devices: Devices }> {
   const now = deps.now();
+  // Before anything takes or settles them again: a stopped digest's rows may have gone out with it.
+  await settleStoppedDigests(deps, holds, digest, now);
   const prefs = await deps.notificationPrefs.get(digest.userId, digest.teamId, now);
   await holds.settleOptedOut(digest.teamId, digest.userId, optedOutOf(prefs), now);
   await holds.take(digest.teamId, digest.userId, digest.digestId, now);
@@ -74,6 +76,21 @@ async function readyToSend(
   ]);
   if (!devices) return { unsent: { addressable: false, reason: 'no subscription' } };
   return { told, devices };
+}
+
+/**
+ * The person's rows a digest took and stopped carrying (its chain terminated or lost) went out with it if a device
+ * took it, its settle lost before the chain: settled so, never sent again by the digest that finds them next.
+ */
+async function settleStoppedDigests(
+  deps: PushActivityDeps,
+  holds: PushHoldStore,
+  digest: DigestSend,
+  now: Date,
+): Promise<void> {
+  const stopped = await holds.stoppedDigestsOf(digest.teamId, digest.userId, now);
+  for (const digestId of stopped)
+    if ((await deps.pushDeliveries.countForEpisode(digestId)) > 0) await holds.markDigestSent(digestId, now);
 }
 
 /** The person's devices and those an earlier attempt under the digest's id reached; undefined: no device. */

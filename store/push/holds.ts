@@ -186,6 +186,20 @@ export function createPushHoldStore(db: Db) {
     },
 
     /**
+     * The digests that took some of the person's owed rows and stopped carrying them (their hold ran out: the chain
+     * terminated, or lost with Temporal's database, after its take).
+     */
+    async stoppedDigestsOf(teamId: string, userId: string, now: Date): Promise<string[]> {
+      const rows = await holds
+        .find(
+          { teamId, userId, ...OWED_AT_SET, at: { $lte: now }, ...OWED, takenUntil: { $lte: now } },
+          { projection: { digestId: 1 } },
+        )
+        .toArray();
+      return [...new Set(rows.flatMap((row) => (row.digestId ? [row.digestId] : [])))];
+    },
+
+    /**
      * The person's owed rows no digest is carrying that they opted out of since they were held (kinds turned off;
      * `viaTeam`: they chose own runs only) are settled, never told: a digest takes the rest.
      */
