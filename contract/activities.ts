@@ -118,7 +118,8 @@ export interface Activities {
  * its run moved on) and nothing was sent; `held` when every person it was for waits for their digest.
  */
 export interface FollowUpResult {
-  result: 'delivered' | 'not_addressable' | 'closed' | 'held' | 'failed';
+  /** vetoed: a rung not sent while an assistant stands by on the run (the standby veto). */
+  result: 'delivered' | 'not_addressable' | 'closed' | 'held' | 'vetoed' | 'failed';
   /** Devices (push) or receivers (webhook) that took it. */
   delivered: number;
   /**

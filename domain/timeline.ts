@@ -100,6 +100,7 @@ const RUNG_NOT_DELIVERED: Record<string, string> = {
   held: 'held for a digest',
   gave_up: 'gave up: its sends failed',
   closed: 'not sent: answered first',
+  vetoed: 'not sent: an assistant stands by',
 };
 
 /** Each settled rung: when, its 1-based place in the ladder, via what and to whom (`detail`), and how it ended. */

@@ -337,6 +337,38 @@ describe('escalation', function () {
     assert.ok(rung && !/answered first/.test(rung.detail ?? ''), JSON.stringify(rung));
   });
 
+  it('a question an assistant stands by on climbs no rung: each settles vetoed, nobody is paged (the standby veto)', async () => {
+    const created = await alice.post('/api/v1/runs', {
+      title: 'Assisted',
+      escalation: { rungs: [{ afterSeconds: 1, to: ['carol'], via: 'push' }] },
+    });
+    assert.equal(created.status, 201, created.text);
+    const runId = created.body.id as string;
+    assert.equal((await alice.put(`/api/v1/assistants/asst_1/watches/${runId}`)).status, 200);
+    const paused = await alice.post(`/api/v1/runs/${runId}/pause`, { prompt: 'Ship it?' });
+    assert.equal(paused.status, 200, paused.text);
+    const interactionId = paused.body.interactionId as string;
+    const key = interactionClaimKeys.rung(interactionId, 0);
+    await waitUntil('the rung settled', () => stack.stores.claims.wasDelivered(key), {
+      timeoutMs: SETTLE_MS,
+    });
+    assert.equal((await stack.stores.claims.describe(key)).result, 'vetoed');
+    assert.deepEqual(
+      push.received(carol).filter((r) => (r.payload as PushPayload).runId === runId),
+      [],
+      'carol is not paged while the assistant stands by',
+    );
+    const timeline = await alice.get(`/api/v1/runs/${runId}/timeline`);
+    const rung = (timeline.body.entries as { kind: string; detail?: string }[]).find(
+      (e) => e.kind === 'rung',
+    );
+    assert.equal(rung?.detail, 'to carol: not sent: an assistant stands by');
+    const answered = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
+      answer: 'y',
+    });
+    assert.equal(answered.status, 200, answered.text);
+  });
+
   it("a rung naming someone outside the team reaches only the team's people", async () => {
     // mallory's only device is registered in another team: the run's question and its actions are acme's.
     const mallorysPhone = push.endpoint('mallory-elsewhere');

@@ -13,6 +13,7 @@ import { inputEpisodeId } from '../../domain/outcome';
 import { keptAlive } from '../activityContext';
 import type { InteractionActivityDeps } from './interactionActivityDeps';
 import { closeAnswered } from '../push/closeAnswered';
+import { standbyVetoes } from '../push';
 import { openQuestion, pushFollowUp, rungRecipients } from './pushes';
 import { postEscalation } from './webhook';
 
@@ -71,6 +72,7 @@ export function createInteractionActivities(deps: InteractionActivityDeps) {
       keptAlive(async () => {
         const activityStarted = Date.now();
         const open = await openQuestion(deps.push, ref);
+        // The question's own push is vetoed while an assistant stands by on its run: so is every rung.
         const sent = !open
           ? await sentBefore(
               ref,
@@ -78,14 +80,16 @@ export function createInteractionActivities(deps: InteractionActivityDeps) {
                 ? { posted: interactionClaimKeys.rungPosted(ref.interactionId, index) }
                 : { what: `rung:${index}` },
             )
-          : rung.via === 'webhook'
-            ? await postEscalation(deps, open, index, rung, activityStarted)
-            : await pushFollowUp(
-                deps.push,
-                open,
-                await rungRecipients(deps.push, open, rung),
-                `rung:${index}`,
-              );
+          : (await standbyVetoes(deps.push, open.run))
+            ? ({ result: 'vetoed', delivered: 0 } as const)
+            : rung.via === 'webhook'
+              ? await postEscalation(deps, open, index, rung, activityStarted)
+              : await pushFollowUp(
+                  deps.push,
+                  open,
+                  await rungRecipients(deps.push, open, rung),
+                  `rung:${index}`,
+                );
         // A rung that reached anyone escalated the question, even while another device is owed it (the event's
         // id is the rung's: the announce of a later try is the same event).
         if (sent.delivered > 0)

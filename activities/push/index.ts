@@ -2,12 +2,18 @@
 // (digestSends.ts), both sending through recordedSends.ts.
 import type { DigestRef, DigestSend, DigestSendResult, PushDeliveryResult } from '../../contract/activities';
 import type { RunOutcome } from '../../domain/outcome';
+import type { Run } from '../../domain/run';
 import { deliverPush } from './deliverOutcome';
 import { digestReleaseAt, giveUpDigest, sendDigest } from './digestSends';
 import type { PushActivityDeps } from './pushActivityDeps';
 
 export type { DigestDeps, PushActivityDeps } from './pushActivityDeps';
 export { groupCommit, LAST_SUCCESS_GRAIN_MS } from './recordedSends';
+
+/** The standby veto on a run as read: it holds watched issue ids, or an assistant watches it. */
+export async function standbyVetoes(deps: Pick<PushActivityDeps, 'watches'>, run: Run): Promise<boolean> {
+  return run.watchedIssueIds.length > 0 || deps.watches.hasActiveWatch(run.teamId, run._id);
+}
 
 export function createPushActivities(deps: PushActivityDeps) {
   return {
@@ -17,9 +23,7 @@ export function createPushActivities(deps: PushActivityDeps) {
      */
     async isStandbyVetoed(runId: string, teamId?: string): Promise<boolean> {
       const run = teamId ? await deps.runs.getForTeam(teamId, runId) : await deps.runs.getById(runId);
-      if (!run) return false;
-      if (run.watchedIssueIds.length > 0) return true;
-      return deps.watches.hasActiveWatch(run.teamId, runId);
+      return run !== null && standbyVetoes(deps, run);
     },
 
     /** The outcome's push to its recipients' devices, held for a digest where due; safe to run twice. */
