@@ -31,6 +31,9 @@ export const MAX_RUNS_HELD = 1_000;
 export const MAX_SEND_TRIES = 20;
 /** The longest wait before a failed batch goes again. */
 const RETRY_MAX_MS = 60_000;
+/** How long flushAll goes on trying what fails at exit, and how far apart. */
+const FLUSH_ALL_WITHIN_MS = 10_000;
+const FLUSH_ALL_RETRY_MS = 1_000;
 
 /** The window a process holds a run's events: HEALTH_BATCH_MS, at most a quarter of the stall time. */
 export function healthBatchMs(config: Pick<Config, 'healthBatchMs' | 'stallAfterSeconds'>): number {
@@ -199,11 +202,20 @@ export function createEventBatcher(deps: {
       else if (full) batch.events = mergeBounded([], batch.events);
     },
 
-    /** Sends everything held and waits for every batch in flight (a process about to exit). */
-    async flushAll(): Promise<void> {
-      const runIds = [...held.keys()];
-      await Promise.all(runIds.map((runId) => flush(runId).catch((err) => deps.onError(runId, err))));
-      await Promise.all(sending.values());
+    /**
+     * Sends everything held and waits for every batch in flight (a process about to exit). A batch that fails is
+     * tried again a second later, for as long as `withinMs` allows: held, it would be lost with the process.
+     */
+    async flushAll(withinMs = FLUSH_ALL_WITHIN_MS): Promise<void> {
+      const until = clock.now() + withinMs;
+      for (;;) {
+        const runIds = [...held.keys()];
+        await Promise.all(runIds.map((runId) => flush(runId).catch((err) => deps.onError(runId, err))));
+        await Promise.all(sending.values());
+        const left = until - clock.now();
+        if (!held.size || left <= 0) return;
+        await new Promise<void>((resolve) => clock.setTimer(resolve, Math.min(FLUSH_ALL_RETRY_MS, left)));
+      }
     },
   };
 }

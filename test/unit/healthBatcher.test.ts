@@ -151,6 +151,42 @@ describe('the run-health event batcher', () => {
     assert.equal(String(failing.errors[0]), 'Error: temporal unreachable');
   });
 
+  it('flushAll at exit tries a batch that fails again, a second apart, for as long as it is given: held, it would be lost with the process', async () => {
+    let down = 2;
+    const sent: string[] = [];
+    const { batcher, advance, pending } = batcherOn(1000, async (run) => {
+      if (down > 0) {
+        down--;
+        throw new Error('temporal unreachable');
+      }
+      sent.push(run._id);
+    });
+    await batcher.observe(run('r1'), [{ type: 'usage', data: { spent: 9 } }]);
+    let done = false;
+    const flushing = batcher.flushAll(10_000).then(() => (done = true));
+    for (let waited = 0; !done && waited < 10; waited++) {
+      await flushed();
+      advance(1000);
+    }
+    await flushing;
+    assert.deepEqual(sent, ['r1'], 'sent on its third try, before flushAll returned');
+    assert.equal(pending(), 0, 'nothing left held');
+
+    const never = batcherOn(1000, async () => {
+      throw new Error('temporal unreachable');
+    });
+    await never.batcher.observe(run('r2'), [{ type: 'step' }]);
+    let gaveUp = false;
+    const bounded = never.batcher.flushAll(3_000).then(() => (gaveUp = true));
+    for (let waited = 0; !gaveUp && waited < 10; waited++) {
+      await flushed();
+      never.advance(1000);
+    }
+    await bounded;
+    assert.ok(gaveUp, 'flushAll returns once its time is spent');
+    assert.ok(never.errors.length >= 3, `tried until then (${never.errors.length} tries)`);
+  });
+
   it('a batch that failed goes again after a wait, before what came since and in the order observed', async () => {
     let down = 2;
     const sent: string[][] = [];
