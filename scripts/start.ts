@@ -42,6 +42,24 @@ function localSecrets(): LocalSecrets {
   return secrets;
 }
 
+/** How long the API has to answer after its start (compiling its sources on a cold cache takes a while). */
+const API_READY_WITHIN_MS = 180_000;
+
+/** Waits until `url` answers 200, a quarter second apart; throws past API_READY_WITHIN_MS, quietly stops once `gone`. */
+async function untilAnswering(url: string, gone: () => boolean): Promise<void> {
+  const until = Date.now() + API_READY_WITHIN_MS;
+  while (!gone()) {
+    const answered = await fetch(url, { signal: AbortSignal.timeout(2000) }).then(
+      (res) => res.status === 200,
+      () => false,
+    );
+    if (answered) return;
+    if (Date.now() > until)
+      throw new Error(`the API did not answer ${url} within ${API_READY_WITHIN_MS / 1000} s`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
 async function main(): Promise<void> {
   const env = launcherEnv();
   const spec = readStackSpec();
@@ -130,7 +148,13 @@ async function main(): Promise<void> {
     });
   }
 
-  log(`API         http://${env.host}:${env.port}  (GET /healthz)`);
+  const apiUrl = `http://${env.host}:${env.port}`;
+  await untilAnswering(`${apiUrl}/healthz`, () => stopping).catch((err: Error) => {
+    log(err.message);
+    return stopAll(1);
+  });
+  if (stopping) return; // the API or the worker exited meanwhile: stopAll says so and exits
+  log(`API         ${apiUrl}  (GET /healthz)`);
   if (uiUrl) log(`Temporal UI ${uiUrl}`);
   log('a token for the local secret: npm run token -- --user alice --team acme');
   log('Ctrl-C stops everything started here');
