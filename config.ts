@@ -83,6 +83,11 @@ const slots = numeric(
 );
 const boundedSeconds = (fallback: number, max: number) =>
   seconds.default(fallback).refine((value) => value <= max, got(`must be at most ${max} seconds`));
+/** As boundedSeconds, 0 included (none: strict expiry, no overlap). */
+const boundedSecondsOrNone = (fallback: number, max: number) =>
+  numeric((raw) => /^\d+$/.test(raw), 'a whole number of seconds')
+    .default(fallback)
+    .refine((value) => value <= max, got(`must be at most ${max} seconds`));
 const secondsList = z
   .string()
   .refine(
@@ -329,7 +334,7 @@ const authSection = (withJwks: boolean) =>
       'AUTH_MAX_TOKEN_LIFETIME_SECONDS',
       boundedSeconds(7 * 24 * 3600, 30 * 24 * 3600),
     ],
-    authClockSkewSeconds: ['AUTH_CLOCK_SKEW_SECONDS', boundedSeconds(60, 300)],
+    authClockSkewSeconds: ['AUTH_CLOCK_SKEW_SECONDS', boundedSecondsOrNone(60, 300)],
   });
 
 const base64urlKey = (length: number, refusal: string) =>
@@ -380,7 +385,7 @@ const deliverySection = section({
    * After a rotation, how long callbacks carry the previous secret's signature beside the new one's. A week at
    * most: past that a leaked secret the rotation was meant to retire still signs.
    */
-  callbackSecretOverlapSeconds: ['CALLBACK_SECRET_OVERLAP_SECONDS', boundedSeconds(86400, 604800)],
+  callbackSecretOverlapSeconds: ['CALLBACK_SECRET_OVERLAP_SECONDS', boundedSecondsOrNone(86400, 604800)],
   pushAllowPrivate: ['PUSH_ALLOW_PRIVATE', flag],
   /** The longest a notification's action token answers (it also ends with its interaction); a week at most. */
   actionTokenTtlSeconds: ['ACTION_TOKEN_TTL_SECONDS', boundedSeconds(86400, 604800)],

@@ -328,6 +328,16 @@ describe('config', () => {
       );
   });
 
+  it('AUTH_CLOCK_SKEW_SECONDS=0 (strict expiry) and CALLBACK_SECRET_OVERLAP_SECONDS=0 (no overlap after a rotation) are taken', () => {
+    const config = loadConfig({
+      ...base,
+      AUTH_CLOCK_SKEW_SECONDS: '0',
+      CALLBACK_SECRET_OVERLAP_SECONDS: '0',
+    });
+    assert.equal(config.authClockSkewSeconds, 0);
+    assert.equal(config.callbackSecretOverlapSeconds, 0);
+  });
+
   it('PUSH_BURST_LIMIT=0 switches the burst bound off', () => {
     assert.equal(loadConfig({ ...base, PUSH_BURST_LIMIT: '0' }).pushBurstRate, undefined);
     assert.deepEqual(loadConfig({ ...base, PUSH_BURST_LIMIT: '1' }).pushBurstRate, {
@@ -492,7 +502,11 @@ describe('config', () => {
       { AUTH_CLOCK_SKEW_SECONDS: '0301' },
       'AUTH_CLOCK_SKEW_SECONDS must be at most 300 seconds, got "301"',
     ],
-    seconds('AUTH_CLOCK_SKEW_SECONDS', 'x'),
+    [
+      'AUTH_CLOCK_SKEW_SECONDS',
+      { AUTH_CLOCK_SKEW_SECONDS: 'x' },
+      'AUTH_CLOCK_SKEW_SECONDS must be a whole number of seconds, got "x"',
+    ],
     [
       'AUTH_ISSUER',
       { AUTH_JWKS_URL: 'https://idp/jwks', AUTH_AUDIENCE: 'a' },
@@ -623,7 +637,11 @@ describe('config', () => {
     count('CALLBACK_RECOVER_MAX'),
     count('CALLBACK_ROTATE_RATE_LIMIT'),
     seconds('CALLBACK_ROTATE_RATE_WINDOW_SECONDS'),
-    seconds('CALLBACK_SECRET_OVERLAP_SECONDS'),
+    [
+      'CALLBACK_SECRET_OVERLAP_SECONDS',
+      { CALLBACK_SECRET_OVERLAP_SECONDS: '-1' },
+      'CALLBACK_SECRET_OVERLAP_SECONDS must be a whole number of seconds, got "-1"',
+    ],
     seconds('ACTION_TOKEN_TTL_SECONDS'),
     seconds('ENDPOINT_DISABLE_AFTER_SECONDS'),
     [
