@@ -11,8 +11,9 @@
 //           they settled), their keys asked by key: none in the usual pass.
 //   0–pages a page's pauses under the standby veto that a team endpoint is owed: their team events asked by id
 //           (and each such team's endpoints, once a pass): none without watched pauses and endpoints.
-//   0–2     the runs of episodes released since the pre-check's range began, outside the window (asked by id),
-//           and their older claims by key: none without releases.
+//   0–k     the runs of episodes released since the pre-check's range began, outside the window (asked by id,
+//           1,000 at a time until a pass's worth still owed is found), and their older claims by key: none without
+//           releases.
 //   0–k     the team events whose delivery was released since the range began (their headers asked by id, 1,000
 //           at a time until a pass's worth recorded before the window is found): none without such releases.
 //   1       where digests are on: the held pushes still owed past their time (an indexed range read, at most
@@ -369,18 +370,26 @@ async function releasedOutsideWindow(
     });
   }
   const longestReleased = [...released].sort((a, b) => +a.firstReleasedAt - +b.firstReleasedAt);
-  const runIds = [...new Set(longestReleased.map(({ runId }) => runId))].slice(0, RELEASED_PER_PASS);
-  const refs = await deps.runs.notifiableRefsBefore(runIds, since);
-  const owed = refs.flatMap((ref) => {
-    const episode = owedEpisode(ref, deps.families);
-    return episode && releases.has(episode.episodeId) ? [episode] : [];
-  });
+  const runIds = [...new Set(longestReleased.map(({ runId }) => runId))];
+  // A pass's worth of owed episodes, read a pass's worth of runs at a time: notes their runs no longer owe (a
+  // question answered since, its run running again) are left, and must not take the places of those still owed.
+  const owed: OwedEpisode[] = [];
+  let scanned = 0;
+  for (let from = 0; from < runIds.length && owed.length < RELEASED_PER_PASS; from += RELEASED_PER_PASS) {
+    const refs = await deps.runs.notifiableRefsBefore(runIds.slice(from, from + RELEASED_PER_PASS), since);
+    scanned += refs.length;
+    for (const ref of refs) {
+      const episode = owedEpisode(ref, deps.families);
+      if (episode && releases.has(episode.episodeId)) owed.push(episode);
+    }
+  }
+  owed.splice(RELEASED_PER_PASS);
   await markOlderClaims(deps, owed, [], marked, claimsFrom);
   const unsettled = owed.filter((episode) => episode.keys.some((key) => !marked.has(key)));
   const releasesOf = (episode: OwedEpisode) => releases.get(episode.episodeId)!;
   const quietSince = deps.now().getTime() - RELEASED_QUIET_SECONDS * 1000;
   return {
-    scanned: refs.length,
+    scanned,
     unsettled: unsettled.length,
     replay: unsettled.filter((episode) => releasesOf(episode).first >= since.getTime()),
     // Past the reach: given up once nothing released it for a while (a live holder between tries would have).

@@ -2,6 +2,7 @@
 // (counted by the driver's command monitoring, never timed), what it starts, that a second pass is harmless, and
 // that the sweep workflow's activities heartbeat so a killed worker does not hold the schedule.
 import assert from 'node:assert/strict';
+import { inputEpisodeId } from '../domain/outcome';
 import { randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
@@ -346,6 +347,35 @@ describe('the reconciliation sweep at scale', function () {
           first_released_at: hoursAgo(now, 3),
         })),
       ]);
+      const pass = await sweep.sweepOnce();
+      assert.equal(pass.started, 1, JSON.stringify(pass));
+      await client.workflow.getHandle(owed.episodeId).terminate('the test is done with it');
+    });
+
+    it('behind a pass-worth of questions released then answered (their runs running again, owing nothing), a newer release is still replayed', async () => {
+      const now = new Date();
+      const { owed, sweep } = await endedWithReleases('released_behind_running', now, [
+        new Date(now.getTime() - 60_000),
+      ]);
+      const db = mongo.db(`${config.mongoDb}_released_behind_running`);
+      // 1,000 runs whose question pushes released three hours ago (a push service's outage), answered since: their
+      // runs run again, so nothing of those episodes is owed, yet their notes sort first and stay unsettled.
+      const answered = Array.from({ length: 1000 }, (_, i) => ({
+        ...run(0, hoursAgo(now, 2)),
+        _id: `sweep_answered_${i}_${RUN_PREFIX}`,
+        status: 'running' as const,
+      }));
+      await db.collection<Run>('runs').insertMany(answered);
+      await db.collection<ClaimRow>('sent_notifications').insertMany(
+        answered.map((r) => ({
+          _id: `released|${inputEpisodeId(r._id, 'int_outage')}`,
+          holder: 'h',
+          delivered: true,
+          sent_at: hoursAgo(now, 3),
+          result: 'released',
+          first_released_at: hoursAgo(now, 3),
+        })),
+      );
       const pass = await sweep.sweepOnce();
       assert.equal(pass.started, 1, JSON.stringify(pass));
       await client.workflow.getHandle(owed.episodeId).terminate('the test is done with it');
