@@ -14,7 +14,7 @@ import type { Log } from '../platform/log';
 import { episodeOptions } from '../client/emitter';
 import { addToDigest } from '../client/digest';
 import { healthBatchMs } from '../client/health';
-import { endpointDisabledRaiser, raisePushConfigFault } from '../client/operator';
+import { callbackExhaustedRaiser, endpointDisabledRaiser, raisePushConfigFault } from '../client/operator';
 import { raiseTeamEvent } from '../client/teamEvents';
 import { createCallbackActivities } from './callback';
 import { createClaimActivities } from './claims';
@@ -214,6 +214,9 @@ export function createActivities(deps: ActivityDeps): Activities {
       teamEvents: stores.teamEvents,
       endpoints: stores.endpoints,
       endpointDisabled,
+      ...(config.opsAlertWebhookUrl === undefined
+        ? {}
+        : { callbackExhausted: callbackExhaustedRaiser(deps.client, config.temporalTaskQueue, now) }),
       offerToDigest: (teamId, userId, entry) =>
         addToDigest(deps.client, config.temporalTaskQueue, teamId, userId, entry),
       client: deps.client,

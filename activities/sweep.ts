@@ -23,7 +23,7 @@
 import { isGrpcServiceError, ServiceError, type Client } from '@temporalio/client';
 import { startEpisode } from '../client/emitter';
 import { createInteractionSignaler, interactionOf, startInteraction } from '../client/interaction';
-import type { EndpointDisabledRaiser } from '../client/operator';
+import type { CallbackExhaustedRaiser, EndpointDisabledRaiser } from '../client/operator';
 import { interactionClaimKeys, runWaitsOn } from '../domain/interaction';
 import { IllegalTransitionError } from '../domain/runStatus';
 import type { AnsweredInteraction, InteractionStore } from '../store/interactions';
@@ -143,6 +143,8 @@ export interface SweepDeps {
   endpoints?: EndpointStore;
   /** Starts an endpoint_disabled alert its disabler did not (absent: no operator alerts, none owed). */
   endpointDisabled?: EndpointDisabledRaiser;
+  /** Starts the callback_exhausted alert of a callback the sweep gives up (absent: no operator alerts). */
+  callbackExhausted?: CallbackExhaustedRaiser;
   /** Signal-with-start of a person's digest, for the held pushes still owed past their time. */
   offerToDigest?: (teamId: string, userId: string, entry: DigestEntry) => Promise<void>;
   client: Client;
@@ -246,7 +248,7 @@ export function createSweepActivities(deps: SweepDeps) {
           pass.scanned += outside.scanned;
           pass.unsettled += outside.unsettled;
           await startOwed(outside.replay);
-          const gaveUp = await giveUpReleased(deps, outside.giveUp, marked);
+          const gaveUp = await giveUpReleased(deps, outside.giveUp, marked, refused);
           if (gaveUp) pass.gaveUpReleased = gaveUp;
         }
 
@@ -401,33 +403,50 @@ async function releasedOutsideWindow(
 
 /**
  * Settles the families of these episodes still unsettled as given up (RELEASED_PAST_REACH); a callback's newest
- * attempt is marked given up too, so a callback recover finds it. Answers how many episodes were.
+ * attempt is marked given up too, so a callback recover finds it, and the operator is told (callback_exhausted).
+ * Answers how many episodes were.
  */
 async function giveUpReleased(
-  deps: Pick<SweepDeps, 'claims' | 'callbackAttempts'>,
+  deps: Pick<SweepDeps, 'claims' | 'callbackAttempts' | 'callbackExhausted'>,
   episodes: OwedEpisode[],
   marked: Set<string>,
+  refused: Refused,
 ): Promise<number> {
   let gaveUp = 0;
   await mapBounded(episodes, START_LANES, async (episode) => {
     const keys = episode.keys.filter((key) => !marked.has(key));
+    const callbackKey = claimKeys.callback(episode.episodeId);
     // Marked before the settle: a mark lost after it would never be made (the next pass finds the claim settled).
     // A recover passes over a mark whose settle lost to a holder come back (the claim is not given up).
-    if (keys.includes(claimKeys.callback(episode.episodeId)))
-      await deps.callbackAttempts.markNewestGaveUp(episode.episodeId);
-    if (await giveUpKeys(deps.claims, keys, RELEASED_PAST_REACH)) gaveUp++;
+    const newest = keys.includes(callbackKey)
+      ? await deps.callbackAttempts.markNewestGaveUp(episode.episodeId)
+      : undefined;
+    // Raised in hand, before the settle: Temporal away fails the pass with the claim still the sweep's, and a
+    // later pass (once it is stale) raises it again; settled first, the alert would be lost with that pass.
+    const raise = deps.callbackExhausted;
+    const beforeSettle = async (key: string): Promise<void> => {
+      if (key === callbackKey && raise)
+        await raise(episode.outcome, newest?.attempt ?? 0, RELEASED_PAST_REACH).catch(refused);
+    };
+    if (await giveUpKeys(deps.claims, keys, RELEASED_PAST_REACH, beforeSettle)) gaveUp++;
   });
   return gaveUp;
 }
 
 /** Settles these claims given up, as `result` says; true when one of them was. */
-async function giveUpKeys(claims: ClaimStore, keys: string[], result: string): Promise<boolean> {
+async function giveUpKeys(
+  claims: ClaimStore,
+  keys: string[],
+  result: string,
+  beforeSettle?: (key: string) => Promise<void>,
+): Promise<boolean> {
   // Taken like any claim (a stale one taken over), then settled: a holder that came back meanwhile keeps it.
   const settled = await Promise.all(
-    keys.map(
-      async (key) =>
-        (await claims.tryMark(key, SWEEP_HOLDER)) && claims.markDelivered(key, SWEEP_HOLDER, result),
-    ),
+    keys.map(async (key) => {
+      if (!(await claims.tryMark(key, SWEEP_HOLDER))) return false;
+      await beforeSettle?.(key);
+      return claims.markDelivered(key, SWEEP_HOLDER, result);
+    }),
   );
   return settled.some(Boolean);
 }

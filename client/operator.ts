@@ -2,6 +2,7 @@
 // decision alerts once however often it is reported (by the API or by a library caller).
 import type { Client } from '@temporalio/client';
 import {
+  callbackExhaustedAlert,
   endpointDisabledAlert,
   pushConfigFaultAlert,
   routeDecisionAlert,
@@ -9,7 +10,7 @@ import {
   type PushConfigFault,
   type RouteDecisionError,
 } from '../domain/ops';
-import { claimKeys } from '../domain/outcome';
+import { claimKeys, type RunOutcome } from '../domain/outcome';
 import { withDeadline } from '../platform/deadline';
 import type { ClaimStore } from '../store/claims';
 import type { EndpointDisabling, EndpointRow } from '../store/endpoint/endpoints';
@@ -88,5 +89,20 @@ export const endpointDisabledRaiser =
   async (endpoint, { disabledAt, failingSince, runId, lastError }) => {
     const { _id: id, teamId, url } = endpoint;
     const alert = endpointDisabledAlert({ id, teamId, url, failingSince, disabledAt }, runId, lastError);
+    await startAlert(client, taskQueue, alert, ALERT_START_DEADLINE_MS);
+  };
+
+/** Starts a callback's callback_exhausted alert: one given up by the sweep (an episode's own raises it itself). */
+export type CallbackExhaustedRaiser = (
+  episode: Pick<RunOutcome, 'runId' | 'teamId' | 'episodeId'>,
+  attempts: number,
+  lastError: string,
+) => Promise<void>;
+
+/** callback_exhausted through the operator dispatcher: the same alert (its key, its claim) whoever raises it. */
+export const callbackExhaustedRaiser =
+  (client: Client, taskQueue: string, now: () => Date): CallbackExhaustedRaiser =>
+  async (episode, attempts, lastError) => {
+    const alert = callbackExhaustedAlert(episode, attempts, lastError, now().toISOString());
     await startAlert(client, taskQueue, alert, ALERT_START_DEADLINE_MS);
   };

@@ -2,12 +2,14 @@
 // (counted by the driver's command monitoring, never timed), what it starts, that a second pass is harmless, and
 // that the sweep workflow's activities heartbeat so a killed worker does not hold the schedule.
 import assert from 'node:assert/strict';
-import { inputEpisodeId } from '../domain/outcome';
 import { randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
 import type { Config } from '../config';
+import { operatorAlertWorkflowId } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
+import type { OperatorAlert } from '../domain/ops';
+import { inputEpisodeId } from '../domain/outcome';
 import type { Run } from '../domain/run';
 import { owedEpisode, type SweepFamilies } from '../domain/sweep';
 import { ensureAllIndexes } from '../store';
@@ -294,7 +296,7 @@ describe('the reconciliation sweep at scale', function () {
      * A run that ended six hours ago (two past the window): its push settled then, its callback claimed and
      * released by a holder at each of `releases` (a replay's callback that failed past its retries).
      */
-    async function endedWithReleases(name: string, now: Date, releases: Date[]) {
+    async function endedWithReleases(name: string, now: Date, releases: Date[], opsAlerts?: true) {
       const releasedDb = mongo.db(`${config.mongoDb}_${name}`);
       await ensureAllIndexes(releasedDb);
       const ended = { ...run(0, hoursAgo(now, 6)), _id: `sweep_${name}_${RUN_PREFIX}` };
@@ -317,6 +319,7 @@ describe('the reconciliation sweep at scale', function () {
         lookbackSeconds: LOOKBACK_SECONDS,
         pageSize: PAGE_SIZE,
         now,
+        ...(opsAlerts ? { opsAlerts } : {}),
       });
       return { owed, callbackKey, sweep, claims };
     }
@@ -412,6 +415,27 @@ describe('the reconciliation sweep at scale', function () {
         { scanned: 0, unsettled: 0, started: 0 },
         'settled: left alone, its run not even read',
       );
+    });
+
+    it('a callback given up past the reach tells the operator: its callback_exhausted alert is raised', async () => {
+      const now = new Date();
+      const { sweep, owed } = await endedWithReleases(
+        'released_alerted',
+        now,
+        [hoursAgo(now, 4.5), hoursAgo(now, 2.5)],
+        true,
+      );
+      const pass = await sweep.sweepOnce();
+      assert.equal(pass.gaveUpReleased, 1, JSON.stringify(pass));
+      const alert = client.workflow.getHandle(operatorAlertWorkflowId(`callback:${owed.episodeId}`));
+      const started = (await alert.fetchHistory()).events?.[0]?.workflowExecutionStartedEventAttributes;
+      const payload = started?.input?.payloads?.[0]?.data;
+      assert.ok(payload, 'the alert workflow was started');
+      const raised = JSON.parse(Buffer.from(payload).toString('utf8')) as OperatorAlert;
+      assert.equal(raised.kind, 'callback_exhausted');
+      assert.equal(raised.runId, owed.runId);
+      assert.match(raised.summary, /released past the sweep's reach/);
+      await alert.terminate('the test is done with it');
     });
 
     it('a callback given up past the reach is one a callback recover finds: its last attempt is marked given up', async () => {

@@ -171,13 +171,14 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
 
     /**
      * The sweep gave the episode's callback up past its reach (released, its schedule unfinished): its newest
-     * attempt is marked given up, so a recover finds it as it finds a schedule's give-up. False when it has none.
+     * attempt is marked given up, so a recover finds it as it finds a schedule's give-up. Answers that attempt
+     * (undefined: it has none).
      */
-    async markNewestGaveUp(episodeId: string): Promise<boolean> {
+    async markNewestGaveUp(episodeId: string): Promise<CallbackAttemptRow | undefined> {
       const [newest] = await newestOf(episodeId, 1);
-      if (!newest) return false;
+      if (!newest) return undefined;
       await rows.updateOne({ _id: newest._id }, { $set: { gaveUp: true } });
-      return true;
+      return newest;
     },
 
     /**

@@ -3,6 +3,7 @@
 import type { Client } from '@temporalio/client';
 import type { Db } from 'mongodb';
 import { createSweepActivities } from '../../activities/sweep';
+import { callbackExhaustedRaiser } from '../../client/operator';
 import type { SweepFamilies } from '../../domain/sweep';
 import { createCallbackAttemptStore } from '../../store/callback/attempts';
 import { createClaimStore, type ClaimStore } from '../../store/claims';
@@ -23,6 +24,8 @@ export interface SweepOnDbOptions {
   now: Date;
   /** The questions' phases too (their workflows started, their closes replayed). */
   questions?: boolean;
+  /** The operator family on: a callback given up past the sweep's reach raises its callback_exhausted alert. */
+  opsAlerts?: true;
 }
 
 export interface SweepOnDb {
@@ -33,7 +36,8 @@ export interface SweepOnDb {
 }
 
 export function sweepActivitiesOn(db: Db, options: SweepOnDbOptions): SweepOnDb {
-  const { client, taskQueue, families, graceSeconds, lookbackSeconds, pageSize, now, questions } = options;
+  const { client, taskQueue, families, graceSeconds, lookbackSeconds, pageSize, now, questions, opsAlerts } =
+    options;
   const runs = createRunStore(db);
   const claims = createClaimStore(db, { graceSeconds, now: () => now });
   const sweep = createSweepActivities({
@@ -50,6 +54,7 @@ export function sweepActivitiesOn(db: Db, options: SweepOnDbOptions): SweepOnDb 
     pageSize,
     now: () => now,
     ...(questions ? { interactions: createInteractionStore(db) } : {}),
+    ...(opsAlerts ? { callbackExhausted: callbackExhaustedRaiser(client, taskQueue, () => now) } : {}),
   });
   return { sweep, runs, claims };
 }
