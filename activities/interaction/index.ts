@@ -14,7 +14,7 @@ import { keptAlive } from '../activityContext';
 import type { InteractionActivityDeps } from './interactionActivityDeps';
 import { closeAnswered } from '../push/closeAnswered';
 import { standbyVetoes } from '../push';
-import { openQuestion, pushFollowUp, rungRecipients } from './pushes';
+import { openQuestion, pushFollowUp, rungRecipients, type OpenQuestion } from './pushes';
 import { postEscalation } from './webhook';
 
 export type { InteractionActivityDeps, InteractionEvent } from './interactionActivityDeps';
@@ -36,6 +36,18 @@ export function createInteractionActivities(deps: InteractionActivityDeps) {
             followUpDeliveryId(inputEpisodeId(ref.runId, ref.interactionId), earlier.what),
           );
     return delivered ? { result: 'delivered', delivered } : { result: 'closed', delivered: 0 };
+  }
+
+  /** A rung of a question still open, unless an assistant stands by on its run (its question's push is vetoed). */
+  async function sendOpenRung(
+    open: OpenQuestion,
+    index: number,
+    rung: EscalationRung,
+    activityStarted: number,
+  ): Promise<FollowUpResult> {
+    if (await standbyVetoes(deps.push, open.run)) return { result: 'vetoed', delivered: 0 };
+    if (rung.via === 'webhook') return postEscalation(deps, open, index, rung, activityStarted);
+    return pushFollowUp(deps.push, open, await rungRecipients(deps.push, open, rung), `rung:${index}`);
   }
 
   return {
@@ -72,24 +84,14 @@ export function createInteractionActivities(deps: InteractionActivityDeps) {
       keptAlive(async () => {
         const activityStarted = Date.now();
         const open = await openQuestion(deps.push, ref);
-        // The question's own push is vetoed while an assistant stands by on its run: so is every rung.
-        const sent = !open
-          ? await sentBefore(
+        const sent = open
+          ? await sendOpenRung(open, index, rung, activityStarted)
+          : await sentBefore(
               ref,
               rung.via === 'webhook'
                 ? { posted: interactionClaimKeys.rungPosted(ref.interactionId, index) }
                 : { what: `rung:${index}` },
-            )
-          : (await standbyVetoes(deps.push, open.run))
-            ? ({ result: 'vetoed', delivered: 0 } as const)
-            : rung.via === 'webhook'
-              ? await postEscalation(deps, open, index, rung, activityStarted)
-              : await pushFollowUp(
-                  deps.push,
-                  open,
-                  await rungRecipients(deps.push, open, rung),
-                  `rung:${index}`,
-                );
+            );
         // A rung that reached anyone escalated the question, even while another device is owed it (the event's
         // id is the rung's: the announce of a later try is the same event).
         if (sent.delivered > 0)
