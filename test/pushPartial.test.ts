@@ -18,7 +18,7 @@ import { digestWorkflowId } from '../contract/workflows';
 import { digestEntryOf } from '../store/push/holds';
 import { pushSenderFor } from '../delivery/push/sender';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
-import { saveHistory, type ApiClient } from './support/harness';
+import { recordFixture, saveHistory, type ApiClient } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
 import { waitUntil } from './support/waitUntil';
 
@@ -321,6 +321,18 @@ describe('a push that missed some of its recipients, and a question pushed after
     assert.equal(result.push, 'delivered');
     assert.deepEqual(kinds(benPhone, runId), [], 'ben is not asked a question already answered');
     assert.deepEqual(kinds(anaPhone, runId), ['human_input_requested', 'answered']);
+  });
+
+  it('a teammate whose push service was down when the question went out is not asked once an assistant stands by on the run', async () => {
+    const { ana, anaPhone, benPhone, runId, episodeId } = await askedWhileBenDown('watched-missed');
+    assert.equal((await ana.put(`/api/v1/assistants/asst_1/watches/${runId}`)).status, 200);
+    push.recover(benPhone);
+    // The episode's retry of the people it missed reads the standby veto, as the question's first push did.
+    const result = (await stack.client.workflow.getHandle(episodeId).result()) as EpisodeResult;
+    assert.equal(result.push, 'delivered');
+    recordFixture(stack.config, episodeId, 'episode-history-question-missed-vetoed.json');
+    assert.deepEqual(kinds(benPhone, runId), [], 'ben is not asked a question an assistant now handles');
+    assert.deepEqual(kinds(anaPhone, runId), ['human_input_requested']);
   });
 
   it('a teammate whose push service was down when the question went out is not asked once the run was cancelled', async () => {

@@ -56,6 +56,12 @@ export const HELD_IS_NOT_DELIVERED_PATCH = 'held-recipient-is-not-a-delivery';
  */
 export const PARTIAL_PUSH_RETRIED_PATCH = 'push-retries-recipients-a-partial-fan-out-missed';
 
+/**
+ * Marks histories in which a question's retry of the people its fan-out missed reads the standby veto first: an
+ * assistant standing by since (a watch begun after the first push) was not asked, and they were pushed all the same.
+ */
+export const MISSED_RETRY_VETOED_PATCH = 'question-retry-of-missed-reads-standby-veto';
+
 /** Marks histories in which an episode raises its team event: the team's endpoints hear of the pause or the end. */
 export const TEAM_EVENT_PATCH = 'episode-raises-team-event';
 
@@ -102,7 +108,7 @@ async function pushBranch(
   if (settled === 'released') await quick.unmark(key, me);
   else await quick.markDelivered(key, me, settled);
   // Only fan-outs that missed someone reach the patch check: other histories replay unchanged.
-  if (missedSome && patched(PARTIAL_PUSH_RETRIED_PATCH)) await retryMissed(outcome, options);
+  if (missedSome && patched(PARTIAL_PUSH_RETRIED_PATCH)) await retryMissed(quick, outcome, options);
   return settled;
 }
 
@@ -111,11 +117,15 @@ async function pushBranch(
  * durable timer, one sweep interval later, doubling to an hour, for a day: each try skips every device already
  * reached (and holds again whoever it held), so it reaches only those still owed it.
  */
-async function retryMissed(outcome: RunOutcome, options: EpisodeOptions): Promise<void> {
+async function retryMissed(quick: QuickCalls, outcome: RunOutcome, options: EpisodeOptions): Promise<void> {
   const every = options.releasedRetrySeconds ?? EPISODE_OPTIONS_WHEN_ABSENT.releasedRetrySeconds!;
   const until = Date.now() + MISSED_RECIPIENTS_RETRY_SECONDS * 1000;
+  const question = kindFor(outcome) === 'human_input_requested';
   for (let retried = 0; Date.now() < until; retried++) {
     await sleep(backedOffSeconds(every, retried) * 1000);
+    // An assistant standing by since the first push: nobody more is asked, as the first push would not have.
+    if (question && patched(MISSED_RETRY_VETOED_PATCH))
+      if (await quick.isStandbyVetoed(outcome.runId, outcome.teamId)) return;
     try {
       const result = await fanOutCalls.deliverPush(outcome);
       if (!result.addressable || result.retryable === 0) return;
