@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import webpush from 'web-push';
 import { temporal } from '@temporalio/proto';
 import { Registry } from 'prom-client';
-import { createActivities } from '../activities';
+import { createActivities, type ActivityDeps } from '../activities';
 import { pushSenderFor } from '../delivery/push/sender';
 import { createMetrics } from '../platform/metrics';
 import { explainRun } from '../operator/explain';
@@ -296,29 +296,24 @@ describe('a digest held for days keeps its history bounded', function () {
     );
   });
 
-  it('a digest a device took on its last try, its settle lost (the store away), is not given up: its holds say it went out', async () => {
-    const { anonymous, client, config, stores } = stack;
-    const hal = anonymous.as('hal', 'busy');
-    const device = push.endpoint('hal-phone');
-    assert.equal((await hal.post('/api/v1/notifications/push/subscriptions', device)).status, 201);
+  /**
+   * One finished run of `user`'s held for their digest (do-not-disturb), the digest's chain terminated and its send
+   * played by hand: the push goes out to the device, then the store fails its settle.
+   */
+  async function digestSentSettleLost(team: string, user: string, deps: Omit<ActivityDeps, 'stores'>) {
+    const { anonymous, client, stores } = stack;
+    const person = anonymous.as(user, team);
+    const device = push.endpoint(`${user}-phone`);
+    assert.equal((await person.post('/api/v1/notifications/push/subscriptions', device)).status, 201);
     const until = new Date(Date.now() + 3600_000).toISOString();
     assert.equal(
-      (await hal.put('/api/v1/notifications/prefs', { scope: 'own', doNotDisturbUntil: until })).status,
+      (await person.put('/api/v1/notifications/prefs', { scope: 'own', doNotDisturbUntil: until })).status,
       200,
     );
-    const runId = (await hal.post('/api/v1/runs', { title: 'Weekly' })).body.id as string;
-    assert.equal((await hal.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'ok' })).status, 200);
+    const runId = (await person.post('/api/v1/runs', { title: 'Weekly' })).body.id as string;
+    assert.equal((await person.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'ok' })).status, 200);
     await client.workflow.getHandle(`${runId}:end`).result();
-    // The digest's last try of its day, played by hand: the push goes out, then the store fails its settle.
-    await client.workflow.getHandle(digestWorkflowId('busy', 'hal')).terminate('the test plays its day');
-    const registry = new Registry();
-    const deps = {
-      config,
-      client,
-      pushSender: pushSenderFor(config, { ca: push.ca }),
-      metrics: createMetrics(registry, { processMetrics: false }),
-      log: () => undefined,
-    };
+    await client.workflow.getHandle(digestWorkflowId(team, user)).terminate('the test plays its day');
     const settleLost = createActivities({
       ...deps,
       stores: {
@@ -331,12 +326,26 @@ describe('a digest held for days keeps its history bounded', function () {
         },
       },
     });
-    const digest = { digestId: 'digest|hal-day.1', teamId: 'busy', userId: 'hal' };
-    const send = await settleLost
-      .sendDigest({ ...digest, tag: 'digest|busy|hal' })
-      .catch((err: Error) => err);
+    const digest = { digestId: `digest|${user}-day.1`, teamId: team, userId: user };
+    const tag = `digest|${team}|${user}`;
+    const send = await settleLost.sendDigest({ ...digest, tag }).catch((err: Error) => err);
     assert.ok(send instanceof Error, JSON.stringify(send));
     await push.waitFor(1, device, 30_000);
+    return { runId, device, digest, tag };
+  }
+
+  it('a digest a device took on its last try, its settle lost (the store away), is not given up: its holds say it went out', async () => {
+    const { client, config, stores } = stack;
+    const registry = new Registry();
+    const deps = {
+      config,
+      client,
+      pushSender: pushSenderFor(config, { ca: push.ca }),
+      metrics: createMetrics(registry, { processMetrics: false }),
+      log: () => undefined,
+    };
+    // The digest's last try of its day.
+    const { runId, digest } = await digestSentSettleLost('busy', 'hal', deps);
     await createActivities({ ...deps, stores }).giveUpDigest(digest);
 
     const [held] = await stores.pushHolds.listForRun(runId);
@@ -348,56 +357,19 @@ describe('a digest held for days keeps its history bounded', function () {
   });
 
   it('a digest a device took, its settle lost and its chain then lost (terminated), is not sent again by the next digest that finds its rows', async () => {
-    const { anonymous, client, config, stores } = stack;
-    const ivy = anonymous.as('ivy', 'lost-chain');
-    const device = push.endpoint('ivy-phone');
-    assert.equal((await ivy.post('/api/v1/notifications/push/subscriptions', device)).status, 201);
-    const until = new Date(Date.now() + 3600_000).toISOString();
-    assert.equal(
-      (await ivy.put('/api/v1/notifications/prefs', { scope: 'own', doNotDisturbUntil: until })).status,
-      200,
-    );
-    const runId = (await ivy.post('/api/v1/runs', { title: 'Daily' })).body.id as string;
-    assert.equal((await ivy.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'ok' })).status, 200);
-    await client.workflow.getHandle(`${runId}:end`).result();
-    // The digest's send, played by hand: the push goes out, the store fails its settle, and its chain is lost
-    // before it tries again (terminated here; a Temporal database lost would do the same).
-    await client.workflow
-      .getHandle(digestWorkflowId('lost-chain', 'ivy'))
-      .terminate('the test plays its day');
-    const deps = {
-      config,
-      client,
-      pushSender: pushSenderFor(config, { ca: push.ca }),
-      log: () => undefined,
-    };
-    const settleLost = createActivities({
-      ...deps,
-      stores: {
-        ...stores,
-        pushHolds: {
-          ...stores.pushHolds,
-          markDigestSent: async () => {
-            throw new Error('store unavailable');
-          },
-        },
-      },
-    });
-    const first = { digestId: 'digest|ivy-day.1', teamId: 'lost-chain', userId: 'ivy' };
-    const send = await settleLost
-      .sendDigest({ ...first, tag: 'digest|lost-chain|ivy' })
-      .catch((err: Error) => err);
-    assert.ok(send instanceof Error, JSON.stringify(send));
-    await push.waitFor(1, device, 30_000);
+    const { client, config, stores } = stack;
+    const deps = { config, client, pushSender: pushSenderFor(config, { ca: push.ca }), log: () => undefined };
+    // Its chain is lost before it tries again (terminated; a Temporal database lost would do the same).
+    const { runId, device, digest, tag } = await digestSentSettleLost('lost-chain', 'ivy', deps);
     // A day on, the first digest's hold on its rows has run out; the next digest of the person (a new chain, the
     // sweep's offer or a new hold's) finds them.
     const dayAgo = new Date(Date.now() - 1000);
     await stack.mongo.db.collection('push_holds').updateMany({ runId }, { $set: { takenUntil: dayAgo } });
-    const next = { digestId: 'digest|ivy-day.2', teamId: 'lost-chain', userId: 'ivy' };
-    await createActivities({ ...deps, stores }).sendDigest({ ...next, tag: 'digest|lost-chain|ivy' });
+    const next = { ...digest, digestId: 'digest|ivy-day.2' };
+    await createActivities({ ...deps, stores }).sendDigest({ ...next, tag });
     assert.equal(push.received(device).length, 1, 'the device took the first digest: not sent again');
     const [held] = await stores.pushHolds.listForRun(runId);
-    assert.equal(held.digestId, first.digestId);
+    assert.equal(held.digestId, digest.digestId);
     assert.ok(held.digestSentAt, JSON.stringify(held));
   });
 

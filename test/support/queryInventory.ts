@@ -49,8 +49,8 @@ const SAMPLE_DIGEST = `digest|digest|${SAMPLE.teamId}|${SAMPLE.userId}|0a1b2c3d.
 const minutesAgo = (minutes: number): Date => new Date(SAMPLE.now.getTime() - minutes * 60_000);
 const retentionCutoff = new Date(SAMPLE.now.getTime() - CLAIM_RETENTION_SECONDS * 1000);
 
-/** The sample person's owed holds no digest is carrying (push/holds' takeable). */
-const TAKEABLE_HOLDS = {
+/** The sample person's owed holds held by now. */
+const OWED_HOLDS = {
   teamId: SAMPLE.teamId,
   userId: SAMPLE.userId,
   owedAt: { $gte: new Date(0) },
@@ -58,6 +58,10 @@ const TAKEABLE_HOLDS = {
   digestSentAt: { $exists: false },
   digestGaveUpAt: { $exists: false },
   optedOutAt: { $exists: false },
+};
+/** Of those, the ones no digest is carrying (push/holds' takeable). */
+const TAKEABLE_HOLDS = {
+  ...OWED_HOLDS,
   $or: [{ digestId: { $exists: false } }, { takenUntil: { $lte: SAMPLE.now } }],
 };
 /** A page of 50 rows, read as limit + 2 (one past the page, and the cursor's own row). */
@@ -773,16 +777,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     method: 'stoppedDigestsOf',
     collection: 'push_holds',
     op: 'find',
-    filter: {
-      teamId: SAMPLE.teamId,
-      userId: SAMPLE.userId,
-      owedAt: { $gte: new Date(0) },
-      at: { $lte: SAMPLE.now },
-      digestSentAt: { $exists: false },
-      digestGaveUpAt: { $exists: false },
-      optedOutAt: { $exists: false },
-      takenUntil: { $lte: SAMPLE.now },
-    },
+    filter: { ...OWED_HOLDS, takenUntil: { $lte: SAMPLE.now } },
     index: 'person_owed',
     hot: true,
     note: "a digest sending: the person's owed holds a digest took and stopped carrying (did it go out?)",
