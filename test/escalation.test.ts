@@ -628,14 +628,13 @@ describe('escalation', function () {
   });
 
   /**
-   * A pause whose one webhook rung is an hour off (the worker leaves it), and the rung's activity for the test to
-   * run by hand, with `webhook` and `announce` as given.
+   * A pause whose one rung (a webhook's unless `rung` says) is an hour off (the worker leaves it), and the rung's
+   * activity for the test to run by hand, with `webhook` and `announce` as given.
    */
-  async function webhookRungByHand(deps: {
+  async function rungByHand(deps: {
     webhook?: Partial<Parameters<typeof createInteractionActivities>[0]['webhook']>;
     announce: Parameters<typeof createInteractionActivities>[0]['announce'];
     claims?: Parameters<typeof createInteractionActivities>[0]['claims'];
-    /** Another rung an hour off (the worker leaves it too) in place of the webhook's. */
     rung?: EscalationRung;
   }) {
     const rung = deps.rung ?? ({ afterSeconds: 3600, to: 'team', via: 'webhook' } as const);
@@ -674,7 +673,7 @@ describe('escalation', function () {
     it(`a ${via} rung that reached its person, tried again after the answer (its announce failed), was sent: delivered and announced, not closed`, async () => {
       let announceDown = true;
       const announced: string[] = [];
-      const { runId, interactionId, send, posts } = await webhookRungByHand({
+      const { runId, interactionId, send, posts } = await rungByHand({
         rung: { afterSeconds: 3600, to: via === 'push' ? ['carol'] : 'team', via },
         announce: async (event) => {
           if (announceDown) throw new Error('Temporal unreachable');
@@ -700,7 +699,7 @@ describe('escalation', function () {
   it('a webhook rung whose announce failed after its POST is tried again without a second POST', async () => {
     let announceDown = true;
     const announced: string[] = [];
-    const { send, posts } = await webhookRungByHand({
+    const { send, posts } = await rungByHand({
       announce: async (event) => {
         if (announceDown) throw new Error('Temporal unreachable');
         announced.push(event.type);
@@ -717,7 +716,7 @@ describe('escalation', function () {
 
   it('a webhook rung answered 2xx whose note of the POST fails (the store away a moment) is delivered, not posted again', async () => {
     let noteDown = true;
-    const { send, posts } = await webhookRungByHand({
+    const { send, posts } = await rungByHand({
       announce: async () => undefined,
       claims: {
         ...stack.stores.claims,
@@ -744,7 +743,7 @@ describe('escalation', function () {
     });
     let entered = 0;
     const counted: typeof pacing = { ...pacing, enter: (...args) => (entered++, pacing.enter(...args)) };
-    const { runId, interactionId, send, posts } = await webhookRungByHand({
+    const { runId, interactionId, send, posts } = await rungByHand({
       webhook: { pacing: counted },
       announce: async () => undefined,
     });

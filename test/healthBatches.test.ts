@@ -55,6 +55,9 @@ describe('run health fed in batches', function () {
       .filter((a) => a.runId === runId)
       .map((a) => a.kind)
       .sort();
+  /** Both budget alerts arrived: each is its own POST, in either order. */
+  const bothBudgetAlerts = (runId: string): boolean =>
+    ['budget_exceeded', 'budget_warning'].every((kind) => alertsOf(runId).includes(kind));
 
   async function signalsTo(runId: string): Promise<number> {
     const history = await stack.client.workflow.getHandle(healthWorkflowId(runId)).fetchHistory();
@@ -244,7 +247,7 @@ describe('run health fed in batches', function () {
       const health = await unbatched.get(`/api/v1/runs/${id}/health`);
       return health.body.phase === 'terminal';
     });
-    await waitUntil('its budget alerts', () => alertsOf(id).includes('budget_exceeded'), {
+    await waitUntil('its budget alerts', () => bothBudgetAlerts(id), {
       timeoutMs: 20_000,
     });
     recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-ended-paused-budget-alerted.json');
@@ -307,7 +310,7 @@ describe('run health fed in batches', function () {
     });
     releaseSpend();
     await spent;
-    await waitUntil('its budget alerts', () => alertsOf(id).includes('budget_exceeded'), {
+    await waitUntil('its budget alerts', () => bothBudgetAlerts(id), {
       timeoutMs: 20_000,
     });
     recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-usage-before-end-counted.json');
@@ -387,7 +390,7 @@ describe('run health fed in batches', function () {
     });
     releaseSpend();
     await spent;
-    await waitUntil('its budget alerts', () => alertsOf(id).includes('budget_exceeded'), {
+    await waitUntil('its budget alerts', () => bothBudgetAlerts(id), {
       timeoutMs: 20_000,
     });
     releaseEnd();
@@ -518,7 +521,7 @@ describe('run health fed in batches', function () {
     const id = run._id;
     await service.recordEvent(alice, id, 'usage', { spent: 12 });
     await waitUntil('its batch failed', () => errors.length > 0);
-    await waitUntil('its budget alerts', () => alertsOf(id).includes('budget_exceeded'), {
+    await waitUntil('its budget alerts', () => bothBudgetAlerts(id), {
       timeoutMs: 20_000,
     });
     assert.deepEqual(alertsOf(id), ['budget_exceeded', 'budget_warning']);
@@ -532,7 +535,7 @@ describe('run health fed in batches', function () {
     await service.recordEvent(alice, id, 'usage', { spent: 12 });
     await service.complete(alice, id, 'done');
     assert.ok(errors.length > 0, 'the end and the usage held beside it failed to reach health');
-    await waitUntil('its budget alerts', () => alertsOf(id).includes('budget_exceeded'), {
+    await waitUntil('its budget alerts', () => bothBudgetAlerts(id), {
       timeoutMs: 30_000,
     });
     assert.deepEqual(alertsOf(id), ['budget_exceeded', 'budget_warning']);
