@@ -125,18 +125,28 @@ const OWED = {
  */
 const OWED_AT_SET = { owedAt: { $gte: new Date(0) } };
 
-/** The person's owed rows held by now that no digest is carrying (none took them, or the one that did stopped). */
-const takeable = (teamId: string, userId: string, now: Date) => ({
+/** The person's owed rows held by now. */
+const owedOf = (teamId: string, userId: string, now: Date) => ({
   teamId,
   userId,
   ...OWED_AT_SET,
   at: { $lte: now },
   ...OWED,
+});
+
+/** The person's owed rows held by now that no digest is carrying (none took them, or the one that did stopped). */
+const takeable = (teamId: string, userId: string, now: Date) => ({
+  ...owedOf(teamId, userId, now),
   $or: [{ digestId: { $exists: false } }, { takenUntil: { $lte: now } }],
 });
 
 export function createPushHoldStore(db: Db) {
   const holds = db.collection<PushHoldRow>('push_holds');
+  return { ...createHolding(holds), ...createDigestTakes(holds), ...createHoldUpkeep(holds) };
+}
+
+/** The fan-out's side: who an episode held already, and the holds it writes. */
+function createHolding(holds: Collection<PushHoldRow>) {
   return {
     /** The episode's recipients already held (by an earlier attempt): by `_id`. */
     async heldOf(episodeId: string, userIds: string[]): Promise<Map<string, PushHoldRow>> {
@@ -159,7 +169,12 @@ export function createPushHoldStore(db: Db) {
         { ordered: false },
       );
     },
+  };
+}
 
+/** A digest's side: what it takes, tells and settles. */
+function createDigestTakes(holds: Collection<PushHoldRow>) {
+  return {
     /**
      * The holds a digest that listed its episodes went out with (digests started before they took from here); a
      * row another digest went out with first keeps that one.
@@ -191,10 +206,7 @@ export function createPushHoldStore(db: Db) {
      */
     async stoppedDigestsOf(teamId: string, userId: string, now: Date): Promise<string[]> {
       const rows = await holds
-        .find(
-          { teamId, userId, ...OWED_AT_SET, at: { $lte: now }, ...OWED, takenUntil: { $lte: now } },
-          { projection: { digestId: 1 } },
-        )
+        .find({ ...owedOf(teamId, userId, now), takenUntil: { $lte: now } }, { projection: { digestId: 1 } })
         .toArray();
       return [...new Set(rows.flatMap((row) => (row.digestId ? [row.digestId] : [])))];
     },
@@ -252,7 +264,12 @@ export function createPushHoldStore(db: Db) {
       );
       return result.modifiedCount;
     },
+  };
+}
 
+/** The sweep's, the views' and the reaper's: owed rows offered again, an episode's or run's rows, expired ones. */
+function createHoldUpkeep(holds: Collection<PushHoldRow>) {
+  return {
     /**
      * Owed rows the sweep should look at now, the longest waiting first. A row opted out of is never one, even
      * with `owedAt` set again (by a start-up migration of a version before opting out).
