@@ -90,7 +90,9 @@ export function renderSlackMessage(facts: SlackEventFacts): SlackMessage {
       elements: [{ type: 'button', text: plain('Open the run', SLACK_LIMITS.buttonText), url: facts.runUrl }],
     });
   }
-  return { text: cut(`${headline}: ${title} (${facts.status})`, SLACK_LIMITS.fallbackText), blocks };
+  // Slack notifies with the fallback text, read as mrkdwn: escaped as the sections are.
+  const text = `${headline}: ${escapeMrkdwn(title)} (${escapeMrkdwn(facts.status)})`;
+  return { text: cut(text, SLACK_LIMITS.fallbackText), blocks };
 }
 
 /** Slack reads `&`, `<` and `>` in mrkdwn as markup (links, mentions): a run's own text must not ping a channel. */

@@ -121,6 +121,8 @@ describe('team endpoints: Slack format', function () {
           .map((h) => `${h}: Release <${i}>`)
           .sort(),
       );
+      // The fallback text is mrkdwn too (Slack notifies with it): the title's `<` escaped there as well.
+      for (const m of ofRun) assert.match(m.text, new RegExp(`: Release &lt;${i}&gt; \\(`), m.text);
       const input = ofRun.find((m) => m.text.startsWith('Needs your input'))!;
       assert.ok(
         JSON.stringify(input.blocks).includes('Ship &lt;!channel&gt; the release &amp; tag it?'),

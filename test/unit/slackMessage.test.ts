@@ -48,7 +48,7 @@ describe('a team event as a Slack message', () => {
     const message = renderSlackMessage(
       facts({ runTitle: '<!channel> & <https://evil|x>', detail: '<@U123> hi' }),
     );
-    const mrkdwn = JSON.stringify(message.blocks.slice(1));
+    const mrkdwn = JSON.stringify([message.text, ...message.blocks.slice(1)]);
     assert.doesNotMatch(mrkdwn, /<[!@h]/);
     assert.match(mrkdwn, /&lt;!channel&gt; &amp; &lt;https:\/\/evil\|x&gt;/);
     // plain_text is shown as written: no escapes to read in the header
