@@ -29,6 +29,7 @@ export const MAX_EVENTS_PER_BATCH = 500;
 export const MAX_RUNS_HELD = 1_000;
 /** Tries of a run's newest events before they are dropped (reported): about 20 minutes of Temporal away. */
 export const MAX_SEND_TRIES = 20;
+const RUN_STARTED = 'run_started';
 /** The longest wait before a failed batch goes again. */
 const RETRY_MAX_MS = 60_000;
 /** How long flushAll goes on trying what fails at exit, and how far apart. */
@@ -88,12 +89,14 @@ class HeldBehindFailure extends Error {
 
 /**
  * A failed batch's events with what was held since, in the order they were observed, at most a batch: every
- * status change and the newest of the rest (health carries the latest spend and progress, not each one).
+ * status change, the newest spend (a total: the budget crossing) and the newest of the rest (the latest progress).
  */
 function mergeBounded(failed: ObservedEvent[], since: ObservedEvent[]): ObservedEvent[] {
   const merged = [...failed, ...since].sort((a, b) => (a.at ?? 0) - (b.at ?? 0));
-  let room = MAX_EVENTS_PER_BATCH - merged.filter((e) => changesStatus(e.type)).length;
-  const kept = merged.reverse().filter((e) => changesStatus(e.type) || room-- > 0);
+  const newestSpend = [...merged].reverse().find((e) => e.type === 'usage');
+  const always = (e: ObservedEvent) => changesStatus(e.type) || e === newestSpend;
+  let room = MAX_EVENTS_PER_BATCH - merged.filter(always).length;
+  const kept = merged.reverse().filter((e) => always(e) || room-- > 0);
   return kept.reverse();
 }
 
@@ -200,6 +203,10 @@ export function createEventBatcher(deps: {
       // Events waiting for a failed batch's next try wait with it, bounded, however many come meanwhile.
       if (events.some((e) => changesStatus(e.type)) || (full && !batch.failures)) await flush(run._id);
       else if (full) batch.events = mergeBounded([], batch.events);
+      // A new run's first event starts its health workflow: it goes now (its caller not kept waiting), so a process
+      // that dies within the window leaves no run unwatched.
+      else if (events.some((e) => e.type === RUN_STARTED))
+        void flush(run._id).catch((err) => deps.onError(run._id, err));
     },
 
     /**

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { temporal } from '@temporalio/proto';
 import { createOutcomeEmitter, episodeOptions } from '../client/emitter';
-import { createHealthSignaler, healthOptions } from '../client/health';
+import { createHealthSignaler, healthOptions, type BatchClock } from '../client/health';
 import { emitFromRunner } from '../client/runner';
 import { healthWorkflowId } from '../contract/workflows';
 import { mapBounded } from '../platform/concurrency';
@@ -469,18 +469,19 @@ describe('run health fed in batches', function () {
     recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-early-progress-passed-over.json');
   });
 
+  /** The next `count` calls answer true. */
+  const times = (count: number) => () => count-- > 0;
+
   /**
-   * A runs service whose health signals go through a client that fails the next `failures` signals (Temporal away a
-   * moment), batching at `batchMs`; the errors it reports.
+   * A runs service whose health signals go through a client that fails each signal `fails()` answers true for
+   * (Temporal away), batching at `batchMs` on `clock`; the errors it reports.
    */
-  function serviceWithFlakyHealth(failures: number, batchMs: number) {
-    let failing = failures;
+  function serviceWithFlakyHealth(fails: () => boolean, batchMs: number, clock?: BatchClock) {
     const errors: string[] = [];
     const workflow = stack.client.workflow;
     const flakyWorkflow = new Proxy(workflow, {
       get(target, name) {
-        if (name === 'signalWithStart' && failing > 0) {
-          failing--;
+        if (name === 'signalWithStart' && fails()) {
           return async () => {
             throw new Error('Temporal away');
           };
@@ -505,6 +506,7 @@ describe('run health fed in batches', function () {
         options: healthOptions(stack.config),
         batchMs,
         onError: (runId, err) => errors.push(`${runId}: ${String(err)}`),
+        clock,
       }),
       onEmitError: (runId, err) => errors.push(`${runId}: ${String(err)}`),
     });
@@ -513,7 +515,7 @@ describe('run health fed in batches', function () {
 
   it('a batch whose signal failed (Temporal away a moment) goes again: the budget crossing it held is alerted', async () => {
     const alice = { userId: 'alice', teamId: 'acme' };
-    const { service, errors } = serviceWithFlakyHealth(1, 200);
+    const { service, errors } = serviceWithFlakyHealth(times(1), 200);
     const run = await service.create(alice, {
       title: 'Spent while Temporal was away',
       budget: { limit: 10 },
@@ -529,7 +531,7 @@ describe('run health fed in batches', function () {
 
   it("an end whose signal failed goes again with the events held beside it: the run's budget crossing is alerted", async () => {
     const alice = { userId: 'alice', teamId: 'acme' };
-    const { service, errors } = serviceWithFlakyHealth(1, 5_000);
+    const { service, errors } = serviceWithFlakyHealth(times(1), 5_000);
     const run = await service.create(alice, { title: 'Spent, then ended', budget: { limit: 10 } });
     const id = run._id;
     await service.recordEvent(alice, id, 'usage', { spent: 12 });
@@ -539,6 +541,48 @@ describe('run health fed in batches', function () {
       timeoutMs: 30_000,
     });
     assert.deepEqual(alertsOf(id), ['budget_exceeded', 'budget_warning']);
+  });
+
+  /** Until its health workflow has heard of the run. */
+  const healthStarted = (runId: string) =>
+    waitUntil('its health workflow', () =>
+      stack.client.workflow
+        .getHandle(healthWorkflowId(runId))
+        .describe()
+        .then(
+          () => true,
+          () => false,
+        ),
+    );
+
+  it('a new run is told to health at once: a process that dies within its first window leaves it watched (it stalls)', async () => {
+    const alice = { userId: 'alice', teamId: 'acme' };
+    // A window that never closes: the process died before it did.
+    const dying: BatchClock = { now: () => Date.now(), setTimer: () => () => undefined };
+    const { service } = serviceWithFlakyHealth(() => false, 60_000, dying);
+    const run = await service.create(alice, { title: 'Started, then its API died' });
+    await waitUntil('its stall alert', () => alertsOf(run._id).includes('stall'), { timeoutMs: 30_000 });
+  });
+
+  it('spend held through an outage behind a batch of other events is still carried: the budget crossing is alerted', async () => {
+    const alice = { userId: 'alice', teamId: 'acme' };
+    let away = false;
+    const { service, errors } = serviceWithFlakyHealth(() => away, 200);
+    const run = await service.create(alice, { title: 'Spent, then ticked', budget: { limit: 10 } });
+    const id = run._id;
+    await healthStarted(id);
+    away = true;
+    await service.recordEvent(alice, id, 'usage', { spent: 12 });
+    await waitUntil('its batch failed', () => errors.length > 0);
+    // More than a batch holds, none of them spend.
+    await mapBounded(
+      Array.from({ length: 500 }, (_, i) => i),
+      10,
+      (i) => service.recordEvent(alice, id, 'run_workspace_checkpoint', { i }),
+    );
+    away = false;
+    await service.complete(alice, id, 'done');
+    await waitUntil('its budget alerts', () => bothBudgetAlerts(id), { timeoutMs: 30_000 });
   });
 
   it("a health workflow that failed is started again by the run's next event, and goes on from its saved state", async function () {
