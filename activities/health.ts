@@ -46,6 +46,10 @@ export function createHealthActivities(deps: HealthDeps) {
       return (await deps.runs.getById(runId))?.status;
     },
 
+    async runEndedAt(runId: string): Promise<number | undefined> {
+      return (await deps.runs.getById(runId))?.endedAt?.getTime();
+    },
+
     async saveHealth(state: HealthState): Promise<void> {
       await deps.runHealth.save(state, deps.now());
     },

@@ -95,6 +95,8 @@ export interface Activities {
   // Run health.
   healthSettings(runId: string, withSaved?: boolean): Promise<HealthSettings>;
   persistedRunStatus(runId: string): Promise<RunStatus | undefined>;
+  /** When the run's end was written (epoch ms; by the writer's clock, as its events' writtenAt). */
+  runEndedAt(runId: string): Promise<number | undefined>;
   saveHealth(state: HealthState): Promise<void>;
   reapHealth(runId: string): Promise<void>;
 

@@ -217,6 +217,7 @@ export const ACTIVITY_FAMILIES: Record<keyof Activities, LogFields['family']> = 
   stampOpsMarker: 'ops',
   healthSettings: 'health',
   persistedRunStatus: 'health',
+  runEndedAt: 'health',
   saveHealth: 'health',
   reapHealth: 'health',
   sweepOnce: 'sweep',

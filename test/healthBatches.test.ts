@@ -585,6 +585,39 @@ describe('run health fed in batches', function () {
     await waitUntil('its budget alerts', () => bothBudgetAlerts(id), { timeoutMs: 30_000 });
   });
 
+  it('spend written before the end, told after a stall check found the run ended, is alerted against its budget', async function () {
+    this.timeout(120_000);
+    const alice = { userId: 'alice', teamId: 'acme' };
+    let away = false;
+    const { service } = serviceWithFlakyHealth(() => away, 200);
+    const run = await service.create(alice, {
+      title: 'Spent and ended while Temporal was away',
+      budget: { limit: 10 },
+    });
+    const id = run._id;
+    await healthStarted(id);
+    away = true;
+    await service.recordEvent(alice, id, 'usage', { spent: 12 });
+    await service.complete(alice, id, 'done');
+    // Silent past the stall time, its twin reads the run's end from the store before the late batch comes.
+    await waitUntil('the twin to find the run ended', async () => {
+      const health = await batched.get(`/api/v1/runs/${id}/health`);
+      return health.body.phase === 'terminal';
+    });
+    away = false;
+    await waitUntil('the late batch handled', async () => {
+      const history = await stack.client.workflow.getHandle(healthWorkflowId(id)).fetchHistory();
+      const types = (history.events ?? []).map((e) => e.eventType);
+      const lastSignal = types.lastIndexOf(SIGNALED);
+      return (
+        types.filter((t) => t === SIGNALED).length >= 2 &&
+        types.slice(lastSignal).includes(WORKFLOW_TASK_COMPLETED)
+      );
+    });
+    await waitUntil('its budget alerts', () => bothBudgetAlerts(id));
+    recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-ended-found-late-usage.json');
+  });
+
   it("a health workflow that failed is started again by the run's next event, and goes on from its saved state", async function () {
     this.timeout(120_000);
     const created = await batched.post('/api/v1/runs', { title: 'Outlived its health' });

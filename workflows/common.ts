@@ -52,6 +52,7 @@ export const QUICK_CALLS = [
   'opsAlertSettings',
   'healthSettings',
   'persistedRunStatus',
+  'runEndedAt',
   'saveHealth',
   'reapHealth',
   'recordTeamEvent',

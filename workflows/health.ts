@@ -112,6 +112,13 @@ export const HEALTH_HANDS_OFF_SAVED_ALERTS_PATCH = 'health-hands-off-saved-alert
  */
 export const HEALTH_SPEND_NEVER_LOWERS_PATCH = 'health-spend-never-lowers';
 
+/**
+ * Marks histories in which a stall check that found the run ended in the store notes when that end was written, as
+ * the end's own event would: spend written before it, told after (Temporal away, the batch held), is then counted
+ * against the budget. Before, it was passed over with every later event. Only such a stall check reaches it.
+ */
+export const HEALTH_FOUND_END_WRITTEN_AT_PATCH = 'health-found-end-notes-when-written';
+
 /** How often a run that keeps reporting usage has its settings (its budget) read again. */
 const SETTINGS_REFRESH_MS = 60_000;
 
@@ -317,6 +324,11 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
       if (persisted === 'paused') state = { ...state, phase: 'paused' };
       else if (persisted && persisted !== 'running') {
         state = { ...state, phase: 'terminal', terminalAt: Date.now(), terminalStatus: persisted };
+        if (batched && patched(HEALTH_FOUND_END_WRITTEN_AT_PATCH)) {
+          const endedAt = await quick.runEndedAt(state.runId);
+          if (endedAt !== undefined)
+            state = { ...state, statusWrittenAt: Math.max(state.statusWrittenAt ?? 0, endedAt) };
+        }
       } else if (inbox.length === 0) {
         const result = fireStall(state, Date.now());
         state = result.state;
