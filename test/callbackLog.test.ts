@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { Webhook } from 'standardwebhooks';
 import webpush from 'web-push';
 import { createCallbackActivities, logAttempt, RECORD_DEADLINE_MS } from '../activities/callback';
@@ -24,6 +25,7 @@ import type { Stores } from '../store';
 import { createClaimReader } from '../store/claims';
 import type { Mongo } from '../store/mongo';
 import type { EpisodeResult } from '../contract/workflows';
+import type { CallbackAttempt } from '../contract/activities';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { ApiClient, saveHistory, startTestApi } from './support/harness';
@@ -272,6 +274,34 @@ describe('callback attempt log', function () {
       `callback: attempt of episode ${id}:end not recorded: no answer from the store within ${RECORD_DEADLINE_MS} ms`,
     ]);
     assert.equal(receiver.received.length, 1);
+  });
+
+  it('an attempt Temporal runs again after it delivered (its worker lost before the answer) answers delivered, sending nothing', async () => {
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    await episodeResult(`${id}:end`);
+    receiver.received.length = 0;
+    const activities = createCallbackActivities({
+      runs: stores.runs,
+      callbackAttempts: stores.callbackAttempts,
+      allowPrivate: true,
+      timeoutMs: 5000,
+      secretOverlapSeconds: 0,
+      now: () => new Date(),
+    });
+    const place = { attempt: 2, trigger: 'redeliver' } as const;
+    const send = (attempt: number): Promise<CallbackAttempt> =>
+      new MockActivityEnvironment({
+        attempt,
+        activityId: '3',
+        workflowExecution: { workflowId: `cb-redeliver|${id}:end`, runId: `retried-${id}` },
+        startToCloseTimeoutMs: 60_000,
+      }).run(() => activities.sendCallback(`${id}:end`, id, place, 'acme'));
+    assert.equal((await send(1)).result, 'delivered');
+    // The receiver restarts: a second POST would be answered 503, and that answer would replace the delivery.
+    receiver.answerAlways({ status: 503 });
+    assert.deepEqual(await send(2), { result: 'delivered', status: 204 });
+    assert.equal(receiver.received.length, 1, 'sent once');
   });
 
   it("an attempt reads the run under the episode's tenant: another team's view of the run sends nothing", async () => {

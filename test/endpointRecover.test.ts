@@ -380,6 +380,34 @@ describe('team endpoints: a recover', function () {
     }
   });
 
+  it('an attempt Temporal runs again after it delivered (its worker lost before the answer) answers delivered, sending nothing', async () => {
+    const once = await CallbackReceiver.start();
+    try {
+      const endpointId = await answersEndpoint('ret', 'rerun', once.url);
+      const event = await recordedAnswer('rerun', 'ret', '_rerun', new Date().toISOString());
+      const activities = createActivities({
+        config: stack.config,
+        stores: stack.stores,
+        client: stack.client,
+        log: () => undefined,
+      });
+      const send = (attempt: number): Promise<CallbackAttempt> =>
+        new MockActivityEnvironment({
+          attempt,
+          activityId: '4',
+          workflowExecution: { workflowId: `team-event|${event.id}`, runId: `rerun-${event.id}` },
+          startToCloseTimeoutMs: 60_000,
+        }).run(() => activities.sendEndpointEvent(event.id, endpointId, { attempt: 1, trigger: 'episode' }));
+      assert.equal((await send(1)).result, 'delivered');
+      // The receiver restarts: a second POST would be answered 503, and that answer would replace the delivery.
+      once.answerAlways({ status: 503 });
+      assert.equal((await send(2)).result, 'delivered');
+      assert.equal(once.received.length, 1, 'sent once');
+    } finally {
+      await once.close();
+    }
+  });
+
   it('a recover longer than one execution continues as new: every missed event sent once, the counts carried', async () => {
     const since = new Date();
     const chainReceiver = await CallbackReceiver.start();

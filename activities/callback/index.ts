@@ -74,6 +74,27 @@ export const writtenInTime = (write: Promise<unknown>): Promise<boolean> =>
   ).catch(() => false);
 
 /**
+ * What an earlier try of this activity delivered (Temporal runs it again when its worker was lost after the
+ * receiver's 2xx and the attempt's row, before its answer): the retry sends nothing, so a receiver refusing the copy
+ * cannot turn the delivery into a give-up. Undefined on a first try, or when the log does not answer in time (the
+ * attempt goes, as before: at least once). The sliver between the 2xx and the row is the webhook-id's to dedupe.
+ */
+export async function deliveredByEarlierTry(
+  log: Pick<CallbackAttemptStore, 'deliveredBy'> | undefined,
+  episodeId: string,
+): Promise<CallbackAttempt | undefined> {
+  const info = activityContext()?.info;
+  const workflowRunId = info?.workflowExecution?.runId;
+  if (!log || !info || info.attempt <= 1 || !workflowRunId) return undefined;
+  const row = await withDeadline(
+    log.deliveredBy(episodeId, workflowRunId, info.activityId),
+    RECORD_DEADLINE_MS,
+    () => undefined,
+  ).catch(() => undefined);
+  return row && { result: 'delivered', ...(row.status !== undefined ? { status: row.status } : {}) };
+}
+
+/**
  * Room an attempt needs beyond the request's own timeout: the guard's lookup before it, the writes after the answer
  * (the log's row, then a redelivery's clear of its give-up, or an endpoint's streak and a recover's claim settle),
  * and a margin.
@@ -275,6 +296,7 @@ function attemptRow(
           activityAttempt: sent.activityAttempt ?? info.attempt,
           workflowId: info.workflowExecution?.workflowId,
           workflowRunId: info.workflowExecution?.runId,
+          ...(sent.activityAttempt === undefined ? { activityId: info.activityId } : {}),
         }
       : {}),
   };
@@ -419,6 +441,8 @@ async function attemptOnce(
   runTeamId: string | undefined,
 ): Promise<AttemptResult> {
   const activityStarted = Date.now();
+  const delivered = await deliveredByEarlierTry(deps.callbackAttempts, episodeId);
+  if (delivered) return { sent: false, outcome: delivered };
   const stop = (detail: string) => ({ sent: false as const, outcome: { result: 'stop' as const, detail } });
   const run = runTeamId ? await deps.runs.getForTeam(runTeamId, runId) : await deps.runs.getById(runId);
   if (!run?.callback) return stop('the run has no callback');

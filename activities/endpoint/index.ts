@@ -36,6 +36,7 @@ import {
   writtenInTime,
   type AttemptResult,
   type CallbackDeps,
+  deliveredByEarlierTry,
 } from '../callback';
 
 export interface EndpointDeps extends Omit<CallbackDeps, 'runs' | 'callbackAttempts' | 'metrics'> {
@@ -167,6 +168,11 @@ function endpointAttempter(deps: EndpointDeps) {
     place: AttemptPlace,
     activityStarted: number,
   ): Promise<CallbackAttempt> {
+    const delivered = await deliveredByEarlierTry(
+      deps.endpointAttempts,
+      endpointDeliveryKey(eventId, endpointId),
+    );
+    if (delivered) return delivered;
     const stop = (detail: string): CallbackAttempt => ({ result: 'stop', detail });
     if (!endpoint) return stop('the endpoint was removed');
     if (endpoint.disabled) return stop('the endpoint is disabled');

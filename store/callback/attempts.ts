@@ -60,6 +60,8 @@ export interface CallbackAttemptRow {
   activityAttempt?: number;
   workflowId?: string;
   workflowRunId?: string;
+  /** The activity that made it (rows written after the fact, or before it was recorded, have none). */
+  activityId?: string;
 }
 
 /** An attempt log's indexes: the callbacks' (callback_attempts) and the team endpoints' (endpoint_attempts). */
@@ -185,6 +187,19 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
      * The episode's callback was delivered after it gave up (a redelivery): its give-ups are no longer what a
      * recover looks for, so a recover's reads follow what is still owed, not every give-up kept.
      */
+    /** The delivery an earlier try of one activity (`workflowRunId`, `activityId`) made of the episode, if any. */
+    async deliveredBy(
+      episodeId: string,
+      workflowRunId: string,
+      activityId: string,
+    ): Promise<Pick<CallbackAttemptRow, 'status'> | undefined> {
+      const row = await rows.findOne(
+        { episodeId, workflowRunId, activityId, result: 'delivered' },
+        { projection: { _id: 0, status: 1 } },
+      );
+      return row ?? undefined;
+    },
+
     async clearGaveUp(episodeId: string): Promise<void> {
       await rows.updateMany({ episodeId, gaveUp: true }, { $unset: { gaveUp: '' } });
     },

@@ -348,6 +348,21 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'callback/attempts',
+    method: 'deliveredBy',
+    collection: 'callback_attempts',
+    op: 'findOne',
+    filter: {
+      episodeId: SAMPLE.episodeId,
+      workflowRunId: 'run-id-sample',
+      activityId: '3',
+      result: 'delivered',
+    },
+    index: 'episode_recent',
+    hot: true,
+    note: 'an attempt Temporal runs again (its worker lost): whether an earlier try delivered (endpoint_attempts too)',
+  },
+  {
+    module: 'callback/attempts',
     method: 'listGaveUp',
     collection: 'callback_attempts',
     op: 'find',
