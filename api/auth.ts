@@ -5,6 +5,7 @@
 import { decodeProtectedHeader, errors, jwtVerify, SignJWT, type JWTPayload } from 'jose';
 import type { Context, Middleware } from 'koa';
 import type { JwksConfig } from '../config';
+import { ID_SEPARATOR, isId, MAX_ID_BYTES } from '../domain/ids';
 import type { Caller } from '../runs/service';
 import { KeysUnavailableError, remoteKeySet } from './authKeys';
 import { HttpError } from '../platform/http/httpErrors';
@@ -30,16 +31,6 @@ export interface AuthOptions {
   /** Where a failed key reload is told (the caller only learns the keys are unavailable). */
   log?: (line: string) => void;
 }
-
-/**
- * A user or team id longer than this, in UTF-8 bytes, is not an id: a digest's tag and id carry both ids on the wire
- * (digest|<team>|<user>), within the push payload's 3,800 bytes and Temporal's workflow id limit in any script.
- */
-const MAX_ID_BYTES = 256;
-/** Control characters: escaped six times their size in JSON, and never part of a name. */
-const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
-/** What keys and workflow ids join a team and a user with: never inside either. */
-const ID_SEPARATOR = '|';
 
 type Verify = (token: string) => Promise<{ payload: JWTPayload; user: string; team: string }>;
 
@@ -131,12 +122,6 @@ export function createTokenVerifier(options: AuthOptions): (token: string) => Pr
     return admin ? { userId, teamId, admin } : { userId, teamId };
   };
 }
-
-export const isId = (value: unknown): value is string =>
-  typeof value === 'string' &&
-  value.length > 0 &&
-  Buffer.byteLength(value) <= MAX_ID_BYTES &&
-  !CONTROL_CHARACTER.test(value);
 
 /**
  * The request's caller from its bearer token, verified at most once per request: the request span asks before

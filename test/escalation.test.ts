@@ -99,9 +99,19 @@ describe('escalation', function () {
       { rungs: [rung(7 * 24 * 3600 + 1)] },
       { rungs: [{ afterSeconds: 60, to: 'team', via: 'webhook' }] },
       { rungs: [{ afterSeconds: 60, to: [], via: 'push' }] },
+      ...['carol|acme', 'c'.repeat(257), 'tab\tbed'].map((user) => ({
+        rungs: [{ afterSeconds: 60, to: [user], via: 'push' }],
+      })),
     ]) {
       const res = await admin.put('/api/v1/teams/current/escalation', bad);
       assert.equal(res.status, 400, JSON.stringify(bad));
+    }
+    // A rung names people by the ids their tokens carry: an email, any script.
+    for (const user of ['carol@example.com', '王小明']) {
+      const named = { rungs: [{ afterSeconds: 60, to: [user], via: 'push' }] };
+      const res = await admin.put('/api/v1/teams/current/escalation', named);
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual((await alice.get('/api/v1/teams/current/escalation')).body.rungs, named.rungs);
     }
     const put = await admin.put('/api/v1/teams/current/escalation', {
       ...policy,

@@ -8,7 +8,7 @@ import {
 } from '../../domain/declarativePush';
 import { renderDigest, type PushPayload } from '../../domain/push';
 import { digestWorkflowId } from '../../contract/workflows';
-import { isId } from '../../api/auth';
+import { isId } from '../../domain/ids';
 
 const base: PushPayload = {
   v: 1,
