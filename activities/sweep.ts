@@ -287,24 +287,38 @@ export function createSweepActivities(deps: SweepDeps) {
       }
     },
 
-    /** TTL indexes do this where the server has them (not FerretDB v1); harmless where they do. */
+    /**
+     * TTL indexes do this where the server has them (not FerretDB v1); harmless where they do. Each collection's
+     * reaper runs whatever another's did: one that fails fails the pass after the rest ran (its retry reaps it).
+     */
     async sweepReapExpired(): Promise<number> {
       const progress = heartbeats();
+      const reapers = [
+        () => deps.claims.reapExpired(),
+        () => deps.pushDeliveries.reapExpired(deps.now()),
+        () => deps.callbackAttempts.reapExpired(deps.now()),
+        () => deps.rateLimits.reapExpired(deps.now()),
+        () => deps.pushHolds?.reapExpired(deps.now()),
+        () => deps.actionTokens?.reapExpired(deps.now()),
+        () => deps.pushReceipts?.reapExpired(deps.now()),
+        () => deps.endpointAttempts?.reapExpired(deps.now()),
+        () => deps.teamEvents?.reapExpired(deps.now()),
+      ];
+      let reaped = 0;
+      let failed: unknown;
       try {
-        return (
-          (await deps.claims.reapExpired()) +
-          (await deps.pushDeliveries.reapExpired(deps.now())) +
-          (await deps.callbackAttempts.reapExpired(deps.now())) +
-          (await deps.rateLimits.reapExpired(deps.now())) +
-          ((await deps.pushHolds?.reapExpired(deps.now())) ?? 0) +
-          ((await deps.actionTokens?.reapExpired(deps.now())) ?? 0) +
-          ((await deps.pushReceipts?.reapExpired(deps.now())) ?? 0) +
-          ((await deps.endpointAttempts?.reapExpired(deps.now())) ?? 0) +
-          ((await deps.teamEvents?.reapExpired(deps.now())) ?? 0)
-        );
+        for (const reap of reapers) {
+          try {
+            reaped += (await reap()) ?? 0;
+          } catch (err) {
+            failed ??= err;
+          }
+        }
       } finally {
         progress.stop();
       }
+      if (failed !== undefined) throw failed;
+      return reaped;
     },
   };
 }

@@ -725,6 +725,32 @@ describe('callback attempt log', function () {
       [2],
     );
   });
+
+  it("one collection's reaper failing leaves the others reaping: the pass fails after they ran, for its retry", async () => {
+    const now = new Date();
+    const old = new Date(now.getTime() - 31 * 24 * 3600_000);
+    const base = {
+      runId: 'run_reap_on',
+      durationMs: 5,
+      result: 'retry' as const,
+      trigger: 'episode' as const,
+    };
+    await stores.callbackAttempts.record({ ...base, episodeId: 'run_reap_on:end', at: old, status: 503 });
+    const sweep = createSweepActivities({
+      ...stores,
+      // The claims' reaper comes first; its store refuses (as FerretDB did a delete of too many rows at once).
+      claims: { ...stores.claims, reapExpired: () => Promise.reject(new Error('too many SQL variables')) },
+      client,
+      taskQueue: config.temporalTaskQueue,
+      episodeOptions: { callbackRetrySeconds: [1] },
+      families: { ops: false },
+      lookbackSeconds: 60,
+      pageSize: 10,
+      now: () => now,
+    });
+    await assert.rejects(sweep.sweepReapExpired(), /too many SQL variables/);
+    assert.deepEqual(await attemptsOf('run_reap_on'), []);
+  });
 });
 
 describe('push_config_fault operator alert', function () {

@@ -504,6 +504,28 @@ describe('FerretDB conformance to MongoDB (the project patch)', function () {
       assert.ok(many.every((r) => r.matchedCount >= 200));
     });
 
+    it('a deleteMany of more documents than SQLite binds in one statement (32,766) deletes them all, indexed or not', async () => {
+      const docs = await pool();
+      const twin = docs.db.collection<Doc>('twin');
+      await docs.createIndex({ at: 1 }, { name: 'at' });
+      const old = new Date('2026-01-01T00:00:00Z');
+      const cutoff = new Date('2026-02-01T00:00:00Z');
+      const expired = 40_000;
+      for (const c of [docs, twin]) {
+        for (let from = 0; from < expired; from += 5000)
+          await c.insertMany(Array.from({ length: 5000 }, (_, i) => ({ _id: `x${from + i}`, at: old })));
+        await c.insertMany(Array.from({ length: 100 }, (_, i) => ({ _id: `k${i}`, at: cutoff })));
+      }
+      for (const [name, c] of [
+        ['indexed', docs],
+        ['unindexed', twin],
+      ] as const) {
+        const { deletedCount } = await c.deleteMany({ at: { $lt: cutoff } });
+        assert.equal(deletedCount, expired, `${name}: deleteMany deleted ${deletedCount} of ${expired}`);
+        assert.equal(await c.countDocuments({}), 100, `${name}: the documents left`);
+      }
+    });
+
     it('an updateMany that fails midway keeps the documents it updated before the failure', async () => {
       const docs = await pool();
       const ids = Array.from({ length: 1200 }, (_, i) => `b${String(i).padStart(4, '0')}`);

@@ -252,20 +252,38 @@ func (c *collection) DeleteAll(ctx context.Context, params *backends.DeleteAllPa
 		column = metadata.RecordIDColumn
 	}
 
-	q := fmt.Sprintf(`DELETE FROM %q WHERE %s IN (%s)`, meta.TableName, column, strings.Join(placeholders, ", "))
+	// Flow Notify's patch: SQLite binds at most 32,766 parameters in one statement, so a delete of more ids (a
+	// reaper's deleteMany of a month's rows) goes in statements of maxIDsPushedDown, in one transaction.
+	var deleted int64
 
-	res, err := db.ExecContext(ctx, q, args...)
-	if err != nil {
-		return nil, lazyerrors.Error(err)
-	}
+	err := db.InTransaction(ctx, func(tx *fsql.Tx) error {
+		for from := 0; from < len(args); from += maxIDsPushedDown {
+			to := min(from+maxIDsPushedDown, len(args))
+			q := fmt.Sprintf(
+				`DELETE FROM %q WHERE %s IN (%s)`, meta.TableName, column, strings.Join(placeholders[from:to], ", "),
+			)
 
-	ra, err := res.RowsAffected()
+			res, err := tx.ExecContext(ctx, q, args[from:to]...)
+			if err != nil {
+				return lazyerrors.Error(err)
+			}
+
+			ra, err := res.RowsAffected()
+			if err != nil {
+				return lazyerrors.Error(err)
+			}
+
+			deleted += ra
+		}
+
+		return nil
+	})
 	if err != nil {
-		return nil, lazyerrors.Error(err)
+		return nil, err
 	}
 
 	return &backends.DeleteAllResult{
-		Deleted: int32(ra),
+		Deleted: int32(deleted),
 	}, nil
 }
 
