@@ -51,8 +51,31 @@ export function healthOptions(
   };
 }
 
-function pick(data: Record<string, unknown> | undefined, keys: string[]): Record<string, unknown> {
-  return Object.fromEntries(keys.filter((k) => data?.[k] !== undefined).map((k) => [k, data![k]]));
+/** The longest node name health keeps (its twin shows the current node): a window's batch stays a modest signal. */
+export const MAX_NODE_CHARS = 200;
+
+/**
+ * What health reads of an event, bounded, taken as it is observed: the rest (a final answer, a prompt, a long node
+ * name) neither waits in a batch nor reaches its history.
+ */
+function forHealth({ type, data, at, writtenAt }: ObservedEvent): ObservedEvent {
+  const node = data?.node;
+  const spent = data?.spent;
+  return {
+    type,
+    data: {
+      ...(typeof node === 'string'
+        ? {
+            node: Array.from(node.slice(0, 2 * MAX_NODE_CHARS))
+              .slice(0, MAX_NODE_CHARS)
+              .join(''),
+          }
+        : {}),
+      ...(typeof spent === 'number' ? { spent } : {}),
+    },
+    ...(at !== undefined ? { at } : {}),
+    ...(writtenAt !== undefined ? { writtenAt } : {}),
+  };
 }
 
 export interface BatchClock {
@@ -249,13 +272,6 @@ export function createHealthSignaler(deps: {
       ...(run.budget ? { budgetLimit: run.budget.limit } : {}),
       options: deps.options,
     };
-    // Health reads only these; the rest (a final answer, a prompt) stays out of its history.
-    const batch = events.map(({ type, data, at, writtenAt }) => ({
-      type,
-      data: pick(data, ['node', 'spent']),
-      at,
-      ...(writtenAt !== undefined ? { writtenAt } : {}),
-    }));
     await unlessAlreadyStarted(() =>
       withinCallDeadline(deps.client, () =>
         deps.client.workflow.signalWithStart<Workflows['runHealthWorkflow'], [ObservedEvent[]]>(
@@ -265,7 +281,7 @@ export function createHealthSignaler(deps: {
             taskQueue: deps.taskQueue,
             args: [input],
             signal: observeManySignal,
-            signalArgs: [batch],
+            signalArgs: [events],
             priority: teamPriority(run.teamId),
             typedSearchAttributes: new TypedSearchAttributes(runAttributes(run._id, run.teamId)),
             // A run whose health was reaped after it ended (completed) does not get a new one from a late event;
@@ -276,5 +292,14 @@ export function createHealthSignaler(deps: {
       ),
     );
   };
-  return createEventBatcher({ windowMs: deps.batchMs, send, onError: deps.onError, clock: deps.clock });
+  const batcher = createEventBatcher({
+    windowMs: deps.batchMs,
+    send,
+    onError: deps.onError,
+    clock: deps.clock,
+  });
+  return {
+    ...batcher,
+    observe: (run: ObservedRun, events: ObservedEvent[]) => batcher.observe(run, events.map(forHealth)),
+  };
 }

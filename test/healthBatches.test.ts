@@ -91,6 +91,28 @@ describe('run health fed in batches', function () {
     }
   });
 
+  it("a window of events naming long nodes stays one modest signal: the run's budget crossing is alerted", async () => {
+    const wide = await startTestApi({ ...stack.config, healthBatchMs: 10_000, stallAfterSeconds: 3600 });
+    try {
+      const api = wide.client.as('alice', 'acme');
+      const created = await api.post('/api/v1/runs', { title: 'Verbose', budget: { limit: 10 } });
+      const id = created.body.id as string;
+      // Each node's name about 190 KB of UTF-8: twenty of them are past what Temporal takes in one signal.
+      for (let i = 0; i < 20; i++) {
+        const res = await api.post(`/api/v1/runs/${id}/events`, {
+          type: 'node_started',
+          node: `${i}${'字'.repeat(63_000)}`,
+        });
+        assert.equal(res.status, 201, res.text);
+      }
+      await api.post(`/api/v1/runs/${id}/events`, { type: 'usage', spent: 50 });
+      assert.equal((await api.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'done' })).status, 200);
+      await waitUntil('its budget alerts', () => bothBudgetAlerts(id), { timeoutMs: 30_000 });
+    } finally {
+      await wide.api.close();
+    }
+  });
+
   it('the same alerts with batching as without: budget warning and excess, stall, recovery', async () => {
     const count = (runId: string, kind: string): number => alertsOf(runId).filter((k) => k === kind).length;
     /**
