@@ -13,7 +13,7 @@ import { createOriginPacing } from '../delivery/callback/pacing';
 import type { Stores } from '../store';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
-import { recordFixture, type ApiClient } from './support/harness';
+import { recordFixture, startTestApi, type ApiClient } from './support/harness';
 import { waitUntil } from './support/waitUntil';
 
 describe('recover of the callbacks that gave up', function () {
@@ -226,6 +226,31 @@ describe('recover of the callbacks that gave up', function () {
       const res = await alice.post('/api/v1/callbacks/recover', body);
       assert.equal(res.status, 400, JSON.stringify(body));
       assert.match(res.body.error, message);
+    }
+  });
+
+  it('a recover whose row the API could not write is answered 202 with its id all the same: GET finds it once its workflow wrote it', async () => {
+    const failing = await startTestApi(stack.config, {
+      stores: (s) => ({
+        ...s,
+        callbackRecovers: {
+          ...s.callbackRecovers,
+          open: () => Promise.reject(new Error('the store is away')),
+        },
+      }),
+    });
+    try {
+      const since = new Date(Date.now() - 60_000).toISOString();
+      const res = await failing.client.as('ivy', 'initech').post('/api/v1/callbacks/recover', { since });
+      assert.equal(res.status, 202, res.text);
+      const ivy = stack.anonymous.as('ivy', 'initech');
+      const found = await waitUntil('its row', async () => {
+        const read = await ivy.get(`/api/v1/callbacks/recover/${res.body.id}`);
+        return read.status === 200 ? read.body : undefined;
+      });
+      assert.equal(found.found, 0);
+    } finally {
+      await failing.api.close();
     }
   });
 

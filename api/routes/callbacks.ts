@@ -57,6 +57,7 @@ export interface CallbacksRouterDeps {
    */
   recoverBounds: Pick<RecoverInput, 'maxSends' | 'resendAfterSeconds' | 'attemptSeconds'>;
   now: () => Date;
+  log: (line: string) => void;
 }
 
 /** One bound per run, per user (across the runs of a user) and per team (across the runs of a team). */
@@ -229,8 +230,11 @@ function addRecoverRoutes(router: CallbackRoutes, deps: CallbacksRouterDeps, rat
         await admission.release();
         throw new HttpError(409, 'a recover of this team is running');
       }
-      // Its row, so GET answers as soon as the id is out (the workflow writes it too, whichever comes first).
-      await deps.callbackRecovers.open({ id, teamId: caller.teamId, ...window }, deps.now());
+      // Its row, so GET answers as soon as the id is out. The workflow writes it too, so one that fails here loses
+      // nothing: the id is answered all the same (a retry would only meet the running recover's 409).
+      await deps.callbackRecovers
+        .open({ id, teamId: caller.teamId, ...window }, deps.now())
+        .catch((err: unknown) => deps.log(`recover ${id}: its row left to its workflow: ${String(err)}`));
       ctx.status = 202;
       ctx.body = { id };
     },

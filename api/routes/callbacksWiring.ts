@@ -16,7 +16,8 @@ export function wireCallbacksRouter({
   stores,
   runsService,
   now,
-}: Pick<ApiServices, 'config' | 'client' | 'stores' | 'runsService' | 'now'>): CallbacksRouterDeps {
+  log,
+}: Pick<ApiServices, 'config' | 'client' | 'stores' | 'runsService' | 'now' | 'log'>): CallbacksRouterDeps {
   // A redelivery's attempt gets the time an episode's does: the receiver's timeout and a margin.
   const { callbackAttemptSeconds: attemptSeconds } = episodeOptions(config);
   return {
@@ -49,5 +50,6 @@ export function wireCallbacksRouter({
       attemptSeconds,
     },
     now,
+    log,
   };
 }
