@@ -136,7 +136,7 @@ export function createEpisodeView(deps: {
             deps.callbackAttempts.listForEpisode(row._id, MAX_ATTEMPTS_SHOWN + 1),
             interactionId ? deps.pushDeliveries.listFollowUps(row._id, interactionId, MAX_DEVICES_SHOWN) : [],
             deps.pushReceipts.listForEpisode(row._id, interactionId),
-            deps.pushHolds.listForEpisode(row._id),
+            deps.pushHolds.listForEpisode(row._id, MAX_DEVICES_SHOWN),
           ]);
           const receipts = receiptsByDevice(receiptRows);
           const answer = interactionId ? answers.get(interactionId) : undefined;

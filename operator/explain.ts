@@ -225,7 +225,7 @@ async function episodeView(
       ? deps.pushDeliveries.listFollowUps(episodeId, interactionId, limits.deliveriesPerEpisode + 1)
       : [],
     deps.pushReceipts?.listForEpisode(episodeId, interactionId) ?? [],
-    deps.pushHolds?.listForEpisode(episodeId) ?? [],
+    deps.pushHolds?.listForEpisode(episodeId, limits.deliveriesPerEpisode + 1) ?? [],
   ]);
   const receipts = receiptsByDevice(receiptRows);
   const endpoints = await deps.pushSubscriptions.endpointsByIds([
@@ -257,7 +257,8 @@ async function episodeView(
       .slice(0, limits.deliveriesPerEpisode)
       .map((r) => ({ followUp: r.followUp, ...deliveryView(r) })),
     followUpPushesTruncated: followUps.length > limits.deliveriesPerEpisode,
-    pushHeld: held.map(pushHeldView),
+    pushHeld: held.slice(0, limits.deliveriesPerEpisode).map(pushHeldView),
+    pushHeldTruncated: held.length > limits.deliveriesPerEpisode,
     callbackAttempts: records.attemptRows
       .filter((a) => a.episodeId === episodeId)
       .map((a) => callbackAttemptView(a)),

@@ -79,6 +79,7 @@ export interface EpisodeView {
   followUpPushesTruncated: boolean;
   /** Recipients held for their digest instead of pushed, and the digest each went out in. */
   pushHeld: PushHeldView[];
+  pushHeldTruncated: boolean;
   callbackAttempts: CallbackAttemptView[];
 }
 

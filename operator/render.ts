@@ -69,7 +69,7 @@ function renderEpisode(e: EpisodeView, attemptsTruncated: boolean, line: Line): 
   pushes('push deliveries', e.pushDeliveries, e.pushDeliveriesTruncated);
   pushes('follow-up pushes', e.followUpPushes, e.followUpPushesTruncated);
   if (e.pushHeld.length) {
-    line(`    held for a digest (${e.pushHeld.length}):`);
+    line(`    held for a digest (${e.pushHeld.length}${e.pushHeldTruncated ? '+' : ''}):`);
     for (const h of e.pushHeld) {
       const sent = h.digestSentAt
         ? `went out in ${h.digestId} at ${h.digestSentAt}`

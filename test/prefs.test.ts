@@ -11,6 +11,7 @@ import { ensureAllIndexes, type Stores } from '../store';
 import { createNotificationPrefStore } from '../store/push/notificationPrefs';
 import { subscriptionId } from '../store/push/subscriptions';
 import type { Mongo } from '../store/mongo';
+import type { PushHoldRow } from '../store/push/holds';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { ApiClient } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
@@ -473,6 +474,32 @@ describe('push preferences and devices', function () {
       const [held] = episodes.body.episodes[0].pushHeld as Record<string, unknown>[];
       assert.equal(typeof held.optedOutAt, 'string', JSON.stringify(held));
       assert.equal(held.digestId, undefined, 'no digest carried it');
+    });
+
+    it("an episode's view shows the first 500 people held, however many were", async () => {
+      const xan = anonymous.as('xan', 'lambda');
+      const id = await ended(xan, 'Company-wide report', 'complete');
+      const at = new Date(Date.now() - 3600_000);
+      await mongo.db.collection<PushHoldRow>('push_holds').insertMany(
+        Array.from({ length: 600 }, (_, i) => ({
+          _id: `${id}:end|member${i}`,
+          episodeId: `${id}:end`,
+          runId: id,
+          teamId: 'lambda',
+          userId: `member${i}`,
+          kind: 'run_finished',
+          title: 'Company-wide report',
+          reason: 'quiet' as const,
+          viaTeam: true as const,
+          at,
+          releaseAt: at,
+          digestId: 'digest|lambda|x',
+          digestSentAt: at,
+        })),
+      );
+      const episodes = await xan.get(`/api/v1/runs/${id}/episodes`);
+      assert.equal(episodes.status, 200, episodes.text);
+      assert.equal(episodes.body.episodes[0].pushHeld.length, 500);
     });
 
     it('switched to own runs meanwhile, a teammate’s run is not told; their own is', async () => {

@@ -87,7 +87,7 @@ describe('push holds (push_holds): owed, taken, superseded, reaped', function ()
       .map((row) => row.userId)
       .toArray();
     assert.deepEqual(left.sort(), ['late', 'owed']);
-    const [owed] = await holds.listForEpisode('run_r1:end');
+    const [owed] = await holds.listForEpisode('run_r1:end', 10);
     await holds.take(teamId, 'owed', `digest|${teamId}|owed`, at(35));
     assert.equal((await holds.contentsOf(`digest|${teamId}|owed`, 10)).total, 1, JSON.stringify(owed));
   });

@@ -293,9 +293,9 @@ function createHoldUpkeep(holds: Collection<PushHoldRow>) {
       return holds.find({ runId }).toArray();
     },
 
-    /** One episode's holds, one per person held. */
-    async listForEpisode(episodeId: string): Promise<PushHoldRow[]> {
-      return holds.find({ episodeId }).toArray();
+    /** One episode's holds, one per person held: the first `limit` (a team's members may be many). */
+    async listForEpisode(episodeId: string, limit: number): Promise<PushHoldRow[]> {
+      return holds.find({ episodeId }).limit(limit).toArray();
     },
 
     /** TTL does this where the server has it; the sweep's reaper where it has not. Never an owed row. */

@@ -915,9 +915,10 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     collection: 'push_holds',
     op: 'find',
     filter: { episodeId: SAMPLE.episodeId },
+    limit: 501,
     index: 'episode',
     hot: true,
-    note: 'GET /runs/:id/episodes and flow-notify explain: who was held for a listed episode, in which digest',
+    note: 'GET /runs/:id/episodes and flow-notify explain: who was held for a listed episode, in which digest (the first 500)',
   },
   {
     module: 'push/holds',
