@@ -210,6 +210,22 @@ describe('team endpoints: disabling a failing one against the store as it is now
     };
   }
 
+  it("two attempts that read the endpoint before either failed keep the streak's first start", async () => {
+    const admin = adminOf(stack.anonymous, 'streak-admin', 'streak');
+    const created = await admin.post('/api/v1/endpoints', { url: receiver.url, eventTypes: ['run.failed'] });
+    assert.equal(created.status, 201, created.text);
+    const endpoints = stack.stores.endpoints;
+    const [first, second] = [
+      await endpoints.getById(created.body.id),
+      await endpoints.getById(created.body.id),
+    ];
+    const earlier = new Date(Date.now() - 60_000);
+    await endpoints.recordFailure(first!, earlier);
+    const told = await endpoints.recordFailure(second!, new Date());
+    assert.deepEqual(told.failingSince, earlier, 'what the later failure is told');
+    assert.deepEqual((await endpoints.getById(created.body.id))?.failingSince, earlier, 'what is stored');
+  });
+
   it('an endpoint that succeeded since the failing attempt read it is not disabled', async () => {
     const { id, read, now, threshold } = await failingForDays('succeeded-since');
     assert.ok(read.failingSince);

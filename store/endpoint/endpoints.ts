@@ -240,13 +240,18 @@ function failureStreaks(rows: Collection<EndpointRow>) {
     },
 
     /**
-     * A delivery failed: the streak's start is kept (set if none). Answers the endpoint as it is now, so the caller
-     * can tell how long it has been failing.
+     * A delivery failed: the streak's start is kept (set if none, as the store has it: another attempt may have
+     * started it since this one read the row). Answers the endpoint as it is now, so the caller can tell how long it
+     * has been failing.
      */
     async recordFailure(row: EndpointRow, now: Date): Promise<EndpointRow> {
       if (row.failingSince) return row;
-      await rows.updateOne({ _id: row._id }, { $set: { failingSince: now } });
-      return { ...row, failingSince: now };
+      const started = await rows.findOneAndUpdate(
+        { _id: row._id, failingSince: { $exists: false } },
+        { $set: { failingSince: now } },
+        { returnDocument: 'after' },
+      );
+      return started ?? (await rows.findOne({ _id: row._id })) ?? { ...row, failingSince: now };
     },
 
     /**
