@@ -37,6 +37,7 @@ import {
   type Filter,
   type FindOptions,
   type MongoClientOptions,
+  MongoBulkWriteError,
 } from 'mongodb';
 import { launchMongo, PROJECT_ROOT, readStackSpec, type ServerProcess } from '../platform/embedded';
 import { random } from './support/seeded';
@@ -524,6 +525,52 @@ describe('FerretDB conformance to MongoDB (the project patch)', function () {
         assert.equal(deletedCount, expired, `${name}: deleteMany deleted ${deletedCount} of ${expired}`);
         assert.equal(await c.countDocuments({}), 100, `${name}: the documents left`);
       }
+    });
+
+    it('an update command of many statements answers as MongoDB: each failure at its own index, unordered ones going on', async () => {
+      const docs = await pool();
+      await docs.insertOne({ _id: 'b', n: 'text' });
+      // The middle statement fails ($inc of a string); the others upsert.
+      const statements = [
+        { updateOne: { filter: { _id: 'a' }, update: { $inc: { n: 1 } }, upsert: true } },
+        { updateOne: { filter: { _id: 'b' }, update: { $inc: { n: 1 } }, upsert: true } },
+        { updateOne: { filter: { _id: 'c' }, update: { $inc: { n: 1 } }, upsert: true } },
+      ];
+      const unordered = await docs.bulkWrite(statements, { ordered: false }).then(
+        () => assert.fail('the failing statement was not reported'),
+        (err: MongoBulkWriteError) => err,
+      );
+      assert.deepEqual(
+        unordered.writeErrors instanceof Array
+          ? unordered.writeErrors.map((e) => [e.index, e.code])
+          : [[unordered.writeErrors.index, unordered.writeErrors.code]],
+        [[1, 14]],
+      );
+      assert.deepEqual(unordered.result.upsertedIds, { 0: 'a', 2: 'c' });
+      assert.deepEqual(
+        (await docs.find({}).sort({ _id: 1 }).toArray()).map((d) => [d._id, d.n]),
+        [
+          ['a', 1],
+          ['b', 'text'],
+          ['c', 1],
+        ],
+      );
+      // Ordered, it stops at the failure: the statement after it is not made.
+      await docs.deleteMany({ _id: { $in: ['a', 'c'] } });
+      const ordered = await docs.bulkWrite(statements, { ordered: true }).then(
+        () => assert.fail('the failing statement was not reported'),
+        (err: MongoBulkWriteError) => err,
+      );
+      assert.deepEqual(
+        ordered.writeErrors instanceof Array
+          ? ordered.writeErrors.map((e) => e.index)
+          : [ordered.writeErrors.index],
+        [1],
+      );
+      assert.deepEqual(
+        (await docs.find({}).sort({ _id: 1 }).toArray()).map((d) => d._id),
+        ['a', 'b'],
+      );
     });
 
     it('an updateMany that fails midway keeps the documents it updated before the failure', async () => {

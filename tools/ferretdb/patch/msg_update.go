@@ -16,9 +16,12 @@ package handler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/FerretDB/wire"
+	"github.com/FerretDB/wire/wirebson"
+	"go.mongodb.org/mongo-driver/mongo"
 
 	"github.com/FerretDB/FerretDB/internal/backends"
 	"github.com/FerretDB/FerretDB/internal/handler/common"
@@ -43,10 +46,15 @@ func (h *Handler) MsgUpdate(connCtx context.Context, msg *wire.OpMsg) (*wire.OpM
 		return nil, lazyerrors.Error(err)
 	}
 
-	// TODO https://github.com/FerretDB/FerretDB/issues/2612
-	_ = params.Ordered
+	// GetUpdateParams ignores `ordered` (upstream never honoured it); true unless the command says otherwise.
+	ordered := true
+	if v, _ := document.Get("ordered"); v != nil {
+		if b, ok := v.(bool); ok {
+			ordered = b
+		}
+	}
 
-	matched, modified, upserted, err := h.updateDocument(connCtx, params)
+	matched, modified, upserted, writeErrors, err := h.updateDocument(connCtx, params, ordered)
 	if err != nil {
 		return nil, handleUpdateError(params.DB, params.Collection, "update", err)
 	}
@@ -60,6 +68,11 @@ func (h *Handler) MsgUpdate(connCtx context.Context, msg *wire.OpMsg) (*wire.OpM
 	}
 
 	res.Set("nModified", modified)
+
+	if writeErrors.Len() > 0 {
+		res.Set("writeErrors", writeErrors)
+	}
+
 	res.Set("ok", float64(1))
 
 	return documentOpMsg(
@@ -68,18 +81,23 @@ func (h *Handler) MsgUpdate(connCtx context.Context, msg *wire.OpMsg) (*wire.OpM
 }
 
 // updateDocument iterate through all documents in collection and update them.
-func (h *Handler) updateDocument(ctx context.Context, params *common.UpdateParams) (int32, int32, *types.Array, error) {
+//
+// Flow Notify's patch: a statement that fails is reported in writeErrors at its own index, beside what the others
+// did, as MongoDB answers; an ordered command stops there, an unordered one goes on with the next statement.
+// Upstream stopped at the first failure whatever `ordered` said, and reported it at index 0 without the counts.
+func (h *Handler) updateDocument(ctx context.Context, params *common.UpdateParams, ordered bool) (int32, int32, *types.Array, *types.Array, error) { //nolint:lll // for readability
 	var matched, modified int32
 	var upserted types.Array
+	writeErrors := types.MakeArray(0)
 
 	db, err := h.b.Database(params.DB)
 	if err != nil {
 		if backends.ErrorCodeIs(err, backends.ErrorCodeDatabaseNameIsInvalid) {
 			msg := fmt.Sprintf("Invalid namespace specified '%s.%s'", params.DB, params.Collection)
-			return 0, 0, nil, handlererrors.NewCommandErrorMsgWithArgument(handlererrors.ErrInvalidNamespace, msg, "update")
+			return 0, 0, nil, nil, handlererrors.NewCommandErrorMsgWithArgument(handlererrors.ErrInvalidNamespace, msg, "update")
 		}
 
-		return 0, 0, nil, lazyerrors.Error(err)
+		return 0, 0, nil, nil, lazyerrors.Error(err)
 	}
 
 	err = db.CreateCollection(ctx, &backends.CreateCollectionParams{Name: params.Collection})
@@ -91,25 +109,36 @@ func (h *Handler) updateDocument(ctx context.Context, params *common.UpdateParam
 		// nothing
 	case backends.ErrorCodeIs(err, backends.ErrorCodeCollectionNameIsInvalid):
 		msg := fmt.Sprintf("Invalid collection name: %s", params.Collection)
-		return 0, 0, nil, handlererrors.NewCommandErrorMsgWithArgument(handlererrors.ErrInvalidNamespace, msg, "insert")
+		return 0, 0, nil, nil, handlererrors.NewCommandErrorMsgWithArgument(handlererrors.ErrInvalidNamespace, msg, "insert")
 	default:
-		return 0, 0, nil, lazyerrors.Error(err)
+		return 0, 0, nil, nil, lazyerrors.Error(err)
 	}
 
-	for _, u := range params.Updates {
+	for i, u := range params.Updates {
 		c, err := db.Collection(params.Collection)
 		if err != nil {
 			if backends.ErrorCodeIs(err, backends.ErrorCodeCollectionNameIsInvalid) {
 				msg := fmt.Sprintf("Invalid collection name: %s", params.Collection)
-				return 0, 0, nil, handlererrors.NewCommandErrorMsgWithArgument(handlererrors.ErrInvalidNamespace, msg, "insert")
+				return 0, 0, nil, nil, handlererrors.NewCommandErrorMsgWithArgument(handlererrors.ErrInvalidNamespace, msg, "insert")
 			}
 
-			return 0, 0, nil, lazyerrors.Error(err)
+			return 0, 0, nil, nil, lazyerrors.Error(err)
 		}
 
 		result, err := h.updateOne(ctx, c, params, &u)
 		if err != nil {
-			return 0, 0, nil, err
+			we := statementWriteError(params.DB, params.Collection, i, err)
+			if we == nil {
+				return 0, 0, nil, nil, err
+			}
+
+			writeErrors.Append(WriteErrorDocument(we))
+
+			if ordered {
+				break
+			}
+
+			continue
 		}
 
 		matched += result.Matched.Count
@@ -118,7 +147,7 @@ func (h *Handler) updateDocument(ctx context.Context, params *common.UpdateParam
 		if result.Upserted.Doc != nil {
 			doc := result.Upserted.Doc
 			upserted.Append(must.NotFail(types.NewDocument(
-				"index", int32(upserted.Len()),
+				"index", int32(i),
 				"_id", must.NotFail(doc.Get("_id")),
 			)))
 
@@ -127,7 +156,38 @@ func (h *Handler) updateDocument(ctx context.Context, params *common.UpdateParam
 		}
 	}
 
-	return matched, modified, &upserted, nil
+	return matched, modified, &upserted, writeErrors, nil
+}
+
+// statementWriteError is a failed statement's error as MongoDB reports it in writeErrors, at its index; nil for an
+// error of the server's own (the command fails).
+func statementWriteError(db, coll string, index int, err error) *mongo.WriteError {
+	err = handleUpdateError(db, coll, "update", err)
+
+	var ce *handlererrors.CommandError
+	if errors.As(err, &ce) {
+		return &mongo.WriteError{Index: index, Code: int(ce.Code()), Message: ce.Err().Error()}
+	}
+
+	var we *handlererrors.WriteErrors
+	if !errors.As(err, &we) || we.Len() == 0 {
+		return nil
+	}
+
+	errs, _ := we.Document().Get("writeErrors").(*wirebson.Array)
+	if errs == nil || errs.Len() == 0 {
+		return nil
+	}
+
+	first, _ := errs.Get(0).(*wirebson.Document)
+	if first == nil {
+		return nil
+	}
+
+	code, _ := first.Get("code").(int32)
+	msg, _ := first.Get("errmsg").(string)
+
+	return &mongo.WriteError{Index: index, Code: int(code), Message: msg}
 }
 
 // updateOne performs one update statement holding the collection's writer (lockCollection, Flow Notify's patch).
