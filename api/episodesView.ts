@@ -87,7 +87,7 @@ export function createEpisodeView(deps: {
       teamId: string,
       runId: string,
       episodeId: string,
-    ): Promise<{ state: ClaimState; result?: string; owedCallbackAt?: Date } | undefined> {
+    ): Promise<{ state: ClaimState; result?: string; stale?: true; owedCallbackAt?: Date } | undefined> {
       const [recorded, claim] = await Promise.all([
         deps.episodes.getForRun(teamId, runId, episodeId),
         deps.claims.describe(claimKeys.callback(episodeId)),

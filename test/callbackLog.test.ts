@@ -22,7 +22,7 @@ import { pushSenderFor } from '../delivery/push/sender';
 import { createMetrics } from '../platform/metrics';
 import { Registry } from 'prom-client';
 import type { Stores } from '../store';
-import { createClaimReader } from '../store/claims';
+import { createClaimReader, type ClaimRow } from '../store/claims';
 import type { Mongo } from '../store/mongo';
 import type { EpisodeResult } from '../contract/workflows';
 import type { CallbackAttempt } from '../contract/activities';
@@ -406,6 +406,31 @@ describe('callback attempt log', function () {
     const view = await alice.get(`/api/v1/runs/${id}/episodes`);
     assert.equal(view.body.episodes[0].families.callback.result, 'redelivered');
     assert.equal(view.body.episodes[0].callbackAttempts.length, 4);
+  });
+
+  it('redeliver: a delivery whose holder is gone (its claim pending past the grace, nothing left to settle it) is redelivered', async () => {
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    const episodeId = `${id}:end`;
+    await episodeResult(episodeId);
+    receiver.received.length = 0;
+    // Its schedule stopped holding the claim (its release failed in a store outage at the end of its day, and the
+    // run is past the sweep's reach): pending, its holder long gone.
+    await mongo.db.collection<ClaimRow>('sent_notifications').updateOne(
+      { _id: `cb|${episodeId}` },
+      {
+        $set: { delivered: false, holder: 'lost-schedule', sent_at: new Date(Date.now() - 35 * 3600_000) },
+        $unset: { result: '', held_until: '' },
+      },
+    );
+    const res = await redeliver(alice, id, episodeId);
+    assert.equal(res.status, 202, res.text);
+    await redelivery(episodeId);
+    assert.equal(receiver.received.length, 1);
+    assert.deepEqual(await stores.claims.describe(`cb|${episodeId}`), {
+      state: 'delivered',
+      result: 'redelivered',
+    });
   });
 
   it('redeliver: 409 while the episode still runs its schedule, and while another redelivery runs (two API processes)', async () => {

@@ -45,6 +45,11 @@ export interface CallbacksRouterDeps {
   callbackRedeliverLimits: PerRunUserTeam;
   /** Writes an episode's expired callback claim again, settled (`expired`): a redelivery asks for a settled one. */
   restoreExpiredClaim: (episodeId: string) => Promise<void>;
+  /**
+   * Takes over an episode's stale callback claim (pending past its grace, its holder gone) and settles it given up,
+   * so a redelivery (which asks for a settled one) goes; false when another took it first.
+   */
+  settleAbandonedClaim: (episodeId: string) => Promise<boolean>;
   callbackRecovers: CallbackRecoverStore;
   /** Starts the team's recover workflow; false while one of the team is running. */
   startRecover: (input: RecoverInput) => Promise<boolean>;
@@ -298,7 +303,7 @@ interface SettledEpisodeState extends RunState {
 
 /** The caller's run and one of its episodes whose callback delivery has settled (delivered or gave up). */
 function settledEpisode(
-  deps: Pick<CallbacksRouterDeps, 'runsService' | 'episodes' | 'now'>,
+  deps: Pick<CallbacksRouterDeps, 'runsService' | 'episodes' | 'now' | 'settleAbandonedClaim'>,
 ): Middleware<SettledEpisodeState & { input: { params: { id: string; episodeId: string } } }> {
   return async (ctx, next) => {
     const { id, episodeId } = ctx.state.input.params;
@@ -309,7 +314,10 @@ function settledEpisode(
     // The episode's own schedule holds its claim pending; absent: no delivery was owed, or it was released and
     // the sweep replays it. A settled one, delivered or gave up, may be delivered again (the workflow checks again,
     // and leaves a delivered claim as it is).
-    if (claim.state === 'pending') throw new HttpError(409, 'a delivery of this episode is in progress');
+    // A stale one's holder is gone (its schedule stopped, its release lost in a store outage at the end of its day):
+    // nothing else settles it once its run is past the sweep's reach, so it is settled given up and redelivered.
+    if (claim.state === 'pending' && !(claim.stale && (await deps.settleAbandonedClaim(episodeId))))
+      throw new HttpError(409, 'a delivery of this episode is in progress');
     if (claim.state === 'absent') {
       // Recorded longer ago than claims are kept: its delivery settled long since and the claim expired. Once
       // admitted, it is written again, settled, so the redelivery (which asks for a settled claim) goes.
