@@ -305,19 +305,20 @@ export function createSweepActivities(deps: SweepDeps) {
         () => deps.teamEvents?.reapExpired(deps.now()),
       ];
       let reaped = 0;
-      let failed: unknown;
+      const failed: unknown[] = [];
       try {
         for (const reap of reapers) {
           try {
             reaped += (await reap()) ?? 0;
           } catch (err) {
-            failed ??= err;
+            failed.push(err);
           }
         }
       } finally {
         progress.stop();
       }
-      if (failed !== undefined) throw failed;
+      if (failed.length > 1) throw new AggregateError(failed, `${failed.length} reapers failed`);
+      if (failed.length) throw failed[0];
       return reaped;
     },
   };

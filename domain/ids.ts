@@ -14,5 +14,5 @@ export const ID_SEPARATOR = '|';
 export const isId = (value: unknown): value is string =>
   typeof value === 'string' &&
   value.length > 0 &&
-  Buffer.byteLength(value) <= MAX_ID_BYTES &&
+  new TextEncoder().encode(value).length <= MAX_ID_BYTES &&
   !CONTROL_CHARACTER.test(value);

@@ -180,8 +180,9 @@ function countHit(
 /**
  * Counts the round's hits in one command: the positions whose write lost (read them again), any other failure
  * thrown. With a hit id, each count is followed by its hit row, in order, so a hit row exists only where its
- * count was written. A server may stop at the first write that loses, and FerretDB then names the wrong one, so
- * a failure sends every key of the round back to be read again: one whose hit row is there was counted.
+ * count was written. An ordered command stops at the first write that loses (FerretDB, before the project's patch,
+ * also named the wrong one), so a failure sends every key of the round back to be read again: one whose hit row is
+ * there was counted.
  */
 async function writeCounts(
   rows: Collection<RateLimitRow>,

@@ -547,6 +547,7 @@ describe('FerretDB conformance to MongoDB (the project patch)', function () {
         [[1, 14]],
       );
       assert.deepEqual(unordered.result.upsertedIds, { 0: 'a', 2: 'c' });
+      assert.deepEqual([unordered.result.upsertedCount, unordered.result.matchedCount], [2, 0]);
       assert.deepEqual(
         (await docs.find({}).sort({ _id: 1 }).toArray()).map((d) => [d._id, d.n]),
         [
@@ -571,6 +572,21 @@ describe('FerretDB conformance to MongoDB (the project patch)', function () {
         (await docs.find({}).sort({ _id: 1 }).toArray()).map((d) => d._id),
         ['a', 'b'],
       );
+      // What a failure's neighbours did is counted: a $set that changed a document, one that matched and did not.
+      const counted = await docs
+        .bulkWrite(
+          [
+            { updateOne: { filter: { _id: 'a' }, update: { $set: { n: 5 } } } },
+            { updateOne: { filter: { _id: 'b' }, update: { $inc: { n: 1 } } } },
+            { updateOne: { filter: { _id: 'a' }, update: { $set: { n: 5 } } } },
+          ],
+          { ordered: false },
+        )
+        .then(
+          () => assert.fail('the failing statement was not reported'),
+          (err: MongoBulkWriteError) => err,
+        );
+      assert.deepEqual([counted.result.matchedCount, counted.result.modifiedCount], [2, 1]);
     });
 
     it('an updateMany that fails midway keeps the documents it updated before the failure', async () => {

@@ -102,8 +102,8 @@ export async function deliveredByEarlierTry(
 export const AFTER_REQUEST_MS = DEFAULT_LOOKUP_TIMEOUT_MS + 3 * RECORD_DEADLINE_MS + 2000;
 
 /**
- * Room for the reads before the request (the run, an endpoint's rate) that a start-to-close made for the timeout
- * leaves; one that leaves less was made for a shorter timeout.
+ * Room for the reads before the request (the run, an endpoint's rate; on Temporal's retry, whether an earlier try
+ * delivered) that a start-to-close made for the timeout leaves; one that leaves less was made for a shorter timeout.
  */
 const READS_ROOM_MS = 5000;
 

@@ -183,10 +183,6 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
       return newest;
     },
 
-    /**
-     * The episode's callback was delivered after it gave up (a redelivery): its give-ups are no longer what a
-     * recover looks for, so a recover's reads follow what is still owed, not every give-up kept.
-     */
     /** The delivery an earlier try of one activity (`workflowRunId`, `activityId`) made of the episode, if any. */
     async deliveredBy(
       episodeId: string,
@@ -200,6 +196,10 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
       return row ?? undefined;
     },
 
+    /**
+     * The episode's callback was delivered after it gave up (a redelivery): its give-ups are no longer what a
+     * recover looks for, so a recover's reads follow what is still owed, not every give-up kept.
+     */
     async clearGaveUp(episodeId: string): Promise<void> {
       await rows.updateMany({ episodeId, gaveUp: true }, { $unset: { gaveUp: '' } });
     },

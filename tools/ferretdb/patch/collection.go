@@ -253,33 +253,27 @@ func (c *collection) DeleteAll(ctx context.Context, params *backends.DeleteAllPa
 	}
 
 	// Flow Notify's patch: SQLite binds at most 32,766 parameters in one statement, so a delete of more ids (a
-	// reaper's deleteMany of a month's rows) goes in statements of maxIDsPushedDown, in one transaction.
+	// reaper's deleteMany of a month's rows) goes in statements of maxIDsPushedDown, each its own commit: MongoDB's
+	// deleteMany is not atomic either, and one transaction would hold the database's writer for the whole backlog.
 	var deleted int64
 
-	err := db.InTransaction(ctx, func(tx *fsql.Tx) error {
-		for from := 0; from < len(args); from += maxIDsPushedDown {
-			to := min(from+maxIDsPushedDown, len(args))
-			q := fmt.Sprintf(
-				`DELETE FROM %q WHERE %s IN (%s)`, meta.TableName, column, strings.Join(placeholders[from:to], ", "),
-			)
+	for from := 0; from < len(args); from += maxIDsPushedDown {
+		to := min(from+maxIDsPushedDown, len(args))
+		q := fmt.Sprintf(
+			`DELETE FROM %q WHERE %s IN (%s)`, meta.TableName, column, strings.Join(placeholders[from:to], ", "),
+		)
 
-			res, err := tx.ExecContext(ctx, q, args[from:to]...)
-			if err != nil {
-				return lazyerrors.Error(err)
-			}
-
-			ra, err := res.RowsAffected()
-			if err != nil {
-				return lazyerrors.Error(err)
-			}
-
-			deleted += ra
+		res, err := db.ExecContext(ctx, q, args[from:to]...)
+		if err != nil {
+			return nil, lazyerrors.Error(err)
 		}
 
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		ra, err := res.RowsAffected()
+		if err != nil {
+			return nil, lazyerrors.Error(err)
+		}
+
+		deleted += ra
 	}
 
 	return &backends.DeleteAllResult{
