@@ -58,7 +58,7 @@ export const MAX_NODE_CHARS = 200;
  * What health reads of an event, bounded, taken as it is observed: the rest (a final answer, a prompt, a long node
  * name) neither waits in a batch nor reaches its history.
  */
-function forHealth({ type, data, at, writtenAt }: ObservedEvent): ObservedEvent {
+function forHealth({ type, data, at, writtenAt, revision }: ObservedEvent): ObservedEvent {
   const node = data?.node;
   const spent = data?.spent;
   return {
@@ -75,6 +75,7 @@ function forHealth({ type, data, at, writtenAt }: ObservedEvent): ObservedEvent 
     },
     ...(at !== undefined ? { at } : {}),
     ...(writtenAt !== undefined ? { writtenAt } : {}),
+    ...(revision !== undefined ? { revision } : {}),
   };
 }
 

@@ -17,6 +17,8 @@ export interface ObservedEvent {
   at?: number;
   /** When the service wrote it (epoch ms): a transition's time, also when the sweep tells it again. */
   writtenAt?: number;
+  /** A transition's: the run revision it won, which orders status changes whatever each process's clock says. */
+  revision?: number;
 }
 
 export interface HealthState {
@@ -37,6 +39,8 @@ export interface HealthState {
   terminalStatus?: 'finished' | 'failed' | 'cancelled';
   /** When the latest status change health applied was written (by its process's clock). */
   statusWrittenAt?: number;
+  /** The run revision of the latest status change health applied that carried one. */
+  statusRevision?: number;
   /**
    * The round's alerts while they are handed off (saved with the state first): an execution that fails before
    * they all are leaves them for the next one, which hands them off again (their keys dedupe what went).
@@ -234,6 +238,16 @@ export function toldOutOfOrder(state: HealthState, event: ObservedEvent): boolea
   );
 }
 
+/**
+ * toldOutOfOrder by the run's revisions, which order status changes exactly (two processes' clocks may disagree by
+ * more than the time between a pause and a resume): undefined when the event or the state has none to compare.
+ */
+export function toldOutOfOrderByRevision(state: HealthState, event: ObservedEvent): boolean | undefined {
+  if (!changesStatus(event.type) || Object.hasOwn(TERMINAL, event.type)) return false;
+  if (typeof event.revision !== 'number' || state.statusRevision === undefined) return undefined;
+  return event.revision < state.statusRevision;
+}
+
 /** Written before the latest status change health applied (both by their processes' clocks). */
 const writtenBeforeStatus = (state: HealthState, event: ObservedEvent): boolean =>
   typeof event.writtenAt === 'number' &&
@@ -274,9 +288,13 @@ export function lowersSpend(state: HealthState, event: ObservedEvent): boolean {
 
 /** The state with a status change's write time noted (toldOutOfOrder reads it). */
 export function noteStatusWritten(state: HealthState, event: ObservedEvent): HealthState {
-  if (!changesStatus(event.type) || typeof event.writtenAt !== 'number') return state;
-  if (state.statusWrittenAt !== undefined && state.statusWrittenAt >= event.writtenAt) return state;
-  return { ...state, statusWrittenAt: event.writtenAt };
+  if (!changesStatus(event.type)) return state;
+  let next = state;
+  if (typeof event.revision === 'number' && (state.statusRevision ?? -1) < event.revision)
+    next = { ...next, statusRevision: event.revision };
+  if (typeof event.writtenAt !== 'number') return next;
+  if (state.statusWrittenAt !== undefined && state.statusWrittenAt >= event.writtenAt) return next;
+  return { ...next, statusWrittenAt: event.writtenAt };
 }
 
 /** When an active run stalls if nothing arrives: undefined in every other phase. */

@@ -14,11 +14,21 @@ export async function recordEvents(ctx: RunsContext, run: Run, items: EventItem[
  * progress); failing to tell it never fails the operation. False when it failed (a transition's row is then left
  * open, so the sweep tells it again).
  */
-export async function observe(ctx: RunsContext, run: Run, items: EventItem[], at: Date): Promise<boolean> {
+export async function observe(
+  ctx: RunsContext,
+  run: Run,
+  items: EventItem[],
+  at: Date,
+  revision?: number,
+): Promise<boolean> {
   try {
     await ctx.health?.observe(
       run,
-      items.map((item) => ({ ...item, writtenAt: at.getTime() })),
+      items.map((item) => ({
+        ...item,
+        writtenAt: at.getTime(),
+        ...(revision !== undefined ? { revision } : {}),
+      })),
     );
     return true;
   } catch (err) {

@@ -174,7 +174,7 @@ async function writeEvents(
   await ctx.events.append(run, ids, t.at);
   // A lost resume would leave health paused for good (a paused run never stalls).
   const toldThenSettled = async (): Promise<void> => {
-    if (await observe(ctx, run, items, t.at))
+    if (await observe(ctx, run, items, t.at, t.revision))
       await ctx.runTransitions.settle(run._id, t.revision).catch(() => undefined);
   };
   await Promise.all([toldThenSettled(), emit?.()]);

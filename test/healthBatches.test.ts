@@ -452,6 +452,30 @@ describe('run health fed in batches', function () {
     recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-late-pause-passed-over.json');
   });
 
+  it("a resume written by a process whose clock runs behind the pause's is no late resume: the run is active, it stalls", async function () {
+    this.timeout(120_000);
+    const created = await unbatched.post('/api/v1/runs', { title: 'Paused and resumed across two clocks' });
+    const id = created.body.id as string;
+    const alice = { userId: 'alice', teamId: 'acme' };
+    // Another API replica, its clock five seconds behind this one's.
+    const behind = createRunsService({
+      ...stack.stores,
+      emitter: { emitRunOutcome: async () => undefined },
+      health: createHealthSignaler({
+        client: stack.client,
+        taskQueue: stack.config.temporalTaskQueue,
+        options: healthOptions(stack.config),
+        batchMs: 0,
+        onError: () => undefined,
+      }),
+      now: () => new Date(Date.now() - 5000),
+    });
+    assert.equal((await unbatched.post(`/api/v1/runs/${id}/soft-pause`, {})).status, 200);
+    await behind.resume(alice, id);
+    await waitUntil('its stall alert', () => alertsOf(id).includes('stall'), { timeoutMs: 30_000 });
+    recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-resume-by-revision.json');
+  });
+
   it('progress told to health after a pause written later (two processes) leaves the run paused: it never stalls', async function () {
     this.timeout(120_000);
     const created = await unbatched.post('/api/v1/runs', {

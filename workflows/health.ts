@@ -14,6 +14,7 @@ import {
   progressBeforePause,
   stallDueAt,
   toldOutOfOrder,
+  toldOutOfOrderByRevision,
   usageBeforeEnd,
   type HealthState,
   type ObservedEvent,
@@ -118,6 +119,23 @@ export const HEALTH_SPEND_NEVER_LOWERS_PATCH = 'health-spend-never-lowers';
  * against the budget. Before, it was passed over with every later event. Only such a stall check reaches it.
  */
 export const HEALTH_FOUND_END_WRITTEN_AT_PATCH = 'health-found-end-notes-when-written';
+
+/**
+ * Marks histories in which a pause or resume was ordered by the run's revision where its write time said otherwise
+ * (two API processes' clocks apart by more than the time between the two): a resume written by a process whose
+ * clock runs behind was passed over as told late, leaving a running run paused, never to stall. Only such a
+ * disagreement reaches it.
+ */
+export const HEALTH_STATUS_BY_REVISION_PATCH = 'health-status-changes-by-revision';
+
+/** A status change written before the latest one applied: by the run's revisions where both have one. */
+function toldLate(state: HealthState, event: ObservedEvent): boolean {
+  const byTime = toldOutOfOrder(state, event);
+  const byRevision = toldOutOfOrderByRevision(state, event);
+  return byRevision !== undefined && byRevision !== byTime && patched(HEALTH_STATUS_BY_REVISION_PATCH)
+    ? byRevision
+    : byTime;
+}
 
 /** How often a run that keeps reporting usage has its settings (its budget) read again. */
 const SETTINGS_REFRESH_MS = 60_000;
@@ -288,7 +306,7 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
           handled++;
           continue;
         }
-        if (batched && toldOutOfOrder(state, event) && patched(HEALTH_STATUS_IN_WRITE_ORDER_PATCH)) {
+        if (batched && toldLate(state, event) && patched(HEALTH_STATUS_IN_WRITE_ORDER_PATCH)) {
           handled++;
           continue;
         }
