@@ -239,13 +239,25 @@ export function createEventBatcher(deps: {
      */
     async flushAll(withinMs = FLUSH_ALL_WITHIN_MS): Promise<void> {
       const until = clock.now() + withinMs;
-      for (;;) {
-        const runIds = [...held.keys()];
-        await Promise.all(runIds.map((runId) => flush(runId).catch((err) => deps.onError(runId, err))));
-        await Promise.all(sending.values());
-        const left = until - clock.now();
-        if (!held.size || left <= 0) return;
-        await new Promise<void>((resolve) => clock.setTimer(resolve, Math.min(FLUSH_ALL_RETRY_MS, left)));
+      // The whole of it: a send that hangs (Temporal partitioned, not refusing) is not waited for past it.
+      let stopClock!: () => void;
+      const timeUp = new Promise<void>((resolve) => (stopClock = clock.setTimer(resolve, withinMs)));
+      try {
+        for (;;) {
+          const runIds = [...held.keys()];
+          const round = Promise.all(
+            runIds.map((runId) => flush(runId).catch((err) => deps.onError(runId, err))),
+          ).then(() => Promise.all(sending.values()));
+          await Promise.race([round, timeUp]);
+          const left = until - clock.now();
+          if (!held.size || left <= 0) return;
+          await Promise.race([
+            new Promise<void>((resolve) => clock.setTimer(resolve, Math.min(FLUSH_ALL_RETRY_MS, left))),
+            timeUp,
+          ]);
+        }
+      } finally {
+        stopClock();
       }
     },
   };

@@ -187,6 +187,20 @@ describe('the run-health event batcher', () => {
     assert.ok(never.errors.length >= 3, `tried until then (${never.errors.length} tries)`);
   });
 
+  it('flushAll returns once its time is spent even while a send hangs (Temporal partitioned, not refusing)', async () => {
+    const hanging = batcherOn(1000, () => new Promise<void>(() => undefined));
+    await hanging.batcher.observe(run('r1'), [{ type: 'usage', data: { spent: 9 } }]);
+    let returned = false;
+    const bounded = hanging.batcher.flushAll(3_000).then(() => (returned = true));
+    for (let waited = 0; !returned && waited < 10; waited++) {
+      await flushed();
+      hanging.advance(1000);
+    }
+    await flushed();
+    assert.ok(returned, 'flushAll still waits on the hanging send');
+    await bounded;
+  });
+
   it('a batch that failed goes again after a wait, before what came since and in the order observed', async () => {
     let down = 2;
     const sent: string[][] = [];
