@@ -1,6 +1,7 @@
 // The one place that reads the environment. Every variable of the contract, typed, read once: one zod schema per
 // section. A bad value throws a ConfigError whose message is one line naming the variable.
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { MongoClient } from 'mongodb';
 import { z } from 'zod';
 import { DEFAULT_CALLBACK_RETRY_SECONDS } from './domain/callback';
@@ -174,14 +175,38 @@ const pemFile = z
   })
   .optional();
 
+/** A host name (its labels letters, digits and inner hyphens) or an IP address: what the API listens on. */
+const HOST_NAME = /^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$/;
+
 const serverSection = section({
-  host: ['HOST', z.string().default('127.0.0.1')],
+  host: [
+    'HOST',
+    z
+      .string()
+      .refine(
+        (v) => isIP(v) !== 0 || HOST_NAME.test(v),
+        'must be a host name or an IP address, without a port',
+      )
+      .default('127.0.0.1'),
+  ],
   port: ['PORT', port.default(8080)],
 });
 
+/** What MongoDB takes as a database name (no / \ . " $ * < > : | ? or space, under 64 bytes). */
+const DATABASE_NAME = /^[^/\\. "$*<>:|?\0]{1,63}$/;
+
 const mongoSection = section({
   mongoUrl: ['MONGO_URL', mongoConnectionString],
-  mongoDb: ['MONGO_DB', z.string().default('flow')],
+  mongoDb: [
+    'MONGO_DB',
+    z
+      .string()
+      .regex(
+        DATABASE_NAME,
+        'must be a MongoDB database name: 1 to 63 characters, none of / \\ . " $ * < > : | ? or space',
+      )
+      .default('flow'),
+  ],
 });
 
 /** Any of these turns TLS on (an API key is never sent in the clear); beside TEMPORAL_TLS=off they are refused. */

@@ -315,6 +315,16 @@ describe('config', () => {
     assert.equal(loadConfig({ ...base, HOST: '::1' }).studioUrl, 'http://[::1]:8080');
   });
 
+  it('a HOST that is no host name or address, and a MONGO_DB MongoDB would refuse, are refused naming them', () => {
+    for (const host of ['localhost:8080', 'http://example.com', 'exa mple.com', '-bad.example'])
+      assert.match(refusal({ ...base, HOST: host }), /HOST/, host);
+    for (const db of ['flow.prod', 'flow/prod', 'flow prod', 'a$b', 'x'.repeat(64)])
+      assert.match(refusal({ ...base, MONGO_DB: db }), /MONGO_DB/, db);
+    for (const host of ['localhost', '0.0.0.0', 'api-1.internal.example', 'fe80::1'])
+      assert.equal(loadConfig({ ...base, HOST: host }).host, host);
+    assert.equal(loadConfig({ ...base, MONGO_DB: 'flow_prod-2' }).mongoDb, 'flow_prod-2');
+  });
+
   it("an operator alert's retries must fit one workflow history: OPS_ALERT_RETRY_HOURS against CLAIM_GRACE_SECONDS", () => {
     assert.equal(loadConfig({ ...base, OPS_ALERT_RETRY_HOURS: '72' }).opsAlertRetryHours, 72);
     assert.equal(
@@ -576,7 +586,7 @@ describe('config', () => {
     ],
     ['STUDIO_URL', { STUDIO_URL: 'nope' }, 'STUDIO_URL is not a valid URL: "nope"'],
     ['STUDIO_URL', { STUDIO_URL: 'ftp://x' }, 'STUDIO_URL must use http: or https:, got "ftp:"'],
-    ['STUDIO_URL', { HOST: 'a b' }, 'STUDIO_URL is not a valid URL: "http://a b:8080"'],
+    ['HOST', { HOST: 'a b' }, 'HOST must be a host name or an IP address, without a port'],
     [
       'STUDIO_URL',
       { STUDIO_URL: `https://studio.example/${'p'.repeat(200)}` },
