@@ -39,7 +39,11 @@ export async function emitFromRunner(
     return { emitted: false, reason: 'the run owes no outcome (unknown to this team, or running)' };
   if (health && result.kind !== 'run_paused') {
     const writtenAt = Date.parse(result.occurredAt);
-    await health.observe({ _id: message.runId, teamId: message.teamId }, [{ type: result.kind, writtenAt }]);
+    // The outcome went out whatever health answers: a refused end is held for its retries (the CLI's flush at
+    // exit tries it again), and the run's stall check reads the run's end from the store meanwhile.
+    await health
+      .observe({ _id: message.runId, teamId: message.teamId }, [{ type: result.kind, writtenAt }])
+      .catch(() => undefined);
   }
   return { emitted: true, ...result };
 }

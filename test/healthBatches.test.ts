@@ -420,6 +420,46 @@ describe('run health fed in batches', function () {
     assert.deepEqual(alertsOf(id), ['budget_exceeded', 'budget_warning']);
   });
 
+  it("a runner whose health signal fails after the outcome's episode started reports it emitted (its end is held for the exit's flush)", async () => {
+    const created = await unbatched.post('/api/v1/runs', { title: 'Ended on a runner, Temporal then away' });
+    const id = created.body.id as string;
+    assert.equal((await unbatched.post(`/api/v1/runs/${id}/cancel`, {})).status, 200);
+    const emitter = createOutcomeEmitter({
+      client: stack.client,
+      taskQueue: stack.config.temporalTaskQueue,
+      runs: stack.stores.runs,
+      options: episodeOptions(stack.config),
+    });
+    await stack.client.workflow.getHandle(`${id}:end`).result();
+    // The API started its episode already; the runner's emit finds it so and reports the end to health, refused.
+    const failingHealth = createHealthSignaler({
+      client: new Proxy(stack.client, {
+        get(target, name) {
+          if (name === 'workflow')
+            return new Proxy(target.workflow, {
+              get(workflow, key) {
+                if (key === 'signalWithStart') return async () => Promise.reject(new Error('Temporal away'));
+                const value = Reflect.get(workflow, key) as unknown;
+                return typeof value === 'function' ? value.bind(workflow) : value;
+              },
+            });
+          const value = Reflect.get(target, name) as unknown;
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      }),
+      taskQueue: stack.config.temporalTaskQueue,
+      options: healthOptions(stack.config),
+      batchMs: 0,
+      onError: () => undefined,
+    });
+    const reported = await emitFromRunner(
+      emitter,
+      { runId: id, teamId: 'acme', disposition: 'cancelled' },
+      failingHealth,
+    );
+    assert.equal(reported.emitted, true, JSON.stringify(reported));
+  });
+
   it('a pause told to health after the resume that followed it (two processes) leaves the run active: it stalls', async function () {
     this.timeout(120_000);
     const created = await unbatched.post('/api/v1/runs', { title: 'Paused, resumed, its pause told late' });
