@@ -100,9 +100,11 @@ async function showPush(data) {
   const { title, options } = notificationFor(payload);
   await self.registration.showNotification(title, options);
   await sendReceipt(options.data.receipt, 'shown');
-  // Open studio tabs refresh what they show (the run's status changed).
+  // Open studio tabs refresh what they show (the run's status changed): told which run, never its tokens (another
+  // person may be signed in there).
   const windows = await self.clients.matchAll({ type: 'window', includeUncontrolled: true });
-  for (const client of windows) client.postMessage({ type: 'flow:push', payload });
+  const told = { runId: options.data.runId, kind: options.data.kind };
+  for (const client of windows) client.postMessage({ type: 'flow:push', payload: told });
 }
 
 // ---- notificationclick: focus or open the run ------------------------------------------------------------
@@ -113,20 +115,36 @@ self.addEventListener('notificationclick', (event) => {
 
 /**
  * The whole click: close the notification; an action with a token answers the run without opening anything, and
- * a click elsewhere (or an answer the server refused: already answered, expired) brings up its URL. Both click
- * paths below run this.
+ * a click elsewhere (or an answer the server refused: already answered, expired) brings up its URL; an answer that
+ * never reached the server shows the question again. Both click paths below run this.
  */
 async function handleNotificationClick(notification, action) {
   notification.close();
   const data = notification.data || {};
   const receipt = action ? sendReceipt(data.receipt, 'action', action) : sendReceipt(data.receipt, 'clicked');
   const token = action && data.tokens ? data.tokens[action] : undefined;
-  const done =
-    token && (await answerWith(token))
-      ? 'answered'
-      : await openStudioAt(data.url || self.location.origin + '/');
+  const answer = token ? await answerWith(token) : 'refused';
+  let done = 'answered';
+  // No answer reached the server (offline, or it failed every try): the question comes back, its tokens with it,
+  // for another try; closed, the person would have no way left to answer from this device.
+  if (answer === 'unreached') done = await showAgain(notification);
+  else if (answer === 'refused') done = await openStudioAt(data.url || self.location.origin + '/');
   await receipt;
   return done;
+}
+
+async function showAgain(notification) {
+  await self.registration.showNotification(notification.title, {
+    body: notification.body,
+    tag: notification.tag,
+    renotify: false,
+    requireInteraction: notification.requireInteraction,
+    icon: notification.icon,
+    timestamp: Date.now(),
+    actions: notification.actions,
+    data: notification.data,
+  });
+  return 'shown again';
 }
 
 /**
@@ -156,10 +174,11 @@ const ACTION_RETRY_WAITS_MS = [500, 1500];
 const ACTION_TRY_MS = 2500;
 
 /**
- * Posts an action's token (no session needed); true when the run took the answer. A POST that failed on the way
- * (offline, a timeout) or with a 5xx is sent again: the server releases the token when the answer failed on its
- * side, and the same token finishes an answer it had stored, so nobody is left believing a run was answered while
- * it still waits. A refusal (409, 410, 429) is final: the run page opens instead.
+ * Posts an action's token (no session needed): 'answered' when the run took the answer, 'refused' when the server
+ * said no (409, 410, 429: the run page opens instead), 'unreached' when every try failed on the way (offline, a
+ * timeout) or with a 5xx. Each of those is sent again first: the server releases the token when the answer failed
+ * on its side, and the same token finishes an answer it had stored, so nobody is left believing a run was answered
+ * while it still waits.
  */
 async function answerWith(token) {
   for (let tried = 0; ; tried++) {
@@ -170,11 +189,12 @@ async function answerWith(token) {
         body: JSON.stringify({ token }),
         signal: AbortSignal.timeout(ACTION_TRY_MS),
       });
-      if (res.ok || res.status < 500) return res.ok;
+      if (res.ok) return 'answered';
+      if (res.status < 500) return 'refused';
     } catch {
       // offline, or no answer in time: tried again below
     }
-    if (tried >= ACTION_RETRY_WAITS_MS.length) return false;
+    if (tried >= ACTION_RETRY_WAITS_MS.length) return 'unreached';
     await new Promise((resolve) => setTimeout(resolve, ACTION_RETRY_WAITS_MS[tried]));
   }
 }

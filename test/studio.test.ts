@@ -521,6 +521,63 @@ describe('studio (Chromium)', function () {
     assert.equal(page.url(), urlBefore, 'an answered action opens nothing');
   });
 
+  it('an action whose every POST fails (offline) leaves the question on screen to try again; a tab is told of the push without its tokens', async () => {
+    const created = await alice.post('/api/v1/runs', { title: 'Deploy' });
+    const actionRunId = created.body.id as string;
+    const paused = await alice.post(`/api/v1/runs/${actionRunId}/pause`, {
+      prompt: 'Deploy v3?',
+      choices: DEPLOY_CHOICES,
+    });
+    assert.equal(paused.status, 200, paused.text);
+    const tag = `${actionRunId}:input:${paused.body.interactionId}`;
+    // What the open tab hears of the push.
+    await page.evaluate(() => {
+      const seen: unknown[] = [];
+      (window as unknown as { __flowMessages: unknown[] }).__flowMessages = seen;
+      navigator.serviceWorker.addEventListener('message', (event) => seen.push(event.data));
+    });
+    await deliverPush(page, (await pushReceived((p) => p.runId === actionRunId)).rawText);
+    await waitForNotifications(page, (l) => l.some((n) => n.tag === tag), 'the pause is shown');
+    const told = await page.evaluate(() =>
+      JSON.stringify((window as unknown as { __flowMessages: unknown[] }).__flowMessages),
+    );
+    assert.ok(told.includes(actionRunId), told);
+    assert.doesNotMatch(told, /token|receipt/, 'a tab was handed the push tokens');
+    const [worker] = context.serviceWorkers();
+    await worker.evaluate(() => {
+      const scope = self as unknown as {
+        fetch: typeof fetch;
+        __flowFailedActions?: number;
+        __flowRealFetch?: typeof fetch;
+      };
+      const realFetch = scope.fetch.bind(scope);
+      scope.__flowRealFetch = realFetch;
+      scope.__flowFailedActions = 0;
+      scope.fetch = (input, init) => {
+        if (String(input).endsWith('/interactions/actions')) {
+          scope.__flowFailedActions!++;
+          return Promise.reject(new TypeError('Failed to fetch'));
+        }
+        return realFetch(input, init);
+      };
+    });
+    await clickNotification(page, tag, 'approve');
+    await waitUntil(
+      'every try failed',
+      async () =>
+        (await worker.evaluate(
+          () => (self as unknown as { __flowFailedActions: number }).__flowFailedActions,
+        )) >= 3,
+    );
+    await waitForNotifications(page, (l) => l.some((n) => n.tag === tag), 'the question shown again');
+    const run = await alice.get(`/api/v1/runs/${actionRunId}`);
+    assert.equal(run.body.status, 'paused');
+    await worker.evaluate(() => {
+      const scope = self as unknown as { fetch: typeof fetch; __flowRealFetch?: typeof fetch };
+      if (scope.__flowRealFetch) scope.fetch = scope.__flowRealFetch;
+    });
+  });
+
   it("an action answered on one device replaces the question on a teammate's device, saying who answered", async () => {
     // Bob's browser: a second Chromium profile, with its own service worker and subscription.
     const bobSub = push.endpoint('bob-studio', { applicationServerKey: config.vapid?.publicKey });
