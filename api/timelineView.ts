@@ -10,6 +10,7 @@ import {
   type TimelineRungStep,
 } from '../domain/timeline';
 import { inputEpisodeId } from '../domain/outcome';
+import type { InteractionChoice } from '../domain/push';
 import type { Run } from '../domain/run';
 import type { ClaimReader } from '../store/claims';
 import type { EscalationPolicyStore } from '../store/escalationPolicies';
@@ -25,6 +26,13 @@ export const TIMELINE_DEVICES_PER_PAUSE = 200;
 const READS_IN_FLIGHT = 8;
 
 export type TimelineView = ReturnType<typeof createTimelineView>;
+
+/** The question a paused run waits on: its prompt, and the choices its answer is one of (absent: any text). */
+export interface OpenQuestion {
+  interactionId: string;
+  prompt: string;
+  choices?: InteractionChoice[];
+}
 
 export function createTimelineView(deps: {
   interactions: Pick<InteractionStore, 'listForRun'>;
@@ -54,10 +62,13 @@ export function createTimelineView(deps: {
   }
 
   return {
-    /** The run's timeline, oldest first; `truncated` when pauses or devices past the bounds were left out. */
+    /**
+     * The run's timeline, oldest first; `truncated` when pauses or devices past the bounds were left out; and the
+     * question the run waits on, if any (what the run page answers).
+     */
     async forRun(
       run: Pick<Run, '_id' | 'teamId' | 'escalation' | 'status' | 'pause'>,
-    ): Promise<{ entries: TimelineEntry[]; truncated: boolean }> {
+    ): Promise<{ entries: TimelineEntry[]; truncated: boolean; question?: OpenQuestion }> {
       const runId = run._id;
       // One past the bound says it was cut.
       const newest = await deps.interactions.listForRun(runId, TIMELINE_PAUSES + 1);
@@ -83,6 +94,7 @@ export function createTimelineView(deps: {
         run,
         interactions.map((interaction) => interaction._id),
       );
+      const waitedOn = interactions.find((i) => i.status === 'pending' && runWaitsOn(run, i._id));
       return {
         entries: mergeTimeline(
           pauseEntries(interactions),
@@ -90,6 +102,15 @@ export function createTimelineView(deps: {
           rungs,
         ),
         truncated,
+        ...(waitedOn
+          ? {
+              question: {
+                interactionId: waitedOn._id,
+                prompt: waitedOn.prompt,
+                ...(waitedOn.choices?.length ? { choices: waitedOn.choices } : {}),
+              },
+            }
+          : {}),
       };
     },
   };

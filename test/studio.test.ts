@@ -578,6 +578,41 @@ describe('studio (Chromium)', function () {
     });
   });
 
+  it("the run page answers the question it waits on: a choice's button, or a written answer", async () => {
+    const created = await alice.post('/api/v1/runs', { title: 'Deploy' });
+    const runId = created.body.id as string;
+    const paused = await alice.post(`/api/v1/runs/${runId}/pause`, {
+      prompt: 'Deploy v3?',
+      choices: DEPLOY_CHOICES,
+    });
+    assert.equal(paused.status, 200, paused.text);
+    await page.goto(`${origin}/runs/${runId}`);
+    const question = page.getByRole('region', { name: 'Waiting for your answer' });
+    await question.getByText('Deploy v3?').waitFor();
+    await question.getByRole('button', { name: 'Approve' }).click();
+    await waitUntil(
+      'the run answered',
+      async () => (await alice.get(`/api/v1/runs/${runId}`)).body.status === 'running',
+    );
+    const timeline = await alice.get(`/api/v1/runs/${runId}/timeline`);
+    const answered = (timeline.body.entries as { kind: string; detail?: string; userId?: string }[]).find(
+      (e) => e.kind === 'answered',
+    );
+    assert.deepEqual([answered?.detail, answered?.userId], ['approve', 'alice']);
+
+    // A question without choices takes a written answer.
+    const open = await alice.post(`/api/v1/runs/${runId}/pause`, { prompt: 'Which region?' });
+    assert.equal(open.status, 200, open.text);
+    await page.goto(`${origin}/runs/${runId}`);
+    const written = page.getByRole('region', { name: 'Waiting for your answer' });
+    await written.getByRole('textbox', { name: 'Your answer' }).fill('eu-west-1');
+    await written.getByRole('button', { name: 'Answer', exact: true }).click();
+    await waitUntil(
+      'the run answered again',
+      async () => (await alice.get(`/api/v1/runs/${runId}`)).body.status === 'running',
+    );
+  });
+
   it("an action answered on one device replaces the question on a teammate's device, saying who answered", async () => {
     // Bob's browser: a second Chromium profile, with its own service worker and subscription.
     const bobSub = push.endpoint('bob-studio', { applicationServerKey: config.vapid?.publicKey });

@@ -94,3 +94,14 @@ export function timeAgo(iso) {
   text = text || relative.format(Math.round(seconds / 60), 'minute');
   return h('time', { datetime: date.toISOString(), title: absolute.format(date) }, text);
 }
+
+/** A status line a form says how it went on: `line.say('error' | 'success' | ..., text)`. */
+export function messageLine() {
+  const line = h('p', { class: 'message', role: 'status', hidden: true });
+  line.say = (kind, text) => {
+    line.className = `message message-${kind}`;
+    line.textContent = text;
+    line.hidden = false;
+  };
+  return line;
+}

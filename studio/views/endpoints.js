@@ -2,7 +2,7 @@
 // endpoint a test event, its attempt log, secret rotation, disable/enable and a recover of a window. A whsec_
 // secret is shown once, after create and after rotate, with a copy button.
 import { api } from '../shared/api.js';
-import { dataTable, h, humanize, main, timeAgo } from '../shared/dom.js';
+import { dataTable, h, humanize, main, messageLine, timeAgo } from '../shared/dom.js';
 
 /** Attempts shown per endpoint: the newest page of its log. */
 const ATTEMPTS_SHOWN = 20;
@@ -20,16 +20,6 @@ async function subscribableTypes() {
   return Object.keys(webhooks || {})
     .filter((name) => name.startsWith('endpoint ') && name !== 'endpoint endpoint.test')
     .map((name) => name.slice('endpoint '.length));
-}
-
-function messageLine() {
-  const line = h('p', { class: 'message', role: 'status', hidden: true });
-  line.say = (kind, text) => {
-    line.className = `message message-${kind}`;
-    line.textContent = text;
-    line.hidden = false;
-  };
-  return line;
 }
 
 /** The secret, this once, with a copy button: the API never shows it again. */

@@ -2,7 +2,7 @@
 // clicked, answered), who saw each pause on which device, its outcome episodes with each family's claim, and the
 // callback attempts of the episodes that made any.
 import { allPages, api, claimsOf, getToken } from '../shared/api.js';
-import { dataTable, errorCard, h, humanize, main, statusBadge, timeAgo } from '../shared/dom.js';
+import { dataTable, errorCard, h, humanize, main, messageLine, statusBadge, timeAgo } from '../shared/dom.js';
 import { currentRunId } from '../shared/router.js';
 import { callbackAttemptsSection } from './attempts.js';
 
@@ -97,6 +97,59 @@ function episodeRow(run, episode) {
     h('td', {}, episodeLabel(episode)),
     h('td', { class: 'hide-narrow' }, timeAgo(episode.recordedAt)),
     ...['push', 'callback', 'ops'].map((family) => familyCell(episode, family)),
+  );
+}
+
+/**
+ * The question the run waits on, answered here by the signed-in person (the page a notification opens): a button per
+ * choice, or a written answer when it offers none. Answered, the page shows the run as it is now.
+ */
+function questionCard(run, question) {
+  const line = messageLine();
+  const answerWith = async (answer) => {
+    try {
+      const path = `/runs/${encodeURIComponent(run.id)}/interactions/${encodeURIComponent(question.interactionId)}/answer`;
+      await api('POST', path, { answer });
+      await renderRun(run.id);
+    } catch (err) {
+      if (err.status !== 401) line.say('error', `The answer was not taken: ${err.message}`);
+    }
+  };
+  let answering;
+  if (question.choices) {
+    answering = h(
+      'div',
+      { class: 'actions' },
+      question.choices.map((choice) =>
+        h('button', { type: 'button', class: 'button', onclick: () => answerWith(choice.id) }, choice.label),
+      ),
+    );
+  } else {
+    const text = h('textarea', { id: 'question-answer', rows: 3, maxlength: 100000, required: true });
+    answering = h(
+      'form',
+      {
+        onsubmit: (event) => {
+          event.preventDefault();
+          if (text.value.trim()) answerWith(text.value);
+        },
+      },
+      h('label', { for: 'question-answer' }, 'Your answer'),
+      text,
+      h(
+        'div',
+        { class: 'actions' },
+        h('button', { type: 'submit', class: 'button button-primary' }, 'Answer'),
+      ),
+    );
+  }
+  return h(
+    'section',
+    { class: 'card', 'aria-labelledby': 'question-title' },
+    h('h2', { id: 'question-title' }, 'Waiting for your answer'),
+    h('blockquote', { class: 'answer' }, question.prompt),
+    answering,
+    line,
   );
 }
 
@@ -319,6 +372,7 @@ export async function renderRun(runId) {
     back,
     h('div', { class: 'page-head run-head' }, h('h1', {}, run.title || run.id), statusBadge(run.status)),
     detailsCard(run),
+    ...(run.status === 'paused' && timeline.question ? [questionCard(run, timeline.question)] : []),
     timelineCard(timeline),
     ...devicesCard(run, episodes),
     episodesCard(run, episodes),
