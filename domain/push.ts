@@ -52,6 +52,11 @@ export interface PushPayload {
   actions?: PushAction[];
   /** This device's token for POST /notifications/receipts (shown, clicked, the action taken). */
   receipt?: string;
+  /**
+   * Alerts again though it replaces a notification of its tag (an escalation rung or a snooze pushing the question
+   * once more); without it a replacement is silent (a repeated delivery, the answer's close).
+   */
+  renotify?: true;
 }
 
 /** One recipient's copy of a payload: the choices with that person's action tokens (by choice id). */

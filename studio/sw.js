@@ -74,9 +74,10 @@ function notificationFor(payload) {
     title: String(payload.title || 'Flow'),
     options: {
       body: String(payload.body || ''),
-      // Same tag → the new notification replaces the old one; renotify false keeps a repeat silent.
+      // Same tag → the new notification replaces the old one: silently for a repeat or the answer's close, alerting
+      // again for the question pushed once more (an escalation rung, a snooze's end).
       tag: tag || undefined,
-      renotify: false,
+      renotify: Boolean(tag) && payload.renotify === true,
       // A run waiting for a person stays on screen until it is acted on.
       requireInteraction: payload.kind === 'human_input_requested',
       icon: '/icon.svg',

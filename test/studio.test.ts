@@ -39,6 +39,7 @@ interface ShownNotification {
   tag: string;
   url: string;
   timestamp: number;
+  renotify: boolean;
 }
 
 describe('studio (Chromium)', function () {
@@ -200,6 +201,7 @@ describe('studio (Chromium)', function () {
             tag: n.tag,
             url: (n.data as { url: string }).url,
             timestamp: (n as Notification & { timestamp: number }).timestamp, // not in TS's DOM lib
+            renotify: (n as Notification & { renotify: boolean }).renotify, // not in TS's DOM lib
           })),
         ),
     );
@@ -395,6 +397,7 @@ describe('studio (Chromium)', function () {
         tag: episodeId,
         url: `${origin}/runs/${runId}`,
         timestamp: undefined,
+        renotify: false,
       },
     );
 
@@ -575,6 +578,41 @@ describe('studio (Chromium)', function () {
     await worker.evaluate(() => {
       const scope = self as unknown as { fetch: typeof fetch; __flowRealFetch?: typeof fetch };
       if (scope.__flowRealFetch) scope.fetch = scope.__flowRealFetch;
+    });
+  });
+
+  it('an escalation rung that pushes the question again alerts again (renotify); the question itself replaces silently', async function () {
+    this.timeout(120_000);
+    const created = await alice.post('/api/v1/runs', {
+      title: 'Deploy',
+      escalation: { rungs: [{ afterSeconds: 1, to: 'owner', via: 'push' }] },
+    });
+    const rungRunId = created.body.id as string;
+    const paused = await alice.post(`/api/v1/runs/${rungRunId}/pause`, {
+      prompt: 'Deploy v4?',
+      choices: DEPLOY_CHOICES,
+    });
+    assert.equal(paused.status, 200, paused.text);
+    const tag = `${rungRunId}:input:${paused.body.interactionId}`;
+    const ofRun = () =>
+      push.received(studioSub).filter((r) => (r.payload as PushPayload).runId === rungRunId);
+    await waitUntil('the question and its rung pushed', () => ofRun().length >= 2, { timeoutMs: 60_000 });
+    const [question, rung] = ofRun();
+    await deliverPush(page, question.rawText);
+    const [shown] = await waitForNotifications(
+      page,
+      (l) => l.some((n) => n.tag === tag),
+      'the question shown',
+    );
+    assert.equal(shown.renotify, false);
+    await deliverPush(page, rung.rawText);
+    await waitForNotifications(
+      page,
+      (l) => l.some((n) => n.tag === tag && n.renotify),
+      'the rung shown, alerting again',
+    );
+    await alice.post(`/api/v1/runs/${rungRunId}/interactions/${paused.body.interactionId}/answer`, {
+      answer: 'approve',
     });
   });
 

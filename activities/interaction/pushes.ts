@@ -67,10 +67,13 @@ export async function pushFollowUp(
   const kind = 'human_input_requested';
   const { outcome } = open;
   const deliveryId = followUpDeliveryId(outcome.episodeId, what);
-  const [recipients, { payload, choices }] = await Promise.all([
+  const [recipients, rendered] = await Promise.all([
     deps.notificationPrefs.recipientsAmong(outcome.teamId, [...new Set(userIds)], kind),
     render(deps, outcome, kind, open.interaction),
   ]);
+  // The question again, on screen already where it was shown: it must alert again, not replace it silently.
+  const payload = { ...rendered.payload, renotify: true as const };
+  const { choices } = rendered;
   const devices = await devicesToPush(deps, { ...outcome, episodeId: deliveryId }, kind, recipients);
   if (!devices) return { result: 'not_addressable', delivered: 0 };
   const { pending, reached } = devices;
