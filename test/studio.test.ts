@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import type { BrowserContext, Page } from 'playwright-core';
+import type { BrowserContext, Page, Worker as ServiceWorkerHandle } from 'playwright-core';
 import webpush from 'web-push';
 import type { PushDeviceView } from '../api/episodesView';
 import type { Config } from '../config';
@@ -159,6 +159,50 @@ describe('studio (Chromium)', function () {
   }
 
   /** The first push the loopback service accepted for this subscription (the studio's) that matches. */
+  /** A run of alice's (title, launch fields) paused on `prompt` with DEPLOY_CHOICES: its id and the question's. */
+  async function pausedOnChoices(title: string, prompt: string, launch: Record<string, unknown> = {}) {
+    const created = await alice.post('/api/v1/runs', { title, ...launch });
+    assert.equal(created.status, 201, created.text);
+    const runId = created.body.id as string;
+    const paused = await alice.post(`/api/v1/runs/${runId}/pause`, { prompt, choices: DEPLOY_CHOICES });
+    assert.equal(paused.status, 200, paused.text);
+    const interactionId = paused.body.interactionId as string;
+    return { runId, interactionId, tag: `${runId}:input:${interactionId}` };
+  }
+
+  /**
+   * The service worker's next `times` action POSTs fail as a network error does, before they reach the API
+   * (Infinity: every one until `restore`); `failed()` counts them.
+   */
+  async function failActionPosts(worker: ServiceWorkerHandle, times: number) {
+    await worker.evaluate((limit) => {
+      const scope = self as unknown as {
+        fetch: typeof fetch;
+        __flowFailedActions: number;
+        __flowRealFetch?: typeof fetch;
+      };
+      const realFetch = scope.__flowRealFetch ?? scope.fetch.bind(scope);
+      scope.__flowRealFetch = realFetch;
+      scope.__flowFailedActions = 0;
+      scope.fetch = (input, init) => {
+        if (String(input).endsWith('/interactions/actions') && scope.__flowFailedActions < limit) {
+          scope.__flowFailedActions++;
+          return Promise.reject(new TypeError('Failed to fetch'));
+        }
+        return realFetch(input, init);
+      };
+    }, times);
+    return {
+      failed: () =>
+        worker.evaluate(() => (self as unknown as { __flowFailedActions: number }).__flowFailedActions),
+      restore: () =>
+        worker.evaluate(() => {
+          const scope = self as unknown as { fetch: typeof fetch; __flowRealFetch?: typeof fetch };
+          if (scope.__flowRealFetch) scope.fetch = scope.__flowRealFetch;
+        }),
+    };
+  }
+
   async function pushReceived(match: (payload: PushPayload) => boolean, device = studioSub) {
     return waitUntil(
       `a matching push at ${device.endpoint}`,
@@ -454,14 +498,7 @@ describe('studio (Chromium)', function () {
   });
 
   it("a pause's choices are the notification's actions; an action answers the run without opening it, once", async () => {
-    const created = await alice.post('/api/v1/runs', { title: 'Deploy' });
-    const actionRunId = created.body.id as string;
-    const paused = await alice.post(`/api/v1/runs/${actionRunId}/pause`, {
-      prompt: 'Deploy v2?',
-      choices: DEPLOY_CHOICES,
-    });
-    assert.equal(paused.status, 200, paused.text);
-    const tag = `${actionRunId}:input:${paused.body.interactionId}`;
+    const { runId: actionRunId, tag } = await pausedOnChoices('Deploy', 'Deploy v2?');
     const received = await pushReceived((p) => p.runId === actionRunId);
     await deliverPush(page, received.rawText);
     await waitForNotifications(page, (l) => l.some((n) => n.tag === tag), 'the pause is shown');
@@ -483,30 +520,12 @@ describe('studio (Chromium)', function () {
   });
 
   it('an action whose first POST fails on the way (offline, a 5xx) is sent again, and answers the run', async () => {
-    const created = await alice.post('/api/v1/runs', { title: 'Deploy' });
-    const actionRunId = created.body.id as string;
-    const paused = await alice.post(`/api/v1/runs/${actionRunId}/pause`, {
-      prompt: 'Deploy v3?',
-      choices: DEPLOY_CHOICES,
-    });
-    assert.equal(paused.status, 200, paused.text);
-    const tag = `${actionRunId}:input:${paused.body.interactionId}`;
+    const { runId: actionRunId, tag } = await pausedOnChoices('Deploy', 'Deploy v3?');
     await deliverPush(page, (await pushReceived((p) => p.runId === actionRunId)).rawText);
     await waitForNotifications(page, (l) => l.some((n) => n.tag === tag), 'the pause is shown');
     // The worker's next action POST fails as a network error does, before it reaches the API.
     const [worker] = context.serviceWorkers();
-    await worker.evaluate(() => {
-      const scope = self as unknown as { fetch: typeof fetch; __flowFailedActions?: number };
-      const realFetch = scope.fetch.bind(scope);
-      scope.__flowFailedActions = 0;
-      scope.fetch = (input, init) => {
-        if (String(input).endsWith('/interactions/actions') && scope.__flowFailedActions === 0) {
-          scope.__flowFailedActions++;
-          return Promise.reject(new TypeError('Failed to fetch'));
-        }
-        return realFetch(input, init);
-      };
-    });
+    const failing = await failActionPosts(worker, 1);
     const urlBefore = page.url();
     await clickNotification(page, tag, 'approve');
     await waitUntil(
@@ -517,22 +536,12 @@ describe('studio (Chromium)', function () {
       },
       { timeoutMs: 30_000 },
     );
-    assert.equal(
-      await worker.evaluate(() => (self as unknown as { __flowFailedActions: number }).__flowFailedActions),
-      1,
-    );
+    assert.equal(await failing.failed(), 1);
     assert.equal(page.url(), urlBefore, 'an answered action opens nothing');
   });
 
   it('an action whose every POST fails (offline) leaves the question on screen to try again; a tab is told of the push without its tokens', async () => {
-    const created = await alice.post('/api/v1/runs', { title: 'Deploy' });
-    const actionRunId = created.body.id as string;
-    const paused = await alice.post(`/api/v1/runs/${actionRunId}/pause`, {
-      prompt: 'Deploy v3?',
-      choices: DEPLOY_CHOICES,
-    });
-    assert.equal(paused.status, 200, paused.text);
-    const tag = `${actionRunId}:input:${paused.body.interactionId}`;
+    const { runId: actionRunId, tag } = await pausedOnChoices('Deploy', 'Deploy v5?');
     // What the open tab hears of the push.
     await page.evaluate(() => {
       const seen: unknown[] = [];
@@ -547,53 +556,19 @@ describe('studio (Chromium)', function () {
     assert.ok(told.includes(actionRunId), told);
     assert.doesNotMatch(told, /token|receipt/, 'a tab was handed the push tokens');
     const [worker] = context.serviceWorkers();
-    await worker.evaluate(() => {
-      const scope = self as unknown as {
-        fetch: typeof fetch;
-        __flowFailedActions?: number;
-        __flowRealFetch?: typeof fetch;
-      };
-      const realFetch = scope.fetch.bind(scope);
-      scope.__flowRealFetch = realFetch;
-      scope.__flowFailedActions = 0;
-      scope.fetch = (input, init) => {
-        if (String(input).endsWith('/interactions/actions')) {
-          scope.__flowFailedActions!++;
-          return Promise.reject(new TypeError('Failed to fetch'));
-        }
-        return realFetch(input, init);
-      };
-    });
+    const failing = await failActionPosts(worker, Infinity);
     await clickNotification(page, tag, 'approve');
-    await waitUntil(
-      'every try failed',
-      async () =>
-        (await worker.evaluate(
-          () => (self as unknown as { __flowFailedActions: number }).__flowFailedActions,
-        )) >= 3,
-    );
+    await waitUntil('every try failed', async () => (await failing.failed()) >= 3);
     await waitForNotifications(page, (l) => l.some((n) => n.tag === tag), 'the question shown again');
     const run = await alice.get(`/api/v1/runs/${actionRunId}`);
     assert.equal(run.body.status, 'paused');
-    await worker.evaluate(() => {
-      const scope = self as unknown as { fetch: typeof fetch; __flowRealFetch?: typeof fetch };
-      if (scope.__flowRealFetch) scope.fetch = scope.__flowRealFetch;
-    });
+    await failing.restore();
   });
 
   it('an escalation rung that pushes the question again alerts again (renotify); the question itself replaces silently', async function () {
     this.timeout(120_000);
-    const created = await alice.post('/api/v1/runs', {
-      title: 'Deploy',
-      escalation: { rungs: [{ afterSeconds: 1, to: 'owner', via: 'push' }] },
-    });
-    const rungRunId = created.body.id as string;
-    const paused = await alice.post(`/api/v1/runs/${rungRunId}/pause`, {
-      prompt: 'Deploy v4?',
-      choices: DEPLOY_CHOICES,
-    });
-    assert.equal(paused.status, 200, paused.text);
-    const tag = `${rungRunId}:input:${paused.body.interactionId}`;
+    const ladder = { escalation: { rungs: [{ afterSeconds: 1, to: 'owner', via: 'push' }] } };
+    const { runId: rungRunId, interactionId, tag } = await pausedOnChoices('Deploy', 'Deploy v4?', ladder);
     const ofRun = () =>
       push.received(studioSub).filter((r) => (r.payload as PushPayload).runId === rungRunId);
     await waitUntil('the question and its rung pushed', () => ofRun().length >= 2, { timeoutMs: 60_000 });
@@ -611,7 +586,7 @@ describe('studio (Chromium)', function () {
       (l) => l.some((n) => n.tag === tag && n.renotify),
       'the rung shown, alerting again',
     );
-    await alice.post(`/api/v1/runs/${rungRunId}/interactions/${paused.body.interactionId}/answer`, {
+    await alice.post(`/api/v1/runs/${rungRunId}/interactions/${interactionId}/answer`, {
       answer: 'approve',
     });
   });
@@ -666,14 +641,7 @@ describe('studio (Chromium)', function () {
     await bobs.page.getByLabel(/All of my team/).check();
     await bobs.page.getByText('You will be notified about every run in your team.').waitFor();
 
-    const created = await alice.post('/api/v1/runs', { title: 'Release' });
-    const releaseRunId = created.body.id as string;
-    const paused = await alice.post(`/api/v1/runs/${releaseRunId}/pause`, {
-      prompt: 'Release v3?',
-      choices: DEPLOY_CHOICES,
-    });
-    assert.equal(paused.status, 200, paused.text);
-    const tag = `${releaseRunId}:input:${paused.body.interactionId}`;
+    const { runId: releaseRunId, tag } = await pausedOnChoices('Release', 'Release v3?');
     const pushOf = (kind: string, device: SubscriptionJSON) =>
       pushReceived((p) => p.runId === releaseRunId && p.kind === kind, device);
     for (const [target, device] of [
