@@ -276,7 +276,8 @@ describe('callback attempt log', function () {
     assert.equal(receiver.received.length, 1);
   });
 
-  it('an attempt Temporal runs again after it delivered (its worker lost before the answer) answers delivered, sending nothing', async () => {
+  /** A run whose callback was delivered, the receiver's log emptied, and callback activities to call by hand. */
+  async function deliveredOnce() {
     const { id } = await launch();
     await alice.post(`/api/v1/runs/${id}/cancel`);
     await episodeResult(`${id}:end`);
@@ -289,6 +290,11 @@ describe('callback attempt log', function () {
       secretOverlapSeconds: 0,
       now: () => new Date(),
     });
+    return { id, activities };
+  }
+
+  it('an attempt Temporal runs again after it delivered (its worker lost before the answer) answers delivered, sending nothing', async () => {
+    const { id, activities } = await deliveredOnce();
     const place = { attempt: 2, trigger: 'redeliver' } as const;
     const send = (attempt: number): Promise<CallbackAttempt> =>
       new MockActivityEnvironment({
@@ -305,18 +311,7 @@ describe('callback attempt log', function () {
   });
 
   it("an attempt reads the run under the episode's tenant: another team's view of the run sends nothing", async () => {
-    const { id } = await launch();
-    await alice.post(`/api/v1/runs/${id}/cancel`);
-    await episodeResult(`${id}:end`);
-    receiver.received.length = 0;
-    const activities = createCallbackActivities({
-      runs: stores.runs,
-      callbackAttempts: stores.callbackAttempts,
-      allowPrivate: true,
-      timeoutMs: 5000,
-      secretOverlapSeconds: 0,
-      now: () => new Date(),
-    });
+    const { id, activities } = await deliveredOnce();
     const place = { attempt: 2, trigger: 'redeliver' } as const;
     assert.equal((await activities.sendCallback(`${id}:end`, id, place, 'someone-else')).result, 'stop');
     assert.equal(receiver.received.length, 0, "another tenant's attempt reached the receiver");
@@ -728,14 +723,10 @@ describe('callback attempt log', function () {
     );
   });
 
-  it('attempts older than 30 days are reaped by the sweep where the server has no TTL index', async () => {
-    const now = new Date();
-    const old = new Date(now.getTime() - 31 * 24 * 3600_000);
-    const base = { runId: 'run_reap', durationMs: 5, result: 'retry' as const, trigger: 'episode' as const };
-    await stores.callbackAttempts.record({ ...base, episodeId: 'run_reap:end', at: old, status: 503 });
-    await stores.callbackAttempts.record({ ...base, episodeId: 'run_reap:end', at: now, status: 503 });
-    const sweep = createSweepActivities({
-      ...stores,
+  /** The sweep's activities on these stores at `now` (their reapers are what is called). */
+  const reaperAt = (now: Date, on: Stores) =>
+    createSweepActivities({
+      ...on,
       client,
       taskQueue: config.temporalTaskQueue,
       episodeOptions: { callbackRetrySeconds: [1] },
@@ -744,6 +735,14 @@ describe('callback attempt log', function () {
       pageSize: 10,
       now: () => now,
     });
+
+  it('attempts older than 30 days are reaped by the sweep where the server has no TTL index', async () => {
+    const now = new Date();
+    const old = new Date(now.getTime() - 31 * 24 * 3600_000);
+    const base = { runId: 'run_reap', durationMs: 5, result: 'retry' as const, trigger: 'episode' as const };
+    await stores.callbackAttempts.record({ ...base, episodeId: 'run_reap:end', at: old, status: 503 });
+    await stores.callbackAttempts.record({ ...base, episodeId: 'run_reap:end', at: now, status: 503 });
+    const sweep = reaperAt(now, stores);
     assert.ok((await sweep.sweepReapExpired()) >= 1);
     assert.deepEqual(
       (await attemptsOf('run_reap')).map((r) => r.attempt),
@@ -761,17 +760,10 @@ describe('callback attempt log', function () {
       trigger: 'episode' as const,
     };
     await stores.callbackAttempts.record({ ...base, episodeId: 'run_reap_on:end', at: old, status: 503 });
-    const sweep = createSweepActivities({
+    const sweep = reaperAt(now, {
       ...stores,
       // The claims' reaper comes first; its store refuses (as FerretDB did a delete of too many rows at once).
       claims: { ...stores.claims, reapExpired: () => Promise.reject(new Error('too many SQL variables')) },
-      client,
-      taskQueue: config.temporalTaskQueue,
-      episodeOptions: { callbackRetrySeconds: [1] },
-      families: { ops: false },
-      lookbackSeconds: 60,
-      pageSize: 10,
-      now: () => now,
     });
     await assert.rejects(sweep.sweepReapExpired(), /too many SQL variables/);
     assert.deepEqual(await attemptsOf('run_reap_on'), []);

@@ -214,13 +214,7 @@ describe('run health fed in batches', function () {
         },
       },
       emitter: { emitRunOutcome: async () => undefined },
-      health: createHealthSignaler({
-        client: stack.client,
-        taskQueue: stack.config.temporalTaskQueue,
-        options: healthOptions(stack.config),
-        batchMs: 0,
-        onError: () => undefined,
-      }),
+      health: signalerOf(stack.client),
     });
     assert.equal((await settleLost.resume({ userId: 'alice', teamId: 'acme' }, id)).status, 'running');
     // Silent past STALL_AFTER_SECONDS after the resume: stalled.
@@ -283,13 +277,7 @@ describe('run health fed in batches', function () {
   function lateTeller() {
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
-    const signaler = createHealthSignaler({
-      client: stack.client,
-      taskQueue: stack.config.temporalTaskQueue,
-      options: healthOptions(stack.config),
-      batchMs: 0,
-      onError: () => undefined,
-    });
+    const signaler = signalerOf(stack.client);
     const service = createRunsService({
       ...stack.stores,
       emitter: { emitRunOutcome: async () => undefined },
@@ -387,13 +375,7 @@ describe('run health fed in batches', function () {
       'the end in the store',
       async () => (await stack.stores.runs.getById(id))?.status === 'cancelled',
     );
-    const runnerHealth = createHealthSignaler({
-      client: stack.client,
-      taskQueue: stack.config.temporalTaskQueue,
-      options: healthOptions(stack.config),
-      batchMs: 0,
-      onError: () => undefined,
-    });
+    const runnerHealth = signalerOf(stack.client);
     const emitter = createOutcomeEmitter({
       client: stack.client,
       taskQueue: stack.config.temporalTaskQueue,
@@ -432,8 +414,8 @@ describe('run health fed in batches', function () {
     });
     await stack.client.workflow.getHandle(`${id}:end`).result();
     // The API started its episode already; the runner's emit finds it so and reports the end to health, refused.
-    const failingHealth = createHealthSignaler({
-      client: new Proxy(stack.client, {
+    const failingHealth = signalerOf(
+      new Proxy(stack.client, {
         get(target, name) {
           if (name === 'workflow')
             return new Proxy(target.workflow, {
@@ -447,11 +429,7 @@ describe('run health fed in batches', function () {
           return typeof value === 'function' ? value.bind(target) : value;
         },
       }),
-      taskQueue: stack.config.temporalTaskQueue,
-      options: healthOptions(stack.config),
-      batchMs: 0,
-      onError: () => undefined,
-    });
+    );
     const reported = await emitFromRunner(
       emitter,
       { runId: id, teamId: 'acme', disposition: 'cancelled' },
@@ -501,13 +479,7 @@ describe('run health fed in batches', function () {
     const behind = createRunsService({
       ...stack.stores,
       emitter: { emitRunOutcome: async () => undefined },
-      health: createHealthSignaler({
-        client: stack.client,
-        taskQueue: stack.config.temporalTaskQueue,
-        options: healthOptions(stack.config),
-        batchMs: 0,
-        onError: () => undefined,
-      }),
+      health: signalerOf(stack.client),
       now: () => new Date(Date.now() - 5000),
     });
     assert.equal((await unbatched.post(`/api/v1/runs/${id}/soft-pause`, {})).status, 200);
@@ -554,6 +526,16 @@ describe('run health fed in batches', function () {
     assert.equal(health.body.phase, 'paused');
     recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-early-progress-passed-over.json');
   });
+
+  /** A health signaler of another process, through `client`, its events told one call at a time (unbatched). */
+  const signalerOf = (client: typeof stack.client) =>
+    createHealthSignaler({
+      client,
+      taskQueue: stack.config.temporalTaskQueue,
+      options: healthOptions(stack.config),
+      batchMs: 0,
+      onError: () => undefined,
+    });
 
   /** The next `count` calls answer true. */
   const times = (count: number) => () => count-- > 0;
