@@ -137,6 +137,21 @@ function toldLate(state: HealthState, event: ObservedEvent): boolean {
     : byTime;
 }
 
+/** A stall check found the run ended in the store: terminal, with when its end was written (batched histories). */
+async function foundEnded(
+  quick: QuickCalls,
+  state: HealthState,
+  status: HealthState['terminalStatus'] & string,
+  batched: boolean,
+): Promise<HealthState> {
+  const ended: HealthState = { ...state, phase: 'terminal', terminalAt: Date.now(), terminalStatus: status };
+  if (!batched || !patched(HEALTH_FOUND_END_WRITTEN_AT_PATCH)) return ended;
+  const endedAt = await quick.runEndedAt(state.runId);
+  return endedAt === undefined
+    ? ended
+    : { ...ended, statusWrittenAt: Math.max(ended.statusWrittenAt ?? 0, endedAt) };
+}
+
 /** How often a run that keeps reporting usage has its settings (its budget) read again. */
 const SETTINGS_REFRESH_MS = 60_000;
 
@@ -341,12 +356,7 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
       const persisted = await quick.persistedRunStatus(state.runId);
       if (persisted === 'paused') state = { ...state, phase: 'paused' };
       else if (persisted && persisted !== 'running') {
-        state = { ...state, phase: 'terminal', terminalAt: Date.now(), terminalStatus: persisted };
-        if (batched && patched(HEALTH_FOUND_END_WRITTEN_AT_PATCH)) {
-          const endedAt = await quick.runEndedAt(state.runId);
-          if (endedAt !== undefined)
-            state = { ...state, statusWrittenAt: Math.max(state.statusWrittenAt ?? 0, endedAt) };
-        }
+        state = await foundEnded(quick, state, persisted, batched);
       } else if (inbox.length === 0) {
         const result = fireStall(state, Date.now());
         state = result.state;

@@ -189,11 +189,8 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
       workflowRunId: string,
       activityId: string,
     ): Promise<Pick<CallbackAttemptRow, 'status'> | undefined> {
-      const row = await rows.findOne(
-        { episodeId, workflowRunId, activityId, result: 'delivered' },
-        { projection: { _id: 0, status: 1 } },
-      );
-      return row ?? undefined;
+      const filter = { episodeId, workflowRunId, activityId, result: 'delivered' as const };
+      return (await rows.findOne(filter, { projection: { _id: 0, status: 1 } })) ?? undefined;
     },
 
     /**
