@@ -54,6 +54,12 @@ export function healthOptions(
 /** The longest node name health keeps (its twin shows the current node): a window's batch stays a modest signal. */
 export const MAX_NODE_CHARS = 200;
 
+/** The first `count` code points (never half a surrogate pair), reading no more of a long text than that. */
+const firstCodePoints = (text: string, count: number): string =>
+  Array.from(text.slice(0, 2 * count))
+    .slice(0, count)
+    .join('');
+
 /**
  * What health reads of an event, bounded, taken as it is observed: the rest (a final answer, a prompt, a long node
  * name) neither waits in a batch nor reaches its history.
@@ -64,13 +70,7 @@ function forHealth({ type, data, at, writtenAt, revision }: ObservedEvent): Obse
   return {
     type,
     data: {
-      ...(typeof node === 'string'
-        ? {
-            node: Array.from(node.slice(0, 2 * MAX_NODE_CHARS))
-              .slice(0, MAX_NODE_CHARS)
-              .join(''),
-          }
-        : {}),
+      ...(typeof node === 'string' ? { node: firstCodePoints(node, MAX_NODE_CHARS) } : {}),
       ...(typeof spent === 'number' ? { spent } : {}),
     },
     ...(at !== undefined ? { at } : {}),

@@ -1,4 +1,4 @@
-// What a user or team id is: the shape tokens must carry, and what a request naming people (a rung's \`to\`) is held to.
+// What a user or team id is: the shape tokens must carry, and what a request naming people (a rung's `to`) is held to.
 
 /**
  * A user or team id longer than this, in UTF-8 bytes, is not an id: a digest's tag and id carry both ids on the wire
