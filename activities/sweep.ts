@@ -455,13 +455,8 @@ async function giveUpKeys(
   result: string,
   beforeSettle?: (key: string) => Promise<void>,
 ): Promise<boolean> {
-  // Taken like any claim (a stale one taken over), then settled: a holder that came back meanwhile keeps it.
   const settled = await Promise.all(
-    keys.map(async (key) => {
-      if (!(await claims.tryMark(key, SWEEP_HOLDER))) return false;
-      await beforeSettle?.(key);
-      return claims.markDelivered(key, SWEEP_HOLDER, result);
-    }),
+    keys.map((key) => claims.giveUp(key, SWEEP_HOLDER, result, beforeSettle)),
   );
   return settled.some(Boolean);
 }

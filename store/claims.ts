@@ -358,6 +358,7 @@ export function createClaimStore(
     graceMs,
     onTakeover,
   };
+  const settling = createClaimSettling(ctx);
   return {
     /** Claims the episode for holder, or takes a stale claim over (see tryMark). */
     tryMark: (key: string, holder: string): Promise<boolean> => tryMark(ctx, key, holder),
@@ -374,7 +375,22 @@ export function createClaimStore(
         if (!isDuplicateKey(err)) throw err;
       }
     },
-    ...createClaimSettling(ctx),
+    /**
+     * Settles a claim nobody delivers any more given up (`result`), in holder's name: taken like any claim (a stale
+     * one taken over), then settled, `beforeSettle` run while it is held; false when another holds it (a holder
+     * that came back meanwhile keeps it).
+     */
+    async giveUp(
+      key: string,
+      holder: string,
+      result: string,
+      beforeSettle?: (key: string) => Promise<void>,
+    ): Promise<boolean> {
+      if (!(await tryMark(ctx, key, holder))) return false;
+      await beforeSettle?.(key);
+      return settling.markDelivered(key, holder, result);
+    },
+    ...settling,
     ...createClaimReads(ctx),
   };
 }

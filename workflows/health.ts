@@ -141,7 +141,7 @@ function toldLate(state: HealthState, event: ObservedEvent): boolean {
 async function foundEnded(
   quick: QuickCalls,
   state: HealthState,
-  status: HealthState['terminalStatus'] & string,
+  status: NonNullable<HealthState['terminalStatus']>,
   batched: boolean,
 ): Promise<HealthState> {
   const ended: HealthState = { ...state, phase: 'terminal', terminalAt: Date.now(), terminalStatus: status };

@@ -35,14 +35,12 @@ export function wireCallbacksRouter({
       startCallbackRedelivery(client, config.temporalTaskQueue, { ...input, attemptSeconds }),
     restoreExpiredClaim: (episodeId) =>
       stores.claims.noteOnce(claimKeys.callback(episodeId), 'redeliver', 'expired'),
-    settleAbandonedClaim: async (episodeId) => {
-      const key = claimKeys.callback(episodeId);
-      const holder = `redeliver-request:${randomUUID()}`;
-      return (
-        (await stores.claims.tryMark(key, holder)) &&
-        stores.claims.markDelivered(key, holder, 'gave_up: its delivery stopped, its holder gone')
-      );
-    },
+    settleAbandonedClaim: (episodeId) =>
+      stores.claims.giveUp(
+        claimKeys.callback(episodeId),
+        `redeliver-request:${randomUUID()}`,
+        'gave_up: its delivery stopped, its holder gone',
+      ),
     callbackRedeliverLimits: {
       perRun: config.callbackRedeliverRate,
       perUser: config.callbackRedeliverRatePerUser,

@@ -372,7 +372,7 @@ export async function renderRun(runId) {
     back,
     h('div', { class: 'page-head run-head' }, h('h1', {}, run.title || run.id), statusBadge(run.status)),
     detailsCard(run),
-    ...(run.status === 'paused' && timeline.question ? [questionCard(run, timeline.question)] : []),
+    ...(timeline.question ? [questionCard(run, timeline.question)] : []),
     timelineCard(timeline),
     ...devicesCard(run, episodes),
     episodesCard(run, episodes),
