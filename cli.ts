@@ -4,7 +4,7 @@
 //   flow-notify explain <runId> [--json]
 // What we told whom about a run (operators; reads under the config's credentials). Exit 3: no such run.
 // Beside a running `npm start`, both find its embedded servers without MONGO_URL / TEMPORAL_ADDRESS.
-import { parseArgs } from 'node:util';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { temporalConnectionOptions } from './client/connection';
 import { createOutcomeEmitter, episodeOptions } from './client/emitter';
@@ -37,11 +37,20 @@ function fail(message: string, code: number): never {
   process.exit(code);
 }
 
+/** The command's arguments; one it does not know, or a value missing, exits 2 with the usage. */
+function parseCommandArgs<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgs<T>> {
+  try {
+    return parseArgs(config);
+  } catch (err) {
+    fail(`${err instanceof Error ? err.message : String(err)}\n${USAGE}`, 2);
+  }
+}
+
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
   if (command === 'explain') return explain(rest);
   if (command !== 'emit') fail(USAGE, 2);
-  const { values } = parseArgs({
+  const { values } = parseCommandArgs({
     args: rest,
     options: { run: { type: 'string' }, team: { type: 'string' }, disposition: { type: 'string' } },
   });
@@ -109,7 +118,7 @@ function loadBesideNpmStart<T>(load: (env: Record<string, string | undefined>) =
 }
 
 async function explain(args: string[]): Promise<void> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCommandArgs({
     args,
     options: { json: { type: 'boolean', default: false } },
     allowPositionals: true,

@@ -86,6 +86,22 @@ describe('flow-notify beside npm start', function () {
     assert.match(run.stdout, /^run run_cli/);
   });
 
+  it('an unknown option or a missing argument exits 2 with the usage, before any server is needed', () => {
+    for (const args of [
+      ['emit', '--run', runId, '--team', 'acme', '--disposition', 'ack', '--teem', 'acme'],
+      ['emit', '--run', runId, '--team'],
+      ['explain', runId, '--jsn'],
+      ['explain'],
+      ['emitt'],
+    ]) {
+      const run = cli(args);
+      assert.equal(run.status, 2, `${args.join(' ')}: ${run.stderr}`);
+      assert.match(run.stderr, /^flow-notify: /);
+      assert.match(run.stderr, /usage: flow-notify emit --run <runId>/, args.join(' '));
+    }
+    assert.match(cli(['emit', '--teem', 'acme']).stderr, /--teem/, 'the error names the option');
+  });
+
   it('a record whose launcher is gone is ignored, and the error says how to get servers', () => {
     const gone = spawnSync(process.execPath, ['-e', 'process.exit(0)']);
     const { mongoUrl, temporalAddress } = testStack();
