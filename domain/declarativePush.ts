@@ -27,6 +27,8 @@ export interface DeclarativePushMessage {
     /** Where activating the notification goes (required by the format). */
     navigate: string;
     tag: string;
+    /** Alert again though it replaces a notification of the same tag (a rung, a snooze). */
+    renotify?: boolean;
     require_interaction?: boolean;
     actions?: { action: string; title: string; navigate: string }[];
   };
@@ -47,6 +49,7 @@ export function withDeclarativeForm(payload: PushPayload): WirePushPayload {
       body: payload.body,
       navigate: payload.url,
       tag: payload.tag,
+      ...(payload.renotify ? { renotify: true } : {}),
       ...(waitsForAnswer ? { require_interaction: true } : {}),
       // A declarative action can only open a page: each choice opens the run, where the person answers (signed
       // in). Snooze is left out: a button that opens the page would snooze nothing.

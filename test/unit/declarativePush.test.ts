@@ -55,6 +55,13 @@ describe('declarative web push form', () => {
     assert.deepEqual(Object.keys(wire.notification).sort(), ['body', 'navigate', 'tag', 'title']);
   });
 
+  it('a push that must alert again (a rung, a snooze) says renotify in both forms; a first push does not', () => {
+    const wire = withDeclarativeForm({ ...base, renotify: true });
+    assert.equal(wire.renotify, true);
+    assert.equal(wire.notification.renotify, true);
+    assert.equal(withDeclarativeForm(base).notification.renotify, undefined);
+  });
+
   it('a payload within the budget is left whole', () => {
     assert.deepEqual(fitWirePayload(base), withDeclarativeForm(base));
   });
