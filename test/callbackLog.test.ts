@@ -496,6 +496,17 @@ describe('callback attempt log', function () {
     assert.equal(limited.status, 429, limited.text);
     assert.ok(Number(limited.headers.get('retry-after')) > 0);
     assert.equal(receiver.received.length, 6);
+
+    // A refused request writes nothing: a claim left pending by a holder long gone stays as it is.
+    await mongo.db.collection<ClaimRow>('sent_notifications').updateOne(
+      { _id: `cb|${episodeId}` },
+      {
+        $set: { delivered: false, holder: 'lost-schedule', sent_at: new Date(Date.now() - 35 * 3600_000) },
+        $unset: { result: '', held_until: '' },
+      },
+    );
+    assert.equal((await redeliver(alice, id, episodeId)).status, 429);
+    assert.deepEqual(await stores.claims.describe(`cb|${episodeId}`), { state: 'pending', stale: true });
   });
 
   it('redeliver: a delivered callback is sent again; the claim stays delivered, the attempt is logged, a failure alerts nobody', async () => {

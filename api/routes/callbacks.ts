@@ -180,6 +180,7 @@ function addRunCallbackRoutes(
       // Nothing was sent: the slots go back.
       const started = await admission.releaseIfFails(async () => {
         if (ctx.state.claimExpired) await deps.restoreExpiredClaim(episodeId);
+        if (ctx.state.claimAbandoned && !(await deps.settleAbandonedClaim(episodeId))) return false;
         return deps.redeliverCallback({ runId: run._id, teamId: run.teamId, episodeId, seenAttempts });
       });
       if (!started) {
@@ -299,11 +300,13 @@ interface SettledEpisodeState extends RunState {
   seenAttempts: number;
   /** Its claim expired (kept 30 days after it settled): written again before the redelivery starts. */
   claimExpired?: boolean;
+  /** Its claim is pending past its grace, its holder gone: settled given up before the redelivery starts. */
+  claimAbandoned?: boolean;
 }
 
 /** The caller's run and one of its episodes whose callback delivery has settled (delivered or gave up). */
 function settledEpisode(
-  deps: Pick<CallbacksRouterDeps, 'runsService' | 'episodes' | 'now' | 'settleAbandonedClaim'>,
+  deps: Pick<CallbacksRouterDeps, 'runsService' | 'episodes' | 'now'>,
 ): Middleware<SettledEpisodeState & { input: { params: { id: string; episodeId: string } } }> {
   return async (ctx, next) => {
     const { id, episodeId } = ctx.state.input.params;
@@ -316,8 +319,11 @@ function settledEpisode(
     // and leaves a delivered claim as it is).
     // A stale one's holder is gone (its schedule stopped, its release lost in a store outage at the end of its day):
     // nothing else settles it once its run is past the sweep's reach, so it is settled given up and redelivered.
-    if (claim.state === 'pending' && !(claim.stale && (await deps.settleAbandonedClaim(episodeId))))
-      throw new HttpError(409, 'a delivery of this episode is in progress');
+    // It is settled once the request is admitted: one the rate limits refuse writes nothing.
+    if (claim.state === 'pending') {
+      if (!claim.stale) throw new HttpError(409, 'a delivery of this episode is in progress');
+      ctx.state.claimAbandoned = true;
+    }
     if (claim.state === 'absent') {
       // Recorded longer ago than claims are kept: its delivery settled long since and the claim expired. Once
       // admitted, it is written again, settled, so the redelivery (which asks for a settled claim) goes.
