@@ -17,6 +17,7 @@ export interface NewRun {
 
 /** Event types the runs service writes itself; a progress report may not forge them. */
 export const RESERVED_EVENT_TYPES = new Set([
+  'run_started',
   'human_input_requested',
   'run_paused',
   'run_resumed',

@@ -203,7 +203,10 @@ describe('runs API', function () {
     );
     assert.equal((await alice.post(`/api/v1/runs/${id}/events`, { type: 'usage', spent: 3.5 })).status, 201);
     assert.equal((await alice.post(`/api/v1/runs/${id}/events`, { type: 'usage' })).status, 400);
-    assert.equal((await alice.post(`/api/v1/runs/${id}/events`, { type: 'run_finished' })).status, 400);
+    for (const type of ['run_started', 'run_finished', 'human_input_requested', 'run_resumed']) {
+      const refused = await alice.post(`/api/v1/runs/${id}/events`, { type });
+      assert.equal(refused.status, 400, `${type}: ${refused.text}`);
+    }
   });
 
   it('assistant watches: PUT then DELETE; unknown run is 404', async () => {
