@@ -106,7 +106,27 @@ const QUIET =
 const DND = 'doNotDisturbUntil must be an ISO time (with its offset) or null';
 const BREAK_THROUGH = `breakThrough must list kinds among ${PREF_KINDS.join(', ')}`;
 /** An ISO 8601 date and time with its zone: a bare date or a local time would be read in the server's zone. */
-const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+const ISO_TIME =
+  /^(?<y>\d{4})-(?<mo>\d{2})-(?<d>\d{2})T(?<h>\d{2}):(?<mi>\d{2})(:(?<s>\d{2})(\.\d+)?)?(Z|[+-](?<oh>\d{2}):(?<om>\d{2}))$/;
+
+/** An ISO time whose day and time exist: Date.parse moves Feb 30 to March 2 and 24:00 to the next day. */
+function isIsoTime(at: string): boolean {
+  const parts = ISO_TIME.exec(at)?.groups;
+  if (!parts) return false;
+  const n = (name: string) => Number(parts[name] ?? 0);
+  const day = new Date(Date.UTC(n('y'), n('mo') - 1, n('d')));
+  return (
+    day.getUTCFullYear() === n('y') &&
+    day.getUTCMonth() === n('mo') - 1 &&
+    day.getUTCDate() === n('d') &&
+    n('h') <= 23 &&
+    n('mi') <= 59 &&
+    n('s') <= 59 &&
+    n('oh') <= 23 &&
+    n('om') <= 59
+  );
+}
+
 /**
  * ValidScope, and the optional per-kind switches: a body without kinds is the original one, with its fixed message;
  * a bad scope is still answered first.
@@ -144,7 +164,7 @@ export const prefsBody = verbatim(
         .optional(),
       doNotDisturbUntil: z
         .string({ error: DND })
-        .refine((at) => ISO_TIME.test(at) && !Number.isNaN(Date.parse(at)), DND)
+        .refine(isIsoTime, DND)
         .transform((at) => new Date(at))
         .nullable()
         .optional(),

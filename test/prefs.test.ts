@@ -296,6 +296,11 @@ describe('push preferences and devices', function () {
         [{ doNotDisturbUntil: new Date(Date.now() + 8 * 24 * 3600_000).toISOString() }, /at most 7 days/],
         [{ doNotDisturbUntil: 'tomorrow' }, /^doNotDisturbUntil must be an ISO time/],
         [{ doNotDisturbUntil: '2026-12-01T08:00:00' }, /^doNotDisturbUntil must be an ISO time/],
+        // Days and times that do not exist are refused, not moved (Date.parse reads Feb 30 as March 2).
+        [{ doNotDisturbUntil: '2026-02-30T08:00Z' }, /^doNotDisturbUntil must be an ISO time/],
+        [{ doNotDisturbUntil: '2026-02-29T08:00:00Z' }, /^doNotDisturbUntil must be an ISO time/],
+        [{ doNotDisturbUntil: '2026-12-31T24:00:00Z' }, /^doNotDisturbUntil must be an ISO time/],
+        [{ doNotDisturbUntil: '2026-12-31T08:60:00+01:00' }, /^doNotDisturbUntil must be an ISO time/],
         [{ breakThrough: ['run_paused'] }, /^breakThrough must list kinds/],
         [{ breakThrough: ['digest'] }, /^breakThrough must list kinds/],
       ];
