@@ -209,6 +209,23 @@ describe('abuse limits', function () {
     assert.equal((await anonymous.as('erin', 'acme').post('/api/v1/notifications/push/test')).status, 202);
   });
 
+  it('a refusal names what was sent in a few words, whatever its size: unknown fields, long keys, many of them', async () => {
+    const frank = anonymous.as('frank', 'acme');
+    const long = 'k'.repeat(500_000);
+    const many = Object.fromEntries(Array.from({ length: 2_000 }, (_, i) => [`field${i}`, 1]));
+    for (const [path, body] of [
+      ['/api/v1/runs', { [long]: 1 }],
+      ['/api/v1/runs', { title: 'ok', ...many }],
+      ['/api/v1/notifications/prefs', { scope: 'own', kinds: { [long]: true } }],
+    ] as const) {
+      const refused = await (path === '/api/v1/runs' ? frank.post(path, body) : frank.put(path, body));
+      assert.equal(refused.status, 400, refused.text.slice(0, 200));
+      assert.ok(refused.text.length < 1024, `${path}: ${refused.text.length} bytes`);
+    }
+    const named = await frank.post('/api/v1/runs', { title: 'ok', colour: 'red' });
+    assert.equal(named.body.error, 'invalid request: Unrecognized key: "colour"');
+  });
+
   it('route decision errors are bounded per run and per team (429), a repeated decision counts once', async () => {
     const frank = anonymous.as('frank', 'routers');
     const report = (runId: string, decisionId: string) =>

@@ -32,12 +32,32 @@ function statusOf(err: unknown): number {
   return typeof status === 'number' && status >= 400 && status < 600 ? status : 500;
 }
 
-function messageOf(err: unknown, status: number): string {
-  if (err instanceof z.ZodError) {
-    const issue = err.issues[0];
-    const where = issue?.path.length ? `${issue.path.join('.')}: ` : '';
-    return `invalid request: ${where}${issue?.message ?? 'bad input'}`;
+/** What the caller sent, as a refusal names it: a few words, however long or many. */
+const SHOWN_KEY_POINTS = 40;
+const SHOWN_KEYS = 3;
+
+function shown(key: PropertyKey): string {
+  const points = Array.from(String(key));
+  return points.length <= SHOWN_KEY_POINTS
+    ? points.join('')
+    : `${points.slice(0, SHOWN_KEY_POINTS).join('')}…`;
+}
+
+function zodMessage(err: z.ZodError): string {
+  const issue = err.issues[0];
+  if (!issue) return 'invalid request: bad input';
+  const where = issue.path.length ? `${issue.path.map(shown).join('.')}: ` : '';
+  let what = issue.message;
+  if (issue.code === 'unrecognized_keys') {
+    const keys = issue.keys.slice(0, SHOWN_KEYS).map((key) => JSON.stringify(shown(key)));
+    const more = issue.keys.length > SHOWN_KEYS ? ` and ${issue.keys.length - SHOWN_KEYS} more` : '';
+    what = `Unrecognized key${issue.keys.length > 1 ? 's' : ''}: ${keys.join(', ')}${more}`;
   }
+  return `invalid request: ${where}${what}`;
+}
+
+function messageOf(err: unknown, status: number): string {
+  if (err instanceof z.ZodError) return zodMessage(err);
   // The router's answer to a method it does not know (PROPFIND, say): the caller's doing, not a failure here.
   if (status === 501) return 'method not implemented';
   // A deliberate 5xx (503 while the identity provider's keys cannot be fetched) says what is wrong.
