@@ -129,6 +129,17 @@ describe('escalation', function () {
     assert.equal(read.body.webhookSecret, undefined);
   });
 
+  it("a run's own webhook rung needs its team's webhookUrl, as the team's policy does: 409 without one", async () => {
+    const rungs = [{ afterSeconds: 60, to: 'team', via: 'webhook' }];
+    const nohook = alice.as('nell', 'nohook');
+    const refused = await nohook.post('/api/v1/runs', { title: 'Deploy', escalation: { rungs } });
+    assert.equal(refused.status, 409, refused.text);
+    assert.match(refused.body.error, /webhookUrl/);
+    assert.equal((await nohook.get('/api/v1/runs')).body.runs.length, 0, 'no run was made');
+    // acme's policy has one (the test above): its runs may bring webhook rungs.
+    assert.equal((await alice.post('/api/v1/runs', { escalation: { rungs } })).status, 201);
+  });
+
   /** Launches `count` runs with this ladder and pauses each on a question. */
   async function pausesOf(count: number, rungs: unknown[]) {
     return Promise.all(

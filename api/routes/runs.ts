@@ -1,6 +1,8 @@
 // The runs routes: the engine surface that drives outcomes (a run's callback routes are in callbacks.ts). Every
 // route is team-scoped through the caller.
 import Router from '@koa/router';
+import type { Middleware } from 'koa';
+import type { z } from 'zod';
 import { listedRun, publicRun } from '../../domain/run';
 import type { RunsService } from '../../runs/service';
 import type { EpisodeView } from '../episodesView';
@@ -22,12 +24,14 @@ import {
 } from '../schemas';
 import { encodeCursor } from '../../store/paging';
 import { validate, type HandlerContext } from '../../platform/http/validate';
+import { HttpError } from '../../platform/http/httpErrors';
 import { rateLimiter, type Admitted, type RateLimiter } from '../../platform/http/rateLimit';
 import { runLoader, type RunState } from './loadRun';
 import { NotFoundError } from '../../domain/errors';
 import type { RouteDecisionError } from '../../domain/ops';
 import type { RunHealthStore } from '../../store/runHealth';
 import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
+import type { EscalationPolicyStore } from '../../store/escalationPolicies';
 
 export interface RunsRouterDeps {
   runsService: RunsService;
@@ -41,6 +45,8 @@ export interface RunsRouterDeps {
   routeErrorLimits: { perRun: RateLimit; perTeam: RateLimit };
   /** Runs per team (RUN_CREATE_RATE_LIMIT): each owes a health workflow, pushes and maybe a callback with its retries. */
   runCreateLimit: RateLimit;
+  /** A run's own webhook rungs post to its team's escalation webhookUrl. */
+  escalationPolicies: Pick<EscalationPolicyStore, 'get'>;
   now: () => Date;
 }
 
@@ -71,20 +77,41 @@ function addLaunchAndReads(router: RunsRoutes, deps: RunsRouterDeps, rateLimit: 
   const runsFromTeam = rateLimit(({ caller }: AuthState) => [
     { key: `run-create|${caller.teamId}`, rule: deps.runCreateLimit, what: 'runs from this team' },
   ]);
-  router.post('/', create, runsFromTeam, async (ctx: HandlerContext<typeof create, AuthState & Admitted>) => {
-    const body = ctx.state.input.body;
-    // No run, nothing owed: a failed create gives its slot back.
-    const run = await ctx.state.admission.releaseIfFails(() => runsService.create(ctx.state.caller, body));
-    ctx.status = 201;
-    const shown = publicRun(run);
-    ctx.body = {
-      ...shown,
-      // The secret is shown this once, when the caller did not bring its own.
-      ...(run.callback && !body.callback?.secret
-        ? { callback: { ...(shown.callback as object), secret: run.callback.secret } }
-        : {}),
-    };
-  });
+  // Checked before the run is counted: a run its team cannot escalate as asked is refused, not made.
+  const webhookRungsReachable: Middleware<
+    AuthState & { input: { body: z.infer<typeof createRunBody> } }
+  > = async (ctx, next) => {
+    const rungs = ctx.state.input.body.escalation?.rungs ?? [];
+    if (rungs.some((rung) => rung.via === 'webhook')) {
+      const policy = await deps.escalationPolicies.get(ctx.state.caller.teamId);
+      if (!policy?.webhookUrl)
+        throw new HttpError(
+          409,
+          "a via: webhook rung needs the team's escalation webhookUrl, and it has none",
+        );
+    }
+    await next();
+  };
+  router.post(
+    '/',
+    create,
+    webhookRungsReachable,
+    runsFromTeam,
+    async (ctx: HandlerContext<typeof create, AuthState & Admitted>) => {
+      const body = ctx.state.input.body;
+      // No run, nothing owed: a failed create gives its slot back.
+      const run = await ctx.state.admission.releaseIfFails(() => runsService.create(ctx.state.caller, body));
+      ctx.status = 201;
+      const shown = publicRun(run);
+      ctx.body = {
+        ...shown,
+        // The secret is shown this once, when the caller did not bring its own.
+        ...(run.callback && !body.callback?.secret
+          ? { callback: { ...(shown.callback as object), secret: run.callback.secret } }
+          : {}),
+      };
+    },
+  );
 
   const list = validate({
     summary:

@@ -23,6 +23,7 @@ export function wireRunsRouter({
     rateLimits: stores.rateLimits,
     routeErrorLimits: { perRun: config.routeErrorRatePerRun, perTeam: config.routeErrorRatePerTeam },
     runCreateLimit: config.runCreateRate,
+    escalationPolicies: stores.escalationPolicies,
     now,
   };
 }
