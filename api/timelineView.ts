@@ -1,5 +1,5 @@
 // What GET /runs/:id/timeline shows: the run's pauses, each device notified, its receipts, the rungs, the answers.
-import { ESCALATION_MAX_RUNGS, interactionClaimKeys, runWaitsOn } from '../domain/interaction';
+import { ESCALATION_MAX_RUNGS, interactionClaimKeys, questionOpen, runWaitsOn } from '../domain/interaction';
 import {
   deviceEntries,
   mergeTimeline,
@@ -94,7 +94,7 @@ export function createTimelineView(deps: {
         run,
         interactions.map((interaction) => interaction._id),
       );
-      const waitedOn = interactions.find((i) => i.status === 'pending' && runWaitsOn(run, i._id));
+      const waitedOn = interactions.find((i) => questionOpen(run, i));
       return {
         entries: mergeTimeline(
           pauseEntries(interactions),

@@ -422,6 +422,9 @@ describe('escalation', function () {
     assert.ok(snooze, 'the rung offers a snooze');
     const snoozed = await stack.anonymous.post('/api/v1/interactions/actions', { token: snooze.token });
     assert.equal(snoozed.status, 202, snoozed.text);
+    // The run page offers it to answer, as the pushes do.
+    const timeline = await alice.get(`/api/v1/runs/${runId}/timeline`);
+    assert.equal(timeline.body.question?.interactionId, interactionId, timeline.text.slice(0, 300));
     const answered = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
       answer: 'y',
     });
