@@ -5,6 +5,7 @@ import type { ClaimState } from '../domain/outcome';
 import type { ClaimDescription, ClaimStore } from '../store/claims';
 import type { PushDelivery, PushDeliveryStore } from '../store/push/deliveries';
 import type { PushHoldStore } from '../store/push/holds';
+import { mapBounded } from '../platform/concurrency';
 import { answersOf, deviceReceiptView, pushHeldView, receiptKey, receiptsByDevice } from '../operator/views';
 import type { DeviceReceiptView, PushHeldView } from '../operator/explanation';
 import type { InteractionStore } from '../store/interactions';
@@ -65,6 +66,11 @@ export interface EpisodeSummary {
   callbackAttempts: CallbackAttemptSummary[];
 }
 
+/** Store commands a page of episodes keeps in flight at most: the API's connection pool serves every team. */
+export const EPISODE_READS_IN_FLIGHT = 32;
+/** Episodes read at once: each reads its claims, deliveries, follow-ups, receipts, holds and attempts together. */
+const EPISODES_AT_ONCE = 3;
+
 /** Devices listed per episode (the count is whole). */
 export const MAX_DEVICES_SHOWN = 500;
 
@@ -122,45 +128,43 @@ export function createEpisodeView(deps: {
       ]);
       const answers = answersOf(interactions);
       let callbackAttemptsTruncated = false;
-      const episodes = await Promise.all(
-        rows.map(async (row) => {
-          const interactionId = interactionOfEpisode(runId, row._id);
-          const [families, delivered, read, followUps, receiptRows, held] = await Promise.all([
-            Promise.all(
-              (Object.keys(claimKeys) as (keyof typeof claimKeys)[]).map(
-                async (family) => [family, await deps.claims.describe(claimKeys[family](row._id))] as const,
-              ),
-            ).then((entries) => Object.fromEntries(entries) as EpisodeSummary['families']),
-            deps.pushDeliveries.listForEpisode(row._id, Number.MAX_SAFE_INTEGER),
-            // One past the cap says it was cut.
-            deps.callbackAttempts.listForEpisode(row._id, MAX_ATTEMPTS_SHOWN + 1),
-            interactionId ? deps.pushDeliveries.listFollowUps(row._id, interactionId, MAX_DEVICES_SHOWN) : [],
-            deps.pushReceipts.listForEpisode(row._id, interactionId),
-            deps.pushHolds.listForEpisode(row._id, MAX_DEVICES_SHOWN),
-          ]);
-          const receipts = receiptsByDevice(receiptRows);
-          const answer = interactionId ? answers.get(interactionId) : undefined;
-          const deviceView = (d: PushDelivery & { episodeId: string }): PushDeviceView => ({
-            userId: d.userId,
-            subscriptionId: d.subscriptionId,
-            sentAt: d.at,
-            ...deviceReceiptView(receipts.get(receiptKey(d.episodeId, d.subscriptionId)), answer, d.userId),
-          });
-          const cut = read.length > MAX_ATTEMPTS_SHOWN;
-          if (cut) callbackAttemptsTruncated = true;
-          return {
-            episodeId: row._id,
-            kind: row.kind,
-            recordedAt: row.recordedAt,
-            families,
-            pushDeliveries: delivered.length,
-            pushDevices: delivered.slice(0, MAX_DEVICES_SHOWN).map(deviceView),
-            followUpDevices: followUps.map((d) => ({ followUp: d.followUp, ...deviceView(d) })),
-            pushHeld: held.map(pushHeldView),
-            callbackAttempts: (cut ? read.slice(1) : read).map(attemptSummary),
-          };
-        }),
-      );
+      const episodes = await mapBounded(rows, EPISODES_AT_ONCE, async (row) => {
+        const interactionId = interactionOfEpisode(runId, row._id);
+        const [families, delivered, read, followUps, receiptRows, held] = await Promise.all([
+          Promise.all(
+            (Object.keys(claimKeys) as (keyof typeof claimKeys)[]).map(
+              async (family) => [family, await deps.claims.describe(claimKeys[family](row._id))] as const,
+            ),
+          ).then((entries) => Object.fromEntries(entries) as EpisodeSummary['families']),
+          deps.pushDeliveries.listForEpisode(row._id, Number.MAX_SAFE_INTEGER),
+          // One past the cap says it was cut.
+          deps.callbackAttempts.listForEpisode(row._id, MAX_ATTEMPTS_SHOWN + 1),
+          interactionId ? deps.pushDeliveries.listFollowUps(row._id, interactionId, MAX_DEVICES_SHOWN) : [],
+          deps.pushReceipts.listForEpisode(row._id, interactionId),
+          deps.pushHolds.listForEpisode(row._id, MAX_DEVICES_SHOWN),
+        ]);
+        const receipts = receiptsByDevice(receiptRows);
+        const answer = interactionId ? answers.get(interactionId) : undefined;
+        const deviceView = (d: PushDelivery & { episodeId: string }): PushDeviceView => ({
+          userId: d.userId,
+          subscriptionId: d.subscriptionId,
+          sentAt: d.at,
+          ...deviceReceiptView(receipts.get(receiptKey(d.episodeId, d.subscriptionId)), answer, d.userId),
+        });
+        const cut = read.length > MAX_ATTEMPTS_SHOWN;
+        if (cut) callbackAttemptsTruncated = true;
+        return {
+          episodeId: row._id,
+          kind: row.kind,
+          recordedAt: row.recordedAt,
+          families,
+          pushDeliveries: delivered.length,
+          pushDevices: delivered.slice(0, MAX_DEVICES_SHOWN).map(deviceView),
+          followUpDevices: followUps.map((d) => ({ followUp: d.followUp, ...deviceView(d) })),
+          pushHeld: held.map(pushHeldView),
+          callbackAttempts: (cut ? read.slice(1) : read).map(attemptSummary),
+        };
+      });
       return { episodes, callbackAttemptsTruncated, ...(next ? { next } : {}) };
     },
   };

@@ -5,8 +5,9 @@ import type { ApiHandle } from '../api/server';
 import { ApiClient, openStores, startTestApi } from './support/harness';
 import { signToken } from './support/tokens';
 import { TEST_JWT_SECRET, testConfig } from './support/stack';
-import type { Stores } from '../store';
-import type { MongoClient } from 'mongodb';
+import { MongoClient } from 'mongodb';
+import { createEpisodeView, EPISODE_READS_IN_FLIGHT } from '../api/episodesView';
+import { createStores, type Stores } from '../store';
 
 type State =
   | 'running'
@@ -401,6 +402,38 @@ describe('runs API', function () {
         'episodes',
         'nextBefore',
       ]);
+    });
+
+    it("a page of 200 episodes keeps a bounded number of store reads in flight (the pool every team's requests share)", async () => {
+      const { body: run } = await alice.post('/api/v1/runs', { title: 'a long page' });
+      const base = Date.now() - 3_600_000;
+      await mongo
+        .db(mongoDb)
+        .collection('episodes')
+        .insertMany(
+          Array.from({ length: 200 }, (_, n) => ({
+            _id: `${run.id}:input:int_${n}` as never,
+            runId: run.id,
+            teamId: 'acme',
+            kind: 'human_input_requested',
+            outcome: {},
+            recordedAt: new Date(base + n),
+          })),
+        );
+      const monitored = new MongoClient(testConfig().mongoUrl, { monitorCommands: true });
+      try {
+        let inFlight = 0;
+        let most = 0;
+        monitored.on('commandStarted', () => void (most = Math.max(most, ++inFlight)));
+        monitored.on('commandSucceeded', () => void inFlight--);
+        monitored.on('commandFailed', () => void inFlight--);
+        const view = createEpisodeView(createStores(monitored.db(mongoDb), { claimGraceSeconds: 60 }));
+        const page = await view.listForRun('acme', run.id, { limit: 200 });
+        assert.equal(page.episodes.length, 200);
+        assert.ok(most <= EPISODE_READS_IN_FLIGHT, `${most} store commands in flight at once`);
+      } finally {
+        await monitored.close();
+      }
     });
 
     it('a bad limit or before is a 400 that says which', async () => {
