@@ -81,12 +81,17 @@ export interface ListedAnswer {
   finalAnswerTruncated?: true;
 }
 
+/** Its first `chars` UTF-16 units, never half a surrogate pair; `cut` when it was longer. */
+function headOf(text: string, chars: number): { head: string; cut: boolean } {
+  if (text.length <= chars) return { head: text, cut: false };
+  const last = text.charCodeAt(chars - 1);
+  return { head: text.slice(0, last >= 0xd800 && last <= 0xdbff ? chars - 1 : chars), cut: true };
+}
+
 /** The answer as a listing shows it: its first FINAL_ANSWER_LISTED_CHARS characters, never half a surrogate pair. */
 export function listedAnswer(answer: string): ListedAnswer {
-  if (answer.length <= FINAL_ANSWER_LISTED_CHARS) return { finalAnswer: answer };
-  const last = answer.charCodeAt(FINAL_ANSWER_LISTED_CHARS - 1);
-  const end = last >= 0xd800 && last <= 0xdbff ? FINAL_ANSWER_LISTED_CHARS - 1 : FINAL_ANSWER_LISTED_CHARS;
-  return { finalAnswer: answer.slice(0, end), finalAnswerTruncated: true };
+  const { head, cut } = headOf(answer, FINAL_ANSWER_LISTED_CHARS);
+  return cut ? { finalAnswer: head, finalAnswerTruncated: true } : { finalAnswer: head };
 }
 
 /** A pause as the API shows it: without what only the service reads (`offered`). */
@@ -107,10 +112,33 @@ export function publicRun(run: Run): Record<string, unknown> {
   };
 }
 
-/** A run in a listing: its final answer cut to its head (`finalAnswerTruncated` when cut). */
+/** An error message's characters a listing of runs shows. */
+export const ERROR_MESSAGE_LISTED_CHARS = 1000;
+
+/**
+ * A run in a listing, a few KB however large the run: its final answer and error message cut to their heads
+ * (`finalAnswerTruncated`, `errorMessageTruncated` when cut), without the lists only its own page shows (its
+ * escalation ladder, watched issues and assistant watchers). GET /runs/:id has them whole.
+ */
 export function listedRun(run: Run): Record<string, unknown> {
-  const { finalAnswer: _whole, ...shown } = publicRun(run);
-  return { ...shown, ...run.listing };
+  const {
+    finalAnswer: _answer,
+    escalation: _ladder,
+    watchedIssueIds: _issues,
+    assistantWatchers: _watchers,
+    ...shown
+  } = publicRun(run);
+  const message = run.error && headOf(run.error.message, ERROR_MESSAGE_LISTED_CHARS);
+  return {
+    ...shown,
+    ...run.listing,
+    ...(run.error && message
+      ? {
+          error: { ...run.error, message: message.head },
+          ...(message.cut ? { errorMessageTruncated: true } : {}),
+        }
+      : {}),
+  };
 }
 
 /** The ends a launcher can ask a callback for (launch body callback.events; all by default). */

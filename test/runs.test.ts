@@ -317,6 +317,49 @@ describe('runs API', function () {
       assert.equal((await bob.get('/api/v1/runs')).body.nextBefore, undefined, 'one default page holds 11');
     });
 
+    it("GET /runs lists each run in a few KB at the launch's largest: its ladder, watches and error are whole on GET /runs/:id", async () => {
+      const dana = alice.as('dana', `largest_${Date.now()}`);
+      const longId = (n: number) => `${n}`.padStart(128, 'i');
+      const at = new Date();
+      const ids: string[] = [];
+      for (let n = 0; n < 20; n++) {
+        const { body: run } = await dana.post('/api/v1/runs', {
+          title: 't'.repeat(500),
+          watchedIssueIds: Array.from({ length: 100 }, (_, i) => longId(i)),
+          escalation: {
+            rungs: Array.from({ length: 5 }, (_, r) => ({
+              afterSeconds: 60 * (r + 1),
+              to: Array.from({ length: 50 }, (_, u) => `${u}`.padStart(256, 'u')),
+              via: 'push',
+            })),
+          },
+        });
+        assert.ok(run.id, JSON.stringify(run).slice(0, 200));
+        ids.push(run.id as string);
+        await stores.runs.insert({
+          ...(await stores.runs.getById(run.id))!,
+          _id: `${run.id}_failed`,
+          status: 'failed',
+          error: { code: 'x', message: 'm'.repeat(10_000) },
+          assistantWatchers: Array.from({ length: 100 }, (_, i) => longId(i)),
+          createdAt: at,
+        });
+      }
+      const listed = await dana.get('/api/v1/runs?limit=40');
+      assert.equal(listed.body.runs.length, 40);
+      assert.ok(listed.text.length < 40 * 5_000, `a page of 40 runs is ${listed.text.length} characters`);
+      const failed = (
+        listed.body.runs as { status: string; error: { message: string }; errorMessageTruncated?: true }[]
+      ).find((r) => r.status === 'failed')!;
+      assert.equal(failed.error.message.length, 1000);
+      assert.equal(failed.errorMessageTruncated, true);
+      const whole = (await dana.get(`/api/v1/runs/${ids[0]}_failed`)).body;
+      assert.equal(whole.error.message.length, 10_000);
+      assert.equal(whole.escalation.rungs.length, 5);
+      assert.equal(whole.watchedIssueIds.length, 100);
+      assert.equal(whole.assistantWatchers.length, 100);
+    });
+
     it('GET /runs lists the longest final answers by their first 1,000 characters (the whole one is on GET /runs/:id)', async () => {
       const carol = alice.as('carol', `answers_${Date.now()}`);
       const long =

@@ -116,7 +116,8 @@ function addLaunchAndReads(router: RunsRoutes, deps: RunsRouterDeps, rateLimit: 
   const list = validate({
     summary:
       "the caller's team's runs, newest first, a page at a time (nextBefore: the next page's before); each final " +
-      'answer cut to its first 1,000 characters (finalAnswerTruncated), whole on GET /runs/:id',
+      'answer and error message cut to its first 1,000 characters (finalAnswerTruncated, errorMessageTruncated), ' +
+      'without the escalation ladder, watched issues and assistant watchers: all whole on GET /runs/:id',
     query: runsPage,
   });
   router.get('/', list, async (ctx) => {
