@@ -237,23 +237,27 @@ export function createNotificationPrefStore(db: Db, clock: () => Date = () => ne
     /**
      * Who gets a push of this kind for a run of this owner in this team (the owner unless they turned the kind
      * off, and every team-wide member who did not), each with their quiet hours, do-not-disturb and
-     * breakThrough. One query whatever the team size.
+     * breakThrough. Two reads, each by an index to the rows it wants: the team-wide members' and the owner's
+     * (members who keep to their own runs have rows too, for their quiet hours, and are never read here).
      */
     async listRecipientPrefs(teamId: string, ownerId: string, kind: PrefKind): Promise<Recipient[]> {
-      const rows = await prefs
-        .find(
-          { teamId, $or: [{ scope: 'team' }, { userId: ownerId }] },
-          {
-            projection: { userId: 1, scope: 1, off: 1, quietHours: 1, doNotDisturbUntil: 1, breakThrough: 1 },
-          },
-        )
-        .toArray();
-      const owner = rows.find((row) => row.userId === ownerId);
+      const projection = {
+        userId: 1,
+        scope: 1,
+        off: 1,
+        quietHours: 1,
+        doNotDisturbUntil: 1,
+        breakThrough: 1,
+      };
+      const [rows, owner] = await Promise.all([
+        prefs.find({ teamId, scope: 'team' }, { projection }).toArray(),
+        ownerId ? prefs.findOne({ _id: prefKey(ownerId, teamId) }, { projection }) : null,
+      ]);
       const recipients = new Map<string, Recipient>();
       if (ownerId && !owner?.off?.includes(kind))
-        recipients.set(ownerId, { userId: ownerId, hold: holdOf(owner) });
+        recipients.set(ownerId, { userId: ownerId, hold: holdOf(owner ?? undefined) });
       for (const row of rows)
-        if (row.scope === 'team' && row.userId !== ownerId && !row.off?.includes(kind))
+        if (row.userId !== ownerId && !row.off?.includes(kind))
           recipients.set(row.userId, { userId: row.userId, hold: holdOf(row), viaTeam: true });
       return [...recipients.values()];
     },
