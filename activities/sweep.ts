@@ -198,8 +198,8 @@ export function createSweepActivities(deps: SweepDeps) {
           return undefined;
         });
         // A few starts in flight at once: each is one Temporal round trip, idempotent by workflow id.
-        const startOwed = (episodes: OwedEpisode[]) =>
-          mapBounded(episodes, START_LANES, async ({ outcome }) => {
+        const startOwed = async (episodes: OwedEpisode[]) =>
+          mapBounded(await withFinalAnswers(deps, episodes), START_LANES, async ({ outcome }) => {
             const started = await startEpisode(
               deps.client,
               deps.taskQueue,
@@ -339,6 +339,20 @@ const questionsOf = (outcomes: (RunOutcome | undefined)[]): PageQuestion[] =>
     const interaction = outcome && interactionOf(outcome);
     return interaction ? [{ interaction, askedAt: outcome.occurredAt }] : [];
   });
+
+/**
+ * The owed episodes with their runs' final answers, which the listing leaves out (up to 1 MB each): read here, for
+ * the few that owe an episode, in one round trip.
+ */
+async function withFinalAnswers(deps: SweepDeps, episodes: OwedEpisode[]): Promise<OwedEpisode[]> {
+  const finished = episodes.filter(({ outcome }) => outcome.status === 'finished');
+  if (!finished.length) return episodes;
+  const answers = await deps.runs.finalAnswersOf(finished.map(({ runId }) => runId));
+  return episodes.map((episode) => {
+    const finalAnswer = answers.get(episode.runId);
+    return finalAnswer === undefined ? episode : { ...episode, outcome: { ...episode.outcome, finalAnswer } };
+  });
+}
 
 /**
  * The questions of this page whose workflow never opened (the emitter died between the episode and it): started,

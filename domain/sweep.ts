@@ -61,8 +61,8 @@ export interface OwedEpisode {
 }
 
 /**
- * A run as the sweep lists it: every field buildRunOutcome reads (the final answer and error included, so an owed
- * episode starts without loading its run again), without the checkpoint, and the callback's URL and events but
+ * A run as the sweep lists it: every field buildRunOutcome reads but the final answer (up to 1 MB; the sweep reads
+ * it apart for the few runs that owe an episode), without the checkpoint, and the callback's URL and events but
  * never its secret.
  */
 export type SweepRef = Pick<Run, '_id' | 'teamId' | 'ownerId' | 'status' | 'pause' | 'updatedAt'> &

@@ -21,8 +21,17 @@ export const retiredRunIndexes: RetiredIndex[] = [{ collection: 'runs', name: 't
 const LISTED = { finalAnswer: 0, pendingAnswers: 0, 'callback.secret': 0, 'callback.previousSecret': 0 };
 
 const NOTIFIABLE: RunStatus[] = ['paused', 'finished', 'failed', 'cancelled'];
-/** What the sweep reads of a run: all an outcome needs, not its checkpoint nor secrets. */
-const SWEEP_REF = { checkpoint: 0, 'callback.secret': 0, 'callback.previousSecret': 0 };
+/**
+ * What the sweep reads of a run: all an outcome needs but its final answer (up to 1 MB, read only for the runs
+ * that owe an episode: finalAnswersOf), not its checkpoint, answers still staged nor secrets.
+ */
+const SWEEP_REF = {
+  checkpoint: 0,
+  finalAnswer: 0,
+  pendingAnswers: 0,
+  'callback.secret': 0,
+  'callback.previousSecret': 0,
+};
 
 export type RunStore = ReturnType<typeof createRunStore>;
 
@@ -117,6 +126,15 @@ function createRunReads(runs: Collection<Run>) {
         )
         .toArray();
       return listed as SweepRef[];
+    },
+
+    /** The final answers of these runs (those that have one), by run id: what the sweep's listing leaves out. */
+    async finalAnswersOf(runIds: string[]): Promise<Map<string, string>> {
+      if (!runIds.length) return new Map();
+      const rows = await runs
+        .find({ _id: { $in: runIds }, finalAnswer: { $exists: true } }, { projection: { finalAnswer: 1 } })
+        .toArray();
+      return new Map(rows.map((row) => [row._id, row.finalAnswer!]));
     },
   };
 }

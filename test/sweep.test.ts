@@ -4,7 +4,14 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
+import {
+  BSON,
+  MongoClient,
+  type CommandStartedEvent,
+  type CommandSucceededEvent,
+  type Db,
+  type Document,
+} from 'mongodb';
 import type { Config } from '../config';
 import { operatorAlertWorkflowId } from '../contract/workflows';
 import { interactionClaimKeys } from '../domain/interaction';
@@ -134,13 +141,15 @@ describe('the reconciliation sweep at scale', function () {
     const pages = Math.ceil(1200 / PAGE_SIZE);
     const listing = first.commands.filter((c) => c === 'find runs' || c === 'getMore runs').length;
     const claims = first.commands.filter((c) => c.endsWith(' sent_notifications')).length;
-    assert.equal(
-      listing,
-      pages,
-      `${pages} pages, no second load of the owed runs: ${first.commands.join(', ')}`,
+    // A page a round trip, and at most one more a page: the final answers of its owed finished runs (the
+    // listing leaves answers out); no second load of the owed runs otherwise.
+    const answerReads = listing - pages;
+    assert.ok(
+      answerReads >= 1 && answerReads <= pages,
+      `${pages} pages, ${answerReads} answer reads: ${first.commands.join(', ')}`,
     );
     assert.equal(claims, 1, first.commands.join(', '));
-    assert.equal(first.commands.length, pages + 1, first.commands.join(', '));
+    assert.equal(first.commands.length, listing + 1, first.commands.join(', '));
     assert.equal(
       first.commands[0],
       'find sent_notifications',
@@ -154,6 +163,60 @@ describe('the reconciliation sweep at scale', function () {
     // A second pass (a retried activity, an overlapping replica) finds the same episodes owed and starts none.
     const second = await sweep.sweepOnce();
     assert.deepEqual(second, { scanned: 1200, unsettled: expected.size, started: 0 });
+  });
+
+  it("a pass reads no settled run's final answer: only the owed ones', which their episodes start with", async () => {
+    const answersDb = mongo.db(`${config.mongoDb}_sweep_answers`);
+    await ensureAllIndexes(answersDb);
+    const now = new Date();
+    const answer = (i: number) => `${i} `.padEnd(400_000, 'a');
+    const runs = Array.from({ length: 30 }, (_, i) => ({
+      ...run(3 * i, now), // finished, each with a large answer
+      _id: `sweep_answers_${RUN_PREFIX}_${i}`,
+      finalAnswer: answer(i),
+    }));
+    await answersDb.collection<Run>('runs').insertMany(runs);
+    const owedIds = new Set([runs[4]._id, runs[17]._id]);
+    const rows: ClaimRow[] = runs
+      .filter((r) => !owedIds.has(r._id))
+      .flatMap((r) =>
+        owedEpisode(r, FAMILIES)!.keys.map((key) => ({
+          _id: key,
+          holder: 'h',
+          delivered: true,
+          sent_at: now,
+        })),
+      );
+    await answersDb.collection<ClaimRow>('sent_notifications').insertMany(rows);
+    const taskQueue = `sweep-no-worker-${randomBytes(4).toString('hex')}`;
+    const { sweep } = sweepActivitiesOn(answersDb, {
+      client,
+      taskQueue,
+      families: FAMILIES,
+      graceSeconds: GRACE_SECONDS,
+      lookbackSeconds: 24 * 3600,
+      pageSize: PAGE_SIZE,
+      now,
+    });
+    let runBytes = 0;
+    const measure = (event: CommandSucceededEvent) => {
+      const from = event.reply as { cursor?: { ns?: string } };
+      if (from.cursor?.ns?.endsWith('.runs')) runBytes += BSON.calculateObjectSize(event.reply as Document);
+    };
+    mongo.on('commandSucceeded', measure);
+    try {
+      assert.deepEqual(await sweep.sweepOnce(), { scanned: 30, unsettled: 2, started: 2 });
+    } finally {
+      mongo.off('commandSucceeded', measure);
+    }
+    // The two owed answers (800 KB), not the thirty in the window (12 MB).
+    assert.ok(runBytes < 1_000_000, `${runBytes} bytes of runs read`);
+    for (const r of runs.filter((r) => owedIds.has(r._id))) {
+      const history = await client.workflow.getHandle(owedEpisode(r, FAMILIES)!.episodeId).fetchHistory();
+      const input = history.events![0].workflowExecutionStartedEventAttributes!.input!.payloads![0];
+      const outcome = JSON.parse(Buffer.from(input.data!).toString()) as { finalAnswer?: string };
+      assert.equal(outcome.finalAnswer, r.finalAnswer, 'the episode starts with its whole answer');
+    }
   });
 
   it('a run touched back into the window long after its episode settled is not replayed: its older claims are asked by key', async () => {

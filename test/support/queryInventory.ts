@@ -120,6 +120,16 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'runs',
+    method: 'finalAnswersOf',
+    collection: 'runs',
+    op: 'find',
+    filter: { _id: { $in: [SAMPLE.runId] }, finalAnswer: { $exists: true } },
+    index: '_id_',
+    hot: true,
+    note: "the sweep: the final answers of a page's owed finished runs (its listing leaves answers out)",
+  },
+  {
+    module: 'runs',
     method: 'waitingOfEach',
     collection: 'runs',
     op: 'find',
