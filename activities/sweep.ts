@@ -81,6 +81,32 @@ const RELEASED_PER_PASS = 1000;
  */
 const RELEASED_QUIET_SECONDS = 2 * 3600;
 
+/**
+ * The longest an episode released again and again rests between the sweep's replays. It rests as long as it has
+ * been released (its last release less its first), so replays that keep failing (a device whose host never
+ * resolves) come less and less often, at most this far apart, instead of every pass for the sweep's whole reach.
+ */
+const RELEASED_REST_MAX_SECONDS = 3600;
+
+/** Whether the episode's released claims all rest now: released again lately, after releases spanning longer. */
+function resting(
+  episode: OwedEpisode,
+  releases: Map<string, ReleasedEpisode>,
+  marked: Set<string>,
+  now: number,
+) {
+  return episode.keys.every((key) => {
+    if (marked.has(key)) return true;
+    const release = releases.get(key);
+    if (!release) return false;
+    const rest = Math.min(
+      RELEASED_REST_MAX_SECONDS * 1000,
+      +release.lastReleasedAt - +release.firstReleasedAt,
+    );
+    return now - +release.lastReleasedAt < rest;
+  });
+}
+
 /** The sweep as the holder of what it writes in the claims (a note, a claim it gives up). */
 const SWEEP_HOLDER = 'sweep';
 
@@ -191,6 +217,8 @@ export function createSweepActivities(deps: SweepDeps) {
         const { marked, releasedTeamDeliveries } = claims;
         // A release settled since (replayed and delivered, given up) or in hand again is nobody's to replay.
         const released = claims.released.filter(({ key }) => !marked.has(key));
+        const releaseByKey = new Map(released.map((release) => [release.key, release]));
+        const startedAtMs = deps.now().getTime();
         // A start or signal Temporal answers and refuses (its limits) is counted and holds back nothing else: it
         // stays owed, asked again next pass. Temporal away fails the pass, retried.
         const refused: Refused = unlessRefused(() => {
@@ -226,6 +254,7 @@ export function createSweepActivities(deps: SweepDeps) {
           await markOlderClaims(deps, owed, questions, marked, claimsFrom);
           const unsettled = owed.filter((episode) => episode.keys.some((key) => !marked.has(key)));
           pass.unsettled += unsettled.length;
+          const due = unsettled.filter((episode) => !resting(episode, releaseByKey, marked, startedAtMs));
           progress.beat({ phase: 'starting', ...pass });
           if (deps.interactions)
             pass.interactionsStarted =
@@ -235,7 +264,7 @@ export function createSweepActivities(deps: SweepDeps) {
             pass.teamEventsRaised =
               (pass.teamEventsRaised ?? 0) +
               (await announceVetoedPauses(deps, deps.teamEvents, endpointsOf, vetoed, refused));
-          await startOwed(unsettled);
+          await startOwed(due);
           progress.beat({ phase: 'listing', ...pass });
         }
 
@@ -247,7 +276,9 @@ export function createSweepActivities(deps: SweepDeps) {
           const outside = await releasedOutsideWindow(deps, notes, since, marked, claimsFrom);
           pass.scanned += outside.scanned;
           pass.unsettled += outside.unsettled;
-          await startOwed(outside.replay);
+          await startOwed(
+            outside.replay.filter((episode) => !resting(episode, releaseByKey, marked, startedAtMs)),
+          );
           const gaveUp = await giveUpReleased(deps, outside.giveUp, marked, refused);
           if (gaveUp) pass.gaveUpReleased = gaveUp;
         }

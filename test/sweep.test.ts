@@ -219,6 +219,62 @@ describe('the reconciliation sweep at scale', function () {
     }
   });
 
+  it('a push released again and again is replayed less often the longer it has been released, at least hourly', async () => {
+    const restingDb = mongo.db(`${config.mongoDb}_sweep_resting`);
+    await ensureAllIndexes(restingDb);
+    const now = new Date();
+    const minutesAgo = (m: number) => new Date(now.getTime() - m * 60_000);
+    // A finished run each (owing its push only: no callback), its push released by every replay so far.
+    const cases = [
+      { name: 'released once, five minutes ago', first: 5, last: 5, replayed: true },
+      { name: 'released for 30 min, last a minute ago', first: 30, last: 1, replayed: false },
+      { name: 'released for 30 min, last 31 min ago', first: 61, last: 31, replayed: true },
+      { name: 'released for 3 h, last 59 min ago', first: 180, last: 59, replayed: false },
+      { name: 'released for 3 h, last 61 min ago', first: 180, last: 61, replayed: true },
+    ];
+    const runs = cases.map((_, i) => {
+      const { callback: _none, ...finished } = run(3 * i, now);
+      return { ...finished, _id: `sweep_resting_${RUN_PREFIX}_${i}` } as Run;
+    });
+    await restingDb.collection<Run>('runs').insertMany(runs);
+    await restingDb.collection<ClaimRow>('sent_notifications').insertMany(
+      cases.map(({ first, last }, i) => ({
+        _id: `released|${owedEpisode(runs[i], FAMILIES)!.keys[0]}`,
+        holder: 'episode',
+        delivered: true,
+        result: 'released',
+        sent_at: minutesAgo(last),
+        first_released_at: minutesAgo(first),
+      })),
+    );
+    const { sweep } = sweepActivitiesOn(restingDb, {
+      client,
+      taskQueue: `sweep-no-worker-${randomBytes(4).toString('hex')}`,
+      families: FAMILIES,
+      graceSeconds: GRACE_SECONDS,
+      lookbackSeconds: 24 * 3600,
+      pageSize: PAGE_SIZE,
+      now,
+    });
+    const pass = await sweep.sweepOnce();
+    const started = await Promise.all(
+      runs.map((r) =>
+        client.workflow
+          .getHandle(owedEpisode(r, FAMILIES)!.episodeId)
+          .describe()
+          .then(
+            () => true,
+            () => false,
+          ),
+      ),
+    );
+    assert.deepEqual(
+      cases.map(({ name }, i) => `${name}: ${started[i] ? 'replayed' : 'rests'}`),
+      cases.map(({ name, replayed }) => `${name}: ${replayed ? 'replayed' : 'rests'}`),
+    );
+    assert.equal(pass.started, cases.filter((c) => c.replayed).length, JSON.stringify(pass));
+  });
+
   it('a run touched back into the window long after its episode settled is not replayed: its older claims are asked by key', async () => {
     const touchedDb = mongo.db(`${config.mongoDb}_sweep_touched`);
     await ensureAllIndexes(touchedDb);
