@@ -141,6 +141,13 @@ export const callbackRecoverWorkflowId = (teamId: string): string => `recover|${
 export const digestWorkflowId = (teamId: string, userId: string): string => `digest|${teamId}|${userId}`;
 
 /**
+ * The id of a person's `sent`th digest of the execution chain that began with run `firstRunId`: the whole run id,
+ * unique per chain (a run id's head is not: Temporal's time-ordered ids share it within a minute).
+ */
+export const digestSendId = (workflowId: string, firstRunId: string, sent: number): string =>
+  `digest|${workflowId}|${firstRunId}.${sent}`;
+
+/**
  * A digest that missed some of the person's devices tries them again in a workflow of its own, one per digest: the
  * n-th digest of the person's chain of executions (named by its first run id, as the digest's id is).
  */

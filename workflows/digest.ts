@@ -19,6 +19,7 @@ import {
   DIGEST_MAX_LISTED,
   digestEntrySignal,
   digestResendWorkflowId,
+  digestSendId,
   prefsChangedSignal,
   type DigestBatch,
   type DigestEntry,
@@ -118,6 +119,14 @@ export const DIGEST_CARRIES_QUIET_REREAD_PATCH = 'digest-carries-quiet-entry-rer
  */
 export const DIGEST_READS_AT_EVERY_RELEASE_PATCH = 'digest-reads-prefs-at-every-release';
 
+/**
+ * Marks executions whose digests are named by the whole first run id (digestSendId). Before, by its first 8
+ * characters: Temporal's time-ordered run ids share them within about a minute, so a digest chain started within a
+ * minute of the person's last found that one's settled claim under the same id, and sent nothing (its holds waited
+ * an hour for the sweep). Every send reaches the check.
+ */
+export const DIGEST_ID_WHOLE_RUN_ID_PATCH = 'digest-id-carries-whole-run-id';
+
 /** Adds an entry once per episode (a retried fan-out signals again); the newest DIGEST_MAX_LISTED are listed. */
 function add(batch: DigestBatch, seen: Set<string>, entry: DigestEntry): void {
   if (seen.has(entry.episodeId)) return;
@@ -159,7 +168,12 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
     // `seen` stays: an episode signalled again (a retried fan-out) after its digest went out is not sent twice.
     sent++;
     // Unique across the person's executions: a later chain starts with another first run id.
-    await sendOnce(`digest|${workflowId}|${firstExecutionRunId.slice(0, 8)}.${sent}`, out);
+    await sendOnce(
+      patched(DIGEST_ID_WHOLE_RUN_ID_PATCH)
+        ? digestSendId(workflowId, firstExecutionRunId, sent)
+        : `digest|${workflowId}|${firstExecutionRunId.slice(0, 8)}.${sent}`,
+      out,
+    );
     // What arrived during the send is the next batch; nothing: done (the next hold starts a new execution).
     if (!hasEntries(batch)) return { sent };
     if (workflowInfo().continueAsNewSuggested)

@@ -7,7 +7,7 @@ import {
   withDeclarativeForm,
 } from '../../domain/declarativePush';
 import { renderDigest, type PushPayload } from '../../domain/push';
-import { digestWorkflowId } from '../../contract/workflows';
+import { digestSendId, digestWorkflowId } from '../../contract/workflows';
 import { isId } from '../../domain/ids';
 
 const base: PushPayload = {
@@ -107,7 +107,7 @@ describe('declarative web push form', () => {
       const workflowId = digestWorkflowId(team, user);
       const wire = fitWirePayload({
         ...renderDigest({
-          digestId: `digest|${workflowId}|abcdef12.3`,
+          digestId: digestSendId(workflowId, '01a2507a-3ec5-7061-8f00-6c1b2d3e4f50', 3),
           tag: workflowId,
           counts: { run_finished: 3, run_failed: 2 },
           newest: [{ kind: 'run_finished', title: 'Deploy' }],

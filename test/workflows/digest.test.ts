@@ -169,7 +169,10 @@ describe('the digest on time-skipping Temporal', function () {
     // What it sends is taken from the store at the send: the workflow hands over no list, whatever it held.
     assert.deepEqual(Object.keys(digest).sort(), ['digestId', 'tag', 'teamId', 'userId']);
     assert.equal(digest.tag, 'digest|acme|midnight');
-    assert.match(digest.digestId, /^digest\|digest\|acme\|midnight\|[0-9a-f]{8}\.1$/);
+    assert.match(
+      digest.digestId,
+      /^digest\|digest\|acme\|midnight\|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.1$/,
+    );
     assert.deepEqual(run.settled, [`${digest.digestId}=delivered`]);
     assert.deepEqual(run.result, { sent: 1 });
   });
@@ -308,6 +311,7 @@ describe('the digest on time-skipping Temporal', function () {
     const run = await runDigest('burst-into-night', prefs, (at) => [
       entry(at, 1, { reason: 'burst', releaseAt: new Date(at + 600_000).toISOString() }),
     ]);
+    recordHistory(run.history, 'digest-history-whole-run-id.json');
     assert.equal(run.sent.length, 1);
     const morning = Date.parse(burstAt) + (9 * 60 + 5) * 60_000;
     const at = run.sent[0].atMs;
