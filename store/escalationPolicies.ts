@@ -8,6 +8,8 @@ export interface EscalationPolicyRow extends EscalationPolicy {
   _id: string;
   /** whsec_…: signs the webhook rungs; made with the first webhookUrl and kept across later changes. */
   webhookSecret?: string;
+  /** The secret a rotation replaced: rungs are signed with it too for CALLBACK_SECRET_OVERLAP_SECONDS. */
+  previousSecret?: { secret: string; rotatedAt: Date };
   updatedAt: Date;
   updatedBy: string;
 }
@@ -19,6 +21,18 @@ export function createEscalationPolicyStore(db: Db) {
   return {
     async get(teamId: string): Promise<EscalationPolicyRow | null> {
       return rows.findOne({ _id: teamId });
+    },
+
+    /**
+     * Replaces the webhook secret `current` with `next`, keeping `current` as the previous one; false when the
+     * secret is no longer `current` (another rotation won).
+     */
+    async rotateSecret(teamId: string, current: string, next: string, at: Date): Promise<boolean> {
+      const result = await rows.updateOne(
+        { _id: teamId, webhookSecret: current },
+        { $set: { webhookSecret: next, previousSecret: { secret: current, rotatedAt: at } } },
+      );
+      return result.modifiedCount === 1;
     },
 
     /** The ladder a run's question climbs: the launch's own, else its team's (read only then), else none. */

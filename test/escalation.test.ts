@@ -29,6 +29,7 @@ import { startPushStack, subscribeDevices, type PushStack } from './support/push
 import { TEST_JWT_SECRET } from './support/stack';
 import { signToken } from './support/tokens';
 import { waitUntil } from './support/waitUntil';
+import { adminOf } from './support/admin';
 
 type HistoryEvent = NonNullable<Awaited<ReturnType<WorkflowHandle['fetchHistory']>>['events']>[number];
 
@@ -649,6 +650,42 @@ describe('escalation', function () {
     assert.equal(event.data.interactionId, interactionId);
     assert.equal(got.headers['webhook-id'], interactionClaimKeys.rung(interactionId, 0));
     assert.deepEqual(receiver.schemaMismatches, []);
+  });
+
+  it('the webhook secret rotates (admins only): rungs are signed with the new one and, during the overlap, the old', async () => {
+    const ROTATE = '/api/v1/teams/current/escalation/rotate-secret';
+    assert.equal((await alice.post(ROTATE)).status, 403, 'a member who is not an admin');
+    const nohook = adminOf(stack.anonymous, 'nia', 'nohook-rotate');
+    const none = await nohook.post(ROTATE);
+    assert.equal(none.status, 409, none.text);
+    assert.match(none.body.error, /webhookUrl/);
+    const put = await admin.put('/api/v1/teams/current/escalation', {
+      rungs: [{ afterSeconds: 1, to: 'team', via: 'webhook' }],
+      webhookUrl: receiver.url,
+    });
+    assert.equal(put.status, 200, put.text);
+    const old = (await stack.stores.escalationPolicies.get('acme'))!.webhookSecret!;
+    const rotated = await admin.post(ROTATE);
+    assert.equal(rotated.status, 200, rotated.text);
+    const secret = rotated.body.secret as string;
+    assert.match(secret, /^whsec_/);
+    assert.notEqual(secret, old);
+    assert.equal((await alice.get('/api/v1/teams/current/escalation')).body.webhookSecret, undefined);
+    const runId = (await alice.post('/api/v1/runs', { title: 'Deploy' })).body.id as string;
+    const res = await alice.post(`/api/v1/runs/${runId}/pause`, { prompt: 'Ship it?' });
+    const interactionId = res.body.interactionId as string;
+    const webhookId = interactionClaimKeys.rung(interactionId, 0);
+    await waitUntil('the rung posted', () =>
+      receiver.received.find((r) => r.headers['webhook-id'] === webhookId),
+    );
+    const got = receiver.received.find((r) => r.headers['webhook-id'] === webhookId)!;
+    const headers = {
+      'webhook-id': String(got.headers['webhook-id']),
+      'webhook-timestamp': String(got.headers['webhook-timestamp']),
+      'webhook-signature': String(got.headers['webhook-signature']),
+    };
+    for (const key of [secret, old]) new Webhook(key).verify(got.body, headers);
+    await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, { answer: 'y' });
   });
 
   /**

@@ -32,7 +32,7 @@ export async function postEscalation(
     at: deps.push.now(),
   });
   const attempt = await sendSigned(deps.webhook, {
-    target: { url: policy.webhookUrl, secret: policy.webhookSecret },
+    target: { url: policy.webhookUrl, secret: policy.webhookSecret, previousSecret: policy.previousSecret },
     webhookId: id,
     json: JSON.stringify(body),
     teamId: open.run.teamId,

@@ -4,6 +4,7 @@ import Router from '@koa/router';
 import { newCallbackSecret } from '../../runs/service';
 import type { EscalationPolicyRow, EscalationPolicyStore } from '../../store/escalationPolicies';
 import { validate } from '../../platform/http/validate';
+import { ConflictError } from '../../domain/errors';
 import { requireAdmin, type AuthState } from '../auth';
 import { escalationPolicyBody } from '../schemas';
 
@@ -55,6 +56,22 @@ export function teamsRouter(deps: TeamsRouterDeps) {
       newCallbackSecret,
     );
     ctx.body = { ...publicPolicy(row), ...(secretCreated ? { webhookSecret: row.webhookSecret } : {}) };
+  });
+
+  const rotate = validate({
+    summary:
+      "replaces the escalation webhook's whsec_ secret (team admins only), answered this once; rungs are signed " +
+      'with both the new and the old one for CALLBACK_SECRET_OVERLAP_SECONDS (409 without a webhookUrl)',
+  });
+  router.post('/escalation/rotate-secret', admins, rotate, async (ctx) => {
+    const { teamId } = ctx.state.caller;
+    const current = (await deps.escalationPolicies.get(teamId))?.webhookSecret;
+    if (!current)
+      throw new ConflictError('the escalation policy has no webhook secret: set its webhookUrl first');
+    const secret = newCallbackSecret();
+    if (!(await deps.escalationPolicies.rotateSecret(teamId, current, secret, deps.now())))
+      throw new ConflictError('the webhook secret changed while it was rotated; rotate again');
+    ctx.body = { secret };
   });
 
   return router;

@@ -13,4 +13,9 @@ export const TEAM_ROUTES: RouteSpec[] = [
     template: '/api/v1/teams/current/escalation',
     valid: () => ({ rungs: [{ afterSeconds: 600, to: 'owner', via: 'push' }] }),
   },
+  {
+    name: 'POST /api/v1/teams/current/escalation/rotate-secret',
+    method: 'POST',
+    template: '/api/v1/teams/current/escalation/rotate-secret',
+  },
 ];
