@@ -96,6 +96,21 @@ describe('the reconciliation sweep at scale', function () {
     }
   }
 
+  /** A sweep of a day's window over `on`, starting its episodes on a task queue no worker polls. */
+  function daySweep(on: Db, now: Date) {
+    const taskQueue = `sweep-no-worker-${randomBytes(4).toString('hex')}`;
+    const activities = sweepActivitiesOn(on, {
+      client,
+      taskQueue,
+      families: FAMILIES,
+      graceSeconds: GRACE_SECONDS,
+      lookbackSeconds: 24 * 3600,
+      pageSize: PAGE_SIZE,
+      now,
+    });
+    return { taskQueue, sweep: activities.sweep };
+  }
+
   it('one pass pre-checks every claim in one round trip, lists a page a round trip, and starts exactly the owed episodes', async () => {
     const now = new Date();
     const runs = Array.from({ length: 1200 }, (_, i) => run(i, now));
@@ -125,16 +140,7 @@ describe('the reconciliation sweep at scale', function () {
     });
     await db.collection<ClaimRow>('sent_notifications').insertMany(rows);
 
-    const taskQueue = `sweep-no-worker-${randomBytes(4).toString('hex')}`;
-    const { sweep } = sweepActivitiesOn(db, {
-      client,
-      taskQueue,
-      families: FAMILIES,
-      graceSeconds: GRACE_SECONDS,
-      lookbackSeconds: 24 * 3600,
-      pageSize: PAGE_SIZE,
-      now,
-    });
+    const { taskQueue, sweep } = daySweep(db, now);
 
     const first = await counted(() => sweep.sweepOnce());
     assert.deepEqual(first.value, { scanned: 1200, unsettled: expected.size, started: expected.size });
@@ -188,16 +194,7 @@ describe('the reconciliation sweep at scale', function () {
         })),
       );
     await answersDb.collection<ClaimRow>('sent_notifications').insertMany(rows);
-    const taskQueue = `sweep-no-worker-${randomBytes(4).toString('hex')}`;
-    const { sweep } = sweepActivitiesOn(answersDb, {
-      client,
-      taskQueue,
-      families: FAMILIES,
-      graceSeconds: GRACE_SECONDS,
-      lookbackSeconds: 24 * 3600,
-      pageSize: PAGE_SIZE,
-      now,
-    });
+    const { sweep } = daySweep(answersDb, now);
     let runBytes = 0;
     const measure = (event: CommandSucceededEvent) => {
       const from = event.reply as { cursor?: { ns?: string } };
@@ -247,15 +244,7 @@ describe('the reconciliation sweep at scale', function () {
         first_released_at: minutesAgo(first),
       })),
     );
-    const { sweep } = sweepActivitiesOn(restingDb, {
-      client,
-      taskQueue: `sweep-no-worker-${randomBytes(4).toString('hex')}`,
-      families: FAMILIES,
-      graceSeconds: GRACE_SECONDS,
-      lookbackSeconds: 24 * 3600,
-      pageSize: PAGE_SIZE,
-      now,
-    });
+    const { sweep } = daySweep(restingDb, now);
     const pass = await sweep.sweepOnce();
     const started = await Promise.all(
       runs.map((r) =>
