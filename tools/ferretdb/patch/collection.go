@@ -893,7 +893,7 @@ func sqlValue(v any) (int, any, bool) {
 	case int64:
 		return metadata.RankNumber, v, true
 	case float64:
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		if math.IsNaN(v) || math.IsInf(v, 0) || !exactInSQLite(v) {
 			return 0, nil, false
 		}
 
@@ -909,6 +909,16 @@ func sqlValue(v any) (int, any, bool) {
 	default:
 		return 0, nil, false
 	}
+}
+
+// exactInSQLite is whether SQLite reads v's JSON text back as v. Its text-to-REAL conversion (modernc's, without
+// an extended-precision long double) lands on a neighbouring double for some magnitudes past 1e22 or below 1e-22,
+// so a stored value there sits in the index as that neighbour: a bound there is left to FerretDB's own filter, which
+// compares the documents' values exactly.
+func exactInSQLite(v float64) bool {
+	a := math.Abs(v)
+
+	return a == 0 || (a > 1e-22 && a < 1e22)
 }
 
 // joinInts is ranks as an SQL list, in order (the same query gets the same text).
