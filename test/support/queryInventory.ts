@@ -539,17 +539,7 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     filter: { teamId: SAMPLE.teamId, scope: 'team' },
     index: 'team_scope',
     hot: true,
-    note: "the fan-out's recipients: the team-wide members' rows (members keeping to their own runs are not read)",
-  },
-  {
-    module: 'push/notificationPrefs',
-    method: 'listRecipientPrefs',
-    collection: 'notification_prefs',
-    op: 'findOne',
-    filter: { _id: JSON.stringify([SAMPLE.userId, SAMPLE.teamId]) },
-    index: '_id_',
-    hot: true,
-    note: "the fan-out's recipients: the owner's row, by its key",
+    note: "the fan-out's recipients: the team-wide members' rows (the owner's is read by its key; members keeping to their own runs are not read)",
   },
   {
     module: 'push/notificationPrefs',
