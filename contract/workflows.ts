@@ -245,6 +245,11 @@ export interface InteractionPlan {
   open: boolean;
   askedAtMs: number;
   rungs: EscalationRung[];
+  /**
+   * The rungs (by index) due so long ago that what deduped them may be reaped: each was settled then, and is
+   * never sent again (a question open for a month, then snoozed, starts a new execution).
+   */
+  lapsedRungs?: number[];
   /** A webhook rung that failed is tried again after each of these waits (CALLBACK_RETRY_SECONDS), jittered. */
   webhookRetrySeconds: number[];
 }

@@ -484,6 +484,40 @@ describe('escalation', function () {
     }
   });
 
+  it('a question still open a month on climbs no rung again once its claims are reaped (a snooze starts a new execution)', async () => {
+    const { runId, interactionId, handle, restore } = await askedBeforeThePolicyChanged();
+    try {
+      // A month on: what deduped the rung is reaped 30 days after it settled (its claim, its delivery rows).
+      const monthAgo = new Date(Date.now() - 31 * 24 * 3600_000);
+      await stack.mongo.db
+        .collection('interactions')
+        .updateOne({ _id: interactionId as never }, { $set: { createdAt: monthAgo } });
+      await stack.mongo.db
+        .collection('sent_notifications')
+        .deleteOne({ _id: interactionClaimKeys.rung(interactionId, 0) as never });
+      await stack.mongo.db
+        .collection('push_deliveries')
+        .deleteMany({ episodeId: `${inputEpisodeId(runId, interactionId)}|rung:0` });
+      const [rung] = carolsPushes(runId);
+      const snooze = (rung.payload as PushPayload).actions!.find((a) => a.action === 'snooze')!;
+      const snoozed = await stack.anonymous.post('/api/v1/interactions/actions', { token: snooze.token });
+      assert.equal(snoozed.status, 202, snoozed.text);
+      await waitUntil('the new execution to wait on the snooze', async () => {
+        const { events } = await handle.fetchHistory();
+        return events!.some(
+          (e) => Number(e.timerStartedEventAttributes?.startToFireTimeout?.seconds ?? 0) > 600,
+        );
+      });
+      assert.equal(carolsPushes(runId).length, 1, 'carol was paged again a month on');
+      const answered = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
+        answer: 'y',
+      });
+      assert.equal(answered.status, 200, answered.text);
+    } finally {
+      await restore();
+    }
+  });
+
   it("a question emitted again after the team's policy changed (a replay) keeps its ladder: no rung twice", async () => {
     const { runId, interactionId, handle, first, restore } = await askedBeforeThePolicyChanged();
     try {

@@ -220,6 +220,9 @@ export async function interactionWorkflow(
   const webhookWaits = plan.webhookRetrySeconds;
   if (plan.open && !carried)
     for (const { index, rung } of rungsInOrder(plan.rungs)) {
+      // Settled long ago, its claim maybe reaped: not sent again. (Carried in the plan, an activity's result, so
+      // a history recorded before replays as it ran.)
+      if (plan.lapsedRungs?.includes(index)) continue;
       const atMs = plan.askedAtMs + rung.afterSeconds * 1000;
       queue.push({ what: 'rung', atMs, index, rung, ...firstTry(atMs) });
     }

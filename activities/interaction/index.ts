@@ -9,7 +9,7 @@ import type {
   InteractionSnooze,
 } from '../../contract/workflows';
 import { followUpDeliveryId, interactionClaimKeys, type EscalationRung } from '../../domain/interaction';
-import { inputEpisodeId } from '../../domain/outcome';
+import { inputEpisodeId, RAISED_AGAIN_WITHIN_SECONDS } from '../../domain/outcome';
 import { keptAlive } from '../activityContext';
 import type { InteractionActivityDeps } from './interactionActivityDeps';
 import { closeAnswered } from '../push/closeAnswered';
@@ -64,7 +64,12 @@ export function createInteractionActivities(deps: InteractionActivityDeps) {
           ref.interactionId,
           await deps.escalationPolicies.ladderFor(open.run),
         ));
-      return { ...none, open: true, askedAtMs: open.interaction.createdAt.getTime(), rungs };
+      const askedAtMs = open.interaction.createdAt.getTime();
+      const lapsedBefore = deps.push.now().getTime() - RAISED_AGAIN_WITHIN_SECONDS * 1000;
+      const lapsedRungs = rungs.flatMap((rung, index) =>
+        askedAtMs + rung.afterSeconds * 1000 < lapsedBefore ? [index] : [],
+      );
+      return { ...none, open: true, askedAtMs, rungs, ...(lapsedRungs.length ? { lapsedRungs } : {}) };
     },
 
     closeAnswered: (ref: InteractionRef, answer: InteractionAnswer): Promise<FollowUpResult> =>
