@@ -4,7 +4,8 @@
 #   docker run IMAGE                                   the worker (node --max-semi-space-size=4 dist/worker.js)
 #   docker run IMAGE node dist/api/server.js           an API process (set HOST=0.0.0.0)
 #   docker run IMAGE bin/flow-notify emit ...          the runner CLI
-# Configuration comes from the environment only (README "Production"); nothing is installed or built at start.
+# Configuration comes from the environment only (docs/production.md, docs/configuration.md); nothing is installed or
+# built at start.
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./

@@ -513,7 +513,7 @@ const limitsSection = section({
     callbackRecoverMax: l.callbackRecoverMax,
     /** Secret rotations per run (POST /runs/:id/callback/rotate-secret). */
     callbackRotateRate: rate(l.callbackRotate, l.callbackRotateWindow),
-    /** Runs with a callback one team may create per minute. */
+    /** Runs one team may create per minute, with a callback or without. */
     runCreateRate: rate(l.runCreate, 60),
     routeErrorRatePerRun: rate(l.routeErrorPerRun, l.routeErrorWindow),
     routeErrorRatePerTeam: rate(l.routeErrorPerTeam, l.routeErrorWindow),
