@@ -821,7 +821,8 @@ async function offerOwedHolds(
   let refused = 0;
   await mapBounded([...byPerson.values()], START_LANES, async (rows) => {
     const newest = rows.reduce((a, b) => (b.at > a.at ? b : a));
-    await offer(newest.teamId, newest.userId, digestEntryOf(newest)).catch(
+    // Its prefs may have changed since, untold (the prefs route's signal lost): the digest reads them again.
+    await offer(newest.teamId, newest.userId, { ...digestEntryOf(newest), rereadPrefs: true }).catch(
       unlessRefused(() => void (refused += rows.length)),
     );
     await holds.deferOffer(

@@ -39,14 +39,15 @@ export async function addToDigest(
   );
 }
 
-/** The person's digest, when one is waiting, re-reads when it may go out; none waiting: nothing to do. */
-export async function digestPrefsChanged(client: Client, teamId: string, userId: string): Promise<void> {
+/** The person's digest, when one is waiting, re-reads when it may go out. False: none is waiting. */
+export async function digestPrefsChanged(client: Client, teamId: string, userId: string): Promise<boolean> {
   try {
     await withinCallDeadline(client, () =>
       client.workflow.getHandle(digestWorkflowId(teamId, userId)).signal(prefsChangedSignal),
     );
+    return true;
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) return;
+    if (err instanceof WorkflowNotFoundError) return false;
     throw err;
   }
 }

@@ -189,6 +189,8 @@ export interface DigestEntry {
   releaseAt: string;
   /** quiet: quiet hours or do-not-disturb (re-read when the prefs change); burst: PUSH_BURST_LIMIT reached. */
   reason: 'quiet' | 'burst';
+  /** The prefs may have changed untold since it was held (the sweep's offers): the digest reads them again. */
+  rereadPrefs?: true;
 }
 
 /**

@@ -12,7 +12,8 @@ import { createNotificationPrefStore } from '../store/push/notificationPrefs';
 import { subscriptionId } from '../store/push/subscriptions';
 import type { Mongo } from '../store/mongo';
 import type { PushHoldRow } from '../store/push/holds';
-import { startFamilyStack, type FamilyStack } from './support/familyStack';
+import { startFamilyStack, sweepActivitiesOf, type FamilyStack } from './support/familyStack';
+import { addToDigest } from '../client/digest';
 import { ApiClient } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
 import { waitUntil } from './support/waitUntil';
@@ -391,6 +392,49 @@ describe('push preferences and devices', function () {
       await client.workflow.getHandle('digest|delta|tess').result();
       const marked = await mongo.db.collection('push_holds').findOne({ _id: `${runId}:end|tess` as never });
       assert.equal(marked?.digestId, payload.episodeId);
+    });
+
+    it('held while no digest runs (its start was lost): clearing do-not-disturb has the next sweep pass send it', async () => {
+      const una = anonymous.as('una', 'delta');
+      const phone = await subscribe(una, 'una-phone');
+      const until = new Date(Date.now() + 6 * 24 * 3600_000).toISOString();
+      assert.equal((await una.put(PREFS, { scope: 'own', doNotDisturbUntil: until })).status, 200);
+      const runId = (await una.post('/api/v1/runs', { title: 'Lost digest run' })).body.id as string;
+      assert.equal((await una.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'ok' })).status, 200);
+      await episodeResult(`${runId}:end`);
+      // Its digest never ran (the hold's signal-with-start lost in a Temporal outage): the row alone is owed.
+      await client.workflow.getHandle('digest|delta|una').terminate('its start was lost');
+      assert.equal((await una.put(PREFS, { scope: 'own', doNotDisturbUntil: null })).status, 200);
+      const sweep = sweepActivitiesOf(stack, {
+        offerToDigest: (teamId, userId, entry) =>
+          addToDigest(client, config.temporalTaskQueue, teamId, userId, entry),
+      });
+      await sweep.sweepOnce();
+      const [digest] = await push.waitFor(1, phone, 30_000);
+      assert.equal((digest.payload as PushPayload).kind, 'digest');
+      assert.match((digest.payload as PushPayload).body, /Lost digest run finished/);
+    });
+
+    it('a digest waiting when the prefs signal was lost (Temporal away) reads the prefs when the sweep offers its holds', async () => {
+      const val = anonymous.as('val', 'delta');
+      const phone = await subscribe(val, 'val-phone');
+      const until = new Date(Date.now() + 6 * 24 * 3600_000).toISOString();
+      assert.equal((await val.put(PREFS, { scope: 'own', doNotDisturbUntil: until })).status, 200);
+      const runId = (await val.post('/api/v1/runs', { title: 'Untold run' })).body.id as string;
+      assert.equal((await val.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'ok' })).status, 200);
+      await episodeResult(`${runId}:end`);
+      // Do-not-disturb cleared while Temporal was away: the prefs are saved, the digest (waiting six days) is not
+      // told, and the route has the person's holds offered by the next pass (what it does when its signal fails).
+      const now = new Date();
+      await stores.notificationPrefs.set('val', 'delta', { scope: 'own', doNotDisturbUntil: null }, now);
+      await stores.pushHolds.owedNow('delta', 'val', now);
+      const sweep = sweepActivitiesOf(stack, {
+        offerToDigest: (teamId, userId, entry) =>
+          addToDigest(client, config.temporalTaskQueue, teamId, userId, entry),
+      });
+      await sweep.sweepOnce();
+      const [digest] = await push.waitFor(1, phone, 30_000);
+      assert.match((digest.payload as PushPayload).body, /Untold run finished/);
     });
   });
 

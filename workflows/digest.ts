@@ -152,6 +152,9 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
   let prefsChanged = input.prefsChanged ?? false;
   let heldLaterForQuiet = false;
   setHandler(digestEntrySignal, (entry) => {
+    // Offered again by the sweep: a prefs change whose signal was lost is read. (Carried in the signal, so a history
+    // recorded before replays as it ran.)
+    if (entry.rereadPrefs) prefsChanged = true;
     if (!takesFromStore) return add(batch, seen, entry);
     if (note(batch, entry)) heldLaterForQuiet = true;
   });

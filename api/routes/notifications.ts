@@ -53,7 +53,9 @@ export interface NotificationRouteDeps {
   testPushRate?: RateLimit;
   studioUrl: string;
   /** Tells the person's waiting digest that quiet hours or do-not-disturb changed; absent: no digests. */
-  prefsChanged?: (teamId: string, userId: string) => Promise<void>;
+  prefsChanged?: (teamId: string, userId: string) => Promise<boolean>;
+  /** The person's held pushes, offered by the sweep's next pass (pushHolds.owedNow); absent: no digests. */
+  holdsOwedNow?: (teamId: string, userId: string, now: Date) => Promise<void>;
   now: () => Date;
   log: (line: string) => void;
 }
@@ -293,13 +295,21 @@ function addPrefsRoutes(
     // are saved whatever happens here, and the digest reads them again when its timer fires anyway.
     const holdsChanged =
       quietHours !== undefined || doNotDisturbUntil !== undefined || breakThrough !== undefined;
-    if (holdsChanged && deps.prefsChanged)
-      await deps
-        .prefsChanged(teamId, userId)
-        .catch((err: unknown) =>
-          deps.log(
-            `prefs: could not tell ${userId}'s digest in ${teamId} that the prefs changed: ${String(err)}`,
-          ),
+    if (holdsChanged && deps.prefsChanged) {
+      const told = await deps.prefsChanged(teamId, userId).catch((err: unknown) => {
+        deps.log(
+          `prefs: could not tell ${userId}'s digest in ${teamId} that the prefs changed: ${String(err)}`,
         );
+        return false;
+      });
+      // None told (none running, or Temporal away): the sweep's next pass offers what the person has held, and
+      // the digest it starts or signals reads these prefs.
+      if (!told)
+        await deps
+          .holdsOwedNow?.(teamId, userId, now)
+          .catch((err: unknown) =>
+            deps.log(`prefs: could not offer ${userId}'s held pushes in ${teamId} again: ${String(err)}`),
+          );
+    }
   });
 }

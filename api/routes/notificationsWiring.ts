@@ -23,6 +23,7 @@ export function wireNotificationsRouter(
     testPushRate: config.pushTestRate,
     studioUrl: config.studioUrl,
     prefsChanged: (teamId, userId) => digestPrefsChanged(client, teamId, userId),
+    holdsOwedNow: (teamId, userId, at) => stores.pushHolds.owedNow(teamId, userId, at),
     now,
     log,
   };

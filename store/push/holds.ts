@@ -282,6 +282,17 @@ function createHoldUpkeep(holds: Collection<PushHoldRow>) {
         .toArray();
     },
 
+    /**
+     * The person's owed rows are offered by the sweep's next pass, not at their old release: their prefs changed
+     * and their digest could not be told (none was running, or Temporal was away).
+     */
+    async owedNow(teamId: string, userId: string, now: Date): Promise<void> {
+      await holds.updateMany(
+        { ...owedOf(teamId, userId, now), owedAt: { $gt: now } },
+        { $set: { owedAt: now } },
+      );
+    },
+
     /** Offered to their digest again: the sweep looks at them next after `until`. */
     async deferOffer(ids: string[], until: Date): Promise<void> {
       if (!ids.length) return;

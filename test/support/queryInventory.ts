@@ -799,6 +799,16 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'push/holds',
+    method: 'owedNow',
+    collection: 'push_holds',
+    op: 'updateMany',
+    filter: { ...OWED_HOLDS, owedAt: { $gt: SAMPLE.now } },
+    index: 'person_owed',
+    hot: false,
+    note: "a prefs change its digest could not be told of: the person's owed holds, offered by the sweep's next pass",
+  },
+  {
+    module: 'push/holds',
     method: 'stoppedDigestsOf',
     collection: 'push_holds',
     op: 'find',
