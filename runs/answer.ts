@@ -28,7 +28,8 @@ export async function answerInteraction(
   if (!interaction) throw new NotFoundError('interaction not found');
   if (!runWaitsOn(run, interactionId)) return answerNotWaitedOn(ctx, run, interactionId, interaction, answer);
   let stored = { answer, answeredBy: caller.userId, at: ctx.now() };
-  if (await ctx.interactions.recordAnswer(interactionId, answer, stored.at, caller.userId)) {
+  const recordedHere = await ctx.interactions.recordAnswer(interactionId, answer, stored.at, caller.userId);
+  if (recordedHere) {
     ctx.metrics?.pauseAnswered(interaction.createdAt, stored.at);
   } else {
     const current = await ctx.interactions.get(runId, interactionId);
@@ -40,7 +41,13 @@ export async function answerInteraction(
       at: current.answeredAt ?? stored.at,
     };
   }
-  const resumed = await resumeOnAnswer(ctx, run, interactionId);
+  const resumed = await resumeOnAnswer(ctx, run, interactionId).catch(async (err: unknown) => {
+    // The run moved on another way first (cancelled, failed): the answer is refused, so it is not kept either, or
+    // the sweep would close the question everywhere as answered by someone told 409.
+    if (recordedHere && err instanceof IllegalTransitionError)
+      await ctx.interactions.withdrawAnswer(interactionId, interaction.status, stored.at, caller.userId);
+    throw err;
+  });
   await closeEverywhere(ctx, run, interactionId, stored);
   if (stored.answer !== answer) throw new IllegalTransitionError('the interaction was already answered');
   return resumed;

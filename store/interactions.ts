@@ -62,6 +62,22 @@ export function createInteractionStore(db: Db) {
       return result.modifiedCount === 1;
     },
 
+    /**
+     * Takes back the answer this caller stored at `at` (its run moved on another way before it resumed on it):
+     * the question as it was, `status` again. Another answer, stored since, is left alone.
+     */
+    async withdrawAnswer(
+      interactionId: string,
+      status: Interaction['status'],
+      at: Date,
+      answeredBy: string,
+    ): Promise<void> {
+      await interactions.updateOne(
+        { _id: interactionId, status: 'answered', answeredAt: at, answeredBy },
+        { $set: { status }, $unset: { answer: '', answeredAt: '', answeredBy: '' } },
+      );
+    },
+
     /** The run's newest interactions, newest first, at most `limit` (the views: who answered, when). */
     async listForRun(runId: string, limit: number): Promise<Interaction[]> {
       return interactions.find({ runId }).sort({ createdAt: -1 }).limit(limit).toArray();

@@ -274,6 +274,29 @@ describe('concurrent transitions', function () {
     assert.equal(events[1].data.finalAnswer, 'the real answer');
   });
 
+  it('an answer that loses to a cancel (409) leaves the question unanswered: nothing announces it later', async () => {
+    const caller = { userId: 'alice', teamId: 'acme' };
+    const silent = { emitRunOutcome: async () => undefined };
+    const engine = createRunsService({ ...stores, emitter: silent });
+    const run = await engine.create(caller, { title: 'cancelled while answered' });
+    const { interactionId } = await engine.pause(caller, run._id, 'Ship it?');
+    // The answer's process read the run waiting on the question; another process cancels it before the answer's
+    // transition (its answer already stored).
+    const interactions = {
+      ...stores.interactions,
+      recordAnswer: async (...args: Parameters<Stores['interactions']['recordAnswer']>) => {
+        await engine.cancel(caller, run._id);
+        return stores.interactions.recordAnswer(...args);
+      },
+    };
+    const answering = createRunsService({ ...stores, interactions, emitter: silent });
+    await assert.rejects(answering.answer(caller, run._id, interactionId, 'yes'), IllegalTransitionError);
+    assert.equal((await stores.runs.getById(run._id))?.status, 'cancelled');
+    const question = await stores.interactions.get(run._id, interactionId);
+    assert.notEqual(question?.status, 'answered', 'a refused answer was stored');
+    assert.equal(question?.answer, undefined);
+  });
+
   it('a complete that loses its revision writes nothing on the run, not even its answer', async () => {
     const caller = { userId: 'alice', teamId: 'acme' };
     const silent = { emitRunOutcome: async () => undefined };
