@@ -116,8 +116,14 @@ async function finishTransition(
 export async function finishStuck(ctx: RunsContext, runId: string, revision: number): Promise<boolean> {
   const run = await ctx.runs.getById(runId);
   if (run && (run.revision ?? 0) === revision) return (await finishStuckTransition(ctx, run)) !== 'none';
-  const t =
-    run && (run.revision ?? 0) === revision + 1 ? await ctx.runTransitions.get(runId, revision) : null;
+  const t = run && (run.revision ?? 0) > revision ? await ctx.runTransitions.get(runId, revision) : null;
+  if (run && t?.open && (run.revision ?? 0) > revision + 1) {
+    // Its status write landed (the run moved past it) and its writer died before its events: they are written
+    // (by their ids) and health told; no outcome, its pause being over. Its row then goes, two revisions back.
+    await writeEvents(ctx, run, t, withAnswer(t, answerOf(run, t)).items);
+    await ctx.runTransitions.forget(runId, revision);
+    return true;
+  }
   if (run && t?.open && t.status === run.status) {
     // Its status write landed and its writer died before the events, or health was not told (the row is settled
     // only after both): the events are written by their ids, health is told, and the outcome goes out once more

@@ -70,15 +70,17 @@ export function createRunTransitionStore(db: Db) {
 
     /**
      * The revision's status write, events and health signal are done: its row is no longer open, and the row two
-     * revisions back goes (only a revision's row and the one before it are ever read again). One round trip.
+     * revisions back goes (only a revision's row and the one before it are ever read again) unless it is still
+     * open: its writer died before its events, which the sweep writes from it (finishStuck). One round trip.
      */
     async settle(runId: string, revision: number): Promise<void> {
+      const twoBack = { _id: transitionKey(runId, revision - 2), open: { $exists: false } };
       await rows.bulkWrite(
         [
           {
             updateOne: { filter: { _id: transitionKey(runId, revision) }, update: { $unset: { open: '' } } },
           },
-          ...(revision >= 2 ? [{ deleteOne: { filter: { _id: transitionKey(runId, revision - 2) } } }] : []),
+          ...(revision >= 2 ? [{ deleteOne: { filter: twoBack } }] : []),
         ],
         { ordered: false },
       );

@@ -390,6 +390,24 @@ describe('concurrent transitions', function () {
     assert.equal((await later.sweepOnce()).transitionsFinished ?? 0, 0, 'once');
   });
 
+  it('a park whose writer died after its status write keeps its events though the run moved on twice before the sweep', async () => {
+    const { caller, dying, engine } = dyingOnce({ emitting: false, after: 'status write' });
+    const run = await engine.create(caller, { title: 'parked, untold, moved on' });
+    await assert.rejects(dying.park(caller, run._id, 'daily_tokens'), /worker killed/);
+    assert.equal((await stores.runs.getById(run._id))?.status, 'paused', 'the status write landed');
+    // Within the sweep's grace, the run moves on: resumed, then parked again.
+    await engine.resume(caller, run._id);
+    await engine.park(caller, run._id, 'daily_tokens');
+    const later = sweepActivitiesOf(stack, { now: () => new Date(Date.now() + 10 * 60_000) });
+    const pass = await later.sweepOnce();
+    assert.equal(pass.transitionsFinished, 1, JSON.stringify(pass));
+    assert.deepEqual(
+      (await stores.events.listForRun(run._id)).map((e) => e.type),
+      ['run_started', 'run_paused', 'run_resumed', 'run_paused'],
+    );
+    assert.equal((await later.sweepOnce()).transitionsFinished ?? 0, 0, 'once');
+  });
+
   it("a transition whose health signal failed is told to health again by the sweep: a resumed run's health does not stay paused", async () => {
     const created = await alice.post('/api/v1/runs', { title: 'resumed, health untold' });
     const runId = created.body.id as string;
