@@ -3,7 +3,7 @@
 // events, then let run health observe them and, when the run paused or ended, emit the outcome, side by side: a
 // transition that lost leaves nothing behind.
 import { listedAnswer, type Run, type RunError } from '../domain/run';
-import { IllegalTransitionError, nextStatus, type RunOperation } from '../domain/runStatus';
+import { IllegalTransitionError, isTerminal, nextStatus, type RunOperation } from '../domain/runStatus';
 import type { RunTransition } from '../store/runTransitions';
 import { newId, type EventItem, type RunsContext } from './context';
 import { observe } from './events';
@@ -58,7 +58,11 @@ export async function applyTransition(
       throw lost();
   }
   if (transition.answer !== undefined && answer !== undefined)
-    if (!(await ctx.runs.stageAnswer(run._id, revision, transition.answer, answer))) throw lost();
+    if (!(await ctx.runs.stageAnswer(run._id, revision, transition.answer, answer))) {
+      // No win: a revision the run had left (its row removed, inserted again by this caller) or given up.
+      await ctx.runTransitions.forget(run._id, revision, transition.answer);
+      throw lost();
+    }
   return finishTransition(ctx, run, transition, bodyError, answer);
 }
 
@@ -117,7 +121,8 @@ export async function finishStuck(ctx: RunsContext, runId: string, revision: num
   const run = await ctx.runs.getById(runId);
   if (run && (run.revision ?? 0) === revision) return (await finishStuckTransition(ctx, run)) !== 'none';
   const t = run && (run.revision ?? 0) > revision ? await ctx.runTransitions.get(runId, revision) : null;
-  if (run && t?.open && (run.revision ?? 0) > revision + 1) {
+  // A run never moves past an end: such a row is a stale caller's, never won.
+  if (run && t?.open && (run.revision ?? 0) > revision + 1 && !isTerminal(t.status)) {
     // Its status write landed (the run moved past it) and its writer died before its events: they are written
     // (by their ids) and health told; no outcome, its pause being over. Its row then goes, two revisions back.
     await writeEvents(ctx, run, t, withAnswer(t, answerOf(run, t)).items);

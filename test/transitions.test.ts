@@ -239,6 +239,12 @@ describe('concurrent transitions', function () {
     const types = (await stores.events.listForRun(run._id)).map((e) => e.type);
     assert.equal(types.filter((t) => t === 'run_cancelled').length, 0, 'the stale transition wrote nothing');
     assert.ok((await rows.countDocuments({ runId: run._id })) <= 2);
+    // A stale complete stages no answer, and leaves no row the sweep would take for a writer that died.
+    await assert.rejects(
+      late.complete(caller, run._id, 'a stale answer'),
+      (err: unknown) => err instanceof IllegalTransitionError,
+    );
+    assert.equal(await rows.countDocuments({ runId: run._id, open: true }), 0);
   });
 
   it('a complete whose writer died after winning is finished with its answer', async () => {
