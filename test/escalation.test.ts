@@ -509,6 +509,11 @@ describe('escalation', function () {
         );
       });
       assert.equal(carolsPushes(runId).length, 1, 'carol was paged again a month on');
+      recordFixture(
+        stack.config,
+        interactionWorkflowId(interactionId),
+        'interaction-history-rung-lapsed.json',
+      );
       const answered = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
         answer: 'y',
       });

@@ -14,7 +14,7 @@ import type { Mongo } from '../store/mongo';
 import type { PushHoldRow } from '../store/push/holds';
 import { startFamilyStack, sweepActivitiesOf, type FamilyStack } from './support/familyStack';
 import { addToDigest } from '../client/digest';
-import { ApiClient } from './support/harness';
+import { ApiClient, recordFixture } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
 import { waitUntil } from './support/waitUntil';
 
@@ -435,6 +435,8 @@ describe('push preferences and devices', function () {
       await sweep.sweepOnce();
       const [digest] = await push.waitFor(1, phone, 30_000);
       assert.match((digest.payload as PushPayload).body, /Untold run finished/);
+      await client.workflow.getHandle('digest|delta|val').result();
+      recordFixture(config, 'digest|delta|val', 'digest-history-offer-rereads-prefs.json');
     });
   });
 

@@ -120,6 +120,14 @@ export const DIGEST_CARRIES_QUIET_REREAD_PATCH = 'digest-carries-quiet-entry-rer
 export const DIGEST_READS_AT_EVERY_RELEASE_PATCH = 'digest-reads-prefs-at-every-release';
 
 /**
+ * Marks executions that read the person's prefs again when the sweep offers their holds (an entry with
+ * `rereadPrefs`): a prefs change the route could not tell (no digest running, Temporal away) left the holds until
+ * the old release, up to 7 days late. Only such an entry reaches the check (a worker from before the change ignores
+ * the field; its histories replay as it ran).
+ */
+export const DIGEST_OFFER_REREADS_PREFS_PATCH = 'digest-offer-rereads-prefs';
+
+/**
  * Marks executions whose digests are named by the whole first run id (digestSendId). Before, by its first 8
  * characters: Temporal's time-ordered run ids share them within about a minute, so a digest chain started within a
  * minute of the person's last found that one's settled claim under the same id, and sent nothing (its holds waited
@@ -152,9 +160,8 @@ export async function digestWorkflow(input: DigestInput): Promise<DigestResult> 
   let prefsChanged = input.prefsChanged ?? false;
   let heldLaterForQuiet = false;
   setHandler(digestEntrySignal, (entry) => {
-    // Offered again by the sweep: a prefs change whose signal was lost is read. (Carried in the signal, so a history
-    // recorded before replays as it ran.)
-    if (entry.rereadPrefs) prefsChanged = true;
+    // Offered again by the sweep: a prefs change whose signal was lost is read.
+    if (entry.rereadPrefs && patched(DIGEST_OFFER_REREADS_PREFS_PATCH)) prefsChanged = true;
     if (!takesFromStore) return add(batch, seen, entry);
     if (note(batch, entry)) heldLaterForQuiet = true;
   });

@@ -38,6 +38,13 @@ import { holder, localStoreCalls, outlastingStoreOutages } from './common';
  * rungs and snoozes still owed were never sent, and the sweep restarts only a question that never opened.
  */
 export const STORE_OUTAGES_OUTLASTED_PATCH = 'interaction-store-calls-outlast-outages';
+
+/**
+ * Marks executions that skip a rung their plan names lapsed (due more than 15 days before, its claim maybe reaped
+ * since): a question open a month, then snoozed, paged its whole ladder again. Only a plan that names one reaches
+ * the check (a worker from before the change ignores the field; its histories replay as it ran).
+ */
+export const INTERACTION_SKIPS_LAPSED_RUNGS_PATCH = 'interaction-skips-lapsed-rungs';
 const outlastingOutages = <T>(call: () => Promise<T>): Promise<T> =>
   outlastingStoreOutages(call, () => patched(STORE_OUTAGES_OUTLASTED_PATCH));
 
@@ -220,9 +227,8 @@ export async function interactionWorkflow(
   const webhookWaits = plan.webhookRetrySeconds;
   if (plan.open && !carried)
     for (const { index, rung } of rungsInOrder(plan.rungs)) {
-      // Settled long ago, its claim maybe reaped: not sent again. (Carried in the plan, an activity's result, so
-      // a history recorded before replays as it ran.)
-      if (plan.lapsedRungs?.includes(index)) continue;
+      // Settled long ago, its claim maybe reaped: not sent again. Only a plan that names one reaches the check.
+      if (plan.lapsedRungs?.includes(index) && patched(INTERACTION_SKIPS_LAPSED_RUNGS_PATCH)) continue;
       const atMs = plan.askedAtMs + rung.afterSeconds * 1000;
       queue.push({ what: 'rung', atMs, index, rung, ...firstTry(atMs) });
     }
