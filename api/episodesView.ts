@@ -68,8 +68,12 @@ export interface EpisodeSummary {
 
 /** Store commands a page of episodes keeps in flight at most: the API's connection pool serves every team. */
 export const EPISODE_READS_IN_FLIGHT = 32;
-/** Episodes read at once: each reads its claims, deliveries, follow-ups, receipts, holds and attempts together. */
-const EPISODES_AT_ONCE = 3;
+/**
+ * Store commands one episode of a page has in flight at most: its three claims, its deliveries, follow-ups (two),
+ * receipts (two), holds and callback attempts, read together.
+ */
+const READS_PER_EPISODE = 10;
+const EPISODES_AT_ONCE = Math.max(1, Math.floor(EPISODE_READS_IN_FLIGHT / READS_PER_EPISODE));
 
 /** Devices listed per episode (the count is whole). */
 export const MAX_DEVICES_SHOWN = 500;

@@ -84,7 +84,7 @@ export async function connectServices(
     metrics,
     interactionSignals: createInteractionSignaler(client, config.temporalTaskQueue),
     onEmitError: (runId, err) =>
-      log(`outcome emit failed, the sweep will replay it: ${String(err)}`, { runId }),
+      log(`after the operation, a step failed: ${String(err)}`, { runId }),
   });
   return {
     config,

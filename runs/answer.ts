@@ -29,9 +29,7 @@ export async function answerInteraction(
   if (!runWaitsOn(run, interactionId)) return answerNotWaitedOn(ctx, run, interactionId, interaction, answer);
   let stored = { answer, answeredBy: caller.userId, at: ctx.now() };
   const recordedHere = await ctx.interactions.recordAnswer(interactionId, answer, stored.at, caller.userId);
-  if (recordedHere) {
-    ctx.metrics?.pauseAnswered(interaction.createdAt, stored.at);
-  } else {
+  if (!recordedHere) {
     const current = await ctx.interactions.get(runId, interactionId);
     if (current?.status !== 'answered' || current.answer === undefined)
       throw new IllegalTransitionError('the interaction cannot be answered');
@@ -45,9 +43,17 @@ export async function answerInteraction(
     // The run moved on another way first (cancelled, failed): the answer is refused, so it is not kept either, or
     // the sweep would close the question everywhere as answered by someone told 409.
     if (recordedHere && err instanceof IllegalTransitionError)
-      await ctx.interactions.withdrawAnswer(interactionId, interaction.status, stored.at, caller.userId);
+      await ctx.interactions
+        .withdrawAnswer(interactionId, interaction.status, stored.at, caller.userId)
+        .catch((withdrawErr: unknown) =>
+          ctx.onEmitError?.(
+            run._id,
+            new Error(`a refused answer was not taken back: ${String(withdrawErr)}`),
+          ),
+        );
     throw err;
   });
+  if (recordedHere) ctx.metrics?.pauseAnswered(interaction.createdAt, stored.at);
   await closeEverywhere(ctx, run, interactionId, stored);
   if (stored.answer !== answer) throw new IllegalTransitionError('the interaction was already answered');
   return resumed;

@@ -40,7 +40,10 @@ export interface RunsServiceDeps {
   /** Run health sees every event the service writes; undefined where no one watches (some tests). */
   health?: HealthSignaler;
   now?: () => Date;
-  /** Where an emit or a health signal that failed is reported; the operation itself still succeeds. */
+  /**
+   * Where a step after the operation's outcome that failed is reported (an emit, a health signal, taking back a
+   * refused answer); the operation answers as it would have.
+   */
   onEmitError?: (runId: string, err: unknown) => void;
 }
 

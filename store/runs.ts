@@ -17,8 +17,19 @@ export const runIndexes: IndexSpec[] = [
 /** Replaced by team_created (it could not serve the tie-break on _id). */
 export const retiredRunIndexes: RetiredIndex[] = [{ collection: 'runs', name: 'team_recent' }];
 
-/** What a listing reads of a run: not its final answer nor answers still staged (1 MB each), nor secrets. */
-const LISTED = { finalAnswer: 0, pendingAnswers: 0, 'callback.secret': 0, 'callback.previousSecret': 0 };
+/**
+ * What a listing reads of a run: not its final answer nor answers still staged (1 MB each), nor the lists only its
+ * own page shows (listedRun), nor secrets.
+ */
+const LISTED = {
+  finalAnswer: 0,
+  pendingAnswers: 0,
+  escalation: 0,
+  watchedIssueIds: 0,
+  assistantWatchers: 0,
+  'callback.secret': 0,
+  'callback.previousSecret': 0,
+};
 
 const NOTIFIABLE: RunStatus[] = ['paused', 'finished', 'failed', 'cancelled'];
 /**

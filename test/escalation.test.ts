@@ -137,8 +137,10 @@ describe('escalation', function () {
     assert.equal(refused.status, 409, refused.text);
     assert.match(refused.body.error, /webhookUrl/);
     assert.equal((await nohook.get('/api/v1/runs')).body.runs.length, 0, 'no run was made');
-    // acme's policy has one (the test above): its runs may bring webhook rungs.
-    assert.equal((await alice.post('/api/v1/runs', { escalation: { rungs } })).status, 201);
+    const hooked = adminOf(stack.anonymous, 'hana', 'hooked');
+    const put = await hooked.put('/api/v1/teams/current/escalation', { rungs: [], webhookUrl: receiver.url });
+    assert.equal(put.status, 200, put.text);
+    assert.equal((await hooked.post('/api/v1/runs', { escalation: { rungs } })).status, 201);
   });
 
   /** Launches `count` runs with this ladder and pauses each on a question. */
@@ -698,6 +700,15 @@ describe('escalation', function () {
     const none = await nohook.post(ROTATE);
     assert.equal(none.status, 409, none.text);
     assert.match(none.body.error, /webhookUrl/);
+    // A policy whose webhook was taken away keeps its secret, and has nothing to rotate it for.
+    const rung = { afterSeconds: 60, to: 'team', via: 'webhook' };
+    assert.equal(
+      (await nohook.put('/api/v1/teams/current/escalation', { rungs: [rung], webhookUrl: receiver.url }))
+        .status,
+      200,
+    );
+    assert.equal((await nohook.put('/api/v1/teams/current/escalation', { rungs: [] })).status, 200);
+    assert.equal((await nohook.post(ROTATE)).status, 409);
     const put = await admin.put('/api/v1/teams/current/escalation', {
       rungs: [{ afterSeconds: 1, to: 'team', via: 'webhook' }],
       webhookUrl: receiver.url,

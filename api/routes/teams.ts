@@ -65,9 +65,11 @@ export function teamsRouter(deps: TeamsRouterDeps) {
   });
   router.post('/escalation/rotate-secret', admins, rotate, async (ctx) => {
     const { teamId } = ctx.state.caller;
-    const current = (await deps.escalationPolicies.get(teamId))?.webhookSecret;
-    if (!current)
-      throw new ConflictError('the escalation policy has no webhook secret: set its webhookUrl first');
+    const policy = await deps.escalationPolicies.get(teamId);
+    if (!policy?.webhookUrl) throw new ConflictError('the escalation policy has no webhookUrl');
+    // A first PUT cut before it made the secret: its retry makes it, and tells it.
+    const current = policy.webhookSecret;
+    if (!current) throw new ConflictError('the webhook has no secret yet: PUT the policy again to make it');
     const secret = newCallbackSecret();
     if (!(await deps.escalationPolicies.rotateSecret(teamId, current, secret, deps.now())))
       throw new ConflictError('the webhook secret changed while it was rotated; rotate again');
