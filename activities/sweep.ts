@@ -4,9 +4,10 @@
 //
 // One pass costs, in database round trips (the bench:sweep target is "pages + 1"):
 //   1       one claims pre-check for the whole window, before any run is listed (a range read, see markedSince);
-//   pages   the window's runs, listed with what buildRunOutcome reads, one cursor batch per page; the owed
-//           episodes of a page start from the listed run right away, so nothing is loaded twice and an outcome
+//   pages   the window's runs, listed with what buildRunOutcome reads but final answers (up to 1 MB each), one
+//           cursor batch per page; the owed episodes of a page start from the listed run right away, so an outcome
 //           is at most a page old when its episode starts.
+//   0–pages the final answers of a page's owed finished runs, by id: none when no finished run is owed.
 //   0–pages a page's episodes that began before the pre-check's range (runs touched back into the window long after
 //           they settled), their keys asked by key: none in the usual pass.
 //   0–pages a page's pauses under the standby veto that a team endpoint is owed: their team events asked by id

@@ -70,7 +70,9 @@ export class RoundTrips {
         event.commandName === 'getMore' ? event.command.collection : event.command[event.commandName];
       // A find by _id alone (the sweep's load of the unsettled runs, the per-run lookups) is told apart.
       const filter = event.commandName === 'find' ? (event.command.filter as object | undefined) : undefined;
-      const byId = filter && Object.keys(filter).join() === '_id' ? ' by _id' : '';
+      const keys = filter ? Object.keys(filter).join() : '';
+      // The sweep's read of its owed finished runs' answers (its listing leaves answers out) is told apart too.
+      const byId = keys === '_id' ? ' by _id' : keys === '_id,finalAnswer' ? ' answers' : '';
       const key = `${event.commandName} ${typeof target === 'string' ? target : ''}${byId}`.trim();
       this.byCommand.set(key, (this.byCommand.get(key) ?? 0) + 1);
       this.keys.set(event.requestId, key);
