@@ -4,8 +4,8 @@
 // (the run's new fields and its events), so a transition whose writer died half-way is finished by the next
 // caller that meets it instead of leaving the run stuck on a revision no one can take. Only the run's current
 // revision and the one before are ever read, so older rows are removed as the run moves on (two per run, and one
-// left open by a writer that died after its status write until the sweep finishes it); a complete's answer stays out of the row (the winner stages it on the run until the status write, see
-// Run.pendingAnswers).
+// left open by a writer that died after its status write until the sweep finishes it); a complete's answer stays
+// out of the row (the winner stages it on the run until the status write, see Run.pendingAnswers).
 import type { Db } from 'mongodb';
 import type { Run } from '../domain/run';
 import type { RunStatus } from '../domain/runStatus';
