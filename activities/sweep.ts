@@ -226,22 +226,12 @@ export function createSweepActivities(deps: SweepDeps) {
           pass.startsRefused = (pass.startsRefused ?? 0) + 1;
           return undefined;
         });
-        // A few starts in flight at once: each is one Temporal round trip, idempotent by workflow id.
-        const startOwed = async (episodes: OwedEpisode[]) =>
-          mapBounded(await withFinalAnswers(deps, episodes), START_LANES, async ({ outcome }) => {
-            const started = await startEpisode(
-              deps.client,
-              deps.taskQueue,
-              outcome,
-              deps.episodeOptions,
-              'ALLOW_DUPLICATE',
-            ).catch(refused);
-            if (started) {
-              pass.started++;
-              deps.metrics?.episodeStarted('sweep', outcome.kind);
-            }
-            progress.beat({ phase: 'starting', ...pass });
-          });
+        const startOwed = (episodes: OwedEpisode[]) =>
+          startEpisodes(
+            deps,
+            episodes.filter((episode) => !resting(episode, releaseByKey, marked, startedAtMs)),
+            { pass, refused, progress },
+          );
 
         // 2. The window, a page at a time: each owed episode with a claim missing starts from the listed run.
         const releasedOutside = new Set(released.map(({ runId }) => runId));
@@ -255,7 +245,6 @@ export function createSweepActivities(deps: SweepDeps) {
           await markOlderClaims(deps, owed, questions, marked, claimsFrom);
           const unsettled = owed.filter((episode) => episode.keys.some((key) => !marked.has(key)));
           pass.unsettled += unsettled.length;
-          const due = unsettled.filter((episode) => !resting(episode, releaseByKey, marked, startedAtMs));
           progress.beat({ phase: 'starting', ...pass });
           if (deps.interactions)
             pass.interactionsStarted =
@@ -265,7 +254,7 @@ export function createSweepActivities(deps: SweepDeps) {
             pass.teamEventsRaised =
               (pass.teamEventsRaised ?? 0) +
               (await announceVetoedPauses(deps, deps.teamEvents, endpointsOf, vetoed, refused));
-          await startOwed(due);
+          await startOwed(unsettled);
           progress.beat({ phase: 'listing', ...pass });
         }
 
@@ -277,9 +266,7 @@ export function createSweepActivities(deps: SweepDeps) {
           const outside = await releasedOutsideWindow(deps, notes, since, marked, claimsFrom);
           pass.scanned += outside.scanned;
           pass.unsettled += outside.unsettled;
-          await startOwed(
-            outside.replay.filter((episode) => !resting(episode, releaseByKey, marked, startedAtMs)),
-          );
+          await startOwed(outside.replay);
           const gaveUp = await giveUpReleased(deps, outside.giveUp, marked, refused);
           if (gaveUp) pass.gaveUpReleased = gaveUp;
         }
@@ -371,6 +358,31 @@ const questionsOf = (outcomes: (RunOutcome | undefined)[]): PageQuestion[] =>
     const interaction = outcome && interactionOf(outcome);
     return interaction ? [{ interaction, askedAt: outcome.occurredAt }] : [];
   });
+
+/**
+ * Starts the owed episodes, with their runs' final answers, a few at a time: each is one Temporal round trip,
+ * idempotent by workflow id; one Temporal refuses is counted and holds back no other.
+ */
+async function startEpisodes(
+  deps: SweepDeps,
+  episodes: OwedEpisode[],
+  { pass, refused, progress }: { pass: SweepPass; refused: Refused; progress: ReturnType<typeof heartbeats> },
+): Promise<void> {
+  await mapBounded(await withFinalAnswers(deps, episodes), START_LANES, async ({ outcome }) => {
+    const started = await startEpisode(
+      deps.client,
+      deps.taskQueue,
+      outcome,
+      deps.episodeOptions,
+      'ALLOW_DUPLICATE',
+    ).catch(refused);
+    if (started) {
+      pass.started++;
+      deps.metrics?.episodeStarted('sweep', outcome.kind);
+    }
+    progress.beat({ phase: 'starting', ...pass });
+  });
+}
 
 /**
  * The owed episodes with their runs' final answers, which the listing leaves out (up to 1 MB each): read here, for

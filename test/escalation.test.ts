@@ -461,21 +461,27 @@ describe('escalation', function () {
     return { runId, interactionId, handle, first, restore };
   }
 
+  /**
+   * Carol snoozes from her rung: a new execution of the question's workflow. Answers once it waits on the snooze's
+   * hour, when every rung it found due was decided.
+   */
+  async function snoozedFromCarolsRung(runId: string, handle: WorkflowHandle): Promise<void> {
+    const [rung] = carolsPushes(runId);
+    const snooze = (rung.payload as PushPayload).actions!.find((a) => a.action === 'snooze')!;
+    const snoozed = await stack.anonymous.post('/api/v1/interactions/actions', { token: snooze.token });
+    assert.equal(snoozed.status, 202, snoozed.text);
+    await waitUntil('the new execution to wait on the snooze', async () => {
+      const { events } = await handle.fetchHistory();
+      return events!.some(
+        (e) => Number(e.timerStartedEventAttributes?.startToFireTimeout?.seconds ?? 0) > 600,
+      );
+    });
+  }
+
   it("a question keeps the ladder it was asked with: a later execution after the team's policy changed sends no rung twice", async () => {
     const { runId, interactionId, handle, restore } = await askedBeforeThePolicyChanged();
     try {
-      // Carol snoozes from her rung: a new execution of the question's workflow.
-      const [rung] = carolsPushes(runId);
-      const snooze = (rung.payload as PushPayload).actions!.find((a) => a.action === 'snooze')!;
-      const snoozed = await stack.anonymous.post('/api/v1/interactions/actions', { token: snooze.token });
-      assert.equal(snoozed.status, 202, snoozed.text);
-      // Once it waits on the snooze's hour, every rung it found due was decided.
-      await waitUntil('the new execution to wait on the snooze', async () => {
-        const { events } = await handle.fetchHistory();
-        return events!.some(
-          (e) => Number(e.timerStartedEventAttributes?.startToFireTimeout?.seconds ?? 0) > 600,
-        );
-      });
+      await snoozedFromCarolsRung(runId, handle);
       assert.equal(carolsPushes(runId).length, 1, 'carol was sent her rung again');
       const answered = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
         answer: 'y',
@@ -500,16 +506,7 @@ describe('escalation', function () {
       await stack.mongo.db
         .collection('push_deliveries')
         .deleteMany({ episodeId: `${inputEpisodeId(runId, interactionId)}|rung:0` });
-      const [rung] = carolsPushes(runId);
-      const snooze = (rung.payload as PushPayload).actions!.find((a) => a.action === 'snooze')!;
-      const snoozed = await stack.anonymous.post('/api/v1/interactions/actions', { token: snooze.token });
-      assert.equal(snoozed.status, 202, snoozed.text);
-      await waitUntil('the new execution to wait on the snooze', async () => {
-        const { events } = await handle.fetchHistory();
-        return events!.some(
-          (e) => Number(e.timerStartedEventAttributes?.startToFireTimeout?.seconds ?? 0) > 600,
-        );
-      });
+      await snoozedFromCarolsRung(runId, handle);
       assert.equal(carolsPushes(runId).length, 1, 'carol was paged again a month on');
       recordFixture(
         stack.config,

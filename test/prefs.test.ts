@@ -394,45 +394,44 @@ describe('push preferences and devices', function () {
       assert.equal(marked?.digestId, payload.episodeId);
     });
 
-    it('held while no digest runs (its start was lost): clearing do-not-disturb has the next sweep pass send it', async () => {
-      const una = anonymous.as('una', 'delta');
-      const phone = await subscribe(una, 'una-phone');
+    /** A person in delta with a device, in do-not-disturb for six days, whose run ended: its push held. */
+    async function heldForSixDays(userId: string, title: string) {
+      const person = anonymous.as(userId, 'delta');
+      const phone = await subscribe(person, `${userId}-phone`);
       const until = new Date(Date.now() + 6 * 24 * 3600_000).toISOString();
-      assert.equal((await una.put(PREFS, { scope: 'own', doNotDisturbUntil: until })).status, 200);
-      const runId = (await una.post('/api/v1/runs', { title: 'Lost digest run' })).body.id as string;
-      assert.equal((await una.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'ok' })).status, 200);
+      assert.equal((await person.put(PREFS, { scope: 'own', doNotDisturbUntil: until })).status, 200);
+      const runId = (await person.post('/api/v1/runs', { title })).body.id as string;
+      assert.equal((await person.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'ok' })).status, 200);
       await episodeResult(`${runId}:end`);
-      // Its digest never ran (the hold's signal-with-start lost in a Temporal outage): the row alone is owed.
-      await client.workflow.getHandle('digest|delta|una').terminate('its start was lost');
-      assert.equal((await una.put(PREFS, { scope: 'own', doNotDisturbUntil: null })).status, 200);
-      const sweep = sweepActivitiesOf(stack, {
+      return { person, phone };
+    }
+
+    /** The sweep's pass, offering people's owed holds to their digests as the worker's does. */
+    const sweepOfferingHolds = () =>
+      sweepActivitiesOf(stack, {
         offerToDigest: (teamId, userId, entry) =>
           addToDigest(client, config.temporalTaskQueue, teamId, userId, entry),
       });
-      await sweep.sweepOnce();
+
+    it('held while no digest runs (its start was lost): clearing do-not-disturb has the next sweep pass send it', async () => {
+      const { person: una, phone } = await heldForSixDays('una', 'Lost digest run');
+      // Its digest never ran (the hold's signal-with-start lost in a Temporal outage): the row alone is owed.
+      await client.workflow.getHandle('digest|delta|una').terminate('its start was lost');
+      assert.equal((await una.put(PREFS, { scope: 'own', doNotDisturbUntil: null })).status, 200);
+      await sweepOfferingHolds().sweepOnce();
       const [digest] = await push.waitFor(1, phone, 30_000);
       assert.equal((digest.payload as PushPayload).kind, 'digest');
       assert.match((digest.payload as PushPayload).body, /Lost digest run finished/);
     });
 
     it('a digest waiting when the prefs signal was lost (Temporal away) reads the prefs when the sweep offers its holds', async () => {
-      const val = anonymous.as('val', 'delta');
-      const phone = await subscribe(val, 'val-phone');
-      const until = new Date(Date.now() + 6 * 24 * 3600_000).toISOString();
-      assert.equal((await val.put(PREFS, { scope: 'own', doNotDisturbUntil: until })).status, 200);
-      const runId = (await val.post('/api/v1/runs', { title: 'Untold run' })).body.id as string;
-      assert.equal((await val.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'ok' })).status, 200);
-      await episodeResult(`${runId}:end`);
+      const { phone } = await heldForSixDays('val', 'Untold run');
       // Do-not-disturb cleared while Temporal was away: the prefs are saved, the digest (waiting six days) is not
       // told, and the route has the person's holds offered by the next pass (what it does when its signal fails).
       const now = new Date();
       await stores.notificationPrefs.set('val', 'delta', { scope: 'own', doNotDisturbUntil: null }, now);
       await stores.pushHolds.owedNow('delta', 'val', now);
-      const sweep = sweepActivitiesOf(stack, {
-        offerToDigest: (teamId, userId, entry) =>
-          addToDigest(client, config.temporalTaskQueue, teamId, userId, entry),
-      });
-      await sweep.sweepOnce();
+      await sweepOfferingHolds().sweepOnce();
       const [digest] = await push.waitFor(1, phone, 30_000);
       assert.match((digest.payload as PushPayload).body, /Untold run finished/);
       await client.workflow.getHandle('digest|delta|val').result();
