@@ -4,6 +4,7 @@
 // notification, with actions that answer in place); the declarative notification is then only the fallback.
 // No Node builtins: pure.
 import { SNOOZE_ACTION } from './interaction';
+import { cutCodePoints } from './text';
 import type { PushPayload } from './push';
 
 /**
@@ -63,12 +64,6 @@ export function withDeclarativeForm(payload: PushPayload): WirePushPayload {
 
 const byteLength = (value: unknown): number => new TextEncoder().encode(JSON.stringify(value)).length;
 
-/** Cuts whole code points (never half a surrogate pair) and marks the cut with an ellipsis. */
-function cut(text: string, codePoints: number): string {
-  const points = Array.from(text);
-  return points.length <= codePoints ? text : `${points.slice(0, Math.max(0, codePoints - 1)).join('')}…`;
-}
-
 /**
  * The wire form within PUSH_PAYLOAD_MAX_BYTES. What gives way, in order: the body (in both forms), then the title,
  * then the declarative actions (they only open the run page, which the notification itself opens). Tokens, links
@@ -85,7 +80,7 @@ export function fitWirePayload(payload: PushPayload, maxBytes = PUSH_PAYLOAD_MAX
         ...payload,
         body: fitted.body,
         title: fitted.title,
-        [field]: cut(payload[field], keep),
+        [field]: cutCodePoints(payload[field], keep),
       });
     }
   }

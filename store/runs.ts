@@ -48,6 +48,15 @@ export type RunStore = ReturnType<typeof createRunStore>;
 
 /** A caller's and the system's reads: one run, a team's listing, the sweep's window. */
 function createRunReads(runs: Collection<Run>) {
+  /** The final answers of these runs (those that have one), by run id: what the listings leave out. */
+  async function finalAnswersOf(runIds: string[]): Promise<Map<string, string>> {
+    if (!runIds.length) return new Map();
+    const rows = await runs
+      .find({ _id: { $in: runIds }, finalAnswer: { $exists: true } }, { projection: { finalAnswer: 1 } })
+      .toArray();
+    return new Map(rows.map((row) => [row._id, row.finalAnswer!]));
+  }
+
   return {
     /** A caller's view: another team's run does not exist. */
     async getForTeam(teamId: string, runId: string): Promise<Run | null> {
@@ -86,14 +95,8 @@ function createRunReads(runs: Collection<Run>) {
         .filter((run) => run.status === 'finished' && !run.listing)
         .map((run) => run._id);
       if (!unlisted.length) return page;
-      const answers = await runs
-        .find({ _id: { $in: unlisted } }, { projection: { finalAnswer: 1 } })
-        .toArray();
-      const listings = new Map(
-        answers.flatMap((run) =>
-          run.finalAnswer === undefined ? [] : [[run._id, listedAnswer(run.finalAnswer)]],
-        ),
-      );
+      const answers = await finalAnswersOf(unlisted);
+      const listings = new Map([...answers].map(([runId, answer]) => [runId, listedAnswer(answer)]));
       // Written back (an ended run's answer never changes), so each such run is read whole once more at most;
       // a write that fails is tried again by the next listing that shows the run.
       if (listings.size)
@@ -139,14 +142,7 @@ function createRunReads(runs: Collection<Run>) {
       return listed as SweepRef[];
     },
 
-    /** The final answers of these runs (those that have one), by run id: what the sweep's listing leaves out. */
-    async finalAnswersOf(runIds: string[]): Promise<Map<string, string>> {
-      if (!runIds.length) return new Map();
-      const rows = await runs
-        .find({ _id: { $in: runIds }, finalAnswer: { $exists: true } }, { projection: { finalAnswer: 1 } })
-        .toArray();
-      return new Map(rows.map((row) => [row._id, row.finalAnswer!]));
-    },
+    finalAnswersOf,
   };
 }
 

@@ -24,10 +24,9 @@ import {
 } from '../schemas';
 import { encodeCursor } from '../../store/paging';
 import { validate, type HandlerContext } from '../../platform/http/validate';
-import { HttpError } from '../../platform/http/httpErrors';
 import { rateLimiter, type Admitted, type RateLimiter } from '../../platform/http/rateLimit';
 import { runLoader, type RunState } from './loadRun';
-import { NotFoundError } from '../../domain/errors';
+import { ConflictError, NotFoundError } from '../../domain/errors';
 import type { RouteDecisionError } from '../../domain/ops';
 import type { RunHealthStore } from '../../store/runHealth';
 import type { RateLimit, RateLimitStore } from '../../store/rateLimits';
@@ -85,8 +84,7 @@ function addLaunchAndReads(router: RunsRoutes, deps: RunsRouterDeps, rateLimit: 
     if (rungs.some((rung) => rung.via === 'webhook')) {
       const policy = await deps.escalationPolicies.get(ctx.state.caller.teamId);
       if (!policy?.webhookUrl)
-        throw new HttpError(
-          409,
+        throw new ConflictError(
           "a via: webhook rung needs the team's escalation webhookUrl, and it has none",
         );
     }

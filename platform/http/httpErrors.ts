@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Context, Middleware } from 'koa';
 import { z } from 'zod';
 import { ConflictError, GoneError, NotFoundError } from '../../domain/errors';
+import { cutCodePoints } from '../../domain/text';
 
 export class HttpError extends Error {
   constructor(
@@ -36,12 +37,7 @@ function statusOf(err: unknown): number {
 const SHOWN_KEY_POINTS = 40;
 const SHOWN_KEYS = 3;
 
-function shown(key: PropertyKey): string {
-  const points = Array.from(String(key));
-  return points.length <= SHOWN_KEY_POINTS
-    ? points.join('')
-    : `${points.slice(0, SHOWN_KEY_POINTS).join('')}…`;
-}
+const shown = (key: PropertyKey): string => cutCodePoints(String(key), SHOWN_KEY_POINTS);
 
 function zodMessage(err: z.ZodError): string {
   const issue = err.issues[0];

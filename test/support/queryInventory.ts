@@ -83,16 +83,6 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'runs',
-    method: 'listForTeam',
-    collection: 'runs',
-    op: 'find',
-    filter: { _id: { $in: [SAMPLE.runId] } },
-    index: '_id_',
-    hot: true,
-    note: "GET /runs: the final answers of a page's runs that ended before listings were written",
-  },
-  {
-    module: 'runs',
     method: 'listNotifiableRefs',
     collection: 'runs',
     op: 'find',
@@ -120,13 +110,13 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'runs',
-    method: 'finalAnswersOf',
+    method: 'finalAnswersOf (listForTeam, the sweep)',
     collection: 'runs',
     op: 'find',
     filter: { _id: { $in: [SAMPLE.runId] }, finalAnswer: { $exists: true } },
     index: '_id_',
     hot: true,
-    note: "the sweep: the final answers of a page's owed finished runs (its listing leaves answers out)",
+    note: "the final answers the listings leave out: a sweep page's owed finished runs, a GET /runs page's runs that ended before listings were written",
   },
   {
     module: 'runs',
