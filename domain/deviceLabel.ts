@@ -1,6 +1,7 @@
 // A device's label for the caller's device list, made once from the User-Agent at subscribe time: "Firefox on
 // Linux" when the browser and system are recognised, else the User-Agent itself, cut short. Never trusted for
 // anything but display, so it is bounded and stripped of control characters.
+import { clipUnits, headUnits } from './text';
 
 export const MAX_DEVICE_LABEL = 80;
 
@@ -23,7 +24,7 @@ const SYSTEMS: [RegExp, string][] = [
 ];
 
 export function deviceLabel(userAgent: string | undefined): string {
-  const ua = (userAgent ?? '').slice(0, 1024);
+  const ua = headUnits(userAgent ?? '', 1024).head;
   const browser = BROWSERS.find(([pattern]) => pattern.test(ua))?.[1];
   const system = SYSTEMS.find(([pattern]) => pattern.test(ua))?.[1];
   if (browser && system) return `${browser} on ${system}`;
@@ -32,5 +33,5 @@ export function deviceLabel(userAgent: string | undefined): string {
     .replace(/\s+/g, ' ')
     .trim();
   if (!raw) return 'Unknown browser';
-  return raw.length > MAX_DEVICE_LABEL ? `${raw.slice(0, MAX_DEVICE_LABEL - 1)}…` : raw;
+  return clipUnits(raw, MAX_DEVICE_LABEL);
 }

@@ -1,6 +1,7 @@
 // The push family's pure decisions: which notification kind an outcome maps to, what it says, where it links.
 // No Node builtins: the episode workflow imports kindFor.
 import type { RunOutcome } from './outcome';
+import { clipUnits } from './text';
 
 /** The fan-out activity's attempts: the episode workflow's retry policy and the activity's last-attempt check. */
 export const FAN_OUT_ATTEMPTS = 5;
@@ -93,7 +94,7 @@ const BODY_LIMIT = 180;
 
 function clip(text: string, limit = BODY_LIMIT): string {
   const flat = text.replace(/\s+/g, ' ').trim();
-  return flat.length <= limit ? flat : `${flat.slice(0, limit - 1)}…`;
+  return clipUnits(flat, limit);
 }
 
 export function runDeepLink(studioUrl: string, runId: string): string {

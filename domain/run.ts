@@ -1,6 +1,7 @@
 // The persisted run, as every part of the system reads it.
 import type { EscalationPolicy } from './interaction';
 import type { PauseReason, RunStatus } from './runStatus';
+import { headUnits } from './text';
 
 export interface RunPause {
   reason: PauseReason;
@@ -81,16 +82,9 @@ export interface ListedAnswer {
   finalAnswerTruncated?: true;
 }
 
-/** Its first `chars` UTF-16 units, never half a surrogate pair; `cut` when it was longer. */
-function headOf(text: string, chars: number): { head: string; cut: boolean } {
-  if (text.length <= chars) return { head: text, cut: false };
-  const last = text.charCodeAt(chars - 1);
-  return { head: text.slice(0, last >= 0xd800 && last <= 0xdbff ? chars - 1 : chars), cut: true };
-}
-
 /** The answer as a listing shows it: its first FINAL_ANSWER_LISTED_CHARS characters, never half a surrogate pair. */
 export function listedAnswer(answer: string): ListedAnswer {
-  const { head, cut } = headOf(answer, FINAL_ANSWER_LISTED_CHARS);
+  const { head, cut } = headUnits(answer, FINAL_ANSWER_LISTED_CHARS);
   return cut ? { finalAnswer: head, finalAnswerTruncated: true } : { finalAnswer: head };
 }
 
@@ -128,7 +122,7 @@ export function listedRun(run: Run): Record<string, unknown> {
     assistantWatchers: _watchers,
     ...shown
   } = publicRun(run);
-  const message = run.error && headOf(run.error.message, ERROR_MESSAGE_LISTED_CHARS);
+  const message = run.error && headUnits(run.error.message, ERROR_MESSAGE_LISTED_CHARS);
   return {
     ...shown,
     ...run.listing,

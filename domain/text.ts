@@ -9,3 +9,18 @@ export function cutCodePoints(text: string, max: number): string {
   const points = Array.from(text.slice(0, 2 * max + 2));
   return points.length <= max ? text : `${points.slice(0, Math.max(0, max - 1)).join('')}…`;
 }
+
+/** Its first `units` UTF-16 units, one fewer where the last would be half a surrogate pair; `cut` when it was longer. */
+export function headUnits(text: string, units: number): { head: string; cut: boolean } {
+  if (text.length <= units) return { head: text, cut: false };
+  const last = text.charCodeAt(units - 1);
+  return { head: text.slice(0, last >= 0xd800 && last <= 0xdbff ? units - 1 : units), cut: true };
+}
+
+/**
+ * The text, or its head and an ellipsis within `max` UTF-16 units when it has more (never half a surrogate pair):
+ * for bounds a byte budget follows, such as a push's payload.
+ */
+export function clipUnits(text: string, max: number): string {
+  return text.length <= max ? text : `${headUnits(text, max - 1).head}…`;
+}

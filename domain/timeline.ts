@@ -2,6 +2,10 @@
 // taken, answered. Each source of entries has its own small mapper and the timeline is their merge in time order,
 // so a new source (escalation's rungs) is one more mapper, with no change to the others or to the readers.
 // Pure: the reads are api/timelineView.ts's.
+import { headUnits } from './text';
+
+/** The most of a prompt, an answer or a rung's addressees an entry shows. */
+const DETAIL_UNITS = 200;
 
 export type TimelineKind =
   | 'paused'
@@ -64,7 +68,7 @@ export function pauseEntries(interactions: TimelineInteraction[]): TimelineEntry
       at: i.createdAt.toISOString(),
       kind: 'paused' as const,
       interactionId: i._id,
-      detail: i.prompt.slice(0, 200),
+      detail: headUnits(i.prompt, DETAIL_UNITS).head,
     },
     ...(i.status === 'answered' && i.answeredAt
       ? [
@@ -73,7 +77,7 @@ export function pauseEntries(interactions: TimelineInteraction[]): TimelineEntry
             kind: 'answered' as const,
             interactionId: i._id,
             ...(i.answeredBy ? { userId: i.answeredBy } : {}),
-            ...(i.answer !== undefined ? { detail: i.answer.slice(0, 200) } : {}),
+            ...(i.answer !== undefined ? { detail: headUnits(i.answer, DETAIL_UNITS).head } : {}),
           },
         ]
       : []),
@@ -116,7 +120,7 @@ export function rungEntries(claims: TimelineRungClaim[], ladder: TimelineRungSte
       interactionId: claim.interactionId,
       rung: claim.index + 1,
       ...(step ? { via: step.via } : {}),
-      ...(detail ? { detail: detail.slice(0, 200) } : {}),
+      ...(detail ? { detail: headUnits(detail, DETAIL_UNITS).head } : {}),
     };
   });
 }
