@@ -6,6 +6,7 @@ import type { Client } from '@temporalio/client';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import type { Stores } from '../store';
 import type { EpisodeResult } from '../contract/workflows';
+import { adminOf } from './support/admin';
 import { CallbackReceiver, type ReceivedCallback } from './support/callbackReceiver';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import type { ApiClient } from './support/harness';
@@ -154,6 +155,17 @@ describe('callback secret rotation', function () {
     assert.equal(limited.status, 429);
     assert.ok(Number(limited.headers.get('retry-after')) > 0);
     assert.equal((await stores.runs.getById(id))!.callback!.previousSecret?.secret, third);
+  });
+
+  it("only the run's owner or a team admin rotates: a teammate is 403 and learns no secret", async () => {
+    const { id, secret } = await launch();
+    const teammate = await rotate(alice.as('bob', 'acme'), id);
+    assert.equal(teammate.status, 403, teammate.text);
+    assert.equal(teammate.body.secret, undefined);
+    assert.equal((await stores.runs.getById(id))!.callback!.secret, secret);
+    const admin = await rotate(adminOf(stack.anonymous, 'dana', 'acme'), id);
+    assert.equal(admin.status, 200, admin.text);
+    assert.notEqual((await stores.runs.getById(id))!.callback!.secret, secret);
   });
 
   it('rotations of one run at the same moment: exactly one wins, and its secret is the one kept', async () => {

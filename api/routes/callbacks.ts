@@ -129,10 +129,18 @@ function addRunCallbackRoutes(
 
   const rotateSecret = validate({
     summary:
-      "replaces the run's callback secret and shows the new one this once; for CALLBACK_SECRET_OVERLAP_SECONDS " +
-      'callbacks carry a signature with each secret, then with the new one only (409 without a callback)',
+      "replaces the run's callback secret and shows the new one this once (the run's owner or a team admin, 403 " +
+      'otherwise); for CALLBACK_SECRET_OVERLAP_SECONDS callbacks carry a signature with each secret, then with the ' +
+      'new one only (409 without a callback)',
     params: runParams,
   });
+  // Whoever holds the secret can sign as us to the launcher's receiver: a teammate may ping or redeliver, not hold it.
+  const ownerOrAdmin: Middleware<CallbackRunState> = async (ctx, next) => {
+    const { caller, run } = ctx.state;
+    if (caller.userId !== run.ownerId && !caller.admin)
+      throw new HttpError(403, "only the run's owner or a team admin may rotate its callback secret");
+    await next();
+  };
   const rotations = rateLimit(({ run }: CallbackRunState) => [
     {
       key: `callback-rotate|${run._id}`,
@@ -144,6 +152,7 @@ function addRunCallbackRoutes(
     '/runs/:id/callback/rotate-secret',
     rotateSecret,
     loadCallbackRun,
+    ownerOrAdmin,
     rotations,
     async (ctx: HandlerContext<typeof rotateSecret, CallbackRunState & Admitted>) => {
       const { caller, run, admission } = ctx.state;
