@@ -264,15 +264,18 @@ export function progressBeforePause(state: HealthState, event: ObservedEvent): b
 
 /**
  * Spend written before the run's end, told after it (an API process's batch, the end reported at once by a runner):
- * counted, with the budget alerts it earned. Undefined for any other event or phase.
+ * counted, with the budget alerts it earned. Undefined for any other event or phase. `byWriteTime: false` counts
+ * any spend told after the end: the API takes spend only while the run is not ended, so it was written before the
+ * end, whatever the two processes' clocks wrote down.
  */
 export function usageBeforeEnd(
   state: HealthState,
   event: ObservedEvent,
+  { byWriteTime = true } = {},
 ): { state: HealthState; alerts: HealthAlert[] } | undefined {
   const spent = event.data?.spent;
   if (state.phase !== 'terminal' || event.type !== 'usage' || typeof spent !== 'number') return undefined;
-  if (!writtenBeforeStatus(state, event)) return undefined;
+  if (byWriteTime && !writtenBeforeStatus(state, event)) return undefined;
   return budgetAlerts({ ...state, spent: Math.max(state.spent, spent) });
 }
 

@@ -274,12 +274,13 @@ describe('run health fed in batches', function () {
    * A runs service of another API process whose health signals wait until `release()` (its signal queued behind a
    * burst, or its batch window): what it writes is in the store at once, what it tells health comes late.
    */
-  function lateTeller() {
+  function lateTeller(clockAheadMs = 0) {
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
     const signaler = signalerOf(stack.client);
     const service = createRunsService({
       ...stack.stores,
+      now: () => new Date(Date.now() + clockAheadMs),
       emitter: { emitRunOutcome: async () => undefined },
       health: {
         observe: async (run, events) => {
@@ -296,8 +297,8 @@ describe('run health fed in batches', function () {
    * Spend written now by a process that tells health late (lateTeller): answers once it is in the store, with
    * `release` (health is told then) and `told` (its request, done once health was told).
    */
-  async function spendToldLate(id: string, spent: number) {
-    const { service, release } = lateTeller();
+  async function spendToldLate(id: string, spent: number, clockAheadMs = 0) {
+    const { service, release } = lateTeller(clockAheadMs);
     const told = service.recordEvent({ userId: 'alice', teamId: 'acme' }, id, 'usage', { spent });
     await waitUntil('the spend in the store', async () =>
       (await stack.stores.events.listForRun(id)).some((e) => e.type === 'usage'),
@@ -324,6 +325,27 @@ describe('run health fed in batches', function () {
       timeoutMs: 20_000,
     });
     recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-usage-before-end-counted.json');
+    assert.deepEqual(alertsOf(id), ['budget_exceeded', 'budget_warning']);
+    assert.equal((await unbatched.get(`/api/v1/runs/${id}/health`)).body.spent, 12);
+  });
+
+  it("spend written before the run ended by a process whose clock runs ahead of the end's is alerted against its budget", async () => {
+    const created = await unbatched.post('/api/v1/runs', {
+      title: 'Spent on a fast clock',
+      budget: { limit: 10 },
+    });
+    const id = created.body.id as string;
+    // Its clock two seconds ahead: the spend's write time reads later than the end's, which came after it.
+    const { release: releaseSpend, told: spent } = await spendToldLate(id, 12, 2000);
+    assert.equal((await unbatched.post(`/api/v1/runs/${id}/cancel`, {})).status, 200);
+    await waitUntil('health saw the end', async () => {
+      const health = await unbatched.get(`/api/v1/runs/${id}/health`);
+      return health.body.phase === 'terminal';
+    });
+    releaseSpend();
+    await spent;
+    await waitUntil('its budget alerts', () => bothBudgetAlerts(id), { timeoutMs: 20_000 });
+    recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-usage-clock-ahead-counted.json');
     assert.deepEqual(alertsOf(id), ['budget_exceeded', 'budget_warning']);
     assert.equal((await unbatched.get(`/api/v1/runs/${id}/health`)).body.spent, 12);
   });

@@ -101,6 +101,14 @@ export const HEALTH_STALL_WAITS_FOR_HELD_BATCH_PATCH = 'health-stall-waits-for-a
 export const HEALTH_USAGE_BEFORE_END_PATCH = 'health-usage-before-end-counted';
 
 /**
+ * Marks histories in which spend told after the run's end is counted whatever its write time says: the API took it
+ * only while the run was not ended, and the write times of two processes' clocks (the spend's, the end's) need not
+ * agree. Before, spend from a process whose clock ran ahead of the end's was passed over, its budget alerts lost.
+ * Only such spend, with alerts to raise, reaches it.
+ */
+export const HEALTH_LATE_SPEND_ANY_CLOCK_PATCH = 'health-late-spend-counted-whatever-its-clock';
+
+/**
  * Marks histories of an execution started afresh from a saved state whose round's alerts were being handed off
  * when the last execution failed (a store away past its day of retries): they are handed off again, their claims
  * and event ids deduping what went. Before, they were lost: the state said alerted. Only such a resume reaches it.
@@ -329,7 +337,9 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
           handled++;
           continue;
         }
-        const late = batched ? usageBeforeEnd(state, event) : undefined;
+        let late = batched ? usageBeforeEnd(state, event) : undefined;
+        const anyClock = batched && !late ? usageBeforeEnd(state, event, { byWriteTime: false }) : undefined;
+        if (anyClock?.alerts.length && patched(HEALTH_LATE_SPEND_ANY_CLOCK_PATCH)) late = anyClock;
         if (late?.alerts.length && patched(HEALTH_USAGE_BEFORE_END_PATCH)) {
           state = late.state;
           alerts.push(...late.alerts);
