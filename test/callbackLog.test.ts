@@ -428,6 +428,33 @@ describe('callback attempt log', function () {
     });
   });
 
+  it('redeliver: a delivery whose holder is gone, redelivered and failing again, is found by a recover as given up', async () => {
+    const { id, episodeId } = await gaveUp();
+    // Its schedule's last attempt was never marked given up: the claim pending, its holder long gone.
+    await mongo.db.collection('callback_attempts').updateMany({ episodeId }, { $unset: { gaveUp: '' } });
+    await mongo.db.collection<ClaimRow>('sent_notifications').updateOne(
+      { _id: `cb|${episodeId}` },
+      {
+        $set: { delivered: false, holder: 'lost-schedule', sent_at: new Date(Date.now() - 35 * 3600_000) },
+        $unset: { result: '', held_until: '' },
+      },
+    );
+    receiver.answerAlways({ status: 503 });
+    assert.equal((await redeliver(alice, id, episodeId)).status, 202);
+    assert.equal(((await redelivery(episodeId)) as { result: string }).result, 'failed');
+    assert.equal((await stores.claims.describe(`cb|${episodeId}`)).state, 'delivered', 'settled given up');
+    const found = await stores.callbackAttempts.listGaveUp(
+      'acme',
+      new Date(Date.now() - 3600_000),
+      new Date(),
+      100,
+    );
+    assert.ok(
+      found.rows.some((row) => row.episodeId === episodeId),
+      'a recover finds it among those given up',
+    );
+  });
+
   it('redeliver: 409 while the episode still runs its schedule, and while another redelivery runs (two API processes)', async () => {
     receiver.answerAlways({ status: 503 });
     const { id } = await launch();

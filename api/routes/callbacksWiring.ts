@@ -35,12 +35,16 @@ export function wireCallbacksRouter({
       startCallbackRedelivery(client, config.temporalTaskQueue, { ...input, attemptSeconds }),
     restoreExpiredClaim: (episodeId) =>
       stores.claims.noteOnce(claimKeys.callback(episodeId), 'redeliver', 'expired'),
-    settleAbandonedClaim: (episodeId) =>
-      stores.claims.giveUp(
+    settleAbandonedClaim: async (episodeId) => {
+      // Marked first, as the sweep's give-ups are: a recover finds give-ups by their newest attempt, and finds this
+      // one when the redelivery that follows fails or never starts.
+      await stores.callbackAttempts.markNewestGaveUp(episodeId);
+      return stores.claims.giveUp(
         claimKeys.callback(episodeId),
         `redeliver-request:${randomUUID()}`,
         'gave_up: its delivery stopped, its holder gone',
-      ),
+      );
+    },
     callbackRedeliverLimits: {
       perRun: config.callbackRedeliverRate,
       perUser: config.callbackRedeliverRatePerUser,
