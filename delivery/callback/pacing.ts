@@ -289,15 +289,17 @@ function release(
   else s.inFlight--;
   if (b && probe) b.probing = false;
   if (verdict === 'neutral') return;
+  // Another request (a redelivery past the breaker) may have closed it while this one was out.
+  const live = b && s.breakers.get(at.tenant) === b ? b : undefined;
   if (verdict === 'success') {
-    if (b) closeBreaker(ctx, at, b);
+    if (live) closeBreaker(ctx, at, live);
     return;
   }
   // The first failure makes the tenant's breaker.
-  const failing = b ?? breakerOf(s, at.tenant, ctx.options.cooldownMs, ctx.maxTenants);
+  const failing = live ?? breakerOf(s, at.tenant, ctx.options.cooldownMs, ctx.maxTenants);
   failing.failures++;
   // A failed probe opens it again, twice as long; failures of requests let through before it opened change nothing.
-  if (probe) openBreaker(ctx, at, failing, failing.cooldownMs * 2);
+  if (probe && live) openBreaker(ctx, at, failing, failing.cooldownMs * 2);
   else if (failing.openUntil === undefined && failing.failures >= ctx.options.breakerFailures)
     openBreaker(ctx, at, failing, ctx.options.cooldownMs);
 }

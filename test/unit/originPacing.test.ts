@@ -196,6 +196,18 @@ describe('delivery/callback/pacing', () => {
       assert.equal(changes.at(-1)!.state, 'closed');
     });
 
+    it('a probe failing after another request closed the breaker counts as one failure, not a reopening', async () => {
+      const { p, changes, advance } = pacing();
+      await fail(p, 3);
+      advance(1000);
+      const probe = go(await enter(p));
+      go(await p.enter(A, { maxWaitMs: 0, bypassBreaker: true })).done('success');
+      assert.equal(p.state(A).breaker, 'closed');
+      probe.done('failure');
+      assert.equal(changes.at(-1)!.state, 'closed', 'no change: one failure of three');
+      assert.deepEqual(p.state(A), { breaker: 'closed', inFlight: 0, waiting: 0, failures: 1 });
+    });
+
     it("is the tenant's: one tenant's failures at an origin hold none of another tenant's requests there", async () => {
       const { p, changes } = pacing({ maxInFlight: 4 });
       const as = (tenant: string) => p.enter(A, { maxWaitMs: 1000, tenant });
