@@ -1,7 +1,8 @@
 // The operator family's pure parts: the alert the webhook receives, and how a failed run is classified.
 import { HEALTH_ALERT_KINDS, type HealthAlert } from './health';
 import type { RunOutcome } from './outcome';
-import type { Run } from './run';
+import { ERROR_MESSAGE_LISTED_CHARS, type Run } from './run';
+import { headUnits } from './text';
 
 export const OPERATOR_ALERT_KINDS = [
   'run_failed',
@@ -30,6 +31,15 @@ export interface OperatorAlert {
   at: string;
 }
 
+/**
+ * An error's message as an alert carries it: its head, as a listing of runs shows it (the whole one is the run's).
+ * The alert is every retry's input in its workflow's history, a day of retries long.
+ */
+function alertMessage(message: string): { message: string; messageTruncated?: true } {
+  const { head, cut } = headUnits(message, ERROR_MESSAGE_LISTED_CHARS);
+  return cut ? { message: head, messageTruncated: true } : { message };
+}
+
 /** Error codes that point at the platform rather than the run's own work. */
 const CRITICAL_CODES = new Set(['internal', 'database', 'db', 'router', 'queue', 'infrastructure']);
 
@@ -54,7 +64,11 @@ export function runFailedAlert(run: Run, episodeId: string, at: string): Operato
     teamId: run.teamId,
     episodeKey: episodeId,
     summary: `Run ${run._id} (${run.title}) failed: ${classified.code}`,
-    detail: { code: classified.code, message: run.error?.message ?? null, ownerId: run.ownerId },
+    detail: {
+      code: classified.code,
+      ...(run.error?.message !== undefined ? alertMessage(run.error.message) : { message: null }),
+      ownerId: run.ownerId,
+    },
     at,
   };
 }
@@ -76,7 +90,7 @@ export function routeDecisionAlert(report: RouteDecisionError, at: string): Oper
     teamId: report.teamId,
     episodeKey: `route:${report.runId}:${report.decisionId}`,
     summary: `Router decision ${report.decisionId} of run ${report.runId} failed: ${report.error.code}`,
-    detail: { decisionId: report.decisionId, code: report.error.code, message: report.error.message },
+    detail: { decisionId: report.decisionId, code: report.error.code, ...alertMessage(report.error.message) },
     at,
   };
 }

@@ -171,6 +171,21 @@ describe('operator family and run health', function () {
       assert.equal(alertsOf(id, 'route_decision_error').length, 2, 'another decision is another alert');
     });
 
+    it("an error's message of any length reaches the operator cut to 1,000 characters: each retry's input carries it", async () => {
+      const long = `${'界'.repeat(9_999)}!`;
+      const created = await alice.post('/api/v1/runs', { title: 'Verbose' });
+      const id = created.body.id as string;
+      await alice.post(`/api/v1/runs/${id}/fail`, { error: { code: 'oom', message: long } });
+      assert.equal((await episodeResult(`${id}:end`)).ops, 'delivered');
+      const report = { decisionId: 'dec_long', error: { code: 'no_route', message: long } };
+      assert.equal((await alice.post(`/api/v1/runs/${id}/route-decision-errors`, report)).status, 202);
+      await client.workflow.getHandle(`ops|route:${id}:dec_long`).result();
+      for (const alert of [...alertsOf(id, 'run_failed'), ...alertsOf(id, 'route_decision_error')]) {
+        assert.equal(alert.detail.message, '界'.repeat(1_000), alert.kind);
+        assert.equal(alert.detail.messageTruncated, true, alert.kind);
+      }
+    });
+
     it('a webhook that fails keeps the claim pending and retries until it recovers: the alert arrives once', async () => {
       webhook.answerAlways({ status: 503 });
       try {
