@@ -182,6 +182,8 @@ export const episodeParams = z.object({
     .regex(/^[A-Za-z0-9_.:-]+$/, 'must be letters, digits, or _ . : -'),
 });
 export const watchParams = z.object({ assistantId: id, runId: id });
+/** A member of the caller's team, as their tokens name them. */
+export const memberParams = z.object({ userId });
 
 /** Well inside the 100 levels a MongoDB document may nest (the event's data sits one level down). */
 const MAX_EVENT_DEPTH = 32;

@@ -413,6 +413,7 @@ function prepareEngineAndEmitter(bench: EpisodesBench): void {
     events: stores.events,
     interactions: stores.interactions,
     actionTokens: stores.actionTokens,
+    teamRemovals: stores.teamRemovals,
     claims: stores.claims,
     emitter: { emitRunOutcome: async () => undefined },
   });

@@ -153,6 +153,7 @@ async function setUp(bench: FairnessBench): Promise<void> {
     events: bench.stores.events,
     interactions: bench.stores.interactions,
     actionTokens: bench.stores.actionTokens,
+    teamRemovals: bench.stores.teamRemovals,
     claims: bench.stores.claims,
     emitter: { emitRunOutcome: async () => undefined },
   });

@@ -12,3 +12,8 @@ export class ConflictError extends Error {
 export class GoneError extends Error {
   override name = 'GoneError';
 }
+
+/** A caller who may no longer do this (a person removed from the team, holding a token minted before). */
+export class ForbiddenError extends Error {
+  override name = 'ForbiddenError';
+}

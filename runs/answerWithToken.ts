@@ -1,6 +1,6 @@
 // Answering from a notification's action, without a session: the single-use token stands for the person it was
 // pushed to and the choice it was minted for, and the answer goes through the studio's transition (answer.ts).
-import { ConflictError, GoneError, NotFoundError } from '../domain/errors';
+import { ConflictError, ForbiddenError, GoneError, NotFoundError } from '../domain/errors';
 import { questionOpen, runWaitsOn, SNOOZE_SECONDS } from '../domain/interaction';
 import type { Run } from '../domain/run';
 import { hashActionToken, type ActionTokenRow } from '../store/actionTokens';
@@ -20,6 +20,8 @@ export type TokenAction = { did: 'answered'; run: Run } | { did: 'snoozed'; unti
 /** What the token stands for: an answer with its choice, or a snooze of the question (a push without choices). */
 export async function actWithToken(ctx: RunsContext, token: string): Promise<TokenAction> {
   const row = await ctx.actionTokens.get(hashActionToken(token));
+  if (row && (await ctx.teamRemovals.removedSince(row.teamId, row.userId, row.createdAt)))
+    throw new ForbiddenError('the person this action was for is no longer in the team');
   if (row?.snooze) return { did: 'snoozed', until: await snoozeWithToken(ctx, row) };
   return { did: 'answered', run: await answerWithToken(ctx, token) };
 }

@@ -7,6 +7,7 @@ import { NotFoundError } from '../domain/errors';
 import type { Run } from '../domain/run';
 import type { Metrics } from '../platform/metrics';
 import type { ActionTokenStore } from '../store/actionTokens';
+import type { TeamRemovalStore } from '../store/teamRemovals';
 import type { EventStore } from '../store/events';
 import type { InteractionStore } from '../store/interactions';
 import type { RunStore } from '../store/runs';
@@ -27,6 +28,8 @@ export interface RunsServiceDeps {
   interactions: InteractionStore;
   /** The notification actions' tokens (answerWithToken). */
   actionTokens: ActionTokenStore;
+  /** Who left a team: a token minted for them before answers nothing. */
+  teamRemovals: Pick<TeamRemovalStore, 'removedSince'>;
   emitter: OutcomeEmitter;
   /** Pause → answer is observed where the answer is first stored; absent: not recorded. */
   metrics?: Pick<Metrics, 'pauseAnswered'>;

@@ -21,7 +21,10 @@ export interface SweepRepairs {
 }
 
 export function sweepRepairs(deps: {
-  stores: Pick<Stores, 'runs' | 'runTransitions' | 'events' | 'interactions' | 'actionTokens' | 'claims'>;
+  stores: Pick<
+    Stores,
+    'runs' | 'runTransitions' | 'events' | 'interactions' | 'actionTokens' | 'teamRemovals' | 'claims'
+  >;
   client: Client;
   taskQueue: string;
   healthOptions: HealthOptions;

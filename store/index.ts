@@ -33,6 +33,7 @@ import { createRateLimitStore, rateLimitIndexes } from './rateLimits';
 import { createRunHealthStore, runHealthIndexes } from './runHealth';
 import { createRunStore, retiredRunIndexes, runIndexes } from './runs';
 import { createRunTransitionStore, runTransitionIndexes } from './runTransitions';
+import { createTeamRemovalStore } from './teamRemovals';
 import { createWatchStore, migrateWatchesOntoRuns, watchIndexes } from './watches';
 import { ensureIndexes, type IndexReport } from './mongo';
 
@@ -95,6 +96,7 @@ export function createStores(db: Db, options: StoreOptions) {
     events: createEventStore(db),
     interactions: createInteractionStore(db),
     escalationPolicies: createEscalationPolicyStore(db),
+    teamRemovals: createTeamRemovalStore(db),
     actionTokens: createActionTokenStore(db),
     watches: createWatchStore(db),
     claims: createClaimStore(db, {

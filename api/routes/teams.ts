@@ -1,15 +1,26 @@
-// The caller's team: its escalation policy (the rungs an open question climbs while nobody answers). Anyone in the
-// team reads it; only a team admin (the token's "roles": ["admin"]) replaces it.
+// The caller's team: its escalation policy (the rungs an open question climbs while nobody answers), which anyone in
+// the team reads and only a team admin (the token's "roles": ["admin"]) replaces; and a member's removal (admins).
 import Router from '@koa/router';
 import { newCallbackSecret } from '../../runs/service';
 import type { EscalationPolicyRow, EscalationPolicyStore } from '../../store/escalationPolicies';
+import type { PushHoldStore } from '../../store/push/holds';
+import type { NotificationPrefStore } from '../../store/push/notificationPrefs';
+import type { PushSubscriptionStore } from '../../store/push/subscriptions';
+import type { TeamRemovalStore } from '../../store/teamRemovals';
 import { validate } from '../../platform/http/validate';
 import { ConflictError } from '../../domain/errors';
 import { requireAdmin, type AuthState } from '../auth';
-import { escalationPolicyBody } from '../schemas';
+import { escalationPolicyBody, memberParams } from '../schemas';
 
 export interface TeamsRouterDeps {
   escalationPolicies: EscalationPolicyStore;
+  /** What a member wrote under the team, ended by their removal. */
+  members: {
+    removals: Pick<TeamRemovalStore, 'record'>;
+    prefs: Pick<NotificationPrefStore, 'removeMember'>;
+    devices: Pick<PushSubscriptionStore, 'removeForTeam'>;
+    holds: Pick<PushHoldStore, 'settleRemoved'>;
+  };
   now: () => Date;
 }
 
@@ -74,6 +85,29 @@ export function teamsRouter(deps: TeamsRouterDeps) {
     if (!(await deps.escalationPolicies.rotateSecret(teamId, current, secret, deps.now())))
       throw new ConflictError('the webhook secret changed while it was rotated; rotate again');
     ctx.body = { secret };
+  });
+
+  const remove = validate({
+    summary:
+      'removes a member from the team (team admins only): their team-wide opt-in and prefs in the team, their ' +
+      'devices registered in the team and the pushes held for their digest go, and the action tokens they were ' +
+      "pushed before answer nothing (403); their sessions are the identity provider's to end. Idempotent",
+    params: memberParams,
+  });
+  const removers = requireAdmin('only a team admin may remove a member');
+  router.delete('/members/:userId', removers, remove, async (ctx) => {
+    const { caller } = ctx.state;
+    const { userId } = ctx.state.input.params;
+    const { members } = deps;
+    const now = deps.now();
+    // First: a request cut after it has ended the tokens, and its retry ends the rest.
+    await members.removals.record(caller.teamId, userId, caller.userId, now);
+    const [{ teamWide }, devices, held] = await Promise.all([
+      members.prefs.removeMember(userId, caller.teamId),
+      members.devices.removeForTeam(caller.teamId, userId),
+      members.holds.settleRemoved(caller.teamId, userId, now),
+    ]);
+    ctx.body = { userId, teamWide, devices, held };
   });
 
   return router;

@@ -3,5 +3,14 @@ import type { ApiServices } from '../services';
 import type { TeamsRouterDeps } from './teams';
 
 export function wireTeamsRouter({ stores, now }: Pick<ApiServices, 'stores' | 'now'>): TeamsRouterDeps {
-  return { escalationPolicies: stores.escalationPolicies, now };
+  return {
+    escalationPolicies: stores.escalationPolicies,
+    members: {
+      removals: stores.teamRemovals,
+      prefs: stores.notificationPrefs,
+      devices: stores.pushSubscriptions,
+      holds: stores.pushHolds,
+    },
+    now,
+  };
 }

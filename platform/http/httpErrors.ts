@@ -2,7 +2,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Context, Middleware } from 'koa';
 import { z } from 'zod';
-import { ConflictError, GoneError, NotFoundError } from '../../domain/errors';
+import { ConflictError, ForbiddenError, GoneError, NotFoundError } from '../../domain/errors';
 import { cutCodePoints } from '../../domain/text';
 
 export class HttpError extends Error {
@@ -25,6 +25,7 @@ export function tooManyRequests(what: string, retryAfterSeconds: number): HttpEr
 
 function statusOf(err: unknown): number {
   if (err instanceof HttpError) return err.status;
+  if (err instanceof ForbiddenError) return 403;
   if (err instanceof NotFoundError) return 404;
   if (err instanceof ConflictError) return 409;
   if (err instanceof GoneError) return 410;

@@ -232,6 +232,18 @@ function createDigestTakes(holds: Collection<PushHoldRow>) {
       );
     },
 
+    /**
+     * The person left the team: every row still owed them there, taken by a digest or not, is settled as opted out,
+     * never told (a digest that took some finds nothing left to send). Answers how many.
+     */
+    async settleRemoved(teamId: string, userId: string, now: Date): Promise<number> {
+      const settled = await holds.updateMany(
+        { teamId, userId, ...OWED_AT_SET, ...OWED },
+        { $set: { optedOutAt: now }, $unset: { owedAt: '', takenUntil: '', digestId: '' } },
+      );
+      return settled.modifiedCount;
+    },
+
     /** What a digest took: counted by kind, the newest `listed` of them kept (digestContentsOf). */
     contentsOf: (digestId: string, listed: number): Promise<DigestContents> =>
       digestContentsOf(holds, digestId, listed),

@@ -161,6 +161,12 @@ export function createNotificationPrefStore(db: Db, clock: () => Date = () => ne
       return (await store.get(userId, teamId)).scope;
     },
 
+    /** Removes the person's prefs in the team (they left it); answers whether they were team-wide. */
+    async removeMember(userId: string, teamId: string): Promise<{ teamWide: boolean }> {
+      const row = await prefs.findOneAndDelete({ _id: prefKey(userId, teamId) });
+      return { teamWide: row?.scope === 'team' };
+    },
+
     /**
      * Sets the scope and, when given, the kinds named (the others keep their value), quiet hours, do-not-disturb
      * (null clears either; a time already past clears it too) and the kinds that break through. Back at the

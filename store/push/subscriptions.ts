@@ -318,6 +318,13 @@ export function createPushSubscriptionStore(db: Db) {
       return removeSubscription(db, { _id: id, userId });
     },
 
+    /** Removes the person's devices registered in the team (they left it), slots given back; answers how many. */
+    async removeForTeam(teamId: string, userId: string): Promise<number> {
+      const rows = await subs.find({ teamId, userId }, { projection: { _id: 1 } }).toArray();
+      const removed = await Promise.all(rows.map((row) => removeSubscription(db, { _id: row._id, userId })));
+      return removed.filter(Boolean).length;
+    },
+
     /** Every subscription of these users, in one query. */
     async listForUsers(userIds: string[]): Promise<PushSubscriptionRow[]> {
       if (!userIds.length) return [];

@@ -1,4 +1,5 @@
-// The fuzzer's team routes (api/routes/teams.ts): the fuzz caller is no team admin, so a replacement is a 403.
+// The fuzzer's team routes (api/routes/teams.ts): the fuzz caller is no team admin, so a replacement or a member's
+// removal is a 403.
 import type { RouteSpec } from './spec';
 
 export const TEAM_ROUTES: RouteSpec[] = [
@@ -17,5 +18,10 @@ export const TEAM_ROUTES: RouteSpec[] = [
     name: 'POST /api/v1/teams/current/escalation/rotate-secret',
     method: 'POST',
     template: '/api/v1/teams/current/escalation/rotate-secret',
+  },
+  {
+    name: 'DELETE /api/v1/teams/current/members/:userId',
+    method: 'DELETE',
+    template: '/api/v1/teams/current/members/:userId',
   },
 ];
