@@ -228,6 +228,20 @@ export function countedBeforeStall(state: HealthState, event: ObservedEvent): bo
 }
 
 /**
+ * Spend in an event a stalled run's health passes over (countedBeforeStall: written before the run's last progress,
+ * told after the stall): it says nothing of the run since, but the spend it carries is the run's, alerted against
+ * the budget. Undefined when it carries no more than health counted.
+ */
+export function spendCountedBeforeStall(
+  state: HealthState,
+  event: ObservedEvent,
+): { state: HealthState; alerts: HealthAlert[] } | undefined {
+  const spent = event.data?.spent;
+  if (event.type !== 'usage' || typeof spent !== 'number' || spent <= state.spent) return undefined;
+  return budgetAlerts({ ...state, spent });
+}
+
+/**
  * A pause or a resume written before the latest status change health applied, told after it (two processes, the
  * first one's signal late; or the sweep telling a transition again): the run has moved on since, so applying it
  * would undo a newer change (a late pause would leave a running run paused, never to stall). An end still ends it.

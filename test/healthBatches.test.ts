@@ -350,6 +350,31 @@ describe('run health fed in batches', function () {
     assert.equal((await unbatched.get(`/api/v1/runs/${id}/health`)).body.spent, 12);
   });
 
+  it('spend told to a stalled run after later progress recovers nothing, and is alerted against its budget', async () => {
+    const created = await unbatched.post('/api/v1/runs', {
+      title: 'Spent, then stalled',
+      budget: { limit: 10 },
+    });
+    const id = created.body.id as string;
+    // The spend's process tells health late; progress written after it is told at once, then the run goes silent.
+    const { release: releaseSpend, told: spent } = await spendToldLate(id, 12);
+    assert.equal(
+      (await unbatched.post(`/api/v1/runs/${id}/events`, { type: 'node_started', node: 'n' })).status,
+      201,
+    );
+    await waitUntil('the stall', () => alertsOf(id).includes('stall'), { timeoutMs: 20_000 });
+    releaseSpend();
+    await spent;
+    await waitUntil('its budget alerts', () => bothBudgetAlerts(id), { timeoutMs: 20_000 });
+    recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-stalled-spend-counted.json');
+    const health = (await unbatched.get(`/api/v1/runs/${id}/health`)).body as {
+      spent?: number;
+      phase?: string;
+    };
+    assert.deepEqual([health.spent, health.phase], [12, 'stalled']);
+    assert.ok(!alertsOf(id).includes('stall_recovered'));
+  });
+
   it('spend told to health out of order while the run is paused (two processes) never lowers what it counted: the resume alerts it', async () => {
     const created = await unbatched.post('/api/v1/runs', {
       title: 'Spent while paused',

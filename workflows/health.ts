@@ -15,6 +15,7 @@ import {
   stallDueAt,
   toldOutOfOrder,
   toldOutOfOrderByRevision,
+  spendCountedBeforeStall,
   usageBeforeEnd,
   type HealthState,
   type ObservedEvent,
@@ -107,6 +108,13 @@ export const HEALTH_USAGE_BEFORE_END_PATCH = 'health-usage-before-end-counted';
  * Only such spend, with alerts to raise, reaches it.
  */
 export const HEALTH_LATE_SPEND_ANY_CLOCK_PATCH = 'health-late-spend-counted-whatever-its-clock';
+
+/**
+ * Marks histories in which spend told to a stalled run, written before its last progress (a process's late batch),
+ * is alerted against the budget while it still recovers nothing. Before, the whole event was passed over, spend
+ * included, and a crossing it carried was never alerted. Only such spend, with alerts to raise, reaches it.
+ */
+export const HEALTH_STALLED_SPEND_COUNTED_PATCH = 'health-stalled-spend-counted';
 
 /**
  * Marks histories of an execution started afresh from a saved state whose round's alerts were being handed off
@@ -326,6 +334,11 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
         if (lowersSpend(state, event) && patched(HEALTH_SPEND_NEVER_LOWERS_PATCH))
           event = { ...event, data: { ...event.data, spent: state.spent } };
         if (batched && countedBeforeStall(state, event) && patched(HEALTH_COUNTED_EVENTS_PATCH)) {
+          const spend = spendCountedBeforeStall(state, event);
+          if (spend?.alerts.length && patched(HEALTH_STALLED_SPEND_COUNTED_PATCH)) {
+            state = spend.state;
+            alerts.push(...spend.alerts);
+          }
           handled++;
           continue;
         }
