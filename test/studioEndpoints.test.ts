@@ -145,6 +145,57 @@ describe('studio: endpoints page (Chromium)', function () {
     assert.equal((await dave.get(path)).status, 403);
     assert.equal((await adminOf(stack.anonymous, 'eve', 'globex').get(path)).status, 404);
   });
+
+  it("a refresh still loading when the secret is rotated does not wipe the new secret; one card's failed log read hides no other", async () => {
+    // Two endpoints of their own: the first one's card is where the refresh and the rotation meet.
+    const made = [];
+    for (const description of ['Refreshed', 'Unreadable log']) {
+      const res = await admin.post('/api/v1/endpoints', {
+        url: receiver.url,
+        eventTypes: TWO_TYPES,
+        description,
+      });
+      assert.equal(res.status, 201, res.text);
+      made.push(res.body.id as string);
+    }
+    const [firstId, secondId] = made;
+    const cardOf = (id: string) => page.locator(`section.endpoint[data-endpoint-id="${id}"]`);
+    await signIn(admin);
+    await page.goto(`${origin}/endpoints`);
+    await cardOf(firstId).waitFor();
+
+    // The refresh's read of the list held until the rotation has shown its secret.
+    let releaseList!: () => void;
+    const listHeld = new Promise<void>((resolve) => (releaseList = resolve));
+    await page.route(`${origin}/api/v1/endpoints`, async (route) => {
+      await listHeld;
+      await route.continue();
+    });
+    await cardOf(firstId).getByRole('button', { name: 'Refresh' }).click();
+    await cardOf(firstId).getByRole('button', { name: 'Rotate secret' }).click();
+    await cardOf(firstId).getByText('Secret rotated').waitFor();
+    const rotated = (await cardOf(firstId).locator('code.secret').textContent()) ?? '';
+    assert.match(rotated, /^whsec_/);
+    const listed = page.waitForResponse(`${origin}/api/v1/endpoints`);
+    releaseList();
+    await listed;
+    await page.unroute(`${origin}/api/v1/endpoints`);
+    // Whatever the refresh would draw comes after the secret was shown: it is still on screen.
+    await waitUntil('the refresh done', async () => (await page.locator('button:disabled').count()) === 0);
+    assert.equal(await cardOf(firstId).locator('code.secret').textContent(), rotated);
+
+    // The second endpoint's attempt log cannot be read: its card says so, and every other card shows.
+    await page.route(`${origin}/api/v1/endpoints/${secondId}/attempts*`, (route) =>
+      route.fulfill({ status: 503, contentType: 'application/json', body: '{"error":"store unavailable"}' }),
+    );
+    await page.goto(`${origin}/endpoints`);
+    await cardOf(firstId).getByRole('heading', { name: receiver.url }).waitFor();
+    await cardOf(secondId).getByText('The attempts could not be loaded: store unavailable').waitFor();
+    await page.unroute(`${origin}/api/v1/endpoints/${secondId}/attempts*`);
+    for (const id of made)
+      assert.equal((await admin.request('DELETE', `/api/v1/endpoints/${id}`)).status, 204);
+    assert.deepEqual(pageExceptions, []);
+  });
 });
 
 /** A received request's headers as standardwebhooks reads them. */

@@ -95,7 +95,17 @@ const attemptAnswer = (attempt) =>
   attempt.status !== undefined ? `HTTP ${attempt.status}` : humanize(attempt.error || 'no answer');
 
 async function attemptLog(endpoint) {
-  const { attempts } = await api('GET', `${endpointPath(endpoint)}/attempts?limit=${ATTEMPTS_SHOWN}`);
+  let attempts;
+  try {
+    ({ attempts } = await api('GET', `${endpointPath(endpoint)}/attempts?limit=${ATTEMPTS_SHOWN}`));
+  } catch (err) {
+    // One card's log unread: said in that card, the page and every other card still shown.
+    return h(
+      'p',
+      { class: 'message message-warning', role: 'alert' },
+      `The attempts could not be loaded: ${err.message}`,
+    );
+  }
   if (!attempts.length) return h('p', { class: 'muted' }, 'No attempts yet.');
   return dataTable({
     caption: `Attempts of ${endpoint.url}`,
@@ -172,6 +182,8 @@ async function endpointCard(endpoint, redraw) {
   });
   const rotate = actionButton('Rotate secret', line, async () => {
     const { secret } = await api('POST', `${endpointPath(endpoint)}/rotate-secret`);
+    // Shown once: a redraw still loading (a refresh clicked before) must not draw over it.
+    drawn++;
     secretSlot.replaceChildren(secretNotice(secret));
     line.say('success', 'Secret rotated: events are signed with both secrets for a while.');
   });
@@ -221,14 +233,18 @@ const pageHead = () =>
     ),
   );
 
+/** Draws of the page begun, and the rotations shown: a draw that finishes after a later one began is dropped. */
+let drawn = 0;
+
 /** The page; `justCreated` (an endpoint with its secret) shows that secret above its card. */
 export async function renderEndpoints(justCreated) {
   document.title = 'Endpoints · Flow Studio';
+  const draw = ++drawn;
   let endpoints, types;
   try {
     [{ endpoints }, types] = await Promise.all([api('GET', '/endpoints'), subscribableTypes()]);
   } catch (err) {
-    if (err.status === 401) return;
+    if (err.status === 401 || draw !== drawn) return;
     const text =
       err.status === 403
         ? "Only your team's admins manage its endpoints. Ask one of them to add or change an endpoint."
@@ -240,6 +256,7 @@ export async function renderEndpoints(justCreated) {
   }
   const redraw = () => renderEndpoints();
   const cards = await Promise.all(endpoints.map((endpoint) => endpointCard(endpoint, redraw)));
+  if (draw !== drawn) return;
   if (justCreated) {
     const card = cards[endpoints.findIndex((endpoint) => endpoint.id === justCreated.id)];
     card?.querySelector('.secret-slot').replaceChildren(secretNotice(justCreated.secret));
