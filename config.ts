@@ -151,10 +151,19 @@ const mongoConnectionString = z.string({ error: 'is required' }).superRefine((ra
 const withoutTrailingSlash = (value: string) => value.replace(/\/+$/, '');
 const hostPort = z.string().regex(/^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/, got('must be host:port'));
 const hostName = z.string().regex(/^[A-Za-z0-9.-]{1,253}$/, got('must be a host name'));
-/** Host suffixes, compared in lower case. */
+/** A DNS name or an IPv4 address, its labels 1–63 letters, digits or inner hyphens: no scheme, port, path or dots at an end. */
+const HOST_SUFFIX =
+  /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
+/** Host suffixes, compared in lower case; one that is no host name would match no host at all. */
 const suffixList = z
   .string()
-  .transform((list) => list.split(',').flatMap((suffix) => suffix.trim().toLowerCase() || []));
+  .transform((list) => list.split(',').flatMap((suffix) => suffix.trim().toLowerCase() || []))
+  .refine((suffixes) => suffixes.every((suffix) => HOST_SUFFIX.test(suffix)), {
+    error: (issue: { input?: unknown }) => {
+      const bad = (issue.input as string[]).find((suffix) => !HOST_SUFFIX.test(suffix));
+      return `must be host names separated by commas (no scheme, port, path or wildcard), got "${bad}"`;
+    },
+  });
 
 /** The path of a PEM file, read now: a bad path is refused at start, not at the first connection. */
 const pemFile = z

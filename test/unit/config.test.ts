@@ -325,6 +325,27 @@ describe('config', () => {
     assert.equal(loadConfig({ ...base, MONGO_DB: 'flow_prod-2' }).mongoDb, 'flow_prod-2');
   });
 
+  it('a PUSH_ENDPOINT_ALLOWLIST entry that is no host name is refused naming it: matching no push host, it would prune every device', () => {
+    for (const entry of [
+      'https://fcm.googleapis.com',
+      '.fcm.googleapis.com',
+      '*.push.services.mozilla.com',
+      'fcm.googleapis.com:443',
+      'push.apple.com.',
+      'fcm.googleapis.com/fcm',
+    ])
+      assert.match(
+        refusal({ ...base, PUSH_ENDPOINT_ALLOWLIST: `push.apple.com,${entry}` }),
+        /^PUSH_ENDPOINT_ALLOWLIST /,
+        entry,
+      );
+    assert.deepEqual(
+      loadConfig({ ...base, PUSH_ENDPOINT_ALLOWLIST: 'FCM.googleapis.com, 127.0.0.1,web.push.apple.com' })
+        .pushEndpointAllowlist,
+      ['fcm.googleapis.com', '127.0.0.1', 'web.push.apple.com'],
+    );
+  });
+
   it("an operator alert's retries must fit one workflow history: OPS_ALERT_RETRY_HOURS against CLAIM_GRACE_SECONDS", () => {
     assert.equal(loadConfig({ ...base, OPS_ALERT_RETRY_HOURS: '72' }).opsAlertRetryHours, 72);
     assert.equal(
