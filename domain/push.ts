@@ -1,7 +1,7 @@
 // The push family's pure decisions: which notification kind an outcome maps to, what it says, where it links.
 // No Node builtins: the episode workflow imports kindFor.
 import type { RunOutcome } from './outcome';
-import { clipUnits } from './text';
+import { clipUnits, headUnits } from './text';
 
 /** The fan-out activity's attempts: the episode workflow's retry policy and the activity's last-attempt check. */
 export const FAN_OUT_ATTEMPTS = 5;
@@ -95,6 +95,19 @@ const BODY_LIMIT = 180;
 function clip(text: string, limit = BODY_LIMIT): string {
   const flat = text.replace(/\s+/g, ' ').trim();
   return clipUnits(flat, limit);
+}
+
+/** The most of a final answer a push attempt is given: its body shows BODY_LIMIT characters, flattened. */
+const PUSH_ANSWER_UNITS = 4000;
+
+/**
+ * The outcome as a push attempt reads it: its final answer's head only. Each attempt's input stays in the episode's
+ * history, a day of retries long, and an answer may be a megabyte.
+ */
+export function forPush(outcome: RunOutcome): RunOutcome {
+  const answer = outcome.finalAnswer;
+  if (answer === undefined || answer.length <= PUSH_ANSWER_UNITS) return outcome;
+  return { ...outcome, finalAnswer: headUnits(answer, PUSH_ANSWER_UNITS).head };
 }
 
 export function runDeepLink(studioUrl: string, runId: string): string {

@@ -172,6 +172,26 @@ describe('push family', function () {
     assert.equal(await stores.pushDeliveries.countForEpisode(episodeId), 3);
   });
 
+  it("a long final answer: the push says its head, and each push attempt's input in the history carries a few KB of it", async () => {
+    const runId = await newRun();
+    const answer = `Revenue grew 12%. ${'Detail. '.repeat(60_000)}`; // 480 KB
+    assert.equal((await alice.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: answer })).status, 200);
+    await episodeResult(`${runId}:end`);
+    const pushed = payloadsFor(subs.alice[0]).find((p) => p.runId === runId);
+    assert.ok(
+      pushed?.body.startsWith('Revenue grew 12%. Detail.') && pushed.body.endsWith('…'),
+      pushed?.body,
+    );
+    const history = await client.workflow.getHandle(`${runId}:end`).fetchHistory();
+    const inputs = (history.events ?? []).flatMap((e) => {
+      const scheduled = e.activityTaskScheduledEventAttributes;
+      if (scheduled?.activityType?.name !== 'deliverPush') return [];
+      return [(scheduled.input?.payloads ?? []).reduce((sum, p) => sum + (p.data?.length ?? 0), 0)];
+    });
+    assert.ok(inputs.length >= 1, 'a push attempt scheduled');
+    for (const bytes of inputs) assert.ok(bytes < 16_384, `a push attempt's input of ${bytes} bytes`);
+  });
+
   it('the VAPID JWT is signed once per push service, not per message', async () => {
     const runId = await newRun();
     await alice.post(`/api/v1/runs/${runId}/complete`, { finalAnswer: 'Revenue grew 12%.' });

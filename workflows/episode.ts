@@ -10,7 +10,7 @@ import {
 import type { AttemptPlace, CallbackAttempt } from '../contract/activities';
 import { shouldNotify } from '../domain/callback';
 import { claimKeys, type RunOutcome } from '../domain/outcome';
-import { kindFor, MISSED_RECIPIENTS_RETRY_SECONDS } from '../domain/push';
+import { forPush, kindFor, MISSED_RECIPIENTS_RETRY_SECONDS } from '../domain/push';
 import { teamEventFromOutcome } from '../domain/teamEvents';
 import {
   callbackAttemptCalls,
@@ -91,7 +91,7 @@ async function pushBranch(
   let settled: BranchResult;
   let missedSome = false;
   try {
-    const result = await fanOutCalls.deliverPush(outcome);
+    const result = await fanOutCalls.deliverPush(forPush(outcome));
     // Confirmed on one success; a deliberate no-op (no recipient, no sink) is confirmed too, never retried. A
     // recipient held for their digest is in their digest's hands: confirmed when nobody else was tried, released
     // when every send failed (the retry holds them again, with no second digest entry).
@@ -127,7 +127,7 @@ async function retryMissed(quick: QuickCalls, outcome: RunOutcome, options: Epis
     if (question && patched(MISSED_RETRY_VETOED_PATCH))
       if (await quick.isStandbyVetoed(outcome.runId, outcome.teamId)) return;
     try {
-      const result = await fanOutCalls.deliverPush(outcome);
+      const result = await fanOutCalls.deliverPush(forPush(outcome));
       if (!result.addressable || result.retryable === 0) return;
     } catch {
       // Every attempt of this try failed: the next one comes later.
