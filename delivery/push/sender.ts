@@ -102,23 +102,39 @@ const isAddressLiteral = (url: URL): boolean => net.isIP(url.hostname.replace(/^
 
 export type PushSender = ReturnType<typeof createPushSender>;
 
-/** VAPID authorizations, one per push-service origin, signed once and reused until near expiry. */
-function createVapidSigner(vapid: VapidConfig, now: () => number) {
+/** Push-service origins whose VAPID authorization is kept: any public https host may be one, so they are bounded. */
+const VAPID_AUDIENCES_KEPT = 512;
+
+/**
+ * VAPID authorizations, one per push-service origin, signed once and reused until near expiry; at most
+ * `maxAudiences` kept, the least recently signed forgotten first.
+ */
+export function createVapidSigner(
+  vapid: VapidConfig,
+  now: () => number,
+  maxAudiences = VAPID_AUDIENCES_KEPT,
+) {
+  // Insertion order is signing order: a new signature goes to the end, the first entry is the oldest.
   const byAudience = new Map<string, { authorization: string; expiresAtMs: number }>();
-  return function vapidAuthorization(audience: string): string {
-    const cached = byAudience.get(audience);
-    if (cached && cached.expiresAtMs - VAPID_REFRESH_BEFORE_S * 1000 > now()) return cached.authorization;
-    const expiresAt = Math.floor(now() / 1000) + VAPID_LIFETIME_S;
-    const headers = webpush.getVapidHeaders(
-      audience,
-      vapid.subject,
-      vapid.publicKey,
-      vapid.privateKey,
-      'aes128gcm',
-      expiresAt,
-    );
-    byAudience.set(audience, { authorization: headers.Authorization, expiresAtMs: expiresAt * 1000 });
-    return headers.Authorization;
+  return {
+    authorization(audience: string): string {
+      const cached = byAudience.get(audience);
+      if (cached && cached.expiresAtMs - VAPID_REFRESH_BEFORE_S * 1000 > now()) return cached.authorization;
+      const expiresAt = Math.floor(now() / 1000) + VAPID_LIFETIME_S;
+      const headers = webpush.getVapidHeaders(
+        audience,
+        vapid.subject,
+        vapid.publicKey,
+        vapid.privateKey,
+        'aes128gcm',
+        expiresAt,
+      );
+      byAudience.delete(audience);
+      byAudience.set(audience, { authorization: headers.Authorization, expiresAtMs: expiresAt * 1000 });
+      if (byAudience.size > maxAudiences) byAudience.delete(byAudience.keys().next().value as string);
+      return headers.Authorization;
+    },
+    kept: (): number => byAudience.size,
   };
 }
 
@@ -256,7 +272,8 @@ export function createPushSender(options: PushSenderOptions) {
   const timeoutMs = options.timeoutMs ?? DEFAULT_PUSH_TIMEOUT_MS;
   const maxAttempts = options.maxAttempts ?? 3;
   const maxRetryAfterMs = options.maxRetryAfterMs ?? 30_000;
-  const vapidAuthorization = createVapidSigner(options.vapid, now);
+  const vapidSigner = createVapidSigner(options.vapid, now);
+  const vapidAuthorization = (audience: string): string => vapidSigner.authorization(audience);
   const pools = createAgentPools({
     maxAgents: options.maxAgents ?? 64,
     idleSocketMs: options.idleSocketMs ?? 5_000,
