@@ -24,7 +24,7 @@ import { subscriptionId } from '../store/push/subscriptions';
 import type { Stores } from '../store';
 import type { Mongo } from '../store/mongo';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
-import { ApiClient, openStores, startTestApi } from './support/harness';
+import { ApiClient, openStores, recordFixture, startTestApi } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
 import { TEST_PUSH_BURST_LIMIT, testConfig } from './support/stack';
 import { sweepWorkflow } from '../workflows/sweep';
@@ -343,14 +343,21 @@ describe('push family', function () {
     assert.ok(second.at.getTime() - first.at.getTime() >= 900, 'waited for Retry-After');
   });
 
-  it('413 is never retried as is, and does not prune', async () => {
+  it('413 is never retried as is, by the episode or the sweep, and does not prune', async () => {
     const owner = anonymous.as('ivan', 'ivan-team');
     const small = push.endpoint('ivan');
     await owner.post('/api/v1/notifications/push/subscriptions', small);
     push.failAlways(small, 413);
     const runId = await newRun(owner);
     await owner.post(`/api/v1/runs/${runId}/cancel`);
-    assert.equal((await episodeResult(`${runId}:end`)).push, 'released');
+    assert.equal((await episodeResult(`${runId}:end`)).push, 'gave_up');
+    recordFixture(config, `${runId}:end`, 'episode-history-push-refused-gave-up.json');
+    assert.deepEqual(await stores.claims.describe(`${runId}:end`), {
+      state: 'delivered',
+      result: 'gave_up: every push service refused the message',
+    });
+    await sweep();
+    await episodeResult(`${runId}:end`); // whatever the pass started
     assert.deepEqual(
       push.attempts(small).map((a) => a.status),
       [413],

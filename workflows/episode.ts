@@ -44,6 +44,18 @@ const backedOffSeconds = (every: number, retried: number): number =>
   Math.min(every * 2 ** retried, Math.max(every, RELEASED_RETRY_MAX_SECONDS));
 
 /**
+ * Marks histories in which a push whose every send the push services refused as a message (400, 413: not retried as
+ * is) settles given up. Before, it was released, and the sweep sent the same message again every pass for its reach.
+ * Only such a fan-out reaches it.
+ */
+export const PUSH_REFUSED_GIVES_UP_PATCH = 'push-refused-everywhere-gives-up';
+const PUSH_REFUSED_RESULT = 'gave_up: every push service refused the message';
+
+/** Nobody reached or held, and every send refused as a message: sending it again changes nothing. */
+const refusedEverywhere = (result: { failed: number; rejected?: number; held?: number }): boolean =>
+  result.failed > 0 && result.rejected === result.failed && !result.held;
+
+/**
  * Marks histories in which a recipient held for their digest is not a delivery: a fan-out that held someone but
  * whose sends all failed releases the claim (older ones settled it, and the others were never tried again).
  */
@@ -100,12 +112,14 @@ async function pushBranch(
     else if (reached) {
       settled = 'delivered';
       missedSome = result.retryable > 0;
-    } else if (!result.held) settled = 'released';
+    } else if (refusedEverywhere(result) && patched(PUSH_REFUSED_GIVES_UP_PATCH)) settled = 'gave_up';
+    else if (!result.held) settled = 'released';
     else settled = !patched(HELD_IS_NOT_DELIVERED_PATCH) || result.attempted === 0 ? 'delivered' : 'released';
   } catch {
     settled = 'released';
   }
   if (settled === 'released') await quick.unmark(key, me);
+  else if (settled === 'gave_up') await quick.markDelivered(key, me, PUSH_REFUSED_RESULT);
   else await quick.markDelivered(key, me, settled);
   // Only fan-outs that missed someone reach the patch check: other histories replay unchanged.
   if (missedSome && patched(PARTIAL_PUSH_RETRIED_PATCH)) await retryMissed(quick, outcome, options);
