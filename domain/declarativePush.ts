@@ -30,6 +30,8 @@ export interface DeclarativePushMessage {
     tag: string;
     /** Alert again though it replaces a notification of the same tag (a rung, a snooze). */
     renotify?: boolean;
+    /** No sound or vibration: someone answered the question it replaces. */
+    silent?: boolean;
     require_interaction?: boolean;
     actions?: { action: string; title: string; navigate: string }[];
   };
@@ -51,6 +53,7 @@ export function withDeclarativeForm(payload: PushPayload): WirePushPayload {
       navigate: payload.url,
       tag: payload.tag,
       ...(payload.renotify ? { renotify: true } : {}),
+      ...(payload.kind === 'answered' ? { silent: true } : {}),
       ...(waitsForAnswer ? { require_interaction: true } : {}),
       // A declarative action can only open a page: each choice opens the run, where the person answers (signed
       // in). Snooze is left out: a button that opens the page would snooze nothing.

@@ -78,6 +78,9 @@ function notificationFor(payload) {
       // again for the question pushed once more (an escalation rung, a snooze's end).
       tag: tag || undefined,
       renotify: Boolean(tag) && payload.renotify === true,
+      // Someone answered: news, not a call to act. It replaces the question where it still shows and must not sound
+      // where the person just answered it or had dismissed it.
+      silent: payload.kind === 'answered',
       // A run waiting for a person stays on screen until it is acted on.
       requireInteraction: payload.kind === 'human_input_requested',
       icon: '/icon.svg',

@@ -40,6 +40,7 @@ interface ShownNotification {
   url: string;
   timestamp: number;
   renotify: boolean;
+  silent: boolean;
 }
 
 describe('studio (Chromium)', function () {
@@ -246,6 +247,7 @@ describe('studio (Chromium)', function () {
             url: (n.data as { url: string }).url,
             timestamp: (n as Notification & { timestamp: number }).timestamp, // not in TS's DOM lib
             renotify: (n as Notification & { renotify: boolean }).renotify, // not in TS's DOM lib
+            silent: Boolean(n.silent),
           })),
         ),
     );
@@ -442,6 +444,7 @@ describe('studio (Chromium)', function () {
         url: `${origin}/runs/${runId}`,
         timestamp: undefined,
         renotify: false,
+        silent: false,
       },
     );
 
@@ -679,6 +682,15 @@ describe('studio (Chromium)', function () {
       ],
       'replaced, not stacked',
     );
+    // The close is news, not a call to act: it makes no sound, here or where the question was answered or dismissed.
+    assert.equal(shown[0].silent, true, 'the close is silent');
+    await deliverPush(page, (await pushOf('answered', studioSub)).rawText);
+    const onAnswerer = await waitForNotifications(
+      page,
+      (l) => l.some((n) => n.title === 'Release was answered'),
+      "the close shown on alice's device, which answered",
+    );
+    assert.equal(onAnswerer.find((n) => n.tag === tag)?.silent, true, 'silent where it was answered');
     assert.deepEqual(await notificationActions(bobs.page, tag), [], 'nothing left to answer');
   });
 

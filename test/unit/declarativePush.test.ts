@@ -55,6 +55,11 @@ describe('declarative web push form', () => {
     assert.deepEqual(Object.keys(wire.notification).sort(), ['body', 'navigate', 'tag', 'title']);
   });
 
+  it('the close of an answered question is silent in the declarative form too; a question is not', () => {
+    assert.equal(withDeclarativeForm({ ...base, kind: 'answered' }).notification.silent, true);
+    assert.equal(withDeclarativeForm(base).notification.silent, undefined);
+  });
+
   it('a push that must alert again (a rung, a snooze) says renotify in both forms; a first push does not', () => {
     const wire = withDeclarativeForm({ ...base, renotify: true });
     assert.equal(wire.renotify, true);
