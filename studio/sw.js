@@ -47,7 +47,8 @@ function readPayload(data) {
 /** Only an http(s) link is opened; anything else falls back to the run's page, or the studio's home. */
 function linkFor(payload) {
   try {
-    const url = new URL(String(payload.url), self.location.origin);
+    if (typeof payload.url !== 'string' || !payload.url) throw new Error('no url');
+    const url = new URL(payload.url, self.location.origin);
     if (url.protocol === 'https:' || url.protocol === 'http:') return url.href;
   } catch {
     // no usable url

@@ -458,6 +458,29 @@ describe('studio (Chromium)', function () {
     );
     assert.equal(after.length, 1, 'replaced, not stacked');
     assert.equal(after[0].tag, episodeId);
+
+    // A push without a link (none of ours, but the worker's own fallbacks make one) opens its run's page.
+    const linkless = JSON.stringify({
+      v: 1,
+      kind: 'run_finished',
+      title: 'Linkless',
+      runId,
+      tag: 'linkless',
+    });
+    await deliverPush(page, linkless);
+    const [noLink] = (
+      await waitForNotifications(
+        page,
+        (l) => l.some((n) => n.tag === 'linkless'),
+        'the linkless push is shown',
+      )
+    ).filter((n) => n.tag === 'linkless');
+    assert.equal(noLink.url, `${origin}/runs/${runId}`);
+    await page.evaluate(() =>
+      navigator.serviceWorker.ready
+        .then((r) => r.getNotifications({ tag: 'linkless' }))
+        .then((list) => list.forEach((n) => n.close())),
+    );
   });
 
   it('clicking the notification navigates the open studio tab to the run, or focuses it when already there', async () => {
