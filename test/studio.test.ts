@@ -644,12 +644,28 @@ describe('studio (Chromium)', function () {
     assert.equal(open.status, 200, open.text);
     await page.goto(`${origin}/runs/${runId}`);
     const written = page.getByRole('region', { name: 'Waiting for your answer' });
-    await written.getByRole('textbox', { name: 'Your answer' }).fill('eu-west-1');
+    const textbox = written.getByRole('textbox', { name: 'Your answer' });
+    await textbox.fill('eu-west');
+    // The tab shown again (or a push for the run) redraws the page: what the person was writing stays, in focus.
+    const redrawn = page.waitForResponse((res) => res.url().endsWith(`/runs/${runId}/timeline`));
+    await page.evaluate(() => document.dispatchEvent(new Event('visibilitychange')));
+    await redrawn;
+    await page.waitForFunction(
+      () => !document.querySelector('main')?.textContent?.includes('Loading the run'),
+    );
+    assert.equal(await textbox.inputValue(), 'eu-west');
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 'question-answer');
+    await textbox.pressSequentially('-1');
     await written.getByRole('button', { name: 'Answer', exact: true }).click();
     await waitUntil(
       'the run answered again',
       async () => (await alice.get(`/api/v1/runs/${runId}`)).body.status === 'running',
     );
+    const again = await alice.get(`/api/v1/runs/${runId}/timeline`);
+    const last = (again.body.entries as { kind: string; detail?: string }[]).filter(
+      (e) => e.kind === 'answered',
+    );
+    assert.equal(last.at(-1)?.detail, 'eu-west-1');
   });
 
   it("an action answered on one device replaces the question on a teammate's device, saying who answered", async () => {

@@ -104,12 +104,19 @@ function episodeRow(run, episode) {
  * The question the run waits on, answered here by the signed-in person (the page a notification opens): a button per
  * choice, or a written answer when it offers none. Answered, the page shows the run as it is now.
  */
+/**
+ * Written answers not sent yet, by question: the page is drawn again whenever the tab is shown or a push for the run
+ * arrives, and what the person was writing must outlive that.
+ */
+const drafts = new Map();
+
 function questionCard(run, question) {
   const line = messageLine();
   const answerWith = async (answer) => {
     try {
       const path = `/runs/${encodeURIComponent(run.id)}/interactions/${encodeURIComponent(question.interactionId)}/answer`;
       await api('POST', path, { answer });
+      drafts.delete(question.interactionId);
       await renderRun(run.id);
     } catch (err) {
       if (err.status !== 401) line.say('error', `The answer was not taken: ${err.message}`);
@@ -125,7 +132,14 @@ function questionCard(run, question) {
       ),
     );
   } else {
-    const text = h('textarea', { id: 'question-answer', rows: 3, maxlength: 100000, required: true });
+    const text = h('textarea', {
+      id: 'question-answer',
+      rows: 3,
+      maxlength: 100000,
+      required: true,
+      oninput: () => drafts.set(question.interactionId, text.value),
+    });
+    text.value = drafts.get(question.interactionId) ?? '';
     answering = h(
       'form',
       {
@@ -347,9 +361,13 @@ function callbacksCards(run, episodes) {
 }
 
 export async function renderRun(runId) {
-  document.title = 'Run · Flow Studio';
   const back = h('a', { href: '/', class: 'back' }, '← All runs');
-  main.replaceChildren(back, h('p', { class: 'muted' }, 'Loading the run…'));
+  // Drawn again (the tab shown, a push for it): the page stays as it is until the new one is ready.
+  const again = main.querySelector('.run-head')?.dataset.runId === runId;
+  if (!again) {
+    document.title = 'Run · Flow Studio';
+    main.replaceChildren(back, h('p', { class: 'muted' }, 'Loading the run…'));
+  }
   let run;
   let episodes;
   let timeline;
@@ -367,10 +385,16 @@ export async function renderRun(runId) {
     return;
   }
   document.title = `${run.title || run.id} · Flow Studio`;
+  const writing = document.activeElement?.id === 'question-answer';
   // Every child is an element: DOM replaceChildren (unlike h()) would print a null as the text "null".
   main.replaceChildren(
     back,
-    h('div', { class: 'page-head run-head' }, h('h1', {}, run.title || run.id), statusBadge(run.status)),
+    h(
+      'div',
+      { class: 'page-head run-head', 'data-run-id': run.id },
+      h('h1', {}, run.title || run.id),
+      statusBadge(run.status),
+    ),
     detailsCard(run),
     ...(timeline.question ? [questionCard(run, timeline.question)] : []),
     timelineCard(timeline),
@@ -378,4 +402,9 @@ export async function renderRun(runId) {
     episodesCard(run, episodes),
     ...callbacksCards(run, episodes),
   );
+  const answer = writing ? document.getElementById('question-answer') : null;
+  if (answer) {
+    answer.focus();
+    answer.setSelectionRange(answer.value.length, answer.value.length);
+  }
 }
