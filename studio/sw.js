@@ -139,6 +139,9 @@ async function handleNotificationClick(notification, action) {
 }
 
 async function showAgain(notification) {
+  // Anything shown under its tag since the click closed it is newer (someone answered, a rung): it stays.
+  const newer = await self.registration.getNotifications({ tag: notification.tag });
+  if (notification.tag && newer.length > 0) return 'replaced meanwhile';
   await self.registration.showNotification(notification.title, {
     body: notification.body,
     tag: notification.tag,
@@ -268,12 +271,19 @@ self.addEventListener('message', (event) => {
   const message = event.data;
   if (!message || message.type !== 'flow:notification-click') return;
   if (!event.source || event.source.type !== 'window') return;
+  const source = event.source;
   event.waitUntil(
-    self.registration.getNotifications({ tag: String(message.tag) }).then((found) => {
-      if (found.length > 0)
-        return handleNotificationClick(found[0], message.action && String(message.action));
-      return undefined;
-    }),
+    self.registration
+      .getNotifications({ tag: String(message.tag) })
+      .then((found) =>
+        found.length > 0
+          ? handleNotificationClick(found[0], message.action && String(message.action))
+          : 'none',
+      )
+      // What became of the click, for the page that asked.
+      .then((done) =>
+        source.postMessage({ type: 'flow:notification-clicked', tag: String(message.tag), done }),
+      ),
   );
 });
 

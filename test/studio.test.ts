@@ -175,24 +175,29 @@ describe('studio (Chromium)', function () {
    * The service worker's next `times` action POSTs fail as a network error does, before they reach the API
    * (Infinity: every one until `restore`); `failed()` counts them.
    */
-  async function failActionPosts(worker: ServiceWorkerHandle, times: number) {
-    await worker.evaluate((limit) => {
-      const scope = self as unknown as {
-        fetch: typeof fetch;
-        __flowFailedActions: number;
-        __flowRealFetch?: typeof fetch;
-      };
-      const realFetch = scope.__flowRealFetch ?? scope.fetch.bind(scope);
-      scope.__flowRealFetch = realFetch;
-      scope.__flowFailedActions = 0;
-      scope.fetch = (input, init) => {
-        if (String(input).endsWith('/interactions/actions') && scope.__flowFailedActions < limit) {
-          scope.__flowFailedActions++;
-          return Promise.reject(new TypeError('Failed to fetch'));
-        }
-        return realFetch(input, init);
-      };
-    }, times);
+  async function failActionPosts(worker: ServiceWorkerHandle, times: number, afterMs = 0) {
+    await worker.evaluate(
+      ([limit, wait]) => {
+        const scope = self as unknown as {
+          fetch: typeof fetch;
+          __flowFailedActions: number;
+          __flowRealFetch?: typeof fetch;
+        };
+        const realFetch = scope.__flowRealFetch ?? scope.fetch.bind(scope);
+        scope.__flowRealFetch = realFetch;
+        scope.__flowFailedActions = 0;
+        scope.fetch = (input, init) => {
+          if (String(input).endsWith('/interactions/actions') && scope.__flowFailedActions < limit) {
+            scope.__flowFailedActions++;
+            return new Promise((_resolve, reject) =>
+              setTimeout(() => reject(new TypeError('Failed to fetch')), wait),
+            );
+          }
+          return realFetch(input, init);
+        };
+      },
+      [times, afterMs] as const,
+    );
     return {
       failed: () =>
         worker.evaluate(() => (self as unknown as { __flowFailedActions: number }).__flowFailedActions),
@@ -589,6 +594,51 @@ describe('studio (Chromium)', function () {
     const run = await alice.get(`/api/v1/runs/${actionRunId}`);
     assert.equal(run.body.status, 'paused');
     await failing.restore();
+  });
+
+  it('an answer that never got through does not bring the question back over a newer notification (someone answered)', async () => {
+    const { runId: raceRunId, tag } = await pausedOnChoices('Deploy', 'Deploy v6?');
+    await deliverPush(page, (await pushReceived((p) => p.runId === raceRunId)).rawText);
+    await waitForNotifications(page, (l) => l.some((n) => n.tag === tag), 'the pause is shown');
+    const [worker] = context.serviceWorkers();
+    // Each try fails a second after it starts: the close comes in while they go on.
+    const failing = await failActionPosts(worker, Infinity, 1000);
+    try {
+      const clicked = page.evaluate(
+        (t) =>
+          new Promise<string>((resolve) =>
+            navigator.serviceWorker.addEventListener('message', (event) => {
+              if (event.data?.type === 'flow:notification-clicked' && event.data.tag === t)
+                resolve(event.data.done);
+            }),
+          ),
+        tag,
+      );
+      await clickNotification(page, tag, 'approve');
+      await waitUntil('the first try failed', async () => (await failing.failed()) >= 1);
+      const close = {
+        v: 1,
+        kind: 'answered',
+        title: 'Deploy was answered',
+        body: 'bob answered: Reject',
+        tag,
+      };
+      await deliverPush(
+        page,
+        JSON.stringify({ ...close, runId: raceRunId, episodeId: tag, url: `${origin}/runs/${raceRunId}` }),
+      );
+      assert.equal(await clicked, 'replaced meanwhile');
+      const shown = (await notifications(page)).filter((n) => n.tag === tag);
+      assert.deepEqual(
+        shown.map((n) => n.title),
+        ['Deploy was answered'],
+      );
+    } finally {
+      await failing.restore();
+    }
+    await alice.post(`/api/v1/runs/${raceRunId}/interactions/${tag.split(':input:')[1]}/answer`, {
+      answer: 'reject',
+    });
   });
 
   it('an escalation rung that pushes the question again alerts again (renotify); the question itself replaces silently', async function () {
