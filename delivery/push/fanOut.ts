@@ -77,7 +77,10 @@ export const PRUNE_AFTER_UNRESOLVED_EPISODES = 3;
 const DEFAULT_PRUNE_MIN_HOURS = 24;
 const OUTCOME_TTL_S = 4 * 24 * 3600;
 
-/** Web Push Topic: at most 32 base64url characters, one per episode, so a queued older copy is replaced. */
+/**
+ * Web Push Topic: at most 32 base64url characters, one per episode (a person's digests: one for all, as their tag),
+ * so a queued older copy is replaced.
+ */
 export function topicFor(episodeId: string): string {
   return createHash('sha256').update(episodeId).digest('base64url').slice(0, 32);
 }
@@ -86,7 +89,7 @@ export function pushOptionsFor(payload: PushPayload) {
   return {
     ttlSeconds: payload.kind === 'human_input_requested' ? HUMAN_INPUT_TTL_S : OUTCOME_TTL_S,
     urgency: payload.kind === 'human_input_requested' ? ('high' as const) : ('normal' as const),
-    topic: topicFor(payload.episodeId),
+    topic: topicFor(payload.kind === 'digest' ? payload.tag : payload.episodeId),
   };
 }
 
