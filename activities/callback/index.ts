@@ -386,7 +386,9 @@ export async function logAttempt(
       place?.attempt ?? 1,
     );
   }
-  if (endsSchedule(attempt.outcome, place)) deps.metrics?.callbackGaveUp();
+  // A claim found another's stops the schedule without giving up: the episode answers claimed_elsewhere.
+  const claimedElsewhere = attempt.outcome.result === 'stop' && attempt.outcome.claimedElsewhere === true;
+  if (endsSchedule(attempt.outcome, place) && !claimedElsewhere) deps.metrics?.callbackGaveUp();
   return recorded;
 }
 
