@@ -10,7 +10,12 @@ import { createRunsService } from '../runs/service';
 import { createPushSender, pushSenderFor, type PushSender } from '../delivery/push/sender';
 import type { Mongo } from '../store/mongo';
 import type { Stores } from '../store';
+import type { PushDeliveryResult } from '../contract/activities';
 import type { EpisodeResult } from '../contract/workflows';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { createActivities } from '../activities';
+import { PUSH_SEND_MARGIN_MS } from '../activities/push/recordedSends';
+import { buildRunOutcome } from '../domain/outcome';
 import { openStores, startTestApi, startTestWorker, temporalClient } from './support/harness';
 import { startPushService, type PushService } from './support/pushService';
 import { testConfig } from './support/stack';
@@ -145,6 +150,41 @@ describe('push exchange deadlines and caps', function () {
         release();
         await worker.stop();
       }
+    });
+
+    it('a fan-out starts no send once what is left of its start-to-close could not see one through: the retry sends each device once', async () => {
+      const real = pushSenderFor(config, { ca: push.ca })!;
+      let started = 0;
+      const counting: PushSender = { ...real, send: (...args) => (started++, real.send(...args)) };
+      const activities = createActivities({
+        config,
+        stores,
+        client,
+        pushSender: counting,
+        log: () => undefined,
+      });
+      const devices = ['a', 'b', 'c'].map((name) => push.endpoint(`late-${name}`));
+      for (const device of devices)
+        await stores.pushSubscriptions.upsert({ userId: 'ike', teamId: 'acme' }, device, new Date());
+      const run = await createRunsService({
+        ...stores,
+        emitter: { emitRunOutcome: async () => undefined },
+      }).create({ userId: 'ike', teamId: 'acme' }, { title: 'late' });
+      const outcome = buildRunOutcome({ ...run, status: 'cancelled', endedAt: new Date() })!;
+      const attempt = (n: number, startToCloseTimeoutMs: number) =>
+        new MockActivityEnvironment({
+          attempt: n,
+          activityId: '1',
+          workflowExecution: { workflowId: outcome.episodeId, runId: 'late-fan-out' },
+          startToCloseTimeoutMs,
+          heartbeatTimeoutMs: 60_000,
+        }).run(() => activities.deliverPush(outcome));
+      // Started with less left than one send may take: Temporal starts it again before a send could end.
+      await assert.rejects(attempt(1, PUSH_SEND_MARGIN_MS - 1));
+      assert.equal(started, 0, 'no send started');
+      const result = (await attempt(2, 600_000)) as PushDeliveryResult;
+      assert.ok(result.addressable && result.delivered === 3, JSON.stringify(result));
+      for (const device of devices) assert.equal(push.received(device).length, 1);
     });
 
     it('POST /notifications/push/test answers within its deadline while a service trickles', async () => {

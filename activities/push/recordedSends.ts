@@ -7,6 +7,7 @@ import { FAN_OUT_ATTEMPTS, type PushPayload } from '../../domain/push';
 import { fanOut, type FanOutDeps } from '../../delivery/push/fanOut';
 import type { PushDelivery, PushDeliveryStore } from '../../store/push/deliveries';
 import type { PushSubscriptionRow } from '../../store/push/subscriptions';
+import type { Context } from '@temporalio/activity';
 import { activityContext, keptAlive } from '../activityContext';
 import type { PushActivityDeps } from './pushActivityDeps';
 import { payloadsWithReceipts, type ReceiptScope } from './receipts';
@@ -29,6 +30,24 @@ export const STORE_WORK_BEATS_FOR_MS = 60_000;
 export const LAST_SUCCESS_GRAIN_MS = 60_000;
 
 /**
+ * What a send started now may take to end, its record written: its lookup and exchange deadlines (5 s each) and a
+ * margin. A fan-out starts no send with less than this left of its start-to-close.
+ */
+export const PUSH_SEND_MARGIN_MS = 15_000;
+
+/**
+ * When the fan-out stops starting sends: the activity cancelled (a worker shutting down), or too little left of
+ * its start-to-close for a send to end before Temporal starts the attempt again. Outside an activity, never.
+ */
+function sendsEnd(context: Context | undefined, startedAt: number): AbortSignal | undefined {
+  if (!context) return undefined;
+  const left = context.info.startToCloseTimeoutMs - (Date.now() - startedAt) - PUSH_SEND_MARGIN_MS;
+  const timeUp =
+    left > 0 ? AbortSignal.timeout(left) : AbortSignal.abort(new Error('no time left for a send'));
+  return AbortSignal.any([context.cancellationSignal, timeUp]);
+}
+
+/**
  * Pushes one payload to these subscriptions, skipping those an earlier attempt under the same id reached, and
  * records each accepted send before answering.
  */
@@ -48,6 +67,8 @@ export async function sendRecorded(
     reached?: Promise<Reached>;
   },
 ): Promise<Omit<FanOutResult, 'held'>> {
+  // The attempt began a little before (its reads): the margin covers them.
+  const startedAt = Date.now();
   const sender = deps.sender;
   if (!sender) throw new Error('web push is off: nothing to send with');
   // By the batch rows' own ids: one indexed read whatever the episode's size.
@@ -98,9 +119,10 @@ export async function sendRecorded(
       width: deps.fanOutWidth,
       log: deps.log,
       onProgress: beat,
-      // A worker shutting down past its grace cancels the activity: the fan-out stops starting sends (the
-      // ones reached are recorded), and the next attempt, on any worker, skips them.
-      signal: context?.cancellationSignal,
+      // A worker shutting down past its grace cancels the activity, and what is left of its start-to-close ending
+      // stops it too: the fan-out stops starting sends (the ones reached are recorded), and the next attempt, on
+      // any worker, skips them. A send started later would race that attempt's own, to the same devices.
+      signal: sendsEnd(context, startedAt),
       pushServices: deps.pushServices,
       configFaultRule: deps.configFaultRule,
       onConfigFault: hooks.onConfigFault,
