@@ -306,37 +306,14 @@ describe('run health fed in batches', function () {
     return { release, told };
   }
 
-  it('spend written before the run ended, told to health after the end (another process), is alerted against its budget', async () => {
-    const created = await unbatched.post('/api/v1/runs', {
-      title: 'Spent, then ended at once',
-      budget: { limit: 10 },
-    });
+  /**
+   * A run with a budget of 10 spends 12 through a process that tells health late (clock `clockAheadMs` ahead of
+   * the others'), and is cancelled through one that tells at once: health hears the end first, then the spend.
+   */
+  async function spentThenEnded(title: string, clockAheadMs: number, fixture: string): Promise<void> {
+    const created = await unbatched.post('/api/v1/runs', { title, budget: { limit: 10 } });
     const id = created.body.id as string;
-    // The spend's process tells health late (its batch window): the end, reported at once by another, comes first.
-    const { release: releaseSpend, told: spent } = await spendToldLate(id, 12);
-    assert.equal((await unbatched.post(`/api/v1/runs/${id}/cancel`, {})).status, 200);
-    await waitUntil('health saw the end', async () => {
-      const health = await unbatched.get(`/api/v1/runs/${id}/health`);
-      return health.body.phase === 'terminal';
-    });
-    releaseSpend();
-    await spent;
-    await waitUntil('its budget alerts', () => bothBudgetAlerts(id), {
-      timeoutMs: 20_000,
-    });
-    recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-usage-before-end-counted.json');
-    assert.deepEqual(alertsOf(id), ['budget_exceeded', 'budget_warning']);
-    assert.equal((await unbatched.get(`/api/v1/runs/${id}/health`)).body.spent, 12);
-  });
-
-  it("spend written before the run ended by a process whose clock runs ahead of the end's is alerted against its budget", async () => {
-    const created = await unbatched.post('/api/v1/runs', {
-      title: 'Spent on a fast clock',
-      budget: { limit: 10 },
-    });
-    const id = created.body.id as string;
-    // Its clock two seconds ahead: the spend's write time reads later than the end's, which came after it.
-    const { release: releaseSpend, told: spent } = await spendToldLate(id, 12, 2000);
+    const { release: releaseSpend, told: spent } = await spendToldLate(id, 12, clockAheadMs);
     assert.equal((await unbatched.post(`/api/v1/runs/${id}/cancel`, {})).status, 200);
     await waitUntil('health saw the end', async () => {
       const health = await unbatched.get(`/api/v1/runs/${id}/health`);
@@ -345,10 +322,17 @@ describe('run health fed in batches', function () {
     releaseSpend();
     await spent;
     await waitUntil('its budget alerts', () => bothBudgetAlerts(id), { timeoutMs: 20_000 });
-    recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-usage-clock-ahead-counted.json');
+    recordFixture(stack.config, healthWorkflowId(id), fixture);
     assert.deepEqual(alertsOf(id), ['budget_exceeded', 'budget_warning']);
     assert.equal((await unbatched.get(`/api/v1/runs/${id}/health`)).body.spent, 12);
-  });
+  }
+
+  it('spend written before the run ended, told to health after the end (another process), is alerted against its budget', () =>
+    spentThenEnded('Spent, then ended at once', 0, 'run-health-history-usage-before-end-counted.json'));
+
+  // Its clock two seconds ahead: the spend's write time reads later than the end's, which came after it.
+  it("spend written before the run ended by a process whose clock runs ahead of the end's is alerted against its budget", () =>
+    spentThenEnded('Spent on a fast clock', 2000, 'run-health-history-usage-clock-ahead-counted.json'));
 
   it('spend told to a stalled run after later progress recovers nothing, and is alerted against its budget', async () => {
     const created = await unbatched.post('/api/v1/runs', {

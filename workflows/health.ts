@@ -17,6 +17,7 @@ import {
   toldOutOfOrderByRevision,
   spendCountedBeforeStall,
   usageBeforeEnd,
+  type HealthAlert,
   type HealthState,
   type ObservedEvent,
 } from '../domain/health';
@@ -151,6 +152,28 @@ function toldLate(state: HealthState, event: ObservedEvent): boolean {
   return byRevision !== undefined && byRevision !== byTime && patched(HEALTH_STATUS_BY_REVISION_PATCH)
     ? byRevision
     : byTime;
+}
+
+/**
+ * A batched event health passes over, with what it still counts (spend, and the budget alerts it earned): written
+ * before what health applied since (the last progress of a run stalled since, a later status change, a pause), or
+ * spend told after the run's end. Undefined: the event is observed. The patch checks come in their order of old.
+ */
+function passedOver(
+  state: HealthState,
+  event: ObservedEvent,
+): { state: HealthState; alerts: HealthAlert[] } | undefined {
+  const none = { state, alerts: [] };
+  if (countedBeforeStall(state, event) && patched(HEALTH_COUNTED_EVENTS_PATCH)) {
+    const spend = spendCountedBeforeStall(state, event);
+    return spend?.alerts.length && patched(HEALTH_STALLED_SPEND_COUNTED_PATCH) ? spend : none;
+  }
+  if (toldLate(state, event) && patched(HEALTH_STATUS_IN_WRITE_ORDER_PATCH)) return none;
+  if (progressBeforePause(state, event) && patched(HEALTH_PROGRESS_BEFORE_PAUSE_PATCH)) return none;
+  let late = usageBeforeEnd(state, event);
+  const anyClock = late ? undefined : usageBeforeEnd(state, event, { byWriteTime: false });
+  if (anyClock?.alerts.length && patched(HEALTH_LATE_SPEND_ANY_CLOCK_PATCH)) late = anyClock;
+  return late?.alerts.length && patched(HEALTH_USAGE_BEFORE_END_PATCH) ? late : undefined;
 }
 
 /** A stall check found the run ended in the store: terminal, with when its end was written (batched histories). */
@@ -333,29 +356,10 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
         // Only a lower report reaches the patch check: other histories replay unchanged.
         if (lowersSpend(state, event) && patched(HEALTH_SPEND_NEVER_LOWERS_PATCH))
           event = { ...event, data: { ...event.data, spent: state.spent } };
-        if (batched && countedBeforeStall(state, event) && patched(HEALTH_COUNTED_EVENTS_PATCH)) {
-          const spend = spendCountedBeforeStall(state, event);
-          if (spend?.alerts.length && patched(HEALTH_STALLED_SPEND_COUNTED_PATCH)) {
-            state = spend.state;
-            alerts.push(...spend.alerts);
-          }
-          handled++;
-          continue;
-        }
-        if (batched && toldLate(state, event) && patched(HEALTH_STATUS_IN_WRITE_ORDER_PATCH)) {
-          handled++;
-          continue;
-        }
-        if (batched && progressBeforePause(state, event) && patched(HEALTH_PROGRESS_BEFORE_PAUSE_PATCH)) {
-          handled++;
-          continue;
-        }
-        let late = batched ? usageBeforeEnd(state, event) : undefined;
-        const anyClock = batched && !late ? usageBeforeEnd(state, event, { byWriteTime: false }) : undefined;
-        if (anyClock?.alerts.length && patched(HEALTH_LATE_SPEND_ANY_CLOCK_PATCH)) late = anyClock;
-        if (late?.alerts.length && patched(HEALTH_USAGE_BEFORE_END_PATCH)) {
-          state = late.state;
-          alerts.push(...late.alerts);
+        const skipped = batched ? passedOver(state, event) : undefined;
+        if (skipped) {
+          state = skipped.state;
+          alerts.push(...skipped.alerts);
           handled++;
           continue;
         }
