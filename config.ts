@@ -1,7 +1,7 @@
 // The one place that reads the environment. Every variable of the contract, typed, read once: one zod schema per
 // section. A bad value throws a ConfigError whose message is one line naming the variable.
 import { readFileSync } from 'node:fs';
-import { isIP } from 'node:net';
+import { isIP, isIPv6 } from 'node:net';
 import { MongoClient } from 'mongodb';
 import { z } from 'zod';
 import { DEFAULT_CALLBACK_RETRY_SECONDS } from './domain/callback';
@@ -151,16 +151,18 @@ const mongoConnectionString = z.string({ error: 'is required' }).superRefine((ra
 const withoutTrailingSlash = (value: string) => value.replace(/\/+$/, '');
 const hostPort = z.string().regex(/^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/, got('must be host:port'));
 const hostName = z.string().regex(/^[A-Za-z0-9.-]{1,253}$/, got('must be a host name'));
-/** A DNS name or an IPv4 address, its labels 1–63 letters, digits or inner hyphens: no scheme, port, path or dots at an end. */
-const HOST_SUFFIX =
-  /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
+/** A host name: its labels letters, digits and inner hyphens (what the API listens on, a push host). */
+const HOST_NAME = /^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$/;
+/** A host as a URL's hostname spells it: a name, or an IPv6 address in brackets. */
+const isHostSuffix = (suffix: string): boolean =>
+  HOST_NAME.test(suffix) || (/^\[[0-9a-f:.]+\]$/.test(suffix) && isIPv6(suffix.slice(1, -1)));
 /** Host suffixes, compared in lower case; one that is no host name would match no host at all. */
 const suffixList = z
   .string()
   .transform((list) => list.split(',').flatMap((suffix) => suffix.trim().toLowerCase() || []))
-  .refine((suffixes) => suffixes.every((suffix) => HOST_SUFFIX.test(suffix)), {
+  .refine((suffixes) => suffixes.every(isHostSuffix), {
     error: (issue: { input?: unknown }) => {
-      const bad = (issue.input as string[]).find((suffix) => !HOST_SUFFIX.test(suffix));
+      const bad = (issue.input as string[]).find((suffix) => !isHostSuffix(suffix));
       return `must be host names separated by commas (no scheme, port, path or wildcard), got "${bad}"`;
     },
   });
@@ -183,9 +185,6 @@ const pemFile = z
     return content;
   })
   .optional();
-
-/** A host name (its labels letters, digits and inner hyphens) or an IP address: what the API listens on. */
-const HOST_NAME = /^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$/;
 
 const serverSection = section({
   host: [

@@ -20,6 +20,20 @@ export function fitsStartToClose(startedAt: number, neededMs: number): boolean {
   return !startToClose || startToClose - (Date.now() - startedAt) >= neededMs;
 }
 
+const attemptStarts = new WeakMap<Context, number>();
+
+/**
+ * When this activity attempt began, as first asked within it: its activity function asks first thing. Outside an
+ * activity, now.
+ */
+export function attemptStartedAt(): number {
+  const context = activityContext();
+  if (!context) return Date.now();
+  let at = attemptStarts.get(context);
+  if (at === undefined) attemptStarts.set(context, (at = Date.now()));
+  return at;
+}
+
 /** How often a kept-alive activity heartbeats: well within the heartbeat timeout its workflow sets. */
 const KEEP_ALIVE_EVERY_MS = 2000;
 

@@ -4,7 +4,7 @@
  * `fn` over `items` with at most `limit` in flight; the answers in the order of the items. The first failure
  * stops the lanes (none takes another item) and rejects the whole once the items in flight are done, so a caller
  * that tries again after the rejection finds nothing of this call still going. Once `signal` aborts, no new item
- * starts; the ones in flight finish, then it throws the signal's reason.
+ * starts; the ones in flight finish, then it throws the signal's reason (unless every item had started).
  */
 export async function mapBounded<T, R>(
   items: readonly T[],
@@ -27,6 +27,7 @@ export async function mapBounded<T, R>(
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
   if (failed) throw failed.error;
-  signal?.throwIfAborted();
+  // Stopped with items left unstarted; every item done, the results stand.
+  if (next < items.length) signal?.throwIfAborted();
   return results;
 }

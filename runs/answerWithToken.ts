@@ -20,7 +20,9 @@ export type TokenAction = { did: 'answered'; run: Run } | { did: 'snoozed'; unti
 /** What the token stands for: an answer with its choice, or a snooze of the question (a push without choices). */
 export async function actWithToken(ctx: RunsContext, token: string): Promise<TokenAction> {
   const row = await ctx.actionTokens.get(hashActionToken(token));
-  if (row && (await ctx.teamRemovals.removedSince(row.teamId, row.userId, row.createdAt)))
+  // A token taken before the removal (its request cut short) still finishes what it began.
+  const unused = row && !row.usedAt;
+  if (unused && (await ctx.teamRemovals.removedSince(row.teamId, row.userId, row.createdAt)))
     throw new ForbiddenError('the person this action was for is no longer in the team');
   if (row?.snooze) return { did: 'snoozed', until: await snoozeWithToken(ctx, row) };
   return { did: 'answered', run: await answerWithToken(ctx, token) };

@@ -4,6 +4,7 @@
 // answering. Real API, worker, Temporal, FerretDB and the loopback push service.
 import assert from 'node:assert/strict';
 import type { PushPayload } from '../domain/push';
+import { hashActionToken } from '../store/actionTokens';
 import { adminOf } from './support/admin';
 import type { ApiClient } from './support/harness';
 import type { PushService, SubscriptionJSON } from './support/pushService';
@@ -42,7 +43,7 @@ describe('removing a team member', function () {
       .map((r) => r.payload as PushPayload)
       .find((p) => p.runId === runId);
     const token = payload?.actions?.find((a) => a.action === 'approve')?.token;
-    assert.ok(token, `bob's approve token for ${runId}`);
+    assert.ok(token, `an approve token for ${runId}`);
     return token;
   };
 
@@ -76,6 +77,26 @@ describe('removing a team member', function () {
     const again = await admin.delete('/api/v1/teams/current/members/bob');
     assert.deepEqual(again.body, { userId: 'bob', teamWide: false, devices: 0, held: 0 });
     assert.ok(bob);
+  });
+
+  it('an answer taken from a notification before the removal, its request cut short, is still finished by its token', async () => {
+    await stack.anonymous
+      .as('erin', 'acme')
+      .put('/api/v1/notifications/prefs', { scope: 'team' })
+      .then((res) => assert.equal(res.status, 200, res.text));
+    const erinDevices = await subscribeDevices(stack, { erin: 1 });
+    const { runId } = await paused();
+    await push.waitFor(1, erinDevices.erin[0]);
+    const token = approveToken(erinDevices.erin[0], runId);
+    // The request took the token and died before storing the answer (the token left taken, untold).
+    const taken = await stack.mongo.db
+      .collection('action_tokens')
+      .updateOne({ _id: hashActionToken(token) as never }, { $set: { usedAt: new Date(), untold: true } });
+    assert.equal(taken.modifiedCount, 1);
+    assert.equal((await admin.delete('/api/v1/teams/current/members/erin')).status, 200);
+    const finished = await stack.anonymous.post('/api/v1/interactions/actions', { token });
+    assert.equal(finished.status, 200, finished.text);
+    assert.equal((await alice.get(`/api/v1/runs/${runId}`)).body.status, 'running');
   });
 
   it('what was held for their digest in the team is settled, never sent', async () => {

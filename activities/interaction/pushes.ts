@@ -12,6 +12,7 @@ import { followUpResult } from '../push/closeAnswered';
 import { devicesToPush, render } from '../push/deliverOutcome';
 import type { PushActivityDeps } from '../push/pushActivityDeps';
 import { configFaultReporter, sendRecorded } from '../push/recordedSends';
+import { attemptStartedAt } from '../activityContext';
 
 /** People a `to: team` rung reaches at most. */
 export const TEAM_RUNG_MAX_PEOPLE = 1000;
@@ -63,6 +64,7 @@ export async function pushFollowUp(
   userIds: string[],
   what: string,
 ): Promise<FollowUpResult> {
+  attemptStartedAt(); // its fan-out's time is counted from here
   if (!deps.sender) return { result: 'not_addressable', delivered: 0 };
   const kind = 'human_input_requested';
   const { outcome } = open;

@@ -8,6 +8,7 @@ import { inputEpisodeId } from '../../domain/outcome';
 import { renderAnswered } from '../../domain/push';
 import type { PushActivityDeps } from './pushActivityDeps';
 import { configFaultReporter, sendRecorded } from './recordedSends';
+import { attemptStartedAt } from '../activityContext';
 
 /** Devices a close reaches at most: a question is pushed to a team's devices, and each is closed. */
 const CLOSE_MAX_DEVICES = 10_000;
@@ -35,6 +36,7 @@ export async function closeAnswered(
   ref: InteractionRef,
   answer: InteractionAnswer,
 ): Promise<FollowUpResult> {
+  attemptStartedAt(); // its fan-out's time is counted from here
   if (!deps.sender) return { result: 'not_addressable', delivered: 0 };
   const episodeId = inputEpisodeId(ref.runId, ref.interactionId);
   const [run, interaction, reached] = await Promise.all([

@@ -19,7 +19,7 @@ import type { PushSubscriptionRow } from '../../store/push/subscriptions';
 import { payloadsWithActions } from './actionTokens';
 import { closeAnswered } from './closeAnswered';
 import type { DigestDeps, PushActivityDeps } from './pushActivityDeps';
-import { activityContext, keptAlive } from '../activityContext';
+import { activityContext, attemptStartedAt, keptAlive } from '../activityContext';
 import { configFaultReporter, sendRecorded, STORE_WORK_BEATS_FOR_MS, type Reached } from './recordedSends';
 
 /**
@@ -27,6 +27,7 @@ import { configFaultReporter, sendRecorded, STORE_WORK_BEATS_FOR_MS, type Reache
  * team-wide scope. Safe to run twice: endpoints already reached for this episode are skipped.
  */
 export async function deliverPush(deps: PushActivityDeps, outcome: RunOutcome): Promise<PushDeliveryResult> {
+  attemptStartedAt(); // its fan-out's time is counted from here
   const kind = kindFor(outcome);
   if (!kind) return { addressable: false, reason: 'no kind' };
   if (!deps.sender) return { addressable: false, reason: 'no sink' };

@@ -9,7 +9,7 @@ import { digestEntryOf, holdId, type DigestContents, type PushHoldStore } from '
 import type { PushSubscriptionRow } from '../../store/push/subscriptions';
 import { PREF_KINDS, type NotificationPrefs } from '../../store/push/notificationPrefs';
 import type { PushActivityDeps } from './pushActivityDeps';
-import { keptAlive } from '../activityContext';
+import { attemptStartedAt, keptAlive } from '../activityContext';
 import { configFaultReporter, sendRecorded, STORE_WORK_BEATS_FOR_MS, type Reached } from './recordedSends';
 
 /** When the person can be reached by a digest now: undefined for now (epoch ms otherwise). */
@@ -28,6 +28,7 @@ export async function digestReleaseAt(
  * they opted out of since they were held; once a device took it they are no longer owed.
  */
 export async function sendDigest(deps: PushActivityDeps, digest: DigestSend): Promise<DigestSendResult> {
+  attemptStartedAt(); // its fan-out's time is counted from here
   if (!deps.sender) return { addressable: false, reason: 'no sink' };
   if (digest.episodeIds) return sendListedDigest(deps, digest, digest.episodeIds);
   const holds = deps.digests?.pushHolds;

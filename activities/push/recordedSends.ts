@@ -8,7 +8,7 @@ import { fanOut, type FanOutDeps } from '../../delivery/push/fanOut';
 import type { PushDelivery, PushDeliveryStore } from '../../store/push/deliveries';
 import type { PushSubscriptionRow } from '../../store/push/subscriptions';
 import type { Context } from '@temporalio/activity';
-import { activityContext, keptAlive } from '../activityContext';
+import { activityContext, attemptStartedAt, keptAlive } from '../activityContext';
 import type { PushActivityDeps } from './pushActivityDeps';
 import { payloadsWithReceipts, type ReceiptScope } from './receipts';
 
@@ -39,12 +39,17 @@ export const PUSH_SEND_MARGIN_MS = 15_000;
  * When the fan-out stops starting sends: the activity cancelled (a worker shutting down), or too little left of
  * its start-to-close for a send to end before Temporal starts the attempt again. Outside an activity, never.
  */
-function sendsEnd(context: Context | undefined, startedAt: number): AbortSignal | undefined {
+function sendsEnd(context: Context | undefined): AbortSignal | undefined {
   if (!context) return undefined;
-  const left = context.info.startToCloseTimeoutMs - (Date.now() - startedAt) - PUSH_SEND_MARGIN_MS;
-  const timeUp =
-    left > 0 ? AbortSignal.timeout(left) : AbortSignal.abort(new Error('no time left for a send'));
-  return AbortSignal.any([context.cancellationSignal, timeUp]);
+  const left = context.info.startToCloseTimeoutMs - (Date.now() - attemptStartedAt()) - PUSH_SEND_MARGIN_MS;
+  const ends = new AbortController();
+  const end = (): void => ends.abort(new Error('no time left in this attempt for a send'));
+  if (context.cancellationSignal.aborted || left <= 0) end();
+  else {
+    context.cancellationSignal.addEventListener('abort', end, { once: true });
+    setTimeout(end, left).unref();
+  }
+  return ends.signal;
 }
 
 /**
@@ -67,8 +72,6 @@ export async function sendRecorded(
     reached?: Promise<Reached>;
   },
 ): Promise<Omit<FanOutResult, 'held'>> {
-  // The attempt began a little before (its reads): the margin covers them.
-  const startedAt = Date.now();
   const sender = deps.sender;
   if (!sender) throw new Error('web push is off: nothing to send with');
   // By the batch rows' own ids: one indexed read whatever the episode's size.
@@ -122,7 +125,7 @@ export async function sendRecorded(
       // A worker shutting down past its grace cancels the activity, and what is left of its start-to-close ending
       // stops it too: the fan-out stops starting sends (the ones reached are recorded), and the next attempt, on
       // any worker, skips them. A send started later would race that attempt's own, to the same devices.
-      signal: sendsEnd(context, startedAt),
+      signal: sendsEnd(context),
       pushServices: deps.pushServices,
       configFaultRule: deps.configFaultRule,
       onConfigFault: hooks.onConfigFault,

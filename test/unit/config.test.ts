@@ -333,6 +333,8 @@ describe('config', () => {
       'fcm.googleapis.com:443',
       'push.apple.com.',
       'fcm.googleapis.com/fcm',
+      '[::1',
+      '[not-an-address]',
     ])
       assert.match(
         refusal({ ...base, PUSH_ENDPOINT_ALLOWLIST: `push.apple.com,${entry}` }),
@@ -340,9 +342,11 @@ describe('config', () => {
         entry,
       );
     assert.deepEqual(
-      loadConfig({ ...base, PUSH_ENDPOINT_ALLOWLIST: 'FCM.googleapis.com, 127.0.0.1,web.push.apple.com' })
-        .pushEndpointAllowlist,
-      ['fcm.googleapis.com', '127.0.0.1', 'web.push.apple.com'],
+      loadConfig({
+        ...base,
+        PUSH_ENDPOINT_ALLOWLIST: 'FCM.googleapis.com, 127.0.0.1,web.push.apple.com,[::1]',
+      }).pushEndpointAllowlist,
+      ['fcm.googleapis.com', '127.0.0.1', 'web.push.apple.com', '[::1]'],
     );
   });
 

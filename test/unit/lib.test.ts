@@ -130,4 +130,19 @@ describe('platform/concurrency: mapBounded', () => {
     await assert.rejects(run, (err) => err instanceof Expired);
     assert.deepEqual(finished.sort(), [0, 1]);
   });
+
+  it('a signal that aborts once every item has started changes nothing: the answers stand', async () => {
+    const aborter = new AbortController();
+    const results = await mapBounded(
+      [0, 1],
+      2,
+      async (i) => {
+        if (i === 1) aborter.abort(new Expired('too late to matter'));
+        await sleep(5);
+        return i * 10;
+      },
+      aborter.signal,
+    );
+    assert.deepEqual(results, [0, 10]);
+  });
 });
