@@ -13,6 +13,7 @@ export function cutCodePoints(text: string, max: number): string {
 /** Its first `units` UTF-16 units, one fewer where the last would be half a surrogate pair; `cut` when it was longer. */
 export function headUnits(text: string, units: number): { head: string; cut: boolean } {
   if (text.length <= units) return { head: text, cut: false };
+  if (units <= 0) return { head: '', cut: true };
   const last = text.charCodeAt(units - 1);
   return { head: text.slice(0, last >= 0xd800 && last <= 0xdbff ? units - 1 : units), cut: true };
 }
@@ -22,5 +23,6 @@ export function headUnits(text: string, units: number): { head: string; cut: boo
  * for bounds a byte budget follows, such as a push's payload.
  */
 export function clipUnits(text: string, max: number): string {
-  return text.length <= max ? text : `${headUnits(text, max - 1).head}…`;
+  if (text.length <= max) return text;
+  return max <= 0 ? '' : `${headUnits(text, max - 1).head}…`;
 }

@@ -24,7 +24,7 @@ export function interactionsRouter(deps: InteractionsRouterDeps) {
       "answers an interaction from a notification's action, without a session: the single-use token from the " +
       'push payload answers with its choice as its person (200, the run), or, a snooze token, pushes the ' +
       'question to its person again an hour later unless answered by then (202 {"snoozedUntil"}); used again or ' +
-      'the interaction answered 409, expired 410, unknown 404',
+      'the interaction answered 409, expired 410, unknown 404; its person removed from the team since 403',
     body: actionBody,
     examples: [{ token: 'Hq0n3Jm2vX0bq3S9Jd3lqk1mW8yX2cVtZp4uR7sN5aE' }],
   });

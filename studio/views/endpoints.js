@@ -99,6 +99,7 @@ async function attemptLog(endpoint) {
   try {
     ({ attempts } = await api('GET', `${endpointPath(endpoint)}/attempts?limit=${ATTEMPTS_SHOWN}`));
   } catch (err) {
+    if (err.status === 401) throw err; // the sign-in form is up: nothing of this page is drawn over it
     // One card's log unread: said in that card, the page and every other card still shown.
     return h(
       'p',
@@ -182,8 +183,8 @@ async function endpointCard(endpoint, redraw) {
   });
   const rotate = actionButton('Rotate secret', line, async () => {
     const { secret } = await api('POST', `${endpointPath(endpoint)}/rotate-secret`);
-    // Shown once: a redraw still loading (a refresh clicked before) must not draw over it.
-    drawn++;
+    // Shown now, and by a redraw still loading (a refresh clicked before), which would draw over it.
+    secretsToShow.set(endpoint.id, secret);
     secretSlot.replaceChildren(secretNotice(secret));
     line.say('success', 'Secret rotated: events are signed with both secrets for a while.');
   });
@@ -233,13 +234,19 @@ const pageHead = () =>
     ),
   );
 
-/** Draws of the page begun, and the rotations shown: a draw that finishes after a later one began is dropped. */
+/** Draws of the page begun: a draw that finishes after a later one began is dropped. */
 let drawn = 0;
+/**
+ * Secrets to show, by endpoint: a new one's, or a rotation's. Whichever draw of the page finishes next shows them
+ * (the create's own draw may be dropped, a refresh in flight would draw over a rotation's), then forgets them.
+ */
+const secretsToShow = new Map();
 
 /** The page; `justCreated` (an endpoint with its secret) shows that secret above its card. */
 export async function renderEndpoints(justCreated) {
   document.title = 'Endpoints · Flow Studio';
   const draw = ++drawn;
+  if (justCreated) secretsToShow.set(justCreated.id, justCreated.secret);
   let endpoints, types;
   try {
     [{ endpoints }, types] = await Promise.all([api('GET', '/endpoints'), subscribableTypes()]);
@@ -257,10 +264,12 @@ export async function renderEndpoints(justCreated) {
   const redraw = () => renderEndpoints();
   const cards = await Promise.all(endpoints.map((endpoint) => endpointCard(endpoint, redraw)));
   if (draw !== drawn) return;
-  if (justCreated) {
-    const card = cards[endpoints.findIndex((endpoint) => endpoint.id === justCreated.id)];
-    card?.querySelector('.secret-slot').replaceChildren(secretNotice(justCreated.secret));
-  }
+  endpoints.forEach((endpoint, i) => {
+    const secret = secretsToShow.get(endpoint.id);
+    if (secret === undefined) return;
+    secretsToShow.delete(endpoint.id);
+    cards[i].querySelector('.secret-slot').replaceChildren(secretNotice(secret));
+  });
   main.replaceChildren(
     pageHead(),
     h(

@@ -105,10 +105,11 @@ function episodeRow(run, episode) {
  * choice, or a written answer when it offers none. Answered, the page shows the run as it is now.
  */
 /**
- * Written answers not sent yet, by question: the page is drawn again whenever the tab is shown or a push for the run
- * arrives, and what the person was writing must outlive that.
+ * Written answers not sent yet, by person and question: the page is drawn again whenever the tab is shown or a push
+ * for the run arrives, and what the person was writing must outlive that (and never reach the next one signed in).
  */
 const drafts = new Map();
+const draftKey = (interactionId) => JSON.stringify([claimsOf(getToken()).sub, interactionId]);
 
 function questionCard(run, question) {
   const line = messageLine();
@@ -116,7 +117,7 @@ function questionCard(run, question) {
     try {
       const path = `/runs/${encodeURIComponent(run.id)}/interactions/${encodeURIComponent(question.interactionId)}/answer`;
       await api('POST', path, { answer });
-      drafts.delete(question.interactionId);
+      drafts.delete(draftKey(question.interactionId));
       await renderRun(run.id);
     } catch (err) {
       if (err.status !== 401) line.say('error', `The answer was not taken: ${err.message}`);
@@ -137,9 +138,9 @@ function questionCard(run, question) {
       rows: 3,
       maxlength: 100000,
       required: true,
-      oninput: () => drafts.set(question.interactionId, text.value),
+      oninput: () => drafts.set(draftKey(question.interactionId), text.value),
     });
-    text.value = drafts.get(question.interactionId) ?? '';
+    text.value = drafts.get(draftKey(question.interactionId)) ?? '';
     answering = h(
       'form',
       {
