@@ -41,7 +41,10 @@ export const PUSH_SEND_MARGIN_MS = 15_000;
  */
 function sendsEnd(context: Context | undefined): AbortSignal | undefined {
   if (!context) return undefined;
-  const left = context.info.startToCloseTimeoutMs - (Date.now() - attemptStartedAt()) - PUSH_SEND_MARGIN_MS;
+  const startToClose = context.info.startToCloseTimeoutMs;
+  // No start-to-close told (never so for our scheduled activities): cancellation alone stops it.
+  if (!(startToClose > 0)) return context.cancellationSignal;
+  const left = startToClose - (Date.now() - attemptStartedAt()) - PUSH_SEND_MARGIN_MS;
   const ends = new AbortController();
   const end = (): void => ends.abort(new Error('no time left in this attempt for a send'));
   if (context.cancellationSignal.aborted || left <= 0) end();
