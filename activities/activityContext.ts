@@ -16,8 +16,14 @@ export function activityContext(): Context | undefined {
  * before that attempt settled anything, would be a second one. Outside an activity, always.
  */
 export function fitsStartToClose(startedAt: number, neededMs: number): boolean {
+  const left = startToCloseLeftMs(startedAt);
+  return left === undefined || left >= neededMs;
+}
+
+/** What is left of this attempt's start-to-close, counted from `startedAt`; undefined outside an activity. */
+export function startToCloseLeftMs(startedAt: number): number | undefined {
   const startToClose = activityContext()?.info.startToCloseTimeoutMs;
-  return !startToClose || startToClose - (Date.now() - startedAt) >= neededMs;
+  return startToClose ? startToClose - (Date.now() - startedAt) : undefined;
 }
 
 const attemptStarts = new WeakMap<Context, number>();

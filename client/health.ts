@@ -15,6 +15,7 @@ import {
   type HealthOptions,
   type Workflows,
 } from '../contract/workflows';
+import { firstCodePoints } from '../domain/text';
 
 /** A run as an observer knows it: the runner CLI knows only its id and team. */
 export interface ObservedRun {
@@ -53,12 +54,6 @@ export function healthOptions(
 
 /** The longest node name health keeps (its twin shows the current node): a window's batch stays a modest signal. */
 export const MAX_NODE_CHARS = 200;
-
-/** The first `count` code points (never half a surrogate pair), reading no more of a long text than that. */
-const firstCodePoints = (text: string, count: number): string =>
-  Array.from(text.slice(0, 2 * count))
-    .slice(0, count)
-    .join('');
 
 /**
  * What health reads of an event, bounded, taken as it is observed: the rest (a final answer, a prompt, a long node

@@ -10,6 +10,12 @@ export function cutCodePoints(text: string, max: number): string {
   return points.length <= max ? text : `${points.slice(0, Math.max(0, max - 1)).join('')}…`;
 }
 
+/** The first `count` code points (never half a surrogate pair), reading no more of a long text than that. */
+export const firstCodePoints = (text: string, count: number): string =>
+  Array.from(text.slice(0, 2 * count))
+    .slice(0, count)
+    .join('');
+
 /** Its first `units` UTF-16 units, one fewer where the last would be half a surrogate pair; `cut` when it was longer. */
 export function headUnits(text: string, units: number): { head: string; cut: boolean } {
   if (text.length <= units) return { head: text, cut: false };

@@ -2,6 +2,7 @@
 // still holds what they were given as a member; what was minted for them before this time (a notification's action
 // tokens) answers nothing. One row per (person, team), by key: a second removal moves the time on.
 import type { Db } from 'mongodb';
+import { prefKey } from './push/notificationPrefs';
 
 export interface TeamRemovalRow {
   /** JSON [userId, teamId], as a prefs row's key. */
@@ -13,7 +14,8 @@ export interface TeamRemovalRow {
   removedBy: string;
 }
 
-const removalKey = (userId: string, teamId: string): string => JSON.stringify([userId, teamId]);
+/** The same key as the person's prefs row in the team. */
+const removalKey = prefKey;
 
 export type TeamRemovalStore = ReturnType<typeof createTeamRemovalStore>;
 

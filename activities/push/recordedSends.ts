@@ -8,7 +8,7 @@ import { fanOut, type FanOutDeps } from '../../delivery/push/fanOut';
 import type { PushDelivery, PushDeliveryStore } from '../../store/push/deliveries';
 import type { PushSubscriptionRow } from '../../store/push/subscriptions';
 import type { Context } from '@temporalio/activity';
-import { activityContext, attemptStartedAt, keptAlive } from '../activityContext';
+import { activityContext, attemptStartedAt, keptAlive, startToCloseLeftMs } from '../activityContext';
 import type { PushActivityDeps } from './pushActivityDeps';
 import { payloadsWithReceipts, type ReceiptScope } from './receipts';
 
@@ -41,10 +41,10 @@ export const PUSH_SEND_MARGIN_MS = 15_000;
  */
 function sendsEnd(context: Context | undefined): AbortSignal | undefined {
   if (!context) return undefined;
-  const startToClose = context.info.startToCloseTimeoutMs;
+  const timeLeft = startToCloseLeftMs(attemptStartedAt());
   // No start-to-close told (never so for our scheduled activities): cancellation alone stops it.
-  if (!(startToClose > 0)) return context.cancellationSignal;
-  const left = startToClose - (Date.now() - attemptStartedAt()) - PUSH_SEND_MARGIN_MS;
+  if (timeLeft === undefined) return context.cancellationSignal;
+  const left = timeLeft - PUSH_SEND_MARGIN_MS;
   const ends = new AbortController();
   const end = (): void => ends.abort(new Error('no time left in this attempt for a send'));
   if (context.cancellationSignal.aborted || left <= 0) end();
