@@ -281,10 +281,13 @@ export interface AttemptPlace {
   /** A recover's redelivery: it does not go past an open breaker (a manual one, which someone asked for, does). */
   recoverId?: string;
   /**
-   * An attempt after a wait: the delivery's claim, held again in the receiver's slot just before the request (it
-   * may have gone stale in a backed-up queue and been taken over); another's, nothing is sent (claimedElsewhere).
+   * The delivery's claim, held again in the receiver's slot just before the request (it may have gone stale in a
+   * backed-up queue and been taken over); another's, nothing is sent (claimedElsewhere). `heldSince` (a first
+   * attempt's: when its claim was taken, on the workflow's clock, no later than the take): held again only once
+   * half the claim grace has passed since, as before that it cannot have gone stale. Absent (an attempt after a
+   * wait): held again whatever the time.
    */
-  claim?: { key: string; holder: string };
+  claim?: { key: string; holder: string; heldSince?: number };
 }
 
 /** How an alert workflow retries, from the worker's own config (not from whoever started it). */

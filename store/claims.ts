@@ -360,6 +360,8 @@ export function createClaimStore(
   };
   const settling = createClaimSettling(ctx);
   return {
+    /** How long a pending claim shields its episode after it was taken or last held. */
+    graceMs,
     /** Claims the episode for holder, or takes a stale claim over (see tryMark). */
     tryMark: (key: string, holder: string): Promise<boolean> => tryMark(ctx, key, holder),
     /** tryMark for each key, in one insert where none was claimed yet. */

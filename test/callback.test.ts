@@ -292,6 +292,49 @@ describe('callback family', function () {
     assert.equal(receiver.received.length, 0, 'nothing sent');
   });
 
+  it('a first attempt taken up late (past half the grace) whose claim another holder took sends nothing; a prompt one is not held up', async () => {
+    const { createRunsService } = await import('../runs/service');
+    const silent = createRunsService({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
+    const activities = createActivities({ config, stores, client, log: () => undefined });
+    const graceMs = config.claimGraceSeconds * 1000;
+    const ended = async () => {
+      const run = await silent.create(
+        { userId: 'alice', teamId: 'acme' },
+        { callback: { url: receiver.url } },
+      );
+      await silent.complete({ userId: 'alice', teamId: 'acme' }, run._id, 'done');
+      return { runId: run._id, episodeId: `${run._id}:end`, key: `cb|${run._id}:end` };
+    };
+    // Claimed by the episode a grace ago; it went stale in the queue and a recover took it over.
+    const late = await ended();
+    assert.ok(await stores.claims.tryMark(late.key, 'recover|acme'));
+    const heldSince = Date.now() - graceMs;
+    const lateAttempt = await activities.sendCallback(
+      late.episodeId,
+      late.runId,
+      {
+        attempt: 1,
+        trigger: 'episode',
+        claim: { key: late.key, holder: `episode|${late.episodeId}/a`, heldSince },
+      },
+      'acme',
+    );
+    assert.deepEqual(lateAttempt, { result: 'stop', detail: 'claimed elsewhere', claimedElsewhere: true });
+    assert.equal(receiver.received.length, 0, 'nothing sent');
+    // Claimed a moment ago: it is the episode's, and goes.
+    const prompt = await ended();
+    const holder = `episode|${prompt.episodeId}/a`;
+    assert.ok(await stores.claims.tryMark(prompt.key, holder));
+    const promptAttempt = await activities.sendCallback(
+      prompt.episodeId,
+      prompt.runId,
+      { attempt: 1, trigger: 'episode', claim: { key: prompt.key, holder, heldSince: Date.now() } },
+      'acme',
+    );
+    assert.equal(promptAttempt.result, 'delivered');
+    assert.equal(receiver.received.length, 1);
+  });
+
   it('a 4xx other than 408/429 stops at once', async () => {
     receiver.answerAlways({ status: 410 });
     const { id } = await launch();

@@ -63,8 +63,8 @@ export const CLAIM_CHECKED_IN_SLOT_PATCH = 'signed-delivery-claim-checked-in-slo
 export interface SignedDelivery {
   /** The claim that makes it once in effect. */
   key: string;
-  /** The caller took the claim already (several at once), as this holder. */
-  claimed?: true;
+  /** The caller took the claim already (several at once), as this holder, no later than `at` (the workflow's clock). */
+  claimed?: { at: number };
   /** The waits between attempts (n waits: n + 1 attempts), and their jitter (absent: as listed, uncapped off). */
   waits: number[];
   jitter?: number;
@@ -81,6 +81,8 @@ export interface SignedDelivery {
 export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDelivery): Promise<BranchResult> {
   const { key, waits, jitter } = delivery;
   const me = holder();
+  // Read before the take: the claim is no older than this, whatever task the take's answer comes back in.
+  const claimedAt = delivery.claimed?.at ?? Date.now();
   if (!delivery.claimed && !(await quick.tryMark(key, me))) return 'claimed_elsewhere';
   // Held attempts wait within the schedule's longest span (its waits at their longest): the delivery ends no later
   // than it could before, and past that end the next attempt is the last, held or not.
@@ -126,9 +128,9 @@ export async function deliverOnSchedule(quick: QuickCalls, delivery: SignedDeliv
           ? patched(HOLD_CHECKED_AFTER_FAILED_HOLD_PATCH)
           : waited && patched(HOLD_CHECKED_AFTER_EVERY_WAIT_PATCH);
         if (checkHold && !(await heldAgain())) return 'claimed_elsewhere';
-        // After a wait the attempt holds the claim again just before its request (an activity's input is not part
-        // of what replay compares).
-        const claim = waited ? { claim: { key, holder: me } } : {};
+        // The attempt holds the claim again just before its request: after a wait always, the first once it could
+        // have gone stale in a backed-up queue (an activity's input is not part of what replay compares).
+        const claim = { claim: { key, holder: me, ...(waited ? {} : { heldSince: claimedAt }) } };
         holdFailed = false;
         waited = false;
         const heldWaits = !pastHoldsEnd && Date.now() < holdsEndAt;

@@ -88,6 +88,7 @@ export async function teamEventWorkflow(
     ));
   const attempts = callbackAttemptCalls(schedule.attemptSeconds);
   const together = patched(TEAM_EVENT_FIRST_ATTEMPTS_TOGETHER_PATCH);
+  const claimedAt = Date.now();
   const claimed = together ? await claimEach(quick, event.id, endpointIds) : undefined;
   const notClaimed: BranchResult = together && !claimed ? 'released' : 'claimed_elsewhere';
   const attemptTo = claimed
@@ -99,7 +100,7 @@ export async function teamEventWorkflow(
       if (together && !claimed?.[i]) return notClaimed;
       return deliverOnSchedule(quick, {
         key: endpointDeliveryKey(event.id, endpointId),
-        ...(claimed ? { claimed: true as const } : {}),
+        ...(claimed ? { claimed: { at: claimedAt } } : {}),
         waits: schedule.retrySeconds,
         jitter: schedule.retryJitter,
         attempt: attemptTo(endpointId),

@@ -45,8 +45,8 @@ export interface CallbackDeps extends CallbackSendDeps {
   metrics?: Pick<Metrics, 'callbackAttempt' | 'callbackGaveUp' | 'callbackHeld'>;
   /** The worker's pacing per receiver origin (one per worker process); absent: attempts go out unpaced. */
   pacing?: OriginPacing;
-  /** The deliveries' claims, held again by an attempt after a wait (claimCheck); absent: not checked. */
-  claims?: Pick<ClaimStore, 'renew'>;
+  /** The deliveries' claims, held again by an attempt that may have found them stale (claimCheck); absent: not checked. */
+  claims?: Pick<ClaimStore, 'renew' | 'graceMs'>;
 }
 
 const secondsOf = (ms: number | undefined): number | undefined =>
@@ -407,21 +407,24 @@ export type AttemptResult =
     };
 
 /**
- * An attempt after a wait (place.claim) holds its delivery's claim again in the receiver's slot, just before the
- * request: the claim may have gone stale while the attempt waited in a backed-up task queue, and another holder (a
- * recover, the sweep) taken it over. Another's, nothing is sent and the attempt says so. Undefined when there is
- * nothing to check.
+ * An attempt given its claim (place.claim) holds it again in the receiver's slot, just before the request: the
+ * claim may have gone stale while the attempt waited in a backed-up task queue, and another holder (a recover, the
+ * sweep) taken it over. Another's, nothing is sent and the attempt says so. A claim taken less than half the grace
+ * ago cannot have gone stale (the half leaves room for the request and for clocks apart): not asked. Undefined
+ * when there is nothing to check.
  */
 export function claimCheck(
-  claims: Pick<ClaimStore, 'renew'> | undefined,
+  claims: Pick<ClaimStore, 'renew' | 'graceMs'> | undefined,
   place: AttemptPlace | undefined,
 ): SignedSend['notOwed'] {
   const claim = place?.claim;
   if (!claim || !claims) return undefined;
-  return async () =>
-    (await claims.renew(claim.key, claim.holder))
+  return async () => {
+    if (claim.heldSince !== undefined && Date.now() - claim.heldSince < claims.graceMs / 2) return undefined;
+    return (await claims.renew(claim.key, claim.holder))
       ? undefined
       : { result: 'stop', detail: 'claimed elsewhere', claimedElsewhere: true };
+  };
 }
 
 /** What an attempt reports and what its log row names as its error. */

@@ -54,7 +54,7 @@ export interface EndpointDeps extends Omit<CallbackDeps, 'runs' | 'callbackAttem
    */
   claims: Pick<
     ClaimStore,
-    'describeEach' | 'describe' | 'tryMark' | 'markDelivered' | 'resettle' | 'unmark' | 'renew'
+    'describeEach' | 'describe' | 'tryMark' | 'markDelivered' | 'resettle' | 'unmark' | 'renew' | 'graceMs'
   >;
   /** The studio a Slack message links its run in (as the pushes do). */
   studioUrl: string;

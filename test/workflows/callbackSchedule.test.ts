@@ -413,8 +413,32 @@ describe('the callback schedule on time-skipping Temporal', function () {
     );
     recordHistory(run.history, 'episode-history-callback-claimed-in-slot.json');
     assert.equal(run.attempts, 2);
-    assert.equal(run.sent[0].place?.claim, undefined, 'a first attempt does not check');
     assert.equal(run.sent[1].place?.claim?.key, claimKeys.callback(outcome.episodeId));
+    assert.equal(
+      run.sent[1].place?.claim?.heldSince,
+      undefined,
+      'after a wait: held again whatever the time',
+    );
+    assert.equal(run.result.callback, 'claimed_elsewhere');
+    assert.deepEqual(run.settled, ['not_addressable'], 'the push’s only: the callback’s is another holder’s');
+  });
+
+  it('a first attempt whose claim another holder took while it waited in a backed-up queue sends nothing and ends the schedule', async () => {
+    // A first attempt carries its claim and when it was taken: past half the grace, the activity holds it again
+    // just before the request, and finds it taken (a recover sent it once it went stale).
+    const run = await runEpisode(
+      [{ result: 'stop', detail: 'claimed elsewhere', claimedElsewhere: true }],
+      'ts-callback-first-claimed-in-slot',
+      DEFAULT_EPISODE_OPTIONS,
+    );
+    const first = run.sent[0];
+    assert.equal(first.place?.claim?.key, claimKeys.callback(outcome.episodeId));
+    const heldSince = first.place?.claim?.heldSince;
+    assert.ok(
+      heldSince !== undefined && heldSince <= first.atMs,
+      'taken no later than the attempt was asked for',
+    );
+    assert.equal(run.attempts, 1);
     assert.equal(run.result.callback, 'claimed_elsewhere');
     assert.deepEqual(run.settled, ['not_addressable'], 'the push’s only: the callback’s is another holder’s');
   });
