@@ -178,6 +178,8 @@ export interface FanOutResult {
   failed: number;
   /** Of the failed, those worth another try (5xx, 429, network). */
   retryable: number;
+  /** The longest Retry-After a push service answered a failed send with (429): no device is tried before it. */
+  retryAfterMs?: number;
   /** Of the failed, messages a push service refused as such (400, 413): never taken, however often sent again. */
   rejected?: number;
   /**

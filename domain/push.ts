@@ -285,4 +285,9 @@ export interface SendOutcome {
   /** For operator logs: may name internal addresses or resolver codes. */
   detail?: string;
   attempts: number;
+  /** A 429's Retry-After, when the send ended on one: the push service's next try is not before it. */
+  retryAfterMs?: number;
 }
+
+/** The longest a fan-out's next attempt waits for a push service's Retry-After (the episode is owed its push). */
+export const FAN_OUT_RETRY_AFTER_CAP_MS = 10 * 60_000;

@@ -27,6 +27,7 @@ import { startFamilyStack, type FamilyStack } from './support/familyStack';
 import { ApiClient, openStores, recordFixture, startTestApi } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
 import { TEST_PUSH_BURST_LIMIT, testConfig } from './support/stack';
+import { waitUntil } from './support/waitUntil';
 import { sweepWorkflow } from '../workflows/sweep';
 
 const STUDIO = 'https://studio.flow.test';
@@ -341,6 +342,33 @@ describe('push family', function () {
     assert.deepEqual(attempts, [429, 201]);
     const [first, second] = push.attempts(busy);
     assert.ok(second.at.getTime() - first.at.getTime() >= 900, 'waited for Retry-After');
+  });
+
+  it("a 429 whose Retry-After is longer than a send waits: the fan-out's next attempt is not before it", async () => {
+    const owner = anonymous.as('heidi2', 'heidi2-team');
+    const busy = push.endpoint('heidi2');
+    await owner.post('/api/v1/notifications/push/subscriptions', busy);
+    push.failNext(busy, [429], { 'Retry-After': '600' });
+    const runId = await newRun(owner);
+    await owner.post(`/api/v1/runs/${runId}/cancel`);
+    const handle = client.workflow.getHandle(`${runId}:end`);
+    const retrying = await waitUntil('the fan-out failed once and waits for its next attempt', async () => {
+      const { raw } = await handle.describe();
+      const fanOut = raw.pendingActivities?.find((a) => a.activityType?.name === 'deliverPush');
+      return fanOut?.lastFailure && fanOut.nextAttemptScheduleTime ? fanOut : undefined;
+    });
+    try {
+      const ms = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) =>
+        Number(t?.seconds ?? 0) * 1000 + Math.floor((t?.nanos ?? 0) / 1e6);
+      const waitMs = ms(retrying.nextAttemptScheduleTime) - ms(retrying.lastAttemptCompleteTime);
+      assert.ok(waitMs >= 590_000, `the next attempt ${waitMs} ms after the failed one, asked to wait 600 s`);
+      assert.deepEqual(
+        push.attempts(busy).map((a) => a.status),
+        [429],
+      );
+    } finally {
+      await handle.terminate('the test is done with it');
+    }
   });
 
   it('413 is never retried as is, by the episode or the sweep, and does not prune', async () => {

@@ -3,11 +3,11 @@
 // the digest both send this way.
 import type { FanOutResult } from '../../contract/activities';
 import type { RunOutcome } from '../../domain/outcome';
-import { FAN_OUT_ATTEMPTS, type PushPayload } from '../../domain/push';
+import { FAN_OUT_ATTEMPTS, FAN_OUT_RETRY_AFTER_CAP_MS, type PushPayload } from '../../domain/push';
 import { fanOut, type FanOutDeps } from '../../delivery/push/fanOut';
 import type { PushDelivery, PushDeliveryStore } from '../../store/push/deliveries';
 import type { PushSubscriptionRow } from '../../store/push/subscriptions';
-import type { Context } from '@temporalio/activity';
+import { ApplicationFailure, type Context } from '@temporalio/activity';
 import { activityContext, attemptStartedAt, keptAlive, startToCloseLeftMs } from '../activityContext';
 import type { PushActivityDeps } from './pushActivityDeps';
 import { payloadsWithReceipts, type ReceiptScope } from './receipts';
@@ -163,7 +163,11 @@ export async function sendRecorded(
   // the last attempt reports instead, and the workflow settles on what was delivered.
   const attempt = context?.info.attempt ?? FAN_OUT_ATTEMPTS;
   if (result.retryable > 0 && attempt < FAN_OUT_ATTEMPTS) {
-    throw new Error(`${result.retryable} of ${pending.length} endpoints failed transiently; retrying them`);
+    const message = `${result.retryable} of ${pending.length} endpoints failed transiently; retrying them`;
+    // A push service that asked us to wait (429 Retry-After) is not tried again before it; otherwise the policy's backoff.
+    if (result.retryAfterMs === undefined) throw new Error(message);
+    const nextRetryDelay = Math.min(result.retryAfterMs, FAN_OUT_RETRY_AFTER_CAP_MS);
+    throw ApplicationFailure.create({ message, nextRetryDelay });
   }
   return { ...result, alreadyDelivered: subs.length - pending.length };
 }

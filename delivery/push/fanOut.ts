@@ -206,6 +206,8 @@ async function handleOutcome(run: FanOutRun, sub: PushSubscriptionRow, outcome: 
     case 'failed':
       result.failed++;
       result.retryable++; // 5xx, 429 past its wait, network, resolver down: worth another activity attempt
+      if (outcome.retryAfterMs !== undefined)
+        result.retryAfterMs = Math.max(result.retryAfterMs ?? 0, outcome.retryAfterMs);
       return;
     case 'rejected':
       result.failed++;
