@@ -4,7 +4,7 @@
 // emitters fire for one episode, Temporal runs it once.
 import type { Client } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
-import { interactionClaimKeys } from '../domain/interaction';
+import { interactionClaimKeys, lapsedRungs } from '../domain/interaction';
 import { buildRunOutcome, type RunOutcome } from '../domain/outcome';
 import type { Run, RunError } from '../domain/run';
 import type { ClaimStore } from '../store/claims';
@@ -111,11 +111,15 @@ export function createOutcomeEmitter(deps: {
       interaction.interactionId,
       await questions.escalationPolicies.ladderFor(run),
     );
+    const askedAtMs = run.pause.at.getTime();
+    // Emitted again long after (a watch's end): what fell due long ago is not climbed again.
+    const lapsed = lapsedRungs(rungs, askedAtMs, Date.now());
     const plan = {
       open: true,
-      askedAtMs: run.pause.at.getTime(),
+      askedAtMs,
       rungs,
       webhookRetrySeconds: options.callbackRetrySeconds,
+      ...(lapsed.length ? { lapsedRungs: lapsed } : {}),
     };
     await startInteraction(deps.client, deps.taskQueue, interaction, plan);
     // After the start: a question noted opened whose workflow never started would never climb its ladder.

@@ -557,6 +557,49 @@ describe('escalation', function () {
     }
   });
 
+  it('a question emitted again by the API a month on (its ladder read there) climbs no rung again once its claims are reaped', async () => {
+    const { runId, interactionId, handle, first, restore } = await askedBeforeThePolicyChanged();
+    try {
+      // A month on: what deduped the rung is reaped 30 days after it settled (its claim, its delivery rows).
+      const monthAgo = new Date(Date.now() - 31 * 24 * 3600_000);
+      await stack.mongo.db
+        .collection('interactions')
+        .updateOne({ _id: interactionId as never }, { $set: { createdAt: monthAgo } });
+      await stack.mongo.db
+        .collection('runs')
+        .updateOne({ _id: runId as never }, { $set: { 'pause.at': monthAgo } });
+      await stack.mongo.db
+        .collection('sent_notifications')
+        .deleteOne({ _id: interactionClaimKeys.rung(interactionId, 0) as never });
+      await stack.mongo.db
+        .collection('push_deliveries')
+        .deleteMany({ episodeId: `${inputEpisodeId(runId, interactionId)}|rung:0` });
+      // Emitted again as the API's emitter does (a watch's end): the plan goes with the workflow's start.
+      const emitter = createOutcomeEmitter({
+        client: stack.client,
+        taskQueue: stack.config.temporalTaskQueue,
+        runs: stack.stores.runs,
+        options: episodeOptions(stack.config),
+        questions: stack.stores,
+      });
+      assert.ok(await emitter.emitRunOutcome(runId, undefined, 'acme', 'ALLOW_DUPLICATE'));
+      await waitUntil('the new execution to have nothing left to send', async () => {
+        if ((await handle.describe()).runId === first) return false;
+        const { events } = await handle.fetchHistory();
+        return events!.some(
+          (e) => Number(e.timerStartedEventAttributes?.startToFireTimeout?.seconds ?? 0) >= 300,
+        );
+      });
+      assert.equal(carolsPushes(runId).length, 1, 'carol was paged again a month on');
+      const answered = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
+        answer: 'y',
+      });
+      assert.equal(answered.status, 200, answered.text);
+    } finally {
+      await restore();
+    }
+  });
+
   it('a rung to the team reaches its people however many devices each holds (up to PUSH_MAX_SUBSCRIPTIONS_PER_USER)', async () => {
     // Twelve people with twenty devices each, the most a person may register by default.
     const rows = Array.from({ length: 12 * 20 }, (_, i) => ({

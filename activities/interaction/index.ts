@@ -8,8 +8,13 @@ import type {
   InteractionRef,
   InteractionSnooze,
 } from '../../contract/workflows';
-import { followUpDeliveryId, interactionClaimKeys, type EscalationRung } from '../../domain/interaction';
-import { inputEpisodeId, RAISED_AGAIN_WITHIN_SECONDS } from '../../domain/outcome';
+import {
+  followUpDeliveryId,
+  interactionClaimKeys,
+  lapsedRungs,
+  type EscalationRung,
+} from '../../domain/interaction';
+import { inputEpisodeId } from '../../domain/outcome';
 import { keptAlive } from '../activityContext';
 import type { InteractionActivityDeps } from './interactionActivityDeps';
 import { closeAnswered } from '../push/closeAnswered';
@@ -65,11 +70,8 @@ export function createInteractionActivities(deps: InteractionActivityDeps) {
           await deps.escalationPolicies.ladderFor(open.run),
         ));
       const askedAtMs = open.interaction.createdAt.getTime();
-      const lapsedBefore = deps.push.now().getTime() - RAISED_AGAIN_WITHIN_SECONDS * 1000;
-      const lapsedRungs = rungs.flatMap((rung, index) =>
-        askedAtMs + rung.afterSeconds * 1000 < lapsedBefore ? [index] : [],
-      );
-      return { ...none, open: true, askedAtMs, rungs, ...(lapsedRungs.length ? { lapsedRungs } : {}) };
+      const lapsed = lapsedRungs(rungs, askedAtMs, deps.push.now().getTime());
+      return { ...none, open: true, askedAtMs, rungs, ...(lapsed.length ? { lapsedRungs: lapsed } : {}) };
     },
 
     closeAnswered: (ref: InteractionRef, answer: InteractionAnswer): Promise<FollowUpResult> =>
