@@ -69,8 +69,9 @@ const byteLength = (value: unknown): number => new TextEncoder().encode(JSON.str
 
 /**
  * The wire form within PUSH_PAYLOAD_MAX_BYTES. What gives way, in order: the body (in both forms), then the title,
- * then the declarative actions (they only open the run page, which the notification itself opens). Tokens, links
- * and ids are never cut: without them the push does nothing (STUDIO_URL_MAX_LENGTH keeps them within the budget).
+ * then the declarative actions (they only open the run page, which the notification itself opens), then a digest's
+ * count (a service worker then shows it in place of an earlier digest, not with it). Tokens, links and ids are
+ * never cut: without them the push does nothing (STUDIO_URL_MAX_LENGTH keeps them within the budget).
  */
 export function fitWirePayload(payload: PushPayload, maxBytes = PUSH_PAYLOAD_MAX_BYTES): WirePushPayload {
   let fitted = withDeclarativeForm(payload);
@@ -90,5 +91,6 @@ export function fitWirePayload(payload: PushPayload, maxBytes = PUSH_PAYLOAD_MAX
   if (byteLength(fitted) > maxBytes && fitted.notification.actions) {
     fitted = { ...fitted, notification: { ...fitted.notification, actions: undefined } };
   }
+  if (byteLength(fitted) > maxBytes && fitted.count !== undefined) fitted = { ...fitted, count: undefined };
   return fitted;
 }

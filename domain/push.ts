@@ -58,6 +58,11 @@ export interface PushPayload {
    * once more); without it a replacement is silent (a repeated delivery, the answer's close).
    */
   renotify?: true;
+  /**
+   * A digest's: how many run updates it tells of. A service worker adds up the person's digests still on screen
+   * (their shared tag shows one), so a newer one never hides an older one's updates.
+   */
+  count?: number;
 }
 
 /** One recipient's copy of a payload: the choices with that person's action tokens (by choice id). */
@@ -251,6 +256,7 @@ export function renderDigest(input: {
     tag: input.tag,
     runId: '',
     episodeId: input.digestId,
+    count: total,
   };
 }
 

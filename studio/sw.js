@@ -100,9 +100,35 @@ function notificationFor(payload) {
   };
 }
 
+/** How many digests' ids a notification keeps (a repeated delivery of one of them is not counted again). */
+const DIGESTS_KEPT = 50;
+const DIGEST_BODY_LIMIT = 360;
+
+/**
+ * A digest tells only what came since the person's last one, and their digests share a tag: one still on screen is
+ * folded into the new notification (the counts added, the newest lines first), never replaced by it. A repeated
+ * delivery of a digest already folded in shows what is there.
+ */
+async function withDigestsOnScreen(payload, notification) {
+  const { title, options } = notification;
+  const count = Number(payload.count);
+  if (payload.kind !== 'digest' || !(count >= 1) || !options.tag) return notification;
+  const digests = [String(payload.episodeId || '')];
+  const mine = { title, options: { ...options, data: { ...options.data, count, digests } } };
+  const [earlier] = await self.registration.getNotifications({ tag: options.tag });
+  const seen = earlier && earlier.data && earlier.data.kind === 'digest' ? earlier.data : undefined;
+  if (!seen || !(Number(seen.count) >= 1) || !Array.isArray(seen.digests)) return mine;
+  if (seen.digests.includes(digests[0]))
+    return { title: earlier.title, options: { ...options, body: earlier.body, data: seen } };
+  const total = Number(seen.count) + count;
+  const body = Array.from(`${options.body} · ${earlier.body}`).slice(0, DIGEST_BODY_LIMIT).join('');
+  const data = { ...options.data, count: total, digests: [...seen.digests, ...digests].slice(-DIGESTS_KEPT) };
+  return { title: `${total} run updates while you were away`, options: { ...options, body, data } };
+}
+
 async function showPush(data) {
   const payload = readPayload(data);
-  const { title, options } = notificationFor(payload);
+  const { title, options } = await withDigestsOnScreen(payload, notificationFor(payload));
   await self.registration.showNotification(title, options);
   await sendReceipt(options.data.receipt, 'shown');
   // Open studio tabs refresh what they show (the run's status changed): told which run, never its tokens (another

@@ -10,7 +10,7 @@ import type { BrowserContext, Page, Worker as ServiceWorkerHandle } from 'playwr
 import webpush from 'web-push';
 import type { PushDeviceView } from '../api/episodesView';
 import type { Config } from '../config';
-import type { PushPayload } from '../domain/push';
+import { renderDigest, type PushPayload } from '../domain/push';
 import { freePort, PROJECT_ROOT } from '../platform/embedded';
 import type { Stores } from '../store';
 import {
@@ -486,6 +486,42 @@ describe('studio (Chromium)', function () {
         .then((r) => r.getNotifications({ tag: 'linkless' }))
         .then((list) => list.forEach((n) => n.close())),
     );
+  });
+
+  it('a digest that comes while an earlier one is still on screen shows the updates of both; a repeat counts once', async () => {
+    const tag = 'digest:acme:alice';
+    const digest = (n: number, counts: Record<string, number>, titles: string[], kind: string) =>
+      JSON.stringify(
+        renderDigest({
+          digestId: `digest|person-digest|acme|alice|${n}`,
+          tag,
+          counts,
+          newest: titles.map((title) => ({ title, kind })),
+          studioUrl: origin,
+        }),
+      );
+    const shownDigest = async () => (await notifications(page)).filter((n) => n.tag === tag);
+    try {
+      await deliverPush(page, digest(1, { run_finished: 2 }, ['Alpha', 'Beta'], 'run_finished'));
+      await deliverPush(page, digest(2, { run_failed: 1 }, ['Gamma'], 'run_failed'));
+      const [both] = await shownDigest();
+      assert.equal(both.title, '3 run updates while you were away');
+      for (const title of ['Alpha', 'Beta', 'Gamma']) assert.match(both.body, new RegExp(title));
+      assert.equal(both.silent, false);
+      // The second again (a repeated delivery): its updates are on screen already.
+      await deliverPush(page, digest(2, { run_failed: 1 }, ['Gamma'], 'run_failed'));
+      const [again] = await shownDigest();
+      assert.equal(again.title, '3 run updates while you were away');
+      assert.equal(again.body, both.body);
+    } finally {
+      await page.evaluate(
+        (t) =>
+          navigator.serviceWorker.ready
+            .then((r) => r.getNotifications({ tag: t }))
+            .then((list) => list.forEach((n) => n.close())),
+        tag,
+      );
+    }
   });
 
   it('clicking the notification navigates the open studio tab to the run, or focuses it when already there', async () => {

@@ -78,8 +78,9 @@ const DEFAULT_PRUNE_MIN_HOURS = 24;
 const OUTCOME_TTL_S = 4 * 24 * 3600;
 
 /**
- * Web Push Topic: at most 32 base64url characters, one per episode (a person's digests: one for all, as their tag),
- * so a queued older copy is replaced.
+ * Web Push Topic: at most 32 base64url characters, one per episode (each digest its own), so a queued older copy
+ * of the same message is replaced. A person's digests share a tag but not a Topic: a newer digest tells only what
+ * came since, so it must not replace an older one the device has not received (the service worker adds them up).
  */
 export function topicFor(episodeId: string): string {
   return createHash('sha256').update(episodeId).digest('base64url').slice(0, 32);
@@ -89,7 +90,7 @@ export function pushOptionsFor(payload: PushPayload) {
   return {
     ttlSeconds: payload.kind === 'human_input_requested' ? HUMAN_INPUT_TTL_S : OUTCOME_TTL_S,
     urgency: payload.kind === 'human_input_requested' ? ('high' as const) : ('normal' as const),
-    topic: topicFor(payload.kind === 'digest' ? payload.tag : payload.episodeId),
+    topic: topicFor(payload.episodeId),
   };
 }
 
