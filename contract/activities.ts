@@ -11,6 +11,7 @@ import type { TeamEvent } from '../domain/teamEvents';
 import type {
   DigestEntry,
   EndpointRecoverInput,
+  FollowUpSend,
   HealthOptions,
   InteractionAnswer,
   InteractionPlan,
@@ -109,6 +110,11 @@ export interface Activities {
   sendRung(ref: InteractionRef, index: number, rung: EscalationRung): Promise<FollowUpResult>;
   /** A snooze's re-push of the question to its person, unless the interaction is no longer open. */
   sendSnoozed(ref: InteractionRef, snooze: InteractionSnooze): Promise<FollowUpResult>;
+  /**
+   * A rung or snooze still owed when the answer came, after a try that threw: whether that try reached someone
+   * (delivered, a rung's escalation announced) or not (closed). Sends nothing.
+   */
+  followUpSentBefore(ref: InteractionRef, due: FollowUpSend): Promise<FollowUpResult>;
 
   // The sweep.
   sweepOnce(): Promise<SweepPass>;

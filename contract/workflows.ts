@@ -288,6 +288,10 @@ export interface InteractionResult {
 }
 
 /** A rung or a snooze an interaction's execution owes, where it stands in its retry schedule. */
+/** A rung or a snooze of an interaction, as its workflow queues it. */
+export type FollowUpSend =
+  { what: 'rung'; index: number; rung: EscalationRung } | { what: 'snooze'; snooze: InteractionSnooze };
+
 export type InteractionDue = {
   atMs: number;
   /** The attempts it spent, the holds it waited, when it first fell due. */
@@ -301,7 +305,12 @@ export type InteractionDue = {
    * whether its retries reach the rest or not. Absent: none.
    */
   reached?: number;
-} & ({ what: 'rung'; index: number; rung: EscalationRung } | { what: 'snooze'; snooze: InteractionSnooze });
+  /**
+   * A try of it threw (past its activity's retries): it may have reached someone before (its push went, then its
+   * announce failed), so an answer that comes first asks what it reached before settling it. Absent: none threw.
+   */
+  threw?: true;
+} & FollowUpSend;
 
 /**
  * What an execution that continues as new hands the next: the sends it still owes, what it did so far, and the

@@ -199,6 +199,7 @@ export const ACTIVITY_FAMILIES: Record<keyof Activities, LogFields['family']> = 
   closeAnswered: 'push',
   sendRung: 'push',
   sendSnoozed: 'push',
+  followUpSentBefore: 'push',
   sendCallback: 'callback',
   recordCallbackGiveUp: 'callback',
   recordTeamEvent: 'callback',

@@ -40,7 +40,7 @@ const EventType = temporal.api.enums.v1.EventType;
 const sendsOf = (question: Question): number[] =>
   question.sends.filter((s) => s.what.startsWith('rung ')).map((s) => Number(s.what.split(' ')[1]));
 
-/** The sends the workflow scheduled after the answer reached its history (none may be). */
+/** The sends the workflow scheduled after the answer reached its history (none may be: the close and reads aside). */
 async function scheduledAfterAnswer(handle: WorkflowHandle): Promise<string[]> {
   const { events } = await handle.fetchHistory();
   const answeredAt = events!.findIndex(
@@ -53,7 +53,7 @@ async function scheduledAfterAnswer(handle: WorkflowHandle): Promise<string[]> {
     .slice(answeredAt)
     .filter((e) => e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
     .map((e) => e.activityTaskScheduledEventAttributes!.activityType!.name!)
-    .filter((name) => name !== 'closeAnswered');
+    .filter((name) => name !== 'closeAnswered' && name !== 'followUpSentBefore');
 }
 
 describe('an interaction answered while its sends fall due (dev server)', function () {
@@ -248,6 +248,24 @@ describe('an interaction answered while its sends fall due (dev server)', functi
       await asked.answer();
       assert.deepEqual((await asked.handle.result()).rungsSent, [0]);
       assert.equal(asked.question.attempts, 5, 'two holds and the two waits of its schedule, then sent');
+    });
+
+    it('a retry still waiting when the answer comes, after a try that reached its person then threw, is settled sent', async () => {
+      // Its push went, then its announce to the team failed past the activity's retries: the try threw.
+      const asked = await failing('threw', { faults: ['throw-after-send'], retrySeconds: [3600] });
+      await waitUntil('the first try', () => asked.question.sends.length > 0);
+      const key = interactionClaimKeys.rung(asked.ref.interactionId, 0);
+      await asked.answer();
+      const result = await asked.handle.result();
+      recordFixture(
+        testConfig(),
+        asked.handle.workflowId,
+        'interaction-history-rung-threw-answered-sent.json',
+      );
+      assert.deepEqual(result, { rungsSent: [0], snoozesSent: 0, closed: true });
+      assert.equal(asked.question.sends.length, 1, 'sent once');
+      assert.equal(standIns.claim(key)?.result, 'delivered');
+      assert.deepEqual(await scheduledAfterAnswer(asked.handle), []);
     });
 
     it('a retry still waiting when the answer comes is settled as closed, never sent', async () => {

@@ -45,6 +45,13 @@ export const STORE_OUTAGES_OUTLASTED_PATCH = 'interaction-store-calls-outlast-ou
  * the check (a worker from before the change ignores the field; its histories replay as it ran).
  */
 export const INTERACTION_SKIPS_LAPSED_RUNGS_PATCH = 'interaction-skips-lapsed-rungs';
+
+/**
+ * Marks histories in which a rung or snooze still owed when the answer came, after a try that threw, is settled by
+ * what that try reached (followUpSentBefore): its push may have gone before its announce failed. Before, it settled
+ * closed: counted not sent, and a rung's interaction.escalated never raised. Only such a send reaches it.
+ */
+export const THREW_FOLLOW_UPS_ASKED_AT_ANSWER_PATCH = 'interaction-threw-follow-ups-asked-at-answer';
 const outlastingOutages = <T>(call: () => Promise<T>): Promise<T> =>
   outlastingStoreOutages(call, () => patched(STORE_OUTAGES_OUTLASTED_PATCH));
 
@@ -208,10 +215,25 @@ export async function interactionWorkflow(
     }
     const reached = Math.max(next.reached ?? 0, sent?.delivered ?? 0);
     const again = retryOf(next, sent, webhookWaits);
-    if (again) queue.push(reached ? { ...again, reached } : again);
+    const threw = next.threw || sent === undefined ? { threw: true as const } : {};
+    if (again) queue.push(reached ? { ...again, reached, ...threw } : { ...again, ...threw });
     else await store.markDelivered(key, me, reached ? 'delivered' : 'gave_up');
     return reached && !again ? { result: 'delivered', delivered: reached } : sent;
   }
+
+  /** What a try that threw reached (none, when the question cannot be read). */
+  const reachedBefore = (due: InteractionDue): Promise<number> =>
+    sends()
+      .followUpSentBefore(
+        ref,
+        due.what === 'rung'
+          ? { what: 'rung', index: due.index, rung: due.rung }
+          : { what: 'snooze', snooze: due.snooze },
+      )
+      .then(
+        (sent) => (sent.result === 'delivered' ? sent.delivered : 0),
+        () => 0,
+      );
 
   const countSent = (due: InteractionDue): void => {
     if (due.what === 'rung') result.rungsSent.push(due.index);
@@ -260,8 +282,11 @@ export async function interactionWorkflow(
   // Sends still waiting for another try when the answer came are owed no more; one that reached a device was sent.
   for (const due of queue) {
     if (!due.claimKept) continue;
-    await store.markDelivered(keyOf(due), me, due.reached ? 'delivered' : 'closed');
-    if (due.reached) countSent(due);
+    const reached =
+      due.reached ??
+      (due.threw && patched(THREW_FOLLOW_UPS_ASKED_AT_ANSWER_PATCH) ? await reachedBefore(due) : 0);
+    await store.markDelivered(keyOf(due), me, reached ? 'delivered' : 'closed');
+    if (reached) countSent(due);
   }
   if (answer !== undefined) {
     const answered = answer;

@@ -3,6 +3,7 @@
 // the workflow's own check covers the signal, this one an answer whose signal has not arrived yet.
 import type { FollowUpResult } from '../../contract/activities';
 import type {
+  FollowUpSend,
   InteractionAnswer,
   InteractionPlan,
   InteractionRef,
@@ -41,6 +42,41 @@ export function createInteractionActivities(deps: InteractionActivityDeps) {
             followUpDeliveryId(inputEpisodeId(ref.runId, ref.interactionId), earlier.what),
           );
     return delivered ? { result: 'delivered', delivered } : { result: 'closed', delivered: 0 };
+  }
+
+  const rungSentBefore = (
+    ref: InteractionRef,
+    index: number,
+    rung: EscalationRung,
+  ): Promise<FollowUpResult> =>
+    sentBefore(
+      ref,
+      rung.via === 'webhook'
+        ? { posted: interactionClaimKeys.rungPosted(ref.interactionId, index) }
+        : { what: `rung:${index}` },
+    );
+
+  /**
+   * A rung that reached anyone escalated the question, even while another device is owed it (the event's id is the
+   * rung's: the announce of a later try is the same event).
+   */
+  async function announced(
+    ref: InteractionRef,
+    index: number,
+    rung: EscalationRung,
+    sent: FollowUpResult,
+  ): Promise<FollowUpResult> {
+    if (sent.delivered > 0)
+      await deps.announce({
+        type: 'interaction.escalated',
+        ...ref,
+        rung: index,
+        to: rung.to,
+        via: rung.via,
+        reached: sent.delivered,
+        at: deps.push.now(),
+      });
+    return sent;
   }
 
   /** A rung of a question still open, unless an assistant stands by on its run (its question's push is vetoed). */
@@ -91,27 +127,14 @@ export function createInteractionActivities(deps: InteractionActivityDeps) {
       keptAlive(async () => {
         const activityStarted = Date.now();
         const open = await openQuestion(deps.push, ref);
-        const sent = open
-          ? await sendOpenRung(open, index, rung, activityStarted)
-          : await sentBefore(
-              ref,
-              rung.via === 'webhook'
-                ? { posted: interactionClaimKeys.rungPosted(ref.interactionId, index) }
-                : { what: `rung:${index}` },
-            );
-        // A rung that reached anyone escalated the question, even while another device is owed it (the event's
-        // id is the rung's: the announce of a later try is the same event).
-        if (sent.delivered > 0)
-          await deps.announce({
-            type: 'interaction.escalated',
-            ...ref,
-            rung: index,
-            to: rung.to,
-            via: rung.via,
-            reached: sent.delivered,
-            at: deps.push.now(),
-          });
-        return sent;
+        return announced(
+          ref,
+          index,
+          rung,
+          open
+            ? await sendOpenRung(open, index, rung, activityStarted)
+            : await rungSentBefore(ref, index, rung),
+        );
       }),
 
     sendSnoozed: (ref: InteractionRef, snooze: InteractionSnooze): Promise<FollowUpResult> =>
@@ -121,5 +144,10 @@ export function createInteractionActivities(deps: InteractionActivityDeps) {
         if (!open) return sentBefore(ref, { what });
         return pushFollowUp(deps.push, open, [snooze.userId], what);
       }),
+
+    followUpSentBefore: async (ref: InteractionRef, due: FollowUpSend): Promise<FollowUpResult> =>
+      due.what === 'rung'
+        ? announced(ref, due.index, due.rung, await rungSentBefore(ref, due.index, due.rung))
+        : sentBefore(ref, { what: `snooze:${due.snooze.snoozeId}` }),
   };
 }

@@ -19,8 +19,11 @@ export const SEVEN_DAY_LADDER: EscalationRung[] = [
   { afterSeconds: 7 * DAY, to: 'team', via: 'push' },
 ];
 
-/** How a send goes wrong: throws, fails transiently, is held by the receiver's breaker, or is refused for good. */
-export type SendFault = 'throw' | 'failed' | 'held' | 'refused';
+/**
+ * How a send goes wrong: throws (before sending, or after: its push went, then its announce failed), fails
+ * transiently, is held by the receiver's breaker, or is refused for good.
+ */
+export type SendFault = 'throw' | 'throw-after-send' | 'failed' | 'held' | 'refused';
 
 export interface QuestionOptions {
   /** The faults the next sends meet, in order; the sends after them go. */
@@ -91,6 +94,7 @@ export class InteractionStandIns {
       if (fault === 'refused') return { result: 'failed', delivered: 0 };
       const place = seq++;
       question.sends.push({ what, atMs: await this.now(), seq: place });
+      if (fault === 'throw-after-send') throw ApplicationFailure.nonRetryable(`${what}: its announce failed`);
       return { result: 'delivered', delivered: 1 };
     };
     this.questions.set(interactionId, { question, send });
@@ -136,6 +140,12 @@ export class InteractionStandIns {
       },
       sendRung: (ref, index) => this.asked(ref).send(`rung ${index}`),
       sendSnoozed: (ref, snooze) => this.asked(ref).send(`snooze ${snooze.snoozeId}`),
+      // As the store reads it: what earlier tries of the send reached (its deliveries).
+      followUpSentBefore: async (ref, due) => {
+        const what = due.what === 'rung' ? `rung ${due.index}` : `snooze ${due.snooze.snoozeId}`;
+        const delivered = this.asked(ref).question.sends.filter((s) => s.what === what).length;
+        return delivered ? { result: 'delivered', delivered } : { result: 'closed', delivered: 0 };
+      },
       closeAnswered: async (ref) => {
         this.asked(ref).question.closes++;
         return { result: 'delivered', delivered: 2 };
