@@ -256,6 +256,16 @@ describe('team endpoints: delivery', function () {
       assert.match((of(failingId) as { detail: string }).detail, /the store is restarting/);
       assert.equal(fine.received.length, 1);
       assert.equal(failing.received.length, 0);
+      // Its next attempt, alone, meets the store still restarting: a failed attempt on its schedule, as in the
+      // batch (thrown, the workflow released the delivery, left to the sweep behind its siblings' schedules).
+      const next = await activities.sendEndpointEvent(event.id, failingId, {
+        attempt: 2,
+        waitIfRetried: 1,
+        trigger: 'episode',
+      });
+      assert.equal(next.result, 'retry');
+      assert.match((next as { detail: string }).detail, /the store is restarting/);
+      assert.equal(failing.received.length, 0);
     } finally {
       await fine.close();
       await failing.close();

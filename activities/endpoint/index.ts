@@ -317,6 +317,18 @@ export function createEndpointActivities(deps: EndpointDeps) {
     return settled ? sent : { ...sent, unsettledClaim: key };
   }
 
+  /**
+   * An attempt that throws (a store read before the send failed: its rate store, the endpoint's row) is a failed
+   * attempt, tried again on its delivery's schedule with the claim kept. Thrown, the workflow would release the
+   * delivery to the sweep, which cannot raise it again while the event's other deliveries are on their schedules.
+   */
+  const failedBeforeAnswer =
+    (eventId: string, endpointId: string) =>
+    (err: unknown): CallbackAttempt => {
+      deps.log?.(`endpoint ${endpointId}: the attempt of event ${eventId} failed: ${String(err)}`);
+      return { result: 'retry', detail: `the attempt failed: ${String(err)}` };
+    };
+
   return {
     /**
      * The event with its sequence and the enabled endpoints subscribed to it when it happened (one created after it
@@ -368,7 +380,7 @@ export function createEndpointActivities(deps: EndpointDeps) {
       };
       return place.recoverId
         ? recoverOnce(endpointDeliveryKey(eventId, endpointId), place.recoverId, attempt)
-        : attempt();
+        : attempt().catch(failedBeforeAnswer(eventId, endpointId));
     },
 
     /** The event read once and the endpoints in one read: what each attempt would read for itself. */
@@ -379,18 +391,11 @@ export function createEndpointActivities(deps: EndpointDeps) {
         deps.teamEvents.get(eventId),
       ]);
       const byId = new Map(endpoints.map((e) => [e._id, e]));
-      // One endpoint's attempt that throws (its rate store down) is its own retry, on its schedule: failing the
-      // activity would have Temporal retry the whole batch, sending again to endpoints that took the event.
-      const failedBeforeAnswer =
-        (endpointId: string) =>
-        (err: unknown): CallbackAttempt => {
-          deps.log?.(`endpoint ${endpointId}: the attempt of event ${eventId} failed: ${String(err)}`);
-          return { result: 'retry', detail: `the attempt failed: ${String(err)}` };
-        };
+      // Failing the activity would have Temporal retry the whole batch, sending again to endpoints that took it.
       return Promise.all(
         sends.map(({ endpointId, place }) =>
           attemptEndpoint(endpointId, byId.get(endpointId), eventId, event, place, activityStarted).catch(
-            failedBeforeAnswer(endpointId),
+            failedBeforeAnswer(eventId, endpointId),
           ),
         ),
       );
