@@ -39,7 +39,7 @@ import {
 } from '../domain/sweep';
 import type { ActionTokenStore } from '../store/actionTokens';
 import type { PushReceiptStore } from '../store/push/receipts';
-import type { ClaimStore, ReleasedEpisode, ReleasedTeamDelivery } from '../store/claims';
+import type { ClaimStore, ReleasedEpisode, ReleasedTeamDelivery, Releases } from '../store/claims';
 import type { PushDeliveryStore } from '../store/push/deliveries';
 import type { CallbackAttemptStore } from '../store/callback/attempts';
 import { raiseTeamEvent } from '../client/teamEvents';
@@ -83,29 +83,28 @@ const RELEASED_PER_PASS = 1000;
 const RELEASED_QUIET_SECONDS = 2 * 3600;
 
 /**
- * The longest an episode released again and again rests between the sweep's replays. It rests as long as it has
- * been released (its last release less its first), so replays that keep failing (a device whose host never
- * resolves) come less and less often, at most this far apart, instead of every pass for the sweep's whole reach.
+ * The longest an episode (or an answered close) released again and again rests between the sweep's replays. It
+ * rests as long as it has been released (its last release less its first), so replays that keep failing (a device
+ * whose host never resolves) come less and less often, at most this far apart, instead of every pass for the
+ * sweep's whole reach.
  */
 const RELEASED_REST_MAX_SECONDS = 3600;
 
-/** Whether the episode's released claims all rest now: released again lately, after releases spanning longer. */
+/** Released again lately, after releases spanning longer: not replayed yet. */
+function rests(release: Releases | undefined, now: number): boolean {
+  if (!release) return false;
+  const rest = Math.min(RELEASED_REST_MAX_SECONDS * 1000, +release.lastReleasedAt - +release.firstReleasedAt);
+  return now - +release.lastReleasedAt < rest;
+}
+
+/** Whether the episode's released claims all rest now (see rests). */
 function resting(
   episode: OwedEpisode,
   releases: Map<string, ReleasedEpisode>,
   marked: Set<string>,
   now: number,
 ) {
-  return episode.keys.every((key) => {
-    if (marked.has(key)) return true;
-    const release = releases.get(key);
-    if (!release) return false;
-    const rest = Math.min(
-      RELEASED_REST_MAX_SECONDS * 1000,
-      +release.lastReleasedAt - +release.firstReleasedAt,
-    );
-    return now - +release.lastReleasedAt < rest;
-  });
+  return episode.keys.every((key) => marked.has(key) || rests(releases.get(key), now));
 }
 
 /** The sweep as the holder of what it writes in the claims (a note, a claim it gives up). */
@@ -274,7 +273,11 @@ export function createSweepActivities(deps: SweepDeps) {
         // 4. Answers whose close never ran (the answer's signal was lost): signalled again.
         if (deps.interactions) {
           progress.beat({ phase: 'interactions', ...pass });
-          pass.closesReplayed = await replayCloses(deps, deps.interactions, since, marked, refused);
+          const answers = {
+            since,
+            resting: (id: string) => rests(claims.releasedCloses.get(id), startedAtMs),
+          };
+          pass.closesReplayed = await replayCloses(deps, deps.interactions, answers, marked, refused);
         }
 
         // 5. Team events an endpoint is still owed (their delivery released, nothing sent): raised again. Then
@@ -546,20 +549,21 @@ async function markOlderClaims(
 }
 
 /**
- * Interactions answered in the window whose close has no claim: their workflow is told again, and a run still
- * paused on its answered question is resumed first.
+ * Interactions answered in the window whose close has no claim, unless it rests (released again and again): their
+ * workflow is told again, and a run still paused on its answered question is resumed first.
  */
 async function replayCloses(
   deps: SweepDeps,
   interactions: InteractionStore,
-  since: Date,
+  answers: { since: Date; resting: (interactionId: string) => boolean },
   marked: Set<string>,
   refused: Refused,
 ): Promise<number> {
   // Every answer of the window is looked at (closed ones are most of them), up to a pass's worth of replays.
   const missed: AnsweredInteraction[] = [];
-  for await (const page of interactions.answeredSince(since, deps.pageSize)) {
-    for (const row of page) if (!marked.has(interactionClaimKeys.answered(row._id))) missed.push(row);
+  for await (const page of interactions.answeredSince(answers.since, deps.pageSize)) {
+    for (const row of page)
+      if (!marked.has(interactionClaimKeys.answered(row._id)) && !answers.resting(row._id)) missed.push(row);
     if (missed.length >= ANSWERS_PER_PASS) break;
   }
   missed.splice(ANSWERS_PER_PASS);
@@ -567,7 +571,7 @@ async function replayCloses(
   let replayed = 0;
   await mapBounded(missed, START_LANES, async (row) => {
     const ref = { runId: row.runId, teamId: row.teamId, interactionId: row._id };
-    if (deps.finishStoredAnswer && runWaitsOn(await deps.runs.getById(row.runId), row._id)) {
+    if (deps.finishStoredAnswer && runWaitsOn(await deps.runs.waitingOf(row.teamId, row.runId), row._id)) {
       try {
         await deps.finishStoredAnswer(ref);
         replayed++;

@@ -68,6 +68,12 @@ export const interactionClaimKeys = {
   rungPosted: (interactionId: string, index: number) => `posted|${interactionId}|${index}`,
 };
 
+/** The interaction whose answered close this key claims; undefined for any other key. */
+export function closeOfClaimKey(key: string): string | undefined {
+  const prefix = interactionClaimKeys.answered('');
+  return key.startsWith(prefix) ? key.slice(prefix.length) : undefined;
+}
+
 /** The prefixes of interactionClaimKeys, for reading a key's family back. */
 export const INTERACTION_CLAIM_PREFIXES = [
   'interaction|',

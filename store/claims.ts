@@ -4,9 +4,9 @@
 //   pending    delivered:false — a live fan-out holds it; it shields the episode for the claim grace
 //   delivered  delivered:true — settled, never retried
 //
-// An episode's release, and a team event delivery's, also leaves a note under released|<key> (born settled, never
-// claimed): the sweep reaches a run by its updatedAt and an event by its recordedAt, and this note is how it reaches
-// a release made after either left its window.
+// An episode's release, a team event delivery's and an answered close's also leave a note under released|<key> (born
+// settled, never claimed): the sweep reaches a run by its updatedAt and an event by its recordedAt, and this note is
+// how it reaches a release made after either left its window, and how long a replay that keeps failing rests.
 //
 // Exclusivity never depends on an atomic compare-and-swap (upstream FerretDB v1 has none): a claim is won by inserting
 // the unique _id, and a stale claim is taken over by first inserting a takeover marker unique to that stale
@@ -15,6 +15,7 @@
 // ops|… (operator). No tenant field: the key is global.
 import type { Collection, Db } from 'mongodb';
 import { CLAIM_RETENTION_SECONDS, episodeOfClaimKey, type ClaimState } from '../domain/outcome';
+import { closeOfClaimKey } from '../domain/interaction';
 import { teamDeliveryOfClaimKey } from '../domain/teamEvents';
 import { duplicatePositions, isDuplicateKey, type IndexSpec } from './mongo';
 
@@ -63,6 +64,14 @@ export interface ClaimsSince {
   marked: Set<string>;
   released: ReleasedEpisode[];
   releasedTeamDeliveries: ReleasedTeamDelivery[];
+  /** The answered closes released in the range, by interaction id. */
+  releasedCloses: Map<string, Releases>;
+}
+
+/** When a key was first released, and last. */
+export interface Releases {
+  firstReleasedAt: Date;
+  lastReleasedAt: Date;
 }
 
 export const claimIndexes: IndexSpec[] = [
@@ -223,11 +232,11 @@ function createClaimSettling({ claims, now }: ClaimContext) {
 
     /**
      * Releases a pending claim so the sweep (or another replica) may try again. Never undoes a delivery. An
-     * episode's (or a team event delivery's) release is noted first: a crash between the two leaves a note beside a claim that goes stale,
+     * episode's (a team event delivery's, an answered close's) release is noted first: a crash between the two leaves a note beside a claim that goes stale,
      * which the sweep replays as it would a release.
      */
     async unmark(key: string, holder: string): Promise<void> {
-      if (episodeOfClaimKey(key) || teamDeliveryOfClaimKey(key)) {
+      if (episodeOfClaimKey(key) || teamDeliveryOfClaimKey(key) || closeOfClaimKey(key)) {
         const at = now();
         await claims
           .updateOne(
@@ -296,13 +305,14 @@ function createClaimReads({ claims, now, isShielding }: ClaimContext) {
      * is in that range. A range also suits FerretDB v1, which evaluates `$in` by walking the whole key list for
      * every row of the collection (rows × keys). A key whose claim is older than the range, or newer than this
      * read, reads as not in hand: the caller replays an episode that then loses its claim, never a duplicate.
-     * The range's release notes come apart: the episodes and the team event deliveries released in it.
+     * The range's release notes come apart: the episodes, the team event deliveries and the closes released in it.
      */
     async markedSince(since: Date): Promise<ClaimsSince> {
       const at = now();
       const marked = new Set<string>();
       const released: ReleasedEpisode[] = [];
       const releasedTeamDeliveries: ReleasedTeamDelivery[] = [];
+      const releasedCloses = new Map<string, Releases>();
       // One batch for up to CLAIM_SCAN_BATCH rows (~70 bytes each projected: well under the 16 MB reply cap).
       const cursor = claims.find(
         { sent_at: { $gte: since } },
@@ -322,8 +332,10 @@ function createClaimReads({ claims, now, isShielding }: ClaimContext) {
         if (episode) released.push({ ...episode, key, ...releases });
         const delivery = !episode && teamDeliveryOfClaimKey(key);
         if (delivery) releasedTeamDeliveries.push({ ...delivery, ...releases });
+        const close = closeOfClaimKey(key);
+        if (close) releasedCloses.set(close, releases);
       }
-      return { marked, released, releasedTeamDeliveries };
+      return { marked, released, releasedTeamDeliveries, releasedCloses };
     },
 
     /** The keys among these that someone has in hand (isMarked of each, in one read by _id). */

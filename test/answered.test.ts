@@ -290,4 +290,41 @@ describe('answered once, closed everywhere', function () {
     assert.equal(pass.closesReplayed, 1, JSON.stringify(pass));
     await closedEverywhere(runId, interactionId);
   });
+  it("a close released again and again rests between the sweep's replays, longer the longer it has failed", async () => {
+    const { runId, interactionId } = await paused();
+    const [reachable, down] = devices;
+    push.failAlways(down, 503);
+    try {
+      const res = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
+        answer: 'yes',
+      });
+      assert.equal(res.status, 200, res.text);
+      await push.waitFor(2, reachable);
+      await waitUntil(
+        'the close released',
+        async () => {
+          const { events } = await stack.client.workflow
+            .getHandle(interactionWorkflowId(interactionId))
+            .fetchHistory();
+          return events!.some((e) => e.workflowExecutionCompletedEventAttributes);
+        },
+        { timeoutMs: 120_000 },
+      );
+    } finally {
+      push.recover(down);
+    }
+    const notes = stack.mongo.db.collection('sent_notifications');
+    const note = `released|${interactionClaimKeys.answered(interactionId)}`;
+    assert.ok(await notes.findOne({ _id: note as never }), "its release is noted, as an episode's");
+    const ago = (minutes: number) => new Date(Date.now() - minutes * 60_000);
+    // Released for 39 minutes, the last time a minute ago: it rests.
+    await notes.updateOne({ _id: note as never }, { $set: { first_released_at: ago(40), sent_at: ago(1) } });
+    const resting = await sweepActivities().sweepOnce();
+    assert.equal(resting.closesReplayed ?? 0, 0, JSON.stringify(resting));
+    // Released for 10 minutes, the last time 30 minutes ago: its rest is over.
+    await notes.updateOne({ _id: note as never }, { $set: { first_released_at: ago(40), sent_at: ago(30) } });
+    const rested = await sweepActivities().sweepOnce();
+    assert.equal(rested.closesReplayed, 1, JSON.stringify(rested));
+    await closedEverywhere(runId, interactionId);
+  });
 });
