@@ -226,8 +226,8 @@ const DIGEST_KIND_WORDS: Record<string, [string, string]> = {
 
 /**
  * A digest: how many runs finished, failed, were cancelled or wait for input, then the newest first. Its tag is
- * the person's in the team (the digest workflow's id), so a newer digest replaces the earlier one; it links to
- * the studio's run list.
+ * the person's in the team (the digest workflow's id): one notification on screen, into which the service worker
+ * folds each digest still shown (`count` adds up); it links to the studio's run list.
  */
 export function renderDigest(input: {
   digestId: string;

@@ -1,5 +1,5 @@
 // The push_holds store on the real MongoDB-wire server. What the reaper keeps (every owed row, however old), what
-// a start-up migration marks owed, when a digest counts as superseded by a newer one, and what a digest takes:
+// a start-up migration marks owed, and what a digest takes:
 // driven through seeded random histories of holds, takes, sends, give-ups, offers and time passing, the take takes
 // exactly the rows the definition of owed names (the oracle: the same collection read with that definition just
 // before each take). The take may read by whatever marks a row owed; what it takes must not change.
@@ -35,7 +35,7 @@ const owedOracle = (teamId: string, userId: string, now: Date): Filter<PushHoldR
   $or: [{ digestId: { $exists: false } }, { takenUntil: { $lte: now } }],
 });
 
-describe('push holds (push_holds): owed, taken, superseded, reaped', function () {
+describe('push holds (push_holds): owed, taken, reaped', function () {
   this.timeout(120_000);
   let mongo: Mongo;
 
@@ -122,45 +122,6 @@ describe('push holds (push_holds): owed, taken, superseded, reaped', function ()
       (await rows.find({ teamId }).toArray()).map((row) => row.userId),
       ['owed'],
     );
-  });
-
-  it('a digest is superseded only by another digest a device took after it, never by its own rows', async () => {
-    const holds = createPushHoldStore(mongo.db);
-    const rows = mongo.db.collection<PushHoldRow>('push_holds');
-    const teamId = `team_newer_${SEED}`;
-    const t = (minutes: number) => new Date(Date.UTC(2026, 11, 1, 9, minutes));
-    const hold = (n: number) =>
-      holds.hold([
-        {
-          episodeId: `run_n${n}:end`,
-          runId: `run_n${n}`,
-          teamId,
-          userId: 'ivy',
-          kind: 'run_finished',
-          title: 'n',
-          reason: 'burst',
-          at: t(0),
-          releaseAt: t(0),
-        },
-      ]);
-    // As a send asks: with the time its digest's contents say a device first took it.
-    const newerDigestSent = async (digestId: string): Promise<boolean> => {
-      const { sentAt } = await holds.contentsOf(digestId, 1);
-      return sentAt !== undefined && holds.newerDigestSent(teamId, 'ivy', digestId, sentAt);
-    };
-    await hold(1);
-    await hold(2);
-    await holds.take(teamId, 'ivy', 'digest|older', t(1));
-    // A send marked half its rows before a failure, and the retry the rest, later.
-    await rows.updateOne({ _id: 'run_n1:end|ivy' }, { $set: { digestSentAt: t(2) } });
-    await holds.markDigestSent('digest|older', t(3));
-    assert.equal(await newerDigestSent('digest|older'), false);
-    await hold(3);
-    await holds.take(teamId, 'ivy', 'digest|newer', t(4));
-    assert.equal(await newerDigestSent('digest|older'), false, 'the newer one reached no device');
-    await holds.markDigestSent('digest|newer', t(5));
-    assert.equal(await newerDigestSent('digest|older'), true);
-    assert.equal(await newerDigestSent('digest|newer'), false);
   });
 
   it('expires rows where the server keeps TTL indexes only by a time a settled row carries (an owed row has none)', () => {

@@ -60,17 +60,8 @@ async function readyToSend(
   await holds.take(digest.teamId, digest.userId, digest.digestId, now);
   const contents = await holds.contentsOf(digest.digestId, DIGEST_MAX_LISTED);
   if (!contents.total) return { unsent: { addressable: false, reason: 'nothing owed' } };
-  // Sent again to a device it missed, after a newer digest went out: landing there after that one, it would
-  // replace it (the same tag) with older news. The newer one went to every device, and its own resend takes those
-  // it missed.
-  if (
-    contents.sentAt &&
-    (await holds.newerDigestSent(digest.teamId, digest.userId, digest.digestId, contents.sentAt))
-  ) {
-    // A device took this one before: none of its rows is owed any more.
-    await holds.markDigestSent(digest.digestId, deps.now());
-    return { unsent: { addressable: false, reason: 'superseded by a newer digest' } };
-  }
+  // Sent again to a device it missed, even after a newer digest went out: that one tells only what came since
+  // (the studio's service worker shows the two together).
   const [told, devices] = await Promise.all([
     toldNow(deps, digest.teamId, contents),
     devicesOf(deps, digest),

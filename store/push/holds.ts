@@ -53,8 +53,6 @@ export interface DigestContents {
   /** Newest first, at most `listed` of the take. */
   newest: PushHoldRow[];
   total: number;
-  /** When a device first took this digest (its rows' earliest `digestSentAt`); absent while none has. */
-  sentAt?: Date;
   /**
    * What it tells a run waits on (a question, a park: DIGEST_CLOSED_KIND), one per episode, newest first, at most
    * DIGEST_WAITING_READ: `episodeId` the episode's, whichever of its pushes (a rung, a snooze) was held.
@@ -74,18 +72,13 @@ export const retiredPushHoldIndexes: RetiredIndex[] = [
   { collection: 'push_holds', name: 'run' },
   { collection: 'push_holds', name: 'person' },
   { collection: 'push_holds', name: 'at_ttl' },
+  { collection: 'push_holds', name: 'person_sent' },
 ];
 
 export const pushHoldIndexes: IndexSpec[] = [
   { collection: 'push_holds', key: { episodeId: 1 }, options: { name: 'episode' } },
   { collection: 'push_holds', key: { teamId: 1, userId: 1, owedAt: 1 }, options: { name: 'person_owed' } },
   { collection: 'push_holds', key: { digestId: 1 }, options: { name: 'digest' } },
-  // When a person's digests first reached a device: a resend asks whether a newer one went out since.
-  {
-    collection: 'push_holds',
-    key: { teamId: 1, userId: 1, digestSentAt: 1 },
-    options: { name: 'person_sent' },
-  },
   { collection: 'push_holds', key: { owedAt: 1 }, options: { name: 'owed' } },
   // Kept 30 days once settled, by the time that settled it: a row owed carries none (a server's TTL skips a
   // document without its field), so nothing owed is reaped however long the person was unreachable.
@@ -248,18 +241,6 @@ function createDigestTakes(holds: Collection<PushHoldRow>) {
     contentsOf: (digestId: string, listed: number): Promise<DigestContents> =>
       digestContentsOf(holds, digestId, listed),
 
-    /**
-     * Whether a digest of the person newer than this one has reached a device: one a device first took after
-     * `sentAt`, when this one was first taken (its contents say).
-     */
-    async newerDigestSent(teamId: string, userId: string, digestId: string, sentAt: Date): Promise<boolean> {
-      const newer = await holds.findOne(
-        { teamId, userId, digestSentAt: { $gt: sentAt }, digestId: { $ne: digestId } },
-        { projection: { _id: 1 } },
-      );
-      return newer !== null;
-    },
-
     /** A device took the digest: its rows are no longer owed. The first time is kept (a resend's is later). */
     async markDigestSent(digestId: string, at: Date): Promise<void> {
       await holds.updateMany(
@@ -356,8 +337,6 @@ async function digestContentsOf(
   const waitingByEpisode = new Map<string, PushHoldRow>();
   for await (const row of holds.find({ digestId })) {
     contents.total++;
-    if (row.digestSentAt && !(contents.sentAt && contents.sentAt <= row.digestSentAt))
-      contents.sentAt = row.digestSentAt;
     if (DIGEST_CLOSED_KIND[row.kind]) {
       const episodeId = episodeOfDelivery(row.episodeId);
       const seen = waitingByEpisode.get(episodeId);

@@ -846,21 +846,6 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'push/holds',
-    method: 'newerDigestSent',
-    collection: 'push_holds',
-    op: 'findOne',
-    filter: {
-      teamId: SAMPLE.teamId,
-      userId: SAMPLE.userId,
-      digestSentAt: { $gt: SAMPLE.cursorAt },
-      digestId: { $ne: SAMPLE_DIGEST },
-    },
-    index: 'person_sent',
-    hot: true,
-    note: 'a digest sending again (a device it missed): whether a newer one of the person went out since (one row)',
-  },
-  {
-    module: 'push/holds',
     method: 'migrateOwedHolds',
     collection: 'push_holds',
     op: 'updateMany',
