@@ -800,18 +800,14 @@ async function releasedTeamEventsOutsideWindow(
   return { raised, gaveUp };
 }
 
-/**
- * gRPC's DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED (Temporal's rate limits: busy now, not a verdict on the call) and
- * UNAVAILABLE: Temporal away, no verdict on one start or signal.
- */
-const TEMPORAL_AWAY_CODES = new Set([4, 8, 14]);
+/** gRPC's DEADLINE_EXCEEDED and UNAVAILABLE: Temporal away, no verdict on one digest. */
+const TEMPORAL_AWAY_CODES = new Set([4, 14]);
 
 /**
  * A call's failure handler: Temporal answered and refused the call (the workflow's limits, its id), the
- * workflow's own and not an outage's, answers `refused()`; anything else (Temporal away or throttling) is thrown
- * again.
+ * workflow's own and not an outage's, answers `refused()`; anything else (Temporal away) is thrown again.
  */
-export const unlessRefused =
+const unlessRefused =
   <T>(refused: () => T) =>
   (err: unknown): T => {
     const cause = err instanceof ServiceError ? err.cause : err;
