@@ -118,18 +118,36 @@ async function withDigestsOnScreen(payload, notification) {
   const [earlier] = await self.registration.getNotifications({ tag: options.tag });
   const seen = earlier && earlier.data && earlier.data.kind === 'digest' ? earlier.data : undefined;
   if (!seen || !(Number(seen.count) >= 1) || !Array.isArray(seen.digests)) return mine;
+  // This push's own receipt: it is the one shown now.
+  const receipt = options.data.receipt;
   if (seen.digests.includes(digests[0]))
-    return { title: earlier.title, options: { ...options, body: earlier.body, data: seen } };
+    return { title: earlier.title, options: { ...options, body: earlier.body, data: { ...seen, receipt } } };
   const total = Number(seen.count) + count;
   const body = Array.from(`${options.body} · ${earlier.body}`).slice(0, DIGEST_BODY_LIMIT).join('');
   const data = { ...options.data, count: total, digests: [...seen.digests, ...digests].slice(-DIGESTS_KEPT) };
   return { title: `${total} run updates while you were away`, options: { ...options, body, data } };
 }
 
+/** Digests are folded one at a time: two arriving together (a device back online) would read the same one. */
+let digestsShown = Promise.resolve();
+
+/** Shows the push (a digest folded with the one on screen; shown alone if that cannot be read); answers its options. */
+function show(payload) {
+  const step = async () => {
+    const plain = notificationFor(payload);
+    const { title, options } = await withDigestsOnScreen(payload, plain).catch(() => plain);
+    await self.registration.showNotification(title, options);
+    return options;
+  };
+  if (payload.kind !== 'digest') return step();
+  const shown = digestsShown.then(step);
+  digestsShown = shown.catch(() => undefined);
+  return shown;
+}
+
 async function showPush(data) {
   const payload = readPayload(data);
-  const { title, options } = await withDigestsOnScreen(payload, notificationFor(payload));
-  await self.registration.showNotification(title, options);
+  const options = await show(payload);
   await sendReceipt(options.data.receipt, 'shown');
   // Open studio tabs refresh what they show (the run's status changed): told which run, never its tokens (another
   // person may be signed in there).

@@ -513,6 +513,17 @@ describe('studio (Chromium)', function () {
       const [again] = await shownDigest();
       assert.equal(again.title, '3 run updates while you were away');
       assert.equal(again.body, both.body);
+      // Two more at once (a device back online): each folded in, one after the other.
+      await Promise.all([
+        deliverPush(page, digest(3, { run_finished: 1 }, ['Delta'], 'run_finished')),
+        deliverPush(page, digest(4, { run_finished: 1 }, ['Epsilon'], 'run_finished')),
+      ]);
+      const [all] = await waitForNotifications(
+        page,
+        (l) => l.some((n) => n.tag === tag && n.title.startsWith('5 ')),
+        'both folded in',
+      );
+      for (const title of ['Alpha', 'Gamma', 'Delta', 'Epsilon']) assert.match(all.body, new RegExp(title));
     } finally {
       await page.evaluate(
         (t) =>
