@@ -112,7 +112,7 @@ export interface Activities {
   sendSnoozed(ref: InteractionRef, snooze: InteractionSnooze): Promise<FollowUpResult>;
   /**
    * A rung or snooze still owed when the answer came, after a try that threw: whether that try reached someone
-   * (delivered, a rung's escalation announced) or not (closed). Sends nothing.
+   * (delivered, a rung's escalation announced) or not (closed). Pushes and posts nothing.
    */
   followUpSentBefore(ref: InteractionRef, due: FollowUpSend): Promise<FollowUpResult>;
 
@@ -184,7 +184,10 @@ export interface FanOutResult {
   failed: number;
   /** Of the failed, those worth another try (5xx, 429, network). */
   retryable: number;
-  /** The longest Retry-After a push service answered a failed send with (429): no device is tried before it. */
+  /**
+   * The longest Retry-After (past what a send waits) a push service answered a failed send with (429): the fan-out's
+   * next attempt, to every device it missed, is not made before it.
+   */
   retryAfterMs?: number;
   /** Of the failed, messages a push service refused as such (400, 413): never taken, however often sent again. */
   rejected?: number;

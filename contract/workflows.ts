@@ -287,11 +287,11 @@ export interface InteractionResult {
   closed: boolean;
 }
 
-/** A rung or a snooze an interaction's execution owes, where it stands in its retry schedule. */
 /** A rung or a snooze of an interaction, as its workflow queues it. */
 export type FollowUpSend =
   { what: 'rung'; index: number; rung: EscalationRung } | { what: 'snooze'; snooze: InteractionSnooze };
 
+/** A rung or a snooze an interaction's execution owes, where it stands in its retry schedule. */
 export type InteractionDue = {
   atMs: number;
   /** The attempts it spent, the holds it waited, when it first fell due. */

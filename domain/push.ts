@@ -291,7 +291,7 @@ export interface SendOutcome {
   /** For operator logs: may name internal addresses or resolver codes. */
   detail?: string;
   attempts: number;
-  /** A 429's Retry-After, when the send ended on one: the push service's next try is not before it. */
+  /** A 429's Retry-After longer than a send waits: the push service's next try is not before it. */
   retryAfterMs?: number;
 }
 

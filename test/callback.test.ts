@@ -295,7 +295,18 @@ describe('callback family', function () {
   it('a first attempt taken up late (past half the grace) whose claim another holder took sends nothing; a prompt one is not held up', async () => {
     const { createRunsService } = await import('../runs/service');
     const silent = createRunsService({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
-    const activities = createActivities({ config, stores, client, log: () => undefined });
+    // The claims as the attempts see them, each renew counted: a prompt first attempt asks the store nothing.
+    let renewed = 0;
+    const claims = {
+      ...stores.claims,
+      renew: (...args: Parameters<typeof stores.claims.renew>) => (renewed++, stores.claims.renew(...args)),
+    };
+    const activities = createActivities({
+      config,
+      stores: { ...stores, claims },
+      client,
+      log: () => undefined,
+    });
     const graceMs = config.claimGraceSeconds * 1000;
     const ended = async () => {
       const run = await silent.create(
@@ -321,7 +332,8 @@ describe('callback family', function () {
     );
     assert.deepEqual(lateAttempt, { result: 'stop', detail: 'claimed elsewhere', claimedElsewhere: true });
     assert.equal(receiver.received.length, 0, 'nothing sent');
-    // Claimed a moment ago: it is the episode's, and goes.
+    assert.equal(renewed, 1, 'held again before the request');
+    // Claimed a moment ago: it cannot have gone stale, and goes without asking the store.
     const prompt = await ended();
     const holder = `episode|${prompt.episodeId}/a`;
     assert.ok(await stores.claims.tryMark(prompt.key, holder));
@@ -333,6 +345,7 @@ describe('callback family', function () {
     );
     assert.equal(promptAttempt.result, 'delivered');
     assert.equal(receiver.received.length, 1);
+    assert.equal(renewed, 1, 'the prompt attempt did not ask the store');
   });
 
   it('a 4xx other than 408/429 stops at once', async () => {

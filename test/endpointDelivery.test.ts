@@ -265,6 +265,11 @@ describe('team endpoints: delivery', function () {
       });
       assert.equal(next.result, 'retry');
       assert.match((next as { detail: string }).detail, /the store is restarting/);
+      // Its schedule's last attempt throws as before: the delivery is released, for the sweep once the store is back.
+      await assert.rejects(
+        activities.sendEndpointEvent(event.id, failingId, { attempt: 3, trigger: 'episode' }),
+        /the store is restarting/,
+      );
       assert.equal(failing.received.length, 0);
     } finally {
       await fine.close();

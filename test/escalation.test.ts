@@ -795,7 +795,7 @@ describe('escalation', function () {
     });
     assert.equal(put.status, 200, put.text);
     const [{ runId, interactionId }] = await pausesOf(1, [rung]);
-    const { sendRung } = createInteractionActivities({
+    const { sendRung, followUpSentBefore } = createInteractionActivities({
       push: {
         ...stack.stores,
         sender: pushSenderFor(stack.config, { ca: push.ca }),
@@ -816,6 +816,9 @@ describe('escalation', function () {
       runId,
       interactionId,
       send: () => sendRung({ runId, teamId: 'acme', interactionId }, 0, rung),
+      /** What the workflow asks at the answer of a rung whose try threw. */
+      sentBefore: () =>
+        followUpSentBefore({ runId, teamId: 'acme', interactionId }, { what: 'rung', index: 0, rung }),
       posts: () => receiver.received.filter((r) => r.headers['webhook-id'] === webhookId).length,
     };
   }
@@ -850,6 +853,34 @@ describe('escalation', function () {
       assert.deepEqual(announced, ['interaction.escalated']);
       assert.equal(reached(), 1, 'nothing sent again');
     });
+
+  it('a rung whose try reached its person then threw, asked at the answer while its announce still fails: sent, nothing sent again', async () => {
+    const announced: string[] = [];
+    let announceDown = true;
+    const { runId, interactionId, send, sentBefore } = await rungByHand({
+      rung: { afterSeconds: 3600, to: ['carol'], via: 'push' },
+      announce: async (event) => {
+        if (announceDown) throw new Error('Temporal unreachable');
+        announced.push(event.type);
+      },
+    });
+    const questions = () =>
+      push.received(carol).filter((r) => {
+        const payload = r.payload as PushPayload;
+        return payload.runId === runId && payload.kind === 'human_input_requested';
+      }).length;
+    await assert.rejects(send(), /Temporal unreachable/);
+    const answered = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
+      answer: 'y',
+    });
+    assert.equal(answered.status, 200, answered.text);
+    assert.deepEqual(await sentBefore(), { result: 'delivered', delivered: 1 });
+    assert.deepEqual(announced, [], 'not announced while its announce fails');
+    announceDown = false;
+    assert.deepEqual(await sentBefore(), { result: 'delivered', delivered: 1 });
+    assert.deepEqual(announced, ['interaction.escalated']);
+    assert.equal(questions(), 1, 'nothing pushed again');
+  });
 
   it('a webhook rung whose announce failed after its POST is tried again without a second POST', async () => {
     let announceDown = true;

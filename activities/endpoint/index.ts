@@ -378,8 +378,11 @@ export function createEndpointActivities(deps: EndpointDeps) {
         ]);
         return attemptEndpoint(endpointId, endpoint, eventId, event, place, activityStarted);
       };
-      return place.recoverId
-        ? recoverOnce(endpointDeliveryKey(eventId, endpointId), place.recoverId, attempt)
+      if (place.recoverId)
+        return recoverOnce(endpointDeliveryKey(eventId, endpointId), place.recoverId, attempt);
+      // The schedule's last attempt throws as before: released, the sweep tries it again once the store is back.
+      return place.waitIfRetried === undefined
+        ? attempt()
         : attempt().catch(failedBeforeAnswer(eventId, endpointId));
     },
 

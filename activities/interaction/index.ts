@@ -145,9 +145,17 @@ export function createInteractionActivities(deps: InteractionActivityDeps) {
         return pushFollowUp(deps.push, open, [snooze.userId], what);
       }),
 
-    followUpSentBefore: async (ref: InteractionRef, due: FollowUpSend): Promise<FollowUpResult> =>
-      due.what === 'rung'
-        ? announced(ref, due.index, due.rung, await rungSentBefore(ref, due.index, due.rung))
-        : sentBefore(ref, { what: `snooze:${due.snooze.snoozeId}` }),
+    followUpSentBefore: (ref: InteractionRef, due: FollowUpSend): Promise<FollowUpResult> =>
+      keptAlive(async () => {
+        if (due.what === 'snooze') return sentBefore(ref, { what: `snooze:${due.snooze.snoozeId}` });
+        const sent = await rungSentBefore(ref, due.index, due.rung);
+        // The announce is what failed the try: still failing, the rung is still sent (its count and its claim).
+        return announced(ref, due.index, due.rung, sent).catch((err: unknown) => {
+          deps.push.log(
+            `interaction ${ref.interactionId}: rung ${due.index}'s escalation not announced: ${String(err)}`,
+          );
+          return sent;
+        });
+      }),
   };
 }

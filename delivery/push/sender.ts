@@ -259,10 +259,10 @@ function settleAnswer(
   };
   if (status === 429) {
     const after = retryAfterMs(retryAfterHeader, context.now());
-    if (after === undefined) return { outcome: failed, final: false };
     // Longer than a send waits: the fan-out's next attempt waits for it instead.
-    const outcome = { ...failed, retryAfterMs: after };
-    return { outcome, final: after > context.maxRetryAfterMs, retryAfterMs: after };
+    if (after !== undefined && after > context.maxRetryAfterMs)
+      return { outcome: { ...failed, retryAfterMs: after }, final: true };
+    return { outcome: failed, final: false, retryAfterMs: after };
   }
   // A 5xx is worth another try; another 4xx is not: retrying the same message will not help.
   return { outcome: failed, final: status < 500 };
