@@ -4,8 +4,8 @@
 // emitters fire for one episode, Temporal runs it once.
 import type { Client } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
-import { interactionClaimKeys, lapsedRungs } from '../domain/interaction';
-import { buildRunOutcome, type RunOutcome } from '../domain/outcome';
+import { interactionClaimKeys } from '../domain/interaction';
+import { buildRunOutcome, lapsedRungs, type RunOutcome } from '../domain/outcome';
 import type { Run, RunError } from '../domain/run';
 import type { ClaimStore } from '../store/claims';
 import type { EscalationPolicyStore } from '../store/escalationPolicies';

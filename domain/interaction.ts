@@ -1,7 +1,6 @@
 // What happens around an open interaction besides its answer: the push that closes it on every device once it is
 // answered, the escalation ladder while nobody answers, and the person's snoozes. Pure: the interaction workflow
 // and the activities share these rules and keys.
-import { RAISED_AGAIN_WITHIN_SECONDS } from './outcome';
 
 /** A team's (or a run's) escalation: at most ESCALATION_MAX_RUNGS rungs within ESCALATION_MAX_SECONDS. */
 export interface EscalationPolicy {
@@ -103,15 +102,6 @@ export function rungsInOrder(rungs: EscalationRung[]): { index: number; rung: Es
   return rungs
     .map((rung, index) => ({ index, rung }))
     .sort((a, b) => a.rung.afterSeconds - b.rung.afterSeconds || a.index - b.index);
-}
-
-/**
- * The rungs of a question asked at `askedAtMs` that fell due longer ago than anything is raised again: settled long
- * ago, their claims maybe reaped, never sent again (by index in the policy).
- */
-export function lapsedRungs(rungs: EscalationRung[], askedAtMs: number, nowMs: number): number[] {
-  const lapsedBefore = nowMs - RAISED_AGAIN_WITHIN_SECONDS * 1000;
-  return rungs.flatMap((rung, index) => (askedAtMs + rung.afterSeconds * 1000 < lapsedBefore ? [index] : []));
 }
 
 /** The `interaction.escalated` event a webhook rung posts (a team endpoint event's shape). */

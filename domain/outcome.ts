@@ -1,6 +1,7 @@
 // The outcome spine: one pure function over the persisted run, called by every emitter (the API process and
 // the runner CLI), so the same run always yields the same outcome and the same per-episode id.
 import { callbackWanted, type Run, type RunError } from './run';
+import type { EscalationRung } from './interaction';
 import type { PauseReason, RunStatus } from './runStatus';
 
 export const OUTCOME_KINDS = ['run_paused', 'run_finished', 'run_failed', 'run_cancelled'] as const;
@@ -123,6 +124,15 @@ export const CLAIM_RETENTION_SECONDS = 30 * 24 * 3600;
  * dedupe what went, may be gone before a retry of it settles.
  */
 export const RAISED_AGAIN_WITHIN_SECONDS = CLAIM_RETENTION_SECONDS / 2;
+
+/**
+ * The rungs of a question asked at `askedAtMs` that fell due longer ago than anything is raised again: settled long
+ * ago, their claims maybe reaped, never sent again (by index in the policy).
+ */
+export function lapsedRungs(rungs: EscalationRung[], askedAtMs: number, nowMs: number): number[] {
+  const lapsedBefore = nowMs - RAISED_AGAIN_WITHIN_SECONDS * 1000;
+  return rungs.flatMap((rung, index) => (askedAtMs + rung.afterSeconds * 1000 < lapsedBefore ? [index] : []));
+}
 
 /** Claim keys: the push family claims the episode id itself; the others prefix it so they never collide. */
 export const claimKeys = {

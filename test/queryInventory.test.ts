@@ -206,6 +206,7 @@ describe('every hot query is answered from an index', function () {
       run: { runId: 1 },
       person: { teamId: 1, userId: 1, at: 1 },
       at_ttl: { at: 1 },
+      person_sent: { teamId: 1, userId: 1, digestSentAt: 1 },
     };
     for (const { collection, name } of RETIRED_INDEXES) {
       await db.collection(collection).insertOne({ _id: `${name}_row` as never, createdAt: new Date() });

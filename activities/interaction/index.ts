@@ -9,13 +9,8 @@ import type {
   InteractionRef,
   InteractionSnooze,
 } from '../../contract/workflows';
-import {
-  followUpDeliveryId,
-  interactionClaimKeys,
-  lapsedRungs,
-  type EscalationRung,
-} from '../../domain/interaction';
-import { inputEpisodeId } from '../../domain/outcome';
+import { followUpDeliveryId, interactionClaimKeys, type EscalationRung } from '../../domain/interaction';
+import { inputEpisodeId, lapsedRungs } from '../../domain/outcome';
 import { keptAlive } from '../activityContext';
 import type { InteractionActivityDeps } from './interactionActivityDeps';
 import { closeAnswered } from '../push/closeAnswered';
