@@ -5,7 +5,7 @@ import type { CallbackEvent, Run } from '../domain/run';
 import { ConflictError } from '../domain/errors';
 import { IllegalTransitionError, isTerminal } from '../domain/runStatus';
 import { loadRun, newId, type Caller, type RunsContext } from './context';
-import { recordEvents } from './events';
+import { observe, recordEvents } from './events';
 
 export interface NewRun {
   title?: string;
@@ -85,7 +85,18 @@ export async function recordProgress(
   data: Record<string, unknown>,
 ) {
   const run = await loadRun(ctx, caller, runId);
-  if (isTerminal(run.status)) throw new IllegalTransitionError(`cannot record events on a ${run.status} run`);
-  const [event] = await recordEvents(ctx, run, [{ type, data }], ctx.now());
+  const refused = (status: string) => new IllegalTransitionError(`cannot record events on a ${status} run`);
+  if (isTerminal(run.status)) throw refused(run.status);
+  const at = ctx.now();
+  const items = [{ type, data }];
+  const [event] = await ctx.events.append(run, items, at);
+  // The run may have ended since it was read: an event after its end is taken back and refused, as above (the
+  // end writes its status before its events, so one read now that finds it running orders this event first).
+  const now = await ctx.runs.waitingOf(run.teamId, run._id);
+  if (!now || isTerminal(now.status)) {
+    await ctx.events.remove(run._id, event._id);
+    throw refused(now?.status ?? 'removed');
+  }
+  await observe(ctx, run, items, at);
   return event;
 }

@@ -79,6 +79,11 @@ export function createEventStore(db: Db) {
       }
     },
 
+    /** Takes back an event a request appended and then refused (its run had ended meanwhile). */
+    async remove(runId: string, eventId: string): Promise<void> {
+      await events.deleteOne({ _id: eventId, runId });
+    },
+
     async listForRun(runId: string): Promise<RunEvent[]> {
       return events.find({ runId }).sort({ at: 1 }).toArray();
     },

@@ -63,6 +63,45 @@ describe('concurrent transitions', function () {
     ['pause', 'soft-pause'],
   ];
 
+  it('an event whose run ends between its read and its write is refused, and taken back: nothing after the end', async () => {
+    // An API of its own holds the event's read of the run until the run has ended.
+    let ended!: () => void;
+    const runEnded = new Promise<void>((resolve) => (ended = resolve));
+    let held: string | undefined;
+    const raceApi = await startTestApi(stack.config, {
+      stores: (built) => ({
+        ...built,
+        runs: {
+          ...built.runs,
+          getForTeam: async (...args) => {
+            const run = await built.runs.getForTeam(...args);
+            if (args[1] === held) {
+              held = undefined;
+              await runEnded;
+            }
+            return run;
+          },
+        },
+      }),
+    });
+    ownApis.push(raceApi.api);
+    const racer = raceApi.client.as('alice', 'acme');
+    const created = await racer.post('/api/v1/runs', { title: 'Ends mid-event' });
+    assert.equal(created.status, 201, created.text);
+    const id = created.body.id as string;
+    held = id;
+    const event = racer.post(`/api/v1/runs/${id}/events`, { type: 'node_started', node: 'late' });
+    await waitUntil('the event read the run', () => held === undefined);
+    const completed = await alice.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'done' });
+    assert.equal(completed.status, 200, completed.text);
+    ended();
+    const late = await event;
+    assert.equal(late.status, 409, late.text);
+    const types = (await stores.events.listForRun(id)).map((e) => e.type);
+    assert.equal(types.at(-1), 'run_finished', types.join(', '));
+    assert.ok(!types.includes('node_started'), types.join(', '));
+  });
+
   it('two conflicting transitions: one 409, no phantom events, health follows the winner', async () => {
     // The two requests race for real only when both read the run before either writes: on a loaded machine one
     // can finish first, and where the second op is legal after the first (fail after a soft-pause) both succeed.
