@@ -257,7 +257,11 @@ describe('answered once, closed everywhere', function () {
     assert.equal(pass.closesReplayed, 1, JSON.stringify(pass));
     await closedEverywhere(runId, interactionId);
   });
-  it("a device whose push service was down through the close's attempts is closed by a sweep once it is back", async () => {
+  /**
+   * A paused question answered while one of its two devices' push service answers 503 through every attempt of the
+   * close: answers once the close's workflow is over (the close released for that device), the service back.
+   */
+  async function answeredWhileADeviceIsDown() {
     const { runId, interactionId } = await paused();
     const [reachable, down] = devices;
     push.failAlways(down, 503);
@@ -285,34 +289,18 @@ describe('answered once, closed everywhere', function () {
     } finally {
       push.recover(down);
     }
+    return { runId, interactionId, down };
+  }
+
+  it("a device whose push service was down through the close's attempts is closed by a sweep once it is back", async () => {
+    const { runId, interactionId, down } = await answeredWhileADeviceIsDown();
     assert.equal(pushesOf(down, runId).length, 1, 'the question only, so far');
     const pass = await sweepActivities().sweepOnce();
     assert.equal(pass.closesReplayed, 1, JSON.stringify(pass));
     await closedEverywhere(runId, interactionId);
   });
   it("a close released again and again rests between the sweep's replays, longer the longer it has failed", async () => {
-    const { runId, interactionId } = await paused();
-    const [reachable, down] = devices;
-    push.failAlways(down, 503);
-    try {
-      const res = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
-        answer: 'yes',
-      });
-      assert.equal(res.status, 200, res.text);
-      await push.waitFor(2, reachable);
-      await waitUntil(
-        'the close released',
-        async () => {
-          const { events } = await stack.client.workflow
-            .getHandle(interactionWorkflowId(interactionId))
-            .fetchHistory();
-          return events!.some((e) => e.workflowExecutionCompletedEventAttributes);
-        },
-        { timeoutMs: 120_000 },
-      );
-    } finally {
-      push.recover(down);
-    }
+    const { runId, interactionId } = await answeredWhileADeviceIsDown();
     const notes = stack.mongo.db.collection('sent_notifications');
     const note = `released|${interactionClaimKeys.answered(interactionId)}`;
     assert.ok(await notes.findOne({ _id: note as never }), "its release is noted, as an episode's");

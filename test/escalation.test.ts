@@ -492,20 +492,39 @@ describe('escalation', function () {
     }
   });
 
+  /**
+   * The question asked a month before (its run's pause too), and what deduped its first rung reaped, as 30 days
+   * after the rung settled: its claim and its delivery rows.
+   */
+  async function aMonthOn(runId: string, interactionId: string): Promise<void> {
+    const monthAgo = new Date(Date.now() - 31 * 24 * 3600_000);
+    const { db } = stack.mongo;
+    await db
+      .collection('interactions')
+      .updateOne({ _id: interactionId as never }, { $set: { createdAt: monthAgo } });
+    await db.collection('runs').updateOne({ _id: runId as never }, { $set: { 'pause.at': monthAgo } });
+    await db
+      .collection('sent_notifications')
+      .deleteOne({ _id: interactionClaimKeys.rung(interactionId, 0) as never });
+    await db
+      .collection('push_deliveries')
+      .deleteMany({ episodeId: `${inputEpisodeId(runId, interactionId)}|rung:0` });
+  }
+
+  /** A new execution of the question's workflow that waits out its last minutes: every rung of its ladder decided. */
+  const nothingLeftToSend = (handle: WorkflowHandle, first: string) =>
+    waitUntil('the new execution to have nothing left to send', async () => {
+      if ((await handle.describe()).runId === first) return false;
+      const { events } = await handle.fetchHistory();
+      return events!.some(
+        (e) => Number(e.timerStartedEventAttributes?.startToFireTimeout?.seconds ?? 0) >= 300,
+      );
+    });
+
   it('a question still open a month on climbs no rung again once its claims are reaped (a snooze starts a new execution)', async () => {
     const { runId, interactionId, handle, restore } = await askedBeforeThePolicyChanged();
     try {
-      // A month on: what deduped the rung is reaped 30 days after it settled (its claim, its delivery rows).
-      const monthAgo = new Date(Date.now() - 31 * 24 * 3600_000);
-      await stack.mongo.db
-        .collection('interactions')
-        .updateOne({ _id: interactionId as never }, { $set: { createdAt: monthAgo } });
-      await stack.mongo.db
-        .collection('sent_notifications')
-        .deleteOne({ _id: interactionClaimKeys.rung(interactionId, 0) as never });
-      await stack.mongo.db
-        .collection('push_deliveries')
-        .deleteMany({ episodeId: `${inputEpisodeId(runId, interactionId)}|rung:0` });
+      await aMonthOn(runId, interactionId);
       await snoozedFromCarolsRung(runId, handle);
       assert.equal(carolsPushes(runId).length, 1, 'carol was paged again a month on');
       recordFixture(
@@ -534,14 +553,7 @@ describe('escalation', function () {
         options: episodeOptions(stack.config),
       });
       assert.ok(await emitter.emitRunOutcome(runId, undefined, 'acme', 'ALLOW_DUPLICATE'));
-      // Once it waits out its last minutes with nothing left to send, every rung of its ladder was decided.
-      await waitUntil('the new execution to have nothing left to send', async () => {
-        if ((await handle.describe()).runId === first) return false;
-        const { events } = await handle.fetchHistory();
-        return events!.some(
-          (e) => Number(e.timerStartedEventAttributes?.startToFireTimeout?.seconds ?? 0) >= 300,
-        );
-      });
+      await nothingLeftToSend(handle, first);
       assert.equal(carolsPushes(runId).length, 1, 'carol was sent her rung again');
       assert.equal(
         await stack.stores.claims.describe(interactionClaimKeys.rung(interactionId, 1)).then((c) => c.state),
@@ -560,20 +572,7 @@ describe('escalation', function () {
   it('a question emitted again by the API a month on (its ladder read there) climbs no rung again once its claims are reaped', async () => {
     const { runId, interactionId, handle, first, restore } = await askedBeforeThePolicyChanged();
     try {
-      // A month on: what deduped the rung is reaped 30 days after it settled (its claim, its delivery rows).
-      const monthAgo = new Date(Date.now() - 31 * 24 * 3600_000);
-      await stack.mongo.db
-        .collection('interactions')
-        .updateOne({ _id: interactionId as never }, { $set: { createdAt: monthAgo } });
-      await stack.mongo.db
-        .collection('runs')
-        .updateOne({ _id: runId as never }, { $set: { 'pause.at': monthAgo } });
-      await stack.mongo.db
-        .collection('sent_notifications')
-        .deleteOne({ _id: interactionClaimKeys.rung(interactionId, 0) as never });
-      await stack.mongo.db
-        .collection('push_deliveries')
-        .deleteMany({ episodeId: `${inputEpisodeId(runId, interactionId)}|rung:0` });
+      await aMonthOn(runId, interactionId);
       // Emitted again as the API's emitter does (a watch's end): the plan goes with the workflow's start.
       const emitter = createOutcomeEmitter({
         client: stack.client,
@@ -583,13 +582,7 @@ describe('escalation', function () {
         questions: stack.stores,
       });
       assert.ok(await emitter.emitRunOutcome(runId, undefined, 'acme', 'ALLOW_DUPLICATE'));
-      await waitUntil('the new execution to have nothing left to send', async () => {
-        if ((await handle.describe()).runId === first) return false;
-        const { events } = await handle.fetchHistory();
-        return events!.some(
-          (e) => Number(e.timerStartedEventAttributes?.startToFireTimeout?.seconds ?? 0) >= 300,
-        );
-      });
+      await nothingLeftToSend(handle, first);
       assert.equal(carolsPushes(runId).length, 1, 'carol was paged again a month on');
       const answered = await alice.post(`/api/v1/runs/${runId}/interactions/${interactionId}/answer`, {
         answer: 'y',
