@@ -135,6 +135,20 @@ function retryOf(
  */
 export const SNOOZES_CONTINUE_AS_NEW_PATCH = 'interaction-snoozes-continue-as-new';
 
+/** What a send's try that threw reached (none, when the question cannot be read). */
+const reachedBefore = (ref: InteractionRef, due: InteractionDue): Promise<number> =>
+  sends()
+    .followUpSentBefore(
+      ref,
+      due.what === 'rung'
+        ? { what: 'rung', index: due.index, rung: due.rung }
+        : { what: 'snooze', snooze: due.snooze },
+    )
+    .then(
+      (sent) => (sent.result === 'delivered' ? sent.delivered : 0),
+      () => 0,
+    );
+
 /**
  * `known`: the plan the pause's start carried (its first task then arms the timers without a store call). Started
  * without one (an answer's or snooze's signal-with-start, the sweep, histories from before), it reads the plan.
@@ -221,20 +235,6 @@ export async function interactionWorkflow(
     return reached && !again ? { result: 'delivered', delivered: reached } : sent;
   }
 
-  /** What a try that threw reached (none, when the question cannot be read). */
-  const reachedBefore = (due: InteractionDue): Promise<number> =>
-    sends()
-      .followUpSentBefore(
-        ref,
-        due.what === 'rung'
-          ? { what: 'rung', index: due.index, rung: due.rung }
-          : { what: 'snooze', snooze: due.snooze },
-      )
-      .then(
-        (sent) => (sent.result === 'delivered' ? sent.delivered : 0),
-        () => 0,
-      );
-
   const countSent = (due: InteractionDue): void => {
     if (due.what === 'rung') result.rungsSent.push(due.index);
     else result.snoozesSent++;
@@ -284,7 +284,7 @@ export async function interactionWorkflow(
     if (!due.claimKept) continue;
     const reached =
       due.reached ??
-      (due.threw && patched(THREW_FOLLOW_UPS_ASKED_AT_ANSWER_PATCH) ? await reachedBefore(due) : 0);
+      (due.threw && patched(THREW_FOLLOW_UPS_ASKED_AT_ANSWER_PATCH) ? await reachedBefore(ref, due) : 0);
     await store.markDelivered(keyOf(due), me, reached ? 'delivered' : 'closed');
     if (reached) countSent(due);
   }
