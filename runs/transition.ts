@@ -2,6 +2,7 @@
 // revision (a concurrent operation makes it a 409), write the status, and only then append the transition's
 // events, then let run health observe them and, when the run paused or ended, emit the outcome, side by side: a
 // transition that lost leaves nothing behind.
+import { isDeepStrictEqual } from 'node:util';
 import { listedAnswer, type Run, type RunError } from '../domain/run';
 import { IllegalTransitionError, isTerminal, nextStatus, type RunOperation } from '../domain/runStatus';
 import type { RunTransition } from '../store/runTransitions';
@@ -97,8 +98,11 @@ async function finishTransition(
   if (!updated || (updated.revision ?? 0) <= t.revision)
     throw new IllegalTransitionError('the run changed while the transition was applied');
   if ((updated.revision ?? 0) > t.revision + 1) {
-    // The run is two revisions past: this revision's row had been removed and a caller that read the run
-    // before then inserted it again. That is no win; nothing of it is written.
+    // Another request finished this very transition (a loser repairs the winner it finds stalled) and the run moved
+    // on since: it was applied, and this caller won it.
+    if (await appliedBefore(ctx, run, t, items)) return updated;
+    // Otherwise this revision's row had been removed and a caller that read the run before then inserted it
+    // again. That is no win; nothing of it is written.
     await ctx.runTransitions.forget(run._id, t.revision);
     throw new IllegalTransitionError('the run changed while the transition was applied');
   }
@@ -174,6 +178,23 @@ async function finishStuckTransition(ctx: RunsContext, run: Run): Promise<'finis
  * Settled, the row is no longer open and the one two revisions back is gone (only a revision's row and the one
  * before it are ever read again).
  */
+/** Whether the revision's first derived event is this transition's own: written by whoever finished it. */
+async function appliedBefore(
+  ctx: RunsContext,
+  run: Run,
+  t: RunTransition,
+  items: EventItem[],
+): Promise<boolean> {
+  const [first] = items;
+  if (!first) return false;
+  const written = await ctx.events.get(run._id, eventIdOf(run, t, 0));
+  return written !== null && written.type === first.type && isDeepStrictEqual(written.data, first.data ?? {});
+}
+
+/** A transition's events have ids derived from its run and revision: written again, they are the same events. */
+const eventIdOf = (run: Run, t: RunTransition, index: number): string =>
+  `evt_${run._id}_r${t.revision}_${index}`;
+
 async function writeEvents(
   ctx: RunsContext,
   run: Run,
@@ -181,7 +202,7 @@ async function writeEvents(
   items: EventItem[],
   emit?: () => Promise<void>,
 ): Promise<void> {
-  const ids = items.map((item, i) => ({ id: `evt_${run._id}_r${t.revision}_${i}`, ...item }));
+  const ids = items.map((item, i) => ({ id: eventIdOf(run, t, i), ...item }));
   await ctx.events.append(run, ids, t.at);
   // A lost resume would leave health paused for good (a paused run never stalls).
   const toldThenSettled = async (): Promise<void> => {

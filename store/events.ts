@@ -79,6 +79,11 @@ export function createEventStore(db: Db) {
       }
     },
 
+    /** One event by its id (a transition's derived id), or null. */
+    async get(runId: string, eventId: string): Promise<RunEvent | null> {
+      return events.findOne({ _id: eventId, runId });
+    },
+
     /** Takes back an event a request appended and then refused (its run had ended meanwhile). */
     async remove(runId: string, eventId: string): Promise<void> {
       await events.deleteOne({ _id: eventId, runId });

@@ -239,6 +239,44 @@ describe('concurrent transitions', function () {
     assert.equal((await engine.complete(caller, run._id, 'ok')).status, 'finished', 'the run moves on');
   });
 
+  it('an answer whose revision another request finished, the run then ended, is no loser: answered, never taken back', async () => {
+    const caller = { userId: 'alice', teamId: 'acme' };
+    const silent = { emitRunOutcome: async () => undefined };
+    const engine = createRunsService({ ...stores, emitter: silent });
+    const run = await engine.create(caller, { title: 'slow answer' });
+    const { interactionId } = await engine.pause(caller, run._id, 'Ship?');
+    // The answer wins its revision, then stalls before its status write.
+    let won!: () => void;
+    let release!: () => void;
+    const claimed = new Promise<void>((resolve) => (won = resolve));
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const slow: RunsServiceDeps['runs'] = {
+      ...stores.runs,
+      async transition(...args) {
+        won();
+        await held;
+        return stores.runs.transition(...args);
+      },
+    };
+    const answering = createRunsService({ ...stores, runs: slow, emitter: silent });
+    const answered = answering.answer(caller, run._id, interactionId, 'yes');
+    await claimed;
+    // A cancel loses the revision and finishes the answer's transition; its retry ends the run.
+    await assert.rejects(
+      engine.cancel(caller, run._id),
+      (err: unknown) => err instanceof IllegalTransitionError,
+    );
+    assert.equal(
+      (await stores.runs.getById(run._id))?.status,
+      'running',
+      "the answer's transition was finished",
+    );
+    await engine.cancel(caller, run._id);
+    release();
+    await answered;
+    assert.equal((await stores.interactions.get(run._id, interactionId))?.status, 'answered');
+  });
+
   it('keeps only the current and the previous transition of a run, and never the answer', async () => {
     const caller = { userId: 'alice', teamId: 'acme' };
     const engine = createRunsService({ ...stores, emitter: { emitRunOutcome: async () => undefined } });
