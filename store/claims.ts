@@ -41,22 +41,24 @@ export interface ClaimRow {
   first_released_at?: Date;
 }
 
-/** An episode released since the range began, by its release note. */
-export interface ReleasedEpisode {
-  runId: string;
-  episodeId: string;
-  /** The family's claim key it released. */
-  key: string;
+/** When a key was first released, and last (its release note). */
+export interface Releases {
   firstReleasedAt: Date;
   lastReleasedAt: Date;
 }
 
+/** An episode released since the range began, by its release note. */
+export interface ReleasedEpisode extends Releases {
+  runId: string;
+  episodeId: string;
+  /** The family's claim key it released. */
+  key: string;
+}
+
 /** A team event's delivery to one endpoint released since the range began, by its release note. */
-export interface ReleasedTeamDelivery {
+export interface ReleasedTeamDelivery extends Releases {
   eventId: string;
   endpointId: string;
-  firstReleasedAt: Date;
-  lastReleasedAt: Date;
 }
 
 /** The sweep's pre-check: the keys in hand, and the episodes and team event deliveries released, since a moment. */
@@ -66,12 +68,6 @@ export interface ClaimsSince {
   releasedTeamDeliveries: ReleasedTeamDelivery[];
   /** The answered closes released in the range, by interaction id. */
   releasedCloses: Map<string, Releases>;
-}
-
-/** When a key was first released, and last. */
-export interface Releases {
-  firstReleasedAt: Date;
-  lastReleasedAt: Date;
 }
 
 export const claimIndexes: IndexSpec[] = [

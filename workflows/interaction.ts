@@ -229,8 +229,8 @@ export async function interactionWorkflow(
     }
     const reached = Math.max(next.reached ?? 0, sent?.delivered ?? 0);
     const again = retryOf(next, sent, webhookWaits);
-    const threw = next.threw || sent === undefined ? { threw: true as const } : {};
-    if (again) queue.push(reached ? { ...again, reached, ...threw } : { ...again, ...threw });
+    const threw = next.threw || sent === undefined;
+    if (again) queue.push({ ...again, ...(reached ? { reached } : {}), ...(threw ? { threw } : {}) });
     else await store.markDelivered(key, me, reached ? 'delivered' : 'gave_up');
     return reached && !again ? { result: 'delivered', delivered: reached } : sent;
   }
