@@ -499,12 +499,23 @@ async function giveUpReleased(
       : undefined;
     // Raised in hand, before the settle: Temporal away fails the pass with the claim still the sweep's, and a
     // later pass (once it is stale) raises it again; settled first, the alert would be lost with that pass.
+    // Refused (Temporal's limits), the callback is released, not settled: given up once quiet again, raised again.
     const raise = deps.callbackExhausted;
+    let raiseRefused = false;
     const beforeSettle = async (key: string): Promise<void> => {
-      if (key === callbackKey && raise)
-        await raise(episode.outcome, newest?.attempt ?? 0, RELEASED_PAST_REACH).catch(refused);
+      if (key !== callbackKey || !raise) return;
+      await raise(episode.outcome, newest?.attempt ?? 0, RELEASED_PAST_REACH).catch((err: unknown) => {
+        refused(err);
+        raiseRefused = true;
+        throw err;
+      });
     };
-    if (await giveUpKeys(deps.claims, keys, RELEASED_PAST_REACH, beforeSettle)) gaveUp++;
+    try {
+      if (await giveUpKeys(deps.claims, keys, RELEASED_PAST_REACH, beforeSettle)) gaveUp++;
+    } catch (err) {
+      if (!raiseRefused) throw err;
+      await deps.claims.unmark(callbackKey, SWEEP_HOLDER);
+    }
   });
   return gaveUp;
 }

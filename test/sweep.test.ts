@@ -404,10 +404,16 @@ describe('the reconciliation sweep at scale', function () {
      * A run that ended six hours ago (two past the window): its push settled then, its callback claimed and
      * released by a holder at each of `releases` (a replay's callback that failed past its retries).
      */
-    async function endedWithReleases(name: string, now: Date, releases: Date[], opsAlerts?: true) {
+    async function endedWithReleases(
+      name: string,
+      now: Date,
+      releases: Date[],
+      opsAlerts?: true,
+      runId = `sweep_${name}_${RUN_PREFIX}`,
+    ) {
       const releasedDb = mongo.db(`${config.mongoDb}_${name}`);
       await ensureAllIndexes(releasedDb);
-      const ended = { ...run(0, hoursAgo(now, 6)), _id: `sweep_${name}_${RUN_PREFIX}` };
+      const ended = { ...run(0, hoursAgo(now, 6)), _id: runId };
       await releasedDb.collection<Run>('runs').insertOne(ended);
       const owed = owedEpisode(ended, FAMILIES)!;
       const [pushKey, callbackKey] = owed.keys;
@@ -544,6 +550,24 @@ describe('the reconciliation sweep at scale', function () {
       assert.equal(raised.runId, owed.runId);
       assert.match(raised.summary, /released past the sweep's reach/);
       await alert.terminate('the test is done with it');
+    });
+
+    it('a callback whose alert Temporal refuses is not given up without it: counted refused, raised again once quiet', async () => {
+      const now = new Date();
+      // Its run id is past the server's length limit: the alert's start is answered, and refused.
+      const { sweep, claims, callbackKey } = await endedWithReleases(
+        'released_refused',
+        now,
+        [hoursAgo(now, 4.5), hoursAgo(now, 2.5)],
+        true,
+        `sweep_released_refused_${RUN_PREFIX}_${'r'.repeat(1000)}`,
+      );
+      const pass = await sweep.sweepOnce();
+      assert.equal(pass.startsRefused, 1, JSON.stringify(pass));
+      assert.equal(pass.gaveUpReleased, undefined, JSON.stringify(pass));
+      assert.equal(await claims.state(callbackKey), 'absent', 'owed still: a later pass raises it again');
+      const later = await sweep.sweepOnce();
+      assert.equal(later.gaveUpReleased, undefined, 'released just now: quiet again before it is given up');
     });
 
     it('a callback given up past the reach is one a callback recover finds: its last attempt is marked given up', async () => {
