@@ -185,8 +185,8 @@ export interface FanOutResult {
   /** Of the failed, those worth another try (5xx, 429, network). */
   retryable: number;
   /**
-   * The longest Retry-After (past what a send waits) a push service answered a failed send with (429): the fan-out's
-   * next attempt, to every device it missed, is not made before it.
+   * When every retryable send was answered a Retry-After past what a send waits (429), the soonest: the fan-out's
+   * next attempt is not made before it. Absent when one failed without asking (the retry policy's backoff then).
    */
   retryAfterMs?: number;
   /** Of the failed, messages a push service refused as such (400, 413): never taken, however often sent again. */

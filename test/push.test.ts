@@ -371,6 +371,32 @@ describe('push family', function () {
     }
   });
 
+  it("a device whose push service failed without asking to wait is not held up by another service's Retry-After", async () => {
+    const owner = anonymous.as('heidi3', 'heidi3-team');
+    const [busy, flaky] = [push.endpoint('heidi3'), push.endpoint('heidi3')];
+    for (const device of [busy, flaky]) await owner.post('/api/v1/notifications/push/subscriptions', device);
+    push.failNext(busy, [429], { 'Retry-After': '600' });
+    push.failNext(flaky, [503, 503, 503]); // every try of the send: the fan-out's next attempt is owed it
+    const runId = await newRun(owner);
+    await owner.post(`/api/v1/runs/${runId}/cancel`);
+    try {
+      // The fan-out's next attempt comes on the retry policy's backoff, a couple of seconds, not in ten minutes.
+      await waitUntil(
+        'the device whose service failed has the push',
+        () => push.received(flaky).length === 1,
+      );
+    } catch (err) {
+      await client.workflow.getHandle(`${runId}:end`).terminate('the test is done with it');
+      throw err;
+    }
+    // That attempt tried the throttled service too, before its wait: the price of not holding the other device.
+    assert.equal((await episodeResult(`${runId}:end`)).push, 'delivered');
+    assert.deepEqual(
+      push.attempts(busy).map((a) => a.status),
+      [429, 201],
+    );
+  });
+
   it('413 is never retried as is, by the episode or the sweep, and does not prune', async () => {
     const owner = anonymous.as('ivan', 'ivan-team');
     const small = push.endpoint('ivan');

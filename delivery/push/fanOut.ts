@@ -207,8 +207,14 @@ async function handleOutcome(run: FanOutRun, sub: PushSubscriptionRow, outcome: 
     case 'failed':
       result.failed++;
       result.retryable++; // 5xx, 429 past its wait, network, resolver down: worth another activity attempt
-      if (outcome.retryAfterMs !== undefined)
-        result.retryAfterMs = Math.max(result.retryAfterMs ?? 0, outcome.retryAfterMs);
+      // The next attempt waits only while every device it owes was asked to (429 Retry-After), the soonest: one
+      // whose service failed without asking is not held up by another service.
+      if (result.retryable === 1) result.retryAfterMs = outcome.retryAfterMs;
+      else if (result.retryAfterMs !== undefined)
+        result.retryAfterMs =
+          outcome.retryAfterMs === undefined
+            ? undefined
+            : Math.min(result.retryAfterMs, outcome.retryAfterMs);
       return;
     case 'rejected':
       result.failed++;
