@@ -7,7 +7,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { Webhook } from 'standardwebhooks';
 import webpush from 'web-push';
 import { createCallbackActivities, logAttempt, RECORD_DEADLINE_MS } from '../activities/callback';
-import { MongoClient } from 'mongodb';
+import { MongoClient, MongoNetworkError } from 'mongodb';
 import { createCallbackAttemptStore } from '../store/callback/attempts';
 import { createActivities } from '../activities';
 import { createSweepActivities } from '../activities/sweep';
@@ -274,6 +274,35 @@ describe('callback attempt log', function () {
       `callback: attempt of episode ${id}:end not recorded: no answer from the store within ${RECORD_DEADLINE_MS} ms`,
     ]);
     assert.equal(receiver.received.length, 1);
+  });
+
+  it('an attempt whose row was written but whose answer was lost (a reconnect) is one row, not two', async () => {
+    const { id } = await launch();
+    await alice.post(`/api/v1/runs/${id}/cancel`);
+    await episodeResult(`${id}:end`);
+    const before = await stores.callbackAttempts.countForEpisode(`${id}:end`);
+    // The store writes the first try's row, then the connection drops before its answer: the try throws.
+    let lost = false;
+    const answerLost: typeof stores.callbackAttempts = {
+      ...stores.callbackAttempts,
+      async record(...args) {
+        const taken = await stores.callbackAttempts.record(...args);
+        if (lost) return taken;
+        lost = true;
+        throw new MongoNetworkError('connection closed before the answer');
+      },
+    };
+    const activities = createCallbackActivities({
+      runs: stores.runs,
+      callbackAttempts: answerLost,
+      allowPrivate: true,
+      timeoutMs: 5000,
+      secretOverlapSeconds: 0,
+      now: () => new Date(),
+    });
+    await activities.sendCallback(`${id}:end`, id, { attempt: before + 1, trigger: 'redeliver' });
+    assert.ok(lost, 'the first try wrote and threw');
+    assert.equal(await stores.callbackAttempts.countForEpisode(`${id}:end`), before + 1);
   });
 
   /** A run whose callback was delivered, the receiver's log emptied, and callback activities to call by hand. */

@@ -198,7 +198,8 @@ async function recordAttempt(
   const write = async (): Promise<boolean> => {
     for (let tries = 1; ; tries++) {
       try {
-        await store.record(row, guess, deadline);
+        // A later try asks first whether an earlier one's row landed after all (its answer lost, not its write).
+        await (tries === 1 ? store.record(row, guess, deadline) : store.recordOnce(row, guess, deadline));
         return true;
       } catch (err) {
         const pause = 500 * tries;

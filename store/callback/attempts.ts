@@ -146,10 +146,10 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
     /**
      * Records an attempt written after the fact (its own record lost it), unless it is there: a row of its episode
      * at the same time is it (the lost write, or an earlier try of this one, landed after all). Asked again before
-     * each number it tries, so a write landing meanwhile is not recorded twice.
+     * each number it tries, so a write landing meanwhile is not recorded twice. Past `deadline` it stops probing.
      */
-    recordOnce: (row: Omit<CallbackAttemptRow, '_id' | 'attempt'>, from: number) =>
-      record(row, from, Infinity, async () => {
+    recordOnce: (row: Omit<CallbackAttemptRow, '_id' | 'attempt'>, from: number, deadline = Infinity) =>
+      record(row, from, deadline, async () => {
         const found = await rows.findOne(
           { episodeId: row.episodeId, at: row.at },
           { projection: { attempt: 1 } },
