@@ -148,6 +148,10 @@ function createRunReads(runs: Collection<Run>) {
 
 /** Assistants watching a run (their watch vetoes the pause's notification). */
 function createRunWatchers(runs: Collection<Run>) {
+  /** The run's copy of a watch dropped, touching nothing else. */
+  const dropWatcher = async (teamId: string, runId: string, assistantId: string): Promise<void> => {
+    await runs.updateOne({ _id: runId, teamId }, { $pull: { assistantWatchers: assistantId } });
+  };
   return {
     /**
      * An assistant's watch begins: the run carries it so the sweep sees the veto. False when the team has no such
@@ -189,9 +193,11 @@ function createRunWatchers(runs: Collection<Run>) {
         { $pull: { assistantWatchers: assistantId }, $set: { updatedAt: now } },
       );
       if (heldBack.matchedCount === 1) return true;
-      await runs.updateOne({ _id: runId, teamId }, { $pull: { assistantWatchers: assistantId } });
+      await dropWatcher(teamId, runId, assistantId);
       return false;
     },
+
+    dropWatcher,
 
     /** The run's question reached someone (a device, or a digest): a watch's end owes it no replay. */
     async noteQuestionOffered(teamId: string, runId: string, interactionId: string): Promise<void> {

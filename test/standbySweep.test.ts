@@ -11,7 +11,7 @@ import { ensureAllIndexes, type Stores } from '../store';
 import type { Mongo } from '../store/mongo';
 import type { EpisodeResult } from '../contract/workflows';
 import { startFamilyStack, type FamilyStack } from './support/familyStack';
-import type { ApiClient } from './support/harness';
+import { startTestApi, type ApiClient } from './support/harness';
 import { startPushService, type PushService, type SubscriptionJSON } from './support/pushService';
 import { sweepWorkflow } from '../workflows/sweep';
 
@@ -125,6 +125,70 @@ describe('standby veto and the sweep', function () {
       'the pause whose replay start was lost is pushed by the sweep, once',
     );
     assert.equal(push.received().length, 2);
+  });
+
+  describe('a watch made and ended at once: its run lists the assistant only while the watch is there', () => {
+    /** A second API on the same stores whose `hold` store call waits, once reached, until `release()`. */
+    async function apiHeldAt(hold: (stores: Stores, at: () => Promise<void>) => Stores) {
+      let reached!: () => void;
+      let release!: () => void;
+      const isReached = new Promise<void>((resolve) => (reached = resolve));
+      const released = new Promise<void>((resolve) => (release = resolve));
+      const at = async () => {
+        reached();
+        await released;
+      };
+      const { api, client: anonymous } = await startTestApi(config, { stores: (s) => hold(s, at) });
+      return { api, held: anonymous.as('alice', 'acme'), isReached, release };
+    }
+
+    async function agreed(runId: string, assistantId: string): Promise<void> {
+      const watched = await stores.watches.exists('acme', assistantId, runId);
+      const listed = ((await stores.runs.getForTeam('acme', runId))?.assistantWatchers ?? []).includes(
+        assistantId,
+      );
+      assert.equal(listed, watched, `the run lists the assistant: ${listed}; its watch is there: ${watched}`);
+    }
+
+    const newRun = async () =>
+      (await alice.post('/api/v1/runs', { title: 'Watched, briefly' })).body.id as string;
+
+    it('a watch ended between its row and its run: the run does not list it', async () => {
+      const runId = await newRun();
+      const second = await apiHeldAt((s, at) => ({
+        ...s,
+        runs: { ...s.runs, addWatcher: async (...args) => (await at(), s.runs.addWatcher(...args)) },
+      }));
+      try {
+        const made = second.held.put(`/api/v1/assistants/asst_race1/watches/${runId}`);
+        await second.isReached;
+        assert.equal((await alice.delete(`/api/v1/assistants/asst_race1/watches/${runId}`)).status, 204);
+        second.release();
+        assert.equal((await made).status, 200);
+        await agreed(runId, 'asst_race1');
+      } finally {
+        await second.api.close();
+      }
+    });
+
+    it('a watch made again while its end was between the run and the row: the run does not list it', async () => {
+      const runId = await newRun();
+      assert.equal((await alice.put(`/api/v1/assistants/asst_race2/watches/${runId}`)).status, 200);
+      const second = await apiHeldAt((s, at) => ({
+        ...s,
+        watches: { ...s.watches, remove: async (...args) => (await at(), s.watches.remove(...args)) },
+      }));
+      try {
+        const ended = second.held.delete(`/api/v1/assistants/asst_race2/watches/${runId}`);
+        await second.isReached;
+        assert.equal((await alice.put(`/api/v1/assistants/asst_race2/watches/${runId}`)).status, 200);
+        second.release();
+        assert.equal((await ended).status, 204);
+        await agreed(runId, 'asst_race2');
+      } finally {
+        await second.api.close();
+      }
+    });
   });
 
   it('a watch made before runs carried their watchers is copied onto its run at start-up, once', async () => {
