@@ -242,6 +242,8 @@ export type CallbackAttempt =
       status?: number;
       /** A recover's send whose claim could not be settled delivered (the store away): the recover settles it. */
       unsettledClaim?: string;
+      /** A recover's send of a delivery that had given up, whose claim still says so (the store away): it resettles it. */
+      unresettledClaim?: string;
     }
   | {
       result: 'retry';

@@ -31,6 +31,8 @@ describe('team endpoints: a recover', function () {
   const failingSettles = new Set<string>();
   /** Claims whose next settle by the worker never answers, as a store that stalls (once each). */
   const stallingSettles = new Set<string>();
+  /** Deliveries whose attempt rows the worker's log loses, as a store that is away (every write of theirs). */
+  const lostAttemptRows = new Set<string>();
 
   before(async () => {
     receiver = await CallbackReceiver.start();
@@ -53,6 +55,17 @@ describe('team endpoints: a recover', function () {
             resettle: async (key, ...rest) => {
               if (stallingSettles.delete(key)) return new Promise<boolean>(() => undefined);
               return stores.claims.resettle(key, ...rest);
+            },
+          },
+          endpointAttempts: {
+            ...stores.endpointAttempts,
+            record: async (row, ...rest) => {
+              if (lostAttemptRows.has(row.episodeId)) throw new Error('the store is away');
+              return stores.endpointAttempts.record(row, ...rest);
+            },
+            recordOnce: async (row, ...rest) => {
+              if (lostAttemptRows.has(row.episodeId)) throw new Error('the store is away');
+              return stores.endpointAttempts.recordOnce(row, ...rest);
             },
           },
         }),
@@ -342,6 +355,44 @@ describe('team endpoints: a recover', function () {
       assert.equal(stallingSettles.has(key), false, 'its resettle stalled');
       assert.equal(once.received.length, 1, 'sent once');
     } finally {
+      await once.close();
+    }
+  });
+
+  it('an event whose delivery gave up, delivered by a recover that lost its resettle and its attempt row, is settled by it and not sent again', async () => {
+    const since = new Date();
+    const once = await CallbackReceiver.start();
+    try {
+      const endpointId = await answersEndpoint('gil', 'gave-up-lost', once.url);
+      const event = await recordedAnswer('gave-up-lost', 'gil', '', new Date().toISOString());
+      const key = endpointDeliveryKey(event.id, endpointId);
+      assert.ok(await stack.stores.claims.tryMark(key, 'schedule'));
+      assert.ok(await stack.stores.claims.markDelivered(key, 'schedule', 'gave_up: http 503'));
+      // The store stalls as the receiver answers: neither the resettle nor the attempt's row is written.
+      stallingSettles.add(key);
+      lostAttemptRows.add(key);
+      const recover = () =>
+        adminOf(stack.anonymous, 'gil', 'gave-up-lost').post(`/api/v1/endpoints/${endpointId}/recover`, {
+          since: since.toISOString(),
+        });
+      const first = await recover();
+      assert.equal(first.status, 202, first.text);
+      const firstResult = await stack.client.workflow.getHandle(first.body.id).result();
+      recordFixture(stack.config, first.body.id, 'endpoint-recover-history-resettled-after-send.json');
+      assert.deepEqual(firstResult, {
+        found: 1,
+        delivered: 1,
+        failed: 0,
+      });
+      assert.equal(stallingSettles.has(key), false, 'its resettle stalled');
+      assert.deepEqual(await stack.stores.claims.describe(key), { state: 'delivered', result: 'delivered' });
+      // A later recover over the same time finds it delivered: the receiver has it once.
+      const second = await recover();
+      assert.equal(second.status, 202, second.text);
+      await stack.client.workflow.getHandle(second.body.id).result();
+      assert.equal(once.received.length, 1, 'sent once');
+    } finally {
+      lostAttemptRows.clear();
       await once.close();
     }
   });

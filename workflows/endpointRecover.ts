@@ -41,6 +41,14 @@ export const ENDPOINT_RECOVER_OUTLASTS_OUTAGES_PATCH = 'endpoint-recover-outlast
  */
 export const ENDPOINT_RECOVER_SETTLES_SENDS_PATCH = 'endpoint-recover-settles-unsettled-sends';
 
+/**
+ * Marks executions that bring up to date the claim of a delivery that had given up, which their send delivered
+ * but could not resettle (the store away or stalled past the record's deadline): resettled delivered by the
+ * workflow, made again after a wait for a day. Before, the claim still said given up, and with its attempt row
+ * lost too, a later recover over the same time sent it again. Only such a send reaches the check.
+ */
+export const ENDPOINT_RECOVER_RESETTLES_SENDS_PATCH = 'endpoint-recover-resettles-given-up-sends';
+
 const outlasting = <T>(call: () => Promise<T>): Promise<T> =>
   outlastingStoreOutages(call, () => patched(ENDPOINT_RECOVER_OUTLASTS_OUTAGES_PATCH));
 
@@ -73,9 +81,11 @@ export async function endpointRecoverWorkflow(input: EndpointRecoverInput): Prom
         continue;
       }
       if (result.result === 'delivered') {
-        const { unsettledClaim } = result;
+        const { unsettledClaim, unresettledClaim } = result;
         if (unsettledClaim && patched(ENDPOINT_RECOVER_SETTLES_SENDS_PATCH))
           await outlasting(() => localStoreCalls.markDelivered(unsettledClaim, recoverId));
+        if (unresettledClaim && patched(ENDPOINT_RECOVER_RESETTLES_SENDS_PATCH))
+          await outlasting(() => localStoreCalls.resettleClaim(unresettledClaim, 'delivered'));
         delivered++;
       }
       break;

@@ -292,10 +292,11 @@ export function createEndpointActivities(deps: EndpointDeps) {
         return { result: 'stop', detail: 'delivered already' };
       }
       const sent = await attempt();
-      // Left given up (the write not made in time), its attempt row (delivered) keeps a later recover from
-      // sending it again. Settled in this recover's name, its retry knows the send for its own.
-      if (sent.result === 'delivered') await writtenInTime(deps.claims.resettle(key, 'delivered', recoverId));
-      return sent;
+      if (sent.result !== 'delivered') return sent;
+      // Settled in this recover's name, its retry knows the send for its own. Left given up (the write not made
+      // in time), a later recover would send it again: the workflow resettles it once the store is back.
+      const resettled = await writtenInTime(deps.claims.resettle(key, 'delivered', recoverId));
+      return resettled ? sent : { ...sent, unresettledClaim: key };
     }
     if (!(await deps.claims.tryMark(key, recoverId)))
       return { result: 'stop', detail: 'its own delivery has it in hand' };
