@@ -13,8 +13,10 @@ import {
 import { endpointDeliveryKey, type TeamEvent } from '../domain/teamEvents';
 import {
   callbackAttemptCalls,
+  callsInTurn,
   holder,
   outlastingStoreOutages,
+  QUICK_CALLS,
   quickCalls,
   unlessChildRunning,
   type QuickCalls,
@@ -35,6 +37,14 @@ export const TEAM_EVENT_FIRST_ATTEMPTS_TOGETHER_PATCH = 'team-event-claims-and-f
  * cannot see. Only a failed record reaches it.
  */
 export const TEAM_EVENT_RECORD_OUTLASTS_OUTAGES_PATCH = 'team-event-record-outlasts-outages';
+
+/**
+ * Marks executions whose deliveries make their store calls one at a time once each made its first (callsInTurn).
+ * Before, one endpoint's hold before a wait and another's hold before an attempt, in flight together, resolved
+ * together on a replay, where the shorter continuation issued its command first: the replay failed (TMPRL1100),
+ * every later task with it, and the event's deliveries waited for a recover. Every execution reaches the check.
+ */
+export const TEAM_EVENT_STORE_CALLS_IN_TURN_PATCH = 'team-event-store-calls-in-turn';
 
 type Attempts = ReturnType<typeof callbackAttemptCalls>;
 
@@ -78,7 +88,11 @@ export async function teamEventWorkflow(
   event: TeamEvent,
   recorded?: RecordedTeamEvent,
 ): Promise<TeamEventResult> {
-  const quick = quickCalls();
+  const anyOrder = quickCalls();
+  const inTurns = patched(TEAM_EVENT_STORE_CALLS_IN_TURN_PATCH)
+    ? callsInTurn(anyOrder, QUICK_CALLS)
+    : undefined;
+  const quick = inTurns?.calls ?? anyOrder;
   // Its raiser recorded it moments ago (absent: raised from outside a workflow, or started by older code).
   const { endpointIds, ...schedule } =
     recorded ??
@@ -95,7 +109,7 @@ export async function teamEventWorkflow(
     ? firstAttemptsTogether(attempts, event.id, claimed.filter(Boolean).length)
     : (endpointId: string) => (place: AttemptPlace) =>
         attempts.sendEndpointEvent(event.id, endpointId, place);
-  const results = await Promise.all(
+  const deliveries = Promise.all(
     endpointIds.map(async (endpointId, i): Promise<BranchResult> => {
       if (together && !claimed?.[i]) return notClaimed;
       return deliverOnSchedule(quick, {
@@ -109,6 +123,9 @@ export async function teamEventWorkflow(
       }).catch((): BranchResult => 'released');
     }),
   );
+  // Every store call before here went at once; every later one waits its turn.
+  inTurns?.engage();
+  const results = await deliveries;
   return {
     eventId: event.id,
     sequence: schedule.sequence,
