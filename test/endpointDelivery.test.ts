@@ -276,8 +276,13 @@ describe('team endpoints: delivery', function () {
       await failing.close();
     }
   });
-  it('a released delivery is raised again by the sweep after its endpoint was edited (its secret, its description, its types and state sent unchanged)', async () => {
-    const admin = adminOf(stack.anonymous, 'eda', 'edited');
+  /**
+   * A released delivery whose endpoint's secret was rotated and description edited (its types and state sent
+   * unchanged) while its event's workflow was still on another endpoint's schedule: the sweep raises it again.
+   * `legacy`: the endpoint's row is from before it kept when its subscription changed.
+   */
+  async function raisedAfterEdits(team: string, legacy: boolean): Promise<void> {
+    const admin = adminOf(stack.anonymous, 'eda', team);
     const receiver = await CallbackReceiver.start();
     try {
       const created = await admin.post('/api/v1/endpoints', {
@@ -285,9 +290,13 @@ describe('team endpoints: delivery', function () {
         eventTypes: ['interaction.answered'],
       });
       assert.equal(created.status, 201, created.text);
+      if (legacy)
+        await stack.mongo.db
+          .collection<{ _id: string }>('endpoints')
+          .updateOne({ _id: created.body.id }, { $unset: { subscriptionChangedAt: '' } });
       const path = `/api/v1/endpoints/${created.body.id}`;
       const activities = createActivities({ config: stack.config, stores, client, log: () => undefined });
-      const event = answeredEvent('edited', 'eda');
+      const event = answeredEvent(team, 'eda');
       // Recorded by its raiser, its delivery released (its attempts failed on our side); while its workflow was
       // still on another endpoint's schedule, this one's secret was rotated and its description edited: neither
       // changes what it is owed.
@@ -305,7 +314,14 @@ describe('team endpoints: delivery', function () {
     } finally {
       await receiver.close();
     }
-  });
+  }
+
+  it('a released delivery is raised again by the sweep after its endpoint was edited (its secret, its description, its types and state sent unchanged)', () =>
+    raisedAfterEdits('edited', false));
+
+  it('so is one whose endpoint row is from before it kept when its subscription changed', () =>
+    raisedAfterEdits('edited-legacy', true));
+
   it('an event raised again by the sweep reaches the endpoints owed it when it was recorded, not one subscribed to its type since', async () => {
     const admin = adminOf(stack.anonymous, 'sua', 'subscribed-since');
     const [owedReceiver, laterReceiver] = await Promise.all([

@@ -29,7 +29,8 @@ export interface EndpointRow {
   updatedAt: Date;
   /**
    * When it was last enabled, disabled or given other event types: what it is owed changed then (the sweep raises
-   * again only events recorded after it). Absent on rows from before it was kept: updatedAt stands in.
+   * again only events recorded after it). Absent on rows from before it was kept: updatedAt stands in, until
+   * the row's next write keeps it here.
    */
   subscriptionChangedAt?: Date;
   /** The first failure since the last success (absent: the last attempt succeeded, or none failed). */
@@ -113,9 +114,16 @@ function changesSubscription(change: EndpointChange, row: EndpointRow): boolean 
  * The update a change makes to the row as read: null fields removed, the rest set; a disable or enable says why and
  * what resets. Only a change of what it subscribes to ends what the sweep owes it of earlier events.
  */
+/**
+ * A row from before it kept when its subscription changed, written again: updatedAt, which stands in for that
+ * time, is kept there before it moves (a new secret or description must not end what is owed).
+ */
+const subscriptionTimeKept = (row: EndpointRow): Partial<EndpointRow> =>
+  row.subscriptionChangedAt ? {} : { subscriptionChangedAt: row.updatedAt };
+
 function changeUpdate(change: EndpointChange, row: EndpointRow, now: Date): UpdateFilter<EndpointRow> {
   const unset: Partial<Record<keyof EndpointRow, ''>> = {};
-  const set: Partial<EndpointRow> = { updatedAt: now };
+  const set: Partial<EndpointRow> = { ...subscriptionTimeKept(row), updatedAt: now };
   for (const [field, value] of Object.entries(change) as [keyof EndpointChange, unknown][]) {
     if (value === null) unset[field] = '';
     else if (value !== undefined) Object.assign(set, { [field]: value });
@@ -213,7 +221,7 @@ export function createEndpointStore(db: Db) {
       const previousSecret = { secret: row.secret, rotatedAt: now };
       const result = await rows.updateOne(
         { _id: id, secret: row.secret },
-        { $set: { secret, previousSecret, updatedAt: now } },
+        { $set: { secret, previousSecret, ...subscriptionTimeKept(row), updatedAt: now } },
       );
       if (result.modifiedCount !== 1) return 'conflict' as const;
       return { ...row, secret, previousSecret };
