@@ -129,14 +129,21 @@ export function quickCalls(): QuickCalls {
 export function callsInTurn<T, K extends keyof T>(
   calls: T,
   names: readonly K[],
+  { firstAnsweredTogether = false }: { firstAnsweredTogether?: boolean } = {},
 ): { calls: Pick<T, K>; inTurn<R>(call: () => Promise<R>): Promise<R>; engage(): void } {
   let engaged = false;
   let last: Promise<unknown> = Promise.resolve();
+  // `firstAnsweredTogether`: the calls made before `engage` are answered once all of them settled, on a first run
+  // in the task of the last as on a replay, so the branches go on from them in the same order on both (a branch
+  // whose call failed takes more steps to its next command than one whose call succeeded). None of them may be
+  // awaited before `engage`: it would wait for ever.
+  let startSettled!: (all: Promise<unknown>) => void;
+  const allStarted = new Promise<unknown>((resolve) => (startSettled = resolve));
   const inTurn = <R>(call: () => Promise<R>): Promise<R> => {
     if (!engaged) {
       const made = call();
       last = Promise.all([last, made.catch(() => undefined)]);
-      return made;
+      return firstAnsweredTogether ? allStarted.then(() => made) : made;
     }
     const made = last.then(call);
     last = made.catch(() => undefined);
@@ -148,7 +155,11 @@ export function callsInTurn<T, K extends keyof T>(
       (...args: unknown[]) => inTurn(() => (calls[name] as (...a: unknown[]) => Promise<unknown>)(...args)),
     ]),
   ) as Pick<T, K>;
-  return { calls: inTurnCalls, inTurn, engage: () => void (engaged = true) };
+  const engage = (): void => {
+    engaged = true;
+    startSettled(last);
+  };
+  return { calls: inTurnCalls, inTurn, engage };
 }
 
 const STORE_RETRY_FIRST_MS = 60_000;

@@ -316,6 +316,14 @@ async function teamEventBranch(
  */
 export const STORE_CALLS_IN_TURN_PATCH = 'episode-store-calls-in-turn';
 
+/**
+ * Marks executions whose branches' first store calls are answered together, once all of them settled. Before, a
+ * branch whose first call failed (the push's claim, the team event's record, in a store outage) went on to its
+ * retry's wait after more promise steps than another's: answered in separate tasks on the first run and in one on
+ * a replay, their waits were made in another order, and the replay failed (TMPRL1100). Every execution reaches it.
+ */
+export const FIRST_CALLS_ANSWERED_TOGETHER_PATCH = 'episode-first-store-calls-answered-together';
+
 type InTurn = <T>(call: () => Promise<T>) => Promise<T>;
 
 /** A branch that throws settles as released: the others carry on, and the sweep replays what was missed. */
@@ -327,7 +335,11 @@ export async function episodeWorkflow(
   options: EpisodeOptions = EPISODE_OPTIONS_WHEN_ABSENT,
 ): Promise<EpisodeResult> {
   const anyOrder = quickCalls();
-  const inTurns = patched(STORE_CALLS_IN_TURN_PATCH) ? callsInTurn(anyOrder, QUICK_CALLS) : undefined;
+  const inTurns = patched(STORE_CALLS_IN_TURN_PATCH)
+    ? callsInTurn(anyOrder, QUICK_CALLS, {
+        firstAnsweredTogether: patched(FIRST_CALLS_ANSWERED_TOGETHER_PATCH),
+      })
+    : undefined;
   const quick = inTurns?.calls ?? anyOrder;
   const inTurn: InTurn = inTurns?.inTurn ?? ((call) => call());
   // The episode's record (GET /runs/:id/episodes) is written beside the branches, not ahead of them: one write

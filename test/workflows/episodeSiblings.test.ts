@@ -6,6 +6,7 @@
 // the history. The activities are stand-ins: what is under test is the workflow's decisions on replay.
 import assert from 'node:assert/strict';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { ApplicationFailure } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
 import type { Activities } from '../../contract/activities';
 import { claimKeys, type RunOutcome } from '../../domain/outcome';
@@ -220,6 +221,52 @@ describe('an episode whose families end together, replayed', function () {
     await Worker.runReplayHistory({ workflowBundle: run.bundle }, run.history);
   });
 
+  it('a push whose claim failed and a team event whose record failed a moment later: a replay issues their retries in the same order', async () => {
+    const taskQueue = 'ts-siblings-start-calls-failed';
+    let records = 0;
+    let callbacks = 0;
+    const activities = {
+      recordEpisode: async () => undefined,
+      isStandbyVetoed: async () => false,
+      // The store fails the push's claim at once, and the team event's record a moment later (past their retries).
+      tryMark: async (key: string) => {
+        if (key === claimKeys.push(outcome.episodeId))
+          throw ApplicationFailure.nonRetryable('the store is away');
+        return true;
+      },
+      recordTeamEvent: async () => {
+        if (records++ === 0) {
+          await slowly();
+          throw ApplicationFailure.nonRetryable('the store is away');
+        }
+        return { sequence: 1, endpointIds: [], retrySeconds: [], retryJitter: 0, attemptSeconds: 10 };
+      },
+      markDelivered: async () => true,
+      renewClaim: async () => true,
+      unmark: async () => undefined,
+      deliverPush: async () => pushDelivered,
+      // The callback is still on its schedule while both are retried.
+      sendCallback: async () =>
+        callbacks++ === 0 ? { result: 'retry', status: 503 } : { result: 'delivered', status: 200 },
+    } as unknown as Partial<Activities>;
+    const bundle = await workflowBundle();
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      activities,
+      workflowBundle: bundle,
+    });
+    const handle = await env.client.workflow.start(episodeWorkflow, {
+      taskQueue,
+      workflowId: `${outcome.episodeId}/${taskQueue}`,
+      args: [outcome, options],
+    });
+    await worker.runUntil(handle.result());
+    const history = await handle.fetchHistory();
+    recordHistory(history, 'episode-history-start-calls-failed-answered-together.json');
+    await Worker.runReplayHistory({ workflowBundle: bundle }, history);
+  });
+
   it('a question whose push is claimed while its team event is still being recorded: a replay issues the same commands', async () => {
     const taskQueue = 'ts-siblings-question-team-event';
     const question: RunOutcome = {
@@ -261,6 +308,8 @@ describe('an episode whose families end together, replayed', function () {
     const result = await worker.runUntil(handle.result());
     assert.equal(result.push, 'delivered');
     assert.equal(pushes, 1);
-    await Worker.runReplayHistory({ workflowBundle: bundle }, await handle.fetchHistory());
+    const history = await handle.fetchHistory();
+    recordHistory(history, 'episode-history-start-calls-answered-apart.json');
+    await Worker.runReplayHistory({ workflowBundle: bundle }, history);
   });
 });
