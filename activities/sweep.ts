@@ -499,21 +499,23 @@ async function giveUpReleased(
       : undefined;
     // Raised in hand, before the settle: Temporal away fails the pass with the claim still the sweep's, and a
     // later pass (once it is stale) raises it again; settled first, the alert would be lost with that pass.
-    // Refused (Temporal's limits), the callback is released, not settled: given up once quiet again, raised again.
+    // Throttled (RESOURCE_EXHAUSTED), the callback is released, not settled: given up, and raised, once quiet
+    // again. Refused for good (its id, its input), it is settled without its alert, counted refused.
     const raise = deps.callbackExhausted;
-    let raiseRefused = false;
+    let raiseThrottled = false;
     const beforeSettle = async (key: string): Promise<void> => {
       if (key !== callbackKey || !raise) return;
       await raise(episode.outcome, newest?.attempt ?? 0, RELEASED_PAST_REACH).catch((err: unknown) => {
         refused(err);
-        raiseRefused = true;
+        if (!isThrottled(err)) return;
+        raiseThrottled = true;
         throw err;
       });
     };
     try {
       if (await giveUpKeys(deps.claims, keys, RELEASED_PAST_REACH, beforeSettle)) gaveUp++;
     } catch (err) {
-      if (!raiseRefused) throw err;
+      if (!raiseThrottled) throw err;
       await deps.claims.unmark(callbackKey, SWEEP_HOLDER);
     }
   });
@@ -813,6 +815,12 @@ async function releasedTeamEventsOutsideWindow(
 
 /** gRPC's DEADLINE_EXCEEDED and UNAVAILABLE: Temporal away, no verdict on one digest. */
 const TEMPORAL_AWAY_CODES = new Set([4, 14]);
+
+/** Temporal throttled the call (RESOURCE_EXHAUSTED: its rate limits, a busy workflow): worth asking again later. */
+const isThrottled = (err: unknown): boolean => {
+  const cause = err instanceof ServiceError ? err.cause : err;
+  return isGrpcServiceError(cause) && cause.code === 8;
+};
 
 /**
  * A call's failure handler: Temporal answered and refused the call (the workflow's limits, its id), the

@@ -23,7 +23,7 @@ import { ensureAllIndexes } from '../store';
 import { createCallbackAttemptStore } from '../store/callback/attempts';
 import { createClaimStore, type ClaimRow } from '../store/claims';
 import { openStores, startTestWorker, temporalClient } from './support/harness';
-import { sweepActivitiesOn } from './support/sweep';
+import { sweepActivitiesOn, type SweepOnDbOptions } from './support/sweep';
 import { testConfig } from './support/stack';
 import { sweepWorkflow } from '../workflows/sweep';
 import { createActivities } from '../activities';
@@ -408,7 +408,7 @@ describe('the reconciliation sweep at scale', function () {
       name: string,
       now: Date,
       releases: Date[],
-      opsAlerts?: true,
+      opsAlerts?: SweepOnDbOptions['opsAlerts'],
       runId = `sweep_${name}_${RUN_PREFIX}`,
     ) {
       const releasedDb = mongo.db(`${config.mongoDb}_${name}`);
@@ -552,9 +552,49 @@ describe('the reconciliation sweep at scale', function () {
       await alert.terminate('the test is done with it');
     });
 
-    it('a callback whose alert Temporal refuses is not given up without it: counted refused, raised again once quiet', async () => {
+    it('a callback whose alert Temporal throttles is not given up without it: released, then given up and raised once quiet again', async () => {
       const now = new Date();
-      // Its run id is past the server's length limit: the alert's start is answered, and refused.
+      let throttled = 0;
+      // Temporal answers the alert's first start RESOURCE_EXHAUSTED (its rate limits), as a throttled start is answered.
+      const throttle = () => {
+        if (throttled++ > 0) return;
+        throw Object.assign(new Error('8 RESOURCE_EXHAUSTED: namespace rate limit exceeded'), {
+          code: 8,
+          details: 'namespace rate limit exceeded',
+          metadata: {},
+        });
+      };
+      const { sweep, claims, callbackKey, owed } = await endedWithReleases(
+        'released_throttled',
+        now,
+        [hoursAgo(now, 4.5), hoursAgo(now, 2.5)],
+        { throttle },
+      );
+      const pass = await sweep.sweepOnce();
+      assert.equal(pass.startsRefused, 1, JSON.stringify(pass));
+      assert.equal(pass.gaveUpReleased, undefined, JSON.stringify(pass));
+      assert.equal(await claims.state(callbackKey), 'absent', 'owed still: a later pass raises it again');
+      assert.equal((await sweep.sweepOnce()).gaveUpReleased, undefined, 'released just now: not quiet yet');
+      // Quiet again two hours on: given up, and its alert raised.
+      const later = sweepActivitiesOn(mongo.db(`${config.mongoDb}_released_throttled`), {
+        client,
+        taskQueue: `sweep-no-worker-${randomBytes(4).toString('hex')}`,
+        families: FAMILIES,
+        graceSeconds: GRACE_SECONDS,
+        lookbackSeconds: 4 * 3600,
+        pageSize: PAGE_SIZE,
+        now: hoursAgo(now, -2.5),
+        opsAlerts: { throttle },
+      });
+      assert.equal((await later.sweep.sweepOnce()).gaveUpReleased, 1);
+      const alert = client.workflow.getHandle(operatorAlertWorkflowId(`callback:${owed.episodeId}`));
+      assert.equal((await alert.describe()).type, 'operatorAlertWorkflow');
+      await alert.terminate('the test is done with it');
+    });
+
+    it('a callback whose alert Temporal refuses for good (its id) is given up without it, counted refused', async () => {
+      const now = new Date();
+      // Its run id is past the server's length limit: the alert's start is answered, and refused, every time.
       const { sweep, claims, callbackKey } = await endedWithReleases(
         'released_refused',
         now,
@@ -564,10 +604,8 @@ describe('the reconciliation sweep at scale', function () {
       );
       const pass = await sweep.sweepOnce();
       assert.equal(pass.startsRefused, 1, JSON.stringify(pass));
-      assert.equal(pass.gaveUpReleased, undefined, JSON.stringify(pass));
-      assert.equal(await claims.state(callbackKey), 'absent', 'owed still: a later pass raises it again');
-      const later = await sweep.sweepOnce();
-      assert.equal(later.gaveUpReleased, undefined, 'released just now: quiet again before it is given up');
+      assert.equal(pass.gaveUpReleased, 1, JSON.stringify(pass));
+      assert.equal(await claims.state(callbackKey), 'delivered');
     });
 
     it('a callback given up past the reach is one a callback recover finds: its last attempt is marked given up', async () => {

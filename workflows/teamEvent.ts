@@ -90,21 +90,20 @@ export async function teamEventWorkflow(
 ): Promise<TeamEventResult> {
   const anyOrder = quickCalls();
   const inTurns = patched(TEAM_EVENT_STORE_CALLS_IN_TURN_PATCH)
-    ? callsInTurn(anyOrder, QUICK_CALLS, { firstAnsweredTogether: true })
+    ? callsInTurn(anyOrder, QUICK_CALLS)
     : undefined;
-  // The record and the claims go alone, before the deliveries: only the deliveries' calls take turns.
   const quick = inTurns?.calls ?? anyOrder;
   // Its raiser recorded it moments ago (absent: raised from outside a workflow, or started by older code).
   const { endpointIds, ...schedule } =
     recorded ??
     (await outlastingStoreOutages(
-      () => anyOrder.recordTeamEvent(event),
+      () => quick.recordTeamEvent(event),
       () => patched(TEAM_EVENT_RECORD_OUTLASTS_OUTAGES_PATCH),
     ));
   const attempts = callbackAttemptCalls(schedule.attemptSeconds);
   const together = patched(TEAM_EVENT_FIRST_ATTEMPTS_TOGETHER_PATCH);
   const claimedAt = Date.now();
-  const claimed = together ? await claimEach(anyOrder, event.id, endpointIds) : undefined;
+  const claimed = together ? await claimEach(quick, event.id, endpointIds) : undefined;
   const notClaimed: BranchResult = together && !claimed ? 'released' : 'claimed_elsewhere';
   const attemptTo = claimed
     ? firstAttemptsTogether(attempts, event.id, claimed.filter(Boolean).length)

@@ -61,8 +61,9 @@ export function watchesRouter(deps: WatchesRouterDeps) {
     // the push still vetoes), never a stale veto that would keep the pause from ever being pushed.
     const paused = await deps.runs.removeWatcher(teamId, runId, assistantId, deps.now());
     await deps.watches.remove(teamId, assistantId, runId); // gone already: a concurrent DELETE, same end
-    // A PUT between the copy and the row put the copy back, and its row is gone now with ours.
-    await deps.runs.dropWatcher(teamId, runId, assistantId);
+    // A PUT between the copy and the row put the copy back, and its row went with ours.
+    if (!(await deps.watches.exists(teamId, assistantId, runId)))
+      await deps.runs.dropWatcher(teamId, runId, assistantId);
     // A pause this watch vetoed is pushed now, once (its claim dedups); still vetoed (another watch) it costs one
     // workflow. If the start fails, the sweep replays it: the run was touched into its window.
     if (paused) await deps.replayOutcome(runId, teamId).catch(() => undefined);

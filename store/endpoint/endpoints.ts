@@ -114,16 +114,9 @@ function changesSubscription(change: EndpointChange, row: EndpointRow): boolean 
  * The update a change makes to the row as read: null fields removed, the rest set; a disable or enable says why and
  * what resets. Only a change of what it subscribes to ends what the sweep owes it of earlier events.
  */
-/**
- * A row from before it kept when its subscription changed, written again: updatedAt, which stands in for that
- * time, is kept there before it moves (a new secret or description must not end what is owed).
- */
-const subscriptionTimeKept = (row: EndpointRow): Partial<EndpointRow> =>
-  row.subscriptionChangedAt ? {} : { subscriptionChangedAt: row.updatedAt };
-
 function changeUpdate(change: EndpointChange, row: EndpointRow, now: Date): UpdateFilter<EndpointRow> {
   const unset: Partial<Record<keyof EndpointRow, ''>> = {};
-  const set: Partial<EndpointRow> = { ...subscriptionTimeKept(row), updatedAt: now };
+  const set: Partial<EndpointRow> = { updatedAt: now };
   for (const [field, value] of Object.entries(change) as [keyof EndpointChange, unknown][]) {
     if (value === null) unset[field] = '';
     else if (value !== undefined) Object.assign(set, { [field]: value });
@@ -140,6 +133,18 @@ function changeUpdate(change: EndpointChange, row: EndpointRow, now: Date): Upda
 export function createEndpointStore(db: Db) {
   const rows = db.collection<EndpointRow>('endpoints');
   const slots = db.collection<EndpointSlotRow>('endpoint_slots');
+  /**
+   * A row from before it kept when its subscription changed, about to be written: its updatedAt, which stands in
+   * for that time, is kept there first (a new secret or description must not end what is owed), unless a write
+   * meanwhile set it.
+   */
+  const keepSubscriptionTime = async (row: EndpointRow): Promise<void> => {
+    if (row.subscriptionChangedAt) return;
+    await rows.updateOne(
+      { _id: row._id, subscriptionChangedAt: { $exists: false } },
+      { $set: { subscriptionChangedAt: row.updatedAt } },
+    );
+  };
 
   const listForTeam = (teamId: string): Promise<EndpointRow[]> =>
     rows.find({ teamId }).sort({ createdAt: 1 }).toArray();
@@ -207,6 +212,7 @@ export function createEndpointStore(db: Db) {
     async update(teamId: string, id: string, change: EndpointChange, now: Date) {
       const row = await get(teamId, id);
       if (!row) return undefined;
+      await keepSubscriptionTime(row);
       await rows.updateOne({ _id: id }, changeUpdate(change, row, now));
       return (await rows.findOne({ _id: id })) ?? undefined;
     },
@@ -218,10 +224,11 @@ export function createEndpointStore(db: Db) {
     async rotateSecret(teamId: string, id: string, secret: string, now: Date) {
       const row = await get(teamId, id);
       if (!row) return undefined;
+      await keepSubscriptionTime(row);
       const previousSecret = { secret: row.secret, rotatedAt: now };
       const result = await rows.updateOne(
         { _id: id, secret: row.secret },
-        { $set: { secret, previousSecret, ...subscriptionTimeKept(row), updatedAt: now } },
+        { $set: { secret, previousSecret, updatedAt: now } },
       );
       if (result.modifiedCount !== 1) return 'conflict' as const;
       return { ...row, secret, previousSecret };

@@ -24,8 +24,11 @@ export interface SweepOnDbOptions {
   now: Date;
   /** The questions' phases too (their workflows started, their closes replayed). */
   questions?: boolean;
-  /** The operator family on: a callback given up past the sweep's reach raises its callback_exhausted alert. */
-  opsAlerts?: true;
+  /**
+   * The operator family on: a callback given up past the sweep's reach raises its callback_exhausted alert (through
+   * `throttle` first, when given: what Temporal answers a start it throttles, before the real start).
+   */
+  opsAlerts?: true | { throttle: () => void };
 }
 
 export interface SweepOnDb {
@@ -54,7 +57,16 @@ export function sweepActivitiesOn(db: Db, options: SweepOnDbOptions): SweepOnDb 
     pageSize,
     now: () => now,
     ...(questions ? { interactions: createInteractionStore(db) } : {}),
-    ...(opsAlerts ? { callbackExhausted: callbackExhaustedRaiser(client, taskQueue, () => now) } : {}),
+    ...(opsAlerts ? { callbackExhausted: raiser(client, taskQueue, now, opsAlerts) } : {}),
   });
   return { sweep, runs, claims };
+}
+
+function raiser(client: Client, taskQueue: string, now: Date, opsAlerts: true | { throttle: () => void }) {
+  const raise = callbackExhaustedRaiser(client, taskQueue, () => now);
+  if (opsAlerts === true) return raise;
+  return async (...args: Parameters<typeof raise>): Promise<void> => {
+    opsAlerts.throttle();
+    return raise(...args);
+  };
 }

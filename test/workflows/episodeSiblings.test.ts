@@ -308,8 +308,6 @@ describe('an episode whose families end together, replayed', function () {
     const result = await worker.runUntil(handle.result());
     assert.equal(result.push, 'delivered');
     assert.equal(pushes, 1);
-    const history = await handle.fetchHistory();
-    recordHistory(history, 'episode-history-start-calls-answered-apart.json');
-    await Worker.runReplayHistory({ workflowBundle: bundle }, history);
+    await Worker.runReplayHistory({ workflowBundle: bundle }, await handle.fetchHistory());
   });
 });

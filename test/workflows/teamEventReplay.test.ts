@@ -68,7 +68,6 @@ describe('a team event whose deliveries hold their claims side by side, replayed
     });
     const result = await worker.runUntil(handle.result());
     const history = await handle.fetchHistory();
-    recordHistory(history, 'team-event-history-retried-side-by-side.json');
     assert.deepEqual(result.deliveries, { ep_a: 'delivered', ep_b: 'delivered' });
     await Worker.runReplayHistory({ workflowBundle: bundle }, history);
   });
@@ -145,6 +144,12 @@ describe('a team event whose deliveries hold their claims side by side, replayed
     await firstRun;
     // B's wait ends with no worker: the next workflow task brings A's answer and B's timer together.
     await env.sleep(WAIT_SECONDS * 1000 + 1000);
+    // The case is set: B's second wait ended while A's answer waits for a worker, in one workflow task.
+    for (;;) {
+      const events = (await handle.fetchHistory()).events ?? [];
+      if (events.filter((e) => e.timerFiredEventAttributes).length >= 3) break;
+      await env.sleep(1000);
+    }
     secondWorker = true;
     const second = await Worker.create({
       connection: env.nativeConnection,
