@@ -15,6 +15,7 @@ import type { EpisodeOptions } from '../../contract/workflows';
 import { workflowBundle } from '../support/workflowBundle';
 import { onTimeSkipping } from '../support/timeSkipping';
 import { recordHistory } from '../support/historyFixture';
+import { deferred } from '../support/deferred';
 
 const outcome: RunOutcome = {
   version: 1,
@@ -35,13 +36,6 @@ const options: EpisodeOptions = {
   releasedRetrySeconds: 5,
   callbackAttemptSeconds: 40,
 };
-
-/** A promise with its resolver outside. */
-function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
-  let resolve!: (value: T) => void;
-  const promise = new Promise<T>((r) => (resolve = r));
-  return { promise, resolve };
-}
 
 const pushFailed = {
   addressable: true,

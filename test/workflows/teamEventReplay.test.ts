@@ -13,13 +13,7 @@ import { teamEventWorkflow } from '../../workflows';
 import { workflowBundle } from '../support/workflowBundle';
 import { onTimeSkipping } from '../support/timeSkipping';
 import { recordHistory } from '../support/historyFixture';
-
-/** A promise with its resolver outside. */
-function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
-  let resolve!: (value: T) => void;
-  const promise = new Promise<T>((r) => (resolve = r));
-  return { promise, resolve };
-}
+import { deferred } from '../support/deferred';
 
 // Short: with a workflow task pending and no worker, the test server does not skip time, so B's wait ends in real time.
 const WAIT_SECONDS = 3;
@@ -31,6 +25,16 @@ const recorded: RecordedTeamEvent = {
   attemptSeconds: 30,
 };
 
+/** An answer's team event, of run `run_<name>`. */
+const answered = (name: string) =>
+  interactionTeamEvent(
+    'interaction.answered',
+    { id: `run_${name}`, teamId: 'acme', status: 'running', title: 'Side by side' },
+    { id: `int_${name}` },
+    { answeredBy: 'ada', answeredAt: '2026-12-07T10:00:00.000Z' },
+    '2026-12-07T10:00:00.000Z',
+  );
+
 describe('a team event whose deliveries hold their claims side by side, replayed', function () {
   this.timeout(120_000);
   let env: TestWorkflowEnvironment;
@@ -38,13 +42,7 @@ describe('a team event whose deliveries hold their claims side by side, replayed
 
   it('two endpoints each retried once, side by side: delivered, and the history replays', async () => {
     const taskQueue = 'ts-team-event-retried-side-by-side';
-    const event = interactionTeamEvent(
-      'interaction.answered',
-      { id: 'run_retried', teamId: 'acme', status: 'running', title: 'Side by side' },
-      { id: 'int_retried' },
-      { answeredBy: 'ada', answeredAt: '2026-12-07T10:00:00.000Z' },
-      '2026-12-07T10:00:00.000Z',
-    );
+    const event = answered('retried');
     const retry: CallbackAttempt = { result: 'retry', status: 503, detail: 'http 503' };
     const activities = {
       tryMarkEach: async (keys: string[]) => keys.map(() => true),
@@ -74,13 +72,7 @@ describe('a team event whose deliveries hold their claims side by side, replayed
 
   it("one endpoint's hold before a wait and the other's before an attempt, finishing in turn, replay in that turn", async () => {
     const taskQueue = 'ts-team-event-holds-side-by-side';
-    const event = interactionTeamEvent(
-      'interaction.answered',
-      { id: 'run_holds', teamId: 'acme', status: 'running', title: 'Side by side' },
-      { id: 'int_holds' },
-      { answeredBy: 'ada', answeredAt: '2026-12-07T10:00:00.000Z' },
-      '2026-12-07T10:00:00.000Z',
-    );
+    const event = answered('holds');
     const secondOfA = deferred();
     const answerA = deferred();
     const waitOfB = deferred();
