@@ -813,14 +813,17 @@ async function releasedTeamEventsOutsideWindow(
   return { raised, gaveUp };
 }
 
-/** gRPC's DEADLINE_EXCEEDED and UNAVAILABLE: Temporal away, no verdict on one digest. */
+/** gRPC's DEADLINE_EXCEEDED and UNAVAILABLE: Temporal away, no verdict on one start or signal. */
 const TEMPORAL_AWAY_CODES = new Set([4, 14]);
 
-/** Temporal throttled the call (RESOURCE_EXHAUSTED: its rate limits, a busy workflow): worth asking again later. */
-const isThrottled = (err: unknown): boolean => {
+/** The gRPC code Temporal answered a call with; undefined when it did not answer (or the error is another's). */
+const grpcCodeOf = (err: unknown): number | undefined => {
   const cause = err instanceof ServiceError ? err.cause : err;
-  return isGrpcServiceError(cause) && cause.code === 8;
+  return isGrpcServiceError(cause) ? cause.code : undefined;
 };
+
+/** Temporal throttled the call (RESOURCE_EXHAUSTED: its rate limits, a busy workflow): worth asking again later. */
+const isThrottled = (err: unknown): boolean => grpcCodeOf(err) === 8;
 
 /**
  * A call's failure handler: Temporal answered and refused the call (the workflow's limits, its id), the
@@ -829,8 +832,8 @@ const isThrottled = (err: unknown): boolean => {
 const unlessRefused =
   <T>(refused: () => T) =>
   (err: unknown): T => {
-    const cause = err instanceof ServiceError ? err.cause : err;
-    if (!isGrpcServiceError(cause) || TEMPORAL_AWAY_CODES.has(cause.code)) throw err;
+    const code = grpcCodeOf(err);
+    if (code === undefined || TEMPORAL_AWAY_CODES.has(code)) throw err;
     return refused();
   };
 

@@ -170,14 +170,6 @@ async function finishStuckTransition(ctx: RunsContext, run: Run): Promise<'finis
   return 'finished';
 }
 
-/**
- * The transition's events, then health told of them (and the row settled) and the outcome emitted side by side:
- * under a burst a health signal can take seconds, and the push to whoever the pause waits for must not wait behind
- * it. The events are written first, so whoever hears of the outcome finds them, and the row stays open until they
- * are and health heard of them: a writer dying before, or health not told, leaves it for the sweep (finishStuck).
- * Settled, the row is no longer open and the one two revisions back is gone (only a revision's row and the one
- * before it are ever read again).
- */
 /** Whether the revision's first derived event is this transition's own: written by whoever finished it. */
 async function appliedBefore(
   ctx: RunsContext,
@@ -195,6 +187,14 @@ async function appliedBefore(
 const eventIdOf = (run: Run, t: RunTransition, index: number): string =>
   `evt_${run._id}_r${t.revision}_${index}`;
 
+/**
+ * The transition's events, then health told of them (and the row settled) and the outcome emitted side by side:
+ * under a burst a health signal can take seconds, and the push to whoever the pause waits for must not wait behind
+ * it. The events are written first, so whoever hears of the outcome finds them, and the row stays open until they
+ * are and health heard of them: a writer dying before, or health not told, leaves it for the sweep (finishStuck).
+ * Settled, the row is no longer open and the one two revisions back is gone (only a revision's row and the one
+ * before it are ever read again).
+ */
 async function writeEvents(
   ctx: RunsContext,
   run: Run,

@@ -19,6 +19,15 @@ export interface WatchesRouterDeps {
 export function watchesRouter(deps: WatchesRouterDeps) {
   const router = new Router<AuthState>({ prefix: '/api/v1/assistants/:assistantId/watches' });
 
+  /**
+   * The run's copy of a watch is dropped when its row is gone: a copy without a row would have the sweep take a
+   * pause for vetoed while the push does not (a PUT and a DELETE at once can leave one).
+   */
+  const copyKeptOnlyWithRow = async (teamId: string, assistantId: string, runId: string): Promise<void> => {
+    if (!(await deps.watches.exists(teamId, assistantId, runId)))
+      await deps.runs.dropWatcher(teamId, runId, assistantId);
+  };
+
   const activate = validate({
     summary: 'an assistant stands by on a run (the standby veto); 409 past 100 assistants on the run',
     params: watchParams,
@@ -40,10 +49,8 @@ export function watchesRouter(deps: WatchesRouterDeps) {
       await deps.watches.remove(teamId, assistantId, runId);
       throw full();
     }
-    // A DELETE between the row and the copy removed the row: the copy must not outlive it (the sweep would take
-    // the pause for vetoed while the push does not).
-    if (!(await deps.watches.exists(teamId, assistantId, runId)))
-      await deps.runs.dropWatcher(teamId, runId, assistantId);
+    // A DELETE between the row and the copy removed the row.
+    await copyKeptOnlyWithRow(teamId, assistantId, runId);
     ctx.body = { assistantId, runId, active: true };
   });
 
@@ -62,8 +69,7 @@ export function watchesRouter(deps: WatchesRouterDeps) {
     const paused = await deps.runs.removeWatcher(teamId, runId, assistantId, deps.now());
     await deps.watches.remove(teamId, assistantId, runId); // gone already: a concurrent DELETE, same end
     // A PUT between the copy and the row put the copy back, and its row went with ours.
-    if (!(await deps.watches.exists(teamId, assistantId, runId)))
-      await deps.runs.dropWatcher(teamId, runId, assistantId);
+    await copyKeptOnlyWithRow(teamId, assistantId, runId);
     // A pause this watch vetoed is pushed now, once (its claim dedups); still vetoed (another watch) it costs one
     // workflow. If the start fails, the sweep replays it: the run was touched into its window.
     if (paused) await deps.replayOutcome(runId, teamId).catch(() => undefined);
