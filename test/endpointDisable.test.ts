@@ -8,6 +8,7 @@ import { adminOf } from './support/admin';
 import { CallbackReceiver } from './support/callbackReceiver';
 import { startFamilyStack, sweepActivitiesOf, type FamilyStack } from './support/familyStack';
 import type { ApiClient } from './support/harness';
+import { deferred } from './support/deferred';
 import { waitUntil } from './support/waitUntil';
 
 describe('team endpoints: a failing endpoint', function () {
@@ -133,6 +134,50 @@ describe('team endpoints: a failing endpoint', function () {
       delivered: 0,
       failed: 0,
     });
+  });
+
+  it('a delivery that succeeded after a failure began the streak ends it, though its attempt read the endpoint before', async () => {
+    const slowReceiver = await CallbackReceiver.start();
+    try {
+      const initechAdmin = adminOf(stack.anonymous, 'ivy', 'initech');
+      const ian = stack.anonymous.as('ian', 'initech');
+      const created = await initechAdmin.post('/api/v1/endpoints', {
+        url: slowReceiver.url,
+        eventTypes: ['run.finished'],
+      });
+      assert.equal(created.status, 201, created.text);
+      const id = created.body.id as string;
+      const endpoints = stack.stores.endpoints;
+
+      // A success a moment ago: the next delivery's attempt, reading it, has no streak to end.
+      await finishRun('delivered', ian);
+      await waitUntil('its success written', async () => !!(await endpoints.getById(id))?.lastSuccessAt);
+
+      // That delivery is on the wire (the receiver holds its answer) when another event's attempt fails.
+      const answer = deferred();
+      slowReceiver.answer({ status: 204, heldUntil: answer.promise });
+      slowReceiver.answerAlways({ status: 500 });
+      const held = await finishRun('held, then delivered', ian);
+      await waitUntil('the held delivery arrived', () => slowReceiver.open === 1);
+      const failing = await finishRun('failing', ian);
+      await waitUntil('the streak begun', async () => !!(await endpoints.getById(id))?.failingSince);
+      const deliveredAfter = new Date();
+      answer.resolve();
+      await stack.client.workflow.getHandle(`team-event|ev:${held}:end`).result();
+
+      // The failing event's schedule (six tries a second apart) outlasts the threshold twice: it is disabled, for
+      // a streak that began after the delivery, not before it.
+      await waitUntil('disabled', async () => (await endpoints.getById(id))?.disabled === true);
+      const { failingSince } = (await endpoints.getById(id))!.disabling!;
+      assert.ok(
+        failingSince >= deliveredAfter,
+        `disabled for a streak since ${failingSince.toISOString()}, which a delivery after ` +
+          `${deliveredAfter.toISOString()} had ended`,
+      );
+      await stack.client.workflow.getHandle(`team-event|ev:${failing}:end`).result();
+    } finally {
+      await slowReceiver.close();
+    }
   });
 
   it('an endpoint whose disabling write lost its answer is alerted by the sweep, once', async () => {

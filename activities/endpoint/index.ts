@@ -13,6 +13,7 @@ import {
   type TeamEventBody,
 } from '../../domain/teamEvents';
 import type { Signing } from '../../delivery/callback/send';
+import { DEFAULT_LOOKUP_TIMEOUT_MS } from '../../delivery/ssrfGuard';
 import type { CallbackAttemptStore } from '../../store/callback/attempts';
 import type { ClaimStore } from '../../store/claims';
 import {
@@ -131,6 +132,14 @@ function endpointAttempter(deps: EndpointDeps) {
     const failing = await deps.endpoints.recordFailure(endpoint, now);
     const failingSince = failing.failingSince ?? now;
     if (now.getTime() - failingSince.getTime() < deps.disableAfterSeconds * 1000) return;
+    // A success is written only when the row its attempt read asks for it: one on the wire when the streak began
+    // did not end it. The log has it (written before its outcome is noted).
+    const succeededAt = await deps.endpointAttempts.deliveredEndingSince(
+      endpoint._id,
+      failingSince,
+      DEFAULT_LOOKUP_TIMEOUT_MS + deps.timeoutMs,
+    );
+    if (succeededAt) return deps.endpoints.restartStreak(endpoint._id, failingSince, succeededAt, now);
     const failingBefore = new Date(now.getTime() - deps.disableAfterSeconds * 1000);
     const lastError = attempt.outcome.detail ?? String(attempt.error);
     const disabling = { disabledAt: now, failingSince, runId, lastError };

@@ -240,6 +240,28 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
     },
 
     /**
+     * When one endpoint's delivered attempt ended at `since` or later, if one did (the newest started first): read
+     * among the attempts started from `since` less `longestMs` (the longest an attempt takes) on.
+     */
+    async deliveredEndingSince(
+      endpointId: string,
+      since: Date,
+      longestMs: number,
+    ): Promise<Date | undefined> {
+      const delivered = rows
+        .find(
+          { endpointId, at: { $gte: new Date(since.getTime() - longestMs) }, result: 'delivered' },
+          { projection: { at: 1, durationMs: 1 } },
+        )
+        .sort({ at: -1, _id: -1 });
+      for await (const row of delivered) {
+        const ended = new Date(row.at.getTime() + row.durationMs);
+        if (ended >= since) return ended;
+      }
+      return undefined;
+    },
+
+    /**
      * How many attempts an episode has sent (the worker's holds sent nothing and are not counted): what a redelivery
      * request saw (a later one means another delivery went out meanwhile).
      */

@@ -270,6 +270,17 @@ function failureStreaks(rows: Collection<EndpointRow>) {
     },
 
     /**
+     * A success ended the streak that began at `failingSince` (its attempt read the endpoint before the streak
+     * began, so did not end it): the streak begins again now, unless another attempt has changed it since.
+     */
+    async restartStreak(id: string, failingSince: Date, succeededAt: Date, now: Date): Promise<void> {
+      await rows.updateOne(
+        { _id: id, failingSince },
+        { $set: { failingSince: now }, $max: { lastSuccessAt: succeededAt } },
+      );
+    },
+
+    /**
      * Disables the endpoint when, as it is now, it is enabled and has failed since `failingBefore` or earlier (a
      * success since an attempt read it ended the streak); true for the one caller that disabled it. With
      * `disabling`, the same write records its alert owed, so a disabler that dies before starting it leaves it to

@@ -44,6 +44,8 @@ export interface ScriptedAnswer {
   headers?: Record<string, string>;
   /** Hold the answer this long (a slow receiver). */
   delayMs?: number;
+  /** Hold the answer until this settles (a receiver answering when the test says). */
+  heldUntil?: Promise<unknown>;
 }
 
 export class CallbackReceiver {
@@ -133,7 +135,8 @@ export class CallbackReceiver {
         close();
         if (!res.destroyed) res.writeHead(answer.status, answer.headers).end();
       };
-      if (answer.delayMs) setTimeout(send, answer.delayMs);
+      if (answer.heldUntil) void answer.heldUntil.finally(send);
+      else if (answer.delayMs) setTimeout(send, answer.delayMs);
       else send();
     });
   }

@@ -318,6 +318,17 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'callback/attempts',
+    method: 'deliveredEndingSince',
+    collection: 'endpoint_attempts',
+    op: 'find',
+    filter: { endpointId: SAMPLE.endpointId, at: { $gte: minutesAgo(60) }, result: 'delivered' },
+    sort: { at: -1, _id: -1 },
+    index: 'endpoint_recent',
+    hot: false,
+    note: "an endpoint's disabling for failing: a delivery since its streak began (read until one ended after it)",
+  },
+  {
+    module: 'callback/attempts',
     method: 'countForEpisode',
     collection: 'callback_attempts',
     op: 'countDocuments',
