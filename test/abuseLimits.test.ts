@@ -150,46 +150,75 @@ describe('abuse limits', function () {
     assert.equal((await stores.pushSubscriptions.listForUsers(['carol2'])).length, 1);
   });
 
-  it('a registration whose row a prune removed between its read and its write stores it: nobody holds it, so it is no 409', async () => {
-    /** The store over a database whose next conditional write to push_subscriptions first deletes the row (a prune). */
-    const racedByPrune = () => {
-      let armed = true;
-      const db = new Proxy(mongo.db, {
-        get(target, prop, receiver) {
-          if (prop !== 'collection') return Reflect.get(target, prop, receiver);
-          return (name: string) => {
-            const collection = target.collection<{ _id: string }>(name);
-            if (name !== 'push_subscriptions') return collection;
-            return new Proxy(collection, {
-              get(coll, key, r) {
-                if (key !== 'updateOne') return Reflect.get(coll, key, r);
-                return async (filter: { _id: string }, ...rest: unknown[]) => {
-                  if (armed) {
-                    armed = false;
-                    await coll.deleteOne({ _id: filter._id });
-                  }
-                  return (coll.updateOne as (...a: unknown[]) => Promise<unknown>)(filter, ...rest);
-                };
-              },
-            });
-          };
-        },
-      });
-      return createPushSubscriptionStore(db);
-    };
-    const sub = (name: string) => ({
-      endpoint: `https://push.example.com/raced-${name}`,
-      keys: { p256dh: 'p256dh-raced', auth: `auth-${name}` },
+  /**
+   * The store over a database whose next `op` on push_subscriptions first runs `meanwhile` with the row it names
+   * (another request landing between the store's read and its write).
+   */
+  const storeRacedBy = (op: 'updateOne' | 'deleteOne', meanwhile: (id: string) => Promise<unknown>) => {
+    let armed = true;
+    const db = new Proxy(mongo.db, {
+      get(target, prop, receiver) {
+        if (prop !== 'collection') return Reflect.get(target, prop, receiver);
+        return (name: string) => {
+          const collection = target.collection<{ _id: string }>(name);
+          if (name !== 'push_subscriptions') return collection;
+          return new Proxy(collection, {
+            get(coll, key, r) {
+              if (key !== op) return Reflect.get(coll, key, r);
+              return async (filter: { _id: string }, ...rest: unknown[]) => {
+                if (armed) {
+                  armed = false;
+                  await meanwhile(filter._id);
+                }
+                return (coll[op] as (...a: unknown[]) => Promise<unknown>)(filter, ...rest);
+              };
+            },
+          });
+        };
+      },
     });
-    const owner = (userId: string) => ({ userId, teamId: 'acme' });
+    return createPushSubscriptionStore(db);
+  };
+  const rawSub = (name: string) => ({
+    endpoint: `https://push.example.com/raced-${name}`,
+    keys: { p256dh: 'p256dh-raced', auth: `auth-${name}` },
+  });
+  const member = (userId: string) => ({ userId, teamId: 'acme' });
+
+  it('a registration whose row a prune removed between its read and its write stores it: nobody holds it, so it is no 409', async () => {
+    const racedByPrune = () =>
+      storeRacedBy('updateOne', (id) =>
+        mongo.db.collection<{ _id: string }>('push_subscriptions').deleteOne({ _id: id }),
+      );
     // The user's own row, pruned as they register it again (another tab, a new key).
-    await stores.pushSubscriptions.upsert(owner('rae'), sub('own'), new Date());
-    assert.equal(await racedByPrune().register(owner('rae'), sub('own'), new Date(), 3), 'created');
+    await stores.pushSubscriptions.upsert(member('rae'), rawSub('own'), new Date());
+    assert.equal(await racedByPrune().register(member('rae'), rawSub('own'), new Date(), 3), 'created');
     assert.equal((await stores.pushSubscriptions.listForUser('rae', 10)).rows.length, 1);
     // Another user's row with the same browser's keys, pruned as it moves here.
-    await stores.pushSubscriptions.upsert(owner('old'), sub('moved'), new Date());
-    assert.equal(await racedByPrune().register(owner('ray'), sub('moved'), new Date(), 3), 'created');
+    await stores.pushSubscriptions.upsert(member('old'), rawSub('moved'), new Date());
+    assert.equal(await racedByPrune().register(member('ray'), rawSub('moved'), new Date(), 3), 'created');
     assert.equal((await stores.pushSubscriptions.listForUser('ray', 10)).rows.length, 1);
+  });
+
+  it("a prune of a browser that moved to another user between the prune's read and its delete leaves the moved row", async () => {
+    const browser = rawSub('pruned-as-it-moves');
+    assert.equal(await stores.pushSubscriptions.register(member('uma'), browser, new Date(), 3), 'created');
+    const [row] = (await stores.pushSubscriptions.listForUser('uma', 10)).rows;
+    // The push service said gone to a push meant for uma; meanwhile the browser signs in as vic.
+    const movedMeanwhile = storeRacedBy('deleteOne', () =>
+      stores.pushSubscriptions.register(member('vic'), browser, new Date(), 3),
+    );
+    await movedMeanwhile.prune(row._id);
+    const vics = (await stores.pushSubscriptions.listForUser('vic', 10)).rows;
+    assert.deepEqual(
+      vics.map((sub) => sub._id),
+      [row._id],
+      "vic's registration, made after the prune's read, is kept",
+    );
+    const slot = await mongo.db
+      .collection<{ _id: string; released?: boolean }>('push_subscription_slots')
+      .findOne({ _id: vics[0].slotId! });
+    assert.equal(slot?.released, undefined, "and so is vic's slot");
   });
 
   it('test pushes are rate-limited per user, across API processes: 429 with Retry-After', async () => {

@@ -68,9 +68,11 @@ const SLOT_RECLAIM_MS = 10 * 60_000;
  */
 export async function removeSubscription(db: Db, filter: { _id: string; userId?: string }): Promise<boolean> {
   const subs = db.collection<PushSubscriptionRow>('push_subscriptions');
-  const row = await subs.findOne(filter, { projection: { slotId: 1 } });
+  const row = await subs.findOne(filter, { projection: { userId: 1, slotId: 1 } });
   if (!row) return false;
-  const removed = (await subs.deleteOne(filter)).deletedCount === 1;
+  // The row as read: moved to another user since (a new slot), it is theirs now and stays.
+  const asRead = { _id: row._id, userId: row.userId, slotId: row.slotId ?? { $exists: false } };
+  const removed = (await subs.deleteOne(asRead)).deletedCount === 1;
   if (removed && row.slotId) await releaseSlot(db, row.slotId);
   return removed;
 }

@@ -442,10 +442,10 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     method: 'removeSubscription',
     collection: 'push_subscriptions',
     op: 'deleteOne',
-    filter: { _id: SAMPLE.subscriptionId, userId: SAMPLE.userId },
+    filter: { _id: SAMPLE.subscriptionId, userId: SAMPLE.userId, slotId: `${SAMPLE.userId}|0|0` },
     index: '_id_',
     hot: true,
-    note: 'the same filter',
+    note: 'the row as read (its user and slot): one moved since stays',
   },
   {
     module: 'push/subscriptions',
