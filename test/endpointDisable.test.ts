@@ -151,23 +151,29 @@ describe('team endpoints: a failing endpoint', function () {
 
       // A success a moment ago: the next delivery's attempt, reading it, has no streak to end.
       await finishRun('delivered', ian);
-      await waitUntil('its success written', async () => !!(await endpoints.getById(id))?.lastSuccessAt);
+      await waitUntil('its success written', async () => !!(await endpoints.getById(id))?.lastSuccessAt, {
+        timeoutMs: 60_000,
+      });
 
       // That delivery is on the wire (the receiver holds its answer) when another event's attempt fails.
       const answer = deferred();
       slowReceiver.answer({ status: 204, heldUntil: answer.promise });
       slowReceiver.answerAlways({ status: 500 });
       const held = await finishRun('held, then delivered', ian);
-      await waitUntil('the held delivery arrived', () => slowReceiver.open === 1);
+      await waitUntil('the held delivery arrived', () => slowReceiver.open === 1, { timeoutMs: 60_000 });
       const failing = await finishRun('failing', ian);
-      await waitUntil('the streak begun', async () => !!(await endpoints.getById(id))?.failingSince);
+      await waitUntil('the streak begun', async () => !!(await endpoints.getById(id))?.failingSince, {
+        timeoutMs: 60_000,
+      });
       const deliveredAfter = new Date();
       answer.resolve();
       await stack.client.workflow.getHandle(`team-event|ev:${held}:end`).result();
 
       // The failing event's schedule (six tries a second apart) outlasts the threshold twice: it is disabled, for
       // a streak that began after the delivery, not before it.
-      await waitUntil('disabled', async () => (await endpoints.getById(id))?.disabled === true);
+      await waitUntil('disabled', async () => (await endpoints.getById(id))?.disabled === true, {
+        timeoutMs: 60_000,
+      });
       const { failingSince } = (await endpoints.getById(id))!.disabling!;
       assert.ok(
         failingSince >= deliveredAfter,
