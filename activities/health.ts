@@ -1,13 +1,16 @@
 // The run-health workflow's I/O: its settings, the run's persisted status and its own saved state.
-import type { HealthSettings } from '../contract/activities';
+import type { HealthSettings, RecordedSpend } from '../contract/activities';
 import type { HealthState } from '../domain/health';
 import type { RunStatus } from '../domain/runStatus';
+import type { EventStore } from '../store/events';
 import type { RunHealthStore } from '../store/runHealth';
 import type { RunStore } from '../store/runs';
 
 export interface HealthDeps {
   runs: RunStore;
   runHealth: RunHealthStore;
+  /** The runs' events: the spend a run reported, read at its end. */
+  events: Pick<EventStore, 'latestSpend'>;
   /** STALL_AFTER_SECONDS and HEALTH_REAP_SECONDS: run health's settings are the worker's own. */
   stallAfterSeconds: number;
   healthReapSeconds: number;
@@ -48,6 +51,11 @@ export function createHealthActivities(deps: HealthDeps) {
 
     async runEndedAt(runId: string): Promise<number | undefined> {
       return (await deps.runs.getById(runId))?.endedAt?.getTime();
+    },
+
+    async recordedSpend(runId: string): Promise<RecordedSpend | undefined> {
+      const latest = await deps.events.latestSpend(runId);
+      return latest && { spent: latest.spent, writtenAt: latest.writtenAt.getTime() };
     },
 
     async saveHealth(state: HealthState): Promise<void> {

@@ -183,6 +183,7 @@ export function createActivities(deps: ActivityDeps): Activities {
     ...createHealthActivities({
       runs: stores.runs,
       runHealth: stores.runHealth,
+      events: stores.events,
       stallAfterSeconds: config.stallAfterSeconds,
       healthReapSeconds: config.healthReapSeconds,
       opsAlerts: config.opsAlertWebhookUrl !== undefined,

@@ -98,6 +98,8 @@ export interface Activities {
   persistedRunStatus(runId: string): Promise<RunStatus | undefined>;
   /** When the run's end was written (epoch ms; by the writer's clock, as its events' writtenAt). */
   runEndedAt(runId: string): Promise<number | undefined>;
+  /** The run's newest spend report in the store, whichever process wrote it (read at the run's end). */
+  recordedSpend(runId: string): Promise<RecordedSpend | undefined>;
   saveHealth(state: HealthState): Promise<void>;
   reapHealth(runId: string): Promise<void>;
 
@@ -318,6 +320,12 @@ export interface AlertClaim {
 }
 
 export type AlertSend = 'sent' | 'already_sent';
+
+/** A run's spend as its events recorded it: the cumulative figure, and when it was written (epoch ms). */
+export interface RecordedSpend {
+  spent: number;
+  writtenAt: number;
+}
 
 /** Run health's settings: the worker's config and the run's budget as persisted. */
 export interface HealthSettings {

@@ -219,6 +219,7 @@ export const ACTIVITY_FAMILIES: Record<keyof Activities, LogFields['family']> = 
   healthSettings: 'health',
   persistedRunStatus: 'health',
   runEndedAt: 'health',
+  recordedSpend: 'health',
   saveHealth: 'health',
   reapHealth: 'health',
   sweepOnce: 'sweep',

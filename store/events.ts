@@ -55,6 +55,20 @@ export function createEventStore(db: Db) {
     },
 
     /**
+     * The run's newest spend report (a usage event's cumulative `spent`) and when it was written; one indexed read
+     * of the run's events, newest first, up to that report.
+     */
+    async latestSpend(runId: string): Promise<{ spent: number; writtenAt: Date } | undefined> {
+      const [usage] = await events
+        .find({ runId, type: 'usage' }, { projection: { data: 1, at: 1 } })
+        .sort({ at: -1 })
+        .limit(1)
+        .toArray();
+      const spent = usage?.data.spent;
+      return typeof spent === 'number' ? { spent, writtenAt: usage.at } : undefined;
+    },
+
+    /**
      * Appends one event under an id the caller derives from what it records (e.g. the answer that resumed a
      * run), so an operation retried after a failure further on does not write it twice. False: already there.
      */

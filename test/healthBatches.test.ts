@@ -663,6 +663,22 @@ describe('run health fed in batches', function () {
     await waitUntil('its stall alert', () => alertsOf(run._id).includes('stall'), { timeoutMs: 30_000 });
   });
 
+  it('spend held by a process that died before its window closed is alerted when the run ends through another', async () => {
+    const alice = { userId: 'alice', teamId: 'acme' };
+    // A window that never closes: the process died holding the spend it wrote.
+    const dying: BatchClock = { now: () => Date.now(), setTimer: () => () => undefined };
+    const { service } = serviceWithFlakyHealth(() => false, 60_000, dying);
+    const run = await service.create(alice, { title: 'Spent, then its API died', budget: { limit: 10 } });
+    const id = run._id;
+    await healthStarted(id);
+    await service.recordEvent(alice, id, 'usage', { spent: 12 });
+    const done = await batched.post(`/api/v1/runs/${id}/complete`, { finalAnswer: 'done' });
+    assert.equal(done.status, 200, done.text);
+    await waitUntil('its budget alerts', () => bothBudgetAlerts(id), { timeoutMs: 30_000 });
+    assert.deepEqual(alertsOf(id), ['budget_exceeded', 'budget_warning']);
+    recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-ended-spend-read.json');
+  });
+
   it('spend held through an outage behind a batch of other events is still carried: the budget crossing is alerted', async () => {
     const alice = { userId: 'alice', teamId: 'acme' };
     let away = false;

@@ -53,6 +53,7 @@ export const QUICK_CALLS = [
   'healthSettings',
   'persistedRunStatus',
   'runEndedAt',
+  'recordedSpend',
   'saveHealth',
   'reapHealth',
   'recordTeamEvent',

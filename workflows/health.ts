@@ -145,6 +145,13 @@ export const HEALTH_FOUND_END_WRITTEN_AT_PATCH = 'health-found-end-notes-when-wr
  */
 export const HEALTH_STATUS_BY_REVISION_PATCH = 'health-status-changes-by-revision';
 
+/**
+ * Marks histories in which an ended run with a budget it has not exceeded reads, once, the spend its events
+ * recorded: spend an API process wrote but never told (it died holding it in its batch, or gave up on Temporal) is
+ * counted and alerted against the budget. Before, the run waited for it until reaped, and the alert was lost.
+ */
+export const HEALTH_RECORDED_SPEND_AT_END_PATCH = 'health-recorded-spend-read-at-end';
+
 /** A status change written before the latest one applied: by the run's revisions where both have one. */
 function toldLate(state: HealthState, event: ObservedEvent): boolean {
   const byTime = toldOutOfOrder(state, event);
@@ -219,15 +226,18 @@ function stallTimer() {
 
 /**
  * An ended run waits until it is reaped. Spend written before the end may still be on its way (an API process's
- * batch): a run with a budget it has not exceeded wakes for it. Answers whether spend arrived (false: reaped).
+ * batch), or never come (that process died): a run with a budget it has not exceeded reads, once, the spend its
+ * events recorded, and wakes for spend told later. Answers whether spend arrived (false: reaped).
  * Other late events wait unread, as before.
  */
 async function lateSpendOrReaped(
   state: HealthState,
   options: HealthInput['options'],
   batched: boolean,
-  inbox: readonly ObservedEvent[],
+  inbox: ObservedEvent[],
   quick: QuickCalls,
+  /** Whether this execution read the spend its run's events recorded (once). */
+  spendRead: { done: boolean },
 ): Promise<boolean> {
   const untilReapMs = Math.max(
     1,
@@ -238,6 +248,12 @@ async function lateSpendOrReaped(
     state.budgetLimit !== undefined &&
     !state.budgetExceeded &&
     patched(HEALTH_USAGE_BEFORE_END_PATCH);
+  if (takesLateSpend && !spendRead.done && patched(HEALTH_RECORDED_SPEND_AT_END_PATCH)) {
+    spendRead.done = true;
+    const recorded = await quick.recordedSpend(state.runId);
+    if (recorded && recorded.spent > state.spent)
+      inbox.push({ type: 'usage', data: { spent: recorded.spent }, writtenAt: recorded.writtenAt });
+  }
   const spendArrived =
     takesLateSpend && (await condition(() => inbox.some((e) => e.type === 'usage'), untilReapMs));
   if (spendArrived) return true;
@@ -309,11 +325,12 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
   const timer = stallTimer();
   /** The stall's due time whose grace was waited (each due time waits it once). */
   let graceWaitedFor: number | undefined;
+  const spendRead = { done: false };
 
   for (;;) {
     let arrived: boolean;
     if (state.phase === 'terminal') {
-      if (!(await lateSpendOrReaped(state, options, batched, inbox, quick))) return state;
+      if (!(await lateSpendOrReaped(state, options, batched, inbox, quick, spendRead))) return state;
       arrived = true;
     } else if (batched) {
       const due = stallDueAt(state, options.stallAfterSeconds * 1000);

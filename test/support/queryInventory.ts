@@ -1051,6 +1051,18 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     hot: false,
     note: "a run's whole event stream (tests and diagnostics only)",
   },
+  {
+    module: 'events',
+    method: 'latestSpend',
+    collection: 'events',
+    op: 'find',
+    filter: { runId: SAMPLE.runId, type: 'usage' },
+    sort: { at: -1 },
+    limit: 1,
+    index: 'run_timeline',
+    hot: false,
+    note: "run health, once at a budgeted run's end: the newest spend its events recorded (the run's events since it)",
+  },
 ];
 
 /** The table as docs/development.md shows it (test/unit/queryInventory.test.ts keeps the two the same). */
