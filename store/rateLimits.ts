@@ -200,13 +200,14 @@ async function writeCounts(
       bucket: view.head,
       expiresAt: new Date(now.getTime() + windowMs(rule)),
     };
-    // A copy of this hit racing this one wrote its row first: both counted (stricter), one row.
+    // A copy of this hit racing this one wrote its row first: both counted (stricter), one row. A row there is
+    // otherwise one that expired unreaped: it names this count now, so a give-back uncounts this one.
     return [
       count,
       {
         updateOne: {
           filter: { _id: hitRowId(key, hitId) },
-          update: { $setOnInsert: hitRow },
+          update: { $set: hitRow },
           upsert: true,
         },
       },

@@ -111,6 +111,24 @@ describe('rate limits', function () {
     assert.ok(!(await stores.rateLimits.hit('back|owner', rule, now, 'h4')).admitted);
   });
 
+  it('a hit repeated after its row expired (not reaped yet) counts again, and its give-back uncounts that count', async () => {
+    const rule = { limit: 2, windowSeconds: 60 };
+    const key = `back-late|${Date.now()}`;
+    const now = new Date();
+    assert.ok((await stores.rateLimits.hit(key, rule, now, 'h1')).admitted);
+    // A redelivery held, handed back a window and a half later: hit again, then given back.
+    const later = new Date(now.getTime() + 90_000);
+    const again = await stores.rateLimits.hit(key, rule, later, 'h1');
+    assert.ok(again.admitted && again.useId);
+    await stores.rateLimits.giveBack(again.useId);
+    const window = await rows().findOne({ _id: `window|${key}` as never });
+    assert.equal(window?.total, 0, 'nothing counted in the window once given back');
+    const admitted = [];
+    for (const id of ['h2', 'h3', 'h4'])
+      admitted.push((await stores.rateLimits.hit(key, rule, later, id)).admitted);
+    assert.deepEqual(admitted, [true, true, false], 'the whole limit is there again');
+  });
+
   it('a hit reads a few documents, whatever the limit and however many hits the key already counted', async () => {
     const monitored = await connectMongo(config.mongoUrl, config.mongoDb, { monitorCommands: true });
     try {
