@@ -10,7 +10,7 @@ export interface HealthDeps {
   runs: RunStore;
   runHealth: RunHealthStore;
   /** The runs' events: the spend a run reported, read at its end. */
-  events: Pick<EventStore, 'latestSpend'>;
+  events: Pick<EventStore, 'latestSpend' | 'latestProgressAt'>;
   /** STALL_AFTER_SECONDS and HEALTH_REAP_SECONDS: run health's settings are the worker's own. */
   stallAfterSeconds: number;
   healthReapSeconds: number;
@@ -56,6 +56,10 @@ export function createHealthActivities(deps: HealthDeps) {
     async recordedSpend(runId: string): Promise<RecordedSpend | undefined> {
       const latest = await deps.events.latestSpend(runId);
       return latest && { spent: latest.spent, writtenAt: latest.writtenAt.getTime() };
+    },
+
+    async recordedProgressAt(runId: string): Promise<number | undefined> {
+      return (await deps.events.latestProgressAt(runId))?.getTime();
     },
 
     async saveHealth(state: HealthState): Promise<void> {

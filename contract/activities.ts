@@ -100,6 +100,8 @@ export interface Activities {
   runEndedAt(runId: string): Promise<number | undefined>;
   /** The run's newest spend report in the store, whichever process wrote it (read at the run's end). */
   recordedSpend(runId: string): Promise<RecordedSpend | undefined>;
+  /** When the run's newest progress event was written (epoch ms), whichever process wrote it (a stall check). */
+  recordedProgressAt(runId: string): Promise<number | undefined>;
   saveHealth(state: HealthState): Promise<void>;
   reapHealth(runId: string): Promise<void>;
 

@@ -1,6 +1,7 @@
 // events: the run's event stream (pause, failure and progress events), appended in order.
 import { randomUUID } from 'node:crypto';
 import type { Db } from 'mongodb';
+import { NOT_PROGRESS } from '../domain/health';
 import { isDuplicateKey, type IndexSpec } from './mongo';
 
 export interface RunEvent {
@@ -66,6 +67,16 @@ export function createEventStore(db: Db) {
         .toArray();
       const spent = usage?.data.spent;
       return typeof spent === 'number' ? { spent, writtenAt: usage.at } : undefined;
+    },
+
+    /** When the run's newest event that is progress was written (run health's sense of it). */
+    async latestProgressAt(runId: string): Promise<Date | undefined> {
+      const [event] = await events
+        .find({ runId, type: { $nin: [...NOT_PROGRESS] } }, { projection: { at: 1 } })
+        .sort({ at: -1 })
+        .limit(1)
+        .toArray();
+      return event?.at;
     },
 
     /**

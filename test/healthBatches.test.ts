@@ -679,6 +679,48 @@ describe('run health fed in batches', function () {
     recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-ended-spend-read.json');
   });
 
+  it('a run that kept reporting progress while Temporal was away is not stalled when its timer fires first', async function () {
+    this.timeout(120_000);
+    const alice = { userId: 'alice', teamId: 'acme' };
+    let away = false;
+    const { service, errors } = serviceWithFlakyHealth(() => away, 200);
+    const run = await service.create(alice, { title: 'Busy while Temporal was away' });
+    const id = run._id;
+    await healthStarted(id);
+    const handle = stack.client.workflow.getHandle(healthWorkflowId(id));
+    /** The local activities the workflow ran so far, by type (their markers name them). */
+    const localActivities = async (): Promise<string[]> =>
+      ((await handle.fetchHistory()).events ?? []).flatMap((e) => {
+        const data = e.markerRecordedEventAttributes?.details?.data?.payloads?.[0]?.data;
+        const type = data && /"activity_type":"(\w+)"/.exec(Buffer.from(data).toString())?.[1];
+        return type ? [type] : [];
+      });
+    // Its progress is written and its signals fail, until health's timer has fired, it read the run's status and
+    // saved what it made of it.
+    away = true;
+    let node = 0;
+    await waitUntil(
+      "the stall check, the run's progress recorded meanwhile",
+      async () => {
+        await service.recordEvent(alice, id, 'node_started', { node: `n${node++}` });
+        const types = await localActivities();
+        const checked = types.indexOf('persistedRunStatus');
+        return checked >= 0 && types.slice(checked).includes('saveHealth');
+      },
+      { timeoutMs: 60_000, intervalMs: 300 },
+    );
+    assert.ok(errors.length > 0, 'its batches failed meanwhile');
+    away = false;
+    await service.complete(alice, id, 'done');
+    await waitUntil(
+      'health heard the end',
+      async () => (await stack.stores.runHealth.getState(id))?.phase === 'terminal',
+    );
+    const state = (await stack.stores.runHealth.getState(id))!;
+    assert.equal(state.stallSeq, 0, `stalled ${state.stallSeq} time(s): ${alertsOf(id).join(', ')}`);
+    recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-busy-through-outage.json');
+  });
+
   it('spend held through an outage behind a batch of other events is still carried: the budget crossing is alerted', async () => {
     const alice = { userId: 'alice', teamId: 'acme' };
     let away = false;

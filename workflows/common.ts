@@ -54,6 +54,7 @@ export const QUICK_CALLS = [
   'persistedRunStatus',
   'runEndedAt',
   'recordedSpend',
+  'recordedProgressAt',
   'saveHealth',
   'reapHealth',
   'recordTeamEvent',

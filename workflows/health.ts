@@ -152,6 +152,14 @@ export const HEALTH_STATUS_BY_REVISION_PATCH = 'health-status-changes-by-revisio
  */
 export const HEALTH_RECORDED_SPEND_AT_END_PATCH = 'health-recorded-spend-read-at-end';
 
+/**
+ * Marks histories in which a stall about to fire first reads when the run's newest progress was written: progress
+ * an API process wrote but could not tell (Temporal away, its batch held for retries) puts the stall off. Before,
+ * every run busy through an outage longer than its stall time raised a stall, then a recovery once its batch came.
+ * Reached at every stall check (batched histories only).
+ */
+export const HEALTH_STALL_READS_RECORDED_PROGRESS_PATCH = 'health-stall-reads-recorded-progress';
+
 /** A status change written before the latest one applied: by the run's revisions where both have one. */
 function toldLate(state: HealthState, event: ObservedEvent): boolean {
   const byTime = toldOutOfOrder(state, event);
@@ -402,9 +410,17 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
       else if (persisted && persisted !== 'running') {
         state = await foundEnded(quick, state, persisted, batched);
       } else if (inbox.length === 0) {
-        const result = fireStall(state, Date.now());
-        state = result.state;
-        alerts.push(...result.alerts);
+        const recordedAt =
+          batched && patched(HEALTH_STALL_READS_RECORDED_PROGRESS_PATCH)
+            ? await quick.recordedProgressAt(state.runId)
+            : undefined;
+        if (recordedAt !== undefined && recordedAt > state.lastLivenessAt)
+          state = { ...state, lastLivenessAt: recordedAt };
+        else if (inbox.length === 0) {
+          const result = fireStall(state, Date.now());
+          state = result.state;
+          alerts.push(...result.alerts);
+        }
       }
     }
 

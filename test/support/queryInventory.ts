@@ -1063,6 +1063,18 @@ export const QUERY_INVENTORY: QueryEntry[] = [
     hot: false,
     note: "run health, once at a budgeted run's end: the newest spend its events recorded (the run's events since it)",
   },
+  {
+    module: 'events',
+    method: 'latestProgressAt',
+    collection: 'events',
+    op: 'find',
+    filter: { runId: SAMPLE.runId, type: { $nin: ['run_health', 'run_workspace_checkpoint'] } },
+    sort: { at: -1 },
+    limit: 1,
+    index: 'run_timeline',
+    hot: false,
+    note: "run health, at a stall about to fire: when the run's newest progress was written",
+  },
 ];
 
 /** The table as docs/development.md shows it (test/unit/queryInventory.test.ts keeps the two the same). */

@@ -43,6 +43,8 @@ function standIns(over: Record<string, unknown> = {}) {
   const activities = {
     healthSettings: async () => ({ options: OPTIONS }),
     persistedRunStatus: async () => 'running',
+    // No progress recorded past what health heard: a silent run.
+    recordedProgressAt: async () => undefined,
     saveHealth: async (state: HealthState) => void saved.push(state),
     reapHealth: async () => undefined,
     tryMark: async () => true,
