@@ -151,10 +151,13 @@ describe('abuse limits', function () {
   });
 
   /**
-   * The store over a database whose next `op` on push_subscriptions first runs `meanwhile` with the row it names
-   * (another request landing between the store's read and its write).
+   * The store over a database whose next `op` on push_subscriptions goes through `around` (given the real call and
+   * the row it names): another request landing between the store's read and its write, or an answer lost.
    */
-  const storeRacedBy = (op: 'updateOne' | 'deleteOne', meanwhile: (id: string) => Promise<unknown>) => {
+  const storeWith = (
+    op: 'updateOne' | 'deleteOne' | 'insertOne',
+    around: (call: () => Promise<unknown>, id: string) => Promise<unknown>,
+  ) => {
     let armed = true;
     const db = new Proxy(mongo.db, {
       get(target, prop, receiver) {
@@ -165,12 +168,11 @@ describe('abuse limits', function () {
           return new Proxy(collection, {
             get(coll, key, r) {
               if (key !== op) return Reflect.get(coll, key, r);
-              return async (filter: { _id: string }, ...rest: unknown[]) => {
-                if (armed) {
-                  armed = false;
-                  await meanwhile(filter._id);
-                }
-                return (coll[op] as (...a: unknown[]) => Promise<unknown>)(filter, ...rest);
+              return async (first: { _id: string }, ...rest: unknown[]) => {
+                const call = () => (coll[op] as (...a: unknown[]) => Promise<unknown>)(first, ...rest);
+                if (!armed) return call();
+                armed = false;
+                return around(call, first._id);
               };
             },
           });
@@ -179,6 +181,12 @@ describe('abuse limits', function () {
     });
     return createPushSubscriptionStore(db);
   };
+  /** The store whose next `op` first runs `meanwhile` with the row it names. */
+  const storeRacedBy = (op: 'updateOne' | 'deleteOne', meanwhile: (id: string) => Promise<unknown>) =>
+    storeWith(op, async (call, id) => {
+      await meanwhile(id);
+      return call();
+    });
   const rawSub = (name: string) => ({
     endpoint: `https://push.example.com/raced-${name}`,
     keys: { p256dh: 'p256dh-raced', auth: `auth-${name}` },
@@ -219,6 +227,20 @@ describe('abuse limits', function () {
       .collection<{ _id: string; released?: boolean }>('push_subscription_slots')
       .findOne({ _id: vics[0].slotId! });
     assert.equal(slot?.released, undefined, "and so is vic's slot");
+  });
+
+  it("a new row whose insert landed but whose answer was lost keeps its slot: the user's cap still holds", async () => {
+    const answerLost = storeWith('insertOne', async (call) => {
+      await call();
+      throw new Error('connection reset after the write');
+    });
+    await assert.rejects(answerLost.register(member('una'), rawSub('insert-answer-lost'), new Date(), 3));
+    const [row] = (await stores.pushSubscriptions.listForUser('una', 10)).rows;
+    assert.ok(row?.slotId, 'the row landed, naming its slot');
+    const slot = await mongo.db
+      .collection<{ _id: string; released?: boolean }>('push_subscription_slots')
+      .findOne({ _id: row.slotId });
+    assert.equal(slot?.released, undefined, 'the slot the row names is still held');
   });
 
   it('test pushes are rate-limited per user, across API processes: 429 with Retry-After', async () => {

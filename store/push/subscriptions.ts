@@ -210,7 +210,8 @@ const REGISTER_TRIES = 3;
  * The cap holds under concurrency on FerretDB v1 and MongoDB alike: a row new to the user first takes one of
  * the user's slots, and a slot is taken by an insert on its unique _id (store/slots.ts), the one write that is
  * exclusive on both servers. Counting the user's rows and then writing let racing registrations all pass the
- * count. A refusal stores nothing; a registration that loses after taking a slot gives it back. A row that went
+ * count. A refusal stores nothing; a registration that loses after taking a slot gives it back (one whose write
+ * failed keeps it: the row may be there, and a slot no row names is reclaimed). A row that went
  * or moved between the read and the write (pruned, deleted in another tab) is read again: nobody may hold it.
  */
 async function register(...args: RegisterArgs): Promise<RegisterResult> {
@@ -269,8 +270,9 @@ async function registerOnce(
     await subs.insertOne({ _id, ...update.$set, ...update.$setOnInsert, slotId: slot._id });
     return 'created';
   } catch (err) {
-    await releaseSlot(db, slot._id);
+    // Any other failure may have written the row (its answer lost): its slot stays, reclaimed if no row names it.
     if (!isDuplicateKey(err)) throw err;
+    await releaseSlot(db, slot._id);
     // The same endpoint registered concurrently: this user's now (an update), or another user's.
     return updateOwn();
   }
