@@ -108,14 +108,21 @@ describe('a team event whose deliveries hold their claims side by side, replayed
       },
     } as unknown as Partial<Activities>;
     const bundle = await workflowBundle();
-    const first = await Worker.create({
-      connection: env.nativeConnection,
-      taskQueue,
-      activities,
-      workflowBundle: bundle,
-      maxCachedWorkflows: 0,
-      shutdownGraceTime: '30s',
-    });
+    // Workflow tasks (and the local activities, the store calls) on workflow workers that go and come; attempts
+    // (activities) on a worker of their own that stays, so the first workflow worker is gone before A's attempt
+    // answers: a workflow task it took while going would time out, and the test server's clock then stood still.
+    const workflowWorker = (cached: boolean) =>
+      Worker.create({
+        connection: env.nativeConnection,
+        taskQueue,
+        activities,
+        workflowBundle: bundle,
+        enableNonLocalActivities: false,
+        ...(cached ? {} : { maxCachedWorkflows: 0 }),
+      });
+    const attempts = await Worker.create({ connection: env.nativeConnection, taskQueue, activities });
+    const attemptsRun = attempts.run();
+    const first = await workflowWorker(false);
     const firstRun = first.run();
     const handle = await env.client.workflow.start(teamEventWorkflow, {
       taskQueue,
@@ -132,8 +139,8 @@ describe('a team event whose deliveries hold their claims side by side, replayed
       await new Promise((r) => setTimeout(r, 50));
     }
     first.shutdown();
-    answerA.resolve();
     await firstRun;
+    answerA.resolve();
     // B's wait ends with no worker: the next workflow task brings A's answer and B's timer together.
     await env.sleep(WAIT_SECONDS * 1000 + 1000);
     // The case is set: B's second wait ended while A's answer waits for a worker, in one workflow task.
@@ -143,13 +150,10 @@ describe('a team event whose deliveries hold their claims side by side, replayed
       await env.sleep(1000);
     }
     secondWorker = true;
-    const second = await Worker.create({
-      connection: env.nativeConnection,
-      taskQueue,
-      activities,
-      workflowBundle: bundle,
-    });
+    const second = await workflowWorker(true);
     const result = await second.runUntil(handle.result());
+    attempts.shutdown();
+    await attemptsRun;
     const history = await handle.fetchHistory();
     recordHistory(history, 'team-event-history-holds-side-by-side.json');
     assert.deepEqual(result.deliveries, { ep_a: 'delivered', ep_b: 'delivered' });
