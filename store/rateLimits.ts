@@ -46,7 +46,8 @@ export interface RateLimit {
 export type Admission =
   | {
       admitted: true;
-      /** Gives the hit back (a later step refused the request). */ release(): Promise<void>;
+      /** Gives the hit back (a later step refused the request), once however often it is called. */
+      release(): Promise<void>;
       /** The hit's row, for a hit with an id (giveBack takes it back later, from another process). */
       useId?: string;
     }
@@ -222,6 +223,12 @@ async function writeCounts(
   }
 }
 
+/** `give` the first time it is called; nothing after: a release called twice gives one hit back. */
+function once(give: () => Promise<void>): () => Promise<void> {
+  let given: Promise<void> | undefined;
+  return () => (given ??= give());
+}
+
 export type RateLimitStore = ReturnType<typeof createRateLimitStore>;
 
 export function createRateLimitStore(db: Db) {
@@ -294,7 +301,7 @@ export function createRateLimitStore(db: Db) {
         answers.set(
           key,
           hitId === undefined
-            ? { admitted: true, release: () => uncount(windowId(key), bucket) }
+            ? { admitted: true, release: once(() => uncount(windowId(key), bucket)) }
             : {
                 admitted: true,
                 release: () => store.giveBack(hitRowId(key, hitId)),

@@ -111,6 +111,20 @@ describe('rate limits', function () {
     assert.ok(!(await stores.rateLimits.hit('back|owner', rule, now, 'h4')).admitted);
   });
 
+  it('a hit without an id released twice is uncounted once', async () => {
+    const rule = { limit: 2, windowSeconds: 60 };
+    const key = `release-twice|${Date.now()}`;
+    const now = new Date();
+    const first = await stores.rateLimits.hit(key, rule, now);
+    assert.ok((await stores.rateLimits.hit(key, rule, now)).admitted);
+    assert.ok(first.admitted);
+    await first.release();
+    await first.release();
+    const admitted = [];
+    for (let i = 0; i < 3; i++) admitted.push((await stores.rateLimits.hit(key, rule, now)).admitted);
+    assert.deepEqual(admitted, [true, false, false], 'one hit given back, not two');
+  });
+
   it('a hit repeated after its row expired (not reaped yet) counts again, and its give-back uncounts that count', async () => {
     const rule = { limit: 2, windowSeconds: 60 };
     const key = `back-late|${Date.now()}`;
