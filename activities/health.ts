@@ -1,5 +1,5 @@
 // The run-health workflow's I/O: its settings, the run's persisted status and its own saved state.
-import type { HealthSettings, RecordedSpend } from '../contract/activities';
+import type { HealthSettings, RecordedProgress, RecordedSpend } from '../contract/activities';
 import type { HealthState } from '../domain/health';
 import type { RunStatus } from '../domain/runStatus';
 import type { EventStore } from '../store/events';
@@ -10,7 +10,7 @@ export interface HealthDeps {
   runs: RunStore;
   runHealth: RunHealthStore;
   /** The runs' events: the spend a run reported, read at its end. */
-  events: Pick<EventStore, 'latestSpend' | 'latestProgressAt'>;
+  events: Pick<EventStore, 'latestSpend' | 'progressSince'>;
   /** STALL_AFTER_SECONDS and HEALTH_REAP_SECONDS: run health's settings are the worker's own. */
   stallAfterSeconds: number;
   healthReapSeconds: number;
@@ -58,8 +58,9 @@ export function createHealthActivities(deps: HealthDeps) {
       return latest && { spent: latest.spent, writtenAt: latest.writtenAt.getTime() };
     },
 
-    async recordedProgressAt(runId: string): Promise<number | undefined> {
-      return (await deps.events.latestProgressAt(runId))?.getTime();
+    async recordedProgressSince(runId: string, since: number): Promise<RecordedProgress | undefined> {
+      const progress = await deps.events.progressSince(runId, new Date(since));
+      return progress && { first: progress.first.getTime(), newest: progress.newest.getTime() };
     },
 
     async saveHealth(state: HealthState): Promise<void> {

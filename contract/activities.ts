@@ -100,8 +100,8 @@ export interface Activities {
   runEndedAt(runId: string): Promise<number | undefined>;
   /** The run's newest spend report in the store, whichever process wrote it (read at the run's end). */
   recordedSpend(runId: string): Promise<RecordedSpend | undefined>;
-  /** When the run's newest progress event was written (epoch ms), whichever process wrote it (a stall check). */
-  recordedProgressAt(runId: string): Promise<number | undefined>;
+  /** The run's progress events written after `since` (epoch ms), whichever process wrote them (a stall check). */
+  recordedProgressSince(runId: string, since: number): Promise<RecordedProgress | undefined>;
   saveHealth(state: HealthState): Promise<void>;
   reapHealth(runId: string): Promise<void>;
 
@@ -327,6 +327,12 @@ export type AlertSend = 'sent' | 'already_sent';
 export interface RecordedSpend {
   spent: number;
   writtenAt: number;
+}
+
+/** When the first and the newest of a run's progress events since a time were written (epoch ms). */
+export interface RecordedProgress {
+  first: number;
+  newest: number;
 }
 
 /** Run health's settings: the worker's config and the run's budget as persisted. */

@@ -220,7 +220,7 @@ export const ACTIVITY_FAMILIES: Record<keyof Activities, LogFields['family']> = 
   persistedRunStatus: 'health',
   runEndedAt: 'health',
   recordedSpend: 'health',
-  recordedProgressAt: 'health',
+  recordedProgressSince: 'health',
   saveHealth: 'health',
   reapHealth: 'health',
   sweepOnce: 'sweep',

@@ -69,14 +69,22 @@ export function createEventStore(db: Db) {
       return typeof spent === 'number' ? { spent, writtenAt: usage.at } : undefined;
     },
 
-    /** When the run's newest event that is progress was written (run health's sense of it). */
-    async latestProgressAt(runId: string): Promise<Date | undefined> {
-      const [event] = await events
-        .find({ runId, type: { $nin: [...NOT_PROGRESS] } }, { projection: { at: 1 } })
-        .sort({ at: -1 })
-        .limit(1)
-        .toArray();
-      return event?.at;
+    /**
+     * When the run's first and newest events that are progress (run health's sense of it) written after `since`
+     * were written; undefined when none was. Two indexed reads of one row each.
+     */
+    async progressSince(runId: string, since: Date): Promise<{ first: Date; newest: Date } | undefined> {
+      const progress = { runId, type: { $nin: [...NOT_PROGRESS] }, at: { $gt: since } };
+      const firstOf = async (order: 1 | -1) =>
+        (
+          await events
+            .find(progress, { projection: { at: 1 } })
+            .sort({ at: order })
+            .limit(1)
+            .toArray()
+        )[0]?.at;
+      const first = await firstOf(1);
+      return first && { first, newest: (await firstOf(-1)) ?? first };
     },
 
     /**

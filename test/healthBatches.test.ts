@@ -721,6 +721,39 @@ describe('run health fed in batches', function () {
     recordFixture(stack.config, healthWorkflowId(id), 'run-health-history-busy-through-outage.json');
   });
 
+  it('a silence past the stall time whose progress was written, not told, as health waited for a held batch is a stall', async function () {
+    this.timeout(120_000);
+    const alice = { userId: 'alice', teamId: 'acme' };
+    let away = false;
+    const { service } = serviceWithFlakyHealth(() => away, 200);
+    const run = await service.create(alice, { title: 'Silent, back as health checked' });
+    const id = run._id;
+    await healthStarted(id);
+    const handle = stack.client.workflow.getHandle(healthWorkflowId(id));
+    // Silent until its stall came due: health waits a window (its own timer) for a batch an API may hold.
+    await waitUntil('the stall due, the wait for a held batch begun', async () => {
+      const events = (await handle.fetchHistory()).events ?? [];
+      return (
+        events.filter((e) => e.timerFiredEventAttributes).length >= 1 &&
+        events.filter((e) => e.timerStartedEventAttributes).length >= 2
+      );
+    });
+    // Busy again, its progress written but not told: it came after the stall time, so the silence was real.
+    away = true;
+    let node = 0;
+    await waitUntil(
+      'its stall alert',
+      async () => {
+        await service.recordEvent(alice, id, 'node_started', { node: `back-${node++}` });
+        return alertsOf(id).includes('stall');
+      },
+      { timeoutMs: 30_000, intervalMs: 300 },
+    );
+    away = false;
+    await service.recordEvent(alice, id, 'node_started', { node: 'told' });
+    await waitUntil('its recovery', () => alertsOf(id).includes('stall_recovered'), { timeoutMs: 30_000 });
+  });
+
   it('spend held through an outage behind a batch of other events is still carried: the budget crossing is alerted', async () => {
     const alice = { userId: 'alice', teamId: 'acme' };
     let away = false;

@@ -54,7 +54,7 @@ export const QUICK_CALLS = [
   'persistedRunStatus',
   'runEndedAt',
   'recordedSpend',
-  'recordedProgressAt',
+  'recordedProgressSince',
   'saveHealth',
   'reapHealth',
   'recordTeamEvent',

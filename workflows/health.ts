@@ -153,8 +153,9 @@ export const HEALTH_STATUS_BY_REVISION_PATCH = 'health-status-changes-by-revisio
 export const HEALTH_RECORDED_SPEND_AT_END_PATCH = 'health-recorded-spend-read-at-end';
 
 /**
- * Marks histories in which a stall about to fire first reads when the run's newest progress was written: progress
- * an API process wrote but could not tell (Temporal away, its batch held for retries) puts the stall off. Before,
+ * Marks histories in which a stall about to fire first reads the run's progress written since the last it heard:
+ * progress an API process wrote within the stall time but could not tell (Temporal away, its batch held for
+ * retries) puts the stall off to the newest; progress written only after it leaves the stall owed. Before,
  * every run busy through an outage longer than its stall time raised a stall, then a recovery once its batch came.
  * Reached at every stall check (batched histories only).
  */
@@ -410,12 +411,15 @@ export async function runHealthWorkflow(input: HealthInput): Promise<HealthState
       else if (persisted && persisted !== 'running') {
         state = await foundEnded(quick, state, persisted, batched);
       } else if (inbox.length === 0) {
-        const recordedAt =
+        const recorded =
           batched && patched(HEALTH_STALL_READS_RECORDED_PROGRESS_PATCH)
-            ? await quick.recordedProgressAt(state.runId)
+            ? await quick.recordedProgressSince(state.runId, state.lastLivenessAt)
             : undefined;
-        if (recordedAt !== undefined && recordedAt > state.lastLivenessAt)
-          state = { ...state, lastLivenessAt: recordedAt };
+        // Progress written within the stall time of the last heard (its process could not tell it yet): the run
+        // was not silent, it goes on from the newest. Written later, the silence was real: the stall is owed.
+        const due = stallDueAt(state, options.stallAfterSeconds * 1000);
+        if (recorded && due !== undefined && recorded.first < due)
+          state = { ...state, lastLivenessAt: Math.max(state.lastLivenessAt, recorded.newest) };
         else if (inbox.length === 0) {
           const result = fireStall(state, Date.now());
           state = result.state;

@@ -1065,15 +1065,19 @@ export const QUERY_INVENTORY: QueryEntry[] = [
   },
   {
     module: 'events',
-    method: 'latestProgressAt',
+    method: 'progressSince',
     collection: 'events',
     op: 'find',
-    filter: { runId: SAMPLE.runId, type: { $nin: ['run_health', 'run_workspace_checkpoint'] } },
-    sort: { at: -1 },
+    filter: {
+      runId: SAMPLE.runId,
+      type: { $nin: ['run_health', 'run_workspace_checkpoint'] },
+      at: { $gt: SAMPLE.cursorAt },
+    },
+    sort: { at: 1 },
     limit: 1,
     index: 'run_timeline',
     hot: false,
-    note: "run health, at a stall about to fire: when the run's newest progress was written",
+    note: "run health, at a stall about to fire: the run's first progress since the last it heard, then (the same read, newest first) its newest",
   },
 ];
 

@@ -44,7 +44,7 @@ function standIns(over: Record<string, unknown> = {}) {
     healthSettings: async () => ({ options: OPTIONS }),
     persistedRunStatus: async () => 'running',
     // No progress recorded past what health heard: a silent run.
-    recordedProgressAt: async () => undefined,
+    recordedProgressSince: async () => undefined,
     saveHealth: async (state: HealthState) => void saved.push(state),
     reapHealth: async () => undefined,
     tryMark: async () => true,
