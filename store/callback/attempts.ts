@@ -7,7 +7,7 @@
 // `<episodeId>|<attempt>`: an attempt number is taken by inserting it
 // (E11000 = taken, try the next), the one exclusivity FerretDB v1 has, so numbers stay unique and continue across
 // re-runs of the episode and redeliveries without a counter or a read-modify-write.
-import type { Db } from 'mongodb';
+import type { Collection, Db } from 'mongodb';
 import {
   PACING_HOLDS,
   type CallbackTrigger,
@@ -230,6 +230,26 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
       }
     },
 
+    ...endpointReads(rows),
+
+    /**
+     * How many attempts an episode has sent (the worker's holds sent nothing and are not counted): what a redelivery
+     * request saw (a later one means another delivery went out meanwhile).
+     */
+    async countForEpisode(episodeId: string): Promise<number> {
+      return rows.countDocuments({ episodeId, error: { $nin: [...PACING_HOLDS] } });
+    },
+
+    async reapExpired(now: Date): Promise<number> {
+      const cutoff = new Date(now.getTime() - CALLBACK_ATTEMPT_RETENTION_SECONDS * 1000);
+      return (await rows.deleteMany({ at: { $lt: cutoff } })).deletedCount;
+    },
+  };
+}
+
+/** A team endpoint's own reads of its log (endpoint_attempts): its page of attempts, its deliveries since a time. */
+function endpointReads(rows: Collection<CallbackAttemptRow>) {
+  return {
     /** One endpoint's attempts, newest first, a page at a time (endpoint_attempts). */
     async listForEndpoint(
       endpointId: string,
@@ -259,19 +279,6 @@ export function createCallbackAttemptStore(db: Db, collection = 'callback_attemp
         if (ended >= since) return ended;
       }
       return undefined;
-    },
-
-    /**
-     * How many attempts an episode has sent (the worker's holds sent nothing and are not counted): what a redelivery
-     * request saw (a later one means another delivery went out meanwhile).
-     */
-    async countForEpisode(episodeId: string): Promise<number> {
-      return rows.countDocuments({ episodeId, error: { $nin: [...PACING_HOLDS] } });
-    },
-
-    async reapExpired(now: Date): Promise<number> {
-      const cutoff = new Date(now.getTime() - CALLBACK_ATTEMPT_RETENTION_SECONDS * 1000);
-      return (await rows.deleteMany({ at: { $lt: cutoff } })).deletedCount;
     },
   };
 }
